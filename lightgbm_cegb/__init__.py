@@ -1,0 +1,24 @@
+"""lightgbm-cegb: cost-efficient gradient boosting on a patched LightGBM 4.7.0.
+
+``import lightgbm`` in this environment is the patched build (``lightgbm.__version__`` ends in
+``+cegb.N``); this package adds prediction-cost accounting and budgeted-learning tools around it.
+"""
+
+import warnings
+
+import lightgbm
+
+from .accounting import CostReport, leaf_paths, prediction_cost
+from .errors import CEGBError
+
+__version__ = "0.1.0"
+__all__ = ["CEGBError", "CostReport", "PATCHED_LIGHTGBM", "leaf_paths", "prediction_cost"]
+
+#: True when the imported lightgbm is the patched build of this project.
+PATCHED_LIGHTGBM = "+cegb." in lightgbm.__version__
+if not PATCHED_LIGHTGBM:
+    warnings.warn(
+        f"lightgbm {lightgbm.__version__} is not the patched build (4.7.0+cegb.N): its CEGB training has "
+        "known bugs (see patches/). Run 'make demo' or 'make test' in the lightgbm-cegb checkout to build it.",
+        stacklevel=2,
+    )
