@@ -50,7 +50,6 @@ BUILD_RECIPE = "cmake-release-cli+lib-v1"
 
 ROOT = Path(__file__).resolve().parents[1]
 PATCHES = ROOT / "patches"
-SERIES = PATCHES / "series"
 PATCH_NAME = re.compile(r"^\d{4}-[A-Za-z0-9._-]+\.patch$")
 
 
@@ -83,7 +82,7 @@ def run(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
 # --------------------------------------------------------------------------------------------- series
 
 
-def read_series() -> tuple[int, list[str]]:
+def read_series(patches: Path = PATCHES) -> tuple[int, list[str]]:
     """Return (series version, patch names) from ``patches/series``.
 
     The file lists one patch per line; ``#`` starts a comment; a ``# version: N`` line gives the series'
@@ -91,7 +90,8 @@ def read_series() -> tuple[int, list[str]]:
     """
     version = None
     names = []
-    for lineno, raw in enumerate(SERIES.read_text().splitlines(), 1):
+    series = patches / "series"
+    for lineno, raw in enumerate(series.read_text().splitlines(), 1):
         line = raw.strip()
         match = re.match(r"#\s*version:\s*(\d+)\s*$", line)
         if match:
@@ -101,12 +101,12 @@ def read_series() -> tuple[int, list[str]]:
         if not line:
             continue
         if not PATCH_NAME.match(line):
-            raise SourceError(f"{SERIES}:{lineno}: expected a patch name like 0001-name.patch, got {line!r}")
-        if not (PATCHES / line).is_file():
-            raise SourceError(f"{SERIES}:{lineno}: patch file {line} does not exist")
+            raise SourceError(f"{series}:{lineno}: expected a patch name like 0001-name.patch, got {line!r}")
+        if not (patches / line).is_file():
+            raise SourceError(f"{series}:{lineno}: patch file {line} does not exist")
         names.append(line)
     if version is None:
-        raise SourceError(f"{SERIES}: no '# version: N' line")
+        raise SourceError(f"{series}: no '# version: N' line")
     return version, names
 
 
@@ -114,7 +114,7 @@ def series_key() -> str:
     """Cache key: sdist hash + series + every patch's bytes + build recipe."""
     _, names = read_series()
     digest = hashlib.sha256()
-    for part in (SDIST_SHA256, BUILD_RECIPE, SERIES.read_text()):
+    for part in (SDIST_SHA256, BUILD_RECIPE, (PATCHES / "series").read_text()):
         digest.update(part.encode() + b"\0")
     for name in names:
         digest.update(name.encode() + b"\0" + (PATCHES / name).read_bytes() + b"\0")
@@ -195,29 +195,31 @@ def extract_sdist(dest: Path) -> None:
 
 
 def split_patch(text: str) -> tuple[str, str]:
-    """Split a patch file into (header, diff). The diff starts at the first ``diff --git`` or ``---`` line."""
+    """Split a patch file into (header, diff): the diff starts at the first ``diff --git`` or ``--- `` line;
+    the header is the text before it, without the ``---`` line that separates the two."""
     match = re.search(r"^(diff --git |--- )", text, flags=re.M)
     if match is None:
         raise SourceError("patch has no diff")
-    return text[: match.start()], text[match.start():]
+    header = re.sub(r"(?m)^---\n\Z", "", text[: match.start()])
+    return header, text[match.start():]
 
 
-def apply_series(tree: Path, commit: bool = False) -> None:
-    _, names = read_series()
+def apply_series(tree: Path, commit: bool = False, patches: Path = PATCHES) -> None:
+    _, names = read_series(patches)
     for name in names:
         log(f"applying {name}")
         proc = subprocess.run(["patch", "-p1", "--fuzz=0", "--batch", "--forward", "--no-backup-if-mismatch",
-                               "-d", str(tree), "-i", str(PATCHES / name)],
+                               "-d", str(tree), "-i", str(patches / name)],
                               text=True, capture_output=True)
         if proc.returncode != 0:
             raise SourceError(f"{name} does not apply with --fuzz=0:\n{proc.stdout}{proc.stderr}")
         if commit:
-            header, _ = split_patch((PATCHES / name).read_text())
+            header, _ = split_patch((patches / name).read_text())
             _git(tree, "add", "-A")
             _git(tree, "commit", "-q", "-m", f"{name}\n\n{header.strip()}\n")
 
 
-def unpack(dest: Path) -> None:
+def unpack(dest: Path, patches: Path = PATCHES) -> None:
     if dest.exists() and any(dest.iterdir()):
         raise SourceError(f"{dest} exists and is not empty")
     dest.mkdir(parents=True, exist_ok=True)
@@ -227,14 +229,14 @@ def unpack(dest: Path) -> None:
     (dest / ".git" / "info" / "exclude").write_text("/build/\n/lib_lightgbm.so\n")
     _git(dest, "add", "-A")
     _git(dest, "commit", "-q", "-m", "upstream")
-    apply_series(dest, commit=True)
+    apply_series(dest, commit=True, patches=patches)
     log(f"unpacked into {dest}: edit, then 'git commit' (or leave changes uncommitted) and run refresh")
 
 
 # -------------------------------------------------------------------------------------------- refresh
 
 
-def refresh(tree: Path) -> None:
+def refresh(tree: Path, patches: Path = PATCHES) -> None:
     log_out = _git(tree, "log", "--reverse", "--format=%H", capture=True).split()
     if not log_out:
         raise SourceError(f"{tree} has no commits; create it with 'unpack'")
@@ -249,7 +251,7 @@ def refresh(tree: Path) -> None:
         _git(tree, "add", "-A")
         _git(tree, "commit", "-q", "--amend", "--no-edit")
         patch_commits[-1] = _git(tree, "rev-parse", "HEAD", capture=True).strip()
-    version, _ = read_series()
+    version, _ = read_series(patches)
     names = []
     for sha in patch_commits:
         subject = _git(tree, "log", "-1", "--format=%s", sha, capture=True).strip()
@@ -262,14 +264,14 @@ def refresh(tree: Path) -> None:
                               "starting with 'Description:'")
         diff = _git(tree, "diff", "--no-color", "--no-ext-diff", "--src-prefix=a/", "--dst-prefix=b/",
                     f"{sha}~1", sha, capture=True)
-        write_atomic(PATCHES / subject, f"{body}\n---\n{diff}")
+        write_atomic(patches / subject, f"{body}\n---\n{diff}")
         names.append(subject)
-    stale = {p.name for p in PATCHES.glob("*.patch")} - set(names)
+    stale = {p.name for p in patches.glob("*.patch")} - set(names)
     for name in sorted(stale):
         log(f"warning: {name} is no longer in the series; delete it if that is intended")
     lines = [f"# version: {version}", "# Applied in order with patch -p1 --fuzz=0 (scripts/lgbm_source.py).",
              *names]
-    write_atomic(SERIES, "\n".join(lines) + "\n")
+    write_atomic(patches / "series", "\n".join(lines) + "\n")
     log(f"refreshed {len(names)} patch(es); bump '# version:' in patches/series when the series changes")
 
 
@@ -364,8 +366,10 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("stock", help="print a directory holding the stock (unpatched) lightgbm package")
     p_unpack = sub.add_parser("unpack", help="pristine sdist + series as a git work tree")
     p_unpack.add_argument("dir", type=Path)
+    p_unpack.add_argument("--patches", type=Path, default=PATCHES, help="patch directory (default: %(default)s)")
     p_refresh = sub.add_parser("refresh", help="regenerate patches/ from a work tree made by unpack")
     p_refresh.add_argument("dir", type=Path)
+    p_refresh.add_argument("--patches", type=Path, default=PATCHES, help="patch directory (default: %(default)s)")
     p_build = sub.add_parser("build", help="build (or reuse) the patched wheel and CLI; print their directory")
     p_build.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1)
     sub.add_parser("key", help="print the cache key of the current series")
@@ -377,9 +381,9 @@ def main(argv: list[str] | None = None) -> int:
         elif args.cmd == "stock":
             print(stock_package_dir())
         elif args.cmd == "unpack":
-            unpack(args.dir)
+            unpack(args.dir, args.patches)
         elif args.cmd == "refresh":
-            refresh(args.dir)
+            refresh(args.dir, args.patches)
         elif args.cmd == "build":
             print(build(args.jobs))
         elif args.cmd == "key":
