@@ -8,11 +8,14 @@ import warnings
 
 import lightgbm
 
-from .accounting import CostReport, leaf_paths, prediction_cost
+from .accounting import CostReport, prediction_cost
+from .costs import FeatureCosts
+from .ensemble import TreeEnsemble, to_ensemble
 from .errors import CEGBError
 
 __version__ = "0.1.0"
-__all__ = ["CEGBError", "CostReport", "PATCHED_LIGHTGBM", "leaf_paths", "prediction_cost"]
+__all__ = ["CEGBError", "CostReport", "FeatureCosts", "PATCHED_LIGHTGBM", "TreeEnsemble", "prediction_cost",
+           "to_ensemble"]
 
 #: True when the imported lightgbm is the patched build of this project.
 PATCHED_LIGHTGBM = "+cegb." in lightgbm.__version__

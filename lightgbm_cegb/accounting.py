@@ -1,9 +1,9 @@
-"""Exact prediction cost of a LightGBM model on given rows (SEEDS.md section 0).
+"""Exact prediction cost of a tree ensemble on given rows (SEEDS.md section 0).
 
 For every row: the lazy (per-instance) cost of the distinct features tested on its root-to-leaf paths in
-all trees, plus ``split_cost`` per split node traversed. The leaves each row reaches come from LightGBM
-itself (``predict(pred_leaf=True)``), so routing is LightGBM's own; this module flattens the trees into
-their leaves' paths and hands checked arrays to the Cython kernel.
+all trees (acquisition), plus the split cost of every split node it traverses (evaluation). The model's
+coupled cost is the sum of the coupled costs of the features any split uses. Rows are routed by the
+Cython engine exactly as LightGBM (or scikit-learn) routes them.
 """
 
 from __future__ import annotations
@@ -11,53 +11,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-import lightgbm as lgb
 import numpy as np
 
-from ._accounting import path_costs
+from .costs import FeatureCosts
+from .ensemble import TreeEnsemble, to_ensemble
 from .errors import CEGBError
-
-
-@dataclass(frozen=True)
-class LeafPaths:
-    """Every leaf's root-to-leaf path, flattened over the trees of a model.
-
-    The path of leaf ``l`` of tree ``t`` is ``features[indptr[k]:indptr[k + 1]]`` with
-    ``k = tree_leaf_offset[t] + l``: one entry per split node, root first.
-    """
-
-    tree_leaf_offset: np.ndarray  # int64[num_trees + 1]
-    indptr: np.ndarray  # int64[total_leaves + 1]
-    features: np.ndarray  # int32[indptr[-1]]
-    num_features: int
-
-
-def leaf_paths(booster: lgb.Booster, num_iteration: int | None = None) -> LeafPaths:
-    """Flatten ``booster``'s trees (up to ``num_iteration``) into their leaves' paths."""
-    dump = booster.dump_model(num_iteration=num_iteration)
-    offsets = [0]
-    indptr = [0]
-    features: list[int] = []
-    for tree in dump["tree_info"]:
-        paths: dict[int, list[int]] = {}
-        stack = [(tree["tree_structure"], [])]
-        while stack:
-            node, path = stack.pop()
-            if "split_index" in node:
-                below = [*path, node["split_feature"]]
-                stack.append((node["left_child"], below))
-                stack.append((node["right_child"], below))
-            else:
-                paths[node.get("leaf_index", 0)] = path
-        if sorted(paths) != list(range(tree["num_leaves"])):
-            raise CEGBError(f"tree {tree['tree_index']}: expected leaves 0..{tree['num_leaves'] - 1}, "
-                            f"found {sorted(paths)}")
-        for leaf in range(tree["num_leaves"]):
-            features.extend(paths[leaf])
-            indptr.append(len(features))
-        offsets.append(offsets[-1] + tree["num_leaves"])
-    return LeafPaths(np.asarray(offsets, dtype=np.int64), np.asarray(indptr, dtype=np.int64),
-                     np.asarray(features, dtype=np.int32), int(dump["max_feature_idx"]) + 1)
 
 
 @dataclass(frozen=True)
@@ -65,8 +23,10 @@ class CostReport:
     """Prediction cost of a model on a set of rows."""
 
     acquisition: np.ndarray  # per row: lazy costs of the distinct features the row's paths test
-    evaluation: np.ndarray  # per row: split_cost * split nodes traversed (over all trees)
+    evaluation: np.ndarray  # per row: split costs of the split nodes traversed in all trees
+    coupled: float  # coupled costs of the features the model uses (once per model)
     usage: np.ndarray  # per feature: fraction of rows whose paths test it
+    curve: np.ndarray | None = None  # mean per-row cost after each iteration (per_iteration=True)
 
     @property
     def per_instance(self) -> np.ndarray:
@@ -76,35 +36,88 @@ class CostReport:
     def mean(self) -> float:
         return float(self.per_instance.mean()) if self.per_instance.size else 0.0
 
+    def to_dict(self) -> dict:
+        """A JSON-ready summary (without the per-row arrays)."""
+        out = {"rows": int(self.per_instance.size), "mean": self.mean,
+               "mean_acquisition": float(self.acquisition.mean()) if self.acquisition.size else 0.0,
+               "mean_evaluation": float(self.evaluation.mean()) if self.evaluation.size else 0.0,
+               "coupled": self.coupled, "usage": self.usage.tolist()}
+        if self.curve is not None:
+            out["curve"] = self.curve.tolist()
+        return out
 
-def prediction_cost(booster: lgb.Booster, X, lazy_costs, split_cost: float = 0.0, *,
-                    num_iteration: int | None = None) -> CostReport:
-    """Per-row prediction cost of ``booster`` on ``X``.
+
+def resolve_costs(ensemble: TreeEnsemble, costs) -> FeatureCosts:
+    """``costs`` as aligned FeatureCosts for the model; None reads the model's own cegb_* parameters."""
+    if costs is None:
+        costs = FeatureCosts.from_params(ensemble.params)
+        if costs is None:
+            raise CEGBError("costs is None and the model was not trained with cegb_* parameters: "
+                            "pass costs=FeatureCosts(...)")
+    elif not isinstance(costs, FeatureCosts):
+        costs = FeatureCosts(lazy=costs)
+    if not costs.is_aligned:
+        if ensemble.feature_names is None:
+            raise CEGBError("costs are given by feature name but the model has no feature names")
+        costs = costs.align(ensemble.feature_names)
+    if costs.num_features not in (None, ensemble.num_features):
+        raise CEGBError(f"costs are for {costs.num_features} features but the model has {ensemble.num_features}")
+    return costs
+
+
+def as_rows(ensemble: TreeEnsemble, X, model=None) -> np.ndarray:
+    """X as the C-contiguous float64 rows the engine reads, converted as the model's library would."""
+    import lightgbm as lgb
+
+    if hasattr(X, "columns") and isinstance(model, (lgb.Booster, lgb.LGBMModel)):
+        booster = model.booster_ if isinstance(model, lgb.LGBMModel) else model
+        from lightgbm.basic import _data_from_pandas  # LightGBM's own mapping of pandas categoricals
+
+        X = _data_from_pandas(X, feature_name="auto", categorical_feature="auto",
+                              pandas_categorical=booster.pandas_categorical)[0]
+    elif hasattr(X, "tocsr"):
+        X = X.toarray()
+    X = np.asarray(X)
+    if X.ndim != 2:
+        raise CEGBError(f"X should be 2-dimensional, got shape {X.shape}")
+    if X.shape[1] != ensemble.num_features:
+        raise CEGBError(f"X has {X.shape[1]} features but the model has {ensemble.num_features}")
+    if not ensemble.drop_tiny:  # scikit-learn predicts on float32 values
+        X = X.astype(np.float32)
+    return np.ascontiguousarray(X, dtype=np.float64)
+
+
+def prediction_cost(model, X, costs=None, *, num_iteration: int | None = None,
+                    per_iteration: bool = False) -> CostReport:
+    """Per-row prediction cost of ``model`` on ``X``.
 
     Parameters
     ----------
-    booster : lightgbm.Booster
+    model : lightgbm.Booster, LGBMModel, model file path, or fitted scikit-learn tree model
+        scikit-learn: DecisionTree*, RandomForest*, ExtraTrees*, GradientBoosting*.
     X : array-like of shape (n_rows, n_features)
-        Anything ``booster.predict`` accepts.
-    lazy_costs : array-like of shape (n_features,)
-        Cost of acquiring each feature for one row (paid once per row).
-    split_cost : float
-        Cost of evaluating one split node.
+        numpy array, scipy sparse matrix or pandas DataFrame.
+    costs : FeatureCosts or array-like of lazy costs, optional
+        None reads the ``cegb_*`` parameters the LightGBM model was trained with.
     num_iteration : int, optional
-        Use only the first ``num_iteration`` iterations, as in ``booster.predict``.
+        Use the first ``num_iteration`` iterations. None: as ``Booster.predict``, the best iteration if
+        the booster has one, otherwise all.
+    per_iteration : bool, default False
+        Also compute ``curve``: the mean per-row cost after each iteration, in the same pass.
     """
-    lazy = np.asarray(lazy_costs, dtype=np.float64)
-    paths = leaf_paths(booster, num_iteration)
-    if lazy.ndim != 1 or lazy.shape[0] != paths.num_features:
-        raise CEGBError(f"lazy_costs should have one value per feature of the model ({paths.num_features}), "
-                        f"got shape {lazy.shape}")
-    if not np.all(np.isfinite(lazy)) or np.any(lazy < 0):
-        raise CEGBError(f"lazy_costs should be finite and >= 0, got {lazy[~(np.isfinite(lazy) & (lazy >= 0))][:5]}")
-    if not np.isfinite(split_cost) or split_cost < 0:
-        raise CEGBError(f"split_cost should be a finite number >= 0, got {split_cost!r}")
-    leaves = booster.predict(X, pred_leaf=True, num_iteration=num_iteration)
-    leaves = np.ascontiguousarray(np.asarray(leaves).reshape(len(leaves), -1), dtype=np.int32)
-    acquisition, num_splits, rows_using = path_costs(
-        leaves, paths.tree_leaf_offset, paths.indptr, paths.features, lazy, os.cpu_count() or 1)
-    n = max(len(leaves), 1)
-    return CostReport(acquisition, split_cost * num_splits, rows_using / n)
+    import lightgbm as lgb
+
+    ensemble = to_ensemble(model)
+    costs = resolve_costs(ensemble, costs)
+    if num_iteration is None and isinstance(model, (lgb.Booster, lgb.LGBMModel)):
+        booster = model.booster_ if isinstance(model, lgb.LGBMModel) else model
+        num_iteration = booster.best_iteration
+    num_trees = ensemble.num_trees_for(num_iteration)
+    rows = as_rows(ensemble, X, model)
+    lazy, coupled, split = costs.arrays(ensemble.num_features)
+    acquisition, evaluation, rows_using, curve = ensemble.flat.cost(
+        rows, num_trees, np.ascontiguousarray(lazy), np.ascontiguousarray(split), per_iteration,
+        os.cpu_count() or 1)
+    used = ensemble.used_features(num_trees)
+    return CostReport(acquisition=acquisition, evaluation=evaluation, coupled=float(coupled[used].sum()),
+                      usage=rows_using / max(len(rows), 1), curve=curve)

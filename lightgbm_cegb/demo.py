@@ -24,10 +24,11 @@ import numpy as np
 from sklearn.metrics import roc_auc_score
 
 from .accounting import prediction_cost
+from .costs import FeatureCosts
 
 NUM_LOW_LEVEL = 21
 NUM_HIGH_LEVEL = 7
-HIGGS_COSTS = np.array([1.0] * NUM_LOW_LEVEL + [10.0] * NUM_HIGH_LEVEL)
+HIGGS_COSTS = FeatureCosts(lazy=[1.0] * NUM_LOW_LEVEL + [10.0] * NUM_HIGH_LEVEL)
 
 
 def load_higgs(split: str) -> tuple[np.ndarray, np.ndarray]:
@@ -47,7 +48,7 @@ def run(tradeoffs: list[float], rounds: int, seed: int) -> list[dict]:
     for name, tradeoff in settings:
         params = dict(base)
         if tradeoff is not None:
-            params.update(cegb_tradeoff=tradeoff, cegb_penalty_feature_lazy=HIGGS_COSTS.tolist())
+            params.update(HIGGS_COSTS.to_params(tradeoff=tradeoff))
         booster = lgb.train(params, lgb.Dataset(X_train, y_train), num_boost_round=rounds)
         prob = booster.predict(X_test)
         report = prediction_cost(booster, X_test, HIGGS_COSTS)
@@ -71,7 +72,7 @@ def main(argv: list[str] | None = None) -> None:
     rows = run(args.tradeoffs, args.rounds, args.seed)
     print(f"HIGGS subset: 7,000 training / 500 test events, {args.rounds} rounds, 31 leaves.")
     print(f"Feature costs: {NUM_LOW_LEVEL} low-level x 1, {NUM_HIGH_LEVEL} high-level x 10 "
-          f"(all features for one event: {HIGGS_COSTS.sum():g}).\n")
+          f"(all features for one event: {HIGGS_COSTS.lazy.sum():g}).\n")
     header = f"{'model':<22} {'test AUC':>8} {'accuracy':>8} {'mean cost / event':>18} {'high-level use':>15}"
     print(header)
     print("-" * len(header))

@@ -1,0 +1,236 @@
+"""The cost model of SEEDS.md section 0: per-instance (lazy) and per-model (coupled) feature costs and an
+evaluation cost per split node."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from .errors import CEGBError
+
+CEGB_KEYS = ("cegb_penalty_feature_lazy", "cegb_penalty_feature_coupled", "cegb_penalty_split")
+
+
+def _feature_names(features) -> list[str]:
+    """Names from a list of names, a pandas DataFrame, or a lightgbm Dataset (constructed or not)."""
+    import lightgbm as lgb
+
+    if isinstance(features, lgb.Dataset):
+        if features._handle is not None:  # constructed: LightGBM's own names
+            return list(features.get_feature_name())
+        data = features.data
+        if hasattr(data, "columns"):
+            return [str(c) for c in data.columns]
+        if isinstance(features.feature_name, Sequence) and not isinstance(features.feature_name, str):
+            return list(features.feature_name)
+        return [f"Column_{i}" for i in range(np.shape(data)[1])]
+    if hasattr(features, "columns"):
+        return [str(c) for c in features.columns]
+    if isinstance(features, (str, bytes)) or not isinstance(features, Sequence):
+        raise CEGBError(f"features should be a list of names, a pandas DataFrame or a lightgbm Dataset, "
+                        f"got {type(features).__name__}")
+    names = [str(n) for n in features]
+    duplicated = sorted({n for n in names if names.count(n) > 1})
+    if duplicated:
+        raise CEGBError(f"feature names should be unique, got duplicates {duplicated}")
+    return names
+
+
+def _check_values(name: str, values: np.ndarray) -> np.ndarray:
+    bad = ~np.isfinite(values) | (values < 0)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise CEGBError(f"{name} costs should be finite and >= 0, got {values[i]!r} for feature {i}")
+    return values
+
+
+class FeatureCosts:
+    """Prediction-cost model of a tree ensemble.
+
+    Parameters
+    ----------
+    lazy : array-like or mapping, optional
+        Per-instance acquisition cost of each feature: paid once per row that needs the feature. An array
+        (by column index) or a mapping from feature name to cost (features not named cost 0).
+    coupled : array-like or mapping, optional
+        Per-model cost of each feature: paid once if any split of the model uses it.
+    split : float or array-like, default 0.0
+        Cost of evaluating one split node (an array: per feature tested, CEGB's multi-scale variant).
+
+    Examples
+    --------
+    >>> costs = FeatureCosts(lazy={"age": 1.0, "mri": 50.0}).align(["age", "bmi", "mri"])
+    >>> costs.lazy
+    array([ 1.,  0., 50.])
+    >>> costs.to_params(tradeoff=0.1)["cegb_penalty_feature_lazy"]
+    [1.0, 0.0, 50.0]
+    """
+
+    def __init__(self, lazy=None, coupled=None, split=0.0):
+        self._lazy = self._input("lazy", lazy)
+        self._coupled = self._input("coupled", coupled)
+        split_arr = np.asarray(split, dtype=np.float64)
+        if split_arr.ndim > 1:
+            raise CEGBError(f"split should be a number or one value per feature, got shape {split_arr.shape}")
+        self._split = _check_values("split", split_arr.reshape(-1)).reshape(split_arr.shape)
+        lengths = {len(v) for v in (self._lazy, self._coupled, self._split.reshape(-1) if self._split.ndim else None)
+                   if isinstance(v, np.ndarray)}
+        if len(lengths) > 1:
+            raise CEGBError(f"lazy, coupled and split should give the same number of features, got {sorted(lengths)}")
+
+    @staticmethod
+    def _input(name: str, values):
+        if values is None:
+            return None
+        if isinstance(values, Mapping):
+            out = {}
+            for key, value in values.items():
+                cost = float(value)
+                _check_values(name, np.array([cost]))
+                out[str(key)] = cost
+            return out
+        arr = np.asarray(values, dtype=np.float64)
+        if arr.ndim != 1:
+            raise CEGBError(f"{name} should be one value per feature, got an array of shape {arr.shape}")
+        return _check_values(name, arr.copy())
+
+    # ------------------------------------------------------------------------------------ alignment
+
+    @property
+    def num_features(self) -> int | None:
+        """Number of features, or None while costs are given by name and not aligned."""
+        for v in (self._lazy, self._coupled):
+            if isinstance(v, np.ndarray):
+                return len(v)
+        return len(self._split) if self._split.ndim else None
+
+    @property
+    def is_aligned(self) -> bool:
+        return not isinstance(self._lazy, dict) and not isinstance(self._coupled, dict)
+
+    def align(self, features) -> FeatureCosts:
+        """Costs as arrays in the column order of ``features`` (names, DataFrame or lightgbm Dataset)."""
+        names = _feature_names(features)
+
+        def by_name(kind, values):
+            if not isinstance(values, dict):
+                if isinstance(values, np.ndarray) and len(values) != len(names):
+                    raise CEGBError(f"{kind} costs have {len(values)} values but there are {len(names)} features")
+                return values
+            unknown = sorted(set(values) - set(names))
+            if unknown:
+                raise CEGBError(f"{kind} costs name unknown features {unknown[:10]}; known: {names[:10]}"
+                                + ("..." if len(names) > 10 else ""))
+            return np.array([values.get(n, 0.0) for n in names])
+
+        split = self._split
+        if split.ndim and len(split) != len(names):
+            raise CEGBError(f"split costs have {len(split)} values but there are {len(names)} features")
+        return FeatureCosts(by_name("lazy", self._lazy), by_name("coupled", self._coupled), split)
+
+    def _require_aligned(self, num_features: int | None = None) -> None:
+        if not self.is_aligned:
+            raise CEGBError("costs are given by feature name: call .align(feature names, DataFrame or Dataset) "
+                            "first")
+        if num_features is not None and self.num_features not in (None, num_features):
+            raise CEGBError(f"costs are for {self.num_features} features but the model has {num_features}")
+
+    @property
+    def lazy(self):
+        """Per-instance costs: an array, a mapping by name (before ``align``), or None."""
+        return self._lazy
+
+    @property
+    def coupled(self):
+        """Per-model costs: an array, a mapping by name (before ``align``), or None."""
+        return self._coupled
+
+    @property
+    def split(self) -> np.ndarray:
+        """Cost per split node: a 0-d array, or one value per feature."""
+        return self._split
+
+    def arrays(self, num_features: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(lazy, coupled, split) as float64 arrays of ``num_features`` values (absent costs are 0)."""
+        self._require_aligned(num_features)
+        zeros = np.zeros(num_features)
+        lazy = zeros if self._lazy is None else self._lazy
+        coupled = zeros if self._coupled is None else self._coupled
+        return lazy, coupled, np.broadcast_to(self._split, (num_features,)).astype(np.float64)
+
+    # ------------------------------------------------------------------------------ LightGBM params
+
+    def to_params(self, tradeoff: float | None = None) -> dict:
+        """The ``cegb_*`` parameters for ``lgb.train`` (lists by column index)."""
+        self._require_aligned()
+        if self._split.ndim:
+            raise CEGBError("LightGBM's cegb_penalty_split is one number; per-feature split costs can only be "
+                            "used for accounting")
+        params = {}
+        if self._lazy is not None:
+            params["cegb_penalty_feature_lazy"] = self._lazy.tolist()
+        if self._coupled is not None:
+            params["cegb_penalty_feature_coupled"] = self._coupled.tolist()
+        if float(self._split):
+            params["cegb_penalty_split"] = float(self._split)
+        if tradeoff is not None:
+            params["cegb_tradeoff"] = float(tradeoff)
+        return params
+
+    def to_config(self, tradeoff: float | None = None) -> str:
+        """The same as lines of a LightGBM CLI config file."""
+        lines = []
+        for key, value in self.to_params(tradeoff).items():
+            text = ",".join(repr(float(v)) for v in value) if isinstance(value, list) else repr(value)
+            lines.append(f"{key} = {text}")
+        return "\n".join(lines) + "\n"
+
+    @classmethod
+    def from_params(cls, params: Mapping) -> FeatureCosts | None:
+        """Costs from ``cegb_*`` parameters (as given to lgb.train, or as strings in a model file's
+        parameters section); None if there are none."""
+        def values(key):
+            value = params.get(key)
+            if value is None or (isinstance(value, str) and not value.strip()):
+                return None
+            if isinstance(value, str):
+                return [float(v) for v in value.split(",")]
+            return value
+        lazy, coupled = values("cegb_penalty_feature_lazy"), values("cegb_penalty_feature_coupled")
+        split = float(params.get("cegb_penalty_split", 0.0) or 0.0)
+        if lazy is None and coupled is None and not split:
+            return None
+        return cls(lazy, coupled, split)
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike, kind: str = "lazy", num_features: int | None = None) -> FeatureCosts:
+        """Load costs in the Yahoo! LTR format: one value per line, line i for feature i (blank lines and
+        ``#`` comments ignored). ``num_features`` truncates (the Yahoo file lists 700 ids) or checks."""
+        if kind not in ("lazy", "coupled"):
+            raise CEGBError(f"kind should be 'lazy' or 'coupled', got {kind!r}")
+        values = []
+        for lineno, line in enumerate(Path(path).read_text().splitlines(), 1):
+            line = line.split("#", 1)[0].strip()
+            if not line:
+                continue
+            try:
+                values.append(float(line))
+            except ValueError:
+                raise CEGBError(f"{path}:{lineno}: expected a number, got {line!r}") from None
+        if num_features is not None:
+            if len(values) < num_features:
+                raise CEGBError(f"{path} has {len(values)} costs, fewer than num_features={num_features}")
+            values = values[:num_features]
+        return cls(**{kind: values})
+
+    def __repr__(self) -> str:
+        def show(v):
+            if v is None:
+                return "None"
+            if isinstance(v, dict):
+                return repr(v)
+            return np.array2string(np.asarray(v), threshold=8)
+        return f"FeatureCosts(lazy={show(self._lazy)}, coupled={show(self._coupled)}, split={show(self._split)})"
