@@ -9,20 +9,23 @@ cdef enum:
     MISSING_ZERO = 1         #           Zero: 0.0 (|x| <= 1e-35) and NaN take the default child
     MISSING_NAN = 2          #           NaN: NaN takes the default child
 
-# A tree ensemble as flat arrays (the layout of lightgbm_cegb.ensemble.TreeEnsemble). Nodes of tree t are
-# node_offset[t] .. node_offset[t + 1] - 1, numbered locally from 0 (the root); a child c >= 0 is an
-# internal node, c < 0 is the leaf ~c. A tree without split nodes is one leaf (leaf 0).
+# One split node, packed so that a traversal step touches one cache line.
+cdef struct Node:
+    float64 threshold   # numerical threshold, or categorical bitset index
+    int32 feature
+    int32 left          # >= 0: internal node of the same tree; < 0: leaf ~left
+    int32 right
+    uint8 decision      # decision-type bits
+    uint8 zero_matters  # reading |x| <= 1e-35 as 0.0 can change this node's decision
+
+# A tree ensemble (built from lightgbm_cegb.ensemble.TreeEnsemble). Nodes of tree t are
+# nodes[node_offset[t] : node_offset[t + 1]], numbered locally from 0 (the root); a tree without split
+# nodes is one leaf (leaf 0).
 cdef struct Ensemble:
+    const Node* nodes
     const int64* node_offset      # [num_trees + 1]
-    const int32* feature          # per node: the feature tested
-    const float64* threshold      # per node: numerical threshold, or categorical bitset index
-    const uint8* decision         # per node: decision-type bits
-    const int32* left             # per node
-    const int32* right            # per node
-    const int64* cat_offset       # [num_trees]: first entry of the tree's cat_boundaries
-    const int64* cat_boundaries   # per categorical bitset: word range in cat_threshold (tree-local + base)
+    const int64* cat_offset       # [num_trees]: first entry of the tree's bitset boundaries
+    const int64* cat_boundaries   # per categorical bitset: its word range in cat_threshold
     const uint32* cat_threshold   # category bitsets, 32 categories per word
     int64 num_trees
     int64 trees_per_iteration
-    bint drop_tiny                # LightGBM reads |x| <= 1e-35 as 0.0 (scikit-learn does not)
-
