@@ -127,7 +127,7 @@ cdef class FlatEnsemble:
         node testing f that it traverses. Returns (acquisition[n], evaluation[n], rows_using[num_features],
         curve) where curve[k] is the mean per-row cost after iteration k (None unless per_iteration).
         """
-        cdef Py_ssize_t n = X.shape[0], n_cols = X.shape[1]
+        cdef Py_ssize_t n = X.shape[0]
         cdef Py_ssize_t n_features = lazy.shape[0]
         cdef int n_slots = max(num_threads, 1)
         cdef int64 tpi = self.trees_per_iteration
@@ -143,14 +143,9 @@ cdef class FlatEnsemble:
         cdef uint8[:, ::1] paid_all = paid_arr
         cdef int64[:, ::1] rows_using = rows_using_arr
         cdef float64[:, ::1] curve = curve_arr
-        cdef const Ensemble* e = &self.e
-        cdef Py_ssize_t block, i, start, stop, slot, f_i
-        cdef int64 t
-        cdef int32 node, f
+        cdef Py_ssize_t block, i, start, stop, slot, f
+        cdef int64 it, t0, t1
         cdef float64 total
-        cdef const Node* tree_nodes
-        cdef const Node* nd
-        cdef const float64* x
         cdef uint8* paid
         with nogil, parallel(num_threads=n_slots):
             slot = threadid()
@@ -159,27 +154,62 @@ cdef class FlatEnsemble:
                 start = block * BLOCK
                 stop = min(start + BLOCK, n)
                 memset(paid, 0, BLOCK * n_features)
-                for t in range(num_trees):
-                    tree_nodes = e.nodes + e.node_offset[t]
-                    if e.node_offset[t + 1] > e.node_offset[t]:
-                        for i in range(start, stop):
-                            x = &X[0, 0] + i * n_cols
-                            node = 0
-                            while node >= 0:
-                                nd = tree_nodes + node
-                                f = nd.feature
-                                evaluation[i] += split[f]
-                                if not paid[(i - start) * n_features + f]:
-                                    paid[(i - start) * n_features + f] = 1
-                                    acquisition[i] += lazy[f]
-                                node = child(e, t, nd, x[f])
-                    if per_iteration and ((t + 1) % tpi == 0 or t + 1 == num_trees):
+                if not per_iteration:
+                    accumulate(&self.e, X, start, stop, 0, num_trees, lazy, split, paid, acquisition, evaluation)
+                else:
+                    for it in range(n_iter):
+                        t0 = it * tpi
+                        t1 = min(t0 + tpi, num_trees)
+                        accumulate(&self.e, X, start, stop, t0, t1, lazy, split, paid, acquisition, evaluation)
                         total = 0.0
                         for i in range(start, stop):
                             total = total + acquisition[i] + evaluation[i]
-                        curve[slot, t // tpi] += total
+                        curve[slot, it] += total
                 for i in range(start, stop):
-                    for f_i in range(n_features):
-                        rows_using[slot, f_i] += paid[(i - start) * n_features + f_i]
+                    for f in range(n_features):
+                        rows_using[slot, f] += paid[(i - start) * n_features + f]
         curve_out = curve_arr.sum(axis=0) / max(n, 1) if per_iteration else None
         return acquisition_arr, evaluation_arr, rows_using_arr.sum(axis=0), curve_out
+
+    def cost_update(self, const float64[:, ::1] X, const float64[::1] lazy, const float64[::1] split,
+                    uint8[:, ::1] paid, float64[::1] acquisition, float64[::1] evaluation, int num_threads):
+        """Add the cost of all this ensemble's trees to per-row state kept by the caller between calls
+        (paid[i, f]: row i has paid feature f), as when trees are appended during training."""
+        cdef Py_ssize_t n = X.shape[0]
+        cdef Py_ssize_t block, start, stop
+        with nogil:
+            for block in prange((n + BLOCK - 1) // BLOCK, schedule="static", num_threads=max(num_threads, 1)):
+                start = block * BLOCK
+                stop = min(start + BLOCK, n)
+                accumulate(&self.e, X, start, stop, 0, self.e.num_trees, lazy, split, &paid[start, 0],
+                           acquisition, evaluation)
+
+
+cdef void accumulate(const Ensemble* e, const float64[:, ::1] X, Py_ssize_t start, Py_ssize_t stop,
+                     int64 t0, int64 t1, const float64[::1] lazy, const float64[::1] split, uint8* paid,
+                     float64[::1] acquisition, float64[::1] evaluation) noexcept nogil:
+    """Route rows [start, stop) through trees [t0, t1), adding to their acquisition and evaluation cost.
+    paid + (i - start) * num_features holds row i's paid flags; tree by tree, so a tree stays in cache."""
+    cdef Py_ssize_t n_cols = X.shape[1], n_features = lazy.shape[0], i
+    cdef int64 t
+    cdef int32 node, f
+    cdef const Node* tree_nodes
+    cdef const Node* nd
+    cdef const float64* x
+    cdef uint8* row_paid
+    for t in range(t0, t1):
+        if e.node_offset[t + 1] == e.node_offset[t]:
+            continue
+        tree_nodes = e.nodes + e.node_offset[t]
+        for i in range(start, stop):
+            x = &X[0, 0] + i * n_cols
+            row_paid = paid + (i - start) * n_features
+            node = 0
+            while node >= 0:
+                nd = tree_nodes + node
+                f = nd.feature
+                evaluation[i] += split[f]
+                if not row_paid[f]:
+                    row_paid[f] = 1
+                    acquisition[i] += lazy[f]
+                node = child(e, t, nd, x[f])

@@ -1,0 +1,154 @@
+"""Training callbacks that watch the prediction cost, in the style of ``lightgbm/callback.py``.
+
+Each is a small picklable class with an ``order``, built by a public factory function, so it works with
+``lgb.train``, ``lgb.cv`` (one cost state per fold's booster; the mean over folds is reported) and the
+scikit-learn API's ``fit(callbacks=...)``. The cost on X is updated incrementally: after each iteration
+only the new trees are routed, with per-row state kept between iterations.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import numpy as np
+from lightgbm.callback import CallbackEnv, EarlyStopException
+
+from .accounting import as_rows, resolve_costs
+from .costs import FeatureCosts
+from .ensemble import from_lightgbm_text
+from .errors import CEGBError
+
+__all__ = ["budget_stopping", "record_cost"]
+
+
+class _RowCosts:
+    """Per-row cost of one booster's trees on X, updated as iterations are added."""
+
+    def __init__(self) -> None:
+        self.iterations = 0
+        self.rows = self.paid = self.acquisition = self.evaluation = None
+        self.lazy = self.split = None
+
+    def update(self, booster, X, costs: FeatureCosts | None, params: dict) -> tuple[float, float]:
+        """Route X through the iterations added since the last call; return the mean (acquisition, evaluation)."""
+        current = booster.current_iteration()
+        if current < self.iterations:
+            raise CEGBError(f"the booster has {current} iterations, fewer than the {self.iterations} already "
+                            "counted (rollback_one_iter?): cost callbacks follow a model that only grows")
+        new = from_lightgbm_text(booster.model_to_string(start_iteration=self.iterations,
+                                                         num_iteration=current - self.iterations))
+        if self.rows is None:
+            resolved = resolve_costs(new, costs if costs is not None else FeatureCosts.from_params(params))
+            self.lazy, _, self.split = (np.ascontiguousarray(a) for a in resolved.arrays(new.num_features))
+            self.rows = as_rows(new, X, booster)
+            n = len(self.rows)
+            self.paid = np.zeros((n, new.num_features), dtype=np.uint8)
+            self.acquisition, self.evaluation = np.zeros(n), np.zeros(n)
+        new.flat.cost_update(self.rows, self.lazy, self.split, self.paid, self.acquisition, self.evaluation,
+                             os.cpu_count() or 1)
+        self.iterations = current
+        n = max(len(self.rows), 1)
+        return float(self.acquisition.sum() / n), float(self.evaluation.sum() / n)
+
+
+class _CostCallback:
+    """Shared state: one _RowCosts per booster (one for lgb.train, one per fold for lgb.cv)."""
+
+    def __init__(self, X, costs: FeatureCosts | None) -> None:
+        if costs is not None and not isinstance(costs, FeatureCosts):
+            costs = FeatureCosts(lazy=costs)
+        self.X = X
+        self.costs = costs
+        self._states: list[_RowCosts] = []
+
+    def _mean_cost(self, env: CallbackEnv) -> tuple[float, float]:
+        boosters = getattr(env.model, "boosters", None) or [env.model]
+        if len(self._states) != len(boosters) or env.iteration == env.begin_iteration:
+            self._states = [_RowCosts() for _ in boosters]
+        means = np.array([state.update(b, self.X, self.costs, env.params)
+                          for state, b in zip(self._states, boosters)])
+        acquisition, evaluation = means.mean(axis=0)
+        return float(acquisition), float(evaluation)
+
+
+class _RecordCostCallback(_CostCallback):
+    order = 20  # with record_evaluation, before early stopping
+
+    def __init__(self, X, costs, eval_result: dict) -> None:
+        super().__init__(X, costs)
+        if not isinstance(eval_result, dict):
+            raise CEGBError(f"eval_result should be a dict, got {type(eval_result).__name__}")
+        self.eval_result = eval_result
+        self.before_iteration = False
+
+    def __call__(self, env: CallbackEnv) -> None:
+        if env.iteration == env.begin_iteration:
+            self.eval_result.clear()
+            for key in ("cost", "acquisition", "evaluation"):
+                self.eval_result[key] = []
+        acquisition, evaluation = self._mean_cost(env)
+        self.eval_result["cost"].append(acquisition + evaluation)
+        self.eval_result["acquisition"].append(acquisition)
+        self.eval_result["evaluation"].append(evaluation)
+
+
+class _BudgetStoppingCallback(_CostCallback):
+    order = 29  # just before LightGBM's early_stopping (30)
+
+    def __init__(self, X, costs, budget: float, verbose: bool) -> None:
+        super().__init__(X, costs)
+        budget = float(budget)
+        if not np.isfinite(budget) or budget < 0:
+            raise CEGBError(f"budget should be a finite number >= 0, got {budget!r}")
+        self.budget = budget
+        self.verbose = verbose
+        self.before_iteration = False
+        self._last_within: tuple[int, list] | None = None
+
+    def __call__(self, env: CallbackEnv) -> None:
+        if env.iteration == env.begin_iteration:
+            self._last_within = None
+        acquisition, evaluation = self._mean_cost(env)
+        cost = acquisition + evaluation
+        if cost <= self.budget:
+            self._last_within = (env.iteration, list(env.evaluation_result_list or []))
+            return
+        if self._last_within is None:
+            warnings.warn(f"budget_stopping: the first iteration already costs {cost:g} > budget "
+                          f"{self.budget:g}; no iteration fits the budget, keeping the first", stacklevel=2)
+            best = (env.iteration, list(env.evaluation_result_list or []))
+        else:
+            best = self._last_within
+        if self.verbose:
+            print(f"Budget stopping: iteration {env.iteration + 1} would cost {cost:g} > {self.budget:g}; "
+                  f"best iteration within budget: {best[0] + 1}")
+        raise EarlyStopException(best[0], best[1])
+
+
+def record_cost(X, costs: FeatureCosts | None = None, eval_result: dict | None = None) -> _RecordCostCallback:
+    """Record the mean prediction cost on X after every iteration.
+
+    Parameters
+    ----------
+    X : array-like
+        Rows to measure the cost on (typically validation data).
+    costs : FeatureCosts, optional
+        None uses the ``cegb_*`` training parameters.
+    eval_result : dict
+        Filled, like ``lightgbm.record_evaluation``'s, with lists ``"cost"``, ``"acquisition"`` and
+        ``"evaluation"``: one mean per iteration (with ``lgb.cv``, the mean over the folds' models).
+    """
+    if eval_result is None:
+        raise CEGBError("eval_result should be a dict to fill, got None")
+    return _RecordCostCallback(X, costs, eval_result)
+
+
+def budget_stopping(X, costs: FeatureCosts | None = None, budget: float = 0.0, *,
+                    verbose: bool = True) -> _BudgetStoppingCallback:
+    """Stop training when the mean prediction cost on X would exceed ``budget``.
+
+    The booster's ``best_iteration`` becomes the last iteration whose cost is within the budget (as with
+    ``early_stopping``, predictions and saved models then use that iteration by default).
+    """
+    return _BudgetStoppingCallback(X, costs, budget, verbose)

@@ -1,0 +1,101 @@
+"""scikit-learn estimators: LightGBM's, plus a cost model and its CEGB trade-off."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import lightgbm as lgb
+import numpy as np
+
+from .accounting import CostReport, prediction_cost
+from .costs import FeatureCosts
+from .errors import CEGBError
+
+__all__ = ["CEGBClassifier", "CEGBRanker", "CEGBRegressor"]
+
+
+class _CEGBMixin:
+    """Adds ``feature_costs`` (kept out of LightGBM's own parameters) and ``prediction_cost``."""
+
+    def _aligned_costs(self, X) -> FeatureCosts | None:
+        costs = self.feature_costs
+        if costs is None:
+            return None
+        if isinstance(costs, Mapping):
+            costs = FeatureCosts(lazy=costs)
+        if not isinstance(costs, FeatureCosts):
+            raise CEGBError(f"feature_costs should be a FeatureCosts, a mapping from feature name to lazy cost, "
+                            f"or None, got {type(costs).__name__}")
+        if costs.is_aligned:  # by column index: LightGBM checks the count against the data
+            return costs
+        if hasattr(X, "columns"):
+            return costs.align([str(c) for c in X.columns])
+        shape = np.shape(np.asarray(X))
+        if len(shape) != 2:
+            raise CEGBError(f"X should be 2-dimensional, got shape {shape}")
+        return costs.align([f"Column_{i}" for i in range(shape[1])])
+
+    def fit(self, X, y, **kwargs):
+        self._fit_costs = self._aligned_costs(X)
+        return super().fit(X, y, **kwargs)
+
+    def _process_params(self, stage: str) -> dict:
+        params = super()._process_params(stage)
+        params.pop("feature_costs", None)  # ours, not LightGBM's
+        if stage == "fit" and getattr(self, "_fit_costs", None) is not None:
+            params.update(self._fit_costs.to_params())
+        return params
+
+    def prediction_cost(self, X, *, num_iteration: int | None = None, per_iteration: bool = False) -> CostReport:
+        """Prediction cost of the fitted model on X under ``feature_costs`` (see lightgbm_cegb.prediction_cost)."""
+        if not self.__sklearn_is_fitted__():
+            raise CEGBError(f"this {type(self).__name__} is not fitted yet: call fit first")
+        costs = self._fit_costs if self._fit_costs is not None else FeatureCosts()
+        return prediction_cost(self.booster_, X, costs, num_iteration=num_iteration, per_iteration=per_iteration)
+
+
+_DOC = """{kind} with cost-efficient gradient boosting (lightgbm.{base} plus a cost model).
+
+    Parameters
+    ----------
+    feature_costs : FeatureCosts or mapping, optional
+        The prediction-cost model: a ``FeatureCosts`` (lazy, coupled and split costs, by column index or
+        by feature name) or a mapping from feature name to lazy cost. Turned into LightGBM's
+        ``cegb_penalty_*`` parameters at fit time and used by ``prediction_cost``.
+    cegb_tradeoff : float, default 1.0
+        LightGBM's ``cegb_tradeoff``: how much one unit of cost weighs against one unit of gain.
+    **kwargs
+        Every parameter of ``lightgbm.{base}``.
+
+    Examples
+    --------
+    >>> from lightgbm_cegb import FeatureCosts
+    >>> model = {name}(feature_costs=FeatureCosts(lazy=[1.0, 10.0]), cegb_tradeoff=0.01, n_estimators=20)
+    """
+
+
+class CEGBRegressor(_CEGBMixin, lgb.LGBMRegressor):
+    __doc__ = _DOC.format(kind="Regressor", base="LGBMRegressor", name="CEGBRegressor")
+
+    def __init__(self, *, feature_costs=None, cegb_tradeoff: float = 1.0, **kwargs):
+        self.feature_costs = feature_costs
+        self.cegb_tradeoff = cegb_tradeoff
+        super().__init__(**kwargs)
+
+
+class CEGBClassifier(_CEGBMixin, lgb.LGBMClassifier):
+    __doc__ = _DOC.format(kind="Classifier", base="LGBMClassifier", name="CEGBClassifier")
+
+    def __init__(self, *, feature_costs=None, cegb_tradeoff: float = 1.0, **kwargs):
+        self.feature_costs = feature_costs
+        self.cegb_tradeoff = cegb_tradeoff
+        super().__init__(**kwargs)
+
+
+class CEGBRanker(_CEGBMixin, lgb.LGBMRanker):
+    __doc__ = _DOC.format(kind="Ranker", base="LGBMRanker", name="CEGBRanker")
+
+    def __init__(self, *, feature_costs=None, cegb_tradeoff: float = 1.0, **kwargs):
+        self.feature_costs = feature_costs
+        self.cegb_tradeoff = cegb_tradeoff
+        super().__init__(**kwargs)

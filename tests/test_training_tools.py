@@ -1,0 +1,133 @@
+"""Cost callbacks (lgb.train, lgb.cv, scikit-learn API) and the scikit-learn estimators."""
+
+from __future__ import annotations
+
+import pickle
+
+import lightgbm as lgb
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from lightgbm_cegb import CEGBError, FeatureCosts, prediction_cost
+from lightgbm_cegb.callbacks import budget_stopping, record_cost
+from lightgbm_cegb.sklearn import CEGBClassifier, CEGBRanker, CEGBRegressor
+
+COSTS = FeatureCosts(lazy=[1.0, 2.0, 4.0, 8.0, 16.0], split=0.1)
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(1500, 5))
+    X[rng.random(X.shape) < 0.05] = np.nan
+    y = np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 4]) * 0.5 + rng.normal(0, 0.3, 1500)
+    return X[:1000], y[:1000], X[1000:], y[1000:]
+
+
+PARAMS = {"objective": "regression", "num_leaves": 15, "verbose": -1, "learning_rate": 0.2}
+
+
+def test_record_cost_matches_prediction_cost(data):
+    X, y, Xv, _ = data
+    result = {}
+    booster = lgb.train(PARAMS, lgb.Dataset(X, y), 25, callbacks=[record_cost(Xv, COSTS, result)])
+    full = prediction_cost(booster, Xv, COSTS, per_iteration=True)
+    assert len(result["cost"]) == 25
+    np.testing.assert_allclose(result["cost"], full.curve, rtol=1e-12)
+    np.testing.assert_allclose(np.add(result["acquisition"], result["evaluation"]), result["cost"], rtol=1e-12)
+    assert np.all(np.diff(result["cost"]) >= 0)
+
+
+def test_record_cost_reads_costs_from_params_and_survives_pickle(data):
+    X, y, Xv, _ = data
+    callback = pickle.loads(pickle.dumps(record_cost(Xv, eval_result={})))
+    params = {**PARAMS, **COSTS.to_params(tradeoff=0.01)}
+    booster = lgb.train(params, lgb.Dataset(X, y), 10, callbacks=[callback])
+    np.testing.assert_allclose(callback.eval_result["cost"][-1], prediction_cost(booster, Xv).mean, rtol=1e-12)
+
+
+def test_budget_stopping_keeps_last_iteration_within_budget(data):
+    X, y, Xv, yv = data
+    curve = prediction_cost(lgb.train(PARAMS, lgb.Dataset(X, y), 40), Xv, COSTS, per_iteration=True).curve
+    budget = float((curve[10] + curve[11]) / 2) if curve[11] > curve[10] else float(curve[10])
+    expected_best = int(np.flatnonzero(curve <= budget)[-1]) + 1
+    assert expected_best < 40
+    booster = lgb.train(PARAMS, lgb.Dataset(X, y), 40, valid_sets=[lgb.Dataset(Xv, yv)],
+                        callbacks=[budget_stopping(Xv, COSTS, budget, verbose=False)], keep_training_booster=True)
+    assert booster.best_iteration == expected_best
+    assert prediction_cost(booster, Xv, COSTS).mean <= budget  # the default num_iteration is the best one
+    assert prediction_cost(booster, Xv, COSTS, num_iteration=booster.current_iteration()).mean > budget
+
+
+def test_budget_stopping_with_cv_and_sklearn(data):
+    X, y, Xv, _ = data
+    result = lgb.cv(PARAMS, lgb.Dataset(X, y), 40, nfold=3, stratified=False, return_cvbooster=True,
+                    callbacks=[budget_stopping(Xv, COSTS, 20.0, verbose=False)])
+    cvbooster = result["cvbooster"]
+    assert 0 < cvbooster.best_iteration < 40
+    means = [prediction_cost(b, Xv, COSTS, num_iteration=cvbooster.best_iteration).mean for b in cvbooster.boosters]
+    assert np.mean(means) <= 20.0
+
+    model = lgb.LGBMRegressor(n_estimators=40, num_leaves=15, learning_rate=0.2, verbose=-1)
+    model.fit(X, y, callbacks=[budget_stopping(Xv, COSTS, 20.0, verbose=False)])
+    assert 0 < model.best_iteration_ < 40
+    assert prediction_cost(model, Xv, COSTS).mean <= 20.0
+
+
+def test_callback_errors(data):
+    X, y, Xv, _ = data
+    with pytest.raises(CEGBError, match=r"budget should be a finite number >= 0, got -1\.0"):
+        budget_stopping(Xv, COSTS, -1.0)
+    with pytest.raises(CEGBError, match=r"eval_result should be a dict to fill, got None"):
+        record_cost(Xv, COSTS)
+    with pytest.raises(CEGBError, match=r"costs is None and the model was not trained with cegb_\* parameters"):
+        lgb.train(PARAMS, lgb.Dataset(X, y), 3, callbacks=[record_cost(Xv, eval_result={})])
+    with pytest.raises(CEGBError, match=r"X has 3 features but the model has 5"):
+        lgb.train(PARAMS, lgb.Dataset(X, y), 3, callbacks=[record_cost(Xv[:, :3], COSTS, {})])
+
+
+# -------------------------------------------------------------------------------------------- sklearn
+
+
+def test_estimator_trains_with_costs_by_name(data):
+    X, y, Xv, _ = data
+    names = ["cheap", "a", "b", "c", "pricey"]
+    frame = pd.DataFrame(X, columns=names)
+    costs = {"cheap": 1.0, "pricey": 100.0}
+    model = CEGBRegressor(feature_costs=costs, cegb_tradeoff=0.05, n_estimators=30, num_leaves=15, verbose=-1)
+    model.fit(frame, y)
+    free = CEGBRegressor(n_estimators=30, num_leaves=15, verbose=-1).fit(frame, y)
+    assert "feature_costs" not in model.booster_.params
+    assert model.booster_.params["cegb_penalty_feature_lazy"] == [1.0, 0.0, 0.0, 0.0, 100.0]
+    report = model.prediction_cost(pd.DataFrame(Xv, columns=names))
+    free_report = prediction_cost(free, Xv, FeatureCosts(lazy=costs).align(names))
+    assert report.usage[4] < free_report.usage[4]  # the expensive feature is bought for fewer rows
+    assert report.mean < free_report.mean
+
+
+def test_estimator_bad_costs(data):
+    X, y, _, _ = data
+    with pytest.raises(CEGBError, match=r"feature_costs should be a FeatureCosts, a mapping"):
+        CEGBRegressor(feature_costs=[1, 2, 3, 4, 5], verbose=-1).fit(X, y)
+    with pytest.raises(CEGBError, match=r"lazy costs name unknown features \['x9'\]"):
+        CEGBRegressor(feature_costs={"x9": 1.0}, verbose=-1).fit(X, y)
+    with pytest.raises(lgb.basic.LightGBMError, match=r"cegb_penalty_feature_lazy should have one value per "
+                                                      r"feature of the training data: expected 5 values, got 2"):
+        CEGBClassifier(feature_costs=FeatureCosts(lazy=[1, 2]), verbose=-1).fit(X, y > 0)
+
+
+@parametrize_with_checks([CEGBRegressor(), CEGBClassifier(),
+                          CEGBRegressor(feature_costs=FeatureCosts(split=0.01), cegb_tradeoff=0.5)])
+def test_sklearn_estimator_checks(estimator, check):
+    check(estimator)
+
+
+def test_ranker(data):
+    X, y, Xv, _ = data
+    group = [50] * 20
+    labels = np.digitize(y, np.quantile(y, [0.5, 0.8]))
+    model = CEGBRanker(feature_costs=FeatureCosts(lazy=[1, 1, 1, 1, 50]), cegb_tradeoff=0.01, n_estimators=10,
+                       verbose=-1).fit(X, labels, group=group)
+    assert model.prediction_cost(Xv).mean > 0
