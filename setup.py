@@ -33,5 +33,6 @@ setup(
     install_requires=["numpy>=1.26", "scipy>=1.11", "scikit-learn>=1.5", "pandas>=2.1",
                       "lightgbm==4.7.0"],
     ext_modules=cythonize(extensions, include_path=["cython_ext"], language_level=3),
+    entry_points={"console_scripts": ["lightgbm-cegb=lightgbm_cegb.cli:main"]},
     zip_safe=False,
 )

@@ -43,7 +43,7 @@ def _check_values(name: str, values: np.ndarray) -> np.ndarray:
     bad = ~np.isfinite(values) | (values < 0)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise CEGBError(f"{name} costs should be finite and >= 0, got {values[i]!r} for feature {i}")
+        raise CEGBError(f"{name} costs should be finite and >= 0, got {float(values[i])!r} for feature {i}")
     return values
 
 
