@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import lightgbm
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,11 +30,45 @@ def pytest_configure(config):
                     "run the tests with 'make test'", 2)
 
 
-def run_python(code: str, stock: bool = False, timeout: float = 600) -> subprocess.CompletedProcess:
-    """Run ``code`` in a fresh interpreter (a segfault there fails the test instead of killing pytest).
-    With stock=True the child imports the stock 4.7.0 wheel; otherwise it imports what this process does."""
+def run_python(code: str, stock: bool = False, timeout: float = 180) -> subprocess.CompletedProcess:
+    """Run ``code`` in a fresh interpreter, so that a crash or a hang there (stock LightGBM's memory errors
+    can do either) fails the test instead of taking pytest down: a child still running after ``timeout``
+    seconds is killed and reported with returncode None. With stock=True the child imports the stock 4.7.0
+    wheel; otherwise it imports what this process does."""
     env = dict(os.environ)
     if stock:
         env["PYTHONPATH"] = str(lgbm_source.stock_package_dir())
-    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    try:
+        return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        return subprocess.CompletedProcess(exc.cmd, None, exc.stdout or "", f"timed out after {timeout} s")
+
+
+def splits(booster: lightgbm.Booster, tree: int = 0) -> list[dict]:
+    """Split nodes of one tree in depth-first order, with the features tested above each."""
+    out = []
+    stack = [(booster.dump_model()["tree_info"][tree]["tree_structure"], ())]
+    while stack:
+        node, above = stack.pop()
+        if "split_index" in node:
+            out.append({"feature": node["split_feature"], "threshold": node["threshold"],
+                        "gain": node["split_gain"], "count": node["internal_count"], "above": above})
+            below = (*above, node["split_feature"])
+            stack += [(node["right_child"], below), (node["left_child"], below)]
+    return out
+
+
+def structure(booster: lightgbm.Booster, tree: int = 0) -> list[tuple]:
+    return [(s["feature"], s["threshold"], s["count"], s["above"]) for s in splits(booster, tree)]
+
+
+@pytest.fixture(scope="module")
+def strong_weak():
+    """The issue's reproduction: y depends strongly on x1 where x0 < 0 and weakly where x0 >= 0."""
+    rng = np.random.default_rng(0)
+    n = 4000
+    X = rng.uniform(-1, 1, size=(n, 2))
+    y = (np.where(X[:, 0] < 0, 4.0, 0.3) * (X[:, 1] > 0) + 3.0 * (X[:, 0] < 0)
+         + rng.normal(0, 0.1, n))
+    return X, y

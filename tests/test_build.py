@@ -23,11 +23,9 @@ def test_version_is_the_series_version():
 
 
 @pytest.fixture(scope="module")
-def strong_weak_file(tmp_path_factory):
+def strong_weak_file(strong_weak, tmp_path_factory):
     """The coupled-penalty reproduction of test_patch_0001 as a CSV file (label first)."""
-    rng = np.random.default_rng(0)
-    X = rng.uniform(-1, 1, size=(4000, 2))
-    y = np.where(X[:, 0] < 0, 4.0, 0.3) * (X[:, 1] > 0) + 3.0 * (X[:, 0] < 0) + rng.normal(0, 0.1, 4000)
+    X, y = strong_weak
     path = tmp_path_factory.mktemp("cli") / "train.csv"
     np.savetxt(path, np.column_stack([y, X]), delimiter=",", fmt="%.17g")
     return path, X, y

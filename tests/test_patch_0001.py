@@ -7,49 +7,16 @@ training in a child interpreter.
 
 from __future__ import annotations
 
+import string
 import textwrap
 
 import lightgbm as lgb
 import numpy as np
 import pytest
-from conftest import run_python
+from conftest import run_python, splits, structure
 
 BASE = {"objective": "regression", "learning_rate": 1.0, "verbose": -1, "deterministic": True,
         "num_threads": 2, "seed": 1}
-
-
-def splits(booster: lgb.Booster, tree: int = 0) -> list[dict]:
-    """Split nodes of one tree in depth-first order, with the features tested above each."""
-    out = []
-    stack = [(booster.dump_model()["tree_info"][tree]["tree_structure"], ())]
-    while stack:
-        node, above = stack.pop()
-        if "split_index" in node:
-            out.append({"feature": node["split_feature"], "threshold": node["threshold"],
-                        "gain": node["split_gain"], "count": node["internal_count"], "above": above})
-            below = (*above, node["split_feature"])
-            stack += [(node["right_child"], below), (node["left_child"], below)]
-    return out
-
-
-def structure(booster: lgb.Booster, tree: int = 0) -> list[tuple]:
-    return [(s["feature"], s["threshold"], s["count"], s["above"]) for s in splits(booster, tree)]
-
-
-def trees_text(booster: lgb.Booster) -> str:
-    """The model text up to the parameters section (which echoes the training parameters)."""
-    return booster.model_to_string().split("\nparameters:\n")[0]
-
-
-@pytest.fixture(scope="module")
-def strong_weak():
-    """The issue's reproduction: y depends strongly on x1 where x0 < 0 and weakly where x0 >= 0."""
-    rng = np.random.default_rng(0)
-    n = 4000
-    X = rng.uniform(-1, 1, size=(n, 2))
-    y = (np.where(X[:, 0] < 0, 4.0, 0.3) * (X[:, 1] > 0) + 3.0 * (X[:, 0] < 0)
-         + rng.normal(0, 0.1, n))
-    return X, y
 
 
 def train(X, y, rounds=1, callbacks=(), **params):
@@ -126,21 +93,21 @@ def test_promoted_split_respects_node_feature_mask():
 
 # ------------------------------------------------------------------- 2./3. reset_parameter segfaults
 
-RESET_SCRIPT = """
+RESET_SCRIPT = string.Template("""
 import numpy as np, lightgbm as lgb
 rng = np.random.default_rng(0)
-X = rng.uniform(-1, 1, size=(3000, 5))
-y = X[:, 0] + X[:, 1] * X[:, 2] + 0.5 * (X[:, 3] > 0) + rng.normal(0, 0.1, 3000)
+X = rng.uniform(-1, 1, size=($rows, $features))
+y = X[:, 0] + X[:, 1] * X[:, 2] + 0.5 * (X[:, 3] > 0) + rng.normal(0, 0.1, $rows)
 base = dict(objective="regression", verbose=-1, deterministic=True, num_threads=2, seed=1)
 def text(params, rounds=6, callbacks=()):
     b = lgb.train({**base, **params}, lgb.Dataset(X, y), rounds, callbacks=list(callbacks))
     return b.model_to_string().split("\\nparameters:\\n")[0]
-"""
+""")
 
 
 @pytest.mark.upstream_bug
 def test_lazy_penalty_added_by_reset_parameter():
-    code = RESET_SCRIPT + textwrap.dedent("""
+    code = RESET_SCRIPT.substitute(rows=3000, features=5) + textwrap.dedent("""
         lazy = [0.02, 0.5, 0.3, 0.1, 1.0]
         given = text(dict(num_leaves=8, cegb_penalty_split=0.001, cegb_penalty_feature_lazy=lazy))
         reset = text(dict(num_leaves=8, cegb_penalty_split=0.001),
@@ -148,22 +115,23 @@ def test_lazy_penalty_added_by_reset_parameter():
         free = text(dict(num_leaves=8, cegb_penalty_split=0.001))
         print("same" if given == reset else "different", "lazy-matters" if given != free else "lazy-ignored")
     """)
-    proc = run_python(code)
+    proc = run_python(code, timeout=60)
     assert proc.returncode == 0, f"training crashed (exit {proc.returncode}): {proc.stderr[-2000:]}"
     assert proc.stdout.split() == ["same", "lazy-matters"]
 
 
 @pytest.mark.upstream_bug
 def test_num_leaves_grown_by_reset_parameter():
-    # with all-zero coupled penalties CEGB's cache and promotion run but must not change the model
-    code = RESET_SCRIPT + textwrap.dedent("""
-        grow = [4, 64, 64, 31, 64, 64]
-        off = text(dict(num_leaves=4), callbacks=[lgb.reset_parameter(num_leaves=grow)])
-        on = text(dict(num_leaves=4, cegb_penalty_feature_coupled=[0] * 5),
+    # with all-zero coupled penalties CEGB's cache and promotion run but must not change the model; growing
+    # to 255 leaves over 40 features makes stock LightGBM write far past its per-leaf cache (it crashes)
+    code = RESET_SCRIPT.substitute(rows=20000, features=40) + textwrap.dedent("""
+        grow = [4, 255, 255, 127, 255, 255]
+        off = text(dict(num_leaves=4, min_data_in_leaf=5), callbacks=[lgb.reset_parameter(num_leaves=grow)])
+        on = text(dict(num_leaves=4, min_data_in_leaf=5, cegb_penalty_feature_coupled=[0] * 40),
                   callbacks=[lgb.reset_parameter(num_leaves=grow)])
         print("same" if on == off else "different", off.count("num_leaves=4\\n"))
     """)
-    proc = run_python(code)
+    proc = run_python(code, timeout=60)
     assert proc.returncode == 0, f"training crashed (exit {proc.returncode}): {proc.stderr[-2000:]}"
     assert proc.stdout.split() == ["same", "1"], "trees after the reset should grow past 4 leaves"
 
