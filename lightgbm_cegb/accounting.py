@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+import lightgbm as lgb
 import numpy as np
 
 from .costs import FeatureCosts
@@ -67,8 +68,6 @@ def resolve_costs(ensemble: TreeEnsemble, costs) -> FeatureCosts:
 
 def as_rows(ensemble: TreeEnsemble, X, model=None) -> np.ndarray:
     """X as the C-contiguous float64 rows the engine reads, converted as the model's library would."""
-    import lightgbm as lgb
-
     if hasattr(X, "columns") and isinstance(model, (lgb.Booster, lgb.LGBMModel)):
         booster = model.booster_ if isinstance(model, lgb.LGBMModel) else model
         from lightgbm.basic import _data_from_pandas  # LightGBM's own mapping of pandas categoricals
@@ -105,8 +104,6 @@ def prediction_cost(model, X, costs=None, *, num_iteration: int | None = None,
     per_iteration : bool, default False
         Also compute ``curve``: the mean per-row cost after each iteration, in the same pass.
     """
-    import lightgbm as lgb
-
     ensemble = to_ensemble(model)
     costs = resolve_costs(ensemble, costs)
     if num_iteration is None and isinstance(model, (lgb.Booster, lgb.LGBMModel)):

@@ -7,6 +7,7 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import lightgbm as lgb
 import numpy as np
 
 from .errors import CEGBError
@@ -16,8 +17,6 @@ CEGB_KEYS = ("cegb_penalty_feature_lazy", "cegb_penalty_feature_coupled", "cegb_
 
 def _feature_names(features) -> list[str]:
     """Names from a list of names, a pandas DataFrame, or a lightgbm Dataset (constructed or not)."""
-    import lightgbm as lgb
-
     if isinstance(features, lgb.Dataset):
         if features._handle is not None:  # constructed: LightGBM's own names
             return list(features.get_feature_name())

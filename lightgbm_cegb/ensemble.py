@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import lightgbm as lgb
 import numpy as np
 
 from ._engine import FlatEnsemble
@@ -293,8 +294,6 @@ def from_sklearn(model) -> TreeEnsemble:
 
 def to_ensemble(model) -> TreeEnsemble:
     """A TreeEnsemble from a LightGBM Booster or sklearn-API model, a model file, or a scikit-learn model."""
-    import lightgbm as lgb
-
     if isinstance(model, TreeEnsemble):
         return model
     if isinstance(model, lgb.LGBMModel):

@@ -45,15 +45,19 @@ def test_init_model_features_are_already_bought(init_case, init_kind):
     assert {s["feature"] for s in new_splits} <= {0, 1}
 
 
-def test_cli_input_model_features_are_already_bought(init_case, tmp_path):
+def continue_with_cli(init_case, tmp_path, penalty_line: str) -> subprocess.CompletedProcess:
+    """Continue the init model for 5 iterations with the command-line program (input_model)."""
     X, y, _, path = init_case
     data = tmp_path / "train.csv"
     np.savetxt(data, np.column_stack([y, X]), delimiter=",", fmt="%.17g")
     conf = tmp_path / "train.conf"
     conf.write_text(f"task = train\nobjective = regression\ndata = {data}\ninput_model = {path}\nnum_leaves = 4\n"
-                    f"num_iterations = 5\noutput_model = {tmp_path / 'out.txt'}\nverbose = -1\n"
-                    "cegb_penalty_feature_coupled = 1e9,1e9,1e9,1e9\n")
-    proc = subprocess.run([str(CLI), f"config={conf}"], capture_output=True, text=True)
+                    f"num_iterations = 5\noutput_model = {tmp_path / 'out.txt'}\nverbose = -1\n{penalty_line}\n")
+    return subprocess.run([str(CLI), f"config={conf}"], capture_output=True, text=True)
+
+
+def test_cli_input_model_features_are_already_bought(init_case, tmp_path):
+    proc = continue_with_cli(init_case, tmp_path, "cegb_penalty_feature_coupled = 1e9,1e9,1e9,1e9")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     model = lgb.Booster(model_file=str(tmp_path / "out.txt"))
     new_splits = [s for t in range(3, model.num_trees()) for s in splits(model, t)]
@@ -83,14 +87,7 @@ def test_rows_have_paid_the_features_on_their_init_paths():
 
 
 def test_cli_input_model_with_lazy_penalties_is_refused(init_case, tmp_path):
-    X, y, _, path = init_case
-    data = tmp_path / "train.csv"
-    np.savetxt(data, np.column_stack([y, X]), delimiter=",", fmt="%.17g")
-    conf = tmp_path / "train.conf"
-    conf.write_text(f"task = train\nobjective = regression\ndata = {data}\ninput_model = {path}\n"
-                    f"num_iterations = 2\noutput_model = {tmp_path / 'out.txt'}\n"
-                    "cegb_penalty_feature_lazy = 1,1,1,1\n")
-    proc = subprocess.run([str(CLI), f"config={conf}"], capture_output=True, text=True)
+    proc = continue_with_cli(init_case, tmp_path, "cegb_penalty_feature_lazy = 1,1,1,1")
     assert proc.returncode != 0
     assert "cegb_penalty_feature_lazy with input_model (continued training in the command-line program) is " \
            "not supported" in proc.stdout + proc.stderr
