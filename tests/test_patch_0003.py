@@ -64,30 +64,63 @@ def test_cli_input_model_features_are_already_bought(init_case, tmp_path):
     assert model.num_trees() == 8 and new_splits and {s["feature"] for s in new_splits} <= {0, 1}
 
 
-@pytest.mark.upstream_bug
-def test_rows_have_paid_the_features_on_their_init_paths():
-    """An init model that tests x2 only where x0 > 0.5, continued with stumps on a target whose residual is
-    a step in x2: the first new stump splits all rows on x2 and must charge exactly the rows whose paths
-    through the init model do not test x2, counted independently by lightgbm_cegb.prediction_cost."""
+@pytest.fixture(scope="module")
+def partial_init():
+    """An init model that tests x2 only where x0 > 0.5, and a target whose residual over it is a step in x2:
+    continuing with stumps, the first new stump splits all rows on x2. Also: how many rows have not paid
+    x2 on their paths through the init model, counted independently by lightgbm_cegb.prediction_cost."""
     rng = np.random.default_rng(0)
     X = rng.uniform(-1, 1, size=(3000, 4))
     init = lgb.train(BASE, lgb.Dataset(X, 3 * X[:, 0] + 2 * (X[:, 2] > 0) * (X[:, 0] > 0.5)), 3)
     y = init.predict(X) + 2.0 * (X[:, 2] > 0) + rng.normal(0, 0.05, 3000)
     unpaid = int(np.sum(prediction_cost(init, X, FeatureCosts(lazy=[0, 0, 1, 0])).acquisition == 0))
     assert 0 < unpaid < len(X)
-    tradeoff = 0.01
+    return X, y, init, unpaid
+
+
+TRADEOFF = 0.01
+
+
+def charged_by_first_new_stump(free: dict, paid: dict, n: int) -> float:
+    assert (free["feature"], free["count"]) == (paid["feature"], paid["count"]) == (2, n)
+    return (free["gain"] - paid["gain"]) / TRADEOFF
+
+
+@pytest.mark.upstream_bug
+def test_rows_have_paid_the_features_on_their_init_paths(partial_init):
+    X, y, init, unpaid = partial_init
 
     def first_new_split(beta):
-        params = {**BASE, "num_leaves": 2, "cegb_tradeoff": tradeoff, "cegb_penalty_feature_lazy": [0, 0, beta, 0]}
+        params = {**BASE, "num_leaves": 2, "cegb_tradeoff": TRADEOFF, "cegb_penalty_feature_lazy": [0, 0, beta, 0]}
         return splits(lgb.train(params, lgb.Dataset(X, y), 1, init_model=init), 3)[0]
 
-    free, paid = first_new_split(0.0), first_new_split(1.0)
-    assert (free["feature"], free["count"]) == (paid["feature"], paid["count"]) == (2, len(X))
-    assert (free["gain"] - paid["gain"]) / tradeoff == pytest.approx(unpaid, abs=0.05)
+    charged = charged_by_first_new_stump(first_new_split(0.0), first_new_split(1.0), len(X))
+    assert charged == pytest.approx(unpaid, abs=0.05)
 
 
-def test_cli_input_model_with_lazy_penalties_is_refused(init_case, tmp_path):
-    proc = continue_with_cli(init_case, tmp_path, "cegb_penalty_feature_lazy = 1,1,1,1")
+def test_cli_rows_have_paid_the_features_on_their_input_model_paths(partial_init, tmp_path):
+    X, y, init, unpaid = partial_init
+    init.save_model(tmp_path / "init.txt")
+    data = tmp_path / "train.csv"
+    np.savetxt(data, np.column_stack([y, X]), delimiter=",", fmt="%.17g")
+
+    def first_new_split(beta):
+        out = tmp_path / f"out{beta}.txt"
+        conf = tmp_path / "train.conf"
+        conf.write_text(f"task = train\nobjective = regression\ndata = {data}\ninput_model = {tmp_path / 'init.txt'}\n"
+                        f"num_leaves = 2\nnum_iterations = 1\noutput_model = {out}\nverbose = -1\n"
+                        f"cegb_tradeoff = {TRADEOFF}\ncegb_penalty_feature_lazy = 0,0,{beta},0\n")
+        proc = subprocess.run([str(CLI), f"config={conf}"], capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert not list(tmp_path.glob("*.tmp")), "the temporary leaves file is removed"
+        return splits(lgb.Booster(model_file=str(out)), 3)[0]
+
+    charged = charged_by_first_new_stump(first_new_split(0.0), first_new_split(1.0), len(X))
+    assert charged == pytest.approx(unpaid, abs=0.05)
+
+
+def test_cli_input_model_with_lazy_penalties_refused_where_rows_cannot_be_traced(init_case, tmp_path):
+    proc = continue_with_cli(init_case, tmp_path, "cegb_penalty_feature_lazy = 1,1,1,1\nignore_column = 4")
     assert proc.returncode != 0
-    assert "cegb_penalty_feature_lazy with input_model (continued training in the command-line program) is " \
-           "not supported" in proc.stdout + proc.stderr
+    assert "cegb_penalty_feature_lazy with input_model is not supported with weight_column, group_column or " \
+           "ignore_column" in proc.stdout + proc.stderr
