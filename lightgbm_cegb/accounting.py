@@ -66,10 +66,17 @@ def resolve_costs(ensemble: TreeEnsemble, costs) -> FeatureCosts:
     return costs
 
 
+def _booster_of(model) -> lgb.Booster | None:
+    """The LightGBM Booster behind model (a Booster or a fitted sklearn-API model), else None."""
+    if isinstance(model, lgb.LGBMModel):
+        return model.booster_
+    return model if isinstance(model, lgb.Booster) else None
+
+
 def as_rows(ensemble: TreeEnsemble, X, model=None) -> np.ndarray:
     """X as the C-contiguous float64 rows the engine reads, converted as the model's library would."""
-    if hasattr(X, "columns") and isinstance(model, (lgb.Booster, lgb.LGBMModel)):
-        booster = model.booster_ if isinstance(model, lgb.LGBMModel) else model
+    booster = _booster_of(model)
+    if hasattr(X, "columns") and booster is not None:
         from lightgbm.basic import _data_from_pandas  # LightGBM's own mapping of pandas categoricals
 
         X = _data_from_pandas(X, feature_name="auto", categorical_feature="auto",
@@ -106,8 +113,8 @@ def prediction_cost(model, X, costs=None, *, num_iteration: int | None = None,
     """
     ensemble = to_ensemble(model)
     costs = resolve_costs(ensemble, costs)
-    if num_iteration is None and isinstance(model, (lgb.Booster, lgb.LGBMModel)):
-        booster = model.booster_ if isinstance(model, lgb.LGBMModel) else model
+    booster = _booster_of(model)
+    if num_iteration is None and booster is not None:
         num_iteration = booster.best_iteration
     num_trees = ensemble.num_trees_for(num_iteration)
     rows = as_rows(ensemble, X, model)

@@ -30,7 +30,7 @@ class _RowCosts:
         self.rows = self.paid = self.acquisition = self.evaluation = None
         self.lazy = self.split = None
 
-    def update(self, booster, X, costs: FeatureCosts | None, params: dict) -> tuple[float, float]:
+    def update(self, booster, X, costs: FeatureCosts | None) -> tuple[float, float]:
         """Route X through the iterations added since the last call; return the mean (acquisition, evaluation)."""
         current = booster.current_iteration()
         if current < self.iterations:
@@ -39,7 +39,7 @@ class _RowCosts:
         new = from_lightgbm_text(booster.model_to_string(start_iteration=self.iterations,
                                                          num_iteration=current - self.iterations))
         if self.rows is None:
-            resolved = resolve_costs(new, costs if costs is not None else FeatureCosts.from_params(params))
+            resolved = resolve_costs(new, costs)  # None: the cegb_* parameters written in the model
             self.lazy, _, self.split = (np.ascontiguousarray(a) for a in resolved.arrays(new.num_features))
             self.rows = as_rows(new, X, booster)
             n = len(self.rows)
@@ -66,7 +66,7 @@ class _CostCallback:
         boosters = getattr(env.model, "boosters", None) or [env.model]
         if len(self._states) != len(boosters) or env.iteration == env.begin_iteration:
             self._states = [_RowCosts() for _ in boosters]
-        means = np.array([state.update(b, self.X, self.costs, env.params)
+        means = np.array([state.update(b, self.X, self.costs)
                           for state, b in zip(self._states, boosters)])
         acquisition, evaluation = means.mean(axis=0)
         return float(acquisition), float(evaluation)
