@@ -1,11 +1,18 @@
 #!/usr/bin/env python3
 """Training time with CEGB penalties relative to plain LightGBM, same data, same run.
 
-The shape of issue 4's bar: 200k rows x 100 features, 63 leaves, 50 rounds, 2 threads. Prints the median
-of ``--repeats`` timings and the ratios (lazy / plain; the bar is <= 1.10, coupled and split <= 1.05).
-Ratios, not seconds: timings on shared machines are noisy.
+Two shapes (issue 4's bar: lazy / plain <= 1.10, coupled and split <= 1.05):
+  --shape small   200k rows x 100 features, 63 leaves, 50 rounds, 2 threads
+  --shape yahoo   500k rows x 519 features with the real Yahoo! LTR cost vector (the 519 ids of set 1 that
+                  have a real cost; --costs names the file, by default ../shared/data/yahoo_ltr_costs)
+The penalties are negligible (tradeoff 1e-12: the same trees as plain LightGBM, so the ratio is the cost
+of the bookkeeping alone); on the yahoo shape a "lazy-real" row also trains with the real costs at a
+tradeoff that changes the model (other trees: informative, not part of the bar). Prints the median of
+``--repeats`` timings and the ratios; ratios, not seconds, since timings on shared machines are noisy.
+Run it under the stock wheel for stock figures:
+    PYTHONPATH=$(python3 scripts/lgbm_source.py stock) .venv/bin/python scripts/bench_training.py
 
-    .venv/bin/python scripts/bench_training.py [--rows 200000] [--features 100] [--repeats 3]
+    .venv/bin/python scripts/bench_training.py [--shape small|yahoo] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -13,31 +20,57 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from pathlib import Path
 
 import lightgbm as lgb
 import numpy as np
 
+ROOT = Path(__file__).resolve().parents[1]
+YAHOO_COSTS = ROOT.parent / "shared" / "data" / "yahoo_ltr_costs" / "feature_cost.txt"
+SHAPES = {"small": (200_000, 100), "yahoo": (500_000, 519)}
+MISSING_FEATURE_COST = 10000.0  # the Yahoo file's sentinel for ids that never occur in set 1
+
+
+def yahoo_costs(path: Path) -> np.ndarray:
+    values = np.array([float(line) for line in path.read_text().split()])
+    return values[values != MISSING_FEATURE_COST]
+
+
+def make_data(rows: int, features: int) -> tuple[np.ndarray, np.ndarray]:
+    """Dense float32 features, a third of them mostly zero (as ranking features often are)."""
+    rng = np.random.default_rng(0)
+    X = rng.random((rows, features), dtype=np.float32)
+    sparse = rng.random(features) < 1 / 3
+    X[:, sparse] *= rng.random((rows, int(sparse.sum())), dtype=np.float32) < 0.2
+    y = X[:, :10].sum(axis=1) + X[:, 10] * X[:, 11] + rng.normal(0, 0.5, rows)
+    return X, y
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rows", type=int, default=200_000)
-    parser.add_argument("--features", type=int, default=100)
+    parser.add_argument("--shape", choices=SHAPES, default="small")
+    parser.add_argument("--costs", type=Path, default=YAHOO_COSTS, help="Yahoo-format cost file")
     parser.add_argument("--rounds", type=int, default=50)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
 
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(args.rows, args.features))
-    y = X[:, :10].sum(axis=1) + X[:, 10] * X[:, 11] + rng.normal(0, 1, args.rows)
+    rows, features = SHAPES[args.shape]
+    costs = yahoo_costs(args.costs) if args.shape == "yahoo" else np.ones(features)
+    if len(costs) != features:
+        raise SystemExit(f"--costs {args.costs}: expected {features} real costs, found {len(costs)}")
+    X, y = make_data(rows, features)
     data = lgb.Dataset(X, y, params={"verbose": -1}).construct()
+    del X
     base = {"objective": "regression", "num_leaves": 63, "num_threads": 2, "verbose": -1, "seed": 0}
-    tiny = [1e-12] * args.features  # a negligible penalty: the cost of the bookkeeping alone
+    negligible = {"cegb_tradeoff": 1e-12}
     settings = {
         "plain": {},
-        "lazy": {"cegb_penalty_feature_lazy": tiny},
-        "coupled": {"cegb_penalty_feature_coupled": tiny},
-        "split": {"cegb_penalty_split": 1e-12},
+        "lazy": {**negligible, "cegb_penalty_feature_lazy": list(costs)},
+        "coupled": {**negligible, "cegb_penalty_feature_coupled": list(costs)},
+        "split": {**negligible, "cegb_penalty_split": 1.0},
     }
+    if args.shape == "yahoo":
+        settings["lazy-real"] = {"cegb_tradeoff": 1e-4, "cegb_penalty_feature_lazy": list(costs)}
     times = {}
     for name, extra in settings.items():
         runs = []
@@ -46,10 +79,10 @@ def main() -> None:
             lgb.train({**base, **extra}, data, args.rounds)
             runs.append(time.perf_counter() - start)
         times[name] = statistics.median(runs)
-    print(f"lightgbm {lgb.__version__}: {args.rows} rows x {args.features} features, 63 leaves, "
+    print(f"lightgbm {lgb.__version__}: {rows} rows x {features} features ({args.shape}), 63 leaves, "
           f"{args.rounds} rounds, 2 threads, median of {args.repeats}")
     for name, seconds in times.items():
-        print(f"{name:<8} {seconds:7.2f} s   ratio to plain {seconds / times['plain']:.2f}")
+        print(f"{name:<9} {seconds:7.2f} s   ratio to plain {seconds / times['plain']:.2f}")
 
 
 if __name__ == "__main__":

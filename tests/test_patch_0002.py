@@ -134,14 +134,16 @@ def test_rollback_without_cegb_state_still_works():
 
 
 @pytest.mark.upstream_bug
-def test_new_training_set_resets_per_row_state():
+@pytest.mark.parametrize("rows_b", [3000, 1000])
+def test_new_training_set_resets_per_row_state(rows_b):
     """After update(train_set=B), every row of B is new: the first split on x0 charges all of B's rows.
-    (Stock LightGBM reads its bitset, sized for A, out of range here: the training runs in a child.)"""
+    (Stock LightGBM reads its bitset, sized for A, out of range with 3000 rows: the training runs in a
+    child; with as many rows as A it charges nothing, as if B's rows were A's. Patch 0004 fixes that.)"""
     code = textwrap.dedent("""
         import json, numpy as np, lightgbm as lgb
         rng = np.random.default_rng(0)
-        A, B = rng.uniform(-1, 1, size=(1000, 2)), rng.uniform(-1, 1, size=(3000, 2))
-        yA, yB = 3 * A[:, 0] + rng.normal(0, 0.1, 1000), 3 * B[:, 0] + rng.normal(0, 0.1, 3000)
+        A, B = rng.uniform(-1, 1, size=(1000, 2)), rng.uniform(-1, 1, size=(ROWS_B, 2))
+        yA, yB = 3 * A[:, 0] + rng.normal(0, 0.1, 1000), 3 * B[:, 0] + rng.normal(0, 0.1, ROWS_B)
         def run(beta):
             params = {"objective": "regression", "num_leaves": 2, "verbose": -1, "deterministic": True,
                       "cegb_tradeoff": 0.01, "cegb_penalty_feature_lazy": [beta, 0.0]}
@@ -154,13 +156,13 @@ def test_new_training_set_resets_per_row_state():
             trees = booster.dump_model()["tree_info"]
             return [(t["tree_structure"]["split_feature"], t["tree_structure"]["split_gain"]) for t in trees]
         print(json.dumps([run(0.0), run(1.0)]))
-    """)
+    """).replace("ROWS_B", str(rows_b))
     proc = run_python(code)
     assert proc.returncode == 0, f"training failed (exit {proc.returncode}): {proc.stderr[-2000:]}"
     free, paid = json.loads(proc.stdout)
     assert [f for f, _ in paid] == [0, 0, 0, 0]
     charged = [(f - p) / TRADEOFF for (_, f), (_, p) in zip(free, paid)]
-    assert charged == pytest.approx([1000, 0, 3000, 0], abs=0.05)
+    assert charged == pytest.approx([1000, 0, rows_b, 0], abs=0.05)
 
 
 def test_dart_keeps_bought_features(strong_weak):
