@@ -146,3 +146,42 @@ def test_feature_parallel_is_refused_clearly(client, data):
                                   **CEGB_CASES["lazy"])
     with pytest.raises(lgb.basic.LightGBMError, match="Do not support feature parallel in c api"):
         model.fit(dX, dy)
+
+
+DASK_SCRIPT = """
+import sys, numpy as np, distributed, lightgbm as lgb
+sys.path.insert(0, TESTS)
+from test_patch_0004 import on_two_workers, BASE, N, F
+if __name__ == "__main__":
+    rng = np.random.default_rng(5)
+    X = rng.integers(0, 16, size=(N, F)).astype(float)
+    y = (X[:, 0] + X[:, 1] * (X[:, 2] > 7) + rng.normal(0, 3.0, N) > 10).astype(float)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None,
+                                  host="127.0.0.1") as cluster, distributed.Client(cluster) as client:
+        model = lgb.DaskLGBMClassifier(client=client, n_estimators=10, tree_learner=LEARNER, **BASE)
+        model.fit(*on_two_workers(client, X, y))
+    # not compared: the machines' addresses (random ports) and the value ranges of the worker whose copy
+    # of the model Dask returns (either one)
+    lines = model.booster_.model_to_string().splitlines(keepends=True)
+    with open(OUT, "w") as out:
+        out.write("".join(l for l in lines
+                          if not l.startswith(("[machines:", "[local_listen_port:", "feature_infos="))))
+"""
+
+
+@pytest.mark.parametrize("learner", ["data", "voting"])
+def test_plain_distributed_model_identical_to_stock(learner, tmp_path):
+    """CEGB off: byte-identical to the stock wheel. (Few distinct values again: on continuous data the bins
+    depend on which worker Dask makes which rank, which differs from run to run.)"""
+    from conftest import ROOT, run_python
+    texts = []
+    for stock in (True, False):
+        script = tmp_path / f"train_{stock}.py"
+        out = tmp_path / f"model_{stock}.txt"
+        script.write_text(DASK_SCRIPT.replace("TESTS", repr(str(ROOT / "tests"))).replace("LEARNER", repr(learner))
+                          .replace("OUT", repr(str(out))))
+        proc = run_python(f"import runpy; runpy.run_path({str(script)!r}, run_name='__main__')", stock=stock)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        texts.append(out.read_text())
+    assert "Tree=9" in texts[1]
+    assert texts[1] == texts[0]
