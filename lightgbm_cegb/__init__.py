@@ -12,10 +12,11 @@ from .accounting import CostReport, prediction_cost
 from .costs import FeatureCosts
 from .ensemble import TreeEnsemble, to_ensemble
 from .errors import CEGBError
+from .prune import PruneResult, budget_prune, budget_prune_path
 
 __version__ = "0.1.0"
-__all__ = ["CEGBError", "CostReport", "FeatureCosts", "PATCHED_LIGHTGBM", "TreeEnsemble", "prediction_cost",
-           "to_ensemble"]
+__all__ = ["CEGBError", "CostReport", "FeatureCosts", "PATCHED_LIGHTGBM", "PruneResult", "TreeEnsemble",
+           "budget_prune", "budget_prune_path", "prediction_cost", "to_ensemble"]
 
 #: True when the imported lightgbm is the patched build of this project.
 PATCHED_LIGHTGBM = "+cegb." in lightgbm.__version__

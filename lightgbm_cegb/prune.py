@@ -1,0 +1,270 @@
+"""BudgetPrune (Nan, Wang and Saligrama, NIPS 2016): prune a trained forest for a feature budget.
+
+For every tree, choose which nodes become leaves, minimising
+
+    (1/N) sum_t sum_h e_h z_h  +  lam * (1/N) sum_i sum_k c_k w_ki
+
+where ``z_h = 1`` makes node h a leaf, ``w_ki = 1`` acquires feature k for row i, ``e_h`` is the number of
+rows of (X, y) that reach h and that h's stored prediction gets wrong, and ``c_k`` the lazy cost of feature
+k (paid once per row, however many kept nodes test it). Constraints: (a) every root-to-leaf path of the
+input tree holds exactly one new leaf; (b) a row reaching a kept internal node that tests feature k pays
+for k. The constraint matrix is totally unimodular, so the LP relaxation has an integral optimum.
+
+Solver: ``"highs"`` writes this LP literally (one constraint (b) per row and internal node it reaches, so
+for small problems) and solves it with HiGHS (scipy.optimize.linprog); the dual bound comes from HiGHS's
+dual values. Models: scikit-learn RandomForestClassifier and ExtraTreesClassifier (binary and multiclass;
+a node's prediction is the argmax of its stored class distribution). The pruned model is a fitted
+estimator of the same class whose trees are the pruned trees.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.optimize import linprog
+
+from .costs import FeatureCosts
+from .errors import CEGBError
+
+INTEGRALITY_TOLERANCE = 1e-7
+SOLVERS = ("highs",)
+
+
+@dataclass
+class PruneResult:
+    """The pruned model and the terms of the objective at the returned (integral) solution.
+
+    ``kept[t]`` marks the nodes of tree t of the input model that the pruned tree keeps (internal or leaf);
+    ``leaves[t]`` the kept nodes that are leaves of the pruned tree. ``error`` and ``cost`` are the
+    objective's two terms (``cost`` without ``lam``: the mean lazy cost per row of the pruned model on X),
+    ``objective = error + lam * cost``, and ``lower_bound`` the solver's dual bound on the optimum.
+    """
+
+    model: object
+    lam: float
+    objective: float
+    lower_bound: float
+    error: float
+    cost: float
+    kept: list[np.ndarray]
+    leaves: list[np.ndarray]
+    solver: str
+
+
+@dataclass
+class _Forest:
+    """The trees of a forest as flat node arrays, with what the rows of (X, y) do in them."""
+
+    parent: list[np.ndarray]  # per tree: parent of each node, -1 for the root
+    feature: list[np.ndarray]  # per tree: tested feature, -1 for leaves of the input tree
+    errors: list[np.ndarray]  # per tree: e_h, float
+    reach: list[sp.csc_matrix]  # per tree: N x nodes indicator of the nodes each row passes
+    num_rows: int
+    num_features: int
+
+
+def _sklearn_forest(model, X, y) -> _Forest:
+    from sklearn.ensemble import ExtraTreesClassifier, RandomForestClassifier
+    from sklearn.utils.validation import check_is_fitted
+
+    if not isinstance(model, (RandomForestClassifier, ExtraTreesClassifier)):
+        raise CEGBError("model should be a fitted RandomForestClassifier or ExtraTreesClassifier, got "
+                        f"{type(model).__name__}")
+    check_is_fitted(model)
+    if getattr(model, "n_outputs_", 1) != 1:
+        raise CEGBError(f"model should have a single output, got n_outputs_={model.n_outputs_}")
+    X = np.asarray(X, dtype=np.float32) if not sp.issparse(X) else X
+    if X.ndim != 2 or X.shape[0] == 0:
+        raise CEGBError(f"X should be a non-empty 2-d array, got shape {X.shape}")
+    if X.shape[1] != model.n_features_in_:
+        raise CEGBError(f"X should have {model.n_features_in_} features (as the model), got {X.shape[1]}")
+    y = np.asarray(y).ravel()
+    if len(y) != X.shape[0]:
+        raise CEGBError(f"y should have one label per row of X ({X.shape[0]}), got {len(y)}")
+    classes = model.classes_
+    label = np.searchsorted(classes, y)
+    unseen = (label >= len(classes)) | (classes[np.minimum(label, len(classes) - 1)] != y)
+    if unseen.any():
+        raise CEGBError(f"y holds labels the model was not trained on: {np.unique(y[unseen])[:10].tolist()} "
+                        f"(model classes: {classes.tolist()[:10]})")
+    onehot = sp.csr_matrix((np.ones(len(y)), (np.arange(len(y)), label)), shape=(len(y), len(classes)))
+    indicator, node_ptr = model.decision_path(X)
+    indicator = indicator.tocsc()
+    forest = _Forest([], [], [], [], num_rows=X.shape[0], num_features=int(model.n_features_in_))
+    for t, estimator in enumerate(model.estimators_):
+        tree = estimator.tree_
+        reach = indicator[:, node_ptr[t]:node_ptr[t + 1]]
+        predicted = np.argmax(tree.value[:, 0, :], axis=1)
+        correct = np.asarray((reach.T @ onehot).toarray())[np.arange(tree.node_count), predicted]
+        parent = np.full(tree.node_count, -1, dtype=np.int64)
+        internal = np.flatnonzero(tree.children_left >= 0)
+        parent[tree.children_left[internal]] = internal
+        parent[tree.children_right[internal]] = internal
+        forest.parent.append(parent)
+        forest.feature.append(np.where(tree.children_left >= 0, tree.feature, -1).astype(np.int64))
+        forest.errors.append(np.asarray(reach.sum(axis=0)).ravel() - correct)
+        forest.reach.append(reach)
+    return forest
+
+
+def _paths(parent: np.ndarray) -> list[list[int]]:
+    """Each node's path from the root, itself included (parents come before children in scikit-learn)."""
+    paths: list[list[int]] = []
+    for node, up in enumerate(parent):
+        paths.append([node] if up < 0 else paths[up] + [node])
+    return paths
+
+
+def _solve_highs(forest: _Forest, lazy: np.ndarray, lam: float):
+    """The LP exactly as written above; returns z per tree, the LP optimum and HiGHS's dual bound."""
+    n = forest.num_rows
+    offsets = np.cumsum([0] + [len(p) for p in forest.parent])
+    num_z = int(offsets[-1])
+    eq_rows, eq_cols = [], []
+    ub_rows, ub_cols, ub_vals = [], [], []
+    w_index: dict[tuple[int, int], int] = {}
+    num_ub = 0
+    num_eq = 0
+    for t, (parent, feature, reach) in enumerate(zip(forest.parent, forest.feature, forest.reach)):
+        paths = _paths(parent)
+        for node in np.flatnonzero(feature < 0):  # (a): one leaf on each original root-to-leaf path
+            eq_rows += [num_eq] * len(paths[node])
+            eq_cols += [offsets[t] + u for u in paths[node]]
+            num_eq += 1
+        for node in np.flatnonzero(feature >= 0):  # (b): -w_ki - sum_{u in path(h)} z_u <= -1
+            k = int(feature[node])
+            for i in reach.indices[reach.indptr[node]:reach.indptr[node + 1]]:
+                w = w_index.setdefault((int(i), k), len(w_index))
+                ub_rows += [num_ub] * (len(paths[node]) + 1)
+                ub_cols += [offsets[t] + u for u in paths[node]] + [num_z + w]
+                ub_vals += [-1.0] * (len(paths[node]) + 1)
+                num_ub += 1
+    num_w = len(w_index)
+    w_feature = np.fromiter((k for (_, k) in w_index), dtype=np.int64, count=num_w)
+    objective = np.concatenate([np.concatenate(forest.errors) / n, lam * lazy[w_feature] / n])
+    a_eq = sp.csr_matrix((np.ones(len(eq_rows)), (eq_rows, eq_cols)), shape=(num_eq, num_z + num_w))
+    b_eq = np.ones(num_eq)
+    a_ub = sp.csr_matrix((ub_vals, (ub_rows, ub_cols)), shape=(num_ub, num_z + num_w)) if num_ub else None
+    b_ub = -np.ones(num_ub) if num_ub else None
+    upper = np.ones(num_z + num_w)
+    res = linprog(objective, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=b_eq, bounds=np.c_[np.zeros_like(upper), upper],
+                  method="highs")
+    if res.status != 0:
+        raise CEGBError(f"HiGHS did not solve the pruning LP: {res.message}")
+    fractional = np.abs(res.x - np.round(res.x)).max()
+    if fractional > INTEGRALITY_TOLERANCE:
+        raise CEGBError(f"the LP optimum is not integral (max distance to an integer {fractional:.3g}); "
+                        "please report this")
+    dual = float(b_eq @ res.eqlin.marginals + res.upper.marginals @ upper)
+    if num_ub:
+        dual += float(b_ub @ res.ineqlin.marginals)
+    z = np.round(res.x[:num_z]).astype(bool)
+    return [z[offsets[t]:offsets[t + 1]] for t in range(len(forest.parent))], float(res.fun), dual
+
+
+def _evaluate(forest: _Forest, leaves: list[np.ndarray], lazy: np.ndarray) -> tuple[float, float]:
+    """error and cost terms of a pruning, computed from the rows' paths (not from the solver's w)."""
+    n = forest.num_rows
+    error = sum(float(e[leaf].sum()) for e, leaf in zip(forest.errors, leaves)) / n
+    paid = sp.csr_matrix((n, forest.num_features), dtype=bool)
+    for feature, reach, leaf, parent in zip(forest.feature, forest.reach, leaves, forest.parent):
+        internal = _kept(parent, leaf) & ~leaf
+        nodes = np.flatnonzero(internal)
+        to_feature = sp.csr_matrix((np.ones(len(nodes), dtype=bool), (nodes, feature[nodes])),
+                                   shape=(len(parent), forest.num_features))
+        paid = paid + (reach @ to_feature).astype(bool)
+    cost = float(np.asarray(paid.astype(np.float64) @ lazy).sum()) / n
+    return error, cost
+
+
+def _kept(parent: np.ndarray, leaf: np.ndarray) -> np.ndarray:
+    """Nodes of the pruned tree: the new leaves and all their ancestors."""
+    kept = leaf.copy()
+    for node in np.flatnonzero(leaf):
+        up = parent[node]
+        while up >= 0 and not kept[up]:
+            kept[up] = True
+            up = parent[up]
+    return kept
+
+
+def _pruned_sklearn(model, leaves: list[np.ndarray], kept: list[np.ndarray]):
+    """A copy of the forest whose trees hold only the kept nodes (renumbered depth-first)."""
+    from sklearn.tree._tree import TREE_LEAF, TREE_UNDEFINED, Tree
+
+    pruned = copy.deepcopy(model)
+    for estimator, leaf, keep in zip(pruned.estimators_, leaves, kept):
+        state = estimator.tree_.__getstate__()
+        nodes, values = state["nodes"], state["values"]
+        order, depth = [], {0: 0}
+        stack = [0]
+        while stack:  # depth-first, left child first, as scikit-learn numbers nodes
+            node = stack.pop()
+            order.append(node)
+            if not leaf[node]:
+                for child in (nodes["right_child"][node], nodes["left_child"][node]):
+                    depth[child] = depth[node] + 1
+                    stack.append(child)
+        order = np.asarray(order)
+        if not keep[order].all() or keep.sum() != len(order):
+            raise CEGBError("internal error: the pruned tree's nodes are not the kept nodes; please report this")
+        new_id = np.full(len(nodes), -1, dtype=np.int64)
+        new_id[order] = np.arange(len(order))
+        new_nodes = nodes[order].copy()
+        is_leaf = leaf[order]
+        for side in ("left_child", "right_child"):
+            new_nodes[side] = np.where(is_leaf, TREE_LEAF, new_id[np.maximum(nodes[side][order], 0)])
+        new_nodes["feature"][is_leaf] = TREE_UNDEFINED
+        new_nodes["threshold"][is_leaf] = TREE_UNDEFINED
+        tree = Tree(estimator.tree_.n_features, np.asarray(estimator.tree_.n_classes, dtype=np.intp),
+                    estimator.tree_.n_outputs)
+        tree.__setstate__({"max_depth": int(max(depth[node] for node in order)), "node_count": len(order),
+                           "nodes": new_nodes, "values": np.ascontiguousarray(values[order])})
+        estimator.tree_ = tree
+    return pruned
+
+
+def _check_lam(lam) -> float:
+    try:
+        value = float(lam)
+    except (TypeError, ValueError):
+        raise CEGBError(f"lam should be a number >= 0, got {lam!r}") from None
+    if not np.isfinite(value) or value < 0:
+        raise CEGBError(f"lam should be a finite number >= 0, got {lam!r}")
+    return value
+
+
+def _lazy_costs(costs, num_features: int) -> np.ndarray:
+    """The c_k (FeatureCosts validates them: finite, >= 0, one per feature)."""
+    if not isinstance(costs, FeatureCosts):
+        costs = FeatureCosts(lazy=costs)
+    return np.asarray(costs.arrays(num_features)[0], dtype=np.float64)
+
+
+def budget_prune(model, X, y, costs, lam: float, *, solver: str = "highs") -> PruneResult:
+    """Prune ``model`` on (X, y) for feature costs ``costs`` at trade-off ``lam`` (see the module doc).
+
+    costs : FeatureCosts or array-like of per-feature lazy costs (one per feature of the model)
+    """
+    if solver not in SOLVERS:
+        raise CEGBError(f"solver should be one of {SOLVERS}, got {solver!r}")
+    lam = _check_lam(lam)
+    forest = _sklearn_forest(model, X, y)
+    lazy = _lazy_costs(costs, forest.num_features)
+    leaves, lp_optimum, lower_bound = _solve_highs(forest, lazy, lam)
+    kept = [_kept(parent, leaf) for parent, leaf in zip(forest.parent, leaves)]
+    error, cost = _evaluate(forest, leaves, lazy)
+    objective = error + lam * cost
+    if not np.isclose(objective, lp_optimum, rtol=1e-9, atol=1e-12):
+        raise CEGBError(f"internal error: the pruned model's objective {objective!r} differs from the LP "
+                        f"optimum {lp_optimum!r}; please report this")
+    return PruneResult(model=_pruned_sklearn(model, leaves, kept), lam=lam, objective=objective,
+                       lower_bound=lower_bound, error=error, cost=cost, kept=kept, leaves=leaves, solver=solver)
+
+
+def budget_prune_path(model, X, y, costs, lams, *, solver: str = "highs") -> list[PruneResult]:
+    """budget_prune at each trade-off of ``lams`` (in the given order): the accuracy-cost points."""
+    return [budget_prune(model, X, y, costs, lam, solver=solver) for lam in lams]

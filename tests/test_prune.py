@@ -1,0 +1,164 @@
+"""BudgetPrune: the solver's pruning is optimal (brute force on tiny forests), the LP optimum is integral and
+matches its dual bound, and the pruned model predicts and costs what the solution says."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from sklearn.ensemble import ExtraTreesClassifier, RandomForestClassifier
+
+from lightgbm_cegb import CEGBError, FeatureCosts, budget_prune, budget_prune_path, prediction_cost
+
+
+def random_case(seed: int, classes: int = 2, n: int = 60, f: int = 4, trees: int = 3, depth: int = 3,
+                kind=RandomForestClassifier):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, f))
+    score = X[:, 0] + rng.normal(0, 0.7, n) + (X[:, 1] * X[:, 2] if f > 2 else 0)
+    y = np.digitize(score, np.quantile(score, np.linspace(0, 1, classes + 1)[1:-1]))
+    model = kind(n_estimators=trees, max_depth=depth, random_state=seed, min_samples_leaf=1).fit(X, y)
+    costs = rng.choice([0.0, 1.0, 2.0, 5.0, 10.0], size=f)
+    return model, X, y, costs
+
+
+# ------------------------------------------------------------------ an independent reference: brute force
+
+
+def prunings(tree, node: int = 0) -> list[frozenset]:
+    """Every set of new leaves of the subtree at node (a cut through all its root-to-leaf paths)."""
+    left, right = tree.children_left[node], tree.children_right[node]
+    if left < 0:
+        return [frozenset([node])]
+    return [frozenset([node])] + [a | b for a in prunings(tree, left) for b in prunings(tree, right)]
+
+
+def route(tree, x: np.ndarray, leaves: frozenset) -> tuple[int, set]:
+    """Walk one row down scikit-learn's own arrays, stopping at the first new leaf."""
+    node, used = 0, set()
+    while node not in leaves:
+        used.add(int(tree.feature[node]))
+        node = tree.children_left[node] if x[tree.feature[node]] <= tree.threshold[node] else tree.children_right[node]
+    return node, used
+
+
+def brute_force_optimum(model, X, y, costs, lam):
+    X32 = X.astype(np.float32)
+    label = np.searchsorted(model.classes_, y)
+    options = []  # per tree: (error count, per-row bitmask of the features used) for every pruning
+    for estimator in model.estimators_:
+        tree = estimator.tree_
+        per_tree = []
+        for leaves in prunings(tree):
+            error, masks = 0, np.zeros(len(X), dtype=np.int64)
+            for i, x in enumerate(X32):
+                node, used = route(tree, x, leaves)
+                error += int(np.argmax(tree.value[node, 0]) != label[i])
+                masks[i] = sum(1 << k for k in used)
+            per_tree.append((error, masks))
+        options.append(per_tree)
+    mask_cost = np.array([sum(costs[k] for k in range(len(costs)) if m >> k & 1) for m in range(1 << len(costs))])
+    best = np.inf
+    for combo in itertools.product(*options):
+        error = sum(e for e, _ in combo)
+        masks = np.bitwise_or.reduce([m for _, m in combo])
+        best = min(best, error / len(X) + lam * mask_cost[masks].sum() / len(X))
+    return best
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_optimal_against_brute_force(seed):
+    model, X, y, costs = random_case(seed, classes=2 + seed % 2, n=30, trees=2 + seed % 2, depth=3)
+    for lam in (0.0, 0.02, 0.1, 0.5):
+        result = budget_prune(model, X, y, costs, lam)
+        assert result.objective == pytest.approx(brute_force_optimum(model, X, y, costs, lam), rel=1e-9, abs=1e-12)
+
+
+# ----------------------------------------------------------------------------- the LP and the pruned model
+
+
+def stop_at_kept_leaf(model, result, X):
+    """Class probabilities of "route each row in the input trees and stop at the first new leaf"."""
+    X32 = X.astype(np.float32)
+    proba = np.zeros((len(X), len(model.classes_)))
+    for estimator, leaves in zip(model.estimators_, result.leaves):
+        tree = estimator.tree_
+        new_leaves = frozenset(np.flatnonzero(leaves).tolist())
+        for i, x in enumerate(X32):
+            node, _ = route(tree, x, new_leaves)
+            proba[i] += tree.value[node, 0] / tree.value[node, 0].sum()
+    return proba / len(model.estimators_)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_lp_is_integral_tight_and_the_pruned_model_agrees(seed):
+    kind = ExtraTreesClassifier if seed % 3 == 0 else RandomForestClassifier
+    model, X, y, costs = random_case(100 + seed, classes=2 + seed % 4, n=80, f=5, trees=4, depth=5, kind=kind)
+    lam = [0.0, 0.01, 0.05, 0.3][seed % 4]
+    result = budget_prune(model, X, y, costs, lam)
+    assert result.lower_bound == pytest.approx(result.objective, rel=1e-9, abs=1e-12)
+    assert result.objective == pytest.approx(result.error + lam * result.cost, rel=1e-12)
+    pruned = result.model
+    assert type(pruned) is type(model) and pruned is not model
+    np.testing.assert_allclose(pruned.predict_proba(X), stop_at_kept_leaf(model, result, X), rtol=1e-12)
+    report = prediction_cost(pruned, X, FeatureCosts(lazy=costs))
+    assert float(np.mean(report.per_instance)) == pytest.approx(result.cost, rel=1e-12, abs=1e-12)
+    for estimator, kept, leaves in zip(pruned.estimators_, result.kept, result.leaves):
+        assert estimator.tree_.node_count == kept.sum()
+        assert estimator.tree_.n_leaves == leaves.sum()
+    # error term: each pruned tree's misclassified rows, summed over trees, per row
+    errors = sum((est.predict(X.astype(np.float32)).astype(int) != np.searchsorted(model.classes_, y)).sum()
+                 for est in pruned.estimators_)
+    assert result.error == pytest.approx(errors / len(X), rel=1e-12)
+
+
+def test_input_model_is_untouched():
+    model, X, y, costs = random_case(5, trees=3, depth=4)
+    before = [est.tree_.node_count for est in model.estimators_]
+    proba = model.predict_proba(X)
+    budget_prune(model, X, y, costs, 1.0)
+    assert [est.tree_.node_count for est in model.estimators_] == before
+    np.testing.assert_array_equal(model.predict_proba(X), proba)
+
+
+def test_path_is_a_monotone_frontier():
+    model, X, y, costs = random_case(7, classes=3, n=120, f=5, trees=4, depth=6)
+    lams = [0.0, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0]
+    path = budget_prune_path(model, X, y, costs, lams)
+    costs_along, errors_along = [r.cost for r in path], [r.error for r in path]
+    assert all(b <= a + 1e-12 for a, b in zip(costs_along, costs_along[1:]))
+    assert all(b >= a - 1e-12 for a, b in zip(errors_along, errors_along[1:]))
+    assert costs_along[0] > costs_along[-1] == 0.0
+
+
+# ------------------------------------------------------------------------------------------------ bad input
+
+
+@pytest.fixture(scope="module")
+def small():
+    return random_case(3)
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda m, X, y, c: (m, X, y, c, -0.1), r"lam should be a finite number >= 0, got -0.1"),
+    (lambda m, X, y, c: (m, X, y, c, float("nan")), r"lam should be a finite number >= 0, got nan"),
+    (lambda m, X, y, c: (m, X, y, c, "big"), r"lam should be a number >= 0, got 'big'"),
+    (lambda m, X, y, c: (m, X[:, :3], y, c, 0.1), r"X should have 4 features \(as the model\), got 3"),
+    (lambda m, X, y, c: (m, X[:0], y[:0], c, 0.1), r"X should be a non-empty 2-d array, got shape \(0, 4\)"),
+    (lambda m, X, y, c: (m, X, y[:-1], c, 0.1), r"y should have one label per row of X \(60\), got 59"),
+    (lambda m, X, y, c: (m, X, np.where(y == 1, 7, y), c, 0.1), r"labels the model was not trained on: \[7\]"),
+    (lambda m, X, y, c: (m, X, y, [1.0, np.inf, 1.0, 1.0], 0.1), r"lazy costs should be finite and >= 0, got inf for feature 1"),
+    (lambda m, X, y, c: (m, X, y, [1.0, 1.0], 0.1), r"costs are for 2 features but the model has 4"),
+    (lambda m, X, y, c: (object(), X, y, c, 0.1), r"model should be a fitted RandomForestClassifier or "
+                                                    r"ExtraTreesClassifier, got object"),
+])
+def test_bad_input_is_rejected(small, change, message):
+    with pytest.raises(CEGBError, match=message):
+        model, X, y, costs, lam = change(*small)
+        budget_prune(model, X, y, costs, lam)
+
+
+def test_unknown_solver_is_rejected(small):
+    with pytest.raises(CEGBError, match=r"solver should be one of \('highs',\), got 'simplex'"):
+        budget_prune(*small, 0.1, solver="simplex")
