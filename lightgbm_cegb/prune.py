@@ -12,9 +12,17 @@ for k. The constraint matrix is totally unimodular, so the LP relaxation has an 
 
 Solver: ``"highs"`` writes this LP literally (one constraint (b) per row and internal node it reaches, so
 for small problems) and solves it with HiGHS (scipy.optimize.linprog); the dual bound comes from HiGHS's
-dual values. Models: scikit-learn RandomForestClassifier and ExtraTreesClassifier (binary and multiclass;
-a node's prediction is the argmax of its stored class distribution). The pruned model is a fitted
-estimator of the same class whose trees are the pruned trees.
+dual values.
+
+Models and their ``e_h``:
+- scikit-learn RandomForestClassifier and ExtraTreesClassifier (binary and multiclass): the rows reaching
+  h that the argmax of h's stored class distribution gets wrong. The pruned model is a fitted estimator of
+  the same class whose trees are the pruned trees.
+- LightGBM boosters and models (``boosting="gbdt"`` or ``"rf"``; objectives regression (L2), binary,
+  multiclass), with a per-tree loss surrogate: ``e_h`` is the ensemble's training loss summed over the
+  rows reaching h when tree t's output for them is replaced by h's value (its ``internal_value``; leaves:
+  their ``leaf_value``) and every other tree is unchanged. The pruned model is a ``lightgbm.Booster``
+  (a model file stock LightGBM loads) whose pruned leaves hold those values.
 """
 
 from __future__ import annotations
@@ -66,13 +74,15 @@ class _Forest:
     num_features: int
 
 
-def _sklearn_forest(model, X, y) -> _Forest:
+def _is_sklearn_forest(model) -> bool:
     from sklearn.ensemble import ExtraTreesClassifier, RandomForestClassifier
+
+    return isinstance(model, (RandomForestClassifier, ExtraTreesClassifier))
+
+
+def _sklearn_forest(model, X, y) -> _Forest:
     from sklearn.utils.validation import check_is_fitted
 
-    if not isinstance(model, (RandomForestClassifier, ExtraTreesClassifier)):
-        raise CEGBError("model should be a fitted RandomForestClassifier or ExtraTreesClassifier, got "
-                        f"{type(model).__name__}")
     check_is_fitted(model)
     if getattr(model, "n_outputs_", 1) != 1:
         raise CEGBError(f"model should have a single output, got n_outputs_={model.n_outputs_}")
@@ -108,6 +118,188 @@ def _sklearn_forest(model, X, y) -> _Forest:
         forest.errors.append(np.asarray(reach.sum(axis=0)).ravel() - correct)
         forest.reach.append(reach)
     return forest
+
+
+# ------------------------------------------------------------------------------------------------ LightGBM
+
+LIGHTGBM_OBJECTIVES = ("regression", "binary", "multiclass")
+
+
+@dataclass
+class _LightGBMTrees:
+    """A LightGBM model text cut into what the pruning rewrites: per tree, its fields in file order."""
+
+    header: str
+    trees: list[dict[str, str]]
+    footer: str
+
+
+def _lightgbm_text(model) -> str:
+    import lightgbm as lgb
+
+    booster = model.booster_ if hasattr(model, "booster_") else model
+    if not isinstance(booster, lgb.Booster):
+        raise CEGBError("model should be a fitted RandomForestClassifier, ExtraTreesClassifier, a "
+                        f"lightgbm.Booster or a fitted LightGBM estimator, got {type(model).__name__}")
+    return booster.model_to_string()
+
+
+def _split_lightgbm(text: str) -> _LightGBMTrees:
+    head, _, rest = text.partition("\nTree=")
+    trees_text, _, footer = ("Tree=" + rest).partition("end of trees")
+    trees = []
+    for block in trees_text.split("Tree=")[1:]:
+        fields = {}
+        for line in block.split("\n")[1:]:
+            key, sep, value = line.partition("=")
+            if sep:
+                fields[key] = value
+        trees.append(fields)
+    return _LightGBMTrees(header=head + "\n", trees=trees, footer=footer)
+
+
+def _numbers(fields: dict, key: str, dtype=np.float64) -> np.ndarray:
+    return np.array(fields.get(key, "").split(), dtype=dtype)
+
+
+def _lightgbm_tree_nodes(fields: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """parent, feature (-1: leaf) and value of each node: internal nodes 0..n-1, then leaf l as n + l."""
+    num_internal = int(fields["num_leaves"]) - 1
+    left, right = _numbers(fields, "left_child", np.int64), _numbers(fields, "right_child", np.int64)
+    parent = np.full(2 * num_internal + 1, -1, dtype=np.int64)
+    for children in (left, right):
+        ids = np.where(children >= 0, children, num_internal + ~children)
+        parent[ids] = np.arange(num_internal)
+    feature = np.concatenate([_numbers(fields, "split_feature", np.int64), np.full(num_internal + 1, -1)])
+    value = np.concatenate([_numbers(fields, "internal_value"), _numbers(fields, "leaf_value")])
+    return parent, feature, value
+
+
+def _objective_loss(objective: str, y: np.ndarray, num_class: int):
+    """loss(score, rows): the training loss of rows ``rows`` of y at raw scores ``score`` (one row each;
+    a column per class for multiclass), for the model's objective."""
+    name = objective.split()[0] if objective else ""
+    if name in ("regression", "regression_l2", "l2", "mean_squared_error", "mse"):
+        return lambda score, rows: (score[:, 0] - y[rows]) ** 2
+    if name == "binary":
+        if not np.isin(y, (0, 1)).all():
+            raise CEGBError(f"y should hold labels 0 and 1 for a binary model, got {np.unique(y)[:10].tolist()}")
+        sigmoid = float(dict(p.split(":") for p in objective.split()[1:]).get("sigmoid", 1.0))
+        return lambda score, rows: np.logaddexp(0.0, np.where(y[rows] == 1, -sigmoid, sigmoid) * score[:, 0])
+    if name in ("multiclass", "softmax"):
+        label = y.astype(np.int64)
+        if (label != y).any() or (label < 0).any() or (label >= num_class).any():
+            raise CEGBError(f"y should hold class labels 0..{num_class - 1}, got {np.unique(y)[:10].tolist()}")
+        return lambda score, rows: (np.logaddexp.reduce(score, axis=1)
+                                    - score[np.arange(len(rows)), label[rows]])
+    raise CEGBError(f"budget_prune supports LightGBM objectives {LIGHTGBM_OBJECTIVES}, got {objective!r}")
+
+
+def _lightgbm_forest(model, X, y) -> tuple[_Forest, _LightGBMTrees]:
+    import lightgbm as lgb
+
+    parts = _split_lightgbm(_lightgbm_text(model))
+    header = dict(line.split("=", 1) for line in parts.header.splitlines() if "=" in line)
+    if any(fields.get("is_linear", "0") == "1" for fields in parts.trees):
+        raise CEGBError("budget_prune does not support linear trees (linear_tree=True)")
+    num_features = int(header["max_feature_idx"]) + 1
+    X = X.toarray() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
+    if X.ndim != 2 or X.shape[0] == 0:
+        raise CEGBError(f"X should be a non-empty 2-d array, got shape {X.shape}")
+    if X.shape[1] != num_features:
+        raise CEGBError(f"X should have {num_features} features (as the model), got {X.shape[1]}")
+    y = np.asarray(y, dtype=np.float64).ravel()
+    if len(y) != X.shape[0]:
+        raise CEGBError(f"y should have one label per row of X ({X.shape[0]}), got {len(y)}")
+    per_iteration = int(header["num_tree_per_iteration"])
+    loss = _objective_loss(header.get("objective", ""), y, per_iteration)
+    booster = lgb.Booster(model_str=_lightgbm_text(model))
+    # rf averages the trees of each class (raw_score=True gives their sum): a tree's output enters the
+    # score the model's loss sees divided by the number of iterations
+    average_output = "average_output" in parts.header.splitlines()
+    scale = per_iteration / len(parts.trees) if average_output else 1.0
+    score = scale * booster.predict(X, raw_score=True).reshape(len(X), -1)
+    leaf_of_row = booster.predict(X, pred_leaf=True).reshape(len(X), -1)
+    forest = _Forest([], [], [], [], num_rows=len(X), num_features=num_features)
+    for t, fields in enumerate(parts.trees):
+        parent, feature, value = _lightgbm_tree_nodes(fields)
+        leaf_node = int(fields["num_leaves"]) - 1 + leaf_of_row[:, t]
+        rows, nodes = [np.arange(len(X))], [leaf_node]
+        while (nodes[-1] >= 0).any():  # climb to the root: the (row, node) pairs of every row's path
+            up = parent[nodes[-1]]
+            keep = up >= 0
+            rows.append(rows[-1][keep])
+            nodes.append(up[keep])
+            if not keep.any():
+                break
+        rows, nodes = np.concatenate(rows), np.concatenate(nodes)
+        pair_score = score[rows].copy()
+        pair_score[:, t % per_iteration] += scale * (value[nodes] - value[leaf_node[rows]])
+        forest.parent.append(parent)
+        forest.feature.append(feature)
+        forest.errors.append(np.bincount(nodes, weights=loss(pair_score, rows), minlength=len(parent)))
+        forest.reach.append(sp.csc_matrix((np.ones(len(rows)), (rows, nodes)), shape=(len(X), len(parent))))
+    return forest, parts
+
+
+def _pruned_lightgbm(parts: _LightGBMTrees, leaves: list[np.ndarray], kept: list[np.ndarray]):
+    """A Booster from the model text with each tree cut to its kept nodes; a pruned internal node becomes a
+    leaf with its internal value, weight and count."""
+    import lightgbm as lgb
+
+    blocks = []
+    for t, (fields, leaf, keep) in enumerate(zip(parts.trees, leaves, kept)):
+        num_internal = int(fields["num_leaves"]) - 1
+        internal = np.flatnonzero(keep[:num_internal] & ~leaf[:num_internal])
+        new_leaves = np.flatnonzero(leaf)
+        new_id = np.zeros(len(leaf), dtype=np.int64)
+        new_id[internal] = np.arange(len(internal))
+        new_id[new_leaves] = ~np.arange(len(new_leaves))
+        out = dict(fields)
+        out["num_leaves"] = str(len(new_leaves))
+
+        def pick(key, nodes, fields=fields):
+            return [fields.get(key, "").split()[n] for n in nodes]
+
+        for key in ("split_feature", "split_gain", "threshold", "decision_type", "internal_value",
+                    "internal_weight", "internal_count"):
+            out[key] = " ".join(pick(key, internal))
+        for side in ("left_child", "right_child"):
+            children = _numbers(fields, side, np.int64)[internal]
+            ids = np.where(children >= 0, children, num_internal + ~children)
+            out[side] = " ".join(str(v) for v in new_id[ids])
+        for leaf_key, internal_key in (("leaf_value", "internal_value"), ("leaf_weight", "internal_weight"),
+                                       ("leaf_count", "internal_count")):
+            leaf_values, internal_values = fields.get(leaf_key, "").split(), fields.get(internal_key, "").split()
+            out[leaf_key] = " ".join(internal_values[n] if n < num_internal else leaf_values[n - num_internal]
+                                     for n in new_leaves)
+        if int(fields.get("num_cat", "0")):
+            bounds = _numbers(fields, "cat_boundaries", np.int64)
+            words = fields["cat_threshold"].split()
+            decision = _numbers(fields, "decision_type", np.int64)[internal]
+            thresholds, new_bounds, new_words = out["threshold"].split(), [0], []
+            for j, node in enumerate(internal):
+                if decision[j] & 1:
+                    cat = int(float(fields["threshold"].split()[node]))
+                    new_words += words[bounds[cat]:bounds[cat + 1]]
+                    thresholds[j] = str(len(new_bounds) - 1)
+                    new_bounds.append(len(new_words))
+            out["threshold"] = " ".join(thresholds)
+            out["num_cat"] = str(len(new_bounds) - 1)
+            out["cat_boundaries"] = " ".join(map(str, new_bounds))
+            out["cat_threshold"] = " ".join(new_words)
+            if len(new_bounds) == 1:
+                del out["cat_boundaries"], out["cat_threshold"]
+        if len(new_leaves) == 1:  # LightGBM writes a one-leaf tree without weights
+            out["leaf_weight"] = ""
+        blocks.append(f"Tree={t}\n" + "".join(f"{k}={v}\n" for k, v in out.items()) + "\n\n")
+    header = "\n".join(f"tree_sizes={' '.join(str(len(b)) for b in blocks)}" if line.startswith("tree_sizes=")
+                       else line for line in parts.header.split("\n"))
+    footer = parts.footer
+    importances = footer.find("feature_importances:")
+    if importances >= 0:  # counts of the unpruned model: dropped rather than left stale
+        footer = footer[:importances] + footer[footer.index("parameters:"):]
+    return lgb.Booster(model_str=header + "".join(blocks) + "end of trees" + footer)
 
 
 def _paths(parent: np.ndarray) -> list[list[int]]:
@@ -247,12 +439,16 @@ def _lazy_costs(costs, num_features: int) -> np.ndarray:
 def budget_prune(model, X, y, costs, lam: float, *, solver: str = "highs") -> PruneResult:
     """Prune ``model`` on (X, y) for feature costs ``costs`` at trade-off ``lam`` (see the module doc).
 
+    model : fitted RandomForestClassifier / ExtraTreesClassifier, lightgbm.Booster or LightGBM estimator
     costs : FeatureCosts or array-like of per-feature lazy costs (one per feature of the model)
     """
     if solver not in SOLVERS:
         raise CEGBError(f"solver should be one of {SOLVERS}, got {solver!r}")
     lam = _check_lam(lam)
-    forest = _sklearn_forest(model, X, y)
+    if _is_sklearn_forest(model):
+        forest = _sklearn_forest(model, X, y)
+    else:
+        forest, parts = _lightgbm_forest(model, X, y)
     lazy = _lazy_costs(costs, forest.num_features)
     leaves, lp_optimum, lower_bound = _solve_highs(forest, lazy, lam)
     kept = [_kept(parent, leaf) for parent, leaf in zip(forest.parent, leaves)]
@@ -261,7 +457,15 @@ def budget_prune(model, X, y, costs, lam: float, *, solver: str = "highs") -> Pr
     if not np.isclose(objective, lp_optimum, rtol=1e-9, atol=1e-12):
         raise CEGBError(f"internal error: the pruned model's objective {objective!r} differs from the LP "
                         f"optimum {lp_optimum!r}; please report this")
-    return PruneResult(model=_pruned_sklearn(model, leaves, kept), lam=lam, objective=objective,
+    if _is_sklearn_forest(model):
+        pruned = _pruned_sklearn(model, leaves, kept)
+    else:
+        pruned = _pruned_lightgbm(parts, leaves, kept)
+        if hasattr(model, "booster_"):  # a LightGBM scikit-learn estimator: the same, with the pruned booster
+            estimator = copy.deepcopy(model)
+            estimator._Booster = pruned
+            pruned = estimator
+    return PruneResult(model=pruned, lam=lam, objective=objective,
                        lower_bound=lower_bound, error=error, cost=cost, kept=kept, leaves=leaves, solver=solver)
 
 

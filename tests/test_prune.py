@@ -150,8 +150,9 @@ def small():
     (lambda m, X, y, c: (m, X, np.where(y == 1, 7, y), c, 0.1), r"labels the model was not trained on: \[7\]"),
     (lambda m, X, y, c: (m, X, y, [1.0, np.inf, 1.0, 1.0], 0.1), r"lazy costs should be finite and >= 0, got inf for feature 1"),
     (lambda m, X, y, c: (m, X, y, [1.0, 1.0], 0.1), r"costs are for 2 features but the model has 4"),
-    (lambda m, X, y, c: (object(), X, y, c, 0.1), r"model should be a fitted RandomForestClassifier or "
-                                                    r"ExtraTreesClassifier, got object"),
+    (lambda m, X, y, c: (object(), X, y, c, 0.1), r"model should be a fitted RandomForestClassifier, "
+                                                    r"ExtraTreesClassifier, a lightgbm.Booster or a fitted "
+                                                    r"LightGBM estimator, got object"),
 ])
 def test_bad_input_is_rejected(small, change, message):
     with pytest.raises(CEGBError, match=message):
@@ -162,3 +163,142 @@ def test_bad_input_is_rejected(small, change, message):
 def test_unknown_solver_is_rejected(small):
     with pytest.raises(CEGBError, match=r"solver should be one of \('highs',\), got 'simplex'"):
         budget_prune(*small, 0.1, solver="simplex")
+
+
+# ------------------------------------------------------------------------------------------------ LightGBM
+
+lgb = pytest.importorskip("lightgbm")  # always installed: the patched build
+from lightgbm_cegb.prune import _kept, _lightgbm_forest, _pruned_lightgbm  # noqa: E402
+
+
+def lightgbm_case(seed: int, objective: str, trees: int = 3, leaves: int = 5, n: int = 120, **extra):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 4))
+    X[rng.random(X.shape) < 0.05] = np.nan
+    signal = np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 1] * X[:, 2]) + rng.normal(0, 0.5, n)
+    params = {"objective": objective, "num_leaves": leaves, "min_data_in_leaf": 3, "verbose": -1, "seed": seed,
+              **extra}
+    if objective == "binary":
+        y = (signal > 0).astype(float)
+    elif objective == "multiclass":
+        y = np.digitize(signal, [-0.5, 0.5]).astype(float)
+        params["num_class"] = 3
+    else:
+        y = signal
+    booster = lgb.train(params, lgb.Dataset(X, y), trees)
+    return booster, X, y, rng.choice([0.0, 1.0, 3.0, 10.0], size=4)
+
+
+def tree_outputs(booster, X):
+    """Each tree's output per row (raw score contribution), from LightGBM's own predict."""
+    per_iteration = booster.num_model_per_iteration()
+    out = []
+    for it in range(booster.num_trees() // per_iteration):
+        raw = booster.predict(X, raw_score=True, start_iteration=it, num_iteration=1).reshape(len(X), -1)
+        out += [raw[:, c] for c in range(per_iteration)]
+    return out
+
+
+def random_cut(parent: np.ndarray, feature: np.ndarray, rng) -> np.ndarray:
+    """New leaves: from the root down, stop at each internal node with probability 1/3."""
+    leaf = np.zeros(len(parent), dtype=bool)
+    stack = [0] if len(parent) > 1 else []
+    if not stack:
+        leaf[0] = True
+    children = {h: np.flatnonzero(parent == h) for h in range(len(parent))}
+    while stack:
+        node = stack.pop()
+        if feature[node] < 0 or rng.random() < 1 / 3:
+            leaf[node] = True
+        else:
+            stack += list(children[node])
+    return leaf
+
+
+@pytest.mark.parametrize("objective", ["regression", "binary", "multiclass"])
+def test_lightgbm_pruned_model_text(objective, tmp_path):
+    """Any cut (not only the optimal one) is written as a model that predicts "stop at the new leaf",
+    and stock LightGBM loads it and predicts the same; cutting nothing rewrites the trees byte for byte."""
+    from conftest import run_python
+    booster, X, y, _ = lightgbm_case(1, objective, trees=4, leaves=8)
+    forest, parts = _lightgbm_forest(booster, X, y)
+    original_leaves = [feature < 0 for feature in forest.feature]
+    same = _pruned_lightgbm(parts, original_leaves, [np.ones(len(p), dtype=bool) for p in forest.parent])
+    assert same.model_to_string().split("end of trees")[0] == booster.model_to_string().split("end of trees")[0]
+
+    rng = np.random.default_rng(0)
+    leaves = [random_cut(p, f, rng) for p, f in zip(forest.parent, forest.feature)]
+    pruned = _pruned_lightgbm(parts, leaves, [_kept(p, leaf) for p, leaf in zip(forest.parent, leaves)])
+    expected = np.zeros((len(X), booster.num_model_per_iteration()))
+    values = [np.concatenate([np.array(f["internal_value"].split(), float), np.array(f["leaf_value"].split(), float)])
+              for f in parts.trees]
+    for t, (reach, leaf) in enumerate(zip(forest.reach, leaves)):
+        stop = (reach[:, leaf] @ np.flatnonzero(leaf))  # the one new leaf on each row's path
+        expected[:, t % expected.shape[1]] += values[t][np.asarray(stop).ravel().astype(int)]
+    got = pruned.predict(X, raw_score=True).reshape(len(X), -1)
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+    path = tmp_path / "pruned.txt"
+    pruned.save_model(path)
+    np.save(tmp_path / "X.npy", X)
+    stock = run_python(f"import numpy as np, lightgbm as lgb; b = lgb.Booster(model_file={str(path)!r}); "
+                       f"np.save({str(tmp_path / 'stock.npy')!r}, b.predict(np.load({str(tmp_path / 'X.npy')!r}), "
+                       "raw_score=True))", stock=True)
+    assert stock.returncode == 0, stock.stderr[-2000:]
+    np.testing.assert_array_equal(np.load(tmp_path / "stock.npy").reshape(got.shape), got)
+
+
+def lightgbm_loss(objective, score, y):
+    if objective == "regression":
+        return (score[:, 0] - y) ** 2
+    if objective == "binary":
+        return np.logaddexp(0, np.where(y == 1, -score[:, 0], score[:, 0]))
+    return np.logaddexp.reduce(score, axis=1) - score[np.arange(len(y)), y.astype(int)]
+
+
+@pytest.mark.parametrize(("objective", "extra"), [
+    ("regression", {}), ("binary", {}), ("multiclass", {}),
+    ("binary", {"boosting": "rf", "bagging_fraction": 0.6, "bagging_freq": 1}),
+])
+def test_lightgbm_optimal_against_brute_force(objective, extra):
+    """The surrogate objective of every pruning, from the pruned boosters' own predictions."""
+    trees = 1 if objective == "multiclass" else 2
+    booster, X, y, costs = lightgbm_case(2, objective, trees=trees, leaves=4, n=60, **extra)
+    forest, parts = _lightgbm_forest(booster, X, y)
+    # rf: the model's score is the trees' average (raw_score=True gives their sum)
+    scale = 1 / (booster.num_trees() // booster.num_model_per_iteration()) if "boosting" in extra else 1.0
+    score = scale * booster.predict(X, raw_score=True).reshape(len(X), -1)
+    outputs = tree_outputs(booster, X)
+    options = []
+    for t, (parent, feature) in enumerate(zip(forest.parent, forest.feature)):
+        cuts = {frozenset(np.flatnonzero(random_cut(parent, feature, np.random.default_rng(s)))) for s in range(300)}
+        options.append(sorted(cuts, key=sorted))
+    for lam in (0.0, 0.01, 0.1):
+        best = np.inf
+        for combo in itertools.product(*options):
+            leaves = [np.isin(np.arange(len(p)), list(c)) for p, c in zip(forest.parent, combo)]
+            pruned = _pruned_lightgbm(parts, leaves, [_kept(p, leaf) for p, leaf in zip(forest.parent, leaves)])
+            error = 0.0
+            for t, output in enumerate(tree_outputs(pruned, X)):
+                changed = score.copy()
+                changed[:, t % score.shape[1]] += scale * (output - outputs[t])
+                error += lightgbm_loss(objective, changed, y).sum()
+            cost = float(np.mean(prediction_cost(pruned, X, FeatureCosts(lazy=costs)).per_instance))
+            best = min(best, error / len(X) + lam * cost)
+        result = budget_prune(booster, X, y, costs, lam)
+        assert result.objective == pytest.approx(best, rel=1e-9)
+        assert result.lower_bound == pytest.approx(result.objective, rel=1e-9, abs=1e-12)
+
+
+def test_lightgbm_estimator_comes_back_as_an_estimator():
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(200, 4))
+    y = (X[:, 0] + 0.3 * X[:, 1] + 0.2 * X[:, 2] > 0).astype(int)
+    model = lgb.LGBMClassifier(n_estimators=5, num_leaves=6, verbose=-1).fit(X, y)
+    before = model.booster_.model_to_string()
+    costs = FeatureCosts(lazy=[1.0, 5.0, 5.0, 5.0])
+    result = budget_prune(model, X, y, costs, 0.05)
+    assert isinstance(result.model, lgb.LGBMClassifier) and result.model is not model
+    assert model.booster_.model_to_string() == before
+    np.testing.assert_allclose(result.model.predict_proba(X)[:, 1], result.model.booster_.predict(X), rtol=1e-15)
+    assert float(np.mean(prediction_cost(result.model, X, costs).per_instance)) == pytest.approx(result.cost, rel=1e-12)
+    assert result.cost < float(np.mean(prediction_cost(model, X, costs).per_instance))
