@@ -38,6 +38,7 @@ from .costs import FeatureCosts
 from .errors import CEGBError
 
 INTEGRALITY_TOLERANCE = 1e-7
+HIGHS_TOLERANCE = 1e-10
 SOLVERS = ("highs",)
 
 
@@ -336,14 +337,17 @@ def _solve_highs(forest: _Forest, lazy: np.ndarray, lam: float):
                 num_ub += 1
     num_w = len(w_index)
     w_feature = np.fromiter((k for (_, k) in w_index), dtype=np.int64, count=num_w)
-    objective = np.concatenate([np.concatenate(forest.errors) / n, lam * lazy[w_feature] / n])
+    # in units of 1/N (error counts and lam * c_k): HiGHS's tolerances are absolute (1e-7 by default), and
+    # lam * c_k / N can be as small as that (lam=3e-4, c=1, N=3000 made HiGHS pay for 202 needless pairs)
+    objective = np.concatenate([np.concatenate(forest.errors), lam * lazy[w_feature]])
     a_eq = sp.csr_matrix((np.ones(len(eq_rows)), (eq_rows, eq_cols)), shape=(num_eq, num_z + num_w))
     b_eq = np.ones(num_eq)
     a_ub = sp.csr_matrix((ub_vals, (ub_rows, ub_cols)), shape=(num_ub, num_z + num_w)) if num_ub else None
     b_ub = -np.ones(num_ub) if num_ub else None
     upper = np.ones(num_z + num_w)
     res = linprog(objective, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=b_eq, bounds=np.c_[np.zeros_like(upper), upper],
-                  method="highs")
+                  method="highs", options={"primal_feasibility_tolerance": HIGHS_TOLERANCE,
+                                           "dual_feasibility_tolerance": HIGHS_TOLERANCE})
     if res.status != 0:
         raise CEGBError(f"HiGHS did not solve the pruning LP: {res.message}")
     fractional = np.abs(res.x - np.round(res.x)).max()
@@ -354,7 +358,7 @@ def _solve_highs(forest: _Forest, lazy: np.ndarray, lam: float):
     if num_ub:
         dual += float(b_ub @ res.ineqlin.marginals)
     z = np.round(res.x[:num_z]).astype(bool)
-    return [z[offsets[t]:offsets[t + 1]] for t in range(len(forest.parent))], float(res.fun), dual
+    return [z[offsets[t]:offsets[t + 1]] for t in range(len(forest.parent))], float(res.fun) / n, dual / n
 
 
 def _evaluate(forest: _Forest, leaves: list[np.ndarray], lazy: np.ndarray) -> tuple[float, float]:
