@@ -302,3 +302,14 @@ def test_lightgbm_estimator_comes_back_as_an_estimator():
     np.testing.assert_allclose(result.model.predict_proba(X)[:, 1], result.model.booster_.predict(X), rtol=1e-15)
     assert float(np.mean(prediction_cost(result.model, X, costs).per_instance)) == pytest.approx(result.cost, rel=1e-12)
     assert result.cost < float(np.mean(prediction_cost(model, X, costs).per_instance))
+
+
+def test_tiny_cost_coefficients_are_not_lost_in_solver_tolerances():
+    """lam * c_k / N at HiGHS's default tolerance (1e-7): the solver must still not pay for pairs it does not
+    need (it did once, caught by budget_prune's own check that the pruned model's objective is the LP's)."""
+    rng = np.random.default_rng(0)
+    X = rng.integers(0, 16, size=(3000, 16)).astype(float)
+    y = (X[:, 0] + X[:, 1] + rng.normal(0, 4, 3000) > 15).astype(int) + (X[:, 2] > 10)
+    model = RandomForestClassifier(n_estimators=8, max_depth=6, random_state=0).fit(X[:1500], y[:1500])
+    result = budget_prune(model, X[1500:], y[1500:], np.ones(16), 1e-7 * 1500)
+    assert result.lower_bound == pytest.approx(result.objective, rel=1e-9)
