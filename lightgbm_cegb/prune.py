@@ -47,7 +47,8 @@ class PruneResult:
     """The pruned model and the terms of the objective at the returned (integral) solution.
 
     ``kept[t]`` marks the nodes of tree t of the input model that the pruned tree keeps (internal or leaf);
-    ``leaves[t]`` the kept nodes that are leaves of the pruned tree. ``error`` and ``cost`` are the
+    ``leaves[t]`` the kept nodes that are leaves of the pruned tree. Nodes are numbered as scikit-learn's
+    ``tree_`` does; for LightGBM, internal node j is j and leaf l is ``num_leaves - 1 + l``. ``error`` and ``cost`` are the
     objective's two terms (``cost`` without ``lam``: the mean lazy cost per row of the pruned model on X),
     ``objective = error + lam * cost``, and ``lower_bound`` the solver's dual bound on the optimum.
     """
@@ -199,7 +200,8 @@ def _objective_loss(objective: str, y: np.ndarray, num_class: int):
 def _lightgbm_forest(model, X, y) -> tuple[_Forest, _LightGBMTrees]:
     import lightgbm as lgb
 
-    parts = _split_lightgbm(_lightgbm_text(model))
+    text = _lightgbm_text(model)
+    parts = _split_lightgbm(text)
     header = dict(line.split("=", 1) for line in parts.header.splitlines() if "=" in line)
     if any(fields.get("is_linear", "0") == "1" for fields in parts.trees):
         raise CEGBError("budget_prune does not support linear trees (linear_tree=True)")
@@ -214,7 +216,7 @@ def _lightgbm_forest(model, X, y) -> tuple[_Forest, _LightGBMTrees]:
         raise CEGBError(f"y should have one label per row of X ({X.shape[0]}), got {len(y)}")
     per_iteration = int(header["num_tree_per_iteration"])
     loss = _objective_loss(header.get("objective", ""), y, per_iteration)
-    booster = lgb.Booster(model_str=_lightgbm_text(model))
+    booster = lgb.Booster(model_str=text)
     # rf averages the trees of each class (raw_score=True gives their sum): a tree's output enters the
     # score the model's loss sees divided by the number of iterations
     average_output = "average_output" in parts.header.splitlines()
