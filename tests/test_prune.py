@@ -168,16 +168,21 @@ def test_unknown_solver_is_rejected(small):
 # ------------------------------------------------------------------------------------------------ LightGBM
 
 lgb = pytest.importorskip("lightgbm")  # always installed: the patched build
-from lightgbm_cegb.prune import _kept, _lightgbm_forest, _pruned_lightgbm  # noqa: E402
+from lightgbm_cegb.prune import _kept, _lightgbm_forest, _pruned_lightgbm, _split_lightgbm  # noqa: E402
 
 
-def lightgbm_case(seed: int, objective: str, trees: int = 3, leaves: int = 5, n: int = 120, **extra):
+def lightgbm_case(seed: int, objective: str, trees: int = 3, leaves: int = 5, n: int = 120,
+                  categorical: bool = False, **extra):
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n, 4))
     X[rng.random(X.shape) < 0.05] = np.nan
     signal = np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 1] * X[:, 2]) + rng.normal(0, 0.5, n)
     params = {"objective": objective, "num_leaves": leaves, "min_data_in_leaf": 3, "verbose": -1, "seed": seed,
               **extra}
+    if categorical:  # feature 3: 8 categories, three of them shifting the signal
+        X[:, 3] = rng.integers(0, 8, n)
+        signal += 2.0 * np.isin(X[:, 3], (1, 4, 6))
+        params.update(min_data_per_group=2, cat_smooth=1.0)
     if objective == "binary":
         y = (signal > 0).astype(float)
     elif objective == "multiclass":
@@ -185,7 +190,7 @@ def lightgbm_case(seed: int, objective: str, trees: int = 3, leaves: int = 5, n:
         params["num_class"] = 3
     else:
         y = signal
-    booster = lgb.train(params, lgb.Dataset(X, y), trees)
+    booster = lgb.train(params, lgb.Dataset(X, y, categorical_feature=[3] if categorical else "auto"), trees)
     return booster, X, y, rng.choice([0.0, 1.0, 3.0, 10.0], size=4)
 
 
@@ -215,20 +220,28 @@ def random_cut(parent: np.ndarray, feature: np.ndarray, rng) -> np.ndarray:
     return leaf
 
 
-@pytest.mark.parametrize("objective", ["regression", "binary", "multiclass"])
-def test_lightgbm_pruned_model_text(objective, tmp_path):
+@pytest.mark.parametrize(("objective", "categorical"), [
+    ("regression", False), ("binary", False), ("multiclass", False), ("regression", True)])
+def test_lightgbm_pruned_model_text(objective, categorical, tmp_path):
     """Any cut (not only the optimal one) is written as a model that predicts "stop at the new leaf",
-    and stock LightGBM loads it and predicts the same; cutting nothing rewrites the trees byte for byte."""
+    and stock LightGBM loads it and predicts the same; cutting nothing rewrites the trees byte for byte.
+    With a categorical feature, the kept categorical splits keep their category sets."""
     from conftest import run_python
-    booster, X, y, _ = lightgbm_case(1, objective, trees=4, leaves=8)
+    booster, X, y, _ = lightgbm_case(1, objective, trees=4, leaves=8, categorical=categorical)
     forest, parts = _lightgbm_forest(booster, X, y)
     original_leaves = [feature < 0 for feature in forest.feature]
     same = _pruned_lightgbm(parts, original_leaves, [np.ones(len(p), dtype=bool) for p in forest.parent])
     assert same.model_to_string().split("end of trees")[0] == booster.model_to_string().split("end of trees")[0]
 
     rng = np.random.default_rng(0)
-    leaves = [random_cut(p, f, rng) for p, f in zip(forest.parent, forest.feature)]
-    pruned = _pruned_lightgbm(parts, leaves, [_kept(p, leaf) for p, leaf in zip(forest.parent, leaves)])
+    for _ in range(50):  # a cut that prunes something and, with categorical splits, keeps one
+        leaves = [random_cut(p, f, rng) for p, f in zip(forest.parent, forest.feature)]
+        pruned = _pruned_lightgbm(parts, leaves, [_kept(p, leaf) for p, leaf in zip(forest.parent, leaves)])
+        num_cat = sum(int(t.get("num_cat", "0")) for t in _split_lightgbm(pruned.model_to_string()).trees)
+        if (num_cat > 0) == categorical and sum(map(np.sum, leaves)) < sum((f < 0).sum() for f in forest.feature):
+            break
+    else:
+        pytest.fail("no suitable cut in 50 tries")
     expected = np.zeros((len(X), booster.num_model_per_iteration()))
     values = [np.concatenate([np.array(f["internal_value"].split(), float), np.array(f["leaf_value"].split(), float)])
               for f in parts.trees]
