@@ -67,12 +67,27 @@ def brute_force_optimum(model, X, y, costs, lam):
     return best
 
 
+@pytest.mark.parametrize("solver", ["maxflow", "highs"])
 @pytest.mark.parametrize("seed", range(8))
-def test_optimal_against_brute_force(seed):
+def test_optimal_against_brute_force(seed, solver):
     model, X, y, costs = random_case(seed, classes=2 + seed % 2, n=30, trees=2 + seed % 2, depth=3)
     for lam in (0.0, 0.02, 0.1, 0.5):
-        result = budget_prune(model, X, y, costs, lam)
+        result = budget_prune(model, X, y, costs, lam, solver=solver)
         assert result.objective == pytest.approx(brute_force_optimum(model, X, y, costs, lam), rel=1e-9, abs=1e-12)
+        assert result.lower_bound == pytest.approx(result.objective, rel=1e-9, abs=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_maxflow_equals_the_highs_lp(seed):
+    """Larger random forests than brute force can enumerate: the max-flow solver's objective is the LP
+    optimum HiGHS finds (whose solution is checked integral), at several trade-offs."""
+    kind = ExtraTreesClassifier if seed % 4 == 0 else RandomForestClassifier
+    model, X, y, costs = random_case(300 + seed, classes=2 + seed % 4, n=150, f=5, trees=5, depth=6, kind=kind)
+    for lam in (0.0, 0.003, 0.03, 0.3):
+        lp = budget_prune(model, X, y, costs, lam, solver="highs")
+        flow = budget_prune(model, X, y, costs, lam, solver="maxflow")
+        assert flow.objective == pytest.approx(lp.objective, rel=1e-9, abs=1e-12)
+        assert flow.lower_bound == pytest.approx(flow.objective, rel=1e-9, abs=1e-12)
 
 
 # ----------------------------------------------------------------------------- the LP and the pruned model
@@ -96,7 +111,7 @@ def test_lp_is_integral_tight_and_the_pruned_model_agrees(seed):
     kind = ExtraTreesClassifier if seed % 3 == 0 else RandomForestClassifier
     model, X, y, costs = random_case(100 + seed, classes=2 + seed % 4, n=80, f=5, trees=4, depth=5, kind=kind)
     lam = [0.0, 0.01, 0.05, 0.3][seed % 4]
-    result = budget_prune(model, X, y, costs, lam)
+    result = budget_prune(model, X, y, costs, lam, solver="highs")
     assert result.lower_bound == pytest.approx(result.objective, rel=1e-9, abs=1e-12)
     assert result.objective == pytest.approx(result.error + lam * result.cost, rel=1e-12)
     pruned = result.model
@@ -161,7 +176,7 @@ def test_bad_input_is_rejected(small, change, message):
 
 
 def test_unknown_solver_is_rejected(small):
-    with pytest.raises(CEGBError, match=r"solver should be one of \('highs',\), got 'simplex'"):
+    with pytest.raises(CEGBError, match=r"solver should be one of \('maxflow', 'highs'\), got 'simplex'"):
         budget_prune(*small, 0.1, solver="simplex")
 
 
@@ -297,9 +312,10 @@ def test_lightgbm_optimal_against_brute_force(objective, extra):
                 error += lightgbm_loss(objective, changed, y).sum()
             cost = float(np.mean(prediction_cost(pruned, X, FeatureCosts(lazy=costs)).per_instance))
             best = min(best, error / len(X) + lam * cost)
-        result = budget_prune(booster, X, y, costs, lam)
-        assert result.objective == pytest.approx(best, rel=1e-9)
-        assert result.lower_bound == pytest.approx(result.objective, rel=1e-9, abs=1e-12)
+        for solver in ("maxflow", "highs"):
+            result = budget_prune(booster, X, y, costs, lam, solver=solver)
+            assert result.objective == pytest.approx(best, rel=1e-9)
+            assert result.lower_bound == pytest.approx(result.objective, rel=1e-9, abs=1e-12)
 
 
 def test_lightgbm_estimator_comes_back_as_an_estimator():
@@ -324,5 +340,5 @@ def test_tiny_cost_coefficients_are_not_lost_in_solver_tolerances():
     X = rng.integers(0, 16, size=(3000, 16)).astype(float)
     y = (X[:, 0] + X[:, 1] + rng.normal(0, 4, 3000) > 15).astype(int) + (X[:, 2] > 10)
     model = RandomForestClassifier(n_estimators=8, max_depth=6, random_state=0).fit(X[:1500], y[:1500])
-    result = budget_prune(model, X[1500:], y[1500:], np.ones(16), 1e-7 * 1500)
+    result = budget_prune(model, X[1500:], y[1500:], np.ones(16), 1e-7 * 1500, solver="highs")
     assert result.lower_bound == pytest.approx(result.objective, rel=1e-9)
