@@ -381,7 +381,6 @@ def _solve_maxflow(forest: _Forest, lazy: np.ndarray, lam: float):
     """
     from ._maxflow import max_flow, reachable_from
 
-    num_trees = len(forest.parent)
     ids, gains, up, parts_src, parts_key = [], [], [], [], []
     first = 0
     for parent, feature, errors, reach in zip(forest.parent, forest.feature, forest.errors, forest.reach):
@@ -393,6 +392,8 @@ def _solve_maxflow(forest: _Forest, lazy: np.ndarray, lam: float):
         gains.append((errors - children_error)[internal])
         up.append(node_id[parent[internal]] * (parent[internal] >= 0) - (parent[internal] < 0))
         # topmost: no ancestor tests the same feature (parents come first in both models' numbering)
+        if (parent[internal] >= np.flatnonzero(internal)).any():
+            raise CEGBError("internal error: a tree's parent node numbered after its child; please report this")
         above: list[frozenset] = [frozenset()] * len(parent)
         for node in np.flatnonzero(internal):
             if parent[node] >= 0:
