@@ -14,8 +14,8 @@ Solvers:
 - ``"maxflow"`` (default): the problem as a minimum-weight closure (see _solve_maxflow), solved exactly by
   a maximum flow in Cython without the GIL (cython_ext/_maxflow.pyx); the flow's value is the bound.
   Its graph is explicit, with an arc per (row, tree, feature tested first on the row's path), so memory
-  grows with rows x trees x depth (peak 2.2 GB at 20,000 rows and 40 unlimited-depth trees, 5.5 GB at
-  50,000): not yet the scale BudgetPrune is meant for.
+  grows with rows x trees x depth (peak 1.2 GB at 20,000 rows and 40 unlimited-depth trees, 2.9 GB at
+  50,000; scripts/bench_prune.py): not yet the scale BudgetPrune is meant for.
 - ``"highs"``: the LP written literally (one constraint (b) per row and internal node it reaches) and
   solved with HiGHS (scipy.optimize.linprog), for small problems and as the reference; the bound comes
   from HiGHS's dual values.
@@ -109,12 +109,10 @@ def _sklearn_forest(model, X, y) -> _Forest:
         raise CEGBError(f"y holds labels the model was not trained on: {np.unique(y[unseen])[:10].tolist()} "
                         f"(model classes: {classes.tolist()[:10]})")
     onehot = sp.csr_matrix((np.ones(len(y)), (np.arange(len(y)), label)), shape=(len(y), len(classes)))
-    indicator, node_ptr = model.decision_path(X)
-    indicator = indicator.tocsc()
     forest = _Forest([], [], [], [], num_rows=X.shape[0], num_features=int(model.n_features_in_))
-    for t, estimator in enumerate(model.estimators_):
+    for estimator in model.estimators_:
         tree = estimator.tree_
-        reach = indicator[:, node_ptr[t]:node_ptr[t + 1]]
+        reach = estimator.decision_path(X).tocsc().astype(np.float32)  # tree by tree: less memory at once
         predicted = np.argmax(tree.value[:, 0, :], axis=1)
         correct = np.asarray((reach.T @ onehot).toarray())[np.arange(tree.node_count), predicted]
         parent = np.full(tree.node_count, -1, dtype=np.int64)
@@ -411,6 +409,7 @@ def _solve_maxflow(forest: _Forest, lazy: np.ndarray, lam: float):
     src_pairs = np.concatenate(parts_src) if parts_src else np.zeros(0, dtype=np.int64)
     keys, pair_of = np.unique(np.concatenate(parts_key) if parts_key else np.zeros(0, dtype=np.int64),
                               return_inverse=True)
+    del parts_src, parts_key  # the graph is large: each temporary is dropped as soon as it is used
     source, sink = num_nodes + len(keys), num_nodes + len(keys) + 1
     infinite = float(np.clip(gain, 0, None).sum()) + 1.0
     pair_cost = lam * lazy[keys % forest.num_features]
@@ -422,19 +421,25 @@ def _solve_maxflow(forest: _Forest, lazy: np.ndarray, lam: float):
     caps = [gain[gain > 0], -gain[gain < 0], np.full((parent_id >= 0).sum(), infinite),
             np.full(len(src_pairs), infinite), pair_cost]
     tail, head, cap = np.concatenate(tails), np.concatenate(heads), np.concatenate(caps)
+    del tails, heads, caps, src_pairs, pair_of
     num_arcs = len(tail)
+    eps = 1e-13 * max(1.0, float(np.abs(cap[cap < infinite]).max(initial=0.0)))
     # each arc and its reverse (capacity 0), sorted by tail into compressed rows
     all_tail = np.concatenate([tail, head])
+    offsets = np.concatenate([[0], np.cumsum(np.bincount(all_tail, minlength=sink + 1))]).astype(np.int64)
     order = np.argsort(all_tail, kind="stable")
+    del all_tail
+    arc_head = np.concatenate([head, tail]).astype(np.int32)[order]
+    del head, tail
+    residual = np.concatenate([cap, np.zeros(num_arcs)])[order]
+    del cap
     position = np.empty(2 * num_arcs, dtype=np.int64)
     position[order] = np.arange(2 * num_arcs)
-    offsets = np.concatenate([[0], np.cumsum(np.bincount(all_tail, minlength=sink + 1))]).astype(np.int64)
-    residual = np.concatenate([cap, np.zeros(num_arcs)])[order].astype(np.float64)
-    arc_head = np.concatenate([head, tail])[order].astype(np.int32)
+    del order
     rev = np.empty(2 * num_arcs, dtype=np.int64)
     rev[position[:num_arcs]] = position[num_arcs:]
     rev[position[num_arcs:]] = position[:num_arcs]
-    eps = 1e-13 * max(1.0, float(np.abs(cap[cap < infinite]).max(initial=0.0)))
+    del position
     flow = max_flow(offsets, arc_head, residual, rev, source, sink, eps)
     keep = reachable_from(offsets, arc_head, residual, source, eps)[:num_nodes]
     leaves = []
