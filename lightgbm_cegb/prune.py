@@ -367,7 +367,7 @@ def _solve_highs(forest: _Forest, lazy: np.ndarray, lam: float):
     return [z[offsets[t]:offsets[t + 1]] for t in range(len(forest.parent))], float(res.fun) / n, dual / n
 
 
-def _solve_maxflow(forest: _Forest, lazy: np.ndarray, lam: float):
+def _solve_maxflow(forest: _Forest, lazy: np.ndarray, lams: list[float]):
     """The same problem as a minimum-weight closure, solved by a maximum flow (cython_ext/_maxflow.pyx).
 
     x_h = 1 keeps internal node h (it then tests its feature); keeping h requires keeping its parent and
@@ -375,7 +375,9 @@ def _solve_maxflow(forest: _Forest, lazy: np.ndarray, lam: float):
     (deeper ones are implied by it). In units of 1/N: keeping h gains e_h - sum of its children's e, a pair
     costs lam * c_k. Network: source -> h (positive gains), h -> sink (negative gains), h -> parent and
     h -> pair (infinite), pair -> sink (lam * c_k). The kept nodes are the source side of a minimum cut.
-    Returns the new leaves per tree and the flow's bound on the optimum.
+    Trade-offs are solved in increasing order on one graph: raising lam only raises the pair -> sink
+    capacities, so the flow found for the previous one stays feasible and is augmented (a warm start).
+    Returns, in the order of lams, the new leaves per tree and the flow's bound on the optimum.
     """
     from ._maxflow import max_flow, reachable_from
 
@@ -397,7 +399,7 @@ def _solve_maxflow(forest: _Forest, lazy: np.ndarray, lam: float):
             if parent[node] >= 0:
                 above[node] = above[parent[node]] | {int(feature[parent[node]])}
             k = int(feature[node])
-            if k not in above[node] and lazy[k] > 0 and lam > 0:
+            if k not in above[node] and lazy[k] > 0:
                 rows = reach.indices[reach.indptr[node]:reach.indptr[node + 1]]
                 parts_src.append(np.full(len(rows), node_id[node]))
                 parts_key.append(rows.astype(np.int64) * forest.num_features + k)
@@ -412,18 +414,19 @@ def _solve_maxflow(forest: _Forest, lazy: np.ndarray, lam: float):
     del parts_src, parts_key  # the graph is large: each temporary is dropped as soon as it is used
     source, sink = num_nodes + len(keys), num_nodes + len(keys) + 1
     infinite = float(np.clip(gain, 0, None).sum()) + 1.0
-    pair_cost = lam * lazy[keys % forest.num_features]
+    pair_cost = lazy[keys % forest.num_features]  # per unit of lam
     nodes = np.arange(num_nodes)
     tails = [np.full((gain > 0).sum(), source), nodes[gain < 0], nodes[parent_id >= 0], src_pairs,
              num_nodes + np.arange(len(keys))]
     heads = [nodes[gain > 0], np.full((gain < 0).sum(), sink), parent_id[parent_id >= 0],
              num_nodes + pair_of.ravel(), np.full(len(keys), sink)]
     caps = [gain[gain > 0], -gain[gain < 0], np.full((parent_id >= 0).sum(), infinite),
-            np.full(len(src_pairs), infinite), pair_cost]
+            np.full(len(src_pairs), infinite), np.zeros(len(keys))]
     tail, head, cap = np.concatenate(tails), np.concatenate(heads), np.concatenate(caps)
     del tails, heads, caps, src_pairs, pair_of
     num_arcs = len(tail)
-    eps = 1e-13 * max(1.0, float(np.abs(cap[cap < infinite]).max(initial=0.0)))
+    largest_pair = max(lams, default=0.0) * float(pair_cost.max(initial=0.0))
+    eps = 1e-13 * max(1.0, float(np.abs(gain).max(initial=0.0)), largest_pair)
     # each arc and its reverse (capacity 0), sorted by tail into compressed rows
     all_tail = np.concatenate([tail, head])
     offsets = np.concatenate([[0], np.cumsum(np.bincount(all_tail, minlength=sink + 1))]).astype(np.int64)
@@ -439,16 +442,22 @@ def _solve_maxflow(forest: _Forest, lazy: np.ndarray, lam: float):
     rev = np.empty(2 * num_arcs, dtype=np.int64)
     rev[position[:num_arcs]] = position[num_arcs:]
     rev[position[num_arcs:]] = position[:num_arcs]
+    pair_arcs = position[num_arcs - len(keys):num_arcs]  # the pair -> sink arcs, where lam enters
     del position
-    flow = max_flow(offsets, arc_head, residual, rev, source, sink, eps)
-    keep = reachable_from(offsets, arc_head, residual, source, eps)[:num_nodes]
-    leaves = []
-    for parent, node_id in zip(forest.parent, ids):
-        kept_internal = (node_id >= 0) & keep[np.maximum(node_id, 0)]
-        leaves.append(~kept_internal & ((parent < 0) | kept_internal[np.maximum(parent, 0)] & (parent >= 0)))
-    root_error = sum(float(errors[0]) for errors in forest.errors)
-    bound = (root_error - float(np.clip(gain, 0, None).sum()) + flow) / forest.num_rows
-    return leaves, bound
+    constant = sum(float(errors[0]) for errors in forest.errors) - float(np.clip(gain, 0, None).sum())
+    solutions: dict[float, tuple] = {}
+    flow, previous = 0.0, 0.0
+    for lam in sorted(set(lams)):
+        residual[pair_arcs] += (lam - previous) * pair_cost
+        previous = lam
+        flow += max_flow(offsets, arc_head, residual, rev, source, sink, eps)
+        keep = reachable_from(offsets, arc_head, residual, source, eps)[:num_nodes]
+        leaves = []
+        for parent, node_id in zip(forest.parent, ids):
+            kept_internal = (node_id >= 0) & keep[np.maximum(node_id, 0)]
+            leaves.append(~kept_internal & ((parent < 0) | kept_internal[np.maximum(parent, 0)] & (parent >= 0)))
+        solutions[lam] = (leaves, (constant + flow) / forest.num_rows)
+    return [solutions[lam] for lam in lams]
 
 
 def _evaluate(forest: _Forest, leaves: list[np.ndarray], lazy: np.ndarray) -> tuple[float, float]:
@@ -530,32 +539,27 @@ def _lazy_costs(costs, num_features: int) -> np.ndarray:
     return np.asarray(costs.arrays(num_features)[0], dtype=np.float64)
 
 
-def budget_prune(model, X, y, costs, lam: float, *, solver: str = "maxflow") -> PruneResult:
-    """Prune ``model`` on (X, y) for feature costs ``costs`` at trade-off ``lam`` (see the module doc).
-
-    model : fitted RandomForestClassifier / ExtraTreesClassifier, lightgbm.Booster or LightGBM estimator
-    costs : FeatureCosts or array-like of per-feature lazy costs (one per feature of the model)
-    """
+def _problem(model, X, y, costs, solver: str):
     if solver not in SOLVERS:
         raise CEGBError(f"solver should be one of {SOLVERS}, got {solver!r}")
-    lam = _check_lam(lam)
     if _is_sklearn_forest(model):
-        forest = _sklearn_forest(model, X, y)
+        forest, parts = _sklearn_forest(model, X, y), None
     else:
         forest, parts = _lightgbm_forest(model, X, y)
-    lazy = _lazy_costs(costs, forest.num_features)
-    if solver == "highs":
-        leaves, optimum, lower_bound = _solve_highs(forest, lazy, lam)
-    else:
-        leaves, lower_bound = _solve_maxflow(forest, lazy, lam)
-        optimum = lower_bound
+    return forest, parts, _lazy_costs(costs, forest.num_features)
+
+
+def _result(model, forest: _Forest, parts, lazy: np.ndarray, lam: float, leaves: list[np.ndarray], optimum: float,
+            lower_bound: float, solver: str) -> PruneResult:
+    """The pruned model and the objective's terms, computed from the rows' paths and checked against the
+    solver's optimum."""
     kept = [_kept(parent, leaf) for parent, leaf in zip(forest.parent, leaves)]
     error, cost = _evaluate(forest, leaves, lazy)
     objective = error + lam * cost
     if not np.isclose(objective, optimum, rtol=1e-9, atol=1e-12):
         raise CEGBError(f"internal error: the pruned model's objective {objective!r} differs from the "
                         f"solver's optimum {optimum!r}; please report this")
-    if _is_sklearn_forest(model):
+    if parts is None:
         pruned = _pruned_sklearn(model, leaves, kept)
     else:
         pruned = _pruned_lightgbm(parts, leaves, kept)
@@ -567,6 +571,24 @@ def budget_prune(model, X, y, costs, lam: float, *, solver: str = "maxflow") -> 
                        lower_bound=lower_bound, error=error, cost=cost, kept=kept, leaves=leaves, solver=solver)
 
 
+def budget_prune(model, X, y, costs, lam: float, *, solver: str = "maxflow") -> PruneResult:
+    """Prune ``model`` on (X, y) for feature costs ``costs`` at trade-off ``lam`` (see the module doc).
+
+    model : fitted RandomForestClassifier / ExtraTreesClassifier, lightgbm.Booster or LightGBM estimator
+    costs : FeatureCosts or array-like of per-feature lazy costs (one per feature of the model)
+    """
+    return budget_prune_path(model, X, y, costs, [lam], solver=solver)[0]
+
+
 def budget_prune_path(model, X, y, costs, lams, *, solver: str = "maxflow") -> list[PruneResult]:
-    """budget_prune at each trade-off of ``lams`` (in the given order): the accuracy-cost points."""
-    return [budget_prune(model, X, y, costs, lam, solver=solver) for lam in lams]
+    """budget_prune at each trade-off of ``lams`` (results in the given order): the accuracy-cost points.
+    The rows' paths are computed once; the max-flow solver goes through the trade-offs in increasing order
+    and starts each from the previous one's flow."""
+    lams = [_check_lam(lam) for lam in lams]
+    forest, parts, lazy = _problem(model, X, y, costs, solver)
+    if solver == "highs":
+        solved = [_solve_highs(forest, lazy, lam) for lam in lams]
+    else:
+        solved = [(leaves, bound, bound) for leaves, bound in _solve_maxflow(forest, lazy, lams)]
+    return [_result(model, forest, parts, lazy, lam, leaves, optimum, bound, solver)
+            for lam, (leaves, optimum, bound) in zip(lams, solved)]

@@ -342,3 +342,18 @@ def test_tiny_cost_coefficients_are_not_lost_in_solver_tolerances():
     model = RandomForestClassifier(n_estimators=8, max_depth=6, random_state=0).fit(X[:1500], y[:1500])
     result = budget_prune(model, X[1500:], y[1500:], np.ones(16), 1e-7 * 1500, solver="highs")
     assert result.lower_bound == pytest.approx(result.objective, rel=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_warm_started_path_equals_independent_solves(seed):
+    """budget_prune_path reuses one flow along increasing trade-offs; any order of lams (repeats too) gives
+    the results of solving each alone, in the given order."""
+    model, X, y, costs = random_case(500 + seed, classes=3, n=200, f=5, trees=4, depth=7)
+    lams = [0.3, 0.0, 0.01, 0.3, 0.003, 1.0, 0.03][seed % 3:]
+    path = budget_prune_path(model, X, y, costs, lams)
+    assert [r.lam for r in path] == lams
+    for result, lam in zip(path, lams):
+        alone = budget_prune(model, X, y, costs, lam, solver="highs")
+        assert result.objective == pytest.approx(alone.objective, rel=1e-9, abs=1e-12)
+        assert result.lower_bound == pytest.approx(result.objective, rel=1e-9, abs=1e-12)
+    assert budget_prune_path(model, X, y, costs, []) == []
