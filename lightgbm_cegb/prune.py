@@ -40,7 +40,9 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import linprog
 
+from .accounting import _booster_of
 from .costs import FeatureCosts
+from .ensemble import _parse_block
 from .errors import CEGBError
 
 INTEGRALITY_TOLERANCE = 1e-7
@@ -88,6 +90,15 @@ def _is_sklearn_forest(model) -> bool:
     return isinstance(model, (RandomForestClassifier, ExtraTreesClassifier))
 
 
+def _check_rows(X, y: np.ndarray, num_features: int) -> None:
+    if X.ndim != 2 or X.shape[0] == 0:
+        raise CEGBError(f"X should be a non-empty 2-d array, got shape {X.shape}")
+    if X.shape[1] != num_features:
+        raise CEGBError(f"X should have {num_features} features (as the model), got {X.shape[1]}")
+    if len(y) != X.shape[0]:
+        raise CEGBError(f"y should have one label per row of X ({X.shape[0]}), got {len(y)}")
+
+
 def _sklearn_forest(model, X, y) -> _Forest:
     from sklearn.utils.validation import check_is_fitted
 
@@ -95,13 +106,8 @@ def _sklearn_forest(model, X, y) -> _Forest:
     if getattr(model, "n_outputs_", 1) != 1:
         raise CEGBError(f"model should have a single output, got n_outputs_={model.n_outputs_}")
     X = np.asarray(X, dtype=np.float32) if not sp.issparse(X) else X
-    if X.ndim != 2 or X.shape[0] == 0:
-        raise CEGBError(f"X should be a non-empty 2-d array, got shape {X.shape}")
-    if X.shape[1] != model.n_features_in_:
-        raise CEGBError(f"X should have {model.n_features_in_} features (as the model), got {X.shape[1]}")
     y = np.asarray(y).ravel()
-    if len(y) != X.shape[0]:
-        raise CEGBError(f"y should have one label per row of X ({X.shape[0]}), got {len(y)}")
+    _check_rows(X, y, model.n_features_in_)
     classes = model.classes_
     label = np.searchsorted(classes, y)
     unseen = (label >= len(classes)) | (classes[np.minimum(label, len(classes) - 1)] != y)
@@ -141,10 +147,8 @@ class _LightGBMTrees:
 
 
 def _lightgbm_text(model) -> str:
-    import lightgbm as lgb
-
-    booster = model.booster_ if hasattr(model, "booster_") else model
-    if not isinstance(booster, lgb.Booster):
+    booster = _booster_of(model)
+    if booster is None:
         raise CEGBError("model should be a fitted RandomForestClassifier, ExtraTreesClassifier, a "
                         f"lightgbm.Booster or a fitted LightGBM estimator, got {type(model).__name__}")
     return booster.model_to_string()
@@ -153,14 +157,7 @@ def _lightgbm_text(model) -> str:
 def _split_lightgbm(text: str) -> _LightGBMTrees:
     head, _, rest = text.partition("\nTree=")
     trees_text, _, footer = ("Tree=" + rest).partition("end of trees")
-    trees = []
-    for block in trees_text.split("Tree=")[1:]:
-        fields = {}
-        for line in block.split("\n")[1:]:
-            key, sep, value = line.partition("=")
-            if sep:
-                fields[key] = value
-        trees.append(fields)
+    trees = [_parse_block(block.split("\n", 1)[1]) for block in trees_text.split("Tree=")[1:]]
     return _LightGBMTrees(header=head + "\n", trees=trees, footer=footer)
 
 
@@ -206,25 +203,19 @@ def _lightgbm_forest(model, X, y) -> tuple[_Forest, _LightGBMTrees]:
 
     text = _lightgbm_text(model)
     parts = _split_lightgbm(text)
-    header = dict(line.split("=", 1) for line in parts.header.splitlines() if "=" in line)
+    header = _parse_block(parts.header)
     if any(fields.get("is_linear", "0") == "1" for fields in parts.trees):
         raise CEGBError("budget_prune does not support linear trees (linear_tree=True)")
     num_features = int(header["max_feature_idx"]) + 1
     X = X.toarray() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
-    if X.ndim != 2 or X.shape[0] == 0:
-        raise CEGBError(f"X should be a non-empty 2-d array, got shape {X.shape}")
-    if X.shape[1] != num_features:
-        raise CEGBError(f"X should have {num_features} features (as the model), got {X.shape[1]}")
     y = np.asarray(y, dtype=np.float64).ravel()
-    if len(y) != X.shape[0]:
-        raise CEGBError(f"y should have one label per row of X ({X.shape[0]}), got {len(y)}")
+    _check_rows(X, y, num_features)
     per_iteration = int(header["num_tree_per_iteration"])
     loss = _objective_loss(header.get("objective", ""), y, per_iteration)
     booster = lgb.Booster(model_str=text)
     # rf averages the trees of each class (raw_score=True gives their sum): a tree's output enters the
     # score the model's loss sees divided by the number of iterations
-    average_output = "average_output" in parts.header.splitlines()
-    scale = per_iteration / len(parts.trees) if average_output else 1.0
+    scale = per_iteration / len(parts.trees) if "average_output" in header else 1.0
     score = scale * booster.predict(X, raw_score=True).reshape(len(X), -1)
     leaf_of_row = booster.predict(X, pred_leaf=True).reshape(len(X), -1)
     forest = _Forest([], [], [], [], num_rows=len(X), num_features=num_features)
