@@ -76,12 +76,26 @@ class PruneResult:
 class _Forest:
     """The trees of a forest as flat node arrays, with what the rows of (X, y) do in them."""
 
-    parent: list[np.ndarray]  # per tree: parent of each node, -1 for the root
+    parent: list[np.ndarray]  # per tree: parent of each node (parents numbered first), -1 for the root
     feature: list[np.ndarray]  # per tree: tested feature, -1 for leaves of the input tree
     errors: list[np.ndarray]  # per tree: e_h, float
-    reach: list[sp.csc_matrix]  # per tree: N x nodes indicator of the nodes each row passes
+    perm: np.ndarray  # int32 (trees, rows): each tree's rows in an order where every node's rows are contiguous
+    lo: list[np.ndarray]  # per tree: node h's rows are perm[t, lo[h]:hi[h]]
+    hi: list[np.ndarray]
     num_rows: int
     num_features: int
+
+    def rows(self, t: int, node: int) -> np.ndarray:
+        return self.perm[t, self.lo[t][node]:self.hi[t][node]]
+
+
+def _layout(parent: np.ndarray, leaf_of_row: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(perm, lo, hi) of one tree (cython_ext/_prune.pyx, layout)."""
+    from ._prune import layout
+
+    if len(parent) == 0 or parent[0] != -1 or (parent[1:] >= np.arange(1, len(parent))).any():
+        raise CEGBError("internal error: a tree's nodes are not numbered parents first; please report this")
+    return layout(np.ascontiguousarray(parent, dtype=np.int64), np.ascontiguousarray(leaf_of_row, dtype=np.int64))
 
 
 def _is_sklearn_forest(model) -> bool:
@@ -114,21 +128,29 @@ def _sklearn_forest(model, X, y) -> _Forest:
     if unseen.any():
         raise CEGBError(f"y holds labels the model was not trained on: {np.unique(y[unseen])[:10].tolist()} "
                         f"(model classes: {classes.tolist()[:10]})")
-    onehot = sp.csr_matrix((np.ones(len(y)), (np.arange(len(y)), label)), shape=(len(y), len(classes)))
-    forest = _Forest([], [], [], [], num_rows=X.shape[0], num_features=int(model.n_features_in_))
-    for estimator in model.estimators_:
+    trees = model.estimators_
+    forest = _Forest([], [], [], np.empty((len(trees), X.shape[0]), dtype=np.int32), [], [],
+                     num_rows=X.shape[0], num_features=int(model.n_features_in_))
+    for t, estimator in enumerate(trees):
         tree = estimator.tree_
-        reach = estimator.decision_path(X).tocsc().astype(np.float32)  # tree by tree: less memory at once
-        predicted = np.argmax(tree.value[:, 0, :], axis=1)
-        correct = np.asarray((reach.T @ onehot).toarray())[np.arange(tree.node_count), predicted]
         parent = np.full(tree.node_count, -1, dtype=np.int64)
         internal = np.flatnonzero(tree.children_left >= 0)
         parent[tree.children_left[internal]] = internal
         parent[tree.children_right[internal]] = internal
+        forest.perm[t], lo, hi = _layout(parent, estimator.apply(X))
+        # correct[h]: rows in h's range whose label is h's prediction (prefix counts per predicted class)
+        predicted = np.argmax(tree.value[:, 0, :], axis=1)
+        label_in_order = label[forest.perm[t]]
+        correct = np.zeros(tree.node_count)
+        for c in np.unique(predicted):
+            prefix = np.concatenate([[0], np.cumsum(label_in_order == c)])
+            nodes = predicted == c
+            correct[nodes] = prefix[hi[nodes]] - prefix[lo[nodes]]
         forest.parent.append(parent)
         forest.feature.append(np.where(tree.children_left >= 0, tree.feature, -1).astype(np.int64))
-        forest.errors.append(np.asarray(reach.sum(axis=0)).ravel() - correct)
-        forest.reach.append(reach)
+        forest.errors.append((hi - lo) - correct)
+        forest.lo.append(lo)
+        forest.hi.append(hi)
     return forest
 
 
@@ -218,7 +240,8 @@ def _lightgbm_forest(model, X, y) -> tuple[_Forest, _LightGBMTrees]:
     scale = per_iteration / len(parts.trees) if "average_output" in header else 1.0
     score = scale * booster.predict(X, raw_score=True).reshape(len(X), -1)
     leaf_of_row = booster.predict(X, pred_leaf=True).reshape(len(X), -1)
-    forest = _Forest([], [], [], [], num_rows=len(X), num_features=num_features)
+    forest = _Forest([], [], [], np.empty((len(parts.trees), len(X)), dtype=np.int32), [], [],
+                     num_rows=len(X), num_features=num_features)
     for t, fields in enumerate(parts.trees):
         parent, feature, value = _lightgbm_tree_nodes(fields)
         leaf_node = int(fields["num_leaves"]) - 1 + leaf_of_row[:, t]
@@ -236,7 +259,9 @@ def _lightgbm_forest(model, X, y) -> tuple[_Forest, _LightGBMTrees]:
         forest.parent.append(parent)
         forest.feature.append(feature)
         forest.errors.append(np.bincount(nodes, weights=loss(pair_score, rows), minlength=len(parent)))
-        forest.reach.append(sp.csc_matrix((np.ones(len(rows)), (rows, nodes)), shape=(len(X), len(parent))))
+        forest.perm[t], lo, hi = _layout(parent, leaf_node)
+        forest.lo.append(lo)
+        forest.hi.append(hi)
     return forest, parts
 
 
@@ -318,7 +343,7 @@ def _solve_highs(forest: _Forest, lazy: np.ndarray, lam: float):
     w_index: dict[tuple[int, int], int] = {}
     num_ub = 0
     num_eq = 0
-    for t, (parent, feature, reach) in enumerate(zip(forest.parent, forest.feature, forest.reach)):
+    for t, (parent, feature) in enumerate(zip(forest.parent, forest.feature)):
         paths = _paths(parent)
         for node in np.flatnonzero(feature < 0):  # (a): one leaf on each original root-to-leaf path
             eq_rows += [num_eq] * len(paths[node])
@@ -326,7 +351,7 @@ def _solve_highs(forest: _Forest, lazy: np.ndarray, lam: float):
             num_eq += 1
         for node in np.flatnonzero(feature >= 0):  # (b): -w_ki - sum_{u in path(h)} z_u <= -1
             k = int(feature[node])
-            for i in reach.indices[reach.indptr[node]:reach.indptr[node + 1]]:
+            for i in forest.rows(t, node):
                 w = w_index.setdefault((int(i), k), len(w_index))
                 ub_rows += [num_ub] * (len(paths[node]) + 1)
                 ub_cols += [offsets[t] + u for u in paths[node]] + [num_z + w]
@@ -359,121 +384,86 @@ def _solve_highs(forest: _Forest, lazy: np.ndarray, lam: float):
 
 
 def _solve_maxflow(forest: _Forest, lazy: np.ndarray, lams: list[float]):
-    """The same problem as a minimum-weight closure, solved by a maximum flow (cython_ext/_maxflow.pyx).
+    """The same problem as a minimum-weight closure, solved by a maximum flow (cython_ext/_prune.pyx).
 
     x_h = 1 keeps internal node h (it then tests its feature); keeping h requires keeping its parent and
     paying (i, k_h) for each row i reaching h, but only where h is the topmost node testing k_h on the path
     (deeper ones are implied by it). In units of 1/N: keeping h gains e_h - sum of its children's e, a pair
     costs lam * c_k. Network: source -> h (positive gains), h -> sink (negative gains), h -> parent and
     h -> pair (infinite), pair -> sink (lam * c_k). The kept nodes are the source side of a minimum cut.
-    Trade-offs are solved in increasing order on one graph: raising lam only raises the pair -> sink
+    Trade-offs are solved in increasing order on one network: raising lam only raises the pair -> sink
     capacities, so the flow found for the previous one stays feasible and is augmented (a warm start).
     Returns, in the order of lams, the new leaves per tree and the flow's bound on the optimum.
     """
-    from ._maxflow import max_flow, reachable_from
+    from ._prune import Network, topmost
 
-    ids, gains, up, parts_src, parts_key = [], [], [], [], []
+    tree, parent_id, lo, hi, feature, top, gain, ids = [], [], [], [], [], [], [], []
     first = 0
-    for parent, feature, errors, reach in zip(forest.parent, forest.feature, forest.errors, forest.reach):
-        internal = feature >= 0
+    for t, (parent, feat, errors) in enumerate(zip(forest.parent, forest.feature, forest.errors)):
+        internal = feat >= 0
         node_id = np.full(len(parent), -1, dtype=np.int64)
         node_id[internal] = first + np.arange(internal.sum())
         has_parent = parent >= 0
         children_error = np.bincount(parent[has_parent], weights=errors[has_parent], minlength=len(parent))
-        gains.append((errors - children_error)[internal])
-        up.append(node_id[parent[internal]] * (parent[internal] >= 0) - (parent[internal] < 0))
-        # topmost: no ancestor tests the same feature (parents come first in both models' numbering)
-        if (parent[internal] >= np.flatnonzero(internal)).any():
-            raise CEGBError("internal error: a tree's parent node numbered after its child; please report this")
-        above: list[frozenset] = [frozenset()] * len(parent)
-        for node in np.flatnonzero(internal):
-            if parent[node] >= 0:
-                above[node] = above[parent[node]] | {int(feature[parent[node]])}
-            k = int(feature[node])
-            if k not in above[node] and lazy[k] > 0:
-                rows = reach.indices[reach.indptr[node]:reach.indptr[node + 1]]
-                parts_src.append(np.full(len(rows), node_id[node]))
-                parts_key.append(rows.astype(np.int64) * forest.num_features + k)
+        gain.append((errors - children_error)[internal])
+        parent_id.append(np.where(parent[internal] >= 0, node_id[parent[internal]], -1))
+        tree.append(np.full(internal.sum(), t))
+        lo.append(forest.lo[t][internal])
+        hi.append(forest.hi[t][internal])
+        feature.append(feat[internal])
+        top.append(topmost(parent, feat)[internal] & (lazy[feat[internal]] > 0))
         ids.append(node_id)
         first += int(internal.sum())
-    num_nodes = first
-    gain = np.concatenate(gains) if gains else np.zeros(0)
-    parent_id = np.concatenate(up) if up else np.zeros(0, dtype=np.int64)
-    src_pairs = np.concatenate(parts_src) if parts_src else np.zeros(0, dtype=np.int64)
-    keys, pair_of = np.unique(np.concatenate(parts_key) if parts_key else np.zeros(0, dtype=np.int64),
-                              return_inverse=True)
-    del parts_src, parts_key  # the graph is large: each temporary is dropped as soon as it is used
-    source, sink = num_nodes + len(keys), num_nodes + len(keys) + 1
-    infinite = float(np.clip(gain, 0, None).sum()) + 1.0
-    pair_cost = lazy[keys % forest.num_features]  # per unit of lam
-    nodes = np.arange(num_nodes)
-    tails = [np.full((gain > 0).sum(), source), nodes[gain < 0], nodes[parent_id >= 0], src_pairs,
-             num_nodes + np.arange(len(keys))]
-    heads = [nodes[gain > 0], np.full((gain < 0).sum(), sink), parent_id[parent_id >= 0],
-             num_nodes + pair_of.ravel(), np.full(len(keys), sink)]
-    caps = [gain[gain > 0], -gain[gain < 0], np.full((parent_id >= 0).sum(), infinite),
-            np.full(len(src_pairs), infinite), np.zeros(len(keys))]
-    tail, head, cap = np.concatenate(tails), np.concatenate(heads), np.concatenate(caps)
-    del tails, heads, caps, src_pairs, pair_of
-    num_arcs = len(tail)
-    largest_pair = max(lams, default=0.0) * float(pair_cost.max(initial=0.0))
-    eps = 1e-13 * max(1.0, float(np.abs(gain).max(initial=0.0)), largest_pair)
-    # each arc and its reverse (capacity 0), sorted by tail into compressed rows
-    all_tail = np.concatenate([tail, head])
-    offsets = np.concatenate([[0], np.cumsum(np.bincount(all_tail, minlength=sink + 1))]).astype(np.int64)
-    order = np.argsort(all_tail, kind="stable")
-    del all_tail
-    arc_head = np.concatenate([head, tail]).astype(np.int32)[order]
-    del head, tail
-    residual = np.concatenate([cap, np.zeros(num_arcs)])[order]
-    del cap
-    position = np.empty(2 * num_arcs, dtype=np.int64)
-    position[order] = np.arange(2 * num_arcs)
-    del order
-    rev = np.empty(2 * num_arcs, dtype=np.int64)
-    rev[position[:num_arcs]] = position[num_arcs:]
-    rev[position[num_arcs:]] = position[:num_arcs]
-    pair_arcs = position[num_arcs - len(keys):num_arcs]  # the pair -> sink arcs, where lam enters
-    del position
-    constant = sum(float(errors[0]) for errors in forest.errors) - float(np.clip(gain, 0, None).sum())
+    gain_all = np.concatenate(gain)
+    largest_pair = max(lams, default=0.0) * float(lazy.max(initial=0.0))
+    eps = 1e-13 * max(1.0, float(np.abs(gain_all).max(initial=0.0)), largest_pair)
+
+    def int32(parts):
+        return np.ascontiguousarray(np.concatenate(parts), dtype=np.int32)
+
+    network = Network(forest.perm, int32(tree), int32(parent_id), int32(lo), int32(hi), int32(feature),
+                      np.concatenate(top).astype(np.uint8), gain_all, lazy, eps)
+    constant = sum(float(errors[0]) for errors in forest.errors) - float(np.clip(gain_all, 0, None).sum())
     solutions: dict[float, tuple] = {}
-    flow, previous = 0.0, 0.0
     for lam in sorted(set(lams)):
-        residual[pair_arcs] += (lam - previous) * pair_cost
-        previous = lam
-        flow += max_flow(offsets, arc_head, residual, rev, source, sink, eps)
-        keep = reachable_from(offsets, arc_head, residual, source, eps)[:num_nodes]
+        network.set_lam(lam)
+        import time, os
+        _t = time.time()
+        phases = network.max_flow()
+        if os.environ.get("PRUNE_DEBUG"): print("maxflow", time.time() - _t, "phases", phases, "triples", network.num_triples, flush=True)
+        keep = network.source_side()
         leaves = []
         for parent, node_id in zip(forest.parent, ids):
             kept_internal = (node_id >= 0) & keep[np.maximum(node_id, 0)]
             leaves.append(~kept_internal & ((parent < 0) | kept_internal[np.maximum(parent, 0)] & (parent >= 0)))
-        solutions[lam] = (leaves, (constant + flow) / forest.num_rows)
+        solutions[lam] = (leaves, (constant + network.flow) / forest.num_rows)
     return [solutions[lam] for lam in lams]
 
 
 def _evaluate(forest: _Forest, leaves: list[np.ndarray], lazy: np.ndarray) -> tuple[float, float]:
     """error and cost terms of a pruning, computed from the rows' paths (not from the solver's w)."""
+    from ._prune import mark_paid
+
     n = forest.num_rows
     error = sum(float(e[leaf].sum()) for e, leaf in zip(forest.errors, leaves)) / n
-    paid = sp.csr_matrix((n, forest.num_features), dtype=bool)
-    for feature, reach, leaf, parent in zip(forest.feature, forest.reach, leaves, forest.parent):
-        internal = _kept(parent, leaf) & ~leaf
-        nodes = np.flatnonzero(internal)
-        to_feature = sp.csr_matrix((np.ones(len(nodes), dtype=bool), (nodes, feature[nodes])),
-                                   shape=(len(parent), forest.num_features))
-        paid = paid + (reach @ to_feature).astype(bool)
-    cost = float(np.asarray(paid.astype(np.float64) @ lazy).sum()) / n
+    paid = np.zeros((n, forest.num_features), dtype=np.uint8)
+    internal = [np.flatnonzero(_kept(parent, leaf) & ~leaf) for parent, leaf in zip(forest.parent, leaves)]
+    if sum(map(len, internal)):
+        mark_paid(forest.perm, np.concatenate([np.full(len(nodes), t, dtype=np.int32) for t, nodes in enumerate(internal)]),
+                  *(np.concatenate([part[nodes] for part, nodes in zip(parts, internal)]).astype(np.int32)
+                    for parts in (forest.lo, forest.hi, forest.feature)), paid)
+    cost = float(paid.sum(axis=0, dtype=np.int64) @ lazy) / n
     return error, cost
 
 
 def _kept(parent: np.ndarray, leaf: np.ndarray) -> np.ndarray:
     """Nodes of the pruned tree: the new leaves and all their ancestors."""
     kept = leaf.copy()
-    for node in np.flatnonzero(leaf):
-        up = parent[node]
-        while up >= 0 and not kept[up]:
-            kept[up] = True
-            up = parent[up]
+    frontier = np.flatnonzero(leaf)
+    while frontier.size:
+        up = np.unique(parent[frontier])
+        frontier = up[(up >= 0) & ~kept[np.maximum(up, 0)]]
+        kept[frontier] = True
     return kept
 
 

@@ -260,9 +260,9 @@ def test_lightgbm_pruned_model_text(objective, categorical, tmp_path):
     expected = np.zeros((len(X), booster.num_model_per_iteration()))
     values = [np.concatenate([np.array(f["internal_value"].split(), float), np.array(f["leaf_value"].split(), float)])
               for f in parts.trees]
-    for t, (reach, leaf) in enumerate(zip(forest.reach, leaves)):
-        stop = (reach[:, leaf] @ np.flatnonzero(leaf))  # the one new leaf on each row's path
-        expected[:, t % expected.shape[1]] += values[t][np.asarray(stop).ravel().astype(int)]
+    for t, leaf in enumerate(leaves):
+        for node in np.flatnonzero(leaf):  # the one new leaf on each row's path
+            expected[forest.rows(t, node), t % expected.shape[1]] += values[t][node]
     got = pruned.predict(X, raw_score=True).reshape(len(X), -1)
     np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
     path = tmp_path / "pruned.txt"
