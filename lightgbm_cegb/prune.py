@@ -12,10 +12,10 @@ for k. The constraint matrix is totally unimodular, so the LP relaxation has an 
 
 Solvers:
 - ``"maxflow"`` (default): the problem as a minimum-weight closure (see _solve_maxflow), solved exactly by
-  a maximum flow in Cython without the GIL (cython_ext/_maxflow.pyx); the flow's value is the bound.
-  Its graph is explicit, with an arc per (row, tree, feature tested first on the row's path), so memory
-  grows with rows x trees x depth (peak 1.2 GB at 20,000 rows and 40 unlimited-depth trees, 2.9 GB at
-  50,000; scripts/bench_prune.py): not yet the scale BudgetPrune is meant for.
+  a maximum flow in Cython without the GIL (cython_ext/_prune.pyx); the flow's value is the bound. The
+  network is implicit: each tree's rows are ordered so that every node's rows are a contiguous range, and
+  only the flow on each (node, row) pair arc is stored, 12 bytes per (row, tree, feature first tested on
+  the row's path). 200,000 rows x 40 unlimited-depth trees: ~45 s, peak 2.2 GB (scripts/bench_prune.py).
 - ``"highs"``: the LP written literally (one constraint (b) per row and internal node it reaches) and
   solved with HiGHS (scipy.optimize.linprog), for small problems and as the reference; the bound comes
   from HiGHS's dual values.
@@ -427,10 +427,7 @@ def _solve_maxflow(forest: _Forest, lazy: np.ndarray, lams: list[float]):
     solutions: dict[float, tuple] = {}
     for lam in sorted(set(lams)):
         network.set_lam(lam)
-        import time, os
-        _t = time.time()
-        phases = network.max_flow()
-        if os.environ.get("PRUNE_DEBUG"): print("maxflow", time.time() - _t, "phases", phases, "triples", network.num_triples, flush=True)
+        network.max_flow()
         keep = network.source_side()
         leaves = []
         for parent, node_id in zip(forest.parent, ids):

@@ -357,3 +357,96 @@ def test_warm_started_path_equals_independent_solves(seed):
         assert result.objective == pytest.approx(alone.objective, rel=1e-9, abs=1e-12)
         assert result.lower_bound == pytest.approx(result.objective, rel=1e-9, abs=1e-12)
     assert budget_prune_path(model, X, y, costs, []) == []
+
+
+# ------------------------------------------------------------- the implicit network at a larger scale
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_every_nodes_rows_are_one_range_of_the_layout(seed):
+    """The row layout the max-flow network is built on: node h's rows perm[t, lo[h]:hi[h]] are exactly the
+    rows scikit-learn's decision_path sends through h."""
+    from lightgbm_cegb.prune import _sklearn_forest
+    model, X, y, _ = random_case(700 + seed, classes=3, n=400, f=6, trees=3, depth=None)
+    forest = _sklearn_forest(model, X, y)
+    for t, estimator in enumerate(model.estimators_):
+        reach = estimator.decision_path(X.astype(np.float32)).tocsc()
+        assert sorted(forest.perm[t]) == list(range(len(X)))
+        for node in range(estimator.tree_.node_count):
+            expected = reach.indices[reach.indptr[node]:reach.indptr[node + 1]]
+            np.testing.assert_array_equal(np.sort(forest.rows(t, node)), np.sort(expected))
+
+
+def closure_max_flow_reference(model, X, y, costs, lam, scale):
+    """The closure's max-flow value from scipy's own maximum_flow on the explicit graph (built from
+    decision_path), with all capacities multiplied by scale to make them integers."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import maximum_flow
+    label = np.searchsorted(model.classes_, y)
+    tails, heads, caps, constant, first, pair_id = [], [], [], 0, 0, {}
+    nodes_total = sum(e.tree_.node_count for e in model.estimators_)
+    for estimator in model.estimators_:
+        tree = estimator.tree_
+        reach = estimator.decision_path(X.astype(np.float32)).tocsc()
+        wrong = np.array([np.sum(label[reach.indices[reach.indptr[h]:reach.indptr[h + 1]]]
+                                 != np.argmax(tree.value[h, 0])) for h in range(tree.node_count)])
+        constant += wrong[0]
+        for h in range(tree.node_count):
+            left, right = tree.children_left[h], tree.children_right[h]
+            if left < 0:
+                continue
+            gain = wrong[h] - wrong[left] - wrong[right]
+            constant -= max(gain, 0)
+            if gain > 0:
+                tails.append(-1), heads.append(first + h), caps.append(scale * gain)
+            elif gain < 0:
+                tails.append(first + h), heads.append(-2), caps.append(-scale * gain)
+            for child in (left, right):
+                if tree.children_left[child] >= 0:
+                    tails.append(first + child), heads.append(first + h), caps.append(None)
+            ancestors, up = set(), h
+            while up != 0:
+                up = int(np.flatnonzero((tree.children_left == up) | (tree.children_right == up))[0])
+                ancestors.add(int(tree.feature[up]))
+            k = int(tree.feature[h])
+            if k not in ancestors and costs[k] > 0:
+                for i in reach.indices[reach.indptr[h]:reach.indptr[h + 1]]:
+                    pair = pair_id.setdefault((int(i), k), nodes_total + len(pair_id))
+                    tails.append(first + h), heads.append(pair), caps.append(None)
+        first += tree.node_count
+    for (i, k), pair in pair_id.items():
+        tails.append(pair), heads.append(-2), caps.append(round(scale * lam * costs[k]))
+    source, sink = nodes_total + len(pair_id), nodes_total + len(pair_id) + 1
+    infinite = sum(c for c in caps if c is not None) + 1
+    tails = [source if u == -1 else u for u in tails]
+    heads = [sink if v == -2 else v for v in heads]
+    caps = [infinite if c is None else int(c) for c in caps]
+    graph = csr_matrix((np.array(caps, dtype=np.int32), (tails, heads)), shape=(sink + 1, sink + 1))
+    graph.sum_duplicates()
+    return constant, maximum_flow(graph, source, sink).flow_value / scale
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_maxflow_at_scale_equals_scipys_maximum_flow(seed, monkeypatch):
+    """Thousands of rows and unlimited-depth trees, where push-relabel runs through several global
+    relabellings: the optimum and bound equal those of scipy's max-flow on the explicit graph (integer
+    capacities: costs 1, 2, 5 at lam = 0.03, counts and costs scaled by 100)."""
+    import lightgbm_cegb._prune as engine
+    networks = []
+
+    class Recorded(engine.Network):
+        def __init__(self, *args):
+            super().__init__(*args)
+            networks.append(self)
+
+    monkeypatch.setattr(engine, "Network", Recorded)
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(6000, 12))
+    y = (X[:, :4].sum(axis=1) + X[:, 4] * X[:, 5] + rng.normal(0, 1, 6000) > 0).astype(int)
+    model = RandomForestClassifier(n_estimators=6, min_samples_leaf=2, random_state=seed).fit(X, y)
+    costs = rng.choice([1.0, 2.0, 5.0], size=12)
+    result = budget_prune(model, X, y, costs, 0.03)
+    assert networks and networks[0].global_relabels >= 3
+    constant, flow = closure_max_flow_reference(model, X, y, costs, 0.03, scale=100)
+    assert result.lower_bound == pytest.approx((constant + flow) / len(X), rel=1e-9)
+    assert result.objective == pytest.approx(result.lower_bound, rel=1e-9)
