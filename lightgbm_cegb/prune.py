@@ -40,9 +40,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import linprog
 
-from .accounting import _booster_of
-from .costs import FeatureCosts
-from .ensemble import _parse_block
+from .accounting import _booster_of, resolve_costs
+from .ensemble import _parse_block, to_ensemble
 from .errors import CEGBError
 
 INTEGRALITY_TOLERANCE = 1e-7
@@ -510,11 +509,14 @@ def _check_lam(lam) -> float:
     return value
 
 
-def _lazy_costs(costs, num_features: int) -> np.ndarray:
-    """The c_k (FeatureCosts validates them: finite, >= 0, one per feature)."""
-    if not isinstance(costs, FeatureCosts):
-        costs = FeatureCosts(lazy=costs)
-    return np.asarray(costs.arrays(num_features)[0], dtype=np.float64)
+def _lazy_costs(model, costs, num_features: int) -> np.ndarray:
+    """The c_k, from costs as prediction_cost takes them (FeatureCosts validates them: finite, >= 0, one per
+    feature). BudgetPrune has no coupled or split costs: they are refused rather than ignored."""
+    lazy, coupled, split = resolve_costs(to_ensemble(model), costs).arrays(num_features)
+    if coupled.any() or split.any():
+        raise CEGBError("budget_prune uses lazy (per-row) feature costs only; got coupled costs for features "
+                        f"{np.flatnonzero(coupled)[:10].tolist()} and split costs {np.unique(split)[:5].tolist()}")
+    return np.asarray(lazy, dtype=np.float64)
 
 
 def _problem(model, X, y, costs, solver: str):
@@ -524,7 +526,7 @@ def _problem(model, X, y, costs, solver: str):
         forest, parts = _sklearn_forest(model, X, y), None
     else:
         forest, parts = _lightgbm_forest(model, X, y)
-    return forest, parts, _lazy_costs(costs, forest.num_features)
+    return forest, parts, _lazy_costs(model, costs, forest.num_features)
 
 
 def _result(model, forest: _Forest, parts, lazy: np.ndarray, lam: float, leaves: list[np.ndarray], optimum: float,
@@ -553,7 +555,8 @@ def budget_prune(model, X, y, costs, lam: float, *, solver: str = "maxflow") -> 
     """Prune ``model`` on (X, y) for feature costs ``costs`` at trade-off ``lam`` (see the module doc).
 
     model : fitted RandomForestClassifier / ExtraTreesClassifier, lightgbm.Booster or LightGBM estimator
-    costs : FeatureCosts or array-like of per-feature lazy costs (one per feature of the model)
+    costs : lazy feature costs as prediction_cost takes them: FeatureCosts, one value per feature, by feature
+            name, or None for the cegb_penalty_feature_lazy a CEGB-trained LightGBM model was trained with
     """
     return budget_prune_path(model, X, y, costs, [lam], solver=solver)[0]
 

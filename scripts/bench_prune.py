@@ -4,8 +4,12 @@
 Random forests with max_depth=None and min_samples_leaf=5 on synthetic data with 50 features and random
 costs in [1, 10], pruned on their training rows at lam=0.01. Each configuration runs in its own process so
 that its peak resident memory (getrusage) is its own; the time is budget_prune's alone (not the forest's).
+Rows grow at --base-trees trees, trees grow at --base-rows rows. --path times budget_prune_path over
+PATH_LAMS (one network, warm-started flows) against budget_prune at each trade-off alone, at --rows[0].
 
-    .venv/bin/python scripts/bench_prune.py [--rows 20000 50000] [--trees 10 20 40] [--solver maxflow]
+    .venv/bin/python scripts/bench_prune.py [--rows 200000] [--trees 40] [--solver maxflow]
+    .venv/bin/python scripts/bench_prune.py --rows 50000 100000 200000 500000 1000000 --trees 10 20 100 200
+    .venv/bin/python scripts/bench_prune.py --rows 50000 --path
 """
 
 from __future__ import annotations
@@ -18,18 +22,31 @@ import sys
 import time
 
 
-def one(rows: int, trees: int, solver: str) -> dict:
+PATH_LAMS = [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2]
+
+
+def one(rows: int, trees: int, solver: str, path: bool = False) -> dict:
     import numpy as np
     from sklearn.ensemble import RandomForestClassifier
 
-    from lightgbm_cegb import budget_prune
+    from lightgbm_cegb import budget_prune, budget_prune_path
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(rows, 50))
     y = (X[:, :5].sum(axis=1) + X[:, 5] * X[:, 6] + rng.normal(0, 1, rows) > 0).astype(int)
     forest = RandomForestClassifier(n_estimators=trees, min_samples_leaf=5, n_jobs=2, random_state=0).fit(X, y)
+    costs = rng.uniform(1, 10, 50)
+    if path:
+        start = time.perf_counter()
+        budget_prune_path(forest, X, y, costs, PATH_LAMS, solver=solver)
+        warm = time.perf_counter() - start
+        start = time.perf_counter()
+        for lam in PATH_LAMS:
+            budget_prune(forest, X, y, costs, lam, solver=solver)
+        return {"rows": rows, "trees": trees, "path_seconds": round(warm, 2),
+                "alone_seconds": round(time.perf_counter() - start, 2)}
     start = time.perf_counter()
-    result = budget_prune(forest, X, y, rng.uniform(1, 10, 50), 0.01, solver=solver)
+    result = budget_prune(forest, X, y, costs, 0.01, solver=solver)
     seconds = time.perf_counter() - start
     return {"rows": rows, "trees": trees, "seconds": round(seconds, 2),
             "peak_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
@@ -39,16 +56,25 @@ def one(rows: int, trees: int, solver: str) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rows", type=int, nargs="+", default=[20_000, 50_000])
-    parser.add_argument("--trees", type=int, nargs="+", default=[10, 20, 40])
+    parser.add_argument("--rows", type=int, nargs="+", default=[200_000])
+    parser.add_argument("--trees", type=int, nargs="+", default=[])
+    parser.add_argument("--base-trees", type=int, default=40)
+    parser.add_argument("--base-rows", type=int, default=50_000)
     parser.add_argument("--solver", choices=("maxflow", "highs"), default="maxflow")
+    parser.add_argument("--path", action="store_true")
     parser.add_argument("--one", type=int, nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(one(*args.one, args.solver)))
+        print(json.dumps(one(*args.one, args.solver, args.path)))
         return
-    grid = [(rows, max(args.trees)) for rows in args.rows] + [(min(args.rows), t) for t in args.trees[:-1]]
-    print(f"budget_prune(solver={args.solver!r}): 50 features, max_depth=None, min_samples_leaf=5, lam=0.01")
+    if args.path:
+        r = one(args.rows[0], args.base_trees, args.solver, path=True)
+        print(f"{r['rows']} rows {r['trees']} trees, {len(PATH_LAMS)} trade-offs: budget_prune_path "
+              f"{r['path_seconds']} s, budget_prune one by one {r['alone_seconds']} s")
+        return
+    grid = [(rows, args.base_trees) for rows in args.rows] + [(args.base_rows, t) for t in args.trees]
+    print(f"budget_prune(solver={args.solver!r}): 50 features, max_depth=None, min_samples_leaf=5, lam=0.01",
+          flush=True)
     for rows, trees in grid:
         proc = subprocess.run([sys.executable, __file__, "--one", str(rows), str(trees), "--solver", args.solver],
                               capture_output=True, text=True)
@@ -57,7 +83,7 @@ def main() -> None:
             continue
         r = json.loads(proc.stdout)
         print(f"{r['rows']:>9} rows {r['trees']:>4} trees ({r['nodes']:>8} nodes): {r['seconds']:7.1f} s, "
-              f"peak {r['peak_gb']:.2f} GB, objective - bound {r['gap']:.1e}")
+              f"peak {r['peak_gb']:.2f} GB, objective - bound {r['gap']:.1e}", flush=True)
 
 
 if __name__ == "__main__":

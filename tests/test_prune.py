@@ -450,3 +450,34 @@ def test_maxflow_at_scale_equals_scipys_maximum_flow(seed, monkeypatch):
     constant, flow = closure_max_flow_reference(model, X, y, costs, 0.03, scale=100)
     assert result.lower_bound == pytest.approx((constant + flow) / len(X), rel=1e-9)
     assert result.objective == pytest.approx(result.lower_bound, rel=1e-9)
+
+
+# ------------------------------------------------------------------------------- costs as prediction_cost takes them
+
+
+def test_costs_by_feature_name_and_from_a_cegb_model():
+    """Costs by feature name (a forest fitted on a DataFrame) and costs=None (a CEGB-trained LightGBM model's own
+    cegb_penalty_feature_lazy) give the same pruning as the plain per-feature vector."""
+    import pandas as pd
+    model, X, y, costs = random_case(11, n=120, f=4, trees=3, depth=4)
+    names = ["a", "b", "c", "d"]
+    frame = pd.DataFrame(X, columns=names)
+    named = RandomForestClassifier(n_estimators=3, max_depth=4, random_state=11, min_samples_leaf=1).fit(frame, y)
+    by_name = budget_prune(named, frame, y, FeatureCosts(lazy=dict(zip(names[::-1], costs[::-1]))), 0.05)
+    plain = budget_prune(named, X, y, costs, 0.05)
+    assert by_name.objective == plain.objective and by_name.cost == plain.cost
+
+    booster, Xl, yl, lazy = lightgbm_case(5, "binary")
+    cegb = lgb.train({"objective": "binary", "num_leaves": 5, "min_data_in_leaf": 3, "verbose": -1,
+                      "cegb_tradeoff": 0.01, "cegb_penalty_feature_lazy": lazy.tolist()}, lgb.Dataset(Xl, yl), 3)
+    from_params = budget_prune(cegb, Xl, yl, None, 0.01)
+    given = budget_prune(cegb, Xl, yl, lazy, 0.01)
+    assert from_params.objective == given.objective and from_params.cost == given.cost
+
+
+def test_coupled_and_split_costs_are_refused_not_ignored(small):
+    model, X, y, costs = small
+    with pytest.raises(CEGBError, match=r"lazy \(per-row\) feature costs only; got coupled costs for features \[1\]"):
+        budget_prune(model, X, y, FeatureCosts(lazy=costs, coupled=[0, 2.0, 0, 0]), 0.1)
+    with pytest.raises(CEGBError, match=r"costs is None and the model was not trained with cegb_\* parameters"):
+        budget_prune(model, X, y, None, 0.1)
