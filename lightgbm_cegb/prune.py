@@ -264,6 +264,10 @@ def _lightgbm_forest(model, X, y) -> tuple[_Forest, _LightGBMTrees]:
     return forest, parts
 
 
+def _tree_block(t: int, fields: dict[str, str]) -> str:
+    return f"Tree={t}\n" + "".join(f"{k}={v}\n" for k, v in fields.items()) + "\n\n"
+
+
 def _pruned_lightgbm(parts: _LightGBMTrees, leaves: list[np.ndarray], kept: list[np.ndarray]):
     """A Booster from the model text with each tree cut to its kept nodes; a pruned internal node becomes a
     leaf with its internal value, weight and count."""
@@ -272,6 +276,9 @@ def _pruned_lightgbm(parts: _LightGBMTrees, leaves: list[np.ndarray], kept: list
     blocks = []
     for t, (fields, leaf, keep) in enumerate(zip(parts.trees, leaves, kept)):
         num_internal = int(fields["num_leaves"]) - 1
+        if not leaf[:num_internal].any():  # nothing cut (a one-leaf tree, say): the tree as it was
+            blocks.append(_tree_block(t, fields))
+            continue
         internal = np.flatnonzero(keep[:num_internal] & ~leaf[:num_internal])
         new_leaves = np.flatnonzero(leaf)
         new_id = np.zeros(len(leaf), dtype=np.int64)
@@ -314,7 +321,7 @@ def _pruned_lightgbm(parts: _LightGBMTrees, leaves: list[np.ndarray], kept: list
                 del out["cat_boundaries"], out["cat_threshold"]
         if len(new_leaves) == 1:  # LightGBM writes a one-leaf tree without weights
             out["leaf_weight"] = ""
-        blocks.append(f"Tree={t}\n" + "".join(f"{k}={v}\n" for k, v in out.items()) + "\n\n")
+        blocks.append(_tree_block(t, out))
     header = "\n".join(f"tree_sizes={' '.join(str(len(b)) for b in blocks)}" if line.startswith("tree_sizes=")
                        else line for line in parts.header.split("\n"))
     footer = parts.footer
@@ -417,20 +424,29 @@ def _solve_maxflow(forest: _Forest, lazy: np.ndarray, lams: list[float]):
     largest_pair = max(lams, default=0.0) * float(lazy.max(initial=0.0))
     eps = 1e-13 * max(1.0, float(np.abs(gain_all).max(initial=0.0)), largest_pair)
 
+    # pairs (row, feature) are indexed densely: only over the features that some node pays for
+    top_all, feature_all = np.concatenate(top), np.concatenate(feature)
+    paid_features = np.unique(feature_all[top_all])
+    if len(gain_all) + forest.num_rows * len(paid_features) + 2 >= 2**31:
+        raise CEGBError(f"budget_prune's max-flow numbers nodes with 32 bits: {forest.num_rows} rows x "
+                        f"{len(paid_features)} costly features tested are too many; prune on fewer rows")
+    compact = np.zeros(forest.num_features, dtype=np.int32)
+    compact[paid_features] = np.arange(len(paid_features))
+
     def int32(parts):
         return np.ascontiguousarray(np.concatenate(parts), dtype=np.int32)
 
-    network = Network(forest.perm, int32(tree), int32(parent_id), int32(lo), int32(hi), int32(feature),
-                      np.concatenate(top).astype(np.uint8), gain_all, lazy, eps)
+    network = Network(forest.perm, int32(tree), int32(parent_id), int32(lo), int32(hi), compact[feature_all],
+                      top_all.astype(np.uint8), gain_all, np.ascontiguousarray(lazy[paid_features]), eps)
     constant = sum(float(errors[0]) for errors in forest.errors) - float(np.clip(gain_all, 0, None).sum())
     solutions: dict[float, tuple] = {}
     for lam in sorted(set(lams)):
         network.set_lam(lam)
         network.max_flow()
-        keep = network.source_side()
+        keep = np.append(network.source_side(), False)  # leaves' node_id -1 reads the False
         leaves = []
         for parent, node_id in zip(forest.parent, ids):
-            kept_internal = (node_id >= 0) & keep[np.maximum(node_id, 0)]
+            kept_internal = keep[node_id]
             leaves.append(~kept_internal & ((parent < 0) | kept_internal[np.maximum(parent, 0)] & (parent >= 0)))
         solutions[lam] = (leaves, (constant + network.flow) / forest.num_rows)
     return [solutions[lam] for lam in lams]

@@ -481,3 +481,16 @@ def test_coupled_and_split_costs_are_refused_not_ignored(small):
         budget_prune(model, X, y, FeatureCosts(lazy=costs, coupled=[0, 2.0, 0, 0]), 0.1)
     with pytest.raises(CEGBError, match=r"costs is None and the model was not trained with cegb_\* parameters"):
         budget_prune(model, X, y, None, 0.1)
+
+
+@pytest.mark.parametrize("solver", ["maxflow", "highs"])
+def test_forests_of_single_leaves(solver):
+    """Trees without a split (a constant target) have nothing to prune: the model comes back as it was."""
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(50, 3)), np.zeros(50)
+    booster = lgb.train({"objective": "regression", "verbose": -1}, lgb.Dataset(X, y), 2)
+    forest = RandomForestClassifier(n_estimators=2, random_state=0).fit(X, y.astype(int))
+    for model in (booster, forest):
+        result = budget_prune(model, X, y, [1.0, 1.0, 1.0], 0.1, solver=solver)
+        assert result.cost == 0 and result.objective == result.lower_bound == result.error
+        assert [leaf.tolist() for leaf in result.leaves] == [[True]] * len(result.leaves)
