@@ -75,7 +75,7 @@ cdef class Network:
     """The network of one forest; set_lam() then max_flow() (repeatable with growing lam: a warm start),
     then source_side()."""
 
-    cdef int64_t num_rows, num_features, num_nodes, num_pairs, source, sink
+    cdef int64_t num_rows, num_nodes, num_pairs, sink  # node ids: tree nodes, then pairs, then the sink
     cdef const int32_t[:, ::1] perm
     cdef int32_t[:, ::1] inverse
     cdef const int32_t[::1] tree, parent, lo, hi, feature
@@ -95,9 +95,9 @@ cdef class Network:
         cdef int64_t v, r, p, num_triples = 0, m = tree.shape[0], k_count = lazy.shape[0]
         cdef int64_t num_rows = perm.shape[1]
         self.perm, self.tree, self.parent, self.lo, self.hi, self.feature = perm, tree, parent, lo, hi, feature
-        self.num_rows, self.num_features, self.num_nodes = num_rows, k_count, m
+        self.num_rows, self.num_nodes = num_rows, m
         self.num_pairs = num_rows * k_count
-        self.sink, self.source = m + self.num_pairs, m + self.num_pairs + 1
+        self.sink = m + self.num_pairs
         self.eps, self.lam, self.flow = eps, 0.0, 0.0
         self.to_source = np.zeros(m)  # residual of source -> v
         self.source_cap = np.zeros(m)
@@ -153,11 +153,11 @@ cdef class Network:
                         self.pair_nodes[fill[p]] = <int32_t>v
                         fill[p] += 1
         del fill_, child_fill, by_feature_
-        self.level = np.empty(self.source + 1, dtype=np.int32)
-        self.queue = np.empty(self.source + 1, dtype=np.int32)
+        self.level = np.empty(self.sink + 1, dtype=np.int32)
+        self.queue = np.empty(self.sink + 1, dtype=np.int32)
         self.excess = np.zeros(self.sink)  # of the tree nodes and pairs, during max_flow()
-        self.unreachable = <int32_t>(self.source + 1)
-        self.current = np.empty(self.source + 1, dtype=np.int64)
+        self.unreachable = <int32_t>(self.sink + 1)
+        self.current = np.empty(self.sink + 1, dtype=np.int64)
 
     def set_lam(self, double lam):
         """Raise lam (the pair -> sink capacities grow; the flow stays feasible)."""
@@ -290,7 +290,7 @@ cdef class Network:
         """level[u] = 0 for the nodes reachable from the source over residual arcs, -1 elsewhere (BFS;
         the sink is not needed and not marked)."""
         cdef int64_t m = self.num_nodes, front = 0, back = 0, u, v, p, e, r, t, k
-        for u in range(self.source + 1):
+        for u in range(self.sink + 1):
             self.level[u] = -1
         for v in range(m):
             if self.to_source[v] > self.eps:
@@ -333,7 +333,7 @@ cdef class Network:
         cdef int64_t m = self.num_nodes, front = 0, back = 0, u, v, p, e, r, t, work = 0
         cdef int32_t d
         self.global_relabels += 1
-        for u in range(self.source + 1):
+        for u in range(self.sink + 1):
             self.level[u] = self.unreachable
             self.current[u] = 0
         self.level[self.sink] = 0
@@ -436,7 +436,7 @@ cdef class Network:
         """Move all excess to the sink or to nodes that cannot reach it (FIFO push-relabel; a global
         relabelling whenever pushes and relabels have done a sixteenth of the last one's work: measured
         best at 200,000 rows x 40 trees among 1/2 .. 1/64)."""
-        cdef int64_t n = self.source + 1, head = 0, count = 0, u, a, h, work = 0, budget
+        cdef int64_t n = self.sink + 1, head = 0, count = 0, u, a, h, work = 0, budget
         cdef double cap, amount
         cdef uint8_t* queued = <uint8_t*>calloc(n, 1)
         cdef int32_t* fifo = <int32_t*>malloc(n * sizeof(int32_t))
