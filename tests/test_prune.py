@@ -430,7 +430,8 @@ def closure_max_flow_reference(model, X, y, costs, lam, scale):
 def test_maxflow_at_scale_equals_scipys_maximum_flow(seed, monkeypatch):
     """Thousands of rows and unlimited-depth trees, where push-relabel runs through several global
     relabellings: the optimum and bound equal those of scipy's max-flow on the explicit graph (integer
-    capacities: costs 1, 2, 5 at lam = 0.03, counts and costs scaled by 100)."""
+    capacities: costs 1, 2, 5 at lam = 0.01 and 0.03, counts and costs scaled by 100), also for the
+    second trade-off of a path, which starts from the first one's flow."""
     import lightgbm_cegb._prune as engine
     networks = []
 
@@ -445,11 +446,12 @@ def test_maxflow_at_scale_equals_scipys_maximum_flow(seed, monkeypatch):
     y = (X[:, :4].sum(axis=1) + X[:, 4] * X[:, 5] + rng.normal(0, 1, 6000) > 0).astype(int)
     model = RandomForestClassifier(n_estimators=6, min_samples_leaf=2, random_state=seed).fit(X, y)
     costs = rng.choice([1.0, 2.0, 5.0], size=12)
-    result = budget_prune(model, X, y, costs, 0.03)
-    assert networks and networks[0].global_relabels >= 3
-    constant, flow = closure_max_flow_reference(model, X, y, costs, 0.03, scale=100)
-    assert result.lower_bound == pytest.approx((constant + flow) / len(X), rel=1e-9)
-    assert result.objective == pytest.approx(result.lower_bound, rel=1e-9)
+    path = budget_prune_path(model, X, y, costs, [0.03, 0.01])
+    assert len(networks) == 1 and networks[0].global_relabels >= 3
+    for lam, result in zip([0.03, 0.01], path):
+        constant, flow = closure_max_flow_reference(model, X, y, costs, lam, scale=100)
+        assert result.lower_bound == pytest.approx((constant + flow) / len(X), rel=1e-9)
+        assert result.objective == pytest.approx(result.lower_bound, rel=1e-9)
 
 
 # ------------------------------------------------------------------------------- costs as prediction_cost takes them
