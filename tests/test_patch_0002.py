@@ -133,12 +133,13 @@ def test_rollback_without_cegb_state_still_works():
     assert booster.current_iteration() == 2
 
 
-@pytest.mark.upstream_bug
-@pytest.mark.parametrize("rows_b", [3000, 1000])
+@pytest.mark.parametrize("rows_b", [3000, pytest.param(1000, marks=pytest.mark.upstream_bug)])
 def test_new_training_set_resets_per_row_state(rows_b):
     """After update(train_set=B), every row of B is new: the first split on x0 charges all of B's rows.
     (Stock LightGBM reads its bitset, sized for A, out of range with 3000 rows: the training runs in a
-    child; with as many rows as A it charges nothing, as if B's rows were A's. Patch 0004 fixes that.)"""
+    child; what it charges then depends on the memory past the bitset, so only the 1000-row case is an
+    upstream_bug test: with as many rows as A, stock charges nothing, as if B's rows were A's. Patch 0004
+    fixes that.)"""
     code = textwrap.dedent("""
         import json, numpy as np, lightgbm as lgb
         rng = np.random.default_rng(0)
