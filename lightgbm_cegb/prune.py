@@ -452,14 +452,15 @@ def _solve_maxflow(forest: _Forest, lazy: np.ndarray, lams: list[float]):
     return [solutions[lam] for lam in lams]
 
 
-def _evaluate(forest: _Forest, leaves: list[np.ndarray], lazy: np.ndarray) -> tuple[float, float]:
+def _evaluate(forest: _Forest, leaves: list[np.ndarray], kept: list[np.ndarray],
+              lazy: np.ndarray) -> tuple[float, float]:
     """error and cost terms of a pruning, computed from the rows' paths (not from the solver's w)."""
     from ._prune import mark_paid
 
     n = forest.num_rows
     error = sum(float(e[leaf].sum()) for e, leaf in zip(forest.errors, leaves)) / n
     paid = np.zeros((n, forest.num_features), dtype=np.uint8)
-    internal = [np.flatnonzero(_kept(parent, leaf) & ~leaf) for parent, leaf in zip(forest.parent, leaves)]
+    internal = [np.flatnonzero(keep & ~leaf) for keep, leaf in zip(kept, leaves)]
     if sum(map(len, internal)):
         mark_paid(forest.perm, np.concatenate([np.full(len(nodes), t, dtype=np.int32) for t, nodes in enumerate(internal)]),
                   *(np.concatenate([part[nodes] for part, nodes in zip(parts, internal)]).astype(np.int32)
@@ -550,7 +551,7 @@ def _result(model, forest: _Forest, parts, lazy: np.ndarray, lam: float, leaves:
     """The pruned model and the objective's terms, computed from the rows' paths and checked against the
     solver's optimum."""
     kept = [_kept(parent, leaf) for parent, leaf in zip(forest.parent, leaves)]
-    error, cost = _evaluate(forest, leaves, lazy)
+    error, cost = _evaluate(forest, leaves, kept, lazy)
     objective = error + lam * cost
     if not np.isclose(objective, optimum, rtol=1e-9, atol=1e-12):
         raise CEGBError(f"internal error: the pruned model's objective {objective!r} differs from the "
