@@ -1,71 +1,116 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
-"""Routing rows through a flat tree ensemble, and per-row prediction cost, without the GIL.
+"""Routing rows through a Forest and per-row prediction cost, without the GIL; the structure check that
+makes routing safe.
 
-Routing mirrors LightGBM's ``Tree::NumericalDecision`` / ``Tree::CategoricalDecision`` (tree.h) and the
-C API's dense-row reader, which drops values with ``|x| <= kZeroThreshold`` (they become 0.0). The
-Python side (``lightgbm_cegb/ensemble.py``) builds and validates every array; nothing is re-checked here.
-
-Rows are processed in blocks of BLOCK rows, tree by tree: one tree's nodes stay in cache while the
-block's rows go through it, which is what makes this faster than LightGBM's row-by-row predictor.
+The routing step itself is _routing.pxd's child(). Rows are processed in blocks of BLOCK rows, tree by
+tree: one tree's nodes stay in cache while the block's rows go through it, which is what makes this
+faster than LightGBM's row-by-row predictor. The kernels trust the arrays they are given: Forest
+(lightgbm_cegb/forest.py) checks every index once, with check_structure() below for the children.
 """
 
 from cython.parallel cimport parallel, prange, threadid
-from libc.math cimport fabs, isnan
 from libc.string cimport memset
 
 import numpy as np
 
-from _tree_types cimport (CATEGORICAL_MASK, DEFAULT_LEFT_MASK, MISSING_NAN, MISSING_ZERO, Ensemble,
-                          Node)
+from _routing cimport CATEGORICAL_MASK, Ensemble, Node, child, zero_threshold
 from _typedefs cimport float64, int32, int64, uint8, uint32
 
-# LightGBM's kZeroThreshold is the float literal 1e-35f widened to double
-cdef float64 ZERO_THRESHOLD = <float64> (<float> 1e-35)
 DEF BLOCK = 64
 
 
-cdef inline int32 child(const Ensemble* e, int64 tree, const Node* nd, float64 fval) noexcept nogil:
-    """The child of node nd that a row whose value of the node's feature is fval goes to."""
-    cdef uint8 d = nd.decision
-    cdef int missing
-    cdef int ival
-    cdef int64 cat, lo, hi
-    if nd.zero_matters and fabs(fval) <= ZERO_THRESHOLD:
-        fval = 0.0
-    if d & CATEGORICAL_MASK:
-        if isnan(fval):
-            return nd.right
-        ival = <int> fval
-        if ival < 0:
-            return nd.right
-        cat = e.cat_offset[tree] + <int> nd.threshold
-        lo = e.cat_boundaries[cat]
-        hi = e.cat_boundaries[cat + 1]
-        if ival // 32 < hi - lo and (e.cat_threshold[lo + ival // 32] >> (ival % 32)) & 1:
-            return nd.left
-        return nd.right
-    missing = (d >> 2) & 3
-    if isnan(fval) and missing != MISSING_NAN:
-        fval = 0.0
-    if (missing == MISSING_ZERO and -ZERO_THRESHOLD <= fval <= ZERO_THRESHOLD) or (
-            missing == MISSING_NAN and isnan(fval)):
-        return nd.left if d & DEFAULT_LEFT_MASK else nd.right
-    return nd.left if fval <= nd.threshold else nd.right
+def check_structure(const int64[::1] node_offset, const int32[::1] left, const int32[::1] right):
+    """Check the children of every tree and find each node's parent, in one depth-first pass per tree.
+
+    Nodes of tree t are numbered here as internal node j -> j, leaf l -> num_internal + l (a tree of n
+    internal nodes has n + 1 leaves). Returns (problem, tree, node, other, parent):
+    problem 0: a tree (every node reached once from the root); 1: the child `other` of node `node` is
+    out of range; 2: a cycle through node `node`; 3: node `node` is reached twice (from `other` and an
+    earlier node); 4: node `node` is unreachable. 1 and 2 are checked in every tree first (routing is
+    unsafe with them); 3 and 4, which LightGBM routes without harm, are reported for the first tree that
+    has one. parent: int32 over all trees' nodes in that numbering (tree t's at node_offset[t] + t +
+    ...): the parent that first reaches a node, -1 at roots and for unreachable nodes.
+    """
+    cdef int64 num_trees = node_offset.shape[0] - 1, t, n, base, top, j, c, u, k
+    cdef int64 problem = 0, p_tree = -1, p_node = -1, p_other = -1, shape_problem = 0
+    cdef int64 s_tree = -1, s_node = -1, s_other = -1
+    cdef int64 total = node_offset[num_trees] * 2 + num_trees
+    parent_ = np.full(max(total, 1), -1, dtype=np.int32)
+    cdef int32[::1] parent = parent_
+    state_ = np.zeros(max(total, 1), dtype=np.uint8)  # 0 unseen, 1 on the DFS stack, 2 done
+    cdef uint8[::1] state = state_
+    stack_ = np.zeros(max(int(np.max(np.diff(node_offset))) if num_trees else 1, 1) * 2, dtype=np.int64)
+    cdef int64[::1] stack = stack_
+    with nogil:
+        for t in range(num_trees):
+            n = node_offset[t + 1] - node_offset[t]
+            base = node_offset[t] * 2 + t  # this tree's first slot in parent/state
+            for j in range(2 * n):
+                c = left[node_offset[t] + j // 2] if j % 2 == 0 else right[node_offset[t] + j // 2]
+                if c >= n or c < -(n + 1):
+                    problem, p_tree, p_node, p_other = 1, t, j // 2, c
+                    break
+            if problem:
+                break
+            if n == 0:
+                state[base] = 2
+                continue
+            # iterative DFS; stack entries are node * 2 + (children done so far: 0 or 1)
+            top = 0
+            stack[0] = 0
+            state[base] = 1
+            while top >= 0:
+                u = stack[top] >> 1
+                k = stack[top] & 1
+                if k == 0:
+                    c = left[node_offset[t] + u]
+                    stack[top] += 1
+                else:
+                    c = right[node_offset[t] + u]
+                    state[base + u] = 2
+                    top -= 1
+                j = c if c >= 0 else n + ~c  # the child's number in this tree
+                if state[base + j] == 1:
+                    problem, p_tree, p_node, p_other = 2, t, j, u
+                    break
+                if state[base + j] == 2:
+                    if not shape_problem:
+                        shape_problem, s_tree, s_node, s_other = 3, t, j, u
+                    continue
+                parent[base + j] = <int32> u
+                if c >= 0:
+                    state[base + j] = 1
+                    top += 1
+                    stack[top] = c * 2
+                else:
+                    state[base + j] = 2
+            if problem:
+                break
+            if not shape_problem:
+                for j in range(2 * n + 1):
+                    if state[base + j] == 0:
+                        shape_problem, s_tree, s_node, s_other = 4, t, j, -1
+                        break
+    if problem:
+        return problem, p_tree, p_node, p_other, parent_
+    return shape_problem, s_tree, s_node, s_other, parent_
 
 
 cdef class FlatEnsemble:
-    """The C view of a TreeEnsemble's arrays (which it keeps alive)."""
+    """The C view of a Forest's arrays (which it keeps alive)."""
 
     cdef Ensemble e
     cdef object arrays
     cdef readonly int64 num_trees
     cdef readonly int64 trees_per_iteration
+    cdef readonly int64 num_features
 
     def __cinit__(self, const int64[::1] node_offset, const int32[::1] feature, const float64[::1] threshold,
                   const uint8[::1] decision, const int32[::1] left, const int32[::1] right,
                   const int64[::1] cat_offset, const int64[::1] cat_boundaries,
-                  const uint32[::1] cat_threshold, int64 trees_per_iteration, bint drop_tiny):
+                  const uint32[::1] cat_threshold, int64 trees_per_iteration, bint drop_tiny, int64 num_features):
         cdef Py_ssize_t n = feature.shape[0], k
+        cdef float64 zero = zero_threshold()
         packed = np.zeros(max(n, 1) * sizeof(Node), dtype=np.uint8)
         cdef uint8[::1] packed_view = packed
         cdef Node* nodes = <Node*> &packed_view[0]
@@ -77,11 +122,12 @@ cdef class FlatEnsemble:
             nodes[k].decision = decision[k]
             # only a numerical threshold in [-1e-35, 1e-35) tells x apart from 0.0 for |x| <= 1e-35
             nodes[k].zero_matters = (drop_tiny and not (decision[k] & CATEGORICAL_MASK)
-                                     and -ZERO_THRESHOLD <= threshold[k] < ZERO_THRESHOLD)
+                                     and -zero <= threshold[k] < zero)
         # keep the buffers referenced for as long as the pointers below are used
         self.arrays = (packed, node_offset, cat_offset, cat_boundaries, cat_threshold)
         self.num_trees = node_offset.shape[0] - 1
         self.trees_per_iteration = trees_per_iteration
+        self.num_features = num_features
         self.e.nodes = nodes
         self.e.node_offset = &node_offset[0]
         self.e.cat_offset = &cat_offset[0] if cat_offset.shape[0] else NULL
@@ -90,10 +136,23 @@ cdef class FlatEnsemble:
         self.e.num_trees = self.num_trees
         self.e.trees_per_iteration = trees_per_iteration
 
+    cdef void _check(self, const float64[:, ::1] X, int64 t0, int64 t1) except *:
+        if X.shape[1] != self.num_features:
+            raise ValueError(f"X has {X.shape[1]} columns, the forest {self.num_features} features")
+        if not 0 <= t0 <= t1 <= self.num_trees:
+            raise ValueError(f"trees {t0}..{t1} outside the forest's {self.num_trees}")
+
+    cdef void _check_costs(self, const float64[::1] lazy, const float64[::1] split) except *:
+        if lazy.shape[0] != self.num_features or split.shape[0] != self.num_features:
+            raise ValueError(f"lazy and split costs need {self.num_features} values each")
+
     def apply(self, const float64[:, ::1] X, int64 num_trees, int num_threads):
         """The leaf of each of the first num_trees trees that each row reaches: int32[n_rows, num_trees]."""
+        self._check(X, 0, num_trees)
         cdef Py_ssize_t n = X.shape[0], n_cols = X.shape[1]
         out_arr = np.empty((n, num_trees), dtype=np.int32)
+        if n == 0:
+            return out_arr
         cdef int32[:, ::1] out = out_arr
         cdef const Ensemble* e = &self.e
         cdef Py_ssize_t block, i, start, stop
@@ -125,8 +184,10 @@ cdef class FlatEnsemble:
 
         A row pays lazy[f] the first time any node on its paths tests feature f, and split[f] for every
         node testing f that it traverses. Returns (acquisition[n], evaluation[n], rows_using[num_features],
-        curve) where curve[k] is the mean per-row cost after iteration k (None unless per_iteration).
+        curve) where curve[k] is the total cost of the rows after iteration k (None unless per_iteration).
         """
+        self._check(X, 0, num_trees)
+        self._check_costs(lazy, split)
         cdef Py_ssize_t n = X.shape[0]
         cdef Py_ssize_t n_features = lazy.shape[0]
         cdef int n_slots = max(num_threads, 1)
@@ -168,20 +229,28 @@ cdef class FlatEnsemble:
                 for i in range(start, stop):
                     for f in range(n_features):
                         rows_using[slot, f] += paid[(i - start) * n_features + f]
-        curve_out = curve_arr.sum(axis=0) / max(n, 1) if per_iteration else None
+        curve_out = curve_arr.sum(axis=0)[:n_iter] if per_iteration else None
         return acquisition_arr, evaluation_arr, rows_using_arr.sum(axis=0), curve_out
 
-    def cost_update(self, const float64[:, ::1] X, const float64[::1] lazy, const float64[::1] split,
-                    uint8[:, ::1] paid, float64[::1] acquisition, float64[::1] evaluation, int num_threads):
-        """Add the cost of all this ensemble's trees to per-row state kept by the caller between calls
-        (paid[i, f]: row i has paid feature f), as when trees are appended during training."""
+    def cost_update(self, const float64[:, ::1] X, int64 t0, int64 t1, const float64[::1] lazy,
+                    const float64[::1] split, uint8[:, ::1] paid, float64[::1] acquisition,
+                    float64[::1] evaluation, int num_threads):
+        """Add the cost of trees [t0, t1) to per-row state kept by the caller between calls (row i of X:
+        paid[i, f] says it has paid feature f; acquisition[i], evaluation[i] its cost so far)."""
+        self._check(X, t0, t1)
+        self._check_costs(lazy, split)
         cdef Py_ssize_t n = X.shape[0]
         cdef Py_ssize_t block, start, stop
+        if paid.shape[0] != n or paid.shape[1] != self.num_features or acquisition.shape[0] != n or \
+                evaluation.shape[0] != n:
+            raise ValueError("cost state arrays do not match the rows and features")
+        if n == 0:
+            return
         with nogil:
             for block in prange((n + BLOCK - 1) // BLOCK, schedule="static", num_threads=max(num_threads, 1)):
                 start = block * BLOCK
                 stop = min(start + BLOCK, n)
-                accumulate(&self.e, X, start, stop, 0, self.e.num_trees, lazy, split, &paid[start, 0],
+                accumulate(&self.e, X, start, stop, t0, t1, lazy, split, &paid[start, 0],
                            acquisition, evaluation)
 
 
@@ -213,3 +282,23 @@ cdef void accumulate(const Ensemble* e, const float64[:, ::1] X, Py_ssize_t star
                     row_paid[f] = 1
                     acquisition[i] += lazy[f]
                 node = child(e, t, nd, x[f])
+
+
+def path_marks(const int64[::1] parent, const uint8[::1] mark):
+    """For one tree numbered parents first (parent[v] < v, -1 at the root): (above, below) where above[v]
+    counts the marked nodes on the path from the root to v (v included) and below[v] says whether v or a
+    node under it is marked."""
+    cdef int64 n = parent.shape[0], v
+    above_ = np.zeros(n, dtype=np.int64)
+    below_ = np.zeros(n, dtype=np.uint8)
+    cdef int64[::1] above = above_
+    cdef uint8[::1] below = below_
+    with nogil:
+        for v in range(n):
+            above[v] = (above[parent[v]] if parent[v] >= 0 else 0) + (mark[v] != 0)
+        for v in range(n - 1, -1, -1):
+            if mark[v]:
+                below[v] = 1
+            if below[v] and parent[v] >= 0:
+                below[parent[v]] = 1
+    return above_, below_.astype(bool)

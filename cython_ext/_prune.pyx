@@ -432,14 +432,18 @@ cdef class Network:
             r += 1
         return base + r - self.lo[u]
 
-    cdef void _push_relabel(self) noexcept nogil:
+    cdef int _push_relabel(self) noexcept nogil:
         """Move all excess to the sink or to nodes that cannot reach it (FIFO push-relabel; a global
         relabelling whenever pushes and relabels have done a sixteenth of the last one's work: measured
-        best at 200,000 rows x 40 trees among 1/2 .. 1/64)."""
+        best at 200,000 rows x 40 trees among 1/2 .. 1/64). Returns -1 if its queue cannot be allocated."""
         cdef int64_t n = self.sink + 1, head = 0, count = 0, u, a, h, work = 0, budget
         cdef double cap, amount
         cdef uint8_t* queued = <uint8_t*>calloc(n, 1)
         cdef int32_t* fifo = <int32_t*>malloc(n * sizeof(int32_t))
+        if queued == NULL or fifo == NULL:
+            free(queued)
+            free(fifo)
+            return -1
         budget = self._global_relabel() // 16 + 300000
         for u in range(self.sink):
             if self.excess[u] > self.eps and self.level[u] < self.unreachable:
@@ -487,14 +491,19 @@ cdef class Network:
                         queued[u] = 1
         free(queued)
         free(fifo)
+        return 0
 
     def max_flow(self):
         """Make the flow maximum for the current lam: the greedy start, push-relabel, then the excess left
         at nodes that cannot reach the sink goes back to the source."""
+        cdef int status
         with nogil:
             self._greedy()
-            self._push_relabel()
-            self._return_excess()
+            status = self._push_relabel()
+            if status == 0:
+                self._return_excess()
+        if status != 0:
+            raise MemoryError("budget_prune: no memory for the max-flow queue")
 
     def source_side(self):
         """Tree nodes reachable from the source in the residual network: a minimum cut's source side."""

@@ -9,14 +9,16 @@ import warnings
 import lightgbm
 
 from .accounting import CostReport, prediction_cost
+from .cost_state import CostState
 from .costs import FeatureCosts
-from .ensemble import TreeEnsemble, to_ensemble
 from .errors import CEGBError
+from .forest import Forest
+from .models import to_forest
 from .prune import PruneResult, budget_prune, budget_prune_path
 
 __version__ = "0.1.0"
-__all__ = ["CEGBError", "CostReport", "FeatureCosts", "PATCHED_LIGHTGBM", "PruneResult", "TreeEnsemble",
-           "budget_prune", "budget_prune_path", "prediction_cost", "to_ensemble"]
+__all__ = ["CEGBError", "CostReport", "CostState", "FeatureCosts", "Forest", "PATCHED_LIGHTGBM", "PruneResult",
+           "budget_prune", "budget_prune_path", "prediction_cost", "to_forest"]
 
 #: True when the imported lightgbm is the patched build of this project.
 PATCHED_LIGHTGBM = "+cegb." in lightgbm.__version__

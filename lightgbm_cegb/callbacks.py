@@ -8,27 +8,26 @@ only the new trees are routed, with per-row state kept between iterations.
 
 from __future__ import annotations
 
-import os
 import warnings
 
 import numpy as np
 from lightgbm.callback import CallbackEnv, EarlyStopException
 
-from .accounting import as_rows, resolve_costs
-from .costs import FeatureCosts
-from .ensemble import from_lightgbm_text
+from .cost_state import CostState
+from .costs import FeatureCosts, resolve_costs
 from .errors import CEGBError
+from .lightgbm_model import read_text
 
 __all__ = ["budget_stopping", "record_cost"]
 
 
-class _RowCosts:
+class _BoosterCosts:
     """Per-row cost of one booster's trees on X, updated as iterations are added."""
 
-    def __init__(self) -> None:
+    def __init__(self, n_jobs: int | None) -> None:
         self.iterations = 0
-        self.rows = self.paid = self.acquisition = self.evaluation = None
-        self.lazy = self.split = None
+        self.state: CostState | None = None
+        self.n_jobs = n_jobs
 
     def update(self, booster, X, costs: FeatureCosts | None) -> tuple[float, float]:
         """Route X through the iterations added since the last call; return the mean (acquisition, evaluation)."""
@@ -36,36 +35,30 @@ class _RowCosts:
         if current < self.iterations:
             raise CEGBError(f"the booster has {current} iterations, fewer than the {self.iterations} already "
                             "counted (rollback_one_iter?): cost callbacks follow a model that only grows")
-        new = from_lightgbm_text(booster.model_to_string(start_iteration=self.iterations,
-                                                         num_iteration=current - self.iterations))
-        if self.rows is None:
-            resolved = resolve_costs(new, costs)  # None: the cegb_* parameters written in the model
-            self.lazy, _, self.split = (np.ascontiguousarray(a) for a in resolved.arrays(new.num_features))
-            self.rows = as_rows(new, X, booster)
-            n = len(self.rows)
-            self.paid = np.zeros((n, new.num_features), dtype=np.uint8)
-            self.acquisition, self.evaluation = np.zeros(n), np.zeros(n)
-        new.flat.cost_update(self.rows, self.lazy, self.split, self.paid, self.acquisition, self.evaluation,
-                             os.cpu_count() or 1)
+        new = read_text(booster.model_to_string(start_iteration=self.iterations,
+                                                num_iteration=current - self.iterations))
+        if self.state is None:
+            # None: the cegb_* parameters written in the model
+            resolved = resolve_costs(costs, new.num_features, new.feature_names, new.params)
+            self.state = CostState(np.shape(X)[0], resolved, new.num_features)
+        self.state.add(new, X, n_jobs=self.n_jobs)
         self.iterations = current
-        n = max(len(self.rows), 1)
-        return float(self.acquisition.sum() / n), float(self.evaluation.sum() / n)
+        return self.state.mean()
 
 
 class _CostCallback:
     """Shared state: one _RowCosts per booster (one for lgb.train, one per fold for lgb.cv)."""
 
-    def __init__(self, X, costs: FeatureCosts | None) -> None:
-        if costs is not None and not isinstance(costs, FeatureCosts):
-            costs = FeatureCosts(lazy=costs)
+    def __init__(self, X, costs, n_jobs: int | None = None) -> None:
         self.X = X
-        self.costs = costs
-        self._states: list[_RowCosts] = []
+        self.costs = None if costs is None else FeatureCosts.coerce(costs)
+        self.n_jobs = n_jobs
+        self._states: list[_BoosterCosts] = []
 
     def _mean_cost(self, env: CallbackEnv) -> tuple[float, float]:
         boosters = getattr(env.model, "boosters", None) or [env.model]
         if len(self._states) != len(boosters) or env.iteration == env.begin_iteration:
-            self._states = [_RowCosts() for _ in boosters]
+            self._states = [_BoosterCosts(self.n_jobs) for _ in boosters]
         means = np.array([state.update(b, self.X, self.costs)
                           for state, b in zip(self._states, boosters)])
         acquisition, evaluation = means.mean(axis=0)
@@ -75,8 +68,8 @@ class _CostCallback:
 class _RecordCostCallback(_CostCallback):
     order = 20  # with record_evaluation, before early stopping
 
-    def __init__(self, X, costs, eval_result: dict) -> None:
-        super().__init__(X, costs)
+    def __init__(self, X, costs, eval_result: dict, n_jobs: int | None) -> None:
+        super().__init__(X, costs, n_jobs)
         if not isinstance(eval_result, dict):
             raise CEGBError(f"eval_result should be a dict, got {type(eval_result).__name__}")
         self.eval_result = eval_result
@@ -96,8 +89,8 @@ class _RecordCostCallback(_CostCallback):
 class _BudgetStoppingCallback(_CostCallback):
     order = 29  # just before LightGBM's early_stopping (30)
 
-    def __init__(self, X, costs, budget: float, verbose: bool) -> None:
-        super().__init__(X, costs)
+    def __init__(self, X, costs, budget: float, verbose: bool, n_jobs: int | None) -> None:
+        super().__init__(X, costs, n_jobs)
         budget = float(budget)
         if not np.isfinite(budget) or budget < 0:
             raise CEGBError(f"budget should be a finite number >= 0, got {budget!r}")
@@ -126,7 +119,8 @@ class _BudgetStoppingCallback(_CostCallback):
         raise EarlyStopException(best[0], best[1])
 
 
-def record_cost(X, costs: FeatureCosts | None = None, eval_result: dict | None = None) -> _RecordCostCallback:
+def record_cost(X, costs: FeatureCosts | None = None, eval_result: dict | None = None, *,
+                n_jobs: int | None = None) -> _RecordCostCallback:
     """Record the mean prediction cost on X after every iteration.
 
     Parameters
@@ -141,14 +135,14 @@ def record_cost(X, costs: FeatureCosts | None = None, eval_result: dict | None =
     """
     if eval_result is None:
         raise CEGBError("eval_result should be a dict to fill, got None")
-    return _RecordCostCallback(X, costs, eval_result)
+    return _RecordCostCallback(X, costs, eval_result, n_jobs)
 
 
 def budget_stopping(X, costs: FeatureCosts | None = None, budget: float = 0.0, *,
-                    verbose: bool = True) -> _BudgetStoppingCallback:
+                    verbose: bool = True, n_jobs: int | None = None) -> _BudgetStoppingCallback:
     """Stop training when the mean prediction cost on X would exceed ``budget``.
 
     The booster's ``best_iteration`` becomes the last iteration whose cost is within the budget (as with
     ``early_stopping``, predictions and saved models then use that iteration by default).
     """
-    return _BudgetStoppingCallback(X, costs, budget, verbose)
+    return _BudgetStoppingCallback(X, costs, budget, verbose, n_jobs)

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import shutil
@@ -16,63 +17,94 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
 
 from .accounting import CostReport, prediction_cost
 from .costs import CEGB_KEYS, FeatureCosts
-from .ensemble import to_ensemble
 from .errors import CEGBError
+from .models import to_forest
 
 CHUNK_ROWS = 200_000
 
 
-def read_rows(path: Path, label_column: int | None, header: bool, num_features: int):
-    """Yield row blocks of a LightGBM data file: CSV/TSV (label column removed) or LibSVM."""
-    with path.open() as fh:
-        first = fh.readline()
-    if ":" in first.split("#")[0] and not first.startswith(("#",)):
-        from sklearn.datasets import load_svmlight_file
+def _libsvm_block(lines: list[str], num_features: int, first_line: int):
+    """LibSVM lines (label, then index:value pairs with LightGBM's 0-based indices; qid: ignored) as CSR."""
+    data, indices, indptr = [], [], [0]
+    for lineno, line in enumerate(lines, first_line):
+        for token in line.split("#", 1)[0].split()[1:]:
+            key, sep, value = token.partition(":")
+            if not sep:
+                raise CEGBError(f"line {lineno}: expected index:value, got {token!r}")
+            if key == "qid":
+                continue
+            try:
+                index, number = int(key), float(value)
+            except ValueError:
+                raise CEGBError(f"line {lineno}: expected index:value, got {token!r}") from None
+            if not 0 <= index < num_features:
+                raise CEGBError(f"line {lineno}: feature index {index} outside the model's 0..{num_features - 1}")
+            indices.append(index)
+            data.append(number)
+        indptr.append(len(indices))
+    return sp.csr_matrix((np.asarray(data, dtype=np.float64), np.asarray(indices, dtype=np.int64), indptr),
+                         shape=(len(lines), num_features))
 
-        X, _ = load_svmlight_file(str(path), n_features=num_features, zero_based=True)
-        for start in range(0, X.shape[0], CHUNK_ROWS):
-            yield X[start:start + CHUNK_ROWS].toarray()
+
+def read_rows(fh, label_column: int | None, header: bool, num_features: int):
+    """Yield row blocks of a LightGBM data file read from the open text file ``fh`` once, front to back (so
+    that stdin and pipes work): CSV/TSV (label column removed) or LibSVM (sparse blocks)."""
+    if header:
+        fh.readline()
+    first = fh.readline()
+    if not first:
         return
+    lines_in = itertools.chain([first], fh)
+    libsvm = ":" in first.split("#")[0]
     delimiter = "\t" if "\t" in first else ("," if "," in first else None)
-    with path.open() as fh:
-        if header:
-            fh.readline()
-        while True:
-            lines = [line for _, line in zip(range(CHUNK_ROWS), fh)]
-            if not lines:
-                return
+    done = 0
+    while True:
+        lines = [line for _, line in zip(range(CHUNK_ROWS), lines_in) if line.strip()]
+        if not lines:
+            return
+        if libsvm:
+            yield _libsvm_block(lines, num_features, done + 1)
+        else:
             block = np.atleast_2d(np.genfromtxt(lines, delimiter=delimiter, dtype=np.float64,
                                                 missing_values=("", "na", "NA", "nan", "NaN"), filling_values=np.nan))
             if label_column is not None:
                 block = np.delete(block, label_column, axis=1)
             yield block
+        done += len(lines)
 
 
 def cmd_cost(args) -> int:
-    ensemble = to_ensemble(args.model)
+    forest = to_forest(args.model)
     costs = None
     if args.costs:
-        costs = FeatureCosts.from_file(args.costs, kind="lazy", num_features=ensemble.num_features)
+        costs = FeatureCosts.from_file(args.costs, kind="lazy", num_features=forest.num_features)
         if args.split:
             costs = FeatureCosts(lazy=costs.lazy, split=args.split)
     elif args.split:
         raise CEGBError("--split needs --costs (without --costs the model's own cegb_* parameters are used)")
     reports, rows_done = [], 0
-    for block in read_rows(Path(args.data), None if args.no_label else args.label_column, args.header,
-                           ensemble.num_features):
-        reports.append(prediction_cost(ensemble, block, costs, num_iteration=args.num_iteration))
-        rows_done += len(block)
-        if args.progress:
-            print(f"[lightgbm-cegb] {rows_done} rows", file=sys.stderr, flush=True)
+    data = Path(args.data)
+    if not data.exists():
+        raise CEGBError(f"data file {args.data!r} does not exist")
+    with data.open() as fh:
+        for block in read_rows(fh, None if args.no_label else args.label_column, args.header,
+                               forest.num_features):
+            reports.append(prediction_cost(forest, block, costs, num_iteration=args.num_iteration,
+                                           n_jobs=args.n_jobs))
+            rows_done += block.shape[0]
+            if args.progress:
+                print(f"[lightgbm-cegb] {rows_done} rows", file=sys.stderr, flush=True)
     if not reports:
         raise CEGBError(f"{args.data} holds no rows")
     report = CostReport(acquisition=np.concatenate([r.acquisition for r in reports]),
                         evaluation=np.concatenate([r.evaluation for r in reports]),
                         coupled=reports[0].coupled,
-                        usage=sum(r.usage * len(r.acquisition) for r in reports) / rows_done)
+                        usage=sum(r.usage * len(r.acquisition) for r in reports) / rows_done,
+                        feature_names=forest.feature_names)
     if args.format == "json":
         print(json.dumps({"model": str(args.model), "data": str(args.data), **report.to_dict()}, indent=2))
     else:
@@ -82,10 +114,9 @@ def cmd_cost(args) -> int:
         print(f"  evaluation (splits)    {report.evaluation.mean():.6g}")
         print(f"coupled cost (per model) {report.coupled:.6g}")
         print("feature usage (share of rows):")
-        names = ensemble.feature_names or [f"Column_{i}" for i in range(ensemble.num_features)]
-        for i in np.argsort(-report.usage):
-            if report.usage[i] > 0:
-                print(f"  {names[i]:<24} {report.usage[i]:7.2%}")
+        for name, share in sorted(report.usage_by_name.items(), key=lambda item: -item[1]):
+            if share > 0:
+                print(f"  {name:<24} {share:7.2%}")
     return 0
 
 
@@ -135,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     p_cost.add_argument("--header", action="store_true", help="the first line is a header")
     p_cost.add_argument("--num-iteration", type=int, default=None)
     p_cost.add_argument("--format", choices=["table", "json"], default="table")
+    p_cost.add_argument("--n-jobs", type=int, default=None, help="threads (default: the CPUs this process may use)")
     p_cost.add_argument("--progress", action=argparse.BooleanOptionalAction, default=sys.stderr.isatty(),
                         help="report rows done on stderr (default: when stderr is a terminal)")
     p_train = sub.add_parser("train", help="train with LightGBM's CLI and a cost file")

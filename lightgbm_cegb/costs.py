@@ -46,6 +46,19 @@ def _check_values(name: str, values: np.ndarray) -> np.ndarray:
     return values
 
 
+def lightgbm_feature_name(name: str) -> str:
+    """The name LightGBM gives a feature called ``name``: its spaces become underscores."""
+    return name.replace(" ", "_")
+
+
+def _is_named_series(values) -> bool:
+    """A pandas Series whose index names features (not the default 0..n-1 positions)."""
+    index = getattr(values, "index", None)
+    if index is None or not hasattr(values, "to_numpy") or getattr(values, "ndim", 0) != 1:
+        return False
+    return not (index.dtype.kind in "iu" and (np.asarray(index) == np.arange(len(index))).all())
+
+
 class FeatureCosts:
     """Prediction-cost model of a tree ensemble.
 
@@ -84,6 +97,8 @@ class FeatureCosts:
     def _input(name: str, values):
         if values is None:
             return None
+        if _is_named_series(values):  # a pandas Series by feature name: its index, not its order
+            values = dict(zip(map(str, values.index), values.to_numpy()))
         if isinstance(values, Mapping):
             out = {}
             for key, value in values.items():
@@ -119,11 +134,20 @@ class FeatureCosts:
                 if isinstance(values, np.ndarray) and len(values) != len(names):
                     raise CEGBError(f"{kind} costs have {len(values)} values but there are {len(names)} features")
                 return values
-            unknown = sorted(set(values) - set(names))
+            index = {n: i for i, n in enumerate(names)}
+            out = np.zeros(len(names))
+            unknown = []
+            for key, value in values.items():
+                # LightGBM writes a feature name's spaces as underscores (Dataset::set_feature_names)
+                i = index.get(key, index.get(lightgbm_feature_name(key)))
+                if i is None:
+                    unknown.append(key)
+                else:
+                    out[i] = value
             if unknown:
-                raise CEGBError(f"{kind} costs name unknown features {unknown[:10]}; known: {names[:10]}"
+                raise CEGBError(f"{kind} costs name unknown features {sorted(unknown)[:10]}; known: {names[:10]}"
                                 + ("..." if len(names) > 10 else ""))
-            return np.array([values.get(n, 0.0) for n in names])
+            return out
 
         split = self._split
         if split.ndim and len(split) != len(names):
@@ -225,6 +249,17 @@ class FeatureCosts:
             values = values[:num_features]
         return cls(**{kind: values})
 
+    @classmethod
+    def coerce(cls, costs) -> FeatureCosts:
+        """``costs`` as FeatureCosts: itself, or lazy costs (an array by column, a mapping or a pandas
+        Series by feature name)."""
+        if isinstance(costs, FeatureCosts):
+            return costs
+        if isinstance(costs, (str, bytes)):
+            raise CEGBError(f"costs should be FeatureCosts, lazy costs per feature or a mapping from feature "
+                            f"name to cost, got the string {costs!r}")
+        return cls(lazy=costs)
+
     def __repr__(self) -> str:
         def show(v):
             if v is None:
@@ -233,3 +268,24 @@ class FeatureCosts:
                 return repr(v)
             return np.array2string(np.asarray(v), threshold=8)
         return f"FeatureCosts(lazy={show(self._lazy)}, coupled={show(self._coupled)}, split={show(self._split)})"
+
+
+def resolve_costs(costs, num_features: int, feature_names: list[str] | None = None,
+                  params: Mapping | None = None) -> FeatureCosts:
+    """The one resolution of costs for a model of ``num_features`` features, used by every entry point:
+    FeatureCosts, lazy costs by column, or by name (a mapping or a pandas Series: aligned to
+    ``feature_names`` with LightGBM's renaming); None reads the cegb_* training ``params``."""
+    if costs is None:
+        costs = FeatureCosts.from_params(params or {})
+        if costs is None:
+            raise CEGBError("costs is None and the model was not trained with cegb_* parameters: "
+                            "pass costs=FeatureCosts(...)")
+    costs = FeatureCosts.coerce(costs)
+    if not costs.is_aligned:
+        if feature_names is None:
+            raise CEGBError("costs are given by feature name but the model has no feature names (fit it on a "
+                            "DataFrame, or give costs by column)")
+        costs = costs.align(feature_names)
+    if costs.num_features not in (None, num_features):
+        raise CEGBError(f"costs are for {costs.num_features} features but the model has {num_features}")
+    return costs

@@ -36,13 +36,17 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 
+import lightgbm as lgb
 import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import linprog
 
-from .accounting import _booster_of, resolve_costs
-from .ensemble import _parse_block, to_ensemble
+from .costs import resolve_costs
 from .errors import CEGBError
+from .forest import Forest, kept_nodes
+from .lightgbm_model import write_text
+from .models import booster_of, to_forest
+from .sklearn_model import cut_model, node_ids
 
 INTEGRALITY_TOLERANCE = 1e-7
 HIGHS_TOLERANCE = 1e-10
@@ -72,8 +76,9 @@ class PruneResult:
 
 
 @dataclass
-class _Forest:
-    """The trees of a forest as flat node arrays, with what the rows of (X, y) do in them."""
+class _Problem:
+    """The trees of a forest in Forest's one numbering per tree (split nodes, then leaves), with what the
+    rows of (X, y) do in them."""
 
     parent: list[np.ndarray]  # per tree: parent of each node (parents numbered first), -1 for the root
     feature: list[np.ndarray]  # per tree: tested feature, -1 for leaves of the input tree
@@ -88,115 +93,83 @@ class _Forest:
         return self.perm[t, self.lo[t][node]:self.hi[t][node]]
 
 
-def _layout(parent: np.ndarray, leaf_of_row: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(perm, lo, hi) of one tree (cython_ext/_prune.pyx, layout)."""
-    from ._prune import layout
-
-    if len(parent) == 0 or parent[0] != -1 or (parent[1:] >= np.arange(1, len(parent))).any():
-        raise CEGBError("internal error: a tree's nodes are not numbered parents first; please report this")
-    return layout(np.ascontiguousarray(parent, dtype=np.int64), np.ascontiguousarray(leaf_of_row, dtype=np.int64))
-
-
 def _is_sklearn_forest(model) -> bool:
     from sklearn.ensemble import ExtraTreesClassifier, RandomForestClassifier
 
     return isinstance(model, (RandomForestClassifier, ExtraTreesClassifier))
 
 
-def _check_rows(X, y: np.ndarray, num_features: int) -> None:
-    if X.ndim != 2 or X.shape[0] == 0:
-        raise CEGBError(f"X should be a non-empty 2-d array, got shape {X.shape}")
-    if X.shape[1] != num_features:
-        raise CEGBError(f"X should have {num_features} features (as the model), got {X.shape[1]}")
-    if len(y) != X.shape[0]:
-        raise CEGBError(f"y should have one label per row of X ({X.shape[0]}), got {len(y)}")
+def _layout(forest: Forest, X, y: np.ndarray, n_jobs: int | None) -> _Problem:
+    """Route the rows once; each tree's rows laid out so that every node's rows are one range
+    (cython_ext/_prune.pyx, layout)."""
+    from ._prune import layout
+
+    leaves = forest.apply(X, n_jobs=n_jobs)
+    if len(leaves) == 0:
+        raise CEGBError("X should hold at least one row")
+    if len(y) != len(leaves):
+        raise CEGBError(f"y should have one label per row of X ({len(leaves)}), got {len(y)}")
+    problem = _Problem([], [], [], np.empty((forest.num_trees, len(leaves)), dtype=np.int32), [], [],
+                       num_rows=len(leaves), num_features=forest.num_features)
+    for t in range(forest.num_trees):
+        parent = forest.parents(t)
+        n = (len(parent) - 1) // 2
+        s, s1 = forest.node_offset[t], forest.node_offset[t + 1]
+        problem.parent.append(parent)
+        problem.feature.append(np.concatenate([forest.feature[s:s1], np.full(n + 1, -1)]).astype(np.int64))
+        problem.perm[t], lo, hi = layout(parent, np.ascontiguousarray(n + leaves[:, t], dtype=np.int64))
+        problem.lo.append(lo)
+        problem.hi.append(hi)
+    return problem, leaves
 
 
-def _sklearn_forest(model, X, y) -> _Forest:
+def _range_chunks(lo: np.ndarray, hi: np.ndarray, max_pairs: int = 1 << 22):
+    """(nodes, positions) over all nodes' row ranges, in chunks of about max_pairs (node, row) pairs."""
+    sizes = (hi - lo).astype(np.int64)
+    ends = np.cumsum(sizes)
+    first = 0
+    while first < len(sizes):
+        last = int(np.searchsorted(ends, (ends[first - 1] if first else 0) + max_pairs, side="right"))
+        last = max(last, first + 1)
+        nodes = np.arange(first, last)
+        count = sizes[first:last]
+        node_of_pair = np.repeat(nodes, count)
+        offset = np.repeat(lo[first:last].astype(np.int64) - (np.cumsum(count) - count), count)
+        yield node_of_pair, np.arange(int(count.sum())) + offset
+        first = last
+
+
+def _sklearn_problem(model, forest: Forest, X, y, n_jobs: int | None) -> _Problem:
     from sklearn.utils.validation import check_is_fitted
 
     check_is_fitted(model)
     if getattr(model, "n_outputs_", 1) != 1:
         raise CEGBError(f"model should have a single output, got n_outputs_={model.n_outputs_}")
-    X = np.asarray(X, dtype=np.float32) if not sp.issparse(X) else X
     y = np.asarray(y).ravel()
-    _check_rows(X, y, model.n_features_in_)
+    problem, _ = _layout(forest, X, y, n_jobs)
     classes = model.classes_
     label = np.searchsorted(classes, y)
     unseen = (label >= len(classes)) | (classes[np.minimum(label, len(classes) - 1)] != y)
     if unseen.any():
         raise CEGBError(f"y holds labels the model was not trained on: {np.unique(y[unseen])[:10].tolist()} "
                         f"(model classes: {classes.tolist()[:10]})")
-    trees = model.estimators_
-    forest = _Forest([], [], [], np.empty((len(trees), X.shape[0]), dtype=np.int32), [], [],
-                     num_rows=X.shape[0], num_features=int(model.n_features_in_))
-    for t, estimator in enumerate(trees):
-        tree = estimator.tree_
-        parent = np.full(tree.node_count, -1, dtype=np.int64)
-        internal = np.flatnonzero(tree.children_left >= 0)
-        parent[tree.children_left[internal]] = internal
-        parent[tree.children_right[internal]] = internal
-        forest.perm[t], lo, hi = _layout(parent, estimator.apply(X))
+    for t, estimator in enumerate(model.estimators_):
+        lo, hi = problem.lo[t], problem.hi[t]
         # correct[h]: rows in h's range whose label is h's prediction (prefix counts per predicted class)
-        predicted = np.argmax(tree.value[:, 0, :], axis=1)
-        label_in_order = label[forest.perm[t]]
-        correct = np.zeros(tree.node_count)
+        predicted = np.argmax(estimator.tree_.value[node_ids(estimator.tree_), 0, :], axis=1)
+        label_in_order = label[problem.perm[t]]
+        correct = np.zeros(len(lo))
         for c in np.unique(predicted):
             prefix = np.concatenate([[0], np.cumsum(label_in_order == c)])
             nodes = predicted == c
             correct[nodes] = prefix[hi[nodes]] - prefix[lo[nodes]]
-        forest.parent.append(parent)
-        forest.feature.append(np.where(tree.children_left >= 0, tree.feature, -1).astype(np.int64))
-        forest.errors.append((hi - lo) - correct)
-        forest.lo.append(lo)
-        forest.hi.append(hi)
-    return forest
+        problem.errors.append((hi - lo) - correct)
+    return problem
 
 
 # ------------------------------------------------------------------------------------------------ LightGBM
 
 LIGHTGBM_OBJECTIVES = ("regression", "binary", "multiclass")
-
-
-@dataclass
-class _LightGBMTrees:
-    """A LightGBM model text cut into what the pruning rewrites: per tree, its fields in file order."""
-
-    header: str
-    trees: list[dict[str, str]]
-    footer: str
-
-
-def _lightgbm_text(model) -> str:
-    booster = _booster_of(model)
-    if booster is None:
-        raise CEGBError("model should be a fitted RandomForestClassifier, ExtraTreesClassifier, a "
-                        f"lightgbm.Booster or a fitted LightGBM estimator, got {type(model).__name__}")
-    return booster.model_to_string()
-
-
-def _split_lightgbm(text: str) -> _LightGBMTrees:
-    head, _, rest = text.partition("\nTree=")
-    trees_text, _, footer = ("Tree=" + rest).partition("end of trees")
-    trees = [_parse_block(block.split("\n", 1)[1]) for block in trees_text.split("Tree=")[1:]]
-    return _LightGBMTrees(header=head + "\n", trees=trees, footer=footer)
-
-
-def _numbers(fields: dict, key: str, dtype=np.float64) -> np.ndarray:
-    return np.array(fields.get(key, "").split(), dtype=dtype)
-
-
-def _lightgbm_tree_nodes(fields: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """parent, feature (-1: leaf) and value of each node: internal nodes 0..n-1, then leaf l as n + l."""
-    num_internal = int(fields["num_leaves"]) - 1
-    left, right = _numbers(fields, "left_child", np.int64), _numbers(fields, "right_child", np.int64)
-    parent = np.full(2 * num_internal + 1, -1, dtype=np.int64)
-    for children in (left, right):
-        ids = np.where(children >= 0, children, num_internal + ~children)
-        parent[ids] = np.arange(num_internal)
-    feature = np.concatenate([_numbers(fields, "split_feature", np.int64), np.full(num_internal + 1, -1)])
-    value = np.concatenate([_numbers(fields, "internal_value"), _numbers(fields, "leaf_value")])
-    return parent, feature, value
 
 
 def _objective_loss(objective: str, y: np.ndarray, num_class: int):
@@ -219,116 +192,42 @@ def _objective_loss(objective: str, y: np.ndarray, num_class: int):
     raise CEGBError(f"budget_prune supports LightGBM objectives {LIGHTGBM_OBJECTIVES}, got {objective!r}")
 
 
-def _lightgbm_forest(model, X, y) -> tuple[_Forest, _LightGBMTrees]:
-    import lightgbm as lgb
-
-    text = _lightgbm_text(model)
-    parts = _split_lightgbm(text)
-    header = _parse_block(parts.header)
-    if any(fields.get("is_linear", "0") == "1" for fields in parts.trees):
+def _lightgbm_problem(forest: Forest, X, y, n_jobs: int | None) -> _Problem:
+    if forest.linear is not None:
         raise CEGBError("budget_prune does not support linear trees (linear_tree=True)")
-    num_features = int(header["max_feature_idx"]) + 1
-    X = X.toarray() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64).ravel()
-    _check_rows(X, y, num_features)
-    per_iteration = int(header["num_tree_per_iteration"])
-    loss = _objective_loss(header.get("objective", ""), y, per_iteration)
-    booster = lgb.Booster(model_str=text)
-    # rf averages the trees of each class (raw_score=True gives their sum): a tree's output enters the
-    # score the model's loss sees divided by the number of iterations
-    scale = per_iteration / len(parts.trees) if "average_output" in header else 1.0
-    score = scale * booster.predict(X, raw_score=True).reshape(len(X), -1)
-    leaf_of_row = booster.predict(X, pred_leaf=True).reshape(len(X), -1)
-    forest = _Forest([], [], [], np.empty((len(parts.trees), len(X)), dtype=np.int32), [], [],
-                     num_rows=len(X), num_features=num_features)
-    for t, fields in enumerate(parts.trees):
-        parent, feature, value = _lightgbm_tree_nodes(fields)
-        leaf_node = int(fields["num_leaves"]) - 1 + leaf_of_row[:, t]
-        rows, nodes = [np.arange(len(X))], [leaf_node]
-        while (nodes[-1] >= 0).any():  # climb to the root: the (row, node) pairs of every row's path
-            up = parent[nodes[-1]]
-            keep = up >= 0
-            rows.append(rows[-1][keep])
-            nodes.append(up[keep])
-            if not keep.any():
-                break
-        rows, nodes = np.concatenate(rows), np.concatenate(nodes)
-        pair_score = score[rows].copy()
-        pair_score[:, t % per_iteration] += scale * (value[nodes] - value[leaf_node[rows]])
-        forest.parent.append(parent)
-        forest.feature.append(feature)
-        forest.errors.append(np.bincount(nodes, weights=loss(pair_score, rows), minlength=len(parent)))
-        forest.perm[t], lo, hi = _layout(parent, leaf_node)
-        forest.lo.append(lo)
-        forest.hi.append(hi)
-    return forest, parts
+    if forest.internal_value is None:
+        raise CEGBError("budget_prune needs the model's internal_value lines (a LightGBM model file has them)")
+    try:
+        y = np.asarray(y, dtype=np.float64).ravel()
+    except (TypeError, ValueError):
+        raise CEGBError("y should hold numbers for a LightGBM model") from None
+    objective = (forest.text_header and _header_value(forest.text_header, "objective")) or ""
+    per_iteration = forest.trees_per_iteration
+    loss = _objective_loss(objective, y, per_iteration)
+    problem, leaves = _layout(forest, X, y, n_jobs)
+    # rf averages the trees of each class: a tree's output enters the score the loss sees divided by the
+    # number of iterations
+    scale = per_iteration / forest.num_trees if forest.average_output else 1.0
+    score = forest.raw_score(X, leaves)
+    tree_output = forest.leaf_values(X, leaves)
+    for t in range(forest.num_trees):
+        s, s1 = forest.node_offset[t], forest.node_offset[t + 1]
+        value = np.concatenate([forest.internal_value[s:s1], forest.leaf_value[forest.leaf_offset[t]:forest.leaf_offset[t + 1]]])
+        errors = np.zeros(len(value))
+        for nodes, positions in _range_chunks(problem.lo[t], problem.hi[t]):
+            rows = problem.perm[t][positions]
+            pair_score = score[rows].copy()
+            pair_score[:, t % per_iteration] += scale * (value[nodes] - tree_output[rows, t])
+            errors += np.bincount(nodes, weights=loss(pair_score, rows), minlength=len(value))
+        problem.errors.append(errors)
+    return problem
 
 
-def _tree_block(t: int, fields: dict[str, str]) -> str:
-    return f"Tree={t}\n" + "".join(f"{k}={v}\n" for k, v in fields.items()) + "\n\n"
-
-
-def _pruned_lightgbm(parts: _LightGBMTrees, leaves: list[np.ndarray], kept: list[np.ndarray]):
-    """A Booster from the model text with each tree cut to its kept nodes; a pruned internal node becomes a
-    leaf with its internal value, weight and count."""
-    import lightgbm as lgb
-
-    blocks = []
-    for t, (fields, leaf, keep) in enumerate(zip(parts.trees, leaves, kept)):
-        num_internal = int(fields["num_leaves"]) - 1
-        if not leaf[:num_internal].any():  # nothing cut (a one-leaf tree, say): the tree as it was
-            blocks.append(_tree_block(t, fields))
-            continue
-        internal = np.flatnonzero(keep[:num_internal] & ~leaf[:num_internal])
-        new_leaves = np.flatnonzero(leaf)
-        new_id = np.zeros(len(leaf), dtype=np.int64)
-        new_id[internal] = np.arange(len(internal))
-        new_id[new_leaves] = ~np.arange(len(new_leaves))
-        out = dict(fields)
-        out["num_leaves"] = str(len(new_leaves))
-
-        def pick(key, nodes, fields=fields):
-            return [fields.get(key, "").split()[n] for n in nodes]
-
-        for key in ("split_feature", "split_gain", "threshold", "decision_type", "internal_value",
-                    "internal_weight", "internal_count"):
-            out[key] = " ".join(pick(key, internal))
-        for side in ("left_child", "right_child"):
-            children = _numbers(fields, side, np.int64)[internal]
-            ids = np.where(children >= 0, children, num_internal + ~children)
-            out[side] = " ".join(str(v) for v in new_id[ids])
-        for leaf_key, internal_key in (("leaf_value", "internal_value"), ("leaf_weight", "internal_weight"),
-                                       ("leaf_count", "internal_count")):
-            leaf_values, internal_values = fields.get(leaf_key, "").split(), fields.get(internal_key, "").split()
-            out[leaf_key] = " ".join(internal_values[n] if n < num_internal else leaf_values[n - num_internal]
-                                     for n in new_leaves)
-        if int(fields.get("num_cat", "0")):
-            bounds = _numbers(fields, "cat_boundaries", np.int64)
-            words = fields["cat_threshold"].split()
-            decision = _numbers(fields, "decision_type", np.int64)[internal]
-            thresholds, new_bounds, new_words = out["threshold"].split(), [0], []
-            for j, node in enumerate(internal):
-                if decision[j] & 1:
-                    cat = int(float(fields["threshold"].split()[node]))
-                    new_words += words[bounds[cat]:bounds[cat + 1]]
-                    thresholds[j] = str(len(new_bounds) - 1)
-                    new_bounds.append(len(new_words))
-            out["threshold"] = " ".join(thresholds)
-            out["num_cat"] = str(len(new_bounds) - 1)
-            out["cat_boundaries"] = " ".join(map(str, new_bounds))
-            out["cat_threshold"] = " ".join(new_words)
-            if len(new_bounds) == 1:
-                del out["cat_boundaries"], out["cat_threshold"]
-        if len(new_leaves) == 1:  # LightGBM writes a one-leaf tree without weights
-            out["leaf_weight"] = ""
-        blocks.append(_tree_block(t, out))
-    header = "\n".join(f"tree_sizes={' '.join(str(len(b)) for b in blocks)}" if line.startswith("tree_sizes=")
-                       else line for line in parts.header.split("\n"))
-    footer = parts.footer
-    importances = footer.find("feature_importances:")
-    if importances >= 0:  # counts of the unpruned model: dropped rather than left stale
-        footer = footer[:importances] + footer[footer.index("parameters:"):]
-    return lgb.Booster(model_str=header + "".join(blocks) + "end of trees" + footer)
+def _header_value(header: str, key: str) -> str | None:
+    for line in header.splitlines():
+        if line.startswith(key + "="):
+            return line[len(key) + 1:]
+    return None
 
 
 def _paths(parent: np.ndarray) -> list[list[int]]:
@@ -339,7 +238,7 @@ def _paths(parent: np.ndarray) -> list[list[int]]:
     return paths
 
 
-def _solve_highs(forest: _Forest, lazy: np.ndarray, lam: float):
+def _solve_highs(forest: _Problem, lazy: np.ndarray, lam: float):
     """The LP exactly as written above; returns z per tree, the LP optimum and HiGHS's dual bound."""
     n = forest.num_rows
     offsets = np.cumsum([0] + [len(p) for p in forest.parent])
@@ -389,7 +288,7 @@ def _solve_highs(forest: _Forest, lazy: np.ndarray, lam: float):
     return [z[offsets[t]:offsets[t + 1]] for t in range(len(forest.parent))], float(res.fun) / n, dual / n
 
 
-def _solve_maxflow(forest: _Forest, lazy: np.ndarray, lams: list[float]):
+def _solve_maxflow(forest: _Problem, lazy: np.ndarray, lams: list[float]):
     """The same problem as a minimum-weight closure, solved by a maximum flow (cython_ext/_prune.pyx).
 
     x_h = 1 keeps internal node h (it then tests its feature); keeping h requires keeping its parent and
@@ -452,7 +351,7 @@ def _solve_maxflow(forest: _Forest, lazy: np.ndarray, lams: list[float]):
     return [solutions[lam] for lam in lams]
 
 
-def _evaluate(forest: _Forest, leaves: list[np.ndarray], kept: list[np.ndarray],
+def _evaluate(forest: _Problem, leaves: list[np.ndarray], kept: list[np.ndarray],
               lazy: np.ndarray) -> tuple[float, float]:
     """error and cost terms of a pruning, computed from the rows' paths (not from the solver's w)."""
     from ._prune import mark_paid
@@ -469,53 +368,6 @@ def _evaluate(forest: _Forest, leaves: list[np.ndarray], kept: list[np.ndarray],
     return error, cost
 
 
-def _kept(parent: np.ndarray, leaf: np.ndarray) -> np.ndarray:
-    """Nodes of the pruned tree: the new leaves and all their ancestors."""
-    kept = leaf.copy()
-    frontier = np.flatnonzero(leaf)
-    while frontier.size:
-        up = np.unique(parent[frontier])
-        frontier = up[(up >= 0) & ~kept[np.maximum(up, 0)]]
-        kept[frontier] = True
-    return kept
-
-
-def _pruned_sklearn(model, leaves: list[np.ndarray], kept: list[np.ndarray]):
-    """A copy of the forest whose trees hold only the kept nodes (renumbered depth-first)."""
-    from sklearn.tree._tree import TREE_LEAF, TREE_UNDEFINED, Tree
-
-    pruned = copy.deepcopy(model)
-    for estimator, leaf, keep in zip(pruned.estimators_, leaves, kept):
-        state = estimator.tree_.__getstate__()
-        nodes, values = state["nodes"], state["values"]
-        order, depth = [], {0: 0}
-        stack = [0]
-        while stack:  # depth-first, left child first, as scikit-learn numbers nodes
-            node = stack.pop()
-            order.append(node)
-            if not leaf[node]:
-                for child in (nodes["right_child"][node], nodes["left_child"][node]):
-                    depth[child] = depth[node] + 1
-                    stack.append(child)
-        order = np.asarray(order)
-        if not keep[order].all() or keep.sum() != len(order):
-            raise CEGBError("internal error: the pruned tree's nodes are not the kept nodes; please report this")
-        new_id = np.full(len(nodes), -1, dtype=np.int64)
-        new_id[order] = np.arange(len(order))
-        new_nodes = nodes[order].copy()
-        is_leaf = leaf[order]
-        for side in ("left_child", "right_child"):
-            new_nodes[side] = np.where(is_leaf, TREE_LEAF, new_id[np.maximum(nodes[side][order], 0)])
-        new_nodes["feature"][is_leaf] = TREE_UNDEFINED
-        new_nodes["threshold"][is_leaf] = TREE_UNDEFINED
-        tree = Tree(estimator.tree_.n_features, np.asarray(estimator.tree_.n_classes, dtype=np.intp),
-                    estimator.tree_.n_outputs)
-        tree.__setstate__({"max_depth": int(max(depth[node] for node in order)), "node_count": len(order),
-                           "nodes": new_nodes, "values": np.ascontiguousarray(values[order])})
-        estimator.tree_ = tree
-    return pruned
-
-
 def _check_lam(lam) -> float:
     try:
         value = float(lam)
@@ -526,40 +378,46 @@ def _check_lam(lam) -> float:
     return value
 
 
-def _lazy_costs(model, costs, num_features: int) -> np.ndarray:
+def _lazy_costs(forest: Forest, costs) -> np.ndarray:
     """The c_k, from costs as prediction_cost takes them (FeatureCosts validates them: finite, >= 0, one per
     feature). BudgetPrune has no coupled or split costs: they are refused rather than ignored."""
-    lazy, coupled, split = resolve_costs(to_ensemble(model), costs).arrays(num_features)
+    lazy, coupled, split = resolve_costs(costs, forest.num_features, forest.feature_names,
+                                         forest.params).arrays(forest.num_features)
     if coupled.any() or split.any():
         raise CEGBError("budget_prune uses lazy (per-row) feature costs only; got coupled costs for features "
                         f"{np.flatnonzero(coupled)[:10].tolist()} and split costs {np.unique(split)[:5].tolist()}")
     return np.asarray(lazy, dtype=np.float64)
 
 
-def _problem(model, X, y, costs, solver: str):
+def _problem(model, X, y, costs, solver: str, n_jobs: int | None):
     if solver not in SOLVERS:
         raise CEGBError(f"solver should be one of {SOLVERS}, got {solver!r}")
-    if _is_sklearn_forest(model):
-        forest, parts = _sklearn_forest(model, X, y), None
-    else:
-        forest, parts = _lightgbm_forest(model, X, y)
-    return forest, parts, _lazy_costs(model, costs, forest.num_features)
+    sklearn = _is_sklearn_forest(model)
+    if not sklearn and booster_of(model) is None:
+        raise CEGBError("model should be a fitted RandomForestClassifier, ExtraTreesClassifier, a "
+                        f"lightgbm.Booster or a fitted LightGBM estimator, got {type(model).__name__}")
+    forest = to_forest(model, cache=False)  # pruning reads leaf values too: no forest cached before an edit
+    lazy = _lazy_costs(forest, costs)
+    problem = _sklearn_problem(model, forest, X, y, n_jobs) if sklearn else _lightgbm_problem(forest, X, y, n_jobs)
+    return forest, problem, lazy
 
 
-def _result(model, forest: _Forest, parts, lazy: np.ndarray, lam: float, leaves: list[np.ndarray], optimum: float,
-            lower_bound: float, solver: str) -> PruneResult:
+def _result(model, forest: Forest, problem: _Problem, lazy: np.ndarray, lam: float, leaves: list[np.ndarray],
+            optimum: float, lower_bound: float, solver: str) -> PruneResult:
     """The pruned model and the objective's terms, computed from the rows' paths and checked against the
     solver's optimum."""
-    kept = [_kept(parent, leaf) for parent, leaf in zip(forest.parent, leaves)]
-    error, cost = _evaluate(forest, leaves, kept, lazy)
+    kept = [kept_nodes(parent, leaf) for parent, leaf in zip(problem.parent, leaves)]
+    error, cost = _evaluate(problem, leaves, kept, lazy)
     objective = error + lam * cost
     if not np.isclose(objective, optimum, rtol=1e-9, atol=1e-12):
         raise CEGBError(f"internal error: the pruned model's objective {objective!r} differs from the "
                         f"solver's optimum {optimum!r}; please report this")
-    if parts is None:
-        pruned = _pruned_sklearn(model, leaves, kept)
+    if _is_sklearn_forest(model):
+        pruned = cut_model(model, leaves, kept)
+        ids = [node_ids(estimator.tree_) for estimator in model.estimators_]
+        leaves, kept = ([_renumbered(marks, i) for marks, i in zip(masks, ids)] for masks in (leaves, kept))
     else:
-        pruned = _pruned_lightgbm(parts, leaves, kept)
+        pruned = lgb.Booster(model_str=write_text(forest.cut(leaves)))
         if hasattr(model, "booster_"):  # a LightGBM scikit-learn estimator: the same, with the pruned booster
             estimator = copy.deepcopy(model)
             estimator._Booster = pruned
@@ -568,25 +426,34 @@ def _result(model, forest: _Forest, parts, lazy: np.ndarray, lam: float, leaves:
                        lower_bound=lower_bound, error=error, cost=cost, kept=kept, leaves=leaves, solver=solver)
 
 
-def budget_prune(model, X, y, costs, lam: float, *, solver: str = "maxflow") -> PruneResult:
+def _renumbered(marks: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """A per-node mask from Forest's one numbering to scikit-learn's node ids."""
+    out = np.zeros(len(marks), dtype=bool)
+    out[ids] = marks
+    return out
+
+
+def budget_prune(model, X, y, costs, lam: float, *, solver: str = "maxflow", n_jobs: int | None = None) -> PruneResult:
     """Prune ``model`` on (X, y) for feature costs ``costs`` at trade-off ``lam`` (see the module doc).
 
     model : fitted RandomForestClassifier / ExtraTreesClassifier, lightgbm.Booster or LightGBM estimator
+    X : numpy array, scipy sparse matrix or pandas DataFrame (read as the model's library reads it)
     costs : lazy feature costs as prediction_cost takes them: FeatureCosts, one value per feature, by feature
             name, or None for the cegb_penalty_feature_lazy a CEGB-trained LightGBM model was trained with
+    n_jobs : threads for routing the rows (None: the CPUs this process may use)
     """
-    return budget_prune_path(model, X, y, costs, [lam], solver=solver)[0]
+    return budget_prune_path(model, X, y, costs, [lam], solver=solver, n_jobs=n_jobs)[0]
 
 
-def budget_prune_path(model, X, y, costs, lams, *, solver: str = "maxflow") -> list[PruneResult]:
+def budget_prune_path(model, X, y, costs, lams, *, solver: str = "maxflow", n_jobs: int | None = None) -> list[PruneResult]:
     """budget_prune at each trade-off of ``lams`` (results in the given order): the accuracy-cost points.
     The rows' paths are computed once; the max-flow solver goes through the trade-offs in increasing order
     and starts each from the previous one's flow."""
     lams = [_check_lam(lam) for lam in lams]
-    forest, parts, lazy = _problem(model, X, y, costs, solver)
+    forest, problem, lazy = _problem(model, X, y, costs, solver, n_jobs)
     if solver == "highs":
-        solved = [_solve_highs(forest, lazy, lam) for lam in lams]
+        solved = [_solve_highs(problem, lazy, lam) for lam in lams]
     else:
-        solved = [(leaves, bound, bound) for leaves, bound in _solve_maxflow(forest, lazy, lams)]
-    return [_result(model, forest, parts, lazy, lam, leaves, optimum, bound, solver)
+        solved = [(leaves, bound, bound) for leaves, bound in _solve_maxflow(problem, lazy, lams)]
+    return [_result(model, forest, problem, lazy, lam, leaves, optimum, bound, solver)
             for lam, (leaves, optimum, bound) in zip(lams, solved)]

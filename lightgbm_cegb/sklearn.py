@@ -10,6 +10,7 @@ import numpy as np
 from .accounting import CostReport, prediction_cost
 from .costs import FeatureCosts
 from .errors import CEGBError
+from .models import to_forest
 
 __all__ = ["CEGBClassifier", "CEGBRanker", "CEGBRegressor"]
 
@@ -17,26 +18,38 @@ __all__ = ["CEGBClassifier", "CEGBRanker", "CEGBRegressor"]
 class _CEGBMixin:
     """Adds ``feature_costs`` (kept out of LightGBM's own parameters) and ``prediction_cost``."""
 
-    def _aligned_costs(self, X) -> FeatureCosts | None:
+    def _aligned_costs(self, X, feature_name) -> FeatureCosts | None:
         costs = self.feature_costs
         if costs is None:
             return None
-        if isinstance(costs, Mapping):
-            costs = FeatureCosts(lazy=costs)
-        if not isinstance(costs, FeatureCosts):
-            raise CEGBError(f"feature_costs should be a FeatureCosts, a mapping from feature name to lazy cost, "
-                            f"or None, got {type(costs).__name__}")
+        import pandas as pd
+
+        if not isinstance(costs, (FeatureCosts, Mapping, pd.Series)):
+            raise CEGBError(f"feature_costs should be a FeatureCosts, a mapping or pandas Series from feature name "
+                            f"to lazy cost, or None, got {type(costs).__name__}")
+        costs = FeatureCosts.coerce(costs)
         if costs.is_aligned:  # by column index: LightGBM checks the count against the data
             return costs
-        if hasattr(X, "columns"):
-            return costs.align([str(c) for c in X.columns])
-        shape = np.shape(np.asarray(X))
-        if len(shape) != 2:
-            raise CEGBError(f"X should be 2-dimensional, got shape {shape}")
-        return costs.align([f"Column_{i}" for i in range(shape[1])])
+        # the names LightGBM will give the columns: fit's feature_name=, else the DataFrame's, else Column_i
+        if isinstance(feature_name, (list, tuple)):
+            names = [str(n) for n in feature_name]
+        elif hasattr(X, "columns"):
+            names = [str(c) for c in X.columns]
+        else:
+            shape = np.shape(X)
+            if len(shape) != 2:
+                raise CEGBError(f"X should be 2-dimensional, got shape {shape}")
+            names = [f"Column_{i}" for i in range(shape[1])]
+            try:
+                return costs.align(names)
+            except CEGBError as exc:
+                raise CEGBError(f"{exc}. X came without column names (a numpy array, e.g. from a Pipeline step): "
+                                "pass fit(..., feature_name=[...]), or set_output(transform='pandas') on the "
+                                "pipeline so that the names reach this estimator") from None
+        return costs.align(names)
 
     def fit(self, X, y, **kwargs):
-        self._fit_costs = self._aligned_costs(X)
+        self._fit_costs = self._aligned_costs(X, kwargs.get("feature_name", "auto"))
         return super().fit(X, y, **kwargs)
 
     def _process_params(self, stage: str) -> dict:
@@ -46,12 +59,16 @@ class _CEGBMixin:
             params.update(self._fit_costs.to_params())
         return params
 
-    def prediction_cost(self, X, *, num_iteration: int | None = None, per_iteration: bool = False) -> CostReport:
+    def prediction_cost(self, X, *, num_iteration: int | None = None, per_iteration: bool = False,
+                        n_jobs: int | None = None) -> CostReport:
         """Prediction cost of the fitted model on X under ``feature_costs`` (see lightgbm_cegb.prediction_cost)."""
         if not self.__sklearn_is_fitted__():
             raise CEGBError(f"this {type(self).__name__} is not fitted yet: call fit first")
-        costs = self._fit_costs if self._fit_costs is not None else FeatureCosts()
-        return prediction_cost(self.booster_, X, costs, num_iteration=num_iteration, per_iteration=per_iteration)
+        costs = self._fit_costs
+        if costs is None:  # penalties given as LightGBM keyword arguments are in the model's parameters
+            costs = FeatureCosts.from_params(to_forest(self.booster_).params) or FeatureCosts()
+        return prediction_cost(self.booster_, X, costs, num_iteration=num_iteration, per_iteration=per_iteration,
+                               n_jobs=n_jobs)
 
 
 _DOC = """{kind} with cost-efficient gradient boosting (lightgbm.{base} plus a cost model).

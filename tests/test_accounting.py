@@ -14,8 +14,8 @@ from sklearn.ensemble import (ExtraTreesClassifier, GradientBoostingClassifier, 
                               RandomForestRegressor)
 from sklearn.tree import DecisionTreeClassifier
 
-from lightgbm_cegb import CEGBError, FeatureCosts, prediction_cost, to_ensemble
-from lightgbm_cegb.accounting import as_rows
+from lightgbm_cegb import CEGBError, FeatureCosts, prediction_cost, to_forest
+from lightgbm_cegb.lightgbm_model import read_text
 
 
 def leaf_paths(booster: lgb.Booster) -> list[dict[int, list[int]]]:
@@ -99,12 +99,11 @@ def model_and_data(draw):
 @given(model_and_data())
 def test_leaves_and_raw_scores_match_lightgbm(case):
     booster, X, _ = case
-    ensemble = to_ensemble(booster)
-    rows = as_rows(ensemble, X, booster)
-    leaves = ensemble.apply(rows)
+    forest = to_forest(booster)
+    leaves = forest.apply(X)
     np.testing.assert_array_equal(leaves, booster.predict(X, pred_leaf=True).reshape(len(X), -1))
     raw = booster.predict(X, raw_score=True).reshape(len(X), -1)
-    np.testing.assert_allclose(ensemble.raw_score(rows, leaves), raw, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(forest.raw_score(X, leaves), raw, rtol=1e-9, atol=1e-9)
 
 
 @settings(max_examples=200, deadline=None, derandomize=True)
@@ -138,9 +137,7 @@ def test_sklearn_models(make, nan):
     if nan:  # models that learn where missing values go
         X[rng.random(X.shape) < 0.05] = np.nan
     model = make().fit(X, y)
-    ensemble = to_ensemble(model)
-    rows = as_rows(ensemble, X)
-    leaves = ensemble.apply(rows)
+    leaves = to_forest(model).apply(X)
     trees = ([model] if not hasattr(model, "estimators_")
              else list(np.asarray(model.estimators_).ravel()))
     for t, tree in enumerate(trees):
@@ -164,7 +161,7 @@ def test_single_leaf_trees_and_num_iteration():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(200, 3))
     flat = lgb.train({"objective": "regression", "min_data_in_leaf": 1000, "verbose": -1}, lgb.Dataset(X, X[:, 0]), 3)
-    assert to_ensemble(flat).node_offset.tolist() == [0] * (flat.num_trees() + 1)  # one-leaf trees
+    assert to_forest(flat).node_offset.tolist() == [0] * (flat.num_trees() + 1)  # one-leaf trees
     report = prediction_cost(flat, X, FeatureCosts(lazy=[1, 2, 3], coupled=[1, 1, 1], split=1.0))
     assert report.mean == 0.0 and report.coupled == 0.0 and not report.usage.any()
 
@@ -227,7 +224,5 @@ def test_unknown_decision_type_is_refused():
     lines = text.splitlines()
     i = next(k for k, line in enumerate(lines) if line.startswith("decision_type="))
     lines[i] = "decision_type=" + " ".join(["64"] * len(lines[i].split("=")[1].split()))
-    from lightgbm_cegb.ensemble import from_lightgbm_text
-
-    with pytest.raises(CEGBError, match=r"tree 0 has unknown decision_type 64"):
-        from_lightgbm_text("\n".join(lines))
+    with pytest.raises(CEGBError, match=r"unknown decision_type 64"):
+        read_text("\n".join(lines))

@@ -41,7 +41,7 @@ def test_cost_table_and_json(files, capsys):
     report = json.loads(capsys.readouterr().out)
     assert report["rows"] == 2000
     assert report["mean"] == pytest.approx(expected.mean, rel=1e-12)
-    assert report["usage"] == pytest.approx(expected.usage.tolist(), rel=1e-12)
+    assert list(report["usage"].values()) == pytest.approx(expected.usage.tolist(), rel=1e-12)
     proc = subprocess.run([*CLI, "cost", str(model), str(data), "--costs", str(costs)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert "mean cost per row" in proc.stdout and "Column_0" in proc.stdout

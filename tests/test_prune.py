@@ -159,8 +159,8 @@ def small():
     (lambda m, X, y, c: (m, X, y, c, -0.1), r"lam should be a finite number >= 0, got -0.1"),
     (lambda m, X, y, c: (m, X, y, c, float("nan")), r"lam should be a finite number >= 0, got nan"),
     (lambda m, X, y, c: (m, X, y, c, "big"), r"lam should be a number >= 0, got 'big'"),
-    (lambda m, X, y, c: (m, X[:, :3], y, c, 0.1), r"X should have 4 features \(as the model\), got 3"),
-    (lambda m, X, y, c: (m, X[:0], y[:0], c, 0.1), r"X should be a non-empty 2-d array, got shape \(0, 4\)"),
+    (lambda m, X, y, c: (m, X[:, :3], y, c, 0.1), r"X has 3 features but the model has 4"),
+    (lambda m, X, y, c: (m, X[:0], y[:0], c, 0.1), r"X should hold at least one row"),
     (lambda m, X, y, c: (m, X, y[:-1], c, 0.1), r"y should have one label per row of X \(60\), got 59"),
     (lambda m, X, y, c: (m, X, np.where(y == 1, 7, y), c, 0.1), r"labels the model was not trained on: \[7\]"),
     (lambda m, X, y, c: (m, X, y, [1.0, np.inf, 1.0, 1.0], 0.1), r"lazy costs should be finite and >= 0, got inf for feature 1"),
@@ -183,7 +183,24 @@ def test_unknown_solver_is_rejected(small):
 # ------------------------------------------------------------------------------------------------ LightGBM
 
 lgb = pytest.importorskip("lightgbm")  # always installed: the patched build
-from lightgbm_cegb.prune import _kept, _lightgbm_forest, _pruned_lightgbm, _split_lightgbm  # noqa: E402
+from lightgbm_cegb import to_forest  # noqa: E402
+from lightgbm_cegb.lightgbm_model import write_text  # noqa: E402
+
+
+def tree_nodes(forest):
+    """Per tree: (parent, feature with -1 at leaves, node values) in Forest's one numbering."""
+    out = []
+    for t in range(forest.num_trees):
+        s, s1 = forest.node_offset[t], forest.node_offset[t + 1]
+        parent = forest.parents(t)
+        feature = np.concatenate([forest.feature[s:s1], np.full(s1 - s + 1, -1)])
+        value = np.concatenate([forest.internal_value[s:s1], forest.leaf_value[forest.leaf_offset[t]:forest.leaf_offset[t + 1]]])
+        out.append((parent, feature, value))
+    return out
+
+
+def cut_booster(forest, leaves):
+    return lgb.Booster(model_str=write_text(forest.cut(leaves)))
 
 
 def lightgbm_case(seed: int, objective: str, trees: int = 3, leaves: int = 5, n: int = 120,
@@ -243,26 +260,30 @@ def test_lightgbm_pruned_model_text(objective, categorical, tmp_path):
     With a categorical feature, the kept categorical splits keep their category sets."""
     from conftest import run_python
     booster, X, y, _ = lightgbm_case(1, objective, trees=4, leaves=8, categorical=categorical)
-    forest, parts = _lightgbm_forest(booster, X, y)
-    original_leaves = [feature < 0 for feature in forest.feature]
-    same = _pruned_lightgbm(parts, original_leaves, [np.ones(len(p), dtype=bool) for p in forest.parent])
+    forest = to_forest(booster)
+    nodes = tree_nodes(forest)
+    original_leaves = [feature < 0 for _, feature, _ in nodes]
+    same = cut_booster(forest, original_leaves)
     assert same.model_to_string().split("end of trees")[0] == booster.model_to_string().split("end of trees")[0]
 
     rng = np.random.default_rng(0)
     for _ in range(50):  # a cut that prunes something and, with categorical splits, keeps one
-        leaves = [random_cut(p, f, rng) for p, f in zip(forest.parent, forest.feature)]
-        pruned = _pruned_lightgbm(parts, leaves, [_kept(p, leaf) for p, leaf in zip(forest.parent, leaves)])
-        num_cat = sum(int(t.get("num_cat", "0")) for t in _split_lightgbm(pruned.model_to_string()).trees)
-        if (num_cat > 0) == categorical and sum(map(np.sum, leaves)) < sum((f < 0).sum() for f in forest.feature):
+        leaves = [random_cut(p, f, rng) for p, f, _ in nodes]
+        pruned = cut_booster(forest, leaves)
+        num_cat = int(np.count_nonzero(to_forest(pruned).decision & 1))
+        if (num_cat > 0) == categorical and sum(map(np.sum, leaves)) < sum((f < 0).sum() for _, f, _ in nodes):
             break
     else:
         pytest.fail("no suitable cut in 50 tries")
     expected = np.zeros((len(X), booster.num_model_per_iteration()))
-    values = [np.concatenate([np.array(f["internal_value"].split(), float), np.array(f["leaf_value"].split(), float)])
-              for f in parts.trees]
+    reached = forest.apply(X)
     for t, leaf in enumerate(leaves):
-        for node in np.flatnonzero(leaf):  # the one new leaf on each row's path
-            expected[forest.rows(t, node), t % expected.shape[1]] += values[t][node]
+        parent, _, values = nodes[t]
+        n = (len(parent) - 1) // 2
+        for i, node in enumerate(n + reached[:, t]):  # the one new leaf on each row's path
+            while not leaf[node]:
+                node = parent[node]
+            expected[i, t % expected.shape[1]] += values[node]
     got = pruned.predict(X, raw_score=True).reshape(len(X), -1)
     np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
     path = tmp_path / "pruned.txt"
@@ -291,20 +312,21 @@ def test_lightgbm_optimal_against_brute_force(objective, extra):
     """The surrogate objective of every pruning, from the pruned boosters' own predictions."""
     trees = 1 if objective == "multiclass" else 2
     booster, X, y, costs = lightgbm_case(2, objective, trees=trees, leaves=4, n=60, **extra)
-    forest, parts = _lightgbm_forest(booster, X, y)
+    forest = to_forest(booster)
+    nodes = tree_nodes(forest)
     # rf: the model's score is the trees' average (raw_score=True gives their sum)
     scale = 1 / (booster.num_trees() // booster.num_model_per_iteration()) if "boosting" in extra else 1.0
     score = scale * booster.predict(X, raw_score=True).reshape(len(X), -1)
     outputs = tree_outputs(booster, X)
     options = []
-    for t, (parent, feature) in enumerate(zip(forest.parent, forest.feature)):
+    for parent, feature, _ in nodes:
         cuts = {frozenset(np.flatnonzero(random_cut(parent, feature, np.random.default_rng(s)))) for s in range(300)}
         options.append(sorted(cuts, key=sorted))
     for lam in (0.0, 0.01, 0.1):
         best = np.inf
         for combo in itertools.product(*options):
-            leaves = [np.isin(np.arange(len(p)), list(c)) for p, c in zip(forest.parent, combo)]
-            pruned = _pruned_lightgbm(parts, leaves, [_kept(p, leaf) for p, leaf in zip(forest.parent, leaves)])
+            leaves = [np.isin(np.arange(len(p)), list(c)) for (p, _, _), c in zip(nodes, combo)]
+            pruned = cut_booster(forest, leaves)
             error = 0.0
             for t, output in enumerate(tree_outputs(pruned, X)):
                 changed = score.copy()
@@ -366,15 +388,16 @@ def test_warm_started_path_equals_independent_solves(seed):
 def test_every_nodes_rows_are_one_range_of_the_layout(seed):
     """The row layout the max-flow network is built on: node h's rows perm[t, lo[h]:hi[h]] are exactly the
     rows scikit-learn's decision_path sends through h."""
-    from lightgbm_cegb.prune import _sklearn_forest
+    from lightgbm_cegb.prune import _sklearn_problem
+    from lightgbm_cegb.sklearn_model import node_ids
     model, X, y, _ = random_case(700 + seed, classes=3, n=400, f=6, trees=3, depth=None)
-    forest = _sklearn_forest(model, X, y)
+    problem = _sklearn_problem(model, to_forest(model), X, y, None)
     for t, estimator in enumerate(model.estimators_):
         reach = estimator.decision_path(X.astype(np.float32)).tocsc()
-        assert sorted(forest.perm[t]) == list(range(len(X)))
-        for node in range(estimator.tree_.node_count):
-            expected = reach.indices[reach.indptr[node]:reach.indptr[node + 1]]
-            np.testing.assert_array_equal(np.sort(forest.rows(t, node)), np.sort(expected))
+        assert sorted(problem.perm[t]) == list(range(len(X)))
+        for node, sklearn_node in enumerate(node_ids(estimator.tree_)):
+            expected = reach.indices[reach.indptr[sklearn_node]:reach.indptr[sklearn_node + 1]]
+            np.testing.assert_array_equal(np.sort(problem.rows(t, node)), np.sort(expected))
 
 
 def closure_max_flow_reference(model, X, y, costs, lam, scale):

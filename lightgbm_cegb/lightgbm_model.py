@@ -1,0 +1,369 @@
+"""LightGBM model text <-> ``Forest``.
+
+``read_text`` finds the trees as LightGBM 4.7.0's ``GBDT::LoadModelFromString`` does (src/boosting/
+gbdt_model_text.cpp): the header is every line before the first ``Tree=`` line; with ``tree_sizes`` (which
+LightGBM always writes) tree i starts ``sum(tree_sizes[:i])`` bytes after the first ``Tree=`` line, and
+without it the trees follow one another. A tree block is read as ``Tree::Tree(const char*)`` reads it
+(src/io/tree.cpp): ``key=value`` lines up to a blank line, at most 22. Where LightGBM refuses a model
+(a missing field, a count that does not match, a tree not where ``tree_sizes`` puts it) this refuses it
+with LightGBM's reason; where LightGBM would read garbage or past its buffer (a truncated file, a block
+running into the next tree, a number that is not one, ``num_tree_per_iteration=0``) this refuses it with
+a clear error instead. ``write_text`` writes a forest read from LightGBM text back in LightGBM's format
+(``GBDT::SaveModelToString``, ``Tree::ToString``): ``write_text(read_text(t)) == t`` for the models
+LightGBM writes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import CEGBError
+from .forest import Forest
+
+MAX_TREE_LINES = 22  # Tree::Tree(const char*) reads at most this many key=value lines
+INT_FIELDS = {"split_feature", "decision_type", "left_child", "right_child", "leaf_count", "internal_count",
+              "cat_boundaries", "cat_threshold", "num_features", "leaf_features"}
+
+
+def _header(text: str) -> tuple[dict[str, str], int]:
+    """The header's key=value pairs and the offset of the first ``Tree=`` line (len(text) if none)."""
+    fields: dict[str, str] = {}
+    pos = 0
+    while pos < len(text):
+        end = text.find("\n", pos)
+        end = len(text) if end < 0 else end
+        line = text[pos:end].rstrip("\r")
+        if line.startswith("Tree="):
+            return fields, pos
+        if line:
+            parts = line.split("=")
+            if len(parts) > 2 and parts[0] not in ("feature_names", "monotone_constraints"):
+                raise CEGBError(f"LightGBM model: wrong line in the header: {line[:128]!r}")
+            fields[parts[0]] = line[len(parts[0]) + 1:] if len(parts) > 1 else ""
+        pos = end + 1
+    return fields, len(text)
+
+
+def _header_int(fields: dict, key: str, minimum: int) -> int:
+    try:
+        value = int(fields[key])
+    except KeyError:
+        raise CEGBError(f"LightGBM model: the header has no '{key}' line") from None
+    except ValueError:
+        raise CEGBError(f"LightGBM model: {key} should be an integer, got {fields[key]!r}") from None
+    if value < minimum:
+        raise CEGBError(f"LightGBM model: {key} should be >= {minimum}, got {value}")
+    return value
+
+
+def _tree_block(data: bytes, pos: int, tree: int) -> tuple[dict[str, str], int]:
+    """The key=value lines of the tree whose ``Tree=`` line starts at data[pos:]; returns them and the
+    offset just past the block."""
+    if pos >= len(data):
+        raise CEGBError(f"LightGBM model: the text ends before tree {tree} (truncated?)")
+    end = data.find(b"\n", pos)
+    end = len(data) if end < 0 else end
+    if not data.startswith(b"Tree=", pos):
+        raise CEGBError(f"LightGBM model: expected tree {tree} here (Model format error, expect a tree here), "
+                        f"found {data[pos:min(end, pos + 60)].decode(errors='replace')!r}")
+    pos = end + 1
+    fields: dict[str, str] = {}
+    for _ in range(MAX_TREE_LINES):
+        if pos >= len(data) or data[pos:pos + 1] in (b"\n", b"\r"):
+            break
+        end = data.find(b"\n", pos)
+        end = len(data) if end < 0 else end
+        line = data[pos:end].rstrip(b"\r").decode(errors="replace")
+        key, sep, value = line.partition("=")
+        if not sep:
+            raise CEGBError(f"LightGBM model: tree {tree}: line {line[:60]!r} is not key=value")
+        if key == "Tree":
+            raise CEGBError(f"LightGBM model: tree {tree} runs into the next tree's 'Tree=' line (a missing "
+                            "blank line between trees?)")
+        if key in fields:
+            raise CEGBError(f"LightGBM model: tree {tree} has two '{key}' lines")
+        fields[key] = value
+        pos = end + 1
+    return fields, pos
+
+
+def _tree_offsets(data: bytes, start: int, header: dict) -> list[int]:
+    """Where each tree's ``Tree=`` line starts, as LightGBM finds them."""
+    if "tree_sizes" in header:
+        try:
+            sizes = [int(v) for v in header["tree_sizes"].split()]
+        except ValueError:
+            raise CEGBError(f"LightGBM model: tree_sizes should be integers, got {header['tree_sizes'][:60]!r}") \
+                from None
+        if any(s <= 0 for s in sizes):
+            raise CEGBError("LightGBM model: tree_sizes should be positive")
+        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64) + start
+        if offsets[-1] > len(data):
+            raise CEGBError(f"LightGBM model: tree_sizes put the trees' end at byte {int(offsets[-1])} but the text "
+                            f"has {len(data)} bytes (truncated?)")
+        if data.startswith(b"Tree=", int(offsets[-1])):
+            raise CEGBError(f"LightGBM model: more 'Tree=' blocks than the {len(sizes)} of tree_sizes")
+        return offsets[:-1].tolist()
+    offsets, pos = [], start
+    while pos < len(data) and data.startswith(b"Tree=", pos):
+        offsets.append(pos)
+        pos = _tree_block(data, pos, len(offsets) - 1)[1]
+        while pos < len(data) and data[pos:pos + 1] in (b"\n", b"\r"):
+            pos += 1
+    return offsets
+
+
+def _numbers(fields: dict, key: str, count: int, tree: int, required: bool = True) -> np.ndarray | None:
+    """Field ``key`` of a tree as ``count`` numbers (ints for the index fields)."""
+    dtype = np.int64 if key in INT_FIELDS else np.float64
+    if count == 0:
+        return np.zeros(0, dtype=dtype)
+    if key not in fields:
+        if required:
+            raise CEGBError(f"LightGBM model: tree {tree} has no '{key}' field")
+        return None
+    tokens = fields[key].split()
+    if len(tokens) != count:
+        raise CEGBError(f"LightGBM model: tree {tree}: '{key}' should have {count} values, got {len(tokens)}")
+    try:
+        return np.array(tokens, dtype=dtype)
+    except ValueError:
+        bad = next(t for t in tokens if not _parses(t, dtype))
+        raise CEGBError(f"LightGBM model: tree {tree}: '{key}' holds {bad!r}, not "
+                        f"{'an integer' if dtype is np.int64 else 'a number'}") from None
+
+
+def _parses(token: str, dtype) -> bool:
+    try:
+        dtype(token)
+    except (ValueError, OverflowError):
+        return False
+    return True
+
+
+def _int_value(fields: dict, key: str, tree: int, default: int | None = None) -> int:
+    if key not in fields:
+        if default is None:
+            raise CEGBError(f"LightGBM model: tree {tree} has no '{key}' field")
+        return default
+    try:
+        return int(fields[key])
+    except ValueError:
+        raise CEGBError(f"LightGBM model: tree {tree}: {key} should be an integer, got {fields[key]!r}") from None
+
+
+def read_text(text: str) -> Forest:
+    """A Forest from a LightGBM model file's text (``Booster.model_to_string()``)."""
+    header, start = _header(text)
+    if "num_class" not in header or "max_feature_idx" not in header:
+        raise CEGBError("not a LightGBM model: the header has no 'num_class' or 'max_feature_idx' line")
+    num_class = _header_int(header, "num_class", 1)
+    num_features = _header_int(header, "max_feature_idx", 0) + 1
+    per_iteration = _header_int(header, "num_tree_per_iteration", 1) if "num_tree_per_iteration" in header \
+        else num_class
+    names = header.get("feature_names", "").split() if "feature_names" in header else None
+    if names is not None and len(names) != num_features:
+        raise CEGBError(f"LightGBM model: {len(names)} feature_names for max_feature_idx+1={num_features} features")
+    head_bytes = len(text[:start].encode())
+    data = text.encode()
+    trees, end = [], head_bytes
+    for t, pos in enumerate(_tree_offsets(data, head_bytes, header)):
+        fields, end = _tree_block(data, pos, t)
+        trees.append(fields)
+    after = data.find(b"end of trees", end)
+    footer = data[after + len(b"end of trees\n"):].decode() if after >= 0 else ""
+    forest = _forest(trees, num_features, per_iteration, names, header)
+    forest.params = _parse_params(footer)
+    forest.text_header = text[:start]
+    forest.text_footer = footer
+    from lightgbm.basic import _load_pandas_categorical  # LightGBM's own reading of its last line
+
+    try:
+        forest.pandas_categorical = _load_pandas_categorical(model_str=text)
+    except ValueError as exc:
+        raise CEGBError(f"LightGBM model: unreadable pandas_categorical line: {exc}") from None
+    return forest
+
+
+def _forest(trees: list[dict], num_features: int, per_iteration: int, names, header: dict) -> Forest:
+    node_keys = ("split_feature", "threshold", "decision_type", "left_child", "right_child", "split_gain",
+                 "internal_value", "internal_weight", "internal_count")
+    leaf_keys = ("leaf_value", "leaf_weight", "leaf_count")
+    parts: dict[str, list] = {k: [] for k in (*node_keys, *leaf_keys, "cat_boundaries", "cat_threshold")}
+    node_offset, leaf_offset, cat_offset, shrinkage = [0], [0], [0], []
+    linear_parts: dict[str, list] = {"leaf_const": [], "counts": [], "features": [], "coeff": []}
+    any_linear = False
+    cat_words = 0
+    for t, fields in enumerate(trees):
+        num_leaves = _int_value(fields, "num_leaves", t)
+        if num_leaves < 1:
+            raise CEGBError(f"LightGBM model: tree {t} has num_leaves={num_leaves}, should be >= 1")
+        num_cat = _int_value(fields, "num_cat", t)
+        if num_cat < 0:
+            raise CEGBError(f"LightGBM model: tree {t} has num_cat={num_cat}, should be >= 0")
+        n = num_leaves - 1
+        is_linear = _int_value(fields, "is_linear", t, 0) != 0
+        for key in ("split_feature", "threshold", "decision_type", "left_child", "right_child"):
+            parts[key].append(_numbers(fields, key, n, t, required=key != "decision_type" and (n > 0 or is_linear)))
+        if parts["decision_type"][-1] is None:  # LightGBM's default: numerical, missing type None
+            parts["decision_type"][-1] = np.zeros(n, dtype=np.int64)
+        for key in ("split_gain", "internal_value", "internal_weight", "internal_count"):
+            parts[key].append(_numbers(fields, key, n, t, required=False))
+        for key in leaf_keys:
+            if key == "leaf_weight" and n == 0 and not is_linear:  # LightGBM stops reading a one-leaf tree before it
+                parts[key].append(np.zeros(1))
+            else:
+                parts[key].append(_numbers(fields, key, num_leaves, t, required=key == "leaf_value"))
+        if num_cat:
+            bounds = _numbers(fields, "cat_boundaries", num_cat + 1, t)
+            if bounds[0] != 0 or (np.diff(bounds) < 0).any():
+                raise CEGBError(f"LightGBM model: tree {t}: cat_boundaries should rise from 0, got "
+                                f"{fields['cat_boundaries'][:60]!r}")
+            words = _numbers(fields, "cat_threshold", int(bounds[-1]), t)
+            if words.size and (words.min() < 0 or words.max() > 0xFFFFFFFF):
+                raise CEGBError(f"LightGBM model: tree {t}: cat_threshold words should be 32-bit unsigned "
+                                f"integers, got {int(words[(words < 0) | (words > 0xFFFFFFFF)][0])}")
+            parts["cat_boundaries"].append(bounds + cat_words)
+            parts["cat_threshold"].append(words)
+            cat_words += len(words)
+        cat_offset.append(cat_offset[-1] + (num_cat + 1 if num_cat else 0))
+        if is_linear:
+            any_linear = True
+            counts = _numbers(fields, "num_features", num_leaves, t)
+            if (counts < 0).any():
+                raise CEGBError(f"LightGBM model: tree {t}: num_features of the linear leaves should be >= 0")
+            linear_parts["leaf_const"].append(_numbers(fields, "leaf_const", num_leaves, t))
+            linear_parts["counts"].append(counts)
+            linear_parts["features"].append(_numbers(fields, "leaf_features", int(counts.sum()), t))
+            linear_parts["coeff"].append(_numbers(fields, "leaf_coeff", int(counts.sum()), t))
+        else:
+            linear_parts["leaf_const"].append(parts["leaf_value"][-1])
+            linear_parts["counts"].append(np.zeros(num_leaves, dtype=np.int64))
+        try:
+            shrinkage.append(float(fields.get("shrinkage", "1")))
+        except ValueError:
+            raise CEGBError(f"LightGBM model: tree {t}: shrinkage should be a number, got {fields['shrinkage']!r}") \
+                from None
+        node_offset.append(node_offset[-1] + n)
+        leaf_offset.append(leaf_offset[-1] + num_leaves)
+
+    def cat(key, dtype=np.float64):
+        if any(p is None for p in parts[key]):
+            return None
+        return np.concatenate(parts[key]).astype(dtype) if parts[key] else np.zeros(0, dtype=dtype)
+
+    linear = None
+    if any_linear:
+        counts = np.concatenate(linear_parts["counts"])
+        linear = {"leaf_const": np.concatenate(linear_parts["leaf_const"]),
+                  "indptr": np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+                  "features": np.concatenate(linear_parts["features"] or [np.zeros(0)]).astype(np.int64),
+                  "coeff": np.concatenate(linear_parts["coeff"] or [np.zeros(0)])}
+    decision = cat("decision_type", np.int64)
+    if decision.size and (decision.min() < 0 or decision.max() > 255):
+        raise CEGBError(f"LightGBM model: unknown decision_type {int(decision[(decision < 0) | (decision > 255)][0])}")
+    try:
+        return Forest(
+            node_offset=np.asarray(node_offset, dtype=np.int64), feature=cat("split_feature", np.int64),
+            threshold=cat("threshold"), decision=decision, left=cat("left_child", np.int64),
+            right=cat("right_child", np.int64), leaf_offset=np.asarray(leaf_offset, dtype=np.int64),
+            leaf_value=cat("leaf_value"), cat_offset=np.asarray(cat_offset, dtype=np.int64),
+            cat_boundaries=cat("cat_boundaries", np.int64), cat_threshold=cat("cat_threshold", np.int64),
+            num_features=num_features, trees_per_iteration=per_iteration, feature_names=names,
+            average_output="average_output" in header, linear=linear,
+            internal_value=cat("internal_value"), internal_weight=cat("internal_weight"),
+            internal_count=cat("internal_count"), split_gain=cat("split_gain"), leaf_weight=cat("leaf_weight"),
+            leaf_count=cat("leaf_count"), shrinkage=np.asarray(shrinkage, dtype=np.float64))
+    except CEGBError as exc:
+        raise CEGBError(f"LightGBM model: {str(exc).removeprefix('Forest: ')}") from None
+
+
+def _parse_params(footer: str) -> dict[str, str]:
+    """The ``parameters:`` section of a model file: ``[name: value]`` lines."""
+    params = {}
+    inside = False
+    for line in footer.splitlines():
+        if line == "parameters:":
+            inside = True
+        elif line == "end of parameters":
+            break
+        elif inside and line.startswith("[") and line.endswith("]") and ": " in line:
+            key, _, value = line[1:-1].partition(": ")
+            params[key] = value
+    return params
+
+
+# ---------------------------------------------------------------------------------------------- writing
+
+
+def _join(values, fmt: str) -> str:
+    values = values.tolist()
+    if not values:
+        return ""
+    if fmt == "d":
+        return " ".join(map(str, values))
+    return " ".join([f"%.{fmt}" if fmt[0].isdigit() else f"%{fmt}"] * len(values)) % tuple(values)
+
+
+def _tree_text(forest: Forest, t: int) -> str:
+    s, s1 = int(forest.node_offset[t]), int(forest.node_offset[t + 1])
+    l0, l1 = int(forest.leaf_offset[t]), int(forest.leaf_offset[t + 1])
+    c0, c1 = int(forest.cat_offset[t]), int(forest.cat_offset[t + 1])
+    n = s1 - s
+
+    def node(values, fmt, cast=None):
+        part = np.zeros(n) if values is None else values[s:s1]
+        return _join(part.astype(cast) if cast else part, fmt)
+
+    def leaf(values, fmt, cast=None):
+        part = np.zeros(l1 - l0) if values is None else values[l0:l1]
+        return _join(part.astype(cast) if cast else part, fmt)
+
+    lines = [f"num_leaves={l1 - l0}", f"num_cat={max(c1 - c0 - 1, 0)}",
+             f"split_feature={node(forest.feature, 'd')}",
+             f"split_gain={node(None if forest.split_gain is None else forest.split_gain.astype(np.float32), 'g')}",
+             f"threshold={node(forest.threshold, '17g')}",
+             f"decision_type={node(forest.decision, 'd', np.int64)}",
+             f"left_child={node(forest.left, 'd')}", f"right_child={node(forest.right, 'd')}",
+             f"leaf_value={leaf(forest.leaf_value, '17g')}",
+             f"leaf_weight={leaf(forest.leaf_weight, '17g') if n else ''}",  # LightGBM: none in a one-leaf tree
+             f"leaf_count={leaf(forest.leaf_count, 'd', np.int64)}",
+             f"internal_value={node(forest.internal_value, 'g')}",
+             f"internal_weight={node(forest.internal_weight, 'g')}",
+             f"internal_count={node(forest.internal_count, 'd', np.int64)}"]
+    if c1 > c0:
+        bounds = forest.cat_boundaries[c0:c1]
+        lines.append(f"cat_boundaries={_join(bounds - bounds[0], 'd')}")
+        lines.append(f"cat_threshold={_join(forest.cat_threshold[bounds[0]:bounds[-1]].astype(np.int64), 'd')}")
+    shrinkage = 1.0 if forest.shrinkage is None else float(forest.shrinkage[t])
+    lines += ["is_linear=0", f"shrinkage={shrinkage:g}"]
+    return f"Tree={t}\n" + "\n".join(lines) + "\n\n\n"
+
+
+def _importances(forest: Forest, names: list[str]) -> str:
+    """LightGBM's split-count feature importances (splits with gain > 0), by decreasing count."""
+    gain = forest.split_gain if forest.split_gain is not None else np.ones(len(forest.feature))
+    counts = np.bincount(forest.feature[gain.astype(np.float32) > 0], minlength=forest.num_features)
+    order = np.argsort(-counts, kind="stable")
+    return "".join(f"{names[f]}={counts[f]}\n" for f in order if counts[f] > 0)
+
+
+def write_text(forest: Forest) -> str:
+    """The forest as LightGBM model text (a forest read by read_text: its header and footer are reused,
+    with tree_sizes and the split-count feature importances rewritten for the forest's trees)."""
+    if forest.text_header is None or forest.text_footer is None:
+        raise CEGBError("write_text needs a forest read from LightGBM model text")
+    if forest.linear is not None:
+        raise CEGBError("writing linear trees (linear_tree=True) is not supported")
+    blocks = [_tree_text(forest, t) for t in range(forest.num_trees)]
+    sizes = " ".join(str(len(b)) for b in blocks)
+    header = "".join(f"tree_sizes={sizes}\n" if line.startswith("tree_sizes=") else line
+                     for line in forest.text_header.splitlines(keepends=True))
+    footer = forest.text_footer
+    start = footer.find("feature_importances:\n")
+    if start >= 0:
+        stop = footer.find("\n\n", start)
+        stop = len(footer) if stop < 0 else stop + 1
+        names = forest.feature_names or [f"Column_{i}" for i in range(forest.num_features)]
+        footer = footer[:start] + "feature_importances:\n" + _importances(forest, names) + footer[stop:]
+    return header + "".join(blocks) + "end of trees\n" + footer

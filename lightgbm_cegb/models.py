@@ -1,0 +1,84 @@
+"""Any model the package takes -> its ``Forest``, parsed once and cached.
+
+LightGBM Boosters and scikit-learn-API models are read from their model text, model files from disk,
+fitted scikit-learn trees from their ``tree_`` arrays. The forest of a Booster is cached (weakly, with the
+Booster) until its handle, iteration count or tree count changes, so that ``prediction_cost`` on a few rows
+costs about what ``predict`` does; a model file's until its size or modification time changes. Editing a
+Booster's trees in place without changing their number (``set_leaf_output``, ``shuffle_models``) is not
+seen: pass ``to_forest(model, cache=False)``'s result instead.
+"""
+
+from __future__ import annotations
+
+import os
+import weakref
+from pathlib import Path
+
+import lightgbm as lgb
+
+from . import lightgbm_model, sklearn_model
+from .errors import CEGBError
+from .forest import Forest
+
+_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_file_cache: dict[str, tuple[tuple, Forest]] = {}
+
+
+def booster_of(model) -> lgb.Booster | None:
+    """The LightGBM Booster behind model (a Booster or a fitted sklearn-API model), else None."""
+    if isinstance(model, lgb.LGBMModel):
+        if not model.__sklearn_is_fitted__():
+            raise CEGBError(f"this {type(model).__name__} is not fitted yet: call fit first")
+        return model.booster_
+    return model if isinstance(model, lgb.Booster) else None
+
+
+def _fingerprint(model) -> tuple:
+    booster = booster_of(model)
+    if booster is not None:
+        handle = getattr(booster._handle, "value", None)
+        return ("lightgbm", handle, booster.current_iteration(), booster.num_trees())
+    estimators = getattr(model, "estimators_", None)
+    trees = [model] if estimators is None else list(getattr(estimators, "ravel", lambda: estimators)())
+    return ("sklearn", tuple((id(getattr(e, "tree_", None)), getattr(getattr(e, "tree_", None), "node_count", 0))
+                             for e in trees))
+
+
+def _read(model) -> Forest:
+    booster = booster_of(model)
+    if booster is not None:
+        return lightgbm_model.read_text(booster.model_to_string(num_iteration=-1))
+    return sklearn_model.read_model(model)
+
+
+def to_forest(model, *, cache: bool = True) -> Forest:
+    """The Forest of a LightGBM Booster or sklearn-API model, a LightGBM model file, or a fitted
+    scikit-learn tree model (a Forest is returned as it is)."""
+    if isinstance(model, Forest):
+        return model
+    if isinstance(model, (str, os.PathLike)):
+        path = Path(model)
+        if not path.is_file():
+            raise CEGBError(f"model file {str(path)!r} does not exist")
+        stat = path.stat()
+        key = (stat.st_size, stat.st_mtime_ns)
+        cached = _file_cache.get(str(path.resolve()))
+        if cache and cached is not None and cached[0] == key:
+            return cached[1]
+        forest = lightgbm_model.read_text(path.read_text())
+        if cache:
+            _file_cache.clear()  # keep one file's forest: enough for repeated calls on one model
+            _file_cache[str(path.resolve())] = (key, forest)
+        return forest
+    if not cache:
+        return _read(model)
+    fingerprint = _fingerprint(model)
+    try:
+        cached = _cache.get(model)
+    except TypeError:  # not weakly referenceable
+        return _read(model)
+    if cached is not None and cached[0] == fingerprint:
+        return cached[1]
+    forest = _read(model)
+    _cache[model] = (fingerprint, forest)
+    return forest
