@@ -198,7 +198,7 @@ class Forest:
             if bad.any():
                 k = int(np.flatnonzero(bad)[0])
                 raise CEGBError(f"Forest: tree {int(tree_of[k])} has a categorical split whose threshold "
-                                f"{threshold[k]!r} is not one of its {int(num_cat[k])} category bitsets")
+                                f"{float(threshold[k])!r} is not one of its {int(num_cat[k])} category bitsets")
 
     def _check_linear(self) -> None:
         if self.linear is None:

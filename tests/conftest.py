@@ -39,7 +39,7 @@ def run_python(code: str, stock: bool = False, timeout: float = 180) -> subproce
     if stock:
         env["PYTHONPATH"] = str(lgbm_source.stock_package_dir())
     try:
-        return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+        return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, errors="replace",
                               timeout=timeout)
     except subprocess.TimeoutExpired as exc:
         return subprocess.CompletedProcess(exc.cmd, None, exc.stdout or "", f"timed out after {timeout} s")
