@@ -55,20 +55,21 @@ def check_structure(const int64[::1] node_offset, const int32[::1] left, const i
             if n == 0:
                 state[base] = 2
                 continue
-            # iterative DFS; stack entries are node * 2 + (children done so far: 0 or 1)
+            # iterative DFS; stack entries are node * 4 + (children visited so far: 0, 1 or 2); a node is
+            # done (state 2) only when its whole subtree is, so that a child pointing to any ancestor on
+            # the stack is seen as the cycle it is
             top = 0
             stack[0] = 0
             state[base] = 1
             while top >= 0:
-                u = stack[top] >> 1
-                k = stack[top] & 1
-                if k == 0:
-                    c = left[node_offset[t] + u]
-                    stack[top] += 1
-                else:
-                    c = right[node_offset[t] + u]
+                u = stack[top] >> 2
+                k = stack[top] & 3
+                if k == 2:
                     state[base + u] = 2
                     top -= 1
+                    continue
+                c = left[node_offset[t] + u] if k == 0 else right[node_offset[t] + u]
+                stack[top] += 1
                 j = c if c >= 0 else n + ~c  # the child's number in this tree
                 if state[base + j] == 1:
                     problem, p_tree, p_node, p_other = 2, t, j, u
@@ -81,7 +82,7 @@ def check_structure(const int64[::1] node_offset, const int32[::1] left, const i
                 if c >= 0:
                     state[base + j] = 1
                     top += 1
-                    stack[top] = c * 2
+                    stack[top] = c * 4
                 else:
                     state[base + j] = 2
             if problem:

@@ -35,11 +35,11 @@ def _header(text: str) -> tuple[dict[str, str], int]:
         line = text[pos:end].rstrip("\r")
         if line.startswith("Tree="):
             return fields, pos
-        if line:
-            parts = line.split("=")
+        parts = [part for part in line.split("=") if part]  # LightGBM's Common::Split drops empty parts
+        if parts:
             if len(parts) > 2 and parts[0] not in ("feature_names", "monotone_constraints"):
                 raise CEGBError(f"LightGBM model: wrong line in the header: {line[:128]!r}")
-            fields[parts[0]] = line[len(parts[0]) + 1:] if len(parts) > 1 else ""
+            fields[parts[0]] = line.split("=", 1)[1] if len(parts) > 2 else (parts[1] if len(parts) == 2 else "")
         pos = end + 1
     return fields, len(text)
 
@@ -58,21 +58,16 @@ def _header_int(fields: dict, key: str, minimum: int) -> int:
 
 def _tree_block(data: bytes, pos: int, tree: int) -> tuple[dict[str, str], int]:
     """The key=value lines of the tree whose ``Tree=`` line starts at data[pos:]; returns them and the
-    offset just past the block."""
-    if pos >= len(data):
-        raise CEGBError(f"LightGBM model: the text ends before tree {tree} (truncated?)")
+    offset of the blank line that ends the block."""
     end = data.find(b"\n", pos)
-    end = len(data) if end < 0 else end
-    if not data.startswith(b"Tree=", pos):
-        raise CEGBError(f"LightGBM model: expected tree {tree} here (Model format error, expect a tree here), "
-                        f"found {data[pos:min(end, pos + 60)].decode(errors='replace')!r}")
-    pos = end + 1
+    pos = len(data) if end < 0 else end + 1
     fields: dict[str, str] = {}
-    for _ in range(MAX_TREE_LINES):
-        if pos >= len(data) or data[pos:pos + 1] in (b"\n", b"\r"):
-            break
+    while pos < len(data) and data[pos:pos + 1] not in (b"\n", b"\r"):
+        if len(fields) == MAX_TREE_LINES:
+            raise CEGBError(f"LightGBM model: tree {tree} has more than {MAX_TREE_LINES} lines (LightGBM reads no more)")
         end = data.find(b"\n", pos)
-        end = len(data) if end < 0 else end
+        if end < 0:
+            raise CEGBError(f"LightGBM model: the text ends inside tree {tree} (truncated?)")
         line = data[pos:end].rstrip(b"\r").decode(errors="replace")
         key, sep, value = line.partition("=")
         if not sep:
@@ -84,33 +79,64 @@ def _tree_block(data: bytes, pos: int, tree: int) -> tuple[dict[str, str], int]:
             raise CEGBError(f"LightGBM model: tree {tree} has two '{key}' lines")
         fields[key] = value
         pos = end + 1
+    if pos >= len(data):
+        raise CEGBError(f"LightGBM model: the text ends inside tree {tree} (truncated?)")
     return fields, pos
 
 
-def _tree_offsets(data: bytes, start: int, header: dict) -> list[int]:
-    """Where each tree's ``Tree=`` line starts, as LightGBM finds them."""
-    if "tree_sizes" in header:
-        try:
-            sizes = [int(v) for v in header["tree_sizes"].split()]
-        except ValueError:
-            raise CEGBError(f"LightGBM model: tree_sizes should be integers, got {header['tree_sizes'][:60]!r}") \
-                from None
-        if any(s <= 0 for s in sizes):
-            raise CEGBError("LightGBM model: tree_sizes should be positive")
-        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64) + start
-        if offsets[-1] > len(data):
-            raise CEGBError(f"LightGBM model: tree_sizes put the trees' end at byte {int(offsets[-1])} but the text "
-                            f"has {len(data)} bytes (truncated?)")
-        if data.startswith(b"Tree=", int(offsets[-1])):
-            raise CEGBError(f"LightGBM model: more 'Tree=' blocks than the {len(sizes)} of tree_sizes")
-        return offsets[:-1].tolist()
-    offsets, pos = [], start
-    while pos < len(data) and data.startswith(b"Tree=", pos):
-        offsets.append(pos)
-        pos = _tree_block(data, pos, len(offsets) - 1)[1]
-        while pos < len(data) and data[pos:pos + 1] in (b"\n", b"\r"):
+def _trees(data: bytes, start: int, header: dict) -> list[dict[str, str]]:
+    """The trees, found one after another from the first ``Tree=`` line as LightGBM does without
+    tree_sizes, up to the ``end of trees`` line that LightGBM writes after them. With tree_sizes (where
+    LightGBM jumps to each tree by its size and aborts, reads a tree twice or drops trees when the sizes
+    do not match the text) every size must be its tree's length in bytes."""
+    trees, starts, pos = [], [], start
+    while data.startswith(b"Tree=", pos):
+        starts.append(pos)
+        fields, pos = _tree_block(data, pos, len(trees))
+        trees.append(fields)
+        while data[pos:pos + 1] in (b"\n", b"\r"):
             pos += 1
-    return offsets
+    if not data.startswith(b"end of trees", pos):
+        found = data[pos:data.find(b"\n", pos) if data.find(b"\n", pos) >= 0 else len(data)][:60]
+        raise CEGBError(f"LightGBM model: after tree {len(trees) - 1} expected 'Tree=' or 'end of trees', found "
+                        f"{found.decode(errors='replace')!r} (truncated, or a deleted 'Tree=' line?)")
+    if "tree_sizes" in header:
+        sizes = header["tree_sizes"].split(" ")
+        sizes = [v for v in sizes if v]
+        actual = [str(b - a) for a, b in zip(starts, starts[1:] + [pos])]
+        if sizes != actual:
+            raise CEGBError(f"LightGBM model: tree_sizes ({len(sizes)} entries) do not match the {len(actual)} "
+                            f"trees' lengths in bytes (first difference at tree "
+                            f"{next(i for i, (a, b) in enumerate(zip(sizes + [''], actual + [''])) if a != b)}): "
+                            "LightGBM would read other trees than the text holds")
+    return trees
+
+
+OBJECTIVES = {"regression", "regression_l1", "quantile", "huber", "fair", "poisson", "binary", "lambdarank",
+              "rank_xendcg", "multiclass", "multiclassova", "cross_entropy", "cross_entropy_lambda", "mape",
+              "gamma", "tweedie", "custom", "none", "null", "na"}
+OBJECTIVE_ALIASES = {"regression_l2": "regression", "l2": "regression", "mean_squared_error": "regression",
+                     "mse": "regression", "l2_root": "regression", "root_mean_squared_error": "regression",
+                     "rmse": "regression", "l1": "regression_l1", "mean_absolute_error": "regression_l1",
+                     "mae": "regression_l1", "softmax": "multiclass", "ova": "multiclassova",
+                     "ovr": "multiclassova", "multiclass_ova": "multiclassova", "one_vs_all": "multiclassova",
+                     "xentropy": "cross_entropy", "xentlambda": "cross_entropy_lambda",
+                     "mean_absolute_percentage_error": "mape", "lambdarank": "lambdarank", "rank_xendcg": "rank_xendcg",
+                     "xendcg": "rank_xendcg", "xe_ndcg": "rank_xendcg", "xe_ndcg_mart": "rank_xendcg",
+                     "xendcg_mart": "rank_xendcg"}
+
+
+def _check_objective(value: str) -> None:
+    """The objective line as LightGBM's CreateObjectiveFunction takes it (an empty one crashes it)."""
+    value = OBJECTIVE_ALIASES.get(value, value)
+    tokens = value.split(" ")
+    if not value or tokens[0] not in OBJECTIVES:
+        raise CEGBError(f"LightGBM model: unknown objective {value!r}")
+    options = dict(t.split(":", 1) for t in tokens[1:] if ":" in t)
+    needs = {"binary": ("sigmoid",), "multiclass": ("num_class",), "multiclassova": ("num_class", "sigmoid")}
+    for key in needs.get(tokens[0], ()):
+        if key not in options:
+            raise CEGBError(f"LightGBM model: objective {value!r} has no {key}: value")
 
 
 def _numbers(fields: dict, key: str, count: int, tree: int, required: bool = True) -> np.ndarray | None:
@@ -154,24 +180,35 @@ def _int_value(fields: dict, key: str, tree: int, default: int | None = None) ->
 
 def read_text(text: str) -> Forest:
     """A Forest from a LightGBM model file's text (``Booster.model_to_string()``)."""
+    if "\0" in text:
+        raise CEGBError("LightGBM model: the text holds a NUL byte (LightGBM's reader loops on it)")
     header, start = _header(text)
     if "num_class" not in header or "max_feature_idx" not in header:
         raise CEGBError("not a LightGBM model: the header has no 'num_class' or 'max_feature_idx' line")
     num_class = _header_int(header, "num_class", 1)
+    _header_int(header, "label_index", -1)
     num_features = _header_int(header, "max_feature_idx", 0) + 1
     per_iteration = _header_int(header, "num_tree_per_iteration", 1) if "num_tree_per_iteration" in header \
         else num_class
-    names = header.get("feature_names", "").split() if "feature_names" in header else None
-    if names is not None and len(names) != num_features:
-        raise CEGBError(f"LightGBM model: {len(names)} feature_names for max_feature_idx+1={num_features} features")
+    lists = {key: [v for v in header[key].split(" ") if v] for key in ("feature_names", "feature_infos",
+                                                                      "monotone_constraints") if key in header}
+    for key in ("feature_names", "feature_infos"):  # LightGBM requires both, one entry per feature
+        if key not in lists:
+            raise CEGBError(f"LightGBM model: the header has no '{key}' line")
+    for key, values in lists.items():
+        if len(values) != num_features:
+            raise CEGBError(f"LightGBM model: {len(values)} {key} for max_feature_idx+1={num_features} features")
+    names = lists["feature_names"]
+    if per_iteration != num_class:
+        raise CEGBError(f"LightGBM model: num_tree_per_iteration={per_iteration} should equal num_class={num_class} "
+                        "(LightGBM writes outside its output otherwise)")
+    if "objective" in header:
+        _check_objective(header["objective"])
     head_bytes = len(text[:start].encode())
     data = text.encode()
-    trees, end = [], head_bytes
-    for t, pos in enumerate(_tree_offsets(data, head_bytes, header)):
-        fields, end = _tree_block(data, pos, t)
-        trees.append(fields)
-    after = data.find(b"end of trees", end)
-    footer = data[after + len(b"end of trees\n"):].decode() if after >= 0 else ""
+    trees = _trees(data, head_bytes, header)
+    after = data.find(b"end of trees", head_bytes)
+    footer = data[after + len(b"end of trees\n"):].decode()
     forest = _forest(trees, num_features, per_iteration, names, header)
     forest.params = _parse_params(footer)
     forest.text_header = text[:start]
@@ -279,17 +316,22 @@ def _forest(trees: list[dict], num_features: int, per_iteration: int, names, hea
 
 
 def _parse_params(footer: str) -> dict[str, str]:
-    """The ``parameters:`` section of a model file: ``[name: value]`` lines."""
+    """The ``parameters:`` section of a model file: ``[name: value]`` lines (LightGBM's GetLoadedParam reads
+    past its buffer on any other line, and a section without its end line is a truncated file)."""
     params = {}
     inside = False
     for line in footer.splitlines():
         if line == "parameters:":
             inside = True
         elif line == "end of parameters":
-            break
-        elif inside and line.startswith("[") and line.endswith("]") and ": " in line:
+            return params
+        elif inside and line:
+            if not (line.startswith("[") and line.endswith("]") and ": " in line):
+                raise CEGBError(f"LightGBM model: parameter line {line[:60]!r} is not '[name: value]'")
             key, _, value = line[1:-1].partition(": ")
             params[key] = value
+    if inside:
+        raise CEGBError("LightGBM model: the parameters section has no 'end of parameters' line (truncated?)")
     return params
 
 

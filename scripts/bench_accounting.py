@@ -3,7 +3,9 @@
 
 Shape of the issue's bar: 100k rows x 100 features, a 500-tree, 63-leaf model. Prints the median of
 ``--repeats`` timings of each and their ratios (prediction_cost / predict; the bar is <= 1.0, and <= 1.5
-with per_iteration=True). Timings on shared machines are noisy: read the ratios, not the seconds.
+with per_iteration=True), then the same on --small-rows rows (the parsed model is cached with the
+Booster: the bar is a few times predict), and the first call on a fresh Booster (parsing included).
+Timings on shared machines are noisy: read the ratios, not the seconds.
 
     .venv/bin/python scripts/bench_accounting.py [--rows 100000] [--features 100] [--trees 500]
 """
@@ -36,6 +38,7 @@ def main() -> None:
     parser.add_argument("--trees", type=int, default=500)
     parser.add_argument("--leaves", type=int, default=63)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--small-rows", type=int, default=10)
     args = parser.parse_args()
 
     rng = np.random.default_rng(0)
@@ -56,6 +59,16 @@ def main() -> None:
     print(f"Booster.predict:                        {predict:8.3f} s")
     print(f"prediction_cost:                        {cost:8.3f} s   ratio {cost / predict:.2f}  (bar <= 1.0)")
     print(f"prediction_cost(per_iteration=True):    {curve:8.3f} s   ratio {curve / predict:.2f}  (bar <= 1.5)")
+
+    few = X[:args.small_rows]
+    predict_few = median_time(lambda: booster.predict(few), args.repeats * 20)
+    cost_few = median_time(lambda: prediction_cost(booster, few, costs), args.repeats * 20)
+    text = booster.model_to_string()
+    first = median_time(lambda: prediction_cost(lgb.Booster(model_str=text), few, costs), args.repeats)
+    load = median_time(lambda: lgb.Booster(model_str=text), args.repeats)
+    print(f"on {args.small_rows} rows: Booster.predict {predict_few * 1e3:8.2f} ms")
+    print(f"on {args.small_rows} rows: prediction_cost {cost_few * 1e3:8.2f} ms   ratio {cost_few / predict_few:.2f}")
+    print(f"first call on a fresh Booster (model parsed): {(first - load) * 1e3:8.2f} ms beyond loading the Booster")
 
 
 if __name__ == "__main__":

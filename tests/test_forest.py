@@ -164,6 +164,9 @@ def hand_built(**change) -> dict:
     ({"left": [100_000_000]}, r"tree 0 child 100000000 of node 0 is out of range"),
     ({"right": [-3]}, r"tree 0 child -3 of node 0 is out of range"),
     ({"left": [0]}, r"tree 0 has a cycle through node 0"),
+    ({"node_offset": [0, 2], "feature": [0, 1], "threshold": [0.5, 0.5], "decision": [2, 2], "left": [-1, -2],
+      "right": [1, 0], "leaf_offset": [0, 3], "leaf_value": [1.0, 2.0, 3.0]},
+     r"tree 0 has a cycle through node 0"),  # from a right subtree back to the root
     ({"feature": [100_000_000]}, r"split feature 100000000 outside 0..1"),
     ({"feature": [-1]}, r"split feature -1 outside 0..1"),
     ({"left": [2**40]}, r"left should fit in int32"),
