@@ -54,14 +54,14 @@ class CostState:
         if forest.num_features != self.paid.shape[1]:
             raise CEGBError(f"the forest has {forest.num_features} features, this cost state {self.paid.shape[1]}")
         t0, t1 = (0, forest.num_trees) if trees is None else trees
-        threads = resolve_n_jobs(n_jobs)
         if rows is None:
             if np.shape(X)[0] != self.num_rows:
                 raise CEGBError(f"X has {np.shape(X)[0]} rows, this cost state {self.num_rows}")
             for start, block in self._row_blocks(forest, X):
                 stop = start + len(block)
                 forest.flat.cost_update(block, t0, t1, self.lazy, self.split, self.paid[start:stop],
-                                        self.acquisition[start:stop], self.evaluation[start:stop], threads)
+                                        self.acquisition[start:stop], self.evaluation[start:stop],
+                                        resolve_n_jobs(n_jobs, len(block)))
             return
         rows = np.asarray(rows, dtype=np.int64)
         if rows.ndim != 1 or len(rows) != np.shape(X)[0] or (rows.size and (rows.min() < 0 or rows.max() >= self.num_rows)):
@@ -70,7 +70,8 @@ class CostState:
             index = rows[start:start + len(block)]
             paid = np.ascontiguousarray(self.paid[index])
             acquisition, evaluation = self.acquisition[index], self.evaluation[index]
-            forest.flat.cost_update(block, t0, t1, self.lazy, self.split, paid, acquisition, evaluation, threads)
+            forest.flat.cost_update(block, t0, t1, self.lazy, self.split, paid, acquisition, evaluation,
+                                    resolve_n_jobs(n_jobs, len(block)))
             self.paid[index], self.acquisition[index], self.evaluation[index] = paid, acquisition, evaluation
 
     def _row_blocks(self, forest: Forest, X):

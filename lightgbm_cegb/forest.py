@@ -114,6 +114,7 @@ class Forest:
             self._optional(name, len(self.leaf_value))
         self._check()
         self._flat: FlatEnsemble | None = None
+        self._used: dict[int, np.ndarray] = {}
 
     def _optional(self, name: str, length: int) -> None:
         value = getattr(self, name)
@@ -233,8 +234,10 @@ class Forest:
 
     def used_features(self, num_trees: int | None = None) -> np.ndarray:
         """Sorted features tested by at least one split node of the first ``num_trees`` trees."""
-        end = self.node_offset[self.num_trees if num_trees is None else num_trees]
-        return np.unique(self.feature[:end])
+        num_trees = self.num_trees if num_trees is None else num_trees
+        if num_trees not in self._used:
+            self._used[num_trees] = np.unique(self.feature[:self.node_offset[num_trees]])
+        return self._used[num_trees]
 
     def tree_size(self, t: int) -> int:
         """Nodes of tree t in the one numbering (split nodes, then leaves)."""
@@ -319,8 +322,7 @@ class Forest:
         """Leaf index reached in each of the first ``num_trees`` trees: int32[n_rows, num_trees] (as
         LightGBM's ``predict(pred_leaf=True)`` and scikit-learn's ``apply``, with leaves numbered per tree)."""
         num_trees = self._num_trees(num_trees)
-        threads = resolve_n_jobs(n_jobs)
-        parts = [self.flat.apply(rows, num_trees, threads) for _, rows in self.row_blocks(X)]
+        parts = [self.flat.apply(rows, num_trees, resolve_n_jobs(n_jobs, len(rows))) for _, rows in self.row_blocks(X)]
         return np.concatenate(parts) if parts else np.zeros((0, num_trees), dtype=np.int32)
 
     def _num_trees(self, num_trees: int | None) -> int:
@@ -335,9 +337,8 @@ class Forest:
         """(acquisition, evaluation, rows using each feature, total cost after each iteration or None):
         the kernel behind ``prediction_cost``, over X's row blocks."""
         num_trees = self._num_trees(num_trees)
-        threads = resolve_n_jobs(n_jobs)
         lazy, split = np.ascontiguousarray(lazy, dtype=np.float64), np.ascontiguousarray(split, dtype=np.float64)
-        parts = [self.flat.cost(rows, num_trees, lazy, split, per_iteration, threads)
+        parts = [self.flat.cost(rows, num_trees, lazy, split, per_iteration, resolve_n_jobs(n_jobs, len(rows)))
                  for _, rows in self.row_blocks(X)]
         if not parts:
             return np.zeros(0), np.zeros(0), np.zeros(self.num_features, dtype=np.int64), \

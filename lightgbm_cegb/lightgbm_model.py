@@ -1,16 +1,22 @@
 """LightGBM model text <-> ``Forest``.
 
-``read_text`` finds the trees as LightGBM 4.7.0's ``GBDT::LoadModelFromString`` does (src/boosting/
-gbdt_model_text.cpp): the header is every line before the first ``Tree=`` line; with ``tree_sizes`` (which
-LightGBM always writes) tree i starts ``sum(tree_sizes[:i])`` bytes after the first ``Tree=`` line, and
-without it the trees follow one another. A tree block is read as ``Tree::Tree(const char*)`` reads it
-(src/io/tree.cpp): ``key=value`` lines up to a blank line, at most 22. Where LightGBM refuses a model
-(a missing field, a count that does not match, a tree not where ``tree_sizes`` puts it) this refuses it
-with LightGBM's reason; where LightGBM would read garbage or past its buffer (a truncated file, a block
-running into the next tree, a number that is not one, ``num_tree_per_iteration=0``) this refuses it with
-a clear error instead. ``write_text`` writes a forest read from LightGBM text back in LightGBM's format
-(``GBDT::SaveModelToString``, ``Tree::ToString``): ``write_text(read_text(t)) == t`` for the models
-LightGBM writes.
+``read_text`` reads what LightGBM 4.7.0's ``GBDT::LoadModelFromString`` (src/boosting/gbdt_model_text.cpp)
+and ``Tree::Tree(const char*)`` (src/io/tree.cpp) read, and refuses with a clear error what they refuse,
+and also what they would read as something else than the text says or not survive:
+- the header is every line before the first ``Tree=`` line, with LightGBM's required keys and counts
+  (``num_tree_per_iteration`` must equal ``num_class``: LightGBM writes outside its output otherwise;
+  0 divides by zero);
+- trees are read one after another up to the ``end of trees`` line; ``tree_sizes``, which LightGBM uses
+  to jump to each tree (aborting, reading a tree twice or dropping trees when they do not match), must
+  be each tree's length in bytes: a truncated file, a missing blank line or a deleted ``Tree=`` line is
+  refused instead of read differently;
+- a tree block is ``key=value`` lines up to a blank line, at most 22; every array has exactly its count
+  of values, each a number (integers within range: LightGBM's parser pads, wraps or zeroes the rest);
+- the ``parameters:`` section is ``[name: value]`` lines up to ``end of parameters``; the last line's
+  ``pandas_categorical`` is read by LightGBM's own Python function.
+The structure (children, features, categorical bitsets) is checked by ``Forest`` itself. ``write_text``
+writes a forest read from LightGBM text back in LightGBM's format (``GBDT::SaveModelToString``,
+``Tree::ToString``): ``write_text(read_text(t)) == t`` for the models LightGBM writes.
 """
 
 from __future__ import annotations

@@ -3,13 +3,17 @@ process may run on (its affinity mask and a cgroup CPU quota, as in a container 
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from pathlib import Path
 
 from .errors import CEGBError
 
+ROWS_PER_THREAD = 256
 
+
+@functools.lru_cache(maxsize=1)
 def available_cpus() -> int:
     """CPUs this process may use: the affinity mask, capped by a cgroup v2 (``cpu.max``) or v1 quota."""
     try:
@@ -31,10 +35,11 @@ def available_cpus() -> int:
     return max(count, 1)
 
 
-def resolve_n_jobs(n_jobs: int | None) -> int:
+def resolve_n_jobs(n_jobs: int | None, rows: int | None = None) -> int:
     """Threads for ``n_jobs``: None or -1 all available CPUs, k > 0 that many (at most the available
-    ones), -k all but k - 1 (scikit-learn's convention)."""
-    cpus = available_cpus()
+    ones), -k all but k - 1 (scikit-learn's convention); at most one per ROWS_PER_THREAD of ``rows``
+    (starting threads costs more than routing a few rows)."""
+    cpus = available_cpus() if rows is None else max(1, min(available_cpus(), -(-rows // ROWS_PER_THREAD)))
     if n_jobs is None:
         return cpus
     if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0:

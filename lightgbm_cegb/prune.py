@@ -402,7 +402,7 @@ def _problem(model, X, y, costs, solver: str, n_jobs: int | None):
     return forest, problem, lazy
 
 
-def _result(model, forest: Forest, problem: _Problem, lazy: np.ndarray, lam: float, leaves: list[np.ndarray],
+def _result(model, forest: Forest | None, problem: _Problem, lazy: np.ndarray, lam: float, leaves: list[np.ndarray],
             optimum: float, lower_bound: float, solver: str) -> PruneResult:
     """The pruned model and the objective's terms, computed from the rows' paths and checked against the
     solver's optimum."""
@@ -451,6 +451,8 @@ def budget_prune_path(model, X, y, costs, lams, *, solver: str = "maxflow", n_jo
     and starts each from the previous one's flow."""
     lams = [_check_lam(lam) for lam in lams]
     forest, problem, lazy = _problem(model, X, y, costs, solver, n_jobs)
+    if _is_sklearn_forest(model):
+        forest = None  # its pruned trees are written from the estimator: no need to hold the forest's arrays
     if solver == "highs":
         solved = [_solve_highs(problem, lazy, lam) for lam in lams]
     else:

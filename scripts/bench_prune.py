@@ -10,6 +10,7 @@ PATH_LAMS (one network, warm-started flows) against budget_prune at each trade-o
     .venv/bin/python scripts/bench_prune.py [--rows 200000] [--trees 40] [--solver maxflow]
     .venv/bin/python scripts/bench_prune.py --rows 50000 100000 200000 500000 1000000 --trees 10 20 100 200
     .venv/bin/python scripts/bench_prune.py --rows 50000 --path
+    .venv/bin/python scripts/bench_prune.py --big-trees 16384
 """
 
 from __future__ import annotations
@@ -54,6 +55,25 @@ def one(rows: int, trees: int, solver: str, path: bool = False) -> dict:
             "gap": result.objective - result.lower_bound}
 
 
+def big_trees(leaves: int) -> None:
+    """budget_prune on a LightGBM model of two trees of ``leaves`` leaves, on 2,000 rows: the time is mostly
+    writing the pruned model (linear in nodes)."""
+    import lightgbm as lgb
+    import numpy as np
+
+    from lightgbm_cegb import budget_prune
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200_000, 20))
+    y = X[:, :5].sum(axis=1) + rng.normal(0, 1, len(X))
+    booster = lgb.train({"objective": "regression", "num_leaves": leaves, "min_data_in_leaf": 2, "verbose": -1},
+                        lgb.Dataset(X, y), 2)
+    start = time.perf_counter()
+    budget_prune(booster, X[:2000], y[:2000], np.ones(20), 0.001)
+    sizes = [t["num_leaves"] for t in booster.dump_model()["tree_info"]]
+    print(f"LightGBM, 2 trees of {sizes} leaves, 2,000 rows: budget_prune {time.perf_counter() - start:.2f} s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, nargs="+", default=[200_000])
@@ -62,8 +82,13 @@ def main() -> None:
     parser.add_argument("--base-rows", type=int, default=50_000)
     parser.add_argument("--solver", choices=("maxflow", "highs"), default="maxflow")
     parser.add_argument("--path", action="store_true")
+    parser.add_argument("--big-trees", type=int, metavar="LEAVES",
+                        help="time budget_prune on a LightGBM model of two trees of LEAVES leaves instead")
     parser.add_argument("--one", type=int, nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.big_trees:
+        big_trees(args.big_trees)
+        return
     if args.one:
         print(json.dumps(one(*args.one, args.solver, args.path)))
         return
