@@ -184,7 +184,8 @@ class Forest:
             raise CEGBError(f"Forest: tree {int(np.flatnonzero(sizes == 1)[0])} has one cat_boundaries entry")
         if bounds.size:
             inner = np.ones(len(bounds) - 1, dtype=bool)
-            inner[cat_offset[1:-1][cat_offset[1:-1] < len(bounds)] - 1] = False  # steps between trees
+            starts = cat_offset[1:-1]
+            inner[starts[(starts > 0) & (starts < len(bounds))] - 1] = False  # steps between trees
             if bounds.min() < 0 or bounds.max() > len(self.cat_threshold) or (np.diff(bounds)[inner] < 0).any():
                 raise CEGBError(f"Forest: cat_boundaries should be non-decreasing word offsets within the "
                                 f"{len(self.cat_threshold)} words of cat_threshold")
