@@ -1,6 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
-"""Routing rows through a Forest and per-row prediction cost, without the GIL; the structure check that
-makes routing safe.
+"""Routing rows through a Forest (all at once or lazily, as features become known) and per-row prediction
+cost, without the GIL; the structure check that makes routing safe.
 
 The routing step itself is _routing.pxd's child(). Rows are processed in blocks of BLOCK rows, tree by
 tree: one tree's nodes stay in cache while the block's rows go through it, which is what makes this
@@ -9,12 +9,17 @@ faster than LightGBM's row-by-row predictor. The kernels trust the arrays they a
 """
 
 from cython.parallel cimport parallel, prange, threadid
-from libc.string cimport memset
+from libc.string cimport memcpy, memset
 
 import numpy as np
 
 from _routing cimport CATEGORICAL_MASK, Ensemble, Node, child, zero_threshold
-from _typedefs cimport float64, int32, int64, uint8, uint32
+from _typedefs cimport float64, int32, int64, uint8, uint32, uint64
+
+#: the bits of the NaN that marks a value not known yet in lazy routing (a quiet NaN with a payload: NaN
+#: to numpy and LightGBM, and unlike the NaN numpy, LightGBM or a fetch produce)
+UNKNOWN_BITS = 0x7FF8_0000_0BAD_F00D
+cdef uint64 UNKNOWN = UNKNOWN_BITS
 
 DEF BLOCK = 64
 
@@ -253,6 +258,71 @@ cdef class FlatEnsemble:
                 stop = min(start + BLOCK, n)
                 accumulate(&self.e, X, start, stop, t0, t1, lazy, split, &paid[start, 0],
                            acquisition, evaluation)
+
+    def advance(self, const float64[:, ::1] X, int32[:, ::1] state, const int64[::1] rows,
+                const float64[::1] split, float64[::1] evaluation, uint8[:, ::1] need, int num_threads):
+        """Lazy routing: move rows ``rows`` (strictly increasing) down the trees of ``state`` as far as their
+        known values allow; a value not known yet is the NaN whose bits are UNKNOWN (any other NaN is a
+        missing value).
+
+        state[i, t] >= 0 is the node of tree t where row i stands, < 0 the leaf ~state[i, t] it reached. A
+        row passing a node testing f pays split[f] to evaluation[i]; it stops at a node whose value it does
+        not know and sets need[f, k] (k: its position in rows; need is zero on entry, and by feature so that
+        its nonzero entries come out grouped by feature). Returns uint8[len(rows)]: 1 where the row stopped
+        in some tree."""
+        cdef Py_ssize_t n = X.shape[0], n_features = X.shape[1], m = rows.shape[0], k
+        cdef int64 num_trees = state.shape[1], t
+        self._check(X, 0, num_trees)
+        if split.shape[0] != n_features:
+            raise ValueError(f"split costs need {n_features} values")
+        if need.shape[0] != n_features or need.shape[1] != m or state.shape[0] != n or evaluation.shape[0] != n:
+            raise ValueError("lazy routing arrays do not match the rows and features")
+        for k in range(m):
+            if rows[k] < 0 or rows[k] >= n or (k and rows[k] <= rows[k - 1]):
+                raise ValueError("rows should be strictly increasing row indices")
+        blocked_arr = np.zeros(m, dtype=np.uint8)
+        if m == 0:
+            return blocked_arr
+        cdef uint8[::1] blocked = blocked_arr
+        cdef const Ensemble* e = &self.e
+        cdef Py_ssize_t block, start, stop, i
+        cdef int32 node, f
+        cdef const Node* tree_nodes
+        cdef const Node* nd
+        cdef const uint64* x
+        cdef float64 value, paid
+        cdef bint has_split = False
+        for k in range(n_features):
+            has_split = has_split or split[k] != 0
+        with nogil:
+            # blocks of BLOCK rows, tree by tree (as the cost kernel: one tree's nodes stay in cache)
+            for block in prange((m + BLOCK - 1) // BLOCK, schedule="static", num_threads=max(num_threads, 1)):
+                start = block * BLOCK
+                stop = min(start + BLOCK, m)
+                for t in range(num_trees):
+                    tree_nodes = e.nodes + e.node_offset[t]
+                    for k in range(start, stop):
+                        i = rows[k]
+                        node = state[i, t]
+                        if node < 0:
+                            continue
+                        x = <const uint64*> &X[i, 0]
+                        paid = 0.0
+                        while node >= 0:
+                            nd = tree_nodes + node
+                            f = nd.feature
+                            if x[f] == UNKNOWN:
+                                need[f, k] = 1
+                                blocked[k] = 1
+                                break
+                            if has_split:
+                                paid = paid + split[f]
+                            memcpy(&value, &x[f], sizeof(float64))
+                            node = child(e, t, nd, value)
+                        state[i, t] = node
+                        if has_split:
+                            evaluation[i] += paid
+        return blocked_arr
 
 
 cdef void accumulate(const Ensemble* e, const float64[:, ::1] X, Py_ssize_t start, Py_ssize_t stop,

@@ -13,12 +13,14 @@ from .cost_state import CostState
 from .costs import FeatureCosts
 from .errors import CEGBError
 from .forest import Forest
+from .lazy import LazyFetchError, LazyPredictor, LazyResult
 from .models import to_forest
 from .prune import PruneResult, budget_prune, budget_prune_path
 
 __version__ = "0.1.0"
-__all__ = ["CEGBError", "CostReport", "CostState", "FeatureCosts", "Forest", "PATCHED_LIGHTGBM", "PruneResult",
-           "budget_prune", "budget_prune_path", "prediction_cost", "to_forest"]
+__all__ = ["CEGBError", "CostReport", "CostState", "FeatureCosts", "Forest", "LazyFetchError", "LazyPredictor",
+           "LazyResult", "PATCHED_LIGHTGBM", "PruneResult", "budget_prune", "budget_prune_path", "prediction_cost",
+           "to_forest"]
 
 #: True when the imported lightgbm is the patched build of this project.
 PATCHED_LIGHTGBM = "+cegb." in lightgbm.__version__

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .costs import resolve_costs
-from .models import booster_of, to_forest
+from .models import num_trees_used, to_forest
 
 
 @dataclass(frozen=True)
@@ -77,10 +77,7 @@ def prediction_cost(model, X, costs=None, *, num_iteration: int | None = None,
     """
     forest = to_forest(model)
     costs = resolve_costs(costs, forest.num_features, forest.feature_names, forest.params)
-    booster = booster_of(model)
-    if num_iteration is None and booster is not None:
-        num_iteration = booster.best_iteration
-    num_trees = forest.num_trees_for(num_iteration)
+    num_trees = num_trees_used(model, forest, num_iteration)
     lazy, coupled, split = costs.arrays(forest.num_features)
     acquisition, evaluation, rows_using, curve = forest.cost(X, lazy, split, num_trees,
                                                              per_iteration=per_iteration, n_jobs=n_jobs)

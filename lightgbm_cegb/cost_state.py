@@ -74,6 +74,13 @@ class CostState:
                                     resolve_n_jobs(n_jobs, len(block)))
             self.paid[index], self.acquisition[index], self.evaluation[index] = paid, acquisition, evaluation
 
+    def pay(self, feature: int, rows: np.ndarray) -> None:
+        """Rows ``rows`` acquire ``feature``: each that has not paid it yet pays its lazy cost."""
+        rows = np.asarray(rows, dtype=np.int64)
+        unpaid = rows[self.paid[rows, feature] == 0]
+        self.paid[unpaid, feature] = 1
+        self.acquisition[unpaid] += self.lazy[feature]
+
     def _row_blocks(self, forest: Forest, X):
         """X's row blocks, converted once and kept for the next trees (sparse X: converted each time)."""
         if sp.issparse(X):

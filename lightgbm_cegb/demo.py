@@ -28,6 +28,10 @@ from .costs import FeatureCosts
 
 NUM_LOW_LEVEL = 21
 NUM_HIGH_LEVEL = 7
+#: the UCI HIGGS data set's column names (after the label)
+HIGGS_FEATURES = ["lepton_pT", "lepton_eta", "lepton_phi", "missing_energy_magnitude", "missing_energy_phi",
+                  *(f"jet{j}_{v}" for j in range(1, 5) for v in ("pt", "eta", "phi", "btag")),
+                  "m_jj", "m_jjj", "m_lv", "m_jlv", "m_bb", "m_wbb", "m_wwbb"]
 HIGGS_COSTS = FeatureCosts(lazy=[1.0] * NUM_LOW_LEVEL + [10.0] * NUM_HIGH_LEVEL)
 
 

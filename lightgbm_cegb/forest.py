@@ -293,6 +293,11 @@ class Forest:
         self._check_shape(X.shape)
         yield 0, self._dense(X)
 
+    def dense(self, X) -> np.ndarray:
+        """X as one C-contiguous float64 array, read as ``row_blocks`` reads it."""
+        parts = [block for _, block in self.row_blocks(X)]
+        return np.concatenate(parts) if parts else np.zeros((0, self.num_features))
+
     def _frame_blocks(self, frame) -> Iterator[tuple[int, np.ndarray]]:
         self._check_shape(frame.shape)
         step = max(1, BLOCK_VALUES // max(frame.shape[1], 1))
@@ -356,19 +361,17 @@ class Forest:
         index = self.leaf_offset[:leaves.shape[1]] + leaves
         values = self.leaf_value[index]
         if self.linear is not None:
-            (_, rows), = self.row_blocks(X) if not sp.issparse(X) else [(0, np.asarray(X.toarray()))]
-            values = self._linear_values(rows, index, values)
+            values = self._linear_values(self.dense(X), index, values)
         return values
 
-    def raw_score(self, X, leaves: np.ndarray) -> np.ndarray:
-        """Raw score rebuilt from the leaves: float64[n_rows, trees_per_iteration], summed tree by tree in
-        LightGBM's order (rf: averaged over the iterations)."""
-        values = self.leaf_values(X, leaves)
-        out = np.zeros((len(leaves), self.trees_per_iteration))
-        for t in range(leaves.shape[1]):
+    def raw_score(self, values: np.ndarray) -> np.ndarray:
+        """Raw score from each tree's output (``leaf_values``): float64[n_rows, trees_per_iteration], summed
+        tree by tree in LightGBM's order (rf: averaged over the iterations)."""
+        out = np.zeros((len(values), self.trees_per_iteration))
+        for t in range(values.shape[1]):
             out[:, t % self.trees_per_iteration] += values[:, t]
-        if self.average_output and leaves.shape[1]:
-            out /= leaves.shape[1] // self.trees_per_iteration
+        if self.average_output and values.shape[1]:
+            out /= values.shape[1] // self.trees_per_iteration
         return out
 
     def _linear_values(self, X: np.ndarray, index: np.ndarray, fallback: np.ndarray) -> np.ndarray:

@@ -33,6 +33,15 @@ def booster_of(model) -> lgb.Booster | None:
     return model if isinstance(model, lgb.Booster) else None
 
 
+def num_trees_used(model, forest: Forest, num_iteration: int | None) -> int:
+    """Trees that ``predict`` uses: the first ``num_iteration`` iterations; None: as ``Booster.predict``,
+    the best iteration if the booster has one, otherwise all."""
+    booster = booster_of(model)
+    if num_iteration is None and booster is not None:
+        num_iteration = booster.best_iteration
+    return forest.num_trees_for(num_iteration)
+
+
 def _fingerprint(model) -> tuple:
     booster = booster_of(model)
     if booster is not None:

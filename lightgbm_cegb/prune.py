@@ -208,8 +208,8 @@ def _lightgbm_problem(forest: Forest, X, y, n_jobs: int | None) -> _Problem:
     # rf averages the trees of each class: a tree's output enters the score the loss sees divided by the
     # number of iterations
     scale = per_iteration / forest.num_trees if forest.average_output else 1.0
-    score = forest.raw_score(X, leaves)
     tree_output = forest.leaf_values(X, leaves)
+    score = forest.raw_score(tree_output)
     for t in range(forest.num_trees):
         s, s1 = forest.node_offset[t], forest.node_offset[t + 1]
         value = np.concatenate([forest.internal_value[s:s1], forest.leaf_value[forest.leaf_offset[t]:forest.leaf_offset[t + 1]]])

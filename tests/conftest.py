@@ -45,6 +45,18 @@ def run_python(code: str, stock: bool = False, timeout: float = 180) -> subproce
         return subprocess.CompletedProcess(exc.cmd, None, exc.stdout or "", f"timed out after {timeout} s")
 
 
+def with_tree_sizes(text: str) -> str:
+    """tree_sizes recomputed from where the Tree= lines are (when there are some)."""
+    if "tree_sizes=" not in text or "\nTree=0\n" not in text or "end of trees" not in text:
+        return text
+    first, end = text.index("\nTree=0\n") + 1, text.index("end of trees")
+    starts = [i + 1 for i in range(first - 1, end) if text.startswith("\nTree=", i)] + [end]
+    sizes = " ".join(str(len(text[a:b].encode())) for a, b in zip(starts, starts[1:]))
+    header = text[:first]
+    line = header.index("tree_sizes=")
+    return header[:line] + f"tree_sizes={sizes}" + header[header.index("\n", line):] + text[first:]
+
+
 def splits(booster: lightgbm.Booster, tree: int = 0) -> list[dict]:
     """Split nodes of one tree in depth-first order, with the features tested above each."""
     out = []

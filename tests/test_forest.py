@@ -11,7 +11,7 @@ import textwrap
 import lightgbm as lgb
 import numpy as np
 import pytest
-from conftest import run_python
+from conftest import run_python, with_tree_sizes
 
 from lightgbm_cegb import CEGBError, FeatureCosts, Forest, budget_prune, prediction_cost, to_forest
 from lightgbm_cegb.lightgbm_model import read_text, write_text
@@ -38,15 +38,6 @@ def edit(text: str, tree: int, key: str, change) -> str:
     line_end = text.index("\n", line_start)
     values = text[line_start + len(key) + 1:line_end].split(" ")
     return with_tree_sizes(text[:line_start] + f"{key}=" + " ".join(map(str, change(values))) + text[line_end:])
-
-
-def with_tree_sizes(text: str) -> str:
-    first, end = text.index("\nTree=0\n") + 1, text.index("end of trees")
-    starts = [i + 1 for i in range(first - 1, end) if text.startswith("\nTree=", i)] + [end]
-    sizes = " ".join(str(len(text[a:b].encode())) for a, b in zip(starts, starts[1:]))
-    header = text[:first]
-    line = header.index("tree_sizes=")
-    return header[:line] + f"tree_sizes={sizes}" + header[header.index("\n", line):] + text[first:]
 
 
 def _field(text: str, tree: int, key: str) -> list[str]:

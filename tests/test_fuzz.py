@@ -17,6 +17,7 @@ from pathlib import Path
 import lightgbm as lgb
 import numpy as np
 import pytest
+from conftest import with_tree_sizes
 
 WORKER = Path(__file__).with_name("fuzz_worker.py")
 CASES_PER_MODEL = 220
@@ -47,18 +48,6 @@ def base_models():
     return [("numeric", numeric, extreme[:, :4], y, False),
             ("categorical", categorical, extreme, y, True),
             ("multiclass", multiclass, extreme, label.astype(float), True)]
-
-
-def with_tree_sizes(text: str) -> str:
-    """tree_sizes recomputed from where the Tree= lines are (when there are some)."""
-    if "tree_sizes=" not in text or "\nTree=0\n" not in text or "end of trees" not in text:
-        return text
-    first, end = text.index("\nTree=0\n") + 1, text.index("end of trees")
-    starts = [i + 1 for i in range(first - 1, end) if text.startswith("\nTree=", i)] + [end]
-    sizes = " ".join(str(len(text[a:b].encode())) for a, b in zip(starts, starts[1:]))
-    header = text[:first]
-    line = header.index("tree_sizes=")
-    return header[:line] + f"tree_sizes={sizes}" + header[header.index("\n", line):] + text[first:]
 
 
 TOKENS = ["nan", "-1", "0", "1", "2", "4294967296", "-1e9", "1e9", "inf", "x", "", "1.5", "-2", "3", "7", "100"]

@@ -1,0 +1,441 @@
+"""Lazy feature acquisition at serving time: a row acquires a feature only when one of its paths reaches a
+split on it.
+
+``LazyPredictor(model, fetch)`` routes a batch of rows through the model's trees as far as the features
+already known allow (``FlatEnsemble.advance``, Cython without the GIL, on the shared routing step), collects
+for each feature the rows stopped at a split on it, calls ``fetch(feature, row_ids)`` once per feature for
+those rows, and resumes. A stopped row will pass the node it stopped at whatever its other values are, so
+every feature it waits for is one its paths test: the features fetched for a row are exactly those, each
+once, and the realised cost (priced by the cost model, split costs included) is what ``prediction_cost``
+reports for the full row. Each round moves every stopped (row, tree) at least one node deeper, so there are
+at most as many rounds as the deepest tree has levels.
+
+Predictions come from the model's own ``predict`` on the rows with the features nobody fetched set to 0.0:
+no split reads them, so the result is the model's prediction on the full rows, bit for bit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import lightgbm as lgb
+import numpy as np
+
+from ._engine import UNKNOWN_BITS
+from .cost_state import CostState
+from .costs import FeatureCosts, resolve_costs
+from .errors import CEGBError
+from .forest import Forest
+from .models import booster_of, num_trees_used, to_forest
+from .parallel import resolve_n_jobs
+from .prune import PruneResult
+
+#: status of a row in a LazyResult
+DONE, FAILED, PENDING = 0, 1, 2
+ORDERS = ("cheapest", "costliest", "most_rows", "model")
+#: a value not known yet: the NaN with the bits UNKNOWN_BITS (see FlatEnsemble.advance)
+UNKNOWN = np.array([UNKNOWN_BITS], dtype=np.uint64).view(np.float64)[0]
+
+
+@dataclass(frozen=True)
+class FetchFailure:
+    """A fetch call that failed: the feature (as passed to fetch), the batch positions of its rows, why."""
+
+    feature: object
+    rows: np.ndarray
+    error: BaseException
+
+    def __str__(self) -> str:
+        shown = ", ".join(map(str, self.rows[:5].tolist())) + (", ..." if len(self.rows) > 5 else "")
+        return f"fetch({self.feature!r}) for {len(self.rows)} row(s) [{shown}] failed: {self.error}"
+
+
+@dataclass
+class LazyResult:
+    """What a lazy prediction computed for each row of a batch.
+
+    ``status[i]`` is DONE (row i reached a leaf in every tree; ``prediction[i]`` is set), FAILED (a fetch it
+    needed failed: see ``failures``) or PENDING (the call stopped at a failure before the row was done).
+    ``X`` holds the values given and fetched (NaN where unknown), ``known`` which ones are known and
+    ``fetched`` which ones this call fetched; ``acquisition[i]`` is the lazy cost of what was fetched for row
+    i and ``evaluation[i]`` the split costs of the nodes it passed. To resume after a failure, call
+    ``acquire(result.X, result.known)``: nothing fetched is fetched again.
+    """
+
+    prediction: np.ndarray | None
+    status: np.ndarray
+    X: np.ndarray
+    known: np.ndarray
+    fetched: np.ndarray
+    acquisition: np.ndarray
+    evaluation: np.ndarray
+    leaves: np.ndarray  # int32[n_rows, num_trees]: the leaf reached, -1 where not reached yet
+    rounds: int  # fetch rounds
+    fetch_calls: int  # calls of fetch, retries included
+    failures: list[FetchFailure] = field(default_factory=list)
+
+    @property
+    def ok(self) -> np.ndarray:
+        return self.status == DONE
+
+    @property
+    def per_instance(self) -> np.ndarray:
+        return self.acquisition + self.evaluation
+
+    @property
+    def mean(self) -> float:
+        return float(self.per_instance.mean()) if len(self.status) else 0.0
+
+
+class LazyFetchError(RuntimeError):
+    """A fetch failed (raised, timed out or returned the wrong shape) with ``errors="raise"``. ``result``
+    holds everything computed so far (values fetched, costs paid, rows already done)."""
+
+    def __init__(self, failure: FetchFailure, result: LazyResult) -> None:
+        super().__init__(str(failure))
+        self.failure = failure
+        self.result = result
+
+
+class LazyPredictor:
+    """Predict with ``model`` fetching each feature only for the rows whose paths reach a split on it.
+
+    Parameters
+    ----------
+    model : lightgbm.Booster, LGBMModel, model file path, fitted scikit-learn tree model, PruneResult or Forest
+        Anything ``prediction_cost`` takes. A Forest has no ``predict``: its raw score is returned. Linear
+        trees are refused (their leaves read features no split tests).
+    fetch : callable ``fetch(feature, row_ids) -> values``
+        Called once per feature per round with the ids of the rows that need it (``ids`` given to
+        ``acquire``, default the rows' positions in the batch); returns one value per row (NaN is a missing
+        value, as for ``predict``). ``feature`` is the model's feature name (``feature_keys="name"``) or
+        column index (``"index"``). A coroutine function is awaited by ``aacquire``/``apredict``.
+    costs : FeatureCosts, lazy costs per column or by name, optional
+        As ``prediction_cost`` (None: the model's cegb_* parameters; no costs at all: everything costs 0).
+    num_iteration : int, optional
+        As ``predict``: the first iterations only (None: the best iteration if there is one, else all).
+    order : {"cheapest", "costliest", "most_rows", "model"} or callable, default "cheapest"
+        Order of a round's fetch calls (by lazy cost, by number of rows, by column); a callable gets
+        ``(feature, row_ids)`` and returns a sort key. Which (row, feature) pairs are fetched does not
+        depend on it: every one fetched is needed.
+    max_workers : int, optional
+        Fetch calls of a round run this many at a time on threads (None: one after the other in the
+        calling thread; ``aacquire``: all of a round's calls concurrently).
+    timeout : float, optional
+        Seconds a fetch call may take; a slower one counts as failed (its thread cannot be stopped and
+        finishes in the background).
+    retries : int, default 0
+        Times a fetch call that raised or timed out is repeated before it counts as failed.
+    errors : {"raise", "partial"}, default "raise"
+        On a failed fetch: raise LazyFetchError (its ``result`` keeps what was computed), or mark the rows
+        that needed it FAILED and finish the others.
+    n_jobs : int, optional
+        Threads of the routing kernel.
+    """
+
+    def __init__(self, model, fetch: Callable, costs=None, *, num_iteration: int | None = None,
+                 order="cheapest", max_workers: int | None = None, timeout: float | None = None,
+                 retries: int = 0, errors: str = "raise", feature_keys: str = "name",
+                 n_jobs: int | None = None) -> None:
+        if isinstance(model, PruneResult):
+            model = model.model
+        if not callable(fetch):
+            raise CEGBError(f"fetch should be a callable fetch(feature, row_ids) -> values, got {type(fetch).__name__}")
+        if not (callable(order) or order in ORDERS):
+            raise CEGBError(f"order should be one of {ORDERS} or a callable, got {order!r}")
+        if max_workers is not None and (isinstance(max_workers, bool) or not isinstance(max_workers, int)
+                                        or max_workers < 1):
+            raise CEGBError(f"max_workers should be None or an integer >= 1, got {max_workers!r}")
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                    or not timeout > 0):
+            raise CEGBError(f"timeout should be None or a number of seconds > 0, got {timeout!r}")
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            raise CEGBError(f"retries should be an integer >= 0, got {retries!r}")
+        if errors not in ("raise", "partial"):
+            raise CEGBError(f"errors should be 'raise' or 'partial', got {errors!r}")
+        if feature_keys not in ("name", "index"):
+            raise CEGBError(f"feature_keys should be 'name' or 'index', got {feature_keys!r}")
+        resolve_n_jobs(n_jobs)
+        self.forest = to_forest(model)
+        if self.forest.linear is not None:
+            raise CEGBError("model: linear trees are not supported (their leaves read features that no split "
+                            "tests, and prediction_cost does not count)")
+        self.model = lgb.Booster(model_file=os.fspath(model)) if isinstance(model, (str, os.PathLike)) else model
+        if num_iteration is not None and booster_of(self.model) is None and not isinstance(self.model, Forest):
+            raise CEGBError(f"num_iteration: {type(self.model).__name__} predicts with all its trees; "
+                            f"num_iteration applies to LightGBM models only, got {num_iteration!r}")
+        self.num_iteration = num_iteration
+        self.num_trees = num_trees_used(self.model, self.forest, num_iteration)
+        if costs is None and FeatureCosts.from_params(self.forest.params) is None:
+            costs = FeatureCosts(lazy=np.zeros(self.forest.num_features))
+        self.costs = resolve_costs(costs, self.forest.num_features, self.forest.feature_names, self.forest.params)
+        self.fetch, self.order, self.max_workers = fetch, order, max_workers
+        self.timeout, self.retries, self.errors, self.n_jobs = timeout, retries, errors, n_jobs
+        names = self.forest.feature_names
+        self.keys = list(names) if feature_keys == "name" and names else list(range(self.forest.num_features))
+
+    # ------------------------------------------------------------------------------------ public API
+
+    def acquire(self, X, known=None, *, ids=None, method: str = "predict", **kwargs) -> LazyResult:
+        """Route, fetch and predict a batch: the LazyResult of every row. ``known``: bool mask of the values
+        given in X (default: the non-NaN ones); ``method``: the model's method that predicts
+        ("predict", "predict_proba", ...), called with ``kwargs``."""
+        if inspect.iscoroutinefunction(self.fetch):
+            raise CEGBError("fetch is a coroutine function: use aacquire / apredict")
+        self._check_method(method, kwargs)
+        run = _Run(self, X, known, ids)
+        pool = ThreadPoolExecutor(self.max_workers or 1) if self.max_workers or self.timeout else None
+        try:
+            while requests := run.advance():
+                run.deliver(requests, self._fetch_round(requests, run, pool))
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=False, cancel_futures=True)
+        return run.finish(self._predict, method, kwargs)
+
+    async def aacquire(self, X, known=None, *, ids=None, method: str = "predict", **kwargs) -> LazyResult:
+        """``acquire`` for asyncio: a round's fetch calls run concurrently (at most ``max_workers`` at a time
+        when set); a plain function fetch runs in threads."""
+        self._check_method(method, kwargs)
+        run = _Run(self, X, known, ids)
+        limit = asyncio.Semaphore(self.max_workers) if self.max_workers else None
+        while requests := run.advance():
+            outcomes = await asyncio.gather(*(self._fetch_async(f, rows, run, limit) for f, rows in requests))
+            run.deliver(requests, outcomes)
+        return await asyncio.to_thread(run.finish, self._predict, method, kwargs)
+
+    def predict(self, X, known=None, *, ids=None, **kwargs) -> np.ndarray:
+        """The model's ``predict`` on the full rows, fetching only what the rows' paths need."""
+        return self.acquire(X, known, ids=ids, **kwargs).prediction
+
+    def predict_proba(self, X, known=None, *, ids=None, **kwargs) -> np.ndarray:
+        return self.acquire(X, known, ids=ids, method="predict_proba", **kwargs).prediction
+
+    async def apredict(self, X, known=None, *, ids=None, **kwargs) -> np.ndarray:
+        return (await self.aacquire(X, known, ids=ids, **kwargs)).prediction
+
+    # ------------------------------------------------------------------------------------ fetching
+
+    def _fetch_round(self, requests, run, pool) -> list:
+        """Outcome (values or the exception) of each request, retried as configured."""
+        outcomes: list = [None] * len(requests)
+        pending = list(range(len(requests)))
+        for _ in range(self.retries + 1):
+            run.fetch_calls += len(pending)
+            if pool is None:
+                for j in pending:
+                    outcomes[j] = self._call(requests[j], run.ids)
+            else:
+                width = self.max_workers or 1
+                for w in range(0, len(pending), width):
+                    wave = [(j, pool.submit(self._call, requests[j], run.ids)) for j in pending[w:w + width]]
+                    deadline = None if self.timeout is None else time.monotonic() + self.timeout
+                    for j, future in wave:
+                        try:
+                            remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+                            outcomes[j] = future.result(timeout=remaining)
+                        except TimeoutError:
+                            future.cancel()
+                            outcomes[j] = TimeoutError(f"timed out after {self.timeout} s")
+            pending = [j for j in pending if isinstance(outcomes[j], BaseException)]
+            if not pending:
+                break
+        return outcomes
+
+    def _call(self, request, ids):
+        f, rows = request
+        try:
+            values = self.fetch(self.keys[f], ids[rows])
+        except Exception as exc:  # the user's fetch: any failure is reported with its feature and rows
+            return exc
+        if inspect.isawaitable(values):
+            getattr(values, "close", lambda: None)()
+            return CEGBError("fetch returned an awaitable: use aacquire / apredict for asynchronous fetches")
+        return values
+
+    async def _fetch_async(self, f, rows, run, limit):
+        key, outcome = self.keys[f], None
+        for _ in range(self.retries + 1):
+            run.fetch_calls += 1
+            try:
+                if limit is not None:
+                    await limit.acquire()
+                try:
+                    call = self.fetch(key, run.ids[rows]) if inspect.iscoroutinefunction(self.fetch) else \
+                        asyncio.to_thread(self.fetch, key, run.ids[rows])
+                    return await asyncio.wait_for(call, self.timeout)
+                finally:
+                    if limit is not None:
+                        limit.release()
+            except asyncio.TimeoutError:
+                outcome = TimeoutError(f"timed out after {self.timeout} s")
+            except Exception as exc:
+                outcome = exc
+        return outcome
+
+    def _sort_key(self, request, ids: np.ndarray):
+        f, rows = request
+        if callable(self.order):
+            return self.order(self.keys[f], ids[rows])
+        lazy = self.costs.lazy
+        return {"cheapest": (lazy[f], f), "costliest": (-lazy[f], f), "most_rows": (-len(rows), f),
+                "model": f}[self.order]
+
+    # ------------------------------------------------------------------------------------ predicting
+
+    def _check_method(self, method: str, kwargs: dict) -> None:
+        """Before anything is fetched: the model can predict so, with what the routing fetches."""
+        if isinstance(self.model, Forest):
+            if method != "predict" or kwargs:
+                raise CEGBError(f"method: a Forest predicts its raw score only ('predict' without arguments), got "
+                                f"{method!r} with {sorted(kwargs)}")
+        elif not callable(getattr(self.model, method, None)):
+            raise CEGBError(f"method: {type(self.model).__name__} has no {method!r}")
+        for key in ("num_iteration", "start_iteration", "pred_contrib"):
+            if key in kwargs:
+                raise CEGBError(f"{key}: not a predict argument here: "
+                                + ("give num_iteration to LazyPredictor" if key == "num_iteration" else
+                                   "the rows fetch what the first num_iteration iterations' paths need, and "
+                                   f"{key} would read other trees or nodes"))
+
+    def _predict(self, X: np.ndarray, method: str, kwargs: dict) -> np.ndarray:
+        model = self.model
+        if isinstance(model, Forest):
+            forest = self.forest
+            score = forest.raw_score(forest.leaf_values(X, forest.apply(X, self.num_trees)))
+            return score[:, 0] if forest.trees_per_iteration == 1 else score
+        predict = getattr(model, method)
+        if booster_of(model) is not None:
+            kwargs = {"num_iteration": self.num_iteration, **kwargs}
+        names = getattr(model, "feature_names_in_", None)
+        if names is not None and not self.forest.pandas_categorical:
+            import pandas as pd
+
+            X = pd.DataFrame(X, columns=names, copy=False)
+        return predict(X, **kwargs)
+
+
+class _Run:
+    """One batch on its way through the model: values, the routing state, the per-row cost state."""
+
+    def __init__(self, predictor: LazyPredictor, X, known, ids) -> None:
+        forest = self.forest = predictor.forest
+        self.predictor = predictor
+        self.X = np.array(forest.dense(X), dtype=np.float64, order="C")  # a copy: fetched values go in
+        n, num_features = self.X.shape
+        if known is None:
+            known = ~np.isnan(self.X)
+        else:
+            known = np.asarray(known)
+            if known.shape != self.X.shape or known.dtype != bool:
+                raise CEGBError(f"known should be a bool array of X's shape {self.X.shape}, got "
+                                f"{known.dtype} of shape {known.shape}")
+        self.X[known & np.isnan(self.X)] = np.nan  # missing values: never the bits of UNKNOWN
+        self.X[~known] = UNKNOWN
+        self.any_known = known.any(axis=1)
+        self.ids = np.arange(n) if ids is None else np.asarray(ids)
+        if self.ids.shape != (n,):
+            raise CEGBError(f"ids should hold one id per row of X ({n}), got shape {self.ids.shape}")
+        self.cost = CostState(n, predictor.costs, num_features)  # paid: fetched by this call
+        num_trees = predictor.num_trees
+        self.route = np.zeros((n, num_trees), dtype=np.int32)
+        has_splits = np.diff(forest.node_offset[:num_trees + 1]) > 0
+        self.route[:, ~has_splits] = -1  # one-leaf trees: at leaf 0
+        self.root_features = np.unique(forest.feature[forest.node_offset[:num_trees][has_splits]])
+        self.status = np.full(n, PENDING, dtype=np.int8)
+        self.active = np.arange(n, dtype=np.int64)
+        self.rounds = self.fetch_calls = 0
+        self.failures: list[FetchFailure] = []
+
+    def advance(self) -> list[tuple[int, np.ndarray]]:
+        """Route the active rows as far as they can go; the fetches they wait for, in the predictor's order."""
+        if not len(self.active):
+            return []
+        routed = self.active
+        need = np.zeros((self.X.shape[1], len(routed)), dtype=np.uint8)
+        blocked = np.ones(len(routed), dtype=bool)
+        move = slice(None)
+        if self.rounds == 0:  # a row that knows nothing stops at every root: no need to route it
+            move = self.any_known
+            need[np.ix_(self.root_features, np.flatnonzero(~move))] = 1
+            blocked[~move] = len(self.root_features) > 0
+        moving = routed[move]
+        if len(moving):
+            moving_need = np.zeros((len(need), len(moving)), dtype=np.uint8)
+            blocked[move] = self.forest.flat.advance(
+                self.X, self.route, moving, self.cost.split, self.cost.evaluation, moving_need,
+                resolve_n_jobs(self.predictor.n_jobs, len(moving))).view(bool)
+            need[:, move] = moving_need
+        self.status[routed[~blocked]] = DONE
+        self.active = routed[blocked]
+        if not len(self.active):
+            return []
+        self.rounds += 1
+        features, position = np.nonzero(need)  # by feature, then row
+        rows = routed[position]
+        cuts = np.flatnonzero(np.diff(features)) + 1
+        requests = [(int(f[0]), r) for f, r in zip(np.split(features, cuts), np.split(rows, cuts))]
+        return sorted(requests, key=lambda request: self.predictor._sort_key(request, self.ids))
+
+    def deliver(self, requests, outcomes) -> None:
+        """Store what each fetch returned; then handle the failures (all successes are kept first)."""
+        failed = []
+        for (f, rows), outcome in zip(requests, outcomes):
+            key = self.predictor.keys[f]
+            if not isinstance(outcome, BaseException):
+                try:
+                    values = np.asarray(outcome, dtype=np.float64)
+                except (TypeError, ValueError) as exc:
+                    outcome = CEGBError(f"returned values that are not numbers ({exc})")
+                else:
+                    if values.shape != (len(rows),):
+                        outcome = CEGBError(f"returned shape {values.shape}, expected ({len(rows)},): one value "
+                                            "per row id")
+            if isinstance(outcome, BaseException):
+                failed.append(FetchFailure(key, rows, outcome))
+                continue
+            self.X[rows, f] = np.where(np.isnan(values), np.nan, values)  # never the bits of UNKNOWN
+            self.cost.pay(f, rows)
+        if not failed:
+            return
+        self.failures.extend(failed)
+        if self.predictor.errors == "raise":
+            raise LazyFetchError(failed[0], self.result(None)) from failed[0].error
+        for failure in failed:
+            self.status[failure.rows] = FAILED
+        self.active = self.active[self.status[self.active] == PENDING]
+
+    def unknown(self) -> np.ndarray:
+        return self.X.view(np.uint64) == UNKNOWN_BITS
+
+    def finish(self, predict, method: str, kwargs: dict) -> LazyResult:
+        done = self.status == DONE
+        prediction = None
+        if done.any() or not len(done):
+            filled = np.where(self.unknown(), 0.0, self.X)
+            values = np.asarray(predict(filled if done.all() else filled[done], method, kwargs))
+            if done.all():
+                prediction = values
+            else:
+                fill = np.nan if values.dtype.kind in "fc" else None
+                prediction = np.full((len(done),) + values.shape[1:], fill,
+                                     dtype=values.dtype if fill is not None else object)
+                prediction[done] = values
+        return self.result(prediction)
+
+    def result(self, prediction) -> LazyResult:
+        """The run's result; the run ends here (its arrays are handed over, not copied)."""
+        leaves = np.invert(self.route, out=self.route)  # a leaf l was stored as ~l, a node j where a row
+        np.maximum(leaves, -1, out=leaves)               # stopped as j >= 0: it becomes ~j < 0, no leaf yet
+        unknown = self.unknown()
+        self.X[unknown] = np.nan
+        return LazyResult(prediction=prediction, status=self.status, X=self.X, known=~unknown,
+                          fetched=self.cost.paid.view(bool), acquisition=self.cost.acquisition,
+                          evaluation=self.cost.evaluation, leaves=leaves, rounds=self.rounds,
+                          fetch_calls=self.fetch_calls, failures=self.failures)
