@@ -21,6 +21,13 @@ from _typedefs cimport float64, int32, int64, uint8, uint32, uint64
 UNKNOWN_BITS = 0x7FF8_0000_0BAD_F00D
 cdef uint64 UNKNOWN = UNKNOWN_BITS
 
+
+cdef extern from *:
+    """
+    static inline int ctz64(unsigned long long v) { return __builtin_ctzll(v); }
+    """
+    int ctz64(unsigned long long v) nogil
+
 DEF BLOCK = 64
 
 
@@ -259,61 +266,66 @@ cdef class FlatEnsemble:
                 accumulate(&self.e, X, start, stop, t0, t1, lazy, split, &paid[start, 0],
                            acquisition, evaluation)
 
-    def advance(self, const float64[:, ::1] X, int32[:, ::1] state, const int64[::1] rows,
-                const float64[::1] split, float64[::1] evaluation, uint8[:, ::1] need, int num_threads):
-        """Lazy routing: move rows ``rows`` (strictly increasing) down the trees of ``state`` as far as their
-        known values allow; a value not known yet is the NaN whose bits are UNKNOWN (any other NaN is a
-        missing value).
+    def advance(self, const float64[:, ::1] X, int32[:, ::1] state, uint64[:, ::1] pending,
+                const uint64[::1] routed, const float64[::1] split, float64[::1] evaluation, uint8[:, ::1] need,
+                int num_threads):
+        """Lazy routing: move rows down the trees as far as their known values allow; a value not known yet is
+        the NaN whose bits are UNKNOWN (any other NaN is a missing value).
 
-        state[i, t] >= 0 is the node of tree t where row i stands, < 0 the leaf ~state[i, t] it reached. A
-        row passing a node testing f pays split[f] to evaluation[i]; it stops at a node whose value it does
-        not know and sets need[f, k] (k: its position in rows; need is zero on entry, and by feature so that
-        its nonzero entries come out grouped by feature). Returns uint8[len(rows)]: 1 where the row stopped
-        in some tree."""
-        cdef Py_ssize_t n = X.shape[0], n_features = X.shape[1], m = rows.shape[0], k
+        Rows go in blocks of 64: bit r of pending[b, t] says row 64 b + r is still inside tree t, where
+        state[i, t] >= 0 is the node it stands at (< 0: the leaf ~state[i, t] it reached); only the rows
+        whose bit is set in routed[b] move in this call. A row passing a node testing f pays split[f] to
+        evaluation[i]; it stops at a node whose value it does not know and sets need[f, i] (need is zero on
+        entry; by feature, so that its nonzero entries come out grouped by feature). Returns uint64[n_blocks]:
+        the rows of each block that stopped in some tree."""
+        cdef Py_ssize_t n = X.shape[0], n_features = X.shape[1], n_blocks = (n + 63) // 64, k
         cdef int64 num_trees = state.shape[1], t
         self._check(X, 0, num_trees)
         if split.shape[0] != n_features:
             raise ValueError(f"split costs need {n_features} values")
-        if need.shape[0] != n_features or need.shape[1] != m or state.shape[0] != n or evaluation.shape[0] != n:
-            raise ValueError("lazy routing arrays do not match the rows and features")
-        for k in range(m):
-            if rows[k] < 0 or rows[k] >= n or (k and rows[k] <= rows[k - 1]):
-                raise ValueError("rows should be strictly increasing row indices")
-        blocked_arr = np.zeros(m, dtype=np.uint8)
-        if m == 0:
+        if need.shape[0] != n_features or need.shape[1] != n or state.shape[0] != n or evaluation.shape[0] != n \
+                or pending.shape[0] != n_blocks or pending.shape[1] != num_trees or routed.shape[0] != n_blocks:
+            raise ValueError("lazy routing arrays do not match the rows, trees and features")
+        blocked_arr = np.zeros(n_blocks, dtype=np.uint64)
+        if n == 0:
             return blocked_arr
-        cdef uint8[::1] blocked = blocked_arr
+        cdef uint64[::1] blocked = blocked_arr
         cdef const Ensemble* e = &self.e
-        cdef Py_ssize_t block, start, stop, i
+        cdef Py_ssize_t block, i
         cdef int32 node, f
         cdef const Node* tree_nodes
         cdef const Node* nd
         cdef const uint64* x
         cdef float64 value, paid
+        cdef uint64 moving, rest, stopped, stopped_any, bit
+        cdef uint64 last = (~(<uint64> 0)) >> (64 - (n - (n_blocks - 1) * 64))  # rows of the last block
         cdef bint has_split = False
         for k in range(n_features):
             has_split = has_split or split[k] != 0
         with nogil:
-            # blocks of BLOCK rows, tree by tree (as the cost kernel: one tree's nodes stay in cache)
-            for block in prange((m + BLOCK - 1) // BLOCK, schedule="static", num_threads=max(num_threads, 1)):
-                start = block * BLOCK
-                stop = min(start + BLOCK, m)
+            # a block of 64 rows tree by tree (one tree's nodes stay in cache), visiting only its pending rows
+            for block in prange(n_blocks, schedule="static", num_threads=max(num_threads, 1)):
+                moving = routed[block] & (last if block == n_blocks - 1 else ~(<uint64> 0))
+                stopped_any = 0
                 for t in range(num_trees):
+                    rest = pending[block, t] & moving
+                    if rest == 0:
+                        continue
                     tree_nodes = e.nodes + e.node_offset[t]
-                    for k in range(start, stop):
-                        i = rows[k]
+                    stopped = 0
+                    while rest:
+                        bit = rest & (~rest + 1)
+                        rest = rest ^ bit
+                        i = block * 64 + ctz64(bit)
                         node = state[i, t]
-                        if node < 0:
-                            continue
                         x = <const uint64*> &X[i, 0]
                         paid = 0.0
                         while node >= 0:
                             nd = tree_nodes + node
                             f = nd.feature
                             if x[f] == UNKNOWN:
-                                need[f, k] = 1
-                                blocked[k] = 1
+                                need[f, i] = 1
+                                stopped = stopped | bit
                                 break
                             if has_split:
                                 paid = paid + split[f]
@@ -322,6 +334,9 @@ cdef class FlatEnsemble:
                         state[i, t] = node
                         if has_split:
                             evaluation[i] += paid
+                    pending[block, t] = (pending[block, t] & ~moving) | stopped
+                    stopped_any = stopped_any | stopped
+                blocked[block] = stopped_any
         return blocked_arr
 
 

@@ -344,41 +344,39 @@ class _Run:
             raise CEGBError(f"ids should hold one id per row of X ({n}), got shape {self.ids.shape}")
         self.cost = CostState(n, predictor.costs, num_features)  # paid: fetched by this call
         num_trees = predictor.num_trees
-        self.route = np.zeros((n, num_trees), dtype=np.int32)
         has_splits = np.diff(forest.node_offset[:num_trees + 1]) > 0
+        self.route = np.zeros((n, num_trees), dtype=np.int32)
         self.route[:, ~has_splits] = -1  # one-leaf trees: at leaf 0
         self.root_features = np.unique(forest.feature[forest.node_offset[:num_trees][has_splits]])
+        # bit r of pending[b, t]: row 64 b + r is still inside tree t (see FlatEnsemble.advance)
+        self.pending = np.where(has_splits, _row_bits(np.ones(n, dtype=bool))[:, None], np.uint64(0))
         self.status = np.full(n, PENDING, dtype=np.int8)
-        self.active = np.arange(n, dtype=np.int64)
+        self.active = np.ones(n, dtype=bool)
         self.rounds = self.fetch_calls = 0
         self.failures: list[FetchFailure] = []
 
     def advance(self) -> list[tuple[int, np.ndarray]]:
         """Route the active rows as far as they can go; the fetches they wait for, in the predictor's order."""
-        if not len(self.active):
+        n, num_features = self.X.shape
+        if not self.active.any():
             return []
-        routed = self.active
-        need = np.zeros((self.X.shape[1], len(routed)), dtype=np.uint8)
-        blocked = np.ones(len(routed), dtype=bool)
-        move = slice(None)
-        if self.rounds == 0:  # a row that knows nothing stops at every root: no need to route it
-            move = self.any_known
-            need[np.ix_(self.root_features, np.flatnonzero(~move))] = 1
-            blocked[~move] = len(self.root_features) > 0
-        moving = routed[move]
-        if len(moving):
-            moving_need = np.zeros((len(need), len(moving)), dtype=np.uint8)
-            blocked[move] = self.forest.flat.advance(
-                self.X, self.route, moving, self.cost.split, self.cost.evaluation, moving_need,
-                resolve_n_jobs(self.predictor.n_jobs, len(moving))).view(bool)
-            need[:, move] = moving_need
-        self.status[routed[~blocked]] = DONE
-        self.active = routed[blocked]
-        if not len(self.active):
+        need = np.zeros((num_features, n), dtype=np.uint8)
+        moving = self.active
+        if self.rounds == 0 and len(self.root_features):  # a row that knows nothing stops at every root
+            idle = ~self.any_known
+            moving = ~idle
+            need[np.ix_(self.root_features, np.flatnonzero(idle))] = 1
+        stopped = self.forest.flat.advance(self.X, self.route, self.pending, _row_bits(moving), self.cost.split,
+                                           self.cost.evaluation, need,
+                                           resolve_n_jobs(self.predictor.n_jobs, int(moving.sum())))
+        blocked = np.unpackbits(stopped.astype("<u8").view(np.uint8), bitorder="little")[:n].view(bool)
+        blocked |= self.active & ~moving
+        self.status[self.active & ~blocked] = DONE
+        self.active = blocked
+        if not blocked.any():
             return []
         self.rounds += 1
-        features, position = np.nonzero(need)  # by feature, then row
-        rows = routed[position]
+        features, rows = np.nonzero(need)  # by feature, then row
         cuts = np.flatnonzero(np.diff(features)) + 1
         requests = [(int(f[0]), r) for f, r in zip(np.split(features, cuts), np.split(rows, cuts))]
         return sorted(requests, key=lambda request: self.predictor._sort_key(request, self.ids))
@@ -409,7 +407,8 @@ class _Run:
             raise LazyFetchError(failed[0], self.result(None)) from failed[0].error
         for failure in failed:
             self.status[failure.rows] = FAILED
-        self.active = self.active[self.status[self.active] == PENDING]
+            self.active[failure.rows] = False
+        self.pending &= _row_bits(self.active)[:, None]
 
     def unknown(self) -> np.ndarray:
         return self.X.view(np.uint64) == UNKNOWN_BITS
@@ -439,3 +438,10 @@ class _Run:
                           fetched=self.cost.paid.view(bool), acquisition=self.cost.acquisition,
                           evaluation=self.cost.evaluation, leaves=leaves, rounds=self.rounds,
                           fetch_calls=self.fetch_calls, failures=self.failures)
+
+
+def _row_bits(rows: np.ndarray) -> np.ndarray:
+    """A bool per row -> uint64 per block of 64 rows, bit r for row 64 b + r."""
+    padded = np.zeros(-(-len(rows) // 64) * 64, dtype=bool)
+    padded[:len(rows)] = rows
+    return np.packbits(padded, bitorder="little").view("<u8").astype(np.uint64)

@@ -368,3 +368,21 @@ def test_num_iteration_and_predict_arguments():
     rf = RandomForestClassifier(n_estimators=3, random_state=0).fit(np.nan_to_num(X), X[:, 0] > 0)
     with pytest.raises(CEGBError, match="num_iteration applies to LightGBM models only"):
         LazyPredictor(rf, store, costs, num_iteration=2)
+
+
+def test_rows_knowing_nothing_next_to_rows_knowing_some_and_one_leaf_trees():
+    booster, X, _ = higgs_like()
+    rng = np.random.default_rng(3)
+    given_X = np.where(rng.random(X.shape) < 0.4, X, np.nan)
+    given_X[::2] = np.nan
+    known = ~np.isnan(given_X) | (np.isnan(X) & (rng.random(X.shape) < 0.5))  # some missing values given
+    store = Store(X)
+    result = LazyPredictor(booster, store, feature_keys="index").acquire(given_X, known)
+    np.testing.assert_array_equal(result.prediction, booster.predict(X))
+    np.testing.assert_array_equal(result.leaves, booster.predict(X, pred_leaf=True))
+    assert not (result.fetched & known).any()
+    constant = lgb.train({"objective": "regression", "verbose": -1}, lgb.Dataset(X, np.ones(len(X))), 3)
+    store = Store(X)
+    result = LazyPredictor(constant, store, feature_keys="index").acquire(np.full_like(X, np.nan))
+    assert store.calls == [] and result.rounds == 0 and (result.status == DONE).all()
+    np.testing.assert_array_equal(result.prediction, constant.predict(X))
