@@ -9,6 +9,7 @@ faster than LightGBM's row-by-row predictor. The kernels trust the arrays they a
 """
 
 from cython.parallel cimport parallel, prange, threadid
+from libc.math cimport exp
 from libc.string cimport memcpy, memset
 
 import numpy as np
@@ -276,8 +277,8 @@ cdef class FlatEnsemble:
         state[i, t] >= 0 is the node it stands at (< 0: the leaf ~state[i, t] it reached); only the rows
         whose bit is set in routed[b] move in this call. A row passing a node testing f pays split[f] to
         evaluation[i]; it stops at a node whose value it does not know and sets need[f, i] (need is zero on
-        entry; by feature, so that its nonzero entries come out grouped by feature). Returns uint64[n_blocks]:
-        the rows of each block that stopped in some tree."""
+        entry; by feature: a row of it lists the rows to fetch f for). Returns uint64[n_blocks]: the rows of
+        each block that stopped in some tree."""
         cdef Py_ssize_t n = X.shape[0], n_features = X.shape[1], n_blocks = (n + 63) // 64, k
         cdef int64 num_trees = state.shape[1], t
         self._check(X, 0, num_trees)
@@ -368,6 +369,44 @@ cdef void accumulate(const Ensemble* e, const float64[:, ::1] X, Py_ssize_t star
                     row_paid[f] = 1
                     acquisition[i] += lazy[f]
                 node = child(e, t, nd, x[f])
+
+
+def raw_scores(const int32[:, ::1] leaves, const int64[::1] leaf_offset, const float64[::1] leaf_value,
+               const float64[:, ::1] values, int64 trees_per_iteration, bint average, int num_threads):
+    """Raw scores of rows that reached leaves[i, t] (leaves of tree t numbered from leaf_offset[t]) as
+    LightGBM's GBDT::PredictRaw adds them: tree t's output to class t % trees_per_iteration, in tree order
+    from 0.0; average (rf): divided by the number of iterations. values[i, t], when given (linear trees),
+    replaces the leaf's value. The caller checks the leaves (they come from routing this forest)."""
+    cdef Py_ssize_t n = leaves.shape[0], num_trees = leaves.shape[1], i, t, k
+    cdef int64 tpi = trees_per_iteration
+    cdef bint given = values.shape[0] > 0
+    if given and (values.shape[0] != n or values.shape[1] != num_trees):
+        raise ValueError("values should have one per row and tree")
+    if leaf_offset.shape[0] < num_trees + 1:
+        raise ValueError(f"leaves of {num_trees} trees, the forest has {leaf_offset.shape[0] - 1}")
+    out_ = np.zeros((n, tpi), dtype=np.float64)
+    cdef float64[:, ::1] out = out_
+    cdef float64 iterations = <float64> (num_trees // tpi)
+    with nogil:
+        for i in prange(n, schedule="static", num_threads=max(num_threads, 1)):
+            for t in range(num_trees):
+                out[i, t % tpi] += values[i, t] if given else leaf_value[leaf_offset[t] + leaves[i, t]]
+            if average and num_trees:
+                for k in range(tpi):
+                    out[i, k] /= iterations
+    return out_
+
+
+def sigmoid(const float64[::1] raw, float64 scale):
+    """LightGBM's binary output, as BinaryLogloss::ConvertOutput computes it: 1.0 / (1.0 + exp(-scale * raw))
+    in double precision with the C library's exp (the one LightGBM's std::exp calls)."""
+    out_ = np.empty(raw.shape[0], dtype=np.float64)
+    cdef float64[::1] out = out_
+    cdef Py_ssize_t i
+    with nogil:
+        for i in range(raw.shape[0]):
+            out[i] = 1.0 / (1.0 + exp(-scale * raw[i]))
+    return out_
 
 
 def path_marks(const int64[::1] parent, const uint8[::1] mark):

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from ._engine import FlatEnsemble, check_structure, path_marks
+from ._engine import FlatEnsemble, check_structure, path_marks, raw_scores
 from .errors import CEGBError
 from .parallel import resolve_n_jobs
 
@@ -93,6 +93,7 @@ class Forest:
     leaf_count: np.ndarray | None = None
     shrinkage: np.ndarray | None = None  # per tree
     pandas_categorical: list | None = None  # LightGBM: categories of a pandas DataFrame's category columns
+    objective: str | None = None  # LightGBM: the model's objective line, e.g. "binary sigmoid:1"
     text_header: str | None = None
     text_footer: str | None = None
 
@@ -364,15 +365,15 @@ class Forest:
             values = self._linear_values(self.dense(X), index, values)
         return values
 
-    def raw_score(self, values: np.ndarray) -> np.ndarray:
-        """Raw score from each tree's output (``leaf_values``): float64[n_rows, trees_per_iteration], summed
-        tree by tree in LightGBM's order (rf: averaged over the iterations)."""
-        out = np.zeros((len(values), self.trees_per_iteration))
-        for t in range(values.shape[1]):
-            out[:, t % self.trees_per_iteration] += values[:, t]
-        if self.average_output and values.shape[1]:
-            out /= values.shape[1] // self.trees_per_iteration
-        return out
+    def raw_score(self, X, leaves: np.ndarray, *, n_jobs: int | None = None) -> np.ndarray:
+        """Raw score of rows X that reach ``leaves`` (int32[n_rows, trees used]): float64[n_rows,
+        trees_per_iteration], computed as LightGBM's GBDT::PredictRaw does (the trees' outputs added in tree
+        order from 0.0; rf: divided by the number of iterations), so with the same bits as
+        ``predict(raw_score=True)``. X is read for linear trees only."""
+        leaves = np.ascontiguousarray(leaves, dtype=np.int32)
+        values = self.leaf_values(X, leaves) if self.linear is not None else np.zeros((0, 0))
+        return raw_scores(leaves, self.leaf_offset, self.leaf_value, values, self.trees_per_iteration,
+                          self.average_output, resolve_n_jobs(n_jobs, len(leaves)))
 
     def _linear_values(self, X: np.ndarray, index: np.ndarray, fallback: np.ndarray) -> np.ndarray:
         lin = self.linear

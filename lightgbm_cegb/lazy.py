@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import lightgbm as lgb
 import numpy as np
 
-from ._engine import UNKNOWN_BITS
+from ._engine import UNKNOWN_BITS, sigmoid
 from .cost_state import CostState
 from .costs import FeatureCosts, resolve_costs
 from .errors import CEGBError
@@ -39,6 +39,9 @@ from .prune import PruneResult
 #: status of a row in a LazyResult
 DONE, FAILED, PENDING = 0, 1, 2
 ORDERS = ("cheapest", "costliest", "most_rows", "model")
+#: LightGBM objectives whose ``predict`` is the raw score (written without options: no ``sqrt``)
+RAW_OBJECTIVES = frozenset({"regression", "regression_l1", "huber", "fair", "quantile", "mape", "lambdarank",
+                            "rank_xendcg"})
 #: a value not known yet: the NaN with the bits UNKNOWN_BITS (see FlatEnsemble.advance)
 UNKNOWN = np.array([UNKNOWN_BITS], dtype=np.uint64).view(np.float64)[0]
 
@@ -179,6 +182,7 @@ class LazyPredictor:
         self.timeout, self.retries, self.errors, self.n_jobs = timeout, retries, errors, n_jobs
         names = self.forest.feature_names
         self.keys = list(names) if feature_keys == "name" and names else list(range(self.forest.num_features))
+        self._own = _own_output(self.model, self.forest)  # None: the model's predict; 0: raw; > 0: sigmoid
 
     # ------------------------------------------------------------------------------------ public API
 
@@ -304,12 +308,19 @@ class LazyPredictor:
                                    "the rows fetch what the first num_iteration iterations' paths need, and "
                                    f"{key} would read other trees or nodes"))
 
-    def _predict(self, X: np.ndarray, method: str, kwargs: dict) -> np.ndarray:
-        model = self.model
-        if isinstance(model, Forest):
-            forest = self.forest
-            score = forest.raw_score(forest.leaf_values(X, forest.apply(X, self.num_trees)))
-            return score[:, 0] if forest.trees_per_iteration == 1 else score
+    def _predict(self, X: np.ndarray, leaves: np.ndarray, method: str, kwargs: dict) -> np.ndarray:
+        """The model's prediction on rows X (unfetched values 0.0) that reached ``leaves``. A Forest, and a
+        Booster whose output is its raw score or binary's sigmoid, are predicted from the leaves with
+        LightGBM's own arithmetic (see _own_output): the same bits as ``predict``, without routing again."""
+        model, forest = self.model, self.forest
+        own = isinstance(model, Forest) or (self._own is not None and method == "predict"
+                                            and set(kwargs) <= {"raw_score"})
+        if own:
+            score = forest.raw_score(X, leaves, n_jobs=self.n_jobs)
+            score = score[:, 0] if forest.trees_per_iteration == 1 else score
+            if isinstance(model, Forest) or kwargs.get("raw_score") or self._own == 0:
+                return score
+            return sigmoid(score, self._own)
         predict = getattr(model, method)
         if booster_of(model) is not None:
             kwargs = {"num_iteration": self.num_iteration, **kwargs}
@@ -354,6 +365,7 @@ class _Run:
         self.active = np.ones(n, dtype=bool)
         self.rounds = self.fetch_calls = 0
         self.failures: list[FetchFailure] = []
+        self.route_is_leaves = False
 
     def advance(self) -> list[tuple[int, np.ndarray]]:
         """Route the active rows as far as they can go; the fetches they wait for, in the predictor's order."""
@@ -376,9 +388,7 @@ class _Run:
         if not blocked.any():
             return []
         self.rounds += 1
-        features, rows = np.nonzero(need)  # by feature, then row
-        cuts = np.flatnonzero(np.diff(features)) + 1
-        requests = [(int(f[0]), r) for f, r in zip(np.split(features, cuts), np.split(rows, cuts))]
+        requests = [(int(f), np.flatnonzero(need[f])) for f in np.flatnonzero(need.any(axis=1))]
         return sorted(requests, key=lambda request: self.predictor._sort_key(request, self.ids))
 
     def deliver(self, requests, outcomes) -> None:
@@ -410,6 +420,15 @@ class _Run:
             self.active[failure.rows] = False
         self.pending &= _row_bits(self.active)[:, None]
 
+    def leaves(self) -> np.ndarray:
+        """The leaf each row reached in each tree, -1 where it has not; the routing state becomes this (once
+        the run is over)."""
+        if not self.route_is_leaves:
+            np.invert(self.route, out=self.route)  # a leaf l was stored as ~l, a node j where a row stopped
+            np.maximum(self.route, -1, out=self.route)  # as j >= 0: it becomes ~j < 0, no leaf yet
+            self.route_is_leaves = True
+        return self.route
+
     def unknown(self) -> np.ndarray:
         return self.X.view(np.uint64) == UNKNOWN_BITS
 
@@ -418,7 +437,10 @@ class _Run:
         prediction = None
         if done.any() or not len(done):
             filled = np.where(self.unknown(), 0.0, self.X)
-            values = np.asarray(predict(filled if done.all() else filled[done], method, kwargs))
+            leaves = self.leaves()
+            if not done.all():
+                filled, leaves = filled[done], leaves[done]
+            values = np.asarray(predict(filled, leaves, method, kwargs))
             if done.all():
                 prediction = values
             else:
@@ -430,8 +452,7 @@ class _Run:
 
     def result(self, prediction) -> LazyResult:
         """The run's result; the run ends here (its arrays are handed over, not copied)."""
-        leaves = np.invert(self.route, out=self.route)  # a leaf l was stored as ~l, a node j where a row
-        np.maximum(leaves, -1, out=leaves)               # stopped as j >= 0: it becomes ~j < 0, no leaf yet
+        leaves = self.leaves()
         unknown = self.unknown()
         self.X[unknown] = np.nan
         return LazyResult(prediction=prediction, status=self.status, X=self.X, known=~unknown,
@@ -445,3 +466,18 @@ def _row_bits(rows: np.ndarray) -> np.ndarray:
     padded = np.zeros(-(-len(rows) // 64) * 64, dtype=bool)
     padded[:len(rows)] = rows
     return np.packbits(padded, bitorder="little").view("<u8").astype(np.uint64)
+
+
+def _own_output(model, forest: Forest) -> float | None:
+    """For a Booster whose ``predict`` LightGBM computes as the raw score (GBDT::Predict: the trees' outputs
+    summed in tree order from 0.0, averaged for rf; 0.0 returned here) or as binary's sigmoid (its scale):
+    arithmetic that Forest.raw_score and _engine.sigmoid repeat operation for operation. None otherwise."""
+    if not isinstance(model, lgb.Booster) or forest.linear is not None or not forest.objective:
+        return None
+    name, *options = forest.objective.split(" ")
+    if name in RAW_OBJECTIVES and not options:
+        return 0.0
+    if name == "binary" and len(options) == 1 and options[0].startswith("sigmoid:"):
+        scale = float(options[0].split(":", 1)[1])
+        return scale if scale > 0 else None
+    return None

@@ -217,6 +217,7 @@ def read_text(text: str) -> Forest:
     footer = data[after + len(b"end of trees\n"):].decode()
     forest = _forest(trees, num_features, per_iteration, names, header)
     forest.params = _parse_params(footer)
+    forest.objective = header.get("objective")
     forest.text_header = text[:start]
     forest.text_footer = footer
     from lightgbm.basic import _load_pandas_categorical  # LightGBM's own reading of its last line
