@@ -112,7 +112,8 @@ class LazyPredictor:
     Parameters
     ----------
     model : lightgbm.Booster, LGBMModel, model file path, fitted scikit-learn tree model, PruneResult or Forest
-        Anything ``prediction_cost`` takes. A Forest has no ``predict``: its raw score is returned. Linear
+        Anything ``prediction_cost`` takes. A Forest has no ``predict``: its raw score is returned (as
+        LightGBM's ``predict(raw_score=True)``). Linear
         trees are refused (their leaves read features no split tests).
     fetch : callable ``fetch(feature, row_ids) -> values``
         Called once per feature per round with the ids of the rows that need it (``ids`` given to
@@ -316,11 +317,10 @@ class LazyPredictor:
         own = isinstance(model, Forest) or (self._own is not None and method == "predict"
                                             and set(kwargs) <= {"raw_score"})
         if own:
-            score = forest.raw_score(X, leaves, n_jobs=self.n_jobs)
+            raw = isinstance(model, Forest) or kwargs.get("raw_score")  # as predict(raw_score=True)
+            score = forest.raw_score(X, leaves, averaged=not raw, n_jobs=self.n_jobs)
             score = score[:, 0] if forest.trees_per_iteration == 1 else score
-            if isinstance(model, Forest) or kwargs.get("raw_score") or self._own == 0:
-                return score
-            return sigmoid(score, self._own)
+            return score if raw or self._own == 0 else sigmoid(score, self._own)
         predict = getattr(model, method)
         if booster_of(model) is not None:
             kwargs = {"num_iteration": self.num_iteration, **kwargs}

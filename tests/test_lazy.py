@@ -386,3 +386,24 @@ def test_rows_knowing_nothing_next_to_rows_knowing_some_and_one_leaf_trees():
     result = LazyPredictor(constant, store, feature_keys="index").acquire(np.full_like(X, np.nan))
     assert store.calls == [] and result.rounds == 0 and (result.status == DONE).all()
     np.testing.assert_array_equal(result.prediction, constant.predict(X))
+
+
+@pytest.mark.parametrize("params", [
+    {"objective": "binary", "sigmoid": 0.7},
+    {"objective": "regression", "boosting": "rf", "bagging_freq": 1, "bagging_fraction": 0.7},
+    {"objective": "binary", "boosting": "rf", "bagging_freq": 1, "bagging_fraction": 0.7},
+    {"objective": "regression", "reg_sqrt": True},
+    {"objective": "poisson"},
+    {"objective": "multiclassova", "num_class": 3},
+], ids=["binary-sigmoid", "rf-regression", "rf-binary", "reg-sqrt", "poisson", "ova"])
+def test_outputs_computed_from_leaves_or_by_predict_are_exact(params):
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(500, 6))
+    y = np.abs(X[:, 0] + X[:, 1] * X[:, 2] + rng.normal(0, 0.3, 500))
+    if params["objective"] in ("binary", "multiclassova"):
+        y = np.digitize(y, np.quantile(y, [0.5] if params["objective"] == "binary" else [1 / 3, 2 / 3]))
+    booster = lgb.train({**params, "verbose": -1, "num_leaves": 7}, lgb.Dataset(X, y), 15)
+    for kwargs in ({}, {"raw_score": True}):
+        predictor = LazyPredictor(booster, Store(X), np.ones(6), feature_keys="index")
+        prediction = predictor.predict(np.full_like(X, np.nan), **kwargs)
+        np.testing.assert_array_equal(prediction, booster.predict(X, **kwargs))
