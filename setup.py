@@ -20,7 +20,7 @@ extensions = [
         extra_link_args=openmp,
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
     )
-    for name in ["_engine", "_prune"]
+    for name in ["_budgetrf", "_engine", "_prune"]
 ]
 
 setup(

@@ -10,7 +10,7 @@ faster than LightGBM's row-by-row predictor. The kernels trust the arrays they a
 
 from cython.parallel cimport parallel, prange, threadid
 from libc.math cimport exp
-from libc.string cimport memcpy, memset
+from libc.string cimport memset
 
 import numpy as np
 
@@ -330,7 +330,7 @@ cdef class FlatEnsemble:
                                 break
                             if has_split:
                                 paid = paid + split[f]
-                            memcpy(&value, &x[f], sizeof(float64))
+                            value = (<const float64*> x)[f]  # assigned, so private to the thread
                             node = child(e, t, nd, value)
                         state[i, t] = node
                         if has_split:

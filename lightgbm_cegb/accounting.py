@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .costs import resolve_costs
-from .models import num_trees_used, to_forest
+from .models import fitted_costs, num_trees_used, to_forest
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,8 @@ def prediction_cost(model, X, costs=None, *, num_iteration: int | None = None,
         numpy array, scipy sparse matrix (routed in blocks, never densified as a whole) or pandas
         DataFrame (category columns mapped to the model's codes as LightGBM does).
     costs : FeatureCosts, lazy costs per column, or a mapping / pandas Series by feature name, optional
-        None reads the ``cegb_*`` parameters the LightGBM model was trained with. Names given with spaces
+        None reads the ``cegb_*`` parameters the LightGBM model was trained with (a package estimator:
+        the costs it was fitted with). Names given with spaces
         match LightGBM's renamed features (spaces become underscores).
     num_iteration : int, optional
         Use the first ``num_iteration`` iterations. None: as ``Booster.predict``, the best iteration if
@@ -76,7 +77,8 @@ def prediction_cost(model, X, costs=None, *, num_iteration: int | None = None,
         Threads (None: the CPUs this process may use).
     """
     forest = to_forest(model)
-    costs = resolve_costs(costs, forest.num_features, forest.feature_names, forest.params)
+    costs = resolve_costs(fitted_costs(model) if costs is None else costs, forest.num_features,
+                          forest.feature_names, forest.params)
     num_trees = num_trees_used(model, forest, num_iteration)
     lazy, coupled, split = costs.arrays(forest.num_features)
     acquisition, evaluation, rows_using, curve = forest.cost(X, lazy, split, num_trees,

@@ -19,9 +19,9 @@ from __future__ import annotations
 import asyncio
 import inspect
 import os
+import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import lightgbm as lgb
@@ -32,7 +32,7 @@ from .cost_state import CostState
 from .costs import FeatureCosts, resolve_costs
 from .errors import CEGBError
 from .forest import Forest
-from .models import booster_of, num_trees_used, to_forest
+from .models import booster_of, fitted_costs, num_trees_used, to_forest
 from .parallel import resolve_n_jobs
 from .prune import PruneResult
 
@@ -121,7 +121,8 @@ class LazyPredictor:
         value, as for ``predict``). ``feature`` is the model's feature name (``feature_keys="name"``) or
         column index (``"index"``). A coroutine function is awaited by ``aacquire``/``apredict``.
     costs : FeatureCosts, lazy costs per column or by name, optional
-        As ``prediction_cost`` (None: the model's cegb_* parameters; no costs at all: everything costs 0).
+        As ``prediction_cost`` (None: the model's cegb_* parameters or a package estimator's fitted costs;
+        no costs at all: everything costs 0).
     num_iteration : int, optional
         As ``predict``: the first iterations only (None: the best iteration if there is one, else all).
     order : {"cheapest", "costliest", "most_rows", "model"} or callable, default "cheapest"
@@ -167,6 +168,9 @@ class LazyPredictor:
             raise CEGBError(f"feature_keys should be 'name' or 'index', got {feature_keys!r}")
         resolve_n_jobs(n_jobs)
         self.forest = to_forest(model)
+        if self.forest.pandas_categorical:
+            raise CEGBError("model: trained on pandas category columns, which fetched values would have to be "
+                            "mapped to LightGBM's codes; not supported yet (train on the codes instead)")
         if self.forest.linear is not None:
             raise CEGBError("model: linear trees are not supported (their leaves read features that no split "
                             "tests, and prediction_cost does not count)")
@@ -176,6 +180,7 @@ class LazyPredictor:
                             f"num_iteration applies to LightGBM models only, got {num_iteration!r}")
         self.num_iteration = num_iteration
         self.num_trees = num_trees_used(self.model, self.forest, num_iteration)
+        costs = fitted_costs(model) if costs is None else costs
         if costs is None and FeatureCosts.from_params(self.forest.params) is None:
             costs = FeatureCosts(lazy=np.zeros(self.forest.num_features))
         self.costs = resolve_costs(costs, self.forest.num_features, self.forest.feature_names, self.forest.params)
@@ -191,26 +196,21 @@ class LazyPredictor:
         """Route, fetch and predict a batch: the LazyResult of every row. ``known``: bool mask of the values
         given in X (default: the non-NaN ones); ``method``: the model's method that predicts
         ("predict", "predict_proba", ...), called with ``kwargs``."""
-        if inspect.iscoroutinefunction(self.fetch):
+        if _is_async(self.fetch):
             raise CEGBError("fetch is a coroutine function: use aacquire / apredict")
         self._check_method(method, kwargs)
         run = _Run(self, X, known, ids)
-        pool = ThreadPoolExecutor(self.max_workers or 1) if self.max_workers or self.timeout else None
-        try:
-            while requests := run.advance():
-                run.deliver(requests, self._fetch_round(requests, run, pool))
-        finally:
-            if pool is not None:
-                pool.shutdown(wait=False, cancel_futures=True)
+        while requests := run.advance():
+            run.deliver(requests, self._fetch_round(requests, run))
         return run.finish(self._predict, method, kwargs)
 
     async def aacquire(self, X, known=None, *, ids=None, method: str = "predict", **kwargs) -> LazyResult:
         """``acquire`` for asyncio: a round's fetch calls run concurrently (at most ``max_workers`` at a time
-        when set); a plain function fetch runs in threads."""
+        when set); a plain function fetch runs on a thread of its own per call."""
         self._check_method(method, kwargs)
         run = _Run(self, X, known, ids)
         limit = asyncio.Semaphore(self.max_workers) if self.max_workers else None
-        while requests := run.advance():
+        while requests := await asyncio.to_thread(run.advance):  # routing off the event loop
             outcomes = await asyncio.gather(*(self._fetch_async(f, rows, run, limit) for f, rows in requests))
             run.deliver(requests, outcomes)
         return await asyncio.to_thread(run.finish, self._predict, method, kwargs)
@@ -227,27 +227,30 @@ class LazyPredictor:
 
     # ------------------------------------------------------------------------------------ fetching
 
-    def _fetch_round(self, requests, run, pool) -> list:
-        """Outcome (values or the exception) of each request, retried as configured."""
+    def _fetch_round(self, requests, run) -> list:
+        """Outcome (values or the exception) of each request, retried as configured. With max_workers or a
+        timeout, each call runs on a thread of its own (max_workers at a time), timed from its start: a call
+        that times out keeps its thread, never another call's."""
         outcomes: list = [None] * len(requests)
         pending = list(range(len(requests)))
         for _ in range(self.retries + 1):
             run.fetch_calls += len(pending)
-            if pool is None:
+            if not self.max_workers and self.timeout is None:
                 for j in pending:
                     outcomes[j] = self._call(requests[j], run.ids)
             else:
                 width = self.max_workers or 1
                 for w in range(0, len(pending), width):
-                    wave = [(j, pool.submit(self._call, requests[j], run.ids)) for j in pending[w:w + width]]
+                    wave = pending[w:w + width]
+                    done: dict = {}
+                    threads = [threading.Thread(target=lambda j=j: done.__setitem__(j, self._call(requests[j], run.ids)),
+                                                daemon=True) for j in wave]
+                    for thread in threads:
+                        thread.start()
                     deadline = None if self.timeout is None else time.monotonic() + self.timeout
-                    for j, future in wave:
-                        try:
-                            remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-                            outcomes[j] = future.result(timeout=remaining)
-                        except TimeoutError:
-                            future.cancel()
-                            outcomes[j] = TimeoutError(f"timed out after {self.timeout} s")
+                    for j, thread in zip(wave, threads):
+                        thread.join(None if deadline is None else max(deadline - time.monotonic(), 0.0))
+                        outcomes[j] = done.get(j, TimeoutError(f"timed out after {self.timeout} s"))
             pending = [j for j in pending if isinstance(outcomes[j], BaseException)]
             if not pending:
                 break
@@ -272,15 +275,18 @@ class LazyPredictor:
                 if limit is not None:
                     await limit.acquire()
                 try:
-                    call = self.fetch(key, run.ids[rows]) if inspect.iscoroutinefunction(self.fetch) else \
-                        asyncio.to_thread(self.fetch, key, run.ids[rows])
-                    return await asyncio.wait_for(call, self.timeout)
+                    call = self.fetch(key, run.ids[rows]) if _is_async(self.fetch) else _in_thread(self.fetch, key,
+                                                                                                 run.ids[rows])
+                    values = await asyncio.wait_for(call, self.timeout)
+                    if inspect.isawaitable(values):  # an async callable that did not say so
+                        values = await asyncio.wait_for(values, self.timeout)
+                    return values
                 finally:
                     if limit is not None:
                         limit.release()
             except asyncio.TimeoutError:
                 outcome = TimeoutError(f"timed out after {self.timeout} s")
-            except Exception as exc:
+            except Exception as exc:  # the user's fetch: any failure is reported with its feature and rows
                 outcome = exc
         return outcome
 
@@ -398,7 +404,10 @@ class _Run:
             key = self.predictor.keys[f]
             if not isinstance(outcome, BaseException):
                 try:
-                    values = np.asarray(outcome, dtype=np.float64)
+                    values = np.asarray(outcome)
+                    if values.dtype.kind in "USV":
+                        raise TypeError(f"got {values.dtype} values")
+                    values = values.astype(np.float64)
                 except (TypeError, ValueError) as exc:
                     outcome = CEGBError(f"returned values that are not numbers ({exc})")
                 else:
@@ -479,5 +488,33 @@ def _own_output(model, forest: Forest) -> float | None:
         return 0.0
     if name == "binary" and len(options) == 1 and options[0].startswith("sigmoid:"):
         scale = float(options[0].split(":", 1)[1])
-        return scale if scale > 0 else None
+        # the text has 6 digits: a Booster trained here may hold a scale that the text rounds
+        given = (model.params or {}).get("sigmoid", scale)
+        return scale if scale > 0 and float(given) == scale else None
     return None
+
+
+def _is_async(fetch) -> bool:
+    return inspect.iscoroutinefunction(fetch) or inspect.iscoroutinefunction(getattr(fetch, "__call__", None))
+
+
+def _in_thread(function, *args) -> asyncio.Future:
+    """function(*args) on a new daemon thread: unlike the event loop's default executor, a call that never
+    returns does not hold a worker that later calls would queue behind."""
+    loop = asyncio.get_running_loop()
+    future = loop.create_future()
+
+    def run():
+        try:
+            result = function(*args)
+            settle = lambda: future.done() or future.set_result(result)  # noqa: E731
+        except BaseException as exc:  # handed to the awaiting coroutine
+            error = exc  # 'exc' itself is unbound when the except block ends
+            settle = lambda: future.done() or future.set_exception(error)  # noqa: E731
+        try:
+            loop.call_soon_threadsafe(settle)
+        except RuntimeError:  # the loop has closed: nobody waits for this call any more
+            pass
+
+    threading.Thread(target=run, daemon=True).start()
+    return future

@@ -1,5 +1,8 @@
 """Any model the package takes -> its ``Forest``, parsed once and cached.
 
+A method of the package joins by exposing its fitted ``Forest`` as the attribute ``forest_`` (and the
+``FeatureCosts`` it was fitted with as ``costs_``: the costs used when none are given).
+
 LightGBM Boosters and scikit-learn-API models are read from their model text, model files from disk,
 fitted scikit-learn trees from their ``tree_`` arrays. The forest of a Booster is cached (weakly, with the
 Booster) until its handle, iteration count or tree count changes, so that ``prediction_cost`` on a few rows
@@ -42,6 +45,14 @@ def num_trees_used(model, forest: Forest, num_iteration: int | None) -> int:
     return forest.num_trees_for(num_iteration)
 
 
+def fitted_costs(model):
+    """The FeatureCosts a package estimator was fitted with (``costs_``), else None."""
+    from .costs import FeatureCosts
+
+    costs = getattr(model, "costs_", None)
+    return costs if isinstance(costs, FeatureCosts) else None
+
+
 def _fingerprint(model) -> tuple:
     booster = booster_of(model)
     if booster is not None:
@@ -65,6 +76,8 @@ def to_forest(model, *, cache: bool = True) -> Forest:
     scikit-learn tree model (a Forest is returned as it is)."""
     if isinstance(model, Forest):
         return model
+    if isinstance(getattr(model, "forest_", None), Forest):  # the package's own estimators (BudgetRF, ...)
+        return model.forest_
     if isinstance(model, (str, os.PathLike)):
         path = Path(model)
         if not path.is_file():

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sqlite3
+import tempfile
 import time
 from pathlib import Path
 
@@ -40,13 +42,23 @@ TABLES = {"detector": HIGGS_FEATURES[:NUM_LOW_LEVEL], "reconstruction": HIGGS_FE
 MAX_IDS = 10_000
 
 
+class UnknownEvent(LookupError):
+    """An id that the store does not hold."""
+
+
+def _temporary(path: Path) -> Path:
+    """A new file next to ``path`` (renamed over it once written: readers never see a partial file)."""
+    handle, name = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".partial")
+    os.close(handle)
+    return Path(name)
+
+
 def build_store(path: Path) -> int:
     """The SQLite store of the bundled test events (written to a temporary file, then renamed)."""
     X, _ = load_higgs("test")
     if path.exists():
         return len(X)
-    partial = path.with_suffix(".partial")
-    partial.unlink(missing_ok=True)
+    partial = _temporary(path)
     with sqlite3.connect(partial) as db:
         for table, names in TABLES.items():
             columns = [HIGGS_FEATURES.index(name) for name in names]
@@ -65,7 +77,7 @@ def train_model(path: Path) -> lgb.Booster:
     params = {"objective": "binary", "num_leaves": 31, "learning_rate": 0.1, "seed": 0, "deterministic": True,
               "num_threads": 1, "verbose": -1, **HIGGS_COSTS.to_params(tradeoff=0.003)}
     booster = lgb.train(params, lgb.Dataset(X, y, feature_name=HIGGS_FEATURES), 100)
-    partial = path.with_suffix(".partial")
+    partial = _temporary(path)
     booster.save_model(partial)
     partial.replace(path)
     return booster
@@ -89,7 +101,7 @@ class FeatureStore:
         db.close()
         missing = [int(i) for i in ids if int(i) not in found]
         if missing:
-            raise KeyError(f"no event {missing[:5]} in table {table}")
+            raise UnknownEvent(f"no event {missing[:5]} in table {table}")
         return [found[int(i)] for i in ids]
 
 
@@ -108,7 +120,7 @@ def make_app(workdir: Path, latency: float) -> Starlette:
             body = await request.json()
             ids = body["ids"]
             if not isinstance(ids, list) or not 0 < len(ids) <= MAX_IDS or \
-                    not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+                    not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < 2**63 for i in ids):
                 raise ValueError
         except (ValueError, KeyError, TypeError):
             return JSONResponse({"error": f'the body should be {{"ids": [event ids]}} with 1..{MAX_IDS} integer '
@@ -118,7 +130,7 @@ def make_app(workdir: Path, latency: float) -> Starlette:
         try:
             result = await predictor.aacquire(unknown, ids=np.asarray(ids, dtype=np.int64))
         except LazyFetchError as exc:
-            return JSONResponse({"error": str(exc)}, status_code=404 if isinstance(exc.__cause__, KeyError) else 502)
+            return JSONResponse({"error": str(exc)}, status_code=404 if isinstance(exc.__cause__, UnknownEvent) else 502)
         fetched = {name: np.flatnonzero(result.fetched[:, f]).tolist() for f, name in enumerate(HIGGS_FEATURES)
                    if result.fetched[:, f].any()}
         return JSONResponse({"predictions": result.prediction.tolist(), "cost": result.per_instance.tolist(),

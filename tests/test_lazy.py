@@ -407,3 +407,61 @@ def test_outputs_computed_from_leaves_or_by_predict_are_exact(params):
         predictor = LazyPredictor(booster, Store(X), np.ones(6), feature_keys="index")
         prediction = predictor.predict(np.full_like(X, np.nan), **kwargs)
         np.testing.assert_array_equal(prediction, booster.predict(X, **kwargs))
+
+
+def test_a_slow_fetch_times_out_alone():
+    booster, X, _ = higgs_like(n=300)
+    names = booster.feature_name()
+    store = Store(X, names)
+    slow = names[5]
+
+    def fetch(feature, ids):
+        if feature == slow:
+            time.sleep(0.6)
+        return store(feature, ids)
+
+    for predictor in (LazyPredictor(booster, fetch, timeout=0.1, errors="partial"),
+                      LazyPredictor(booster, fetch, timeout=0.1, errors="partial", max_workers=2)):
+        result = predictor.acquire(np.full_like(X, np.nan))
+        assert {failure.feature for failure in result.failures} == {slow}
+        assert not result.fetched[:, 5].any()
+        needs_slow = result.status == FAILED
+        assert needs_slow.any() and (result.status[~needs_slow] == DONE).all()
+        assert any(name != slow for name, _ in store.calls)  # the others were fetched, not timed out
+    result = asyncio.run(LazyPredictor(booster, fetch, timeout=0.1, errors="partial").aacquire(np.full_like(X, np.nan)))
+    assert {failure.feature for failure in result.failures} == {slow}
+
+
+def test_async_callable_object_and_string_values():
+    booster, X, _ = higgs_like(n=100)
+    names = booster.feature_name()
+
+    class Source:
+        async def __call__(self, feature, ids):
+            await asyncio.sleep(0)
+            return X[ids, names.index(feature)]
+
+    prediction = asyncio.run(LazyPredictor(booster, Source()).apredict(np.full_like(X, np.nan)))
+    np.testing.assert_array_equal(prediction, booster.predict(X))
+    with pytest.raises(LazyFetchError, match="not numbers"):
+        LazyPredictor(booster, lambda f, ids: np.full(len(ids), "1.5")).predict(np.full_like(X, np.nan))
+
+
+def test_live_booster_with_a_sigmoid_the_model_text_rounds():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 4))
+    y = (X[:, 0] + X[:, 1] > 0).astype(int)
+    booster = lgb.train({"objective": "binary", "sigmoid": 0.123456789, "verbose": -1}, lgb.Dataset(X, y), 20,
+                        keep_training_booster=True)
+    assert "sigmoid:0.123457" in booster.model_to_string()
+    prediction = LazyPredictor(booster, Store(X), np.ones(4), feature_keys="index").predict(np.full_like(X, np.nan))
+    np.testing.assert_array_equal(prediction, booster.predict(X))
+
+
+def test_pandas_category_models_are_refused():
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"a": rng.normal(size=300), "c": pd.Categorical(rng.choice([10, 20, 30], 300))})
+    booster = lgb.train({"objective": "regression", "verbose": -1, "min_data_per_group": 5},
+                        lgb.Dataset(frame, frame["a"] + frame["c"].cat.codes), 5)
+    with pytest.raises(CEGBError, match="pandas category columns"):
+        LazyPredictor(booster, Store(frame.to_numpy()), np.ones(2))

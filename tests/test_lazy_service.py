@@ -104,6 +104,7 @@ def test_concurrent_requests(service):
     ({"ids": [0, 10_000]}, 404, r"no event \[10000\] in table"),
     ({"ids": []}, 400, "with 1..10000 integer ids"),
     ({"ids": ["a"]}, 400, "integer ids of events 0..499"),
+    ({"ids": [2**64]}, 400, "integer ids of events 0..499"),
     ({"rows": [1]}, 400, 'the body should be {"ids"'),
     (b"not json", 400, 'the body should be {"ids"'),
 ])

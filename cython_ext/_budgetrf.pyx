@@ -1,0 +1,279 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""BudgetRF's GreedyTree (Nan, Wang, Saligrama, ICML 2015; SEEDS.md section 3), without the GIL.
+
+At a node of rows S (class counts n), for each feature t: k random thresholds (80, 40 or 20 values of t
+drawn from S's rows when |S| > 2000, > 500, or fewer); for each, the outcomes L = {x_t <= v} and
+R = S \\ L. The split chosen minimises the minimax risk c(t) * max(1 / (F(S) - F(L)), 1 / (F(S) - F(R))),
+where c(t) is the feature's cost (with free_path, 0 when a node above already tests t) and F the
+threshold-Pairs impurity
+F(G) = sum over ordered class pairs i != j of [[n_i - alpha]_+ [n_j - alpha]_+ - alpha^2]_+. Ties, and
+the all-free case where every risk is 0, go to the smaller max(1 / (F(S) - F(L)), 1 / (F(S) - F(R)))
+(the larger sure impurity drop), then to the first feature and threshold. A split whose outcome does not
+lower F is never taken; a node with F = 0, at max_depth, smaller than min_samples_split or without such
+a split is a leaf.
+
+Trees are written as lightgbm_cegb.Forest numbers them: split nodes parents first (preorder), a child
+c >= 0 a split node, c < 0 the leaf ~c; x <= threshold goes left.
+"""
+
+import numpy as np
+
+from libc.math cimport NAN
+from libc.string cimport memset
+
+from _typedefs cimport float64, int32, int64, uint64
+
+
+cdef inline uint64 next_random(uint64* state) noexcept nogil:
+    """xorshift64* (Vigna 2016): the tree's own generator, so that trees grown in parallel are reproducible."""
+    state[0] ^= state[0] >> 12
+    state[0] ^= state[0] << 25
+    state[0] ^= state[0] >> 27
+    return state[0] * <uint64> 2685821657736338717
+
+
+cdef float64 pairs(const float64* n, int classes, float64 alpha) noexcept nogil:
+    cdef float64 total = 0.0, a, b, v
+    cdef int i, j
+    for i in range(classes):
+        a = n[i] - alpha
+        if a <= 0:
+            continue
+        for j in range(classes):
+            b = n[j] - alpha
+            if j == i or b <= 0:
+                continue
+            v = a * b - alpha * alpha
+            if v > 0:
+                total += v
+    return total
+
+
+def pairs_impurity(const float64[::1] counts, float64 alpha):
+    """F_alpha of a node with these class counts."""
+    return pairs(&counts[0], counts.shape[0], alpha) if counts.shape[0] else 0.0
+
+
+cdef struct Tree:
+    const float64* X
+    Py_ssize_t num_cols
+    const int32* y
+    int classes
+    const float64* cost
+    float64 alpha
+    int64 max_depth
+    int64 min_split
+    uint64 rng
+    int32* rows          # the bootstrap sample, permuted so that every node's rows are contiguous
+    uint64* used         # per feature: tested by a node above the current one
+    float64* drawn       # scratch: thresholds of one feature (80)
+    float64* bins        # scratch: class counts per threshold bin, (80 + 1) x classes
+    float64* left_counts  # scratch: classes
+    float64* right_counts  # scratch: classes
+
+
+cdef struct Split:
+    int32 feature
+    float64 threshold
+    float64 risk
+    float64 tie
+
+
+cdef inline int draws_for(int64 size) noexcept nogil:
+    return 80 if size > 2000 else (40 if size > 500 else 20)
+
+
+cdef void sort_values(float64* v, int n) noexcept nogil:
+    """Insertion sort: at most 80 values."""
+    cdef int i, j
+    cdef float64 key
+    for i in range(1, n):
+        key = v[i]
+        j = i - 1
+        while j >= 0 and v[j] > key:
+            v[j + 1] = v[j]
+            j -= 1
+        v[j + 1] = key
+
+
+cdef Split choose(Tree* tr, int64 start, int64 stop, const float64* total, float64 impurity,
+                  float64* record) noexcept nogil:
+    """The split of rows[start:stop] (see the module docstring); feature -1 if none. record, when not
+    NULL, receives each feature's drawn thresholds (num_cols x 80, NaN after the last)."""
+    cdef Split best
+    best.feature = -1
+    best.threshold = 0.0
+    best.risk = 0.0
+    best.tie = 0.0
+    cdef int64 size = stop - start, r
+    cdef int k = draws_for(size), m, j, lo, hi, mid, cls, classes = tr.classes
+    cdef Py_ssize_t t, num_cols = tr.num_cols
+    cdef float64 x, cost, n_left, drop_left, drop_right, tie, risk
+    for t in range(num_cols):
+        cost = 0.0 if tr.used[t] else tr.cost[t]
+        for j in range(k):
+            tr.drawn[j] = tr.X[tr.rows[start + <int64> (next_random(&tr.rng) % <uint64> size)] * num_cols + t]
+        sort_values(tr.drawn, k)
+        m = 0  # distinct values
+        for j in range(k):
+            if j == 0 or tr.drawn[j] != tr.drawn[m - 1]:
+                tr.drawn[m] = tr.drawn[j]
+                m += 1
+        if record != NULL:
+            for j in range(80):
+                record[t * 80 + j] = tr.drawn[j] if j < m else NAN
+        memset(tr.bins, 0, (m + 1) * classes * sizeof(float64))
+        for r in range(start, stop):
+            x = tr.X[tr.rows[r] * num_cols + t]
+            lo = 0  # the first threshold >= x: the row goes left of it and of every later one
+            hi = m
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if tr.drawn[mid] < x:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            tr.bins[lo * classes + tr.y[tr.rows[r]]] += 1
+        memset(tr.left_counts, 0, classes * sizeof(float64))
+        for j in range(m):
+            n_left = 0.0
+            for cls in range(classes):
+                tr.left_counts[cls] += tr.bins[j * classes + cls]
+                tr.right_counts[cls] = total[cls] - tr.left_counts[cls]
+                n_left += tr.left_counts[cls]
+            if n_left == 0 or n_left == size:
+                continue
+            drop_left = impurity - pairs(tr.left_counts, classes, tr.alpha)
+            drop_right = impurity - pairs(tr.right_counts, classes, tr.alpha)
+            if drop_left <= 0 or drop_right <= 0:
+                continue
+            tie = 1.0 / (drop_left if drop_left < drop_right else drop_right)
+            risk = cost * tie
+            if best.feature < 0 or risk < best.risk or (risk == best.risk and tie < best.tie):
+                best.feature = <int32> t
+                best.threshold = tr.drawn[j]
+                best.risk = risk
+                best.tie = tie
+    return best
+
+
+def best_split(const float64[:, ::1] X, const int32[::1] y, int32[::1] rows, const float64[::1] cost,
+               const uint64[::1] used, int classes, float64 alpha, uint64 seed):
+    """GreedyTree's choice at one node of rows ``rows`` (features marked in ``used`` are free), for tests:
+    (feature or -1, threshold, risk, tie, thresholds drawn: float64[num_cols, 80], NaN-padded)."""
+    cdef Tree tr
+    cdef int64 i
+    total_ = np.zeros(classes, dtype=np.float64)
+    cdef float64[::1] total = total_
+    for i in range(rows.shape[0]):
+        total[y[rows[i]]] += 1
+    drawn_ = np.zeros(80)
+    bins_ = np.zeros(81 * classes)
+    left_ = np.zeros(classes)
+    right_ = np.zeros(classes)
+    record_ = np.full((X.shape[1], 80), np.nan)
+    cdef float64[::1] drawn = drawn_, bins = bins_, left = left_, right = right_
+    cdef float64[:, ::1] record = record_
+    tr.X, tr.num_cols, tr.y, tr.classes, tr.cost, tr.alpha = &X[0, 0], X.shape[1], &y[0], classes, &cost[0], alpha
+    tr.rng = seed | 1
+    tr.rows, tr.used = &rows[0], <uint64*> &used[0]
+    tr.drawn, tr.bins, tr.left_counts, tr.right_counts = &drawn[0], &bins[0], &left[0], &right[0]
+    cdef Split s = choose(&tr, 0, rows.shape[0], &total[0], pairs(&total[0], classes, alpha), &record[0, 0])
+    return s.feature, s.threshold, s.risk, s.tie, record_
+
+
+def grow_tree(const float64[:, ::1] X, const int32[::1] y, const int64[::1] sample, const float64[::1] cost,
+              int classes, float64 alpha, int64 max_depth, int64 min_samples_split, bint free_path, uint64 seed):
+    """One GreedyTree on the rows ``sample`` (a bootstrap sample, repeats allowed) of X (float64, C order)
+    with class codes y in 0..classes-1; free_path: a feature tested above a node costs 0 there. Returns
+    (feature int32, threshold float64, left int32, right int32, leaf class counts float64[num_leaves,
+    classes]); see the module docstring for the numbering."""
+    cdef int64 n = sample.shape[0], i, top, v, node, side, split_count = 0, leaf_count = 0, start, stop, mid
+    cdef Py_ssize_t num_cols = X.shape[1]
+    if n == 0:
+        raise ValueError("an empty sample")
+    rows_ = np.asarray(sample, dtype=np.int32).copy()
+    used_ = np.zeros(num_cols, dtype=np.uint64)
+    drawn_ = np.zeros(80)
+    bins_ = np.zeros(81 * classes)
+    left_ = np.zeros(classes)
+    right_ = np.zeros(classes)
+    total_ = np.zeros(classes)
+    feature_ = np.zeros(max(n - 1, 1), dtype=np.int32)
+    threshold_ = np.zeros(max(n - 1, 1))
+    left_child_ = np.zeros(max(n - 1, 1), dtype=np.int32)
+    right_child_ = np.zeros(max(n - 1, 1), dtype=np.int32)
+    parent_ = np.full(max(n - 1, 1), -1, dtype=np.int64)
+    leaves_ = np.zeros((n, classes))
+    stack_ = np.zeros((n, 5), dtype=np.int64)  # nodes to grow: (start, stop, depth, parent, side); < n wait
+    cdef int32[::1] rows = rows_, feature = feature_, left_child = left_child_, right_child = right_child_
+    cdef uint64[::1] used = used_
+    cdef float64[::1] drawn = drawn_, bins = bins_, left = left_, right = right_, total = total_
+    cdef float64[::1] threshold = threshold_
+    cdef int64[::1] parent = parent_
+    cdef float64[:, ::1] leaves = leaves_
+    cdef int64[:, ::1] stack = stack_
+    cdef Tree tr
+    cdef Split s
+    cdef float64 impurity
+    cdef int32 code, tmp
+    tr.X, tr.num_cols, tr.y, tr.classes, tr.cost, tr.alpha = &X[0, 0], num_cols, &y[0], classes, &cost[0], alpha
+    tr.max_depth, tr.min_split, tr.rng = max_depth, min_samples_split, seed | 1
+    tr.rows, tr.used = &rows[0], &used[0]
+    tr.drawn, tr.bins, tr.left_counts, tr.right_counts = &drawn[0], &bins[0], &left[0], &right[0]
+    with nogil:
+        stack[0, 0], stack[0, 1], stack[0, 2], stack[0, 3], stack[0, 4] = 0, n, 0, -1, 0
+        top = 0
+        while top >= 0:
+            start, stop = stack[top, 0], stack[top, 1]
+            node = stack[top, 3]
+            side = stack[top, 4]
+            v = stack[top, 2]  # depth
+            top -= 1
+            memset(&total[0], 0, classes * sizeof(float64))
+            for i in range(start, stop):
+                total[y[rows[i]]] += 1
+            impurity = pairs(&total[0], classes, alpha)
+            s.feature = -1
+            if impurity > 0 and v < max_depth and stop - start >= min_samples_split:
+                # the features tested above: walk up the parents
+                i = node if free_path else -1
+                while i >= 0:
+                    used[feature[i]] = 1
+                    i = parent[i]
+                s = choose(&tr, start, stop, &total[0], impurity, NULL)
+                i = node if free_path else -1
+                while i >= 0:
+                    used[feature[i]] = 0
+                    i = parent[i]
+            if s.feature < 0:
+                for i in range(classes):
+                    leaves[leaf_count, i] = total[i]
+                code = ~(<int32> leaf_count)
+                leaf_count += 1
+            else:
+                # rows with x <= threshold first
+                mid = start
+                for i in range(start, stop):
+                    if X[rows[i], s.feature] <= s.threshold:
+                        tmp = rows[i]
+                        rows[i] = rows[mid]
+                        rows[mid] = tmp
+                        mid += 1
+                feature[split_count] = s.feature
+                threshold[split_count] = s.threshold
+                parent[split_count] = node
+                code = <int32> split_count
+                # right waits below left: left is numbered first (preorder)
+                top += 1
+                stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3], stack[top, 4] = mid, stop, v + 1, split_count, 1
+                top += 1
+                stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3], stack[top, 4] = start, mid, v + 1, split_count, 0
+                split_count += 1
+            if node >= 0:
+                if side == 0:
+                    left_child[node] = code
+                else:
+                    right_child[node] = code
+    return (feature_[:split_count].copy(), threshold_[:split_count].copy(), left_child_[:split_count].copy(),
+            right_child_[:split_count].copy(), leaves_[:leaf_count].copy())

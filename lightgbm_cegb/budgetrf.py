@@ -1,0 +1,215 @@
+"""BudgetRF: the feature-budgeted random forest of Nan, Wang and Saligrama (ICML 2015; SEEDS.md section 3).
+
+Trees are grown by GreedyTree (``cython_ext/_budgetrf.pyx``, without the GIL, several at a time) on bootstrap
+samples and added while the forest's mean feature cost per row on validation data, computed exactly with
+the package's per-row cost state, stays within the budget. The fitted forest is a ``Forest`` (``forest_``),
+so that everything else in the package reads it: ``prediction_cost``, ``LazyPredictor``.
+"""
+
+from __future__ import annotations
+
+import numbers
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils import check_random_state
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ._budgetrf import grow_tree
+from .accounting import CostReport, prediction_cost
+from .cost_state import CostState
+from .costs import FeatureCosts, resolve_costs
+from .errors import CEGBError
+from .forest import Forest
+from .parallel import resolve_n_jobs
+
+
+class BudgetRFClassifier(ClassifierMixin, BaseEstimator):
+    """Feature-budgeted random forest.
+
+    Parameters
+    ----------
+    costs : FeatureCosts, lazy costs per column or by feature name, optional
+        Acquisition cost of each feature (paid once per row). None: every feature costs 1.
+    budget : float, optional
+        Trees are added while the mean cost per row of ``X_valid`` (given to ``fit``) stays <= budget.
+        None: ``n_estimators`` trees.
+    n_estimators : int, default 100
+        Most trees grown.
+    alpha : float, default 0.0
+        Threshold of the threshold-Pairs impurity: a node where no two classes both have more than alpha
+        rows (roughly) is a leaf. Larger alpha: shallower, cheaper trees.
+    max_depth : int, optional
+        Depth limit of the trees (None: grown until the impurity is 0).
+    min_samples_split : int, default 2
+        Nodes with fewer rows are leaves.
+    free_path : bool, default False
+        A feature tested above a node costs nothing there (its value is known). False is the paper's
+        Algorithm 1 as written: every split weighs its feature's full cost. With True, a feature a branch has
+        paid for has risk 0 and wins every later split that lowers the impurity of both outcomes, so on
+        continuous data a tree keeps cutting its first feature: on an XOR of two unit-cost features (tests),
+        accuracy 0.55 with True against 0.999 with False.
+    random_state : int, RandomState or None
+        Bootstrap samples and random stumps; the same value gives the same trees whatever ``n_jobs``.
+    n_jobs : int, optional
+        Trees grown at once (threads).
+
+    Attributes
+    ----------
+    forest_ : Forest
+        The trees (split nodes test ``x <= threshold`` on float32 values, as scikit-learn's trees).
+    leaf_counts_ : ndarray of shape (n_leaves, n_classes)
+        Training rows of each class in each leaf (leaves of all trees, in the forest's order).
+    valid_cost_ : float or None
+        Mean cost per row of ``X_valid`` of the fitted forest (with a budget).
+
+    """
+
+    def __init__(self, costs=None, budget: float | None = None, n_estimators: int = 100, alpha: float = 0.0,
+                 max_depth: int | None = None, min_samples_split: int = 2, free_path: bool = False,
+                 random_state=None, n_jobs: int | None = None) -> None:
+        self.costs = costs
+        self.budget = budget
+        self.n_estimators = n_estimators
+        self.alpha = alpha
+        self.max_depth = max_depth
+        self.min_samples_split = min_samples_split
+        self.free_path = free_path
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+
+    def _check_params(self) -> None:
+        def integer(name, minimum, none_ok=False):
+            value = getattr(self, name)
+            if value is None and none_ok:
+                return
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+                raise CEGBError(f"{name} should be an integer >= {minimum}{' or None' if none_ok else ''}, "
+                                f"got {value!r}")
+
+        integer("n_estimators", 1)
+        integer("max_depth", 1, none_ok=True)
+        integer("min_samples_split", 2)
+        if isinstance(self.alpha, bool) or not isinstance(self.alpha, numbers.Real) or not self.alpha >= 0 \
+                or not np.isfinite(self.alpha):
+            raise CEGBError(f"alpha should be a finite number >= 0, got {self.alpha!r}")
+        if self.budget is not None and (isinstance(self.budget, bool) or not isinstance(self.budget, numbers.Real)
+                                        or not self.budget > 0 or not np.isfinite(self.budget)):
+            raise CEGBError(f"budget should be None or a finite number > 0, got {self.budget!r}")
+
+    def fit(self, X, y, *, X_valid=None) -> BudgetRFClassifier:
+        """Grow the forest; ``X_valid``: the rows whose mean cost the budget bounds (required with one)."""
+        self._check_params()
+        X, y = validate_data(self, X, y, dtype=np.float32, ensure_min_samples=2)
+        check_classification_targets(y)
+        self.classes_, codes = np.unique(y, return_inverse=True)
+        num_features = X.shape[1]
+        names = [str(n) for n in getattr(self, "feature_names_in_", [])] or None
+        costs = FeatureCosts(lazy=np.ones(num_features)) if self.costs is None else self.costs
+        self.costs_ = resolve_costs(costs, num_features, names)
+        lazy = np.ascontiguousarray(self.costs_.arrays(num_features)[0], dtype=np.float64)
+        valid = None
+        if self.budget is not None:
+            if X_valid is None:
+                raise CEGBError("budget: the budget bounds the mean cost on validation rows; pass "
+                                "fit(X, y, X_valid=...)")
+            valid = validate_data(self, X_valid, dtype=np.float32, reset=False).astype(np.float64)
+        X64 = np.ascontiguousarray(X, dtype=np.float64)
+        codes = codes.astype(np.int32)
+        rng = check_random_state(self.random_state)
+        seeds = rng.randint(1, 2**62, size=self.n_estimators, dtype=np.int64).astype(np.uint64)
+        samples = [rng.randint(0, len(X64), size=len(X64)) for _ in range(self.n_estimators)]
+        max_depth = 2**62 if self.max_depth is None else self.max_depth
+
+        def grow(t):
+            return grow_tree(X64, codes, samples[t].astype(np.int64), lazy, len(self.classes_), float(self.alpha),
+                             max_depth, self.min_samples_split, bool(self.free_path), seeds[t])
+
+        trees, state = [], None if valid is None else CostState(len(valid), self.costs_, num_features)
+        threads = resolve_n_jobs(self.n_jobs)
+        with ThreadPoolExecutor(threads) as pool:
+            for start in range(0, self.n_estimators, threads):
+                for tree in pool.map(grow, range(start, min(start + threads, self.n_estimators))):
+                    if state is not None and not self._within_budget(state, tree, num_features, valid):
+                        break
+                    trees.append(tree)
+                else:
+                    continue
+                break
+        if not trees:
+            raise CEGBError(f"budget: the first tree alone costs more than {self.budget} per validation row; "
+                            "raise the budget or alpha, or lower max_depth")
+        self.forest_ = _forest(trees, num_features, names)
+        self.leaf_counts_ = np.concatenate([tree[4] for tree in trees])
+        self.n_estimators_ = len(trees)
+        self.valid_cost_ = None if state is None else float(state.acquisition.mean())
+        return self
+
+    def _within_budget(self, state: CostState, tree, num_features: int, valid: np.ndarray) -> bool:
+        """Add ``tree`` to the validation rows' cost state if the mean cost stays within the budget."""
+        trial = CostState(state.num_rows, self.costs_, num_features)
+        trial.paid, trial.acquisition = state.paid.copy(), state.acquisition.copy()
+        trial.add(_forest([tree], num_features, None), valid)
+        if trial.acquisition.mean() > self.budget:
+            return False
+        state.paid, state.acquisition = trial.paid, trial.acquisition
+        return True
+
+    # ------------------------------------------------------------------------------------ prediction
+
+    def _leaves(self, X):
+        check_is_fitted(self, "forest_")
+        X = validate_data(self, X, dtype=np.float32, reset=False)
+        return self.forest_.apply(X.astype(np.float64), n_jobs=self.n_jobs) + self.forest_.leaf_offset[:-1]
+
+    def predict_proba(self, X) -> np.ndarray:
+        """Share of the trees voting for each class (a tree votes its leaf's majority class)."""
+        leaves = self._leaves(X)
+        majority = np.argmax(self.leaf_counts_, axis=1)[leaves]
+        votes = np.zeros((len(leaves), len(self.classes_)))
+        for t in range(leaves.shape[1]):
+            votes[np.arange(len(leaves)), majority[:, t]] += 1
+        return votes / leaves.shape[1]
+
+    def predict(self, X) -> np.ndarray:
+        """The majority vote (ties: the first class)."""
+        votes = self.predict_proba(X)
+        return self.classes_[np.argmax(votes, axis=1)]
+
+    def ranking_score(self, X) -> np.ndarray:
+        """For two classes, the paper's ranking score: the share of the second class among the training rows
+        of all the leaves a row reaches (not scikit-learn's decision_function: predict is the vote)."""
+        leaves = self._leaves(X)
+        if len(self.classes_) != 2:
+            raise CEGBError(f"ranking_score: needs two classes, the model has {len(self.classes_)}")
+        counts = self.leaf_counts_[leaves].sum(axis=1)
+        return counts[:, 1] / counts.sum(axis=1)
+
+    def prediction_cost(self, X, *, n_jobs: int | None = None) -> CostReport:
+        """The exact per-row feature cost of the fitted forest on X (``lightgbm_cegb.prediction_cost``)."""
+        check_is_fitted(self, "forest_")
+        return prediction_cost(self.forest_, X, self.costs_, n_jobs=n_jobs)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = False
+        return tags
+
+
+def _forest(trees: list[tuple], num_features: int, names: list[str] | None) -> Forest:
+    """Trees from grow_tree as one Forest (numerical splits, NaN read as 0.0 as LightGBM's missing type
+    None; leaf values: the leaf's majority class code)."""
+    node_offset = np.cumsum([0] + [len(tree[0]) for tree in trees])
+    leaf_offset = np.cumsum([0] + [len(tree[4]) for tree in trees])
+    leaf_counts = np.concatenate([tree[4] for tree in trees])
+    return Forest(
+        node_offset=node_offset, feature=np.concatenate([t[0] for t in trees]),
+        threshold=np.concatenate([t[1] for t in trees]),
+        decision=np.zeros(node_offset[-1], dtype=np.uint8),
+        left=np.concatenate([t[2] for t in trees]), right=np.concatenate([t[3] for t in trees]),
+        leaf_offset=leaf_offset, leaf_value=np.argmax(leaf_counts, axis=1).astype(np.float64),
+        cat_offset=np.zeros(len(trees) + 1, dtype=np.int64), cat_boundaries=np.zeros(0, dtype=np.int64),
+        cat_threshold=np.zeros(0, dtype=np.uint32), num_features=num_features, feature_names=names,
+        drop_tiny=False, leaf_count=leaf_counts.sum(axis=1), leaf_weight=leaf_counts.sum(axis=1))
