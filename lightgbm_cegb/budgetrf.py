@@ -20,9 +20,10 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ._budgetrf import grow_tree
 from .accounting import CostReport, prediction_cost
 from .cost_state import CostState
-from .costs import FeatureCosts, resolve_costs
+from .costs import FeatureCosts, lightgbm_feature_name, resolve_costs
 from .errors import CEGBError
 from .forest import Forest
+from .lightgbm_model import write_text
 from .parallel import resolve_n_jobs
 
 
@@ -192,6 +193,47 @@ class BudgetRFClassifier(ClassifierMixin, BaseEstimator):
         check_is_fitted(self, "forest_")
         return prediction_cost(self.forest_, X, self.costs_, n_jobs=n_jobs)
 
+    def to_lightgbm(self) -> str:
+        """The forest as LightGBM model text that stock LightGBM loads and whose ``predict`` equals this
+        model's ``predict_proba`` (two classes: its second column). Each tree becomes one iteration of a
+        random forest (``average_output``; no objective, so the output is the averaged raw score): per class,
+        a copy of the tree whose leaves are 1 where that class wins the vote, else 0. Thresholds move to
+        the largest double that float32 rounding keeps at or below them, so that LightGBM's ``x <= t`` on
+        doubles decides as this model's comparison of float32 values. LightGBM reads |x| <= 1e-35 as 0: for
+        such inputs a threshold within 1e-35 of 0 can decide differently."""
+        check_is_fitted(self, "forest_")
+        forest, classes = self.forest_, len(self.classes_)
+        per_class = 1 if classes == 2 else classes
+        winners = np.argmax(self.leaf_counts_, axis=1)
+        names = forest.feature_names or [f"Column_{i}" for i in range(forest.num_features)]
+        names = [lightgbm_feature_name(name) for name in names]
+        trees = []
+        for t in range(forest.num_trees):
+            s0, s1 = forest.node_offset[t], forest.node_offset[t + 1]
+            l0, l1 = forest.leaf_offset[t], forest.leaf_offset[t + 1]
+            for k in range(per_class):
+                target = 1 if classes == 2 else k
+                trees.append((forest.feature[s0:s1], _double_threshold(forest.threshold[s0:s1]), forest.left[s0:s1],
+                              forest.right[s0:s1], (winners[l0:l1] == target).astype(np.float64),
+                              self.leaf_counts_[l0:l1].sum(axis=1)))
+        header = (f"tree\nversion=v4\nnum_class={per_class}\nnum_tree_per_iteration={per_class}\nlabel_index=0\n"
+                  f"max_feature_idx={forest.num_features - 1}\naverage_output\nfeature_names={' '.join(names)}\n"
+                  f"feature_infos={' '.join(['none'] * forest.num_features)}\ntree_sizes=\n\n")
+        footer = ("\nfeature_importances:\n\nparameters:\n[boosting: rf]\n[num_class: "
+                  f"{per_class}]\nend of parameters\n\npandas_categorical:null\n")
+        node_offset = np.cumsum([0] + [len(tree[0]) for tree in trees])
+        leaf_offset = np.cumsum([0] + [len(tree[4]) for tree in trees])
+        export = Forest(
+            node_offset=node_offset, feature=np.concatenate([t[0] for t in trees]),
+            threshold=np.concatenate([t[1] for t in trees]), decision=np.zeros(node_offset[-1], dtype=np.uint8),
+            left=np.concatenate([t[2] for t in trees]), right=np.concatenate([t[3] for t in trees]),
+            leaf_offset=leaf_offset, leaf_value=np.concatenate([t[4] for t in trees]),
+            cat_offset=np.zeros(len(trees) + 1, dtype=np.int64), cat_boundaries=np.zeros(0, dtype=np.int64),
+            cat_threshold=np.zeros(0, dtype=np.uint32), num_features=forest.num_features,
+            trees_per_iteration=per_class, feature_names=names, average_output=True,
+            leaf_count=np.concatenate([t[5] for t in trees]), text_header=header, text_footer=footer)
+        return write_text(export)
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = False
@@ -213,3 +255,13 @@ def _forest(trees: list[tuple], num_features: int, names: list[str] | None) -> F
         cat_offset=np.zeros(len(trees) + 1, dtype=np.int64), cat_boundaries=np.zeros(0, dtype=np.int64),
         cat_threshold=np.zeros(0, dtype=np.uint32), num_features=num_features, feature_names=names,
         drop_tiny=False, leaf_count=leaf_counts.sum(axis=1), leaf_weight=leaf_counts.sum(axis=1))
+
+
+def _double_threshold(threshold: np.ndarray) -> np.ndarray:
+    """For float32 thresholds v: the largest double x with float32(x) <= v (round to nearest, ties to even)."""
+    v = threshold.astype(np.float32)
+    up = np.nextafter(v, np.float32(np.inf))
+    middle = (v.astype(np.float64) + up.astype(np.float64)) / 2  # exact: one more bit than float32
+    even = (v.view(np.uint32) & 1) == 0  # a tie rounds to v when v's last mantissa bit is 0
+    out = np.where(even, middle, np.nextafter(middle, -np.inf))
+    return np.where(np.isinf(v), v.astype(np.float64), out)

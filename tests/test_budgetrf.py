@@ -4,9 +4,11 @@ reference, trees against the forest core's routing, the budget on validation row
 from __future__ import annotations
 
 import itertools
+import textwrap
 
 import numpy as np
 import pytest
+from conftest import run_python
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.utils.estimator_checks import parametrize_with_checks
@@ -173,3 +175,32 @@ def test_nan_is_refused(xor_data):
 @parametrize_with_checks([BudgetRFClassifier(n_estimators=5, random_state=0)])
 def test_scikit_learn_checks(estimator, check):
     check(estimator)
+
+
+@pytest.mark.parametrize("classes", [2, 3])
+def test_lightgbm_export_predicts_identically_in_stock_lightgbm(tmp_path, classes):
+    rng = np.random.default_rng(classes)
+    X = rng.normal(size=(1500, 4))
+    y = np.digitize(X[:, 0] + X[:, 1] * X[:, 2], [0.0] if classes == 2 else [-0.5, 0.5])
+    costs = [1.0, 2.0, 4.0, 8.0]
+    model = BudgetRFClassifier(costs=costs, n_estimators=6, random_state=1).fit(X, y)
+    # rows at, just below and just above where float32 rounding of each threshold changes
+    threshold = model.forest_.threshold.astype(np.float32)
+    edge = (threshold.astype(np.float64) + np.nextafter(threshold, np.float32(np.inf)).astype(np.float64)) / 2
+    values = np.concatenate([edge, np.nextafter(edge, -np.inf), np.nextafter(edge, np.inf), threshold])
+    Xt = rng.normal(size=(len(values), 4))
+    Xt[np.arange(len(values)), np.tile(model.forest_.feature, 4)] = values
+    Xt = np.vstack([Xt, rng.normal(size=(500, 4))])
+    path = tmp_path / "budgetrf.txt"
+    path.write_text(model.to_lightgbm())
+    np.save(tmp_path / "X.npy", Xt)
+    result = run_python(textwrap.dedent(f"""
+        import lightgbm, numpy as np
+        assert "+cegb" not in lightgbm.__version__, lightgbm.__version__
+        np.save({str(tmp_path / 'p.npy')!r}, lightgbm.Booster(model_file={str(path)!r}).predict(np.load({str(tmp_path / 'X.npy')!r})))
+        """), stock=True)
+    assert result.returncode == 0, result.stderr
+    expected = model.predict_proba(Xt)
+    np.testing.assert_array_equal(np.load(tmp_path / "p.npy"), expected[:, 1] if classes == 2 else expected)
+    exported = prediction_cost(str(path), Xt, costs)
+    np.testing.assert_array_equal(exported.per_instance, model.prediction_cost(Xt).per_instance)
