@@ -9,8 +9,10 @@ import warnings
 import lightgbm
 
 from .accounting import CostReport, prediction_cost
+from .budgetrf import BudgetRFClassifier
 from .cost_state import CostState
 from .costs import FeatureCosts
+from .early_exit import EarlyExit, EarlyExitResult
 from .errors import CEGBError
 from .forest import Forest
 from .lazy import LazyFetchError, LazyPredictor, LazyResult
@@ -18,9 +20,9 @@ from .models import to_forest
 from .prune import PruneResult, budget_prune, budget_prune_path
 
 __version__ = "0.1.0"
-__all__ = ["CEGBError", "CostReport", "CostState", "FeatureCosts", "Forest", "LazyFetchError", "LazyPredictor",
-           "LazyResult", "PATCHED_LIGHTGBM", "PruneResult", "budget_prune", "budget_prune_path", "prediction_cost",
-           "to_forest"]
+__all__ = ["BudgetRFClassifier", "CEGBError", "CostReport", "CostState", "EarlyExit", "EarlyExitResult",
+           "FeatureCosts", "Forest", "LazyFetchError", "LazyPredictor", "LazyResult", "PATCHED_LIGHTGBM", "PruneResult",
+           "budget_prune", "budget_prune_path", "prediction_cost", "to_forest"]
 
 #: True when the imported lightgbm is the patched build of this project.
 PATCHED_LIGHTGBM = "+cegb." in lightgbm.__version__
