@@ -165,24 +165,37 @@ class BudgetRFClassifier(ClassifierMixin, BaseEstimator):
         X = validate_data(self, X, dtype=np.float32, reset=False)
         return self.forest_.apply(X.astype(np.float64), n_jobs=self.n_jobs) + self.forest_.leaf_offset[:-1]
 
-    def predict_proba(self, X) -> np.ndarray:
-        """Share of the trees voting for each class (a tree votes its leaf's majority class)."""
+    def _votes(self, X):
+        """Votes per class after each tree (one array, updated in place)."""
         leaves = self._leaves(X)
         majority = np.argmax(self.leaf_counts_, axis=1)[leaves]
         votes = np.zeros((len(leaves), len(self.classes_)))
+        rows = np.arange(len(leaves))
         for t in range(leaves.shape[1]):
-            votes[np.arange(len(leaves)), majority[:, t]] += 1
-        return votes / leaves.shape[1]
+            votes[rows, majority[:, t]] += 1
+            yield votes
+
+    def staged_predict_proba(self, X):
+        """``predict_proba`` of the first 1, 2, ... trees: the forests smaller budgets keep."""
+        for t, votes in enumerate(self._votes(X), start=1):
+            yield votes / t
+
+    def predict_proba(self, X) -> np.ndarray:
+        """Share of the trees voting for each class (a tree votes its leaf's majority class)."""
+        for votes in self._votes(X):
+            pass
+        return votes / self.n_estimators_
 
     def predict(self, X) -> np.ndarray:
         """The majority vote (ties: the first class)."""
         votes = self.predict_proba(X)
         return self.classes_[np.argmax(votes, axis=1)]
 
-    def ranking_score(self, X) -> np.ndarray:
+    def ranking_score(self, X, n_trees: int | None = None) -> np.ndarray:
         """For two classes, the paper's ranking score: the share of the second class among the training rows
-        of all the leaves a row reaches (not scikit-learn's decision_function: predict is the vote)."""
-        leaves = self._leaves(X)
+        of all the leaves a row reaches in the first ``n_trees`` trees (None: all; not scikit-learn's
+        decision_function, since predict is the vote)."""
+        leaves = self._leaves(X)[:, :n_trees]
         if len(self.classes_) != 2:
             raise CEGBError(f"ranking_score: needs two classes, the model has {len(self.classes_)}")
         counts = self.leaf_counts_[leaves].sum(axis=1)
