@@ -10,8 +10,10 @@ once, and the realised cost (priced by the cost model, split costs included) is 
 reports for the full row. Each round moves every stopped (row, tree) at least one node deeper, so there are
 at most as many rounds as the deepest tree has levels.
 
-Predictions come from the model's own ``predict`` on the rows with the features nobody fetched set to 0.0:
-no split reads them, so the result is the model's prediction on the full rows, bit for bit.
+Predictions equal the model's ``predict`` on the full rows, bit for bit: computed from the leaves the routing
+reached with LightGBM's own operations for Boosters whose output is the raw score or binary's sigmoid
+(_own_output), otherwise by the model's ``predict`` on the rows with the values nobody fetched set to 0.0,
+which no split reads.
 """
 
 from __future__ import annotations
@@ -331,7 +333,7 @@ class LazyPredictor:
         if booster_of(model) is not None:
             kwargs = {"num_iteration": self.num_iteration, **kwargs}
         names = getattr(model, "feature_names_in_", None)
-        if names is not None and not self.forest.pandas_categorical:
+        if names is not None:  # as the model was fitted (pandas category models are refused)
             import pandas as pd
 
             X = pd.DataFrame(X, columns=names, copy=False)
