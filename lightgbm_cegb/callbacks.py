@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import warnings
 
+import lightgbm as lgb
 import numpy as np
 from lightgbm.callback import CallbackEnv, EarlyStopException
 
@@ -55,14 +56,16 @@ class _CostCallback:
         self.n_jobs = n_jobs
         self._states: list[_BoosterCosts] = []
 
-    def _mean_cost(self, env: CallbackEnv) -> tuple[float, float]:
+    def _mean_cost(self, env: CallbackEnv) -> tuple[float, float, float]:
+        """Mean (acquisition, evaluation) per row, over the boosters (lgb.cv: the folds), and the standard
+        deviation over the boosters of their mean cost."""
         boosters = getattr(env.model, "boosters", None) or [env.model]
         if len(self._states) != len(boosters) or env.iteration == env.begin_iteration:
             self._states = [_BoosterCosts(self.n_jobs) for _ in boosters]
         means = np.array([state.update(b, self.X, self.costs)
                           for state, b in zip(self._states, boosters)])
         acquisition, evaluation = means.mean(axis=0)
-        return float(acquisition), float(evaluation)
+        return float(acquisition), float(evaluation), float(means.sum(axis=1).std())
 
 
 class _RecordCostCallback(_CostCallback):
@@ -78,10 +81,11 @@ class _RecordCostCallback(_CostCallback):
     def __call__(self, env: CallbackEnv) -> None:
         if env.iteration == env.begin_iteration:
             self.eval_result.clear()
-            for key in ("cost", "acquisition", "evaluation"):
+            for key in ("cost", "cost-stdv", "acquisition", "evaluation"):
                 self.eval_result[key] = []
-        acquisition, evaluation = self._mean_cost(env)
+        acquisition, evaluation, stdv = self._mean_cost(env)
         self.eval_result["cost"].append(acquisition + evaluation)
+        self.eval_result["cost-stdv"].append(stdv)
         self.eval_result["acquisition"].append(acquisition)
         self.eval_result["evaluation"].append(evaluation)
 
@@ -97,26 +101,48 @@ class _BudgetStoppingCallback(_CostCallback):
         self.budget = budget
         self.verbose = verbose
         self.before_iteration = False
-        self._last_within: tuple[int, list] | None = None
+        self._within: list[tuple[int, list]] = []
 
     def __call__(self, env: CallbackEnv) -> None:
         if env.iteration == env.begin_iteration:
-            self._last_within = None
-        acquisition, evaluation = self._mean_cost(env)
+            self._within = []
+        acquisition, evaluation, _ = self._mean_cost(env)
         cost = acquisition + evaluation
         if cost <= self.budget:
-            self._last_within = (env.iteration, list(env.evaluation_result_list or []))
+            self._within.append((env.iteration, list(env.evaluation_result_list or [])))
             return
-        if self._last_within is None:
+        if not self._within:
             warnings.warn(f"budget_stopping: the first iteration already costs {cost:g} > budget "
                           f"{self.budget:g}; no iteration fits the budget, keeping the first", stacklevel=2)
             best = (env.iteration, list(env.evaluation_result_list or []))
         else:
-            best = self._last_within
+            best = self._best_within(env)
         if self.verbose:
             print(f"Budget stopping: iteration {env.iteration + 1} would cost {cost:g} > {self.budget:g}; "
                   f"best iteration within budget: {best[0] + 1}")
         raise EarlyStopException(best[0], best[1])
+
+    def _best_within(self, env: CallbackEnv) -> tuple[int, list]:
+        """The iteration within budget with the best score of the first validation metric (the one
+        early_stopping reads first; the training data skipped as it skips it), else the last one."""
+        scores = [_validation_score(results, env) for _, results in self._within]
+        if any(score is None for score in scores):
+            return self._within[-1]
+        higher_better = scores[0][1]
+        values = np.array([value for value, _ in scores])
+        return self._within[int(np.argmax(values) if higher_better else np.argmin(values))]
+
+
+def _validation_score(results: list, env: CallbackEnv) -> tuple[float, bool] | None:
+    """(value, higher is better) of the first metric on validation data in an evaluation result list."""
+    for result in results:
+        dataset = result[0]
+        if isinstance(env.model, lgb.CVBooster) and dataset == "train":
+            continue
+        if isinstance(env.model, lgb.Booster) and dataset == env.model._train_data_name:
+            continue
+        return float(result[2]), bool(result[3])
+    return None
 
 
 def record_cost(X, costs: FeatureCosts | None = None, eval_result: dict | None = None, *,
@@ -131,7 +157,8 @@ def record_cost(X, costs: FeatureCosts | None = None, eval_result: dict | None =
         None uses the ``cegb_*`` training parameters.
     eval_result : dict
         Filled, like ``lightgbm.record_evaluation``'s, with lists ``"cost"``, ``"acquisition"`` and
-        ``"evaluation"``: one mean per iteration (with ``lgb.cv``, the mean over the folds' models).
+        ``"evaluation"``: one mean per iteration (with ``lgb.cv``, the mean over the folds' models), and
+        ``"cost-stdv"``: the standard deviation of the folds' mean costs (0 with ``lgb.train``).
     """
     if eval_result is None:
         raise CEGBError("eval_result should be a dict to fill, got None")
@@ -142,7 +169,9 @@ def budget_stopping(X, costs: FeatureCosts | None = None, budget: float = 0.0, *
                     verbose: bool = True, n_jobs: int | None = None) -> _BudgetStoppingCallback:
     """Stop training when the mean prediction cost on X would exceed ``budget``.
 
-    The booster's ``best_iteration`` becomes the last iteration whose cost is within the budget (as with
-    ``early_stopping``, predictions and saved models then use that iteration by default).
+    The booster's ``best_iteration`` becomes, among the iterations whose cost is within the budget, the one
+    with the best score of the first validation metric (as ``early_stopping`` reads it; without validation
+    data, the last one within the budget). With ``early_stopping`` as well, the model kept is the best
+    validation iteration within the budget. Predictions and saved models then use it by default.
     """
     return _BudgetStoppingCallback(X, costs, budget, verbose, n_jobs)

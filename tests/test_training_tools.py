@@ -61,6 +61,41 @@ def test_budget_stopping_keeps_last_iteration_within_budget(data):
     assert prediction_cost(booster, Xv, COSTS, num_iteration=booster.current_iteration()).mean > budget
 
 
+@pytest.mark.parametrize("early_stopping", [False, True])
+def test_budget_stopping_keeps_the_best_validation_iteration_within_budget(early_stopping):
+    # an overfitting model: validation loss turns up long before the cost stops growing
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(600, 5))
+    y = X[:, 0] + rng.normal(0, 1.0, 600)
+    params = {**PARAMS, "learning_rate": 0.5, "num_leaves": 31, "min_data_in_leaf": 3}
+    train, valid = lgb.Dataset(X[:300], y[:300]), lgb.Dataset(X[300:], y[300:])
+    history = {}
+    full = lgb.train(params, train, 60, valid_sets=[valid], callbacks=[lgb.record_evaluation(history)])
+    loss = np.array(history["valid_0"]["l2"])
+    curve = prediction_cost(full, X[300:], COSTS, per_iteration=True).curve
+    budget = float(curve[40])
+    within = np.flatnonzero(curve <= budget)
+    expected = int(within[np.argmin(loss[within])]) + 1
+    assert expected < within[-1] + 1  # the point of the test: the last iteration within budget is worse
+    callbacks = [budget_stopping(X[300:], COSTS, budget, verbose=False)]
+    if early_stopping:
+        callbacks.append(lgb.early_stopping(100, verbose=False))  # patient: the budget stops first
+    booster = lgb.train(params, train, 60, valid_sets=[valid], callbacks=callbacks)
+    assert booster.best_iteration == expected
+    assert booster.best_score["valid_0"]["l2"] == pytest.approx(loss[expected - 1], rel=1e-12)
+
+
+def test_record_cost_with_cv_has_the_folds_spread(data):
+    X, y, Xv, _ = data
+    result = {}
+    cv = lgb.cv(PARAMS, lgb.Dataset(X, y), 8, nfold=3, stratified=False, return_cvbooster=True,
+                callbacks=[record_cost(Xv, COSTS, result)])
+    per_fold = np.array([prediction_cost(b, Xv, COSTS, per_iteration=True).curve for b in cv["cvbooster"].boosters])
+    np.testing.assert_allclose(result["cost"], per_fold.mean(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(result["cost-stdv"], per_fold.std(axis=0), rtol=1e-9, atol=1e-12)
+    assert max(result["cost-stdv"]) > 0
+
+
 def test_budget_stopping_with_cv_and_sklearn(data):
     X, y, Xv, _ = data
     result = lgb.cv(PARAMS, lgb.Dataset(X, y), 40, nfold=3, stratified=False, return_cvbooster=True,
