@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 
 import lightgbm as lgb
@@ -50,7 +51,14 @@ class _CEGBMixin:
 
     def fit(self, X, y, **kwargs):
         self._fit_costs = self._aligned_costs(X, kwargs.get("feature_name", "auto"))
-        return super().fit(X, y, **kwargs)
+        super().fit(X, y, **kwargs)
+        if self._fit_costs is not None and self.cegb_tradeoff > 0:
+            forest = to_forest(self.booster_)
+            if forest.node_offset[forest.num_trees_for(self.booster_.best_iteration)] == 0:
+                warnings.warn(f"cegb_tradeoff={self.cegb_tradeoff:g}: the model has no split (the penalty of a "
+                              "split, tradeoff x cost x rows, outweighs every gain); lower cegb_tradeoff",
+                              UserWarning, stacklevel=2)
+        return self
 
     def _process_params(self, stage: str) -> dict:
         params = super()._process_params(stage)

@@ -24,7 +24,6 @@ from pathlib import Path
 import lightgbm as lgb
 import numpy as np
 from sklearn.datasets import load_svmlight_file
-from sklearn.metrics import ndcg_score
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from budget_prune_frontier import DATA, write_atomically  # noqa: E402
@@ -32,6 +31,7 @@ from budget_prune_frontier import load as load_split  # noqa: E402
 
 from lightgbm_cegb import BudgetRFClassifier, EarlyExit, FeatureCosts, prediction_cost  # noqa: E402
 from lightgbm_cegb.demo import HIGGS_COSTS, load_higgs  # noqa: E402
+from lightgbm_cegb.metrics import ndcg_at_k  # noqa: E402
 
 
 # cegb_tradeoff sweeps: the penalty is tradeoff x cost x rows, so the useful range shrinks as costs grow
@@ -69,14 +69,12 @@ def load(name: str) -> dict:
 
 
 def quality(kind: str, y, score, group) -> float:
-    """Accuracy from class probabilities, or NDCG@5 averaged over queries (single-document queries: 1)."""
+    """Accuracy from class probabilities, or NDCG@5 (gain 2^y - 1, as LightGBM's)."""
     if kind == "binary":
         return float(np.mean((score > 0.5) == y))
     if kind == "multiclass":
         return float(np.mean(np.argmax(score, axis=1) == y))
-    starts = np.concatenate([[0], np.cumsum(group)])
-    values = [ndcg_score([y[s:e]], [score[s:e]], k=5) if e - s > 1 else 1.0 for s, e in zip(starts, starts[1:])]
-    return float(np.mean(values))
+    return ndcg_at_k(y, score, group, k=5)
 
 
 def lightgbm_params(kind: str, num_class: int) -> dict:

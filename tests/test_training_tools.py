@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import warnings
 
 import lightgbm as lgb
 import numpy as np
@@ -166,3 +167,12 @@ def test_ranker(data):
     model = CEGBRanker(feature_costs=FeatureCosts(lazy=[1, 1, 1, 1, 50]), cegb_tradeoff=0.01, n_estimators=10,
                        verbose=-1).fit(X, labels, group=group)
     assert model.prediction_cost(Xv).mean > 0
+
+
+def test_estimator_warns_when_the_tradeoff_leaves_no_split(data):
+    X, y, _, _ = data
+    with pytest.warns(UserWarning, match=r"cegb_tradeoff=1000: the model has no split .* lower cegb_tradeoff"):
+        CEGBRegressor(feature_costs=COSTS, cegb_tradeoff=1000.0, n_estimators=5, verbose=-1).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        CEGBRegressor(feature_costs=COSTS, cegb_tradeoff=0.001, n_estimators=5, verbose=-1).fit(X, y)
