@@ -1,0 +1,64 @@
+"""Learning-to-rank files with their cost vectors: SVMlight/LibSVM rows with ``qid``, feature ids kept aligned
+with a cost file (one value per line, line i for feature id i), and the bundled Yahoo! LTR cost vector."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from importlib import resources
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.datasets import load_svmlight_file
+
+from .costs import FeatureCosts
+from .errors import CEGBError
+
+YAHOO_SENTINEL = 10000.0  # the Yahoo cost file's cost of the ids that never occur in set 1
+
+
+@dataclass(frozen=True)
+class RankingData:
+    """Rows of a ranking file: column j holds feature id j + 1 (1-based files) or j (0-based)."""
+
+    X: sp.csr_matrix
+    y: np.ndarray
+    group: np.ndarray  # sizes of the consecutive queries, as lightgbm.Dataset(group=...) takes them
+    qid: np.ndarray
+    costs: FeatureCosts | None  # aligned to X's columns when a cost file was given
+
+
+def yahoo_costs() -> FeatureCosts:
+    """The real Yahoo! LTR set 1 feature costs (700 lazy costs by 1-based id; 10000 for ids never used)."""
+    with resources.as_file(resources.files("lightgbm_cegb") / "data" / "yahoo_ltr_costs" / "feature_cost.txt") as path:
+        return FeatureCosts.from_file(path)
+
+
+def load_svmlight(path: str | os.PathLike, costs: str | os.PathLike | FeatureCosts | None = None, *,
+                  zero_based: bool = False, num_features: int | None = None) -> RankingData:
+    """Read an SVMlight/LibSVM file with ``qid:`` fields.
+
+    ``zero_based=False`` (SVMlight's convention, Yahoo's and MSLR's files): id 1 is column 0. ``costs``: a
+    cost file (line i for id i, in the same base) or FeatureCosts by column; the columns are as many as the
+    costs list (or ``num_features``), so that cost j belongs to column j; data with a larger id than the
+    costs cover is refused, as are queries split into separate runs of rows.
+    """
+    if isinstance(costs, (str, os.PathLike)):
+        costs = FeatureCosts.from_file(costs)
+    width = num_features if costs is None else costs.num_features
+    if costs is not None and num_features is not None and num_features != width:
+        raise CEGBError(f"num_features={num_features} but the costs list {width} features")
+    try:
+        X, y, qid = load_svmlight_file(os.fspath(path), query_id=True, zero_based=zero_based, n_features=width)
+    except ValueError as exc:
+        if width is not None and "n_features" in str(exc):
+            raise CEGBError(f"{os.fspath(path)}: a feature id beyond the {width} that the costs cover "
+                            f"({'0' if zero_based else '1'}-based ids): {exc}") from None
+        raise CEGBError(f"{os.fspath(path)}: {exc}") from None
+    starts = np.flatnonzero(np.r_[True, qid[1:] != qid[:-1]])
+    values, runs = np.unique(qid[starts], return_counts=True)
+    if (runs > 1).any():
+        raise CEGBError(f"{os.fspath(path)}: the rows of query {int(values[runs > 1][0])} are not consecutive; "
+                        "LightGBM needs each query's rows together")
+    group = np.diff(np.r_[starts, len(qid)])
+    return RankingData(X=X.tocsr(), y=y, group=group, qid=qid, costs=costs)
