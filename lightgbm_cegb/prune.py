@@ -368,13 +368,13 @@ def _evaluate(forest: _Problem, leaves: list[np.ndarray], kept: list[np.ndarray]
     return error, cost
 
 
-def _check_lam(lam) -> float:
+def _check_lam(lam, name: str = "lam") -> float:
     try:
         value = float(lam)
     except (TypeError, ValueError):
-        raise CEGBError(f"lam should be a number >= 0, got {lam!r}") from None
+        raise CEGBError(f"{name} should be a number >= 0, got {lam!r}") from None
     if not np.isfinite(value) or value < 0:
-        raise CEGBError(f"lam should be a finite number >= 0, got {lam!r}")
+        raise CEGBError(f"{name} should be a finite number >= 0, got {lam!r}")
     return value
 
 
@@ -433,16 +433,63 @@ def _renumbered(marks: np.ndarray, ids: np.ndarray) -> np.ndarray:
     return out
 
 
-def budget_prune(model, X, y, costs, lam: float, *, solver: str = "maxflow", n_jobs: int | None = None) -> PruneResult:
-    """Prune ``model`` on (X, y) for feature costs ``costs`` at trade-off ``lam`` (see the module doc).
+def budget_prune(model, X, y, costs, lam: float | None = None, *, budget: float | None = None,
+                 solver: str = "maxflow", n_jobs: int | None = None) -> PruneResult:
+    """Prune ``model`` on (X, y) for feature costs ``costs`` at trade-off ``lam`` (see the module doc), or,
+    with ``budget`` instead, at the smallest trade-off whose pruning costs at most ``budget`` per row of X.
 
     model : fitted RandomForestClassifier / ExtraTreesClassifier, lightgbm.Booster or LightGBM estimator
     X : numpy array, scipy sparse matrix or pandas DataFrame (read as the model's library reads it)
     costs : lazy feature costs as prediction_cost takes them: FeatureCosts, one value per feature, by feature
             name, or None for the cegb_penalty_feature_lazy a CEGB-trained LightGBM model was trained with
+    budget : the mean lazy cost per row of X to stay within. The optimal cost falls in steps as lam grows;
+            the search moves between the prunings on both sides of the budget by intersecting their
+            objective lines (each intersection is a breakpoint or yields a new pruning), so it ends on the
+            exact breakpoint: the result is the least-error pruning that some lam makes optimal within the
+            budget, and ``result.lam`` the smallest such lam.
     n_jobs : threads for routing the rows (None: the CPUs this process may use)
     """
-    return budget_prune_path(model, X, y, costs, [lam], solver=solver, n_jobs=n_jobs)[0]
+    if (lam is None) == (budget is None):
+        raise CEGBError(f"give either lam or budget, got lam={lam!r} and budget={budget!r}")
+    if budget is None:
+        return budget_prune_path(model, X, y, costs, [lam], solver=solver, n_jobs=n_jobs)[0]
+    budget = _check_lam(budget, "budget")
+    forest, problem, lazy = _problem(model, X, y, costs, solver, n_jobs)
+
+    def solve(lam: float) -> tuple:
+        """(lam, leaves, the solver's optimum, its bound, error, cost) of the optimal pruning at lam."""
+        if solver == "highs":
+            leaves, optimum, bound = _solve_highs(problem, lazy, lam)
+        else:
+            (leaves, optimum), = _solve_maxflow(problem, lazy, [lam])
+            bound = optimum
+        kept = [kept_nodes(parent, leaf) for parent, leaf in zip(problem.parent, leaves)]
+        return (lam, leaves, optimum, bound) + _evaluate(problem, leaves, kept, lazy)
+
+    low = solve(0.0)
+    if low[5] <= budget:
+        return _result(model, forest, problem, lazy, *low[:4], solver)
+    high, lam = None, 1.0
+    while high is None:  # a lam large enough: the cost falls to 0 (every tree a leaf) as lam grows
+        trial = solve(lam)
+        if trial[5] <= budget:
+            high = trial
+        elif lam > 1e300:
+            raise CEGBError(f"internal error: no trade-off brings the cost within budget {budget!r}")
+        else:
+            low, lam = trial, lam * 4
+    while True:
+        # the lines error + lam * cost of the two prunings meet at cross; a pruning better there lies between
+        cross = (high[4] - low[4]) / (low[5] - high[5])
+        middle = solve(cross)
+        line = low[4] + cross * low[5]
+        if middle[4] + cross * middle[5] >= line - 1e-12 * max(1.0, abs(line)):
+            # a breakpoint: low and high are both optimal at cross, high (within budget) for every lam above
+            return _result(model, forest, problem, lazy, cross, high[1], middle[2], middle[3], solver)
+        if middle[5] <= budget:
+            high = middle
+        else:
+            low = middle
 
 
 def budget_prune_path(model, X, y, costs, lams, *, solver: str = "maxflow", n_jobs: int | None = None) -> list[PruneResult]:

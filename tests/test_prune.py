@@ -147,6 +147,33 @@ def test_path_is_a_monotone_frontier():
     assert costs_along[0] > costs_along[-1] == 0.0
 
 
+@pytest.mark.parametrize("solver", ["maxflow", "highs"])
+def test_budget_target_is_the_least_error_pruning_within_budget(solver):
+    model, X, y, costs = random_case(7, classes=3, n=120, f=5, trees=4, depth=6)
+    grid = budget_prune_path(model, X, y, costs, np.linspace(0.0, 1.0, 201))
+    full = grid[0].cost
+    for budget in [0.0, 0.1 * full, 0.35 * full, 0.6 * full, 0.9 * full, full, 2 * full]:
+        result = budget_prune(model, X, y, costs, budget=budget, solver=solver)
+        assert result.cost <= budget + 1e-12
+        assert result.error <= min(r.error for r in grid if r.cost <= budget) + 1e-12
+        at = budget_prune(model, X, y, costs, result.lam, solver=solver)  # optimal at its lam
+        assert at.objective == pytest.approx(result.objective, rel=1e-9, abs=1e-12)
+        if budget < full:  # and the smallest such lam: just below it the optimum costs more
+            assert budget_prune(model, X, y, costs, result.lam * (1 - 1e-6), solver=solver).cost > budget
+        else:
+            assert result.lam == 0.0
+
+
+def test_budget_target_bad_input(small):
+    model, X, y, costs = small
+    with pytest.raises(CEGBError, match="give either lam or budget, got lam=0.1 and budget=3"):
+        budget_prune(model, X, y, costs, 0.1, budget=3)
+    with pytest.raises(CEGBError, match="give either lam or budget, got lam=None and budget=None"):
+        budget_prune(model, X, y, costs)
+    with pytest.raises(CEGBError, match="budget should be a finite number >= 0, got -1"):
+        budget_prune(model, X, y, costs, budget=-1)
+
+
 # ------------------------------------------------------------------------------------------------ bad input
 
 
