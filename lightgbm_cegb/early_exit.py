@@ -24,7 +24,7 @@ from .accounting import CostReport
 from .cost_state import CostState
 from .costs import resolve_costs
 from .errors import CEGBError
-from .models import booster_of, to_forest
+from .models import booster_of, num_trees_used, to_forest
 
 RANKING_OBJECTIVES = ("lambdarank", "rank_xendcg")
 CLASSIFICATION_OBJECTIVES = ("binary", "multiclass", "multiclassova")
@@ -81,13 +81,15 @@ class EarlyExit:
     def predict(self, X, group=None) -> EarlyExitResult:
         """Predictions with early exits. Ranking needs ``group``: the sizes of the consecutive queries of X."""
         X = self.forest.dense(X)
-        n, iterations = len(X), self.forest.num_iterations
+        tpi = self.forest.trees_per_iteration
+        n, iterations = len(X), num_trees_used(self.booster, self.forest, None) // tpi  # as predict: best iteration
+        if n == 0:
+            raise CEGBError("X should hold at least one row")
         queries = self._queries(group, n)
         active = np.arange(n)
         done_at = np.full(n, iterations)
         prediction = None
         state = CostState(n, self.costs, self.forest.num_features)
-        tpi = self.forest.trees_per_iteration
         exits = list(range(self.every, iterations, self.every)) + [iterations]
         start = 0
         for stop in exits:
@@ -104,10 +106,10 @@ class EarlyExit:
             leaving = self._leaving(partial, active, queries, stop, iterations)
             done_at[active[leaving]] = stop
             active = active[~leaving]
-        used = self.forest.used_features(self.forest.num_trees)
+        used = self.forest.used_features(iterations * tpi)
         coupled = float(self.costs.arrays(self.forest.num_features)[1][used].sum())
         cost = CostReport(acquisition=state.acquisition, evaluation=state.evaluation, coupled=coupled,
-                          usage=state.paid.mean(axis=0) if n else np.zeros(self.forest.num_features),
+                          usage=state.paid.mean(axis=0),
                           feature_names=self.forest.feature_names)
         rank = self._ranks(prediction, done_at, queries) if self.kind == "rank" else None
         return EarlyExitResult(prediction=prediction, iterations=done_at, cost=cost, rank=rank)

@@ -118,3 +118,16 @@ def test_ranking_needs_groups():
         exit_.predict(X)
     with pytest.raises(CEGBError, match="summing to the 200 rows of X, got 150"):
         exit_.predict(X, group=[100, 50])
+
+
+def test_exits_follow_the_best_iteration():
+    X, score = data(3)
+    y = (score > 0).astype(int)
+    booster = lgb.train({"objective": "binary", "verbose": -1, "num_leaves": 7}, lgb.Dataset(X[:600], y[:600]), 60,
+                        valid_sets=[lgb.Dataset(X[600:], y[600:])], callbacks=[lgb.early_stopping(5, verbose=False)],
+                        keep_training_booster=True)
+    assert 0 < booster.best_iteration < 60 and booster.current_iteration() > booster.best_iteration
+    result = EarlyExit(booster, 1.0, every=5, costs=COSTS).predict(X)
+    assert result.iterations.max() == booster.best_iteration
+    np.testing.assert_array_equal(result.prediction[result.iterations == booster.best_iteration],
+                                  booster.predict(X[result.iterations == booster.best_iteration]))
