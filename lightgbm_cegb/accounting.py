@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from sklearn.pipeline import Pipeline
 
 from .costs import resolve_costs
 from .models import fitted_costs, num_trees_used, to_forest
@@ -60,7 +61,9 @@ def prediction_cost(model, X, costs=None, *, num_iteration: int | None = None,
     ----------
     model : lightgbm.Booster, LGBMModel, model file path, Forest, or fitted scikit-learn tree model
         scikit-learn: DecisionTree*, ExtraTree*, RandomForest*, ExtraTrees*, GradientBoosting*, Bagging* of
-        trees, IsolationForest.
+        trees, IsolationForest. A fitted scikit-learn Pipeline whose last step is one of these: X goes
+        through the steps before it, and costs are those of the columns the last step sees (by position, or
+        by the names ``get_feature_names_out`` gives them: a scaler or an imputer keeps X's names).
     X : array-like of shape (n_rows, n_features)
         numpy array, scipy sparse matrix (routed in blocks, never densified as a whole) or pandas
         DataFrame (category columns mapped to the model's codes as LightGBM does).
@@ -76,9 +79,12 @@ def prediction_cost(model, X, costs=None, *, num_iteration: int | None = None,
     n_jobs : int, optional
         Threads (None: the CPUs this process may use).
     """
+    names = None
+    if isinstance(model, Pipeline):
+        model, X, names = _last_step(model, X)
     forest = to_forest(model)
     costs = resolve_costs(fitted_costs(model) if costs is None else costs, forest.num_features,
-                          forest.feature_names, forest.params)
+                          names or forest.feature_names, forest.params)
     num_trees = num_trees_used(model, forest, num_iteration)
     lazy, coupled, split = costs.arrays(forest.num_features)
     acquisition, evaluation, rows_using, curve = forest.cost(X, lazy, split, num_trees,
@@ -88,3 +94,16 @@ def prediction_cost(model, X, costs=None, *, num_iteration: int | None = None,
     return CostReport(acquisition=acquisition, evaluation=evaluation, coupled=float(coupled[used].sum()),
                       usage=rows_using / n, curve=None if curve is None else curve / n,
                       feature_names=forest.feature_names)
+
+
+def _last_step(pipeline: Pipeline, X):
+    """(the pipeline's model, X through the steps before it, the names of those columns or None)."""
+    head, model = pipeline[:-1], pipeline[-1]
+    if not len(head.steps):
+        return model, X, None
+    X = head.transform(X)
+    try:
+        names = [str(name) for name in head.get_feature_names_out()]
+    except (AttributeError, TypeError, ValueError):  # a step that cannot name its output columns
+        names = None
+    return model, X, names

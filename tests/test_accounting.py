@@ -153,3 +153,30 @@ def test_unknown_decision_type_is_refused():
     lines[i] = "decision_type=" + " ".join(["64"] * len(lines[i].split("=")[1].split()))
     with pytest.raises(CEGBError, match=r"unknown decision_type 64"):
         read_text("\n".join(lines))
+
+
+def test_pipeline_whose_last_step_is_a_model():
+    import pandas as pd
+    from sklearn.ensemble import RandomForestClassifier as Forest
+    from sklearn.impute import SimpleImputer
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame(rng.normal(size=(400, 4)), columns=["age", "bmi", "blood test", "mri"])
+    X.iloc[rng.random(400) < 0.1, 1] = np.nan
+    y = (X["age"] + X["mri"].fillna(0) > 0).astype(int)
+    costs = {"age": 1.0, "bmi": 2.0, "blood test": 20.0, "mri": 500.0}
+    by_position = [1.0, 2.0, 20.0, 500.0]
+    for model in (lgb.LGBMClassifier(n_estimators=10, verbose=-1), Forest(n_estimators=5, random_state=0)):
+        pipeline = make_pipeline(SimpleImputer(), StandardScaler(), model).set_output(transform="pandas").fit(X, y)
+        inner = pipeline[:-1].transform(X)
+        expected = prediction_cost(pipeline[-1], inner, by_position)
+        for given in (costs, by_position):
+            report = prediction_cost(pipeline, X, given)
+            np.testing.assert_array_equal(report.per_instance, expected.per_instance)
+        assert report.mean > 0
+    plain = make_pipeline(StandardScaler(), Forest(n_estimators=3, random_state=0)).fit(X.fillna(0).to_numpy(), y)
+    np.testing.assert_array_equal(prediction_cost(plain, X.fillna(0).to_numpy(), by_position).per_instance,
+                                  prediction_cost(plain[-1], plain[0].transform(X.fillna(0).to_numpy()),
+                                                  by_position).per_instance)
