@@ -236,17 +236,8 @@ class BudgetRFClassifier(ClassifierMixin, BaseEstimator):
                   f"feature_infos={' '.join(['none'] * forest.num_features)}\ntree_sizes=\n\n")
         footer = ("\nfeature_importances:\n\nparameters:\n[boosting: rf]\n[num_class: "
                   f"{per_class}]\nend of parameters\n\npandas_categorical:null\n")
-        node_offset = np.cumsum([0] + [len(tree[0]) for tree in trees])
-        leaf_offset = np.cumsum([0] + [len(tree[4]) for tree in trees])
-        export = Forest(
-            node_offset=node_offset, feature=np.concatenate([t[0] for t in trees]),
-            threshold=np.concatenate([t[1] for t in trees]), decision=np.zeros(node_offset[-1], dtype=np.uint8),
-            left=np.concatenate([t[2] for t in trees]), right=np.concatenate([t[3] for t in trees]),
-            leaf_offset=leaf_offset, leaf_value=np.concatenate([t[4] for t in trees]),
-            cat_offset=np.zeros(len(trees) + 1, dtype=np.int64), cat_boundaries=np.zeros(0, dtype=np.int64),
-            cat_threshold=np.zeros(0, dtype=np.uint32), num_features=forest.num_features,
-            trees_per_iteration=per_class, feature_names=names, average_output=True,
-            leaf_count=np.concatenate([t[5] for t in trees]), text_header=header, text_footer=footer)
+        export = _stack(trees, forest.num_features, trees_per_iteration=per_class, feature_names=names,
+                        average_output=True, text_header=header, text_footer=footer)
         return write_text(export)
 
     def __sklearn_tags__(self):
@@ -256,20 +247,24 @@ class BudgetRFClassifier(ClassifierMixin, BaseEstimator):
 
 
 def _forest(trees: list[tuple], num_features: int, names: list[str] | None) -> Forest:
-    """Trees from grow_tree as one Forest (numerical splits, NaN read as 0.0 as LightGBM's missing type
-    None; leaf values: the leaf's majority class code)."""
+    """Trees from grow_tree as one Forest (leaf values: the leaf's majority class code; float32 reading)."""
+    parts = [(t[0], t[1], t[2], t[3], np.argmax(t[4], axis=1).astype(np.float64), t[4].sum(axis=1)) for t in trees]
+    forest = _stack(parts, num_features, feature_names=names, drop_tiny=False)
+    forest.leaf_weight = forest.leaf_count
+    return forest
+
+
+def _stack(trees: list[tuple], num_features: int, **fields) -> Forest:
+    """Trees given as (feature, threshold, left, right, leaf values, leaf counts) in one Forest of numerical
+    splits (NaN read as 0.0, as LightGBM's missing type None); ``fields``: the Forest's other fields."""
     node_offset = np.cumsum([0] + [len(tree[0]) for tree in trees])
     leaf_offset = np.cumsum([0] + [len(tree[4]) for tree in trees])
-    leaf_counts = np.concatenate([tree[4] for tree in trees])
-    return Forest(
-        node_offset=node_offset, feature=np.concatenate([t[0] for t in trees]),
-        threshold=np.concatenate([t[1] for t in trees]),
-        decision=np.zeros(node_offset[-1], dtype=np.uint8),
-        left=np.concatenate([t[2] for t in trees]), right=np.concatenate([t[3] for t in trees]),
-        leaf_offset=leaf_offset, leaf_value=np.argmax(leaf_counts, axis=1).astype(np.float64),
-        cat_offset=np.zeros(len(trees) + 1, dtype=np.int64), cat_boundaries=np.zeros(0, dtype=np.int64),
-        cat_threshold=np.zeros(0, dtype=np.uint32), num_features=num_features, feature_names=names,
-        drop_tiny=False, leaf_count=leaf_counts.sum(axis=1), leaf_weight=leaf_counts.sum(axis=1))
+    feature, threshold, left, right, leaf_value, leaf_count = (np.concatenate(part) for part in zip(*trees))
+    return Forest(node_offset=node_offset, feature=feature, threshold=threshold,
+                  decision=np.zeros(node_offset[-1], dtype=np.uint8), left=left, right=right,
+                  leaf_offset=leaf_offset, leaf_value=leaf_value, cat_offset=np.zeros(len(trees) + 1, dtype=np.int64),
+                  cat_boundaries=np.zeros(0, dtype=np.int64), cat_threshold=np.zeros(0, dtype=np.uint32),
+                  num_features=num_features, leaf_count=leaf_count, **fields)
 
 
 def _double_threshold(threshold: np.ndarray) -> np.ndarray:

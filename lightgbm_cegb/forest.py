@@ -365,16 +365,18 @@ class Forest:
             values = self._linear_values(self.dense(X), index, values)
         return values
 
-    def raw_score(self, X, leaves: np.ndarray, *, averaged: bool = False, n_jobs: int | None = None) -> np.ndarray:
+    def raw_score(self, X, leaves: np.ndarray, *, averaged: bool = False, values: np.ndarray | None = None,
+                  n_jobs: int | None = None) -> np.ndarray:
         """Raw score of rows X that reach ``leaves`` (int32[n_rows, trees used]): float64[n_rows,
         trees_per_iteration], computed as LightGBM's GBDT::PredictRaw does (the trees' outputs added in tree
         order from 0.0), so with the same bits as ``predict(raw_score=True)``. ``averaged``: as GBDT::Predict
         continues for rf models, divided by the number of iterations (the score its objective transforms).
-        X is read for linear trees only."""
+        X is read for linear trees only, unless ``values`` gives the trees' outputs (``leaf_values``) already."""
         leaves = np.ascontiguousarray(leaves, dtype=np.int32)
-        values = self.leaf_values(X, leaves) if self.linear is not None else np.zeros((0, 0))
-        return raw_scores(leaves, self.leaf_offset, self.leaf_value, values, self.trees_per_iteration,
-                          averaged and self.average_output, resolve_n_jobs(n_jobs, len(leaves)))
+        if values is None:
+            values = self.leaf_values(X, leaves) if self.linear is not None else np.zeros((0, 0))
+        return raw_scores(leaves, self.leaf_offset, self.leaf_value, np.ascontiguousarray(values, dtype=np.float64),
+                          self.trees_per_iteration, averaged and self.average_output, resolve_n_jobs(n_jobs, len(leaves)))
 
     def _linear_values(self, X: np.ndarray, index: np.ndarray, fallback: np.ndarray) -> np.ndarray:
         lin = self.linear

@@ -20,6 +20,7 @@ from pathlib import Path
 import lightgbm as lgb
 
 from . import lightgbm_model, sklearn_model
+from .costs import FeatureCosts
 from .errors import CEGBError
 from .forest import Forest
 
@@ -47,8 +48,6 @@ def num_trees_used(model, forest: Forest, num_iteration: int | None) -> int:
 
 def fitted_costs(model):
     """The FeatureCosts a package estimator was fitted with (``costs_``), else None."""
-    from .costs import FeatureCosts
-
     costs = getattr(model, "costs_", None)
     return costs if isinstance(costs, FeatureCosts) else None
 

@@ -209,7 +209,7 @@ def _lightgbm_problem(forest: Forest, X, y, n_jobs: int | None) -> _Problem:
     # number of iterations
     scale = per_iteration / forest.num_trees if forest.average_output else 1.0
     tree_output = forest.leaf_values(X, leaves)
-    score = forest.raw_score(X, leaves, averaged=True, n_jobs=n_jobs)
+    score = forest.raw_score(X, leaves, averaged=True, values=tree_output, n_jobs=n_jobs)
     for t in range(forest.num_trees):
         s, s1 = forest.node_offset[t], forest.node_offset[t + 1]
         value = np.concatenate([forest.internal_value[s:s1], forest.leaf_value[forest.leaf_offset[t]:forest.leaf_offset[t + 1]]])

@@ -67,6 +67,29 @@ def write_atomically(path: Path, write) -> None:
             os.unlink(tmp)
 
 
+def write_table(path: Path, rows: list[dict]) -> None:
+    """rows as a CSV file, written atomically."""
+    def write_csv(tmp):
+        with open(tmp, "w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+
+    write_atomically(path, write_csv)
+
+
+def pyplot():
+    """matplotlib's pyplot drawing to files, or None (with a message) when matplotlib is not installed."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed (pip install matplotlib): no plot")
+        return None
+    return plt
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", choices=("letter", "mslr"), default="letter")
@@ -97,14 +120,7 @@ def main() -> None:
     rows = [point(forest, "unpruned")] + [point(r.model, r.lam, r) for r in path]
     args.out.mkdir(parents=True, exist_ok=True)
     table = args.out / f"budget_prune_{args.data}.csv"
-
-    def write_csv(tmp):
-        with open(tmp, "w", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
-
-    write_atomically(table, write_csv)
+    write_table(table, rows)
     print(f"{args.data}: {args.trees} trees of depth <= {args.depth}, {len(y_prune)} pruning rows, "
           f"{len(lams)} trade-offs in {seconds:.1f} s ({args.solver})")
     for row in rows:
@@ -113,12 +129,8 @@ def main() -> None:
     prune_costs = [r.cost for r in path]
     monotone = all(b <= a + 1e-12 for a, b in zip(prune_costs, prune_costs[1:]))
     print(f"cost on the pruning data non-increasing in lam: {monotone}; table: {table}")
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed (pip install matplotlib): no plot")
+    plt = pyplot()
+    if plt is None:
         return
     figure, axes = plt.subplots(figsize=(6, 4))
     axes.plot([r["test_cost"] for r in rows[1:]], [r["test_accuracy"] for r in rows[1:]], "o-", label="BudgetPrune")

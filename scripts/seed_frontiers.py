@@ -17,7 +17,6 @@ matplotlib, a PNG. --quick: small sweeps (the test runs it on higgs).
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
 from pathlib import Path
 
@@ -26,7 +25,7 @@ import numpy as np
 from sklearn.datasets import load_svmlight_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from budget_prune_frontier import DATA, write_atomically  # noqa: E402
+from budget_prune_frontier import DATA, pyplot, write_atomically, write_table  # noqa: E402
 from budget_prune_frontier import load as load_split  # noqa: E402
 
 from lightgbm_cegb import BudgetRFClassifier, EarlyExit, FeatureCosts, prediction_cost  # noqa: E402
@@ -135,24 +134,13 @@ def main() -> None:
     rows = run(args.data, args.quick)
     args.out.mkdir(parents=True, exist_ok=True)
     table = args.out / f"seed_frontiers_{args.data}.csv"
-
-    def write_csv(tmp):
-        with open(tmp, "w", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
-
-    write_atomically(table, write_csv)
+    write_table(table, rows)
     metric = "NDCG@5" if args.data == "mslr" else "accuracy"
     for row in rows:
         print(f"{row['method']:<10} {row['setting']:<22} {metric} {row['quality']:.4f}  cost {row['cost']:9.2f}")
     print(f"table: {table}")
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed (pip install matplotlib): no plot")
+    plt = pyplot()
+    if plt is None:
         return
     figure, axes = plt.subplots(figsize=(6, 4))
     for method, style in (("CEGB", "o-"), ("BudgetRF", "s"), ("Early Exit", "^-")):
