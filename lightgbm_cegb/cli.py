@@ -1,7 +1,10 @@
 """``lightgbm-cegb``: prediction cost of a model on a data file, and CEGB training with LightGBM's CLI.
 
-    lightgbm-cegb cost MODEL DATA [--costs FILE] [--split ALPHA] [--format table|json]
-    lightgbm-cegb train CONFIG --costs FILE [--kind lazy|coupled] [--tradeoff LAMBDA] [-- key=value ...]
+    lightgbm-cegb cost MODEL DATA [--costs FILE [--one-based]] [--split ALPHA] [--config CONFIG | --header
+                       --label-column N] [--format table|json]
+    lightgbm-cegb train CONFIG --costs FILE [--one-based] [--kind lazy|coupled] [--tradeoff LAMBDA] [key=value ...]
+
+Paths are relative to the directory the command runs in, as for ``lightgbm config=FILE``.
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ CHUNK_ROWS = 200_000
 
 
 def _libsvm_block(lines: list[str], num_features: int, first_line: int):
-    """LibSVM lines (label, then index:value pairs with LightGBM's 0-based indices; qid: ignored) as CSR."""
+    """LibSVM lines (label, then index:value pairs; index i is column i, as LightGBM reads them; qid: ignored)
+    as CSR."""
     data, indices, indptr = [], [], [0]
     for lineno, line in enumerate(lines, first_line):
         for token in line.split("#", 1)[0].split()[1:]:
@@ -50,17 +54,39 @@ def _libsvm_block(lines: list[str], num_features: int, first_line: int):
                          shape=(len(lines), num_features))
 
 
-def read_rows(fh, label_column: int | None, header: bool, num_features: int):
+_MISSING = ("", "na", "NA", "nan", "NaN")
+
+
+def _is_number(token: str) -> bool:
+    try:
+        float(token)
+    except ValueError:
+        return token.strip() in _MISSING
+    return True
+
+
+def read_rows(fh, label_column: int | str | None, header: bool, num_features: int):
     """Yield row blocks of a LightGBM data file read from the open text file ``fh`` once, front to back (so
-    that stdin and pipes work): CSV/TSV (label column removed) or LibSVM (sparse blocks)."""
-    if header:
-        fh.readline()
+    that stdin and pipes work): CSV/TSV (label column removed; ``label_column`` an index or LightGBM's
+    ``name:COLUMN``) or LibSVM (sparse blocks). A CSV whose first line is not numeric needs ``header``."""
+    names = fh.readline().rstrip("\r\n") if header else None
     first = fh.readline()
     if not first:
         return
     lines_in = itertools.chain([first], fh)
     libsvm = ":" in first.split("#")[0]
     delimiter = "\t" if "\t" in first else ("," if "," in first else None)
+    if isinstance(label_column, str):
+        if names is None:
+            raise CEGBError(f"label_column={label_column!r} names a column: the file needs a header (--header or "
+                            "header=true in the config)")
+        columns = [c.strip() for c in names.split(delimiter)]
+        if label_column[5:] not in columns:
+            raise CEGBError(f"label_column={label_column!r}: no such column in the header {columns[:8]}")
+        label_column = columns.index(label_column[5:])
+    if not libsvm and names is None and not all(_is_number(t) for t in first.split(delimiter)):
+        raise CEGBError(f"line 1 is not numeric ({first.strip()[:60]!r}): if it is a header, pass --header "
+                        "(or header=true in the --config file)")
     done = 0
     while True:
         lines = [line for _, line in zip(range(CHUNK_ROWS), lines_in) if line.strip()]
@@ -70,36 +96,79 @@ def read_rows(fh, label_column: int | None, header: bool, num_features: int):
             yield _libsvm_block(lines, num_features, done + 1)
         else:
             block = np.atleast_2d(np.genfromtxt(lines, delimiter=delimiter, dtype=np.float64,
-                                                missing_values=("", "na", "NA", "nan", "NaN"), filling_values=np.nan))
+                                                missing_values=_MISSING, filling_values=np.nan))
             if label_column is not None:
                 block = np.delete(block, label_column, axis=1)
             yield block
         done += len(lines)
 
 
+def read_config(path: Path) -> dict[str, str]:
+    """The key = value settings of a LightGBM CLI config file (``#`` comments; later lines win)."""
+    settings = {}
+    for line in path.read_text().splitlines():
+        key, sep, value = line.split("#", 1)[0].partition("=")
+        if sep:
+            settings[key.strip()] = value.strip()
+    return settings
+
+
+def _setting(settings: dict[str, str], *aliases: str) -> str | None:
+    """The value of a LightGBM parameter under any of its aliases."""
+    return next((settings[a] for a in aliases if a in settings), None)
+
+
+def _file_settings(args) -> tuple[int | str | None, bool]:
+    """The label column and header of the data file: from the options, or LightGBM's keys in --config."""
+    label, header = (None if args.no_label else args.label_column), args.header
+    if args.config:
+        config = Path(args.config)
+        if not config.is_file():
+            raise CEGBError(f"config file {str(config)!r} does not exist")
+        settings = read_config(config)
+        for key in ("weight_column", "weight", "group_column", "group", "group_id", "query_column", "query",
+                    "query_id", "ignore_column", "ignore_feature", "blacklist"):
+            if settings.get(key):
+                raise CEGBError(f"{config} sets {key}={settings[key]}: the cost command reads label and features "
+                                "only; remove that column from the data file or the setting")
+        value = _setting(settings, "header", "has_header")
+        if value is not None:
+            header = value.lower() in ("true", "1", "+")
+        value = _setting(settings, "label_column", "label")
+        if value:
+            try:
+                label = value if value.startswith("name:") else int(value)
+            except ValueError:
+                raise CEGBError(f"{config}: label_column should be a column index or name:COLUMN, got {value!r}") from None
+    return label, header
+
+
 def cmd_cost(args) -> int:
     forest = to_forest(args.model)
     costs = None
     if args.costs:
-        costs = FeatureCosts.from_file(args.costs, kind="lazy", num_features=forest.num_features)
+        costs = FeatureCosts.from_file(args.costs, kind="lazy", num_features=forest.num_features,
+                                       first_column=int(args.one_based))
         if args.split:
             costs = FeatureCosts(lazy=costs.lazy, split=args.split)
     elif args.split:
         raise CEGBError("--split needs --costs (without --costs the model's own cegb_* parameters are used)")
-    reports, rows_done = [], 0
+    label_column, header = _file_settings(args)
+    reports, rows_done, has_id0 = [], 0, False
     data = Path(args.data)
     if not data.exists():
         raise CEGBError(f"data file {args.data!r} does not exist")
     with data.open() as fh:
-        for block in read_rows(fh, None if args.no_label else args.label_column, args.header,
-                               forest.num_features):
+        for block in read_rows(fh, label_column, header, forest.num_features):
             reports.append(prediction_cost(forest, block, costs, num_iteration=args.num_iteration,
                                            n_jobs=args.n_jobs))
             rows_done += block.shape[0]
+            has_id0 = has_id0 or not sp.issparse(block) or bool((block.indices == 0).any())
             if args.progress:
                 print(f"[lightgbm-cegb] {rows_done} rows", file=sys.stderr, flush=True)
     if not reports:
         raise CEGBError(f"{args.data} holds no rows")
+    _check_base(args.data, args, has_id0)
     report = CostReport(acquisition=np.concatenate([r.acquisition for r in reports]),
                         evaluation=np.concatenate([r.evaluation for r in reports]),
                         coupled=reports[0].coupled,
@@ -129,27 +198,75 @@ def find_cli(explicit: str | None) -> str:
                     "pass --lightgbm PATH")
 
 
+TRAIN_DATA_KEYS = ("data", "train", "train_data", "train_data_file", "data_filename")
+
+
+def libsvm_id_range(path: Path) -> tuple[int, int] | None:
+    """(smallest, largest) feature id of a LibSVM file, None for another format. Ids ascend within a line,
+    as the format requires, so only the first and last pair of each line are read."""
+    low, high = None, -1
+    with path.open("rb") as fh:
+        for lineno, line in enumerate(fh, 1):
+            tokens = [t for t in line.split(b"#", 1)[0].split()[1:] if not t.startswith(b"qid:")]
+            if not tokens:
+                continue
+            if b":" not in tokens[0]:
+                return None
+            try:
+                first, last = int(tokens[0].partition(b":")[0]), int(tokens[-1].partition(b":")[0])
+            except ValueError:
+                raise CEGBError(f"{path}:{lineno}: expected index:value pairs, got {line[:60]!r}") from None
+            low, high = first if low is None else min(low, first), max(high, last)
+    return None if low is None else (low, high)
+
+
+def _check_base(data, args, has_id0: bool) -> None:
+    """A LibSVM file without feature id 0 is most likely 1-based: then the base must be said, since reading
+    its cost file from column 0 would shift every cost by one feature."""
+    if args.costs and not has_id0 and not (args.one_based or args.zero_based):
+        raise CEGBError(f"{data} has no feature id 0: if its ids start at 1 (SVMlight, Yahoo! LTR, MSLR), pass "
+                        "--one-based (line 1 of the cost file is id 1); if they start at 0, pass --zero-based")
+
+
 def cmd_train(args) -> int:
     config = Path(args.config)
     if not config.is_file():
         raise CEGBError(f"config file {str(config)!r} does not exist")
+    overrides = args.overrides
+    bad = [o for o in overrides if "=" not in o]
+    if bad:
+        raise CEGBError(f"overrides should be key=value, got {bad[0]!r}")
     text = config.read_text()
-    given = sorted({line.split("=", 1)[0].strip() for line in text.splitlines()
-                    if "=" in line and not line.lstrip().startswith("#")} & set(CEGB_KEYS + ("cegb_tradeoff",)))
+    settings = {**read_config(config), **dict(o.split("=", 1) for o in overrides)}
+    settings = {key.strip(): value.strip() for key, value in settings.items()}
+    given = sorted(set(settings) & {*CEGB_KEYS, "cegb_tradeoff"})
     if given:
-        raise CEGBError(f"{config} already sets {given}; remove them or drop --costs/--tradeoff")
-    costs = FeatureCosts.from_file(args.costs, kind=args.kind)
-    extra = costs.to_config(tradeoff=args.tradeoff)
-    # a temporary config beside the original, so that relative paths in it keep their meaning
-    fd, tmp = tempfile.mkstemp(prefix=".cegb-", suffix=".conf", dir=config.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text.rstrip("\n") + "\n# added by lightgbm-cegb train\n" + extra)
-        proc = subprocess.run([find_cli(args.lightgbm), f"config={Path(tmp).name}", *args.overrides],
-                              cwd=config.parent)
-    finally:
-        os.unlink(tmp)
-    return proc.returncode
+        raise CEGBError(f"{config} or the overrides already set {given}; remove them or drop --costs/--tradeoff")
+    data = _setting(settings, *TRAIN_DATA_KEYS)
+    if not data:
+        raise CEGBError(f"{config} names no training data (data=...) and no override does")
+    if not Path(data).is_file():
+        raise CEGBError(f"training data file {data!r} does not exist (paths are relative to the directory "
+                        "lightgbm-cegb runs in, as for lightgbm config=...)")
+    ids, num_features = libsvm_id_range(Path(data)), None
+    if ids is not None:  # LightGBM's columns of a LibSVM file: its largest id + 1
+        _check_base(data, args, ids[0] == 0)
+        num_features = ids[1] + 1
+    elif args.one_based:
+        raise CEGBError(f"{data} is not a LibSVM file; --one-based is for LibSVM/SVMlight feature ids")
+    costs = FeatureCosts.from_file(args.costs, kind=args.kind, num_features=num_features,
+                                   first_column=int(args.one_based))
+    with tempfile.TemporaryDirectory(prefix="lightgbm-cegb-") as tmp:
+        # the user's config is left untouched; its paths keep their meaning, since lightgbm runs where the
+        # user does, as `lightgbm config=FILE` would
+        conf = Path(tmp) / "train.conf"
+        conf.write_text(text.rstrip("\n") + "\n# added by lightgbm-cegb train\n" + costs.to_config(tradeoff=args.tradeoff))
+        return subprocess.run([find_cli(args.lightgbm), f"config={conf}", *overrides]).returncode
+
+
+ONE_BASED_HELP = ("LibSVM feature ids start at 1 (SVMlight, Yahoo! LTR, MSLR): line i of the cost file is id i, "
+                  "which LightGBM reads into column i (column 0 stays empty and costs 0)")
+ZERO_BASED_HELP = "LibSVM feature ids start at 0: line i of the cost file is column i - 1 (needed when no row has id 0)"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -160,10 +277,14 @@ def main(argv: list[str] | None = None) -> int:
     p_cost.add_argument("data", help="data file: CSV/TSV (label in --label-column) or LibSVM")
     p_cost.add_argument("--costs", help="lazy cost file, one value per line (Yahoo LTR format); "
                                          "default: the model's own cegb_* parameters")
+    base = p_cost.add_mutually_exclusive_group()
+    base.add_argument("--one-based", action="store_true", help=ONE_BASED_HELP)
+    base.add_argument("--zero-based", action="store_true", help=ZERO_BASED_HELP)
     p_cost.add_argument("--split", type=float, default=0.0, help="cost per split node (with --costs)")
     p_cost.add_argument("--label-column", type=int, default=0, help="index of the label column (default 0)")
     p_cost.add_argument("--no-label", action="store_true", help="the file has no label column")
     p_cost.add_argument("--header", action="store_true", help="the first line is a header")
+    p_cost.add_argument("--config", help="LightGBM config file to read header and label_column from")
     p_cost.add_argument("--num-iteration", type=int, default=None)
     p_cost.add_argument("--format", choices=["table", "json"], default="table")
     p_cost.add_argument("--n-jobs", type=int, default=None, help="threads (default: the CPUs this process may use)")
@@ -174,9 +295,18 @@ def main(argv: list[str] | None = None) -> int:
     p_train.add_argument("--costs", required=True, help="cost file, one value per line")
     p_train.add_argument("--kind", choices=["lazy", "coupled"], default="lazy")
     p_train.add_argument("--tradeoff", type=float, default=None, help="cegb_tradeoff")
+    base = p_train.add_mutually_exclusive_group()
+    base.add_argument("--one-based", action="store_true", help=ONE_BASED_HELP)
+    base.add_argument("--zero-based", action="store_true", help=ZERO_BASED_HELP)
     p_train.add_argument("--lightgbm", help="path of the patched lightgbm program")
-    p_train.add_argument("overrides", nargs="*", help="extra key=value settings passed to lightgbm")
-    args = parser.parse_args(argv)
+    p_train.epilog = "Settings key=value after the options (or after --) are passed to lightgbm and win over the config."
+    argv, rest = list(sys.argv[1:] if argv is None else argv), []
+    if "--" in argv:
+        argv, rest = argv[:argv.index("--")], argv[argv.index("--") + 1:]
+    args, unknown = parser.parse_known_args(argv)
+    args.overrides = [u for u in unknown if not u.startswith("-")] + rest
+    if args.command == "cost" and args.overrides or any(u.startswith("-") for u in unknown):
+        parser.error(f"unrecognized arguments: {' '.join(unknown + rest)}")
     try:
         return cmd_cost(args) if args.command == "cost" else cmd_train(args)
     except (CEGBError, OSError) as exc:

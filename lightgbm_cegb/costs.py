@@ -12,6 +12,9 @@ import numpy as np
 
 from .errors import CEGBError
 
+#: The Yahoo! LTR cost file's cost of the feature ids that never occur in set 1.
+UNUSED_ID_COST = 10000.0
+
 CEGB_KEYS = ("cegb_penalty_feature_lazy", "cegb_penalty_feature_coupled", "cegb_penalty_split")
 
 
@@ -229,11 +232,20 @@ class FeatureCosts:
         return cls(lazy, coupled, split)
 
     @classmethod
-    def from_file(cls, path: str | os.PathLike, kind: str = "lazy", num_features: int | None = None) -> FeatureCosts:
-        """Load costs in the Yahoo! LTR format: one value per line, line i for feature i (blank lines and
-        ``#`` comments ignored). ``num_features`` truncates (the Yahoo file lists 700 ids) or checks."""
+    def from_file(cls, path: str | os.PathLike, kind: str = "lazy", num_features: int | None = None, *,
+                  first_column: int = 0) -> FeatureCosts:
+        """Load costs in the Yahoo! LTR format: one value per line (blank lines and ``#`` comments ignored).
+
+        Line i (from 1) is the cost of column ``first_column + i - 1``; the columns before ``first_column``
+        cost 0. ``first_column=1`` is the reading of a 1-based SVMlight file by LightGBM, which puts id i in
+        column i and leaves column 0 empty. ``num_features`` checks the length: the file must cover exactly
+        those columns, except that a tail of :data:`UNUSED_ID_COST` values (the Yahoo file's cost of the ids
+        that never occur) beyond them is dropped.
+        """
         if kind not in ("lazy", "coupled"):
             raise CEGBError(f"kind should be 'lazy' or 'coupled', got {kind!r}")
+        if first_column < 0:
+            raise CEGBError(f"first_column should be >= 0, got {first_column}")
         values = []
         for lineno, line in enumerate(Path(path).read_text().splitlines(), 1):
             line = line.split("#", 1)[0].strip()
@@ -243,9 +255,16 @@ class FeatureCosts:
                 values.append(float(line))
             except ValueError:
                 raise CEGBError(f"{path}:{lineno}: expected a number, got {line!r}") from None
-        if num_features is not None:
-            if len(values) < num_features:
-                raise CEGBError(f"{path} has {len(values)} costs, fewer than num_features={num_features}")
+        values = [0.0] * first_column + values
+        if num_features is not None and len(values) != num_features:
+            extra = values[num_features:]
+            if len(values) < num_features or any(v != UNUSED_ID_COST for v in extra):
+                raise CEGBError(
+                    f"{path} has {len(values) - first_column} costs for columns {first_column}.."
+                    f"{len(values) - 1}, but the data has {num_features} columns (0..{num_features - 1})"
+                    + ("; its values start at column 1 (1-based ids)" if first_column else
+                       "; if its first line is the cost of feature id 1 of a 1-based SVMlight file, say so "
+                       "(first_column=1, the CLI's --one-based)" if len(values) == num_features - 1 else ""))
             values = values[:num_features]
         return cls(**{kind: values})
 

@@ -14,7 +14,6 @@ from sklearn.datasets import load_svmlight_file
 from .costs import FeatureCosts
 from .errors import CEGBError
 
-YAHOO_SENTINEL = 10000.0  # the Yahoo cost file's cost of the ids that never occur in set 1
 
 
 @dataclass(frozen=True)

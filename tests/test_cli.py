@@ -47,8 +47,9 @@ def test_cost_table_and_json(files, capsys):
     assert "mean cost per row" in proc.stdout and "Column_0" in proc.stdout
 
 
-def test_train_through_lightgbm_cli(files, capsys):
+def test_train_through_lightgbm_cli(files, capsys, monkeypatch):
     tmp, data, costs, X, y = files
+    monkeypatch.chdir(tmp)  # the config's relative paths are relative to where the command runs
     conf = tmp / "train.conf"
     conf.write_text(f"task = train\nobjective = regression\ndata = {data.name}\nnum_iterations = 15\n"
                     "output_model = cli_model.txt\nverbose = -1\ndeterministic = true\nnum_threads = 2\n")
@@ -79,4 +80,83 @@ def test_train_refuses_cegb_keys_in_config(files, capsys):
     conf = tmp / "dup.conf"
     conf.write_text(f"data = {data.name}\ncegb_tradeoff = 0.5\n")
     assert main(["train", str(conf), "--costs", str(costs)]) == 2
-    assert "already sets ['cegb_tradeoff']" in capsys.readouterr().err
+    assert "already set ['cegb_tradeoff']" in capsys.readouterr().err
+    conf.write_text(f"data = {data}\n")
+    assert main(["train", str(conf), "--costs", str(costs), "--", "cegb_penalty_split=1"]) == 2
+    assert "already set ['cegb_penalty_split']" in capsys.readouterr().err
+    assert main(["train", str(conf), "--costs", str(costs), "--", "num_iterations"]) == 2
+    assert "overrides should be key=value, got 'num_iterations'" in capsys.readouterr().err
+
+
+def _svmlight(path, X, y):
+    """X's column j as feature id j + 1 (SVMlight's 1-based ids), zeros left out."""
+    with open(path, "w") as fh:
+        for label, row in zip(y, X):
+            fh.write(f"{label:.17g} " + " ".join(f"{j + 1}:{v:.17g}" for j, v in enumerate(row) if v != 0) + "\n")
+
+
+def test_one_based_svmlight(tmp_path, capsys, monkeypatch):
+    """A 1-based SVMlight file and its cost file (line i = id i): LightGBM reads id i into column i, so the
+    costs go one column right; a Yahoo-style tail of 10000 for ids that never occur is dropped."""
+    rng = np.random.default_rng(1)
+    X = np.round(rng.normal(size=(600, 5)), 3)
+    X[:, 4] = 0.0  # id 5 never occurs: LightGBM sees columns 0..4
+    y = X[:, 0] + X[:, 3] + rng.normal(0, 0.1, 600)
+    monkeypatch.chdir(tmp_path)
+    _svmlight("train.svm", X, y)
+    Path("costs.txt").write_text("1\n2\n3\n40\n10000\n10000\n")  # ids 1..6
+    Path("train.conf").write_text("objective = regression\ndata = train.svm\nnum_iterations = 200\n"
+                                  "verbose = -1\nnum_threads = 1\nmin_data_in_leaf = 5\n")
+    assert main(["train", "train.conf", "--costs", "costs.txt", "--tradeoff", "0.01", "--one-based",
+                 "--", "num_iterations=8", "output_model=m.txt"]) == 0
+    model = lgb.Booster(model_file="m.txt")
+    assert model.num_trees() == 8  # the override took
+    assert model.params["cegb_penalty_feature_lazy"] == [0.0, 1.0, 2.0, 3.0, 40.0]
+    Xl = np.column_stack([np.zeros(600), X[:, :4]])  # LightGBM's columns: id i in column i
+    expected = prediction_cost(model, Xl, FeatureCosts(lazy=[0, 1, 2, 3, 40]))
+    assert main(["cost", "m.txt", "train.svm", "--costs", "costs.txt", "--one-based", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["mean"] == pytest.approx(expected.mean, rel=1e-12)
+    assert expected.mean > 0
+    # a file without id 0 needs its base said: read from column 0, the cost file would be shifted by one
+    # (here the sentinel tail would even make the lengths agree, as the Yahoo file does with LightGBM)
+    for command in (["cost", "m.txt", "train.svm"], ["train", "train.conf"]):
+        assert main([*command, "--costs", "costs.txt"]) == 2
+        assert ("train.svm has no feature id 0: if its ids start at 1 (SVMlight, Yahoo! LTR, MSLR), pass --one-based"
+                in capsys.readouterr().err)
+    Path("costs4.txt").write_text("1\n2\n3\n40\n")
+    assert main(["cost", "m.txt", "train.svm", "--costs", "costs4.txt", "--zero-based"]) == 2
+    assert "has 4 costs for columns 0..3, but the data has 5 columns (0..4); if its first line" in capsys.readouterr().err
+    Path("costs7.txt").write_text("1\n2\n3\n40\n10000\n5\n")
+    assert main(["cost", "m.txt", "train.svm", "--costs", "costs7.txt", "--one-based"]) == 2
+    assert "has 6 costs for columns 1..6, but the data has 5 columns" in capsys.readouterr().err
+    # run from elsewhere: the config's relative data path is relative to the working directory
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path / "sub")
+    assert main(["train", "../train.conf", "--costs", "../costs.txt", "--one-based"]) == 2
+    assert "training data file 'train.svm' does not exist (paths are relative to the directory" in capsys.readouterr().err
+    Path("x.csv").write_text("1,2,3\n")
+    assert main(["train", "../train.conf", "--costs", "../costs.txt", "--one-based", "data=x.csv"]) == 2
+    assert "x.csv is not a LibSVM file; --one-based is for LibSVM/SVMlight feature ids" in capsys.readouterr().err
+
+
+def test_cost_reads_header_and_label_from_config(files, capsys):
+    tmp, data, costs, X, y = files
+    booster = lgb.train({"objective": "regression", "verbose": -1}, lgb.Dataset(X, y), 10)
+    booster.save_model(tmp / "h.txt")
+    named = tmp / "named.csv"
+    named.write_text("a,b,c,target,d\n" + "\n".join(
+        ",".join(f"{v:.17g}" for v in (*row[:3], label, row[3])) for row, label in zip(X, y)) + "\n")
+    assert main(["cost", str(tmp / "h.txt"), str(named), "--costs", str(costs)]) == 2
+    assert "line 1 is not numeric ('a,b,c,target,d'): if it is a header, pass --header" in capsys.readouterr().err
+    conf = tmp / "named.conf"
+    conf.write_text("header = true\nlabel_column = name:target\n")
+    assert main(["cost", str(tmp / "h.txt"), str(named), "--costs", str(costs), "--config", str(conf),
+                 "--format", "json"]) == 0
+    expected = prediction_cost(booster, X, FeatureCosts(lazy=[1, 2, 5, 20]))
+    assert json.loads(capsys.readouterr().out)["mean"] == pytest.approx(expected.mean, rel=1e-12)
+    conf.write_text("header = true\nlabel_column = 3\nweight_column = 1\n")
+    assert main(["cost", str(tmp / "h.txt"), str(named), "--config", str(conf)]) == 2
+    assert "sets weight_column=1: the cost command reads label and features only" in capsys.readouterr().err
+    conf.write_text("label_column = name:target\n")
+    assert main(["cost", str(tmp / "h.txt"), str(named), "--config", str(conf)]) == 2
+    assert "label_column='name:target' names a column: the file needs a header" in capsys.readouterr().err

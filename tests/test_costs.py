@@ -39,6 +39,13 @@ def test_yahoo_cost_file(tmp_path):
     costs = FeatureCosts.from_file(path, num_features=3)
     np.testing.assert_array_equal(costs.lazy, [1.0, 5.0, 20.0])
     assert FeatureCosts.from_file(path, kind="coupled").coupled.tolist() == [1.0, 5.0, 20.0, 10000.0]
+    costs = FeatureCosts.from_file(path, num_features=5, first_column=1)  # 1-based ids read by LightGBM
+    np.testing.assert_array_equal(costs.lazy, [0.0, 1.0, 5.0, 20.0, 10000.0])
+    with pytest.raises(CEGBError, match=r"has 4 costs for columns 0..3, but the data has 5 columns \(0..4\); if its "
+                                        r"first line is the cost of feature id 1"):
+        FeatureCosts.from_file(path, num_features=5)
+    with pytest.raises(CEGBError, match=r"has 4 costs for columns 0..3, but the data has 2 columns"):
+        FeatureCosts.from_file(path, num_features=2)  # only a tail of the never-used ids' 10000 is dropped
     path.write_text("1\nfree\n")
     with pytest.raises(CEGBError, match=r"feature_cost.txt:2: expected a number, got 'free'"):
         FeatureCosts.from_file(path)

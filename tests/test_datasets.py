@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from lightgbm_cegb import CEGBError
-from lightgbm_cegb.datasets import YAHOO_SENTINEL, load_svmlight, yahoo_costs
+from lightgbm_cegb.costs import UNUSED_ID_COST
+from lightgbm_cegb.datasets import load_svmlight, yahoo_costs
 
 ROWS = """2 qid:7 1:0.5 3:1.5
 0 qid:7 2:2.0
@@ -38,7 +39,7 @@ def test_bundled_yahoo_costs():
     assert costs.num_features == 700
     values, counts = np.unique(costs.lazy, return_counts=True)
     assert dict(zip(values.tolist(), counts.tolist())) == {1.0: 123, 5.0: 31, 20.0: 191, 50.0: 125, 100.0: 16,
-                                                          150.0: 32, 200.0: 1, YAHOO_SENTINEL: 181}
+                                                          150.0: 32, 200.0: 1, UNUSED_ID_COST: 181}
 
 
 def test_bad_files(tmp_path):

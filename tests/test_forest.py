@@ -386,7 +386,7 @@ def test_cli_reads_stdin_once(categorical_model, tmp_path):
     path = tmp_path / "model.txt"
     booster.save_model(path)
     rows = np.tile(X, (4, 1))[:1000]
-    data = "\n".join(",".join(["0"] + [repr(v) for v in row]) for row in rows) + "\n"
+    data = "\n".join(",".join(["0"] + [repr(float(v)) for v in row]) for row in rows) + "\n"
     assert len(data) > 8192 * 4
     proc = subprocess.run([sys.executable, "-m", "lightgbm_cegb.cli", "cost", str(path), "/dev/stdin",
                            "--costs", str(_cost_file(tmp_path)), "--format", "json"],

@@ -1,0 +1,558 @@
+"""From costs and a budget to the best model: sweeps, Pareto frontiers, selection within a budget.
+
+    from lightgbm_cegb.selection import sweep, select
+    frontier = sweep(["cegb", "budget_prune", "early_exit"], train=(X, y), valid=(X_valid, y_valid),
+                     costs=costs, task="binary")
+    best = select(frontier, budget=30.0, test=(X_test, y_test))
+    best.model.predict(X_new), best.test_quality, best.test_cost
+
+Every point of a sweep is a fitted model measured on the validation rows: its quality (``metric``) and its
+exact mean prediction cost per row (the package's accounting, ``CostReport.mean``: lazy acquisition plus
+evaluation; a coupled cost, paid once per model, is not per row and is reported in ``coupled``).
+
+Methods are registered in :data:`METHODS` by :func:`register`; a method landing later joins every sweep,
+plot and script with one ``@register(...)`` in its own module (see ``docs/SELECTION.md``). The knobs of
+the registered methods, each on a documented scale:
+
+- ``lightgbm``: plain LightGBM (no costs), any LightGBM parameter; the reference point.
+- ``cegb``: ``relative_tradeoff`` r in [0, 1]: ``cegb_tradeoff = r * scale`` where ``scale`` is the
+  smallest trade-off at which the first tree of the training data makes no split
+  (:func:`cegb_tradeoff_scale`): r = 1 is a model without splits, whatever the costs' units and the
+  number of rows. ``cegb_tradeoff`` sets the raw value instead. Trained with early stopping on the
+  validation rows, and with ``budget_stopping`` when the point has a ``budget``.
+- ``budget_prune``: ``budget_fraction`` f in (0, 1]: BudgetPrune (``budget_prune(..., budget=B)``,
+  exact) of a plain LightGBM model to ``B = f x`` its own mean cost on the pruning rows (the training
+  rows); ``lam`` sets the raw trade-off instead.
+- ``early_exit``: ``threshold`` of ``EarlyExit`` on a plain LightGBM model (classification: a
+  probability; ranking: the proximity margin), ``every`` (default 10).
+- ``budgetrf``: ``alpha`` of ``BudgetRFClassifier`` (classification; ranking on label >= 1), one point
+  per prefix of ``n_estimators`` trees in ``trees`` (default 1, 2, 3, 5, 10, 20, 30, ...).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import lightgbm as lgb
+import numpy as np
+import pandas as pd
+
+from .accounting import prediction_cost
+from .costs import FeatureCosts
+from .errors import CEGBError
+from .metrics import average_precision_at_5, ndcg_at_k
+
+TASKS = ("binary", "multiclass", "regression", "ranking")
+
+
+@dataclass(frozen=True)
+class Rows:
+    """Rows, labels and, for ranking, the sizes of the consecutive queries (as ``lgb.Dataset(group=...)``)."""
+
+    X: object
+    y: np.ndarray
+    group: np.ndarray | None = None
+
+    @classmethod
+    def of(cls, rows, name: str) -> Rows:
+        if isinstance(rows, Rows):
+            return rows
+        if isinstance(rows, tuple) and len(rows) in (2, 3):
+            X, y, *group = rows
+            y = np.asarray(y)
+            if y.ndim != 1 or y.shape[0] != np.shape(X)[0]:
+                raise CEGBError(f"{name}: y should be 1-d with one label per row of X ({np.shape(X)[0]}), "
+                                f"got shape {y.shape}")
+            return cls(X, y, np.asarray(group[0]) if group and group[0] is not None else None)
+        raise CEGBError(f"{name} should be (X, y) or (X, y, group), got {type(rows).__name__}")
+
+
+# ---------------------------------------------------------------------------------------------- metrics
+@dataclass(frozen=True)
+class Metric:
+    """A quality measure of predictions: ``fn(y, prediction, group)``; ``greater_is_better``."""
+
+    name: str
+    fn: Callable
+    greater_is_better: bool = True
+
+
+def _labels(prediction: np.ndarray) -> np.ndarray:
+    return np.argmax(prediction, axis=1) if prediction.ndim == 2 else (prediction > 0.5).astype(int)
+
+
+def _auc(y, p, _):
+    from sklearn.metrics import roc_auc_score
+    return float(roc_auc_score(y, p))
+
+
+def _logloss(y, p, _):
+    from sklearn.metrics import log_loss
+    return float(log_loss(y, p, labels=np.arange(p.shape[1]) if p.ndim == 2 else [0, 1]))
+
+
+METRICS = {
+    "accuracy": Metric("accuracy", lambda y, p, _: float(np.mean(_labels(p) == y))),
+    "auc": Metric("auc", _auc),
+    "logloss": Metric("logloss", _logloss, greater_is_better=False),
+    "rmse": Metric("rmse", lambda y, p, _: float(np.sqrt(np.mean((np.asarray(p) - y) ** 2))), False),
+    "ap@5": Metric("ap@5", average_precision_at_5),
+}
+DEFAULT_METRIC = {"binary": "accuracy", "multiclass": "accuracy", "regression": "rmse", "ranking": "ndcg@5"}
+
+
+def get_metric(metric: str | Metric | None, task: str) -> Metric:
+    """``metric`` by name (``accuracy``, ``auc``, ``logloss``, ``rmse``, ``ap@5``, ``ndcg@K``), a Metric, or
+    the task's default (accuracy; rmse for regression; ndcg@5 for ranking)."""
+    if isinstance(metric, Metric):
+        return metric
+    name = DEFAULT_METRIC[task] if metric is None else metric
+    if isinstance(name, str) and name.startswith("ndcg@") and name[5:].isdigit() and int(name[5:]) > 0:
+        k = int(name[5:])
+        return Metric(name, lambda y, p, g: ndcg_at_k(y, p, g, k=k))
+    if name not in METRICS:
+        raise CEGBError(f"metric should be one of {sorted(METRICS) + ['ndcg@K']} or a Metric, got {metric!r}")
+    return METRICS[name]
+
+
+# ---------------------------------------------------------------------------------------------- methods
+@dataclass
+class Candidate:
+    """A fitted point of a sweep: ``predict(X)`` gives what the metric reads (class probabilities, scores
+    or values) and ``cost(X)`` the exact per-row costs (a CostReport)."""
+
+    method: str
+    params: dict
+    model: object
+    predict: Callable = field(repr=False)
+    cost: Callable = field(repr=False)
+
+    def measure(self, rows: Rows, metric: Metric) -> tuple[float, float, float]:
+        """(quality, mean cost per row, coupled cost) on ``rows``."""
+        report = self.cost(rows.X)
+        return metric.fn(rows.y, self.predict(rows.X), rows.group), float(report.mean), float(report.coupled)
+
+
+@dataclass(frozen=True)
+class Method:
+    """A registered method: ``prepare(context) -> state`` once per sweep (e.g. the base model or the knob's
+    scale), ``fit(context, state, params) -> [Candidate, ...]`` per grid point, ``grid(context)`` the
+    default grid, ``tasks`` those it supports."""
+
+    name: str
+    fit: Callable
+    grid: Callable
+    tasks: tuple[str, ...]
+    prepare: Callable = lambda context: None
+
+
+#: The methods every sweep, plot and script knows, by name. Add one with :func:`register`.
+METHODS: dict[str, Method] = {}
+
+
+def register(name: str, *, grid: Callable, tasks: Sequence[str] = TASKS, prepare: Callable | None = None):
+    """Decorator registering ``fit(context, state, params) -> list[Candidate]`` as method ``name``."""
+    def decorate(fit: Callable) -> Callable:
+        METHODS[name] = Method(name, fit, grid, tuple(tasks), prepare or (lambda context: None))
+        return fit
+    return decorate
+
+
+@dataclass(frozen=True)
+class Context:
+    """What every fit of a sweep sees."""
+
+    task: str
+    train: Rows
+    valid: Rows
+    costs: FeatureCosts
+    params: Mapping  # LightGBM parameters shared by the LightGBM-based methods
+    num_boost_round: int
+    early_stopping_rounds: int
+
+
+def _objective(task: str, num_class: int) -> dict:
+    return {"binary": {"objective": "binary"}, "multiclass": {"objective": "multiclass", "num_class": num_class},
+            "regression": {"objective": "regression"}, "ranking": {"objective": "lambdarank", "eval_at": [5]}}[task]
+
+
+def _lgb_params(context: Context, **extra) -> dict:
+    num_class = int(max(np.max(context.train.y), np.max(context.valid.y))) + 1 if context.task == "multiclass" else 1
+    return {"verbose": -1, "seed": 0, "deterministic": True, **_objective(context.task, num_class),
+            **context.params, **extra}
+
+
+def _dataset(rows: Rows, reference=None) -> lgb.Dataset:
+    return lgb.Dataset(rows.X, rows.y, group=rows.group, reference=reference)
+
+
+def _train(context: Context, params: dict, callbacks: Iterable = ()) -> lgb.Booster:
+    """LightGBM on the training rows, early stopping on the validation rows' first metric."""
+    train = _dataset(context.train)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*Stopped training because there are no more leaves.*")
+        return lgb.train(params, train, context.num_boost_round, valid_sets=[_dataset(context.valid, train)],
+                         callbacks=[lgb.early_stopping(context.early_stopping_rounds, verbose=False), *callbacks])
+
+
+def _booster_candidate(method: str, params: dict, booster: lgb.Booster, costs: FeatureCosts) -> Candidate:
+    return Candidate(method, params, booster, booster.predict, lambda X: prediction_cost(booster, X, costs))
+
+
+def _plain(context: Context) -> lgb.Booster:
+    return _train(context, _lgb_params(context))
+
+
+def _check_keys(method: str, params: Mapping, allowed: set[str]) -> None:
+    unknown = sorted(set(params) - allowed)
+    if unknown:
+        raise CEGBError(f"{method}: unknown parameter(s) {unknown}; it takes {sorted(allowed)}")
+
+
+@register("lightgbm", grid=lambda context: [{}])
+def _fit_lightgbm(context: Context, state, params: dict) -> list[Candidate]:
+    booster = _train(context, _lgb_params(context, **params))
+    return [_booster_candidate("lightgbm", params, booster, context.costs)]
+
+
+def cegb_tradeoff_scale(params: Mapping, train_set: lgb.Dataset, *, rel_tol: float = 1e-3) -> float:
+    """The smallest ``cegb_tradeoff`` at which the first tree LightGBM grows on ``train_set`` with
+    ``params`` (and its cegb penalties) has no split: past it no split pays. Found by bisection (geometric,
+    to ``rel_tol``) on one-iteration trainings; the scale of CEGB's ``relative_tradeoff``."""
+    params = {**params, "verbose": -1}
+    params.pop("cegb_tradeoff", None)
+    if not any(params.get(k) for k in ("cegb_penalty_feature_lazy", "cegb_penalty_feature_coupled",
+                                       "cegb_penalty_split")):
+        raise CEGBError("cegb_tradeoff_scale: params set no cegb_penalty_*; there is nothing to trade off")
+
+    def splits(tradeoff: float) -> bool:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*Stopped training because there are no more leaves.*")
+            booster = lgb.train({**params, "cegb_tradeoff": tradeoff}, train_set, 1, keep_training_booster=True)
+        return any(tree["num_leaves"] > 1 for tree in booster.dump_model(num_iteration=1)["tree_info"])
+
+    if not splits(0.0):
+        raise CEGBError("cegb_tradeoff_scale: the first tree makes no split even without costs")
+    lo, hi = 0.0, 1.0
+    while splits(hi):
+        lo, hi = hi, hi * 16
+        if hi > 1e30:
+            raise CEGBError("cegb_tradeoff_scale: every trade-off up to 1e30 still splits; are all costs 0?")
+    if lo == 0.0:
+        lo = hi
+        while not splits(lo):
+            hi, lo = lo, lo / 16
+            if lo < 1e-30:
+                raise CEGBError("cegb_tradeoff_scale: no trade-off down to 1e-30 splits")
+    while hi / lo > 1 + rel_tol:
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if splits(mid) else (lo, mid)
+    return hi
+
+
+def _cegb_prepare(context: Context) -> float:
+    cost_params = context.costs.to_params(tradeoff=1.0)
+    return cegb_tradeoff_scale(_lgb_params(context, **cost_params), _dataset(context.train))
+
+
+#: ``relative_tradeoff`` values of CEGB's default grid (0 is plain LightGBM with the costs recorded).
+CEGB_RELATIVE_TRADEOFFS = (0.0, 0.001, 0.003, 0.01, 0.03, 0.1, 0.2, 0.4)
+
+
+@register("cegb", grid=lambda context: [{"relative_tradeoff": r} for r in CEGB_RELATIVE_TRADEOFFS],
+          prepare=_cegb_prepare)
+def _fit_cegb(context: Context, scale: float, params: dict) -> list[Candidate]:
+    from .callbacks import budget_stopping
+    params = dict(params)
+    relative, budget = params.pop("relative_tradeoff", None), params.pop("budget", None)
+    if relative is not None and "cegb_tradeoff" in params:
+        raise CEGBError("cegb: give relative_tradeoff or cegb_tradeoff, not both")
+    tradeoff = params.pop("cegb_tradeoff", None)
+    if tradeoff is None:
+        tradeoff = float(relative or 0.0) * scale
+    callbacks = [] if budget is None else [budget_stopping(context.valid.X, context.costs, budget, verbose=False)]
+    booster = _train(context, _lgb_params(context, **context.costs.to_params(tradeoff=tradeoff), **params), callbacks)
+    point = {**({} if relative is None else {"relative_tradeoff": relative}), "cegb_tradeoff": tradeoff,
+             **({} if budget is None else {"budget": budget}), **params}
+    return [_booster_candidate("cegb", point, booster, context.costs)]
+
+
+def _prune_prepare(context: Context):
+    booster = _plain(context)
+    return booster, float(prediction_cost(booster, context.train.X, context.costs.lazy).mean)
+
+
+@register("budget_prune", tasks=("binary", "multiclass", "regression"), prepare=_prune_prepare,
+          grid=lambda context: [{"budget_fraction": f} for f in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0)])
+def _fit_budget_prune(context: Context, state, params: dict) -> list[Candidate]:
+    from .prune import budget_prune
+    booster, full_cost = state
+    _check_keys("budget_prune", params, {"budget_fraction", "lam"})
+    if ("budget_fraction" in params) == ("lam" in params):
+        raise CEGBError(f"budget_prune: give budget_fraction or lam, got {params}")
+    if "lam" in params:
+        result = budget_prune(booster, context.train.X, context.train.y, context.costs.lazy, params["lam"])
+    else:
+        result = budget_prune(booster, context.train.X, context.train.y, context.costs.lazy,
+                              budget=params["budget_fraction"] * full_cost)
+    pruned = result.model
+    return [Candidate("budget_prune", {**params, "lam": result.lam}, pruned, pruned.predict,
+                      lambda X: prediction_cost(pruned, X, context.costs))]
+
+
+@register("early_exit", tasks=("binary", "multiclass", "ranking"), prepare=lambda context: _plain(context),
+          grid=lambda context: [{"threshold": t} for t in ((0.5, 1.0, 2.0, 4.0) if context.task == "ranking"
+                                                           else (0.6, 0.8, 0.9, 0.95, 0.99))])
+def _fit_early_exit(context: Context, booster, params: dict) -> list[Candidate]:
+    from .early_exit import EarlyExit
+    _check_keys("early_exit", params, {"threshold", "every"})
+    model = EarlyExit(booster, params["threshold"], every=params.get("every", 10), costs=context.costs)
+    if context.task == "ranking":
+        return [_RankingExit("early_exit", params, model)]
+    return [Candidate("early_exit", params, model, lambda X: model.predict(X).prediction,
+                      lambda X: model.predict(X).cost)]
+
+
+class _RankingExit(Candidate):
+    """Early Exit on a ranker: the exits depend on the query, so it is measured with the query sizes; a
+    stopped document ranks below the others of its query (the score is minus its rank)."""
+
+    def __init__(self, method: str, params: dict, model) -> None:
+        super().__init__(method, params, model, None, None)
+
+    def measure(self, rows: Rows, metric: Metric) -> tuple[float, float, float]:
+        result = self.model.predict(rows.X, group=rows.group)
+        return metric.fn(rows.y, -result.rank.astype(np.float64), rows.group), float(result.cost.mean), 0.0
+
+
+BUDGETRF_TREES = (1, 2, 3, 5, 10, 20, 30, 50, 100, 200)
+
+
+@register("budgetrf", tasks=("binary", "multiclass", "ranking"),
+          grid=lambda context: [{"alpha": a} for a in (0.0, 2.0, 8.0)])
+def _fit_budgetrf(context: Context, state, params: dict) -> list[Candidate]:
+    from .budgetrf import BudgetRFClassifier
+    params = dict(params)
+    trees = params.pop("trees", BUDGETRF_TREES)
+    params.setdefault("n_estimators", 30)
+    params.setdefault("random_state", 0)
+    labels = (context.train.y >= 1).astype(int) if context.task == "ranking" else context.train.y
+    forest = BudgetRFClassifier(costs=context.costs, **params).fit(context.train.X, labels)
+    candidates = []
+    for k in sorted({min(k, forest.n_estimators_) for k in trees}):
+        if context.task == "ranking":
+            predict = lambda X, k=k: forest.ranking_score(X, n_trees=k)  # noqa: E731
+        else:
+            predict = lambda X, k=k: _staged(forest, X, k)  # noqa: E731
+        candidates.append(Candidate("budgetrf", {**params, "trees": k}, forest, predict,
+                                    lambda X, k=k: prediction_cost(forest, X, context.costs, num_iteration=k)))
+    return candidates
+
+
+def _staged(forest, X, k: int) -> np.ndarray:
+    for i, proba in enumerate(forest.staged_predict_proba(X), start=1):
+        if i == k:
+            return proba[:, 1] if proba.shape[1] == 2 else proba
+    raise CEGBError(f"the forest has fewer than {k} trees")
+
+
+# ------------------------------------------------------------------------------------------------ sweep
+def _run(method: Method, context: Context, state, params: dict, metric: Metric) -> list[dict]:
+    rows = []
+    for candidate in method.fit(context, state, dict(params)):
+        quality, cost, coupled = candidate.measure(context.valid, metric)
+        rows.append({"method": method.name, "quality": quality, "cost": cost, "coupled": coupled,
+                     "params": candidate.params, "model": candidate})
+    return rows
+
+
+def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid: Mapping | None = None,
+          metric: str | Metric | None = None, params: Mapping | None = None, num_boost_round: int = 500,
+          early_stopping_rounds: int = 20, n_jobs: int = 1, client=None, progress: bool | None = None) -> pd.DataFrame:
+    """Train every grid point of each method on ``train`` and measure it on ``valid``.
+
+    Parameters
+    ----------
+    methods : a name of :data:`METHODS` or a list of names
+    train, valid : (X, y) or (X, y, group) with ``group`` the query sizes (ranking)
+    costs : FeatureCosts, or lazy costs per column / by feature name
+    task : "binary", "multiclass", "regression" or "ranking"
+    grid : {method: [params, ...]} replacing a method's default grid (see the module doc for the knobs)
+    metric : a name (``accuracy``, ``auc``, ``logloss``, ``rmse``, ``ap@5``, ``ndcg@K``) or a Metric
+    params : LightGBM parameters for the LightGBM-based methods (e.g. ``num_leaves``, ``learning_rate``)
+    n_jobs : grid points trained in parallel by joblib (processes); ``client``: a dask.distributed Client
+             to run them on instead
+    progress : a tqdm bar over the grid points (default: when stderr is a terminal)
+
+    Returns
+    -------
+    DataFrame, one row per fitted point: ``method``, ``quality``, ``cost`` (mean per validation row),
+    ``coupled``, ``params`` (dict) and its keys as columns, ``model`` (a Candidate: ``.model``, ``.predict``,
+    ``.cost``). ``frame.attrs`` holds ``metric`` and ``greater_is_better``.
+    """
+    import sys
+
+    if task not in TASKS:
+        raise CEGBError(f"task should be one of {TASKS}, got {task!r}")
+    names = [methods] if isinstance(methods, str) else list(methods)
+    unknown = [m for m in names if m not in METHODS]
+    if unknown:
+        raise CEGBError(f"unknown method(s) {unknown}; registered: {sorted(METHODS)}")
+    unfit = [m for m in names if task not in METHODS[m].tasks]
+    if unfit:
+        raise CEGBError(f"method(s) {unfit} do not support task={task!r} "
+                        f"({', '.join(f'{m}: {METHODS[m].tasks}' for m in unfit)})")
+    grid = dict(grid or {})
+    extra = sorted(set(grid) - set(names))
+    if extra:
+        raise CEGBError(f"grid names method(s) {extra} that are not swept ({names})")
+    train, valid = Rows.of(train, "train"), Rows.of(valid, "valid")
+    if task == "ranking" and (train.group is None or valid.group is None):
+        raise CEGBError("task='ranking' needs the query sizes: train=(X, y, group) and valid=(X, y, group)")
+    costs = FeatureCosts.coerce(costs)
+    metric = get_metric(metric, task)
+    context = Context(task, train, valid, costs, dict(params or {}), num_boost_round, early_stopping_rounds)
+    jobs = []
+    for name in names:
+        method = METHODS[name]
+        state = method.prepare(context)
+        jobs += [(method, state, point) for point in (grid[name] if name in grid else method.grid(context))]
+    show = sys.stderr.isatty() if progress is None else progress
+    bar = None
+    if show:
+        from tqdm.auto import tqdm
+        bar = tqdm(total=len(jobs), desc="sweep", unit="fit")
+    if client is not None:
+        from distributed import as_completed
+        futures = [client.submit(_run, method, context, state, point, metric, pure=False)
+                   for method, state, point in jobs]
+        order = {future.key: i for i, future in enumerate(futures)}
+        results = [None] * len(futures)
+        for future in as_completed(futures):
+            results[order[future.key]] = future.result()
+            bar is not None and bar.update()
+    else:
+        from joblib import Parallel, delayed
+        results = []
+        for result in Parallel(n_jobs=n_jobs, return_as="generator")(
+                delayed(_run)(method, context, state, point, metric) for method, state, point in jobs):
+            results.append(result)
+            bar is not None and bar.update()
+    if bar is not None:
+        bar.close()
+    rows = [row for result in results for row in result]
+    frame = pd.DataFrame(rows, columns=["method", "quality", "cost", "coupled", "params", "model"])
+    keys = sorted({k for row in rows for k in row["params"]})
+    for key in keys:
+        frame[key] = [row["params"].get(key) for row in rows]
+    frame.attrs.update(metric=metric.name, greater_is_better=metric.greater_is_better, task=task)
+    frame.attrs["metric_object"] = metric
+    return frame
+
+
+def pareto(frame: pd.DataFrame) -> pd.DataFrame:
+    """The points of ``frame`` that no cheaper (or equally cheap) point matches in quality, by increasing
+    cost; over all its rows (filter one method first for that method's own frontier)."""
+    sign = 1.0 if frame.attrs.get("greater_is_better", True) else -1.0
+    ordered = frame.assign(_q=sign * frame["quality"]).sort_values(["cost", "_q"], ascending=[True, False],
+                                                                   kind="stable")
+    best, keep = -np.inf, []
+    for index, q in zip(ordered.index, ordered["_q"]):
+        if q > best:
+            keep.append(index)
+            best = q
+    out = ordered.loc[keep].drop(columns="_q")
+    out.attrs = dict(frame.attrs)
+    return out
+
+
+@dataclass
+class Selection:
+    """The point :func:`select` chose, its validation figures and, with test rows, its test figures."""
+
+    method: str
+    params: dict
+    model: object  # the fitted model (Booster, pruned Booster, EarlyExit, BudgetRFClassifier)
+    candidate: Candidate
+    valid_quality: float
+    valid_cost: float
+    test_quality: float | None = None
+    test_cost: float | None = None
+
+
+def select(frame: pd.DataFrame, budget: float, test=None, *, metric: str | Metric | None = None) -> Selection:
+    """The point of ``frame`` (a :func:`sweep`) with the best validation quality among those whose mean
+    validation cost is at most ``budget`` (ties: the cheaper); with ``test`` rows, its test figures too."""
+    if not isinstance(budget, (int, float)) or not budget >= 0 or not math.isfinite(budget):
+        raise CEGBError(f"budget should be a finite number >= 0, got {budget!r}")
+    if len(frame) == 0:
+        raise CEGBError("the frontier is empty")
+    within = frame[frame["cost"] <= budget]
+    if len(within) == 0:
+        raise CEGBError(f"no point is within budget={budget:g}: the cheapest costs {frame['cost'].min():g} "
+                        "per validation row; sweep further (a larger trade-off, a smaller budget_fraction)")
+    best = pareto(within).iloc[-1]
+    candidate = best["model"]
+    chosen = Selection(best["method"], dict(best["params"]), candidate.model, candidate, float(best["quality"]),
+                       float(best["cost"]))
+    if test is not None:
+        used = get_metric(metric, frame.attrs["task"]) if metric is not None else frame.attrs["metric_object"]
+        chosen.test_quality, chosen.test_cost, _ = candidate.measure(Rows.of(test, "test"), used)
+    return chosen
+
+
+def train_to_budget(train, valid, costs, budget: float, *, task: str, test=None,
+                    relative_tradeoffs: Sequence[float] = (0.0, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3),
+                    refine: int = 4, **options) -> Selection:
+    """CEGB trained to a budget: every model is trained with ``budget_stopping`` (its mean validation cost
+    stays within ``budget``) and early stopping; the search over ``cegb_tradeoff`` (in units of
+    :func:`cegb_tradeoff_scale`) starts on ``relative_tradeoffs`` and then halves, ``refine`` times, the
+    geometric gap around the best point. Returns the :func:`select` of all points tried."""
+    frames = [sweep("cegb", train, valid, costs, task=task,
+                    grid={"cegb": [{"relative_tradeoff": r, "budget": budget} for r in relative_tradeoffs]}, **options)]
+    tried = sorted(relative_tradeoffs)
+    for _ in range(refine):
+        frame = pd.concat(frames, ignore_index=True)
+        frame.attrs = frames[0].attrs
+        best = select(frame, budget).params["relative_tradeoff"]
+        i = tried.index(best)
+        new = [math.sqrt(max(a, 1e-6 * b) * b) for a, b in zip(tried[max(i - 1, 0):i + 1], tried[i:i + 2]) if a != b]
+        new = [r for r in new if all(abs(r - t) > 1e-12 * max(r, 1e-300) for t in tried)]
+        if not new:
+            break
+        frames.append(sweep("cegb", train, valid, costs, task=task,
+                            grid={"cegb": [{"relative_tradeoff": r, "budget": budget} for r in new]}, **options))
+        tried = sorted(tried + new)
+    frame = pd.concat(frames, ignore_index=True)
+    frame.attrs = frames[0].attrs
+    return select(frame, budget, test)
+
+
+# ---------------------------------------------------------------------------------------------- scorers
+def cost_scorer(costs=None, *, metric: str | Metric = "accuracy", budget: float | None = None,
+                penalty: float = 0.0) -> Callable:
+    """A scorer for scikit-learn's ``GridSearchCV`` / ``cross_val_score`` (``scorer(estimator, X, y)``):
+    the metric's value (negated when lower is better, as scikit-learn maximises) minus ``penalty`` times the
+    mean prediction cost per row of X, and ``-inf`` when that cost passes ``budget``. ``costs``: as
+    ``prediction_cost`` takes them (None: the model's own cegb_* parameters)."""
+    used = get_metric(metric, "binary")
+    if penalty < 0 or not math.isfinite(penalty):
+        raise CEGBError(f"penalty should be a finite number >= 0, got {penalty!r}")
+
+    def score(estimator, X, y) -> float:
+        cost = prediction_cost(estimator, X, costs).mean
+        if budget is not None and cost > budget:
+            return -math.inf
+        if used.name in ("accuracy",):
+            prediction = estimator.predict(X)
+            value = float(np.mean(np.asarray(prediction) == np.asarray(y)))
+        elif hasattr(estimator, "predict_proba") and used.name in ("auc", "logloss"):
+            proba = estimator.predict_proba(X)
+            value = used.fn(np.searchsorted(estimator.classes_, y), proba[:, 1] if proba.shape[1] == 2 else proba, None)
+        else:
+            value = used.fn(np.asarray(y), estimator.predict(X), None)
+        return (value if used.greater_is_better else -value) - penalty * cost
+    return score
