@@ -51,7 +51,7 @@ def test_sweep_measures_each_point_exactly(frontier, binary):
         candidate = row["model"]
         if row["method"] == "early_exit":
             result = candidate.model.predict(Xv)
-            expected_quality = np.mean(np.argmax(result.prediction, axis=1) == yv)
+            expected_quality = np.mean((result.prediction > 0.5) == yv)
             expected_cost = result.cost.mean
         elif row["method"] == "budgetrf":
             k = row["params"]["trees"]
@@ -132,8 +132,8 @@ def test_train_to_budget(binary):
     # at least as good as every point of the starting grid, each trained with the same budget stopping
     grid = sweep("cegb", train, valid, COSTS, task="binary", params={"num_leaves": 8}, num_boost_round=60,
                  grid={"cegb": [{"relative_tradeoff": r, "budget": budget} for r in (0.0, 0.01, 0.1)]})
-    assert (grid["cost"] <= budget).all()
-    assert chosen.valid_quality >= grid["quality"].max()
+    within = grid[grid["cost"] <= budget]  # with trade-off 0 the first iteration alone is over the budget
+    assert len(within) >= 2 and chosen.valid_quality >= within["quality"].max()
 
 
 def test_parallel_and_dask_sweeps_agree(binary):
