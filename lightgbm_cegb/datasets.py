@@ -27,10 +27,24 @@ class RankingData:
     costs: FeatureCosts | None  # aligned to X's columns when a cost file was given
 
 
+def _bundled(*parts: str):
+    return resources.as_file(resources.files("lightgbm_cegb").joinpath("data", *parts))
+
+
 def yahoo_costs() -> FeatureCosts:
     """The real Yahoo! LTR set 1 feature costs (700 lazy costs by 1-based id; 10000 for ids never used)."""
-    with resources.as_file(resources.files("lightgbm_cegb") / "data" / "yahoo_ltr_costs" / "feature_cost.txt") as path:
+    with _bundled("yahoo_ltr_costs", "feature_cost.txt") as path:
         return FeatureCosts.from_file(path)
+
+
+def mslr_subset(split: str) -> RankingData:
+    """The bundled MSLR-WEB subset (fold 1, 5,000 rows and 43 queries per split, 136 features, labels 0-4)
+    with its cost vector (``lightgbm_cegb/data/mslr_subset/README.md``); ``split`` "train" or "test"."""
+    if split not in ("train", "test"):
+        raise CEGBError(f"split should be 'train' or 'test', got {split!r}")
+    with _bundled("mslr_subset", "feature_cost.txt") as costs, \
+            _bundled("mslr_subset", f"msn1.fold1.{split}.5k.txt.gz") as path:
+        return load_svmlight(path, costs)
 
 
 def load_svmlight(path: str | os.PathLike, costs: str | os.PathLike | FeatureCosts | None = None, *,

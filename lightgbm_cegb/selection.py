@@ -22,7 +22,8 @@ the registered methods, each on a documented scale:
   validation rows, and with ``budget_stopping`` when the point has a ``budget``.
 - ``budget_prune``: ``budget_fraction`` f in (0, 1]: BudgetPrune (``budget_prune(..., budget=B)``,
   exact) of a plain LightGBM model to ``B = f x`` its own mean cost on the pruning rows (the training
-  rows); ``lam`` sets the raw trade-off instead.
+  rows); ``lam`` sets the raw trade-off instead. Ranking: with a regression or binary objective in
+  ``params`` (BudgetPrune has no lambdarank loss).
 - ``early_exit``: ``threshold`` of ``EarlyExit`` on a plain LightGBM model (classification: a
   probability; ranking: the proximity margin), ``every`` (default 10).
 - ``budgetrf``: ``alpha`` of ``BudgetRFClassifier`` (classification; ranking on label >= 1), one point
@@ -285,7 +286,7 @@ def _prune_prepare(context: Context):
     return booster, float(prediction_cost(booster, context.train.X, context.costs.lazy).mean)
 
 
-@register("budget_prune", tasks=("binary", "multiclass", "regression"), prepare=_prune_prepare,
+@register("budget_prune", prepare=_prune_prepare,
           grid=lambda context: [{"budget_fraction": f} for f in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0)])
 def _fit_budget_prune(context: Context, state, params: dict) -> list[Candidate]:
     from .prune import budget_prune
@@ -310,7 +311,7 @@ def _fit_early_exit(context: Context, booster, params: dict) -> list[Candidate]:
     from .early_exit import EarlyExit
     _check_keys("early_exit", params, {"threshold", "every"})
     model = EarlyExit(booster, params["threshold"], every=params.get("every", 10), costs=context.costs)
-    if context.task == "ranking":
+    if model.kind == "rank":
         return [_RankingExit("early_exit", params, model)]
     return [Candidate("early_exit", params, model, lambda X: model.predict(X).prediction,
                       lambda X: model.predict(X).cost)]
@@ -340,16 +341,21 @@ def _fit_budgetrf(context: Context, state, params: dict) -> list[Candidate]:
     params.setdefault("n_estimators", 30)
     params.setdefault("random_state", 0)
     labels = (context.train.y >= 1).astype(int) if context.task == "ranking" else context.train.y
-    forest = BudgetRFClassifier(costs=context.costs, **params).fit(context.train.X, labels)
+    forest = BudgetRFClassifier(costs=context.costs, **params).fit(_dense(context.train.X), labels)
     candidates = []
     for k in sorted({min(k, forest.n_estimators_) for k in trees}):
         if context.task == "ranking":
-            predict = lambda X, k=k: forest.ranking_score(X, n_trees=k)  # noqa: E731
+            predict = lambda X, k=k: forest.ranking_score(_dense(X), n_trees=k)  # noqa: E731
         else:
-            predict = lambda X, k=k: _staged(forest, X, k)  # noqa: E731
+            predict = lambda X, k=k: _staged(forest, _dense(X), k)  # noqa: E731
         candidates.append(Candidate("budgetrf", {**params, "trees": k}, forest, predict,
                                     lambda X, k=k: prediction_cost(forest, X, context.costs, num_iteration=k)))
     return candidates
+
+
+def _dense(X):
+    """BudgetRF reads dense float32 rows (as scikit-learn's trees): a sparse X is densified in that type."""
+    return X.astype(np.float32).toarray() if hasattr(X, "toarray") else X
 
 
 def _staged(forest, X, k: int) -> np.ndarray:
@@ -465,6 +471,16 @@ def pareto(frame: pd.DataFrame) -> pd.DataFrame:
             keep.append(index)
             best = q
     out = ordered.loc[keep].drop(columns="_q")
+    out.attrs = dict(frame.attrs)
+    return out
+
+
+def evaluate(frame: pd.DataFrame, rows, *, prefix: str = "test_") -> pd.DataFrame:
+    """``frame`` with each point measured on other ``rows`` ((X, y) or (X, y, group)) by the sweep's
+    metric: columns ``test_quality``, ``test_cost`` (``prefix`` names them)."""
+    rows, metric = Rows.of(rows, prefix.rstrip("_") or "rows"), frame.attrs["metric_object"]
+    figures = [row["model"].measure(rows, metric)[:2] for _, row in frame.iterrows()]
+    out = frame.assign(**{f"{prefix}quality": [q for q, _ in figures], f"{prefix}cost": [c for _, c in figures]})
     out.attrs = dict(frame.attrs)
     return out
 

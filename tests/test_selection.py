@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from lightgbm_cegb import FeatureCosts, prediction_cost
 from lightgbm_cegb.errors import CEGBError
 from lightgbm_cegb.metrics import ndcg_at_k
-from lightgbm_cegb.selection import (METHODS, Candidate, Rows, cegb_tradeoff_scale, cost_scorer, pareto, register,
+from lightgbm_cegb.selection import (METHODS, Candidate, Rows, cegb_tradeoff_scale, cost_scorer, evaluate, pareto, register,
                                      select, sweep, train_to_budget)
 
 matplotlib.use("Agg")
@@ -170,8 +170,19 @@ def test_ranking_sweep():
     assert frame["cost"].iloc[1] == pytest.approx(result.cost.mean, rel=1e-12)
     with pytest.raises(CEGBError, match=r"needs the query sizes"):
         sweep("cegb", train[:2], valid, costs, task="ranking")
-    with pytest.raises(CEGBError, match=r"\['budget_prune'\] do not support task='ranking'"):
-        sweep("budget_prune", train, valid, costs, task="ranking")
+    with pytest.raises(CEGBError, match=r"\['budgetrf'\] do not support task='regression'"):
+        sweep("budgetrf", train[:2], valid[:2], costs, task="regression")
+    with pytest.raises(CEGBError, match=r"budget_prune supports LightGBM objectives .* got 'lambdarank'"):
+        sweep("budget_prune", train, valid, costs, task="ranking", num_boost_round=5)
+    # with a regression objective, BudgetPrune ranks too; the test figures of evaluate are select's
+    frame = sweep("budget_prune", train, valid, costs, task="ranking", num_boost_round=20,
+                  params={"objective": "regression"}, grid={"budget_prune": [{"budget_fraction": 0.5}]})
+    test = (X[cut2:], y[cut2:], sizes[100:])
+    measured = evaluate(frame, test)
+    chosen = select(frame, float(frame["cost"].iloc[0]), test=test)
+    assert (measured["test_quality"].iloc[0], measured["test_cost"].iloc[0]) == (chosen.test_quality, chosen.test_cost)
+    pruned = frame["model"].iloc[0].model
+    assert chosen.test_quality == pytest.approx(ndcg_at_k(test[1], pruned.predict(test[0]), test[2], k=5), abs=1e-12)
 
 
 def test_a_new_method_joins_with_one_registration(binary):

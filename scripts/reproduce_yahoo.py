@@ -1,0 +1,218 @@
+#!/usr/bin/env python3
+"""The CEGB paper's Yahoo! Learning to Rank experiments (Peter et al., NIPS 2017, section 5 and figures 2a/2b).
+
+    .venv/bin/python scripts/reproduce_yahoo.py --data yahoo --train set1.train.txt --valid set1.valid.txt \\
+        --test set1.test.txt [--rounds 1000] [--out DIR]
+    .venv/bin/python scripts/reproduce_yahoo.py --data mslr        # the bundled MSLR-WEB subset, its costs
+    .venv/bin/python scripts/reproduce_yahoo.py --synthetic        # a Yahoo-shaped stand-in (runs in CI)
+
+Yahoo! LTR set 1 is not redistributable: bring your own copy (SVMlight files, 1-based ids, qid). Costs: the real
+Yahoo cost vector bundled with the package (``lightgbm_cegb.datasets.yahoo_costs``). Two settings, as the paper:
+
+(i)  feature costs plus a split cost alpha = 1/4 per node a row evaluates (a depth-4 tree costs as much as a
+     feature of cost 1), graded labels 0-4: CEGB with Greedy-Miser-like trees (16 leaves, depth 4) and with deep
+     trees (best-first, 64 leaves), both squared-loss regressors as in the paper, against plain LightGBM,
+     BudgetPrune of the plain regressor and Early Exit of a LightGBM lambdarank model.
+(ii) feature costs only (alpha = 0), labels binarised (y > 0): CEGB (deep trees, binary objective), plain
+     LightGBM, BudgetPrune, Early Exit and BudgetRF.
+Metric: the papers' Average Precision@5 (lightgbm_cegb.metrics; SEEDS.md section 7) on the test queries. Each
+method is swept (lightgbm_cegb.selection: trade-offs on their documented scales) on the training rows, its
+points measured on the validation rows; the validation Pareto points are then measured on the test rows.
+Writes DIR/yahoo_<data>_<setting>.csv (every point, validation and test figures), a PNG per setting with
+matplotlib, and DIR/yahoo_<data>.md: per method the test AP@5 of the model select() picks within 3 budgets
+(fractions of plain LightGBM's validation cost). Best-first against breadth-first growth (figure 3b) needs
+depth-wise growth in the patch series (the issue "Patch series II") and is not run yet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from budget_prune_frontier import write_atomically  # noqa: E402
+
+from lightgbm_cegb import FeatureCosts  # noqa: E402
+from lightgbm_cegb.datasets import load_svmlight, mslr_subset, yahoo_costs  # noqa: E402
+from lightgbm_cegb.selection import evaluate, pareto, select, sweep  # noqa: E402
+
+BUDGET_FRACTIONS = (0.1, 0.25, 0.5)
+SHALLOW = {"num_leaves": 16, "max_depth": 4}
+DEEP = {"num_leaves": 64}
+
+
+def synthetic(folder: Path, queries: int, seed: int = 0) -> dict[str, Path]:
+    """Yahoo-shaped SVMlight files (1-based ids 1..700, qid, labels 0-4) in ``folder``: the 519 ids with a real
+    cost occur, the 181 sentinel ids never do; a feature's signal grows with its cost (expensive features are
+    the informative ones, as the paper's setting assumes), most features are noise, values lie in [0, 1] and
+    a third of them are missing (left out of the line, as Yahoo's zeros are)."""
+    rng = np.random.default_rng(seed)
+    lazy = yahoo_costs().lazy
+    used = np.flatnonzero(lazy < 10000)
+    signal = np.where(rng.random(len(used)) < 0.3, 0.15 + 0.85 * np.log1p(lazy[used]) / np.log1p(200), 0.0)
+    files = {}
+    for split, share in (("train", 0.6), ("valid", 0.2), ("test", 0.2)):
+        n_queries = max(int(queries * share), 2)
+        sizes = rng.integers(5, 30, n_queries)
+        n = int(sizes.sum())
+        relevance = rng.normal(size=n) + np.repeat(rng.normal(0, 0.5, n_queries), sizes)
+        labels = np.digitize(relevance + rng.normal(0, 0.3, n), [-0.3, 0.6, 1.4, 2.1])
+        values = 1 / (1 + np.exp(-(relevance[:, None] * signal + rng.normal(size=(n, len(used))))))
+        values[rng.random(values.shape) < 1 / 3] = 0.0
+        qid = np.repeat(np.arange(n_queries), sizes)
+        lines = []
+        for i in range(n):
+            present = np.flatnonzero(values[i])
+            lines.append(f"{labels[i]} qid:{qid[i]} " + " ".join(f"{used[j] + 1}:{values[i, j]:.4f}" for j in present))
+        files[split] = folder / f"synthetic.{split}.txt"
+        files[split].write_text("\n".join(lines) + "\n")
+    return files
+
+
+def load(args) -> tuple[dict, FeatureCosts]:
+    """{split: (X, y, group)} and the lazy costs aligned to X's columns."""
+    if args.data == "mslr":
+        train, test = mslr_subset("train"), mslr_subset("test")
+        qids = np.unique(train.qid)
+        valid = np.isin(train.qid, qids[: len(qids) // 3])  # a third of the training queries validate
+
+        def part(mask):
+            sizes = np.diff(np.flatnonzero(np.r_[True, train.qid[mask][1:] != train.qid[mask][:-1], True]))
+            return train.X[mask], train.y[mask], sizes
+        return ({"train": part(~valid), "valid": part(valid), "test": (test.X, test.y, test.group)},
+                FeatureCosts(lazy=train.costs.lazy))
+    if args.data == "synthetic":
+        folder = Path(tempfile.mkdtemp(prefix="yahoo-synthetic-"))
+        paths = synthetic(folder, args.queries)
+    else:
+        missing = [name for name in ("train", "valid", "test") if getattr(args, name) is None]
+        if missing:
+            raise SystemExit(f"--data yahoo needs --train, --valid and --test (set1.*.txt), missing {missing}")
+        paths = {name: Path(getattr(args, name)) for name in ("train", "valid", "test")}
+    costs = yahoo_costs()
+    parts = {}
+    for name, path in paths.items():
+        data = load_svmlight(path, costs)
+        parts[name] = (data.X, data.y, data.group)
+    return parts, FeatureCosts(lazy=costs.lazy)
+
+
+def run_setting(setting: str, parts: dict, lazy: FeatureCosts, args) -> pd.DataFrame:
+    binarise = setting == "ii"
+    costs = FeatureCosts(lazy=lazy.lazy, split=0.0 if binarise else 0.25)
+
+    def rows(name):
+        X, y, group = parts[name]
+        return X, (y > 0).astype(np.float64) if binarise else y, group
+
+    train, valid = rows("train"), rows("valid")
+    common = {"task": "ranking", "metric": "ap@5", "num_boost_round": args.rounds, "n_jobs": args.jobs,
+              "early_stopping_rounds": 30}
+    objective = {"objective": "binary"} if binarise else {"objective": "regression"}
+    runs = [("LightGBM", "lightgbm", {**DEEP, **objective}, None),
+            ("BudgetPrune", "budget_prune", {**DEEP, **objective}, None),
+            ("Early Exit", "early_exit", {**DEEP, "objective": "lambdarank"} if not binarise else {**DEEP, **objective},
+             None)]
+    if binarise:
+        runs += [("CEGB", "cegb", {**DEEP, **objective}, None),
+                 ("BudgetRF", "budgetrf", {}, [{"alpha": a, "n_estimators": args.forest} for a in (0.0, 2.0, 8.0)])]
+    else:
+        runs += [("CEGB 16 leaves, depth 4", "cegb", {**SHALLOW, **objective}, None),
+                 ("CEGB deep", "cegb", {**DEEP, **objective}, None)]
+    if args.quick:
+        quick_grids = {"cegb": [{"relative_tradeoff": r} for r in (0.0, 0.01, 0.1)],
+                       "budget_prune": [{"budget_fraction": f} for f in (0.3, 1.0)],
+                       "early_exit": [{"threshold": 1.0 if not binarise else 0.9}],
+                       "budgetrf": [{"alpha": 2.0, "n_estimators": 5, "trees": (1, 5)}]}
+    frames = []
+    for label, method, params, grid in runs:
+        start = time.perf_counter()
+        grid = quick_grids[method] if args.quick and method in quick_grids else grid
+        frame = sweep(method, train, valid, costs, params=params, grid=None if grid is None else {method: grid},
+                      **common)
+        frame = evaluate(pareto(frame), rows("test"))
+        frame["method"] = label
+        frames.append(frame)
+        print(f"[{setting}] {label}: {len(frame)} validation Pareto points in {time.perf_counter() - start:.1f} s",
+              flush=True)
+    frame = pd.concat(frames, ignore_index=True)
+    frame.attrs = dict(frames[0].attrs)
+    return frame
+
+
+def table(frame: pd.DataFrame, budgets: list[float]) -> list[str]:
+    lines = ["| method | " + " | ".join(f"budget {b:.4g}" for b in budgets) + " | best (any cost) |",
+             "|---|" + "---|" * (len(budgets) + 1)]
+    for method, points in frame.groupby("method", sort=False):
+        points = points.copy()
+        points.attrs = dict(frame.attrs)
+        cells = []
+        for budget in [*budgets, float("inf")]:
+            within = points[points["cost"] <= budget]
+            if len(within) == 0:
+                cells.append("-")
+                continue
+            best = pareto(within).iloc[-1]
+            cells.append(f"{best['test_quality']:.4f} at {best['test_cost']:.4g}")
+        lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", choices=("yahoo", "mslr", "synthetic"), default="synthetic")
+    parser.add_argument("--synthetic", action="store_const", const="synthetic", dest="data",
+                        help="the same as --data synthetic")
+    parser.add_argument("--train"), parser.add_argument("--valid"), parser.add_argument("--test")
+    parser.add_argument("--queries", type=int, default=300, help="synthetic: queries over train/valid/test")
+    parser.add_argument("--rounds", type=int, default=300, help="boosting rounds (early stopping on validation)")
+    parser.add_argument("--forest", type=int, default=30, help="BudgetRF: trees per forest")
+    parser.add_argument("--settings", default="i,ii", help="which of the paper's settings to run")
+    parser.add_argument("--jobs", type=int, default=1, help="grid points trained in parallel")
+    parser.add_argument("--quick", action="store_true", help="small grids (the test runs this)")
+    parser.add_argument("--out", type=Path, default=Path("."))
+    args = parser.parse_args()
+    parts, lazy = load(args)
+    args.out.mkdir(parents=True, exist_ok=True)
+    shapes = {name: f"{parts[name][0].shape[0]} rows, {len(parts[name][2])} queries" for name in parts}
+    report = [f"# Yahoo! LTR experiments of the CEGB paper on `{args.data}`", "",
+              f"`scripts/reproduce_yahoo.py --data {args.data}{' --quick' if args.quick else ''} --rounds {args.rounds}`; "
+              f"{parts['train'][0].shape[1]} features; " + "; ".join(f"{k}: {v}" for k, v in shapes.items()) + ".",
+              "Cells: test AP@5 at the mean test cost per document of the model chosen on validation within the budget.",
+              ""]
+    for setting in args.settings.split(","):
+        frame = run_setting(setting, parts, lazy, args)
+        plain = frame[frame["method"] == "LightGBM"]["cost"].max()
+        budgets = [round(f * plain, 4) for f in BUDGET_FRACTIONS]
+        name = f"yahoo_{args.data}_{setting}"
+        csv = frame.drop(columns=["model"]).assign(params=frame["params"].map(repr))
+        write_atomically(args.out / f"{name}.csv", lambda tmp: csv.to_csv(tmp, index=False))
+        title = {"i": "setting (i): feature + split cost 1/4, graded labels",
+                 "ii": "setting (ii): feature cost only, labels binarised"}[setting]
+        report += [f"## {title}", "", *table(frame, budgets), ""]
+        print("\n".join(report[-len(frame["method"].unique()) - 3:]))
+        try:
+            import matplotlib
+            matplotlib.use("Agg")
+        except ImportError:
+            continue
+        from lightgbm_cegb.plotting import plot_frontiers
+        test = frame.assign(cost=frame["test_cost"], quality=frame["test_quality"])
+        ax = plot_frontiers(test, pareto_only=False, xlabel="mean cost per test document",
+                            title=f"{args.data}: {title}")
+        ax.set_ylabel("test AP@5")
+        ax.figure.tight_layout()
+        write_atomically(args.out / f"{name}.png", lambda tmp: ax.figure.savefig(tmp, format="png", dpi=110))
+        report += [f"![{title}]({name}.png)", ""]
+    write_atomically(args.out / f"yahoo_{args.data}.md", lambda tmp: Path(tmp).write_text("\n".join(report) + "\n"))
+    print(f"report: {args.out / f'yahoo_{args.data}.md'}")
+
+
+if __name__ == "__main__":
+    main()
