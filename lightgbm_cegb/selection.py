@@ -259,8 +259,10 @@ def _cegb_prepare(context: Context) -> float:
     return cegb_tradeoff_scale(_lgb_params(context, **cost_params), _dataset(context.train))
 
 
-#: ``relative_tradeoff`` values of CEGB's default grid (0 is plain LightGBM with the costs recorded).
-CEGB_RELATIVE_TRADEOFFS = (0.0, 0.001, 0.003, 0.01, 0.03, 0.1, 0.2, 0.4)
+#: ``relative_tradeoff`` values of CEGB's default grid (0 is plain LightGBM with the costs recorded). Below
+#: about 0.05 the cost barely moves (measured on HIGGS, MSLR and letter): the later trees' gains are what the
+#: penalty has to beat, and they are much smaller than the first tree's, which sets the scale.
+CEGB_RELATIVE_TRADEOFFS = (0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 
 
 @register("cegb", grid=lambda context: [{"relative_tradeoff": r} for r in CEGB_RELATIVE_TRADEOFFS],
@@ -304,9 +306,16 @@ def _fit_budget_prune(context: Context, state, params: dict) -> list[Candidate]:
                       lambda X: prediction_cost(pruned, X, context.costs))]
 
 
+def _early_exit_grid(context: Context) -> list[dict]:
+    """Proximity margins for a ranker, probabilities for a classifier (also a classifier ranking by its
+    probabilities, as with binarised labels)."""
+    from .early_exit import RANKING_OBJECTIVES
+    ranker = _lgb_params(context)["objective"] in RANKING_OBJECTIVES
+    return [{"threshold": t} for t in ((0.5, 1.0, 2.0, 4.0) if ranker else (0.6, 0.8, 0.9, 0.95, 0.99))]
+
+
 @register("early_exit", tasks=("binary", "multiclass", "ranking"), prepare=lambda context: _plain(context),
-          grid=lambda context: [{"threshold": t} for t in ((0.5, 1.0, 2.0, 4.0) if context.task == "ranking"
-                                                           else (0.6, 0.8, 0.9, 0.95, 0.99))])
+          grid=_early_exit_grid)
 def _fit_early_exit(context: Context, booster, params: dict) -> list[Candidate]:
     from .early_exit import EarlyExit
     _check_keys("early_exit", params, {"threshold", "every"})
@@ -521,7 +530,7 @@ def select(frame: pd.DataFrame, budget: float, test=None, *, metric: str | Metri
 
 
 def train_to_budget(train, valid, costs, budget: float, *, task: str, test=None,
-                    relative_tradeoffs: Sequence[float] = (0.0, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3),
+                    relative_tradeoffs: Sequence[float] = (0.0, 0.1, 0.2, 0.4, 0.6, 0.8, 0.95),
                     refine: int = 4, **options) -> Selection:
     """CEGB trained to a budget: every model is trained with ``budget_stopping`` (its mean validation cost
     stays within ``budget``) and early stopping; the search over ``cegb_tradeoff`` (in units of

@@ -49,9 +49,14 @@ class _CEGBMixin:
                                 "pipeline so that the names reach this estimator") from None
         return costs.align(names)
 
-    def fit(self, X, y, **kwargs):
+    def fit(self, X, y, sample_weight=None, **kwargs):
+        # sample_weight named, as in LightGBM's signature: scikit-learn looks for it there (has_fit_parameter)
+        if sample_weight is not None:
+            weights = np.asarray(sample_weight, dtype=np.float64)
+            if weights.size and not weights.any():
+                raise CEGBError("sample_weight: every weight is zero; at least one should be non-zero")
         self._fit_costs = self._aligned_costs(X, kwargs.get("feature_name", "auto"))
-        super().fit(X, y, **kwargs)
+        super().fit(X, y, sample_weight=sample_weight, **kwargs)
         if self._fit_costs is not None and self.cegb_tradeoff > 0:
             forest = to_forest(self.booster_)
             if forest.node_offset[forest.num_trees_for(self.booster_.best_iteration)] == 0:

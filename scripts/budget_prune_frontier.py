@@ -16,9 +16,6 @@ max-flow solver.
 from __future__ import annotations
 
 import argparse
-import csv
-import os
-import tempfile
 import time
 from pathlib import Path
 
@@ -26,9 +23,10 @@ import numpy as np
 from sklearn.datasets import load_svmlight_file
 from sklearn.ensemble import RandomForestClassifier
 
+from common import DATA, load_letter, pyplot, write_atomically, write_table
+
 from lightgbm_cegb import FeatureCosts, budget_prune_path, prediction_cost
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 # trade-offs per data set: the error term sums the trees' error rates (up to the number of trees), the cost
 # term is per row (letter: at most 16, MSLR: thousands)
 LAMS = {"letter": [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8], "mslr": [0.0, 1e-5, 3e-5, 1e-4, 2e-4, 3e-4, 1e-3]}
@@ -38,11 +36,7 @@ def load(name: str):
     """(X_forest, y_forest), (X_prune, y_prune), (X_test, y_test), costs"""
     rng = np.random.default_rng(0)
     if name == "letter":
-        raw = np.loadtxt(DATA / "letter" / "letter-recognition.data.gz", delimiter=",", skiprows=1, dtype=str)
-        y, X = raw[:, 0], raw[:, 1:].astype(np.float64)
-        order = rng.permutation(len(y))
-        parts = np.split(order, [10_000, 13_000])
-        return [(X[p], y[p]) for p in parts] + [np.ones(X.shape[1])]
+        return load_letter() + [np.ones(16)]
     if name == "mslr":
         folder = DATA / "mslr_subset"
         X, y = load_svmlight_file(str(folder / "msn1.fold1.train.5k.txt.gz"), n_features=136)
@@ -54,40 +48,6 @@ def load(name: str):
         costs = FeatureCosts.from_file(folder / "feature_cost.txt", num_features=136).arrays(136)[0]
         return (X[forest], y[forest]), (X[prune], y[prune]), (X_test, y_test), costs
     raise SystemExit(f"--data should be letter or mslr, got {name!r}")
-
-
-def write_atomically(path: Path, write) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-def write_table(path: Path, rows: list[dict]) -> None:
-    """rows as a CSV file, written atomically."""
-    def write_csv(tmp):
-        with open(tmp, "w", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
-
-    write_atomically(path, write_csv)
-
-
-def pyplot():
-    """matplotlib's pyplot drawing to files, or None (with a message) when matplotlib is not installed."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed (pip install matplotlib): no plot")
-        return None
-    return plt
 
 
 def main() -> None:

@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from budget_prune_frontier import write_atomically  # noqa: E402
+from common import budget_table, report_frontier, write_atomically  # noqa: E402
 
 from lightgbm_cegb import FeatureCosts  # noqa: E402
 from lightgbm_cegb.datasets import load_svmlight, mslr_subset, yahoo_costs  # noqa: E402
@@ -146,24 +146,6 @@ def run_setting(setting: str, parts: dict, lazy: FeatureCosts, args) -> pd.DataF
     return frame
 
 
-def table(frame: pd.DataFrame, budgets: list[float]) -> list[str]:
-    lines = ["| method | " + " | ".join(f"budget {b:.4g}" for b in budgets) + " | best (any cost) |",
-             "|---|" + "---|" * (len(budgets) + 1)]
-    for method, points in frame.groupby("method", sort=False):
-        points = points.copy()
-        points.attrs = dict(frame.attrs)
-        cells = []
-        for budget in [*budgets, float("inf")]:
-            within = points[points["cost"] <= budget]
-            if len(within) == 0:
-                cells.append("-")
-                continue
-            best = pareto(within).iloc[-1]
-            cells.append(f"{best['test_quality']:.4f} at {best['test_cost']:.4g}")
-        lines.append(f"| {method} | " + " | ".join(cells) + " |")
-    return lines
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", choices=("yahoo", "mslr", "synthetic"), default="synthetic")
@@ -184,32 +166,18 @@ def main() -> None:
     report = [f"# Yahoo! LTR experiments of the CEGB paper on `{args.data}`", "",
               f"`scripts/reproduce_yahoo.py --data {args.data}{' --quick' if args.quick else ''} --rounds {args.rounds}`; "
               f"{parts['train'][0].shape[1]} features; " + "; ".join(f"{k}: {v}" for k, v in shapes.items()) + ".",
-              "Cells: test AP@5 at the mean test cost per document of the model chosen on validation within the budget.",
+              "Cells: test AP@5 at the mean test cost per document of the model chosen on validation within the budget "
+              f"(budgets: {', '.join(f'{f:g}' for f in BUDGET_FRACTIONS)} x plain LightGBM's validation cost).",
               ""]
     for setting in args.settings.split(","):
         frame = run_setting(setting, parts, lazy, args)
         plain = frame[frame["method"] == "LightGBM"]["cost"].max()
-        budgets = [round(f * plain, 4) for f in BUDGET_FRACTIONS]
-        name = f"yahoo_{args.data}_{setting}"
-        csv = frame.drop(columns=["model"]).assign(params=frame["params"].map(repr))
-        write_atomically(args.out / f"{name}.csv", lambda tmp: csv.to_csv(tmp, index=False))
         title = {"i": "setting (i): feature + split cost 1/4, graded labels",
                  "ii": "setting (ii): feature cost only, labels binarised"}[setting]
-        report += [f"## {title}", "", *table(frame, budgets), ""]
-        print("\n".join(report[-len(frame["method"].unique()) - 3:]))
-        try:
-            import matplotlib
-            matplotlib.use("Agg")
-        except ImportError:
-            continue
-        from lightgbm_cegb.plotting import plot_frontiers
-        test = frame.assign(cost=frame["test_cost"], quality=frame["test_quality"])
-        ax = plot_frontiers(test, pareto_only=False, xlabel="mean cost per test document",
-                            title=f"{args.data}: {title}")
-        ax.set_ylabel("test AP@5")
-        ax.figure.tight_layout()
-        write_atomically(args.out / f"{name}.png", lambda tmp: ax.figure.savefig(tmp, format="png", dpi=110))
-        report += [f"![{title}]({name}.png)", ""]
+        lines = budget_table(frame, [round(f * plain, 4) for f in BUDGET_FRACTIONS])
+        print("\n".join(lines))
+        report += [f"## {title}", "", *lines, "",
+                   *report_frontier(frame, args.out, f"yahoo_{args.data}_{setting}", f"{args.data}: {title}", "AP@5")]
     write_atomically(args.out / f"yahoo_{args.data}.md", lambda tmp: Path(tmp).write_text("\n".join(report) + "\n"))
     print(f"report: {args.out / f'yahoo_{args.data}.md'}")
 

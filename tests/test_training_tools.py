@@ -176,3 +176,23 @@ def test_estimator_warns_when_the_tradeoff_leaves_no_split(data):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         CEGBRegressor(feature_costs=COSTS, cegb_tradeoff=0.001, n_estimators=5, verbose=-1).fit(X, y)
+
+
+def test_ranker_passes_the_sklearn_checks_stock_lgbmranker_passes():
+    """scikit-learn's checks call fit without ``group``, which every LightGBM ranker needs ("Should set group
+    for ranking task"): CEGBRanker must run the same checks as stock LGBMRanker and fail no other one."""
+    from sklearn.utils.estimator_checks import check_estimator
+
+    outcomes = {}
+    for estimator in (lgb.LGBMRanker(), CEGBRanker()):  # (about 20 s for both)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            results = check_estimator(estimator, on_fail=None)
+        outcomes[type(estimator).__name__] = ({r["check_name"] for r in results},
+                                              {r["check_name"] for r in results if r["status"] == "failed"})
+    (stock_run, stock_failed), (ours_run, ours_failed) = outcomes["LGBMRanker"], outcomes["CEGBRanker"]
+    assert ours_run == stock_run
+    # all-zero sample weights are refused before LightGBM sees them (stock trains on them)
+    assert ours_failed == stock_failed - {"check_all_zero_sample_weights_error"}
+    assert "check_all_zero_sample_weights_error" in stock_failed
+    assert len(stock_run - stock_failed) >= 10  # the checks that do not fit pass for both

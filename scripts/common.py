@@ -1,0 +1,99 @@
+"""Helpers shared by the scripts: where the shared data lies, atomic writes, and the report of a frontier
+(CSV of every point, PNG of the test figures, markdown table of the best model within budgets)."""
+
+from __future__ import annotations
+
+import csv
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from lightgbm_cegb.selection import pareto
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def write_atomically(path: Path, write) -> None:
+    """``write(tmp)`` to a temporary file beside ``path``, then moved onto it."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def write_table(path: Path, rows: list[dict]) -> None:
+    """rows as a CSV file, written atomically."""
+    def write_csv(tmp):
+        with open(tmp, "w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+
+    write_atomically(path, write_csv)
+
+
+def pyplot():
+    """matplotlib's pyplot drawing to files, or None (with a message) when matplotlib is not installed."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed (pip install matplotlib): no plot")
+        return None
+    return plt
+
+
+def budget_table(frame: pd.DataFrame, budgets: list[float]) -> list[str]:
+    """Markdown rows: per method, the test figures of its best validation point within each budget (on the
+    validation cost, as select() chooses), and its best at any cost. ``frame``: a sweep with test_* columns."""
+    lines = ["| method | " + " | ".join(f"budget {b:.4g}" for b in budgets) + " | best (any cost) |",
+             "|---|" + "---|" * (len(budgets) + 1)]
+    for method, points in frame.groupby("method", sort=False):
+        points = points.copy()
+        points.attrs = dict(frame.attrs)
+        cells = []
+        for budget in [*budgets, float("inf")]:
+            within = points[points["cost"] <= budget]
+            if len(within) == 0:
+                cells.append("-")
+                continue
+            best = pareto(within).iloc[-1]
+            cells.append(f"{best['test_quality']:.4f} at {best['test_cost']:.4g}")
+        lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def report_frontier(frame: pd.DataFrame, out: Path, name: str, title: str, metric: str) -> list[str]:
+    """Write ``out/name.csv`` (every point, validation and test figures) and ``out/name.png`` (each method's
+    validation Pareto points at their test figures); return the PNG's markdown line (none without matplotlib)."""
+    table = frame.drop(columns=["model"]).assign(params=frame["params"].map(repr))
+    write_atomically(out / f"{name}.csv", lambda tmp: table.to_csv(tmp, index=False))
+    plt = pyplot()
+    if plt is None:
+        return []
+    from lightgbm_cegb.plotting import plot_frontiers
+
+    test = frame.assign(cost=frame["test_cost"], quality=frame["test_quality"])
+    ax = plot_frontiers(test, pareto_only=False, xlabel="mean cost per test row", title=title)
+    ax.set_ylabel(f"test {metric}")
+    ax.figure.tight_layout()
+    write_atomically(out / f"{name}.png", lambda tmp: ax.figure.savefig(tmp, format="png", dpi=110))
+    plt.close(ax.figure)
+    return [f"![{title}]({name}.png)", ""]
+
+
+def load_letter() -> list:
+    """UCI Letter Recognition from ../shared/data: [(X, y)] x 3 (10,000 / 3,000 / 7,000 rows, shuffled with
+    seed 0; y the letters), 16 unit-cost features."""
+    raw = np.loadtxt(DATA / "letter" / "letter-recognition.data.gz", delimiter=",", skiprows=1, dtype=str)
+    y, X = raw[:, 0], raw[:, 1:].astype(np.float64)
+    order = np.random.default_rng(0).permutation(len(y))
+    return [(X[p], y[p]) for p in np.split(order, [10_000, 13_000])]

@@ -1,0 +1,29 @@
+"""scripts/frontiers.py runs end to end (quick sweeps on the bundled HIGGS subset): every registered method
+that classifies has points, measured on validation and test rows, and the report holds the budget table."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "frontiers.py"
+
+
+def test_quick_frontiers_on_higgs(tmp_path):
+    try:
+        result = subprocess.run([sys.executable, str(SCRIPT), "--data", "higgs", "--quick", "--rounds", "100",
+                                 "--out", str(tmp_path)], capture_output=True, text=True, timeout=1200)
+    except subprocess.TimeoutExpired:
+        pytest.fail("frontiers.py timed out after 1200 s")
+    assert result.returncode == 0, result.stderr[-3000:]
+    frame = pd.read_csv(tmp_path / "frontier_higgs.csv")
+    assert set(frame["method"]) == {"LightGBM", "CEGB", "BudgetPrune", "Early Exit", "BudgetRF"}
+    assert frame["test_quality"].between(0, 1).all() and frame["test_cost"].between(0, 91).all()
+    assert frame["cost"].between(0, 91).all()
+    report = (tmp_path / "frontier_higgs.md").read_text()
+    assert "| method | budget" in report and "| BudgetRF |" in report
+    assert (tmp_path / "frontier_higgs.png").stat().st_size > 1000
