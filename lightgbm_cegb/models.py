@@ -46,6 +46,12 @@ def num_trees_used(model, forest: Forest, num_iteration: int | None) -> int:
     return forest.num_trees_for(num_iteration)
 
 
+def has_split(model, num_iteration: int | None = None) -> bool:
+    """Whether the trees ``predict`` uses (see :func:`num_trees_used`) hold at least one split."""
+    forest = to_forest(model)
+    return bool(forest.node_offset[num_trees_used(model, forest, num_iteration)] > 0)
+
+
 def fitted_costs(model):
     """The FeatureCosts a package estimator was fitted with (``costs_``), else None."""
     costs = getattr(model, "costs_", None)

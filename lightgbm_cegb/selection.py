@@ -10,9 +10,10 @@ Every point of a sweep is a fitted model measured on the validation rows: its qu
 exact mean prediction cost per row (the package's accounting, ``CostReport.mean``: lazy acquisition plus
 evaluation; a coupled cost, paid once per model, is not per row and is reported in ``coupled``).
 
-Methods are registered in :data:`METHODS` by :func:`register`; a method landing later joins every sweep,
-plot and script with one ``@register(...)`` in its own module (see ``docs/SELECTION.md``). The knobs of
-the registered methods, each on a documented scale:
+Methods are registered in :data:`METHODS` by :func:`register` (the registrations of the package's methods are
+in this module, after :func:`register`); a method landing later joins every sweep, plot and script
+(``scripts/frontiers.py``, ``scripts/reproduce_yahoo.py``) with one ``@register(...)``. The knobs of the
+registered methods, each on a documented scale:
 
 - ``lightgbm``: plain LightGBM (no costs), any LightGBM parameter; the reference point.
 - ``cegb``: ``relative_tradeoff`` r in [0, 1]: ``cegb_tradeoff = r * scale`` where ``scale`` is the
@@ -45,6 +46,7 @@ from .accounting import prediction_cost
 from .costs import FeatureCosts
 from .errors import CEGBError
 from .metrics import average_precision_at_5, ndcg_at_k
+from .models import has_split
 
 TASKS = ("binary", "multiclass", "regression", "ranking")
 
@@ -193,10 +195,8 @@ def _dataset(rows: Rows, reference=None) -> lgb.Dataset:
 def _train(context: Context, params: dict, callbacks: Iterable = ()) -> lgb.Booster:
     """LightGBM on the training rows, early stopping on the validation rows' first metric."""
     train = _dataset(context.train)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*Stopped training because there are no more leaves.*")
-        return lgb.train(params, train, context.num_boost_round, valid_sets=[_dataset(context.valid, train)],
-                         callbacks=[lgb.early_stopping(context.early_stopping_rounds, verbose=False), *callbacks])
+    return lgb.train(params, train, context.num_boost_round, valid_sets=[_dataset(context.valid, train)],
+                     callbacks=[lgb.early_stopping(context.early_stopping_rounds, verbose=False), *callbacks])
 
 
 def _booster_candidate(method: str, params: dict, booster: lgb.Booster, costs: FeatureCosts) -> Candidate:
@@ -230,10 +230,7 @@ def cegb_tradeoff_scale(params: Mapping, train_set: lgb.Dataset, *, rel_tol: flo
         raise CEGBError("cegb_tradeoff_scale: params set no cegb_penalty_*; there is nothing to trade off")
 
     def splits(tradeoff: float) -> bool:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=".*Stopped training because there are no more leaves.*")
-            booster = lgb.train({**params, "cegb_tradeoff": tradeoff}, train_set, 1, keep_training_booster=True)
-        return any(tree["num_leaves"] > 1 for tree in booster.dump_model(num_iteration=1)["tree_info"])
+        return has_split(lgb.train({**params, "cegb_tradeoff": tradeoff}, train_set, 1))
 
     if not splits(0.0):
         raise CEGBError("cegb_tradeoff_scale: the first tree makes no split even without costs")
@@ -278,6 +275,9 @@ def _fit_cegb(context: Context, scale: float, params: dict) -> list[Candidate]:
         tradeoff = float(relative or 0.0) * scale
     callbacks = [] if budget is None else [budget_stopping(context.valid.X, context.costs, budget, verbose=False)]
     booster = _train(context, _lgb_params(context, **context.costs.to_params(tradeoff=tradeoff), **params), callbacks)
+    if not has_split(booster):
+        warnings.warn(f"cegb: cegb_tradeoff={tradeoff:g} leaves the model without a split (every split's penalty "
+                      "outweighs its gain); its point predicts a constant", UserWarning, stacklevel=2)
     point = {**({} if relative is None else {"relative_tradeoff": relative}), "cegb_tradeoff": tradeoff,
              **({} if budget is None else {"budget": budget}), **params}
     return [_booster_candidate("cegb", point, booster, context.costs)]
@@ -393,7 +393,8 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
     ----------
     methods : a name of :data:`METHODS` or a list of names
     train, valid : (X, y) or (X, y, group) with ``group`` the query sizes (ranking)
-    costs : FeatureCosts, or lazy costs per column / by feature name
+    costs : FeatureCosts, or lazy costs per column; by feature name (a mapping or a FeatureCosts of names)
+            when X is a DataFrame
     task : "binary", "multiclass", "regression" or "ranking"
     grid : {method: [params, ...]} replacing a method's default grid (see the module doc for the knobs)
     metric : a name (``accuracy``, ``auc``, ``logloss``, ``rmse``, ``ap@5``, ``ndcg@K``) or a Metric
@@ -428,6 +429,11 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
     if task == "ranking" and (train.group is None or valid.group is None):
         raise CEGBError("task='ranking' needs the query sizes: train=(X, y, group) and valid=(X, y, group)")
     costs = FeatureCosts.coerce(costs)
+    if not costs.is_aligned:  # costs by feature name: to train's columns (LightGBM's parameters are by column)
+        if not hasattr(train.X, "columns"):
+            raise CEGBError("costs name features, but train's X has no column names: pass a pandas DataFrame or "
+                            "costs by column position")
+        costs = costs.align(train.X)
     metric = get_metric(metric, task)
     context = Context(task, train, valid, costs, dict(params or {}), num_boost_round, early_stopping_rounds)
     jobs = []

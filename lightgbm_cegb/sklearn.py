@@ -11,7 +11,7 @@ import numpy as np
 from .accounting import CostReport, prediction_cost
 from .costs import FeatureCosts
 from .errors import CEGBError
-from .models import to_forest
+from .models import has_split, to_forest
 
 __all__ = ["CEGBClassifier", "CEGBRanker", "CEGBRegressor"]
 
@@ -58,8 +58,7 @@ class _CEGBMixin:
         self._fit_costs = self._aligned_costs(X, kwargs.get("feature_name", "auto"))
         super().fit(X, y, sample_weight=sample_weight, **kwargs)
         if self._fit_costs is not None and self.cegb_tradeoff > 0:
-            forest = to_forest(self.booster_)
-            if forest.node_offset[forest.num_trees_for(self.booster_.best_iteration)] == 0:
+            if not has_split(self.booster_):
                 warnings.warn(f"cegb_tradeoff={self.cegb_tradeoff:g}: the model has no split (the penalty of a "
                               "split, tradeoff x cost x rows, outweighs every gain); lower cegb_tradeoff",
                               UserWarning, stacklevel=2)

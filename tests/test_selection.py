@@ -265,3 +265,28 @@ def test_plots(frontier, binary):
     with pytest.raises(CEGBError, match=r"frame should have the columns method, cost and quality"):
         plot_frontiers(pd.DataFrame({"cost": [1.0]}))
     plt.close("all")
+
+
+def test_from_a_dataframe_costs_by_name_and_a_budget(binary):
+    """The README's few lines: a DataFrame, a cost per column by name, a budget -> the selected model."""
+    (X, y), (Xv, yv), (Xt, yt) = binary
+    names = ["age", "bmi", "blood_test", "ecg", "mri", "ct"]
+    frame = lambda A: pd.DataFrame(A, columns=names)  # noqa: E731
+    costs = dict(zip(names, COSTS.lazy))
+    frontier = sweep("cegb", (frame(X), y), (frame(Xv), yv), costs, task="binary", num_boost_round=60,
+                     grid={"cegb": [{"relative_tradeoff": r} for r in (0.0, 0.3, 0.7)]})
+    best = select(frontier, budget=20.0, test=(frame(Xt), yt))
+    assert best.valid_cost <= 20.0 < frontier["cost"].max()
+    assert best.model.params["cegb_penalty_feature_lazy"] == list(COSTS.lazy)  # aligned by name
+    assert best.test_cost == pytest.approx(prediction_cost(best.model, Xt, COSTS).mean, rel=1e-12)
+    assert best.test_quality == np.mean((best.model.predict(frame(Xt)) > 0.5) == yt)
+    with pytest.raises(CEGBError, match=r"costs name features, but train's X has no column names"):
+        sweep("cegb", (X, y), (Xv, yv), costs, task="binary")
+
+
+def test_a_tradeoff_without_split_warns(binary):
+    train, valid, _ = binary
+    with pytest.warns(UserWarning, match=r"cegb: cegb_tradeoff=\S+ leaves the model without a split"):
+        frame = sweep("cegb", train, valid, COSTS, task="binary", num_boost_round=10,
+                      grid={"cegb": [{"relative_tradeoff": 1.01}]})
+    assert frame["cost"].iloc[0] == 0.0
