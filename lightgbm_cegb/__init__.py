@@ -17,11 +17,11 @@ from .errors import CEGBError
 from .forest import Forest
 from .lazy import LazyFetchError, LazyPredictor, LazyResult
 from .models import to_forest
-from .prune import PruneResult, budget_prune, budget_prune_path
+from .prune import Pruner, PruneResult, budget_prune, budget_prune_path
 
 __version__ = "0.1.0"
 __all__ = ["BudgetRFClassifier", "CEGBError", "CostReport", "CostState", "EarlyExit", "EarlyExitResult",
-           "FeatureCosts", "Forest", "LazyFetchError", "LazyPredictor", "LazyResult", "PATCHED_LIGHTGBM", "PruneResult",
+           "FeatureCosts", "Forest", "LazyFetchError", "LazyPredictor", "LazyResult", "PATCHED_LIGHTGBM", "PruneResult", "Pruner",
            "budget_prune", "budget_prune_path", "prediction_cost", "to_forest"]
 
 #: True when the imported lightgbm is the patched build of this project.

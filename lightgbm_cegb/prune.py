@@ -433,6 +433,74 @@ def _renumbered(marks: np.ndarray, ids: np.ndarray) -> np.ndarray:
     return out
 
 
+class Pruner:
+    """One BudgetPrune problem, built once: the rows' paths through the model's trees, the nodes' errors and
+    the lazy costs. ``at(lam)``, ``path(lams)`` and ``within(budget)`` solve it (``budget_prune`` and
+    ``budget_prune_path`` are these on a fresh Pruner); arguments as :func:`budget_prune` takes them."""
+
+    def __init__(self, model, X, y, costs, *, solver: str = "maxflow", n_jobs: int | None = None) -> None:
+        self.model, self.solver = model, solver
+        self.forest, self.problem, self.lazy = _problem(model, X, y, costs, solver, n_jobs)
+        if _is_sklearn_forest(model):
+            self.forest = None  # its pruned trees are written from the estimator: no need to hold the arrays
+
+    def _result(self, lam: float, leaves, optimum: float, bound: float) -> PruneResult:
+        return _result(self.model, self.forest, self.problem, self.lazy, lam, leaves, optimum, bound, self.solver)
+
+    def path(self, lams) -> list[PruneResult]:
+        """The optimal pruning at each trade-off of ``lams`` (in the given order); the max-flow solver goes
+        through them in increasing order, each starting from the previous one's flow."""
+        lams = [_check_lam(lam) for lam in lams]
+        if self.solver == "highs":
+            solved = [_solve_highs(self.problem, self.lazy, lam) for lam in lams]
+        else:
+            solved = [(leaves, bound, bound) for leaves, bound in _solve_maxflow(self.problem, self.lazy, lams)]
+        return [self._result(lam, leaves, optimum, bound) for lam, (leaves, optimum, bound) in zip(lams, solved)]
+
+    def at(self, lam: float) -> PruneResult:
+        """The optimal pruning at trade-off ``lam``."""
+        return self.path([lam])[0]
+
+    def _solve(self, lam: float) -> tuple:
+        """(lam, leaves, the solver's optimum, its bound, error, cost) of the optimal pruning at lam."""
+        if self.solver == "highs":
+            leaves, optimum, bound = _solve_highs(self.problem, self.lazy, lam)
+        else:
+            (leaves, optimum), = _solve_maxflow(self.problem, self.lazy, [lam])
+            bound = optimum
+        kept = [kept_nodes(parent, leaf) for parent, leaf in zip(self.problem.parent, leaves)]
+        return (lam, leaves, optimum, bound) + _evaluate(self.problem, leaves, kept, self.lazy)
+
+    def within(self, budget: float) -> PruneResult:
+        """The least-error pruning that some trade-off makes optimal with mean cost <= ``budget`` on the
+        rows, at the smallest such trade-off (see :func:`budget_prune`)."""
+        budget = _check_lam(budget, "budget")
+        low = self._solve(0.0)
+        if low[5] <= budget:
+            return self._result(*low[:4])
+        high, lam = None, 1.0
+        while high is None:  # a lam large enough: the cost falls to 0 (every tree a leaf) as lam grows
+            trial = self._solve(lam)
+            if trial[5] <= budget:
+                high = trial
+            elif lam > 1e300:
+                raise CEGBError(f"internal error: no trade-off brings the cost within budget {budget!r}")
+            else:
+                low, lam = trial, lam * 4
+        while True:
+            # the lines error + lam * cost of the two prunings meet at cross; a pruning better there lies between
+            cross = (high[4] - low[4]) / (low[5] - high[5])
+            middle = self._solve(cross)
+            line = low[4] + cross * low[5]
+            if middle[4] + cross * middle[5] >= line - 1e-12 * max(1.0, abs(line)):
+                # a breakpoint: low and high are both optimal at cross, high (within budget) for every lam above
+                return self._result(cross, high[1], middle[2], middle[3])
+            if middle[5] <= budget:
+                high = middle
+            else:
+                low = middle
+
+
 def budget_prune(model, X, y, costs, lam: float | None = None, *, budget: float | None = None,
                  solver: str = "maxflow", n_jobs: int | None = None) -> PruneResult:
     """Prune ``model`` on (X, y) for feature costs ``costs`` at trade-off ``lam`` (see the module doc), or,
@@ -448,48 +516,17 @@ def budget_prune(model, X, y, costs, lam: float | None = None, *, budget: float 
             exact breakpoint: the result is the least-error pruning that some lam makes optimal within the
             budget, and ``result.lam`` the smallest such lam.
     n_jobs : threads for routing the rows (None: the CPUs this process may use)
+
+    Several trade-offs or budgets on the same rows: build a :class:`Pruner` once.
     """
     if (lam is None) == (budget is None):
         raise CEGBError(f"give either lam or budget, got lam={lam!r} and budget={budget!r}")
-    if budget is None:
-        return budget_prune_path(model, X, y, costs, [lam], solver=solver, n_jobs=n_jobs)[0]
-    budget = _check_lam(budget, "budget")
-    forest, problem, lazy = _problem(model, X, y, costs, solver, n_jobs)
-
-    def solve(lam: float) -> tuple:
-        """(lam, leaves, the solver's optimum, its bound, error, cost) of the optimal pruning at lam."""
-        if solver == "highs":
-            leaves, optimum, bound = _solve_highs(problem, lazy, lam)
-        else:
-            (leaves, optimum), = _solve_maxflow(problem, lazy, [lam])
-            bound = optimum
-        kept = [kept_nodes(parent, leaf) for parent, leaf in zip(problem.parent, leaves)]
-        return (lam, leaves, optimum, bound) + _evaluate(problem, leaves, kept, lazy)
-
-    low = solve(0.0)
-    if low[5] <= budget:
-        return _result(model, forest, problem, lazy, *low[:4], solver)
-    high, lam = None, 1.0
-    while high is None:  # a lam large enough: the cost falls to 0 (every tree a leaf) as lam grows
-        trial = solve(lam)
-        if trial[5] <= budget:
-            high = trial
-        elif lam > 1e300:
-            raise CEGBError(f"internal error: no trade-off brings the cost within budget {budget!r}")
-        else:
-            low, lam = trial, lam * 4
-    while True:
-        # the lines error + lam * cost of the two prunings meet at cross; a pruning better there lies between
-        cross = (high[4] - low[4]) / (low[5] - high[5])
-        middle = solve(cross)
-        line = low[4] + cross * low[5]
-        if middle[4] + cross * middle[5] >= line - 1e-12 * max(1.0, abs(line)):
-            # a breakpoint: low and high are both optimal at cross, high (within budget) for every lam above
-            return _result(model, forest, problem, lazy, cross, high[1], middle[2], middle[3], solver)
-        if middle[5] <= budget:
-            high = middle
-        else:
-            low = middle
+    if lam is not None:
+        lam = _check_lam(lam)
+    else:
+        budget = _check_lam(budget, "budget")
+    pruner = Pruner(model, X, y, costs, solver=solver, n_jobs=n_jobs)
+    return pruner.at(lam) if budget is None else pruner.within(budget)
 
 
 def budget_prune_path(model, X, y, costs, lams, *, solver: str = "maxflow", n_jobs: int | None = None) -> list[PruneResult]:
@@ -497,12 +534,4 @@ def budget_prune_path(model, X, y, costs, lams, *, solver: str = "maxflow", n_jo
     The rows' paths are computed once; the max-flow solver goes through the trade-offs in increasing order
     and starts each from the previous one's flow."""
     lams = [_check_lam(lam) for lam in lams]
-    forest, problem, lazy = _problem(model, X, y, costs, solver, n_jobs)
-    if _is_sklearn_forest(model):
-        forest = None  # its pruned trees are written from the estimator: no need to hold the forest's arrays
-    if solver == "highs":
-        solved = [_solve_highs(problem, lazy, lam) for lam in lams]
-    else:
-        solved = [(leaves, bound, bound) for leaves, bound in _solve_maxflow(problem, lazy, lams)]
-    return [_result(model, forest, problem, lazy, lam, leaves, optimum, bound, solver)
-            for lam, (leaves, optimum, bound) in zip(lams, solved)]
+    return Pruner(model, X, y, costs, solver=solver, n_jobs=n_jobs).path(lams)

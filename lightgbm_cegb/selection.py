@@ -284,23 +284,22 @@ def _fit_cegb(context: Context, scale: float, params: dict) -> list[Candidate]:
 
 
 def _prune_prepare(context: Context):
+    """The plain model, its BudgetPrune problem on the training rows (built once for every grid point) and
+    its mean lazy cost there (the unit of ``budget_fraction``)."""
+    from .prune import Pruner
     booster = _plain(context)
-    return booster, float(prediction_cost(booster, context.train.X, context.costs.lazy).mean)
+    pruner = Pruner(booster, context.train.X, context.train.y, context.costs.lazy)
+    return pruner, float(prediction_cost(booster, context.train.X, context.costs.lazy).mean)
 
 
 @register("budget_prune", prepare=_prune_prepare,
           grid=lambda context: [{"budget_fraction": f} for f in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0)])
 def _fit_budget_prune(context: Context, state, params: dict) -> list[Candidate]:
-    from .prune import budget_prune
-    booster, full_cost = state
+    pruner, full_cost = state
     _check_keys("budget_prune", params, {"budget_fraction", "lam"})
     if ("budget_fraction" in params) == ("lam" in params):
         raise CEGBError(f"budget_prune: give budget_fraction or lam, got {params}")
-    if "lam" in params:
-        result = budget_prune(booster, context.train.X, context.train.y, context.costs.lazy, params["lam"])
-    else:
-        result = budget_prune(booster, context.train.X, context.train.y, context.costs.lazy,
-                              budget=params["budget_fraction"] * full_cost)
+    result = pruner.at(params["lam"]) if "lam" in params else pruner.within(params["budget_fraction"] * full_cost)
     pruned = result.model
     return [Candidate("budget_prune", {**params, "lam": result.lam}, pruned, pruned.predict,
                       lambda X: prediction_cost(pruned, X, context.costs))]
