@@ -34,6 +34,7 @@ registered methods, each on a documented scale:
 from __future__ import annotations
 
 import math
+import sys
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -319,22 +320,21 @@ def _fit_early_exit(context: Context, booster, params: dict) -> list[Candidate]:
     from .early_exit import EarlyExit
     _check_keys("early_exit", params, {"threshold", "every"})
     model = EarlyExit(booster, params["threshold"], every=params.get("every", 10), costs=context.costs)
-    if model.kind == "rank":
-        return [_RankingExit("early_exit", params, model)]
-    return [Candidate("early_exit", params, model, lambda X: model.predict(X).prediction,
-                      lambda X: model.predict(X).cost)]
+    return [_ExitCandidate("early_exit", params, model, lambda X: model.predict(X).prediction,
+                           lambda X: model.predict(X).cost)]
 
 
-class _RankingExit(Candidate):
-    """Early Exit on a ranker: the exits depend on the query, so it is measured with the query sizes; a
-    stopped document ranks below the others of its query (the score is minus its rank)."""
-
-    def __init__(self, method: str, params: dict, model) -> None:
-        super().__init__(method, params, model, None, None)
+class _ExitCandidate(Candidate):
+    """Early Exit: prediction and cost come from one pass (``EarlyExit.predict``). A ranker's exits depend on
+    the query, so it is measured with the query sizes, a stopped document ranking below the others of its
+    query (the score is minus its rank); its ``predict``/``cost`` callables need no queries only for a
+    classifier."""
 
     def measure(self, rows: Rows, metric: Metric) -> tuple[float, float, float]:
-        result = self.model.predict(rows.X, group=rows.group)
-        return metric.fn(rows.y, -result.rank.astype(np.float64), rows.group), float(result.cost.mean), 0.0
+        ranker = self.model.kind == "rank"
+        result = self.model.predict(rows.X, group=rows.group) if ranker else self.model.predict(rows.X)
+        score = -result.rank.astype(np.float64) if ranker else result.prediction
+        return metric.fn(rows.y, score, rows.group), float(result.cost.mean), float(result.cost.coupled)
 
 
 BUDGETRF_TREES = (1, 2, 3, 5, 10, 20, 30, 50, 100, 200)
@@ -408,8 +408,6 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
     ``coupled``, ``params`` (dict) and its keys as columns, ``model`` (a Candidate: ``.model``, ``.predict``,
     ``.cost``). ``frame.attrs`` holds ``metric`` and ``greater_is_better``.
     """
-    import sys
-
     if task not in TASKS:
         raise CEGBError(f"task should be one of {TASKS}, got {task!r}")
     names = [methods] if isinstance(methods, str) else list(methods)
@@ -571,6 +569,10 @@ def cost_scorer(costs=None, *, metric: str | Metric = "accuracy", budget: float 
     used = get_metric(metric, "binary")
     if penalty < 0 or not math.isfinite(penalty):
         raise CEGBError(f"penalty should be a finite number >= 0, got {penalty!r}")
+
+    if used.name.startswith(("ndcg@", "ap@")):
+        raise CEGBError(f"cost_scorer: metric {used.name!r} needs the queries, which a scikit-learn scorer does not "
+                        "get; use sweep(..., task='ranking')")
 
     def score(estimator, X, y) -> float:
         cost = prediction_cost(estimator, X, costs).mean

@@ -239,6 +239,8 @@ def test_cost_scorer_in_grid_search(binary):
     cost = prediction_cost(model, X, COSTS).mean
     expected = np.mean(model.predict(X) == y) if cost <= budget else -math.inf
     assert scorer(model, X, y) == expected
+    with pytest.raises(CEGBError, match=r"cost_scorer: metric 'ndcg@5' needs the queries"):
+        cost_scorer(COSTS, metric="ndcg@5")
     penalised = cost_scorer(COSTS, metric="logloss", penalty=0.01)(model, X, y)
     from sklearn.metrics import log_loss
     assert penalised == pytest.approx(-log_loss(y, model.predict_proba(X)) - 0.01 * cost, rel=1e-12)
