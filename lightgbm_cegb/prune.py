@@ -172,23 +172,33 @@ def _sklearn_problem(model, forest: Forest, X, y, n_jobs: int | None) -> _Proble
 LIGHTGBM_OBJECTIVES = ("regression", "binary", "multiclass")
 
 
-def _objective_loss(objective: str, y: np.ndarray, num_class: int):
-    """loss(score, rows): the training loss of rows ``rows`` of y at raw scores ``score`` (one row each;
-    a column per class for multiclass), for the model's objective."""
+def _objective_loss(objective: str, y: np.ndarray, score: np.ndarray):
+    """loss(rows, k, delta): the training loss of ``rows`` of y, for the model's objective, when the raw score
+    of class k (column k of ``score``, one row per row of y) moves by ``delta`` (one value per row)."""
     name = objective.split()[0] if objective else ""
     if name in ("regression", "regression_l2", "l2", "mean_squared_error", "mse"):
-        return lambda score, rows: (score[:, 0] - y[rows]) ** 2
+        return lambda rows, k, delta: (score[rows, 0] + delta - y[rows]) ** 2
     if name == "binary":
         if not np.isin(y, (0, 1)).all():
             raise CEGBError(f"y should hold labels 0 and 1 for a binary model, got {np.unique(y)[:10].tolist()}")
         sigmoid = float(dict(p.split(":") for p in objective.split()[1:]).get("sigmoid", 1.0))
-        return lambda score, rows: np.logaddexp(0.0, np.where(y[rows] == 1, -sigmoid, sigmoid) * score[:, 0])
+        sign = np.where(y == 1, -sigmoid, sigmoid)
+        return lambda rows, k, delta: np.logaddexp(0.0, sign[rows] * (score[rows, 0] + delta))
     if name in ("multiclass", "softmax"):
+        num_class = score.shape[1]
         label = y.astype(np.int64)
         if (label != y).any() or (label < 0).any() or (label >= num_class).any():
             raise CEGBError(f"y should hold class labels 0..{num_class - 1}, got {np.unique(y)[:10].tolist()}")
-        return lambda score, rows: (np.logaddexp.reduce(score, axis=1)
-                                    - score[np.arange(len(rows)), label[rows]])
+        # softmax loss logsumexp(s) - s[y] with only s[k] moved: log(sum_{j != k} e^s_j + e^(s_k + delta))
+        # - s[y] - [k == y] delta; the sums over the other classes are computed once per row and class
+        others = np.stack([np.logaddexp.reduce(np.delete(score, k, axis=1), axis=1) if num_class > 1
+                           else np.full(len(score), -np.inf) for k in range(num_class)], axis=1)
+        true_score = score[np.arange(len(score)), label]
+
+        def loss(rows, k, delta):
+            return (np.logaddexp(others[rows, k], score[rows, k] + delta) - true_score[rows]
+                    - np.where(label[rows] == k, delta, 0.0))
+        return loss
     raise CEGBError(f"budget_prune supports LightGBM objectives {LIGHTGBM_OBJECTIVES}, got {objective!r}")
 
 
@@ -203,22 +213,21 @@ def _lightgbm_problem(forest: Forest, X, y, n_jobs: int | None) -> _Problem:
         raise CEGBError("y should hold numbers for a LightGBM model") from None
     objective = (forest.text_header and _header_value(forest.text_header, "objective")) or ""
     per_iteration = forest.trees_per_iteration
-    loss = _objective_loss(objective, y, per_iteration)
     problem, leaves = _layout(forest, X, y, n_jobs)
     # rf averages the trees of each class: a tree's output enters the score the loss sees divided by the
     # number of iterations
     scale = per_iteration / forest.num_trees if forest.average_output else 1.0
     tree_output = forest.leaf_values(X, leaves)
-    score = forest.raw_score(X, leaves, averaged=True, values=tree_output, n_jobs=n_jobs)
+    score = forest.raw_score(X, leaves, averaged=True, values=tree_output, n_jobs=n_jobs).reshape(len(y), -1)
+    loss = _objective_loss(objective, y, score)
     for t in range(forest.num_trees):
         s, s1 = forest.node_offset[t], forest.node_offset[t + 1]
         value = np.concatenate([forest.internal_value[s:s1], forest.leaf_value[forest.leaf_offset[t]:forest.leaf_offset[t + 1]]])
         errors = np.zeros(len(value))
         for nodes, positions in _range_chunks(problem.lo[t], problem.hi[t]):
             rows = problem.perm[t][positions]
-            pair_score = score[rows].copy()
-            pair_score[:, t % per_iteration] += scale * (value[nodes] - tree_output[rows, t])
-            errors += np.bincount(nodes, weights=loss(pair_score, rows), minlength=len(value))
+            delta = scale * (value[nodes] - tree_output[rows, t])
+            errors += np.bincount(nodes, weights=loss(rows, t % per_iteration, delta), minlength=len(value))
         problem.errors.append(errors)
     return problem
 

@@ -6,6 +6,7 @@
 Every registered method of lightgbm_cegb.selection that supports the task (plain LightGBM, CEGB, BudgetPrune,
 Early Exit, BudgetRF; a method registered later joins by itself) is swept on its default grid on the training
 rows and measured on the validation rows; its validation Pareto points are then measured on the test rows.
+BudgetPrune runs twice: on the plain boosted model and on a LightGBM random forest (its paper's setting).
 Quality: accuracy; cost: the exact mean feature cost per row (Early Exit: only the trees each row went through).
 - higgs: the bundled HIGGS subset (5,500 / 1,500 / 500 rows), the demo's costs (21 low-level features 1,
   7 high-level 10).
@@ -87,6 +88,9 @@ def load(name: str) -> tuple[dict, FeatureCosts, str]:
 
 QUICK = {"cegb": [{"relative_tradeoff": r} for r in (0.0, 0.05)], "budget_prune": [{"budget_fraction": 0.3}],
          "early_exit": [{"threshold": 0.9}], "budgetrf": [{"alpha": 2.0, "n_estimators": 5, "trees": (1, 5)}]}
+# BudgetPrune's own setting (Nan et al. 2016): a random forest (LightGBM's rf mode: bootstrap-like bagging,
+# a random half of the features per tree, 100 trees) rather than a boosted model
+RF = {"boosting": "rf", "bagging_fraction": 0.632, "bagging_freq": 1, "feature_fraction": 0.5}
 LABELS = {"lightgbm": "LightGBM", "cegb": "CEGB", "budget_prune": "BudgetPrune", "early_exit": "Early Exit",
           "budgetrf": "BudgetRF"}
 
@@ -101,16 +105,16 @@ def main() -> None:
     args = parser.parse_args()
     parts, costs, task = load(args.data)
     args.out.mkdir(parents=True, exist_ok=True)
+    runs = [(LABELS.get(name, name), name, {}, args.rounds) for name, method in METHODS.items() if task in method.tasks]
+    runs.insert([r[1] for r in runs].index("budget_prune") + 1, ("BudgetPrune (random forest)", "budget_prune", RF, 100))
     frames = []
-    for name, method in METHODS.items():
-        if task not in method.tasks:
-            continue
+    for label, name, params, rounds in runs:
         start = time.perf_counter()
         grid = {name: QUICK[name]} if args.quick and name in QUICK else None
-        frame = sweep(name, parts["train"], parts["valid"], costs, task=task, grid=grid, num_boost_round=args.rounds,
-                      n_jobs=args.jobs)
+        frame = sweep(name, parts["train"], parts["valid"], costs, task=task, grid=grid, params=params,
+                      num_boost_round=rounds, n_jobs=args.jobs)
         frame = evaluate(pareto(frame), parts["test"])
-        frame["method"] = LABELS.get(name, name)
+        frame["method"] = label
         frames.append(frame)
         print(f"{frame['method'].iloc[0]}: {len(frame)} validation Pareto points in "
               f"{time.perf_counter() - start:.1f} s", flush=True)

@@ -21,7 +21,8 @@ def test_quick_frontiers_on_higgs(tmp_path):
         pytest.fail("frontiers.py timed out after 1200 s")
     assert result.returncode == 0, result.stderr[-3000:]
     frame = pd.read_csv(tmp_path / "frontier_higgs.csv")
-    assert set(frame["method"]) == {"LightGBM", "CEGB", "BudgetPrune", "Early Exit", "BudgetRF"}
+    assert set(frame["method"]) == {"LightGBM", "CEGB", "BudgetPrune", "BudgetPrune (random forest)",
+                                   "Early Exit", "BudgetRF"}
     assert frame["test_quality"].between(0, 1).all() and frame["test_cost"].between(0, 91).all()
     assert frame["cost"].between(0, 91).all()
     report = (tmp_path / "frontier_higgs.md").read_text()

@@ -546,3 +546,32 @@ def test_forests_of_single_leaves(solver):
         result = budget_prune(model, X, y, [1.0, 1.0, 1.0], 0.1, solver=solver)
         assert result.cost == 0 and result.objective == result.lower_bound == result.error
         assert [leaf.tolist() for leaf in result.leaves] == [[True]] * len(result.leaves)
+
+
+@pytest.mark.parametrize("objective", ["multiclass num_class:4", "multiclass num_class:1", "binary sigmoid:1.5",
+                                       "regression"])
+def test_objective_loss_with_one_class_moved(objective):
+    """The per-pair loss (one class's raw score moved by delta) equals the loss of the moved score vector."""
+    from lightgbm_cegb.prune import _objective_loss
+
+    rng = np.random.default_rng(5)
+    num_class = int(objective.split("num_class:")[1]) if "num_class" in objective else 1
+    score = rng.normal(0, 3, size=(200, num_class))
+    score[:5, 0] = 40.0  # a class with probability ~1
+    y = rng.integers(0, max(num_class, 2), 200).astype(np.float64) if num_class > 1 or "binary" in objective \
+        else rng.normal(size=200)
+    if num_class == 1 and "multiclass" in objective:
+        y[:] = 0
+    rows = rng.integers(0, 200, 500)
+    delta = rng.normal(0, 2, 500)
+    loss = _objective_loss(objective, y, score)
+    for k in range(num_class):
+        moved = score[rows].copy()
+        moved[:, k] += delta
+        if "multiclass" in objective:
+            expected = np.logaddexp.reduce(moved, axis=1) - moved[np.arange(500), y[rows].astype(int)]
+        elif "binary" in objective:
+            expected = np.logaddexp(0.0, np.where(y[rows] == 1, -1.5, 1.5) * moved[:, 0])
+        else:
+            expected = (moved[:, 0] - y[rows]) ** 2
+        np.testing.assert_allclose(loss(rows, k, delta), expected, rtol=1e-12, atol=1e-12)
