@@ -207,13 +207,15 @@ def libsvm_id_range(path: Path) -> tuple[int, int] | None:
     low, high = None, -1
     with path.open("rb") as fh:
         for lineno, line in enumerate(fh, 1):
-            tokens = [t for t in line.split(b"#", 1)[0].split()[1:] if not t.startswith(b"qid:")]
-            if not tokens:
+            head = line.split(b"#", 1)[0]
+            # the two tokens after the label (qid: and the first pair), not a split of the whole line
+            pairs = [t for t in head.split(None, 3)[1:3] if not t.startswith(b"qid:")]
+            if not pairs:
                 continue
-            if b":" not in tokens[0]:
+            if b":" not in pairs[0]:
                 return None
             try:
-                first, last = int(tokens[0].partition(b":")[0]), int(tokens[-1].partition(b":")[0])
+                first, last = int(pairs[0].partition(b":")[0]), int(head.rsplit(None, 1)[-1].partition(b":")[0])
             except ValueError:
                 raise CEGBError(f"{path}:{lineno}: expected index:value pairs, got {line[:60]!r}") from None
             low, high = first if low is None else min(low, first), max(high, last)

@@ -160,3 +160,14 @@ def test_cost_reads_header_and_label_from_config(files, capsys):
     conf.write_text("label_column = name:target\n")
     assert main(["cost", str(tmp / "h.txt"), str(named), "--config", str(conf)]) == 2
     assert "label_column='name:target' names a column: the file needs a header" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("1 qid:3 2:0.5 7:1\n0 qid:3 1:2\n", (1, 7)), ("1 0:1 3:2\n", (0, 3)), ("1 qid:1\n2 4:1 # c 9:1\n", (4, 4)),
+    ("1,2,3\n", None), ("1 2:1 5:3 # x\n\n", (2, 5)), ("1 qid:2 4:1\n", (4, 4))])
+def test_libsvm_id_range(tmp_path, text, expected):
+    from lightgbm_cegb.cli import libsvm_id_range
+
+    path = tmp_path / "data.svm"
+    path.write_text(text)
+    assert libsvm_id_range(path) == expected
