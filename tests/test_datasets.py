@@ -53,3 +53,15 @@ def test_bad_files(tmp_path):
     with pytest.raises(CEGBError, match="num_features=9 but the costs list 5 features"):
         (tmp_path / "cost.txt").write_text("1\n5\n20\n50\n10000\n")
         load_svmlight(tmp_path / "rank.txt", tmp_path / "cost.txt", num_features=9)
+
+
+def test_bundled_mslr_subset():
+    from lightgbm_cegb.datasets import mslr_subset
+
+    for split in ("train", "test"):
+        data = mslr_subset(split)
+        assert data.X.shape == (5000, 136) and data.group.sum() == 5000 and len(data.group) == 43
+        assert data.costs.num_features == 136 and set(np.unique(data.costs.lazy)) <= {1.0, 10.0, 20.0, 50.0, 100.0}
+        assert set(np.unique(data.y)) <= {0.0, 1.0, 2.0, 3.0, 4.0}
+    with pytest.raises(CEGBError, match=r"split should be 'train' or 'test', got 'valid'"):
+        mslr_subset("valid")
