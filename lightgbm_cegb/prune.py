@@ -450,6 +450,7 @@ class Pruner:
     def __init__(self, model, X, y, costs, *, solver: str = "maxflow", n_jobs: int | None = None) -> None:
         self.model, self.solver = model, solver
         self.forest, self.problem, self.lazy = _problem(model, X, y, costs, solver, n_jobs)
+        self._solved: dict[float, tuple] = {}  # lam -> _solve's answer: budgets share their searches' first steps
         if _is_sklearn_forest(model):
             self.forest = None  # its pruned trees are written from the estimator: no need to hold the arrays
 
@@ -472,13 +473,16 @@ class Pruner:
 
     def _solve(self, lam: float) -> tuple:
         """(lam, leaves, the solver's optimum, its bound, error, cost) of the optimal pruning at lam."""
+        if lam in self._solved:
+            return self._solved[lam]
         if self.solver == "highs":
             leaves, optimum, bound = _solve_highs(self.problem, self.lazy, lam)
         else:
             (leaves, optimum), = _solve_maxflow(self.problem, self.lazy, [lam])
             bound = optimum
         kept = [kept_nodes(parent, leaf) for parent, leaf in zip(self.problem.parent, leaves)]
-        return (lam, leaves, optimum, bound) + _evaluate(self.problem, leaves, kept, self.lazy)
+        self._solved[lam] = (lam, leaves, optimum, bound) + _evaluate(self.problem, leaves, kept, self.lazy)
+        return self._solved[lam]
 
     def within(self, budget: float) -> PruneResult:
         """The least-error pruning that some trade-off makes optimal with mean cost <= ``budget`` on the
