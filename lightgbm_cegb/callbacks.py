@@ -36,6 +36,8 @@ class _BoosterCosts:
         if current < self.iterations:
             raise CEGBError(f"the booster has {current} iterations, fewer than the {self.iterations} already "
                             "counted (rollback_one_iter?): cost callbacks follow a model that only grows")
+        if current == self.iterations and self.state is not None:  # LightGBM found no split: no tree added
+            return self.state.mean()
         new = read_text(booster.model_to_string(start_iteration=self.iterations,
                                                 num_iteration=current - self.iterations))
         if self.state is None:

@@ -32,14 +32,15 @@ INT_FIELDS = {"split_feature", "decision_type", "left_child", "right_child", "le
 
 
 def _header(text: str) -> tuple[dict[str, str], int]:
-    """The header's key=value pairs and the offset of the first ``Tree=`` line (len(text) if none)."""
+    """The header's key=value pairs and the offset of the first ``Tree=`` line, or of the ``end of trees``
+    line of a model without trees (len(text) if neither)."""
     fields: dict[str, str] = {}
     pos = 0
     while pos < len(text):
         end = text.find("\n", pos)
         end = len(text) if end < 0 else end
         line = text[pos:end].rstrip("\r")
-        if line.startswith("Tree="):
+        if line.startswith("Tree=") or line == "end of trees":
             return fields, pos
         parts = [part for part in line.split("=") if part]  # LightGBM's Common::Split drops empty parts
         if parts:

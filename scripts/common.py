@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from lightgbm_cegb.selection import pareto
+from lightgbm_cegb.errors import CEGBError
+from lightgbm_cegb.selection import pareto, train_to_budget
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -20,6 +21,7 @@ def write_atomically(path: Path, write) -> None:
     """``write(tmp)`` to a temporary file beside ``path``, then moved onto it."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
     os.close(fd)
+    os.chmod(tmp, 0o644)  # mkstemp's 0600 is for secrets: these are results to share
     try:
         write(tmp)
         os.replace(tmp, path)
@@ -97,3 +99,22 @@ def load_letter() -> list:
     y, X = raw[:, 0], raw[:, 1:].astype(np.float64)
     order = np.random.default_rng(0).permutation(len(y))
     return [(X[p], y[p]) for p in np.split(order, [10_000, 13_000])]
+
+
+def trained_to_budgets(train, valid, test, costs, budgets: list[float], label: str, *, task: str,
+                       quick: bool = False, **options) -> pd.DataFrame:
+    """One point per budget: CEGB trained to it (selection.train_to_budget: budget_stopping on the
+    validation rows, the relative trade-off searched), with its validation and test figures."""
+    rows = []
+    for budget in budgets:
+        search = {"relative_tradeoffs": (0.0, 0.5), "refine": 0} if quick else {}
+        try:
+            chosen = train_to_budget(train, valid, costs, budget, task=task, test=test, **search, **options)
+        except CEGBError as exc:  # even the first iteration of every trade-off tried costs more
+            print(f"{label}: nothing within budget {budget:g} ({exc})", flush=True)
+            continue
+        rows.append({"method": label, "quality": chosen.valid_quality, "cost": chosen.valid_cost, "coupled": 0.0,
+                     "params": chosen.params, "model": chosen.candidate, "test_quality": chosen.test_quality,
+                     "test_cost": chosen.test_cost})
+    return pd.DataFrame(rows, columns=["method", "quality", "cost", "coupled", "params", "model", "test_quality",
+                                       "test_cost"])

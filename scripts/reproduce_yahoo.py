@@ -20,7 +20,8 @@ method is swept (lightgbm_cegb.selection: trade-offs on their documented scales)
 points measured on the validation rows; the validation Pareto points are then measured on the test rows.
 Writes DIR/yahoo_<data>_<setting>.csv (every point, validation and test figures), a PNG per setting with
 matplotlib, and DIR/yahoo_<data>.md: per method the test AP@5 of the model select() picks within 3 budgets
-(fractions of plain LightGBM's validation cost). Best-first against breadth-first growth (figure 3b) needs
+(fractions of plain LightGBM's validation cost), with "CEGB deep trained to the budget" (selection.train_to_budget)
+at each. Best-first against breadth-first growth (figure 3b) needs
 depth-wise growth in the patch series (the issue "Patch series II") and is not run yet.
 """
 
@@ -36,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import budget_table, report_frontier, write_atomically  # noqa: E402
+from common import budget_table, report_frontier, trained_to_budgets, write_atomically  # noqa: E402
 
 from lightgbm_cegb import FeatureCosts  # noqa: E402
 from lightgbm_cegb.datasets import load_svmlight, mslr_subset, yahoo_costs  # noqa: E402
@@ -103,7 +104,7 @@ def load(args) -> tuple[dict, FeatureCosts]:
     return parts, FeatureCosts(lazy=costs.lazy)
 
 
-def run_setting(setting: str, parts: dict, lazy: FeatureCosts, args) -> pd.DataFrame:
+def run_setting(setting: str, parts: dict, lazy: FeatureCosts, args) -> tuple[pd.DataFrame, list[float]]:
     binarise = setting == "ii"
     costs = FeatureCosts(lazy=lazy.lazy, split=0.0 if binarise else 0.25)
 
@@ -142,9 +143,18 @@ def run_setting(setting: str, parts: dict, lazy: FeatureCosts, args) -> pd.DataF
         frames.append(frame)
         print(f"[{setting}] {label}: {len(frame)} validation Pareto points in {time.perf_counter() - start:.1f} s",
               flush=True)
+    if "lightgbm" not in args.methods.split(","):
+        raise SystemExit("--methods should include lightgbm: the budgets are fractions of its cost")
+    plain = frames[[run[1] for run in runs if run[1] in args.methods.split(",")].index("lightgbm")]["cost"].max()
+    budgets = [round(f * plain, 4) for f in BUDGET_FRACTIONS]
+    if "cegb" in args.methods.split(","):
+        start = time.perf_counter()
+        frames.append(trained_to_budgets(train, valid, rows("test"), costs, budgets, "CEGB deep trained to the budget",
+                                         quick=args.quick, params={**DEEP, **objective}, **common))
+        print(f"[{setting}] CEGB trained to each budget in {time.perf_counter() - start:.1f} s", flush=True)
     frame = pd.concat(frames, ignore_index=True)
     frame.attrs = dict(frames[0].attrs)
-    return frame
+    return frame, budgets
 
 
 def main() -> None:
@@ -173,13 +183,10 @@ def main() -> None:
               f"(budgets: {', '.join(f'{f:g}' for f in BUDGET_FRACTIONS)} x plain LightGBM's validation cost).",
               ""]
     for setting in args.settings.split(","):
-        frame = run_setting(setting, parts, lazy, args)
-        if "LightGBM" not in set(frame["method"]):
-            raise SystemExit("--methods should include lightgbm: the budgets are fractions of its cost")
-        plain = frame[frame["method"] == "LightGBM"]["cost"].max()
+        frame, budgets = run_setting(setting, parts, lazy, args)
         title = {"i": "setting (i): feature + split cost 1/4, graded labels",
                  "ii": "setting (ii): feature cost only, labels binarised"}[setting]
-        lines = budget_table(frame, [round(f * plain, 4) for f in BUDGET_FRACTIONS])
+        lines = budget_table(frame, budgets)
         print("\n".join(lines))
         report += [f"## {title}", "", *lines, "",
                    *report_frontier(frame, args.out, f"yahoo_{args.data}_{setting}", f"{args.data}: {title}", "AP@5")]

@@ -245,6 +245,19 @@ def test_write_text_is_lightgbm_byte_for_byte(categorical_model):
         assert write_text(read_text(model.model_to_string())) == model.model_to_string()
 
 
+def test_model_without_trees_is_read_as_lightgbm_reads_it():
+    """An untrained Booster's text (no Tree= line) loads in LightGBM and predicts 0: read_text gives a
+    forest of no trees, which costs nothing and writes back byte for byte."""
+    X = np.random.default_rng(2).normal(size=(50, 3))
+    booster = lgb.Booster({"verbose": -1}, lgb.Dataset(X, X[:, 0]))
+    text = booster.model_to_string()
+    forest = read_text(text)
+    assert forest.num_trees == 0 and forest.num_features == 3
+    assert write_text(forest) == text
+    assert lgb.Booster(model_str=text).predict(X).tolist() == [0.0] * 50
+    assert prediction_cost(booster, X, FeatureCosts(lazy=[1.0, 2.0, 3.0])).mean == 0.0
+
+
 def test_model_file_with_pandas_categories_routes_like_the_booster(tmp_path):
     """A model FILE trained on a DataFrame with a category column: its pandas_categorical line maps the
     DataFrame's categories to LightGBM's codes, as lgb.Booster(model_file=...) does."""

@@ -3,6 +3,7 @@ that classifies has points, measured on validation and test rows, and the report
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -22,9 +23,12 @@ def test_quick_frontiers_on_higgs(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     frame = pd.read_csv(tmp_path / "frontier_higgs.csv")
     assert set(frame["method"]) == {"LightGBM", "CEGB", "BudgetPrune", "BudgetPrune (random forest)",
-                                   "Early Exit", "BudgetRF"}
+                                   "Early Exit", "BudgetRF", "CEGB trained to the budget"}
     assert frame["test_quality"].between(0, 1).all() and frame["test_cost"].between(0, 91).all()
     assert frame["cost"].between(0, 91).all()
     report = (tmp_path / "frontier_higgs.md").read_text()
     assert "| method | budget" in report and "| BudgetRF |" in report
+    budgets = [float(b) for b in re.findall(r"budget ([0-9.e+]+)", report)]
+    trained = frame[frame["method"] == "CEGB trained to the budget"]
+    assert len(budgets) == 3 and len(trained) >= 1 and (trained["cost"] <= max(budgets) + 1e-9).all()
     assert (tmp_path / "frontier_higgs.png").stat().st_size > 1000

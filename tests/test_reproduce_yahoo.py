@@ -3,6 +3,7 @@ SVMlight files with the real cost vector and read back by load_svmlight) and on 
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -22,8 +23,13 @@ def test_reproduce_yahoo_quick(tmp_path, data):
     except subprocess.TimeoutExpired:
         pytest.fail("reproduce_yahoo.py timed out after 1200 s")
     assert result.returncode == 0, result.stderr[-3000:]
-    for setting, methods in (("i", {"LightGBM", "BudgetPrune", "Early Exit", "CEGB 16 leaves, depth 4", "CEGB deep"}),
-                             ("ii", {"LightGBM", "BudgetPrune", "Early Exit", "CEGB", "BudgetRF"})):
+    report = (tmp_path / f"yahoo_{data}.md").read_text()
+    assert report.count("| method | budget") == 2
+    report_sections = dict(zip(("i", "ii"), report.split("## setting")[1:]))
+    trained = "CEGB deep trained to the budget"
+    for setting, methods in (("i", {"LightGBM", "BudgetPrune", "Early Exit", "CEGB 16 leaves, depth 4", "CEGB deep",
+                                    trained}),
+                             ("ii", {"LightGBM", "BudgetPrune", "Early Exit", "CEGB", "BudgetRF", trained})):
         frame = pd.read_csv(tmp_path / f"yahoo_{data}_{setting}.csv")
         assert set(frame["method"]) == methods
         assert frame["test_quality"].between(0, 1).all() and (frame["test_cost"] >= 0).all()
@@ -31,5 +37,5 @@ def test_reproduce_yahoo_quick(tmp_path, data):
         cegb = frame[frame["method"].str.startswith("CEGB")]
         plain = frame[frame["method"] == "LightGBM"]
         assert cegb["cost"].min() < plain["cost"].min()  # the trade-off buys cost on validation
-    report = (tmp_path / f"yahoo_{data}.md").read_text()
-    assert report.count("| method | budget") == 2
+        budgets = [float(b) for b in re.findall(r"budget ([0-9.e+]+)", report_sections[setting])]
+        assert len(budgets) == 3 and (frame[frame["method"] == trained]["cost"] <= max(budgets) + 1e-9).all()

@@ -62,6 +62,20 @@ def test_budget_stopping_keeps_last_iteration_within_budget(data):
     assert prediction_cost(booster, Xv, COSTS, num_iteration=booster.current_iteration()).mean > budget
 
 
+def test_cost_callbacks_follow_a_training_that_runs_out_of_splits(data):
+    """When no split is left LightGBM adds no tree but keeps calling the callbacks: the cost stays put
+    (stock LightGBM's own message: 'Stopped training because there are no more leaves that meet the
+    split requirements')."""
+    X, y, Xv, _ = data
+    params = {**PARAMS, "min_data_in_leaf": 200, "num_leaves": 3, "learning_rate": 1.0, "lambda_l2": 0.0,
+              "min_gain_to_split": 50.0}
+    result = {}
+    booster = lgb.train(params, lgb.Dataset(X, y), 30, callbacks=[record_cost(Xv, COSTS, result),
+                                                                  budget_stopping(Xv, COSTS, 1e9, verbose=False)])
+    assert booster.current_iteration() < 30 and len(result["cost"]) == 30
+    np.testing.assert_allclose(result["cost"][-1], prediction_cost(booster, Xv, COSTS).mean, rtol=1e-12)
+
+
 @pytest.mark.parametrize("early_stopping", [False, True])
 def test_budget_stopping_keeps_the_best_validation_iteration_within_budget(early_stopping):
     # an overfitting model: validation loss turns up long before the cost stops growing
