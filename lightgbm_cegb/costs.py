@@ -15,7 +15,9 @@ from .errors import CEGBError
 #: The Yahoo! LTR cost file's cost of the feature ids that never occur in set 1.
 UNUSED_ID_COST = 10000.0
 
-CEGB_KEYS = ("cegb_penalty_feature_lazy", "cegb_penalty_feature_coupled", "cegb_penalty_split")
+CEGB_KEYS = ("cegb_penalty_feature_lazy", "cegb_penalty_feature_coupled", "cegb_penalty_split",
+             "cegb_penalty_feature_split")
+GROUP_KEYS = ("cegb_penalty_group_lazy", "cegb_penalty_group_coupled")
 
 
 def _feature_names(features) -> list[str]:
@@ -192,15 +194,14 @@ class FeatureCosts:
     def to_params(self, tradeoff: float | None = None) -> dict:
         """The ``cegb_*`` parameters for ``lgb.train`` (lists by column index)."""
         self._require_aligned()
-        if self._split.ndim:
-            raise CEGBError("LightGBM's cegb_penalty_split is one number; per-feature split costs can only be "
-                            "used for accounting")
         params = {}
         if self._lazy is not None:
             params["cegb_penalty_feature_lazy"] = self._lazy.tolist()
         if self._coupled is not None:
             params["cegb_penalty_feature_coupled"] = self._coupled.tolist()
-        if float(self._split):
+        if self._split.ndim:  # per feature (patch 0005)
+            params["cegb_penalty_feature_split"] = self._split.tolist()
+        elif float(self._split):
             params["cegb_penalty_split"] = float(self._split)
         if tradeoff is not None:
             params["cegb_tradeoff"] = float(tradeoff)
@@ -225,9 +226,17 @@ class FeatureCosts:
             if isinstance(value, str):
                 return [float(v) for v in value.split(",")]
             return value
+        grouped = [key for key in GROUP_KEYS if values(key) is not None]
+        if grouped:
+            raise CEGBError(f"the model was trained with feature groups ({', '.join(grouped)}), which this package's "
+                            "cost accounting does not read yet: pass the costs explicitly, knowing that a group's "
+                            "cost is then not counted")
         lazy, coupled = values("cegb_penalty_feature_lazy"), values("cegb_penalty_feature_coupled")
         split = float(params.get("cegb_penalty_split", 0.0) or 0.0)
-        if lazy is None and coupled is None and not split:
+        per_feature_split = values("cegb_penalty_feature_split")
+        if per_feature_split is not None:  # the two add up, as in training
+            split = np.asarray(per_feature_split, dtype=np.float64) + split
+        if lazy is None and coupled is None and not np.any(split):
             return None
         return cls(lazy, coupled, split)
 

@@ -536,12 +536,13 @@ def select(frame: pd.DataFrame, budget: float, test=None, *, metric: str | Metri
 
 
 def train_to_budget(train, valid, costs, budget: float, *, task: str, test=None,
-                    relative_tradeoffs: Sequence[float] = (0.0, 0.1, 0.2, 0.4, 0.6, 0.8, 0.95),
+                    relative_tradeoffs: Sequence[float] = CEGB_RELATIVE_TRADEOFFS,
                     refine: int = 4, **options) -> Selection:
     """CEGB trained to a budget: every model is trained with ``budget_stopping`` (its mean validation cost
     stays within ``budget``) and early stopping; the search over ``cegb_tradeoff`` (in units of
-    :func:`cegb_tradeoff_scale`) starts on ``relative_tradeoffs`` and then halves, ``refine`` times, the
-    geometric gap around the best point. Returns the :func:`select` of all points tried."""
+    :func:`cegb_tradeoff_scale`) starts on ``relative_tradeoffs`` (CEGB's default grid: where the cost moves
+    depends on the data, and a sparse start misses it, e.g. MNIST's between 0 and 0.05) and then halves,
+    ``refine`` times, the geometric gap around the best point. Returns the :func:`select` of all points tried."""
     frames = [sweep("cegb", train, valid, costs, task=task,
                     grid={"cegb": [{"relative_tradeoff": r, "budget": budget} for r in relative_tradeoffs]}, **options)]
     tried = sorted(relative_tradeoffs)

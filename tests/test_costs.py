@@ -33,6 +33,15 @@ def test_params_and_config():
     assert FeatureCosts.from_params({"cegb_penalty_feature_lazy": ""}) is None
 
 
+def test_per_feature_split_costs_are_training_parameters():
+    """Patch 0005 trains with per-feature split costs; in a model's parameters they add to the scalar one."""
+    costs = FeatureCosts(lazy=[1, 2], split=[0.5, 0.0])
+    assert costs.to_params() == {"cegb_penalty_feature_lazy": [1.0, 2.0], "cegb_penalty_feature_split": [0.5, 0.0]}
+    back = FeatureCosts.from_params({"cegb_penalty_split": "0.25", "cegb_penalty_feature_split": "0.5,0"})
+    np.testing.assert_array_equal(back.split, [0.75, 0.25])
+    assert FeatureCosts.from_params({"cegb_penalty_feature_split": "0,0"}) is None
+
+
 def test_yahoo_cost_file(tmp_path):
     path = tmp_path / "feature_cost.txt"
     path.write_text("1\n5\n\n20 # comment\n10000\n")
@@ -62,7 +71,8 @@ def test_yahoo_cost_file(tmp_path):
     (lambda: FeatureCosts(lazy={"z": 1}).align(["a", "b"]), r"lazy costs name unknown features \['z'\]"),
     (lambda: FeatureCosts(lazy={"a": 1}).align(["a", "a"]), r"feature names should be unique, got duplicates \['a'\]"),
     (lambda: FeatureCosts(lazy={"a": 1}).to_params(), r"costs are given by feature name: call \.align"),
-    (lambda: FeatureCosts(split=[1, 2]).to_params(), r"cegb_penalty_split is one number"),
+    (lambda: FeatureCosts.from_params({"cegb_feature_group": "0,0", "cegb_penalty_group_lazy": "1"}),
+     r"trained with feature groups \(cegb_penalty_group_lazy\), which this package's cost accounting does not read"),
     (lambda: FeatureCosts.from_file("x.txt", kind="both"), r"kind should be 'lazy' or 'coupled', got 'both'"),
 ])
 def test_bad_input(make, message):

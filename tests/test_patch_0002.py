@@ -105,8 +105,8 @@ def test_forced_split_pays_its_penalty(tmp_path, beta, made):
 @pytest.mark.upstream_bug
 def test_cuda_with_cegb_is_refused():
     X = np.random.default_rng(0).normal(size=(100, 3))
-    with pytest.raises(lgb.basic.LightGBMError, match=r"cegb_penalty_split, cegb_penalty_feature_lazy and "
-                       r"cegb_penalty_feature_coupled are not supported with device_type=cuda"):
+    with pytest.raises(lgb.basic.LightGBMError, match=r"cegb_penalty_split, cegb_penalty_feature_\* and "
+                       r"cegb_penalty_group_\* are not supported with device_type=cuda"):
         lgb.train({"device_type": "cuda", "cegb_penalty_split": 0.1, "verbose": -1}, lgb.Dataset(X, X[:, 0]), 2)
 
 
@@ -119,7 +119,8 @@ def test_rollback_with_cegb_state_is_refused(boosting):
               "bagging_fraction": 0.8, "bagging_freq": 1}
     booster = lgb.train(params, lgb.Dataset(X, X[:, 0] + rng.normal(size=500)), 3, keep_training_booster=True)
     with pytest.raises(lgb.basic.LightGBMError, match=r"rollback_one_iter is not supported with "
-                       r"cegb_penalty_feature_lazy or cegb_penalty_feature_coupled"):
+                       r"cegb_penalty_feature_lazy, cegb_penalty_feature_coupled, cegb_penalty_group_lazy or "
+                       r"cegb_penalty_group_coupled"):
         booster.rollback_one_iter()
     assert booster.current_iteration() == 3
 

@@ -122,5 +122,6 @@ def test_cli_rows_have_paid_the_features_on_their_input_model_paths(partial_init
 def test_cli_input_model_with_lazy_penalties_refused_where_rows_cannot_be_traced(init_case, tmp_path):
     proc = continue_with_cli(init_case, tmp_path, "cegb_penalty_feature_lazy = 1,1,1,1\nignore_column = 4")
     assert proc.returncode != 0
-    assert "cegb_penalty_feature_lazy with input_model is not supported with weight_column, group_column or " \
+    assert "cegb_penalty_feature_lazy or cegb_penalty_group_lazy with input_model is not supported with " \
+           "weight_column, group_column or " \
            "ignore_column" in proc.stdout + proc.stderr

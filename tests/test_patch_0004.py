@@ -31,6 +31,10 @@ def client():
 
 @pytest.fixture(scope="module")
 def data():
+    return make_data()
+
+
+def make_data():
     rng = np.random.default_rng(11)
     X = rng.integers(0, 16, size=(N, F)).astype(float)
     signal = X[:, 0] + 0.5 * X[:, 1] * (X[:, 2] > 7) + 0.3 * X[:, 3] - 0.2 * X[:, 5] + 0.1 * X[:, 7]
