@@ -156,9 +156,15 @@ cdef class FlatEnsemble:
         if not 0 <= t0 <= t1 <= self.num_trees:
             raise ValueError(f"trees {t0}..{t1} outside the forest's {self.num_trees}")
 
-    cdef void _check_costs(self, const float64[::1] lazy, const float64[::1] split) except *:
-        if lazy.shape[0] != self.num_features or split.shape[0] != self.num_features:
-            raise ValueError(f"lazy and split costs need {self.num_features} values each")
+    cdef void _check_costs(self, const float64[::1] lazy, const float64[::1] split, const int32[::1] group_of,
+                           const float64[::1] group_lazy) except *:
+        cdef Py_ssize_t f
+        if lazy.shape[0] != self.num_features or split.shape[0] != self.num_features or \
+                group_of.shape[0] != self.num_features:
+            raise ValueError(f"lazy and split costs and group ids need {self.num_features} values each")
+        for f in range(group_of.shape[0]):
+            if not -1 <= group_of[f] < group_lazy.shape[0]:
+                raise ValueError(f"feature {f}'s group {group_of[f]} is not one of the {group_lazy.shape[0]} groups")
 
     def apply(self, const float64[:, ::1] X, int64 num_trees, int num_threads):
         """The leaf of each of the first num_trees trees that each row reaches: int32[n_rows, num_trees]."""
@@ -193,17 +199,19 @@ cdef class FlatEnsemble:
         return out_arr
 
     def cost(self, const float64[:, ::1] X, int64 num_trees, const float64[::1] lazy,
-             const float64[::1] split, bint per_iteration, int num_threads):
+             const float64[::1] split, const int32[::1] group_of, const float64[::1] group_lazy,
+             bint per_iteration, int num_threads):
         """Per-row prediction cost of the first num_trees trees.
 
-        A row pays lazy[f] the first time any node on its paths tests feature f, and split[f] for every
-        node testing f that it traverses. Returns (acquisition[n], evaluation[n], rows_using[num_features],
-        curve) where curve[k] is the total cost of the rows after iteration k (None unless per_iteration).
+        A row pays lazy[f] the first time any node on its paths tests feature f, group_lazy[g] the first time
+        one tests a member of group g (group_of[f] = g; -1: none), and split[f] for every node testing f that
+        it traverses. Returns (acquisition[n], evaluation[n], rows_using[num_features + num_groups], curve)
+        where curve[k] is the total cost of the rows after iteration k (None unless per_iteration).
         """
         self._check(X, 0, num_trees)
-        self._check_costs(lazy, split)
+        self._check_costs(lazy, split, group_of, group_lazy)
         cdef Py_ssize_t n = X.shape[0]
-        cdef Py_ssize_t n_features = lazy.shape[0]
+        cdef Py_ssize_t n_features = lazy.shape[0] + group_lazy.shape[0]  # paid flags per row: features, groups
         cdef int n_slots = max(num_threads, 1)
         cdef int64 tpi = self.trees_per_iteration
         cdef int64 n_iter = (num_trees + tpi - 1) // tpi if per_iteration else 0
@@ -230,12 +238,14 @@ cdef class FlatEnsemble:
                 stop = min(start + BLOCK, n)
                 memset(paid, 0, BLOCK * n_features)
                 if not per_iteration:
-                    accumulate(&self.e, X, start, stop, 0, num_trees, lazy, split, paid, acquisition, evaluation)
+                    accumulate(&self.e, X, start, stop, 0, num_trees, lazy, split, group_of, group_lazy, paid,
+                               acquisition, evaluation)
                 else:
                     for it in range(n_iter):
                         t0 = it * tpi
                         t1 = min(t0 + tpi, num_trees)
-                        accumulate(&self.e, X, start, stop, t0, t1, lazy, split, paid, acquisition, evaluation)
+                        accumulate(&self.e, X, start, stop, t0, t1, lazy, split, group_of, group_lazy, paid,
+                                   acquisition, evaluation)
                         total = 0.0
                         for i in range(start, stop):
                             total = total + acquisition[i] + evaluation[i]
@@ -247,16 +257,17 @@ cdef class FlatEnsemble:
         return acquisition_arr, evaluation_arr, rows_using_arr.sum(axis=0), curve_out
 
     def cost_update(self, const float64[:, ::1] X, int64 t0, int64 t1, const float64[::1] lazy,
-                    const float64[::1] split, uint8[:, ::1] paid, float64[::1] acquisition,
-                    float64[::1] evaluation, int num_threads):
+                    const float64[::1] split, const int32[::1] group_of, const float64[::1] group_lazy,
+                    uint8[:, ::1] paid, float64[::1] acquisition, float64[::1] evaluation, int num_threads):
         """Add the cost of trees [t0, t1) to per-row state kept by the caller between calls (row i of X:
-        paid[i, f] says it has paid feature f; acquisition[i], evaluation[i] its cost so far)."""
+        paid[i, f] says it has paid feature f, paid[i, num_features + g] group g; acquisition[i],
+        evaluation[i] its cost so far)."""
         self._check(X, t0, t1)
-        self._check_costs(lazy, split)
+        self._check_costs(lazy, split, group_of, group_lazy)
         cdef Py_ssize_t n = X.shape[0]
         cdef Py_ssize_t block, start, stop
-        if paid.shape[0] != n or paid.shape[1] != self.num_features or acquisition.shape[0] != n or \
-                evaluation.shape[0] != n:
+        if paid.shape[0] != n or paid.shape[1] != self.num_features + group_lazy.shape[0] or \
+                acquisition.shape[0] != n or evaluation.shape[0] != n:
             raise ValueError("cost state arrays do not match the rows and features")
         if n == 0:
             return
@@ -264,7 +275,7 @@ cdef class FlatEnsemble:
             for block in prange((n + BLOCK - 1) // BLOCK, schedule="static", num_threads=max(num_threads, 1)):
                 start = block * BLOCK
                 stop = min(start + BLOCK, n)
-                accumulate(&self.e, X, start, stop, t0, t1, lazy, split, &paid[start, 0],
+                accumulate(&self.e, X, start, stop, t0, t1, lazy, split, group_of, group_lazy, &paid[start, 0],
                            acquisition, evaluation)
 
     def advance(self, const float64[:, ::1] X, int32[:, ::1] state, uint64[:, ::1] pending,
@@ -342,13 +353,15 @@ cdef class FlatEnsemble:
 
 
 cdef void accumulate(const Ensemble* e, const float64[:, ::1] X, Py_ssize_t start, Py_ssize_t stop,
-                     int64 t0, int64 t1, const float64[::1] lazy, const float64[::1] split, uint8* paid,
+                     int64 t0, int64 t1, const float64[::1] lazy, const float64[::1] split,
+                     const int32[::1] group_of, const float64[::1] group_lazy, uint8* paid,
                      float64[::1] acquisition, float64[::1] evaluation) noexcept nogil:
     """Route rows [start, stop) through trees [t0, t1), adding to their acquisition and evaluation cost.
-    paid + (i - start) * num_features holds row i's paid flags; tree by tree, so a tree stays in cache."""
-    cdef Py_ssize_t n_cols = X.shape[1], n_features = lazy.shape[0], i
+    paid + (i - start) * (num_features + num_groups) holds row i's paid flags (features, then groups); tree by
+    tree, so a tree stays in cache."""
+    cdef Py_ssize_t n_cols = X.shape[1], n_features = lazy.shape[0], width = n_features + group_lazy.shape[0], i
     cdef int64 t
-    cdef int32 node, f
+    cdef int32 node, f, g
     cdef const Node* tree_nodes
     cdef const Node* nd
     cdef const float64* x
@@ -359,7 +372,7 @@ cdef void accumulate(const Ensemble* e, const float64[:, ::1] X, Py_ssize_t star
         tree_nodes = e.nodes + e.node_offset[t]
         for i in range(start, stop):
             x = &X[0, 0] + i * n_cols
-            row_paid = paid + (i - start) * n_features
+            row_paid = paid + (i - start) * width
             node = 0
             while node >= 0:
                 nd = tree_nodes + node
@@ -368,6 +381,10 @@ cdef void accumulate(const Ensemble* e, const float64[:, ::1] X, Py_ssize_t star
                 if not row_paid[f]:
                     row_paid[f] = 1
                     acquisition[i] += lazy[f]
+                    g = group_of[f]
+                    if g >= 0 and not row_paid[n_features + g]:
+                        row_paid[n_features + g] = 1
+                        acquisition[i] += group_lazy[g]
                 node = child(e, t, nd, x[f])
 
 

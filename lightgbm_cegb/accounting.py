@@ -27,6 +27,7 @@ class CostReport:
     usage: np.ndarray  # per feature: fraction of rows whose paths test it
     curve: np.ndarray | None = None  # mean per-row cost after each iteration (per_iteration=True)
     feature_names: list[str] | None = None  # the model's feature names, for usage_by_name
+    group_usage: dict[str, float] | None = None  # with feature groups: fraction of rows paying each group
 
     @property
     def per_instance(self) -> np.ndarray:
@@ -47,7 +48,8 @@ class CostReport:
         out = {"rows": int(self.per_instance.size), "mean": self.mean,
                "mean_acquisition": float(self.acquisition.mean()) if self.acquisition.size else 0.0,
                "mean_evaluation": float(self.evaluation.mean()) if self.evaluation.size else 0.0,
-               "coupled": self.coupled, "usage": self.usage_by_name}
+               "coupled": self.coupled, "usage": self.usage_by_name,
+               **({} if self.group_usage is None else {"group_usage": self.group_usage})}
         if self.curve is not None:
             out["curve"] = self.curve.tolist()
         return out
@@ -86,14 +88,20 @@ def prediction_cost(model, X, costs=None, *, num_iteration: int | None = None,
     costs = resolve_costs(fitted_costs(model) if costs is None else costs, forest.num_features,
                           names or forest.feature_names, forest.params)
     num_trees = num_trees_used(model, forest, num_iteration)
-    lazy, coupled, split = costs.arrays(forest.num_features)
-    acquisition, evaluation, rows_using, curve = forest.cost(X, lazy, split, num_trees,
-                                                             per_iteration=per_iteration, n_jobs=n_jobs)
+    lazy, _, split = costs.arrays(forest.num_features)
+    group_of, group_lazy, _ = costs.group_arrays(forest.num_features)
+    acquisition, evaluation, rows_using, curve = forest.cost(X, lazy, split, num_trees, group_of=group_of,
+                                                             group_lazy=group_lazy, per_iteration=per_iteration,
+                                                             n_jobs=n_jobs)
     n = max(len(acquisition), 1)
     used = forest.used_features(num_trees)
-    return CostReport(acquisition=acquisition, evaluation=evaluation, coupled=float(coupled[used].sum()),
-                      usage=rows_using / n, curve=None if curve is None else curve / n,
-                      feature_names=forest.feature_names)
+    groups = costs.groups
+    return CostReport(acquisition=acquisition, evaluation=evaluation,
+                      coupled=costs.model_cost(used, forest.num_features),
+                      usage=rows_using[:forest.num_features] / n, curve=None if curve is None else curve / n,
+                      feature_names=forest.feature_names,
+                      group_usage=None if groups is None else
+                      dict(zip(groups, (rows_using[forest.num_features:] / n).tolist())))
 
 
 def _last_step(pipeline: Pipeline, X):

@@ -111,6 +111,9 @@ class BudgetRFClassifier(ClassifierMixin, BaseEstimator):
         names = [str(n) for n in getattr(self, "feature_names_in_", [])] or None
         costs = FeatureCosts(lazy=np.ones(num_features)) if self.costs is None else self.costs
         self.costs_ = resolve_costs(costs, num_features, names)
+        if self.costs_.groups:
+            raise CEGBError("BudgetRFClassifier: costs with feature groups are not supported (its risk charges "
+                            "each feature alone)")
         lazy = np.ascontiguousarray(self.costs_.arrays(num_features)[0], dtype=np.float64)
         valid = None
         if self.budget is not None:

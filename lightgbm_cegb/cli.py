@@ -23,7 +23,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .accounting import CostReport, prediction_cost
-from .costs import CEGB_KEYS, GROUP_KEYS, FeatureCosts
+from .costs import CEGB_KEYS, FeatureCosts
 from .errors import CEGBError
 from .models import to_forest
 
@@ -241,7 +241,7 @@ def cmd_train(args) -> int:
     text = config.read_text()
     settings = {**read_config(config), **dict(o.split("=", 1) for o in overrides)}
     settings = {key.strip(): value.strip() for key, value in settings.items()}
-    given = sorted(set(settings) & {*CEGB_KEYS, *GROUP_KEYS, "cegb_tradeoff"})
+    given = sorted(set(settings) & {*CEGB_KEYS, "cegb_tradeoff"})
     if given:
         raise CEGBError(f"{config} or the overrides already set {given}; remove them or drop --costs/--tradeoff")
     data = _setting(settings, *TRAIN_DATA_KEYS)

@@ -16,8 +16,7 @@ from .errors import CEGBError
 UNUSED_ID_COST = 10000.0
 
 CEGB_KEYS = ("cegb_penalty_feature_lazy", "cegb_penalty_feature_coupled", "cegb_penalty_split",
-             "cegb_penalty_feature_split")
-GROUP_KEYS = ("cegb_penalty_group_lazy", "cegb_penalty_group_coupled")
+             "cegb_penalty_feature_split", "cegb_feature_group", "cegb_penalty_group_lazy", "cegb_penalty_group_coupled")
 
 
 def _feature_names(features) -> list[str]:
@@ -43,12 +42,70 @@ def _feature_names(features) -> list[str]:
     return names
 
 
-def _check_values(name: str, values: np.ndarray) -> np.ndarray:
+def _check_values(name: str, values: np.ndarray, what: str = "feature") -> np.ndarray:
     bad = ~np.isfinite(values) | (values < 0)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise CEGBError(f"{name} costs should be finite and >= 0, got {float(values[i])!r} for feature {i}")
+        raise CEGBError(f"{name} costs should be finite and >= 0, got {float(values[i])!r} for {what} {i}")
     return values
+
+
+def _groups_input(groups) -> tuple[dict[str, list] | None, int | None]:
+    """({group name: members (column indices or feature names)}, the number of features when groups came as
+    one id per feature)."""
+    if groups is None:
+        return None, None
+    if isinstance(groups, Mapping):
+        out: dict[str, list] = {}
+        owner: dict = {}
+        for name, members in groups.items():
+            if isinstance(members, (str, bytes)) or np.ndim(members) == 0:
+                members = [members]
+            keyed = []
+            for member in members:
+                if isinstance(member, (int, np.integer)) and not isinstance(member, bool):
+                    member = int(member)
+                    if member < 0:
+                        raise CEGBError(f"groups: group {name!r} names column {member}; columns are >= 0")
+                else:
+                    member = str(member)
+                if member in owner:
+                    raise CEGBError(f"groups: feature {member!r} is in two groups, {owner[member]!r} and {name!r}")
+                owner[member] = name
+                keyed.append(member)
+            out[str(name)] = keyed
+        return out, None
+    ids = np.asarray(groups)
+    if ids.ndim != 1 or (ids.size and ids.dtype.kind not in "iu"):
+        raise CEGBError("groups should be a mapping from group name to its features, or one integer group id per "
+                        f"feature (-1: no group), got {type(groups).__name__} of dtype {ids.dtype} and shape "
+                        f"{ids.shape}")
+    if ids.size and ids.min() < -1:
+        raise CEGBError(f"groups: ids should be >= 0, or -1 for no group, got {int(ids.min())} for feature "
+                        f"{int(np.argmin(ids))}")
+    num_groups = int(ids.max()) + 1 if ids.size else 0
+    return {str(g): np.flatnonzero(ids == g).tolist() for g in range(num_groups)}, len(ids)
+
+
+def _group_costs(kind: str, values, names: list[str] | None) -> np.ndarray | None:
+    """One cost per group, in the groups' order, from a sequence or a mapping by group name (others: 0)."""
+    if values is None:
+        return None
+    if names is None:
+        raise CEGBError(f"{kind} costs need groups (groups=...)")
+    if _is_named_series(values):
+        values = dict(zip(map(str, values.index), values.to_numpy()))
+    if isinstance(values, Mapping):
+        unknown = sorted(set(map(str, values)) - set(names))
+        if unknown:
+            raise CEGBError(f"{kind} costs name unknown groups {unknown[:10]}; the groups are {names[:10]}")
+        values = {str(k): v for k, v in values.items()}
+        arr = np.array([float(values.get(name, 0.0)) for name in names])
+    else:
+        arr = np.asarray(values, dtype=np.float64)
+        if arr.ndim != 1 or len(arr) != len(names):
+            raise CEGBError(f"{kind} costs should have one value per group ({len(names)}), got shape {arr.shape}")
+    return _check_values(kind, arr.copy(), "group")
 
 
 def lightgbm_feature_name(name: str) -> str:
@@ -76,6 +133,13 @@ class FeatureCosts:
         Per-model cost of each feature: paid once if any split of the model uses it.
     split : float or array-like, default 0.0
         Cost of evaluating one split node (an array: per feature tested, CEGB's multi-scale variant).
+    groups : mapping or array-like, optional
+        Features whose costs are shared: a mapping from group name to its members (feature names or column
+        indices; a feature in two groups is an error), or one integer group id per column (-1: none).
+    group_lazy, group_coupled : array-like or mapping, optional
+        Cost of each group (in the order of ``groups``, or a mapping by group name), paid once by the first
+        use of any member: per row (lazy) or per model (coupled). Members' own costs are paid on top
+        (Greedy Miser's Scene-15 costs: a descriptor's extraction, then each classifier on it).
 
     Examples
     --------
@@ -86,17 +150,22 @@ class FeatureCosts:
     [1.0, 0.0, 50.0]
     """
 
-    def __init__(self, lazy=None, coupled=None, split=0.0):
+    def __init__(self, lazy=None, coupled=None, split=0.0, *, groups=None, group_lazy=None, group_coupled=None):
         self._lazy = self._input("lazy", lazy)
         self._coupled = self._input("coupled", coupled)
+        self._groups, self._groups_length = _groups_input(groups)
+        names = None if self._groups is None else list(self._groups)
+        self._group_lazy = _group_costs("group_lazy", group_lazy, names)
+        self._group_coupled = _group_costs("group_coupled", group_coupled, names)
         split_arr = np.asarray(split, dtype=np.float64)
         if split_arr.ndim > 1:
             raise CEGBError(f"split should be a number or one value per feature, got shape {split_arr.shape}")
         self._split = _check_values("split", split_arr.reshape(-1)).reshape(split_arr.shape)
         lengths = {len(v) for v in (self._lazy, self._coupled, self._split.reshape(-1) if self._split.ndim else None)
-                   if isinstance(v, np.ndarray)}
+                   if isinstance(v, np.ndarray)} | ({self._groups_length} if self._groups_length is not None else set())
         if len(lengths) > 1:
-            raise CEGBError(f"lazy, coupled and split should give the same number of features, got {sorted(lengths)}")
+            raise CEGBError(f"lazy, coupled, split and groups should give the same number of features, got "
+                            f"{sorted(lengths)}")
 
     @staticmethod
     def _input(name: str, values):
@@ -124,11 +193,12 @@ class FeatureCosts:
         for v in (self._lazy, self._coupled):
             if isinstance(v, np.ndarray):
                 return len(v)
-        return len(self._split) if self._split.ndim else None
+        return len(self._split) if self._split.ndim else self._groups_length
 
     @property
     def is_aligned(self) -> bool:
-        return not isinstance(self._lazy, dict) and not isinstance(self._coupled, dict)
+        return not isinstance(self._lazy, dict) and not isinstance(self._coupled, dict) and \
+            not any(isinstance(m, str) for members in (self._groups or {}).values() for m in members)
 
     def align(self, features) -> FeatureCosts:
         """Costs as arrays in the column order of ``features`` (names, DataFrame or lightgbm Dataset)."""
@@ -157,7 +227,25 @@ class FeatureCosts:
         split = self._split
         if split.ndim and len(split) != len(names):
             raise CEGBError(f"split costs have {len(split)} values but there are {len(names)} features")
-        return FeatureCosts(by_name("lazy", self._lazy), by_name("coupled", self._coupled), split)
+        groups = None
+        if self._groups is not None:
+            if self._groups_length not in (None, len(names)):
+                raise CEGBError(f"groups give {self._groups_length} features but there are {len(names)}")
+            index = {n: i for i, n in enumerate(names)}
+            groups, unknown = {}, []
+            for group, members in self._groups.items():
+                groups[group] = []
+                for member in members:
+                    i = member if isinstance(member, int) else index.get(member, index.get(lightgbm_feature_name(member)))
+                    if i is None or i >= len(names):
+                        unknown.append(member)
+                    else:
+                        groups[group].append(i)
+            if unknown:
+                raise CEGBError(f"groups name unknown features {unknown[:10]}; known: {names[:10]}"
+                                + ("..." if len(names) > 10 else ""))
+        return FeatureCosts(by_name("lazy", self._lazy), by_name("coupled", self._coupled), split, groups=groups,
+                            group_lazy=self._group_lazy, group_coupled=self._group_coupled)
 
     def _require_aligned(self, num_features: int | None = None) -> None:
         if not self.is_aligned:
@@ -189,6 +277,33 @@ class FeatureCosts:
         coupled = zeros if self._coupled is None else self._coupled
         return lazy, coupled, np.broadcast_to(self._split, (num_features,)).astype(np.float64)
 
+    @property
+    def groups(self) -> dict[str, list] | None:
+        """{group name: members (column indices; names before ``align``)}, or None."""
+        return None if self._groups is None else {k: list(v) for k, v in self._groups.items()}
+
+    def group_arrays(self, num_features: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(group of each feature as int32, -1 for none; lazy and coupled cost of each group), the groups in
+        the order of ``groups``."""
+        self._require_aligned(num_features)
+        group_of = np.full(num_features, -1, dtype=np.int32)
+        for g, members in enumerate((self._groups or {}).values()):
+            for member in members:
+                if member >= num_features:
+                    raise CEGBError(f"groups: column {member} is beyond the model's {num_features} features")
+                group_of[member] = g
+        zeros = np.zeros(len(self._groups or {}))
+        return (group_of, zeros if self._group_lazy is None else self._group_lazy,
+                zeros if self._group_coupled is None else self._group_coupled)
+
+    def model_cost(self, used: np.ndarray, num_features: int) -> float:
+        """Coupled cost of a model whose splits test the features ``used`` (indices): their own coupled
+        costs and, once, each group they belong to."""
+        _, coupled, _ = self.arrays(num_features)
+        group_of, _, group_coupled = self.group_arrays(num_features)
+        groups = np.unique(group_of[used])
+        return float(coupled[used].sum() + group_coupled[groups[groups >= 0]].sum())
+
     # ------------------------------------------------------------------------------ LightGBM params
 
     def to_params(self, tradeoff: float | None = None) -> dict:
@@ -203,6 +318,15 @@ class FeatureCosts:
             params["cegb_penalty_feature_split"] = self._split.tolist()
         elif float(self._split):
             params["cegb_penalty_split"] = float(self._split)
+        if self._groups is not None:  # patch 0005
+            if self.num_features is None:
+                raise CEGBError("groups by column index need the number of features: give lazy, coupled or split "
+                                "costs per feature, or align() to the features")
+            params["cegb_feature_group"] = self.group_arrays(self.num_features)[0].tolist()
+            for key, values in (("cegb_penalty_group_lazy", self._group_lazy),
+                                ("cegb_penalty_group_coupled", self._group_coupled)):
+                if values is not None:
+                    params[key] = values.tolist()
         if tradeoff is not None:
             params["cegb_tradeoff"] = float(tradeoff)
         return params
@@ -226,19 +350,17 @@ class FeatureCosts:
             if isinstance(value, str):
                 return [float(v) for v in value.split(",")]
             return value
-        grouped = [key for key in GROUP_KEYS if values(key) is not None]
-        if grouped:
-            raise CEGBError(f"the model was trained with feature groups ({', '.join(grouped)}), which this package's "
-                            "cost accounting does not read yet: pass the costs explicitly, knowing that a group's "
-                            "cost is then not counted")
         lazy, coupled = values("cegb_penalty_feature_lazy"), values("cegb_penalty_feature_coupled")
         split = float(params.get("cegb_penalty_split", 0.0) or 0.0)
         per_feature_split = values("cegb_penalty_feature_split")
         if per_feature_split is not None:  # the two add up, as in training
             split = np.asarray(per_feature_split, dtype=np.float64) + split
-        if lazy is None and coupled is None and not np.any(split):
+        groups = values("cegb_feature_group")
+        group_lazy, group_coupled = values("cegb_penalty_group_lazy"), values("cegb_penalty_group_coupled")
+        if lazy is None and coupled is None and not np.any(split) and group_lazy is None and group_coupled is None:
             return None
-        return cls(lazy, coupled, split)
+        groups = None if groups is None else np.asarray(groups, dtype=np.float64).astype(np.int64)
+        return cls(lazy, coupled, split, groups=groups, group_lazy=group_lazy, group_coupled=group_coupled)
 
     @classmethod
     def from_file(cls, path: str | os.PathLike, kind: str = "lazy", num_features: int | None = None, *,
@@ -295,7 +417,9 @@ class FeatureCosts:
             if isinstance(v, dict):
                 return repr(v)
             return np.array2string(np.asarray(v), threshold=8)
-        return f"FeatureCosts(lazy={show(self._lazy)}, coupled={show(self._coupled)}, split={show(self._split)})"
+        groups = "" if self._groups is None else (f", groups={show(self._groups)}, group_lazy={show(self._group_lazy)}"
+                                                  f", group_coupled={show(self._group_coupled)}")
+        return f"FeatureCosts(lazy={show(self._lazy)}, coupled={show(self._coupled)}, split={show(self._split)}{groups})"
 
 
 def resolve_costs(costs, num_features: int, feature_names: list[str] | None = None,

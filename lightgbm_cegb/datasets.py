@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
@@ -48,13 +49,16 @@ def mslr_subset(split: str) -> RankingData:
 
 
 def load_svmlight(path: str | os.PathLike, costs: str | os.PathLike | FeatureCosts | None = None, *,
-                  zero_based: bool = False, num_features: int | None = None) -> RankingData:
-    """Read an SVMlight/LibSVM file with ``qid:`` fields.
+                  zero_based: bool = False, num_features: int | None = None,
+                  query: str | os.PathLike | None = None) -> RankingData:
+    """Read an SVMlight/LibSVM file with ``qid:`` fields, or with LightGBM's query file.
 
     ``zero_based=False`` (SVMlight's convention, Yahoo's and MSLR's files): id 1 is column 0. ``costs``: a
     cost file (line i for id i, in the same base) or FeatureCosts by column; the columns are as many as the
     costs list (or ``num_features``), so that cost j belongs to column j; data with a larger id than the
-    costs cover is refused, as are queries split into separate runs of rows.
+    costs cover is refused, as are queries split into separate runs of rows. ``query``: a file of query
+    sizes, one per line, in row order (LightGBM's ``.query`` file); by default ``PATH.query`` when it exists,
+    as LightGBM reads it. With both, the ``qid`` fields must group the rows as the query file does.
     """
     if isinstance(costs, (str, os.PathLike)):
         costs = FeatureCosts.from_file(costs)
@@ -69,9 +73,40 @@ def load_svmlight(path: str | os.PathLike, costs: str | os.PathLike | FeatureCos
                             f"({'0' if zero_based else '1'}-based ids): {exc}") from None
         raise CEGBError(f"{os.fspath(path)}: {exc}") from None
     starts = np.flatnonzero(np.r_[True, qid[1:] != qid[:-1]])
+    query_file = _query_file(path, query)
+    if query_file is not None:
+        group = _query_sizes(query_file, len(y))
+        if len(starts) > 1 and not np.array_equal(np.diff(np.r_[starts, len(qid)]), group):
+            raise CEGBError(f"{os.fspath(path)}: its qid fields group the rows otherwise than {query_file} does")
+        return RankingData(X=X.tocsr(), y=y, group=group, qid=np.repeat(np.arange(len(group)), group), costs=costs)
     values, runs = np.unique(qid[starts], return_counts=True)
     if (runs > 1).any():
         raise CEGBError(f"{os.fspath(path)}: the rows of query {int(values[runs > 1][0])} are not consecutive; "
                         "LightGBM needs each query's rows together")
     group = np.diff(np.r_[starts, len(qid)])
     return RankingData(X=X.tocsr(), y=y, group=group, qid=qid, costs=costs)
+
+
+def _query_file(path, query) -> Path | None:
+    if query is not None:
+        if not Path(query).is_file():
+            raise CEGBError(f"query file {os.fspath(query)!r} does not exist")
+        return Path(query)
+    beside = Path(os.fspath(path) + ".query")  # LightGBM's convention
+    return beside if beside.is_file() else None
+
+
+def _query_sizes(path: Path, num_rows: int) -> np.ndarray:
+    """The query sizes of a LightGBM query file: positive integers summing to the data's rows."""
+    sizes = []
+    for lineno, line in enumerate(path.read_text().splitlines(), 1):
+        if line.strip():
+            try:
+                sizes.append(int(line))
+            except ValueError:
+                raise CEGBError(f"{path}:{lineno}: expected a query size, got {line.strip()!r}") from None
+    group = np.array(sizes, dtype=np.int64)
+    if (group <= 0).any() or group.sum() != num_rows:
+        raise CEGBError(f"{path}: query sizes should be > 0 and sum to the data's {num_rows} rows, got "
+                        f"{len(group)} sizes summing to {int(group.sum())}")
+    return group

@@ -107,9 +107,9 @@ class EarlyExit:
             done_at[active[leaving]] = stop
             active = active[~leaving]
         used = self.forest.used_features(iterations * tpi)
-        coupled = float(self.costs.arrays(self.forest.num_features)[1][used].sum())
-        cost = CostReport(acquisition=state.acquisition, evaluation=state.evaluation, coupled=coupled,
-                          usage=state.paid.mean(axis=0),
+        cost = CostReport(acquisition=state.acquisition, evaluation=state.evaluation,
+                          coupled=self.costs.model_cost(used, self.forest.num_features),
+                          usage=state.feature_paid.mean(axis=0),
                           feature_names=self.forest.feature_names)
         rank = self._ranks(prediction, done_at, queries) if self.kind == "rank" else None
         return EarlyExitResult(prediction=prediction, iterations=done_at, cost=cost, rank=rank)

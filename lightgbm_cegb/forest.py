@@ -340,15 +340,21 @@ class Forest:
         return int(num_trees)
 
     def cost(self, X, lazy: np.ndarray, split: np.ndarray, num_trees: int | None = None, *,
+             group_of: np.ndarray | None = None, group_lazy: np.ndarray | None = None,
              per_iteration: bool = False, n_jobs: int | None = None):
-        """(acquisition, evaluation, rows using each feature, total cost after each iteration or None):
-        the kernel behind ``prediction_cost``, over X's row blocks."""
+        """(acquisition, evaluation, rows using each feature then each group, total cost after each iteration
+        or None): the kernel behind ``prediction_cost``, over X's row blocks. ``group_of``: each feature's group
+        (-1: none), whose lazy cost ``group_lazy`` a row pays once."""
         num_trees = self._num_trees(num_trees)
         lazy, split = np.ascontiguousarray(lazy, dtype=np.float64), np.ascontiguousarray(split, dtype=np.float64)
-        parts = [self.flat.cost(rows, num_trees, lazy, split, per_iteration, resolve_n_jobs(n_jobs, len(rows)))
+        group_of = np.full(self.num_features, -1, dtype=np.int32) if group_of is None else \
+            np.ascontiguousarray(group_of, dtype=np.int32)
+        group_lazy = np.zeros(0) if group_lazy is None else np.ascontiguousarray(group_lazy, dtype=np.float64)
+        parts = [self.flat.cost(rows, num_trees, lazy, split, group_of, group_lazy, per_iteration,
+                                resolve_n_jobs(n_jobs, len(rows)))
                  for _, rows in self.row_blocks(X)]
         if not parts:
-            return np.zeros(0), np.zeros(0), np.zeros(self.num_features, dtype=np.int64), \
+            return np.zeros(0), np.zeros(0), np.zeros(self.num_features + len(group_lazy), dtype=np.int64), \
                 (np.zeros(math.ceil(num_trees / self.trees_per_iteration)) if per_iteration else None)
         acquisition = np.concatenate([p[0] for p in parts])
         evaluation = np.concatenate([p[1] for p in parts])

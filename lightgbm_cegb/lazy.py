@@ -467,7 +467,7 @@ class _Run:
         unknown = self.unknown()
         self.X[unknown] = np.nan
         return LazyResult(prediction=prediction, status=self.status, X=self.X, known=~unknown,
-                          fetched=self.cost.paid.view(bool), acquisition=self.cost.acquisition,
+                          fetched=self.cost.feature_paid.view(bool), acquisition=self.cost.acquisition,
                           evaluation=self.cost.evaluation, leaves=leaves, rounds=self.rounds,
                           fetch_calls=self.fetch_calls, failures=self.failures)
 

@@ -390,8 +390,12 @@ def _check_lam(lam, name: str = "lam") -> float:
 def _lazy_costs(forest: Forest, costs) -> np.ndarray:
     """The c_k, from costs as prediction_cost takes them (FeatureCosts validates them: finite, >= 0, one per
     feature). BudgetPrune has no coupled or split costs: they are refused rather than ignored."""
-    lazy, coupled, split = resolve_costs(costs, forest.num_features, forest.feature_names,
-                                         forest.params).arrays(forest.num_features)
+    costs = resolve_costs(costs, forest.num_features, forest.feature_names, forest.params)
+    lazy, coupled, split = costs.arrays(forest.num_features)
+    _, group_lazy, group_coupled = costs.group_arrays(forest.num_features)
+    if group_lazy.any() or group_coupled.any():
+        raise CEGBError("budget_prune does not handle feature groups yet (a (row, group) pair paid once); got costs "
+                        f"for groups {[g for g, c in zip(costs.groups, group_lazy + group_coupled) if c][:10]}")
     if coupled.any() or split.any():
         raise CEGBError("budget_prune uses lazy (per-row) feature costs only; got coupled costs for features "
                         f"{np.flatnonzero(coupled)[:10].tolist()} and split costs {np.unique(split)[:5].tolist()}")

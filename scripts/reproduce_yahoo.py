@@ -21,8 +21,8 @@ points measured on the validation rows; the validation Pareto points are then me
 Writes DIR/yahoo_<data>_<setting>.csv (every point, validation and test figures), a PNG per setting with
 matplotlib, and DIR/yahoo_<data>.md: per method the test AP@5 of the model select() picks within 3 budgets
 (fractions of plain LightGBM's validation cost), with "CEGB deep trained to the budget" (selection.train_to_budget)
-at each. Best-first against breadth-first growth (figure 3b) needs
-depth-wise growth in the patch series (the issue "Patch series II") and is not run yet.
+at each. Figure 3b's best-first against breadth-first growth: "CEGB deep" against "CEGB deep, breadth-first"
+(tree_growth=depthwise, patch 0005), the same leaves and rounds.
 """
 
 from __future__ import annotations
@@ -126,7 +126,8 @@ def run_setting(setting: str, parts: dict, lazy: FeatureCosts, args) -> tuple[pd
                  ("BudgetRF", "budgetrf", {}, [{"alpha": a, "n_estimators": args.forest} for a in (0.0, 2.0, 8.0)])]
     else:
         runs += [("CEGB 16 leaves, depth 4", "cegb", {**SHALLOW, **objective}, None),
-                 ("CEGB deep", "cegb", {**DEEP, **objective}, None)]
+                 ("CEGB deep", "cegb", {**DEEP, **objective}, None),
+                 ("CEGB deep, breadth-first", "cegb", {**DEEP, **objective, "tree_growth": "depthwise"}, None)]
     if args.quick:
         quick_grids = {"cegb": [{"relative_tradeoff": r} for r in (0.0, 0.01, 0.1)],
                        "budget_prune": [{"budget_fraction": f} for f in (0.3, 1.0)],

@@ -30,13 +30,18 @@ def leaf_paths(booster: lgb.Booster) -> list[dict[int, list[int]]]:
     return out
 
 
-def reference_costs(booster, X, lazy, split, trees_per_iteration=1):
-    """Costs from LightGBM's own pred_leaf and the dump's paths, row by row in Python."""
+def reference_costs(booster, X, lazy, split, trees_per_iteration=1, groups=None):
+    """Costs from LightGBM's own pred_leaf and the dump's paths, row by row in Python. ``groups``:
+    (group of each feature or -1, lazy cost of each group), a group paid once per row."""
     leaves = booster.predict(X, pred_leaf=True).reshape(len(X), -1)
     paths = leaf_paths(booster)
     n_iter = leaves.shape[1] // trees_per_iteration
+    group_of, group_lazy = groups if groups is not None else ([-1] * len(lazy), [])
     acquisition, evaluation = np.zeros(len(X)), np.zeros(len(X))
-    usage, curve = np.zeros(len(lazy)), np.zeros(n_iter)
+    usage, curve = np.zeros(len(lazy) + len(group_lazy)), np.zeros(n_iter)
+
+    def paid(used):
+        return sum(lazy[f] for f in used) + sum(group_lazy[g] for g in {group_of[f] for f in used} if g >= 0)
     for i in range(len(X)):
         used, ev = set(), 0.0
         for t in range(leaves.shape[1]):
@@ -44,9 +49,9 @@ def reference_costs(booster, X, lazy, split, trees_per_iteration=1):
                 used.add(f)
                 ev += split[f]
             if (t + 1) % trees_per_iteration == 0:
-                curve[t // trees_per_iteration] += sum(lazy[f] for f in used) + ev
-        acquisition[i], evaluation[i] = sum(lazy[f] for f in used), ev
-        usage[list(used)] += 1
+                curve[t // trees_per_iteration] += paid(used) + ev
+        acquisition[i], evaluation[i] = paid(used), ev
+        usage[list(used) + [len(lazy) + g for g in {group_of[f] for f in used} if g >= 0]] += 1
     return acquisition, evaluation, usage / len(X), curve / len(X)
 
 

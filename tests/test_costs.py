@@ -40,6 +40,9 @@ def test_per_feature_split_costs_are_training_parameters():
     back = FeatureCosts.from_params({"cegb_penalty_split": "0.25", "cegb_penalty_feature_split": "0.5,0"})
     np.testing.assert_array_equal(back.split, [0.75, 0.25])
     assert FeatureCosts.from_params({"cegb_penalty_feature_split": "0,0"}) is None
+    grouped = FeatureCosts.from_params({"cegb_feature_group": "0,-1,0", "cegb_penalty_group_lazy": "2.5"})
+    assert grouped.groups == {"0": [0, 2]} and grouped.to_params() == {
+        "cegb_feature_group": [0, -1, 0], "cegb_penalty_group_lazy": [2.5]}
 
 
 def test_yahoo_cost_file(tmp_path):
@@ -71,8 +74,6 @@ def test_yahoo_cost_file(tmp_path):
     (lambda: FeatureCosts(lazy={"z": 1}).align(["a", "b"]), r"lazy costs name unknown features \['z'\]"),
     (lambda: FeatureCosts(lazy={"a": 1}).align(["a", "a"]), r"feature names should be unique, got duplicates \['a'\]"),
     (lambda: FeatureCosts(lazy={"a": 1}).to_params(), r"costs are given by feature name: call \.align"),
-    (lambda: FeatureCosts.from_params({"cegb_feature_group": "0,0", "cegb_penalty_group_lazy": "1"}),
-     r"trained with feature groups \(cegb_penalty_group_lazy\), which this package's cost accounting does not read"),
     (lambda: FeatureCosts.from_file("x.txt", kind="both"), r"kind should be 'lazy' or 'coupled', got 'both'"),
 ])
 def test_bad_input(make, message):

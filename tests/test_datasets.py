@@ -34,6 +34,31 @@ def test_zero_based_ids(tmp_path):
     assert data.costs is None
 
 
+def test_lightgbm_query_files(tmp_path):
+    """LightGBM's PATH.query (one query size per line) groups rows without qid fields, and must agree with
+    them when both are there."""
+    (tmp_path / "plain.txt").write_text("2 1:0.5\n0 2:2.0\n1 1:-1\n1 2:1\n")
+    (tmp_path / "plain.txt.query").write_text("3\n1\n")
+    data = load_svmlight(tmp_path / "plain.txt", num_features=2)
+    np.testing.assert_array_equal(data.group, [3, 1])
+    np.testing.assert_array_equal(data.qid, [0, 0, 0, 1])
+    (tmp_path / "other.query").write_text("2\n2\n")
+    np.testing.assert_array_equal(load_svmlight(tmp_path / "plain.txt", num_features=2,
+                                                query=tmp_path / "other.query").group, [2, 2])
+    (tmp_path / "rank.txt").write_text(ROWS)
+    (tmp_path / "rank.txt.query").write_text("2\n1\n")
+    np.testing.assert_array_equal(load_svmlight(tmp_path / "rank.txt").group, [2, 1])  # agrees with the qids
+    (tmp_path / "rank.txt.query").write_text("1\n2\n")
+    with pytest.raises(CEGBError, match=r"its qid fields group the rows otherwise than .*rank.txt.query"):
+        load_svmlight(tmp_path / "rank.txt")
+    (tmp_path / "rank.txt.query").write_text("1\n1\n")
+    with pytest.raises(CEGBError, match=r"query sizes should be > 0 and sum to the data's 3 rows, got 2 sizes "
+                                         r"summing to 2"):
+        load_svmlight(tmp_path / "rank.txt")
+    with pytest.raises(CEGBError, match=r"query file .*missing.query' does not exist"):
+        load_svmlight(tmp_path / "rank.txt", query=tmp_path / "missing.query")
+
+
 def test_bundled_yahoo_costs():
     costs = yahoo_costs()
     assert costs.num_features == 700

@@ -28,6 +28,7 @@ def test_reproduce_yahoo_quick(tmp_path, data):
     report_sections = dict(zip(("i", "ii"), report.split("## setting")[1:]))
     trained = "CEGB deep trained to the budget"
     for setting, methods in (("i", {"LightGBM", "BudgetPrune", "Early Exit", "CEGB 16 leaves, depth 4", "CEGB deep",
+                                    "CEGB deep, breadth-first",
                                     trained}),
                              ("ii", {"LightGBM", "BudgetPrune", "Early Exit", "CEGB", "BudgetRF", trained})):
         frame = pd.read_csv(tmp_path / f"yahoo_{data}_{setting}.csv")
