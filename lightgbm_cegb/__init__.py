@@ -16,11 +16,12 @@ from .early_exit import EarlyExit, EarlyExitResult
 from .errors import CEGBError
 from .forest import Forest
 from .lazy import LazyFetchError, LazyPredictor, LazyResult
+from .ledger import CEGBState
 from .models import to_forest
 from .prune import Pruner, PruneResult, budget_prune, budget_prune_path
 
 __version__ = "0.1.0"
-__all__ = ["BudgetRFClassifier", "CEGBError", "CostReport", "CostState", "EarlyExit", "EarlyExitResult",
+__all__ = ["BudgetRFClassifier", "CEGBError", "CEGBState", "CostReport", "CostState", "EarlyExit", "EarlyExitResult",
            "FeatureCosts", "Forest", "LazyFetchError", "LazyPredictor", "LazyResult", "PATCHED_LIGHTGBM", "PruneResult", "Pruner",
            "budget_prune", "budget_prune_path", "prediction_cost", "to_forest"]
 

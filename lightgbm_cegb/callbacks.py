@@ -17,9 +17,10 @@ from lightgbm.callback import CallbackEnv, EarlyStopException
 from .cost_state import CostState
 from .costs import FeatureCosts, resolve_costs
 from .errors import CEGBError
+from .ledger import CEGBState
 from .lightgbm_model import read_text
 
-__all__ = ["budget_stopping", "record_cost"]
+__all__ = ["budget_stopping", "record_cost", "start_from"]
 
 
 class _BoosterCosts:
@@ -177,3 +178,28 @@ def budget_stopping(X, costs: FeatureCosts | None = None, budget: float = 0.0, *
     validation iteration within the budget. Predictions and saved models then use it by default.
     """
     return _BudgetStoppingCallback(X, costs, budget, verbose, n_jobs)
+
+
+class _StartFromCallback:
+    order = 0
+    before_iteration = True
+
+    def __init__(self, state: CEGBState) -> None:
+        if not isinstance(state, CEGBState):
+            raise CEGBError(f"state should be a CEGBState, got {type(state).__name__}")
+        self.state = state
+
+    def __call__(self, env: CallbackEnv) -> None:
+        if env.iteration != env.begin_iteration:
+            return
+        if isinstance(env.model, lgb.CVBooster):
+            raise CEGBError("start_from: lgb.cv trains each fold on other rows; a ledger is for one training set")
+        self.state.apply(env.model)
+
+
+def start_from(state: CEGBState) -> _StartFromCallback:
+    """Start training from a CEGB ledger (``lightgbm_cegb.ledger.CEGBState``): the rows have paid, and the model
+    has bought, what ``state`` says, before the first new tree. For example what another booster on the same
+    rows bought (``CEGBState.from_booster``), or features computed upstream for some rows
+    (``CEGBState.empty(...).pay(feature, rows)``)."""
+    return _StartFromCallback(state)

@@ -4,30 +4,16 @@
 from __future__ import annotations
 
 import csv
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from lightgbm_cegb._io import write_atomically  # noqa: F401 (the scripts' writer)
 from lightgbm_cegb.errors import CEGBError
 from lightgbm_cegb.selection import pareto, train_to_budget
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-
-
-def write_atomically(path: Path, write) -> None:
-    """``write(tmp)`` to a temporary file beside ``path``, then moved onto it."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    os.close(fd)
-    os.chmod(tmp, 0o644)  # mkstemp's 0600 is for secrets: these are results to share
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def write_table(path: Path, rows: list[dict]) -> None:

@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sqlite3
-import tempfile
 import time
 from pathlib import Path
 
@@ -35,6 +33,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from lightgbm_cegb._io import write_atomically
 from lightgbm_cegb.demo import HIGGS_COSTS, HIGGS_FEATURES, NUM_LOW_LEVEL, load_higgs
 from lightgbm_cegb.lazy import LazyFetchError, LazyPredictor
 
@@ -46,28 +45,23 @@ class UnknownEvent(LookupError):
     """An id that the store does not hold."""
 
 
-def _temporary(path: Path) -> Path:
-    """A new file next to ``path`` (renamed over it once written: readers never see a partial file)."""
-    handle, name = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".partial")
-    os.close(handle)
-    return Path(name)
-
-
 def build_store(path: Path) -> int:
     """The SQLite store of the bundled test events (written to a temporary file, then renamed)."""
     X, _ = load_higgs("test")
     if path.exists():
         return len(X)
-    partial = _temporary(path)
-    with sqlite3.connect(partial) as db:
-        for table, names in TABLES.items():
-            columns = [HIGGS_FEATURES.index(name) for name in names]
-            db.execute(f"CREATE TABLE {table} (id INTEGER PRIMARY KEY, "
-                       + ", ".join(f'"{name}" REAL' for name in names) + ")")
-            db.executemany(f"INSERT INTO {table} VALUES ({', '.join('?' * (len(names) + 1))})",
-                           [(i, *map(float, X[i, columns])) for i in range(len(X))])
-    db.close()
-    partial.replace(path)
+
+    def fill(tmp):
+        with sqlite3.connect(tmp) as db:
+            for table, names in TABLES.items():
+                columns = [HIGGS_FEATURES.index(name) for name in names]
+                db.execute(f"CREATE TABLE {table} (id INTEGER PRIMARY KEY, "
+                           + ", ".join(f'"{name}" REAL' for name in names) + ")")
+                db.executemany(f"INSERT INTO {table} VALUES ({', '.join('?' * (len(names) + 1))})",
+                               [(i, *map(float, X[i, columns])) for i in range(len(X))])
+        db.close()
+
+    write_atomically(path, fill)
     return len(X)
 
 
@@ -77,9 +71,7 @@ def train_model(path: Path) -> lgb.Booster:
     params = {"objective": "binary", "num_leaves": 31, "learning_rate": 0.1, "seed": 0, "deterministic": True,
               "num_threads": 1, "verbose": -1, **HIGGS_COSTS.to_params(tradeoff=0.003)}
     booster = lgb.train(params, lgb.Dataset(X, y, feature_name=HIGGS_FEATURES), 100)
-    partial = _temporary(path)
-    booster.save_model(partial)
-    partial.replace(path)
+    write_atomically(path, booster.save_model)
     return booster
 
 

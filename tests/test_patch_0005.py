@@ -55,8 +55,9 @@ def raw_gain(g: np.ndarray, rows: np.ndarray, left: np.ndarray) -> float:
     return leaf(rows[left]) + leaf(rows[~left]) - leaf(rows)
 
 
-def check_charges(booster: lgb.Booster, X: np.ndarray, y: np.ndarray, costs: dict) -> int:
-    """Every split's penalty against the reference; returns the number of splits checked."""
+def check_charges(booster: lgb.Booster, X: np.ndarray, y: np.ndarray, costs: dict, start=None) -> int:
+    """Every split's penalty against the reference; returns the number of splits checked. ``start``: the
+    ledger (a lightgbm_cegb CEGBState) training started from."""
     n, f = X.shape
     t = costs.get("cegb_tradeoff", 1.0)
     zeros = [0.0] * f
@@ -70,6 +71,9 @@ def check_charges(booster: lgb.Booster, X: np.ndarray, y: np.ndarray, costs: dic
     paid = np.zeros((n, f), dtype=bool)
     group_paid = np.zeros((n, max(num_groups, 1)), dtype=bool)
     bought, group_bought = np.zeros(f, dtype=bool), np.zeros(max(num_groups, 1), dtype=bool)
+    if start is not None:
+        paid[:], bought[:] = start.paid[:, :f], start.bought[:f]
+        group_paid[:, :num_groups], group_bought[:num_groups] = start.paid[:, f:], start.bought[f:]
     label = y.astype(np.float32)
     checked = 0
     for tree, info in enumerate(booster.dump_model()["tree_info"]):
