@@ -1,7 +1,8 @@
 """Exact prediction cost of a tree ensemble on given rows (SEEDS.md section 0).
 
 For every row: the lazy (per-instance) cost of the distinct features tested on its root-to-leaf paths in
-all trees (acquisition), plus the split cost of every split node it traverses (evaluation). The model's
+all trees (acquisition), plus the split cost of every split node it traverses and the cost of every tree it
+goes through (evaluation). The model's
 coupled cost is the sum of the coupled costs of the features any split uses. Rows are routed by the
 Cython engine exactly as LightGBM (or scikit-learn) routes them.
 """
@@ -22,7 +23,7 @@ class CostReport:
     """Prediction cost of a model on a set of rows."""
 
     acquisition: np.ndarray  # per row: lazy costs of the distinct features the row's paths test
-    evaluation: np.ndarray  # per row: split costs of the split nodes traversed in all trees
+    evaluation: np.ndarray  # per row: split costs of the split nodes traversed, plus the trees' costs
     coupled: float  # coupled costs of the features the model uses (once per model)
     usage: np.ndarray  # per feature: fraction of rows whose paths test it
     curve: np.ndarray | None = None  # mean per-row cost after each iteration (per_iteration=True)
@@ -91,8 +92,8 @@ def prediction_cost(model, X, costs=None, *, num_iteration: int | None = None,
     lazy, _, split = costs.arrays(forest.num_features)
     group_of, group_lazy, _ = costs.group_arrays(forest.num_features)
     acquisition, evaluation, rows_using, curve = forest.cost(X, lazy, split, num_trees, group_of=group_of,
-                                                             group_lazy=group_lazy, per_iteration=per_iteration,
-                                                             n_jobs=n_jobs)
+                                                             group_lazy=group_lazy, tree=costs.tree,
+                                                             per_iteration=per_iteration, n_jobs=n_jobs)
     n = max(len(acquisition), 1)
     used = forest.used_features(num_trees)
     groups = costs.groups

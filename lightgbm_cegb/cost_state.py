@@ -21,7 +21,8 @@ class CostState:
     """Per-row cost of ``num_rows`` rows under ``costs`` (aligned FeatureCosts for ``num_features``).
 
     ``paid[i, f]`` says row i has paid feature f's lazy cost, ``paid[i, num_features + g]`` group g's (the
-    groups of ``costs``); ``acquisition[i]`` and ``evaluation[i]`` are its lazy and split costs so far.
+    groups of ``costs``); ``acquisition[i]`` and ``evaluation[i]`` are its lazy costs and its split and tree
+    costs so far.
     """
 
     def __init__(self, num_rows: int, costs: FeatureCosts, num_features: int) -> None:
@@ -32,6 +33,7 @@ class CostState:
         self.split = np.ascontiguousarray(split, dtype=np.float64)
         self.group_of = np.ascontiguousarray(group_of, dtype=np.int32)
         self.group_lazy = np.ascontiguousarray(group_lazy, dtype=np.float64)
+        self.tree = costs.tree
         self.paid = np.zeros((num_rows, num_features + len(group_lazy)), dtype=np.uint8)
         self.acquisition = np.zeros(num_rows)
         self.evaluation = np.zeros(num_rows)
@@ -66,6 +68,7 @@ class CostState:
                 forest.flat.cost_update(block, t0, t1, self.lazy, self.split, self.group_of, self.group_lazy,
                                         self.paid[start:stop], self.acquisition[start:stop],
                                         self.evaluation[start:stop], resolve_n_jobs(n_jobs, len(block)))
+            self.evaluation += self.tree * (t1 - t0)
             return
         rows = np.asarray(rows, dtype=np.int64)
         if rows.ndim != 1 or len(rows) != np.shape(X)[0] or (rows.size and (rows.min() < 0 or rows.max() >= self.num_rows)):
@@ -76,7 +79,8 @@ class CostState:
             acquisition, evaluation = self.acquisition[index], self.evaluation[index]
             forest.flat.cost_update(block, t0, t1, self.lazy, self.split, self.group_of, self.group_lazy, paid,
                                     acquisition, evaluation, resolve_n_jobs(n_jobs, len(block)))
-            self.paid[index], self.acquisition[index], self.evaluation[index] = paid, acquisition, evaluation
+            self.paid[index], self.acquisition[index], self.evaluation[index] = \
+                paid, acquisition, evaluation + self.tree * (t1 - t0)
 
     def pay(self, feature: int, rows: np.ndarray) -> None:
         """Rows ``rows`` acquire ``feature``: each that has not paid it (or its group) yet pays its lazy cost

@@ -3,6 +3,7 @@ evaluation cost per split node."""
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -140,6 +141,9 @@ class FeatureCosts:
         Cost of each group (in the order of ``groups``, or a mapping by group name), paid once by the first
         use of any member: per row (lazy) or per model (coupled). Members' own costs are paid on top
         (Greedy Miser's Scene-15 costs: a descriptor's extraction, then each classifier on it).
+    tree : float, default 0.0
+        Cost of evaluating one tree, paid per row for every tree the row goes through (Greedy Miser's and
+        CSTC's evaluation cost ``e``). Not a training penalty: it is in the accounting only.
 
     Examples
     --------
@@ -150,7 +154,8 @@ class FeatureCosts:
     [1.0, 0.0, 50.0]
     """
 
-    def __init__(self, lazy=None, coupled=None, split=0.0, *, groups=None, group_lazy=None, group_coupled=None):
+    def __init__(self, lazy=None, coupled=None, split=0.0, *, groups=None, group_lazy=None, group_coupled=None,
+                 tree: float = 0.0):
         self._lazy = self._input("lazy", lazy)
         self._coupled = self._input("coupled", coupled)
         self._groups, self._groups_length = _groups_input(groups)
@@ -161,6 +166,12 @@ class FeatureCosts:
         if split_arr.ndim > 1:
             raise CEGBError(f"split should be a number or one value per feature, got shape {split_arr.shape}")
         self._split = _check_values("split", split_arr.reshape(-1)).reshape(split_arr.shape)
+        try:
+            self._tree = float(tree)
+        except (TypeError, ValueError):
+            self._tree = math.nan
+        if not (math.isfinite(self._tree) and self._tree >= 0):
+            raise CEGBError(f"tree (the cost of evaluating one tree) should be a finite number >= 0, got {tree!r}")
         lengths = {len(v) for v in (self._lazy, self._coupled, self._split.reshape(-1) if self._split.ndim else None)
                    if isinstance(v, np.ndarray)} | ({self._groups_length} if self._groups_length is not None else set())
         if len(lengths) > 1:
@@ -245,7 +256,7 @@ class FeatureCosts:
                 raise CEGBError(f"groups name unknown features {unknown[:10]}; known: {names[:10]}"
                                 + ("..." if len(names) > 10 else ""))
         return FeatureCosts(by_name("lazy", self._lazy), by_name("coupled", self._coupled), split, groups=groups,
-                            group_lazy=self._group_lazy, group_coupled=self._group_coupled)
+                            group_lazy=self._group_lazy, group_coupled=self._group_coupled, tree=self._tree)
 
     def _require_aligned(self, num_features: int | None = None) -> None:
         if not self.is_aligned:
@@ -268,6 +279,11 @@ class FeatureCosts:
     def split(self) -> np.ndarray:
         """Cost per split node: a 0-d array, or one value per feature."""
         return self._split
+
+    @property
+    def tree(self) -> float:
+        """Cost of evaluating one tree (per row and tree)."""
+        return self._tree
 
     def arrays(self, num_features: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(lazy, coupled, split) as float64 arrays of ``num_features`` values (absent costs are 0)."""
@@ -419,7 +435,9 @@ class FeatureCosts:
             return np.array2string(np.asarray(v), threshold=8)
         groups = "" if self._groups is None else (f", groups={show(self._groups)}, group_lazy={show(self._group_lazy)}"
                                                   f", group_coupled={show(self._group_coupled)}")
-        return f"FeatureCosts(lazy={show(self._lazy)}, coupled={show(self._coupled)}, split={show(self._split)}{groups})"
+        tree = f", tree={self._tree!r}" if self._tree else ""
+        return (f"FeatureCosts(lazy={show(self._lazy)}, coupled={show(self._coupled)}, split={show(self._split)}{groups}"
+                f"{tree})")
 
 
 def resolve_costs(costs, num_features: int, feature_names: list[str] | None = None,

@@ -340,11 +340,11 @@ class Forest:
         return int(num_trees)
 
     def cost(self, X, lazy: np.ndarray, split: np.ndarray, num_trees: int | None = None, *,
-             group_of: np.ndarray | None = None, group_lazy: np.ndarray | None = None,
+             group_of: np.ndarray | None = None, group_lazy: np.ndarray | None = None, tree: float = 0.0,
              per_iteration: bool = False, n_jobs: int | None = None):
         """(acquisition, evaluation, rows using each feature then each group, total cost after each iteration
         or None): the kernel behind ``prediction_cost``, over X's row blocks. ``group_of``: each feature's group
-        (-1: none), whose lazy cost ``group_lazy`` a row pays once."""
+        (-1: none), whose lazy cost ``group_lazy`` a row pays once; ``tree``: the cost of evaluating a tree."""
         num_trees = self._num_trees(num_trees)
         lazy, split = np.ascontiguousarray(lazy, dtype=np.float64), np.ascontiguousarray(split, dtype=np.float64)
         group_of = np.full(self.num_features, -1, dtype=np.int32) if group_of is None else \
@@ -357,9 +357,12 @@ class Forest:
             return np.zeros(0), np.zeros(0), np.zeros(self.num_features + len(group_lazy), dtype=np.int64), \
                 (np.zeros(math.ceil(num_trees / self.trees_per_iteration)) if per_iteration else None)
         acquisition = np.concatenate([p[0] for p in parts])
-        evaluation = np.concatenate([p[1] for p in parts])
+        evaluation = np.concatenate([p[1] for p in parts]) + tree * num_trees
         rows_using = sum(p[2] for p in parts)
         curve = sum(p[3] for p in parts) if per_iteration else None
+        if per_iteration and tree:
+            trees_done = np.minimum(np.arange(1, len(curve) + 1) * self.trees_per_iteration, num_trees)
+            curve = curve + tree * len(acquisition) * trees_done
         return acquisition, evaluation, rows_using, curve
 
     def leaf_values(self, X, leaves: np.ndarray) -> np.ndarray:

@@ -363,6 +363,7 @@ class _Run:
             raise CEGBError(f"ids should hold one id per row of X ({n}), got shape {self.ids.shape}")
         self.cost = CostState(n, predictor.costs, num_features)  # paid: fetched by this call
         num_trees = predictor.num_trees
+        self.cost.evaluation += predictor.costs.tree * num_trees  # every row goes through every tree
         has_splits = np.diff(forest.node_offset[:num_trees + 1]) > 0
         self.route = np.zeros((n, num_trees), dtype=np.int32)
         self.route[:, ~has_splits] = -1  # one-leaf trees: at leaf 0

@@ -396,9 +396,10 @@ def _lazy_costs(forest: Forest, costs) -> np.ndarray:
     if group_lazy.any() or group_coupled.any():
         raise CEGBError("budget_prune does not handle feature groups yet (a (row, group) pair paid once); got costs "
                         f"for groups {[g for g, c in zip(costs.groups, group_lazy + group_coupled) if c][:10]}")
-    if coupled.any() or split.any():
+    if coupled.any() or split.any() or costs.tree:
         raise CEGBError("budget_prune uses lazy (per-row) feature costs only; got coupled costs for features "
-                        f"{np.flatnonzero(coupled)[:10].tolist()} and split costs {np.unique(split)[:5].tolist()}")
+                        f"{np.flatnonzero(coupled)[:10].tolist()}, split costs {np.unique(split)[:5].tolist()} and a "
+                        f"tree cost of {costs.tree:g}")
     return np.asarray(lazy, dtype=np.float64)
 
 

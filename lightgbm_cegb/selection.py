@@ -27,6 +27,10 @@ registered methods, each on a documented scale:
   ``params`` (BudgetPrune has no lambdarank loss).
 - ``early_exit``: ``threshold`` of ``EarlyExit`` on a plain LightGBM model (classification: a
   probability; ranking: the proximity margin), ``every`` (default 10).
+- ``greedy_miser``: ``relative_lam`` r in [0, 1]: ``lam = r * scale``, the scale being the smallest ``lam`` at
+  which the first tree has no split (``GreedyMiser*.lam_scale``); ``lam`` sets the raw value. Early stopping
+  on the validation rows keeps the best iteration (``GreedyMiserRanker``: NDCG@5); one point per prefix of
+  5, 10, 20, 50, 100, 200 trees below it, and one at it.
 - ``budgetrf``: ``alpha`` of ``BudgetRFClassifier`` (classification; ranking on label >= 1), one point
   per prefix of ``n_estimators`` trees in ``trees`` (default 1, 2, 3, 5, 10, 20, 30, ...).
 """
@@ -229,23 +233,26 @@ def cegb_tradeoff_scale(params: Mapping, train_set: lgb.Dataset, *, rel_tol: flo
     if not any(params.get(k) for k in ("cegb_penalty_feature_lazy", "cegb_penalty_feature_coupled",
                                        "cegb_penalty_split")):
         raise CEGBError("cegb_tradeoff_scale: params set no cegb_penalty_*; there is nothing to trade off")
+    return no_split_scale(lambda t: has_split(lgb.train({**params, "cegb_tradeoff": t}, train_set, 1)),
+                          "cegb_tradeoff_scale", rel_tol)
 
-    def splits(tradeoff: float) -> bool:
-        return has_split(lgb.train({**params, "cegb_tradeoff": tradeoff}, train_set, 1))
 
+def no_split_scale(splits: Callable[[float], bool], name: str, rel_tol: float = 1e-3) -> float:
+    """The smallest trade-off ``t`` at which ``splits(t)`` (the first tree has a split) is False, by geometric
+    bisection to ``rel_tol``; ``splits`` falls from True to False as ``t`` grows."""
     if not splits(0.0):
-        raise CEGBError("cegb_tradeoff_scale: the first tree makes no split even without costs")
+        raise CEGBError(f"{name}: the first tree makes no split even without costs")
     lo, hi = 0.0, 1.0
     while splits(hi):
         lo, hi = hi, hi * 16
         if hi > 1e30:
-            raise CEGBError("cegb_tradeoff_scale: every trade-off up to 1e30 still splits; are all costs 0?")
+            raise CEGBError(f"{name}: every trade-off up to 1e30 still splits; are all costs 0?")
     if lo == 0.0:
         lo = hi
         while not splits(lo):
             hi, lo = lo, lo / 16
             if lo < 1e-30:
-                raise CEGBError("cegb_tradeoff_scale: no trade-off down to 1e-30 splits")
+                raise CEGBError(f"{name}: no trade-off down to 1e-30 splits")
     while hi / lo > 1 + rel_tol:
         mid = math.sqrt(lo * hi)
         lo, hi = (mid, hi) if splits(mid) else (lo, mid)
@@ -362,6 +369,49 @@ def _fit_budgetrf(context: Context, state, params: dict) -> list[Candidate]:
         candidates.append(Candidate("budgetrf", {**params, "trees": k}, forest, predict,
                                     lambda X, k=k: prediction_cost(forest, X, context.costs, num_iteration=k)))
     return candidates
+
+
+#: ``relative_lam`` values of Greedy Miser's default grid (as CEGB's: 1 is a first tree without a split).
+GREEDY_MISER_RELATIVE_LAMS = (0.0, 0.001, 0.003, 0.01, 0.03, 0.1, 0.2, 0.4, 0.7, 0.9)
+#: Tree counts at which a Greedy Miser model (up to its best validation iteration) is also a point.
+GREEDY_MISER_TREES = (5, 10, 20, 50, 100, 200)
+
+
+def _greedy_miser(context: Context, **params):
+    from .greedy_miser import GreedyMiserClassifier, GreedyMiserRanker, GreedyMiserRegressor
+    kind = {"binary": GreedyMiserClassifier, "multiclass": GreedyMiserClassifier,
+            "regression": GreedyMiserRegressor, "ranking": GreedyMiserRanker}[context.task]
+    return kind(feature_costs=context.costs, n_estimators=context.num_boost_round,
+                early_stopping_rounds=context.early_stopping_rounds, random_state=0, **params)
+
+
+def _greedy_miser_prepare(context: Context) -> float:
+    train = context.train
+    return _greedy_miser(context).lam_scale(train.X, train.y, **({} if train.group is None else {"group": train.group}))
+
+
+@register("greedy_miser", prepare=_greedy_miser_prepare,
+          grid=lambda context: [{"relative_lam": r} for r in GREEDY_MISER_RELATIVE_LAMS])
+def _fit_greedy_miser(context: Context, scale: float, params: dict) -> list[Candidate]:
+    params = dict(params)
+    relative = params.pop("relative_lam", None)
+    if relative is not None and "lam" in params:
+        raise CEGBError("greedy_miser: give relative_lam or lam, not both")
+    lam = params.pop("lam", float(relative or 0.0) * scale)
+    train, valid = context.train, context.valid
+    queries = {} if train.group is None else {"group": train.group, "eval_group": [valid.group]}
+    model = _greedy_miser(context, lam=lam, **params).fit(train.X, train.y, eval_set=[(valid.X, valid.y)], **queries)
+    if context.task == "binary":
+        predict = lambda X, k: model.predict_proba(X, num_iteration=k)[:, 1]  # noqa: E731
+    elif context.task == "multiclass":
+        predict = lambda X, k: model.predict_proba(X, num_iteration=k)  # noqa: E731
+    else:
+        predict = lambda X, k: model.predict(X, num_iteration=k)  # noqa: E731
+    point = {**({} if relative is None else {"relative_lam": relative}), "lam": lam, **params}
+    best = model.best_iteration_
+    return [Candidate("greedy_miser", {**point, "trees": k}, model, lambda X, k=k: predict(X, k),
+                      lambda X, k=k: model.prediction_cost(X, num_iteration=k))
+            for k in sorted({k for k in GREEDY_MISER_TREES if k < best} | {best})]
 
 
 def _dense(X):

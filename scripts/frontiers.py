@@ -88,12 +88,13 @@ def load(name: str) -> tuple[dict, FeatureCosts, str]:
 
 
 QUICK = {"cegb": [{"relative_tradeoff": r} for r in (0.0, 0.05)], "budget_prune": [{"budget_fraction": 0.3}],
-         "early_exit": [{"threshold": 0.9}], "budgetrf": [{"alpha": 2.0, "n_estimators": 5, "trees": (1, 5)}]}
+         "early_exit": [{"threshold": 0.9}], "budgetrf": [{"alpha": 2.0, "n_estimators": 5, "trees": (1, 5)}],
+         "greedy_miser": [{"relative_lam": r} for r in (0.0, 0.1)]}
 # BudgetPrune's own setting (Nan et al. 2016): a random forest (LightGBM's rf mode: bootstrap-like bagging,
 # a random half of the features per tree, 100 trees) rather than a boosted model
 RF = {"boosting": "rf", "bagging_fraction": 0.632, "bagging_freq": 1, "feature_fraction": 0.5}
 LABELS = {"lightgbm": "LightGBM", "cegb": "CEGB", "budget_prune": "BudgetPrune", "early_exit": "Early Exit",
-          "budgetrf": "BudgetRF"}
+          "budgetrf": "BudgetRF", "greedy_miser": "Greedy Miser"}
 
 
 def main() -> None:

@@ -12,9 +12,10 @@ Yahoo cost vector bundled with the package (``lightgbm_cegb.datasets.yahoo_costs
 (i)  feature costs plus a split cost alpha = 1/4 per node a row evaluates (a depth-4 tree costs as much as a
      feature of cost 1), graded labels 0-4: CEGB with Greedy-Miser-like trees (16 leaves, depth 4) and with deep
      trees (best-first, 64 leaves), both squared-loss regressors as in the paper, against plain LightGBM,
-     BudgetPrune of the plain regressor and Early Exit of a LightGBM lambdarank model.
+     BudgetPrune of the plain regressor, Early Exit of a LightGBM lambdarank model and Greedy Miser (depth 4,
+     irrelevant documents weighted 10, the split cost in its accounting only).
 (ii) feature costs only (alpha = 0), labels binarised (y > 0): CEGB (deep trees, binary objective), plain
-     LightGBM, BudgetPrune, Early Exit and BudgetRF.
+     LightGBM, BudgetPrune, Early Exit, BudgetRF and Greedy Miser.
 Metric: the papers' Average Precision@5 (lightgbm_cegb.metrics; SEEDS.md section 7) on the test queries. Each
 method is swept (lightgbm_cegb.selection: trade-offs on their documented scales) on the training rows, its
 points measured on the validation rows; the validation Pareto points are then measured on the test rows.
@@ -128,11 +129,13 @@ def run_setting(setting: str, parts: dict, lazy: FeatureCosts, args) -> tuple[pd
         runs += [("CEGB 16 leaves, depth 4", "cegb", {**SHALLOW, **objective}, None),
                  ("CEGB deep", "cegb", {**DEEP, **objective}, None),
                  ("CEGB deep, breadth-first", "cegb", {**DEEP, **objective, "tree_growth": "depthwise"}, None)]
+    runs += [("Greedy Miser", "greedy_miser", {}, None)]
     if args.quick:
         quick_grids = {"cegb": [{"relative_tradeoff": r} for r in (0.0, 0.01, 0.1)],
                        "budget_prune": [{"budget_fraction": f} for f in (0.3, 1.0)],
                        "early_exit": [{"threshold": 1.0 if not binarise else 0.9}],
-                       "budgetrf": [{"alpha": 2.0, "n_estimators": 5, "trees": (1, 5)}]}
+                       "budgetrf": [{"alpha": 2.0, "n_estimators": 5, "trees": (1, 5)}],
+                       "greedy_miser": [{"relative_lam": r} for r in (0.0, 0.1)]}
     frames = []
     for label, method, params, grid in [run for run in runs if run[1] in args.methods.split(",")]:
         start = time.perf_counter()
@@ -168,7 +171,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=300, help="boosting rounds (early stopping on validation)")
     parser.add_argument("--forest", type=int, default=30, help="BudgetRF: trees per forest")
     parser.add_argument("--settings", default="i,ii", help="which of the paper's settings to run")
-    parser.add_argument("--methods", default="lightgbm,cegb,budget_prune,early_exit,budgetrf",
+    parser.add_argument("--methods", default="lightgbm,cegb,budget_prune,early_exit,budgetrf,greedy_miser",
                         help="which methods to run (BudgetPrune on all of Yahoo's 473k rows takes hours)")
     parser.add_argument("--jobs", type=int, default=1, help="grid points trained in parallel")
     parser.add_argument("--quick", action="store_true", help="small grids (the test runs this)")

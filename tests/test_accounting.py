@@ -34,15 +34,15 @@ def test_leaves_and_raw_scores_match_lightgbm(case):
 
 
 @settings(max_examples=200, deadline=None, derandomize=True)
-@given(model_and_data(), st.sampled_from([0.0, 0.25]))
-def test_costs_match_reference(case, split_cost):
+@given(model_and_data(), st.sampled_from([0.0, 0.25]), st.sampled_from([0.0, 0.7]))
+def test_costs_match_reference(case, split_cost, tree_cost):
     booster, X, rng = case
     n_features = booster.num_feature()
     lazy = rng.uniform(0, 10, n_features)
     split = rng.uniform(0, 1, n_features) if split_cost else np.zeros(n_features)
-    report = prediction_cost(booster, X, FeatureCosts(lazy=lazy, split=split), per_iteration=True)
+    report = prediction_cost(booster, X, FeatureCosts(lazy=lazy, split=split, tree=tree_cost), per_iteration=True)
     tpi = booster.num_model_per_iteration()
-    acquisition, evaluation, usage, curve = reference_costs(booster, X, lazy, split, tpi)
+    acquisition, evaluation, usage, curve = reference_costs(booster, X, lazy, split, tpi, tree=tree_cost)
     np.testing.assert_allclose(report.acquisition, acquisition, rtol=1e-12)
     np.testing.assert_allclose(report.evaluation, evaluation, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(report.usage, usage, rtol=1e-12)

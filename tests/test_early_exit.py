@@ -10,7 +10,7 @@ import pytest
 from lightgbm_cegb import CEGBError, FeatureCosts, prediction_cost
 from lightgbm_cegb.early_exit import EarlyExit
 
-COSTS = FeatureCosts(lazy=[1.0, 2.0, 3.0, 5.0, 8.0, 13.0])
+COSTS = FeatureCosts(lazy=[1.0, 2.0, 3.0, 5.0, 8.0, 13.0], tree=0.25)  # a row pays only the trees it went through
 
 
 def data(seed=0, n=900):

@@ -60,7 +60,7 @@ def test_exact_on_random_models(case, split_cost, known_share):
     booster, X, rng = case
     n_features = booster.num_feature()
     lazy = rng.integers(0, 20, n_features).astype(float)  # integers: sums exact in any order
-    costs = FeatureCosts(lazy=lazy, split=rng.uniform(0, split_cost, n_features))
+    costs = FeatureCosts(lazy=lazy, split=rng.uniform(0, split_cost, n_features), tree=split_cost)
     store = Store(X)
     if to_forest(booster).linear is not None:
         with pytest.raises(CEGBError, match="linear trees"):

@@ -28,9 +28,9 @@ def test_reproduce_yahoo_quick(tmp_path, data):
     report_sections = dict(zip(("i", "ii"), report.split("## setting")[1:]))
     trained = "CEGB deep trained to the budget"
     for setting, methods in (("i", {"LightGBM", "BudgetPrune", "Early Exit", "CEGB 16 leaves, depth 4", "CEGB deep",
-                                    "CEGB deep, breadth-first",
-                                    trained}),
-                             ("ii", {"LightGBM", "BudgetPrune", "Early Exit", "CEGB", "BudgetRF", trained})):
+                                    "CEGB deep, breadth-first", "Greedy Miser", trained}),
+                             ("ii", {"LightGBM", "BudgetPrune", "Early Exit", "CEGB", "BudgetRF", "Greedy Miser",
+                                     trained})):
         frame = pd.read_csv(tmp_path / f"yahoo_{data}_{setting}.csv")
         assert set(frame["method"]) == methods
         assert frame["test_quality"].between(0, 1).all() and (frame["test_cost"] >= 0).all()

@@ -37,15 +37,19 @@ def frontier(binary):
     train, valid, _ = binary
     grid = {"cegb": [{"relative_tradeoff": r} for r in (0.0, 0.01, 0.1)],
             "budget_prune": [{"budget_fraction": f} for f in (0.3, 1.0)],
-            "early_exit": [{"threshold": 0.8}], "budgetrf": [{"alpha": 2.0, "n_estimators": 4, "trees": (1, 4)}]}
-    return sweep(["lightgbm", "cegb", "budget_prune", "early_exit", "budgetrf"], train, valid, COSTS, task="binary",
+            "early_exit": [{"threshold": 0.8}], "budgetrf": [{"alpha": 2.0, "n_estimators": 4, "trees": (1, 4)}],
+            "greedy_miser": [{"relative_lam": r} for r in (0.0, 0.3)]}
+    return sweep(["lightgbm", "cegb", "budget_prune", "early_exit", "budgetrf", "greedy_miser"], train, valid, COSTS,
+                 task="binary",
                  grid=grid, params={"num_leaves": 8}, num_boost_round=60)
 
 
 def test_sweep_measures_each_point_exactly(frontier, binary):
     _, (Xv, yv), _ = binary
-    assert list(frontier["method"].value_counts().sort_index().items()) == [
+    counts = frontier["method"].value_counts()
+    assert list(counts.drop("greedy_miser").sort_index().items()) == [
         ("budget_prune", 2), ("budgetrf", 2), ("cegb", 3), ("early_exit", 1), ("lightgbm", 1)]
+    assert counts["greedy_miser"] >= 2  # each lam at its best iteration, and shorter prefixes
     assert frontier.attrs["metric"] == "accuracy"
     for _, row in frontier.iterrows():
         candidate = row["model"]
@@ -58,6 +62,10 @@ def test_sweep_measures_each_point_exactly(frontier, binary):
             expected_quality = np.mean(candidate.model.classes_[np.argmax(
                 list(candidate.model.staged_predict_proba(Xv))[k - 1], axis=1)] == yv)
             expected_cost = prediction_cost(candidate.model, Xv, COSTS, num_iteration=k).mean
+        elif row["method"] == "greedy_miser":
+            k = row["params"]["trees"]
+            expected_quality = np.mean((candidate.model.predict_proba(Xv, num_iteration=k)[:, 1] > 0.5) == yv)
+            expected_cost = prediction_cost(candidate.model.booster_, Xv, COSTS, num_iteration=k).mean
         else:  # LightGBM boosters: predict at their best iteration, cost of the same trees
             booster = candidate.model
             expected_quality = np.mean((booster.predict(Xv) > 0.5) == yv)
@@ -252,7 +260,8 @@ def test_plots(frontier, binary):
     from lightgbm_cegb.plotting import plot_cost_curve, plot_feature_usage, plot_frontiers
 
     ax = plot_frontiers(frontier, budget=10.0, title="t")
-    assert [line.get_label() for line in ax.get_lines()][:5] == list(dict.fromkeys(frontier["method"]))
+    methods = list(dict.fromkeys(frontier["method"]))
+    assert [line.get_label() for line in ax.get_lines()][:len(methods)] == methods
     lightgbm_line = ax.get_lines()[0]
     assert list(lightgbm_line.get_xdata()) == list(pareto(frontier[frontier["method"] == "lightgbm"])["cost"])
     booster = frontier[frontier["method"] == "lightgbm"]["model"].iloc[0].model
