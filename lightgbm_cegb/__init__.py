@@ -9,20 +9,23 @@ import warnings
 import lightgbm
 
 from .accounting import CostReport, prediction_cost
+from .adapt import AdaptGBRT
 from .budgetrf import BudgetRFClassifier
 from .cost_state import CostState
 from .costs import FeatureCosts
 from .early_exit import EarlyExit, EarlyExitResult
 from .errors import CEGBError
 from .forest import Forest
+from .greedy_miser import GreedyMiserClassifier, GreedyMiserRanker, GreedyMiserRegressor
 from .lazy import LazyFetchError, LazyPredictor, LazyResult
 from .ledger import CEGBState
 from .models import to_forest
 from .prune import Pruner, PruneResult, budget_prune, budget_prune_path
 
 __version__ = "0.1.0"
-__all__ = ["BudgetRFClassifier", "CEGBError", "CEGBState", "CostReport", "CostState", "EarlyExit", "EarlyExitResult",
-           "FeatureCosts", "Forest", "LazyFetchError", "LazyPredictor", "LazyResult", "PATCHED_LIGHTGBM", "PruneResult", "Pruner",
+__all__ = ["AdaptGBRT", "BudgetRFClassifier", "CEGBError", "CEGBState", "CostReport", "CostState", "EarlyExit", "EarlyExitResult",
+           "FeatureCosts", "Forest", "GreedyMiserClassifier", "GreedyMiserRanker", "GreedyMiserRegressor",
+           "LazyFetchError", "LazyPredictor", "LazyResult", "PATCHED_LIGHTGBM", "PruneResult", "Pruner",
            "budget_prune", "budget_prune_path", "prediction_cost", "to_forest"]
 
 #: True when the imported lightgbm is the patched build of this project.

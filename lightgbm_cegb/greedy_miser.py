@@ -44,6 +44,37 @@ def _number(value, name: str, low: float, *, low_open: bool = False, integer: bo
                         f"{'>' if low_open else '>='} {low:g}, got {value!r}")
 
 
+def miser_params(costs: FeatureCosts | None, lam: float, num_features: int, num_class: int, *, max_depth: int,
+                 learning_rate: float, min_samples_leaf: int, max_bin: int = 255, seed: int = 0,
+                 n_jobs: int | None = None) -> dict:
+    """LightGBM's parameters for Greedy Miser's trees (also ADAPT-GBRT's): depth-wise CART trees without
+    regularisation, a feature's (group's) lazy plus coupled cost as its coupled penalty, refreshed per tree."""
+    params = {"learning_rate": learning_rate, "num_leaves": 2 ** max_depth, "max_depth": max_depth,
+              "tree_growth": "depthwise", "min_data_in_leaf": min_samples_leaf,
+              # a side of weight 0 has no mean to fit (and LightGBM fails a check on one at 0.0)
+              "min_sum_hessian_in_leaf": 1e-10, "lambda_l1": 0.0, "lambda_l2": 0.0, "min_gain_to_split": 0.0,
+              "max_bin": max_bin, "min_data_in_bin": 1, "feature_pre_filter": False, "metric": "None",
+              "verbose": -1, "deterministic": True, "seed": seed, "num_threads": resolve_n_jobs(n_jobs, 1 << 30)}
+    if num_class > 1:
+        params["num_class"] = num_class
+    if costs is not None and lam > 0:
+        lazy, coupled, _ = costs.arrays(num_features)
+        group_of, group_lazy, group_coupled = costs.group_arrays(num_features)
+        params.update({"cegb_tradeoff": float(lam), "cegb_penalty_feature_coupled": (lazy + coupled).tolist(),
+                       "cegb_coupled_refresh": "tree"})
+        if costs.groups:
+            params.update({"cegb_feature_group": group_of.tolist(),
+                           "cegb_penalty_group_coupled": (group_lazy + group_coupled).tolist()})
+    return params
+
+
+def log_loss_per_row(score: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """-log p(y) per row under raw scores (a column per class, or one logit for two classes)."""
+    if score.ndim == 2:
+        return -log_softmax(score, axis=1)[np.arange(len(codes)), codes.astype(np.int64)]
+    return np.logaddexp(0.0, np.where(codes > 0, -score, score))
+
+
 class _GreedyMiser(BaseEstimator):
     """The estimators' shared fit: the paper's algorithm as a LightGBM configuration."""
 
@@ -90,25 +121,10 @@ class _GreedyMiser(BaseEstimator):
         return resolve_costs(self.feature_costs, num_features, names)
 
     def _params(self, num_features: int, num_class: int) -> dict:
-        params = {"learning_rate": self.learning_rate, "num_leaves": 2 ** self.max_depth, "max_depth": self.max_depth,
-                  "tree_growth": "depthwise", "min_data_in_leaf": self.min_samples_leaf,
-                  # a side of weight 0 has no mean to fit (and LightGBM fails a check on one at 0.0)
-                  "min_sum_hessian_in_leaf": 1e-10, "lambda_l1": 0.0, "lambda_l2": 0.0, "min_gain_to_split": 0.0,
-                  "max_bin": self.max_bin, "min_data_in_bin": 1, "feature_pre_filter": False, "metric": "None",
-                  "verbose": -1, "deterministic": True, "seed": 0 if self.random_state is None else self.random_state,
-                  "num_threads": resolve_n_jobs(self.n_jobs, 1 << 30)}
-        if num_class > 1:
-            params["num_class"] = num_class
-        costs = self.costs_
-        if costs is not None and self.lam > 0:
-            lazy, coupled, _ = costs.arrays(num_features)
-            group_of, group_lazy, group_coupled = costs.group_arrays(num_features)
-            params.update({"cegb_tradeoff": float(self.lam), "cegb_penalty_feature_coupled": (lazy + coupled).tolist(),
-                           "cegb_coupled_refresh": "tree"})
-            if costs.groups:
-                params.update({"cegb_feature_group": group_of.tolist(),
-                               "cegb_penalty_group_coupled": (group_lazy + group_coupled).tolist()})
-        return params
+        return miser_params(self.costs_, self.lam, num_features, num_class, max_depth=self.max_depth,
+                            learning_rate=self.learning_rate, min_samples_leaf=self.min_samples_leaf,
+                            max_bin=self.max_bin, seed=0 if self.random_state is None else self.random_state,
+                            n_jobs=self.n_jobs)
 
     def _fit(self, X, y, sample_weight, eval_set, eval_sample_weight, group=None, eval_group=None,
              num_class: int = 1):
@@ -167,6 +183,13 @@ class _GreedyMiser(BaseEstimator):
     def _validated(self, X, y):
         return validate_data(self, X, y, accept_sparse=["csr", "csc"], dtype=np.float64, ensure_all_finite="allow-nan",
                              y_numeric=not isinstance(self, ClassifierMixin), ensure_min_samples=2)
+
+    @property
+    def forest_(self):
+        """The fitted trees as a ``Forest`` (what ``prediction_cost(model, X)`` and the package read)."""
+        from .models import to_forest
+        check_is_fitted(self, "booster_")
+        return to_forest(self.booster_)
 
     def lam_scale(self, X, y, **fit_params) -> float:
         """The smallest ``lam`` at which the first tree grown on (X, y) has no split (bisection on one-tree
@@ -303,11 +326,7 @@ class GreedyMiserClassifier(ClassifierMixin, _GreedyMiser):
 
     @staticmethod
     def _metric(score, y, weight, group):
-        if score.ndim == 1:  # -log sigmoid(+-score), stably
-            loss = np.logaddexp(0.0, np.where(y > 0, -score, score))
-        else:
-            loss = -log_softmax(score, axis=1)[np.arange(len(y)), y.astype(np.int64)]
-        return float(np.average(loss, weights=weight))
+        return float(np.average(log_loss_per_row(score, y), weights=weight))
 
     def predict_proba(self, X, *, num_iteration: int | None = None) -> np.ndarray:
         score = self._raw(X, num_iteration)

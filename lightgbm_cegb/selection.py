@@ -31,6 +31,8 @@ registered methods, each on a documented scale:
   which the first tree has no split (``GreedyMiser*.lam_scale``); ``lam`` sets the raw value. Early stopping
   on the validation rows keeps the best iteration (``GreedyMiserRanker``: NDCG@5); one point per prefix of
   5, 10, 20, 50, 100, 200 trees below it, and one at it.
+- ``adapt_gbrt``: ``p_full`` and ``relative_tradeoff`` of ``AdaptGBRT`` (tradeoff = r x Greedy Miser's
+  ``lam_scale``) in front of f0, the plain LightGBM model (classification).
 - ``budgetrf``: ``alpha`` of ``BudgetRFClassifier`` (classification; ranking on label >= 1), one point
   per prefix of ``n_estimators`` trees in ``trees`` (default 1, 2, 3, 5, 10, 20, 30, ...).
 """
@@ -412,6 +414,32 @@ def _fit_greedy_miser(context: Context, scale: float, params: dict) -> list[Cand
     return [Candidate("greedy_miser", {**point, "trees": k}, model, lambda X, k=k: predict(X, k),
                       lambda X, k=k: model.prediction_cost(X, num_iteration=k))
             for k in sorted({k for k in GREEDY_MISER_TREES if k < best} | {best})]
+
+
+def _adapt_prepare(context: Context):
+    """f0 (plain LightGBM on the training rows) and the unit of ``relative_tradeoff`` (Greedy Miser's lam_scale
+    on the training rows: ADAPT's trees pay as Greedy Miser's)."""
+    return _plain(context), _greedy_miser_prepare(context)
+
+
+@register("adapt_gbrt", tasks=("binary", "multiclass"), prepare=_adapt_prepare,
+          grid=lambda context: [{"p_full": p, "relative_tradeoff": r} for p in (0.1, 0.2, 0.3, 0.5)
+                                for r in (0.0, 0.01, 0.1)])
+def _fit_adapt(context: Context, state, params: dict) -> list[Candidate]:
+    from .adapt import AdaptGBRT
+    f0, scale = state
+    params = dict(params)
+    relative = params.pop("relative_tradeoff", None)
+    if relative is not None and "tradeoff" in params:
+        raise CEGBError("adapt_gbrt: give relative_tradeoff or tradeoff, not both")
+    tradeoff = params.pop("tradeoff", float(relative or 0.0) * scale)
+    model = AdaptGBRT(f0, tradeoff=tradeoff, costs=context.costs, **params).fit(context.train.X, context.train.y)
+    if context.task == "binary":
+        predict = lambda X: model.predict_proba(X)[:, 1]  # noqa: E731
+    else:
+        predict = model.predict_proba
+    point = {**({} if relative is None else {"relative_tradeoff": relative}), "tradeoff": tradeoff, **params}
+    return [Candidate("adapt_gbrt", point, model, predict, model.prediction_cost)]
 
 
 def _dense(X):

@@ -138,6 +138,7 @@ def test_tree_cost_is_on_the_cost_axis():
     base = prediction_cost(model.booster_, X, plain)
     np.testing.assert_allclose(report.evaluation, base.evaluation + 0.5 * 20)
     np.testing.assert_array_equal(report.acquisition, base.acquisition)
+    np.testing.assert_array_equal(prediction_cost(model, X).per_instance, report.per_instance)  # costs_, forest_
 
 
 def test_early_stopping_keeps_the_best_validation_iteration():

@@ -1,0 +1,339 @@
+"""Adaptive gating: ADAPT-GBRT (Nan and Saligrama, NIPS 2017; SEEDS.md section 6).
+
+An accurate, costly model f0 that the user already has is kept; a cheap gate g and a cheap model f1 are
+learnt so that g sends the easy rows to f1 and only the hard ones to f0. ``fit`` alternates the paper's two
+steps:
+
+1. with g and f1 fixed, the routing weights ``q_i`` (the probability that row i goes to f0) minimise
+   ``sum_i (1 - q_i) A_i + q_i B_i - H(q_i)`` with ``mean(q) = p_full`` (:func:`routing_weights`), where
+   ``A_i = loss(f1(x_i), y_i) + log(1 + exp(g(x_i)))`` and ``B_i = -log p_f0(y_i | x_i) + log(1 + exp(-g(x_i)))``:
+   ``q_i = 1 / (1 + exp(B_i - A_i + beta))`` with ``beta`` found by bisection;
+2. with q fixed, g and f1 grow by boosting, tree after tree, in turn: f1 on the log-loss weighted by
+   ``1 - q_i``, g on the cross-entropy to the soft labels ``q_i`` (first order, as Greedy Miser), a split on a
+   feature (or group) that neither g nor f1 has used yet costing ``tradeoff * c``. The two boosters share one
+   record of the features used: after every tree the bought sets of their CEGB ledgers (patch 0006) are
+   merged, so each sees what the other bought.
+
+Initialisation as the paper: g = 0 (plus the constant logit(p_full)), f1 a Greedy Miser model. A row goes to
+f0 when g's score passes ``gate_threshold_``, the threshold above which a ``p_full`` fraction of the training
+rows lie (the paper's ``g(x) > 0`` sends far fewer when most rows' q stays below 1/2). Its
+prediction cost is exact (:meth:`AdaptGBRT.prediction_cost`): the gate's features, then those of the model
+it goes to, each (row, feature or group) paid once across the models, in one per-row cost state.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import numbers
+import os
+from pathlib import Path
+
+import lightgbm as lgb
+import numpy as np
+from scipy.special import expit, softmax
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ._io import write_atomically
+from .accounting import CostReport
+from .cost_state import CostState
+from .costs import FeatureCosts, resolve_costs
+from .errors import CEGBError
+from .greedy_miser import GreedyMiserClassifier, log_loss_per_row, miser_params
+from .ledger import CEGBState
+from .models import to_forest
+
+__all__ = ["AdaptGBRT", "routing_weights"]
+
+GATE_LIMIT = 30.0  # |the gate's starting score|: logit(p_full), within +-30 (p_full 0 and 1 at the ends)
+
+
+def routing_weights(A: np.ndarray, B: np.ndarray, p_full: float, *, tol: float = 1e-12) -> np.ndarray:
+    """The q-step: ``q`` minimising ``sum_i (1 - q_i) A_i + q_i B_i - H(q_i)`` subject to ``mean(q) = p_full``
+    (H the binary entropy): ``q_i = 1 / (1 + exp(B_i - A_i + beta))``, ``beta`` by bisection (mean(q) falls as
+    beta grows). ``p_full`` 0 and 1 give q = 0 and q = 1."""
+    A, B = np.asarray(A, dtype=np.float64), np.asarray(B, dtype=np.float64)
+    if p_full <= 0.0:
+        return np.zeros_like(A)
+    if p_full >= 1.0:
+        return np.ones_like(A)
+    d = B - A
+
+    def mean_q(beta: float) -> float:
+        return float(expit(-(d + beta)).mean())
+
+    lo, hi = -1.0, 1.0
+    while mean_q(lo) < p_full:
+        lo *= 2
+    while mean_q(hi) > p_full:
+        hi *= 2
+    while hi - lo > tol * max(1.0, abs(lo), abs(hi)):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if mean_q(mid) > p_full else (lo, mid)
+    return expit(-(d + (lo + hi) / 2))
+
+
+def _check_number(value, name: str, low: float, high: float | None = None, *, integer: bool = False) -> None:
+    kind = numbers.Integral if integer else numbers.Real
+    if isinstance(value, bool) or not isinstance(value, kind) or not math.isfinite(value) or value < low or \
+            (high is not None and value > high):
+        raise CEGBError(f"{name} should be {'an integer' if integer else 'a number'} in [{low:g}, "
+                        f"{'inf' if high is None else f'{high:g}'}], got {value!r}")
+
+
+class AdaptGBRT(ClassifierMixin, BaseEstimator):
+    """ADAPT-GBRT: a gate g and a cheap model f1 in front of a costly classifier f0.
+
+    Parameters
+    ----------
+    f0 : fitted classifier with ``predict_proba``, or a LightGBM Booster (binary or multiclass objective)
+        The accurate model (binary or multiclass), fitted on the same columns and classes. Its prediction
+        cost: exact when ``to_forest`` reads it (LightGBM, scikit-learn trees); otherwise give ``f0_usage``.
+    p_full : float in [0, 1]
+        The fraction of training rows the q-step sends to f0.
+    tradeoff : float, default 0.0
+        gamma: a split of g or f1 on a feature neither has used yet costs ``tradeoff * c``.
+    costs : FeatureCosts, lazy costs per column or by name, optional
+        The cost model (default: every feature costs 1). A feature's ``c`` in training is its lazy plus
+        coupled cost.
+    n_rounds : int, default 5
+        Alternations of the q-step and the growth of g and f1.
+    trees_per_round : int, default 20
+        Trees added to each of g and f1 per round (per class for f1 with more than two classes).
+    max_depth, learning_rate, min_samples_leaf : as Greedy Miser's (depth-wise trees, 2 ** max_depth leaves)
+    f0_usage : callable, optional
+        For an f0 that ``to_forest`` cannot read: ``f0_usage(X)`` -> bool array (rows, features), the
+        features f0 needs for each row.
+    n_jobs : int, optional
+        Threads.
+    """
+
+    def __init__(self, f0=None, *, p_full: float = 0.3, tradeoff: float = 0.0, costs=None, n_rounds: int = 5,
+                 trees_per_round: int = 20, max_depth: int = 4, learning_rate: float = 0.1, min_samples_leaf: int = 1,
+                 f0_usage=None, n_jobs: int | None = None) -> None:
+        self.f0 = f0
+        self.p_full = p_full
+        self.tradeoff = tradeoff
+        self.costs = costs
+        self.n_rounds = n_rounds
+        self.trees_per_round = trees_per_round
+        self.max_depth = max_depth
+        self.learning_rate = learning_rate
+        self.min_samples_leaf = min_samples_leaf
+        self.f0_usage = f0_usage
+        self.n_jobs = n_jobs
+
+    # ------------------------------------------------------------------------------------- fitting
+
+    def _check_params(self) -> None:
+        if not isinstance(self.f0, lgb.Booster) and not hasattr(self.f0, "predict_proba"):
+            raise CEGBError(f"f0 should be a fitted classifier with predict_proba or a LightGBM classification "
+                            f"Booster, got {type(self.f0).__name__}")
+        _check_number(self.p_full, "p_full", 0.0, 1.0)
+        _check_number(self.tradeoff, "tradeoff", 0.0)
+        _check_number(self.n_rounds, "n_rounds", 1, integer=True)
+        _check_number(self.trees_per_round, "trees_per_round", 1, integer=True)
+        _check_number(self.max_depth, "max_depth", 1, 30, integer=True)
+        _check_number(self.min_samples_leaf, "min_samples_leaf", 1, integer=True)
+        if not (isinstance(self.learning_rate, numbers.Real) and self.learning_rate > 0):
+            raise CEGBError(f"learning_rate should be a number > 0, got {self.learning_rate!r}")
+        if self.f0_usage is not None and not callable(self.f0_usage):
+            raise CEGBError(f"f0_usage should be a callable X -> bool array (rows, features), got "
+                            f"{type(self.f0_usage).__name__}")
+
+    def _f0_proba(self, X) -> np.ndarray:
+        if isinstance(self.f0, lgb.Booster):  # binary: the probability of class 1; multiclass: one per class
+            proba = np.asarray(self.f0.predict(X), dtype=np.float64)
+            proba = np.column_stack([1 - proba, proba]) if proba.ndim == 1 else proba
+        else:
+            proba = np.asarray(self.f0.predict_proba(X), dtype=np.float64)
+        if proba.ndim != 2 or proba.shape != (X.shape[0], len(self.classes_)):
+            raise CEGBError(f"f0.predict_proba should give ({X.shape[0]}, {len(self.classes_)}) probabilities "
+                            f"(one per class {self.classes_.tolist()}), got shape {proba.shape}")
+        return proba
+
+    def fit(self, X, y) -> AdaptGBRT:
+        """Learn g and f1 on (X, y) around the fitted f0."""
+        self._check_params()
+        X, y = validate_data(self, X, y, dtype=np.float64, ensure_all_finite="allow-nan", ensure_min_samples=2)
+        check_classification_targets(y)
+        if isinstance(self.f0, lgb.Booster):  # classes 0 .. K - 1
+            classes, f0_features = np.arange(max(self.f0.num_model_per_iteration(), 2)), self.f0.num_feature()
+        else:
+            classes, f0_features = getattr(self.f0, "classes_", None), getattr(self.f0, "n_features_in_", None)
+        self.classes_ = np.unique(y) if classes is None else np.asarray(classes)
+        codes = np.searchsorted(self.classes_, y)
+        if (codes >= len(self.classes_)).any() or (self.classes_[np.minimum(codes, len(self.classes_) - 1)] != y).any():
+            raise CEGBError(f"y holds classes {sorted(set(np.unique(y).tolist()) - set(self.classes_.tolist()))[:10]} "
+                            f"that f0 was not trained on (its classes: {self.classes_.tolist()})")
+        if len(self.classes_) < 2:
+            raise CEGBError(f"y should hold at least two classes, got {self.classes_.tolist()}")
+        if f0_features is not None and f0_features != X.shape[1]:
+            raise CEGBError(f"f0 was fitted on {f0_features} features, X has {X.shape[1]}")
+        names = [str(n) for n in getattr(self, "feature_names_in_", [])] or None
+        self.costs_ = resolve_costs(FeatureCosts(lazy=np.ones(X.shape[1])) if self.costs is None else self.costs,
+                                    X.shape[1], names)
+        n, num_class = len(y), len(self.classes_)
+        k = num_class if num_class > 2 else 1
+        f0_loss = -np.log(np.clip(self._f0_proba(X)[np.arange(n), codes], 1e-15, 1.0))
+        weight_f1 = np.ones(n)  # 1 - q, read by f1's objective
+        target_g = np.zeros(n)  # q, read by g's objective
+
+        def f1_objective(score, _):
+            gradient = GreedyMiserClassifier._gradient(score.reshape(n, k) if k > 1 else score, codes)
+            w = weight_f1[:, None] if k > 1 else weight_f1
+            return gradient * w, np.broadcast_to(w, gradient.shape).copy()
+
+        def g_objective(score, _):
+            return expit(score) - target_g, np.ones(n)
+
+        params = miser_params(self.costs_, self.tradeoff, X.shape[1], k, max_depth=self.max_depth,
+                              learning_rate=self.learning_rate, min_samples_leaf=self.min_samples_leaf,
+                              n_jobs=self.n_jobs)
+        f1 = lgb.Booster({**params, "objective": "none"}, lgb.Dataset(X, codes.astype(np.float64), free_raw_data=False))
+        # g's score starts at logit(p_full) (the paper's g = 0 up to this offset, which p_full 0 and 1 need:
+        # there no tree of g can split, every row having the same target)
+        self.gate_offset_ = float(np.clip(np.log(self.p_full) - np.log1p(-self.p_full), -GATE_LIMIT, GATE_LIMIT)) \
+            if 0 < self.p_full < 1 else math.copysign(GATE_LIMIT, self.p_full - 0.5)
+        g = lgb.Booster({**params, "num_class": 1, "objective": "none"},
+                        lgb.Dataset(X, np.zeros(n), init_score=np.full(n, self.gate_offset_), free_raw_data=False))
+        for _ in range(self.trees_per_round):  # f1 starts as Greedy Miser (every row's weight 1)
+            f1.update(fobj=f1_objective)
+        for _ in range(self.n_rounds if self.p_full < 1 else 0):  # at 1, f0 takes every row
+            f1_score = f1.predict(X, raw_score=True)
+            g_score = self.gate_offset_ + (g.predict(X, raw_score=True) if g.current_iteration() else 0.0)
+            f1_loss = log_loss_per_row(f1_score, codes)
+            A = f1_loss + np.logaddexp(0.0, g_score)
+            B = f0_loss + np.logaddexp(0.0, -g_score)
+            q = routing_weights(A, B, self.p_full)
+            weight_f1[:], target_g[:] = 1.0 - q, q
+            for _ in range(self.trees_per_round):
+                for booster, objective in ((f1, f1_objective), (g, g_objective)) if self.p_full > 0 else \
+                        ((f1, f1_objective),):  # at 0 no row goes to f0: no gate (it would cost every row)
+                    booster.update(fobj=objective)
+                    if self.tradeoff > 0:
+                        _share_bought(f1, g)
+        self.gate_ = lgb.Booster(model_str=g.model_to_string())
+        self.f1_ = lgb.Booster(model_str=f1.model_to_string())
+        # the gate's threshold: a p_full fraction of the training rows above it (the soft q of most rows stays
+        # below 1/2, so the paper's rule g > 0 would send far fewer)
+        score = self.gate_.predict(X, raw_score=True)
+        self.gate_threshold_ = -math.inf if self.p_full >= 1 else math.inf if self.p_full <= 0 else \
+            float(np.quantile(score, 1 - self.p_full))
+        self.train_fraction_to_f0_ = float(np.mean(self._to_f0(X)))
+        return self
+
+    # ---------------------------------------------------------------------------------- prediction
+
+    def _to_f0(self, X) -> np.ndarray:
+        return self.gate_.predict(X, raw_score=True) > self.gate_threshold_
+
+    def _validated(self, X) -> np.ndarray:
+        check_is_fitted(self, "gate_")
+        return validate_data(self, X, reset=False, dtype=np.float64, ensure_all_finite="allow-nan")
+
+    def route(self, X) -> np.ndarray:
+        """Which model each row goes to: 0 (f0) when the gate's score passes ``gate_threshold_``, else 1 (f1)."""
+        return np.where(self._to_f0(self._validated(X)), 0, 1)
+
+    def predict_proba(self, X) -> np.ndarray:
+        X = self._validated(X)
+        to_f0 = self._to_f0(X)
+        proba = np.empty((X.shape[0], len(self.classes_)))
+        if (~to_f0).any():
+            score = self.f1_.predict(X[~to_f0], raw_score=True)
+            proba[~to_f0] = softmax(score, axis=1) if score.ndim == 2 else np.column_stack([1 - expit(score),
+                                                                                            expit(score)])
+        if to_f0.any():
+            proba[to_f0] = self._f0_proba(X[to_f0])
+        return proba
+
+    def predict(self, X) -> np.ndarray:
+        proba = self.predict_proba(X)
+        return self.classes_[np.argmax(proba, axis=1)]
+
+    def prediction_cost(self, X, *, n_jobs: int | None = None) -> CostReport:
+        """Exact cost per row: the gate's features, then those of the model the row goes to, each (row, feature
+        or group) paid once across the models."""
+        X = self._validated(X)
+        to_f0 = self._to_f0(X)
+        state = CostState(X.shape[0], self.costs_, self.n_features_in_)
+        gate, f1 = to_forest(self.gate_), to_forest(self.f1_)
+        state.add(gate, X, n_jobs=n_jobs)
+        rows = np.flatnonzero(~to_f0)
+        if rows.size:
+            state.add(f1, X[rows], rows=rows, n_jobs=n_jobs)
+        rows = np.flatnonzero(to_f0)
+        if rows.size:
+            if self.f0_usage is not None:
+                need = np.asarray(self.f0_usage(X[rows]), dtype=bool)
+                if need.shape != (rows.size, self.n_features_in_):
+                    raise CEGBError(f"f0_usage should give a bool array of shape ({rows.size}, {self.n_features_in_}), "
+                                    f"got {need.shape}")
+                for feature in np.flatnonzero(need.any(axis=0)):
+                    state.pay(int(feature), rows[need[:, feature]])
+            else:
+                try:
+                    f0 = to_forest(self.f0)
+                except CEGBError as exc:
+                    raise CEGBError(f"f0: {exc}; for a model that is not a tree ensemble give f0_usage") from None
+                state.add(f0, X[rows], rows=rows, n_jobs=n_jobs)
+        used = np.flatnonzero(state.feature_paid.any(axis=0))
+        n = max(X.shape[0], 1)
+        return CostReport(acquisition=state.acquisition, evaluation=state.evaluation,
+                          coupled=self.costs_.model_cost(used, self.n_features_in_),
+                          usage=state.feature_paid.sum(axis=0) / n)
+
+    # ------------------------------------------------------------------------------------- files
+
+    def save(self, path: str | os.PathLike) -> None:
+        """``path`` (a directory): gate.txt and f1.txt (LightGBM model files) and manifest.json. f0 is not
+        saved: give it to :meth:`load`."""
+        check_is_fitted(self, "gate_")
+        folder = Path(path)
+        folder.mkdir(parents=True, exist_ok=True)
+        num_features = int(self.n_features_in_)
+        lazy, coupled, split = self.costs_.arrays(num_features)
+        group_of, group_lazy, group_coupled = self.costs_.group_arrays(num_features)
+        manifest = {"format": "lightgbm_cegb.AdaptGBRT", "version": 1, "classes": self.classes_.tolist(),
+                    "n_features_in": num_features, "p_full": self.p_full, "tradeoff": self.tradeoff,
+                    "gate_threshold": self.gate_threshold_,
+                    "costs": {"lazy": lazy.tolist(), "coupled": coupled.tolist(), "split": split.tolist(),
+                              "group_of": group_of.tolist(), "group_lazy": group_lazy.tolist(),
+                              "group_coupled": group_coupled.tolist(), "tree": self.costs_.tree}}
+        write_atomically(folder / "gate.txt", self.gate_.save_model)
+        write_atomically(folder / "f1.txt", self.f1_.save_model)
+        write_atomically(folder / "manifest.json", lambda tmp: Path(tmp).write_text(json.dumps(manifest, indent=1)))
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, f0, *, f0_usage=None) -> AdaptGBRT:
+        folder = Path(path)
+        manifest = json.loads((folder / "manifest.json").read_text())
+        if manifest.get("format") != "lightgbm_cegb.AdaptGBRT" or manifest.get("version") != 1:
+            raise CEGBError(f"{folder}: not an AdaptGBRT model (manifest format {manifest.get('format')!r}, "
+                            f"version {manifest.get('version')!r})")
+        c = manifest["costs"]
+        grouped = any(g >= 0 for g in c["group_of"])
+        costs = FeatureCosts(c["lazy"], c["coupled"], c["split"], groups=c["group_of"] if grouped else None,
+                             group_lazy=c["group_lazy"] if grouped else None,
+                             group_coupled=c["group_coupled"] if grouped else None, tree=c["tree"])
+        model = cls(f0, p_full=manifest["p_full"], tradeoff=manifest["tradeoff"], costs=costs, f0_usage=f0_usage)
+        model.classes_ = np.asarray(manifest["classes"])
+        model.n_features_in_ = manifest["n_features_in"]
+        model.costs_ = costs
+        model.gate_threshold_ = float(manifest["gate_threshold"])
+        model.gate_ = lgb.Booster(model_file=str(folder / "gate.txt"))
+        model.f1_ = lgb.Booster(model_file=str(folder / "f1.txt"))
+        return model
+
+
+def _share_bought(*boosters: lgb.Booster) -> None:
+    """Every booster's coupled costs bought = what any of them bought (their ledgers' bought sets merged)."""
+    states = [CEGBState.from_booster(b) for b in boosters]
+    bought = np.logical_or.reduce([s.bought for s in states])
+    for booster, state in zip(boosters, states):
+        if (state.bought != bought).any():
+            state.bought = bought.copy()
+            state.apply(booster)
