@@ -193,17 +193,16 @@ class AdaptGBRT(ClassifierMixin, BaseEstimator):
                               learning_rate=self.learning_rate, min_samples_leaf=self.min_samples_leaf,
                               n_jobs=self.n_jobs)
         f1 = lgb.Booster({**params, "objective": "none"}, lgb.Dataset(X, codes.astype(np.float64), free_raw_data=False))
-        # g's score starts at logit(p_full) (the paper's g = 0 up to this offset, which p_full 0 and 1 need:
-        # there no tree of g can split, every row having the same target)
-        self.gate_offset_ = float(np.clip(np.log(self.p_full) - np.log1p(-self.p_full), -GATE_LIMIT, GATE_LIMIT)) \
+        # g's score starts at logit(p_full), the mean of its targets (the paper's g = 0, up to that constant)
+        offset = float(np.clip(np.log(self.p_full) - np.log1p(-self.p_full), -GATE_LIMIT, GATE_LIMIT)) \
             if 0 < self.p_full < 1 else math.copysign(GATE_LIMIT, self.p_full - 0.5)
         g = lgb.Booster({**params, "num_class": 1, "objective": "none"},
-                        lgb.Dataset(X, np.zeros(n), init_score=np.full(n, self.gate_offset_), free_raw_data=False))
+                        lgb.Dataset(X, np.zeros(n), init_score=np.full(n, offset), free_raw_data=False))
         for _ in range(self.trees_per_round):  # f1 starts as Greedy Miser (every row's weight 1)
             f1.update(fobj=f1_objective)
         for _ in range(self.n_rounds if self.p_full < 1 else 0):  # at 1, f0 takes every row
             f1_score = f1.predict(X, raw_score=True)
-            g_score = self.gate_offset_ + (g.predict(X, raw_score=True) if g.current_iteration() else 0.0)
+            g_score = offset + (g.predict(X, raw_score=True) if g.current_iteration() else 0.0)
             f1_loss = log_loss_per_row(f1_score, codes)
             A = f1_loss + np.logaddexp(0.0, g_score)
             B = f0_loss + np.logaddexp(0.0, -g_score)
