@@ -25,13 +25,12 @@ from __future__ import annotations
 
 import json
 import math
-import numbers
 import os
 from pathlib import Path
 
 import lightgbm as lgb
 import numpy as np
-from scipy.special import expit, softmax
+from scipy.special import expit
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -40,8 +39,8 @@ from ._io import write_atomically
 from .accounting import CostReport
 from .cost_state import CostState
 from .costs import FeatureCosts, resolve_costs
-from .errors import CEGBError
-from .greedy_miser import GreedyMiserClassifier, log_loss_per_row, miser_params
+from .errors import CEGBError, check_number
+from .greedy_miser import GreedyMiserClassifier, class_codes, log_loss_per_row, miser_params, proba_from_raw
 from .ledger import CEGBState
 from .models import to_forest
 
@@ -73,14 +72,6 @@ def routing_weights(A: np.ndarray, B: np.ndarray, p_full: float, *, tol: float =
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if mean_q(mid) > p_full else (lo, mid)
     return expit(-(d + (lo + hi) / 2))
-
-
-def _check_number(value, name: str, low: float, high: float | None = None, *, integer: bool = False) -> None:
-    kind = numbers.Integral if integer else numbers.Real
-    if isinstance(value, bool) or not isinstance(value, kind) or not math.isfinite(value) or value < low or \
-            (high is not None and value > high):
-        raise CEGBError(f"{name} should be {'an integer' if integer else 'a number'} in [{low:g}, "
-                        f"{'inf' if high is None else f'{high:g}'}], got {value!r}")
 
 
 class AdaptGBRT(ClassifierMixin, BaseEstimator):
@@ -131,14 +122,13 @@ class AdaptGBRT(ClassifierMixin, BaseEstimator):
         if not isinstance(self.f0, lgb.Booster) and not hasattr(self.f0, "predict_proba"):
             raise CEGBError(f"f0 should be a fitted classifier with predict_proba or a LightGBM classification "
                             f"Booster, got {type(self.f0).__name__}")
-        _check_number(self.p_full, "p_full", 0.0, 1.0)
-        _check_number(self.tradeoff, "tradeoff", 0.0)
-        _check_number(self.n_rounds, "n_rounds", 1, integer=True)
-        _check_number(self.trees_per_round, "trees_per_round", 1, integer=True)
-        _check_number(self.max_depth, "max_depth", 1, 30, integer=True)
-        _check_number(self.min_samples_leaf, "min_samples_leaf", 1, integer=True)
-        if not (isinstance(self.learning_rate, numbers.Real) and self.learning_rate > 0):
-            raise CEGBError(f"learning_rate should be a number > 0, got {self.learning_rate!r}")
+        check_number(self.p_full, "p_full", 0.0, 1.0)
+        check_number(self.tradeoff, "tradeoff", 0.0, math.inf)
+        check_number(self.n_rounds, "n_rounds", 1, math.inf, integer=True)
+        check_number(self.trees_per_round, "trees_per_round", 1, math.inf, integer=True)
+        check_number(self.max_depth, "max_depth", 1, 30, integer=True)
+        check_number(self.min_samples_leaf, "min_samples_leaf", 1, math.inf, integer=True)
+        check_number(self.learning_rate, "learning_rate", 0.0, low_open=True)
         if self.f0_usage is not None and not callable(self.f0_usage):
             raise CEGBError(f"f0_usage should be a callable X -> bool array (rows, features), got "
                             f"{type(self.f0_usage).__name__}")
@@ -164,10 +154,10 @@ class AdaptGBRT(ClassifierMixin, BaseEstimator):
         else:
             classes, f0_features = getattr(self.f0, "classes_", None), getattr(self.f0, "n_features_in_", None)
         self.classes_ = np.unique(y) if classes is None else np.asarray(classes)
-        codes = np.searchsorted(self.classes_, y)
-        if (codes >= len(self.classes_)).any() or (self.classes_[np.minimum(codes, len(self.classes_) - 1)] != y).any():
-            raise CEGBError(f"y holds classes {sorted(set(np.unique(y).tolist()) - set(self.classes_.tolist()))[:10]} "
-                            f"that f0 was not trained on (its classes: {self.classes_.tolist()})")
+        codes, unknown = class_codes(self.classes_, y)
+        if unknown.size:
+            raise CEGBError(f"y holds classes {unknown[:10].tolist()} that f0 was not trained on (its classes: "
+                            f"{self.classes_.tolist()})")
         if len(self.classes_) < 2:
             raise CEGBError(f"y should hold at least two classes, got {self.classes_.tolist()}")
         if f0_features is not None and f0_features != X.shape[1]:
@@ -242,9 +232,7 @@ class AdaptGBRT(ClassifierMixin, BaseEstimator):
         to_f0 = self._to_f0(X)
         proba = np.empty((X.shape[0], len(self.classes_)))
         if (~to_f0).any():
-            score = self.f1_.predict(X[~to_f0], raw_score=True)
-            proba[~to_f0] = softmax(score, axis=1) if score.ndim == 2 else np.column_stack([1 - expit(score),
-                                                                                            expit(score)])
+            proba[~to_f0] = proba_from_raw(self.f1_.predict(X[~to_f0], raw_score=True))
         if to_f0.any():
             proba[to_f0] = self._f0_proba(X[to_f0])
         return proba

@@ -1,5 +1,23 @@
-"""The one exception type of lightgbm_cegb."""
+"""The one exception type of lightgbm_cegb, and the check of a numeric parameter that raises it."""
+
+from __future__ import annotations
+
+import math
+import numbers
 
 
 class CEGBError(ValueError):
     """Invalid input to lightgbm_cegb; the message names the parameter, what was expected and what was got."""
+
+
+def check_number(value, name: str, low: float, high: float | None = None, *, low_open: bool = False,
+                 integer: bool = False) -> None:
+    """``value`` is a finite number (an integer with ``integer``) >= ``low`` (> with ``low_open``) and, given
+    ``high``, <= ``high`` (``math.inf``: unbounded, said as the interval [low, inf])."""
+    kind = numbers.Integral if integer else numbers.Real
+    if isinstance(value, bool) or not isinstance(value, kind) or not math.isfinite(value) or \
+            (value <= low if low_open else value < low) or (high is not None and value > high):
+        what = "an integer" if integer else "a finite number" if high is None else "a number"
+        bound = f"{'>' if low_open else '>='} {low:g}" if high is None else \
+            f"in [{low:g}, {'inf' if math.isinf(high) else f'{high:g}'}]"
+        raise CEGBError(f"{name} should be {what} {bound}, got {value!r}")

@@ -18,7 +18,6 @@ the number of trees is the evaluation budget.
 
 from __future__ import annotations
 
-import numbers
 
 import lightgbm as lgb
 import numpy as np
@@ -29,19 +28,11 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .accounting import CostReport, prediction_cost
 from .costs import FeatureCosts, resolve_costs
-from .errors import CEGBError
+from .errors import CEGBError, check_number
 from .metrics import ndcg_at_k
 from .parallel import resolve_n_jobs
 
 __all__ = ["GreedyMiserClassifier", "GreedyMiserRanker", "GreedyMiserRegressor"]
-
-
-def _number(value, name: str, low: float, *, low_open: bool = False, integer: bool = False) -> None:
-    kind = numbers.Integral if integer else numbers.Real
-    if isinstance(value, bool) or not isinstance(value, kind) or not np.isfinite(value) or \
-            (value <= low if low_open else value < low):
-        raise CEGBError(f"{name} should be {'an integer' if integer else 'a finite number'} "
-                        f"{'>' if low_open else '>='} {low:g}, got {value!r}")
 
 
 def miser_params(costs: FeatureCosts | None, lam: float, num_features: int, num_class: int, *, max_depth: int,
@@ -75,6 +66,21 @@ def log_loss_per_row(score: np.ndarray, codes: np.ndarray) -> np.ndarray:
     return np.logaddexp(0.0, np.where(codes > 0, -score, score))
 
 
+def proba_from_raw(score: np.ndarray) -> np.ndarray:
+    """Class probabilities from raw scores (one logit for two classes, else a column per class)."""
+    if score.ndim == 1:
+        p = expit(score)
+        return np.column_stack([1.0 - p, p])
+    return softmax(score, axis=1)
+
+
+def class_codes(classes: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(index of each label in the sorted ``classes``, the labels not among them)."""
+    codes = np.searchsorted(classes, y)
+    known = (codes < len(classes)) & (classes[np.minimum(codes, len(classes) - 1)] == y)
+    return codes, np.unique(y[~known])
+
+
 class _GreedyMiser(BaseEstimator):
     """The estimators' shared fit: the paper's algorithm as a LightGBM configuration."""
 
@@ -102,16 +108,16 @@ class _GreedyMiser(BaseEstimator):
         loss = self._losses[0] if self.loss is None else self.loss
         if loss not in self._losses:
             raise CEGBError(f"loss should be one of {list(self._losses)} for {type(self).__name__}, got {loss!r}")
-        _number(self.lam, "lam", 0.0)
-        _number(self.n_estimators, "n_estimators", 1, integer=True)
-        _number(self.max_depth, "max_depth", 1, integer=True)
+        check_number(self.lam, "lam", 0.0)
+        check_number(self.n_estimators, "n_estimators", 1, integer=True)
+        check_number(self.max_depth, "max_depth", 1, integer=True)
         if self.max_depth > 30:
             raise CEGBError(f"max_depth should be at most 30 (num_leaves = 2 ** max_depth), got {self.max_depth}")
-        _number(self.learning_rate, "learning_rate", 0.0, low_open=True)
+        check_number(self.learning_rate, "learning_rate", 0.0, low_open=True)
         if self.early_stopping_rounds is not None:
-            _number(self.early_stopping_rounds, "early_stopping_rounds", 1, integer=True)
-        _number(self.min_samples_leaf, "min_samples_leaf", 1, integer=True)
-        _number(self.max_bin, "max_bin", 2, integer=True)
+            check_number(self.early_stopping_rounds, "early_stopping_rounds", 1, integer=True)
+        check_number(self.min_samples_leaf, "min_samples_leaf", 1, integer=True)
+        check_number(self.max_bin, "max_bin", 2, integer=True)
         return loss
 
     def _costs(self, num_features: int) -> FeatureCosts | None:
@@ -198,7 +204,8 @@ class _GreedyMiser(BaseEstimator):
         from .models import has_split
         from .selection import no_split_scale
 
-        fit_params.pop("eval_set", None), fit_params.pop("eval_group", None), fit_params.pop("eval_sample_weight", None)
+        for key in ("eval_set", "eval_group", "eval_sample_weight"):
+            fit_params.pop(key, None)
 
         def splits(lam: float) -> bool:
             probe = clone(self).set_params(lam=lam, n_estimators=1, early_stopping_rounds=None)
@@ -309,10 +316,9 @@ class GreedyMiserClassifier(ClassifierMixin, _GreedyMiser):
                          num_class=len(self.classes_) if len(self.classes_) > 2 else 1)
 
     def _encode(self, y):
-        codes = np.searchsorted(self.classes_, y)
-        known = (codes < len(self.classes_)) & (self.classes_[np.minimum(codes, len(self.classes_) - 1)] == y)
-        if not known.all():
-            raise CEGBError(f"eval_set: labels {np.unique(y[~known])[:10].tolist()} are not among the training "
+        codes, unknown = class_codes(self.classes_, y)
+        if unknown.size:
+            raise CEGBError(f"eval_set: labels {unknown[:10].tolist()} are not among the training "
                             f"classes {self.classes_.tolist()}")
         return codes.astype(np.float64)
 
@@ -329,11 +335,7 @@ class GreedyMiserClassifier(ClassifierMixin, _GreedyMiser):
         return float(np.average(log_loss_per_row(score, y), weights=weight))
 
     def predict_proba(self, X, *, num_iteration: int | None = None) -> np.ndarray:
-        score = self._raw(X, num_iteration)
-        if score.ndim == 1:
-            p = expit(score)
-            return np.column_stack([1.0 - p, p])
-        return softmax(score, axis=1)
+        return proba_from_raw(self._raw(X, num_iteration))
 
     def predict(self, X, *, num_iteration: int | None = None) -> np.ndarray:
         proba = self.predict_proba(X, num_iteration=num_iteration)
@@ -364,7 +366,7 @@ class GreedyMiserRanker(_GreedyMiser):
     def fit(self, X, y, *, group=None, sample_weight=None, eval_set=None, eval_group=None,
             eval_sample_weight=None) -> GreedyMiserRanker:
         self._check_params()
-        _number(self.irrelevant_weight, "irrelevant_weight", 0.0, low_open=True)
+        check_number(self.irrelevant_weight, "irrelevant_weight", 0.0, low_open=True)
         if group is None:
             raise CEGBError("group: a ranker needs the query sizes of the training rows (group=[...])")
         if eval_set and not eval_group:

@@ -261,6 +261,18 @@ def no_split_scale(splits: Callable[[float], bool], name: str, rel_tol: float = 
     return hi
 
 
+def _scaled_knob(method: str, params: dict, relative_key: str, raw_key: str, scale: float) -> tuple[float, dict]:
+    """Take a method's trade-off out of ``params``: the raw value (``raw_key``) or the relative one times
+    ``scale``; returns it and the point's record of it."""
+    relative = params.pop(relative_key, None)
+    if relative is not None and raw_key in params:
+        raise CEGBError(f"{method}: give {relative_key} or {raw_key}, not both")
+    value = params.pop(raw_key, None)
+    if value is None:
+        value = float(relative or 0.0) * scale
+    return value, {**({} if relative is None else {relative_key: relative}), raw_key: value}
+
+
 def _cegb_prepare(context: Context) -> float:
     cost_params = context.costs.to_params(tradeoff=1.0)
     return cegb_tradeoff_scale(_lgb_params(context, **cost_params), _dataset(context.train))
@@ -280,19 +292,14 @@ CEGB_RELATIVE_TRADEOFFS = (0.0, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5
 def _fit_cegb(context: Context, scale: float, params: dict) -> list[Candidate]:
     from .callbacks import budget_stopping
     params = dict(params)
-    relative, budget = params.pop("relative_tradeoff", None), params.pop("budget", None)
-    if relative is not None and "cegb_tradeoff" in params:
-        raise CEGBError("cegb: give relative_tradeoff or cegb_tradeoff, not both")
-    tradeoff = params.pop("cegb_tradeoff", None)
-    if tradeoff is None:
-        tradeoff = float(relative or 0.0) * scale
+    budget = params.pop("budget", None)
+    tradeoff, knob = _scaled_knob("cegb", params, "relative_tradeoff", "cegb_tradeoff", scale)
     callbacks = [] if budget is None else [budget_stopping(context.valid.X, context.costs, budget, verbose=False)]
     booster = _train(context, _lgb_params(context, **context.costs.to_params(tradeoff=tradeoff), **params), callbacks)
     if not has_split(booster):
         warnings.warn(f"cegb: cegb_tradeoff={tradeoff:g} leaves the model without a split (every split's penalty "
                       "outweighs its gain); its point predicts a constant", UserWarning, stacklevel=2)
-    point = {**({} if relative is None else {"relative_tradeoff": relative}), "cegb_tradeoff": tradeoff,
-             **({} if budget is None else {"budget": budget}), **params}
+    point = {**knob, **({} if budget is None else {"budget": budget}), **params}
     return [_booster_candidate("cegb", point, booster, context.costs)]
 
 
@@ -396,10 +403,7 @@ def _greedy_miser_prepare(context: Context) -> float:
           grid=lambda context: [{"relative_lam": r} for r in GREEDY_MISER_RELATIVE_LAMS])
 def _fit_greedy_miser(context: Context, scale: float, params: dict) -> list[Candidate]:
     params = dict(params)
-    relative = params.pop("relative_lam", None)
-    if relative is not None and "lam" in params:
-        raise CEGBError("greedy_miser: give relative_lam or lam, not both")
-    lam = params.pop("lam", float(relative or 0.0) * scale)
+    lam, knob = _scaled_knob("greedy_miser", params, "relative_lam", "lam", scale)
     train, valid = context.train, context.valid
     queries = {} if train.group is None else {"group": train.group, "eval_group": [valid.group]}
     model = _greedy_miser(context, lam=lam, **params).fit(train.X, train.y, eval_set=[(valid.X, valid.y)], **queries)
@@ -409,7 +413,7 @@ def _fit_greedy_miser(context: Context, scale: float, params: dict) -> list[Cand
         predict = lambda X, k: model.predict_proba(X, num_iteration=k)  # noqa: E731
     else:
         predict = lambda X, k: model.predict(X, num_iteration=k)  # noqa: E731
-    point = {**({} if relative is None else {"relative_lam": relative}), "lam": lam, **params}
+    point = {**knob, **params}
     best = model.best_iteration_
     return [Candidate("greedy_miser", {**point, "trees": k}, model, lambda X, k=k: predict(X, k),
                       lambda X, k=k: model.prediction_cost(X, num_iteration=k))
@@ -429,16 +433,13 @@ def _fit_adapt(context: Context, state, params: dict) -> list[Candidate]:
     from .adapt import AdaptGBRT
     f0, scale = state
     params = dict(params)
-    relative = params.pop("relative_tradeoff", None)
-    if relative is not None and "tradeoff" in params:
-        raise CEGBError("adapt_gbrt: give relative_tradeoff or tradeoff, not both")
-    tradeoff = params.pop("tradeoff", float(relative or 0.0) * scale)
+    tradeoff, knob = _scaled_knob("adapt_gbrt", params, "relative_tradeoff", "tradeoff", scale)
     model = AdaptGBRT(f0, tradeoff=tradeoff, costs=context.costs, **params).fit(context.train.X, context.train.y)
     if context.task == "binary":
         predict = lambda X: model.predict_proba(X)[:, 1]  # noqa: E731
     else:
         predict = model.predict_proba
-    point = {**({} if relative is None else {"relative_tradeoff": relative}), "tradeoff": tradeoff, **params}
+    point = {**knob, **params}
     return [Candidate("adapt_gbrt", point, model, predict, model.prediction_cost)]
 
 
