@@ -355,25 +355,31 @@ cdef class FlatEnsemble:
 cdef void accumulate(const Ensemble* e, const float64[:, ::1] X, Py_ssize_t start, Py_ssize_t stop,
                      int64 t0, int64 t1, const float64[::1] lazy, const float64[::1] split,
                      const int32[::1] group_of, const float64[::1] group_lazy, uint8* paid,
-                     float64[::1] acquisition, float64[::1] evaluation) noexcept nogil:
+                     float64[::1] acquisition, float64[::1] evaluation, const uint8* side = NULL, uint8 want = 0,
+                     const float64* leaf_value = NULL, const int64* leaf_offset = NULL, float64* scores = NULL,
+                     int64 num_scores = 1) noexcept nogil:
     """Route rows [start, stop) through trees [t0, t1), adding to their acquisition and evaluation cost.
     paid + (i - start) * (num_features + num_groups) holds row i's paid flags (features, then groups); tree by
-    tree, so a tree stays in cache."""
+    tree, so a tree stays in cache. With side, only the rows i whose side[i] == want. With leaf_value, tree t's
+    output is added to scores[i * num_scores + t % num_scores] (in tree order, as LightGBM's PredictRaw)."""
     cdef Py_ssize_t n_cols = X.shape[1], n_features = lazy.shape[0], width = n_features + group_lazy.shape[0], i
     cdef int64 t
-    cdef int32 node, f, g
+    cdef int32 node, root, f, g
     cdef const Node* tree_nodes
     cdef const Node* nd
     cdef const float64* x
     cdef uint8* row_paid
     for t in range(t0, t1):
-        if e.node_offset[t + 1] == e.node_offset[t]:
-            continue
         tree_nodes = e.nodes + e.node_offset[t]
+        root = 0 if e.node_offset[t + 1] > e.node_offset[t] else ~0  # a tree without splits: leaf 0
+        if root < 0 and leaf_value == NULL:
+            continue
         for i in range(start, stop):
+            if side != NULL and side[i] != want:
+                continue
+            node = root
             x = &X[0, 0] + i * n_cols
             row_paid = paid + (i - start) * width
-            node = 0
             while node >= 0:
                 nd = tree_nodes + node
                 f = nd.feature
@@ -386,6 +392,66 @@ cdef void accumulate(const Ensemble* e, const float64[:, ::1] X, Py_ssize_t star
                         row_paid[n_features + g] = 1
                         acquisition[i] += group_lazy[g]
                 node = child(e, t, nd, x[f])
+            if leaf_value != NULL:
+                scores[i * num_scores + t % num_scores] += leaf_value[leaf_offset[t] + ~node]
+
+
+def gated(FlatEnsemble gate, const float64[::1] gate_leaf_value, const int64[::1] gate_leaf_offset,
+          float64 threshold, FlatEnsemble f1, const float64[::1] f1_leaf_value, const int64[::1] f1_leaf_offset,
+          FlatEnsemble f0, const float64[:, ::1] X, const float64[:, ::1] X0, const float64[::1] lazy,
+          const float64[::1] split, const int32[::1] group_of, const float64[::1] group_lazy, uint8[:, ::1] paid,
+          float64[::1] acquisition, float64[::1] evaluation, int num_threads):
+    """An adaptive composite (ADAPT) in one pass over the rows: each row goes through the gate's trees (its
+    raw score summed as LightGBM sums it), to f0 when that score > threshold, else through f1's trees (f1's raw
+    scores kept); rows to f0 go through f0's trees when f0 is a forest (None: the caller charges them). The
+    cost accumulates in the caller's per-row state (paid, acquisition, evaluation, as cost_update), so a
+    feature or group a row paid in the gate is free in the next model. X0: the rows as f0 reads them (X itself
+    unless f0 is a scikit-learn model). Returns (to_f0 bool[n], gate score[n], f1 raw scores[n, f1's trees per
+    iteration], zero for the rows to f0)."""
+    cdef Py_ssize_t n = X.shape[0]
+    cdef int64 k = f1.trees_per_iteration
+    for model, name in ((gate, "gate"), (f1, "f1")):
+        model._check(X, 0, model.num_trees)
+        model._check_costs(lazy, split, group_of, group_lazy)
+    if gate.trees_per_iteration != 1:
+        raise ValueError(f"the gate should have one tree per iteration, has {gate.trees_per_iteration}")
+    for values, offsets, model, name in ((gate_leaf_value, gate_leaf_offset, gate, "gate"),
+                                         (f1_leaf_value, f1_leaf_offset, f1, "f1")):
+        if offsets.shape[0] != model.num_trees + 1 or offsets[0] != 0 or offsets[model.num_trees] != values.shape[0]:
+            raise ValueError(f"{name}'s leaf values do not match its trees")
+    if f0 is not None:
+        f0._check(X0, 0, f0.num_trees)
+        f0._check_costs(lazy, split, group_of, group_lazy)
+    if X0.shape[0] != n or paid.shape[0] != n or paid.shape[1] != lazy.shape[0] + group_lazy.shape[0] or \
+            acquisition.shape[0] != n or evaluation.shape[0] != n:
+        raise ValueError("cost state arrays do not match the rows and features")
+    to_f0_arr = np.zeros(n, dtype=np.uint8)
+    score_arr = np.zeros(n, dtype=np.float64)
+    raw_arr = np.zeros((n, k), dtype=np.float64)
+    if n == 0:
+        return to_f0_arr.astype(bool), score_arr, raw_arr
+    cdef uint8[::1] to_f0 = to_f0_arr
+    cdef float64[::1] score = score_arr
+    cdef float64[:, ::1] raw = raw_arr
+    cdef const Ensemble* e0 = &f0.e if f0 is not None else NULL
+    cdef int64 t0 = f0.num_trees if f0 is not None else 0
+    cdef Py_ssize_t block, start, stop, i
+    with nogil:
+        for block in prange((n + BLOCK - 1) // BLOCK, schedule="static", num_threads=max(num_threads, 1)):
+            start = block * BLOCK
+            stop = min(start + BLOCK, n)
+            accumulate(&gate.e, X, start, stop, 0, gate.num_trees, lazy, split, group_of, group_lazy,
+                       &paid[start, 0], acquisition, evaluation, NULL, 0, &gate_leaf_value[0],
+                       &gate_leaf_offset[0], &score[0], 1)
+            for i in range(start, stop):
+                to_f0[i] = score[i] > threshold
+            accumulate(&f1.e, X, start, stop, 0, f1.num_trees, lazy, split, group_of, group_lazy,
+                       &paid[start, 0], acquisition, evaluation, &to_f0[0], 0, &f1_leaf_value[0],
+                       &f1_leaf_offset[0], &raw[0, 0], k)
+            if e0 != NULL:
+                accumulate(e0, X0, start, stop, 0, t0, lazy, split, group_of, group_lazy, &paid[start, 0],
+                           acquisition, evaluation, &to_f0[0], 1)
+    return to_f0_arr.astype(bool), score_arr, raw_arr
 
 
 def raw_scores(const int32[:, ::1] leaves, const int64[::1] leaf_offset, const float64[::1] leaf_value,

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import warnings
 from pathlib import Path
 
 import lightgbm as lgb
@@ -35,14 +36,17 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ._engine import gated
 from ._io import write_atomically
 from .accounting import CostReport
 from .cost_state import CostState
 from .costs import FeatureCosts, resolve_costs
 from .errors import CEGBError, check_number
+from .forest import Forest
 from .greedy_miser import GreedyMiserClassifier, class_codes, log_loss_per_row, miser_params, proba_from_raw
 from .ledger import CEGBState
 from .models import to_forest
+from .parallel import resolve_n_jobs
 
 __all__ = ["AdaptGBRT", "routing_weights"]
 
@@ -206,33 +210,57 @@ class AdaptGBRT(ClassifierMixin, BaseEstimator):
                         _share_bought(f1, g)
         self.gate_ = lgb.Booster(model_str=g.model_to_string())
         self.f1_ = lgb.Booster(model_str=f1.model_to_string())
+        self.__dict__.pop("_forest_cache", None)
         # the gate's threshold: a p_full fraction of the training rows above it (the soft q of most rows stays
         # below 1/2, so the paper's rule g > 0 would send far fewer)
         score = self.gate_.predict(X, raw_score=True)
         self.gate_threshold_ = -math.inf if self.p_full >= 1 else math.inf if self.p_full <= 0 else \
             float(np.quantile(score, 1 - self.p_full))
-        self.train_fraction_to_f0_ = float(np.mean(self._to_f0(X)))
+        self.train_fraction_to_f0_ = float(np.mean(score > self.gate_threshold_))
+        if abs(self.train_fraction_to_f0_ - self.p_full) > 0.05:
+            warnings.warn(f"AdaptGBRT: the gate's scores tie on many training rows, so {self.train_fraction_to_f0_:.3f} "
+                          f"of them go to f0 instead of p_full={self.p_full:g} (a gate without splits sends none); a "
+                          f"smaller tradeoff lets the gate tell rows apart", stacklevel=2)
         return self
 
     # ---------------------------------------------------------------------------------- prediction
-
-    def _to_f0(self, X) -> np.ndarray:
-        return self.gate_.predict(X, raw_score=True) > self.gate_threshold_
 
     def _validated(self, X) -> np.ndarray:
         check_is_fitted(self, "gate_")
         return validate_data(self, X, reset=False, dtype=np.float64, ensure_all_finite="allow-nan")
 
+    def _forest(self, model) -> Forest:
+        """``model`` (the gate, f1 or f0) as a Forest, read once per model object."""
+        cache = self.__dict__.setdefault("_forest_cache", {})
+        if cache.get(id(model), (None,))[0] is not model:
+            cache[id(model)] = (model, to_forest(model))
+        return cache[id(model)][1]
+
+    def _composite(self, X: np.ndarray, *, f0: Forest | None = None, n_jobs: int | None = None):
+        """Every row through the composite in one pass of the Cython kernel (_engine.gated): the gate's trees,
+        then f1's or (given f0's Forest) f0's. Returns (to_f0, f1's raw scores, the rows' CostState)."""
+        gate, f1 = self._forest(self.gate_), self._forest(self.f1_)
+        state = CostState(X.shape[0], self.costs_, self.n_features_in_)
+        rows = gate.dense(X)
+        to_f0, _, raw = gated(gate.flat, gate.leaf_value, gate.leaf_offset, self.gate_threshold_, f1.flat,
+                              f1.leaf_value, f1.leaf_offset, None if f0 is None else f0.flat, rows,
+                              rows if f0 is None or f0.drop_tiny else f0.dense(X), state.lazy, state.split,
+                              state.group_of, state.group_lazy, state.paid, state.acquisition, state.evaluation,
+                              resolve_n_jobs(n_jobs, X.shape[0]))
+        trees = gate.num_trees + np.where(to_f0, 0 if f0 is None else f0.num_trees, f1.num_trees)
+        state.evaluation += state.tree * trees
+        return to_f0, raw, state
+
     def route(self, X) -> np.ndarray:
         """Which model each row goes to: 0 (f0) when the gate's score passes ``gate_threshold_``, else 1 (f1)."""
-        return np.where(self._to_f0(self._validated(X)), 0, 1)
+        return np.where(self._composite(self._validated(X))[0], 0, 1)
 
     def predict_proba(self, X) -> np.ndarray:
         X = self._validated(X)
-        to_f0 = self._to_f0(X)
+        to_f0, raw, _ = self._composite(X)
         proba = np.empty((X.shape[0], len(self.classes_)))
         if (~to_f0).any():
-            proba[~to_f0] = proba_from_raw(self.f1_.predict(X[~to_f0], raw_score=True))
+            proba[~to_f0] = proba_from_raw(raw[~to_f0] if raw.shape[1] > 1 else raw[~to_f0, 0])
         if to_f0.any():
             proba[to_f0] = self._f0_proba(X[to_f0])
         return proba
@@ -245,28 +273,21 @@ class AdaptGBRT(ClassifierMixin, BaseEstimator):
         """Exact cost per row: the gate's features, then those of the model the row goes to, each (row, feature
         or group) paid once across the models."""
         X = self._validated(X)
-        to_f0 = self._to_f0(X)
-        state = CostState(X.shape[0], self.costs_, self.n_features_in_)
-        gate, f1 = to_forest(self.gate_), to_forest(self.f1_)
-        state.add(gate, X, n_jobs=n_jobs)
-        rows = np.flatnonzero(~to_f0)
-        if rows.size:
-            state.add(f1, X[rows], rows=rows, n_jobs=n_jobs)
+        f0 = None
+        if self.f0_usage is None:
+            try:
+                f0 = self._forest(self.f0)
+            except CEGBError as exc:
+                raise CEGBError(f"f0: {exc}; for a model that is not a tree ensemble give f0_usage") from None
+        to_f0, _, state = self._composite(X, f0=f0, n_jobs=n_jobs)
         rows = np.flatnonzero(to_f0)
-        if rows.size:
-            if self.f0_usage is not None:
-                need = np.asarray(self.f0_usage(X[rows]), dtype=bool)
-                if need.shape != (rows.size, self.n_features_in_):
-                    raise CEGBError(f"f0_usage should give a bool array of shape ({rows.size}, {self.n_features_in_}), "
-                                    f"got {need.shape}")
-                for feature in np.flatnonzero(need.any(axis=0)):
-                    state.pay(int(feature), rows[need[:, feature]])
-            else:
-                try:
-                    f0 = to_forest(self.f0)
-                except CEGBError as exc:
-                    raise CEGBError(f"f0: {exc}; for a model that is not a tree ensemble give f0_usage") from None
-                state.add(f0, X[rows], rows=rows, n_jobs=n_jobs)
+        if self.f0_usage is not None and rows.size:
+            need = np.asarray(self.f0_usage(X[rows]), dtype=bool)
+            if need.shape != (rows.size, self.n_features_in_):
+                raise CEGBError(f"f0_usage should give a bool array of shape ({rows.size}, {self.n_features_in_}), "
+                                f"got {need.shape}")
+            for feature in np.flatnonzero(need.any(axis=0)):
+                state.pay(int(feature), rows[need[:, feature]])
         used = np.flatnonzero(state.feature_paid.any(axis=0))
         n = max(X.shape[0], 1)
         return CostReport(acquisition=state.acquisition, evaluation=state.evaluation,

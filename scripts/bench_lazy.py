@@ -14,24 +14,17 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import lightgbm as lgb
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import best_of  # noqa: E402
+
 from lightgbm_cegb.demo import HIGGS_COSTS, load_higgs  # noqa: E402
 from lightgbm_cegb.lazy import LazyPredictor  # noqa: E402
-
-
-def best_of(repeat: int, run) -> tuple[float, object]:
-    times, out = [], None
-    for _ in range(repeat):
-        start = time.perf_counter()
-        out = run()
-        times.append(time.perf_counter() - start)
-    return min(times), out
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,9 +1,10 @@
-"""Helpers shared by the scripts: where the shared data lies, atomic writes, and the report of a frontier
-(CSV of every point, PNG of the test figures, markdown table of the best model within budgets)."""
+"""Helpers shared by the scripts: where the shared data lies, atomic writes, timing, and the report of a
+frontier (CSV of every point, PNG of the test figures, markdown table of the best model within budgets)."""
 
 from __future__ import annotations
 
 import csv
+import time
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,16 @@ from lightgbm_cegb.errors import CEGBError
 from lightgbm_cegb.selection import pareto, train_to_budget
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def best_of(repeat: int, run) -> tuple[float, object]:
+    """(the shortest wall time of ``repeat`` calls of run(), its last result)."""
+    times, out = [], None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        out = run()
+        times.append(time.perf_counter() - start)
+    return min(times), out
 
 
 def write_table(path: Path, rows: list[dict]) -> None:

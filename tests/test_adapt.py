@@ -8,11 +8,13 @@ import numpy as np
 import pytest
 from references import leaf_paths
 from scipy.optimize import minimize
+from sklearn.ensemble import RandomForestClassifier
 from sklearn.svm import SVC
 
 from lightgbm_cegb import FeatureCosts, prediction_cost
 from lightgbm_cegb.adapt import AdaptGBRT, routing_weights
 from lightgbm_cegb.errors import CEGBError
+from lightgbm_cegb.greedy_miser import proba_from_raw
 
 COSTS = FeatureCosts(lazy=[1.0, 1.0, 1.0, 1.0, 1.0, 5.0, 5.0, 5.0], split=0.01)
 
@@ -55,24 +57,45 @@ def fitted():
     return model, f0, X[1600:], y[1600:]
 
 
-def reference_composite_cost(model, f0, X):
-    """Per row from LightGBM's pred_leaf and the model texts: the features of the gate's paths and of the
-    chosen model's paths, each paid once, plus the split cost of every node traversed."""
-    lazy, _, split = COSTS.arrays(X.shape[1])
+def sklearn_paths(forest, X):
+    """Per row, the features of the split nodes it passes in each tree of a scikit-learn forest (its
+    decision_path), as a list over rows of lists over trees."""
+    indicator, offsets = forest.decision_path(X.astype(np.float32))
+    features = np.concatenate([tree.tree_.feature for tree in forest.estimators_])
+    rows = []
+    for i in range(len(X)):
+        nodes = indicator.indices[indicator.indptr[i]:indicator.indptr[i + 1]]
+        rows.append([[int(features[v]) for v in nodes[(nodes >= a) & (nodes < b)] if features[v] >= 0]
+                     for a, b in zip(offsets[:-1], offsets[1:])])
+    return rows
+
+
+def reference_composite_cost(model, f0, X, costs=COSTS):
+    """Per row from LightGBM's pred_leaf and the model texts (scikit-learn's decision_path for its forests):
+    the features and groups of the gate's paths and of the chosen model's paths, each paid once, plus the
+    split cost of every node traversed and the tree cost of every tree."""
+    lazy, _, split = costs.arrays(X.shape[1])
+    group_of, group_lazy, _ = costs.group_arrays(X.shape[1])
     score = model.gate_.predict(X, raw_score=True)
     to_f0 = score > model.gate_threshold_
+    paths = {}
+    for name, booster in (("gate", model.gate_), ("f1", model.f1_), ("f0", getattr(f0, "booster_", None))):
+        if booster is None:
+            continue
+        tree_paths = leaf_paths(booster)
+        leaves = booster.predict(X, pred_leaf=True).reshape(len(X), -1)
+        paths[name] = [[tree_paths[t][leaves[i, t]] for t in range(leaves.shape[1])] for i in range(len(X))]
+    if "f0" not in paths:
+        paths["f0"] = sklearn_paths(f0, X)
     out = np.zeros(len(X))
-    boosters = {"gate": model.gate_, "f1": model.f1_, "f0": f0.booster_}
-    paths = {name: leaf_paths(b) for name, b in boosters.items()}
-    leaves = {name: b.predict(X, pred_leaf=True).reshape(len(X), -1) for name, b in boosters.items()}
     for i in range(len(X)):
         used, evaluation = set(), 0.0
         for name in ("gate", "f0" if to_f0[i] else "f1"):
-            for t in range(leaves[name].shape[1]):
-                for f in paths[name][t][leaves[name][i, t]]:
-                    used.add(f)
-                    evaluation += split[f]
-        out[i] = sum(lazy[f] for f in used) + evaluation
+            for path in paths[name][i]:
+                used.update(path)
+                evaluation += sum(split[f] for f in path) + costs.tree
+        groups = {group_of[f] for f in used} - {-1}
+        out[i] = sum(lazy[f] for f in used) + sum(group_lazy[g] for g in groups) + evaluation
     return out, to_f0
 
 
@@ -90,6 +113,34 @@ def test_composite_cost_and_routing_against_the_reference(fitted):
     assert model.prediction_cost(X).mean < prediction_cost(f0, X, COSTS).mean
 
 
+GROUPED = FeatureCosts(lazy=[1.0, 0.0, 0.0, 1.0, 2.0, 0.5, 0.5, 3.0], split=[0.01] * 4 + [0.02] * 4,
+                       groups=[-1, 0, 0, -1, 1, 1, 1, -1], group_lazy=[4.0, 2.0], tree=0.001)
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("kind", ["lightgbm multiclass", "random forest"])
+def test_composite_kernel_against_the_reference_on_random_cases(kind, seed):
+    """The Cython composite (one pass: gate, then f1 or f0) against the reference, with feature groups,
+    per-feature split costs and a tree cost; its routing and f1's scores equal LightGBM's predictions bit for
+    bit (scikit-learn's f0 reads float32 values, LightGBM's models doubles)."""
+    X, y = data(10 + seed, n=1500, classes=3 if kind.endswith("multiclass") else 2)
+    X[::7, seed] = np.nan
+    X[1::11, 3] = 1e-36  # LightGBM reads it as 0.0, scikit-learn as float32 (also 0.0) alike
+    f0 = lgb.LGBMClassifier(n_estimators=20, num_leaves=7, verbose=-1) if kind.startswith("lightgbm") else \
+        RandomForestClassifier(n_estimators=15, max_depth=6, random_state=seed)
+    f0.fit(X[:1000], y[:1000])
+    model = AdaptGBRT(f0, p_full=0.25 + 0.1 * seed, tradeoff=0.2, costs=GROUPED, n_rounds=2, trees_per_round=8,
+                      max_depth=3).fit(X[:1000], y[:1000])
+    test = X[1000:]
+    expected, to_f0 = reference_composite_cost(model, f0, test, GROUPED)
+    assert 0 < to_f0.mean() < 1
+    np.testing.assert_array_equal(model.route(test), np.where(to_f0, 0, 1))
+    np.testing.assert_allclose(model.prediction_cost(test).per_instance, expected, rtol=1e-12, atol=1e-12)
+    raw = model.f1_.predict(test[~to_f0], raw_score=True)
+    proba = model.predict_proba(test)
+    np.testing.assert_array_equal(proba[~to_f0], proba_from_raw(raw))
+
+
 def test_ends_of_p_full():
     X, y = data(1, n=1200)
     f0 = lgb.LGBMClassifier(n_estimators=30, verbose=-1).fit(X, y)
@@ -104,6 +155,14 @@ def test_ends_of_p_full():
     gate_cost = prediction_cost(nothing.gate_, X, COSTS).per_instance
     assert not gate_cost.any()  # a gate without a split
     np.testing.assert_allclose(nothing.prediction_cost(X).per_instance, prediction_cost(nothing.f1_, X, COSTS).per_instance)
+
+
+def test_a_gate_without_splits_is_reported():
+    X, y = data(4, n=600)
+    f0 = lgb.LGBMClassifier(n_estimators=10, verbose=-1).fit(X, y)
+    with pytest.warns(UserWarning, match=r"0.000 of them go to f0 instead of p_full=0.3 \(a gate without splits"):
+        model = AdaptGBRT(f0, p_full=0.3, tradeoff=1e6, costs=COSTS, n_rounds=1, trees_per_round=3).fit(X, y)
+    assert not model.gate_.feature_importance().any() and (model.route(X) == 1).all()
 
 
 def test_multiclass_and_a_model_that_is_not_a_forest():

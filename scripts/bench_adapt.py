@@ -1,0 +1,67 @@
+"""Speed of ADAPT-GBRT's composite (one Cython pass: the gate, then f1 or f0) against predicting with the
+three models it is made of.
+
+    .venv/bin/python scripts/bench_adapt.py [--rows 100000] [--repeat 3]
+
+Data: the bundled HIGGS events with the demo's costs, drawn with replacement up to --rows. f0: LightGBM,
+100 rounds of 31 leaves; the composite: AdaptGBRT(p_full=0.3, tradeoff=3, 3 rounds of 30 trees). Timed in
+this process, best of --repeat:
+- baseline: ``gate.predict(X, raw_score=True) + f1.predict(X) + f0.predict(X)`` on every row (what a
+  composite without its own router would run);
+- ``route``: the composite's routing (gate score, the chosen model's trees, per-row cost state);
+- ``prediction_cost``: routing and the exact cost, f0's trees walked for the rows sent to it;
+- ``predict_proba``: routing, f1's scores, f0's ``predict`` on its rows.
+The issue's bar: routing and cost at most as slow as the baseline (ratio <= 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import lightgbm as lgb
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import best_of  # noqa: E402
+
+from lightgbm_cegb import AdaptGBRT, prediction_cost  # noqa: E402
+from lightgbm_cegb.demo import HIGGS_COSTS, load_higgs  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args(argv)
+    X_train, y_train = load_higgs("train")
+    X_test, _ = load_higgs("test")
+    pool = np.vstack([X_train, X_test])
+    X = pool[np.random.default_rng(0).integers(0, len(pool), args.rows)]
+    f0 = lgb.train({"objective": "binary", "num_leaves": 31, "seed": 0, "deterministic": True, "verbose": -1},
+                   lgb.Dataset(X_train, y_train), 100)
+    model = AdaptGBRT(f0, p_full=0.3, tradeoff=3.0, costs=HIGGS_COSTS, n_rounds=3, trees_per_round=30).fit(X_train,
+                                                                                                         y_train)
+
+    def baseline():
+        return model.gate_.predict(X, raw_score=True), model.f1_.predict(X), f0.predict(X)
+
+    base_time, _ = best_of(args.repeat, baseline)
+    print(f"{args.rows:,} rows x {X.shape[1]} features; gate {model.gate_.num_trees()} trees, f1 "
+          f"{model.f1_.num_trees()}, f0 {f0.num_trees()}; best of {args.repeat}")
+    print(f"{'run':<34} {'seconds':>8} {'/ baseline':>10}")
+    print(f"{'gate + f1 + f0 predict (baseline)':<34} {base_time:>8.3f} {1.0:>10.2f}")
+    for name, run in (("route", lambda: model.route(X)), ("prediction_cost", lambda: model.prediction_cost(X)),
+                      ("predict_proba", lambda: model.predict_proba(X))):
+        seconds, out = best_of(args.repeat, run)
+        print(f"{name:<34} {seconds:>8.3f} {seconds / base_time:>10.2f}")
+        if name == "prediction_cost":
+            report = out
+    print(f"\nrows to f0: {np.mean(model.route(X) == 0):.3f}; mean cost {report.mean:.2f} "
+          f"(f0 alone: {prediction_cost(f0, X, HIGGS_COSTS).mean:.2f})")
+
+
+if __name__ == "__main__":
+    main()
