@@ -211,16 +211,15 @@ class AdaptGBRT(ClassifierMixin, BaseEstimator):
         self.gate_ = lgb.Booster(model_str=g.model_to_string())
         self.f1_ = lgb.Booster(model_str=f1.model_to_string())
         self.__dict__.pop("_forest_cache", None)
-        # the gate's threshold: a p_full fraction of the training rows above it (the soft q of most rows stays
-        # below 1/2, so the paper's rule g > 0 would send far fewer)
+        # the gate's threshold: the share of training rows above it as close as ties allow to p_full (the soft
+        # q of most rows stays below 1/2, so the paper's rule g > 0 would send far fewer)
         score = self.gate_.predict(X, raw_score=True)
-        self.gate_threshold_ = -math.inf if self.p_full >= 1 else math.inf if self.p_full <= 0 else \
-            float(np.quantile(score, 1 - self.p_full))
+        self.gate_threshold_ = _threshold_for(score, self.p_full)
         self.train_fraction_to_f0_ = float(np.mean(score > self.gate_threshold_))
         if abs(self.train_fraction_to_f0_ - self.p_full) > 0.05:
-            warnings.warn(f"AdaptGBRT: the gate's scores tie on many training rows, so {self.train_fraction_to_f0_:.3f} "
-                          f"of them go to f0 instead of p_full={self.p_full:g} (a gate without splits sends none); a "
-                          f"smaller tradeoff lets the gate tell rows apart", stacklevel=2)
+            warnings.warn(f"AdaptGBRT: the gate's scores take too few values to send p_full={self.p_full:g} of the "
+                          f"training rows to f0: {self.train_fraction_to_f0_:.3f} go (a gate without splits sends "
+                          f"none); a smaller tradeoff or more trees let the gate tell rows apart", stacklevel=2)
         return self
 
     # ---------------------------------------------------------------------------------- prediction
@@ -335,6 +334,20 @@ class AdaptGBRT(ClassifierMixin, BaseEstimator):
         model.gate_ = lgb.Booster(model_file=str(folder / "gate.txt"))
         model.f1_ = lgb.Booster(model_file=str(folder / "f1.txt"))
         return model
+
+
+def _threshold_for(score: np.ndarray, p_full: float) -> float:
+    """The threshold t (-inf, inf or a score) with mean(score > t) closest to p_full; the smaller share on a
+    tie (p_full 0: inf, every row to f1; 1: -inf)."""
+    if p_full <= 0:
+        return math.inf
+    if p_full >= 1:
+        return -math.inf
+    values = np.unique(score)  # t = values[j] sends the rows above it; t = -inf sends all
+    above = 1.0 - np.searchsorted(np.sort(score), values, side="right") / len(score)
+    candidates, shares = np.concatenate([values, [-math.inf]]), np.concatenate([above, [1.0]])
+    best = np.lexsort((shares, np.abs(shares - p_full)))[0]
+    return float(candidates[best])
 
 
 def _share_bought(*boosters: lgb.Booster) -> None:

@@ -12,7 +12,7 @@ from sklearn.ensemble import RandomForestClassifier
 from sklearn.svm import SVC
 
 from lightgbm_cegb import FeatureCosts, prediction_cost
-from lightgbm_cegb.adapt import AdaptGBRT, routing_weights
+from lightgbm_cegb.adapt import AdaptGBRT, _threshold_for, routing_weights
 from lightgbm_cegb.errors import CEGBError
 from lightgbm_cegb.greedy_miser import proba_from_raw
 
@@ -117,6 +117,7 @@ GROUPED = FeatureCosts(lazy=[1.0, 0.0, 0.0, 1.0, 2.0, 0.5, 0.5, 3.0], split=[0.0
                        groups=[-1, 0, 0, -1, 1, 1, 1, -1], group_lazy=[4.0, 2.0], tree=0.001)
 
 
+@pytest.mark.filterwarnings("ignore:AdaptGBRT. the gate's scores take too few values")
 @pytest.mark.parametrize("seed", range(3))
 @pytest.mark.parametrize("kind", ["lightgbm multiclass", "random forest"])
 def test_composite_kernel_against_the_reference_on_random_cases(kind, seed):
@@ -157,10 +158,21 @@ def test_ends_of_p_full():
     np.testing.assert_allclose(nothing.prediction_cost(X).per_instance, prediction_cost(nothing.f1_, X, COSTS).per_instance)
 
 
+@pytest.mark.parametrize("seed", range(20))
+def test_gate_threshold_closest_share_under_ties(seed):
+    rng = np.random.default_rng(seed)
+    score = rng.integers(0, rng.integers(1, 6), size=rng.integers(1, 40)).astype(float)
+    p_full = float(rng.uniform())
+    t = _threshold_for(score, p_full)
+    brute = min((abs(np.mean(score > c) - p_full), np.mean(score > c)) for c in [*score, -np.inf, np.inf])
+    assert (abs(np.mean(score > t) - p_full), np.mean(score > t)) == brute
+    assert _threshold_for(score, 0.0) == np.inf and _threshold_for(score, 1.0) == -np.inf
+
+
 def test_a_gate_without_splits_is_reported():
     X, y = data(4, n=600)
     f0 = lgb.LGBMClassifier(n_estimators=10, verbose=-1).fit(X, y)
-    with pytest.warns(UserWarning, match=r"0.000 of them go to f0 instead of p_full=0.3 \(a gate without splits"):
+    with pytest.warns(UserWarning, match=r"send p_full=0.3 of the training rows to f0: 0.000 go \(a gate without splits"):
         model = AdaptGBRT(f0, p_full=0.3, tradeoff=1e6, costs=COSTS, n_rounds=1, trees_per_round=3).fit(X, y)
     assert not model.gate_.feature_importance().any() and (model.route(X) == 1).all()
 
