@@ -10,6 +10,7 @@ import lightgbm
 
 from .accounting import CostReport, prediction_cost
 from .adapt import AdaptGBRT
+from .adapt_lin import AdaptLIN
 from .budgetrf import BudgetRFClassifier
 from .cost_state import CostState
 from .costs import FeatureCosts
@@ -23,7 +24,7 @@ from .models import to_forest
 from .prune import Pruner, PruneResult, budget_prune, budget_prune_path
 
 __version__ = "0.1.0"
-__all__ = ["AdaptGBRT", "BudgetRFClassifier", "CEGBError", "CEGBState", "CostReport", "CostState", "EarlyExit", "EarlyExitResult",
+__all__ = ["AdaptGBRT", "AdaptLIN", "BudgetRFClassifier", "CEGBError", "CEGBState", "CostReport", "CostState", "EarlyExit", "EarlyExitResult",
            "FeatureCosts", "Forest", "GreedyMiserClassifier", "GreedyMiserRanker", "GreedyMiserRegressor",
            "LazyFetchError", "LazyPredictor", "LazyResult", "PATCHED_LIGHTGBM", "PruneResult", "Pruner",
            "budget_prune", "budget_prune_path", "prediction_cost", "to_forest"]

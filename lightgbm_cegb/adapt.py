@@ -78,7 +78,147 @@ def routing_weights(A: np.ndarray, B: np.ndarray, p_full: float, *, tol: float =
     return expit(-(d + (lo + hi) / 2))
 
 
-class AdaptGBRT(ClassifierMixin, BaseEstimator):
+class _Adapt(ClassifierMixin, BaseEstimator):
+    """What ADAPT's estimators share: f0 and its classes, the cost model, the gate's threshold, the cost of the
+    rows sent to f0, the prediction and the files' cost manifest."""
+
+    _finite_X = False  # the linear models need finite values
+    _knob = "tradeoff"  # the parameter that keeps the gate from reading features
+
+    def _check_common(self) -> None:
+        if not isinstance(self.f0, lgb.Booster) and not hasattr(self.f0, "predict_proba"):
+            raise CEGBError(f"f0 should be a fitted classifier with predict_proba or a LightGBM classification "
+                            f"Booster, got {type(self.f0).__name__}")
+        check_number(self.p_full, "p_full", 0.0, 1.0)
+        check_number(self.n_rounds, "n_rounds", 1, math.inf, integer=True)
+        if self.f0_usage is not None and not callable(self.f0_usage):
+            raise CEGBError(f"f0_usage should be a callable X -> bool array (rows, features), got "
+                            f"{type(self.f0_usage).__name__}")
+
+    def _f0_proba(self, X) -> np.ndarray:
+        if isinstance(self.f0, lgb.Booster):  # binary: the probability of class 1; multiclass: one per class
+            proba = np.asarray(self.f0.predict(X), dtype=np.float64)
+            proba = np.column_stack([1 - proba, proba]) if proba.ndim == 1 else proba
+        else:
+            proba = np.asarray(self.f0.predict_proba(X), dtype=np.float64)
+        if proba.ndim != 2 or proba.shape != (X.shape[0], len(self.classes_)):
+            raise CEGBError(f"f0.predict_proba should give ({X.shape[0]}, {len(self.classes_)}) probabilities "
+                            f"(one per class {self.classes_.tolist()}), got shape {proba.shape}")
+        return proba
+
+    def _start(self, X, y) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Validate (X, y) against f0; set classes_, costs_. Returns (X, the class codes of y, f0's log-loss
+        per row)."""
+        X, y = validate_data(self, X, y, dtype=np.float64, ensure_all_finite=self._finite_X or "allow-nan",
+                             ensure_min_samples=2)
+        check_classification_targets(y)
+        if isinstance(self.f0, lgb.Booster):  # classes 0 .. K - 1
+            classes, f0_features = np.arange(max(self.f0.num_model_per_iteration(), 2)), self.f0.num_feature()
+        else:
+            classes, f0_features = getattr(self.f0, "classes_", None), getattr(self.f0, "n_features_in_", None)
+        self.classes_ = np.unique(y) if classes is None else np.asarray(classes)
+        codes, unknown = class_codes(self.classes_, y)
+        if unknown.size:
+            raise CEGBError(f"y holds classes {unknown[:10].tolist()} that f0 was not trained on (its classes: "
+                            f"{self.classes_.tolist()})")
+        if len(self.classes_) < 2:
+            raise CEGBError(f"y should hold at least two classes, got {self.classes_.tolist()}")
+        if f0_features is not None and f0_features != X.shape[1]:
+            raise CEGBError(f"f0 was fitted on {f0_features} features, X has {X.shape[1]}")
+        names = [str(n) for n in getattr(self, "feature_names_in_", [])] or None
+        self.costs_ = resolve_costs(FeatureCosts(lazy=np.ones(X.shape[1])) if self.costs is None else self.costs,
+                                    X.shape[1], names)
+        f0_loss = -np.log(np.clip(self._f0_proba(X)[np.arange(len(y)), codes], 1e-15, 1.0))
+        return X, codes, f0_loss
+
+    def _set_threshold(self, score: np.ndarray) -> None:
+        """The gate's threshold from its scores on the training rows: the share above it as close as ties allow
+        to p_full (the soft q of most rows stays below 1/2, so the paper's rule g > 0 would send far fewer)."""
+        self.gate_threshold_ = _threshold_for(score, self.p_full)
+        self.train_fraction_to_f0_ = float(np.mean(score > self.gate_threshold_))
+        if abs(self.train_fraction_to_f0_ - self.p_full) > 0.05:
+            warnings.warn(f"{type(self).__name__}: the gate's scores take too few values to send p_full={self.p_full:g} "
+                          f"of the training rows to f0: {self.train_fraction_to_f0_:.3f} go (a gate that reads no "
+                          f"feature sends none); a smaller {self._knob} lets the gate tell rows apart", stacklevel=3)
+
+    def _validated(self, X) -> np.ndarray:
+        check_is_fitted(self, "gate_threshold_")
+        return validate_data(self, X, reset=False, dtype=np.float64, ensure_all_finite=self._finite_X or "allow-nan")
+
+    def _forest(self, model) -> Forest:
+        """``model`` (a gate, f1 or f0) as a Forest, read once per model object."""
+        cache = self.__dict__.setdefault("_forest_cache", {})
+        if cache.get(id(model), (None,))[0] is not model:
+            cache[id(model)] = (model, to_forest(model))
+        return cache[id(model)][1]
+
+    def _f0_forest(self) -> Forest | None:
+        """f0 as a Forest for its exact cost, or None when ``f0_usage`` gives it."""
+        if self.f0_usage is not None:
+            return None
+        try:
+            return self._forest(self.f0)
+        except CEGBError as exc:
+            raise CEGBError(f"f0: {exc}; for a model that is not a tree ensemble give f0_usage") from None
+
+    def _charge_f0_usage(self, state: CostState, X: np.ndarray, rows: np.ndarray) -> None:
+        """The rows ``rows`` (sent to f0) pay the features ``f0_usage`` says f0 reads for them."""
+        if self.f0_usage is None or not rows.size:
+            return
+        need = np.asarray(self.f0_usage(X[rows]), dtype=bool)
+        if need.shape != (rows.size, self.n_features_in_):
+            raise CEGBError(f"f0_usage should give a bool array of shape ({rows.size}, {self.n_features_in_}), "
+                            f"got {need.shape}")
+        for feature in np.flatnonzero(need.any(axis=0)):
+            state.pay(int(feature), rows[need[:, feature]])
+
+    def _report(self, state: CostState) -> CostReport:
+        used = np.flatnonzero(state.feature_paid.any(axis=0))
+        n = max(state.num_rows, 1)
+        return CostReport(acquisition=state.acquisition, evaluation=state.evaluation,
+                          coupled=self.costs_.model_cost(used, self.n_features_in_),
+                          usage=state.feature_paid.sum(axis=0) / n)
+
+    def predict(self, X) -> np.ndarray:
+        proba = self.predict_proba(X)
+        return self.classes_[np.argmax(proba, axis=1)]
+
+    def _write_manifest(self, folder: Path, **fields) -> None:
+        """folder/manifest.json: the format, classes, p_full, the gate's threshold, the cost model and
+        ``fields`` (the estimator's own parameters)."""
+        num_features = int(self.n_features_in_)
+        lazy, coupled, split = self.costs_.arrays(num_features)
+        group_of, group_lazy, group_coupled = self.costs_.group_arrays(num_features)
+        manifest = {"format": f"lightgbm_cegb.{type(self).__name__}", "version": 1, "classes": self.classes_.tolist(),
+                    "n_features_in": num_features, "p_full": self.p_full, "gate_threshold": self.gate_threshold_,
+                    "costs": {"lazy": lazy.tolist(), "coupled": coupled.tolist(), "split": split.tolist(),
+                              "group_of": group_of.tolist(), "group_lazy": group_lazy.tolist(),
+                              "group_coupled": group_coupled.tolist(), "tree": self.costs_.tree}, **fields}
+        write_atomically(folder / "manifest.json", lambda tmp: Path(tmp).write_text(json.dumps(manifest, indent=1)))
+
+    @classmethod
+    def _from_manifest(cls, folder: Path, f0, f0_usage, keys: tuple[str, ...]):
+        """(the model with its fitted fields from folder/manifest.json and the parameters ``keys`` it holds,
+        the manifest)."""
+        manifest = json.loads((folder / "manifest.json").read_text())
+        if manifest.get("format") != f"lightgbm_cegb.{cls.__name__}" or manifest.get("version") != 1:
+            raise CEGBError(f"{folder}: not an {cls.__name__} model (manifest format {manifest.get('format')!r}, "
+                            f"version {manifest.get('version')!r})")
+        c = manifest["costs"]
+        grouped = any(g >= 0 for g in c["group_of"])
+        costs = FeatureCosts(c["lazy"], c["coupled"], c["split"], groups=c["group_of"] if grouped else None,
+                             group_lazy=c["group_lazy"] if grouped else None,
+                             group_coupled=c["group_coupled"] if grouped else None, tree=c["tree"])
+        model = cls(f0, p_full=manifest["p_full"], costs=costs, f0_usage=f0_usage,
+                    **{k: manifest[k] for k in keys})
+        model.classes_ = np.asarray(manifest["classes"])
+        model.n_features_in_ = manifest["n_features_in"]
+        model.costs_ = costs
+        model.gate_threshold_ = float(manifest["gate_threshold"])
+        return model, manifest
+
+
+class AdaptGBRT(_Adapt):
     """ADAPT-GBRT: a gate g and a cheap model f1 in front of a costly classifier f0.
 
     Parameters
@@ -123,55 +263,19 @@ class AdaptGBRT(ClassifierMixin, BaseEstimator):
     # ------------------------------------------------------------------------------------- fitting
 
     def _check_params(self) -> None:
-        if not isinstance(self.f0, lgb.Booster) and not hasattr(self.f0, "predict_proba"):
-            raise CEGBError(f"f0 should be a fitted classifier with predict_proba or a LightGBM classification "
-                            f"Booster, got {type(self.f0).__name__}")
-        check_number(self.p_full, "p_full", 0.0, 1.0)
+        self._check_common()
         check_number(self.tradeoff, "tradeoff", 0.0, math.inf)
-        check_number(self.n_rounds, "n_rounds", 1, math.inf, integer=True)
         check_number(self.trees_per_round, "trees_per_round", 1, math.inf, integer=True)
         check_number(self.max_depth, "max_depth", 1, 30, integer=True)
         check_number(self.min_samples_leaf, "min_samples_leaf", 1, math.inf, integer=True)
         check_number(self.learning_rate, "learning_rate", 0.0, low_open=True)
-        if self.f0_usage is not None and not callable(self.f0_usage):
-            raise CEGBError(f"f0_usage should be a callable X -> bool array (rows, features), got "
-                            f"{type(self.f0_usage).__name__}")
-
-    def _f0_proba(self, X) -> np.ndarray:
-        if isinstance(self.f0, lgb.Booster):  # binary: the probability of class 1; multiclass: one per class
-            proba = np.asarray(self.f0.predict(X), dtype=np.float64)
-            proba = np.column_stack([1 - proba, proba]) if proba.ndim == 1 else proba
-        else:
-            proba = np.asarray(self.f0.predict_proba(X), dtype=np.float64)
-        if proba.ndim != 2 or proba.shape != (X.shape[0], len(self.classes_)):
-            raise CEGBError(f"f0.predict_proba should give ({X.shape[0]}, {len(self.classes_)}) probabilities "
-                            f"(one per class {self.classes_.tolist()}), got shape {proba.shape}")
-        return proba
 
     def fit(self, X, y) -> AdaptGBRT:
         """Learn g and f1 on (X, y) around the fitted f0."""
         self._check_params()
-        X, y = validate_data(self, X, y, dtype=np.float64, ensure_all_finite="allow-nan", ensure_min_samples=2)
-        check_classification_targets(y)
-        if isinstance(self.f0, lgb.Booster):  # classes 0 .. K - 1
-            classes, f0_features = np.arange(max(self.f0.num_model_per_iteration(), 2)), self.f0.num_feature()
-        else:
-            classes, f0_features = getattr(self.f0, "classes_", None), getattr(self.f0, "n_features_in_", None)
-        self.classes_ = np.unique(y) if classes is None else np.asarray(classes)
-        codes, unknown = class_codes(self.classes_, y)
-        if unknown.size:
-            raise CEGBError(f"y holds classes {unknown[:10].tolist()} that f0 was not trained on (its classes: "
-                            f"{self.classes_.tolist()})")
-        if len(self.classes_) < 2:
-            raise CEGBError(f"y should hold at least two classes, got {self.classes_.tolist()}")
-        if f0_features is not None and f0_features != X.shape[1]:
-            raise CEGBError(f"f0 was fitted on {f0_features} features, X has {X.shape[1]}")
-        names = [str(n) for n in getattr(self, "feature_names_in_", [])] or None
-        self.costs_ = resolve_costs(FeatureCosts(lazy=np.ones(X.shape[1])) if self.costs is None else self.costs,
-                                    X.shape[1], names)
-        n, num_class = len(y), len(self.classes_)
+        X, codes, f0_loss = self._start(X, y)
+        n, num_class = len(codes), len(self.classes_)
         k = num_class if num_class > 2 else 1
-        f0_loss = -np.log(np.clip(self._f0_proba(X)[np.arange(n), codes], 1e-15, 1.0))
         weight_f1 = np.ones(n)  # 1 - q, read by f1's objective
         target_g = np.zeros(n)  # q, read by g's objective
 
@@ -211,29 +315,10 @@ class AdaptGBRT(ClassifierMixin, BaseEstimator):
         self.gate_ = lgb.Booster(model_str=g.model_to_string())
         self.f1_ = lgb.Booster(model_str=f1.model_to_string())
         self.__dict__.pop("_forest_cache", None)
-        # the gate's threshold: the share of training rows above it as close as ties allow to p_full (the soft
-        # q of most rows stays below 1/2, so the paper's rule g > 0 would send far fewer)
-        score = self.gate_.predict(X, raw_score=True)
-        self.gate_threshold_ = _threshold_for(score, self.p_full)
-        self.train_fraction_to_f0_ = float(np.mean(score > self.gate_threshold_))
-        if abs(self.train_fraction_to_f0_ - self.p_full) > 0.05:
-            warnings.warn(f"AdaptGBRT: the gate's scores take too few values to send p_full={self.p_full:g} of the "
-                          f"training rows to f0: {self.train_fraction_to_f0_:.3f} go (a gate without splits sends "
-                          f"none); a smaller tradeoff or more trees let the gate tell rows apart", stacklevel=2)
+        self._set_threshold(self.gate_.predict(X, raw_score=True))
         return self
 
     # ---------------------------------------------------------------------------------- prediction
-
-    def _validated(self, X) -> np.ndarray:
-        check_is_fitted(self, "gate_")
-        return validate_data(self, X, reset=False, dtype=np.float64, ensure_all_finite="allow-nan")
-
-    def _forest(self, model) -> Forest:
-        """``model`` (the gate, f1 or f0) as a Forest, read once per model object."""
-        cache = self.__dict__.setdefault("_forest_cache", {})
-        if cache.get(id(model), (None,))[0] is not model:
-            cache[id(model)] = (model, to_forest(model))
-        return cache[id(model)][1]
 
     def _composite(self, X: np.ndarray, *, f0: Forest | None = None, n_jobs: int | None = None):
         """Every row through the composite in one pass of the Cython kernel (_engine.gated): the gate's trees,
@@ -264,73 +349,30 @@ class AdaptGBRT(ClassifierMixin, BaseEstimator):
             proba[to_f0] = self._f0_proba(X[to_f0])
         return proba
 
-    def predict(self, X) -> np.ndarray:
-        proba = self.predict_proba(X)
-        return self.classes_[np.argmax(proba, axis=1)]
-
     def prediction_cost(self, X, *, n_jobs: int | None = None) -> CostReport:
         """Exact cost per row: the gate's features, then those of the model the row goes to, each (row, feature
         or group) paid once across the models."""
         X = self._validated(X)
-        f0 = None
-        if self.f0_usage is None:
-            try:
-                f0 = self._forest(self.f0)
-            except CEGBError as exc:
-                raise CEGBError(f"f0: {exc}; for a model that is not a tree ensemble give f0_usage") from None
-        to_f0, _, state = self._composite(X, f0=f0, n_jobs=n_jobs)
-        rows = np.flatnonzero(to_f0)
-        if self.f0_usage is not None and rows.size:
-            need = np.asarray(self.f0_usage(X[rows]), dtype=bool)
-            if need.shape != (rows.size, self.n_features_in_):
-                raise CEGBError(f"f0_usage should give a bool array of shape ({rows.size}, {self.n_features_in_}), "
-                                f"got {need.shape}")
-            for feature in np.flatnonzero(need.any(axis=0)):
-                state.pay(int(feature), rows[need[:, feature]])
-        used = np.flatnonzero(state.feature_paid.any(axis=0))
-        n = max(X.shape[0], 1)
-        return CostReport(acquisition=state.acquisition, evaluation=state.evaluation,
-                          coupled=self.costs_.model_cost(used, self.n_features_in_),
-                          usage=state.feature_paid.sum(axis=0) / n)
+        to_f0, _, state = self._composite(X, f0=self._f0_forest(), n_jobs=n_jobs)
+        self._charge_f0_usage(state, X, np.flatnonzero(to_f0))
+        return self._report(state)
 
     # ------------------------------------------------------------------------------------- files
 
     def save(self, path: str | os.PathLike) -> None:
         """``path`` (a directory): gate.txt and f1.txt (LightGBM model files) and manifest.json. f0 is not
         saved: give it to :meth:`load`."""
-        check_is_fitted(self, "gate_")
+        check_is_fitted(self, "gate_threshold_")
         folder = Path(path)
         folder.mkdir(parents=True, exist_ok=True)
-        num_features = int(self.n_features_in_)
-        lazy, coupled, split = self.costs_.arrays(num_features)
-        group_of, group_lazy, group_coupled = self.costs_.group_arrays(num_features)
-        manifest = {"format": "lightgbm_cegb.AdaptGBRT", "version": 1, "classes": self.classes_.tolist(),
-                    "n_features_in": num_features, "p_full": self.p_full, "tradeoff": self.tradeoff,
-                    "gate_threshold": self.gate_threshold_,
-                    "costs": {"lazy": lazy.tolist(), "coupled": coupled.tolist(), "split": split.tolist(),
-                              "group_of": group_of.tolist(), "group_lazy": group_lazy.tolist(),
-                              "group_coupled": group_coupled.tolist(), "tree": self.costs_.tree}}
         write_atomically(folder / "gate.txt", self.gate_.save_model)
         write_atomically(folder / "f1.txt", self.f1_.save_model)
-        write_atomically(folder / "manifest.json", lambda tmp: Path(tmp).write_text(json.dumps(manifest, indent=1)))
+        self._write_manifest(folder, tradeoff=self.tradeoff)
 
     @classmethod
     def load(cls, path: str | os.PathLike, f0, *, f0_usage=None) -> AdaptGBRT:
         folder = Path(path)
-        manifest = json.loads((folder / "manifest.json").read_text())
-        if manifest.get("format") != "lightgbm_cegb.AdaptGBRT" or manifest.get("version") != 1:
-            raise CEGBError(f"{folder}: not an AdaptGBRT model (manifest format {manifest.get('format')!r}, "
-                            f"version {manifest.get('version')!r})")
-        c = manifest["costs"]
-        grouped = any(g >= 0 for g in c["group_of"])
-        costs = FeatureCosts(c["lazy"], c["coupled"], c["split"], groups=c["group_of"] if grouped else None,
-                             group_lazy=c["group_lazy"] if grouped else None,
-                             group_coupled=c["group_coupled"] if grouped else None, tree=c["tree"])
-        model = cls(f0, p_full=manifest["p_full"], tradeoff=manifest["tradeoff"], costs=costs, f0_usage=f0_usage)
-        model.classes_ = np.asarray(manifest["classes"])
-        model.n_features_in_ = manifest["n_features_in"]
-        model.costs_ = costs
-        model.gate_threshold_ = float(manifest["gate_threshold"])
+        model, _ = cls._from_manifest(folder, f0, f0_usage, ("tradeoff",))
         model.gate_ = lgb.Booster(model_file=str(folder / "gate.txt"))
         model.f1_ = lgb.Booster(model_file=str(folder / "f1.txt"))
         return model

@@ -312,6 +312,11 @@ class FeatureCosts:
         return (group_of, zeros if self._group_lazy is None else self._group_lazy,
                 zeros if self._group_coupled is None else self._group_coupled)
 
+    def per_row(self) -> FeatureCosts:
+        """The per-row part of these costs: the lazy costs of the features and groups (what BudgetPrune
+        prunes for), without coupled, split and tree costs."""
+        return FeatureCosts(lazy=self._lazy, groups=self.groups, group_lazy=self._group_lazy)
+
     def model_cost(self, used: np.ndarray, num_features: int) -> float:
         """Coupled cost of a model whose splits test the features ``used`` (indices): their own coupled
         costs and, once, each group they belong to."""

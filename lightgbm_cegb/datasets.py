@@ -1,5 +1,6 @@
 """Learning-to-rank files with their cost vectors: SVMlight/LibSVM rows with ``qid``, feature ids kept aligned
-with a cost file (one value per line, line i for feature id i), and the bundled Yahoo! LTR cost vector."""
+with a cost file (one value per line, line i for feature id i); the bundled data: the Yahoo! LTR cost vector,
+the MSLR-WEB subset, UCI Letter Recognition."""
 
 from __future__ import annotations
 
@@ -36,6 +37,14 @@ def yahoo_costs() -> FeatureCosts:
     """The real Yahoo! LTR set 1 feature costs (700 lazy costs by 1-based id; 10000 for ids never used)."""
     with _bundled("yahoo_ltr_costs", "feature_cost.txt") as path:
         return FeatureCosts.from_file(path)
+
+
+def letter() -> tuple[np.ndarray, np.ndarray]:
+    """The bundled UCI Letter Recognition rows in the file's order (``lightgbm_cegb/data/letter/README.md``):
+    (letters, str[20000]; X, float64[20000, 16])."""
+    with _bundled("letter", "letter-recognition.data.gz") as path:
+        raw = np.loadtxt(path, delimiter=",", skiprows=1, dtype=str)
+    return raw[:, 0], raw[:, 1:].astype(np.float64)
 
 
 def mslr_subset(split: str) -> RankingData:

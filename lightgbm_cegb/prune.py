@@ -8,11 +8,16 @@ where ``z_h = 1`` makes node h a leaf, ``w_ki = 1`` acquires feature k for row i
 rows of (X, y) that reach h and that h's stored prediction gets wrong, and ``c_k`` the lazy cost of feature
 k (paid once per row, however many kept nodes test it). Constraints: (a) every root-to-leaf path of the
 input tree holds exactly one new leaf; (b) a row reaching a kept internal node that tests feature k pays
-for k. The constraint matrix is totally unimodular, so the LP relaxation has an integral optimum.
+for k. The constraint matrix is totally unimodular, so the LP relaxation has an integral optimum. Feature
+groups (``FeatureCosts(groups=..., group_lazy=...)``): a row pays its group g's cost ``c_g`` once, with the
+first member it acquires: one more term ``lam * (1/N) sum_i sum_g c_g v_gi`` and (b') a row reaching a kept
+node that tests a member of g pays for g (each member keeps its own ``c_k``).
 
 Solvers:
 - ``"maxflow"`` (default): the problem as a minimum-weight closure (see _solve_maxflow), solved exactly by
-  a maximum flow in Cython without the GIL (cython_ext/_prune.pyx); the flow's value is the bound. The
+  a maximum flow in Cython without the GIL (cython_ext/_prune.pyx); the flow's value is the bound. A (row,
+  group) pair is one more pair kind; a node that pays both its feature's and its group's pair hands the
+  group's to a carrier node of gain 0 inserted above it. The
   network is implicit: each tree's rows are ordered so that every node's rows are a contiguous range, and
   only the flow on each (node, row) pair arc is stored, 12 bytes per (row, tree, feature first tested on
   the row's path). 200,000 rows x 40 unlimited-depth trees: ~45 s, peak 2.2 GB (scripts/bench_prune.py).
@@ -73,6 +78,21 @@ class PruneResult:
     kept: list[np.ndarray]
     leaves: list[np.ndarray]
     solver: str
+
+
+@dataclass(frozen=True)
+class _PairCosts:
+    """BudgetPrune's costs: c_k per feature, and per group g of features c_g, paid once per row by the first
+    member it acquires (group_of[k] = g, -1: no group)."""
+
+    lazy: np.ndarray
+    group_of: np.ndarray
+    group_lazy: np.ndarray
+
+    @property
+    def extended(self) -> np.ndarray:
+        """The costs of the features, then of the groups: pair kinds k < F are features, F + g groups."""
+        return np.concatenate([self.lazy, self.group_lazy])
 
 
 @dataclass
@@ -247,9 +267,10 @@ def _paths(parent: np.ndarray) -> list[list[int]]:
     return paths
 
 
-def _solve_highs(forest: _Problem, lazy: np.ndarray, lam: float):
-    """The LP exactly as written above; returns z per tree, the LP optimum and HiGHS's dual bound."""
-    n = forest.num_rows
+def _solve_highs(forest: _Problem, costs: _PairCosts, lam: float):
+    """The LP exactly as written above; returns z per tree, the LP optimum and HiGHS's dual bound. The (row,
+    group) pairs are variables after the (row, feature) ones: w_index's keys (i, F + g)."""
+    n, num_features = forest.num_rows, len(costs.lazy)
     offsets = np.cumsum([0] + [len(p) for p in forest.parent])
     num_z = int(offsets[-1])
     eq_rows, eq_cols = [], []
@@ -263,19 +284,21 @@ def _solve_highs(forest: _Problem, lazy: np.ndarray, lam: float):
             eq_rows += [num_eq] * len(paths[node])
             eq_cols += [offsets[t] + u for u in paths[node]]
             num_eq += 1
-        for node in np.flatnonzero(feature >= 0):  # (b): -w_ki - sum_{u in path(h)} z_u <= -1
+        for node in np.flatnonzero(feature >= 0):  # (b), (b'): -w_ki - sum_{u in path(h)} z_u <= -1
             k = int(feature[node])
+            kinds = [k] + ([num_features + int(costs.group_of[k])] if costs.group_of[k] >= 0 else [])
             for i in forest.rows(t, node):
-                w = w_index.setdefault((int(i), k), len(w_index))
-                ub_rows += [num_ub] * (len(paths[node]) + 1)
-                ub_cols += [offsets[t] + u for u in paths[node]] + [num_z + w]
-                ub_vals += [-1.0] * (len(paths[node]) + 1)
-                num_ub += 1
+                for kind in kinds:
+                    w = w_index.setdefault((int(i), kind), len(w_index))
+                    ub_rows += [num_ub] * (len(paths[node]) + 1)
+                    ub_cols += [offsets[t] + u for u in paths[node]] + [num_z + w]
+                    ub_vals += [-1.0] * (len(paths[node]) + 1)
+                    num_ub += 1
     num_w = len(w_index)
     w_feature = np.fromiter((k for (_, k) in w_index), dtype=np.int64, count=num_w)
     # in units of 1/N (error counts and lam * c_k): HiGHS's tolerances are absolute (1e-7 by default), and
     # lam * c_k / N can be as small as that (lam=3e-4, c=1, N=3000 made HiGHS pay for 202 needless pairs)
-    objective = np.concatenate([np.concatenate(forest.errors), lam * lazy[w_feature]])
+    objective = np.concatenate([np.concatenate(forest.errors), lam * costs.extended[w_feature]])
     a_eq = sp.csr_matrix((np.ones(len(eq_rows)), (eq_rows, eq_cols)), shape=(num_eq, num_z + num_w))
     b_eq = np.ones(num_eq)
     a_ub = sp.csr_matrix((ub_vals, (ub_rows, ub_cols)), shape=(num_ub, num_z + num_w)) if num_ub else None
@@ -297,55 +320,70 @@ def _solve_highs(forest: _Problem, lazy: np.ndarray, lam: float):
     return [z[offsets[t]:offsets[t + 1]] for t in range(len(forest.parent))], float(res.fun) / n, dual / n
 
 
-def _solve_maxflow(forest: _Problem, lazy: np.ndarray, lams: list[float]):
+def _solve_maxflow(forest: _Problem, costs: _PairCosts, lams: list[float]):
     """The same problem as a minimum-weight closure, solved by a maximum flow (cython_ext/_prune.pyx).
 
     x_h = 1 keeps internal node h (it then tests its feature); keeping h requires keeping its parent and
     paying (i, k_h) for each row i reaching h, but only where h is the topmost node testing k_h on the path
-    (deeper ones are implied by it). In units of 1/N: keeping h gains e_h - sum of its children's e, a pair
-    costs lam * c_k. Network: source -> h (positive gains), h -> sink (negative gains), h -> parent and
-    h -> pair (infinite), pair -> sink (lam * c_k). The kept nodes are the source side of a minimum cut.
+    (deeper ones are implied by it); likewise (i, g) for k_h's group g, where h is the topmost node testing
+    a member of g. In units of 1/N: keeping h gains e_h - sum of its children's e, a pair costs lam * c_k (or
+    lam * c_g). Network: source -> h (positive gains), h -> sink (negative gains), h -> parent and h -> pair
+    (infinite), pair -> sink (lam * c). The network gives a node arcs to one kind of pair: a node that pays
+    both gets a carrier of gain 0 between it and its parent (h -> carrier -> parent), which pays the group's
+    pairs. The kept nodes are the source side of a minimum cut.
     Trade-offs are solved in increasing order on one network: raising lam only raises the pair -> sink
     capacities, so the flow found for the previous one stays feasible and is augmented (a warm start).
     Returns, in the order of lams, the new leaves per tree and the flow's bound on the optimum.
     """
     from ._prune import Network, topmost
 
+    num_features, extended = len(costs.lazy), costs.extended
     tree, parent_id, lo, hi, feature, top, gain, ids = [], [], [], [], [], [], [], []
     first = 0
     for t, (parent, feat, errors) in enumerate(zip(forest.parent, forest.feature, forest.errors)):
-        internal = feat >= 0
-        node_id = np.full(len(parent), -1, dtype=np.int64)
-        node_id[internal] = first + np.arange(internal.sum())
+        internal = np.flatnonzero(feat >= 0)
         has_parent = parent >= 0
         children_error = np.bincount(parent[has_parent], weights=errors[has_parent], minlength=len(parent))
-        gain.append((errors - children_error)[internal])
-        parent_id.append(np.where(parent[internal] >= 0, node_id[parent[internal]], -1))
-        tree.append(np.full(internal.sum(), t))
-        lo.append(forest.lo[t][internal])
-        hi.append(forest.hi[t][internal])
-        feature.append(feat[internal])
-        top.append(topmost(parent, feat)[internal] & (lazy[feat[internal]] > 0))
+        k = feat[internal]
+        own = (topmost(parent, feat) & (costs.lazy[np.maximum(feat, 0)] > 0))[internal]
+        group = np.where(feat >= 0, costs.group_of[np.maximum(feat, 0)], -1)
+        kind = np.where(group >= 0, num_features + group, -1)
+        grouped = (topmost(parent, kind) & (extended[np.maximum(kind, 0)] > 0))[internal]
+        carrier = own & grouped  # a node of gain 0 above, paying the group's pairs
+        position = first + np.arange(len(internal)) + np.cumsum(carrier)  # parents (and carriers) first
+        node_id = np.full(len(parent), -1, dtype=np.int64)
+        node_id[internal] = position
+        up = np.where(parent[internal] >= 0, node_id[parent[internal]], -1)
+        size = len(internal) + int(carrier.sum())
+        slot = np.concatenate([position, position[carrier] - 1]) - first
+        order = np.argsort(slot)
+        tree.append(np.full(size, t))
+        parent_id.append(np.concatenate([np.where(carrier, position - 1, up), up[carrier]])[order])
+        lo.append(np.concatenate([forest.lo[t][internal], forest.lo[t][internal][carrier]])[order])
+        hi.append(np.concatenate([forest.hi[t][internal], forest.hi[t][internal][carrier]])[order])
+        feature.append(np.concatenate([np.where(own, k, np.where(grouped, kind[internal], k)), kind[internal][carrier]])[order])
+        top.append(np.concatenate([own | grouped, np.ones(int(carrier.sum()), dtype=bool)])[order])
+        gain.append(np.concatenate([(errors - children_error)[internal], np.zeros(int(carrier.sum()))])[order])
         ids.append(node_id)
-        first += int(internal.sum())
+        first += size
     gain_all = np.concatenate(gain)
-    largest_pair = max(lams, default=0.0) * float(lazy.max(initial=0.0))
+    largest_pair = max(lams, default=0.0) * float(extended.max(initial=0.0))
     eps = 1e-13 * max(1.0, float(np.abs(gain_all).max(initial=0.0)), largest_pair)
 
-    # pairs (row, feature) are indexed densely: only over the features that some node pays for
+    # pairs (row, feature or group) are indexed densely: only over the kinds that some node pays for
     top_all, feature_all = np.concatenate(top), np.concatenate(feature)
     paid_features = np.unique(feature_all[top_all])
-    if len(gain_all) + forest.num_rows * len(paid_features) + 2 >= 2**31:
+    if first + forest.num_rows * len(paid_features) + 2 >= 2**31:
         raise CEGBError(f"budget_prune's max-flow numbers nodes with 32 bits: {forest.num_rows} rows x "
-                        f"{len(paid_features)} costly features tested are too many; prune on fewer rows")
-    compact = np.zeros(forest.num_features, dtype=np.int32)
+                        f"{len(paid_features)} costly features and groups tested are too many; prune on fewer rows")
+    compact = np.zeros(len(extended), dtype=np.int32)
     compact[paid_features] = np.arange(len(paid_features))
 
     def int32(parts):
         return np.ascontiguousarray(np.concatenate(parts), dtype=np.int32)
 
     network = Network(forest.perm, int32(tree), int32(parent_id), int32(lo), int32(hi), compact[feature_all],
-                      top_all.astype(np.uint8), gain_all, np.ascontiguousarray(lazy[paid_features]), eps)
+                      top_all.astype(np.uint8), gain_all, np.ascontiguousarray(extended[paid_features]), eps)
     constant = sum(float(errors[0]) for errors in forest.errors) - float(np.clip(gain_all, 0, None).sum())
     solutions: dict[float, tuple] = {}
     for lam in sorted(set(lams)):
@@ -361,7 +399,7 @@ def _solve_maxflow(forest: _Problem, lazy: np.ndarray, lams: list[float]):
 
 
 def _evaluate(forest: _Problem, leaves: list[np.ndarray], kept: list[np.ndarray],
-              lazy: np.ndarray) -> tuple[float, float]:
+              costs: _PairCosts) -> tuple[float, float]:
     """error and cost terms of a pruning, computed from the rows' paths (not from the solver's w)."""
     from ._prune import mark_paid
 
@@ -373,8 +411,10 @@ def _evaluate(forest: _Problem, leaves: list[np.ndarray], kept: list[np.ndarray]
         mark_paid(forest.perm, np.concatenate([np.full(len(nodes), t, dtype=np.int32) for t, nodes in enumerate(internal)]),
                   *(np.concatenate([part[nodes] for part, nodes in zip(parts, internal)]).astype(np.int32)
                     for parts in (forest.lo, forest.hi, forest.feature)), paid)
-    cost = float(paid.sum(axis=0, dtype=np.int64) @ lazy) / n
-    return error, cost
+    cost = float(paid.sum(axis=0, dtype=np.int64) @ costs.lazy)
+    for g in np.flatnonzero(costs.group_lazy):
+        cost += float(paid[:, costs.group_of == g].any(axis=1).sum()) * float(costs.group_lazy[g])
+    return error, cost / n
 
 
 def _check_lam(lam, name: str = "lam") -> float:
@@ -387,20 +427,18 @@ def _check_lam(lam, name: str = "lam") -> float:
     return value
 
 
-def _lazy_costs(forest: Forest, costs) -> np.ndarray:
-    """The c_k, from costs as prediction_cost takes them (FeatureCosts validates them: finite, >= 0, one per
-    feature). BudgetPrune has no coupled or split costs: they are refused rather than ignored."""
+def _pair_costs(forest: Forest, costs) -> _PairCosts:
+    """c_k and the groups' c_g, from costs as prediction_cost takes them (FeatureCosts validates them: finite,
+    >= 0, one per feature). BudgetPrune has no coupled or split costs: they are refused rather than ignored."""
     costs = resolve_costs(costs, forest.num_features, forest.feature_names, forest.params)
     lazy, coupled, split = costs.arrays(forest.num_features)
-    _, group_lazy, group_coupled = costs.group_arrays(forest.num_features)
-    if group_lazy.any() or group_coupled.any():
-        raise CEGBError("budget_prune does not handle feature groups yet (a (row, group) pair paid once); got costs "
-                        f"for groups {[g for g, c in zip(costs.groups, group_lazy + group_coupled) if c][:10]}")
-    if coupled.any() or split.any() or costs.tree:
-        raise CEGBError("budget_prune uses lazy (per-row) feature costs only; got coupled costs for features "
-                        f"{np.flatnonzero(coupled)[:10].tolist()}, split costs {np.unique(split)[:5].tolist()} and a "
-                        f"tree cost of {costs.tree:g}")
-    return np.asarray(lazy, dtype=np.float64)
+    group_of, group_lazy, group_coupled = costs.group_arrays(forest.num_features)
+    if coupled.any() or split.any() or costs.tree or group_coupled.any():
+        raise CEGBError("budget_prune uses lazy (per-row) feature and group costs only; got coupled costs for features "
+                        f"{np.flatnonzero(coupled)[:10].tolist()} and groups {np.flatnonzero(group_coupled)[:10].tolist()}, "
+                        f"split costs {np.unique(split)[:5].tolist()} and a tree cost of {costs.tree:g}")
+    return _PairCosts(np.asarray(lazy, dtype=np.float64), np.asarray(group_of, dtype=np.int64),
+                      np.asarray(group_lazy, dtype=np.float64))
 
 
 def _problem(model, X, y, costs, solver: str, n_jobs: int | None):
@@ -411,17 +449,17 @@ def _problem(model, X, y, costs, solver: str, n_jobs: int | None):
         raise CEGBError("model should be a fitted RandomForestClassifier, ExtraTreesClassifier, a "
                         f"lightgbm.Booster or a fitted LightGBM estimator, got {type(model).__name__}")
     forest = to_forest(model, cache=False)  # pruning reads leaf values too: no forest cached before an edit
-    lazy = _lazy_costs(forest, costs)
+    pair_costs = _pair_costs(forest, costs)
     problem = _sklearn_problem(model, forest, X, y, n_jobs) if sklearn else _lightgbm_problem(forest, X, y, n_jobs)
-    return forest, problem, lazy
+    return forest, problem, pair_costs
 
 
-def _result(model, forest: Forest | None, problem: _Problem, lazy: np.ndarray, lam: float, leaves: list[np.ndarray],
+def _result(model, forest: Forest | None, problem: _Problem, costs: _PairCosts, lam: float, leaves: list[np.ndarray],
             optimum: float, lower_bound: float, solver: str) -> PruneResult:
     """The pruned model and the objective's terms, computed from the rows' paths and checked against the
     solver's optimum."""
     kept = [kept_nodes(parent, leaf) for parent, leaf in zip(problem.parent, leaves)]
-    error, cost = _evaluate(problem, leaves, kept, lazy)
+    error, cost = _evaluate(problem, leaves, kept, costs)
     objective = error + lam * cost
     if not np.isclose(objective, optimum, rtol=1e-9, atol=1e-12):
         raise CEGBError(f"internal error: the pruned model's objective {objective!r} differs from the "
@@ -449,27 +487,27 @@ def _renumbered(marks: np.ndarray, ids: np.ndarray) -> np.ndarray:
 
 class Pruner:
     """One BudgetPrune problem, built once: the rows' paths through the model's trees, the nodes' errors and
-    the lazy costs. ``at(lam)``, ``path(lams)`` and ``within(budget)`` solve it (``budget_prune`` and
+    the lazy feature and group costs. ``at(lam)``, ``path(lams)`` and ``within(budget)`` solve it (``budget_prune`` and
     ``budget_prune_path`` are these on a fresh Pruner); arguments as :func:`budget_prune` takes them."""
 
     def __init__(self, model, X, y, costs, *, solver: str = "maxflow", n_jobs: int | None = None) -> None:
         self.model, self.solver = model, solver
-        self.forest, self.problem, self.lazy = _problem(model, X, y, costs, solver, n_jobs)
+        self.forest, self.problem, self.costs = _problem(model, X, y, costs, solver, n_jobs)
         self._solved: dict[float, tuple] = {}  # lam -> _solve's answer: budgets share their searches' first steps
         if _is_sklearn_forest(model):
             self.forest = None  # its pruned trees are written from the estimator: no need to hold the arrays
 
     def _result(self, lam: float, leaves, optimum: float, bound: float) -> PruneResult:
-        return _result(self.model, self.forest, self.problem, self.lazy, lam, leaves, optimum, bound, self.solver)
+        return _result(self.model, self.forest, self.problem, self.costs, lam, leaves, optimum, bound, self.solver)
 
     def path(self, lams) -> list[PruneResult]:
         """The optimal pruning at each trade-off of ``lams`` (in the given order); the max-flow solver goes
         through them in increasing order, each starting from the previous one's flow."""
         lams = [_check_lam(lam) for lam in lams]
         if self.solver == "highs":
-            solved = [_solve_highs(self.problem, self.lazy, lam) for lam in lams]
+            solved = [_solve_highs(self.problem, self.costs, lam) for lam in lams]
         else:
-            solved = [(leaves, bound, bound) for leaves, bound in _solve_maxflow(self.problem, self.lazy, lams)]
+            solved = [(leaves, bound, bound) for leaves, bound in _solve_maxflow(self.problem, self.costs, lams)]
         return [self._result(lam, leaves, optimum, bound) for lam, (leaves, optimum, bound) in zip(lams, solved)]
 
     def at(self, lam: float) -> PruneResult:
@@ -481,12 +519,12 @@ class Pruner:
         if lam in self._solved:
             return self._solved[lam]
         if self.solver == "highs":
-            leaves, optimum, bound = _solve_highs(self.problem, self.lazy, lam)
+            leaves, optimum, bound = _solve_highs(self.problem, self.costs, lam)
         else:
-            (leaves, optimum), = _solve_maxflow(self.problem, self.lazy, [lam])
+            (leaves, optimum), = _solve_maxflow(self.problem, self.costs, [lam])
             bound = optimum
         kept = [kept_nodes(parent, leaf) for parent, leaf in zip(self.problem.parent, leaves)]
-        self._solved[lam] = (lam, leaves, optimum, bound) + _evaluate(self.problem, leaves, kept, self.lazy)
+        self._solved[lam] = (lam, leaves, optimum, bound) + _evaluate(self.problem, leaves, kept, self.costs)
         return self._solved[lam]
 
     def within(self, budget: float) -> PruneResult:

@@ -33,6 +33,8 @@ registered methods, each on a documented scale:
   5, 10, 20, 50, 100, 200 trees below it, and one at it.
 - ``adapt_gbrt``: ``p_full`` and ``relative_tradeoff`` of ``AdaptGBRT`` (tradeoff = r x Greedy Miser's
   ``lam_scale``) in front of f0, the plain LightGBM model (classification).
+- ``adapt_lin``: ``p_full`` and ``relative_lam`` of ``AdaptLIN`` (lam = r x ``AdaptLIN.lam_scale``, the
+  smallest lam at which f1 reads no feature) in front of the same f0 (classification; finite X).
 - ``budgetrf``: ``alpha`` of ``BudgetRFClassifier`` (classification; ranking on label >= 1), one point
   per prefix of ``n_estimators`` trees in ``trees`` (default 1, 2, 3, 5, 10, 20, 30, ...).
 """
@@ -308,8 +310,9 @@ def _prune_prepare(context: Context):
     its mean lazy cost there (the unit of ``budget_fraction``)."""
     from .prune import Pruner
     booster = _plain(context)
-    pruner = Pruner(booster, context.train.X, context.train.y, context.costs.lazy)
-    return pruner, float(prediction_cost(booster, context.train.X, context.costs.lazy).mean)
+    costs = context.costs.per_row()
+    pruner = Pruner(booster, context.train.X, context.train.y, costs)
+    return pruner, float(prediction_cost(booster, context.train.X, costs).mean)
 
 
 @register("budget_prune", prepare=_prune_prepare,
@@ -426,21 +429,36 @@ def _adapt_prepare(context: Context):
     return _plain(context), _greedy_miser_prepare(context)
 
 
-@register("adapt_gbrt", tasks=("binary", "multiclass"), prepare=_adapt_prepare,
-          grid=lambda context: [{"p_full": p, "relative_tradeoff": r} for p in (0.1, 0.2, 0.3, 0.5)
-                                for r in (0.0, 0.01, 0.1)])
-def _fit_adapt(context: Context, state, params: dict) -> list[Candidate]:
-    from .adapt import AdaptGBRT
-    f0, scale = state
-    params = dict(params)
-    tradeoff, knob = _scaled_knob("adapt_gbrt", params, "relative_tradeoff", "tradeoff", scale)
-    model = AdaptGBRT(f0, tradeoff=tradeoff, costs=context.costs, **params).fit(context.train.X, context.train.y)
-    if context.task == "binary":
-        predict = lambda X: model.predict_proba(X)[:, 1]  # noqa: E731
-    else:
-        predict = model.predict_proba
-    point = {**knob, **params}
-    return [Candidate("adapt_gbrt", point, model, predict, model.prediction_cost)]
+def _adapt_fit(name: str, estimator: str, relative_key: str, raw_key: str) -> Callable:
+    """The fit of an ADAPT estimator (``lightgbm_cegb.<estimator>``) in front of the prepared f0, its knob
+    ``raw_key`` given as is or as ``relative_key`` times the prepared scale."""
+    def fit(context: Context, state, params: dict) -> list[Candidate]:
+        from . import adapt, adapt_lin
+        f0, scale = state
+        params = dict(params)
+        value, knob = _scaled_knob(name, params, relative_key, raw_key, scale)
+        cls = getattr(adapt, estimator, None) or getattr(adapt_lin, estimator)
+        model = cls(f0, costs=context.costs, **{raw_key: value}, **params).fit(context.train.X, context.train.y)
+        predict = (lambda X: model.predict_proba(X)[:, 1]) if context.task == "binary" else model.predict_proba
+        return [Candidate(name, {**knob, **params}, model, predict, model.prediction_cost)]
+    return fit
+
+
+register("adapt_gbrt", tasks=("binary", "multiclass"), prepare=_adapt_prepare,
+         grid=lambda context: [{"p_full": p, "relative_tradeoff": r} for p in (0.1, 0.2, 0.3, 0.5)
+                               for r in (0.0, 0.01, 0.1)])(_adapt_fit("adapt_gbrt", "AdaptGBRT", "relative_tradeoff", "tradeoff"))
+
+
+def _adapt_lin_prepare(context: Context):
+    """f0 (plain LightGBM on the training rows) and the unit of ``relative_lam`` (AdaptLIN.lam_scale)."""
+    from .adapt_lin import AdaptLIN
+    f0 = _plain(context)
+    return f0, AdaptLIN(f0, costs=context.costs).lam_scale(context.train.X, context.train.y)
+
+
+register("adapt_lin", tasks=("binary", "multiclass"), prepare=_adapt_lin_prepare,
+         grid=lambda context: [{"p_full": p, "relative_lam": r} for p in (0.1, 0.3, 0.5)
+                               for r in (0.01, 0.05, 0.2)])(_adapt_fit("adapt_lin", "AdaptLIN", "relative_lam", "lam"))
 
 
 def _dense(X):

@@ -7,7 +7,8 @@
 letter: UCI Letter Recognition (26 classes, 16 features, unit costs); 10,000 rows train the forest, 3,000
 are the pruning data, 7,000 measure test accuracy and cost. mslr: the MSLR-WEB subset (label >= 1 is
 "relevant"), its 136-feature cost vector; its train file is split 3,000 / 2,000 (forest / pruning data),
-its test file measures. Data from ../shared/data (see its MANIFEST.md for sources and licences).
+its test file measures. letter is bundled (lightgbm_cegb/data/letter); mslr from ../shared/data (see its
+MANIFEST.md for sources and licences).
 Writes DIR/budget_prune_<data>.csv (one row per trade-off, plus the unpruned forest) and, with
 matplotlib installed, DIR/budget_prune_<data>.png. --solver highs uses the reference LP instead of the
 max-flow solver.

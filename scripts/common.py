@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from lightgbm_cegb._io import write_atomically  # noqa: F401 (the scripts' writer)
+from lightgbm_cegb.datasets import letter
 from lightgbm_cegb.errors import CEGBError
 from lightgbm_cegb.selection import pareto, train_to_budget
 
@@ -90,10 +91,9 @@ def report_frontier(frame: pd.DataFrame, out: Path, name: str, title: str, metri
 
 
 def load_letter() -> list:
-    """UCI Letter Recognition from ../shared/data: [(X, y)] x 3 (10,000 / 3,000 / 7,000 rows, shuffled with
+    """UCI Letter Recognition (bundled): [(X, y)] x 3 (10,000 / 3,000 / 7,000 rows, shuffled with
     seed 0; y the letters), 16 unit-cost features."""
-    raw = np.loadtxt(DATA / "letter" / "letter-recognition.data.gz", delimiter=",", skiprows=1, dtype=str)
-    y, X = raw[:, 0], raw[:, 1:].astype(np.float64)
+    y, X = letter()
     order = np.random.default_rng(0).permutation(len(y))
     return [(X[p], y[p]) for p in np.split(order, [10_000, 13_000])]
 

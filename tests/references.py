@@ -30,6 +30,24 @@ def leaf_paths(booster: lgb.Booster) -> list[dict[int, list[int]]]:
     return out
 
 
+def row_paths(model, X) -> list[list[list[int]]]:
+    """Per row, per tree, the features of the split nodes the row passes: from LightGBM's pred_leaf and the
+    model text (a Booster, or an estimator with booster_) or scikit-learn's decision_path (its forests)."""
+    booster = model if isinstance(model, lgb.Booster) else getattr(model, "booster_", None)
+    if booster is not None:
+        tree_paths = leaf_paths(booster)
+        leaves = booster.predict(X, pred_leaf=True).reshape(len(X), -1)
+        return [[tree_paths[t][leaves[i, t]] for t in range(leaves.shape[1])] for i in range(len(X))]
+    indicator, offsets = model.decision_path(X.astype(np.float32))
+    features = np.concatenate([tree.tree_.feature for tree in model.estimators_])
+    rows = []
+    for i in range(len(X)):
+        nodes = indicator.indices[indicator.indptr[i]:indicator.indptr[i + 1]]
+        rows.append([[int(features[v]) for v in nodes[(nodes >= a) & (nodes < b)] if features[v] >= 0]
+                     for a, b in zip(offsets[:-1], offsets[1:])])
+    return rows
+
+
 def reference_costs(booster, X, lazy, split, trees_per_iteration=1, groups=None, tree=0.0):
     """Costs from LightGBM's own pred_leaf and the dump's paths, row by row in Python. ``groups``:
     (group of each feature or -1, lazy cost of each group), a group paid once per row; ``tree``: paid per row

@@ -6,7 +6,7 @@ from __future__ import annotations
 import lightgbm as lgb
 import numpy as np
 import pytest
-from references import leaf_paths
+from references import row_paths
 from scipy.optimize import minimize
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.svm import SVC
@@ -57,19 +57,6 @@ def fitted():
     return model, f0, X[1600:], y[1600:]
 
 
-def sklearn_paths(forest, X):
-    """Per row, the features of the split nodes it passes in each tree of a scikit-learn forest (its
-    decision_path), as a list over rows of lists over trees."""
-    indicator, offsets = forest.decision_path(X.astype(np.float32))
-    features = np.concatenate([tree.tree_.feature for tree in forest.estimators_])
-    rows = []
-    for i in range(len(X)):
-        nodes = indicator.indices[indicator.indptr[i]:indicator.indptr[i + 1]]
-        rows.append([[int(features[v]) for v in nodes[(nodes >= a) & (nodes < b)] if features[v] >= 0]
-                     for a, b in zip(offsets[:-1], offsets[1:])])
-    return rows
-
-
 def reference_composite_cost(model, f0, X, costs=COSTS):
     """Per row from LightGBM's pred_leaf and the model texts (scikit-learn's decision_path for its forests):
     the features and groups of the gate's paths and of the chosen model's paths, each paid once, plus the
@@ -78,15 +65,7 @@ def reference_composite_cost(model, f0, X, costs=COSTS):
     group_of, group_lazy, _ = costs.group_arrays(X.shape[1])
     score = model.gate_.predict(X, raw_score=True)
     to_f0 = score > model.gate_threshold_
-    paths = {}
-    for name, booster in (("gate", model.gate_), ("f1", model.f1_), ("f0", getattr(f0, "booster_", None))):
-        if booster is None:
-            continue
-        tree_paths = leaf_paths(booster)
-        leaves = booster.predict(X, pred_leaf=True).reshape(len(X), -1)
-        paths[name] = [[tree_paths[t][leaves[i, t]] for t in range(leaves.shape[1])] for i in range(len(X))]
-    if "f0" not in paths:
-        paths["f0"] = sklearn_paths(f0, X)
+    paths = {"gate": row_paths(model.gate_, X), "f1": row_paths(model.f1_, X), "f0": row_paths(f0, X)}
     out = np.zeros(len(X))
     for i in range(len(X)):
         used, evaluation = set(), 0.0
@@ -172,7 +151,7 @@ def test_gate_threshold_closest_share_under_ties(seed):
 def test_a_gate_without_splits_is_reported():
     X, y = data(4, n=600)
     f0 = lgb.LGBMClassifier(n_estimators=10, verbose=-1).fit(X, y)
-    with pytest.warns(UserWarning, match=r"send p_full=0.3 of the training rows to f0: 0.000 go \(a gate without splits"):
+    with pytest.warns(UserWarning, match=r"send p_full=0.3 of the training rows to f0: 0.000 go \(a gate that reads no feature"):
         model = AdaptGBRT(f0, p_full=0.3, tradeoff=1e6, costs=COSTS, n_rounds=1, trees_per_round=3).fit(X, y)
     assert not model.gate_.feature_importance().any() and (model.route(X) == 1).all()
 

@@ -112,11 +112,8 @@ def test_bad_groups(make, message):
         make()
 
 
-def test_methods_without_groups_refuse_them(data):
+def test_budgetrf_refuses_groups(data):
     X, y = data
     costs = GROUPED.align(X)
-    booster = lgb.train({"objective": "regression", "verbose": -1, "num_leaves": 7}, lgb.Dataset(X, y), 5)
-    with pytest.raises(CEGBError, match=r"budget_prune does not handle feature groups yet"):
-        budget_prune(booster, X, y, costs, lam=1.0)
     with pytest.raises(CEGBError, match=r"BudgetRFClassifier: costs with feature groups are not supported"):
         BudgetRFClassifier(costs=costs, n_estimators=2).fit(X, y > 0)

@@ -43,7 +43,9 @@ def route(tree, x: np.ndarray, leaves: frozenset) -> tuple[int, set]:
     return node, used
 
 
-def brute_force_optimum(model, X, y, costs, lam):
+def brute_force_optimum(model, X, y, costs, lam, group_of=None, group_lazy=()):
+    """The least objective over every combination of the trees' prunings; group_of[k] = g (-1: none) makes a
+    row pay group_lazy[g] once when it uses any member of g."""
     X32 = X.astype(np.float32)
     label = np.searchsorted(model.classes_, y)
     options = []  # per tree: (error count, per-row bitmask of the features used) for every pruning
@@ -58,7 +60,11 @@ def brute_force_optimum(model, X, y, costs, lam):
                 masks[i] = sum(1 << k for k in used)
             per_tree.append((error, masks))
         options.append(per_tree)
-    mask_cost = np.array([sum(costs[k] for k in range(len(costs)) if m >> k & 1) for m in range(1 << len(costs))])
+    group_of = np.full(len(costs), -1) if group_of is None else np.asarray(group_of)
+    mask_cost = np.array([sum(costs[k] for k in range(len(costs)) if m >> k & 1)
+                          + sum(c for g, c in enumerate(group_lazy)
+                                if any(m >> k & 1 for k in np.flatnonzero(group_of == g)))
+                          for m in range(1 << len(costs))])
     best = np.inf
     for combo in itertools.product(*options):
         error = sum(e for e, _ in combo)
@@ -529,7 +535,7 @@ def test_costs_by_feature_name_and_from_a_cegb_model():
 
 def test_coupled_and_split_costs_are_refused_not_ignored(small):
     model, X, y, costs = small
-    with pytest.raises(CEGBError, match=r"lazy \(per-row\) feature costs only; got coupled costs for features \[1\]"):
+    with pytest.raises(CEGBError, match=r"lazy \(per-row\) feature and group costs only; got coupled costs for features \[1\]"):
         budget_prune(model, X, y, FeatureCosts(lazy=costs, coupled=[0, 2.0, 0, 0]), 0.1)
     with pytest.raises(CEGBError, match=r"costs is None and the model was not trained with cegb_\* parameters"):
         budget_prune(model, X, y, None, 0.1)
@@ -575,3 +581,76 @@ def test_objective_loss_with_one_class_moved(objective):
         else:
             expected = (moved[:, 0] - y[rows]) ** 2
         np.testing.assert_allclose(loss(rows, k, delta), expected, rtol=1e-12, atol=1e-12)
+
+
+# --------------------------------------------------------------------------------------------- feature groups
+
+
+def random_groups(seed: int, f: int):
+    """A random grouping of f features (some left out) with group costs, members keeping own costs or not."""
+    rng = np.random.default_rng(seed)
+    group_of = rng.permutation(np.concatenate([[0, 1], rng.integers(-1, 2, size=f - 2)]))
+    return group_of, rng.choice([1.0, 3.0, 8.0], size=2)
+
+
+def grouped_costs(costs, group_of, group_lazy) -> FeatureCosts:
+    return FeatureCosts(lazy=costs, groups=group_of.tolist(), group_lazy=group_lazy.tolist())
+
+
+@pytest.mark.parametrize("solver", ["maxflow", "highs"])
+@pytest.mark.parametrize("seed", range(8))
+def test_groups_optimal_against_brute_force(seed, solver):
+    model, X, y, costs = random_case(seed, classes=2 + seed % 2, n=30, trees=2 + seed % 2, depth=3)
+    group_of, group_lazy = random_groups(seed, len(costs))
+    for lam in (0.0, 0.02, 0.1, 0.5):
+        result = budget_prune(model, X, y, grouped_costs(costs, group_of, group_lazy), lam, solver=solver)
+        expected = brute_force_optimum(model, X, y, costs, lam, group_of, group_lazy)
+        assert result.objective == pytest.approx(expected, rel=1e-9, abs=1e-12)
+        assert result.lower_bound == pytest.approx(result.objective, rel=1e-9, abs=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_groups_maxflow_equals_the_highs_lp_and_the_accounting(seed):
+    """With groups (members with and without own costs: the max-flow network's carrier nodes), the max-flow
+    objective is HiGHS's LP optimum, and the pruned model's cost is prediction_cost's with the same groups."""
+    kind = ExtraTreesClassifier if seed % 4 == 0 else RandomForestClassifier
+    model, X, y, costs = random_case(700 + seed, classes=2 + seed % 3, n=150, f=5, trees=5, depth=6, kind=kind)
+    group_of, group_lazy = random_groups(seed, len(costs))
+    grouped = grouped_costs(costs, group_of, group_lazy)
+    for lam in (0.0, 0.003, 0.03, 0.3):
+        lp = budget_prune(model, X, y, grouped, lam, solver="highs")
+        flow = budget_prune(model, X, y, grouped, lam, solver="maxflow")
+        assert flow.objective == pytest.approx(lp.objective, rel=1e-9, abs=1e-12)
+        assert flow.lower_bound == pytest.approx(flow.objective, rel=1e-9, abs=1e-12)
+        report = prediction_cost(flow.model, X, grouped)
+        assert float(np.mean(report.per_instance)) == pytest.approx(flow.cost, rel=1e-12, abs=1e-12)
+
+
+@pytest.mark.parametrize("solver", ["maxflow", "highs"])
+def test_groups_of_one_member_equal_per_feature_costs(solver):
+    model, X, y, costs = random_case(5, n=120, f=5, trees=4, depth=5)
+    single = FeatureCosts(lazy=np.zeros(5), groups=list(range(5)), group_lazy=costs.tolist())
+    for lam in (0.01, 0.1):
+        a = budget_prune(model, X, y, single, lam, solver=solver)
+        b = budget_prune(model, X, y, costs, lam, solver=solver)
+        assert a.objective == pytest.approx(b.objective, rel=1e-12) and a.cost == pytest.approx(b.cost, rel=1e-12)
+        for x, z in zip(a.leaves, b.leaves):
+            np.testing.assert_array_equal(x, z)
+
+
+def test_groups_on_a_lightgbm_model_and_group_coupled_costs_refused():
+    import lightgbm as lgb
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(300, 6))
+    y = (X[:, 0] + X[:, 1] * X[:, 2] + 0.5 * X[:, 4] > 0).astype(int)
+    booster = lgb.train({"objective": "binary", "num_leaves": 8, "verbose": -1}, lgb.Dataset(X, y), 6)
+    grouped = FeatureCosts(lazy=[1.0, 0.0, 0.0, 2.0, 0.5, 0.5], groups=[-1, 0, 0, -1, 1, 1], group_lazy=[5.0, 2.0])
+    for lam in (0.001, 0.01, 0.1):
+        lp = budget_prune(booster, X, y, grouped, lam, solver="highs")
+        flow = budget_prune(booster, X, y, grouped, lam, solver="maxflow")
+        assert flow.objective == pytest.approx(lp.objective, rel=1e-9, abs=1e-12)
+        assert float(prediction_cost(flow.model, X, grouped).mean) == pytest.approx(flow.cost, rel=1e-12, abs=1e-12)
+    with pytest.raises(CEGBError, match=r"got coupled costs for features \[\] and groups \[1\]"):
+        budget_prune(booster, X, y, FeatureCosts(lazy=np.ones(6), groups=[-1, 0, 0, -1, 1, 1], group_lazy=[1.0, 1.0],
+                                                 group_coupled=[0.0, 3.0]), 0.1)
