@@ -3,9 +3,10 @@
 BudgetPrune of the same f0.
 
     .venv/bin/python scripts/adapt_letter.py [--task binary|multiclass] [--out docs/results] [--quick]
+                                              [--methods adapt_gbrt ...]
 
-Data: UCI Letter Recognition (bundled: lightgbm_cegb.datasets.letter), 16 unit-cost features, the paper's split as its authors'
-code makes it (fnan/AdaptApprox, ADAPT_LIN/adaptive_sparse_helpers.py: the first 12,000 rows of the file to
+Data: UCI Letter Recognition (bundled: lightgbm_cegb.datasets.letter), 16 unit-cost features, the paper's
+split as its authors' code makes it (fnan/AdaptApprox, ADAPT_LIN/adaptive_sparse_helpers.py: the first 12,000 rows of the file to
 train, the next 4,000 to validate, the last 4,000 to test) and its task: letters A-M against N-Z (``--task
 binary``, the default); ``--task multiclass``: the 26 letters. f0: a LightGBM GBDT (31 leaves, learning rate
 0.1, up to --rounds rounds, early stopping on the validation rows) trained on the 12,000 rows by

@@ -301,3 +301,25 @@ def test_a_tradeoff_without_split_warns(binary):
         frame = sweep("cegb", train, valid, COSTS, task="binary", num_boost_round=10,
                       grid={"cegb": [{"relative_tradeoff": 1.01}]})
     assert frame["cost"].iloc[0] == 0.0
+
+
+def test_budget_prune_and_adapt_with_group_costs(binary):
+    """Group costs reach BudgetPrune (its per-row part: each (row, group) pair once) and ADAPT-LIN: every point's
+    cost is prediction_cost's (or the composite's) with the groups, and BudgetPrune keeps within its budget on
+    the training rows."""
+    train, valid, _ = binary
+    grouped = FeatureCosts(lazy=[1.0, 0.0, 0.0, 2.0, 0.5, 0.5], coupled=[0.0] * 6, groups=[-1, 0, 0, -1, 1, 1],
+                           group_lazy=[4.0, 3.0])
+    frame = sweep(["budget_prune", "adapt_lin"], train, valid, grouped, task="binary", params={"num_leaves": 8},
+                  num_boost_round=40, grid={"budget_prune": [{"budget_fraction": 0.5}],
+                                            "adapt_lin": [{"p_full": 0.3, "relative_lam": 0.1}]})
+    assert sorted(frame["method"]) == ["adapt_lin", "budget_prune"]
+    for _, row in frame.iterrows():
+        candidate = row["model"]
+        expected = candidate.model.prediction_cost(valid[0]) if row["method"] == "adapt_lin" else \
+            prediction_cost(candidate.model, valid[0], grouped)
+        assert row["cost"] == pytest.approx(expected.mean, rel=1e-12)
+    pruned = frame[frame["method"] == "budget_prune"].iloc[0]["model"].model
+    plain = sweep("lightgbm", train, valid, grouped, task="binary", params={"num_leaves": 8}, num_boost_round=40)
+    full_cost = prediction_cost(plain.iloc[0]["model"].model, train[0], grouped).mean
+    assert prediction_cost(pruned, train[0], grouped).mean <= 0.5 * full_cost + 1e-12
