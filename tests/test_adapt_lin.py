@@ -157,7 +157,7 @@ def test_ends_of_p_full_and_save_load(tmp_path):
     np.testing.assert_array_equal(again.predict_proba(X), model.predict_proba(X))
     np.testing.assert_array_equal(again.prediction_cost(X).per_instance, model.prediction_cost(X).per_instance)
     assert again.lam == model.lam and again.get_params()["p_full"] == 0.4
-    with pytest.raises(CEGBError, match="not an AdaptGBRT model \(manifest format 'lightgbm_cegb.AdaptLIN'"):
+    with pytest.raises(CEGBError, match=r"not an AdaptGBRT model \(manifest format 'lightgbm_cegb.AdaptLIN'"):
         from lightgbm_cegb import AdaptGBRT
         AdaptGBRT.load(tmp_path / "lin", f0)
 
