@@ -15,10 +15,12 @@ steps:
    merged, so each sees what the other bought.
 
 Initialisation as the paper: g = 0 (plus the constant logit(p_full)), f1 a Greedy Miser model. A row goes to
-f0 when g's score passes ``gate_threshold_``, the threshold above which a ``p_full`` fraction of the training
-rows lie (the paper's ``g(x) > 0`` sends far fewer when most rows' q stays below 1/2). Its
-prediction cost is exact (:meth:`AdaptGBRT.prediction_cost`): the gate's features, then those of the model
-it goes to, each (row, feature or group) paid once across the models, in one per-row cost state.
+f0 when g's score passes ``gate_threshold_``, the threshold that sends the share of training rows closest to
+``p_full`` (the paper's ``g(x) > 0`` sends far fewer when most rows' q stays below 1/2). Routing, f1's scores
+and the prediction cost run in one Cython pass (``_engine.gated``); the cost is exact
+(:meth:`AdaptGBRT.prediction_cost`): the gate's features, then those of the model the row goes to, each (row,
+feature or group) paid once across the models, in one per-row cost state. ADAPT-LIN, the linear version, is
+:mod:`lightgbm_cegb.adapt_lin`; both estimators share :class:`_Adapt`.
 """
 
 from __future__ import annotations
@@ -137,8 +139,8 @@ class _Adapt(ClassifierMixin, BaseEstimator):
         self.gate_threshold_ = _threshold_for(score, self.p_full)
         self.train_fraction_to_f0_ = float(np.mean(score > self.gate_threshold_))
         if abs(self.train_fraction_to_f0_ - self.p_full) > 0.05:
-            warnings.warn(f"{type(self).__name__}: the gate's scores take too few values to send p_full={self.p_full:g} "
-                          f"of the training rows to f0: {self.train_fraction_to_f0_:.3f} go (a gate that reads no "
+            warnings.warn(f"{type(self).__name__}: the gate's scores take too few values to send "
+                          f"p_full={self.p_full:g} of the training rows to f0: {self.train_fraction_to_f0_:.3f} go (a gate that reads no "
                           f"feature sends none); a smaller {self._knob} lets the gate tell rows apart", stacklevel=3)
 
     def _validated(self, X) -> np.ndarray:

@@ -121,7 +121,8 @@ class AdaptLIN(_Adapt):
             B = f0_loss + np.logaddexp(0.0, -g_score)
             q = routing_weights(A, B, self.p_full)
             gate, f1 = problem.solve(gate, f1, q, self.max_iter, self.tol, fit_gate=True)
-        self.gate_coef_, self.gate_intercept_ = gate[1:] / self.scale_, float(gate[0] - gate[1:] @ (self.mean_ / self.scale_))
+        self.gate_coef_ = gate[1:] / self.scale_
+        self.gate_intercept_ = float(gate[0] - gate[1:] @ (self.mean_ / self.scale_))
         self.f1_coef_ = f1[1:] / self.scale_[:, None]
         self.f1_intercept_ = f1[0] - (self.mean_ / self.scale_) @ f1[1:]
         self._set_threshold(self._gate_score(X) if 0 < self.p_full < 1 else np.zeros(len(codes)))

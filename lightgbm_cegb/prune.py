@@ -361,7 +361,8 @@ def _solve_maxflow(forest: _Problem, costs: _PairCosts, lams: list[float]):
         parent_id.append(np.concatenate([np.where(carrier, position - 1, up), up[carrier]])[order])
         lo.append(np.concatenate([forest.lo[t][internal], forest.lo[t][internal][carrier]])[order])
         hi.append(np.concatenate([forest.hi[t][internal], forest.hi[t][internal][carrier]])[order])
-        feature.append(np.concatenate([np.where(own, k, np.where(grouped, kind[internal], k)), kind[internal][carrier]])[order])
+        pays = np.where(own, k, np.where(grouped, kind[internal], k))  # the pair kind of a node's own arcs
+        feature.append(np.concatenate([pays, kind[internal][carrier]])[order])
         top.append(np.concatenate([own | grouped, np.ones(int(carrier.sum()), dtype=bool)])[order])
         gain.append(np.concatenate([(errors - children_error)[internal], np.zeros(int(carrier.sum()))])[order])
         ids.append(node_id)
@@ -434,9 +435,9 @@ def _pair_costs(forest: Forest, costs) -> _PairCosts:
     lazy, coupled, split = costs.arrays(forest.num_features)
     group_of, group_lazy, group_coupled = costs.group_arrays(forest.num_features)
     if coupled.any() or split.any() or costs.tree or group_coupled.any():
-        raise CEGBError("budget_prune uses lazy (per-row) feature and group costs only; got coupled costs for features "
-                        f"{np.flatnonzero(coupled)[:10].tolist()} and groups {np.flatnonzero(group_coupled)[:10].tolist()}, "
-                        f"split costs {np.unique(split)[:5].tolist()} and a tree cost of {costs.tree:g}")
+        raise CEGBError("budget_prune uses lazy (per-row) feature and group costs only; got coupled costs for "
+                        f"features {np.flatnonzero(coupled)[:10].tolist()} and groups "
+                        f"{np.flatnonzero(group_coupled)[:10].tolist()}, split costs {np.unique(split)[:5].tolist()} and a tree cost of {costs.tree:g}")
     return _PairCosts(np.asarray(lazy, dtype=np.float64), np.asarray(group_of, dtype=np.int64),
                       np.asarray(group_lazy, dtype=np.float64))
 

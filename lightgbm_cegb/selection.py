@@ -446,7 +446,8 @@ def _adapt_fit(name: str, estimator: str, relative_key: str, raw_key: str) -> Ca
 
 register("adapt_gbrt", tasks=("binary", "multiclass"), prepare=_adapt_prepare,
          grid=lambda context: [{"p_full": p, "relative_tradeoff": r} for p in (0.1, 0.2, 0.3, 0.5)
-                               for r in (0.0, 0.01, 0.1)])(_adapt_fit("adapt_gbrt", "AdaptGBRT", "relative_tradeoff", "tradeoff"))
+                               for r in (0.0, 0.01, 0.1)])(
+    _adapt_fit("adapt_gbrt", "AdaptGBRT", "relative_tradeoff", "tradeoff"))
 
 
 def _adapt_lin_prepare(context: Context):
@@ -458,7 +459,8 @@ def _adapt_lin_prepare(context: Context):
 
 register("adapt_lin", tasks=("binary", "multiclass"), prepare=_adapt_lin_prepare,
          grid=lambda context: [{"p_full": p, "relative_lam": r} for p in (0.1, 0.3, 0.5)
-                               for r in (0.01, 0.05, 0.2)])(_adapt_fit("adapt_lin", "AdaptLIN", "relative_lam", "lam"))
+                               for r in (0.01, 0.05, 0.2)])(
+    _adapt_fit("adapt_lin", "AdaptLIN", "relative_lam", "lam"))
 
 
 def _dense(X):

@@ -6,9 +6,9 @@ BudgetPrune of the same f0.
                                               [--methods adapt_gbrt ...]
 
 Data: UCI Letter Recognition (bundled: lightgbm_cegb.datasets.letter), 16 unit-cost features, the paper's
-split as its authors' code makes it (fnan/AdaptApprox, ADAPT_LIN/adaptive_sparse_helpers.py: the first 12,000 rows of the file to
-train, the next 4,000 to validate, the last 4,000 to test) and its task: letters A-M against N-Z (``--task
-binary``, the default); ``--task multiclass``: the 26 letters. f0: a LightGBM GBDT (31 leaves, learning rate
+split as its authors' code makes it (fnan/AdaptApprox, ADAPT_LIN/adaptive_sparse_helpers.py: the first
+12,000 rows of the file to train, the next 4,000 to validate, the last 4,000 to test) and its task: letters
+A-M against N-Z (``--task binary``, the default); ``--task multiclass``: the 26 letters. f0: a LightGBM GBDT (31 leaves, learning rate
 0.1, up to --rounds rounds, early stopping on the validation rows) trained on the 12,000 rows by
 lightgbm_cegb.selection (the ``lightgbm`` method; ``adapt_gbrt`` and ``adapt_lin`` train the same model as
 their f0). Swept on the training rows and measured on the validation rows: AdaptGBRT (p_full x relative
