@@ -4,7 +4,8 @@
 At a node of rows S (class counts n), for each feature t: k random thresholds (80, 40 or 20 values of t
 drawn from S's rows when |S| > 2000, > 500, or fewer); for each, the outcomes L = {x_t <= v} and
 R = S \\ L. The split chosen minimises the minimax risk c(t) * max(1 / (F(S) - F(L)), 1 / (F(S) - F(R))),
-where c(t) is the feature's cost (with free_path, 0 when a node above already tests t) and F the
+where c(t) is the feature's cost plus its group's (with free_path, each 0 when a node above already tests
+t, respectively a member of t's group) and F the
 threshold-Pairs impurity
 F(G) = sum over ordered class pairs i != j of [[n_i - alpha]_+ [n_j - alpha]_+ - alpha^2]_+. Ties, and
 the all-free case where every risk is 0, go to the smaller max(1 / (F(S) - F(L)), 1 / (F(S) - F(R)))
@@ -60,12 +61,14 @@ cdef struct Tree:
     const int32* y
     int classes
     const float64* cost
+    const int32* group_of     # per feature: its group, -1 for none
+    const float64* group_cost  # per group
     float64 alpha
     int64 max_depth
     int64 min_split
     uint64 rng
     int32* rows          # the bootstrap sample, permuted so that every node's rows are contiguous
-    uint64* used         # per feature: tested by a node above the current one
+    uint64* used         # per feature, then per group: tested by a node above the current one
     float64* drawn       # scratch: thresholds of one feature (80)
     float64* bins        # scratch: class counts per threshold bin, (80 + 1) x classes
     float64* left_counts  # scratch: classes
@@ -109,8 +112,12 @@ cdef Split choose(Tree* tr, int64 start, int64 stop, const float64* total, float
     cdef int k = draws_for(size), m, j, lo, hi, mid, cls, classes = tr.classes
     cdef Py_ssize_t t, num_cols = tr.num_cols
     cdef float64 x, cost, n_left, drop_left, drop_right, tie, risk
+    cdef int32 g
     for t in range(num_cols):
         cost = 0.0 if tr.used[t] else tr.cost[t]
+        g = tr.group_of[t]
+        if g >= 0 and not tr.used[num_cols + g]:
+            cost = cost + tr.group_cost[g]
         for j in range(k):
             tr.drawn[j] = tr.X[tr.rows[start + <int64> (next_random(&tr.rng) % <uint64> size)] * num_cols + t]
         sort_values(tr.drawn, k)
@@ -158,9 +165,13 @@ cdef Split choose(Tree* tr, int64 start, int64 stop, const float64* total, float
 
 
 def best_split(const float64[:, ::1] X, const int32[::1] y, int32[::1] rows, const float64[::1] cost,
-               const uint64[::1] used, int classes, float64 alpha, uint64 seed):
-    """GreedyTree's choice at one node of rows ``rows`` (features marked in ``used`` are free), for tests:
-    (feature or -1, threshold, risk, tie, thresholds drawn: float64[num_cols, 80], NaN-padded)."""
+               const int32[::1] group_of, const float64[::1] group_cost, const uint64[::1] used, int classes,
+               float64 alpha, uint64 seed):
+    """GreedyTree's choice at one node of rows ``rows`` (features, then groups, marked in ``used`` are free),
+    for tests: (feature or -1, threshold, risk, tie, thresholds drawn: float64[num_cols, 80], NaN-padded)."""
+    _check_groups(X.shape[1], cost, group_of, group_cost)
+    if used.shape[0] != X.shape[1] + group_cost.shape[0]:
+        raise ValueError("used needs one flag per feature and per group")
     cdef Tree tr
     cdef int64 i
     total_ = np.zeros(classes, dtype=np.float64)
@@ -175,6 +186,7 @@ def best_split(const float64[:, ::1] X, const int32[::1] y, int32[::1] rows, con
     cdef float64[::1] drawn = drawn_, bins = bins_, left = left_, right = right_
     cdef float64[:, ::1] record = record_
     tr.X, tr.num_cols, tr.y, tr.classes, tr.cost, tr.alpha = &X[0, 0], X.shape[1], &y[0], classes, &cost[0], alpha
+    tr.group_of, tr.group_cost = &group_of[0], &group_cost[0] if group_cost.shape[0] else NULL
     tr.rng = seed | 1
     tr.rows, tr.used = &rows[0], <uint64*> &used[0]
     tr.drawn, tr.bins, tr.left_counts, tr.right_counts = &drawn[0], &bins[0], &left[0], &right[0]
@@ -182,18 +194,31 @@ def best_split(const float64[:, ::1] X, const int32[::1] y, int32[::1] rows, con
     return s.feature, s.threshold, s.risk, s.tie, record_
 
 
+def _check_groups(Py_ssize_t num_cols, const float64[::1] cost, const int32[::1] group_of,
+                  const float64[::1] group_cost):
+    cdef Py_ssize_t t
+    if cost.shape[0] != num_cols or group_of.shape[0] != num_cols:
+        raise ValueError(f"cost and group_of need one value per feature ({num_cols})")
+    for t in range(num_cols):
+        if not -1 <= group_of[t] < group_cost.shape[0]:
+            raise ValueError(f"feature {t}'s group {group_of[t]} is not one of the {group_cost.shape[0]} groups")
+
+
 def grow_tree(const float64[:, ::1] X, const int32[::1] y, const int64[::1] sample, const float64[::1] cost,
-              int classes, float64 alpha, int64 max_depth, int64 min_samples_split, bint free_path, uint64 seed):
+              const int32[::1] group_of, const float64[::1] group_cost, int classes, float64 alpha,
+              int64 max_depth, int64 min_samples_split, bint free_path, uint64 seed):
     """One GreedyTree on the rows ``sample`` (a bootstrap sample, repeats allowed) of X (float64, C order)
-    with class codes y in 0..classes-1; free_path: a feature tested above a node costs 0 there. Returns
+    with class codes y in 0..classes-1; a feature costs cost[t] plus group_cost[group_of[t]] (group -1: none);
+    free_path: a feature, or a group, tested above a node costs 0 there. Returns
     (feature int32, threshold float64, left int32, right int32, leaf class counts float64[num_leaves,
     classes]); see the module docstring for the numbering."""
     cdef int64 n = sample.shape[0], i, top, v, node, side, split_count = 0, leaf_count = 0, start, stop, mid
     cdef Py_ssize_t num_cols = X.shape[1]
     if n == 0:
         raise ValueError("an empty sample")
+    _check_groups(num_cols, cost, group_of, group_cost)
     rows_ = np.asarray(sample, dtype=np.int32).copy()
-    used_ = np.zeros(num_cols, dtype=np.uint64)
+    used_ = np.zeros(num_cols + group_cost.shape[0], dtype=np.uint64)
     drawn_ = np.zeros(80)
     bins_ = np.zeros(81 * classes)
     left_ = np.zeros(classes)
@@ -218,6 +243,7 @@ def grow_tree(const float64[:, ::1] X, const int32[::1] y, const int64[::1] samp
     cdef float64 impurity
     cdef int32 code, tmp
     tr.X, tr.num_cols, tr.y, tr.classes, tr.cost, tr.alpha = &X[0, 0], num_cols, &y[0], classes, &cost[0], alpha
+    tr.group_of, tr.group_cost = &group_of[0], &group_cost[0] if group_cost.shape[0] else NULL
     tr.max_depth, tr.min_split, tr.rng = max_depth, min_samples_split, seed | 1
     tr.rows, tr.used = &rows[0], &used[0]
     tr.drawn, tr.bins, tr.left_counts, tr.right_counts = &drawn[0], &bins[0], &left[0], &right[0]
@@ -240,11 +266,15 @@ def grow_tree(const float64[:, ::1] X, const int32[::1] y, const int64[::1] samp
                 i = node if free_path else -1
                 while i >= 0:
                     used[feature[i]] = 1
+                    if group_of[feature[i]] >= 0:
+                        used[num_cols + group_of[feature[i]]] = 1
                     i = parent[i]
                 s = choose(&tr, start, stop, &total[0], impurity, NULL)
                 i = node if free_path else -1
                 while i >= 0:
                     used[feature[i]] = 0
+                    if group_of[feature[i]] >= 0:
+                        used[num_cols + group_of[feature[i]]] = 0
                     i = parent[i]
             if s.feature < 0:
                 for i in range(classes):

@@ -33,7 +33,9 @@ class BudgetRFClassifier(ClassifierMixin, BaseEstimator):
     Parameters
     ----------
     costs : FeatureCosts, lazy costs per column or by feature name, optional
-        Acquisition cost of each feature (paid once per row). None: every feature costs 1.
+        Acquisition cost of each feature (paid once per row), and of feature groups (``group_lazy``: paid once
+        per row, with the first member; a split's cost is its feature's plus its group's). None: every
+        feature costs 1.
     budget : float, optional
         Trees are added while the mean cost per row of ``X_valid`` (given to ``fit``; split costs included
         when the costs have some) stays <= budget.
@@ -48,7 +50,8 @@ class BudgetRFClassifier(ClassifierMixin, BaseEstimator):
     min_samples_split : int, default 2
         Nodes with fewer rows are leaves.
     free_path : bool, default False
-        A feature tested above a node costs nothing there (its value is known). False is the paper's
+        A feature tested above a node costs nothing there (its value is known), nor does a group a member of
+        which is tested above. False is the paper's
         Algorithm 1 as written: every split weighs its feature's full cost. With True, a feature a branch has
         paid for has risk 0 and wins every later split that lowers the impurity of both outcomes, so on
         continuous data a tree keeps cutting its first feature: on an XOR of two unit-cost features (tests),
@@ -111,10 +114,10 @@ class BudgetRFClassifier(ClassifierMixin, BaseEstimator):
         names = [str(n) for n in getattr(self, "feature_names_in_", [])] or None
         costs = FeatureCosts(lazy=np.ones(num_features)) if self.costs is None else self.costs
         self.costs_ = resolve_costs(costs, num_features, names)
-        if self.costs_.groups:
-            raise CEGBError("BudgetRFClassifier: costs with feature groups are not supported (its risk charges "
-                            "each feature alone)")
         lazy = np.ascontiguousarray(self.costs_.arrays(num_features)[0], dtype=np.float64)
+        group_of, group_lazy, _ = self.costs_.group_arrays(num_features)
+        group_of = np.ascontiguousarray(group_of, dtype=np.int32)
+        group_lazy = np.ascontiguousarray(group_lazy, dtype=np.float64)
         valid = None
         if self.budget is not None:
             if X_valid is None:
@@ -129,8 +132,8 @@ class BudgetRFClassifier(ClassifierMixin, BaseEstimator):
 
         def grow(t):  # tree t's bootstrap sample and stumps come from its own seed: any n_jobs, same trees
             sample = np.random.default_rng(int(seeds[t])).integers(0, len(X64), len(X64))
-            return grow_tree(X64, codes, sample, lazy, len(self.classes_), float(self.alpha), max_depth,
-                             self.min_samples_split, bool(self.free_path), seeds[t])
+            return grow_tree(X64, codes, sample, lazy, group_of, group_lazy, len(self.classes_), float(self.alpha),
+                             max_depth, self.min_samples_split, bool(self.free_path), seeds[t])
 
         trees, state = [], None if valid is None else CostState(len(valid), self.costs_, num_features)
         threads = resolve_n_jobs(self.n_jobs)

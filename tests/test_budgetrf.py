@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from lightgbm_cegb import CEGBError, LazyPredictor, prediction_cost
+from lightgbm_cegb import CEGBError, FeatureCosts, LazyPredictor, prediction_cost
 from lightgbm_cegb._budgetrf import best_split, grow_tree, pairs_impurity
 from lightgbm_cegb.budgetrf import BudgetRFClassifier, _forest
 
@@ -41,14 +41,16 @@ def test_impurity_properties(counts, alpha, data):
         assert value == 0.0 or (counts > 0).sum() >= 2
 
 
-def reference_choice(X, y, rows, cost, used, classes, alpha, drawn):
+def reference_choice(X, y, rows, cost, used, classes, alpha, drawn, group_of=None, group_cost=()):
     """Every (feature, drawn threshold) scored as the module docstring says, the best by (risk, tie, feature,
-    threshold)."""
+    threshold); used: flags per feature, then per group."""
+    group_of = np.full(X.shape[1], -1) if group_of is None else group_of
     total = np.bincount(y[rows], minlength=classes).astype(float)
     impurity = reference_impurity(total, alpha)
     best = None
     for t in range(X.shape[1]):
-        c = 0.0 if used[t] else cost[t]
+        c = (0.0 if used[t] else cost[t]) + (group_cost[group_of[t]] if group_of[t] >= 0
+                                              and not used[X.shape[1] + group_of[t]] else 0.0)
         for v in drawn[t][~np.isnan(drawn[t])]:
             left = np.bincount(y[rows][X[rows, t] <= v], minlength=classes).astype(float)
             right = total - left
@@ -72,10 +74,13 @@ def test_node_choice_against_brute_force(seed):
     y = rng.integers(0, classes, n).astype(np.int32)
     rows = rng.choice(n, size=int(rng.integers(2, n)), replace=True).astype(np.int32)
     cost = rng.choice([0.0, 1.0, 2.0, 5.0], m)
-    used = (rng.random(m) < 0.3).astype(np.uint64)
+    group_of = rng.integers(-1, 2, m).astype(np.int32)  # groups 0 and 1 (possibly empty), -1: none
+    group_cost = rng.choice([0.0, 3.0, 8.0], 2)
+    used = (rng.random(m + 2) < 0.3).astype(np.uint64)
     alpha = float(rng.choice([0.0, 1.0, 3.0]))
-    feature, threshold, risk, tie, drawn = best_split(X, y, rows, cost, used, classes, alpha, seed + 1)
-    expected = reference_choice(X, y, rows, cost, used, classes, alpha, drawn)
+    feature, threshold, risk, tie, drawn = best_split(X, y, rows, cost, group_of, group_cost, used, classes, alpha,
+                                                      seed + 1)
+    expected = reference_choice(X, y, rows, cost, used, classes, alpha, drawn, group_of, group_cost)
     if expected is None:
         assert feature == -1
         return
@@ -92,7 +97,8 @@ def test_trees_route_their_sample_to_their_leaves():
     y = ((X[:, 0] > 0) + (X[:, 1] > 0.5) + (X[:, 4] < -1)).astype(np.int32)
     sample = rng.integers(0, 3000, 3000)
     for alpha, depth, free in [(0.0, 2**62, False), (3.0, 6, False), (0.0, 2**62, True)]:
-        tree = grow_tree(X, y, sample, np.array([1.0, 2, 3, 4, 5]), 4, alpha, depth, 2, free, 9)
+        tree = grow_tree(X, y, sample, np.array([1.0, 2, 3, 4, 5]), np.array([-1, 0, 0, -1, -1], dtype=np.int32),
+                         np.array([2.0]), 4, alpha, depth, 2, free, 9)
         forest = _forest([tree], 5, None)
         leaves = forest.apply(X[sample])
         counts = np.zeros_like(tree[4])
@@ -119,6 +125,23 @@ def test_accuracy_cost_and_free_path(xor_data):
     assert report.mean <= 2.0 + 1e-12 and report.usage[2:].max() < 0.05
     free = BudgetRFClassifier(costs=costs, n_estimators=15, free_path=True, random_state=0).fit(X, y)
     assert (free.predict(Xt) == yt).mean() < 0.7  # the documented failure of "free on the path"
+
+
+def test_groups(xor_data):
+    """Groups of one member (own cost 0) grow the forest of per-feature costs; a group whose cost dominates
+    steers the forest to the features outside it, and the budget holds with groups (the exact cost state)."""
+    X, y, Xv, yv, Xt, _ = xor_data
+    costs = [1.0, 1.0, 5.0, 5.0, 5.0, 5.0]
+    plain = BudgetRFClassifier(costs=costs, n_estimators=5, random_state=0).fit(X, y)
+    single = FeatureCosts(lazy=np.zeros(6), groups=list(range(6)), group_lazy=costs)
+    grouped = BudgetRFClassifier(costs=single, n_estimators=5, random_state=0).fit(X, y)
+    for field in ("feature", "threshold", "left", "right", "leaf_value"):
+        np.testing.assert_array_equal(getattr(plain.forest_, field), getattr(grouped.forest_, field))
+    heavy = FeatureCosts(lazy=np.ones(6), groups=[0, 0, -1, -1, -1, -1], group_lazy=[100.0])
+    steered = BudgetRFClassifier(costs=heavy, n_estimators=5, max_depth=3, random_state=0).fit(X, y)
+    assert steered.prediction_cost(Xt).usage[:2].max() < plain.prediction_cost(Xt).usage[:2].max()
+    budget = BudgetRFClassifier(costs=heavy, budget=60.0, n_estimators=20, random_state=0).fit(X, y, X_valid=Xv)
+    assert budget.valid_cost_ <= 60.0 and budget.prediction_cost(Xv).mean == pytest.approx(budget.valid_cost_)
 
 
 def test_budget_is_respected_on_validation(xor_data):

@@ -12,8 +12,7 @@ import pytest
 from hypothesis import given, settings
 from references import model_and_data, reference_costs
 
-from lightgbm_cegb import CEGBError, FeatureCosts, LazyPredictor, budget_prune, prediction_cost
-from lightgbm_cegb.budgetrf import BudgetRFClassifier
+from lightgbm_cegb import CEGBError, FeatureCosts, LazyPredictor, prediction_cost
 from lightgbm_cegb.callbacks import record_cost
 
 
@@ -110,10 +109,3 @@ def test_lazy_acquisition_pays_each_group_once(data):
 def test_bad_groups(make, message):
     with pytest.raises(CEGBError, match=message):
         make()
-
-
-def test_budgetrf_refuses_groups(data):
-    X, y = data
-    costs = GROUPED.align(X)
-    with pytest.raises(CEGBError, match=r"BudgetRFClassifier: costs with feature groups are not supported"):
-        BudgetRFClassifier(costs=costs, n_estimators=2).fit(X, y > 0)
