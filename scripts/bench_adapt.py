@@ -16,7 +16,6 @@ The issue's bar: routing and cost at most as slow as the baseline (ratio <= 1).
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -25,21 +24,15 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import best_of  # noqa: E402
+from common import best_of, higgs_rows, timing_parser  # noqa: E402
 
 from lightgbm_cegb import AdaptGBRT, prediction_cost  # noqa: E402
-from lightgbm_cegb.demo import HIGGS_COSTS, load_higgs  # noqa: E402
+from lightgbm_cegb.demo import HIGGS_COSTS  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rows", type=int, default=100_000)
-    parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args(argv)
-    X_train, y_train = load_higgs("train")
-    X_test, _ = load_higgs("test")
-    pool = np.vstack([X_train, X_test])
-    X = pool[np.random.default_rng(0).integers(0, len(pool), args.rows)]
+    args = timing_parser(__doc__).parse_args(argv)
+    X_train, y_train, X = higgs_rows(args.rows)
     f0 = lgb.train({"objective": "binary", "num_leaves": 31, "seed": 0, "deterministic": True, "verbose": -1},
                    lgb.Dataset(X_train, y_train), 100)
     model = AdaptGBRT(f0, p_full=0.3, tradeoff=3.0, costs=HIGGS_COSTS, n_rounds=3, trees_per_round=30).fit(X_train,

@@ -12,7 +12,6 @@ which is what lazy acquisition saves when values cost something.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -21,22 +20,17 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import best_of  # noqa: E402
+from common import best_of, higgs_rows, timing_parser  # noqa: E402
 
-from lightgbm_cegb.demo import HIGGS_COSTS, load_higgs  # noqa: E402
+from lightgbm_cegb.demo import HIGGS_COSTS  # noqa: E402
 from lightgbm_cegb.lazy import LazyPredictor  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rows", type=int, default=100_000)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser = timing_parser(__doc__)
     parser.add_argument("--tradeoffs", type=float, nargs="*", default=[0.001, 0.003, 0.01])
     args = parser.parse_args(argv)
-    X_train, y_train = load_higgs("train")
-    X_test, _ = load_higgs("test")
-    pool = np.vstack([X_train, X_test])
-    X = pool[np.random.default_rng(0).integers(0, len(pool), args.rows)]
+    X_train, y_train, X = higgs_rows(args.rows)
     unknown = np.full_like(X, np.nan)
 
     def fetch(feature: int, ids: np.ndarray) -> np.ndarray:

@@ -3,6 +3,7 @@ frontier (CSV of every point, PNG of the test figures, markdown table of the bes
 
 from __future__ import annotations
 
+import argparse
 import csv
 import time
 from pathlib import Path
@@ -16,6 +17,24 @@ from lightgbm_cegb.errors import CEGBError
 from lightgbm_cegb.selection import pareto, train_to_budget
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def timing_parser(doc: str) -> argparse.ArgumentParser:
+    """The speed benchmarks' command line: --rows (HIGGS events drawn) and --repeat (best of)."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    return parser
+
+
+def higgs_rows(rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(the bundled HIGGS training rows and labels, ``rows`` events drawn with replacement from the training
+    and test rows, seed 0)."""
+    from lightgbm_cegb.demo import load_higgs
+
+    X_train, y_train = load_higgs("train")
+    pool = np.vstack([X_train, load_higgs("test")[0]])
+    return X_train, y_train, pool[np.random.default_rng(0).integers(0, len(pool), rows)]
 
 
 def best_of(repeat: int, run) -> tuple[float, object]:
