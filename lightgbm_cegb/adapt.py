@@ -133,6 +133,11 @@ class _Adapt(ClassifierMixin, BaseEstimator):
         f0_loss = -np.log(np.clip(self._f0_proba(X)[np.arange(len(y)), codes], 1e-15, 1.0))
         return X, codes, f0_loss
 
+    @property
+    def _num_scores(self) -> int:
+        """Raw scores per row of f1: one logit for two classes, else one per class."""
+        return len(self.classes_) if len(self.classes_) > 2 else 1
+
     def _set_threshold(self, score: np.ndarray) -> None:
         """The gate's threshold from its scores on the training rows: the share above it as close as ties allow
         to p_full (the soft q of most rows stays below 1/2, so the paper's rule g > 0 would send far fewer)."""
@@ -276,8 +281,7 @@ class AdaptGBRT(_Adapt):
         """Learn g and f1 on (X, y) around the fitted f0."""
         self._check_params()
         X, codes, f0_loss = self._start(X, y)
-        n, num_class = len(codes), len(self.classes_)
-        k = num_class if num_class > 2 else 1
+        n, k = len(codes), self._num_scores
         weight_f1 = np.ones(n)  # 1 - q, read by f1's objective
         target_g = np.zeros(n)  # q, read by g's objective
 

@@ -96,22 +96,15 @@ class AdaptLIN(_Adapt):
             c[grouped] += (group_lazy + group_coupled)[group_of[grouped]] / size[group_of[grouped]]
         return c
 
-    def _standardised(self, X: np.ndarray) -> np.ndarray:
-        return (X - self.mean_) / self.scale_
-
     # ------------------------------------------------------------------------------------- fitting
 
     def fit(self, X, y) -> AdaptLIN:
         """Learn g and f1 on (X, y) around the fitted f0."""
         self._check_params()
         X, codes, f0_loss = self._start(X, y)
-        self.mean_ = X.mean(axis=0)
-        scale = X.std(axis=0)
-        self.scale_ = np.where(scale > 0, scale, 1.0)
-        Z = self._standardised(X)
-        k = len(self.classes_) if len(self.classes_) > 2 else 1
-        c = self._penalty_weights(X.shape[1])
-        problem = _Problem(Z, codes, k, self.lam * c)
+        Z, self.mean_, self.scale_ = _standardise(X)
+        k = self._num_scores
+        problem = _Problem(Z, codes, self.lam * self._penalty_weights(X.shape[1]))
         gate, f1 = np.zeros(X.shape[1] + 1), np.zeros((X.shape[1] + 1, k))
         q = np.zeros(len(codes))
         gate, f1 = problem.solve(gate, f1, q, self.max_iter, self.tol, fit_gate=False)  # f1 alone, every row
@@ -125,7 +118,7 @@ class AdaptLIN(_Adapt):
         self.gate_intercept_ = float(gate[0] - gate[1:] @ (self.mean_ / self.scale_))
         self.f1_coef_ = f1[1:] / self.scale_[:, None]
         self.f1_intercept_ = f1[0] - (self.mean_ / self.scale_) @ f1[1:]
-        self._set_threshold(self._gate_score(X) if 0 < self.p_full < 1 else np.zeros(len(codes)))
+        self._set_threshold(self._gate_score(X))  # p_full 0 and 1: a gate without weights, the threshold +-inf
         return self
 
     def lam_scale(self, X, y) -> float:
@@ -133,11 +126,9 @@ class AdaptLIN(_Adapt):
         the composite is f1 = the class prior for the rows the gate keeps. The unit of a relative ``lam``."""
         self._check_params()
         X, codes, _ = self._start(X, y)
-        scale = X.std(axis=0)
-        Z = (X - X.mean(axis=0)) / np.where(scale > 0, scale, 1.0)
-        k = len(self.classes_) if len(self.classes_) > 2 else 1
+        k = self._num_scores
         c = self._penalty_weights(X.shape[1])
-        problem = _Problem(Z, codes, k, np.zeros(X.shape[1]))
+        problem = _Problem(_standardise(X)[0], codes, np.zeros(X.shape[1]))
         prior = np.bincount(codes, minlength=len(self.classes_)) / len(codes)
         f1 = np.zeros((X.shape[1] + 1, k))
         f1[0] = np.log(prior[1] / prior[0]) if k == 1 else np.log(np.maximum(prior, 1e-300))
@@ -151,17 +142,14 @@ class AdaptLIN(_Adapt):
         return X @ self.gate_coef_ + self.gate_intercept_
 
     def _to_f0(self, X: np.ndarray) -> np.ndarray:
-        if self.p_full >= 1:
-            return np.ones(X.shape[0], dtype=bool)
-        if self.p_full <= 0:
-            return np.zeros(X.shape[0], dtype=bool)
         return self._gate_score(X) > self.gate_threshold_
+
+    def _f1_raw(self, X: np.ndarray) -> np.ndarray:
+        return _squeeze(X @ self.f1_coef_ + self.f1_intercept_)
 
     @property
     def gate_features_(self) -> np.ndarray:
-        """The features the gate reads (none at p_full 0 and 1: no gate)."""
-        if not 0 < self.p_full < 1:
-            return np.zeros(0, dtype=np.int64)
+        """The features the gate reads (none at p_full 0 and 1: no gate is fitted)."""
         return np.flatnonzero(self.gate_coef_)
 
     @property
@@ -174,15 +162,14 @@ class AdaptLIN(_Adapt):
 
     def decision_function_f1(self, X) -> np.ndarray:
         """f1's raw scores (one logit for two classes, else one per class) on every row."""
-        X = self._validated(X)
-        return _squeeze(X @ self.f1_coef_ + self.f1_intercept_)
+        return self._f1_raw(self._validated(X))
 
     def predict_proba(self, X) -> np.ndarray:
         X = self._validated(X)
         to_f0 = self._to_f0(X)
         proba = np.empty((X.shape[0], len(self.classes_)))
         if (~to_f0).any():
-            proba[~to_f0] = proba_from_raw(_squeeze(X[~to_f0] @ self.f1_coef_ + self.f1_intercept_))
+            proba[~to_f0] = proba_from_raw(self._f1_raw(X[~to_f0]))
         if to_f0.any():
             proba[to_f0] = self._f0_proba(X[to_f0])
         return proba
@@ -230,6 +217,13 @@ class AdaptLIN(_Adapt):
         return model
 
 
+def _standardise(X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(X centred and scaled by its standard deviations (1 for a constant column), the means, the scales)."""
+    mean, scale = X.mean(axis=0), X.std(axis=0)
+    scale = np.where(scale > 0, scale, 1.0)
+    return (X - mean) / scale, mean, scale
+
+
 def _squeeze(score: np.ndarray) -> np.ndarray:
     """(n, 1) scores of a binary model as the one logit per row proba_from_raw and log_loss_per_row read."""
     return score[:, 0] if score.ndim == 2 and score.shape[1] == 1 else score
@@ -239,10 +233,9 @@ class _Problem:
     """The M-step's objective on standardised rows Z (an intercept column in front) for weights gate (d + 1)
     and f1 (d + 1, k), with the penalty weights ``penalty`` (lam * c_j) on the rows 1..d of both."""
 
-    def __init__(self, Z: np.ndarray, codes: np.ndarray, k: int, penalty: np.ndarray) -> None:
+    def __init__(self, Z: np.ndarray, codes: np.ndarray, penalty: np.ndarray) -> None:
         self.Z = np.hstack([np.ones((Z.shape[0], 1)), Z])
         self.codes = codes
-        self.k = k
         self.penalty = penalty
         self.n = Z.shape[0]
 

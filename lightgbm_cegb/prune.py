@@ -345,7 +345,7 @@ def _solve_maxflow(forest: _Problem, costs: _PairCosts, lams: list[float]):
         has_parent = parent >= 0
         children_error = np.bincount(parent[has_parent], weights=errors[has_parent], minlength=len(parent))
         k = feat[internal]
-        own = (topmost(parent, feat) & (costs.lazy[np.maximum(feat, 0)] > 0))[internal]
+        own = (topmost(parent, feat) & (extended[np.maximum(feat, 0)] > 0))[internal]
         group = np.where(feat >= 0, costs.group_of[np.maximum(feat, 0)], -1)
         kind = np.where(group >= 0, num_features + group, -1)
         grouped = (topmost(parent, kind) & (extended[np.maximum(kind, 0)] > 0))[internal]
@@ -355,16 +355,19 @@ def _solve_maxflow(forest: _Problem, costs: _PairCosts, lams: list[float]):
         node_id[internal] = position
         up = np.where(parent[internal] >= 0, node_id[parent[internal]], -1)
         size = len(internal) + int(carrier.sum())
-        slot = np.concatenate([position, position[carrier] - 1]) - first
-        order = np.argsort(slot)
+        order = np.argsort(np.concatenate([position, position[carrier] - 1]))
+
+        def laid(nodes, carriers):  # the tree's network nodes in their order: the nodes' and carriers' values
+            return np.concatenate([nodes, carriers])[order]
+
         tree.append(np.full(size, t))
-        parent_id.append(np.concatenate([np.where(carrier, position - 1, up), up[carrier]])[order])
-        lo.append(np.concatenate([forest.lo[t][internal], forest.lo[t][internal][carrier]])[order])
-        hi.append(np.concatenate([forest.hi[t][internal], forest.hi[t][internal][carrier]])[order])
+        parent_id.append(laid(np.where(carrier, position - 1, up), up[carrier]))
+        lo.append(laid(forest.lo[t][internal], forest.lo[t][internal][carrier]))
+        hi.append(laid(forest.hi[t][internal], forest.hi[t][internal][carrier]))
         pays = np.where(own, k, np.where(grouped, kind[internal], k))  # the pair kind of a node's own arcs
-        feature.append(np.concatenate([pays, kind[internal][carrier]])[order])
-        top.append(np.concatenate([own | grouped, np.ones(int(carrier.sum()), dtype=bool)])[order])
-        gain.append(np.concatenate([(errors - children_error)[internal], np.zeros(int(carrier.sum()))])[order])
+        feature.append(laid(pays, kind[internal][carrier]))
+        top.append(laid(own | grouped, np.ones(int(carrier.sum()), dtype=bool)))
+        gain.append(laid((errors - children_error)[internal], np.zeros(int(carrier.sum()))))
         ids.append(node_id)
         first += size
     gain_all = np.concatenate(gain)

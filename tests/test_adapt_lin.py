@@ -33,7 +33,7 @@ def problem(seed, k):
     n, d = 200, 5
     Z = rng.normal(size=(n, d))
     codes = rng.integers(0, max(k, 2), n)
-    return _Problem(Z, codes, k, rng.uniform(0.005, 0.05, d)), rng.uniform(0, 1, n), rng
+    return _Problem(Z, codes, rng.uniform(0.005, 0.05, d)), rng.uniform(0, 1, n), rng
 
 
 @pytest.mark.parametrize("k", [1, 3])
