@@ -179,13 +179,6 @@ class _Adapt(ClassifierMixin, BaseEstimator):
         for feature in np.flatnonzero(need.any(axis=0)):
             state.pay(int(feature), rows[need[:, feature]])
 
-    def _report(self, state: CostState) -> CostReport:
-        used = np.flatnonzero(state.feature_paid.any(axis=0))
-        n = max(state.num_rows, 1)
-        return CostReport(acquisition=state.acquisition, evaluation=state.evaluation,
-                          coupled=self.costs_.model_cost(used, self.n_features_in_),
-                          usage=state.feature_paid.sum(axis=0) / n)
-
     def predict(self, X) -> np.ndarray:
         proba = self.predict_proba(X)
         return self.classes_[np.argmax(proba, axis=1)]
@@ -193,14 +186,10 @@ class _Adapt(ClassifierMixin, BaseEstimator):
     def _write_manifest(self, folder: Path, **fields) -> None:
         """folder/manifest.json: the format, classes, p_full, the gate's threshold, the cost model and
         ``fields`` (the estimator's own parameters)."""
-        num_features = int(self.n_features_in_)
-        lazy, coupled, split = self.costs_.arrays(num_features)
-        group_of, group_lazy, group_coupled = self.costs_.group_arrays(num_features)
         manifest = {"format": f"lightgbm_cegb.{type(self).__name__}", "version": 1, "classes": self.classes_.tolist(),
-                    "n_features_in": num_features, "p_full": self.p_full, "gate_threshold": self.gate_threshold_,
-                    "costs": {"lazy": lazy.tolist(), "coupled": coupled.tolist(), "split": split.tolist(),
-                              "group_of": group_of.tolist(), "group_lazy": group_lazy.tolist(),
-                              "group_coupled": group_coupled.tolist(), "tree": self.costs_.tree}, **fields}
+                    "n_features_in": int(self.n_features_in_), "p_full": self.p_full,
+                    "gate_threshold": self.gate_threshold_, "costs": self.costs_.to_dict(int(self.n_features_in_)),
+                    **fields}
         write_atomically(folder / "manifest.json", lambda tmp: Path(tmp).write_text(json.dumps(manifest, indent=1)))
 
     @classmethod
@@ -211,11 +200,7 @@ class _Adapt(ClassifierMixin, BaseEstimator):
         if manifest.get("format") != f"lightgbm_cegb.{cls.__name__}" or manifest.get("version") != 1:
             raise CEGBError(f"{folder}: not an {cls.__name__} model (manifest format {manifest.get('format')!r}, "
                             f"version {manifest.get('version')!r})")
-        c = manifest["costs"]
-        grouped = any(g >= 0 for g in c["group_of"])
-        costs = FeatureCosts(c["lazy"], c["coupled"], c["split"], groups=c["group_of"] if grouped else None,
-                             group_lazy=c["group_lazy"] if grouped else None,
-                             group_coupled=c["group_coupled"] if grouped else None, tree=c["tree"])
+        costs = FeatureCosts.from_dict(manifest["costs"])
         model = cls(f0, p_full=manifest["p_full"], costs=costs, f0_usage=f0_usage,
                     **{k: manifest[k] for k in keys})
         model.classes_ = np.asarray(manifest["classes"])
@@ -361,7 +346,7 @@ class AdaptGBRT(_Adapt):
         X = self._validated(X)
         to_f0, _, state = self._composite(X, f0=self._f0_forest(), n_jobs=n_jobs)
         self._charge_f0_usage(state, X, np.flatnonzero(to_f0))
-        return self._report(state)
+        return state.report(self.costs_)
 
     # ------------------------------------------------------------------------------------- files
 

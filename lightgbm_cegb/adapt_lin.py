@@ -190,7 +190,7 @@ class AdaptLIN(_Adapt):
         if f0 is not None and rows.size:
             state.add(f0, X[rows], rows=rows, n_jobs=n_jobs)
         self._charge_f0_usage(state, X, rows)
-        return self._report(state)
+        return state.report(self.costs_)
 
     # ------------------------------------------------------------------------------------- files
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from .accounting import CostReport
 from .costs import FeatureCosts
 from .errors import CEGBError
 from .forest import Forest
@@ -95,6 +96,13 @@ class CostState:
             unpaid = unpaid[self.paid[unpaid, column] == 0]
             self.paid[unpaid, column] = 1
             self.acquisition[unpaid] += self.group_lazy[group]
+
+    def report(self, costs: FeatureCosts) -> CostReport:
+        """The rows' costs as a CostReport, the coupled cost that of every feature some row paid."""
+        used = np.flatnonzero(self.feature_paid.any(axis=0))
+        return CostReport(acquisition=self.acquisition, evaluation=self.evaluation,
+                          coupled=costs.model_cost(used, self.num_features),
+                          usage=self.feature_paid.sum(axis=0) / max(self.num_rows, 1))
 
     @property
     def feature_paid(self) -> np.ndarray:

@@ -325,6 +325,21 @@ class FeatureCosts:
         groups = np.unique(group_of[used])
         return float(coupled[used].sum() + group_coupled[groups[groups >= 0]].sum())
 
+    def to_dict(self, num_features: int) -> dict:
+        """The aligned costs of ``num_features`` features as JSON-ready lists (:meth:`from_dict` reads them)."""
+        lazy, coupled, split = self.arrays(num_features)
+        _, group_lazy, group_coupled = self.group_arrays(num_features)
+        return {"lazy": lazy.tolist(), "coupled": coupled.tolist(), "split": split.tolist(), "tree": self.tree,
+                "groups": self.groups, "group_lazy": group_lazy.tolist(), "group_coupled": group_coupled.tolist()}
+
+    @classmethod
+    def from_dict(cls, values: Mapping) -> FeatureCosts:
+        grouped = bool(values["groups"])
+        return cls(values["lazy"], values["coupled"], values["split"], tree=values["tree"],
+                   groups=values["groups"] if grouped else None,
+                   group_lazy=values["group_lazy"] if grouped else None,
+                   group_coupled=values["group_coupled"] if grouped else None)
+
     # ------------------------------------------------------------------------------ LightGBM params
 
     def to_params(self, tradeoff: float | None = None) -> dict:

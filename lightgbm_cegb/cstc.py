@@ -251,15 +251,17 @@ class Problem:
             self.fit_as_leaf(k, 10, start=1.0)
             if not self.is_leaf(k):
                 weight = self.s * self.reach(self.beta, self.theta)[0][:, k]
-                score = self.Z @ self.beta[k]
+                rows = np.flatnonzero(weight > 0)
+                if rows.size < 2:
+                    continue
+                score = self.Z[rows] @ self.beta[k]
                 order = np.argsort(score, kind="stable")
-                mass = np.cumsum(weight[order]) / max(weight.sum(), 1e-300)
+                score, mass = score[order], np.cumsum(weight[rows][order]) / weight.sum()
                 inside = np.flatnonzero((mass[:-1] >= 0.2) & (mass[:-1] <= 0.8))  # cuts after row j
                 if inside.size == 0:
-                    inside = np.array([min(int(np.searchsorted(mass, 0.5)), self.n - 2)])
-                gap = score[order][inside + 1] - score[order][inside]
-                at = int(inside[np.argmax(gap)])
-                self.theta[k] = float(score[order][at] + score[order][at + 1]) / 2
+                    inside = np.array([min(int(np.searchsorted(mass, 0.5)), rows.size - 2)])
+                at = int(inside[np.argmax(score[inside + 1] - score[inside])])
+                self.theta[k] = float(score[at] + score[at + 1]) / 2
 
     def update(self, k: int, rounds: int = 3) -> None:
         """One block step on node k: a leaf by eq. 16 with its bounds; an internal node's live weights and its
@@ -416,3 +418,347 @@ class Problem:
                             self.beta, self.frozen = saved
             if not improved:
                 return
+
+    def prune(self, Z_valid: np.ndarray, y_valid: np.ndarray, s_valid: np.ndarray) -> None:
+        """Section 3.6.1, bottom-up: a node whose children are both leaves becomes a leaf (its initial weights,
+        fitted as a leaf) when that does not raise the validation squared error under hard routing."""
+
+        def error() -> float:
+            leaf = self.hard_leaf(Z_valid)
+            return float(np.sum(s_valid * (np.einsum("ij,ij->i", Z_valid, self.beta[leaf]) - y_valid) ** 2))
+
+        changed = True
+        while changed:
+            changed = False
+            for k in reversed(self.nodes):
+                if self.is_leaf(k) or not (self.is_leaf(2 * k + 1) and self.is_leaf(2 * k + 2)):
+                    continue
+                before = error()
+                self.alive[[2 * k + 1, 2 * k + 2]] = False
+                if error() <= before:
+                    changed = True
+                else:
+                    self.alive[[2 * k + 1, 2 * k + 2]] = True
+
+
+class _Phi:
+    """phi(x) and the cost units: the raw features (``forest`` None), or the outputs of a LightGBM model's
+    trees (the boosting trick)."""
+
+    def __init__(self, costs: FeatureCosts, num_features: int, forest=None) -> None:
+        self.forest = forest
+        lazy, _, _ = costs.arrays(num_features)
+        group_of, group_lazy, _ = costs.group_arrays(num_features)
+        groups = np.zeros((len(group_lazy), num_features), dtype=bool)
+        groups[group_of[group_of >= 0], np.flatnonzero(group_of >= 0)] = True
+        if forest is None:
+            F = np.eye(num_features, dtype=bool)  # feature x column
+            units = [(lazy, F), (group_lazy, groups)]
+        else:
+            F = np.zeros((num_features, forest.num_trees), dtype=bool)
+            for t in range(forest.num_trees):
+                F[forest.feature[forest.node_offset[t]:forest.node_offset[t + 1]], t] = True
+            units = [(lazy, F), (group_lazy, (groups.astype(np.int64) @ F) > 0),
+                     (np.full(forest.num_trees, costs.tree), np.eye(forest.num_trees, dtype=bool))]
+        self.F = F
+        self.units = Units(np.concatenate([u[0] for u in units]), np.vstack([u[1] for u in units]))
+
+    @property
+    def num_columns(self) -> int:
+        return self.F.shape[1]
+
+    def design(self, X) -> np.ndarray:
+        """[1, phi(X)]."""
+        phi = np.asarray(X, dtype=np.float64) if self.forest is None else \
+            self.forest.leaf_values(X, self.forest.apply(X))
+        return np.hstack([np.ones((phi.shape[0], 1)), phi])
+
+
+class _CSTCBase(BaseEstimator):
+    """The shared estimator: parameters, fit, routing, cost, files."""
+
+    def __init__(self, *, depth: int = 3, lam: float = 0.01, rho: float = 0.0, costs=None, phi=None,
+                 n_iter: int = 10, tol: float = 1e-6, polish: bool = True, random_state: int | None = None) -> None:
+        self.depth = depth
+        self.lam = lam
+        self.rho = rho
+        self.costs = costs
+        self.phi = phi
+        self.n_iter = n_iter
+        self.tol = tol
+        self.polish = polish
+        self.random_state = random_state
+
+    # ------------------------------------------------------------------------------------- fitting
+
+    def _check_params(self) -> None:
+        check_number(self.depth, "depth", 1, 16, integer=True)
+        check_number(self.lam, "lam", 0.0, math.inf)
+        check_number(self.rho, "rho", 0.0, math.inf)
+        check_number(self.n_iter, "n_iter", 0, math.inf, integer=True)
+        check_number(self.tol, "tol", 0.0, math.inf)
+        if not isinstance(self.polish, bool):
+            raise CEGBError(f"polish should be True or False, got {self.polish!r}")
+        if not (self.phi is None or isinstance(self.phi, (lgb.Booster, lgb.LGBMModel)) or
+                (isinstance(self.phi, int) and not isinstance(self.phi, bool) and self.phi >= 1)):
+            raise CEGBError("phi should be None (the raw features), a LightGBM Booster or fitted LightGBM model "
+                            f"(the outputs of its trees) or a number of trees >= 1 to train, got {self.phi!r}")
+
+    def _validated(self, X, reset: bool = False) -> np.ndarray:
+        finite = True if self.phi is None else "allow-nan"
+        return validate_data(self, X, reset=reset, dtype=np.float64, ensure_all_finite=finite,
+                             ensure_min_samples=2 if reset else 1)
+
+    def _make_phi(self, X: np.ndarray, target: np.ndarray, weight: np.ndarray) -> _Phi:
+        if self.phi is None:
+            return _Phi(self.costs_, X.shape[1])
+        if isinstance(self.phi, int):
+            params = {"objective": self._phi_objective, "num_leaves": 8, "learning_rate": 0.1, "verbose": -1,
+                      "seed": 0 if self.random_state is None else int(self.random_state), "deterministic": True,
+                      "num_threads": 1}
+            label = (target > 0).astype(np.float64) if self._phi_objective == "binary" else target
+            booster = lgb.train(params, lgb.Dataset(X, label, weight=weight), self.phi)
+        else:
+            booster = booster_of(self.phi)
+        if booster.num_feature() != X.shape[1]:
+            raise CEGBError(f"phi: the LightGBM model reads {booster.num_feature()} features, X has {X.shape[1]}")
+        self.phi_booster_ = booster
+        return _Phi(self.costs_, X.shape[1], to_forest(booster))
+
+    def _fit(self, X, target: np.ndarray, sample_weight, eval_set) -> _CSTCBase:
+        self._check_params()
+        names = [str(n) for n in getattr(self, "feature_names_in_", [])] or None
+        d = X.shape[1]
+        self.costs_ = resolve_costs(FeatureCosts(lazy=np.ones(d)) if self.costs is None else self.costs, d, names)
+        weight = _weights(sample_weight, len(target), "sample_weight")
+        self.phi_booster_ = None
+        phi = self._make_phi(X, target, weight)
+        problem = Problem(phi.design(X), target, weight / weight.mean(), phi.units, self.depth, self.lam, self.rho)
+        problem.initialise()
+        if eval_set is not None:
+            if not (isinstance(eval_set, (tuple, list)) and len(eval_set) in (2, 3)):
+                raise CEGBError("eval_set should be (X_valid, y_valid) or (X_valid, y_valid, sample_weight_valid), "
+                                f"got {type(eval_set).__name__}")
+            X_valid = self._validated(eval_set[0])
+            y_valid = self._target(np.asarray(eval_set[1]), "eval_set's labels")
+            if len(y_valid) != X_valid.shape[0]:
+                raise CEGBError(f"eval_set: {X_valid.shape[0]} rows but {len(y_valid)} labels")
+            problem.prune(phi.design(X_valid), y_valid,
+                          _weights(eval_set[2] if len(eval_set) == 3 else None, len(y_valid), "eval_set's weights"))
+        previous = problem.objective()
+        self.n_iter_ = 0
+        for _ in range(self.n_iter):
+            for k in problem.nodes:
+                problem.update(k)
+            self.n_iter_ += 1
+            value = problem.objective()
+            if previous - value <= self.tol * max(abs(previous), 1e-300):
+                break
+            previous = value
+        self.objective_ = problem.objective()
+        problem.fine_tune()
+        if self.polish:
+            problem.polish()
+        self.coef_, self.threshold_, self.alive_ = problem.beta.copy(), problem.theta.copy(), problem.alive.copy()
+        self._phi_ = phi
+        return self
+
+    # ---------------------------------------------------------------------------------- prediction
+
+    def _phi(self) -> _Phi:
+        check_is_fitted(self, "coef_")
+        return self._phi_
+
+    def _tree(self) -> Problem:
+        """A Problem holding the fitted tree (for routing)."""
+        tree = Problem(np.zeros((0, self.coef_.shape[1])), np.zeros(0), np.zeros(0), self._phi().units,
+                       int(round(math.log2(len(self.alive_) + 1))), 0.0, 0.0)
+        tree.beta, tree.theta, tree.alive = self.coef_, self.threshold_, self.alive_
+        return tree
+
+    def apply(self, X) -> np.ndarray:
+        """The leaf (node index, heap order) each row reaches by hard routing."""
+        phi = self._phi()
+        return self._tree().hard_leaf(phi.design(self._validated(X)))
+
+    def _raw(self, X) -> np.ndarray:
+        phi = self._phi()
+        Z = phi.design(self._validated(X))
+        return np.einsum("ij,ij->i", Z, self.coef_[self._tree().hard_leaf(Z)])
+
+    @property
+    def leaves_(self) -> list[int]:
+        tree = self._tree()
+        return tree.leaves
+
+    def path_columns(self, leaf: int) -> np.ndarray:
+        """The phi columns (raw features, or trees of ``phi_booster_``) read by the nodes on the path to
+        ``leaf``."""
+        if leaf not in self.leaves_:
+            raise CEGBError(f"leaf should be one of the tree's leaves {self.leaves_}, got {leaf!r}")
+        return np.flatnonzero((self.coef_[node_path(int(leaf)), 1:] != 0).any(axis=0))
+
+    def prediction_cost(self, X, *, n_jobs: int | None = None) -> CostReport:
+        """Exact cost per row: each feature (and group) read on the row's path once; with the boosting trick,
+        the features each used tree tests on the row's way through it and the trees' evaluation, as
+        LightGBM evaluates them (the package's per-row cost state)."""
+        X = self._validated(X)
+        phi = self._phi()
+        leaf = self._tree().hard_leaf(phi.design(X))
+        state = CostState(X.shape[0], self.costs_, self.n_features_in_)
+        for l in np.unique(leaf):
+            rows = np.flatnonzero(leaf == l)
+            for column in self.path_columns(int(l)):
+                if phi.forest is None:
+                    state.pay(int(column), rows)
+                else:
+                    state.add(phi.forest, X[rows], trees=(int(column), int(column) + 1), rows=rows, n_jobs=n_jobs)
+        return state.report(self.costs_)
+
+    # ------------------------------------------------------------------------------------- files
+
+    def save(self, path: str | os.PathLike) -> None:
+        """``path`` (a directory): manifest.json (format ``lightgbm_cegb.<class>`` version 1: parameters,
+        weights ``coef`` per node with the intercept first, ``threshold``, ``alive``, the cost model) and, with
+        the boosting trick, phi.txt (the LightGBM model whose trees are phi)."""
+        check_is_fitted(self, "coef_")
+        folder = Path(path)
+        folder.mkdir(parents=True, exist_ok=True)
+        if self.phi_booster_ is not None:
+            text = self.phi_booster_.model_to_string()
+            write_atomically(folder / "phi.txt", lambda tmp: Path(tmp).write_text(text))
+        manifest = {"format": f"lightgbm_cegb.{type(self).__name__}", "version": 1,
+                    "params": {k: self.get_params()[k] for k in ("depth", "lam", "rho", "n_iter", "tol", "polish",
+                                                                 "random_state")},
+                    "n_features_in": int(self.n_features_in_), "phi": self.phi_booster_ is not None,
+                    "coef": self.coef_.tolist(), "threshold": self.threshold_.tolist(),
+                    "alive": self.alive_.tolist(), "costs": self.costs_.to_dict(self.n_features_in_),
+                    **self._manifest_fields()}
+        write_atomically(folder / "manifest.json", lambda tmp: Path(tmp).write_text(json.dumps(manifest)))
+
+    @classmethod
+    def load(cls, path: str | os.PathLike):
+        folder = Path(path)
+        try:
+            manifest = json.loads((folder / "manifest.json").read_text())
+        except (OSError, ValueError) as error:
+            raise CEGBError(f"{folder}: no readable manifest.json ({error})") from None
+        if manifest.get("format") != f"lightgbm_cegb.{cls.__name__}" or manifest.get("version") != 1:
+            raise CEGBError(f"{folder}: not a {cls.__name__} model (manifest format {manifest.get('format')!r}, "
+                            f"version {manifest.get('version')!r})")
+        booster = lgb.Booster(model_file=str(folder / "phi.txt")) if manifest["phi"] else None
+        costs = FeatureCosts.from_dict(manifest["costs"])
+        model = cls(**manifest["params"], costs=costs, phi=booster)
+        model.n_features_in_ = manifest["n_features_in"]
+        model.costs_ = costs
+        model.phi_booster_ = booster
+        model._phi_ = _Phi(costs, model.n_features_in_, None if booster is None else to_forest(booster))
+        model.coef_ = np.asarray(manifest["coef"], dtype=np.float64)
+        model.threshold_ = np.asarray(manifest["threshold"], dtype=np.float64)
+        model.alive_ = np.asarray(manifest["alive"], dtype=bool)
+        model._load_fields(manifest)
+        return model
+
+    def _manifest_fields(self) -> dict:
+        return {}
+
+    def _load_fields(self, manifest: dict) -> None:
+        pass
+
+
+def _weights(weight, n: int, name: str) -> np.ndarray:
+    weight = np.ones(n) if weight is None else np.asarray(weight, dtype=np.float64)
+    if weight.shape != (n,) or not np.isfinite(weight).all() or (weight < 0).any() or not weight.any():
+        raise CEGBError(f"{name} should hold {n} finite weights >= 0, not all zero")
+    return weight
+
+
+class CSTC(RegressorMixin, _CSTCBase):
+    """CSTC for regression (squared loss), also ranking by regression on relevance labels.
+
+    Parameters
+    ----------
+    depth : int, default 3
+        Levels of the balanced tree (2 ** depth - 1 nodes, 2 ** (depth - 1) leaves), before pruning.
+    lam : float, default 0.01
+        Weight of the expected feature cost against the mean squared error (the labels' scale matters).
+    rho : float, default 0
+        Weight of every node's l1 penalty.
+    costs : FeatureCosts or lazy costs per column, optional (default: every feature costs 1)
+        Lazy costs and groups are paid per row; coupled costs are reported, not optimised.
+    phi : None, LightGBM Booster or model, or int
+        None: the nodes read the raw features (which should be on comparable scales: weights below 1e-4 are
+        clamped to zero). A LightGBM model: the nodes read its trees' outputs (the boosting trick; a used tree's
+        features and evaluation are paid). An int: a LightGBM model of that many trees is trained first.
+    n_iter : int, default 10
+        Sweeps of block coordinate descent at most; ``tol``: stop when a sweep lowers eq. 12 by less (relative).
+    polish : bool, default True
+        The local search on the unrelaxed objective after fine-tuning (module docstring).
+    random_state : int, optional
+        Seed of the LightGBM model trained for ``phi=int`` (the rest is deterministic).
+
+    ``fit(X, y, sample_weight=None, eval_set=None)``: with ``eval_set = (X_valid, y_valid[, weights])`` the
+    initialised tree is pruned bottom-up on it.
+    """
+
+    _phi_objective = "regression"
+
+    def fit(self, X, y, *, sample_weight=None, eval_set=None) -> CSTC:
+        X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True, reset=True,
+                             ensure_all_finite=True if self.phi is None else "allow-nan", ensure_min_samples=2)
+        return self._fit(X, y, sample_weight, eval_set)
+
+    def _target(self, y: np.ndarray, name: str) -> np.ndarray:
+        y = np.asarray(y, dtype=np.float64).ravel()
+        if not np.isfinite(y).all():
+            raise CEGBError(f"{name} should be finite numbers")
+        return y
+
+    def predict(self, X) -> np.ndarray:
+        return self._raw(X)
+
+
+class CSTCClassifier(ClassifierMixin, _CSTCBase):
+    """CSTC for binary classification: the squared loss on labels coded -1 / +1 (as the paper's regression
+    nodes); ``decision_function`` is the leaf's prediction, positive for ``classes_[1]``. Parameters as
+    :class:`CSTC` (``phi=int`` trains a binary LightGBM model)."""
+
+    _phi_objective = "binary"
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False
+        return tags
+
+    def fit(self, X, y, *, sample_weight=None, eval_set=None) -> CSTCClassifier:
+        X, y = validate_data(self, X, y, dtype=np.float64, reset=True,
+                             ensure_all_finite=True if self.phi is None else "allow-nan", ensure_min_samples=2)
+        kind = type_of_target(y, input_name="y", raise_unknown=True)
+        if kind != "binary":
+            raise CEGBError(f"Only binary classification is supported. The type of the target is {kind} "
+                            f"({len(np.unique(y))} classes); CSCC takes two classes, CSTC regresses")
+        self.classes_ = np.unique(y)
+        if len(self.classes_) != 2:
+            raise CEGBError(f"y: CSTCClassifier needs 2 classes, got 1 class ({self.classes_[0]!r})")
+        return self._fit(X, self._target(y, "y"), sample_weight, eval_set)
+
+    def _target(self, y: np.ndarray, name: str) -> np.ndarray:
+        y = np.asarray(y).ravel()
+        unknown = ~np.isin(y, self.classes_)
+        if unknown.any():
+            raise CEGBError(f"{name}: labels {np.unique(y[unknown])[:10].tolist()} are not among the training "
+                            f"classes {self.classes_.tolist()}")
+        return np.where(y == self.classes_[1], 1.0, -1.0)
+
+    def decision_function(self, X) -> np.ndarray:
+        return self._raw(X)
+
+    def predict(self, X) -> np.ndarray:
+        positive = self._raw(X) > 0
+        return self.classes_[positive.astype(np.int64)]
+
+    def _manifest_fields(self) -> dict:
+        return {"classes": self.classes_.tolist()}
+
+    def _load_fields(self, manifest: dict) -> None:
+        self.classes_ = np.asarray(manifest["classes"])

@@ -1,6 +1,6 @@
 """Learning-to-rank files with their cost vectors: SVMlight/LibSVM rows with ``qid``, feature ids kept aligned
 with a cost file (one value per line, line i for feature id i); the bundled data: the Yahoo! LTR cost vector,
-the MSLR-WEB subset, UCI Letter Recognition."""
+the MSLR-WEB subset, UCI Letter Recognition; the synthetic quadrant data of the CSTC paper."""
 
 from __future__ import annotations
 
@@ -45,6 +45,28 @@ def letter() -> tuple[np.ndarray, np.ndarray]:
     with _bundled("letter", "letter-recognition.data.gz") as path:
         raw = np.loadtxt(path, delimiter=",", skiprows=1, dtype=str)
     return raw[:, 0], raw[:, 1:].astype(np.float64)
+
+
+QUADRANT_MEANS = {(1, 1): -8.8, (-1, 1): -10.5, (1, -1): 14.9, (-1, -1): 4.4}  # (sign x, sign z): label mean
+
+
+def quadrants(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, FeatureCosts]:
+    """(X, y, costs): the synthetic regression data of the CSTC paper (Xu et al. 2014, section 6.1). x, z uniform
+    in [-1, 1]; columns sign(x), sign(z) (cost 1 each), then z++, z-+, z+-, z-- (cost 10 each, quadrants named
+    (sign x, sign z)): a quadrant's column equals the label of its own rows and is a random N(0, 10^2) number
+    elsewhere. Labels are N(mean, 1) with the quadrant's mean (``QUADRANT_MEANS``: the paper does not give
+    them; these follow its figure 5, negative z higher, the two z > 0 means close). The best tree reads both
+    signs and one expensive column per row: cost 12 and zero error; a model on every feature pays 42."""
+    rng = np.random.default_rng(seed)
+    signs = np.sign(rng.uniform(-1, 1, (n, 2)))
+    signs[signs == 0] = 1
+    mean = np.array([QUADRANT_MEANS[(a, b)] for a, b in signs.astype(int)])
+    y = mean + rng.standard_normal(n)
+    expensive = 10.0 * rng.standard_normal((n, 4))
+    for q, key in enumerate(QUADRANT_MEANS):
+        own = (signs[:, 0] == key[0]) & (signs[:, 1] == key[1])
+        expensive[own, q] = y[own]
+    return np.hstack([signs, expensive]), y, FeatureCosts(lazy=[1.0, 1.0, 10.0, 10.0, 10.0, 10.0])
 
 
 def mslr_subset(split: str) -> RankingData:

@@ -1,0 +1,213 @@
+"""CSTC: the relaxed objective's gradient, the closed-form leaf, the exact cost against an independent
+reference (LightGBM's own pred_leaf for the boosting trick), the paper's quadrant data, files and bad input."""
+
+import lightgbm as lgb
+import numpy as np
+import pytest
+from scipy.optimize import minimize
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from lightgbm_cegb import CEGBError, CSTC, CSTCClassifier, FeatureCosts
+from lightgbm_cegb.cstc import Problem, Units, node_path
+from lightgbm_cegb.datasets import quadrants
+
+from references import row_paths
+
+
+def random_problem(seed: int, depth: int = 3, d: int = 5, n: int = 60, lam: float = 0.7, rho: float = 0.3):
+    rng = np.random.default_rng(seed)
+    Z = np.hstack([np.ones((n, 1)), rng.normal(size=(n, d))])
+    member = rng.random((d + 3, d)) < 0.4  # units over several columns, as trees share features
+    member[:d] |= np.eye(d, dtype=bool)
+    units = Units(rng.uniform(0.5, 3.0, d + 3), member)
+    problem = Problem(Z, rng.normal(size=n), rng.uniform(0.2, 2.0, n), units, depth, lam, rho)
+    problem.beta = rng.normal(size=problem.beta.shape)
+    problem.theta = rng.normal(size=problem.theta.shape)
+    if depth == 3 and seed % 2:
+        problem.alive[[5, 6]] = False  # node 2 a leaf
+    gamma = rng.uniform(0.3, 2.0, (problem.num_nodes, d))
+    eta = rng.uniform(0.3, 2.0, (problem.num_nodes, len(units.cost)))
+    return problem, (gamma, eta)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_gradient_matches_finite_differences(seed):
+    problem, bounds = random_problem(seed, depth=2 + seed % 2)
+    _, g_beta, g_theta = problem.gradient(bounds=bounds)
+    h = 1e-6
+    for k in problem.nodes:
+        for a in range(problem.d):
+            up, down = problem.beta.copy(), problem.beta.copy()
+            up[k, a] += h
+            down[k, a] -= h
+            fd = (problem.objective(up, None, bounds) - problem.objective(down, None, bounds)) / (2 * h)
+            assert g_beta[k, a] == pytest.approx(fd, rel=1e-5, abs=1e-7), (k, a)
+        if not problem.is_leaf(k):
+            up, down = problem.theta.copy(), problem.theta.copy()
+            up[k] += h
+            down[k] -= h
+            fd = (problem.objective(None, up, bounds) - problem.objective(None, down, bounds)) / (2 * h)
+            assert g_theta[k] == pytest.approx(fd, rel=1e-5, abs=1e-7), k
+    assert not np.any(g_beta[~problem.alive])
+
+
+def test_bounds_are_tight_and_above():
+    problem, bounds = random_problem(2)
+    exact = problem.objective()
+    assert problem.objective(bounds=problem.tight_bounds()) == pytest.approx(exact, rel=1e-12)
+    assert problem.objective(bounds=bounds) >= exact
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_closed_form_leaf_minimises_the_bounded_objective(seed):
+    """Eq. 16 against a generic solver of the bounded objective in the leaf's weights (bounds held at the
+    leaf's current weights, as one round of ``fit_as_leaf`` holds them)."""
+    problem, _ = random_problem(seed, rho=0.2 + seed)
+    leaf = problem.leaves[-1]
+    bounds = problem.tight_bounds()
+
+    def f(v):
+        beta = problem.beta.copy()
+        beta[leaf] = v
+        return problem.objective(beta, None, bounds)
+
+    generic = minimize(f, problem.beta[leaf], method="BFGS", options={"gtol": 1e-10}).x
+    problem.fit_as_leaf(leaf, 1)
+    np.testing.assert_allclose(problem.beta[leaf], generic, rtol=1e-4, atol=1e-5)
+
+
+def test_polish_never_raises_the_exact_objective():
+    X, y, costs = quadrants(600, 3)
+    for lam in (0.001, 0.02, 0.2):
+        model = CSTC(lam=lam, costs=costs, polish=False).fit(X, y)
+        polished = CSTC(lam=lam, costs=costs).fit(X, y)
+        exact = []
+        for m in (model, polished):
+            cost = m.prediction_cost(X).mean
+            exact.append(np.mean((m.predict(X) - y) ** 2) + lam * cost)
+        assert exact[1] <= exact[0] + 1e-9
+
+
+def test_quadrants_the_paper_tree():
+    """Section 6.1: the cheap signs route, each leaf reads its quadrant's exact column: test error -> 0 at the
+    optimal cost 12 (the issue's bar: within 10% of the noise variance at cost <= 13); every feature costs 42."""
+    X, y, costs = quadrants(2000, 0)
+    X_test, y_test, _ = quadrants(4000, 1)
+    X_valid, y_valid, _ = quadrants(1000, 2)
+    model = CSTC(lam=0.01, costs=costs).fit(X, y, eval_set=(X_valid, y_valid))
+    report = model.prediction_cost(X_test)
+    mse = np.mean((model.predict(X_test) - y_test) ** 2)
+    assert mse < 0.1 * 1.0 and report.mean <= 13.0, (mse, report.mean)
+    assert report.mean == pytest.approx(12.0)
+    for leaf in model.leaves_:
+        path = model.path_columns(leaf)
+        assert {0, 1} <= set(path) and len(path) == 3
+    assert FeatureCosts.coerce(costs).lazy.sum() == 42.0
+
+
+def reference_route(model, Z):
+    leaves = []
+    for z in Z:
+        k = 0
+        while 2 * k + 2 < len(model.alive_) and model.alive_[2 * k + 1]:
+            k = 2 * k + 1 + int(z @ model.coef_[k] > model.threshold_[k])
+        leaves.append(k)
+    return np.array(leaves)
+
+
+def test_cost_raw_features_against_reference():
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(400, 6))
+    y = X[:, 0] * (X[:, 1] > 0) + X[:, 2] + 0.1 * rng.normal(size=400)
+    costs = FeatureCosts(lazy=[1, 2, 3, 4, 5, 6], groups={"g": [3, 4]}, group_lazy=[7.0])
+    model = CSTC(lam=0.002, costs=costs, depth=3).fit(X, y)
+    leaves = reference_route(model, np.hstack([np.ones((len(X), 1)), X]))
+    np.testing.assert_array_equal(model.apply(X), leaves)
+    expected = []
+    for leaf in leaves:
+        used = {a for k in node_path(int(leaf)) for a in np.flatnonzero(model.coef_[k, 1:])}
+        expected.append(sum(costs.lazy[a] for a in used) + (7.0 if used & {3, 4} else 0.0))
+    report = model.prediction_cost(X)
+    np.testing.assert_allclose(report.per_instance, expected)
+    assert len({len(model.path_columns(l)) for l in model.leaves_}) >= 1
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_cost_boosting_trick_against_pred_leaf(seed):
+    """phi = a LightGBM model's tree outputs: routing from LightGBM's pred_leaf and leaf outputs; a row pays
+    the features each used tree tests on its way (the model text's paths) and the tree cost per used tree."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(500, 5))
+    X[rng.random(X.shape) < 0.1] = np.nan
+    y = np.nan_to_num(X[:, 0]) + (np.nan_to_num(X[:, 1]) > 0) * np.nan_to_num(X[:, 2]) + 0.1 * rng.normal(size=500)
+    booster = lgb.train({"objective": "regression", "num_leaves": 4, "verbose": -1, "seed": seed},
+                        lgb.Dataset(X, y), 12)
+    lazy = rng.uniform(1, 5, 5)
+    costs = FeatureCosts(lazy=lazy, groups={"g": [1, 2]}, group_lazy=[2.5], tree=0.25)
+    model = CSTC(lam=0.001, costs=costs, phi=booster).fit(X, y)
+    leaf_index = booster.predict(X, pred_leaf=True)
+    outputs = np.array([[booster.get_leaf_output(t, int(l)) for t, l in enumerate(row)] for row in leaf_index])
+    leaves = reference_route(model, np.hstack([np.ones((len(X), 1)), outputs]))
+    np.testing.assert_array_equal(model.apply(X), leaves)
+    paths = row_paths(booster, X)
+    expected = []
+    for i, leaf in enumerate(leaves):
+        trees = {t for k in node_path(int(leaf)) for t in np.flatnonzero(model.coef_[k, 1:])}
+        features = {f for t in trees for f in paths[i][t]}
+        expected.append(sum(lazy[f] for f in features) + (2.5 if features & {1, 2} else 0.0) + 0.25 * len(trees))
+    np.testing.assert_allclose(model.prediction_cost(X).per_instance, expected)
+    np.testing.assert_allclose(model.predict(X)[:50], [np.append(1, outputs[i]) @ model.coef_[leaves[i]]
+                                                      for i in range(50)])
+
+
+def test_classifier_and_files(tmp_path):
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(600, 4))
+    y = np.where(X[:, 0] + 0.5 * X[:, 1] > 0, "yes", "no")
+    model = CSTCClassifier(lam=0.001, phi=10, random_state=3).fit(X, y)
+    assert set(model.predict(X)) <= {"no", "yes"}
+    assert np.mean(model.predict(X) == y) > 0.9
+    model.save(tmp_path / "m")
+    again = CSTCClassifier.load(tmp_path / "m")
+    np.testing.assert_array_equal(again.decision_function(X), model.decision_function(X))
+    np.testing.assert_array_equal(again.prediction_cost(X).per_instance, model.prediction_cost(X).per_instance)
+    twin = CSTCClassifier(lam=0.001, phi=10, random_state=3).fit(X, y)
+    np.testing.assert_array_equal(twin.decision_function(X), model.decision_function(X))
+
+    X_q, y_q, costs = quadrants(300, 4)
+    raw = CSTC(lam=0.01, costs=costs).fit(X_q, y_q)
+    raw.save(tmp_path / "r")
+    np.testing.assert_array_equal(CSTC.load(tmp_path / "r").predict(X_q), raw.predict(X_q))
+    with pytest.raises(CEGBError, match="not a CSTC model"):
+        CSTC.load(tmp_path / "m")
+
+
+def test_bad_input():
+    X, y, costs = quadrants(200, 0)
+    with pytest.raises(CEGBError, match=r"depth should be an integer in \[1, 16\], got 0"):
+        CSTC(depth=0).fit(X, y)
+    with pytest.raises(CEGBError, match=r"lam should be .*got -1"):
+        CSTC(lam=-1).fit(X, y)
+    booster = lgb.train({"objective": "regression", "verbose": -1}, lgb.Dataset(X[:, :4], y), 3)
+    with pytest.raises(CEGBError, match="phi: the LightGBM model reads 4 features, X has 6"):
+        CSTC(phi=booster).fit(X, y)
+    with pytest.raises(CEGBError, match="phi should be None"):
+        CSTC(phi="trees").fit(X, y)
+    with pytest.raises(CEGBError, match="Only binary classification is supported. The type of the target is multiclass"):
+        CSTCClassifier().fit(X, np.arange(len(y)) % 3)
+    with pytest.raises(CEGBError, match="sample_weight should hold 200 finite weights"):
+        CSTC().fit(X, y, sample_weight=-np.ones(200))
+    X_nan = X.copy()
+    X_nan[0, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):  # linear nodes on the raw features need finite X
+        CSTC().fit(X_nan, y)
+    CSTC(phi=booster_of_six(X, y)).fit(X_nan, y)  # tree outputs read NaN as LightGBM does
+
+
+def booster_of_six(X, y):
+    return lgb.train({"objective": "regression", "verbose": -1}, lgb.Dataset(X, y), 3)
+
+
+@parametrize_with_checks([CSTC(depth=2, n_iter=3), CSTCClassifier(depth=2, n_iter=3)])
+def test_scikit_learn_conventions(estimator, check):
+    check(estimator)
