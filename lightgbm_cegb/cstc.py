@@ -505,9 +505,13 @@ class _CSTCBase(BaseEstimator):
                             f"(the outputs of its trees) or a number of trees >= 1 to train, got {self.phi!r}")
 
     def _validated(self, X, reset: bool = False) -> np.ndarray:
-        finite = True if self.phi is None else "allow-nan"
-        return validate_data(self, X, reset=reset, dtype=np.float64, ensure_all_finite=finite,
-                             ensure_min_samples=2 if reset else 1)
+        return validate_data(self, X, reset=reset, **self._reading(), ensure_min_samples=2 if reset else 1)
+
+    def _reading(self) -> dict:
+        """How X is read: linear nodes on the raw features need finite dense X; tree outputs read NaN and sparse
+        X as LightGBM does."""
+        return {"dtype": np.float64} if self.phi is None else \
+            {"dtype": np.float64, "ensure_all_finite": "allow-nan", "accept_sparse": ["csr", "csc"]}
 
     def _make_phi(self, X: np.ndarray, target: np.ndarray, weight: np.ndarray) -> _Phi:
         if self.phi is None:
@@ -704,8 +708,7 @@ class CSTC(RegressorMixin, _CSTCBase):
     _phi_objective = "regression"
 
     def fit(self, X, y, *, sample_weight=None, eval_set=None) -> CSTC:
-        X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True, reset=True,
-                             ensure_all_finite=True if self.phi is None else "allow-nan", ensure_min_samples=2)
+        X, y = validate_data(self, X, y, y_numeric=True, reset=True, ensure_min_samples=2, **self._reading())
         return self._fit(X, y, sample_weight, eval_set)
 
     def _target(self, y: np.ndarray, name: str) -> np.ndarray:
@@ -731,8 +734,7 @@ class CSTCClassifier(ClassifierMixin, _CSTCBase):
         return tags
 
     def fit(self, X, y, *, sample_weight=None, eval_set=None) -> CSTCClassifier:
-        X, y = validate_data(self, X, y, dtype=np.float64, reset=True,
-                             ensure_all_finite=True if self.phi is None else "allow-nan", ensure_min_samples=2)
+        X, y = validate_data(self, X, y, reset=True, ensure_min_samples=2, **self._reading())
         kind = type_of_target(y, input_name="y", raise_unknown=True)
         if kind != "binary":
             raise CEGBError(f"Only binary classification is supported. The type of the target is {kind} "

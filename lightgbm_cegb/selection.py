@@ -35,6 +35,10 @@ registered methods, each on a documented scale:
   ``lam_scale``) in front of f0, the plain LightGBM model (classification).
 - ``adapt_lin``: ``p_full`` and ``relative_lam`` of ``AdaptLIN`` (lam = r x ``AdaptLIN.lam_scale``, the
   smallest lam at which f1 reads no feature) in front of the same f0 (classification; finite X).
+- ``cstc``: ``relative_lam`` r of ``CSTC`` (lam = r x the variance of the targets it fits: the labels, or -1 / +1
+  for binary; ranking regresses the relevance labels) on the outputs of the plain LightGBM model's trees (the
+  boosting trick), pruned on the validation rows; binary scores are ``(f + 1) / 2`` clipped to [0, 1] (a
+  squared-loss classifier: accuracy and AUC, not log-loss).
 - ``budgetrf``: ``alpha`` of ``BudgetRFClassifier`` (classification; ranking on label >= 1), one point
   per prefix of ``n_estimators`` trees in ``trees`` (default 1, 2, 3, 5, 10, 20, 30, ...).
 """
@@ -461,6 +465,31 @@ register("adapt_lin", tasks=("binary", "multiclass"), prepare=_adapt_lin_prepare
          grid=lambda context: [{"p_full": p, "relative_lam": r} for p in (0.1, 0.3, 0.5)
                                for r in (0.01, 0.05, 0.2)])(
     _adapt_fit("adapt_lin", "AdaptLIN", "relative_lam", "lam"))
+
+
+#: ``relative_lam`` values of CSTC's default grid.
+CSTC_RELATIVE_LAMS = (1e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2)
+
+
+def _cstc_prepare(context: Context):
+    """phi (the plain LightGBM model) and the unit of ``relative_lam`` (the variance of CSTC's targets)."""
+    y = np.where(context.train.y > 0, 1.0, -1.0) if context.task == "binary" else context.train.y
+    return _plain(context), float(np.var(y))
+
+
+@register("cstc", tasks=("binary", "regression", "ranking"), prepare=_cstc_prepare,
+          grid=lambda context: [{"relative_lam": r} for r in CSTC_RELATIVE_LAMS])
+def _fit_cstc(context: Context, state, params: dict) -> list[Candidate]:
+    from .cstc import CSTC, CSTCClassifier
+    phi, scale = state
+    params = dict(params)
+    lam, knob = _scaled_knob("cstc", params, "relative_lam", "lam", scale)
+    cls = CSTCClassifier if context.task == "binary" else CSTC
+    model = cls(lam=lam, costs=context.costs, phi=phi, **params).fit(
+        context.train.X, context.train.y, eval_set=(context.valid.X, context.valid.y))
+    predict = (lambda X: np.clip((model.decision_function(X) + 1) / 2, 0, 1)) if context.task == "binary" \
+        else model.predict
+    return [Candidate("cstc", {**knob, **params}, model, predict, model.prediction_cost)]
 
 
 def _dense(X):

@@ -10,6 +10,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from lightgbm_cegb import CEGBError, CSTC, CSTCClassifier, FeatureCosts
 from lightgbm_cegb.cstc import Problem, Units, node_path
 from lightgbm_cegb.datasets import quadrants
+from lightgbm_cegb.selection import sweep
 
 from references import row_paths
 
@@ -211,3 +212,23 @@ def booster_of_six(X, y):
 @parametrize_with_checks([CSTC(depth=2, n_iter=3), CSTCClassifier(depth=2, n_iter=3)])
 def test_scikit_learn_conventions(estimator, check):
     check(estimator)
+
+
+@pytest.mark.parametrize("task", ["binary", "regression"])
+def test_selection_sweeps_cstc(task):
+    """Registered in the selection API: each grid point's quality and cost are the fitted model's own."""
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(900, 5))
+    signal = X[:, 0] + (X[:, 1] > 0) * X[:, 2]
+    y = (signal > 0).astype(int) if task == "binary" else signal + 0.1 * rng.normal(size=900)
+    train, valid = (X[:600], y[:600]), (X[600:], y[600:])
+    costs = FeatureCosts(lazy=[1.0, 2.0, 3.0, 4.0, 5.0])
+    frame = sweep("cstc", train, valid, costs, task=task, num_boost_round=30,
+                  grid={"cstc": [{"relative_lam": r} for r in (1e-4, 1e-2)]})
+    assert len(frame) == 2 and set(frame["method"]) == {"cstc"}
+    for _, row in frame.iterrows():
+        model = row["model"].model
+        assert row["cost"] == pytest.approx(model.prediction_cost(valid[0]).mean, rel=1e-12)
+        assert row["lam"] == pytest.approx(row["relative_lam"] * np.var(np.where(train[1] > 0, 1.0, -1.0)
+                                                                        if task == "binary" else train[1]))
+    assert frame["cost"].iloc[0] >= frame["cost"].iloc[1]
