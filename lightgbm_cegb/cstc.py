@@ -118,9 +118,9 @@ class Problem:
     def leaves(self) -> list[int]:
         return [k for k in range(self.num_nodes) if self.is_leaf(k)]
 
-    def reach(self, beta: np.ndarray, theta: np.ndarray, Z: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def reach(self, beta: np.ndarray, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(p_ik, sigma_ik): the probability of reaching each node, of going up at each internal node."""
-        Z = self.Z if Z is None else Z
+        Z = self.Z
         P = np.zeros((Z.shape[0], self.num_nodes))
         S = np.zeros_like(P)
         P[:, 0] = 1.0
@@ -131,9 +131,9 @@ class Problem:
                 P[:, 2 * k + 2] = P[:, k] * S[:, k]
         return P, S
 
-    def hard_leaf(self, Z: np.ndarray, beta: np.ndarray | None = None, theta: np.ndarray | None = None) -> np.ndarray:
-        beta = self.beta if beta is None else beta
-        theta = self.theta if theta is None else theta
+    def hard_leaf(self, Z: np.ndarray) -> np.ndarray:
+        """The leaf each row of ``Z`` reaches by hard routing (up when ``z.beta_k > theta_k``)."""
+        beta, theta = self.beta, self.theta
         node = np.zeros(Z.shape[0], dtype=np.int64)
         while True:
             inner = np.flatnonzero([not self.is_leaf(k) for k in node])
@@ -226,10 +226,8 @@ class Problem:
         path = node_path(k)
         omega = self.s * self.reach(self.beta, self.theta)[0][:, k]
         p_k = omega.mean()
-        live = ~self.frozen[k]
-        A0 = self.Z[:, live].T @ (self.Z[:, live] * omega[:, None])
-        b = self.Z[:, live].T @ (omega * self.y)
-        for r in range(rounds):
+
+        def ridge(r: int) -> np.ndarray:
             if r == 0 and start is not None:
                 gamma = np.full(self.d - 1, start)
                 eta = np.full(len(self.units.cost), start)
@@ -237,12 +235,22 @@ class Problem:
                 w = self.beta[:, 1:]
                 gamma = np.maximum(np.abs(w[k]), CLAMP)
                 eta = np.maximum(np.sqrt(self.units.norms2((w[path] ** 2).sum(axis=0))), CLAMP)
-            ridge = np.zeros(self.d)
-            ridge[1:] = self.rho / gamma + self.lam * p_k * (self.units.M.T @ (self.units.cost / eta))
-            A = A0 + self.n / 2 * np.diag(ridge[live]) + 1e-10 * np.trace(A0) / self.d * np.eye(int(live.sum()))
+            return self.rho / gamma + self.lam * p_k * (self.units.M.T @ (self.units.cost / eta))
+
+        self._weighted_ridge(k, omega, rounds, ridge)
+        self._clamp(k)
+
+    def _weighted_ridge(self, k: int, omega: np.ndarray, rounds: int, ridge) -> None:
+        """Node k's live weights: ``rounds`` times ``(Z' Omega Z + n/2 diag(0, ridge(r)))^-1 Z' Omega y``, ``ridge(r)``
+        (per column) read from the weights of the round before."""
+        live = ~self.frozen[k]
+        A0 = self.Z[:, live].T @ (self.Z[:, live] * omega[:, None])
+        b = self.Z[:, live].T @ (omega * self.y)
+        jitter = 1e-10 * np.trace(A0) / self.d * np.eye(int(live.sum()))
+        for r in range(rounds):
+            A = A0 + self.n / 2 * np.diag(np.append(0.0, ridge(r))[live]) + jitter
             self.beta[k] = 0.0
             self.beta[k, live] = np.linalg.solve(A, b)
-        self._clamp(k)
 
     def initialise(self) -> None:
         """Top-down: each node fitted as a leaf given its ancestors (bounds starting at 1), an internal node's
@@ -287,28 +295,22 @@ class Problem:
 
     # ----------------------------------------------------------------------------------- after BCD
 
-    def fine_tune(self, leaves: list[int] | None = None) -> None:
+    def fine_tune(self) -> None:
         """Section 3.5: each leaf's squared loss (and l1 penalty) re-minimised on the columns it already uses,
         without the cost term, over the rows hard routing sends it (ours: the paper weighs rows by p_ik, and the
         few rows of other regions that a sigmoid still leaks can pull a leaf's weights far off)."""
         leaf_of = self.hard_leaf(self.Z)
-        for k in self.leaves if leaves is None else leaves:
-            live = ~self.frozen[k]
+        for k in self.leaves:
             omega = self.s * (leaf_of == k)
-            if not omega.any():
-                continue
-            A0 = self.Z[:, live].T @ (self.Z[:, live] * omega[:, None])
-            b = self.Z[:, live].T @ (omega * self.y)
-            for _ in range(10 if self.rho > 0 else 1):
-                ridge = np.zeros(self.d)
-                ridge[1:] = self.rho / np.maximum(np.abs(self.beta[k, 1:]), CLAMP)
-                A = A0 + self.n / 2 * np.diag(ridge[live]) + 1e-10 * np.trace(A0) / self.d * np.eye(int(live.sum()))
-                self.beta[k, live] = np.linalg.solve(A, b)
+            if omega.any():
+                self._weighted_ridge(k, omega, 10 if self.rho > 0 else 1,
+                                     lambda r, k=k: self.rho / np.maximum(np.abs(self.beta[k, 1:]), CLAMP))
 
-    def exact_objective(self, beta: np.ndarray, theta: np.ndarray) -> float:
+    def exact_objective(self) -> float:
         """Eq. 3 on the training rows under hard routing: the weighted squared error plus lam times the mean
         exact cost of the units each row's path reads."""
-        leaf = self.hard_leaf(self.Z, beta, theta)
+        beta = self.beta
+        leaf = self.hard_leaf(self.Z)
         pred = np.einsum("ij,ij->i", self.Z, beta[leaf])
         total = float(np.mean(self.s * (pred - self.y) ** 2))
         for l in np.unique(leaf):
@@ -388,10 +390,10 @@ class Problem:
         order, for each internal node k and column a it reads, drop a from k alone or from k and its internal
         descendants (intercepts re-centred over the rows reaching each node), the leaves below re-selected; keep
         what lowers the objective."""
-        best = self.exact_objective(self.beta, self.theta)
+        best = self.exact_objective()
         saved = self.beta.copy(), self.frozen.copy()
         self.select_leaves(self.leaves)
-        value = self.exact_objective(self.beta, self.theta)
+        value = self.exact_objective()
         if value < best:
             best = value
         else:
@@ -411,7 +413,7 @@ class Problem:
                             self.beta[j, a] = 0.0
                             self.frozen[j, a] = True
                         self.select_leaves(below)
-                        value = self.exact_objective(self.beta, self.theta)
+                        value = self.exact_objective()
                         if value < best - 1e-9 * max(1.0, abs(best)):
                             best, improved = value, True
                         else:

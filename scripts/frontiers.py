@@ -92,13 +92,13 @@ QUICK = {"cegb": [{"relative_tradeoff": r} for r in (0.0, 0.05)], "budget_prune"
          "early_exit": [{"threshold": 0.9}], "budgetrf": [{"alpha": 2.0, "n_estimators": 5, "trees": (1, 5)}],
          "greedy_miser": [{"relative_lam": r} for r in (0.0, 0.1)],
          "adapt_gbrt": [{"p_full": 0.3, "relative_tradeoff": 0.01, "n_rounds": 2, "trees_per_round": 10}],
-         "adapt_lin": [{"p_full": 0.3, "relative_lam": 0.05}]}
+         "adapt_lin": [{"p_full": 0.3, "relative_lam": 0.05}], "cstc": [{"relative_lam": 1e-3}]}
 # BudgetPrune's own setting (Nan et al. 2016): a random forest (LightGBM's rf mode: bootstrap-like bagging,
 # a random half of the features per tree, 100 trees) rather than a boosted model
 RF = {"boosting": "rf", "bagging_fraction": 0.632, "bagging_freq": 1, "feature_fraction": 0.5}
 LABELS = {"lightgbm": "LightGBM", "cegb": "CEGB", "budget_prune": "BudgetPrune", "early_exit": "Early Exit",
           "budgetrf": "BudgetRF", "greedy_miser": "Greedy Miser", "adapt_gbrt": "ADAPT-GBRT",
-          "adapt_lin": "ADAPT-LIN"}
+          "adapt_lin": "ADAPT-LIN", "cstc": "CSTC"}
 
 
 def main() -> None:

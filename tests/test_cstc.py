@@ -95,7 +95,7 @@ def test_quadrants_the_paper_tree():
     X, y, costs = quadrants(2000, 0)
     X_test, y_test, _ = quadrants(4000, 1)
     X_valid, y_valid, _ = quadrants(1000, 2)
-    model = CSTC(lam=0.01, costs=costs).fit(X, y, eval_set=(X_valid, y_valid))
+    model = CSTC(lam=0.003, costs=costs).fit(X, y, eval_set=(X_valid, y_valid))
     report = model.prediction_cost(X_test)
     mse = np.mean((model.predict(X_test) - y_test) ** 2)
     assert mse < 0.1 * 1.0 and report.mean <= 13.0, (mse, report.mean)
