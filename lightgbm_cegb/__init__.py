@@ -13,7 +13,7 @@ from .adapt import AdaptGBRT
 from .adapt_lin import AdaptLIN
 from .budgetrf import BudgetRFClassifier
 from .cost_state import CostState
-from .cstc import CSTC, CSTCClassifier
+from .cstc import CSCC, CSTC, CSTCClassifier, Cronus
 from .costs import FeatureCosts
 from .early_exit import EarlyExit, EarlyExitResult
 from .errors import CEGBError
@@ -25,8 +25,8 @@ from .models import to_forest
 from .prune import Pruner, PruneResult, budget_prune, budget_prune_path
 
 __version__ = "0.1.0"
-__all__ = ["AdaptGBRT", "AdaptLIN", "BudgetRFClassifier", "CEGBError", "CEGBState", "CostReport", "CostState", "CSTC",
-           "CSTCClassifier", "EarlyExit", "EarlyExitResult",
+__all__ = ["AdaptGBRT", "AdaptLIN", "BudgetRFClassifier", "CEGBError", "CEGBState", "CostReport", "CostState", "CSCC", "CSTC",
+           "CSTCClassifier", "Cronus", "EarlyExit", "EarlyExitResult",
            "FeatureCosts", "Forest", "GreedyMiserClassifier", "GreedyMiserRanker", "GreedyMiserRegressor",
            "LazyFetchError", "LazyPredictor", "LazyResult", "PATCHED_LIGHTGBM", "PruneResult", "Pruner",
            "budget_prune", "budget_prune_path", "prediction_cost", "to_forest"]

@@ -55,18 +55,9 @@ from .costs import FeatureCosts, resolve_costs
 from .errors import CEGBError, check_number
 from .models import booster_of, to_forest
 
-__all__ = ["CSTC", "CSTCClassifier"]
+__all__ = ["CSCC", "CSTC", "CSTCClassifier", "Cronus"]
 
 CLAMP = 1e-4  # the paper's: a bound below this clamps its weight to zero
-
-
-def node_path(node: int) -> list[int]:
-    """The nodes from the root to ``node`` (heap order)."""
-    out = [node]
-    while node > 0:
-        node = (node - 1) // 2
-        out.append(node)
-    return out[::-1]
 
 
 class Units:
@@ -88,71 +79,149 @@ class Units:
         return float(self.cost[(self.member & used).any(axis=1)].sum())
 
 
+class Structure:
+    """The shape of a model: slots 0..S-1, each after its parent. A slot is a classifier node (its own weights
+    and threshold; with children ``kids[j] = (down, up)``: a row goes up when ``z.beta_j > theta_j``) or a
+    cascade's exit (``param_of[j]``: the parent whose weights predict there). ``own_loss[j]``: the slot's reach
+    weighs the squared loss of its prediction (CSTC: every node; a cascade: its exits and its last node)."""
+
+    def __init__(self, kids: np.ndarray, param_of: np.ndarray, own_loss: np.ndarray) -> None:
+        self.kids = np.asarray(kids, dtype=np.int64).reshape(-1, 2)
+        self.param_of = np.asarray(param_of, dtype=np.int64)
+        self.own_loss = np.asarray(own_loss, dtype=bool)
+        self.parent = np.full(len(self.param_of), -1)
+        for j, (down, up) in enumerate(self.kids):
+            if down >= 0:
+                self.parent[[down, up]] = j
+        self.refresh()
+
+    @classmethod
+    def tree(cls, depth: int) -> Structure:
+        """CSTC: a balanced tree of ``depth`` levels in heap order."""
+        size = 2 ** depth - 1
+        inner = np.arange(size) < 2 ** (depth - 1) - 1
+        kids = np.where(inner[:, None], np.column_stack([2 * np.arange(size) + 1, 2 * np.arange(size) + 2]), -1)
+        return cls(kids, np.arange(size), np.ones(size, dtype=bool))
+
+    @classmethod
+    def cascade(cls, stages: int) -> Structure:
+        """CSCC and Cronus: classifier nodes 0, 2, 4, ... each with an exit (1, 3, ...) below and the next
+        node above; the last node predicts for every row that reaches it."""
+        size = 2 * stages - 1
+        kids = np.full((size, 2), -1)
+        param_of = np.arange(size)
+        for k in range(0, size - 1, 2):
+            kids[k] = (k + 1, k + 2)
+            param_of[k + 1] = k
+        own_loss = param_of != np.arange(size)
+        own_loss[size - 1] = True
+        return cls(kids, param_of, own_loss)
+
+    def refresh(self) -> None:
+        """Recompute the reachable slots (after ``make_leaf``)."""
+        reached, todo = [], [0]
+        while todo:
+            j = todo.pop()
+            reached.append(j)
+            if self.kids[j, 0] >= 0:
+                todo += list(self.kids[j])
+        self.slots = sorted(reached)
+        self.classifiers = [j for j in self.slots if self.param_of[j] == j]
+        self.terminals = [j for j in self.slots if self.kids[j, 0] < 0]
+        self.leaves = [j for j in self.classifiers if self.kids[j, 0] < 0]
+        self.loss_slots = [j for j in self.slots if self.own_loss[j]]
+
+    def has_kids(self, j: int) -> bool:
+        return bool(self.kids[j, 0] >= 0)
+
+    def path(self, j: int) -> list[int]:
+        """The classifier nodes whose weights a row reaching slot j has read (root first)."""
+        out = []
+        while j >= 0:
+            if self.param_of[j] not in out:
+                out.append(int(self.param_of[j]))
+            j = int(self.parent[j])
+        return out[::-1]
+
+    def subtree(self, j: int) -> list[int]:
+        out, todo = [], [j]
+        while todo:
+            x = todo.pop()
+            out.append(x)
+            if self.has_kids(x):
+                todo += list(self.kids[x])
+        return sorted(out)
+
+    def make_leaf(self, j: int) -> None:
+        self.kids[j] = -1
+        self.own_loss[j] = True
+        self.refresh()
+
+    def copy(self) -> Structure:
+        return Structure(self.kids.copy(), self.param_of.copy(), self.own_loss.copy())
+
+
 class Problem:
     """The training problem: ``Z`` (rows, 1 + columns; column 0 the intercept), targets, sample weights ``s``
-    (mean 1), cost units, ``lam``, ``rho``; weights ``beta`` (nodes, 1 + columns) and thresholds ``theta`` of a
-    balanced tree of ``depth`` levels whose live nodes are ``alive`` (a live node without live children is a
-    leaf)."""
+    (mean 1), cost units, the structure, ``lam``, ``rho``; weights ``beta`` (slots, 1 + columns) and thresholds
+    ``theta``. The cost term: per terminal, its reach times the mixed norm of the weights on its path (CSTC,
+    CSCC); ``cronus``: one mixed norm over every node's weights scaled by the node's reach."""
 
-    def __init__(self, Z: np.ndarray, y: np.ndarray, s: np.ndarray, units: Units, depth: int, lam: float,
-                 rho: float) -> None:
+    def __init__(self, Z: np.ndarray, y: np.ndarray, s: np.ndarray, units: Units, structure: Structure, lam: float,
+                 rho: float, cronus: bool = False) -> None:
         self.Z, self.y, self.s = Z, y, s
         self.n, self.d = Z.shape
-        self.units, self.lam, self.rho = units, lam, rho
-        self.num_nodes = 2 ** depth - 1
-        self.beta = np.zeros((self.num_nodes, self.d))
-        self.theta = np.zeros(self.num_nodes)
-        self.alive = np.ones(self.num_nodes, dtype=bool)
-        self.frozen = np.zeros((self.num_nodes, self.d), dtype=bool)  # weights clamped to zero for good
-
-    # ----------------------------------------------------------------------------------- structure
+        self.units, self.lam, self.rho, self.cronus = units, lam, rho, cronus
+        self.shape = structure
+        size = len(structure.param_of)
+        self.beta = np.zeros((size, self.d))
+        self.theta = np.zeros(size)
+        self.frozen = np.zeros((size, self.d), dtype=bool)  # weights clamped to zero for good
 
     def is_leaf(self, k: int) -> bool:
-        return self.alive[k] and (2 * k + 1 >= self.num_nodes or not self.alive[2 * k + 1])
-
-    @property
-    def nodes(self) -> list[int]:
-        return [k for k in range(self.num_nodes) if self.alive[k]]
-
-    @property
-    def leaves(self) -> list[int]:
-        return [k for k in range(self.num_nodes) if self.is_leaf(k)]
+        return not self.shape.has_kids(k)
 
     def reach(self, beta: np.ndarray, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(p_ik, sigma_ik): the probability of reaching each node, of going up at each internal node."""
-        Z = self.Z
-        P = np.zeros((Z.shape[0], self.num_nodes))
+        """(p_ij, sigma_ij): the probability of reaching each slot, of going up at each slot with children."""
+        P = np.zeros((self.n, len(beta)))
         S = np.zeros_like(P)
         P[:, 0] = 1.0
-        for k in self.nodes:
-            if not self.is_leaf(k):
-                S[:, k] = expit(Z @ beta[k] - theta[k])
-                P[:, 2 * k + 1] = P[:, k] * (1 - S[:, k])
-                P[:, 2 * k + 2] = P[:, k] * S[:, k]
+        for j in self.shape.slots:
+            if self.shape.has_kids(j):
+                down, up = self.shape.kids[j]
+                S[:, j] = expit(self.Z @ beta[j] - theta[j])
+                P[:, down] = P[:, j] * (1 - S[:, j])
+                P[:, up] = P[:, j] * S[:, j]
         return P, S
 
-    def hard_leaf(self, Z: np.ndarray) -> np.ndarray:
-        """The leaf each row of ``Z`` reaches by hard routing (up when ``z.beta_k > theta_k``)."""
-        beta, theta = self.beta, self.theta
-        node = np.zeros(Z.shape[0], dtype=np.int64)
+    def hard_terminal(self, Z: np.ndarray) -> np.ndarray:
+        """The terminal slot each row of ``Z`` reaches by hard routing (up when ``z.beta_j > theta_j``)."""
+        slot = np.zeros(Z.shape[0], dtype=np.int64)
         while True:
-            inner = np.flatnonzero([not self.is_leaf(k) for k in node])
+            inner = np.flatnonzero(self.shape.kids[slot, 0] >= 0)
             if inner.size == 0:
-                return node
-            k = node[inner]
-            score = np.einsum("ij,ij->i", Z[inner], beta[k])
-            node[inner] = 2 * k + 1 + (score > theta[k])
+                return slot
+            j = slot[inner]
+            score = np.einsum("ij,ij->i", Z[inner], self.beta[j])
+            slot[inner] = self.shape.kids[j, (score > self.theta[j]).astype(np.int64)]
+
+    def predictions(self, Z: np.ndarray, slot: np.ndarray) -> np.ndarray:
+        return np.einsum("ij,ij->i", Z, self.beta[self.shape.param_of[slot]])
 
     # ----------------------------------------------------------------------------------- objective
 
-    def _path_sq(self, beta: np.ndarray) -> dict[int, np.ndarray]:
-        """Per leaf, the unit norms^2 of its path's weights."""
+    def _entries(self, beta: np.ndarray, p_bar: np.ndarray) -> list[tuple[int, float, list, np.ndarray]]:
+        """The cost term's mixed norms: (terminal slot or -1, weight, [(node, scale)], unit norms^2)."""
         sq = beta[:, 1:] ** 2
-        return {l: self.units.norms2(sq[node_path(l)].sum(axis=0)) for l in self.leaves}
+        if self.cronus:
+            rows = [(k, float(p_bar[k])) for k in self.shape.classifiers]
+            return [(-1, 1.0, rows, self.units.norms2(sum(scale ** 2 * sq[k] for k, scale in rows)))]
+        return [(t, float(p_bar[t]), [(k, 1.0) for k in self.shape.path(t)],
+                 self.units.norms2(sq[self.shape.path(t)].sum(axis=0))) for t in self.shape.terminals]
 
     def objective(self, beta: np.ndarray | None = None, theta: np.ndarray | None = None, bounds=None) -> float:
-        """Eq. 12; with ``bounds`` = (gamma per node and column, eta per leaf and unit) its variational upper
-        bound."""
+        """The relaxed objective (CSTC eq. 12, CSCC eq. 19, Cronus); with ``bounds`` = (gamma per slot and
+        column, eta per cost entry and unit) its variational upper bound."""
         return self._evaluate(beta, theta, bounds, gradient=False)[0]
 
     def gradient(self, beta: np.ndarray | None = None, theta: np.ndarray | None = None, bounds=None):
@@ -162,53 +231,60 @@ class Problem:
     def _evaluate(self, beta, theta, bounds, gradient: bool):
         beta = self.beta if beta is None else beta
         theta = self.theta if theta is None else theta
-        nodes, leaves = self.nodes, self.leaves
+        shape, nodes = self.shape, self.shape.classifiers
         P, S = self.reach(beta, theta)
-        R = self.Z @ beta[nodes].T - self.y[:, None]
-        V = np.zeros((self.n, self.num_nodes))  # per row, the node's share of the objective (times p_ik)
-        V[:, nodes] = self.s[:, None] * R ** 2 / self.n
+        R = np.zeros((self.n, len(beta)))
+        R[:, nodes] = self.Z @ beta[nodes].T - self.y[:, None]
+        V = np.zeros_like(P)  # per row, the slot's share of the objective (times p_ij)
+        for j in shape.loss_slots:
+            V[:, j] = self.s * R[:, shape.param_of[j]] ** 2 / self.n
         w = beta[:, 1:]
-        total = 0.0
         if bounds is None:
-            total += self.rho * float(np.abs(w[nodes]).sum())
+            total = self.rho * float(np.abs(w[nodes]).sum())
         else:
             gamma, eta = bounds
-            total += self.rho * float(np.sum((w[nodes] ** 2 / gamma[nodes] + gamma[nodes]) / 2))
-        path_sq = self._path_sq(beta)
-        path_cost = {}
-        for l in leaves:
-            g = path_sq[l]
-            path_cost[l] = float(self.units.cost @ (np.sqrt(g) if bounds is None else (g / eta[l] + eta[l]) / 2))
-            V[:, l] += self.lam * self.s * path_cost[l] / self.n
+            total = self.rho * float(np.sum((w[nodes] ** 2 / gamma[nodes] + gamma[nodes]) / 2))
+        p_bar = (self.s[:, None] * P).mean(axis=0)
+        entries = self._entries(beta, p_bar)
+        for e, (t, weight, _, g) in enumerate(entries):
+            cost = float(self.units.cost @ (np.sqrt(g) if bounds is None else (g / eta[e] + eta[e]) / 2))
+            if t >= 0:
+                V[:, t] += self.lam * self.s * cost / self.n
+            else:
+                total += self.lam * cost
         total += float(np.sum(P * V))
         if not gradient:
             return total, None, None
         gamma, eta = bounds
         g_beta = np.zeros_like(beta)
         g_theta = np.zeros_like(theta)
-        g_beta[nodes] = 2 / self.n * ((self.s[:, None] * P[:, nodes] * R).T @ self.Z)
+        for j in shape.loss_slots:
+            k = shape.param_of[j]
+            g_beta[k] += 2 / self.n * ((self.s * P[:, j] * R[:, k]) @ self.Z)
         g_beta[nodes, 1:] += self.rho * w[nodes] / gamma[nodes]
-        p_bar = (self.s[:, None] * P).mean(axis=0)
-        for l in leaves:
-            per_column = self.units.M.T @ (self.units.cost / eta[l])  # d cost / d (w_ja^2 / 2) on path l
-            for j in node_path(l):
-                g_beta[j, 1:] += self.lam * p_bar[l] * per_column * w[j]
+        for e, (t, weight, rows, _) in enumerate(entries):
+            per_column = self.units.M.T @ (self.units.cost / eta[e])  # d cost / d (w_ka^2 / 2), scale 1
+            for k, scale in rows:
+                g_beta[k, 1:] += self.lam * weight * scale ** 2 * per_column * w[k]
+                if t < 0:  # Cronus: the scale is node k's reach, a function of the routing
+                    d_scale = self.lam * scale * float(self.units.cost @ (self.units.norms2(w[k] ** 2) / eta[e]))
+                    V[:, k] += d_scale * self.s / self.n
         U = P * V  # subtree sums, bottom-up
-        for k in reversed(nodes):
-            if not self.is_leaf(k):
-                up, low = U[:, 2 * k + 2].copy(), U[:, 2 * k + 1].copy()
-                U[:, k] += up + low
-                ds = (1 - S[:, k]) * up - S[:, k] * low
-                g_beta[k] += ds @ self.Z
-                g_theta[k] = -ds.sum()
+        for j in reversed(shape.slots):
+            if shape.has_kids(j):
+                down, up = shape.kids[j]
+                ds = (1 - S[:, j]) * U[:, up] - S[:, j] * U[:, down]
+                U[:, j] += U[:, up] + U[:, down]
+                g_beta[j] += ds @ self.Z
+                g_theta[j] = -ds.sum()
         return total, g_beta, g_theta
 
     def tight_bounds(self) -> tuple[np.ndarray, np.ndarray]:
-        """The bounds at which the variational bound equals eq. 12 at the current weights (floored at CLAMP)."""
+        """The bounds at which the variational bound equals the objective at the current weights (floored at
+        CLAMP)."""
         gamma = np.maximum(np.abs(self.beta[:, 1:]), CLAMP)
-        eta = np.zeros((self.num_nodes, len(self.units.cost)))
-        for l, g in self._path_sq(self.beta).items():
-            eta[l] = np.maximum(np.sqrt(g), CLAMP)
+        p_bar = (self.s[:, None] * self.reach(self.beta, self.theta)[0]).mean(axis=0)
+        eta = np.array([np.maximum(np.sqrt(g), CLAMP) for *_, g in self._entries(self.beta, p_bar)])
         return gamma, eta
 
     def _clamp(self, k: int) -> None:
@@ -219,13 +295,16 @@ class Problem:
     # ----------------------------------------------------------------------------------- steps
 
     def fit_as_leaf(self, k: int, rounds: int, *, start: float | None = None) -> None:
-        """Eq. 16 for node k as the leaf of the path to it (its descendants cut off), alternated with its bounds:
-        ``beta = (Z' Omega Z + n/2 diag(rho / gamma + lam p_k Q))^-1 Z' Omega y``, Omega = diag(s_i p_ik), Q the
-        column's share of the path's bounded unit costs. ``start``: the bounds' first value (None: from the
-        current weights)."""
-        path = node_path(k)
-        omega = self.s * self.reach(self.beta, self.theta)[0][:, k]
+        """Eq. 16 for node k as the last node of the path to it (what follows it cut off), alternated with its
+        bounds: ``beta = (Z' Omega Z + n/2 diag(rho / gamma + lam p_k Q))^-1 Z' Omega y``, Omega = diag(s_i p_ik),
+        Q the column's share of the path's bounded unit costs (Cronus: each node's weights scaled by its reach,
+        ``p_k Q`` becoming ``p_k^2 Q``). ``start``: the bounds' first value (None: from the current weights)."""
+        path = self.shape.path(k)
+        P = self.reach(self.beta, self.theta)[0]
+        omega = self.s * P[:, k]
         p_k = omega.mean()
+        scale = (self.s[:, None] * P[:, path]).mean(axis=0) if self.cronus else np.ones(len(path))
+        weight = p_k ** 2 if self.cronus else p_k
 
         def ridge(r: int) -> np.ndarray:
             if r == 0 and start is not None:
@@ -234,8 +313,8 @@ class Problem:
             else:
                 w = self.beta[:, 1:]
                 gamma = np.maximum(np.abs(w[k]), CLAMP)
-                eta = np.maximum(np.sqrt(self.units.norms2((w[path] ** 2).sum(axis=0))), CLAMP)
-            return self.rho / gamma + self.lam * p_k * (self.units.M.T @ (self.units.cost / eta))
+                eta = np.maximum(np.sqrt(self.units.norms2(((scale[:, None] * w[path]) ** 2).sum(axis=0))), CLAMP)
+            return self.rho / gamma + self.lam * weight * (self.units.M.T @ (self.units.cost / eta))
 
         self._weighted_ridge(k, omega, rounds, ridge)
         self._clamp(k)
@@ -255,7 +334,7 @@ class Problem:
     def initialise(self) -> None:
         """Top-down: each node fitted as a leaf given its ancestors (bounds starting at 1), an internal node's
         threshold in the widest gap of its scores between their 20% and 80% weighted quantiles."""
-        for k in self.nodes:
+        for k in self.shape.classifiers:
             self.fit_as_leaf(k, 10, start=1.0)
             if not self.is_leaf(k):
                 weight = self.s * self.reach(self.beta, self.theta)[0][:, k]
@@ -299,8 +378,8 @@ class Problem:
         """Section 3.5: each leaf's squared loss (and l1 penalty) re-minimised on the columns it already uses,
         without the cost term, over the rows hard routing sends it (ours: the paper weighs rows by p_ik, and the
         few rows of other regions that a sigmoid still leaks can pull a leaf's weights far off)."""
-        leaf_of = self.hard_leaf(self.Z)
-        for k in self.leaves:
+        leaf_of = self.hard_terminal(self.Z)
+        for k in self.shape.leaves:
             omega = self.s * (leaf_of == k)
             if omega.any():
                 self._weighted_ridge(k, omega, 10 if self.rho > 0 else 1,
@@ -309,23 +388,12 @@ class Problem:
     def exact_objective(self) -> float:
         """Eq. 3 on the training rows under hard routing: the weighted squared error plus lam times the mean
         exact cost of the units each row's path reads."""
-        beta = self.beta
-        leaf = self.hard_leaf(self.Z)
-        pred = np.einsum("ij,ij->i", self.Z, beta[leaf])
-        total = float(np.mean(self.s * (pred - self.y) ** 2))
-        for l in np.unique(leaf):
-            used = (beta[node_path(int(l)), 1:] != 0).any(axis=0)
-            total += self.lam * float(self.s[leaf == l].sum()) / self.n * self.units.path_cost(used)
+        slot = self.hard_terminal(self.Z)
+        total = float(np.mean(self.s * (self.predictions(self.Z, slot) - self.y) ** 2))
+        for t in np.unique(slot):
+            used = (self.beta[self.shape.path(int(t)), 1:] != 0).any(axis=0)
+            total += self.lam * float(self.s[slot == t].sum()) / self.n * self.units.path_cost(used)
         return total
-
-    def _subtree(self, k: int) -> list[int]:
-        out, todo = [], [k]
-        while todo:
-            j = todo.pop()
-            if j < self.num_nodes and self.alive[j]:
-                out.append(j)
-                todo += [2 * j + 1, 2 * j + 2]
-        return sorted(out)
 
     def _ls(self, rows: np.ndarray, columns: np.ndarray) -> tuple[np.ndarray, float]:
         """(weights, weighted squared error / n) of least squares on ``rows`` over the intercept and ``columns``."""
@@ -344,7 +412,7 @@ class Problem:
         self.frozen[k, 0] = False
         if rows.size == 0:
             return
-        used = (self.beta[node_path(k)[:-1], 1:] != 0).any(axis=0)
+        used = (self.beta[self.shape.path(k)[:-1], 1:] != 0).any(axis=0)
         paid = (self.units.member & used).any(axis=1)
         share = float(self.s[rows].sum()) / self.n
 
@@ -381,7 +449,7 @@ class Problem:
         self.frozen[k, support] = False
 
     def select_leaves(self, leaves: list[int]) -> None:
-        leaf_of = self.hard_leaf(self.Z)
+        leaf_of = self.hard_terminal(self.Z)
         for k in leaves:
             self.select_leaf(k, np.flatnonzero(leaf_of == k))
 
@@ -392,7 +460,7 @@ class Problem:
         what lowers the objective."""
         best = self.exact_objective()
         saved = self.beta.copy(), self.frozen.copy()
-        self.select_leaves(self.leaves)
+        self.select_leaves(self.shape.leaves)
         value = self.exact_objective()
         if value < best:
             best = value
@@ -400,8 +468,8 @@ class Problem:
             self.beta, self.frozen = saved
         for _ in range(passes):
             improved = False
-            for k in [k for k in self.nodes if not self.is_leaf(k)]:
-                subtree = self._subtree(k)
+            for k in [k for k in self.shape.classifiers if not self.is_leaf(k)]:
+                subtree = [j for j in self.shape.subtree(k) if j in self.shape.classifiers]
                 below = [j for j in subtree if self.is_leaf(j)]
                 for nodes in ([k], [j for j in subtree if not self.is_leaf(j)]):
                     for a in np.flatnonzero(self.beta[k, 1:] != 0) + 1:
@@ -422,25 +490,27 @@ class Problem:
                 return
 
     def prune(self, Z_valid: np.ndarray, y_valid: np.ndarray, s_valid: np.ndarray) -> None:
-        """Section 3.6.1, bottom-up: a node whose children are both leaves becomes a leaf (its initial weights,
-        fitted as a leaf) when that does not raise the validation squared error under hard routing."""
+        """Section 3.6.1, bottom-up: a node whose children are both terminal becomes a leaf (its initial weights,
+        fitted as the last node of its path) when that does not raise the validation squared error under hard
+        routing (a cascade loses its last stage)."""
 
         def error() -> float:
-            leaf = self.hard_leaf(Z_valid)
-            return float(np.sum(s_valid * (np.einsum("ij,ij->i", Z_valid, self.beta[leaf]) - y_valid) ** 2))
+            slot = self.hard_terminal(Z_valid)
+            return float(np.sum(s_valid * (self.predictions(Z_valid, slot) - y_valid) ** 2))
 
         changed = True
         while changed:
             changed = False
-            for k in reversed(self.nodes):
-                if self.is_leaf(k) or not (self.is_leaf(2 * k + 1) and self.is_leaf(2 * k + 2)):
+            for k in reversed(self.shape.classifiers):
+                if self.is_leaf(k) or any(self.shape.has_kids(j) for j in self.shape.kids[k]):
                     continue
-                before = error()
-                self.alive[[2 * k + 1, 2 * k + 2]] = False
+                before, saved = error(), self.shape.copy()
+                self.shape.make_leaf(k)
                 if error() <= before:
                     changed = True
                 else:
-                    self.alive[[2 * k + 1, 2 * k + 2]] = True
+                    self.shape = saved
+
 
 
 class _Phi:
@@ -476,12 +546,13 @@ class _Phi:
         return np.hstack([np.ones((phi.shape[0], 1)), phi])
 
 
-class _CSTCBase(BaseEstimator):
-    """The shared estimator: parameters, fit, routing, cost, files."""
+class _Base(BaseEstimator):
+    """What the estimators share: parameters, fit, routing, cost, files. A subclass gives ``_structure()``,
+    ``_target`` (the labels as regression targets) and ``_phi_objective``."""
 
-    def __init__(self, *, depth: int = 3, lam: float = 0.01, rho: float = 0.0, costs=None, phi=None,
-                 n_iter: int = 10, tol: float = 1e-6, polish: bool = True, random_state: int | None = None) -> None:
-        self.depth = depth
+    _cronus = False
+
+    def _set(self, lam, rho, costs, phi, n_iter, tol, polish, random_state) -> None:
         self.lam = lam
         self.rho = rho
         self.costs = costs
@@ -494,7 +565,6 @@ class _CSTCBase(BaseEstimator):
     # ------------------------------------------------------------------------------------- fitting
 
     def _check_params(self) -> None:
-        check_number(self.depth, "depth", 1, 16, integer=True)
         check_number(self.lam, "lam", 0.0, math.inf)
         check_number(self.rho, "rho", 0.0, math.inf)
         check_number(self.n_iter, "n_iter", 0, math.inf, integer=True)
@@ -531,15 +601,22 @@ class _CSTCBase(BaseEstimator):
         self.phi_booster_ = booster
         return _Phi(self.costs_, X.shape[1], to_forest(booster))
 
-    def _fit(self, X, target: np.ndarray, sample_weight, eval_set) -> _CSTCBase:
+    def _class_weights(self, target: np.ndarray) -> tuple[float, float]:
+        """Row weights of targets <= 0 and > 0 (the estimator's class weights; 1 and 1 here)."""
+        return 1.0, 1.0
+
+    def _fit(self, X, target: np.ndarray, sample_weight, eval_set) -> _Base:
         self._check_params()
+        structure = self._structure()
         names = [str(n) for n in getattr(self, "feature_names_in_", [])] or None
         d = X.shape[1]
         self.costs_ = resolve_costs(FeatureCosts(lazy=np.ones(d)) if self.costs is None else self.costs, d, names)
-        weight = _weights(sample_weight, len(target), "sample_weight")
+        negative, positive = self._class_weights(target)
+        weight = _weights(sample_weight, len(target), "sample_weight") * np.where(target > 0, positive, negative)
         self.phi_booster_ = None
         phi = self._make_phi(X, target, weight)
-        problem = Problem(phi.design(X), target, weight / weight.mean(), phi.units, self.depth, self.lam, self.rho)
+        problem = Problem(phi.design(X), target, weight / weight.mean(), phi.units, structure, self.lam, self.rho,
+                          cronus=self._cronus)
         problem.initialise()
         if eval_set is not None:
             if not (isinstance(eval_set, (tuple, list)) and len(eval_set) in (2, 3)):
@@ -549,12 +626,12 @@ class _CSTCBase(BaseEstimator):
             y_valid = self._target(np.asarray(eval_set[1]), "eval_set's labels")
             if len(y_valid) != X_valid.shape[0]:
                 raise CEGBError(f"eval_set: {X_valid.shape[0]} rows but {len(y_valid)} labels")
-            problem.prune(phi.design(X_valid), y_valid,
-                          _weights(eval_set[2] if len(eval_set) == 3 else None, len(y_valid), "eval_set's weights"))
+            valid_weight = _weights(eval_set[2] if len(eval_set) == 3 else None, len(y_valid), "eval_set's weights")
+            problem.prune(phi.design(X_valid), y_valid, valid_weight * np.where(y_valid > 0, positive, negative))
         previous = problem.objective()
         self.n_iter_ = 0
         for _ in range(self.n_iter):
-            for k in problem.nodes:
+            for k in problem.shape.classifiers:
                 problem.update(k)
             self.n_iter_ += 1
             value = problem.objective()
@@ -565,56 +642,54 @@ class _CSTCBase(BaseEstimator):
         problem.fine_tune()
         if self.polish:
             problem.polish()
-        self.coef_, self.threshold_, self.alive_ = problem.beta.copy(), problem.theta.copy(), problem.alive.copy()
+        self.coef_, self.threshold_, self.structure_ = problem.beta.copy(), problem.theta.copy(), problem.shape
         self._phi_ = phi
         return self
 
     # ---------------------------------------------------------------------------------- prediction
 
-    def _phi(self) -> _Phi:
+    def _fitted(self) -> tuple[_Phi, Problem]:
+        """phi and a Problem holding the fitted model (for routing)."""
         check_is_fitted(self, "coef_")
-        return self._phi_
-
-    def _tree(self) -> Problem:
-        """A Problem holding the fitted tree (for routing)."""
-        tree = Problem(np.zeros((0, self.coef_.shape[1])), np.zeros(0), np.zeros(0), self._phi().units,
-                       int(round(math.log2(len(self.alive_) + 1))), 0.0, 0.0)
-        tree.beta, tree.theta, tree.alive = self.coef_, self.threshold_, self.alive_
-        return tree
+        model = Problem(np.zeros((0, self.coef_.shape[1])), np.zeros(0), np.zeros(0), self._phi_.units,
+                        self.structure_, 0.0, 0.0)
+        model.beta, model.theta = self.coef_, self.threshold_
+        return self._phi_, model
 
     def apply(self, X) -> np.ndarray:
-        """The leaf (node index, heap order) each row reaches by hard routing."""
-        phi = self._phi()
-        return self._tree().hard_leaf(phi.design(self._validated(X)))
+        """The terminal slot each row reaches by hard routing (a leaf, or a cascade's exit)."""
+        phi, model = self._fitted()
+        return model.hard_terminal(phi.design(self._validated(X)))
 
     def _raw(self, X) -> np.ndarray:
-        phi = self._phi()
+        phi, model = self._fitted()
         Z = phi.design(self._validated(X))
-        return np.einsum("ij,ij->i", Z, self.coef_[self._tree().hard_leaf(Z)])
+        return model.predictions(Z, model.hard_terminal(Z))
 
     @property
-    def leaves_(self) -> list[int]:
-        tree = self._tree()
-        return tree.leaves
+    def terminals_(self) -> list[int]:
+        """The terminal slots (``apply``'s values)."""
+        check_is_fitted(self, "coef_")
+        return list(self.structure_.terminals)
 
-    def path_columns(self, leaf: int) -> np.ndarray:
-        """The phi columns (raw features, or trees of ``phi_booster_``) read by the nodes on the path to
-        ``leaf``."""
-        if leaf not in self.leaves_:
-            raise CEGBError(f"leaf should be one of the tree's leaves {self.leaves_}, got {leaf!r}")
-        return np.flatnonzero((self.coef_[node_path(int(leaf)), 1:] != 0).any(axis=0))
+    def path_columns(self, terminal: int) -> np.ndarray:
+        """The phi columns (raw features, or trees of ``phi_booster_``) read by the nodes on the way to the
+        terminal slot ``terminal``."""
+        if terminal not in self.terminals_:
+            raise CEGBError(f"terminal should be one of {self.terminals_}, got {terminal!r}")
+        return np.flatnonzero((self.coef_[self.structure_.path(int(terminal)), 1:] != 0).any(axis=0))
 
     def prediction_cost(self, X, *, n_jobs: int | None = None) -> CostReport:
         """Exact cost per row: each feature (and group) read on the row's path once; with the boosting trick,
         the features each used tree tests on the row's way through it and the trees' evaluation, as
         LightGBM evaluates them (the package's per-row cost state)."""
         X = self._validated(X)
-        phi = self._phi()
-        leaf = self._tree().hard_leaf(phi.design(X))
+        phi, model = self._fitted()
+        slot = model.hard_terminal(phi.design(X))
         state = CostState(X.shape[0], self.costs_, self.n_features_in_)
-        for l in np.unique(leaf):
-            rows = np.flatnonzero(leaf == l)
-            for column in self.path_columns(int(l)):
+        for t in np.unique(slot):
+            rows = np.flatnonzero(slot == t)
+            for column in self.path_columns(int(t)):
                 if phi.forest is None:
                     state.pay(int(column), rows)
                 else:
@@ -624,22 +699,26 @@ class _CSTCBase(BaseEstimator):
     # ------------------------------------------------------------------------------------- files
 
     def save(self, path: str | os.PathLike) -> None:
-        """``path`` (a directory): manifest.json (format ``lightgbm_cegb.<class>`` version 1: parameters,
-        weights ``coef`` per node with the intercept first, ``threshold``, ``alive``, the cost model) and, with
-        the boosting trick, phi.txt (the LightGBM model whose trees are phi)."""
+        """``path`` (a directory): manifest.json (format ``lightgbm_cegb.<class>`` version 1: the parameters, the
+        structure as ``kids`` / ``param_of`` / ``own_loss`` per slot, weights ``coef`` per slot with the
+        intercept first, ``threshold``, the cost model) and, with the boosting trick, phi.txt (the LightGBM
+        model whose trees are phi)."""
         check_is_fitted(self, "coef_")
         folder = Path(path)
         folder.mkdir(parents=True, exist_ok=True)
         if self.phi_booster_ is not None:
             text = self.phi_booster_.model_to_string()
             write_atomically(folder / "phi.txt", lambda tmp: Path(tmp).write_text(text))
-        manifest = {"format": f"lightgbm_cegb.{type(self).__name__}", "version": 1,
-                    "params": {k: self.get_params()[k] for k in ("depth", "lam", "rho", "n_iter", "tol", "polish",
-                                                                 "random_state")},
+        params = {k: v for k, v in self.get_params().items() if k not in ("costs", "phi")}
+        if isinstance(params.get("class_weight"), dict):
+            params["class_weight"] = [[_plain(k), v] for k, v in params["class_weight"].items()]
+        shape = self.structure_
+        manifest = {"format": f"lightgbm_cegb.{type(self).__name__}", "version": 1, "params": params,
                     "n_features_in": int(self.n_features_in_), "phi": self.phi_booster_ is not None,
-                    "coef": self.coef_.tolist(), "threshold": self.threshold_.tolist(),
-                    "alive": self.alive_.tolist(), "costs": self.costs_.to_dict(self.n_features_in_),
-                    **self._manifest_fields()}
+                    "kids": shape.kids.tolist(), "param_of": shape.param_of.tolist(),
+                    "own_loss": shape.own_loss.tolist(), "coef": self.coef_.tolist(),
+                    "threshold": self.threshold_.tolist(), "costs": self.costs_.to_dict(self.n_features_in_),
+                    "classes": None if not hasattr(self, "classes_") else [_plain(c) for c in self.classes_]}
         write_atomically(folder / "manifest.json", lambda tmp: Path(tmp).write_text(json.dumps(manifest)))
 
     @classmethod
@@ -654,22 +733,25 @@ class _CSTCBase(BaseEstimator):
                             f"version {manifest.get('version')!r})")
         booster = lgb.Booster(model_file=str(folder / "phi.txt")) if manifest["phi"] else None
         costs = FeatureCosts.from_dict(manifest["costs"])
-        model = cls(**manifest["params"], costs=costs, phi=booster)
+        params = dict(manifest["params"])
+        if isinstance(params.get("class_weight"), list):
+            params["class_weight"] = {k: v for k, v in params["class_weight"]}
+        model = cls(**params, costs=costs, phi=booster)
         model.n_features_in_ = manifest["n_features_in"]
         model.costs_ = costs
         model.phi_booster_ = booster
         model._phi_ = _Phi(costs, model.n_features_in_, None if booster is None else to_forest(booster))
+        model.structure_ = Structure(manifest["kids"], manifest["param_of"], manifest["own_loss"])
         model.coef_ = np.asarray(manifest["coef"], dtype=np.float64)
         model.threshold_ = np.asarray(manifest["threshold"], dtype=np.float64)
-        model.alive_ = np.asarray(manifest["alive"], dtype=bool)
-        model._load_fields(manifest)
+        if manifest["classes"] is not None:
+            model.classes_ = np.asarray(manifest["classes"])
         return model
 
-    def _manifest_fields(self) -> dict:
-        return {}
 
-    def _load_fields(self, manifest: dict) -> None:
-        pass
+def _plain(value):
+    """A numpy scalar as the Python value JSON writes."""
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def _weights(weight, n: int, name: str) -> np.ndarray:
@@ -679,14 +761,7 @@ def _weights(weight, n: int, name: str) -> np.ndarray:
     return weight
 
 
-class CSTC(RegressorMixin, _CSTCBase):
-    """CSTC for regression (squared loss), also ranking by regression on relevance labels.
-
-    Parameters
-    ----------
-    depth : int, default 3
-        Levels of the balanced tree (2 ** depth - 1 nodes, 2 ** (depth - 1) leaves), before pruning.
-    lam : float, default 0.01
+_SHARED = """    lam : float, default 0.01
         Weight of the expected feature cost against the mean squared error (the labels' scale matters).
     rho : float, default 0
         Weight of every node's l1 penalty.
@@ -697,21 +772,45 @@ class CSTC(RegressorMixin, _CSTCBase):
         clamped to zero). A LightGBM model: the nodes read its trees' outputs (the boosting trick; a used tree's
         features and evaluation are paid). An int: a LightGBM model of that many trees is trained first.
     n_iter : int, default 10
-        Sweeps of block coordinate descent at most; ``tol``: stop when a sweep lowers eq. 12 by less (relative).
+        Sweeps of block coordinate descent at most; ``tol``: stop when a sweep lowers the objective by less
+        (relative).
     polish : bool, default True
         The local search on the unrelaxed objective after fine-tuning (module docstring).
     random_state : int, optional
         Seed of the LightGBM model trained for ``phi=int`` (the rest is deterministic).
 
     ``fit(X, y, sample_weight=None, eval_set=None)``: with ``eval_set = (X_valid, y_valid[, weights])`` the
-    initialised tree is pruned bottom-up on it.
+    initialised model is pruned bottom-up on it."""
+
+
+class _Tree(_Base):
+    """The tree's parameter (``depth``)."""
+
+    def __init__(self, *, depth: int = 3, lam: float = 0.01, rho: float = 0.0, costs=None, phi=None,
+                 n_iter: int = 10, tol: float = 1e-6, polish: bool = True, random_state: int | None = None) -> None:
+        self.depth = depth
+        self._set(lam, rho, costs, phi, n_iter, tol, polish, random_state)
+
+    def _structure(self) -> Structure:
+        check_number(self.depth, "depth", 1, 16, integer=True)
+        return Structure.tree(self.depth)
+
+
+class CSTC(RegressorMixin, _Tree):
+    __doc__ = f"""CSTC for regression (squared loss), also ranking by regression on relevance labels.
+
+    Parameters
+    ----------
+    depth : int, default 3
+        Levels of the balanced tree (2 ** depth - 1 nodes, 2 ** (depth - 1) leaves), before pruning.
+{_SHARED}
     """
 
     _phi_objective = "regression"
 
     def fit(self, X, y, *, sample_weight=None, eval_set=None) -> CSTC:
         X, y = validate_data(self, X, y, y_numeric=True, reset=True, ensure_min_samples=2, **self._reading())
-        return self._fit(X, y, sample_weight, eval_set)
+        return self._fit(X, self._target(y, "y"), sample_weight, eval_set)
 
     def _target(self, y: np.ndarray, name: str) -> np.ndarray:
         y = np.asarray(y, dtype=np.float64).ravel()
@@ -723,10 +822,9 @@ class CSTC(RegressorMixin, _CSTCBase):
         return self._raw(X)
 
 
-class CSTCClassifier(ClassifierMixin, _CSTCBase):
-    """CSTC for binary classification: the squared loss on labels coded -1 / +1 (as the paper's regression
-    nodes); ``decision_function`` is the leaf's prediction, positive for ``classes_[1]``. Parameters as
-    :class:`CSTC` (``phi=int`` trains a binary LightGBM model)."""
+class _Binary:
+    """Binary classification by the squared loss on labels coded -1 / +1 (the paper's nodes are regressors):
+    ``decision_function`` is the terminal's prediction, positive for ``classes_[1]``."""
 
     _phi_objective = "binary"
 
@@ -735,15 +833,15 @@ class CSTCClassifier(ClassifierMixin, _CSTCBase):
         tags.classifier_tags.multi_class = False
         return tags
 
-    def fit(self, X, y, *, sample_weight=None, eval_set=None) -> CSTCClassifier:
+    def fit(self, X, y, *, sample_weight=None, eval_set=None):
         X, y = validate_data(self, X, y, reset=True, ensure_min_samples=2, **self._reading())
         kind = type_of_target(y, input_name="y", raise_unknown=True)
         if kind != "binary":
             raise CEGBError(f"Only binary classification is supported. The type of the target is {kind} "
-                            f"({len(np.unique(y))} classes); CSCC takes two classes, CSTC regresses")
+                            f"({len(np.unique(y))} classes)")
         self.classes_ = np.unique(y)
         if len(self.classes_) != 2:
-            raise CEGBError(f"y: CSTCClassifier needs 2 classes, got 1 class ({self.classes_[0]!r})")
+            raise CEGBError(f"y: {type(self).__name__} needs 2 classes, got 1 class ({self.classes_[0]!r})")
         return self._fit(X, self._target(y, "y"), sample_weight, eval_set)
 
     def _target(self, y: np.ndarray, name: str) -> np.ndarray:
@@ -761,8 +859,74 @@ class CSTCClassifier(ClassifierMixin, _CSTCBase):
         positive = self._raw(X) > 0
         return self.classes_[positive.astype(np.int64)]
 
-    def _manifest_fields(self) -> dict:
-        return {"classes": self.classes_.tolist()}
 
-    def _load_fields(self, manifest: dict) -> None:
-        self.classes_ = np.asarray(manifest["classes"])
+class CSTCClassifier(_Binary, ClassifierMixin, _Tree):
+    __doc__ = f"""CSTC for binary classification (squared loss on -1 / +1; ``phi=int`` trains a binary
+    LightGBM model).
+
+    Parameters
+    ----------
+    depth : int, default 3
+        Levels of the balanced tree, before pruning.
+{_SHARED}
+    """
+
+
+class CSCC(_Binary, ClassifierMixin, _Base):
+    __doc__ = f"""CSCC, the cost-sensitive cascade of classifiers (Xu et al. 2014, section 4, eq. 19): a chain of
+    linear nodes, node k exiting the rows with ``phi.beta_k <= theta_k`` (their prediction is node k's) and
+    passing the others on; the last node predicts for every row that reaches it. Each node's squared loss is
+    weighted by the probability of exiting there, the cost term sums over the exits, each weighted by its
+    probability, of the mixed norm of the weights of the nodes before it; ``class_weight`` re-weights the
+    classes for skewed data. Binary classification (squared loss on -1 / +1).
+
+    Parameters
+    ----------
+    n_stages : int, default 5
+        Classifier nodes in the chain, before pruning (pruning on ``eval_set`` drops the last stages that do not
+        help).
+    class_weight : None, "balanced" or {{label: weight}}
+        Row weights per class (multiplying ``sample_weight``).
+{_SHARED}
+    """
+
+    def __init__(self, *, n_stages: int = 5, class_weight=None, lam: float = 0.01, rho: float = 0.0, costs=None,
+                 phi=None, n_iter: int = 10, tol: float = 1e-6, polish: bool = True,
+                 random_state: int | None = None) -> None:
+        self.n_stages = n_stages
+        self.class_weight = class_weight
+        self._set(lam, rho, costs, phi, n_iter, tol, polish, random_state)
+
+    def _structure(self) -> Structure:
+        check_number(self.n_stages, "n_stages", 1, 64, integer=True)
+        return Structure.cascade(self.n_stages)
+
+    def _class_weights(self, target: np.ndarray) -> tuple[float, float]:
+        """(weight of classes_[0], of classes_[1]) from ``class_weight`` ("balanced": n / (2 n_class) on the
+        training rows)."""
+        if self.class_weight is None:
+            return 1.0, 1.0
+        if isinstance(self.class_weight, str) and self.class_weight == "balanced":
+            share = float(np.mean(target > 0))
+            return 0.5 / (1 - share), 0.5 / share
+        if isinstance(self.class_weight, dict) and set(self.class_weight) == set(self.classes_.tolist()):
+            weights = [self.class_weight[c] for c in self.classes_.tolist()]
+            if all(isinstance(w, (int, float)) and not isinstance(w, bool) and w > 0 and math.isfinite(w)
+                   for w in weights):
+                return float(weights[0]), float(weights[1])
+        raise CEGBError(f"class_weight should be None, 'balanced' or {{label: weight > 0}} for the classes "
+                        f"{self.classes_.tolist()}, got {self.class_weight!r}")
+
+
+class Cronus(CSCC):
+    __doc__ = f"""Cronus (Chen et al., AISTATS 2012), the cascade CSCC supersedes: CSCC's loss, but the cost term
+    is one mixed norm over every node's weights, each node's scaled by the probability of reaching it
+    (Xu et al. 2014, section 4.1).
+
+    Parameters
+    ----------
+    n_stages, class_weight : as :class:`CSCC`
+{_SHARED}
+    """
+
+    _cronus = True
