@@ -57,3 +57,12 @@ def average_precision_at_5(y, score, group) -> float:
         relevant = _ranked(y, score, start, stop)[:5] > 0
         values.append(1.0 if relevant.all() else float(np.argmin(relevant)) / 5)
     return float(np.mean(values)) if values else 0.0
+
+
+def precision_at_k(y, score, group, k: int = 5) -> float:
+    """Mean precision@k over the non-empty queries: the share of relevant documents (y > 0) among the top k (a
+    query of fewer than k documents: among those it has)."""
+    y, score, starts = _queries(y, score, group)
+    values = [float(np.mean(_ranked(y, score, start, stop)[:k] > 0)) for start, stop in zip(starts, starts[1:])
+              if stop > start]
+    return float(np.mean(values)) if values else 0.0

@@ -35,10 +35,11 @@ registered methods, each on a documented scale:
   ``lam_scale``) in front of f0, the plain LightGBM model (classification).
 - ``adapt_lin``: ``p_full`` and ``relative_lam`` of ``AdaptLIN`` (lam = r x ``AdaptLIN.lam_scale``, the
   smallest lam at which f1 reads no feature) in front of the same f0 (classification; finite X).
-- ``cstc``: ``relative_lam`` r of ``CSTC`` (lam = r x the variance of the targets it fits: the labels, or -1 / +1
-  for binary; ranking regresses the relevance labels) on the outputs of the plain LightGBM model's trees (the
-  boosting trick), pruned on the validation rows; binary scores are ``(f + 1) / 2`` clipped to [0, 1] (a
-  squared-loss classifier: accuracy and AUC, not log-loss).
+- ``cstc``, ``cscc``, ``cronus``: ``relative_lam`` r of ``CSTC`` / ``CSCC`` / ``Cronus`` (lam = r x the variance of
+  the targets they fit: the labels, or -1 / +1 for binary tasks and for the cascades, whose ranking targets are
+  relevant (y > 0) or not; CSTC's ranking regresses the relevance labels) on the outputs of the plain LightGBM
+  model's trees (the boosting trick), pruned on the validation rows; binary scores are ``(f + 1) / 2`` clipped
+  to [0, 1] (squared-loss classifiers: accuracy and AUC, not log-loss).
 - ``budgetrf``: ``alpha`` of ``BudgetRFClassifier`` (classification; ranking on label >= 1), one point
   per prefix of ``n_estimators`` trees in ``trees`` (default 1, 2, 3, 5, 10, 20, 30, ...).
 """
@@ -58,7 +59,7 @@ import pandas as pd
 from .accounting import prediction_cost
 from .costs import FeatureCosts
 from .errors import CEGBError
-from .metrics import average_precision_at_5, ndcg_at_k
+from .metrics import average_precision_at_5, ndcg_at_k, precision_at_k
 from .models import has_split
 
 TASKS = ("binary", "multiclass", "regression", "ranking")
@@ -121,16 +122,19 @@ DEFAULT_METRIC = {"binary": "accuracy", "multiclass": "accuracy", "regression": 
 
 
 def get_metric(metric: str | Metric | None, task: str) -> Metric:
-    """``metric`` by name (``accuracy``, ``auc``, ``logloss``, ``rmse``, ``ap@5``, ``ndcg@K``), a Metric, or
-    the task's default (accuracy; rmse for regression; ndcg@5 for ranking)."""
+    """``metric`` by name (``accuracy``, ``auc``, ``logloss``, ``rmse``, ``ap@5``, ``ndcg@K``, ``p@K``), a
+    Metric, or the task's default (accuracy; rmse for regression; ndcg@5 for ranking)."""
     if isinstance(metric, Metric):
         return metric
     name = DEFAULT_METRIC[task] if metric is None else metric
-    if isinstance(name, str) and name.startswith("ndcg@") and name[5:].isdigit() and int(name[5:]) > 0:
-        k = int(name[5:])
-        return Metric(name, lambda y, p, g: ndcg_at_k(y, p, g, k=k))
+    for prefix, fn in (("ndcg@", ndcg_at_k), ("p@", precision_at_k)):
+        if isinstance(name, str) and name.startswith(prefix) and name[len(prefix):].isdigit() and \
+                int(name[len(prefix):]) > 0:
+            k = int(name[len(prefix):])
+            return Metric(name, lambda y, p, g, fn=fn: fn(y, p, g, k=k))
     if name not in METRICS:
-        raise CEGBError(f"metric should be one of {sorted(METRICS) + ['ndcg@K']} or a Metric, got {metric!r}")
+        raise CEGBError(f"metric should be one of {sorted(METRICS) + ['ndcg@K', 'p@K']} or a Metric, got "
+                        f"{metric!r}")
     return METRICS[name]
 
 
@@ -471,25 +475,43 @@ register("adapt_lin", tasks=("binary", "multiclass"), prepare=_adapt_lin_prepare
 CSTC_RELATIVE_LAMS = (1e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2)
 
 
-def _cstc_prepare(context: Context):
-    """phi (the plain LightGBM model) and the unit of ``relative_lam`` (the variance of CSTC's targets)."""
-    y = np.where(context.train.y > 0, 1.0, -1.0) if context.task == "binary" else context.train.y
-    return _plain(context), float(np.var(y))
+def _cstc_targets(context: Context, rows: Rows, binary: bool) -> np.ndarray:
+    """The labels a CSTC-family estimator fits: -1 / +1 for binary tasks and for the cascades (relevant: y > 0),
+    the labels themselves for CSTC's regression and ranking."""
+    return np.where(rows.y > 0, 1.0, -1.0) if binary or context.task == "binary" else rows.y
 
 
-@register("cstc", tasks=("binary", "regression", "ranking"), prepare=_cstc_prepare,
-          grid=lambda context: [{"relative_lam": r} for r in CSTC_RELATIVE_LAMS])
-def _fit_cstc(context: Context, state, params: dict) -> list[Candidate]:
-    from .cstc import CSTC, CSTCClassifier
-    phi, scale = state
-    params = dict(params)
-    lam, knob = _scaled_knob("cstc", params, "relative_lam", "lam", scale)
-    cls = CSTCClassifier if context.task == "binary" else CSTC
-    model = cls(lam=lam, costs=context.costs, phi=phi, **params).fit(
-        context.train.X, context.train.y, eval_set=(context.valid.X, context.valid.y))
-    predict = (lambda X: np.clip((model.decision_function(X) + 1) / 2, 0, 1)) if context.task == "binary" \
-        else model.predict
-    return [Candidate("cstc", {**knob, **params}, model, predict, model.prediction_cost)]
+def _cstc_method(name: str, binary_estimator: str, regression_estimator: str | None) -> None:
+    """Register ``name``: ``relative_lam`` x the variance of the targets, phi = the plain model's trees, pruned on
+    the validation rows; binary scores ``(f + 1) / 2`` clipped to [0, 1]."""
+    binary_only = regression_estimator is None
+
+    def prepare(context: Context):
+        return _plain(context), float(np.var(_cstc_targets(context, context.train, binary_only)))
+
+    def fit(context: Context, state, params: dict) -> list[Candidate]:
+        from . import cstc
+        phi, scale = state
+        params = dict(params)
+        lam, knob = _scaled_knob(name, params, "relative_lam", "lam", scale)
+        binary = binary_only or context.task == "binary"
+        cls = getattr(cstc, binary_estimator if binary else regression_estimator)
+        y_train, y_valid = (_cstc_targets(context, rows, binary_only) for rows in (context.train, context.valid))
+        model = cls(lam=lam, costs=context.costs, phi=phi, **params).fit(context.train.X, y_train,
+                                                                          eval_set=(context.valid.X, y_valid))
+        if context.task == "binary":
+            predict = lambda X: np.clip((model.decision_function(X) + 1) / 2, 0, 1)  # noqa: E731
+        else:
+            predict = model.decision_function if binary else model.predict
+        return [Candidate(name, {**knob, **params}, model, predict, model.prediction_cost)]
+
+    register(name, tasks=("binary", "ranking") if binary_only else ("binary", "regression", "ranking"),
+             prepare=prepare, grid=lambda context: [{"relative_lam": r} for r in CSTC_RELATIVE_LAMS])(fit)
+
+
+_cstc_method("cstc", "CSTCClassifier", "CSTC")
+_cstc_method("cscc", "CSCC", None)
+_cstc_method("cronus", "Cronus", None)
 
 
 def _dense(X):
@@ -527,7 +549,7 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
             when X is a DataFrame
     task : "binary", "multiclass", "regression" or "ranking"
     grid : {method: [params, ...]} replacing a method's default grid (see the module doc for the knobs)
-    metric : a name (``accuracy``, ``auc``, ``logloss``, ``rmse``, ``ap@5``, ``ndcg@K``) or a Metric
+    metric : a name (``accuracy``, ``auc``, ``logloss``, ``rmse``, ``ap@5``, ``ndcg@K``, ``p@K``) or a Metric
     params : LightGBM parameters for the LightGBM-based methods (e.g. ``num_leaves``, ``learning_rate``)
     n_jobs : grid points trained in parallel by joblib (processes); ``client``: a dask.distributed Client
              to run them on instead
@@ -702,7 +724,7 @@ def cost_scorer(costs=None, *, metric: str | Metric = "accuracy", budget: float 
     if penalty < 0 or not math.isfinite(penalty):
         raise CEGBError(f"penalty should be a finite number >= 0, got {penalty!r}")
 
-    if used.name.startswith(("ndcg@", "ap@")):
+    if used.name.startswith(("ndcg@", "ap@", "p@")):
         raise CEGBError(f"cost_scorer: metric {used.name!r} needs the queries, which a scikit-learn scorer does not "
                         "get; use sweep(..., task='ranking')")
 

@@ -12,7 +12,8 @@ import numpy as np
 import pandas as pd
 
 from lightgbm_cegb._io import write_atomically  # noqa: F401 (the scripts' writer)
-from lightgbm_cegb.datasets import letter
+from lightgbm_cegb.costs import FeatureCosts
+from lightgbm_cegb.datasets import letter, mslr_subset
 from lightgbm_cegb.errors import CEGBError
 from lightgbm_cegb.selection import pareto, train_to_budget
 
@@ -134,3 +135,17 @@ def trained_to_budgets(train, valid, test, costs, budgets: list[float], label: s
                      "test_cost": chosen.test_cost})
     return pd.DataFrame(rows, columns=["method", "quality", "cost", "coupled", "params", "model", "test_quality",
                                        "test_cost"])
+
+
+def mslr_parts() -> tuple[dict, FeatureCosts]:
+    """The bundled MSLR subset as {split: (X, y, query sizes)} (a third of the training queries validate) and
+    its lazy costs."""
+    train, test = mslr_subset("train"), mslr_subset("test")
+    qids = np.unique(train.qid)
+    valid = np.isin(train.qid, qids[: len(qids) // 3])
+
+    def part(mask):
+        sizes = np.diff(np.flatnonzero(np.r_[True, train.qid[mask][1:] != train.qid[mask][:-1], True]))
+        return train.X[mask], train.y[mask], sizes
+    return ({"train": part(~valid), "valid": part(valid), "test": (test.X, test.y, test.group)},
+            FeatureCosts(lazy=train.costs.lazy))

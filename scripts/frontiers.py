@@ -4,9 +4,9 @@
     .venv/bin/python scripts/frontiers.py --data higgs|letter|mnist [--quick] [--out docs/results]
 
 Every registered method of lightgbm_cegb.selection that supports the task (plain LightGBM, CEGB, BudgetPrune,
-Early Exit, BudgetRF, Greedy Miser, ADAPT-GBRT, ADAPT-LIN; a method registered later joins by itself) is swept
-on its default grid on the training rows and measured on the validation rows; its validation Pareto points are
-then measured on the test rows.
+Early Exit, BudgetRF, Greedy Miser, ADAPT-GBRT, ADAPT-LIN, CSTC, CSCC, Cronus; a method registered later joins
+by itself) is swept on its default grid on the training rows and measured on the validation rows; its validation
+Pareto points are then measured on the test rows.
 BudgetPrune runs twice: on the plain boosted model and on a LightGBM random forest (its paper's setting). "CEGB
 trained to the budget" is selection.train_to_budget at each of the table's budgets (one point each).
 Quality: accuracy; cost: the exact mean feature cost per row (Early Exit: only the trees each row went through).
@@ -92,13 +92,14 @@ QUICK = {"cegb": [{"relative_tradeoff": r} for r in (0.0, 0.05)], "budget_prune"
          "early_exit": [{"threshold": 0.9}], "budgetrf": [{"alpha": 2.0, "n_estimators": 5, "trees": (1, 5)}],
          "greedy_miser": [{"relative_lam": r} for r in (0.0, 0.1)],
          "adapt_gbrt": [{"p_full": 0.3, "relative_tradeoff": 0.01, "n_rounds": 2, "trees_per_round": 10}],
-         "adapt_lin": [{"p_full": 0.3, "relative_lam": 0.05}], "cstc": [{"relative_lam": 1e-3}]}
+         "adapt_lin": [{"p_full": 0.3, "relative_lam": 0.05}],
+         **{name: [{"relative_lam": 1e-3}] for name in ("cstc", "cscc", "cronus")}}
 # BudgetPrune's own setting (Nan et al. 2016): a random forest (LightGBM's rf mode: bootstrap-like bagging,
 # a random half of the features per tree, 100 trees) rather than a boosted model
 RF = {"boosting": "rf", "bagging_fraction": 0.632, "bagging_freq": 1, "feature_fraction": 0.5}
 LABELS = {"lightgbm": "LightGBM", "cegb": "CEGB", "budget_prune": "BudgetPrune", "early_exit": "Early Exit",
           "budgetrf": "BudgetRF", "greedy_miser": "Greedy Miser", "adapt_gbrt": "ADAPT-GBRT",
-          "adapt_lin": "ADAPT-LIN", "cstc": "CSTC"}
+          "adapt_lin": "ADAPT-LIN", "cstc": "CSTC", "cscc": "CSCC", "cronus": "Cronus"}
 
 
 def main() -> None:

@@ -38,10 +38,10 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import budget_table, report_frontier, trained_to_budgets, write_atomically  # noqa: E402
+from common import budget_table, mslr_parts, report_frontier, trained_to_budgets, write_atomically  # noqa: E402
 
 from lightgbm_cegb import FeatureCosts  # noqa: E402
-from lightgbm_cegb.datasets import load_svmlight, mslr_subset, yahoo_costs  # noqa: E402
+from lightgbm_cegb.datasets import load_svmlight, yahoo_costs  # noqa: E402
 from lightgbm_cegb.selection import evaluate, pareto, select, sweep  # noqa: E402
 
 BUDGET_FRACTIONS = (0.1, 0.25, 0.5)
@@ -80,15 +80,7 @@ def synthetic(folder: Path, queries: int, seed: int = 0) -> dict[str, Path]:
 def load(args) -> tuple[dict, FeatureCosts]:
     """{split: (X, y, group)} and the lazy costs aligned to X's columns."""
     if args.data == "mslr":
-        train, test = mslr_subset("train"), mslr_subset("test")
-        qids = np.unique(train.qid)
-        valid = np.isin(train.qid, qids[: len(qids) // 3])  # a third of the training queries validate
-
-        def part(mask):
-            sizes = np.diff(np.flatnonzero(np.r_[True, train.qid[mask][1:] != train.qid[mask][:-1], True]))
-            return train.X[mask], train.y[mask], sizes
-        return ({"train": part(~valid), "valid": part(valid), "test": (test.X, test.y, test.group)},
-                FeatureCosts(lazy=train.costs.lazy))
+        return mslr_parts()
     if args.data == "synthetic":
         folder = Path(tempfile.mkdtemp(prefix="yahoo-synthetic-"))
         paths = synthetic(folder, args.queries)

@@ -230,23 +230,31 @@ def test_scikit_learn_conventions(estimator, check):
     check(estimator)
 
 
-@pytest.mark.parametrize("task", ["binary", "regression"])
-def test_selection_sweeps_cstc(task):
-    """Registered in the selection API: each grid point's quality and cost are the fitted model's own."""
+@pytest.mark.parametrize(("method", "task"), [("cstc", "binary"), ("cstc", "regression"), ("cscc", "binary"),
+                                              ("cronus", "ranking"), ("cstc", "ranking")])
+def test_selection_sweeps_the_cstc_family(method, task):
+    """Registered in the selection API: each grid point's cost is the fitted model's own, lam is the relative
+    knob times the variance of the targets (-1 / +1 for binary tasks and the cascades)."""
     rng = np.random.default_rng(7)
     X = rng.normal(size=(900, 5))
     signal = X[:, 0] + (X[:, 1] > 0) * X[:, 2]
-    y = (signal > 0).astype(int) if task == "binary" else signal + 0.1 * rng.normal(size=900)
-    train, valid = (X[:600], y[:600]), (X[600:], y[600:])
+    y = {"binary": (signal > 0).astype(int), "regression": signal + 0.1 * rng.normal(size=900),
+         "ranking": np.digitize(signal, [0.5, 1.5])}[task]
+    group = np.full(30, 30) if task == "ranking" else None
+    train = (X[:600], y[:600]) + ((group[:20],) if task == "ranking" else ())
+    valid = (X[600:], y[600:]) + ((group[20:],) if task == "ranking" else ())
     costs = FeatureCosts(lazy=[1.0, 2.0, 3.0, 4.0, 5.0])
-    frame = sweep("cstc", train, valid, costs, task=task, num_boost_round=30,
-                  grid={"cstc": [{"relative_lam": r} for r in (1e-4, 1e-2)]})
-    assert len(frame) == 2 and set(frame["method"]) == {"cstc"}
+    frame = sweep(method, train, valid, costs, task=task, num_boost_round=30,
+                  metric="p@5" if task == "ranking" else None,
+                  grid={method: [{"relative_lam": r} for r in (1e-4, 1e-2)]})
+    assert len(frame) == 2 and set(frame["method"]) == {method}
+    binary = task == "binary" or method != "cstc"
+    targets = np.where(train[1] > 0, 1.0, -1.0) if binary else train[1]
     for _, row in frame.iterrows():
         model = row["model"].model
         assert row["cost"] == pytest.approx(model.prediction_cost(valid[0]).mean, rel=1e-12)
-        assert row["lam"] == pytest.approx(row["relative_lam"] * np.var(np.where(train[1] > 0, 1.0, -1.0)
-                                                                        if task == "binary" else train[1]))
+        assert row["lam"] == pytest.approx(row["relative_lam"] * np.var(targets))
+        assert 0 <= row["quality"] <= 1 if task != "regression" else row["quality"] > 0
     assert frame["cost"].iloc[0] >= frame["cost"].iloc[1]
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from lightgbm_cegb import CEGBError
-from lightgbm_cegb.metrics import average_precision_at_5, ndcg_at_k
+from lightgbm_cegb.metrics import average_precision_at_5, ndcg_at_k, precision_at_k
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -52,6 +52,21 @@ def test_average_precision_at_5():
     assert average_precision_at_5(y, score, sizes) == pytest.approx(reference_ap5(y, score, sizes), rel=1e-12)
 
 
+def test_precision_at_k():
+    assert precision_at_k([1, 1, 0, 1, 1, 1], [6, 5, 4, 3, 2, 1], [6]) == pytest.approx(0.8)
+    assert precision_at_k([0, 1, 0], [3, 2, 1], [3], k=1) == 0.0
+    assert precision_at_k([1, 0], [0, 1], [2]) == 0.5  # fewer than k documents: among those
+    assert precision_at_k([1, 0, 2, 0], [1, 1, 0, 5], [0, 1, 3], k=2) == pytest.approx((1.0 + 0.0) / 2)
+    rng = np.random.default_rng(1)
+    sizes = rng.integers(0, 12, 80)
+    y = rng.integers(0, 3, sizes.sum())
+    score = rng.integers(0, 4, sizes.sum()).astype(float)  # ties keep the given order
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    expected = [np.mean([y[start + j] > 0 for j in sorted(range(stop - start), key=lambda j: -score[start + j])[:3]])
+                for start, stop in zip(starts, starts[1:]) if stop > start]
+    assert precision_at_k(y, score, sizes, k=3) == pytest.approx(np.mean(expected), rel=1e-12)
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (([1, 0], [1.0, 0.0], [3]), r"group should hold query sizes summing to the 2 documents, got \[3\]"),
     (([1, 0], [1.0], [2]), "y and score should be 1-d of the same length"),
@@ -62,3 +77,5 @@ def test_bad_input(args, message):
         ndcg_at_k(*args)
     with pytest.raises(CEGBError, match=message):
         average_precision_at_5(*args)
+    with pytest.raises(CEGBError, match=message):
+        precision_at_k(*args)
