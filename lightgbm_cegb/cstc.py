@@ -670,7 +670,7 @@ class _Base(BaseEstimator):
     def terminals_(self) -> list[int]:
         """The terminal slots (``apply``'s values)."""
         check_is_fitted(self, "coef_")
-        return list(self.structure_.terminals)
+        return [int(t) for t in self.structure_.terminals]
 
     def path_columns(self, terminal: int) -> np.ndarray:
         """The phi columns (raw features, or trees of ``phi_booster_``) read by the nodes on the way to the
