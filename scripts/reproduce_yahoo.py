@@ -42,7 +42,7 @@ from common import budget_table, mslr_parts, report_frontier, trained_to_budgets
 
 from lightgbm_cegb import FeatureCosts  # noqa: E402
 from lightgbm_cegb.datasets import load_svmlight, yahoo_costs  # noqa: E402
-from lightgbm_cegb.selection import evaluate, pareto, select, sweep  # noqa: E402
+from lightgbm_cegb.selection import evaluate, pareto, sweep  # noqa: E402
 
 BUDGET_FRACTIONS = (0.1, 0.25, 0.5)
 SHALLOW = {"num_leaves": 16, "max_depth": 4}

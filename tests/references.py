@@ -1,10 +1,15 @@
 """Independent references shared by the tests: leaf paths read from LightGBM's model text, per-row costs
-rebuilt from them in Python, and random LightGBM models with the rows to score them on."""
+rebuilt from them in Python, and random LightGBM models with the rows to score them on; running a script."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import lightgbm as lgb
 import numpy as np
+import pytest
 from hypothesis import strategies as st
 
 
@@ -205,3 +210,14 @@ def tree_output(tree, n: int) -> np.ndarray:
 
     fill(tree, np.arange(n))
     return out
+
+
+def run_script(name: str, *args: str, timeout: float = 1200):
+    """scripts/``name`` run with ``args`` in a child Python; a clear failure when it times out or fails."""
+    script = Path(__file__).resolve().parents[1] / "scripts" / name
+    try:
+        result = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{name} timed out after {timeout:g} s")
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result

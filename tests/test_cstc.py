@@ -1,8 +1,10 @@
-"""CSTC: the relaxed objective's gradient, the closed-form leaf, the exact cost against an independent
-reference (LightGBM's own pred_leaf for the boosting trick), the paper's quadrant data, files and bad input."""
+"""CSTC, CSCC, Cronus: the relaxed objectives' gradients, the closed-form leaf, the exact cost against an
+independent reference (LightGBM's own pred_leaf for the boosting trick), the paper's quadrant data, a skewed set
+for the cascades, the selection API and the MSLR script, files and bad input."""
 
 import lightgbm as lgb
 import numpy as np
+import pandas as pd
 import pytest
 from scipy.optimize import minimize
 from sklearn.utils.estimator_checks import parametrize_with_checks
@@ -12,7 +14,7 @@ from lightgbm_cegb.cstc import CLAMP, Problem, Structure, Units
 from lightgbm_cegb.datasets import quadrants
 from lightgbm_cegb.selection import sweep
 
-from references import row_paths
+from references import row_paths, run_script
 
 
 def random_problem(seed: int, depth: int = 3, d: int = 5, n: int = 60, lam: float = 0.7, rho: float = 0.3,
@@ -350,3 +352,12 @@ ROUNDING = {"check_sample_weight_equivalence_on_dense_data": "non-convex block c
                          expected_failed_checks=lambda estimator: ROUNDING)
 def test_cascades_follow_scikit_learn_conventions(estimator, check):
     check(estimator)
+
+
+def test_cascade_mslr_script(tmp_path):
+    """scripts/cascade_mslr.py --quick end to end on the bundled MSLR subset: every method has test points."""
+    run_script("cascade_mslr.py", "--quick", "--relevant", "2", "--rounds", "50", "--out", str(tmp_path))
+    frame = pd.read_csv(tmp_path / "cascade_mslr_2.csv")
+    assert set(frame["method"]) == {"LightGBM", "CEGB", "CSCC", "Cronus", "CSTC"}
+    assert frame["test_quality"].between(0, 1).all() and (frame["test_cost"] >= 0).all()
+    assert "| CSCC |" in (tmp_path / "cascade_mslr_2.md").read_text()

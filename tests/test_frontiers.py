@@ -4,23 +4,13 @@ that classifies has points, measured on validation and test rows, and the report
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pandas as pd
-import pytest
-
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "frontiers.py"
+from references import run_script
 
 
 def test_quick_frontiers_on_higgs(tmp_path):
-    try:
-        result = subprocess.run([sys.executable, str(SCRIPT), "--data", "higgs", "--quick", "--rounds", "100",
-                                 "--out", str(tmp_path)], capture_output=True, text=True, timeout=1200)
-    except subprocess.TimeoutExpired:
-        pytest.fail("frontiers.py timed out after 1200 s")
-    assert result.returncode == 0, result.stderr[-3000:]
+    run_script("frontiers.py", "--data", "higgs", "--quick", "--rounds", "100", "--out", str(tmp_path))
     frame = pd.read_csv(tmp_path / "frontier_higgs.csv")
     assert set(frame["method"]) == {"LightGBM", "CEGB", "BudgetPrune", "BudgetPrune (random forest)",
                                    "Early Exit", "BudgetRF", "Greedy Miser", "ADAPT-GBRT", "ADAPT-LIN", "CSTC", "CSCC", "Cronus",
