@@ -1,36 +1,39 @@
-"""CSTC, the cost-sensitive tree of classifiers (Xu, Kusner, Weinberger, Chen and Chapelle, JMLR 2014;
-SEEDS.md section 5).
+"""CSTC, the cost-sensitive tree of classifiers, and its cascades CSCC and Cronus (Xu, Kusner, Weinberger, Chen
+and Chapelle, JMLR 2014; Chen et al., AISTATS 2012; SEEDS.md section 5).
 
-A tree of linear nodes on features ``phi(x)``: the raw features, or (the paper's boosting trick) the outputs of
-the trees of a LightGBM model. Nodes are numbered in heap order (node k's children are 2k + 1, taken when
-``phi.beta_k <= theta_k``, and 2k + 2); a balanced tree of ``depth`` levels, possibly pruned on validation data.
-Every node predicts ``phi.beta_k`` (an intercept included, free of cost and penalties); a leaf's prediction is
-the model's. Training routes softly (the upper child with probability ``sigmoid(phi.beta_k - theta_k)`` times
-that of reaching k) and minimises the paper's objective (eq. 12)
+Linear nodes on features ``phi(x)``: the raw features, or (the paper's boosting trick) the outputs of the trees
+of a LightGBM model. The shape is data (:class:`Structure`): CSTC's balanced tree of ``depth`` levels in heap
+order (node k's children 2k + 1, taken when ``phi.beta_k <= theta_k``, and 2k + 2), or a cascade whose node k
+exits the rows with ``phi.beta_k <= theta_k`` (its prediction is theirs) and passes the others on; either is
+pruned on validation data. Every node predicts ``phi.beta_k`` (an intercept included, free of cost and
+penalties). Training routes softly (up with probability ``sigmoid(phi.beta_k - theta_k)`` times that of
+reaching k) and minimises the paper's objective, for CSTC (eq. 12)
 
     sum_k [ (1/n) sum_i s_i p_ik (y_i - phi_i.beta_k)^2 + rho |beta_k|_1 ]
         + lam sum_{leaves l} p_l sum_u c_u sqrt(sum_{j on the path to l} sum_{a in u} beta_ja^2)
 
-(``s_i`` the sample weights with mean 1, ``p_l`` the weighted mean probability of reaching l). The cost units
+(``s_i`` the sample weights with mean 1, ``p_l`` the weighted mean probability of reaching l); CSCC (eq. 19)
+weighs each node's loss by the probability of exiting there and sums the cost over the exits; Cronus keeps
+CSCC's loss with one mixed norm over every node's weights, each scaled by the node's reach. The cost units
 ``u`` are the features (each a group of the phi columns that read it: with the boosting trick, the trees that
 test it, the paper's F matrix), the feature groups, and with the boosting trick each tree (its evaluation
 cost). Optimisation as the paper's section 3.4: block coordinate descent over the nodes in level order with
 the bound ``sqrt(g) <= (g / z + z) / 2``, a leaf's weights in closed form (eq. 16), an internal node's weights
 and threshold by L-BFGS on the bounded objective (analytic gradient), the bounds in closed form; a weight whose
-bound falls below 1e-4 is clamped to zero for good. Initialisation top-down (each node fitted as a leaf given
-its ancestors), pruning bottom-up on validation data (section 3.6.1), fine-tuning of the leaves on their
-selected features (section 3.5).
+bound falls below 1e-4 is clamped to zero for good. Initialisation top-down (each node fitted as the last of
+its path), pruning bottom-up and early stopping on validation data (section 3.6.1), fine-tuning of the leaves
+on their selected features (section 3.5).
 
 One step is ours, not the paper's (``polish``, on by default): the relaxed cost charges a weight by its size,
 so a node can keep a tiny weight on an expensive feature whose l0 cost is whole (the relaxation's first-order
 trade is the same for a leaf that predicts with the feature and for the internal node above it). The polish
 drops, node by node, each weight whose removal lowers the unrelaxed objective of eq. 3 on the training rows
-(hard routing: squared error of the model plus ``lam`` times the mean exact cost), the leaves re-fitted each
-time.
+(hard routing: squared error of the model plus ``lam`` times the mean exact cost), the leaves re-selecting
+their columns each time.
 
 Prediction routes hard; a row pays each feature (and group) read by a node on its path once, and with the
 boosting trick the trees whose outputs those nodes use, exactly as LightGBM evaluates them
-(:meth:`CSTC.prediction_cost`, through the package's per-row cost state).
+(``prediction_cost``, through the package's per-row cost state).
 """
 
 from __future__ import annotations
@@ -489,14 +492,14 @@ class Problem:
             if not improved:
                 return
 
+    def error(self, Z: np.ndarray, y: np.ndarray, s: np.ndarray) -> float:
+        """The weighted squared error of rows ``Z`` under hard routing."""
+        return float(np.sum(s * (self.predictions(Z, self.hard_terminal(Z)) - y) ** 2))
+
     def prune(self, Z_valid: np.ndarray, y_valid: np.ndarray, s_valid: np.ndarray) -> None:
         """Section 3.6.1, bottom-up: a node whose children are both terminal becomes a leaf (its initial weights,
         fitted as the last node of its path) when that does not raise the validation squared error under hard
         routing (a cascade loses its last stage)."""
-
-        def error() -> float:
-            slot = self.hard_terminal(Z_valid)
-            return float(np.sum(s_valid * (self.predictions(Z_valid, slot) - y_valid) ** 2))
 
         changed = True
         while changed:
@@ -504,9 +507,9 @@ class Problem:
             for k in reversed(self.shape.classifiers):
                 if self.is_leaf(k) or any(self.shape.has_kids(j) for j in self.shape.kids[k]):
                     continue
-                before, saved = error(), self.shape.copy()
+                before, saved = self.error(Z_valid, y_valid, s_valid), self.shape.copy()
                 self.shape.make_leaf(k)
-                if error() <= before:
+                if self.error(Z_valid, y_valid, s_valid) <= before:
                     changed = True
                 else:
                     self.shape = saved
@@ -627,17 +630,25 @@ class _Base(BaseEstimator):
             if len(y_valid) != X_valid.shape[0]:
                 raise CEGBError(f"eval_set: {X_valid.shape[0]} rows but {len(y_valid)} labels")
             valid_weight = _weights(eval_set[2] if len(eval_set) == 3 else None, len(y_valid), "eval_set's weights")
-            problem.prune(phi.design(X_valid), y_valid, valid_weight * np.where(y_valid > 0, positive, negative))
+            valid = (phi.design(X_valid), y_valid, valid_weight * np.where(y_valid > 0, positive, negative))
+            problem.prune(*valid)
         previous = problem.objective()
+        best = (problem.error(*valid), 0, problem.beta.copy(), problem.theta.copy(), problem.frozen.copy()) \
+            if eval_set is not None else None
         self.n_iter_ = 0
-        for _ in range(self.n_iter):
+        for sweep in range(1, self.n_iter + 1):
             for k in problem.shape.classifiers:
                 problem.update(k)
-            self.n_iter_ += 1
+            self.n_iter_ = sweep
+            if best is not None and problem.error(*valid) < best[0]:
+                best = (problem.error(*valid), sweep, problem.beta.copy(), problem.theta.copy(), problem.frozen.copy())
             value = problem.objective()
             if previous - value <= self.tol * max(abs(previous), 1e-300):
                 break
             previous = value
+        self.best_iteration_ = self.n_iter_
+        if best is not None:  # the sweep of the best validation error (the paper's early stopping)
+            _, self.best_iteration_, problem.beta, problem.theta, problem.frozen = best
         self.objective_ = problem.objective()
         problem.fine_tune()
         if self.polish:
@@ -780,7 +791,9 @@ _SHARED = """    lam : float, default 0.01
         Seed of the LightGBM model trained for ``phi=int`` (the rest is deterministic).
 
     ``fit(X, y, sample_weight=None, eval_set=None)``: with ``eval_set = (X_valid, y_valid[, weights])`` the
-    initialised model is pruned bottom-up on it."""
+    initialised model is pruned bottom-up on it and the block coordinate descent keeps the sweep of the lowest
+    validation error (``best_iteration_``, 0 for the initialisation; without ``eval_set`` the last), as the paper
+    stops early."""
 
 
 class _Tree(_Base):

@@ -17,7 +17,6 @@ from __future__ import annotations
 import numbers
 from dataclasses import dataclass
 
-import lightgbm as lgb
 import numpy as np
 
 from .accounting import CostReport

@@ -112,7 +112,9 @@ def test_quadrants_the_paper_tree():
     for leaf in model.terminals_:
         path = model.path_columns(leaf)
         assert {0, 1} <= set(path) and len(path) == 3
-    assert FeatureCosts.coerce(costs).lazy.sum() == 42.0
+    linear = CSTC(depth=1, lam=0.0, costs=costs, polish=False).fit(X, y)  # one linear model on every feature
+    assert linear.prediction_cost(X_test).mean == pytest.approx(42.0)
+    assert np.mean((linear.predict(X_test) - y_test) ** 2) > 0.5
 
 
 def reference_route(model, Z):
