@@ -28,12 +28,14 @@ One step is ours, not the paper's (``polish``, on by default): the relaxed cost 
 so a node can keep a tiny weight on an expensive feature whose l0 cost is whole (the relaxation's first-order
 trade is the same for a leaf that predicts with the feature and for the internal node above it). The polish
 drops, node by node, each weight whose removal lowers the unrelaxed objective of eq. 3 on the training rows
-(hard routing: squared error of the model plus ``lam`` times the mean exact cost), the leaves re-selecting
-their columns each time.
+(hard routing: squared error of the model plus ``lam`` times the mean l0 cost of the units each row's path
+reads), the leaves re-selecting their columns each time.
 
 Prediction routes hard; a row pays each feature (and group) read by a node on its path once, and with the
 boosting trick the trees whose outputs those nodes use, exactly as LightGBM evaluates them
-(``prediction_cost``, through the package's per-row cost state).
+(``prediction_cost``, through the package's per-row cost state). With the boosting trick training charges
+more coarsely than that: a used tree's every feature (the F matrix, an upper bound of what a row's way through
+the tree reads) and ``costs.tree`` per tree; split costs are accounted, not optimised.
 """
 
 from __future__ import annotations
@@ -324,7 +326,10 @@ class Problem:
 
     def _weighted_ridge(self, k: int, omega: np.ndarray, rounds: int, ridge) -> None:
         """Node k's live weights: ``rounds`` times ``(Z' Omega Z + n/2 diag(0, ridge(r)))^-1 Z' Omega y``, ``ridge(r)``
-        (per column) read from the weights of the round before."""
+        (per column) read from the weights of the round before. A node no row reaches (Omega = 0, the sigmoid
+        saturated) keeps its weights."""
+        if not omega.sum() > 0:
+            return
         live = ~self.frozen[k]
         A0 = self.Z[:, live].T @ (self.Z[:, live] * omega[:, None])
         b = self.Z[:, live].T @ (omega * self.y)
@@ -380,7 +385,8 @@ class Problem:
     def fine_tune(self) -> None:
         """Section 3.5: each leaf's squared loss (and l1 penalty) re-minimised on the columns it already uses,
         without the cost term, over the rows hard routing sends it (ours: the paper weighs rows by p_ik, and the
-        few rows of other regions that a sigmoid still leaks can pull a leaf's weights far off)."""
+        few rows of other regions that a sigmoid still leaks can pull a leaf's weights far off). A cascade's exits
+        predict with their node's weights, which also route: they are not re-fitted."""
         leaf_of = self.hard_terminal(self.Z)
         for k in self.shape.leaves:
             omega = self.s * (leaf_of == k)
@@ -389,8 +395,8 @@ class Problem:
                                      lambda r, k=k: self.rho / np.maximum(np.abs(self.beta[k, 1:]), CLAMP))
 
     def exact_objective(self) -> float:
-        """Eq. 3 on the training rows under hard routing: the weighted squared error plus lam times the mean
-        exact cost of the units each row's path reads."""
+        """Eq. 3 on the training rows under hard routing: the weighted squared error plus lam times the mean l0
+        cost of the units each row's path reads (with the boosting trick: every feature of a used tree)."""
         slot = self.hard_terminal(self.Z)
         total = float(np.mean(self.s * (self.predictions(self.Z, slot) - self.y) ** 2))
         for t in np.unique(slot):
@@ -409,12 +415,13 @@ class Problem:
         """Leaf k's columns chosen for ``exact_objective`` over ``rows`` (those hard routing sends it): every
         column its ancestors' units already pay for, then forward selection, each step the column of the best
         true gain (squared error saved minus lam times the share of rows times the units it newly pays) among the
-        five that a matching-pursuit score ranks first, while that gain is positive."""
+        five that a matching-pursuit score ranks first, while that gain is positive. A leaf no row reaches keeps
+        its weights."""
+        if rows.size == 0 or not self.s[rows].sum() > 0:
+            return
         self.beta[k] = 0.0
         self.frozen[k] = True
         self.frozen[k, 0] = False
-        if rows.size == 0:
-            return
         used = (self.beta[self.shape.path(k)[:-1], 1:] != 0).any(axis=0)
         paid = (self.units.member & used).any(axis=1)
         share = float(self.s[rows].sum()) / self.n
@@ -459,8 +466,8 @@ class Problem:
     def polish(self, passes: int = 3) -> None:
         """Local search for ``exact_objective``: the leaves' columns re-selected (``select_leaf``); then, in level
         order, for each internal node k and column a it reads, drop a from k alone or from k and its internal
-        descendants (intercepts re-centred over the rows reaching each node), the leaves below re-selected; keep
-        what lowers the objective."""
+        descendants (each intercept moved by the dropped term's mean over the node's soft reach), the leaves
+        below re-selected; keep what lowers the objective."""
         best = self.exact_objective()
         saved = self.beta.copy(), self.frozen.copy()
         self.select_leaves(self.shape.leaves)
@@ -715,22 +722,28 @@ class _Base(BaseEstimator):
         intercept first, ``threshold``, the cost model) and, with the boosting trick, phi.txt (the LightGBM
         model whose trees are phi)."""
         check_is_fitted(self, "coef_")
-        folder = Path(path)
-        folder.mkdir(parents=True, exist_ok=True)
-        if self.phi_booster_ is not None:
-            text = self.phi_booster_.model_to_string()
-            write_atomically(folder / "phi.txt", lambda tmp: Path(tmp).write_text(text))
-        params = {k: v for k, v in self.get_params().items() if k not in ("costs", "phi")}
+        params = {k: _plain(v) for k, v in self.get_params(deep=False).items() if k not in ("costs", "phi")}
         if isinstance(params.get("class_weight"), dict):
-            params["class_weight"] = [[_plain(k), v] for k, v in params["class_weight"].items()]
+            params["class_weight"] = [[_plain(k), _plain(v)] for k, v in params["class_weight"].items()]
+        params["phi"] = _plain(self.phi) if isinstance(self.phi, (int, np.integer)) else None
         shape = self.structure_
         manifest = {"format": f"lightgbm_cegb.{type(self).__name__}", "version": 1, "params": params,
+                    "costs_given": self.costs is not None, "n_iter": self.n_iter_,
+                    "best_iteration": self.best_iteration_, "objective": self.objective_,
+                    "feature_names_in": None if not hasattr(self, "feature_names_in_") else
+                    [str(n) for n in self.feature_names_in_],
                     "n_features_in": int(self.n_features_in_), "phi": self.phi_booster_ is not None,
                     "kids": shape.kids.tolist(), "param_of": shape.param_of.tolist(),
                     "own_loss": shape.own_loss.tolist(), "coef": self.coef_.tolist(),
                     "threshold": self.threshold_.tolist(), "costs": self.costs_.to_dict(self.n_features_in_),
                     "classes": None if not hasattr(self, "classes_") else [_plain(c) for c in self.classes_]}
-        write_atomically(folder / "manifest.json", lambda tmp: Path(tmp).write_text(json.dumps(manifest)))
+        text = json.dumps(manifest)  # before any file is written: a value JSON cannot hold fails here
+        folder = Path(path)
+        folder.mkdir(parents=True, exist_ok=True)
+        if self.phi_booster_ is not None:
+            model_text = self.phi_booster_.model_to_string()
+            write_atomically(folder / "phi.txt", lambda tmp: Path(tmp).write_text(model_text))
+        write_atomically(folder / "manifest.json", lambda tmp: Path(tmp).write_text(text))
 
     @classmethod
     def load(cls, path: str | os.PathLike):
@@ -747,7 +760,8 @@ class _Base(BaseEstimator):
         params = dict(manifest["params"])
         if isinstance(params.get("class_weight"), list):
             params["class_weight"] = {k: v for k, v in params["class_weight"]}
-        model = cls(**params, costs=costs, phi=booster)
+        params["phi"] = booster if params["phi"] is None else params["phi"]  # phi=int keeps training new trees
+        model = cls(**params, costs=costs if manifest["costs_given"] else None)
         model.n_features_in_ = manifest["n_features_in"]
         model.costs_ = costs
         model.phi_booster_ = booster
@@ -755,6 +769,10 @@ class _Base(BaseEstimator):
         model.structure_ = Structure(manifest["kids"], manifest["param_of"], manifest["own_loss"])
         model.coef_ = np.asarray(manifest["coef"], dtype=np.float64)
         model.threshold_ = np.asarray(manifest["threshold"], dtype=np.float64)
+        model.n_iter_, model.best_iteration_, model.objective_ = \
+            manifest["n_iter"], manifest["best_iteration"], manifest["objective"]
+        if manifest["feature_names_in"] is not None:
+            model.feature_names_in_ = np.asarray(manifest["feature_names_in"], dtype=object)
         if manifest["classes"] is not None:
             model.classes_ = np.asarray(manifest["classes"])
         return model
@@ -773,15 +791,19 @@ def _weights(weight, n: int, name: str) -> np.ndarray:
 
 
 _SHARED = """    lam : float, default 0.01
-        Weight of the expected feature cost against the mean squared error (the labels' scale matters).
+        Weight of the expected feature cost against the mean squared error (the labels' scale matters, and it
+        also sets how sharply the soft routing splits: the same weights predict and route, so labels in the
+        thousands saturate the sigmoids; scale them to units or tens).
     rho : float, default 0
         Weight of every node's l1 penalty.
     costs : FeatureCosts or lazy costs per column, optional (default: every feature costs 1)
-        Lazy costs and groups are paid per row; coupled costs are reported, not optimised.
+        Lazy costs and groups are paid per row; coupled and split costs are reported, not optimised.
     phi : None, LightGBM Booster or model, or int
         None: the nodes read the raw features (which should be on comparable scales: weights below 1e-4 are
         clamped to zero). A LightGBM model: the nodes read its trees' outputs (the boosting trick; a used tree's
-        features and evaluation are paid). An int: a LightGBM model of that many trees is trained first.
+        features and evaluation are paid; scikit-learn's ``clone``, as in cross-validation, unfits an
+        ``LGBMModel`` but keeps a ``Booster``: give ``model.booster_`` there). An int: a LightGBM model of that
+        many trees is trained first.
     n_iter : int, default 10
         Sweeps of block coordinate descent at most; ``tol``: stop when a sweep lowers the objective by less
         (relative).

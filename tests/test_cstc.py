@@ -363,3 +363,44 @@ def test_cascade_mslr_script(tmp_path):
     assert set(frame["method"]) == {"LightGBM", "CEGB", "CSCC", "Cronus", "CSTC"}
     assert frame["test_quality"].between(0, 1).all() and (frame["test_cost"] >= 0).all()
     assert "| CSCC |" in (tmp_path / "cascade_mslr_2.md").read_text()
+
+
+def test_files_keep_parameters_names_and_fit_record(tmp_path):
+    """save/load with a fitted LGBMModel as phi (its nested parameters stay out of the manifest), numpy scalar
+    parameters (as a grid from np.arange gives), a DataFrame's feature names, phi=int and costs=None kept as
+    given; a parameter JSON cannot hold fails before any file is written."""
+    import warnings
+
+    X, y, costs = quadrants(300, 8)
+    frame = pd.DataFrame(X, columns=[f"c{j}" for j in range(6)])
+    lgbm = lgb.LGBMRegressor(n_estimators=5, verbose=-1).fit(frame, y)
+    model = CSTC(depth=np.int64(2), lam=np.float64(0.01), costs=costs, phi=lgbm).fit(frame, y)
+    model.save(tmp_path / "a")
+    again = CSTC.load(tmp_path / "a")
+    assert again.get_params()["depth"] == 2 and isinstance(again.phi, lgb.Booster)
+    assert list(again.feature_names_in_) == list(frame.columns)
+    assert (again.n_iter_, again.best_iteration_, again.objective_) == \
+        (model.n_iter_, model.best_iteration_, model.objective_)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_array_equal(again.predict(frame), model.predict(frame))
+    trained = CSTC(depth=2, phi=4, random_state=1).fit(X, y)
+    trained.save(tmp_path / "b")
+    loaded = CSTC.load(tmp_path / "b")
+    assert loaded.phi == 4 and loaded.costs is None
+    np.testing.assert_array_equal(loaded.predict(X), trained.predict(X))
+    trained.set_params(tol=object())
+    with pytest.raises(TypeError):
+        trained.save(tmp_path / "c")
+    assert not (tmp_path / "c").exists()
+
+
+def test_unreached_nodes_keep_their_weights():
+    """A node no row reaches (its sigmoid saturated) is not re-fitted: no singular solve, no zeroed leaf."""
+    problem, _ = random_problem(0, rho=0.0)
+    problem.theta[0] = -1e4  # every row goes up at the root: node 1 and its leaves are never reached
+    before = problem.beta[[1, 3, 4]].copy()
+    problem.fit_as_leaf(1, 3)
+    problem.select_leaves(problem.shape.leaves)
+    problem.fine_tune()
+    np.testing.assert_array_equal(problem.beta[[1, 3, 4]], before)
