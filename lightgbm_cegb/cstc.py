@@ -707,11 +707,16 @@ class _Base(BaseEstimator):
         state = CostState(X.shape[0], self.costs_, self.n_features_in_)
         for t in np.unique(slot):
             rows = np.flatnonzero(slot == t)
-            for column in self.path_columns(int(t)):
-                if phi.forest is None:
+            columns = self.path_columns(int(t))
+            if phi.forest is None:
+                for column in columns:
                     state.pay(int(column), rows)
-                else:
-                    state.add(phi.forest, X[rows], trees=(int(column), int(column) + 1), rows=rows, n_jobs=n_jobs)
+                continue
+            X_rows = X[rows]
+            starts = columns[np.r_[True, np.diff(columns) > 1]] if columns.size else columns
+            stops = columns[np.r_[np.diff(columns) > 1, True]] + 1 if columns.size else columns
+            for t0, t1 in zip(starts, stops):  # runs of consecutive trees, one pass each
+                state.add(phi.forest, X_rows, trees=(int(t0), int(t1)), rows=rows, n_jobs=n_jobs)
         return state.report(self.costs_)
 
     # ------------------------------------------------------------------------------------- files
