@@ -404,19 +404,12 @@ class Problem:
             total += self.lam * float(self.s[slot == t].sum()) / self.n * self.units.path_cost(used)
         return total
 
-    def _ls(self, rows: np.ndarray, columns: np.ndarray) -> tuple[np.ndarray, float]:
-        """(weights, weighted squared error / n) of least squares on ``rows`` over the intercept and ``columns``."""
-        Zc = self.Z[np.ix_(rows, np.append(0, columns))]
-        sw = np.sqrt(self.s[rows])
-        coef = np.linalg.lstsq(Zc * sw[:, None], self.y[rows] * sw, rcond=None)[0]
-        return coef, float(np.sum(self.s[rows] * (Zc @ coef - self.y[rows]) ** 2)) / self.n
-
     def select_leaf(self, k: int, rows: np.ndarray) -> None:
         """Leaf k's columns chosen for ``exact_objective`` over ``rows`` (those hard routing sends it): every
         column its ancestors' units already pay for, then forward selection, each step the column of the best
         true gain (squared error saved minus lam times the share of rows times the units it newly pays) among the
-        five that a matching-pursuit score ranks first, while that gain is positive. A leaf no row reaches keeps
-        its weights."""
+        five that a matching-pursuit score ranks first, while that gain is positive. Least squares from the
+        rows' weighted Gram matrix, formed once. A leaf no row reaches keeps its weights."""
         if rows.size == 0 or not self.s[rows].sum() > 0:
             return
         self.beta[k] = 0.0
@@ -425,38 +418,43 @@ class Problem:
         used = (self.beta[self.shape.path(k)[:-1], 1:] != 0).any(axis=0)
         paid = (self.units.member & used).any(axis=1)
         share = float(self.s[rows].sum()) / self.n
+        Zr, w, yr = self.Z[rows], self.s[rows], self.y[rows]
+        G = Zr.T @ (Zr * w[:, None])
+        g = Zr.T @ (w * yr)
+        yy = float(w @ yr ** 2)
 
-        def price(a: int) -> float:
-            return float(self.units.cost[self.units.member[:, a] & ~paid].sum())
+        def least_squares(columns: list[int]) -> tuple[np.ndarray, np.ndarray, float]:
+            """(Z columns, weights, weighted squared error / n) over the intercept and phi ``columns``."""
+            index = np.append(0, np.array(columns, dtype=np.int64) + 1)
+            A = G[np.ix_(index, index)]
+            coef = np.linalg.solve(A + 1e-12 * max(np.trace(A) / len(index), 1e-300) * np.eye(len(index)), g[index])
+            return index, coef, max(yy - 2 * coef @ g[index] + coef @ A @ coef, 0.0) / self.n
 
-        columns = [a for a in range(self.d - 1) if price(a) == 0]
-        coef, err = self._ls(rows, np.array(columns, dtype=np.int64) + 1)
-        Zr = self.Z[rows, 1:]
-        norm2 = np.einsum("ij,ij->j", Zr * self.s[rows, None], Zr)
+        def prices() -> np.ndarray:
+            return (self.units.cost[:, None] * (self.units.member & ~paid[:, None])).sum(axis=0)
+
+        columns = [int(a) for a in np.flatnonzero(prices() == 0)]
+        index, coef, err = least_squares(columns)
+        norm2 = np.diag(G)[1:]
         while True:
-            residual = self.y[rows] - self.Z[np.ix_(rows, np.append(0, np.array(columns, dtype=np.int64) + 1))] @ coef
-            score = (self.s[rows] * residual) @ Zr
-            score = score ** 2 / np.maximum(norm2, 1e-300) / self.n
-            prices = np.array([price(a) for a in range(self.d - 1)])
-            score -= self.lam * share * prices
+            price = prices()
+            score = (g[1:] - G[1:, index] @ coef) ** 2 / np.maximum(norm2, 1e-300) / self.n - self.lam * share * price
             score[columns] = -np.inf
             best = None
             for a in np.argsort(-score)[:5]:
                 if not np.isfinite(score[a]):
                     break
-                trial = columns + [int(a)]
-                c, e = self._ls(rows, np.array(trial, dtype=np.int64) + 1)
-                gain = err - e - self.lam * share * prices[a]
+                trial = least_squares(columns + [int(a)])
+                gain = err - trial[2] - self.lam * share * price[a]
                 if gain > 1e-12 * max(err, 1e-300) and (best is None or gain > best[0]):
-                    best = (gain, int(a), c, e)
+                    best = (gain, int(a), trial)
             if best is None:
                 break
-            _, a, coef, err = best
+            _, a, (index, coef, err) = best
             columns.append(a)
             paid |= self.units.member[:, a]
-        support = np.append(0, np.array(columns, dtype=np.int64) + 1)
-        self.beta[k, support] = coef
-        self.frozen[k, support] = False
+        self.beta[k, index] = coef
+        self.frozen[k, index] = False
 
     def select_leaves(self, leaves: list[int]) -> None:
         leaf_of = self.hard_terminal(self.Z)
