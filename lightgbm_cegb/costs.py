@@ -334,9 +334,13 @@ class FeatureCosts:
 
     @classmethod
     def from_dict(cls, values: Mapping) -> FeatureCosts:
-        grouped = bool(values["groups"])
+        """The costs :meth:`to_dict` wrote; also the earlier form with ``group_of`` (each feature's group or
+        -1) that ADAPT's manifests held before."""
+        groups = values["groups"] if "groups" in values else \
+            (values["group_of"] if any(g >= 0 for g in values["group_of"]) else None)
+        grouped = bool(groups)
         return cls(values["lazy"], values["coupled"], values["split"], tree=values["tree"],
-                   groups=values["groups"] if grouped else None,
+                   groups=groups if grouped else None,
                    group_lazy=values["group_lazy"] if grouped else None,
                    group_coupled=values["group_coupled"] if grouped else None)
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
 import lightgbm as lgb
 import numpy as np
 import pandas as pd
 import pytest
 
 from lightgbm_cegb import CEGBError, FeatureCosts
+from lightgbm_cegb.costs import resolve_costs
 
 
 def test_by_name_aligned_to_names_frame_and_dataset():
@@ -79,3 +82,19 @@ def test_yahoo_cost_file(tmp_path):
 def test_bad_input(make, message):
     with pytest.raises(CEGBError, match=message):
         make()
+
+
+def test_costs_round_trip_through_dicts():
+    """to_dict / from_dict (the models' manifests), and the earlier group_of form ADAPT manifests held."""
+    costs = resolve_costs(FeatureCosts(lazy=[1.0, 2.0, 3.0], coupled=[0.5, 0.0, 0.0], split=0.25,
+                                       groups={"g": [1, 2]}, group_lazy=[4.0], group_coupled=[1.0], tree=0.1), 3)
+    again = FeatureCosts.from_dict(json.loads(json.dumps(costs.to_dict(3))))
+    for a, b in zip(again.arrays(3) + again.group_arrays(3), costs.arrays(3) + costs.group_arrays(3)):
+        np.testing.assert_array_equal(a, b)
+    assert again.tree == 0.1 and again.groups == {"g": [1, 2]}
+    old = {"lazy": [1.0, 2.0, 3.0], "coupled": [0.5, 0.0, 0.0], "split": [0.25] * 3, "group_of": [-1, 0, 0],
+           "group_lazy": [4.0], "group_coupled": [1.0], "tree": 0.1}
+    for a, b in zip(FeatureCosts.from_dict(old).group_arrays(3), costs.group_arrays(3)):
+        np.testing.assert_array_equal(a, b)
+    plain = FeatureCosts.from_dict({**old, "group_of": [-1, -1, -1]})
+    assert plain.groups is None
