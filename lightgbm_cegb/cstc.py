@@ -57,7 +57,7 @@ from ._io import write_atomically
 from .accounting import CostReport
 from .cost_state import CostState
 from .costs import FeatureCosts, resolve_costs
-from .errors import CEGBError, check_number
+from .errors import CEGBError, check_number, checked_weights
 from .models import booster_of, to_forest
 
 __all__ = ["CSCC", "CSTC", "CSTCClassifier", "Cronus"]
@@ -620,7 +620,7 @@ class _Base(BaseEstimator):
         d = X.shape[1]
         self.costs_ = resolve_costs(FeatureCosts(lazy=np.ones(d)) if self.costs is None else self.costs, d, names)
         negative, positive = self._class_weights(target)
-        weight = _weights(sample_weight, len(target), "sample_weight") * np.where(target > 0, positive, negative)
+        weight = checked_weights(sample_weight, len(target)) * np.where(target > 0, positive, negative)
         self.phi_booster_ = None
         phi = self._make_phi(X, target, weight)
         problem = Problem(phi.design(X), target, weight / weight.mean(), phi.units, structure, self.lam, self.rho,
@@ -634,7 +634,8 @@ class _Base(BaseEstimator):
             y_valid = self._target(np.asarray(eval_set[1]), "eval_set's labels")
             if len(y_valid) != X_valid.shape[0]:
                 raise CEGBError(f"eval_set: {X_valid.shape[0]} rows but {len(y_valid)} labels")
-            valid_weight = _weights(eval_set[2] if len(eval_set) == 3 else None, len(y_valid), "eval_set's weights")
+            valid_weight = checked_weights(eval_set[2] if len(eval_set) == 3 else None, len(y_valid),
+                                           "eval_set's weights")
             valid = (phi.design(X_valid), y_valid, valid_weight * np.where(y_valid > 0, positive, negative))
             problem.prune(*valid)
         previous = problem.objective()
@@ -645,8 +646,10 @@ class _Base(BaseEstimator):
             for k in problem.shape.classifiers:
                 problem.update(k)
             self.n_iter_ = sweep
-            if best is not None and problem.error(*valid) < best[0]:
-                best = (problem.error(*valid), sweep, problem.beta.copy(), problem.theta.copy(), problem.frozen.copy())
+            if best is not None:
+                error = problem.error(*valid)
+                if error < best[0]:
+                    best = (error, sweep, problem.beta.copy(), problem.theta.copy(), problem.frozen.copy())
             value = problem.objective()
             if previous - value <= self.tol * max(abs(previous), 1e-300):
                 break
@@ -784,13 +787,6 @@ class _Base(BaseEstimator):
 def _plain(value):
     """A numpy scalar as the Python value JSON writes."""
     return value.item() if isinstance(value, np.generic) else value
-
-
-def _weights(weight, n: int, name: str) -> np.ndarray:
-    weight = np.ones(n) if weight is None else np.asarray(weight, dtype=np.float64)
-    if weight.shape != (n,) or not np.isfinite(weight).all() or (weight < 0).any() or not weight.any():
-        raise CEGBError(f"{name} should hold {n} finite weights >= 0, not all zero")
-    return weight
 
 
 _SHARED = """    lam : float, default 0.01

@@ -1,9 +1,11 @@
-"""The one exception type of lightgbm_cegb, and the check of a numeric parameter that raises it."""
+"""The one exception type of lightgbm_cegb, and the checks of a numeric parameter and of row weights that raise it."""
 
 from __future__ import annotations
 
 import math
 import numbers
+
+import numpy as np
 
 
 class CEGBError(ValueError):
@@ -21,3 +23,11 @@ def check_number(value, name: str, low: float, high: float | None = None, *, low
         bound = f"{'>' if low_open else '>='} {low:g}" if high is None else \
             f"in [{low:g}, {'inf' if math.isinf(high) else f'{high:g}'}]"
         raise CEGBError(f"{name} should be {what} {bound}, got {value!r}")
+
+
+def checked_weights(weight, n: int, name: str = "sample_weight") -> np.ndarray:
+    """``weight`` (None: all 1) as n finite float64 weights >= 0, not all zero."""
+    weight = np.ones(n) if weight is None else np.asarray(weight, dtype=np.float64)
+    if weight.shape != (n,) or not np.isfinite(weight).all() or (weight < 0).any() or not weight.any():
+        raise CEGBError(f"{name} should hold {n} finite weights >= 0, not all zero")
+    return weight

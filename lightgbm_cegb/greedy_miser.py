@@ -28,7 +28,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .accounting import CostReport, prediction_cost
 from .costs import FeatureCosts, resolve_costs
-from .errors import CEGBError, check_number
+from .errors import CEGBError, check_number, checked_weights
 from .metrics import ndcg_at_k
 from .parallel import resolve_n_jobs
 
@@ -137,10 +137,7 @@ class _GreedyMiser(BaseEstimator):
         """Train ``booster_``: the gradient of ``self._gradient``, hessian the row weights; early stopping on
         the first validation set's ``self._metric``."""
         self.costs_ = self._costs(X.shape[1])
-        weight = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
-        if weight.shape != (len(y),) or not np.isfinite(weight).all() or (weight < 0).any() or not weight.any():
-            raise CEGBError(f"sample_weight should hold {len(y)} finite weights >= 0, not all zero")
-        weight = weight * self._row_weight(y)
+        weight = checked_weights(sample_weight, len(y)) * self._row_weight(y)
         train = lgb.Dataset(X, y, weight=weight, group=group, free_raw_data=False)
         shape = (len(y), num_class) if num_class > 1 else (len(y),)
 
