@@ -28,7 +28,7 @@ setup(
     version="0.1.0",
     description="Cost-efficient gradient boosting on a patched LightGBM: prediction-cost accounting and budgeted learning",
     packages=find_packages(include=["lightgbm_cegb", "lightgbm_cegb.*"]),
-    package_data={"lightgbm_cegb": ["data/*/*"]},
+    package_data={"lightgbm_cegb.datasets": ["data/*/*"]},
     python_requires=">=3.10",
     install_requires=["numpy>=1.26", "scipy>=1.11", "scikit-learn>=1.5", "pandas>=2.1",
                       "joblib>=1.3", "tqdm>=4.66", "lightgbm==4.7.0"],

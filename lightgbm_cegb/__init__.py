@@ -8,21 +8,22 @@ import warnings
 
 import lightgbm
 
-from .accounting import CostReport, prediction_cost
-from .adapt import AdaptGBRT
-from .adapt_lin import AdaptLIN
-from .budgetrf import BudgetRFClassifier
-from .cost_state import CostState
-from .cstc import CSCC, CSTC, CSTCClassifier, Cronus
-from .costs import FeatureCosts
-from .early_exit import EarlyExit, EarlyExitResult
-from .errors import CEGBError
-from .forest import Forest
-from .greedy_miser import GreedyMiserClassifier, GreedyMiserRanker, GreedyMiserRegressor
-from .lazy import LazyFetchError, LazyPredictor, LazyResult
-from .ledger import CEGBState
-from .models import to_forest
-from .prune import Pruner, PruneResult, budget_prune, budget_prune_path
+from lightgbm_cegb.accounting import prediction_cost
+from lightgbm_cegb.core.cost_state import CostState
+from lightgbm_cegb.core.costs import FeatureCosts
+from lightgbm_cegb.core.errors import CEGBError
+from lightgbm_cegb.core.forest import Forest
+from lightgbm_cegb.core.report import CostReport
+from lightgbm_cegb.io.ledger import CEGBState
+from lightgbm_cegb.io.models import to_forest
+from lightgbm_cegb.methods.adapt.gbrt import AdaptGBRT
+from lightgbm_cegb.methods.adapt.lin import AdaptLIN
+from lightgbm_cegb.methods.budget_prune import Pruner, PruneResult, budget_prune, budget_prune_path
+from lightgbm_cegb.methods.budgetrf import BudgetRFClassifier
+from lightgbm_cegb.methods.cstc import CSCC, CSTC, Cronus, CSTCClassifier
+from lightgbm_cegb.methods.early_exit import EarlyExit, EarlyExitResult
+from lightgbm_cegb.methods.greedy_miser import GreedyMiserClassifier, GreedyMiserRanker, GreedyMiserRegressor
+from lightgbm_cegb.serving.lazy import LazyFetchError, LazyPredictor, LazyResult
 
 __version__ = "0.1.0"
 __all__ = ["AdaptGBRT", "AdaptLIN", "BudgetRFClassifier", "CEGBError", "CEGBState", "CostReport", "CostState", "CSCC", "CSTC",

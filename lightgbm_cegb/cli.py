@@ -22,10 +22,11 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from .accounting import CostReport, prediction_cost
-from .costs import CEGB_KEYS, FeatureCosts
-from .errors import CEGBError
-from .models import to_forest
+from lightgbm_cegb.accounting import prediction_cost
+from lightgbm_cegb.core.costs import CEGB_KEYS, FeatureCosts
+from lightgbm_cegb.core.errors import CEGBError
+from lightgbm_cegb.core.report import CostReport
+from lightgbm_cegb.io.models import to_forest
 
 CHUNK_ROWS = 200_000
 

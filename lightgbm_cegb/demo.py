@@ -17,34 +17,18 @@ Run: ``make demo`` (or ``.venv/bin/python -m lightgbm_cegb.demo --help``).
 from __future__ import annotations
 
 import argparse
-from importlib import resources
 
 import lightgbm as lgb
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
-from .accounting import prediction_cost
-from .costs import FeatureCosts
-
-NUM_LOW_LEVEL = 21
-NUM_HIGH_LEVEL = 7
-#: the UCI HIGGS data set's column names (after the label)
-HIGGS_FEATURES = ["lepton_pT", "lepton_eta", "lepton_phi", "missing_energy_magnitude", "missing_energy_phi",
-                  *(f"jet{j}_{v}" for j in range(1, 5) for v in ("pt", "eta", "phi", "btag")),
-                  "m_jj", "m_jjj", "m_lv", "m_jlv", "m_bb", "m_wbb", "m_wwbb"]
-HIGGS_COSTS = FeatureCosts(lazy=[1.0] * NUM_LOW_LEVEL + [10.0] * NUM_HIGH_LEVEL)
-
-
-def load_higgs(split: str) -> tuple[np.ndarray, np.ndarray]:
-    """The bundled HIGGS subset (``train``: 7,000 rows, ``test``: 500 rows); label first, 28 features."""
-    with resources.as_file(resources.files("lightgbm_cegb") / "data" / "higgs" / f"binary.{split}.gz") as path:
-        data = np.loadtxt(path, dtype=np.float64)
-    return data[:, 1:], data[:, 0]
+from lightgbm_cegb.accounting import prediction_cost
+from lightgbm_cegb.datasets import HIGGS_COSTS, NUM_HIGH_LEVEL, NUM_LOW_LEVEL, higgs
 
 
 def run(tradeoffs: list[float], rounds: int, seed: int) -> list[dict]:
-    X_train, y_train = load_higgs("train")
-    X_test, y_test = load_higgs("test")
+    X_train, y_train = higgs("train")
+    X_test, y_test = higgs("test")
     base = {"objective": "binary", "num_leaves": 31, "learning_rate": 0.1, "min_data_in_leaf": 20,
             "seed": seed, "deterministic": True, "force_row_wise": True, "verbose": -1}
     settings = [("LightGBM", None)] + [(f"CEGB tradeoff={t:g}", t) for t in tradeoffs]

@@ -49,7 +49,7 @@ METHODS = (("LightGBM (f0)", "lightgbm"), ("ADAPT-GBRT", "adapt_gbrt"), ("ADAPT-
 
 def load(task: str) -> dict:
     """The paper's split: {"train", "valid", "test"}: (X, y), y 1 for N-Z (binary) or the letters coded 0..25."""
-    letters, X = letter()
+    X, letters = letter()
     y = (letters >= "N").astype(np.int64) if task == "binary" else np.searchsorted(np.unique(letters), letters)
     parts = np.split(np.arange(len(y)), [12_000, 16_000])
     return {name: (X[p], y[p]) for name, p in zip(("train", "valid", "test"), parts)}

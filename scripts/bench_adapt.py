@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import best_of, higgs_rows, timing_parser  # noqa: E402
 
 from lightgbm_cegb import AdaptGBRT, prediction_cost  # noqa: E402
-from lightgbm_cegb.demo import HIGGS_COSTS  # noqa: E402
+from lightgbm_cegb.datasets import HIGGS_COSTS  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -19,7 +19,7 @@ import numpy as np
 from sklearn.ensemble import RandomForestClassifier
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from lightgbm_cegb.budgetrf import BudgetRFClassifier  # noqa: E402
+from lightgbm_cegb.methods.budgetrf import BudgetRFClassifier  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import best_of, higgs_rows, timing_parser  # noqa: E402
 
-from lightgbm_cegb.demo import HIGGS_COSTS  # noqa: E402
-from lightgbm_cegb.lazy import LazyPredictor  # noqa: E402
+from lightgbm_cegb.datasets import HIGGS_COSTS  # noqa: E402
+from lightgbm_cegb.serving.lazy import LazyPredictor  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> None:

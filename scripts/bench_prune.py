@@ -22,7 +22,6 @@ import subprocess
 import sys
 import time
 
-
 PATH_LAMS = [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2]
 
 

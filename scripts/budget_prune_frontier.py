@@ -7,7 +7,7 @@
 letter: UCI Letter Recognition (26 classes, 16 features, unit costs); 10,000 rows train the forest, 3,000
 are the pruning data, 7,000 measure test accuracy and cost. mslr: the MSLR-WEB subset (label >= 1 is
 "relevant"), its 136-feature cost vector; its train file is split 3,000 / 2,000 (forest / pruning data),
-its test file measures. letter is bundled (lightgbm_cegb/data/letter); mslr from ../shared/data (see its
+its test file measures. letter is bundled (lightgbm_cegb/datasets/data/letter); mslr from ../shared/data (see its
 MANIFEST.md for sources and licences).
 Writes DIR/budget_prune_<data>.csv (one row per trade-off, plus the unpruned forest) and, with
 matplotlib installed, DIR/budget_prune_<data>.png. --solver highs uses the reference LP instead of the
@@ -21,10 +21,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+from common import DATA, load_letter, pyplot, write_atomically, write_table
 from sklearn.datasets import load_svmlight_file
 from sklearn.ensemble import RandomForestClassifier
-
-from common import DATA, load_letter, pyplot, write_atomically, write_table
 
 from lightgbm_cegb import FeatureCosts, budget_prune_path, prediction_cost
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from lightgbm_cegb._io import write_atomically  # noqa: F401 (the scripts' writer)
-from lightgbm_cegb.costs import FeatureCosts
+from lightgbm_cegb.core.costs import FeatureCosts
+from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.datasets import letter, mslr_subset
-from lightgbm_cegb.errors import CEGBError
+from lightgbm_cegb.io.atomic import write_atomically  # noqa: F401 (the scripts' writer)
 from lightgbm_cegb.selection import pareto, train_to_budget
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -31,10 +31,10 @@ def timing_parser(doc: str) -> argparse.ArgumentParser:
 def higgs_rows(rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(the bundled HIGGS training rows and labels, ``rows`` events drawn with replacement from the training
     and test rows, seed 0)."""
-    from lightgbm_cegb.demo import load_higgs
+    from lightgbm_cegb.datasets import higgs
 
-    X_train, y_train = load_higgs("train")
-    pool = np.vstack([X_train, load_higgs("test")[0]])
+    X_train, y_train = higgs("train")
+    pool = np.vstack([X_train, higgs("test")[0]])
     return X_train, y_train, pool[np.random.default_rng(0).integers(0, len(pool), rows)]
 
 
@@ -99,7 +99,7 @@ def report_frontier(frame: pd.DataFrame, out: Path, name: str, title: str, metri
     plt = pyplot()
     if plt is None:
         return []
-    from lightgbm_cegb.plotting import plot_frontiers
+    from lightgbm_cegb.selection.plots import plot_frontiers
 
     test = frame.assign(cost=frame["test_cost"], quality=frame["test_quality"])
     ax = plot_frontiers(test, pareto_only=False, xlabel="mean cost per test row", title=title)
@@ -113,7 +113,7 @@ def report_frontier(frame: pd.DataFrame, out: Path, name: str, title: str, metri
 def load_letter() -> list:
     """UCI Letter Recognition (bundled): [(X, y)] x 3 (10,000 / 3,000 / 7,000 rows, shuffled with
     seed 0; y the letters), 16 unit-cost features."""
-    y, X = letter()
+    X, y = letter()
     order = np.random.default_rng(0).permutation(len(y))
     return [(X[p], y[p]) for p in np.split(order, [10_000, 13_000])]
 

@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import DATA, budget_table, load_letter, report_frontier, trained_to_budgets, write_atomically  # noqa: E402
 
 from lightgbm_cegb import FeatureCosts  # noqa: E402
-from lightgbm_cegb.demo import HIGGS_COSTS, load_higgs  # noqa: E402
+from lightgbm_cegb.datasets import HIGGS_COSTS, higgs  # noqa: E402
 from lightgbm_cegb.selection import METHODS, evaluate, pareto, sweep  # noqa: E402
 
 BUDGET_FRACTIONS = (0.1, 0.25, 0.5)
@@ -73,8 +73,8 @@ def load_mnist() -> tuple[np.ndarray, np.ndarray]:
 def load(name: str) -> tuple[dict, FeatureCosts, str]:
     """{split: (X, y)}, the costs and the task."""
     if name == "higgs":
-        X, y = load_higgs("train")
-        return ({"train": (X[:5500], y[:5500]), "valid": (X[5500:], y[5500:]), "test": load_higgs("test")},
+        X, y = higgs("train")
+        return ({"train": (X[:5500], y[:5500]), "valid": (X[5500:], y[5500:]), "test": higgs("test")},
                 HIGGS_COSTS, "binary")
     if name == "letter":
         parts = load_letter()

@@ -33,9 +33,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from lightgbm_cegb._io import write_atomically
-from lightgbm_cegb.demo import HIGGS_COSTS, HIGGS_FEATURES, NUM_LOW_LEVEL, load_higgs
-from lightgbm_cegb.lazy import LazyFetchError, LazyPredictor
+from lightgbm_cegb.datasets import HIGGS_COSTS, HIGGS_FEATURES, NUM_LOW_LEVEL, higgs
+from lightgbm_cegb.io.atomic import write_atomically
+from lightgbm_cegb.serving.lazy import LazyFetchError, LazyPredictor
 
 TABLES = {"detector": HIGGS_FEATURES[:NUM_LOW_LEVEL], "reconstruction": HIGGS_FEATURES[NUM_LOW_LEVEL:]}
 MAX_IDS = 10_000
@@ -47,7 +47,7 @@ class UnknownEvent(LookupError):
 
 def build_store(path: Path) -> int:
     """The SQLite store of the bundled test events (written to a temporary file, then renamed)."""
-    X, _ = load_higgs("test")
+    X, _ = higgs("test")
     if path.exists():
         return len(X)
 
@@ -67,7 +67,7 @@ def build_store(path: Path) -> int:
 
 def train_model(path: Path) -> lgb.Booster:
     """The CEGB model the service uses (trained deterministically; written atomically to ``path``)."""
-    X, y = load_higgs("train")
+    X, y = higgs("train")
     params = {"objective": "binary", "num_leaves": 31, "learning_rate": 0.1, "seed": 0, "deterministic": True,
               "num_threads": 1, "verbose": -1, **HIGGS_COSTS.to_params(tradeoff=0.003)}
     booster = lgb.train(params, lgb.Dataset(X, y, feature_name=HIGGS_FEATURES), 100)

@@ -11,12 +11,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from references import model_and_data, reference_costs
-from sklearn.ensemble import (ExtraTreesClassifier, GradientBoostingClassifier, GradientBoostingRegressor,
-                              RandomForestRegressor)
+from sklearn.ensemble import (
+    ExtraTreesClassifier,
+    GradientBoostingClassifier,
+    GradientBoostingRegressor,
+    RandomForestRegressor,
+)
 from sklearn.tree import DecisionTreeClassifier
 
 from lightgbm_cegb import CEGBError, FeatureCosts, prediction_cost, to_forest
-from lightgbm_cegb.lightgbm_model import read_text
+from lightgbm_cegb.io.lightgbm_text import read_text
 
 
 @settings(max_examples=300, deadline=None, derandomize=True)

@@ -1,0 +1,485 @@
+"""The cost model of SEEDS.md section 0: per-instance (lazy) and per-model (coupled) feature costs and an
+evaluation cost per split node."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import lightgbm as lgb
+import numpy as np
+
+from lightgbm_cegb.core.errors import CEGBError
+
+#: The Yahoo! LTR cost file's cost of the feature ids that never occur in set 1.
+UNUSED_ID_COST = 10000.0
+
+CEGB_KEYS = ("cegb_penalty_feature_lazy", "cegb_penalty_feature_coupled", "cegb_penalty_split",
+             "cegb_penalty_feature_split", "cegb_feature_group", "cegb_penalty_group_lazy", "cegb_penalty_group_coupled")
+
+
+def _feature_names(features) -> list[str]:
+    """Names from a list of names, a pandas DataFrame, or a lightgbm Dataset (constructed or not)."""
+    if isinstance(features, lgb.Dataset):
+        if features._handle is not None:  # constructed: LightGBM's own names
+            return list(features.get_feature_name())
+        data = features.data
+        if hasattr(data, "columns"):
+            return [str(c) for c in data.columns]
+        if isinstance(features.feature_name, Sequence) and not isinstance(features.feature_name, str):
+            return list(features.feature_name)
+        return [f"Column_{i}" for i in range(np.shape(data)[1])]
+    if hasattr(features, "columns"):
+        return [str(c) for c in features.columns]
+    if isinstance(features, (str, bytes)) or not isinstance(features, Sequence):
+        raise CEGBError(f"features should be a list of names, a pandas DataFrame or a lightgbm Dataset, "
+                        f"got {type(features).__name__}")
+    names = [str(n) for n in features]
+    duplicated = sorted({n for n in names if names.count(n) > 1})
+    if duplicated:
+        raise CEGBError(f"feature names should be unique, got duplicates {duplicated}")
+    return names
+
+
+def _check_values(name: str, values: np.ndarray, what: str = "feature") -> np.ndarray:
+    bad = ~np.isfinite(values) | (values < 0)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise CEGBError(f"{name} costs should be finite and >= 0, got {float(values[i])!r} for {what} {i}")
+    return values
+
+
+def _groups_input(groups) -> tuple[dict[str, list] | None, int | None]:
+    """({group name: members (column indices or feature names)}, the number of features when groups came as
+    one id per feature)."""
+    if groups is None:
+        return None, None
+    if isinstance(groups, Mapping):
+        out: dict[str, list] = {}
+        owner: dict = {}
+        for name, members in groups.items():
+            if isinstance(members, (str, bytes)) or np.ndim(members) == 0:
+                members = [members]
+            keyed = []
+            for member in members:
+                if isinstance(member, (int, np.integer)) and not isinstance(member, bool):
+                    member = int(member)
+                    if member < 0:
+                        raise CEGBError(f"groups: group {name!r} names column {member}; columns are >= 0")
+                else:
+                    member = str(member)
+                if member in owner:
+                    raise CEGBError(f"groups: feature {member!r} is in two groups, {owner[member]!r} and {name!r}")
+                owner[member] = name
+                keyed.append(member)
+            out[str(name)] = keyed
+        return out, None
+    ids = np.asarray(groups)
+    if ids.ndim != 1 or (ids.size and ids.dtype.kind not in "iu"):
+        raise CEGBError("groups should be a mapping from group name to its features, or one integer group id per "
+                        f"feature (-1: no group), got {type(groups).__name__} of dtype {ids.dtype} and shape "
+                        f"{ids.shape}")
+    if ids.size and ids.min() < -1:
+        raise CEGBError(f"groups: ids should be >= 0, or -1 for no group, got {int(ids.min())} for feature "
+                        f"{int(np.argmin(ids))}")
+    num_groups = int(ids.max()) + 1 if ids.size else 0
+    return {str(g): np.flatnonzero(ids == g).tolist() for g in range(num_groups)}, len(ids)
+
+
+def _group_costs(kind: str, values, names: list[str] | None) -> np.ndarray | None:
+    """One cost per group, in the groups' order, from a sequence or a mapping by group name (others: 0)."""
+    if values is None:
+        return None
+    if names is None:
+        raise CEGBError(f"{kind} costs need groups (groups=...)")
+    if _is_named_series(values):
+        values = dict(zip(map(str, values.index), values.to_numpy()))
+    if isinstance(values, Mapping):
+        unknown = sorted(set(map(str, values)) - set(names))
+        if unknown:
+            raise CEGBError(f"{kind} costs name unknown groups {unknown[:10]}; the groups are {names[:10]}")
+        values = {str(k): v for k, v in values.items()}
+        arr = np.array([float(values.get(name, 0.0)) for name in names])
+    else:
+        arr = np.asarray(values, dtype=np.float64)
+        if arr.ndim != 1 or len(arr) != len(names):
+            raise CEGBError(f"{kind} costs should have one value per group ({len(names)}), got shape {arr.shape}")
+    return _check_values(kind, arr.copy(), "group")
+
+
+def lightgbm_feature_name(name: str) -> str:
+    """The name LightGBM gives a feature called ``name``: its spaces become underscores."""
+    return name.replace(" ", "_")
+
+
+def _is_named_series(values) -> bool:
+    """A pandas Series whose index names features (not the default 0..n-1 positions)."""
+    index = getattr(values, "index", None)
+    if index is None or not hasattr(values, "to_numpy") or getattr(values, "ndim", 0) != 1:
+        return False
+    return not (index.dtype.kind in "iu" and (np.asarray(index) == np.arange(len(index))).all())
+
+
+class FeatureCosts:
+    """Prediction-cost model of a tree ensemble.
+
+    Parameters
+    ----------
+    lazy : array-like or mapping, optional
+        Per-instance acquisition cost of each feature: paid once per row that needs the feature. An array
+        (by column index) or a mapping from feature name to cost (features not named cost 0).
+    coupled : array-like or mapping, optional
+        Per-model cost of each feature: paid once if any split of the model uses it.
+    split : float or array-like, default 0.0
+        Cost of evaluating one split node (an array: per feature tested, CEGB's multi-scale variant).
+    groups : mapping or array-like, optional
+        Features whose costs are shared: a mapping from group name to its members (feature names or column
+        indices; a feature in two groups is an error), or one integer group id per column (-1: none).
+    group_lazy, group_coupled : array-like or mapping, optional
+        Cost of each group (in the order of ``groups``, or a mapping by group name), paid once by the first
+        use of any member: per row (lazy) or per model (coupled). Members' own costs are paid on top
+        (Greedy Miser's Scene-15 costs: a descriptor's extraction, then each classifier on it).
+    tree : float, default 0.0
+        Cost of evaluating one tree, paid per row for every tree the row goes through (Greedy Miser's and
+        CSTC's evaluation cost ``e``). Not a training penalty: it is in the accounting only.
+
+    Examples
+    --------
+    >>> costs = FeatureCosts(lazy={"age": 1.0, "mri": 50.0}).align(["age", "bmi", "mri"])
+    >>> costs.lazy
+    array([ 1.,  0., 50.])
+    >>> costs.to_params(tradeoff=0.1)["cegb_penalty_feature_lazy"]
+    [1.0, 0.0, 50.0]
+    """
+
+    def __init__(self, lazy=None, coupled=None, split=0.0, *, groups=None, group_lazy=None, group_coupled=None,
+                 tree: float = 0.0):
+        self._lazy = self._input("lazy", lazy)
+        self._coupled = self._input("coupled", coupled)
+        self._groups, self._groups_length = _groups_input(groups)
+        names = None if self._groups is None else list(self._groups)
+        self._group_lazy = _group_costs("group_lazy", group_lazy, names)
+        self._group_coupled = _group_costs("group_coupled", group_coupled, names)
+        split_arr = np.asarray(split, dtype=np.float64)
+        if split_arr.ndim > 1:
+            raise CEGBError(f"split should be a number or one value per feature, got shape {split_arr.shape}")
+        self._split = _check_values("split", split_arr.reshape(-1)).reshape(split_arr.shape)
+        try:
+            self._tree = float(tree)
+        except (TypeError, ValueError):
+            self._tree = math.nan
+        if not (math.isfinite(self._tree) and self._tree >= 0):
+            raise CEGBError(f"tree (the cost of evaluating one tree) should be a finite number >= 0, got {tree!r}")
+        lengths = {len(v) for v in (self._lazy, self._coupled, self._split.reshape(-1) if self._split.ndim else None)
+                   if isinstance(v, np.ndarray)} | ({self._groups_length} if self._groups_length is not None else set())
+        if len(lengths) > 1:
+            raise CEGBError(f"lazy, coupled, split and groups should give the same number of features, got "
+                            f"{sorted(lengths)}")
+
+    @staticmethod
+    def _input(name: str, values):
+        if values is None:
+            return None
+        if _is_named_series(values):  # a pandas Series by feature name: its index, not its order
+            values = dict(zip(map(str, values.index), values.to_numpy()))
+        if isinstance(values, Mapping):
+            out = {}
+            for key, value in values.items():
+                cost = float(value)
+                _check_values(name, np.array([cost]))
+                out[str(key)] = cost
+            return out
+        arr = np.asarray(values, dtype=np.float64)
+        if arr.ndim != 1:
+            raise CEGBError(f"{name} should be one value per feature, got an array of shape {arr.shape}")
+        return _check_values(name, arr.copy())
+
+    # ------------------------------------------------------------------------------------ alignment
+
+    @property
+    def num_features(self) -> int | None:
+        """Number of features, or None while costs are given by name and not aligned."""
+        for v in (self._lazy, self._coupled):
+            if isinstance(v, np.ndarray):
+                return len(v)
+        return len(self._split) if self._split.ndim else self._groups_length
+
+    @property
+    def is_aligned(self) -> bool:
+        return not isinstance(self._lazy, dict) and not isinstance(self._coupled, dict) and \
+            not any(isinstance(m, str) for members in (self._groups or {}).values() for m in members)
+
+    def align(self, features) -> FeatureCosts:
+        """Costs as arrays in the column order of ``features`` (names, DataFrame or lightgbm Dataset)."""
+        names = _feature_names(features)
+
+        def by_name(kind, values):
+            if not isinstance(values, dict):
+                if isinstance(values, np.ndarray) and len(values) != len(names):
+                    raise CEGBError(f"{kind} costs have {len(values)} values but there are {len(names)} features")
+                return values
+            index = {n: i for i, n in enumerate(names)}
+            out = np.zeros(len(names))
+            unknown = []
+            for key, value in values.items():
+                # LightGBM writes a feature name's spaces as underscores (Dataset::set_feature_names)
+                i = index.get(key, index.get(lightgbm_feature_name(key)))
+                if i is None:
+                    unknown.append(key)
+                else:
+                    out[i] = value
+            if unknown:
+                raise CEGBError(f"{kind} costs name unknown features {sorted(unknown)[:10]}; known: {names[:10]}"
+                                + ("..." if len(names) > 10 else ""))
+            return out
+
+        split = self._split
+        if split.ndim and len(split) != len(names):
+            raise CEGBError(f"split costs have {len(split)} values but there are {len(names)} features")
+        groups = None
+        if self._groups is not None:
+            if self._groups_length not in (None, len(names)):
+                raise CEGBError(f"groups give {self._groups_length} features but there are {len(names)}")
+            index = {n: i for i, n in enumerate(names)}
+            groups, unknown = {}, []
+            for group, members in self._groups.items():
+                groups[group] = []
+                for member in members:
+                    i = member if isinstance(member, int) else index.get(member, index.get(lightgbm_feature_name(member)))
+                    if i is None or i >= len(names):
+                        unknown.append(member)
+                    else:
+                        groups[group].append(i)
+            if unknown:
+                raise CEGBError(f"groups name unknown features {unknown[:10]}; known: {names[:10]}"
+                                + ("..." if len(names) > 10 else ""))
+        return FeatureCosts(by_name("lazy", self._lazy), by_name("coupled", self._coupled), split, groups=groups,
+                            group_lazy=self._group_lazy, group_coupled=self._group_coupled, tree=self._tree)
+
+    def _require_aligned(self, num_features: int | None = None) -> None:
+        if not self.is_aligned:
+            raise CEGBError("costs are given by feature name: call .align(feature names, DataFrame or Dataset) "
+                            "first")
+        if num_features is not None and self.num_features not in (None, num_features):
+            raise CEGBError(f"costs are for {self.num_features} features but the model has {num_features}")
+
+    @property
+    def lazy(self):
+        """Per-instance costs: an array, a mapping by name (before ``align``), or None."""
+        return self._lazy
+
+    @property
+    def coupled(self):
+        """Per-model costs: an array, a mapping by name (before ``align``), or None."""
+        return self._coupled
+
+    @property
+    def split(self) -> np.ndarray:
+        """Cost per split node: a 0-d array, or one value per feature."""
+        return self._split
+
+    @property
+    def tree(self) -> float:
+        """Cost of evaluating one tree (per row and tree)."""
+        return self._tree
+
+    def arrays(self, num_features: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(lazy, coupled, split) as float64 arrays of ``num_features`` values (absent costs are 0)."""
+        self._require_aligned(num_features)
+        zeros = np.zeros(num_features)
+        lazy = zeros if self._lazy is None else self._lazy
+        coupled = zeros if self._coupled is None else self._coupled
+        return lazy, coupled, np.broadcast_to(self._split, (num_features,)).astype(np.float64)
+
+    @property
+    def groups(self) -> dict[str, list] | None:
+        """{group name: members (column indices; names before ``align``)}, or None."""
+        return None if self._groups is None else {k: list(v) for k, v in self._groups.items()}
+
+    def group_arrays(self, num_features: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(group of each feature as int32, -1 for none; lazy and coupled cost of each group), the groups in
+        the order of ``groups``."""
+        self._require_aligned(num_features)
+        group_of = np.full(num_features, -1, dtype=np.int32)
+        for g, members in enumerate((self._groups or {}).values()):
+            for member in members:
+                if member >= num_features:
+                    raise CEGBError(f"groups: column {member} is beyond the model's {num_features} features")
+                group_of[member] = g
+        zeros = np.zeros(len(self._groups or {}))
+        return (group_of, zeros if self._group_lazy is None else self._group_lazy,
+                zeros if self._group_coupled is None else self._group_coupled)
+
+    def per_row(self) -> FeatureCosts:
+        """The per-row part of these costs: the lazy costs of the features and groups (what BudgetPrune
+        prunes for), without coupled, split and tree costs."""
+        return FeatureCosts(lazy=self._lazy, groups=self.groups, group_lazy=self._group_lazy)
+
+    def model_cost(self, used: np.ndarray, num_features: int) -> float:
+        """Coupled cost of a model whose splits test the features ``used`` (indices): their own coupled
+        costs and, once, each group they belong to."""
+        _, coupled, _ = self.arrays(num_features)
+        group_of, _, group_coupled = self.group_arrays(num_features)
+        groups = np.unique(group_of[used])
+        return float(coupled[used].sum() + group_coupled[groups[groups >= 0]].sum())
+
+    def to_dict(self, num_features: int) -> dict:
+        """The aligned costs of ``num_features`` features as JSON-ready lists (:meth:`from_dict` reads them)."""
+        lazy, coupled, split = self.arrays(num_features)
+        _, group_lazy, group_coupled = self.group_arrays(num_features)
+        return {"lazy": lazy.tolist(), "coupled": coupled.tolist(), "split": split.tolist(), "tree": self.tree,
+                "groups": self.groups, "group_lazy": group_lazy.tolist(), "group_coupled": group_coupled.tolist()}
+
+    @classmethod
+    def from_dict(cls, values: Mapping) -> FeatureCosts:
+        """The costs :meth:`to_dict` wrote; also the earlier form with ``group_of`` (each feature's group or
+        -1) that ADAPT's manifests held before."""
+        groups = values["groups"] if "groups" in values else \
+            (values["group_of"] if any(g >= 0 for g in values["group_of"]) else None)
+        grouped = bool(groups)
+        return cls(values["lazy"], values["coupled"], values["split"], tree=values["tree"],
+                   groups=groups if grouped else None,
+                   group_lazy=values["group_lazy"] if grouped else None,
+                   group_coupled=values["group_coupled"] if grouped else None)
+
+    # ------------------------------------------------------------------------------ LightGBM params
+
+    def to_params(self, tradeoff: float | None = None) -> dict:
+        """The ``cegb_*`` parameters for ``lgb.train`` (lists by column index)."""
+        self._require_aligned()
+        params = {}
+        if self._lazy is not None:
+            params["cegb_penalty_feature_lazy"] = self._lazy.tolist()
+        if self._coupled is not None:
+            params["cegb_penalty_feature_coupled"] = self._coupled.tolist()
+        if self._split.ndim:  # per feature (patch 0005)
+            params["cegb_penalty_feature_split"] = self._split.tolist()
+        elif float(self._split):
+            params["cegb_penalty_split"] = float(self._split)
+        if self._groups is not None:  # patch 0005
+            if self.num_features is None:
+                raise CEGBError("groups by column index need the number of features: give lazy, coupled or split "
+                                "costs per feature, or align() to the features")
+            params["cegb_feature_group"] = self.group_arrays(self.num_features)[0].tolist()
+            for key, values in (("cegb_penalty_group_lazy", self._group_lazy),
+                                ("cegb_penalty_group_coupled", self._group_coupled)):
+                if values is not None:
+                    params[key] = values.tolist()
+        if tradeoff is not None:
+            params["cegb_tradeoff"] = float(tradeoff)
+        return params
+
+    def to_config(self, tradeoff: float | None = None) -> str:
+        """The same as lines of a LightGBM CLI config file."""
+        lines = []
+        for key, value in self.to_params(tradeoff).items():
+            text = ",".join(repr(float(v)) for v in value) if isinstance(value, list) else repr(value)
+            lines.append(f"{key} = {text}")
+        return "\n".join(lines) + "\n"
+
+    @classmethod
+    def from_params(cls, params: Mapping) -> FeatureCosts | None:
+        """Costs from ``cegb_*`` parameters (as given to lgb.train, or as strings in a model file's
+        parameters section); None if there are none."""
+        def values(key):
+            value = params.get(key)
+            if value is None or (isinstance(value, str) and not value.strip()):
+                return None
+            if isinstance(value, str):
+                return [float(v) for v in value.split(",")]
+            return value
+        lazy, coupled = values("cegb_penalty_feature_lazy"), values("cegb_penalty_feature_coupled")
+        split = float(params.get("cegb_penalty_split", 0.0) or 0.0)
+        per_feature_split = values("cegb_penalty_feature_split")
+        if per_feature_split is not None:  # the two add up, as in training
+            split = np.asarray(per_feature_split, dtype=np.float64) + split
+        groups = values("cegb_feature_group")
+        group_lazy, group_coupled = values("cegb_penalty_group_lazy"), values("cegb_penalty_group_coupled")
+        if lazy is None and coupled is None and not np.any(split) and group_lazy is None and group_coupled is None:
+            return None
+        groups = None if groups is None else np.asarray(groups, dtype=np.float64).astype(np.int64)
+        return cls(lazy, coupled, split, groups=groups, group_lazy=group_lazy, group_coupled=group_coupled)
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike, kind: str = "lazy", num_features: int | None = None, *,
+                  first_column: int = 0) -> FeatureCosts:
+        """Load costs in the Yahoo! LTR format: one value per line (blank lines and ``#`` comments ignored).
+
+        Line i (from 1) is the cost of column ``first_column + i - 1``; the columns before ``first_column``
+        cost 0. ``first_column=1`` is the reading of a 1-based SVMlight file by LightGBM, which puts id i in
+        column i and leaves column 0 empty. ``num_features`` checks the length: the file must cover exactly
+        those columns, except that a tail of :data:`UNUSED_ID_COST` values (the Yahoo file's cost of the ids
+        that never occur) beyond them is dropped.
+        """
+        if kind not in ("lazy", "coupled"):
+            raise CEGBError(f"kind should be 'lazy' or 'coupled', got {kind!r}")
+        if first_column < 0:
+            raise CEGBError(f"first_column should be >= 0, got {first_column}")
+        values = []
+        for lineno, line in enumerate(Path(path).read_text().splitlines(), 1):
+            line = line.split("#", 1)[0].strip()
+            if not line:
+                continue
+            try:
+                values.append(float(line))
+            except ValueError:
+                raise CEGBError(f"{path}:{lineno}: expected a number, got {line!r}") from None
+        values = [0.0] * first_column + values
+        if num_features is not None and len(values) != num_features:
+            extra = values[num_features:]
+            if len(values) < num_features or any(v != UNUSED_ID_COST for v in extra):
+                raise CEGBError(
+                    f"{path} has {len(values) - first_column} costs for columns {first_column}.."
+                    f"{len(values) - 1}, but the data has {num_features} columns (0..{num_features - 1})"
+                    + ("; its values start at column 1 (1-based ids)" if first_column else
+                       "; if its first line is the cost of feature id 1 of a 1-based SVMlight file, say so "
+                       "(first_column=1, the CLI's --one-based)" if len(values) == num_features - 1 else ""))
+            values = values[:num_features]
+        return cls(**{kind: values})
+
+    @classmethod
+    def coerce(cls, costs) -> FeatureCosts:
+        """``costs`` as FeatureCosts: itself, or lazy costs (an array by column, a mapping or a pandas
+        Series by feature name)."""
+        if isinstance(costs, FeatureCosts):
+            return costs
+        if isinstance(costs, (str, bytes)):
+            raise CEGBError(f"costs should be FeatureCosts, lazy costs per feature or a mapping from feature "
+                            f"name to cost, got the string {costs!r}")
+        return cls(lazy=costs)
+
+    def __repr__(self) -> str:
+        def show(v):
+            if v is None:
+                return "None"
+            if isinstance(v, dict):
+                return repr(v)
+            return np.array2string(np.asarray(v), threshold=8)
+        groups = "" if self._groups is None else (f", groups={show(self._groups)}, group_lazy={show(self._group_lazy)}"
+                                                  f", group_coupled={show(self._group_coupled)}")
+        tree = f", tree={self._tree!r}" if self._tree else ""
+        return (f"FeatureCosts(lazy={show(self._lazy)}, coupled={show(self._coupled)}, split={show(self._split)}{groups}"
+                f"{tree})")
+
+
+def resolve_costs(costs, num_features: int, feature_names: list[str] | None = None,
+                  params: Mapping | None = None) -> FeatureCosts:
+    """The one resolution of costs for a model of ``num_features`` features, used by every entry point:
+    FeatureCosts, lazy costs by column, or by name (a mapping or a pandas Series: aligned to
+    ``feature_names`` with LightGBM's renaming); None reads the cegb_* training ``params``."""
+    if costs is None:
+        costs = FeatureCosts.from_params(params or {})
+        if costs is None:
+            raise CEGBError("costs is None and the model was not trained with cegb_* parameters: "
+                            "pass costs=FeatureCosts(...)")
+    costs = FeatureCosts.coerce(costs)
+    if not costs.is_aligned:
+        if feature_names is None:
+            raise CEGBError("costs are given by feature name but the model has no feature names (fit it on a "
+                            "DataFrame, or give costs by column)")
+        costs = costs.align(feature_names)
+    if costs.num_features not in (None, num_features):
+        raise CEGBError(f"costs are for {costs.num_features} features but the model has {num_features}")
+    return costs

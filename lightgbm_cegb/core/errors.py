@@ -1,0 +1,55 @@
+"""The exceptions and warnings of lightgbm_cegb, and the checks of a numeric parameter and of row weights.
+
+Errors: ``CEGBError`` (a ValueError) for invalid input; ``NotFittedError`` (also scikit-learn's, so
+``except sklearn.exceptions.NotFittedError`` catches it) when a model is used before ``fit``. Warnings derive
+from ``CEGBWarning`` (a UserWarning) so that one filter silences them all, or one class its kind.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+from sklearn.exceptions import NotFittedError as _SklearnNotFittedError
+
+
+class CEGBError(ValueError):
+    """Invalid input to lightgbm_cegb; the message names the parameter, what was expected and what was got."""
+
+
+class NotFittedError(_SklearnNotFittedError, CEGBError):
+    """The model is used before it was fitted (scikit-learn's NotFittedError and a CEGBError)."""
+
+
+class CEGBWarning(UserWarning):
+    """Base class of the package's warnings."""
+
+
+class NoSplitWarning(CEGBWarning):
+    """The fitted model (or a part of it, such as ADAPT's gate) reads no feature: the trade-off is too large."""
+
+
+class BudgetWarning(CEGBWarning):
+    """A budget cannot be met as asked (e.g. the first iteration already exceeds it)."""
+
+
+def check_number(value, name: str, low: float, high: float | None = None, *, low_open: bool = False,
+                 integer: bool = False) -> None:
+    """``value`` is a finite number (an integer with ``integer``) >= ``low`` (> with ``low_open``) and, given
+    ``high``, <= ``high`` (``math.inf``: unbounded, said as the interval [low, inf])."""
+    kind = numbers.Integral if integer else numbers.Real
+    if isinstance(value, bool) or not isinstance(value, kind) or not math.isfinite(value) or \
+            (value <= low if low_open else value < low) or (high is not None and value > high):
+        what = "an integer" if integer else "a finite number" if high is None else "a number"
+        bound = f"{'>' if low_open else '>='} {low:g}" if high is None else \
+            f"in [{low:g}, {'inf' if math.isinf(high) else f'{high:g}'}]"
+        raise CEGBError(f"{name} should be {what} {bound}, got {value!r}")
+
+
+def checked_weights(weight, n: int, name: str = "sample_weight") -> np.ndarray:
+    """``weight`` (None: all 1) as n finite float64 weights >= 0, not all zero."""
+    weight = np.ones(n) if weight is None else np.asarray(weight, dtype=np.float64)
+    if weight.shape != (n,) or not np.isfinite(weight).all() or (weight < 0).any() or not weight.any():
+        raise CEGBError(f"{name} should hold {n} finite weights >= 0, not all zero")
+    return weight

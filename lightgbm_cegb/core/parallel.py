@@ -1,0 +1,49 @@
+"""How many threads the Cython kernels use: ``n_jobs`` as scikit-learn reads it, within the CPUs this
+process may run on (its affinity mask and a cgroup CPU quota, as in a container or a CI job)."""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+from pathlib import Path
+
+from lightgbm_cegb.core.errors import CEGBError
+
+ROWS_PER_THREAD = 256
+
+
+@functools.lru_cache(maxsize=1)
+def available_cpus() -> int:
+    """CPUs this process may use: the affinity mask, capped by a cgroup v2 (``cpu.max``) or v1 quota."""
+    try:
+        count = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        count = os.cpu_count() or 1
+    for quota_file, period_file in (("/sys/fs/cgroup/cpu.max", None),
+                                    ("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "/sys/fs/cgroup/cpu/cpu.cfs_period_us")):
+        try:
+            if period_file is None:
+                quota, period = Path(quota_file).read_text().split()[:2]
+            else:
+                quota, period = Path(quota_file).read_text().strip(), Path(period_file).read_text().strip()
+            if quota not in ("max", "-1") and int(period) > 0:
+                count = min(count, max(1, math.ceil(int(quota) / int(period))))
+                break
+        except (OSError, ValueError):
+            continue
+    return max(count, 1)
+
+
+def resolve_n_jobs(n_jobs: int | None, rows: int | None = None) -> int:
+    """Threads for ``n_jobs``: None or -1 all available CPUs, k > 0 that many (at most the available
+    ones), -k all but k - 1 (scikit-learn's convention); at most one per ROWS_PER_THREAD of ``rows``
+    (starting threads costs more than routing a few rows)."""
+    cpus = available_cpus() if rows is None else max(1, min(available_cpus(), -(-rows // ROWS_PER_THREAD)))
+    if n_jobs is None:
+        return cpus
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0:
+        raise CEGBError(f"n_jobs should be None or a non-zero integer, got {n_jobs!r}")
+    if n_jobs > 0:
+        return min(n_jobs, cpus)
+    return max(cpus + 1 + n_jobs, 1)

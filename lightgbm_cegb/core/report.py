@@ -1,0 +1,47 @@
+"""The prediction cost of a model on a set of rows, as a report."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class CostReport:
+    """Prediction cost of a model on a set of rows."""
+
+    acquisition: np.ndarray  # per row: lazy costs of the distinct features the row's paths test
+    evaluation: np.ndarray  # per row: split costs of the split nodes traversed, plus the trees' costs
+    coupled: float  # coupled costs of the features the model uses (once per model)
+    usage: np.ndarray  # per feature: fraction of rows whose paths test it
+    curve: np.ndarray | None = None  # mean per-row cost after each iteration (per_iteration=True)
+    feature_names: list[str] | None = None  # the model's feature names, for usage_by_name
+    group_usage: dict[str, float] | None = None  # with feature groups: fraction of rows paying each group
+
+    @property
+    def per_instance(self) -> np.ndarray:
+        return self.acquisition + self.evaluation
+
+    @property
+    def mean(self) -> float:
+        return float(self.per_instance.mean()) if self.per_instance.size else 0.0
+
+    @property
+    def usage_by_name(self) -> dict[str, float]:
+        """Share of rows whose paths test each feature, by the model's feature names (Column_i without)."""
+        names = self.feature_names or [f"Column_{i}" for i in range(len(self.usage))]
+        return dict(zip(names, self.usage.tolist()))
+
+    def to_dict(self) -> dict:
+        """A JSON-ready summary (without the per-row arrays)."""
+        out = {"rows": int(self.per_instance.size), "mean": self.mean,
+               "mean_acquisition": float(self.acquisition.mean()) if self.acquisition.size else 0.0,
+               "mean_evaluation": float(self.evaluation.mean()) if self.evaluation.size else 0.0,
+               "coupled": self.coupled, "usage": self.usage_by_name,
+               **({} if self.group_usage is None else {"group_usage": self.group_usage})}
+        if self.curve is not None:
+            out["curve"] = self.curve.tolist()
+        return out
+
+

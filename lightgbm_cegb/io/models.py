@@ -1,0 +1,119 @@
+"""Any model the package takes -> its ``Forest``, parsed once and cached.
+
+A method of the package joins by exposing its fitted ``Forest`` as the attribute ``forest_`` (and the
+``FeatureCosts`` it was fitted with as ``costs_``: the costs used when none are given).
+
+LightGBM Boosters and scikit-learn-API models are read from their model text, model files from disk,
+fitted scikit-learn trees from their ``tree_`` arrays. The forest of a Booster is cached (weakly, with the
+Booster) until its handle, iteration count or tree count changes, so that ``prediction_cost`` on a few rows
+costs about what ``predict`` does; a model file's until its size or modification time changes. Editing a
+Booster's trees in place without changing their number (``set_leaf_output``, ``shuffle_models``) is not
+seen: pass ``to_forest(model, cache=False)``'s result instead.
+"""
+
+from __future__ import annotations
+
+import os
+import weakref
+from pathlib import Path
+
+import lightgbm as lgb
+
+import lightgbm_cegb.io.lightgbm_text as lightgbm_model
+import lightgbm_cegb.io.sklearn_trees as sklearn_model
+from lightgbm_cegb.core.costs import FeatureCosts
+from lightgbm_cegb.core.errors import CEGBError
+from lightgbm_cegb.core.forest import Forest
+
+_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_file_cache: dict[str, tuple[tuple, Forest]] = {}
+
+
+def unwrap(model):
+    """The model a method's result object stands for (one defining ``__lightgbm_cegb_model__``, as
+    ``PruneResult``), else ``model`` itself: how serving and io take results without importing methods."""
+    get = getattr(type(model), "__lightgbm_cegb_model__", None)
+    return model if get is None else get(model)
+
+
+def booster_of(model) -> lgb.Booster | None:
+    """The LightGBM Booster behind model (a Booster or a fitted sklearn-API model), else None."""
+    if isinstance(model, lgb.LGBMModel):
+        if not model.__sklearn_is_fitted__():
+            raise CEGBError(f"this {type(model).__name__} is not fitted yet: call fit first")
+        return model.booster_
+    return model if isinstance(model, lgb.Booster) else None
+
+
+def num_trees_used(model, forest: Forest, num_iteration: int | None) -> int:
+    """Trees that ``predict`` uses: the first ``num_iteration`` iterations; None: as ``Booster.predict``,
+    the best iteration if the booster has one, otherwise all."""
+    booster = booster_of(model)
+    if num_iteration is None and booster is not None:
+        num_iteration = booster.best_iteration
+    return forest.num_trees_for(num_iteration)
+
+
+def has_split(model, num_iteration: int | None = None) -> bool:
+    """Whether the trees ``predict`` uses (see :func:`num_trees_used`) hold at least one split."""
+    forest = to_forest(model)
+    return bool(forest.node_offset[num_trees_used(model, forest, num_iteration)] > 0)
+
+
+def fitted_costs(model):
+    """The FeatureCosts a package estimator was fitted with (``costs_``), else None."""
+    costs = getattr(model, "costs_", None)
+    return costs if isinstance(costs, FeatureCosts) else None
+
+
+def _fingerprint(model) -> tuple:
+    booster = booster_of(model)
+    if booster is not None:
+        handle = getattr(booster._handle, "value", None)
+        return ("lightgbm", handle, booster.current_iteration(), booster.num_trees())
+    estimators = getattr(model, "estimators_", None)
+    trees = [model] if estimators is None else list(getattr(estimators, "ravel", lambda: estimators)())
+    return ("sklearn", tuple((id(getattr(e, "tree_", None)), getattr(getattr(e, "tree_", None), "node_count", 0))
+                             for e in trees))
+
+
+def _read(model) -> Forest:
+    booster = booster_of(model)
+    if booster is not None:
+        return lightgbm_model.read_text(booster.model_to_string(num_iteration=-1))
+    return sklearn_model.read_model(model)
+
+
+def to_forest(model, *, cache: bool = True) -> Forest:
+    """The Forest of a LightGBM Booster or sklearn-API model, a LightGBM model file, or a fitted
+    scikit-learn tree model (a Forest is returned as it is)."""
+    if isinstance(model, Forest):
+        return model
+    if isinstance(getattr(model, "forest_", None), Forest):  # the package's own estimators (BudgetRF, ...)
+        return model.forest_
+    if isinstance(model, (str, os.PathLike)):
+        path = Path(model)
+        if not path.is_file():
+            raise CEGBError(f"model file {str(path)!r} does not exist")
+        stat = path.stat()
+        key = (stat.st_size, stat.st_mtime_ns)
+        cached = _file_cache.get(str(path.resolve()))
+        if cache and cached is not None and cached[0] == key:
+            return cached[1]
+        forest = lightgbm_model.read_text(path.read_text())
+        if cache:
+            _file_cache.clear()  # keep one file's forest: enough for repeated calls on one model
+            _file_cache[str(path.resolve())] = (key, forest)
+        return forest
+    if not cache:
+        return _read(model)
+    fingerprint = _fingerprint(model)
+    try:
+        cached = _cache.get(model)
+    except TypeError:  # not weakly referenceable
+        return _read(model)
+    if cached is not None and cached[0] == fingerprint:
+        return cached[1]
+    forest = _read(model)
+    _cache[model] = (fingerprint, forest)
+    return forest

@@ -1,0 +1,131 @@
+"""scikit-learn estimators: LightGBM's, plus a cost model and its CEGB trade-off."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+
+import lightgbm as lgb
+import numpy as np
+
+from lightgbm_cegb.accounting import prediction_cost
+from lightgbm_cegb.core.costs import FeatureCosts
+from lightgbm_cegb.core.errors import CEGBError, NoSplitWarning
+from lightgbm_cegb.core.report import CostReport
+from lightgbm_cegb.io.models import has_split, to_forest
+
+__all__ = ["CEGBClassifier", "CEGBRanker", "CEGBRegressor"]
+
+
+class _CEGBMixin:
+    """Adds ``feature_costs`` (kept out of LightGBM's own parameters) and ``prediction_cost``."""
+
+    def _aligned_costs(self, X, feature_name) -> FeatureCosts | None:
+        costs = self.feature_costs
+        if costs is None:
+            return None
+        import pandas as pd
+
+        if not isinstance(costs, (FeatureCosts, Mapping, pd.Series)):
+            raise CEGBError(f"feature_costs should be a FeatureCosts, a mapping or pandas Series from feature name "
+                            f"to lazy cost, or None, got {type(costs).__name__}")
+        costs = FeatureCosts.coerce(costs)
+        if costs.is_aligned:  # by column index: LightGBM checks the count against the data
+            return costs
+        # the names LightGBM will give the columns: fit's feature_name=, else the DataFrame's, else Column_i
+        if isinstance(feature_name, (list, tuple)):
+            names = [str(n) for n in feature_name]
+        elif hasattr(X, "columns"):
+            names = [str(c) for c in X.columns]
+        else:
+            shape = np.shape(X)
+            if len(shape) != 2:
+                raise CEGBError(f"X should be 2-dimensional, got shape {shape}")
+            names = [f"Column_{i}" for i in range(shape[1])]
+            try:
+                return costs.align(names)
+            except CEGBError as exc:
+                raise CEGBError(f"{exc}. X came without column names (a numpy array, e.g. from a Pipeline step): "
+                                "pass fit(..., feature_name=[...]), or set_output(transform='pandas') on the "
+                                "pipeline so that the names reach this estimator") from None
+        return costs.align(names)
+
+    def fit(self, X, y, sample_weight=None, **kwargs):
+        # sample_weight named, as in LightGBM's signature: scikit-learn looks for it there (has_fit_parameter)
+        if sample_weight is not None:
+            weights = np.asarray(sample_weight, dtype=np.float64)
+            if weights.size and not weights.any():
+                raise CEGBError("sample_weight: every weight is zero; at least one should be non-zero")
+        self._fit_costs = self._aligned_costs(X, kwargs.get("feature_name", "auto"))
+        super().fit(X, y, sample_weight=sample_weight, **kwargs)
+        if self._fit_costs is not None and self.cegb_tradeoff > 0:
+            if not has_split(self.booster_):
+                warnings.warn(f"cegb_tradeoff={self.cegb_tradeoff:g}: the model has no split (the penalty of a "
+                              "split, tradeoff x cost x rows, outweighs every gain); lower cegb_tradeoff",
+                              NoSplitWarning, stacklevel=2)
+        return self
+
+    def _process_params(self, stage: str) -> dict:
+        params = super()._process_params(stage)
+        params.pop("feature_costs", None)  # ours, not LightGBM's
+        if stage == "fit" and getattr(self, "_fit_costs", None) is not None:
+            params.update(self._fit_costs.to_params())
+        return params
+
+    def prediction_cost(self, X, *, num_iteration: int | None = None, per_iteration: bool = False,
+                        n_jobs: int | None = None) -> CostReport:
+        """Prediction cost of the fitted model on X under ``feature_costs`` (see lightgbm_cegb.prediction_cost)."""
+        if not self.__sklearn_is_fitted__():
+            raise CEGBError(f"this {type(self).__name__} is not fitted yet: call fit first")
+        costs = self._fit_costs
+        if costs is None:  # penalties given as LightGBM keyword arguments are in the model's parameters
+            costs = FeatureCosts.from_params(to_forest(self.booster_).params) or FeatureCosts()
+        return prediction_cost(self.booster_, X, costs, num_iteration=num_iteration, per_iteration=per_iteration,
+                               n_jobs=n_jobs)
+
+
+_DOC = """{kind} with cost-efficient gradient boosting (lightgbm.{base} plus a cost model).
+
+    Parameters
+    ----------
+    feature_costs : FeatureCosts or mapping, optional
+        The prediction-cost model: a ``FeatureCosts`` (lazy, coupled and split costs, by column index or
+        by feature name) or a mapping from feature name to lazy cost. Turned into LightGBM's
+        ``cegb_penalty_*`` parameters at fit time and used by ``prediction_cost``.
+    cegb_tradeoff : float, default 1.0
+        LightGBM's ``cegb_tradeoff``: how much one unit of cost weighs against one unit of gain.
+    **kwargs
+        Every parameter of ``lightgbm.{base}``.
+
+    Examples
+    --------
+    >>> from lightgbm_cegb import FeatureCosts
+    >>> model = {name}(feature_costs=FeatureCosts(lazy=[1.0, 10.0]), cegb_tradeoff=0.01, n_estimators=20)
+    """
+
+
+class CEGBRegressor(_CEGBMixin, lgb.LGBMRegressor):
+    __doc__ = _DOC.format(kind="Regressor", base="LGBMRegressor", name="CEGBRegressor")
+
+    def __init__(self, *, feature_costs=None, cegb_tradeoff: float = 1.0, **kwargs):
+        self.feature_costs = feature_costs
+        self.cegb_tradeoff = cegb_tradeoff
+        super().__init__(**kwargs)
+
+
+class CEGBClassifier(_CEGBMixin, lgb.LGBMClassifier):
+    __doc__ = _DOC.format(kind="Classifier", base="LGBMClassifier", name="CEGBClassifier")
+
+    def __init__(self, *, feature_costs=None, cegb_tradeoff: float = 1.0, **kwargs):
+        self.feature_costs = feature_costs
+        self.cegb_tradeoff = cegb_tradeoff
+        super().__init__(**kwargs)
+
+
+class CEGBRanker(_CEGBMixin, lgb.LGBMRanker):
+    __doc__ = _DOC.format(kind="Ranker", base="LGBMRanker", name="CEGBRanker")
+
+    def __init__(self, *, feature_costs=None, cegb_tradeoff: float = 1.0, **kwargs):
+        self.feature_costs = feature_costs
+        self.cegb_tradeoff = cegb_tradeoff
+        super().__init__(**kwargs)

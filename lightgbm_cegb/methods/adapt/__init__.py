@@ -1,0 +1,7 @@
+"""Adaptive gating (Nan and Saligrama, NIPS 2017): ADAPT-GBRT (``gbrt``) and ADAPT-LIN (``lin``) on a shared base."""
+
+from lightgbm_cegb.methods.adapt.base import routing_weights
+from lightgbm_cegb.methods.adapt.gbrt import AdaptGBRT
+from lightgbm_cegb.methods.adapt.lin import AdaptLIN
+
+__all__ = ["AdaptGBRT", "AdaptLIN", "routing_weights"]

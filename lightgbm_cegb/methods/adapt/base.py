@@ -1,0 +1,197 @@
+"""What ADAPT-GBRT and ADAPT-LIN share: the q-step, the gate's threshold, f0, costs and the manifest."""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from pathlib import Path
+
+import lightgbm as lgb
+import numpy as np
+from scipy.special import expit
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from lightgbm_cegb.core.cost_state import CostState
+from lightgbm_cegb.core.costs import FeatureCosts, resolve_costs
+from lightgbm_cegb.core.errors import CEGBError, NoSplitWarning, check_number
+from lightgbm_cegb.core.forest import Forest
+from lightgbm_cegb.io.atomic import write_atomically
+from lightgbm_cegb.io.models import to_forest
+from lightgbm_cegb.methods.greedy_miser import class_codes
+
+GATE_LIMIT = 30.0  # |the gate's starting score|: logit(p_full), within +-30 (p_full 0 and 1 at the ends)
+
+
+def routing_weights(A: np.ndarray, B: np.ndarray, p_full: float, *, tol: float = 1e-12) -> np.ndarray:
+    """The q-step: ``q`` minimising ``sum_i (1 - q_i) A_i + q_i B_i - H(q_i)`` subject to ``mean(q) = p_full``
+    (H the binary entropy): ``q_i = 1 / (1 + exp(B_i - A_i + beta))``, ``beta`` by bisection (mean(q) falls as
+    beta grows). ``p_full`` 0 and 1 give q = 0 and q = 1."""
+    A, B = np.asarray(A, dtype=np.float64), np.asarray(B, dtype=np.float64)
+    if p_full <= 0.0:
+        return np.zeros_like(A)
+    if p_full >= 1.0:
+        return np.ones_like(A)
+    d = B - A
+
+    def mean_q(beta: float) -> float:
+        return float(expit(-(d + beta)).mean())
+
+    lo, hi = -1.0, 1.0
+    while mean_q(lo) < p_full:
+        lo *= 2
+    while mean_q(hi) > p_full:
+        hi *= 2
+    while hi - lo > tol * max(1.0, abs(lo), abs(hi)):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if mean_q(mid) > p_full else (lo, mid)
+    return expit(-(d + (lo + hi) / 2))
+
+
+class AdaptBase(ClassifierMixin, BaseEstimator):
+    """What ADAPT's estimators share: f0 and its classes, the cost model, the gate's threshold, the cost of the
+    rows sent to f0, the prediction and the files' cost manifest."""
+
+    _finite_X = False  # the linear models need finite values
+    _knob = "tradeoff"  # the parameter that keeps the gate from reading features
+
+    def _check_common(self) -> None:
+        if not isinstance(self.f0, lgb.Booster) and not hasattr(self.f0, "predict_proba"):
+            raise CEGBError(f"f0 should be a fitted classifier with predict_proba or a LightGBM classification "
+                            f"Booster, got {type(self.f0).__name__}")
+        check_number(self.p_full, "p_full", 0.0, 1.0)
+        check_number(self.n_rounds, "n_rounds", 1, math.inf, integer=True)
+        if self.f0_usage is not None and not callable(self.f0_usage):
+            raise CEGBError(f"f0_usage should be a callable X -> bool array (rows, features), got "
+                            f"{type(self.f0_usage).__name__}")
+
+    def _f0_proba(self, X) -> np.ndarray:
+        if isinstance(self.f0, lgb.Booster):  # binary: the probability of class 1; multiclass: one per class
+            proba = np.asarray(self.f0.predict(X), dtype=np.float64)
+            proba = np.column_stack([1 - proba, proba]) if proba.ndim == 1 else proba
+        else:
+            proba = np.asarray(self.f0.predict_proba(X), dtype=np.float64)
+        if proba.ndim != 2 or proba.shape != (X.shape[0], len(self.classes_)):
+            raise CEGBError(f"f0.predict_proba should give ({X.shape[0]}, {len(self.classes_)}) probabilities "
+                            f"(one per class {self.classes_.tolist()}), got shape {proba.shape}")
+        return proba
+
+    def _start(self, X, y) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Validate (X, y) against f0; set classes_, costs_. Returns (X, the class codes of y, f0's log-loss
+        per row)."""
+        X, y = validate_data(self, X, y, dtype=np.float64, ensure_all_finite=self._finite_X or "allow-nan",
+                             ensure_min_samples=2)
+        check_classification_targets(y)
+        if isinstance(self.f0, lgb.Booster):  # classes 0 .. K - 1
+            classes, f0_features = np.arange(max(self.f0.num_model_per_iteration(), 2)), self.f0.num_feature()
+        else:
+            classes, f0_features = getattr(self.f0, "classes_", None), getattr(self.f0, "n_features_in_", None)
+        self.classes_ = np.unique(y) if classes is None else np.asarray(classes)
+        codes, unknown = class_codes(self.classes_, y)
+        if unknown.size:
+            raise CEGBError(f"y holds classes {unknown[:10].tolist()} that f0 was not trained on (its classes: "
+                            f"{self.classes_.tolist()})")
+        if len(self.classes_) < 2:
+            raise CEGBError(f"y should hold at least two classes, got {self.classes_.tolist()}")
+        if f0_features is not None and f0_features != X.shape[1]:
+            raise CEGBError(f"f0 was fitted on {f0_features} features, X has {X.shape[1]}")
+        names = [str(n) for n in getattr(self, "feature_names_in_", [])] or None
+        self.costs_ = resolve_costs(FeatureCosts(lazy=np.ones(X.shape[1])) if self.costs is None else self.costs,
+                                    X.shape[1], names)
+        f0_loss = -np.log(np.clip(self._f0_proba(X)[np.arange(len(y)), codes], 1e-15, 1.0))
+        return X, codes, f0_loss
+
+    @property
+    def _num_scores(self) -> int:
+        """Raw scores per row of f1: one logit for two classes, else one per class."""
+        return len(self.classes_) if len(self.classes_) > 2 else 1
+
+    def _set_threshold(self, score: np.ndarray) -> None:
+        """The gate's threshold from its scores on the training rows: the share above it as close as ties allow
+        to p_full (the soft q of most rows stays below 1/2, so the paper's rule g > 0 would send far fewer)."""
+        self.gate_threshold_ = threshold_for(score, self.p_full)
+        self.train_fraction_to_f0_ = float(np.mean(score > self.gate_threshold_))
+        if abs(self.train_fraction_to_f0_ - self.p_full) > 0.05:
+            warnings.warn(f"{type(self).__name__}: the gate's scores take too few values to send "
+                          f"p_full={self.p_full:g} of the training rows to f0: {self.train_fraction_to_f0_:.3f} go (a gate that reads no "
+                          f"feature sends none); a smaller {self._knob} lets the gate tell rows apart", NoSplitWarning,
+                          stacklevel=3)
+
+    def _validated(self, X) -> np.ndarray:
+        check_is_fitted(self, "gate_threshold_")
+        return validate_data(self, X, reset=False, dtype=np.float64, ensure_all_finite=self._finite_X or "allow-nan")
+
+    def _forest(self, model) -> Forest:
+        """``model`` (a gate, f1 or f0) as a Forest, read once per model object."""
+        cache = self.__dict__.setdefault("_forest_cache", {})
+        if cache.get(id(model), (None,))[0] is not model:
+            cache[id(model)] = (model, to_forest(model))
+        return cache[id(model)][1]
+
+    def _f0_forest(self) -> Forest | None:
+        """f0 as a Forest for its exact cost, or None when ``f0_usage`` gives it."""
+        if self.f0_usage is not None:
+            return None
+        try:
+            return self._forest(self.f0)
+        except CEGBError as exc:
+            raise CEGBError(f"f0: {exc}; for a model that is not a tree ensemble give f0_usage") from None
+
+    def _charge_f0_usage(self, state: CostState, X: np.ndarray, rows: np.ndarray) -> None:
+        """The rows ``rows`` (sent to f0) pay the features ``f0_usage`` says f0 reads for them."""
+        if self.f0_usage is None or not rows.size:
+            return
+        need = np.asarray(self.f0_usage(X[rows]), dtype=bool)
+        if need.shape != (rows.size, self.n_features_in_):
+            raise CEGBError(f"f0_usage should give a bool array of shape ({rows.size}, {self.n_features_in_}), "
+                            f"got {need.shape}")
+        for feature in np.flatnonzero(need.any(axis=0)):
+            state.pay(int(feature), rows[need[:, feature]])
+
+    def predict(self, X) -> np.ndarray:
+        proba = self.predict_proba(X)
+        return self.classes_[np.argmax(proba, axis=1)]
+
+    def _write_manifest(self, folder: Path, **fields) -> None:
+        """folder/manifest.json: the format, classes, p_full, the gate's threshold, the cost model and
+        ``fields`` (the estimator's own parameters)."""
+        manifest = {"format": f"lightgbm_cegb.{type(self).__name__}", "version": 1, "classes": self.classes_.tolist(),
+                    "n_features_in": int(self.n_features_in_), "p_full": self.p_full,
+                    "gate_threshold": self.gate_threshold_, "costs": self.costs_.to_dict(int(self.n_features_in_)),
+                    **fields}
+        write_atomically(folder / "manifest.json", lambda tmp: Path(tmp).write_text(json.dumps(manifest, indent=1)))
+
+    @classmethod
+    def _from_manifest(cls, folder: Path, f0, f0_usage, keys: tuple[str, ...]):
+        """(the model with its fitted fields from folder/manifest.json and the parameters ``keys`` it holds,
+        the manifest)."""
+        manifest = json.loads((folder / "manifest.json").read_text())
+        if manifest.get("format") != f"lightgbm_cegb.{cls.__name__}" or manifest.get("version") != 1:
+            raise CEGBError(f"{folder}: not an {cls.__name__} model (manifest format {manifest.get('format')!r}, "
+                            f"version {manifest.get('version')!r})")
+        costs = FeatureCosts.from_dict(manifest["costs"])
+        model = cls(f0, p_full=manifest["p_full"], costs=costs, f0_usage=f0_usage,
+                    **{k: manifest[k] for k in keys})
+        model.classes_ = np.asarray(manifest["classes"])
+        model.n_features_in_ = manifest["n_features_in"]
+        model.costs_ = costs
+        model.gate_threshold_ = float(manifest["gate_threshold"])
+        return model, manifest
+
+
+def threshold_for(score: np.ndarray, p_full: float) -> float:
+    """The threshold t (-inf, inf or a score) with mean(score > t) closest to p_full; the smaller share on a
+    tie (p_full 0: inf, every row to f1; 1: -inf)."""
+    if p_full <= 0:
+        return math.inf
+    if p_full >= 1:
+        return -math.inf
+    values = np.unique(score)  # t = values[j] sends the rows above it; t = -inf sends all
+    above = 1.0 - np.searchsorted(np.sort(score), values, side="right") / len(score)
+    candidates, shares = np.concatenate([values, [-math.inf]]), np.concatenate([above, [1.0]])
+    best = np.lexsort((shares, np.abs(shares - p_full)))[0]
+    return float(candidates[best])
+
+

@@ -1,0 +1,221 @@
+"""Adaptive gating: ADAPT-GBRT (Nan and Saligrama, NIPS 2017; SEEDS.md section 6).
+
+An accurate, costly model f0 that the user already has is kept; a cheap gate g and a cheap model f1 are
+learnt so that g sends the easy rows to f1 and only the hard ones to f0. ``fit`` alternates the paper's two
+steps:
+
+1. with g and f1 fixed, the routing weights ``q_i`` (the probability that row i goes to f0) minimise
+   ``sum_i (1 - q_i) A_i + q_i B_i - H(q_i)`` with ``mean(q) = p_full`` (:func:`routing_weights`), where
+   ``A_i = loss(f1(x_i), y_i) + log(1 + exp(g(x_i)))`` and ``B_i = -log p_f0(y_i | x_i) + log(1 + exp(-g(x_i)))``:
+   ``q_i = 1 / (1 + exp(B_i - A_i + beta))`` with ``beta`` found by bisection;
+2. with q fixed, g and f1 grow by boosting, tree after tree, in turn: f1 on the log-loss weighted by
+   ``1 - q_i``, g on the cross-entropy to the soft labels ``q_i`` (first order, as Greedy Miser), a split on a
+   feature (or group) that neither g nor f1 has used yet costing ``tradeoff * c``. The two boosters share one
+   record of the features used: after every tree the bought sets of their CEGB ledgers (patch 0006) are
+   merged, so each sees what the other bought.
+
+Initialisation as the paper: g = 0 (plus the constant logit(p_full)), f1 a Greedy Miser model. A row goes to
+f0 when g's score passes ``gate_threshold_``, the threshold that sends the share of training rows closest to
+``p_full`` (the paper's ``g(x) > 0`` sends far fewer when most rows' q stays below 1/2). Routing, f1's scores
+and the prediction cost run in one Cython pass (``_engine.gated``); the cost is exact
+(:meth:`AdaptGBRT.prediction_cost`): the gate's features, then those of the model the row goes to, each (row,
+feature or group) paid once across the models, in one per-row cost state. ADAPT-LIN, the linear version, is
+:mod:`lightgbm_cegb.methods.adapt.lin`; both estimators share :class:`AdaptBase`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import lightgbm as lgb
+import numpy as np
+from scipy.special import expit
+from sklearn.utils.validation import check_is_fitted
+
+from lightgbm_cegb._engine import gated
+from lightgbm_cegb.core.cost_state import CostState
+from lightgbm_cegb.core.errors import check_number
+from lightgbm_cegb.core.forest import Forest
+from lightgbm_cegb.core.parallel import resolve_n_jobs
+from lightgbm_cegb.core.report import CostReport
+from lightgbm_cegb.io.atomic import write_atomically
+from lightgbm_cegb.io.ledger import CEGBState
+from lightgbm_cegb.methods.adapt.base import GATE_LIMIT, AdaptBase, routing_weights
+from lightgbm_cegb.methods.greedy_miser import (
+    GreedyMiserClassifier,
+    log_loss_per_row,
+    miser_params,
+    proba_from_raw,
+)
+
+__all__ = ["AdaptGBRT", "routing_weights"]
+
+class AdaptGBRT(AdaptBase):
+    """ADAPT-GBRT: a gate g and a cheap model f1 in front of a costly classifier f0.
+
+    Parameters
+    ----------
+    f0 : fitted classifier with ``predict_proba``, or a LightGBM Booster (binary or multiclass objective)
+        The accurate model (binary or multiclass), fitted on the same columns and classes. Its prediction
+        cost: exact when ``to_forest`` reads it (LightGBM, scikit-learn trees); otherwise give ``f0_usage``.
+    p_full : float in [0, 1]
+        The fraction of training rows the q-step sends to f0.
+    tradeoff : float, default 0.0
+        gamma: a split of g or f1 on a feature neither has used yet costs ``tradeoff * c``.
+    costs : FeatureCosts, lazy costs per column or by name, optional
+        The cost model (default: every feature costs 1). A feature's ``c`` in training is its lazy plus
+        coupled cost.
+    n_rounds : int, default 5
+        Alternations of the q-step and the growth of g and f1.
+    trees_per_round : int, default 20
+        Trees added to each of g and f1 per round (per class for f1 with more than two classes).
+    max_depth, learning_rate, min_samples_leaf : as Greedy Miser's (depth-wise trees, 2 ** max_depth leaves)
+    f0_usage : callable, optional
+        For an f0 that ``to_forest`` cannot read: ``f0_usage(X)`` -> bool array (rows, features), the
+        features f0 needs for each row.
+    n_jobs : int, optional
+        Threads.
+    """
+
+    def __init__(self, f0=None, *, p_full: float = 0.3, tradeoff: float = 0.0, costs=None, n_rounds: int = 5,
+                 trees_per_round: int = 20, max_depth: int = 4, learning_rate: float = 0.1, min_samples_leaf: int = 1,
+                 f0_usage=None, n_jobs: int | None = None) -> None:
+        self.f0 = f0
+        self.p_full = p_full
+        self.tradeoff = tradeoff
+        self.costs = costs
+        self.n_rounds = n_rounds
+        self.trees_per_round = trees_per_round
+        self.max_depth = max_depth
+        self.learning_rate = learning_rate
+        self.min_samples_leaf = min_samples_leaf
+        self.f0_usage = f0_usage
+        self.n_jobs = n_jobs
+
+    # ------------------------------------------------------------------------------------- fitting
+
+    def _check_params(self) -> None:
+        self._check_common()
+        check_number(self.tradeoff, "tradeoff", 0.0, math.inf)
+        check_number(self.trees_per_round, "trees_per_round", 1, math.inf, integer=True)
+        check_number(self.max_depth, "max_depth", 1, 30, integer=True)
+        check_number(self.min_samples_leaf, "min_samples_leaf", 1, math.inf, integer=True)
+        check_number(self.learning_rate, "learning_rate", 0.0, low_open=True)
+
+    def fit(self, X, y) -> AdaptGBRT:
+        """Learn g and f1 on (X, y) around the fitted f0."""
+        self._check_params()
+        X, codes, f0_loss = self._start(X, y)
+        n, k = len(codes), self._num_scores
+        weight_f1 = np.ones(n)  # 1 - q, read by f1's objective
+        target_g = np.zeros(n)  # q, read by g's objective
+
+        def f1_objective(score, _):
+            gradient = GreedyMiserClassifier._gradient(score.reshape(n, k) if k > 1 else score, codes)
+            w = weight_f1[:, None] if k > 1 else weight_f1
+            return gradient * w, np.broadcast_to(w, gradient.shape).copy()
+
+        def g_objective(score, _):
+            return expit(score) - target_g, np.ones(n)
+
+        params = miser_params(self.costs_, self.tradeoff, X.shape[1], k, max_depth=self.max_depth,
+                              learning_rate=self.learning_rate, min_samples_leaf=self.min_samples_leaf,
+                              n_jobs=self.n_jobs)
+        f1 = lgb.Booster({**params, "objective": "none"}, lgb.Dataset(X, codes.astype(np.float64), free_raw_data=False))
+        # g's score starts at logit(p_full), the mean of its targets (the paper's g = 0, up to that constant)
+        offset = float(np.clip(np.log(self.p_full) - np.log1p(-self.p_full), -GATE_LIMIT, GATE_LIMIT)) \
+            if 0 < self.p_full < 1 else math.copysign(GATE_LIMIT, self.p_full - 0.5)
+        g = lgb.Booster({**params, "num_class": 1, "objective": "none"},
+                        lgb.Dataset(X, np.zeros(n), init_score=np.full(n, offset), free_raw_data=False))
+        for _ in range(self.trees_per_round):  # f1 starts as Greedy Miser (every row's weight 1)
+            f1.update(fobj=f1_objective)
+        for _ in range(self.n_rounds if self.p_full < 1 else 0):  # at 1, f0 takes every row
+            f1_score = f1.predict(X, raw_score=True)
+            g_score = offset + (g.predict(X, raw_score=True) if g.current_iteration() else 0.0)
+            f1_loss = log_loss_per_row(f1_score, codes)
+            A = f1_loss + np.logaddexp(0.0, g_score)
+            B = f0_loss + np.logaddexp(0.0, -g_score)
+            q = routing_weights(A, B, self.p_full)
+            weight_f1[:], target_g[:] = 1.0 - q, q
+            for _ in range(self.trees_per_round):
+                for booster, objective in ((f1, f1_objective), (g, g_objective)) if self.p_full > 0 else \
+                        ((f1, f1_objective),):  # at 0 no row goes to f0: no gate (it would cost every row)
+                    booster.update(fobj=objective)
+                    if self.tradeoff > 0:
+                        _share_bought(f1, g)
+        self.gate_ = lgb.Booster(model_str=g.model_to_string())
+        self.f1_ = lgb.Booster(model_str=f1.model_to_string())
+        self.__dict__.pop("_forest_cache", None)
+        self._set_threshold(self.gate_.predict(X, raw_score=True))
+        return self
+
+    # ---------------------------------------------------------------------------------- prediction
+
+    def _composite(self, X: np.ndarray, *, f0: Forest | None = None, n_jobs: int | None = None):
+        """Every row through the composite in one pass of the Cython kernel (_engine.gated): the gate's trees,
+        then f1's or (given f0's Forest) f0's. Returns (to_f0, f1's raw scores, the rows' CostState)."""
+        gate, f1 = self._forest(self.gate_), self._forest(self.f1_)
+        state = CostState(X.shape[0], self.costs_, self.n_features_in_)
+        rows = gate.dense(X)
+        to_f0, _, raw = gated(gate.flat, gate.leaf_value, gate.leaf_offset, self.gate_threshold_, f1.flat,
+                              f1.leaf_value, f1.leaf_offset, None if f0 is None else f0.flat, rows,
+                              rows if f0 is None or f0.drop_tiny else f0.dense(X), state.lazy, state.split,
+                              state.group_of, state.group_lazy, state.paid, state.acquisition, state.evaluation,
+                              resolve_n_jobs(n_jobs, X.shape[0]))
+        trees = gate.num_trees + np.where(to_f0, 0 if f0 is None else f0.num_trees, f1.num_trees)
+        state.evaluation += state.tree * trees
+        return to_f0, raw, state
+
+    def route(self, X) -> np.ndarray:
+        """Which model each row goes to: 0 (f0) when the gate's score passes ``gate_threshold_``, else 1 (f1)."""
+        return np.where(self._composite(self._validated(X))[0], 0, 1)
+
+    def predict_proba(self, X) -> np.ndarray:
+        X = self._validated(X)
+        to_f0, raw, _ = self._composite(X)
+        proba = np.empty((X.shape[0], len(self.classes_)))
+        if (~to_f0).any():
+            proba[~to_f0] = proba_from_raw(raw[~to_f0] if raw.shape[1] > 1 else raw[~to_f0, 0])
+        if to_f0.any():
+            proba[to_f0] = self._f0_proba(X[to_f0])
+        return proba
+
+    def prediction_cost(self, X, *, n_jobs: int | None = None) -> CostReport:
+        """Exact cost per row: the gate's features, then those of the model the row goes to, each (row, feature
+        or group) paid once across the models."""
+        X = self._validated(X)
+        to_f0, _, state = self._composite(X, f0=self._f0_forest(), n_jobs=n_jobs)
+        self._charge_f0_usage(state, X, np.flatnonzero(to_f0))
+        return state.report(self.costs_)
+
+    # ------------------------------------------------------------------------------------- files
+
+    def save(self, path: str | os.PathLike) -> None:
+        """``path`` (a directory): gate.txt and f1.txt (LightGBM model files) and manifest.json. f0 is not
+        saved: give it to :meth:`load`."""
+        check_is_fitted(self, "gate_threshold_")
+        folder = Path(path)
+        folder.mkdir(parents=True, exist_ok=True)
+        write_atomically(folder / "gate.txt", self.gate_.save_model)
+        write_atomically(folder / "f1.txt", self.f1_.save_model)
+        self._write_manifest(folder, tradeoff=self.tradeoff)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, f0, *, f0_usage=None) -> AdaptGBRT:
+        folder = Path(path)
+        model, _ = cls._from_manifest(folder, f0, f0_usage, ("tradeoff",))
+        model.gate_ = lgb.Booster(model_file=str(folder / "gate.txt"))
+        model.f1_ = lgb.Booster(model_file=str(folder / "f1.txt"))
+        return model
+
+
+def _share_bought(*boosters: lgb.Booster) -> None:
+    """Every booster's coupled costs bought = what any of them bought (their ledgers' bought sets merged)."""
+    states = [CEGBState.from_booster(b) for b in boosters]
+    bought = np.logical_or.reduce([s.bought for s in states])
+    for booster, state in zip(boosters, states):
+        if (state.bought != bought).any():
+            state.bought = bought.copy()
+            state.apply(booster)

@@ -1,0 +1,302 @@
+"""ADAPT-LIN (Nan and Saligrama, NIPS 2017; SEEDS.md section 6): a linear gate g and a linear cheap model f1
+in front of a costly classifier f0, sparse in features together.
+
+``fit`` alternates the paper's two steps, as ADAPT-GBRT (:mod:`lightgbm_cegb.methods.adapt`): the q-step
+(:func:`~lightgbm_cegb.methods.adapt.routing_weights`, a ``p_full`` share of the training rows to f0), then g and f1
+minimise, with q fixed,
+
+    (1/n) sum_i [ q_i log(1 + exp(-g(x_i))) + (1 - q_i) (log(1 + exp(g(x_i))) + loss(f1(x_i), y_i)) ]
+        + lam * sum_j c_j * || (g_j, f1_j) ||_2
+
+(``loss`` the log-loss, softmax with more than two classes; ``f1_j`` feature j's weights in f1, one per
+class), the L2,1 penalty weighting feature j by its cost ``c_j`` so that g and f1 drop a feature together, by
+accelerated proximal gradient (FISTA with backtracking; the group shrinkage gives exact zeros). f1 starts as
+the cost-weighted group-sparse logistic regression on every row (q = 0), g at 0. The features are centred and
+scaled by the training rows' standard deviations inside the models (which does not change the features they
+read).
+
+A row pays the features of the gate (those with a non-zero weight), then those of the model it goes to: f1's,
+or f0's (exactly for a tree ensemble, else ``f0_usage``), each (row, feature or group) once. Split and tree
+costs of the cost model apply to trees only: f0's.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+from scipy.special import expit
+from sklearn.utils.validation import check_is_fitted
+
+from lightgbm_cegb.core.cost_state import CostState
+from lightgbm_cegb.core.errors import check_number
+from lightgbm_cegb.core.report import CostReport
+from lightgbm_cegb.methods.adapt.base import AdaptBase, routing_weights
+from lightgbm_cegb.methods.greedy_miser import GreedyMiserClassifier, log_loss_per_row, proba_from_raw
+
+__all__ = ["AdaptLIN"]
+
+
+class AdaptLIN(AdaptBase):
+    """ADAPT-LIN: a linear gate g and a linear model f1 (logistic, softmax for more than two classes), sparse in
+    features together, in front of a costly classifier f0.
+
+    Parameters
+    ----------
+    f0 : fitted classifier with ``predict_proba``, or a LightGBM Booster (binary or multiclass objective)
+        As :class:`~lightgbm_cegb.AdaptGBRT`'s.
+    p_full : float in [0, 1]
+        The fraction of training rows the q-step sends to f0.
+    lam : float, default 0.01
+        The weight of the cost-weighted L2,1 penalty; ``lam_scale(X, y)`` is the smallest value at which f1's
+        first fit reads no feature.
+    costs : FeatureCosts, lazy costs per column or by name, optional
+        The cost model (default: every feature costs 1). Feature j's ``c_j`` in the penalty is its lazy plus
+        coupled cost plus its group's costs shared among the group's members.
+    n_rounds : int, default 10
+        Alternations of the q-step and the fit of g and f1.
+    max_iter : int, default 300
+        Proximal-gradient iterations per fit.
+    tol : float, default 1e-6
+        A fit stops when no weight moves by more than ``tol`` (relative to the largest weight) in an iteration.
+    f0_usage : callable, optional
+        For an f0 that ``to_forest`` cannot read: ``f0_usage(X)`` -> bool array (rows, features).
+    """
+
+    _finite_X = True
+    _knob = "lam"
+
+    def __init__(self, f0=None, *, p_full: float = 0.3, lam: float = 0.01, costs=None, n_rounds: int = 10,
+                 max_iter: int = 300, tol: float = 1e-6, f0_usage=None) -> None:
+        self.f0 = f0
+        self.p_full = p_full
+        self.lam = lam
+        self.costs = costs
+        self.n_rounds = n_rounds
+        self.max_iter = max_iter
+        self.tol = tol
+        self.f0_usage = f0_usage
+
+    def _check_params(self) -> None:
+        self._check_common()
+        check_number(self.lam, "lam", 0.0, math.inf)
+        check_number(self.max_iter, "max_iter", 1, math.inf, integer=True)
+        check_number(self.tol, "tol", 0.0, math.inf)
+
+    def _penalty_weights(self, num_features: int) -> np.ndarray:
+        """c_j: feature j's lazy and coupled cost plus its group's, shared among the group's members."""
+        lazy, coupled, _ = self.costs_.arrays(num_features)
+        group_of, group_lazy, group_coupled = self.costs_.group_arrays(num_features)
+        c = lazy + coupled
+        grouped = group_of >= 0
+        if grouped.any():
+            size = np.bincount(group_of[grouped], minlength=len(group_lazy))
+            c[grouped] += (group_lazy + group_coupled)[group_of[grouped]] / size[group_of[grouped]]
+        return c
+
+    # ------------------------------------------------------------------------------------- fitting
+
+    def fit(self, X, y) -> AdaptLIN:
+        """Learn g and f1 on (X, y) around the fitted f0."""
+        self._check_params()
+        X, codes, f0_loss = self._start(X, y)
+        Z, self.mean_, self.scale_ = _standardise(X)
+        k = self._num_scores
+        problem = _Problem(Z, codes, self.lam * self._penalty_weights(X.shape[1]))
+        gate, f1 = np.zeros(X.shape[1] + 1), np.zeros((X.shape[1] + 1, k))
+        q = np.zeros(len(codes))
+        gate, f1 = problem.solve(gate, f1, q, self.max_iter, self.tol, fit_gate=False)  # f1 alone, every row
+        for _ in range(self.n_rounds if 0 < self.p_full < 1 else 0):  # at 0 and 1 no gate: f1 or f0 takes all
+            g_score = problem.linear(gate)
+            A = log_loss_per_row(_squeeze(problem.linear(f1)), codes) + np.logaddexp(0.0, g_score)
+            B = f0_loss + np.logaddexp(0.0, -g_score)
+            q = routing_weights(A, B, self.p_full)
+            gate, f1 = problem.solve(gate, f1, q, self.max_iter, self.tol, fit_gate=True)
+        self.gate_coef_ = gate[1:] / self.scale_
+        self.gate_intercept_ = float(gate[0] - gate[1:] @ (self.mean_ / self.scale_))
+        self.f1_coef_ = f1[1:] / self.scale_[:, None]
+        self.f1_intercept_ = f1[0] - (self.mean_ / self.scale_) @ f1[1:]
+        self._set_threshold(self._gate_score(X))  # p_full 0 and 1: a gate without weights, the threshold +-inf
+        return self
+
+    def lam_scale(self, X, y) -> float:
+        """The smallest ``lam`` at which f1's first fit (every row, intercepts only) reads no feature: past it
+        the composite is f1 = the class prior for the rows the gate keeps. The unit of a relative ``lam``."""
+        self._check_params()
+        X, codes, _ = self._start(X, y)
+        k = self._num_scores
+        c = self._penalty_weights(X.shape[1])
+        problem = _Problem(_standardise(X)[0], codes, np.zeros(X.shape[1]))
+        prior = np.bincount(codes, minlength=len(self.classes_)) / len(codes)
+        f1 = np.zeros((X.shape[1] + 1, k))
+        f1[0] = np.log(prior[1] / prior[0]) if k == 1 else np.log(np.maximum(prior, 1e-300))
+        gradient = problem.f1_gradient(f1, np.zeros(len(codes)))[1:]
+        norms = np.linalg.norm(gradient, axis=1)
+        return float(np.max(np.where(c > 0, norms / np.where(c > 0, c, 1.0), 0.0)))
+
+    # ---------------------------------------------------------------------------------- prediction
+
+    def _gate_score(self, X: np.ndarray) -> np.ndarray:
+        return X @ self.gate_coef_ + self.gate_intercept_
+
+    def _to_f0(self, X: np.ndarray) -> np.ndarray:
+        return self._gate_score(X) > self.gate_threshold_
+
+    def _f1_raw(self, X: np.ndarray) -> np.ndarray:
+        return _squeeze(X @ self.f1_coef_ + self.f1_intercept_)
+
+    @property
+    def gate_features_(self) -> np.ndarray:
+        """The features the gate reads (none at p_full 0 and 1: no gate is fitted)."""
+        return np.flatnonzero(self.gate_coef_)
+
+    @property
+    def f1_features_(self) -> np.ndarray:
+        return np.flatnonzero(np.any(self.f1_coef_ != 0, axis=1))
+
+    def route(self, X) -> np.ndarray:
+        """Which model each row goes to: 0 (f0) when the gate's score passes ``gate_threshold_``, else 1 (f1)."""
+        return np.where(self._to_f0(self._validated(X)), 0, 1)
+
+    def decision_function_f1(self, X) -> np.ndarray:
+        """f1's raw scores (one logit for two classes, else one per class) on every row."""
+        return self._f1_raw(self._validated(X))
+
+    def predict_proba(self, X) -> np.ndarray:
+        X = self._validated(X)
+        to_f0 = self._to_f0(X)
+        proba = np.empty((X.shape[0], len(self.classes_)))
+        if (~to_f0).any():
+            proba[~to_f0] = proba_from_raw(self._f1_raw(X[~to_f0]))
+        if to_f0.any():
+            proba[to_f0] = self._f0_proba(X[to_f0])
+        return proba
+
+    def prediction_cost(self, X, *, n_jobs: int | None = None) -> CostReport:
+        """Exact cost per row: the gate's features, then f1's or f0's, each (row, feature or group) paid once."""
+        X = self._validated(X)
+        f0 = self._f0_forest() if self.p_full > 0 else None
+        to_f0 = self._to_f0(X)
+        state = CostState(X.shape[0], self.costs_, self.n_features_in_)
+        everyone = np.arange(X.shape[0])
+        for feature in self.gate_features_:
+            state.pay(int(feature), everyone)
+        to_f1 = np.flatnonzero(~to_f0)
+        for feature in self.f1_features_:
+            state.pay(int(feature), to_f1)
+        rows = np.flatnonzero(to_f0)
+        if f0 is not None and rows.size:
+            state.add(f0, X[rows], rows=rows, n_jobs=n_jobs)
+        self._charge_f0_usage(state, X, rows)
+        return state.report(self.costs_)
+
+    # ------------------------------------------------------------------------------------- files
+
+    def save(self, path: str | os.PathLike) -> None:
+        """``path`` (a directory): manifest.json with the weights of g and f1 (on the raw features). f0 is not
+        saved: give it to :meth:`load`."""
+        check_is_fitted(self, "gate_threshold_")
+        folder = Path(path)
+        folder.mkdir(parents=True, exist_ok=True)
+        self._write_manifest(folder, lam=self.lam, gate_coef=self.gate_coef_.tolist(),
+                             gate_intercept=self.gate_intercept_, f1_coef=self.f1_coef_.tolist(),
+                             f1_intercept=np.asarray(self.f1_intercept_).tolist(), mean=self.mean_.tolist(),
+                             scale=self.scale_.tolist())
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, f0, *, f0_usage=None) -> AdaptLIN:
+        model, manifest = cls._from_manifest(Path(path), f0, f0_usage, ("lam",))
+        model.gate_coef_ = np.asarray(manifest["gate_coef"], dtype=np.float64)
+        model.gate_intercept_ = float(manifest["gate_intercept"])
+        model.f1_coef_ = np.asarray(manifest["f1_coef"], dtype=np.float64)
+        model.f1_intercept_ = np.asarray(manifest["f1_intercept"], dtype=np.float64)
+        model.mean_ = np.asarray(manifest["mean"], dtype=np.float64)
+        model.scale_ = np.asarray(manifest["scale"], dtype=np.float64)
+        return model
+
+
+def _standardise(X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(X centred and scaled by its standard deviations (1 for a constant column), the means, the scales)."""
+    mean, scale = X.mean(axis=0), X.std(axis=0)
+    scale = np.where(scale > 0, scale, 1.0)
+    return (X - mean) / scale, mean, scale
+
+
+def _squeeze(score: np.ndarray) -> np.ndarray:
+    """(n, 1) scores of a binary model as the one logit per row proba_from_raw and log_loss_per_row read."""
+    return score[:, 0] if score.ndim == 2 and score.shape[1] == 1 else score
+
+
+class _Problem:
+    """The M-step's objective on standardised rows Z (an intercept column in front) for weights gate (d + 1)
+    and f1 (d + 1, k), with the penalty weights ``penalty`` (lam * c_j) on the rows 1..d of both."""
+
+    def __init__(self, Z: np.ndarray, codes: np.ndarray, penalty: np.ndarray) -> None:
+        self.Z = np.hstack([np.ones((Z.shape[0], 1)), Z])
+        self.codes = codes
+        self.penalty = penalty
+        self.n = Z.shape[0]
+
+    def linear(self, w: np.ndarray) -> np.ndarray:
+        return self.Z @ w
+
+    def smooth(self, gate: np.ndarray, f1: np.ndarray, q: np.ndarray, fit_gate: bool) -> float:
+        """The objective without the penalty."""
+        total = float(np.sum((1 - q) * log_loss_per_row(_squeeze(self.Z @ f1), self.codes)))
+        if fit_gate:
+            s = self.Z @ gate
+            total += float(np.sum(q * np.logaddexp(0.0, -s) + (1 - q) * np.logaddexp(0.0, s)))
+        return total / self.n
+
+    def f1_gradient(self, f1: np.ndarray, q: np.ndarray) -> np.ndarray:
+        score = self.Z @ f1
+        residual = GreedyMiserClassifier._gradient(_squeeze(score), self.codes)
+        residual = residual.reshape(self.n, -1) * (1 - q)[:, None]
+        return self.Z.T @ residual / self.n
+
+    def gate_gradient(self, gate: np.ndarray, q: np.ndarray) -> np.ndarray:
+        return self.Z.T @ (expit(self.Z @ gate) - q) / self.n
+
+    def penalty_value(self, gate: np.ndarray, f1: np.ndarray) -> float:
+        norms = np.sqrt(gate[1:] ** 2 + np.sum(f1[1:] ** 2, axis=1))
+        return float(self.penalty @ norms)
+
+    def prox(self, gate: np.ndarray, f1: np.ndarray, step: float) -> tuple[np.ndarray, np.ndarray]:
+        """The group shrinkage: each feature's (gate_j, f1_j) scaled by max(0, 1 - step * penalty_j / norm)."""
+        norms = np.sqrt(gate[1:] ** 2 + np.sum(f1[1:] ** 2, axis=1))
+        shrink = np.where(norms > 0, np.maximum(0.0, 1.0 - step * self.penalty / np.where(norms > 0, norms, 1.0)), 0.0)
+        gate, f1 = gate.copy(), f1.copy()
+        gate[1:] *= shrink
+        f1[1:] *= shrink[:, None]
+        return gate, f1
+
+    def solve(self, gate: np.ndarray, f1: np.ndarray, q: np.ndarray, max_iter: int, tol: float, *,
+              fit_gate: bool) -> tuple[np.ndarray, np.ndarray]:
+        """FISTA with backtracking from (gate, f1); without fit_gate the gate stays where it is."""
+        step = 1.0
+        x_gate, x_f1 = gate.copy(), f1.copy()
+        y_gate, y_f1, t = x_gate.copy(), x_f1.copy(), 1.0
+        for _ in range(max_iter):
+            value = self.smooth(y_gate, y_f1, q, fit_gate)
+            g_gate = self.gate_gradient(y_gate, q) if fit_gate else np.zeros_like(y_gate)
+            g_f1 = self.f1_gradient(y_f1, q)
+            while True:
+                new_gate, new_f1 = self.prox(y_gate - step * g_gate, y_f1 - step * g_f1, step)
+                d_gate, d_f1 = new_gate - y_gate, new_f1 - y_f1
+                bound = value + float(g_gate @ d_gate + np.sum(g_f1 * d_f1)) + \
+                    (float(d_gate @ d_gate) + float(np.sum(d_f1 ** 2))) / (2 * step)
+                if self.smooth(new_gate, new_f1, q, fit_gate) <= bound + 1e-12 * abs(bound) or step < 1e-12:
+                    break
+                step /= 2
+            moved = max(np.max(np.abs(new_gate - x_gate)), np.max(np.abs(new_f1 - x_f1)))
+            largest = max(np.max(np.abs(new_gate)), np.max(np.abs(new_f1)), 1.0)
+            t_next = (1 + math.sqrt(1 + 4 * t * t)) / 2
+            y_gate = new_gate + (t - 1) / t_next * (new_gate - x_gate)
+            y_f1 = new_f1 + (t - 1) / t_next * (new_f1 - x_f1)
+            x_gate, x_f1, t = new_gate, new_f1, t_next
+            if moved <= tol * largest:
+                break
+        return x_gate, x_f1
+

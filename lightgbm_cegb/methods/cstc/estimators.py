@@ -1,0 +1,467 @@
+"""CSTC, CSTCClassifier, CSCC and Cronus: the scikit-learn estimators over the shared optimiser."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import lightgbm as lgb
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.utils.multiclass import type_of_target
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from lightgbm_cegb.core.cost_state import CostState
+from lightgbm_cegb.core.costs import FeatureCosts, resolve_costs
+from lightgbm_cegb.core.errors import CEGBError, check_number, checked_weights
+from lightgbm_cegb.core.report import CostReport
+from lightgbm_cegb.io.atomic import write_atomically
+from lightgbm_cegb.io.models import booster_of, to_forest
+from lightgbm_cegb.methods.cstc.optimiser import Problem, Structure, Units
+
+
+class _Phi:
+    """phi(x) and the cost units: the raw features (``forest`` None), or the outputs of a LightGBM model's
+    trees (the boosting trick)."""
+
+    def __init__(self, costs: FeatureCosts, num_features: int, forest=None) -> None:
+        self.forest = forest
+        lazy, _, _ = costs.arrays(num_features)
+        group_of, group_lazy, _ = costs.group_arrays(num_features)
+        groups = np.zeros((len(group_lazy), num_features), dtype=bool)
+        groups[group_of[group_of >= 0], np.flatnonzero(group_of >= 0)] = True
+        if forest is None:
+            F = np.eye(num_features, dtype=bool)  # feature x column
+            units = [(lazy, F), (group_lazy, groups)]
+        else:
+            F = np.zeros((num_features, forest.num_trees), dtype=bool)
+            for t in range(forest.num_trees):
+                F[forest.feature[forest.node_offset[t]:forest.node_offset[t + 1]], t] = True
+            units = [(lazy, F), (group_lazy, (groups.astype(np.int64) @ F) > 0),
+                     (np.full(forest.num_trees, costs.tree), np.eye(forest.num_trees, dtype=bool))]
+        self.F = F
+        self.units = Units(np.concatenate([u[0] for u in units]), np.vstack([u[1] for u in units]))
+
+    @property
+    def num_columns(self) -> int:
+        return self.F.shape[1]
+
+    def design(self, X) -> np.ndarray:
+        """[1, phi(X)]."""
+        phi = np.asarray(X, dtype=np.float64) if self.forest is None else \
+            self.forest.leaf_values(X, self.forest.apply(X))
+        return np.hstack([np.ones((phi.shape[0], 1)), phi])
+
+
+class _Base(BaseEstimator):
+    """What the estimators share: parameters, fit, routing, cost, files. A subclass gives ``_structure()``,
+    ``_target`` (the labels as regression targets) and ``_phi_objective``."""
+
+    _cronus = False
+
+    def _set(self, lam, rho, costs, phi, n_iter, tol, polish, random_state) -> None:
+        self.lam = lam
+        self.rho = rho
+        self.costs = costs
+        self.phi = phi
+        self.n_iter = n_iter
+        self.tol = tol
+        self.polish = polish
+        self.random_state = random_state
+
+    # ------------------------------------------------------------------------------------- fitting
+
+    def _check_params(self) -> None:
+        check_number(self.lam, "lam", 0.0, math.inf)
+        check_number(self.rho, "rho", 0.0, math.inf)
+        check_number(self.n_iter, "n_iter", 0, math.inf, integer=True)
+        check_number(self.tol, "tol", 0.0, math.inf)
+        if not isinstance(self.polish, bool):
+            raise CEGBError(f"polish should be True or False, got {self.polish!r}")
+        if not (self.phi is None or isinstance(self.phi, (lgb.Booster, lgb.LGBMModel)) or
+                (isinstance(self.phi, int) and not isinstance(self.phi, bool) and self.phi >= 1)):
+            raise CEGBError("phi should be None (the raw features), a LightGBM Booster or fitted LightGBM model "
+                            f"(the outputs of its trees) or a number of trees >= 1 to train, got {self.phi!r}")
+
+    def _validated(self, X, reset: bool = False) -> np.ndarray:
+        return validate_data(self, X, reset=reset, **self._reading(), ensure_min_samples=2 if reset else 1)
+
+    def _reading(self) -> dict:
+        """How X is read: linear nodes on the raw features need finite dense X; tree outputs read NaN and sparse
+        X as LightGBM does."""
+        return {"dtype": np.float64} if self.phi is None else \
+            {"dtype": np.float64, "ensure_all_finite": "allow-nan", "accept_sparse": ["csr", "csc"]}
+
+    def _make_phi(self, X: np.ndarray, target: np.ndarray, weight: np.ndarray) -> _Phi:
+        if self.phi is None:
+            return _Phi(self.costs_, X.shape[1])
+        if isinstance(self.phi, int):
+            params = {"objective": self._phi_objective, "num_leaves": 8, "learning_rate": 0.1, "verbose": -1,
+                      "seed": 0 if self.random_state is None else int(self.random_state), "deterministic": True,
+                      "num_threads": 1}
+            label = (target > 0).astype(np.float64) if self._phi_objective == "binary" else target
+            booster = lgb.train(params, lgb.Dataset(X, label, weight=weight), self.phi)
+        else:
+            booster = booster_of(self.phi)
+        if booster.num_feature() != X.shape[1]:
+            raise CEGBError(f"phi: the LightGBM model reads {booster.num_feature()} features, X has {X.shape[1]}")
+        self.phi_booster_ = booster
+        return _Phi(self.costs_, X.shape[1], to_forest(booster))
+
+    def _class_weights(self, target: np.ndarray) -> tuple[float, float]:
+        """Row weights of targets <= 0 and > 0 (the estimator's class weights; 1 and 1 here)."""
+        return 1.0, 1.0
+
+    def _fit(self, X, target: np.ndarray, sample_weight, eval_set) -> _Base:
+        self._check_params()
+        structure = self._structure()
+        names = [str(n) for n in getattr(self, "feature_names_in_", [])] or None
+        d = X.shape[1]
+        self.costs_ = resolve_costs(FeatureCosts(lazy=np.ones(d)) if self.costs is None else self.costs, d, names)
+        negative, positive = self._class_weights(target)
+        weight = checked_weights(sample_weight, len(target)) * np.where(target > 0, positive, negative)
+        self.phi_booster_ = None
+        phi = self._make_phi(X, target, weight)
+        problem = Problem(phi.design(X), target, weight / weight.mean(), phi.units, structure, self.lam, self.rho,
+                          cronus=self._cronus)
+        problem.initialise()
+        if eval_set is not None:
+            if not (isinstance(eval_set, (tuple, list)) and len(eval_set) in (2, 3)):
+                raise CEGBError("eval_set should be (X_valid, y_valid) or (X_valid, y_valid, sample_weight_valid), "
+                                f"got {type(eval_set).__name__}")
+            X_valid = self._validated(eval_set[0])
+            y_valid = self._target(np.asarray(eval_set[1]), "eval_set's labels")
+            if len(y_valid) != X_valid.shape[0]:
+                raise CEGBError(f"eval_set: {X_valid.shape[0]} rows but {len(y_valid)} labels")
+            valid_weight = checked_weights(eval_set[2] if len(eval_set) == 3 else None, len(y_valid),
+                                           "eval_set's weights")
+            valid = (phi.design(X_valid), y_valid, valid_weight * np.where(y_valid > 0, positive, negative))
+            problem.prune(*valid)
+        previous = problem.objective()
+        best = (problem.error(*valid), 0, problem.beta.copy(), problem.theta.copy(), problem.frozen.copy()) \
+            if eval_set is not None else None
+        self.n_iter_ = 0
+        for sweep in range(1, self.n_iter + 1):
+            for k in problem.shape.classifiers:
+                problem.update(k)
+            self.n_iter_ = sweep
+            if best is not None:
+                error = problem.error(*valid)
+                if error < best[0]:
+                    best = (error, sweep, problem.beta.copy(), problem.theta.copy(), problem.frozen.copy())
+            value = problem.objective()
+            if previous - value <= self.tol * max(abs(previous), 1e-300):
+                break
+            previous = value
+        self.best_iteration_ = self.n_iter_
+        if best is not None:  # the sweep of the best validation error (the paper's early stopping)
+            _, self.best_iteration_, problem.beta, problem.theta, problem.frozen = best
+        self.objective_ = problem.objective()
+        problem.fine_tune()
+        if self.polish:
+            problem.polish()
+        self.coef_, self.threshold_, self.structure_ = problem.beta.copy(), problem.theta.copy(), problem.shape
+        self._phi_ = phi
+        return self
+
+    # ---------------------------------------------------------------------------------- prediction
+
+    def _fitted(self) -> tuple[_Phi, Problem]:
+        """phi and a Problem holding the fitted model (for routing)."""
+        check_is_fitted(self, "coef_")
+        model = Problem(np.zeros((0, self.coef_.shape[1])), np.zeros(0), np.zeros(0), self._phi_.units,
+                        self.structure_, 0.0, 0.0)
+        model.beta, model.theta = self.coef_, self.threshold_
+        return self._phi_, model
+
+    def apply(self, X) -> np.ndarray:
+        """The terminal slot each row reaches by hard routing (a leaf, or a cascade's exit)."""
+        phi, model = self._fitted()
+        return model.hard_terminal(phi.design(self._validated(X)))
+
+    def _raw(self, X) -> np.ndarray:
+        phi, model = self._fitted()
+        Z = phi.design(self._validated(X))
+        return model.predictions(Z, model.hard_terminal(Z))
+
+    @property
+    def terminals_(self) -> list[int]:
+        """The terminal slots (``apply``'s values)."""
+        check_is_fitted(self, "coef_")
+        return [int(t) for t in self.structure_.terminals]
+
+    def path_columns(self, terminal: int) -> np.ndarray:
+        """The phi columns (raw features, or trees of ``phi_booster_``) read by the nodes on the way to the
+        terminal slot ``terminal``."""
+        if terminal not in self.terminals_:
+            raise CEGBError(f"terminal should be one of {self.terminals_}, got {terminal!r}")
+        return np.flatnonzero((self.coef_[self.structure_.path(int(terminal)), 1:] != 0).any(axis=0))
+
+    def prediction_cost(self, X, *, n_jobs: int | None = None) -> CostReport:
+        """Exact cost per row: each feature (and group) read on the row's path once; with the boosting trick,
+        the features each used tree tests on the row's way through it and the trees' evaluation, as
+        LightGBM evaluates them (the package's per-row cost state)."""
+        X = self._validated(X)
+        phi, model = self._fitted()
+        slot = model.hard_terminal(phi.design(X))
+        state = CostState(X.shape[0], self.costs_, self.n_features_in_)
+        for t in np.unique(slot):
+            rows = np.flatnonzero(slot == t)
+            columns = self.path_columns(int(t))
+            if phi.forest is None:
+                for column in columns:
+                    state.pay(int(column), rows)
+                continue
+            X_rows = X[rows]
+            starts = columns[np.r_[True, np.diff(columns) > 1]] if columns.size else columns
+            stops = columns[np.r_[np.diff(columns) > 1, True]] + 1 if columns.size else columns
+            for t0, t1 in zip(starts, stops):  # runs of consecutive trees, one pass each
+                state.add(phi.forest, X_rows, trees=(int(t0), int(t1)), rows=rows, n_jobs=n_jobs)
+        return state.report(self.costs_)
+
+    # ------------------------------------------------------------------------------------- files
+
+    def save(self, path: str | os.PathLike) -> None:
+        """``path`` (a directory): manifest.json (format ``lightgbm_cegb.<class>`` version 1: the parameters, the
+        structure as ``kids`` / ``param_of`` / ``own_loss`` per slot, weights ``coef`` per slot with the
+        intercept first, ``threshold``, the cost model) and, with the boosting trick, phi.txt (the LightGBM
+        model whose trees are phi)."""
+        check_is_fitted(self, "coef_")
+        params = {k: _plain(v) for k, v in self.get_params(deep=False).items() if k not in ("costs", "phi")}
+        if isinstance(params.get("class_weight"), dict):
+            params["class_weight"] = [[_plain(k), _plain(v)] for k, v in params["class_weight"].items()]
+        params["phi"] = _plain(self.phi) if isinstance(self.phi, (int, np.integer)) else None
+        shape = self.structure_
+        manifest = {"format": f"lightgbm_cegb.{type(self).__name__}", "version": 1, "params": params,
+                    "costs_given": self.costs is not None, "n_iter": self.n_iter_,
+                    "best_iteration": self.best_iteration_, "objective": self.objective_,
+                    "feature_names_in": None if not hasattr(self, "feature_names_in_") else
+                    [str(n) for n in self.feature_names_in_],
+                    "n_features_in": int(self.n_features_in_), "phi": self.phi_booster_ is not None,
+                    "kids": shape.kids.tolist(), "param_of": shape.param_of.tolist(),
+                    "own_loss": shape.own_loss.tolist(), "coef": self.coef_.tolist(),
+                    "threshold": self.threshold_.tolist(), "costs": self.costs_.to_dict(self.n_features_in_),
+                    "classes": None if not hasattr(self, "classes_") else [_plain(c) for c in self.classes_]}
+        text = json.dumps(manifest)  # before any file is written: a value JSON cannot hold fails here
+        folder = Path(path)
+        folder.mkdir(parents=True, exist_ok=True)
+        if self.phi_booster_ is not None:
+            model_text = self.phi_booster_.model_to_string()
+            write_atomically(folder / "phi.txt", lambda tmp: Path(tmp).write_text(model_text))
+        write_atomically(folder / "manifest.json", lambda tmp: Path(tmp).write_text(text))
+
+    @classmethod
+    def load(cls, path: str | os.PathLike):
+        folder = Path(path)
+        try:
+            manifest = json.loads((folder / "manifest.json").read_text())
+        except (OSError, ValueError) as error:
+            raise CEGBError(f"{folder}: no readable manifest.json ({error})") from None
+        if manifest.get("format") != f"lightgbm_cegb.{cls.__name__}" or manifest.get("version") != 1:
+            raise CEGBError(f"{folder}: not a {cls.__name__} model (manifest format {manifest.get('format')!r}, "
+                            f"version {manifest.get('version')!r})")
+        booster = lgb.Booster(model_file=str(folder / "phi.txt")) if manifest["phi"] else None
+        costs = FeatureCosts.from_dict(manifest["costs"])
+        params = dict(manifest["params"])
+        if isinstance(params.get("class_weight"), list):
+            params["class_weight"] = {k: v for k, v in params["class_weight"]}
+        params["phi"] = booster if params["phi"] is None else params["phi"]  # phi=int keeps training new trees
+        model = cls(**params, costs=costs if manifest["costs_given"] else None)
+        model.n_features_in_ = manifest["n_features_in"]
+        model.costs_ = costs
+        model.phi_booster_ = booster
+        model._phi_ = _Phi(costs, model.n_features_in_, None if booster is None else to_forest(booster))
+        model.structure_ = Structure(manifest["kids"], manifest["param_of"], manifest["own_loss"])
+        model.coef_ = np.asarray(manifest["coef"], dtype=np.float64)
+        model.threshold_ = np.asarray(manifest["threshold"], dtype=np.float64)
+        model.n_iter_, model.best_iteration_, model.objective_ = \
+            manifest["n_iter"], manifest["best_iteration"], manifest["objective"]
+        if manifest["feature_names_in"] is not None:
+            model.feature_names_in_ = np.asarray(manifest["feature_names_in"], dtype=object)
+        if manifest["classes"] is not None:
+            model.classes_ = np.asarray(manifest["classes"])
+        return model
+
+
+def _plain(value):
+    """A numpy scalar as the Python value JSON writes."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+_SHARED = """    lam : float, default 0.01
+        Weight of the expected feature cost against the mean squared error (the labels' scale matters, and it
+        also sets how sharply the soft routing splits: the same weights predict and route, so labels in the
+        thousands saturate the sigmoids; scale them to units or tens).
+    rho : float, default 0
+        Weight of every node's l1 penalty.
+    costs : FeatureCosts or lazy costs per column, optional (default: every feature costs 1)
+        Lazy costs and groups are paid per row; coupled and split costs are reported, not optimised.
+    phi : None, LightGBM Booster or model, or int
+        None: the nodes read the raw features (which should be on comparable scales: weights below 1e-4 are
+        clamped to zero). A LightGBM model: the nodes read its trees' outputs (the boosting trick; a used tree's
+        features and evaluation are paid; scikit-learn's ``clone``, as in cross-validation, unfits an
+        ``LGBMModel`` but keeps a ``Booster``: give ``model.booster_`` there). An int: a LightGBM model of that
+        many trees is trained first.
+    n_iter : int, default 10
+        Sweeps of block coordinate descent at most; ``tol``: stop when a sweep lowers the objective by less
+        (relative).
+    polish : bool, default True
+        The local search on the unrelaxed objective after fine-tuning (module docstring).
+    random_state : int, optional
+        Seed of the LightGBM model trained for ``phi=int`` (the rest is deterministic).
+
+    ``fit(X, y, sample_weight=None, eval_set=None)``: with ``eval_set = (X_valid, y_valid[, weights])`` the
+    initialised model is pruned bottom-up on it and the block coordinate descent keeps the sweep of the lowest
+    validation error (``best_iteration_``, 0 for the initialisation; without ``eval_set`` the last), as the paper
+    stops early."""
+
+
+class _Tree(_Base):
+    """The tree's parameter (``depth``)."""
+
+    def __init__(self, *, depth: int = 3, lam: float = 0.01, rho: float = 0.0, costs=None, phi=None,
+                 n_iter: int = 10, tol: float = 1e-6, polish: bool = True, random_state: int | None = None) -> None:
+        self.depth = depth
+        self._set(lam, rho, costs, phi, n_iter, tol, polish, random_state)
+
+    def _structure(self) -> Structure:
+        check_number(self.depth, "depth", 1, 16, integer=True)
+        return Structure.tree(self.depth)
+
+
+class CSTC(RegressorMixin, _Tree):
+    __doc__ = f"""CSTC for regression (squared loss), also ranking by regression on relevance labels.
+
+    Parameters
+    ----------
+    depth : int, default 3
+        Levels of the balanced tree (2 ** depth - 1 nodes, 2 ** (depth - 1) leaves), before pruning.
+{_SHARED}
+    """
+
+    _phi_objective = "regression"
+
+    def fit(self, X, y, *, sample_weight=None, eval_set=None) -> CSTC:
+        X, y = validate_data(self, X, y, y_numeric=True, reset=True, ensure_min_samples=2, **self._reading())
+        return self._fit(X, self._target(y, "y"), sample_weight, eval_set)
+
+    def _target(self, y: np.ndarray, name: str) -> np.ndarray:
+        y = np.asarray(y, dtype=np.float64).ravel()
+        if not np.isfinite(y).all():
+            raise CEGBError(f"{name} should be finite numbers")
+        return y
+
+    def predict(self, X) -> np.ndarray:
+        return self._raw(X)
+
+
+class _Binary:
+    """Binary classification by the squared loss on labels coded -1 / +1 (the paper's nodes are regressors):
+    ``decision_function`` is the terminal's prediction, positive for ``classes_[1]``."""
+
+    _phi_objective = "binary"
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False
+        return tags
+
+    def fit(self, X, y, *, sample_weight=None, eval_set=None):
+        X, y = validate_data(self, X, y, reset=True, ensure_min_samples=2, **self._reading())
+        kind = type_of_target(y, input_name="y", raise_unknown=True)
+        if kind != "binary":
+            raise CEGBError(f"Only binary classification is supported. The type of the target is {kind} "
+                            f"({len(np.unique(y))} classes)")
+        self.classes_ = np.unique(y)
+        if len(self.classes_) != 2:
+            raise CEGBError(f"y: {type(self).__name__} needs 2 classes, got 1 class ({self.classes_[0]!r})")
+        return self._fit(X, self._target(y, "y"), sample_weight, eval_set)
+
+    def _target(self, y: np.ndarray, name: str) -> np.ndarray:
+        y = np.asarray(y).ravel()
+        unknown = ~np.isin(y, self.classes_)
+        if unknown.any():
+            raise CEGBError(f"{name}: labels {np.unique(y[unknown])[:10].tolist()} are not among the training "
+                            f"classes {self.classes_.tolist()}")
+        return np.where(y == self.classes_[1], 1.0, -1.0)
+
+    def decision_function(self, X) -> np.ndarray:
+        return self._raw(X)
+
+    def predict(self, X) -> np.ndarray:
+        positive = self._raw(X) > 0
+        return self.classes_[positive.astype(np.int64)]
+
+
+class CSTCClassifier(_Binary, ClassifierMixin, _Tree):
+    __doc__ = f"""CSTC for binary classification (squared loss on -1 / +1; ``phi=int`` trains a binary
+    LightGBM model).
+
+    Parameters
+    ----------
+    depth : int, default 3
+        Levels of the balanced tree, before pruning.
+{_SHARED}
+    """
+
+
+class CSCC(_Binary, ClassifierMixin, _Base):
+    __doc__ = f"""CSCC, the cost-sensitive cascade of classifiers (Xu et al. 2014, section 4, eq. 19): a chain of
+    linear nodes, node k exiting the rows with ``phi.beta_k <= theta_k`` (their prediction is node k's) and
+    passing the others on; the last node predicts for every row that reaches it. Each node's squared loss is
+    weighted by the probability of exiting there, the cost term sums over the exits, each weighted by its
+    probability, of the mixed norm of the weights of the nodes before it; ``class_weight`` re-weights the
+    classes for skewed data. Binary classification (squared loss on -1 / +1).
+
+    Parameters
+    ----------
+    n_stages : int, default 5
+        Classifier nodes in the chain, before pruning (pruning on ``eval_set`` drops the last stages that do not
+        help).
+    class_weight : None, "balanced" or {{label: weight}}
+        Row weights per class (multiplying ``sample_weight``).
+{_SHARED}
+    """
+
+    def __init__(self, *, n_stages: int = 5, class_weight=None, lam: float = 0.01, rho: float = 0.0, costs=None,
+                 phi=None, n_iter: int = 10, tol: float = 1e-6, polish: bool = True,
+                 random_state: int | None = None) -> None:
+        self.n_stages = n_stages
+        self.class_weight = class_weight
+        self._set(lam, rho, costs, phi, n_iter, tol, polish, random_state)
+
+    def _structure(self) -> Structure:
+        check_number(self.n_stages, "n_stages", 1, 64, integer=True)
+        return Structure.cascade(self.n_stages)
+
+    def _class_weights(self, target: np.ndarray) -> tuple[float, float]:
+        """(weight of classes_[0], of classes_[1]) from ``class_weight`` ("balanced": n / (2 n_class) on the
+        training rows)."""
+        if self.class_weight is None:
+            return 1.0, 1.0
+        if isinstance(self.class_weight, str) and self.class_weight == "balanced":
+            share = float(np.mean(target > 0))
+            return 0.5 / (1 - share), 0.5 / share
+        if isinstance(self.class_weight, dict) and set(self.class_weight) == set(self.classes_.tolist()):
+            weights = [self.class_weight[c] for c in self.classes_.tolist()]
+            if all(isinstance(w, (int, float)) and not isinstance(w, bool) and w > 0 and math.isfinite(w)
+                   for w in weights):
+                return float(weights[0]), float(weights[1])
+        raise CEGBError(f"class_weight should be None, 'balanced' or {{label: weight > 0}} for the classes "
+                        f"{self.classes_.tolist()}, got {self.class_weight!r}")
+
+
+class Cronus(CSCC):
+    __doc__ = f"""Cronus (Chen et al., AISTATS 2012), the cascade CSCC supersedes: CSCC's loss, but the cost term
+    is one mixed norm over every node's weights, each node's scaled by the probability of reaching it
+    (Xu et al. 2014, section 4.1).
+
+    Parameters
+    ----------
+    n_stages, class_weight : as :class:`CSCC`
+{_SHARED}
+    """
+
+    _cronus = True

@@ -1,0 +1,466 @@
+"""The training problem of CSTC, CSCC and Cronus: cost units, the structure, the relaxed objective and its optimiser."""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.optimize import minimize
+from scipy.special import expit
+
+CLAMP = 1e-4  # the paper's: a bound below this clamps its weight to zero
+
+
+class Units:
+    """The cost units of the relaxation: unit u costs ``cost[u]`` and is paid by a path that puts a non-zero
+    weight on any phi column of ``member[u]`` (bool, units x columns)."""
+
+    def __init__(self, cost: np.ndarray, member: np.ndarray) -> None:
+        keep = (cost > 0) & member.any(axis=1)
+        self.cost = np.asarray(cost, dtype=np.float64)[keep]
+        self.member = np.asarray(member, dtype=bool)[keep]
+        self.M = self.member.astype(np.float64)
+
+    def norms2(self, sq: np.ndarray) -> np.ndarray:
+        """Per unit, the sum of ``sq`` (per column) over its members."""
+        return self.M @ sq
+
+    def path_cost(self, used: np.ndarray) -> float:
+        """The exact (l0) cost of a path that reads the columns ``used`` (bool per column)."""
+        return float(self.cost[(self.member & used).any(axis=1)].sum())
+
+
+class Structure:
+    """The shape of a model: slots 0..S-1, each after its parent. A slot is a classifier node (its own weights
+    and threshold; with children ``kids[j] = (down, up)``: a row goes up when ``z.beta_j > theta_j``) or a
+    cascade's exit (``param_of[j]``: the parent whose weights predict there). ``own_loss[j]``: the slot's reach
+    weighs the squared loss of its prediction (CSTC: every node; a cascade: its exits and its last node)."""
+
+    def __init__(self, kids: np.ndarray, param_of: np.ndarray, own_loss: np.ndarray) -> None:
+        self.kids = np.asarray(kids, dtype=np.int64).reshape(-1, 2)
+        self.param_of = np.asarray(param_of, dtype=np.int64)
+        self.own_loss = np.asarray(own_loss, dtype=bool)
+        self.parent = np.full(len(self.param_of), -1)
+        for j, (down, up) in enumerate(self.kids):
+            if down >= 0:
+                self.parent[[down, up]] = j
+        self.refresh()
+
+    @classmethod
+    def tree(cls, depth: int) -> Structure:
+        """CSTC: a balanced tree of ``depth`` levels in heap order."""
+        size = 2 ** depth - 1
+        inner = np.arange(size) < 2 ** (depth - 1) - 1
+        kids = np.where(inner[:, None], np.column_stack([2 * np.arange(size) + 1, 2 * np.arange(size) + 2]), -1)
+        return cls(kids, np.arange(size), np.ones(size, dtype=bool))
+
+    @classmethod
+    def cascade(cls, stages: int) -> Structure:
+        """CSCC and Cronus: classifier nodes 0, 2, 4, ... each with an exit (1, 3, ...) below and the next
+        node above; the last node predicts for every row that reaches it."""
+        size = 2 * stages - 1
+        kids = np.full((size, 2), -1)
+        param_of = np.arange(size)
+        for k in range(0, size - 1, 2):
+            kids[k] = (k + 1, k + 2)
+            param_of[k + 1] = k
+        own_loss = param_of != np.arange(size)
+        own_loss[size - 1] = True
+        return cls(kids, param_of, own_loss)
+
+    def refresh(self) -> None:
+        """Recompute the reachable slots (after ``make_leaf``)."""
+        reached, todo = [], [0]
+        while todo:
+            j = todo.pop()
+            reached.append(j)
+            if self.kids[j, 0] >= 0:
+                todo += list(self.kids[j])
+        self.slots = sorted(reached)
+        self.classifiers = [j for j in self.slots if self.param_of[j] == j]
+        self.terminals = [j for j in self.slots if self.kids[j, 0] < 0]
+        self.leaves = [j for j in self.classifiers if self.kids[j, 0] < 0]
+        self.loss_slots = [j for j in self.slots if self.own_loss[j]]
+
+    def has_kids(self, j: int) -> bool:
+        return bool(self.kids[j, 0] >= 0)
+
+    def path(self, j: int) -> list[int]:
+        """The classifier nodes whose weights a row reaching slot j has read (root first)."""
+        out = []
+        while j >= 0:
+            if self.param_of[j] not in out:
+                out.append(int(self.param_of[j]))
+            j = int(self.parent[j])
+        return out[::-1]
+
+    def subtree(self, j: int) -> list[int]:
+        out, todo = [], [j]
+        while todo:
+            x = todo.pop()
+            out.append(x)
+            if self.has_kids(x):
+                todo += list(self.kids[x])
+        return sorted(out)
+
+    def make_leaf(self, j: int) -> None:
+        self.kids[j] = -1
+        self.own_loss[j] = True
+        self.refresh()
+
+    def copy(self) -> Structure:
+        return Structure(self.kids.copy(), self.param_of.copy(), self.own_loss.copy())
+
+
+class Problem:
+    """The training problem: ``Z`` (rows, 1 + columns; column 0 the intercept), targets, sample weights ``s``
+    (mean 1), cost units, the structure, ``lam``, ``rho``; weights ``beta`` (slots, 1 + columns) and thresholds
+    ``theta``. The cost term: per terminal, its reach times the mixed norm of the weights on its path (CSTC,
+    CSCC); ``cronus``: one mixed norm over every node's weights scaled by the node's reach."""
+
+    def __init__(self, Z: np.ndarray, y: np.ndarray, s: np.ndarray, units: Units, structure: Structure, lam: float,
+                 rho: float, cronus: bool = False) -> None:
+        self.Z, self.y, self.s = Z, y, s
+        self.n, self.d = Z.shape
+        self.units, self.lam, self.rho, self.cronus = units, lam, rho, cronus
+        self.shape = structure
+        size = len(structure.param_of)
+        self.beta = np.zeros((size, self.d))
+        self.theta = np.zeros(size)
+        self.frozen = np.zeros((size, self.d), dtype=bool)  # weights clamped to zero for good
+
+    def is_leaf(self, k: int) -> bool:
+        return not self.shape.has_kids(k)
+
+    def reach(self, beta: np.ndarray, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(p_ij, sigma_ij): the probability of reaching each slot, of going up at each slot with children."""
+        P = np.zeros((self.n, len(beta)))
+        S = np.zeros_like(P)
+        P[:, 0] = 1.0
+        for j in self.shape.slots:
+            if self.shape.has_kids(j):
+                down, up = self.shape.kids[j]
+                S[:, j] = expit(self.Z @ beta[j] - theta[j])
+                P[:, down] = P[:, j] * (1 - S[:, j])
+                P[:, up] = P[:, j] * S[:, j]
+        return P, S
+
+    def hard_terminal(self, Z: np.ndarray) -> np.ndarray:
+        """The terminal slot each row of ``Z`` reaches by hard routing (up when ``z.beta_j > theta_j``)."""
+        slot = np.zeros(Z.shape[0], dtype=np.int64)
+        while True:
+            inner = np.flatnonzero(self.shape.kids[slot, 0] >= 0)
+            if inner.size == 0:
+                return slot
+            j = slot[inner]
+            score = np.einsum("ij,ij->i", Z[inner], self.beta[j])
+            slot[inner] = self.shape.kids[j, (score > self.theta[j]).astype(np.int64)]
+
+    def predictions(self, Z: np.ndarray, slot: np.ndarray) -> np.ndarray:
+        return np.einsum("ij,ij->i", Z, self.beta[self.shape.param_of[slot]])
+
+    # ----------------------------------------------------------------------------------- objective
+
+    def _entries(self, beta: np.ndarray, p_bar: np.ndarray) -> list[tuple[int, float, list, np.ndarray]]:
+        """The cost term's mixed norms: (terminal slot or -1, weight, [(node, scale)], unit norms^2)."""
+        sq = beta[:, 1:] ** 2
+        if self.cronus:
+            rows = [(k, float(p_bar[k])) for k in self.shape.classifiers]
+            return [(-1, 1.0, rows, self.units.norms2(sum(scale ** 2 * sq[k] for k, scale in rows)))]
+        return [(t, float(p_bar[t]), [(k, 1.0) for k in self.shape.path(t)],
+                 self.units.norms2(sq[self.shape.path(t)].sum(axis=0))) for t in self.shape.terminals]
+
+    def objective(self, beta: np.ndarray | None = None, theta: np.ndarray | None = None, bounds=None) -> float:
+        """The relaxed objective (CSTC eq. 12, CSCC eq. 19, Cronus); with ``bounds`` = (gamma per slot and
+        column, eta per cost entry and unit) its variational upper bound."""
+        return self._evaluate(beta, theta, bounds, gradient=False)[0]
+
+    def gradient(self, beta: np.ndarray | None = None, theta: np.ndarray | None = None, bounds=None):
+        """(objective, d/d beta, d/d theta) of the bounded objective (``bounds`` required)."""
+        return self._evaluate(beta, theta, bounds, gradient=True)
+
+    def _evaluate(self, beta, theta, bounds, gradient: bool):
+        beta = self.beta if beta is None else beta
+        theta = self.theta if theta is None else theta
+        shape, nodes = self.shape, self.shape.classifiers
+        P, S = self.reach(beta, theta)
+        R = np.zeros((self.n, len(beta)))
+        R[:, nodes] = self.Z @ beta[nodes].T - self.y[:, None]
+        V = np.zeros_like(P)  # per row, the slot's share of the objective (times p_ij)
+        for j in shape.loss_slots:
+            V[:, j] = self.s * R[:, shape.param_of[j]] ** 2 / self.n
+        w = beta[:, 1:]
+        if bounds is None:
+            total = self.rho * float(np.abs(w[nodes]).sum())
+        else:
+            gamma, eta = bounds
+            total = self.rho * float(np.sum((w[nodes] ** 2 / gamma[nodes] + gamma[nodes]) / 2))
+        p_bar = (self.s[:, None] * P).mean(axis=0)
+        entries = self._entries(beta, p_bar)
+        for e, (t, weight, _, g) in enumerate(entries):
+            cost = float(self.units.cost @ (np.sqrt(g) if bounds is None else (g / eta[e] + eta[e]) / 2))
+            if t >= 0:
+                V[:, t] += self.lam * self.s * cost / self.n
+            else:
+                total += self.lam * cost
+        total += float(np.sum(P * V))
+        if not gradient:
+            return total, None, None
+        gamma, eta = bounds
+        g_beta = np.zeros_like(beta)
+        g_theta = np.zeros_like(theta)
+        for j in shape.loss_slots:
+            k = shape.param_of[j]
+            g_beta[k] += 2 / self.n * ((self.s * P[:, j] * R[:, k]) @ self.Z)
+        g_beta[nodes, 1:] += self.rho * w[nodes] / gamma[nodes]
+        for e, (t, weight, rows, _) in enumerate(entries):
+            per_column = self.units.M.T @ (self.units.cost / eta[e])  # d cost / d (w_ka^2 / 2), scale 1
+            for k, scale in rows:
+                g_beta[k, 1:] += self.lam * weight * scale ** 2 * per_column * w[k]
+                if t < 0:  # Cronus: the scale is node k's reach, a function of the routing
+                    d_scale = self.lam * scale * float(self.units.cost @ (self.units.norms2(w[k] ** 2) / eta[e]))
+                    V[:, k] += d_scale * self.s / self.n
+        U = P * V  # subtree sums, bottom-up
+        for j in reversed(shape.slots):
+            if shape.has_kids(j):
+                down, up = shape.kids[j]
+                ds = (1 - S[:, j]) * U[:, up] - S[:, j] * U[:, down]
+                U[:, j] += U[:, up] + U[:, down]
+                g_beta[j] += ds @ self.Z
+                g_theta[j] = -ds.sum()
+        return total, g_beta, g_theta
+
+    def tight_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """The bounds at which the variational bound equals the objective at the current weights (floored at
+        CLAMP)."""
+        gamma = np.maximum(np.abs(self.beta[:, 1:]), CLAMP)
+        p_bar = (self.s[:, None] * self.reach(self.beta, self.theta)[0]).mean(axis=0)
+        eta = np.array([np.maximum(np.sqrt(g), CLAMP) for *_, g in self._entries(self.beta, p_bar)])
+        return gamma, eta
+
+    def _clamp(self, k: int) -> None:
+        """Node k's weights whose bound sits at the floor (|beta| < CLAMP) are zero for good."""
+        self.frozen[k, 1:] |= np.abs(self.beta[k, 1:]) < CLAMP
+        self.beta[k, self.frozen[k]] = 0.0
+
+    # ----------------------------------------------------------------------------------- steps
+
+    def fit_as_leaf(self, k: int, rounds: int, *, start: float | None = None) -> None:
+        """Eq. 16 for node k as the last node of the path to it (what follows it cut off), alternated with its
+        bounds: ``beta = (Z' Omega Z + n/2 diag(rho / gamma + lam p_k Q))^-1 Z' Omega y``, Omega = diag(s_i p_ik),
+        Q the column's share of the path's bounded unit costs (Cronus: each node's weights scaled by its reach,
+        ``p_k Q`` becoming ``p_k^2 Q``). ``start``: the bounds' first value (None: from the current weights)."""
+        path = self.shape.path(k)
+        P = self.reach(self.beta, self.theta)[0]
+        omega = self.s * P[:, k]
+        p_k = omega.mean()
+        scale = (self.s[:, None] * P[:, path]).mean(axis=0) if self.cronus else np.ones(len(path))
+        weight = p_k ** 2 if self.cronus else p_k
+
+        def ridge(r: int) -> np.ndarray:
+            if r == 0 and start is not None:
+                gamma = np.full(self.d - 1, start)
+                eta = np.full(len(self.units.cost), start)
+            else:
+                w = self.beta[:, 1:]
+                gamma = np.maximum(np.abs(w[k]), CLAMP)
+                eta = np.maximum(np.sqrt(self.units.norms2(((scale[:, None] * w[path]) ** 2).sum(axis=0))), CLAMP)
+            return self.rho / gamma + self.lam * weight * (self.units.M.T @ (self.units.cost / eta))
+
+        self._weighted_ridge(k, omega, rounds, ridge)
+        self._clamp(k)
+
+    def _weighted_ridge(self, k: int, omega: np.ndarray, rounds: int, ridge) -> None:
+        """Node k's live weights: ``rounds`` times ``(Z' Omega Z + n/2 diag(0, ridge(r)))^-1 Z' Omega y``, ``ridge(r)``
+        (per column) read from the weights of the round before. A node no row reaches (Omega = 0, the sigmoid
+        saturated) keeps its weights."""
+        if not omega.sum() > 0:
+            return
+        live = ~self.frozen[k]
+        A0 = self.Z[:, live].T @ (self.Z[:, live] * omega[:, None])
+        b = self.Z[:, live].T @ (omega * self.y)
+        jitter = 1e-10 * np.trace(A0) / self.d * np.eye(int(live.sum()))
+        for r in range(rounds):
+            A = A0 + self.n / 2 * np.diag(np.append(0.0, ridge(r))[live]) + jitter
+            self.beta[k] = 0.0
+            self.beta[k, live] = np.linalg.solve(A, b)
+
+    def initialise(self) -> None:
+        """Top-down: each node fitted as a leaf given its ancestors (bounds starting at 1), an internal node's
+        threshold in the widest gap of its scores between their 20% and 80% weighted quantiles."""
+        for k in self.shape.classifiers:
+            self.fit_as_leaf(k, 10, start=1.0)
+            if not self.is_leaf(k):
+                weight = self.s * self.reach(self.beta, self.theta)[0][:, k]
+                rows = np.flatnonzero(weight > 0)
+                if rows.size < 2:
+                    continue
+                score = self.Z[rows] @ self.beta[k]
+                order = np.argsort(score, kind="stable")
+                score, mass = score[order], np.cumsum(weight[rows][order]) / weight.sum()
+                inside = np.flatnonzero((mass[:-1] >= 0.2) & (mass[:-1] <= 0.8))  # cuts after row j
+                if inside.size == 0:
+                    inside = np.array([min(int(np.searchsorted(mass, 0.5)), rows.size - 2)])
+                at = int(inside[np.argmax(score[inside + 1] - score[inside])])
+                self.theta[k] = float(score[at] + score[at + 1]) / 2
+
+    def update(self, k: int, rounds: int = 3) -> None:
+        """One block step on node k: a leaf by eq. 16 with its bounds; an internal node's live weights and its
+        threshold by L-BFGS on the bounded objective, alternated with the bounds."""
+        if self.is_leaf(k):
+            self.fit_as_leaf(k, rounds)
+            return
+        for _ in range(rounds):
+            bounds = self.tight_bounds()
+            live = ~self.frozen[k]
+
+            def f(v: np.ndarray):
+                beta, theta = self.beta.copy(), self.theta.copy()
+                beta[k, live], theta[k] = v[:-1], v[-1]
+                value, g_beta, g_theta = self.gradient(beta, theta, bounds)
+                return value, np.append(g_beta[k, live], g_theta[k])
+
+            start = np.append(self.beta[k, live], self.theta[k])
+            result = minimize(f, start, jac=True, method="L-BFGS-B", options={"maxiter": 50})
+            if result.fun < f(start)[0]:
+                self.beta[k, live], self.theta[k] = result.x[:-1], result.x[-1]
+            self._clamp(k)
+
+    # ----------------------------------------------------------------------------------- after BCD
+
+    def fine_tune(self) -> None:
+        """Section 3.5: each leaf's squared loss (and l1 penalty) re-minimised on the columns it already uses,
+        without the cost term, over the rows hard routing sends it (ours: the paper weighs rows by p_ik, and the
+        few rows of other regions that a sigmoid still leaks can pull a leaf's weights far off). A cascade's exits
+        predict with their node's weights, which also route: they are not re-fitted."""
+        leaf_of = self.hard_terminal(self.Z)
+        for k in self.shape.leaves:
+            omega = self.s * (leaf_of == k)
+            if omega.any():
+                self._weighted_ridge(k, omega, 10 if self.rho > 0 else 1,
+                                     lambda r, k=k: self.rho / np.maximum(np.abs(self.beta[k, 1:]), CLAMP))
+
+    def exact_objective(self) -> float:
+        """Eq. 3 on the training rows under hard routing: the weighted squared error plus lam times the mean l0
+        cost of the units each row's path reads (with the boosting trick: every feature of a used tree)."""
+        slot = self.hard_terminal(self.Z)
+        total = float(np.mean(self.s * (self.predictions(self.Z, slot) - self.y) ** 2))
+        for t in np.unique(slot):
+            used = (self.beta[self.shape.path(int(t)), 1:] != 0).any(axis=0)
+            total += self.lam * float(self.s[slot == t].sum()) / self.n * self.units.path_cost(used)
+        return total
+
+    def select_leaf(self, k: int, rows: np.ndarray) -> None:
+        """Leaf k's columns chosen for ``exact_objective`` over ``rows`` (those hard routing sends it): every
+        column its ancestors' units already pay for, then forward selection, each step the column of the best
+        true gain (squared error saved minus lam times the share of rows times the units it newly pays) among the
+        five that a matching-pursuit score ranks first, while that gain is positive. Least squares from the
+        rows' weighted Gram matrix, formed once. A leaf no row reaches keeps its weights."""
+        if rows.size == 0 or not self.s[rows].sum() > 0:
+            return
+        self.beta[k] = 0.0
+        self.frozen[k] = True
+        self.frozen[k, 0] = False
+        used = (self.beta[self.shape.path(k)[:-1], 1:] != 0).any(axis=0)
+        paid = (self.units.member & used).any(axis=1)
+        share = float(self.s[rows].sum()) / self.n
+        Zr, w, yr = self.Z[rows], self.s[rows], self.y[rows]
+        G = Zr.T @ (Zr * w[:, None])
+        g = Zr.T @ (w * yr)
+        yy = float(w @ yr ** 2)
+
+        def least_squares(columns: list[int]) -> tuple[np.ndarray, np.ndarray, float]:
+            """(Z columns, weights, weighted squared error / n) over the intercept and phi ``columns``."""
+            index = np.append(0, np.array(columns, dtype=np.int64) + 1)
+            A = G[np.ix_(index, index)]
+            coef = np.linalg.solve(A + 1e-12 * max(np.trace(A) / len(index), 1e-300) * np.eye(len(index)), g[index])
+            return index, coef, max(yy - 2 * coef @ g[index] + coef @ A @ coef, 0.0) / self.n
+
+        def prices() -> np.ndarray:
+            return (self.units.cost[:, None] * (self.units.member & ~paid[:, None])).sum(axis=0)
+
+        columns = [int(a) for a in np.flatnonzero(prices() == 0)]
+        index, coef, err = least_squares(columns)
+        norm2 = np.diag(G)[1:]
+        while True:
+            price = prices()
+            score = (g[1:] - G[1:, index] @ coef) ** 2 / np.maximum(norm2, 1e-300) / self.n - self.lam * share * price
+            score[columns] = -np.inf
+            best = None
+            for a in np.argsort(-score)[:5]:
+                if not np.isfinite(score[a]):
+                    break
+                trial = least_squares(columns + [int(a)])
+                gain = err - trial[2] - self.lam * share * price[a]
+                if gain > 1e-12 * max(err, 1e-300) and (best is None or gain > best[0]):
+                    best = (gain, int(a), trial)
+            if best is None:
+                break
+            _, a, (index, coef, err) = best
+            columns.append(a)
+            paid |= self.units.member[:, a]
+        self.beta[k, index] = coef
+        self.frozen[k, index] = False
+
+    def select_leaves(self, leaves: list[int]) -> None:
+        leaf_of = self.hard_terminal(self.Z)
+        for k in leaves:
+            self.select_leaf(k, np.flatnonzero(leaf_of == k))
+
+    def polish(self, passes: int = 3) -> None:
+        """Local search for ``exact_objective``: the leaves' columns re-selected (``select_leaf``); then, in level
+        order, for each internal node k and column a it reads, drop a from k alone or from k and its internal
+        descendants (each intercept moved by the dropped term's mean over the node's soft reach), the leaves
+        below re-selected; keep what lowers the objective."""
+        best = self.exact_objective()
+        saved = self.beta.copy(), self.frozen.copy()
+        self.select_leaves(self.shape.leaves)
+        value = self.exact_objective()
+        if value < best:
+            best = value
+        else:
+            self.beta, self.frozen = saved
+        for _ in range(passes):
+            improved = False
+            for k in [k for k in self.shape.classifiers if not self.is_leaf(k)]:
+                subtree = [j for j in self.shape.subtree(k) if j in self.shape.classifiers]
+                below = [j for j in subtree if self.is_leaf(j)]
+                for nodes in ([k], [j for j in subtree if not self.is_leaf(j)]):
+                    for a in np.flatnonzero(self.beta[k, 1:] != 0) + 1:
+                        saved = self.beta.copy(), self.frozen.copy()
+                        P = self.reach(self.beta, self.theta)[0]
+                        for j in nodes:
+                            weight = self.s * P[:, j]
+                            self.beta[j, 0] += self.beta[j, a] * float(weight @ self.Z[:, a]) / max(weight.sum(), 1e-300)
+                            self.beta[j, a] = 0.0
+                            self.frozen[j, a] = True
+                        self.select_leaves(below)
+                        value = self.exact_objective()
+                        if value < best - 1e-9 * max(1.0, abs(best)):
+                            best, improved = value, True
+                        else:
+                            self.beta, self.frozen = saved
+            if not improved:
+                return
+
+    def error(self, Z: np.ndarray, y: np.ndarray, s: np.ndarray) -> float:
+        """The weighted squared error of rows ``Z`` under hard routing."""
+        return float(np.sum(s * (self.predictions(Z, self.hard_terminal(Z)) - y) ** 2))
+
+    def prune(self, Z_valid: np.ndarray, y_valid: np.ndarray, s_valid: np.ndarray) -> None:
+        """Section 3.6.1, bottom-up: a node whose children are both terminal becomes a leaf (its initial weights,
+        fitted as the last node of its path) when that does not raise the validation squared error under hard
+        routing (a cascade loses its last stage)."""
+
+        changed = True
+        while changed:
+            changed = False
+            for k in reversed(self.shape.classifiers):
+                if self.is_leaf(k) or any(self.shape.has_kids(j) for j in self.shape.kids[k]):
+                    continue
+                before, saved = self.error(Z_valid, y_valid, s_valid), self.shape.copy()
+                self.shape.make_leaf(k)
+                if self.error(Z_valid, y_valid, s_valid) <= before:
+                    changed = True
+                else:
+                    self.shape = saved
+
+

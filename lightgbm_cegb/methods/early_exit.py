@@ -1,0 +1,148 @@
+"""Early Exit (Cambazoglu et al., WSDM 2010), as Greedy Miser's paper runs it: exits placed every ``every``
+iterations of a LightGBM ranker or classifier, where inputs that are already decided stop.
+
+- Classification: at an exit, a row whose top class probability (LightGBM's own ``predict`` with the
+  iterations so far) passes ``threshold`` stops with that prediction.
+- Ranking (proximity threshold): at the exit after i of T iterations, a document of a query stops when its
+  score is at least ``threshold * (T - i) / (T - 1)`` below the query's fifth best score among the
+  documents still in (queries with five or fewer left lose none). Stopped documents rank below those still
+  in, later exits above earlier ones, and by score within an exit.
+
+``prediction_cost`` counts only the trees each row went through (the package's per-row cost state, one
+block of trees per exit for the rows still in).
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+
+from lightgbm_cegb.core.cost_state import CostState
+from lightgbm_cegb.core.costs import resolve_costs
+from lightgbm_cegb.core.errors import CEGBError
+from lightgbm_cegb.core.report import CostReport
+from lightgbm_cegb.io.models import booster_of, num_trees_used, to_forest
+
+RANKING_OBJECTIVES = ("lambdarank", "rank_xendcg")
+CLASSIFICATION_OBJECTIVES = ("binary", "multiclass", "multiclassova")
+
+
+@dataclass(frozen=True)
+class EarlyExitResult:
+    """What an early-exit prediction computed for each row."""
+
+    prediction: np.ndarray  # classification: class probabilities; ranking: the score when the row stopped
+    iterations: np.ndarray  # iterations each row went through
+    cost: CostReport  # per-row cost of the trees each row went through
+    rank: np.ndarray | None = None  # ranking: position in its query (0 = first), stopped rows last
+
+
+class EarlyExit:
+    """Early exits on a fitted LightGBM ranker or classifier (Booster or scikit-learn API model).
+
+    Parameters
+    ----------
+    model : lightgbm.Booster or LGBMRanker / LGBMClassifier
+    threshold : float
+        Classification: a probability in (0, 1]; rows whose top class probability passes it stop. Ranking:
+        the proximity margin s >= 0 (0 stops every document below the fifth best at the first exit).
+    every : int, default 10
+        Iterations between exits.
+    costs : optional
+        As ``prediction_cost`` (None: the model's cegb_* parameters).
+    """
+
+    def __init__(self, model, threshold: float, *, every: int = 10, costs=None) -> None:
+        booster = booster_of(model)
+        if booster is None:
+            raise CEGBError(f"model should be a LightGBM Booster or scikit-learn API model, got {type(model).__name__}")
+        self.booster, self.forest = booster, to_forest(model)
+        objective = (self.forest.objective or "").split(" ")[0]
+        if objective in RANKING_OBJECTIVES:
+            self.kind = "rank"
+        elif objective in CLASSIFICATION_OBJECTIVES:
+            self.kind = "classify"
+        else:
+            raise CEGBError(f"model: objective {objective or None!r} is neither a ranking one {RANKING_OBJECTIVES} "
+                            f"nor a classification one {CLASSIFICATION_OBJECTIVES}")
+        if isinstance(every, bool) or not isinstance(every, numbers.Integral) or every < 1:
+            raise CEGBError(f"every should be an integer >= 1, got {every!r}")
+        valid = isinstance(threshold, numbers.Real) and not isinstance(threshold, bool) and np.isfinite(threshold)
+        if self.kind == "classify" and not (valid and 0 < threshold <= 1):
+            raise CEGBError(f"threshold should be a probability in (0, 1] for a classifier, got {threshold!r}")
+        if self.kind == "rank" and not (valid and threshold >= 0):
+            raise CEGBError(f"threshold should be a proximity margin >= 0 for a ranker, got {threshold!r}")
+        self.threshold, self.every = float(threshold), int(every)
+        self.costs = resolve_costs(costs, self.forest.num_features, self.forest.feature_names, self.forest.params)
+
+    def predict(self, X, group=None) -> EarlyExitResult:
+        """Predictions with early exits. Ranking needs ``group``: the sizes of the consecutive queries of X."""
+        X = self.forest.dense(X)
+        tpi = self.forest.trees_per_iteration
+        n, iterations = len(X), num_trees_used(self.booster, self.forest, None) // tpi  # as predict: best iteration
+        if n == 0:
+            raise CEGBError("X should hold at least one row")
+        queries = self._queries(group, n)
+        active = np.arange(n)
+        done_at = np.full(n, iterations)
+        prediction = None
+        state = CostState(n, self.costs, self.forest.num_features)
+        exits = list(range(self.every, iterations, self.every)) + [iterations]
+        start = 0
+        for stop in exits:
+            state.add(self.forest, X[active], trees=(start * tpi, stop * tpi), rows=active)
+            start = stop
+            if not len(active):
+                break
+            partial = self.booster.predict(X[active], num_iteration=stop, raw_score=self.kind == "rank")
+            if prediction is None:
+                prediction = np.zeros((n,) + partial.shape[1:])
+            prediction[active] = partial
+            if stop == iterations:
+                break
+            leaving = self._leaving(partial, active, queries, stop, iterations)
+            done_at[active[leaving]] = stop
+            active = active[~leaving]
+        used = self.forest.used_features(iterations * tpi)
+        cost = CostReport(acquisition=state.acquisition, evaluation=state.evaluation,
+                          coupled=self.costs.model_cost(used, self.forest.num_features),
+                          usage=state.feature_paid.mean(axis=0),
+                          feature_names=self.forest.feature_names)
+        rank = self._ranks(prediction, done_at, queries) if self.kind == "rank" else None
+        return EarlyExitResult(prediction=prediction, iterations=done_at, cost=cost, rank=rank)
+
+    def _queries(self, group, n: int) -> np.ndarray | None:
+        if self.kind != "rank":
+            return None
+        if group is None:
+            raise CEGBError("group: a ranker's early exits compare documents of a query; pass the query sizes")
+        sizes = np.asarray(group)
+        if sizes.ndim != 1 or (sizes < 0).any() or sizes.sum() != n:
+            raise CEGBError(f"group should hold query sizes summing to the {n} rows of X, got {sizes.sum()} "
+                            f"over {sizes.size} queries")
+        return np.repeat(np.arange(len(sizes)), sizes)
+
+    def _leaving(self, partial, active, queries, done: int, iterations: int) -> np.ndarray:
+        """Which of the rows still in stop at the exit after ``done`` iterations."""
+        if self.kind == "classify":
+            top = np.maximum(partial, 1 - partial) if partial.ndim == 1 else partial.max(axis=1)
+            return top >= self.threshold
+        margin = self.threshold * (iterations - done) / max(iterations - 1, 1)
+        query = queries[active]
+        order = np.lexsort((-partial, query))  # by query, best first
+        sorted_query = query[order]
+        position = np.empty(len(order), dtype=np.int64)
+        position[order] = np.arange(len(order)) - np.searchsorted(sorted_query, sorted_query, side="left")
+        fifth = np.full(int(queries.max()) + 1, -np.inf)
+        fifth[query[position == 4]] = partial[position == 4]
+        return (position >= 5) & (partial <= fifth[query] - margin)
+
+    @staticmethod
+    def _ranks(score: np.ndarray, done_at: np.ndarray, queries: np.ndarray) -> np.ndarray:
+        order = np.lexsort((-score, -done_at, queries))  # by query; stayed longest first; best score first
+        rank = np.empty(len(order), dtype=np.int64)
+        sorted_queries = queries[order]
+        rank[order] = np.arange(len(order)) - np.searchsorted(sorted_queries, sorted_queries, side="left")
+        return rank

@@ -1,0 +1,384 @@
+"""Greedy Miser (Xu, Weinberger and Chapelle, ICML 2012; SEEDS.md section 2) on the patched LightGBM.
+
+Stage-wise regression: tree t is a depth-limited CART tree, grown breadth-first, that fits the negative
+gradient of the loss with the squared error; a split on a feature (or group) no earlier tree used adds
+``lam * c`` to the impurity, the set of used features being refreshed once per tree. Trees are added with a
+fixed step (0.1). In LightGBM's terms: a custom objective whose hessian is the row weight (first order: a
+leaf's value is the weighted mean of the negative gradient, a split's gain the decrease of the squared
+error), ``tree_growth=depthwise``, ``num_leaves = 2 ** max_depth``, no regularisation, the costs as coupled
+penalties with ``cegb_coupled_refresh=tree`` (patch 0005) and ``cegb_tradeoff = lam``. The fitted models are
+LightGBM models (``booster_``; their text is read by stock LightGBM), and ``tests/test_greedy_miser.py``
+checks their trees against an independent NumPy implementation of the paper's algorithm.
+
+``lam`` weighs the sum over rows of the squared error of the tree's fit (not half of it). Costs: the lazy
+and coupled cost of a feature (of a group) add up to its ``c``; split and tree costs (``FeatureCosts(split=,
+tree=)``, the paper's evaluation cost ``e`` per tree) are in the accounting only, as in the paper, where
+the number of trees is the evaluation budget.
+"""
+
+from __future__ import annotations
+
+import lightgbm as lgb
+import numpy as np
+from scipy.special import expit, log_softmax, softmax
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from lightgbm_cegb.accounting import prediction_cost
+from lightgbm_cegb.core.costs import FeatureCosts, resolve_costs
+from lightgbm_cegb.core.errors import CEGBError, check_number, checked_weights
+from lightgbm_cegb.core.metrics import ndcg_at_k
+from lightgbm_cegb.core.parallel import resolve_n_jobs
+from lightgbm_cegb.core.report import CostReport
+
+__all__ = ["GreedyMiserClassifier", "GreedyMiserRanker", "GreedyMiserRegressor"]
+
+
+def miser_params(costs: FeatureCosts | None, lam: float, num_features: int, num_class: int, *, max_depth: int,
+                 learning_rate: float, min_samples_leaf: int, max_bin: int = 255, seed: int = 0,
+                 n_jobs: int | None = None) -> dict:
+    """LightGBM's parameters for Greedy Miser's trees (also ADAPT-GBRT's): depth-wise CART trees without
+    regularisation, a feature's (group's) lazy plus coupled cost as its coupled penalty, refreshed per tree."""
+    params = {"learning_rate": learning_rate, "num_leaves": 2 ** max_depth, "max_depth": max_depth,
+              "tree_growth": "depthwise", "min_data_in_leaf": min_samples_leaf,
+              # a side of weight 0 has no mean to fit (and LightGBM fails a check on one at 0.0)
+              "min_sum_hessian_in_leaf": 1e-10, "lambda_l1": 0.0, "lambda_l2": 0.0, "min_gain_to_split": 0.0,
+              "max_bin": max_bin, "min_data_in_bin": 1, "feature_pre_filter": False, "metric": "None",
+              "verbose": -1, "deterministic": True, "seed": seed, "num_threads": resolve_n_jobs(n_jobs, 1 << 30)}
+    if num_class > 1:
+        params["num_class"] = num_class
+    if costs is not None and lam > 0:
+        lazy, coupled, _ = costs.arrays(num_features)
+        group_of, group_lazy, group_coupled = costs.group_arrays(num_features)
+        params.update({"cegb_tradeoff": float(lam), "cegb_penalty_feature_coupled": (lazy + coupled).tolist(),
+                       "cegb_coupled_refresh": "tree"})
+        if costs.groups:
+            params.update({"cegb_feature_group": group_of.tolist(),
+                           "cegb_penalty_group_coupled": (group_lazy + group_coupled).tolist()})
+    return params
+
+
+def log_loss_per_row(score: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """-log p(y) per row under raw scores (a column per class, or one logit for two classes)."""
+    if score.ndim == 2:
+        return -log_softmax(score, axis=1)[np.arange(len(codes)), codes.astype(np.int64)]
+    return np.logaddexp(0.0, np.where(codes > 0, -score, score))
+
+
+def proba_from_raw(score: np.ndarray) -> np.ndarray:
+    """Class probabilities from raw scores (one logit for two classes, else a column per class)."""
+    if score.ndim == 1:
+        p = expit(score)
+        return np.column_stack([1.0 - p, p])
+    return softmax(score, axis=1)
+
+
+def class_codes(classes: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(index of each label in the sorted ``classes``, the labels not among them)."""
+    codes = np.searchsorted(classes, y)
+    known = (codes < len(classes)) & (classes[np.minimum(codes, len(classes) - 1)] == y)
+    return codes, np.unique(y[~known])
+
+
+class _GreedyMiser(BaseEstimator):
+    """The estimators' shared fit: the paper's algorithm as a LightGBM configuration."""
+
+    _losses: tuple[str, ...] = ()
+
+    def __init__(self, *, feature_costs=None, lam: float = 0.0, n_estimators: int = 500, max_depth: int = 4,
+                 learning_rate: float = 0.1, loss: str | None = None, early_stopping_rounds: int | None = 50,
+                 min_samples_leaf: int = 1, max_bin: int = 255, random_state: int | None = None,
+                 n_jobs: int | None = None) -> None:
+        self.feature_costs = feature_costs
+        self.lam = lam
+        self.n_estimators = n_estimators
+        self.max_depth = max_depth
+        self.learning_rate = learning_rate
+        self.loss = loss
+        self.early_stopping_rounds = early_stopping_rounds
+        self.min_samples_leaf = min_samples_leaf
+        self.max_bin = max_bin
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+
+    # ------------------------------------------------------------------------------- configuration
+
+    def _check_params(self) -> str:
+        loss = self._losses[0] if self.loss is None else self.loss
+        if loss not in self._losses:
+            raise CEGBError(f"loss should be one of {list(self._losses)} for {type(self).__name__}, got {loss!r}")
+        check_number(self.lam, "lam", 0.0)
+        check_number(self.n_estimators, "n_estimators", 1, integer=True)
+        check_number(self.max_depth, "max_depth", 1, integer=True)
+        if self.max_depth > 30:
+            raise CEGBError(f"max_depth should be at most 30 (num_leaves = 2 ** max_depth), got {self.max_depth}")
+        check_number(self.learning_rate, "learning_rate", 0.0, low_open=True)
+        if self.early_stopping_rounds is not None:
+            check_number(self.early_stopping_rounds, "early_stopping_rounds", 1, integer=True)
+        check_number(self.min_samples_leaf, "min_samples_leaf", 1, integer=True)
+        check_number(self.max_bin, "max_bin", 2, integer=True)
+        return loss
+
+    def _costs(self, num_features: int) -> FeatureCosts | None:
+        if self.feature_costs is None:
+            return None
+        names = [str(n) for n in getattr(self, "feature_names_in_", [])] or None
+        return resolve_costs(self.feature_costs, num_features, names)
+
+    def _params(self, num_features: int, num_class: int) -> dict:
+        return miser_params(self.costs_, self.lam, num_features, num_class, max_depth=self.max_depth,
+                            learning_rate=self.learning_rate, min_samples_leaf=self.min_samples_leaf,
+                            max_bin=self.max_bin, seed=0 if self.random_state is None else self.random_state,
+                            n_jobs=self.n_jobs)
+
+    def _fit(self, X, y, sample_weight, eval_set, eval_sample_weight, group=None, eval_group=None,
+             num_class: int = 1):
+        """Train ``booster_``: the gradient of ``self._gradient``, hessian the row weights; early stopping on
+        the first validation set's ``self._metric``."""
+        self.costs_ = self._costs(X.shape[1])
+        weight = checked_weights(sample_weight, len(y)) * self._row_weight(y)
+        train = lgb.Dataset(X, y, weight=weight, group=group, free_raw_data=False)
+        shape = (len(y), num_class) if num_class > 1 else (len(y),)
+
+        def objective(score, _):
+            gradient = self._gradient(score.reshape(shape), y)
+            return gradient * (weight[:, None] if num_class > 1 else weight), \
+                np.broadcast_to(weight[:, None] if num_class > 1 else weight, shape).copy()
+
+        params = {**self._params(X.shape[1], num_class), "objective": objective}
+        valid_sets, callbacks, feval = [], [], None
+        if eval_set:
+            X_valid, y_valid = eval_set[0]
+            X_valid = validate_data(self, X_valid, reset=False, accept_sparse=["csr", "csc"], dtype=np.float64,
+                                    ensure_all_finite="allow-nan")
+            y_valid = self._encode(np.asarray(y_valid))
+            valid_weight = None if not eval_sample_weight else np.asarray(eval_sample_weight[0], dtype=np.float64)
+            valid_group = None if not eval_group else eval_group[0]
+            valid_sets = [lgb.Dataset(X_valid, y_valid, weight=valid_weight, group=valid_group, reference=train)]
+            name, higher_better = self._metric_name
+
+            def feval(score, dataset):
+                rows = len(dataset.get_label())
+                value = self._metric(score.reshape((rows, num_class) if num_class > 1 else rows), y_valid,
+                                     valid_weight, valid_group)
+                return name, value, higher_better
+
+            if self.early_stopping_rounds is not None:
+                callbacks.append(lgb.early_stopping(self.early_stopping_rounds, first_metric_only=True, verbose=False))
+        self.booster_ = lgb.train(params, train, self.n_estimators, valid_sets=valid_sets, feval=feval,
+                                  callbacks=callbacks)
+        self.best_iteration_ = self.booster_.best_iteration or self.booster_.current_iteration()
+        return self
+
+    def _row_weight(self, y) -> np.ndarray | float:
+        return 1.0
+
+    def _encode(self, y):
+        return y
+
+    def _raw(self, X, num_iteration: int | None) -> np.ndarray:
+        check_is_fitted(self, "booster_")
+        X = validate_data(self, X, reset=False, accept_sparse=["csr", "csc"], dtype=np.float64,
+                          ensure_all_finite="allow-nan")
+        return self.booster_.predict(X, num_iteration=self.best_iteration_ if num_iteration is None else num_iteration)
+
+    def _validated(self, X, y):
+        return validate_data(self, X, y, accept_sparse=["csr", "csc"], dtype=np.float64, ensure_all_finite="allow-nan",
+                             y_numeric=not isinstance(self, ClassifierMixin), ensure_min_samples=2)
+
+    @property
+    def forest_(self):
+        """The fitted trees as a ``Forest`` (what ``prediction_cost(model, X)`` and the package read)."""
+        from lightgbm_cegb.io.models import to_forest
+        check_is_fitted(self, "booster_")
+        return to_forest(self.booster_)
+
+    def lam_scale(self, X, y, **fit_params) -> float:
+        """The smallest ``lam`` at which the first tree grown on (X, y) has no split (bisection on one-tree
+        fits): the scale on which ``lam`` matters, so that ``lam = r * lam_scale(X, y)`` with r in [0, 1]
+        means the same on any data and costs. ``fit_params``: as for ``fit`` (``group`` for a ranker)."""
+        from lightgbm_cegb.core.scales import no_split_scale
+        from lightgbm_cegb.io.models import has_split
+
+        for key in ("eval_set", "eval_group", "eval_sample_weight"):
+            fit_params.pop(key, None)
+
+        def splits(lam: float) -> bool:
+            probe = clone(self).set_params(lam=lam, n_estimators=1, early_stopping_rounds=None)
+            return has_split(probe.fit(X, y, **fit_params).booster_)
+
+        return no_split_scale(splits, f"{type(self).__name__}.lam_scale")
+
+    def prediction_cost(self, X, *, num_iteration: int | None = None, n_jobs: int | None = None) -> CostReport:
+        """Exact per-row cost of the fitted model on X under ``feature_costs`` (the tree cost included); by
+        default of the iterations ``predict`` uses (the best on validation with early stopping)."""
+        check_is_fitted(self, "booster_")
+        if self.costs_ is None:
+            raise CEGBError("prediction_cost: this model was fitted without feature_costs")
+        X = validate_data(self, X, reset=False, accept_sparse=["csr", "csc"], dtype=np.float64,
+                          ensure_all_finite="allow-nan")
+        return prediction_cost(self.booster_, X, self.costs_, n_jobs=n_jobs,
+                               num_iteration=self.best_iteration_ if num_iteration is None else num_iteration)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.input_tags.allow_nan = True
+        return tags
+
+
+_DOC_PARAMETERS = """
+    Parameters
+    ----------
+    feature_costs : FeatureCosts, costs per column or by feature name, optional
+        ``c`` of each feature: its lazy plus coupled cost (groups: each group's, paid by its first member);
+        ``FeatureCosts(tree=e)`` adds the evaluation cost ``e`` per tree to ``prediction_cost``.
+    lam : float, default 0.0
+        The paper's lambda: a split on a feature no earlier tree used costs ``lam * c`` in squared error
+        (summed over the rows, weighted). 0: stage-wise regression without costs.
+    n_estimators : int, default 500
+        Trees (per class for a multiclass classifier); fewer with early stopping.
+    max_depth : int, default 4
+        Depth of the CART trees (the paper: 4 on Yahoo, 3 on Scene-15).
+    learning_rate : float, default 0.1
+        The step size.
+    loss : str, optional
+        {losses}
+    early_stopping_rounds : int or None, default 50
+        With ``eval_set``: stop when the validation {metric} has not improved for this many trees; prediction
+        and cost then use the best iteration (``best_iteration_``). The paper keeps the best iteration.
+    min_samples_leaf : int, default 1
+        Fewest (unweighted) training rows in a leaf.
+    max_bin : int, default 255
+        LightGBM's histogram bins per feature: CART's exact thresholds when a feature has at most this many
+        distinct values.
+    random_state : int, optional
+        LightGBM's seed (the algorithm itself is deterministic).
+    n_jobs : int, optional
+        Threads (None: the CPUs this process may use).
+
+    Attributes
+    ----------
+    booster_ : lightgbm.Booster
+        The trees; ``booster_.predict`` gives raw scores (the model has a custom objective).
+    best_iteration_ : int
+        Iterations used by ``predict`` and ``prediction_cost``.
+    costs_ : FeatureCosts or None
+        The costs aligned to the columns.
+"""
+
+
+class GreedyMiserRegressor(RegressorMixin, _GreedyMiser):
+    __doc__ = "Greedy Miser regression (squared loss).\n" + _DOC_PARAMETERS.format(
+        losses="'squared' (the only one: the paper's regression loss).", metric="squared error")
+
+    _losses = ("squared",)
+    _metric_name = ("l2", False)
+
+    def fit(self, X, y, *, sample_weight=None, eval_set=None, eval_sample_weight=None) -> GreedyMiserRegressor:
+        self._check_params()
+        X, y = self._validated(X, y)
+        return self._fit(X, y.astype(np.float64), sample_weight, eval_set, eval_sample_weight)
+
+    @staticmethod
+    def _gradient(score, y):
+        return score - y
+
+    @staticmethod
+    def _metric(score, y, weight, group):
+        return float(np.average((score - y) ** 2, weights=weight))
+
+    def predict(self, X, *, num_iteration: int | None = None) -> np.ndarray:
+        return self._raw(X, num_iteration)
+
+
+class GreedyMiserClassifier(ClassifierMixin, _GreedyMiser):
+    __doc__ = "Greedy Miser classification (binary and multiclass log-loss).\n" + _DOC_PARAMETERS.format(
+        losses="'log_loss' (the only one: the logistic loss, the multi-class log-loss of Scene-15 with "
+               "more than two classes; each class its own tree per iteration).", metric="log-loss")
+
+    _losses = ("log_loss",)
+    _metric_name = ("log_loss", False)
+
+    def fit(self, X, y, *, sample_weight=None, eval_set=None, eval_sample_weight=None) -> GreedyMiserClassifier:
+        self._check_params()
+        X, y = self._validated(X, y)
+        check_classification_targets(y)
+        self.classes_ = np.unique(y)
+        if len(self.classes_) < 2:
+            raise CEGBError(f"y should hold at least two classes, got {self.classes_.tolist()}")
+        codes = self._encode(y)
+        return self._fit(X, codes, sample_weight, eval_set, eval_sample_weight,
+                         num_class=len(self.classes_) if len(self.classes_) > 2 else 1)
+
+    def _encode(self, y):
+        codes, unknown = class_codes(self.classes_, y)
+        if unknown.size:
+            raise CEGBError(f"eval_set: labels {unknown[:10].tolist()} are not among the training "
+                            f"classes {self.classes_.tolist()}")
+        return codes.astype(np.float64)
+
+    @staticmethod
+    def _gradient(score, y):
+        if score.ndim == 1:
+            return expit(score) - y
+        gradient = softmax(score, axis=1)
+        gradient[np.arange(len(y)), y.astype(np.int64)] -= 1.0
+        return gradient
+
+    @staticmethod
+    def _metric(score, y, weight, group):
+        return float(np.average(log_loss_per_row(score, y), weights=weight))
+
+    def predict_proba(self, X, *, num_iteration: int | None = None) -> np.ndarray:
+        return proba_from_raw(self._raw(X, num_iteration))
+
+    def predict(self, X, *, num_iteration: int | None = None) -> np.ndarray:
+        proba = self.predict_proba(X, num_iteration=num_iteration)
+        return self.classes_[np.argmax(proba, axis=1)]
+
+
+class GreedyMiserRanker(_GreedyMiser):
+    __doc__ = ("Greedy Miser ranking: squared loss on the relevance labels, each irrelevant (label 0) document "
+               "weighted ``irrelevant_weight`` times (the paper replicates them 10 times; a weight is the same "
+               "for the fit and leaves ``min_samples_leaf`` unweighted), early stopping on NDCG@5.\n"
+               + _DOC_PARAMETERS.format(losses="'squared' (the only one).", metric="NDCG@5").replace(
+                   "    Attributes\n", "    irrelevant_weight : float, default 10.0\n        Weight of each label-0 "
+                   "document.\n\n    Attributes\n"))
+
+    _losses = ("squared",)
+    _metric_name = ("ndcg@5", True)
+
+    def __init__(self, *, feature_costs=None, lam: float = 0.0, n_estimators: int = 500, max_depth: int = 4,
+                 learning_rate: float = 0.1, loss: str | None = None, early_stopping_rounds: int | None = 50,
+                 min_samples_leaf: int = 1, max_bin: int = 255, irrelevant_weight: float = 10.0,
+                 random_state: int | None = None, n_jobs: int | None = None) -> None:
+        super().__init__(feature_costs=feature_costs, lam=lam, n_estimators=n_estimators, max_depth=max_depth,
+                         learning_rate=learning_rate, loss=loss, early_stopping_rounds=early_stopping_rounds,
+                         min_samples_leaf=min_samples_leaf, max_bin=max_bin, random_state=random_state,
+                         n_jobs=n_jobs)
+        self.irrelevant_weight = irrelevant_weight
+
+    def fit(self, X, y, *, group=None, sample_weight=None, eval_set=None, eval_group=None,
+            eval_sample_weight=None) -> GreedyMiserRanker:
+        self._check_params()
+        check_number(self.irrelevant_weight, "irrelevant_weight", 0.0, low_open=True)
+        if group is None:
+            raise CEGBError("group: a ranker needs the query sizes of the training rows (group=[...])")
+        if eval_set and not eval_group:
+            raise CEGBError("eval_group: a ranker needs the query sizes of the validation rows (eval_group=[...])")
+        X, y = self._validated(X, y)
+        return self._fit(X, y.astype(np.float64), sample_weight, eval_set, eval_sample_weight, group, eval_group)
+
+    def _row_weight(self, y):
+        return np.where(y == 0, float(self.irrelevant_weight), 1.0)
+
+    _gradient = staticmethod(GreedyMiserRegressor._gradient)
+
+    @staticmethod
+    def _metric(score, y, weight, group):
+        return ndcg_at_k(y, score, group, 5)
+
+    def predict(self, X, *, num_iteration: int | None = None) -> np.ndarray:
+        return self._raw(X, num_iteration)

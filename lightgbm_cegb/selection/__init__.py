@@ -1,0 +1,56 @@
+"""From costs and a budget to the best model: sweeps, Pareto frontiers, selection within a budget.
+
+    from lightgbm_cegb.selection import sweep, select
+    frontier = sweep(["cegb", "budget_prune", "early_exit"], train=(X, y), valid=(X_valid, y_valid),
+                     costs=costs, task="binary")
+    best = select(frontier, budget=30.0, test=(X_test, y_test))
+    best.model.predict(X_new), best.test_quality, best.test_cost
+
+Every point of a sweep is a fitted model measured on the validation rows: its quality (``metric``) and its
+exact mean prediction cost per row (the package's accounting, ``CostReport.mean``: lazy acquisition plus
+evaluation; a coupled cost, paid once per model, is not per row and is reported in ``coupled``).
+
+Methods are registered in :data:`METHODS` by :func:`register` (the registrations of the package's methods are
+in this module, after :func:`register`); a method landing later joins every sweep, plot and script
+(``scripts/frontiers.py``, ``scripts/reproduce_yahoo.py``) with one ``@register(...)``. The knobs of the
+registered methods, each on a documented scale:
+
+- ``lightgbm``: plain LightGBM (no costs), any LightGBM parameter; the reference point.
+- ``cegb``: ``relative_tradeoff`` r in [0, 1]: ``cegb_tradeoff = r * scale`` where ``scale`` is the
+  smallest trade-off at which the first tree of the training data makes no split
+  (:func:`cegb_tradeoff_scale`): r = 1 is a model without splits, whatever the costs' units and the
+  number of rows. ``cegb_tradeoff`` sets the raw value instead. Trained with early stopping on the
+  validation rows, and with ``budget_stopping`` when the point has a ``budget``.
+- ``budget_prune``: ``budget_fraction`` f in (0, 1]: BudgetPrune (``budget_prune(..., budget=B)``,
+  exact) of a plain LightGBM model to ``B = f x`` its own mean cost on the pruning rows (the training
+  rows); ``lam`` sets the raw trade-off instead. Ranking: with a regression or binary objective in
+  ``params`` (BudgetPrune has no lambdarank loss).
+- ``early_exit``: ``threshold`` of ``EarlyExit`` on a plain LightGBM model (classification: a
+  probability; ranking: the proximity margin), ``every`` (default 10).
+- ``greedy_miser``: ``relative_lam`` r in [0, 1]: ``lam = r * scale``, the scale being the smallest ``lam`` at
+  which the first tree has no split (``GreedyMiser*.lam_scale``); ``lam`` sets the raw value. Early stopping
+  on the validation rows keeps the best iteration (``GreedyMiserRanker``: NDCG@5); one point per prefix of
+  5, 10, 20, 50, 100, 200 trees below it, and one at it.
+- ``adapt_gbrt``: ``p_full`` and ``relative_tradeoff`` of ``AdaptGBRT`` (tradeoff = r x Greedy Miser's
+  ``lam_scale``) in front of f0, the plain LightGBM model (classification).
+- ``adapt_lin``: ``p_full`` and ``relative_lam`` of ``AdaptLIN`` (lam = r x ``AdaptLIN.lam_scale``, the
+  smallest lam at which f1 reads no feature) in front of the same f0 (classification; finite X).
+- ``cstc``, ``cscc``, ``cronus``: ``relative_lam`` r of ``CSTC`` / ``CSCC`` / ``Cronus`` (lam = r x the variance of
+  the targets they fit: the labels, or -1 / +1 for binary tasks and for the cascades, whose ranking targets are
+  relevant (y > 0) or not; CSTC's ranking regresses the relevance labels) on the outputs of the plain LightGBM
+  model's trees (the boosting trick), pruned on the validation rows; binary scores are ``(f + 1) / 2`` clipped
+  to [0, 1] (squared-loss classifiers: accuracy and AUC, not log-loss).
+- ``budgetrf``: ``alpha`` of ``BudgetRFClassifier`` (classification; ranking on label >= 1), one point
+  per prefix of ``n_estimators`` trees in ``trees`` (default 1, 2, 3, 5, 10, 20, 30, ...).
+"""
+
+
+import lightgbm_cegb.selection.adapters  # noqa: F401,E402 (registers the package's methods)
+from lightgbm_cegb.selection.frontier import Selection, evaluate, pareto, select, train_to_budget
+from lightgbm_cegb.selection.metrics import METRICS, Metric, get_metric
+from lightgbm_cegb.selection.registry import METHODS, TASKS, Candidate, Context, Method, Rows, register
+from lightgbm_cegb.selection.scorer import cost_scorer
+from lightgbm_cegb.selection.sweep import sweep
+
+__all__ = ["METHODS", "METRICS", "TASKS", "Candidate", "Context", "Method", "Metric", "Rows", "Selection",
+           "cost_scorer", "evaluate", "get_metric", "pareto", "register", "select", "sweep", "train_to_budget"]

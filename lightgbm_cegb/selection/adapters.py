@@ -1,0 +1,321 @@
+"""The registered methods of a sweep: one fit per method, each turning a grid point into candidates."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Iterable, Mapping
+
+import lightgbm as lgb
+import numpy as np
+
+from lightgbm_cegb.accounting import prediction_cost
+from lightgbm_cegb.core.costs import FeatureCosts
+from lightgbm_cegb.core.errors import CEGBError, NoSplitWarning
+from lightgbm_cegb.io.models import has_split
+from lightgbm_cegb.lgbm.scales import cegb_tradeoff_scale
+from lightgbm_cegb.selection.metrics import Metric
+from lightgbm_cegb.selection.registry import Candidate, Context, Rows, register
+
+
+def _objective(task: str, num_class: int) -> dict:
+    return {"binary": {"objective": "binary"}, "multiclass": {"objective": "multiclass", "num_class": num_class},
+            "regression": {"objective": "regression"}, "ranking": {"objective": "lambdarank", "eval_at": [5]}}[task]
+
+
+def _lgb_params(context: Context, **extra) -> dict:
+    num_class = int(max(np.max(context.train.y), np.max(context.valid.y))) + 1 if context.task == "multiclass" else 1
+    return {"verbose": -1, "seed": 0, "deterministic": True, **_objective(context.task, num_class),
+            **context.params, **extra}
+
+
+def _dataset(rows: Rows, reference=None) -> lgb.Dataset:
+    return lgb.Dataset(rows.X, rows.y, group=rows.group, reference=reference)
+
+
+def _train(context: Context, params: dict, callbacks: Iterable = ()) -> lgb.Booster:
+    """LightGBM on the training rows, early stopping on the validation rows' first metric."""
+    train = _dataset(context.train)
+    return lgb.train(params, train, context.num_boost_round, valid_sets=[_dataset(context.valid, train)],
+                     callbacks=[lgb.early_stopping(context.early_stopping_rounds, verbose=False), *callbacks])
+
+
+def _booster_candidate(method: str, params: dict, booster: lgb.Booster, costs: FeatureCosts) -> Candidate:
+    return Candidate(method, params, booster, booster.predict, lambda X: prediction_cost(booster, X, costs))
+
+
+def _plain(context: Context) -> lgb.Booster:
+    return _train(context, _lgb_params(context))
+
+
+def _check_keys(method: str, params: Mapping, allowed: set[str]) -> None:
+    unknown = sorted(set(params) - allowed)
+    if unknown:
+        raise CEGBError(f"{method}: unknown parameter(s) {unknown}; it takes {sorted(allowed)}")
+
+
+@register("lightgbm", grid=lambda context: [{}])
+def _fit_lightgbm(context: Context, state, params: dict) -> list[Candidate]:
+    booster = _train(context, _lgb_params(context, **params))
+    return [_booster_candidate("lightgbm", params, booster, context.costs)]
+
+
+def _scaled_knob(method: str, params: dict, relative_key: str, raw_key: str, scale: float) -> tuple[float, dict]:
+    """Take a method's trade-off out of ``params``: the raw value (``raw_key``) or the relative one times
+    ``scale``; returns it and the point's record of it."""
+    relative = params.pop(relative_key, None)
+    if relative is not None and raw_key in params:
+        raise CEGBError(f"{method}: give {relative_key} or {raw_key}, not both")
+    value = params.pop(raw_key, None)
+    if value is None:
+        value = float(relative or 0.0) * scale
+    return value, {**({} if relative is None else {relative_key: relative}), raw_key: value}
+
+
+def _cegb_prepare(context: Context) -> float:
+    cost_params = context.costs.to_params(tradeoff=1.0)
+    return cegb_tradeoff_scale(_lgb_params(context, **cost_params), _dataset(context.train))
+
+
+#: ``relative_tradeoff`` values of CEGB's default grid (0 is plain LightGBM with the costs recorded). Where
+#: the cost moves depends on the data: on HIGGS and letter it barely moves below 0.05 (the later trees' gains,
+#: which the penalty has to beat, are much smaller than the first tree's, which sets the scale) and falls
+#: steeply near 1 (letter, 26 classes: 10.7 of 16 at 0.9, 0 at 1); on MNIST's 1,120 pixels it falls from 160
+#: to 7 between 0 and 0.05. Hence points at both ends.
+CEGB_RELATIVE_TRADEOFFS = (0.0, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98,
+                           0.995)
+
+
+@register("cegb", grid=lambda context: [{"relative_tradeoff": r} for r in CEGB_RELATIVE_TRADEOFFS],
+          prepare=_cegb_prepare)
+def _fit_cegb(context: Context, scale: float, params: dict) -> list[Candidate]:
+    from lightgbm_cegb.lgbm.callbacks import budget_stopping
+    params = dict(params)
+    budget = params.pop("budget", None)
+    tradeoff, knob = _scaled_knob("cegb", params, "relative_tradeoff", "cegb_tradeoff", scale)
+    callbacks = [] if budget is None else [budget_stopping(context.valid.X, context.costs, budget, verbose=False)]
+    booster = _train(context, _lgb_params(context, **context.costs.to_params(tradeoff=tradeoff), **params), callbacks)
+    if not has_split(booster):
+        warnings.warn(f"cegb: cegb_tradeoff={tradeoff:g} leaves the model without a split (every split's penalty "
+                      "outweighs its gain); its point predicts a constant", NoSplitWarning, stacklevel=2)
+    point = {**knob, **({} if budget is None else {"budget": budget}), **params}
+    return [_booster_candidate("cegb", point, booster, context.costs)]
+
+
+def _prune_prepare(context: Context):
+    """The plain model, its BudgetPrune problem on the training rows (built once for every grid point) and
+    its mean lazy cost there (the unit of ``budget_fraction``)."""
+    from lightgbm_cegb.methods.budget_prune import Pruner
+    booster = _plain(context)
+    costs = context.costs.per_row()
+    pruner = Pruner(booster, context.train.X, context.train.y, costs)
+    return pruner, float(prediction_cost(booster, context.train.X, costs).mean)
+
+
+@register("budget_prune", prepare=_prune_prepare,
+          grid=lambda context: [{"budget_fraction": f} for f in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0)])
+def _fit_budget_prune(context: Context, state, params: dict) -> list[Candidate]:
+    pruner, full_cost = state
+    _check_keys("budget_prune", params, {"budget_fraction", "lam"})
+    if ("budget_fraction" in params) == ("lam" in params):
+        raise CEGBError(f"budget_prune: give budget_fraction or lam, got {params}")
+    result = pruner.at(params["lam"]) if "lam" in params else pruner.within(params["budget_fraction"] * full_cost)
+    pruned = result.model
+    return [Candidate("budget_prune", {**params, "lam": result.lam}, pruned, pruned.predict,
+                      lambda X: prediction_cost(pruned, X, context.costs))]
+
+
+def _early_exit_grid(context: Context) -> list[dict]:
+    """Proximity margins for a ranker, probabilities for a classifier (also a classifier ranking by its
+    probabilities, as with binarised labels)."""
+    from lightgbm_cegb.methods.early_exit import RANKING_OBJECTIVES
+    ranker = _lgb_params(context)["objective"] in RANKING_OBJECTIVES
+    return [{"threshold": t} for t in ((0.5, 1.0, 2.0, 4.0) if ranker else (0.6, 0.8, 0.9, 0.95, 0.99))]
+
+
+@register("early_exit", tasks=("binary", "multiclass", "ranking"), prepare=lambda context: _plain(context),
+          grid=_early_exit_grid)
+def _fit_early_exit(context: Context, booster, params: dict) -> list[Candidate]:
+    from lightgbm_cegb.methods.early_exit import EarlyExit
+    _check_keys("early_exit", params, {"threshold", "every"})
+    model = EarlyExit(booster, params["threshold"], every=params.get("every", 10), costs=context.costs)
+    return [_ExitCandidate("early_exit", params, model, lambda X: model.predict(X).prediction,
+                           lambda X: model.predict(X).cost)]
+
+
+class _ExitCandidate(Candidate):
+    """Early Exit: prediction and cost come from one pass (``EarlyExit.predict``). A ranker's exits depend on
+    the query, so it is measured with the query sizes, a stopped document ranking below the others of its
+    query (the score is minus its rank); its ``predict``/``cost`` callables need no queries only for a
+    classifier."""
+
+    def measure(self, rows: Rows, metric: Metric) -> tuple[float, float, float]:
+        ranker = self.model.kind == "rank"
+        result = self.model.predict(rows.X, group=rows.group) if ranker else self.model.predict(rows.X)
+        score = -result.rank.astype(np.float64) if ranker else result.prediction
+        return metric.fn(rows.y, score, rows.group), float(result.cost.mean), float(result.cost.coupled)
+
+
+BUDGETRF_TREES = (1, 2, 3, 5, 10, 20, 30, 50, 100, 200)
+
+
+@register("budgetrf", tasks=("binary", "multiclass", "ranking"),
+          grid=lambda context: [{"alpha": a} for a in (0.0, 2.0, 8.0)])
+def _fit_budgetrf(context: Context, state, params: dict) -> list[Candidate]:
+    from lightgbm_cegb.methods.budgetrf import BudgetRFClassifier
+    params = dict(params)
+    trees = params.pop("trees", BUDGETRF_TREES)
+    params.setdefault("n_estimators", 30)
+    params.setdefault("random_state", 0)
+    labels = (context.train.y >= 1).astype(int) if context.task == "ranking" else context.train.y
+    forest = BudgetRFClassifier(costs=context.costs, **params).fit(_dense(context.train.X), labels)
+    candidates = []
+    for k in sorted({min(k, forest.n_estimators_) for k in trees}):
+        if context.task == "ranking":
+            predict = lambda X, k=k: forest.ranking_score(_dense(X), n_trees=k)  # noqa: E731
+        else:
+            predict = lambda X, k=k: _staged(forest, _dense(X), k)  # noqa: E731
+        candidates.append(Candidate("budgetrf", {**params, "trees": k}, forest, predict,
+                                    lambda X, k=k: prediction_cost(forest, X, context.costs, num_iteration=k)))
+    return candidates
+
+
+#: ``relative_lam`` values of Greedy Miser's default grid (as CEGB's: 1 is a first tree without a split).
+GREEDY_MISER_RELATIVE_LAMS = (0.0, 0.001, 0.003, 0.01, 0.03, 0.1, 0.2, 0.4, 0.7, 0.9)
+#: Tree counts at which a Greedy Miser model (up to its best validation iteration) is also a point.
+GREEDY_MISER_TREES = (5, 10, 20, 50, 100, 200)
+
+
+def _greedy_miser(context: Context, **params):
+    from lightgbm_cegb.methods.greedy_miser import (
+        GreedyMiserClassifier,
+        GreedyMiserRanker,
+        GreedyMiserRegressor,
+    )
+    kind = {"binary": GreedyMiserClassifier, "multiclass": GreedyMiserClassifier,
+            "regression": GreedyMiserRegressor, "ranking": GreedyMiserRanker}[context.task]
+    return kind(feature_costs=context.costs, n_estimators=context.num_boost_round,
+                early_stopping_rounds=context.early_stopping_rounds, random_state=0, **params)
+
+
+def _greedy_miser_prepare(context: Context) -> float:
+    train = context.train
+    return _greedy_miser(context).lam_scale(train.X, train.y, **({} if train.group is None else {"group": train.group}))
+
+
+@register("greedy_miser", prepare=_greedy_miser_prepare,
+          grid=lambda context: [{"relative_lam": r} for r in GREEDY_MISER_RELATIVE_LAMS])
+def _fit_greedy_miser(context: Context, scale: float, params: dict) -> list[Candidate]:
+    params = dict(params)
+    lam, knob = _scaled_knob("greedy_miser", params, "relative_lam", "lam", scale)
+    train, valid = context.train, context.valid
+    queries = {} if train.group is None else {"group": train.group, "eval_group": [valid.group]}
+    model = _greedy_miser(context, lam=lam, **params).fit(train.X, train.y, eval_set=[(valid.X, valid.y)], **queries)
+    if context.task == "binary":
+        predict = lambda X, k: model.predict_proba(X, num_iteration=k)[:, 1]  # noqa: E731
+    elif context.task == "multiclass":
+        predict = lambda X, k: model.predict_proba(X, num_iteration=k)  # noqa: E731
+    else:
+        predict = lambda X, k: model.predict(X, num_iteration=k)  # noqa: E731
+    point = {**knob, **params}
+    best = model.best_iteration_
+    return [Candidate("greedy_miser", {**point, "trees": k}, model, lambda X, k=k: predict(X, k),
+                      lambda X, k=k: model.prediction_cost(X, num_iteration=k))
+            for k in sorted({k for k in GREEDY_MISER_TREES if k < best} | {best})]
+
+
+def _adapt_prepare(context: Context):
+    """f0 (plain LightGBM on the training rows) and the unit of ``relative_tradeoff`` (Greedy Miser's lam_scale
+    on the training rows: ADAPT's trees pay as Greedy Miser's)."""
+    return _plain(context), _greedy_miser_prepare(context)
+
+
+def _adapt_fit(name: str, estimator: str, relative_key: str, raw_key: str) -> Callable:
+    """The fit of an ADAPT estimator (``lightgbm_cegb.<estimator>``) in front of the prepared f0, its knob
+    ``raw_key`` given as is or as ``relative_key`` times the prepared scale."""
+    def fit(context: Context, state, params: dict) -> list[Candidate]:
+        import lightgbm_cegb.methods.adapt.gbrt as adapt
+        import lightgbm_cegb.methods.adapt.lin as adapt_lin
+        f0, scale = state
+        params = dict(params)
+        value, knob = _scaled_knob(name, params, relative_key, raw_key, scale)
+        cls = getattr(adapt, estimator, None) or getattr(adapt_lin, estimator)
+        model = cls(f0, costs=context.costs, **{raw_key: value}, **params).fit(context.train.X, context.train.y)
+        predict = (lambda X: model.predict_proba(X)[:, 1]) if context.task == "binary" else model.predict_proba
+        return [Candidate(name, {**knob, **params}, model, predict, model.prediction_cost)]
+    return fit
+
+
+register("adapt_gbrt", tasks=("binary", "multiclass"), prepare=_adapt_prepare,
+         grid=lambda context: [{"p_full": p, "relative_tradeoff": r} for p in (0.1, 0.2, 0.3, 0.5)
+                               for r in (0.0, 0.01, 0.1)])(
+    _adapt_fit("adapt_gbrt", "AdaptGBRT", "relative_tradeoff", "tradeoff"))
+
+
+def _adapt_lin_prepare(context: Context):
+    """f0 (plain LightGBM on the training rows) and the unit of ``relative_lam`` (AdaptLIN.lam_scale)."""
+    from lightgbm_cegb.methods.adapt.lin import AdaptLIN
+    f0 = _plain(context)
+    return f0, AdaptLIN(f0, costs=context.costs).lam_scale(context.train.X, context.train.y)
+
+
+register("adapt_lin", tasks=("binary", "multiclass"), prepare=_adapt_lin_prepare,
+         grid=lambda context: [{"p_full": p, "relative_lam": r} for p in (0.1, 0.3, 0.5)
+                               for r in (0.01, 0.05, 0.2)])(
+    _adapt_fit("adapt_lin", "AdaptLIN", "relative_lam", "lam"))
+
+
+#: ``relative_lam`` values of CSTC's default grid.
+CSTC_RELATIVE_LAMS = (1e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2)
+
+
+def _cstc_targets(context: Context, rows: Rows, binary: bool) -> np.ndarray:
+    """The labels a CSTC-family estimator fits: -1 / +1 for binary tasks and for the cascades (relevant: y > 0),
+    the labels themselves for CSTC's regression and ranking."""
+    return np.where(rows.y > 0, 1.0, -1.0) if binary or context.task == "binary" else rows.y
+
+
+def _cstc_method(name: str, binary_estimator: str, regression_estimator: str | None) -> None:
+    """Register ``name``: ``relative_lam`` x the variance of the targets, phi = the plain model's trees, pruned on
+    the validation rows; binary scores ``(f + 1) / 2`` clipped to [0, 1]."""
+    binary_only = regression_estimator is None
+
+    def prepare(context: Context):
+        return _plain(context), float(np.var(_cstc_targets(context, context.train, binary_only)))
+
+    def fit(context: Context, state, params: dict) -> list[Candidate]:
+        import lightgbm_cegb.methods.cstc as cstc
+        phi, scale = state
+        params = dict(params)
+        lam, knob = _scaled_knob(name, params, "relative_lam", "lam", scale)
+        binary = binary_only or context.task == "binary"
+        cls = getattr(cstc, binary_estimator if binary else regression_estimator)
+        y_train, y_valid = (_cstc_targets(context, rows, binary_only) for rows in (context.train, context.valid))
+        model = cls(lam=lam, costs=context.costs, phi=phi, **params).fit(context.train.X, y_train,
+                                                                          eval_set=(context.valid.X, y_valid))
+        if context.task == "binary":
+            predict = lambda X: np.clip((model.decision_function(X) + 1) / 2, 0, 1)  # noqa: E731
+        else:
+            predict = model.decision_function if binary else model.predict
+        return [Candidate(name, {**knob, **params}, model, predict, model.prediction_cost)]
+
+    register(name, tasks=("binary", "ranking") if binary_only else ("binary", "regression", "ranking"),
+             prepare=prepare, grid=lambda context: [{"relative_lam": r} for r in CSTC_RELATIVE_LAMS])(fit)
+
+
+_cstc_method("cstc", "CSTCClassifier", "CSTC")
+_cstc_method("cscc", "CSCC", None)
+_cstc_method("cronus", "Cronus", None)
+
+
+def _dense(X):
+    """BudgetRF reads dense float32 rows (as scikit-learn's trees): a sparse X is densified in that type."""
+    return X.astype(np.float32).toarray() if hasattr(X, "toarray") else X
+
+
+def _staged(forest, X, k: int) -> np.ndarray:
+    for i, proba in enumerate(forest.staged_predict_proba(X), start=1):
+        if i == k:
+            return proba[:, 1] if proba.shape[1] == 2 else proba
+    raise CEGBError(f"the forest has fewer than {k} trees")
+
+

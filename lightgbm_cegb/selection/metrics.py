@@ -1,0 +1,64 @@
+"""Quality metrics of a sweep: name -> Metric (what it reads, higher or lower better)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from lightgbm_cegb.core.errors import CEGBError
+from lightgbm_cegb.core.metrics import average_precision_at_5, ndcg_at_k, precision_at_k
+
+
+# ---------------------------------------------------------------------------------------------- metrics
+@dataclass(frozen=True)
+class Metric:
+    """A quality measure of predictions: ``fn(y, prediction, group)``; ``greater_is_better``."""
+
+    name: str
+    fn: Callable
+    greater_is_better: bool = True
+
+
+def _labels(prediction: np.ndarray) -> np.ndarray:
+    return np.argmax(prediction, axis=1) if prediction.ndim == 2 else (prediction > 0.5).astype(int)
+
+
+def _auc(y, p, _):
+    from sklearn.metrics import roc_auc_score
+    return float(roc_auc_score(y, p))
+
+
+def _logloss(y, p, _):
+    from sklearn.metrics import log_loss
+    return float(log_loss(y, p, labels=np.arange(p.shape[1]) if p.ndim == 2 else [0, 1]))
+
+
+METRICS = {
+    "accuracy": Metric("accuracy", lambda y, p, _: float(np.mean(_labels(p) == y))),
+    "auc": Metric("auc", _auc),
+    "logloss": Metric("logloss", _logloss, greater_is_better=False),
+    "rmse": Metric("rmse", lambda y, p, _: float(np.sqrt(np.mean((np.asarray(p) - y) ** 2))), False),
+    "ap@5": Metric("ap@5", average_precision_at_5),
+}
+DEFAULT_METRIC = {"binary": "accuracy", "multiclass": "accuracy", "regression": "rmse", "ranking": "ndcg@5"}
+
+
+def get_metric(metric: str | Metric | None, task: str) -> Metric:
+    """``metric`` by name (``accuracy``, ``auc``, ``logloss``, ``rmse``, ``ap@5``, ``ndcg@K``, ``p@K``), a
+    Metric, or the task's default (accuracy; rmse for regression; ndcg@5 for ranking)."""
+    if isinstance(metric, Metric):
+        return metric
+    name = DEFAULT_METRIC[task] if metric is None else metric
+    for prefix, fn in (("ndcg@", ndcg_at_k), ("p@", precision_at_k)):
+        if isinstance(name, str) and name.startswith(prefix) and name[len(prefix):].isdigit() and \
+                int(name[len(prefix):]) > 0:
+            k = int(name[len(prefix):])
+            return Metric(name, lambda y, p, g, fn=fn: fn(y, p, g, k=k))
+    if name not in METRICS:
+        raise CEGBError(f"metric should be one of {sorted(METRICS) + ['ndcg@K', 'p@K']} or a Metric, got "
+                        f"{metric!r}")
+    return METRICS[name]
+
+

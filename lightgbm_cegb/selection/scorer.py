@@ -1,0 +1,43 @@
+"""A scikit-learn scorer that weighs quality against the exact prediction cost."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from lightgbm_cegb.accounting import prediction_cost
+from lightgbm_cegb.core.errors import CEGBError
+from lightgbm_cegb.selection.metrics import Metric, get_metric
+
+
+# ---------------------------------------------------------------------------------------------- scorers
+def cost_scorer(costs=None, *, metric: str | Metric = "accuracy", budget: float | None = None,
+                penalty: float = 0.0) -> Callable:
+    """A scorer for scikit-learn's ``GridSearchCV`` / ``cross_val_score`` (``scorer(estimator, X, y)``):
+    the metric's value (negated when lower is better, as scikit-learn maximises) minus ``penalty`` times the
+    mean prediction cost per row of X, and ``-inf`` when that cost passes ``budget``. ``costs``: as
+    ``prediction_cost`` takes them (None: the model's own cegb_* parameters)."""
+    used = get_metric(metric, "binary")
+    if penalty < 0 or not math.isfinite(penalty):
+        raise CEGBError(f"penalty should be a finite number >= 0, got {penalty!r}")
+
+    if used.name.startswith(("ndcg@", "ap@", "p@")):
+        raise CEGBError(f"cost_scorer: metric {used.name!r} needs the queries, which a scikit-learn scorer does not "
+                        "get; use sweep(..., task='ranking')")
+
+    def score(estimator, X, y) -> float:
+        cost = prediction_cost(estimator, X, costs).mean
+        if budget is not None and cost > budget:
+            return -math.inf
+        if used.name in ("accuracy",):
+            prediction = estimator.predict(X)
+            value = float(np.mean(np.asarray(prediction) == np.asarray(y)))
+        elif hasattr(estimator, "predict_proba") and used.name in ("auc", "logloss"):
+            proba = estimator.predict_proba(X)
+            value = used.fn(np.searchsorted(estimator.classes_, y), proba[:, 1] if proba.shape[1] == 2 else proba, None)
+        else:
+            value = used.fn(np.asarray(y), estimator.predict(X), None)
+        return (value if used.greater_is_better else -value) - penalty * cost
+    return score

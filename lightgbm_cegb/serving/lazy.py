@@ -1,0 +1,521 @@
+"""Lazy feature acquisition at serving time: a row acquires a feature only when one of its paths reaches a
+split on it.
+
+``LazyPredictor(model, fetch)`` routes a batch of rows through the model's trees as far as the features
+already known allow (``FlatEnsemble.advance``, Cython without the GIL, on the shared routing step), collects
+for each feature the rows stopped at a split on it, calls ``fetch(feature, row_ids)`` once per feature for
+those rows, and resumes. A stopped row will pass the node it stopped at whatever its other values are, so
+every feature it waits for is one its paths test: the features fetched for a row are exactly those, each
+once, and the realised cost (priced by the cost model, split costs included) is what ``prediction_cost``
+reports for the full row. Each round moves every stopped (row, tree) at least one node deeper, so there are
+at most as many rounds as the deepest tree has levels.
+
+Predictions equal the model's ``predict`` on the full rows, bit for bit: computed from the leaves the routing
+reached with LightGBM's own operations for Boosters whose output is the raw score or binary's sigmoid
+(_own_output), otherwise by the model's ``predict`` on the rows with the values nobody fetched set to 0.0,
+which no split reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import lightgbm as lgb
+import numpy as np
+
+from lightgbm_cegb._engine import UNKNOWN_BITS, sigmoid
+from lightgbm_cegb.core.cost_state import CostState
+from lightgbm_cegb.core.costs import FeatureCosts, resolve_costs
+from lightgbm_cegb.core.errors import CEGBError
+from lightgbm_cegb.core.forest import Forest
+from lightgbm_cegb.core.parallel import resolve_n_jobs
+from lightgbm_cegb.io.models import booster_of, fitted_costs, num_trees_used, to_forest, unwrap
+
+#: status of a row in a LazyResult
+DONE, FAILED, PENDING = 0, 1, 2
+ORDERS = ("cheapest", "costliest", "most_rows", "model")
+#: LightGBM objectives whose ``predict`` is the raw score (written without options: no ``sqrt``)
+RAW_OBJECTIVES = frozenset({"regression", "regression_l1", "huber", "fair", "quantile", "mape", "lambdarank",
+                            "rank_xendcg"})
+#: a value not known yet: the NaN with the bits UNKNOWN_BITS (see FlatEnsemble.advance)
+UNKNOWN = np.array([UNKNOWN_BITS], dtype=np.uint64).view(np.float64)[0]
+
+
+@dataclass(frozen=True)
+class FetchFailure:
+    """A fetch call that failed: the feature (as passed to fetch), the batch positions of its rows, why."""
+
+    feature: object
+    rows: np.ndarray
+    error: BaseException
+
+    def __str__(self) -> str:
+        shown = ", ".join(map(str, self.rows[:5].tolist())) + (", ..." if len(self.rows) > 5 else "")
+        return f"fetch({self.feature!r}) for {len(self.rows)} row(s) [{shown}] failed: {self.error}"
+
+
+@dataclass
+class LazyResult:
+    """What a lazy prediction computed for each row of a batch.
+
+    ``status[i]`` is DONE (row i reached a leaf in every tree; ``prediction[i]`` is set), FAILED (a fetch it
+    needed failed: see ``failures``) or PENDING (the call stopped at a failure before the row was done).
+    ``X`` holds the values given and fetched (NaN where unknown), ``known`` which ones are known and
+    ``fetched`` which ones this call fetched; ``acquisition[i]`` is the lazy cost of what was fetched for row
+    i and ``evaluation[i]`` the split costs of the nodes it passed. To resume after a failure, call
+    ``acquire(result.X, result.known)``: nothing fetched is fetched again.
+    """
+
+    prediction: np.ndarray | None
+    status: np.ndarray
+    X: np.ndarray
+    known: np.ndarray
+    fetched: np.ndarray
+    acquisition: np.ndarray
+    evaluation: np.ndarray
+    leaves: np.ndarray  # int32[n_rows, num_trees]: the leaf reached, -1 where not reached yet
+    rounds: int  # fetch rounds
+    fetch_calls: int  # calls of fetch, retries included
+    failures: list[FetchFailure] = field(default_factory=list)
+
+    @property
+    def ok(self) -> np.ndarray:
+        return self.status == DONE
+
+    @property
+    def per_instance(self) -> np.ndarray:
+        return self.acquisition + self.evaluation
+
+    @property
+    def mean(self) -> float:
+        return float(self.per_instance.mean()) if len(self.status) else 0.0
+
+
+class LazyFetchError(RuntimeError):
+    """A fetch failed (raised, timed out or returned the wrong shape) with ``errors="raise"``. ``result``
+    holds everything computed so far (values fetched, costs paid, rows already done)."""
+
+    def __init__(self, failure: FetchFailure, result: LazyResult) -> None:
+        super().__init__(str(failure))
+        self.failure = failure
+        self.result = result
+
+
+class LazyPredictor:
+    """Predict with ``model`` fetching each feature only for the rows whose paths reach a split on it.
+
+    Parameters
+    ----------
+    model : lightgbm.Booster, LGBMModel, model file path, fitted scikit-learn tree model, PruneResult or Forest
+        Anything ``prediction_cost`` takes. A Forest has no ``predict``: its raw score is returned (as
+        LightGBM's ``predict(raw_score=True)``). Linear
+        trees are refused (their leaves read features no split tests).
+    fetch : callable ``fetch(feature, row_ids) -> values``
+        Called once per feature per round with the ids of the rows that need it (``ids`` given to
+        ``acquire``, default the rows' positions in the batch); returns one value per row (NaN is a missing
+        value, as for ``predict``). ``feature`` is the model's feature name (``feature_keys="name"``) or
+        column index (``"index"``). A coroutine function is awaited by ``aacquire``/``apredict``.
+    costs : FeatureCosts, lazy costs per column or by name, optional
+        As ``prediction_cost`` (None: the model's cegb_* parameters or a package estimator's fitted costs;
+        no costs at all: everything costs 0).
+    num_iteration : int, optional
+        As ``predict``: the first iterations only (None: the best iteration if there is one, else all).
+    order : {"cheapest", "costliest", "most_rows", "model"} or callable, default "cheapest"
+        Order of a round's fetch calls (by lazy cost, by number of rows, by column); a callable gets
+        ``(feature, row_ids)`` and returns a sort key. Which (row, feature) pairs are fetched does not
+        depend on it: every one fetched is needed.
+    max_workers : int, optional
+        Fetch calls of a round run this many at a time on threads (None: one after the other in the
+        calling thread; ``aacquire``: all of a round's calls concurrently).
+    timeout : float, optional
+        Seconds a fetch call may take; a slower one counts as failed (its thread cannot be stopped and
+        finishes in the background).
+    retries : int, default 0
+        Times a fetch call that raised or timed out is repeated before it counts as failed.
+    errors : {"raise", "partial"}, default "raise"
+        On a failed fetch: raise LazyFetchError (its ``result`` keeps what was computed), or mark the rows
+        that needed it FAILED and finish the others.
+    n_jobs : int, optional
+        Threads of the routing kernel.
+    """
+
+    def __init__(self, model, fetch: Callable, costs=None, *, num_iteration: int | None = None,
+                 order="cheapest", max_workers: int | None = None, timeout: float | None = None,
+                 retries: int = 0, errors: str = "raise", feature_keys: str = "name",
+                 n_jobs: int | None = None) -> None:
+        model = unwrap(model)
+        if not callable(fetch):
+            raise CEGBError(f"fetch should be a callable fetch(feature, row_ids) -> values, got {type(fetch).__name__}")
+        if not (callable(order) or order in ORDERS):
+            raise CEGBError(f"order should be one of {ORDERS} or a callable, got {order!r}")
+        if max_workers is not None and (isinstance(max_workers, bool) or not isinstance(max_workers, int)
+                                        or max_workers < 1):
+            raise CEGBError(f"max_workers should be None or an integer >= 1, got {max_workers!r}")
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                    or not timeout > 0):
+            raise CEGBError(f"timeout should be None or a number of seconds > 0, got {timeout!r}")
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            raise CEGBError(f"retries should be an integer >= 0, got {retries!r}")
+        if errors not in ("raise", "partial"):
+            raise CEGBError(f"errors should be 'raise' or 'partial', got {errors!r}")
+        if feature_keys not in ("name", "index"):
+            raise CEGBError(f"feature_keys should be 'name' or 'index', got {feature_keys!r}")
+        resolve_n_jobs(n_jobs)
+        self.forest = to_forest(model)
+        if self.forest.pandas_categorical:
+            raise CEGBError("model: trained on pandas category columns, which fetched values would have to be "
+                            "mapped to LightGBM's codes; not supported yet (train on the codes instead)")
+        if self.forest.linear is not None:
+            raise CEGBError("model: linear trees are not supported (their leaves read features that no split "
+                            "tests, and prediction_cost does not count)")
+        self.model = lgb.Booster(model_file=os.fspath(model)) if isinstance(model, (str, os.PathLike)) else model
+        if num_iteration is not None and booster_of(self.model) is None and not isinstance(self.model, Forest):
+            raise CEGBError(f"num_iteration: {type(self.model).__name__} predicts with all its trees; "
+                            f"num_iteration applies to LightGBM models only, got {num_iteration!r}")
+        self.num_iteration = num_iteration
+        self.num_trees = num_trees_used(self.model, self.forest, num_iteration)
+        costs = fitted_costs(model) if costs is None else costs
+        if costs is None and FeatureCosts.from_params(self.forest.params) is None:
+            costs = FeatureCosts(lazy=np.zeros(self.forest.num_features))
+        self.costs = resolve_costs(costs, self.forest.num_features, self.forest.feature_names, self.forest.params)
+        self.fetch, self.order, self.max_workers = fetch, order, max_workers
+        self.timeout, self.retries, self.errors, self.n_jobs = timeout, retries, errors, n_jobs
+        names = self.forest.feature_names
+        self.keys = list(names) if feature_keys == "name" and names else list(range(self.forest.num_features))
+        self._own = _own_output(self.model, self.forest)  # None: the model's predict; 0: raw; > 0: sigmoid
+
+    # ------------------------------------------------------------------------------------ public API
+
+    def acquire(self, X, known=None, *, ids=None, method: str = "predict", **kwargs) -> LazyResult:
+        """Route, fetch and predict a batch: the LazyResult of every row. ``known``: bool mask of the values
+        given in X (default: the non-NaN ones); ``method``: the model's method that predicts
+        ("predict", "predict_proba", ...), called with ``kwargs``."""
+        if _is_async(self.fetch):
+            raise CEGBError("fetch is a coroutine function: use aacquire / apredict")
+        self._check_method(method, kwargs)
+        run = _Run(self, X, known, ids)
+        while requests := run.advance():
+            run.deliver(requests, self._fetch_round(requests, run))
+        return run.finish(self._predict, method, kwargs)
+
+    async def aacquire(self, X, known=None, *, ids=None, method: str = "predict", **kwargs) -> LazyResult:
+        """``acquire`` for asyncio: a round's fetch calls run concurrently (at most ``max_workers`` at a time
+        when set); a plain function fetch runs on a thread of its own per call."""
+        self._check_method(method, kwargs)
+        run = _Run(self, X, known, ids)
+        limit = asyncio.Semaphore(self.max_workers) if self.max_workers else None
+        while requests := await asyncio.to_thread(run.advance):  # routing off the event loop
+            outcomes = await asyncio.gather(*(self._fetch_async(f, rows, run, limit) for f, rows in requests))
+            run.deliver(requests, outcomes)
+        return await asyncio.to_thread(run.finish, self._predict, method, kwargs)
+
+    def predict(self, X, known=None, *, ids=None, **kwargs) -> np.ndarray:
+        """The model's ``predict`` on the full rows, fetching only what the rows' paths need."""
+        return self.acquire(X, known, ids=ids, **kwargs).prediction
+
+    def predict_proba(self, X, known=None, *, ids=None, **kwargs) -> np.ndarray:
+        return self.acquire(X, known, ids=ids, method="predict_proba", **kwargs).prediction
+
+    async def apredict(self, X, known=None, *, ids=None, **kwargs) -> np.ndarray:
+        return (await self.aacquire(X, known, ids=ids, **kwargs)).prediction
+
+    # ------------------------------------------------------------------------------------ fetching
+
+    def _fetch_round(self, requests, run) -> list:
+        """Outcome (values or the exception) of each request, retried as configured. With max_workers or a
+        timeout, each call runs on a thread of its own (max_workers at a time), timed from its start: a call
+        that times out keeps its thread, never another call's."""
+        outcomes: list = [None] * len(requests)
+        pending = list(range(len(requests)))
+        for _ in range(self.retries + 1):
+            run.fetch_calls += len(pending)
+            if not self.max_workers and self.timeout is None:
+                for j in pending:
+                    outcomes[j] = self._call(requests[j], run.ids)
+            else:
+                width = self.max_workers or 1
+                for w in range(0, len(pending), width):
+                    wave = pending[w:w + width]
+                    done: dict = {}
+                    threads = [threading.Thread(target=lambda j=j: done.__setitem__(j, self._call(requests[j], run.ids)),
+                                                daemon=True) for j in wave]
+                    for thread in threads:
+                        thread.start()
+                    deadline = None if self.timeout is None else time.monotonic() + self.timeout
+                    for j, thread in zip(wave, threads):
+                        thread.join(None if deadline is None else max(deadline - time.monotonic(), 0.0))
+                        outcomes[j] = done.get(j, TimeoutError(f"timed out after {self.timeout} s"))
+            pending = [j for j in pending if isinstance(outcomes[j], BaseException)]
+            if not pending:
+                break
+        return outcomes
+
+    def _call(self, request, ids):
+        f, rows = request
+        try:
+            values = self.fetch(self.keys[f], ids[rows])
+        except Exception as exc:  # the user's fetch: any failure is reported with its feature and rows
+            return exc
+        if inspect.isawaitable(values):
+            getattr(values, "close", lambda: None)()
+            return CEGBError("fetch returned an awaitable: use aacquire / apredict for asynchronous fetches")
+        return values
+
+    async def _fetch_async(self, f, rows, run, limit):
+        key, outcome = self.keys[f], None
+        for _ in range(self.retries + 1):
+            run.fetch_calls += 1
+            try:
+                if limit is not None:
+                    await limit.acquire()
+                try:
+                    call = self.fetch(key, run.ids[rows]) if _is_async(self.fetch) else _in_thread(self.fetch, key,
+                                                                                                 run.ids[rows])
+                    values = await asyncio.wait_for(call, self.timeout)
+                    if inspect.isawaitable(values):  # an async callable that did not say so
+                        values = await asyncio.wait_for(values, self.timeout)
+                    return values
+                finally:
+                    if limit is not None:
+                        limit.release()
+            except asyncio.TimeoutError:
+                outcome = TimeoutError(f"timed out after {self.timeout} s")
+            except Exception as exc:  # the user's fetch: any failure is reported with its feature and rows
+                outcome = exc
+        return outcome
+
+    def _sort_key(self, request, ids: np.ndarray):
+        f, rows = request
+        if callable(self.order):
+            return self.order(self.keys[f], ids[rows])
+        lazy = self.costs.lazy
+        return {"cheapest": (lazy[f], f), "costliest": (-lazy[f], f), "most_rows": (-len(rows), f),
+                "model": f}[self.order]
+
+    # ------------------------------------------------------------------------------------ predicting
+
+    def _check_method(self, method: str, kwargs: dict) -> None:
+        """Before anything is fetched: the model can predict so, with what the routing fetches."""
+        if isinstance(self.model, Forest):
+            if method != "predict" or kwargs:
+                raise CEGBError(f"method: a Forest predicts its raw score only ('predict' without arguments), got "
+                                f"{method!r} with {sorted(kwargs)}")
+        elif not callable(getattr(self.model, method, None)):
+            raise CEGBError(f"method: {type(self.model).__name__} has no {method!r}")
+        for key in ("num_iteration", "start_iteration", "pred_contrib"):
+            if key in kwargs:
+                raise CEGBError(f"{key}: not a predict argument here: "
+                                + ("give num_iteration to LazyPredictor" if key == "num_iteration" else
+                                   "the rows fetch what the first num_iteration iterations' paths need, and "
+                                   f"{key} would read other trees or nodes"))
+
+    def _predict(self, X: np.ndarray, leaves: np.ndarray, method: str, kwargs: dict) -> np.ndarray:
+        """The model's prediction on rows X (unfetched values 0.0) that reached ``leaves``. A Forest, and a
+        Booster whose output is its raw score or binary's sigmoid, are predicted from the leaves with
+        LightGBM's own arithmetic (see _own_output): the same bits as ``predict``, without routing again."""
+        model, forest = self.model, self.forest
+        own = isinstance(model, Forest) or (self._own is not None and method == "predict"
+                                            and set(kwargs) <= {"raw_score"})
+        if own:
+            raw = isinstance(model, Forest) or kwargs.get("raw_score")  # as predict(raw_score=True)
+            score = forest.raw_score(X, leaves, averaged=not raw, n_jobs=self.n_jobs)
+            score = score[:, 0] if forest.trees_per_iteration == 1 else score
+            return score if raw or self._own == 0 else sigmoid(score, self._own)
+        predict = getattr(model, method)
+        if booster_of(model) is not None:
+            kwargs = {"num_iteration": self.num_iteration, **kwargs}
+        names = getattr(model, "feature_names_in_", None)
+        if names is not None:  # as the model was fitted (pandas category models are refused)
+            import pandas as pd
+
+            X = pd.DataFrame(X, columns=names, copy=False)
+        return predict(X, **kwargs)
+
+
+class _Run:
+    """One batch on its way through the model: values, the routing state, the per-row cost state."""
+
+    def __init__(self, predictor: LazyPredictor, X, known, ids) -> None:
+        forest = self.forest = predictor.forest
+        self.predictor = predictor
+        self.X = np.array(forest.dense(X), dtype=np.float64, order="C")  # a copy: fetched values go in
+        n, num_features = self.X.shape
+        if known is None:
+            known = ~np.isnan(self.X)
+        else:
+            known = np.asarray(known)
+            if known.shape != self.X.shape or known.dtype != bool:
+                raise CEGBError(f"known should be a bool array of X's shape {self.X.shape}, got "
+                                f"{known.dtype} of shape {known.shape}")
+        self.X[known & np.isnan(self.X)] = np.nan  # missing values: never the bits of UNKNOWN
+        self.X[~known] = UNKNOWN
+        self.any_known = known.any(axis=1)
+        self.ids = np.arange(n) if ids is None else np.asarray(ids)
+        if self.ids.shape != (n,):
+            raise CEGBError(f"ids should hold one id per row of X ({n}), got shape {self.ids.shape}")
+        self.cost = CostState(n, predictor.costs, num_features)  # paid: fetched by this call
+        num_trees = predictor.num_trees
+        self.cost.evaluation += predictor.costs.tree * num_trees  # every row goes through every tree
+        has_splits = np.diff(forest.node_offset[:num_trees + 1]) > 0
+        self.route = np.zeros((n, num_trees), dtype=np.int32)
+        self.route[:, ~has_splits] = -1  # one-leaf trees: at leaf 0
+        self.root_features = np.unique(forest.feature[forest.node_offset[:num_trees][has_splits]])
+        # bit r of pending[b, t]: row 64 b + r is still inside tree t (see FlatEnsemble.advance)
+        self.pending = np.where(has_splits, _row_bits(np.ones(n, dtype=bool))[:, None], np.uint64(0))
+        self.status = np.full(n, PENDING, dtype=np.int8)
+        self.active = np.ones(n, dtype=bool)
+        self.rounds = self.fetch_calls = 0
+        self.failures: list[FetchFailure] = []
+        self.route_is_leaves = False
+
+    def advance(self) -> list[tuple[int, np.ndarray]]:
+        """Route the active rows as far as they can go; the fetches they wait for, in the predictor's order."""
+        n, num_features = self.X.shape
+        if not self.active.any():
+            return []
+        need = np.zeros((num_features, n), dtype=np.uint8)
+        moving = self.active
+        if self.rounds == 0 and len(self.root_features):  # a row that knows nothing stops at every root
+            idle = ~self.any_known
+            moving = ~idle
+            need[np.ix_(self.root_features, np.flatnonzero(idle))] = 1
+        stopped = self.forest.flat.advance(self.X, self.route, self.pending, _row_bits(moving), self.cost.split,
+                                           self.cost.evaluation, need,
+                                           resolve_n_jobs(self.predictor.n_jobs, int(moving.sum())))
+        blocked = np.unpackbits(stopped.astype("<u8").view(np.uint8), bitorder="little")[:n].view(bool)
+        blocked |= self.active & ~moving
+        self.status[self.active & ~blocked] = DONE
+        self.active = blocked
+        if not blocked.any():
+            return []
+        self.rounds += 1
+        requests = [(int(f), np.flatnonzero(need[f])) for f in np.flatnonzero(need.any(axis=1))]
+        return sorted(requests, key=lambda request: self.predictor._sort_key(request, self.ids))
+
+    def deliver(self, requests, outcomes) -> None:
+        """Store what each fetch returned; then handle the failures (all successes are kept first)."""
+        failed = []
+        for (f, rows), outcome in zip(requests, outcomes):
+            key = self.predictor.keys[f]
+            if not isinstance(outcome, BaseException):
+                try:
+                    values = np.asarray(outcome)
+                    if values.dtype.kind in "USV":
+                        raise TypeError(f"got {values.dtype} values")
+                    values = values.astype(np.float64)
+                except (TypeError, ValueError) as exc:
+                    outcome = CEGBError(f"returned values that are not numbers ({exc})")
+                else:
+                    if values.shape != (len(rows),):
+                        outcome = CEGBError(f"returned shape {values.shape}, expected ({len(rows)},): one value "
+                                            "per row id")
+            if isinstance(outcome, BaseException):
+                failed.append(FetchFailure(key, rows, outcome))
+                continue
+            self.X[rows, f] = np.where(np.isnan(values), np.nan, values)  # never the bits of UNKNOWN
+            self.cost.pay(f, rows)
+        if not failed:
+            return
+        self.failures.extend(failed)
+        if self.predictor.errors == "raise":
+            raise LazyFetchError(failed[0], self.result(None)) from failed[0].error
+        for failure in failed:
+            self.status[failure.rows] = FAILED
+            self.active[failure.rows] = False
+        self.pending &= _row_bits(self.active)[:, None]
+
+    def leaves(self) -> np.ndarray:
+        """The leaf each row reached in each tree, -1 where it has not; the routing state becomes this (once
+        the run is over)."""
+        if not self.route_is_leaves:
+            np.invert(self.route, out=self.route)  # a leaf l was stored as ~l, a node j where a row stopped
+            np.maximum(self.route, -1, out=self.route)  # as j >= 0: it becomes ~j < 0, no leaf yet
+            self.route_is_leaves = True
+        return self.route
+
+    def unknown(self) -> np.ndarray:
+        return self.X.view(np.uint64) == UNKNOWN_BITS
+
+    def finish(self, predict, method: str, kwargs: dict) -> LazyResult:
+        done = self.status == DONE
+        prediction = None
+        if done.any() or not len(done):
+            filled = np.where(self.unknown(), 0.0, self.X)
+            leaves = self.leaves()
+            if not done.all():
+                filled, leaves = filled[done], leaves[done]
+            values = np.asarray(predict(filled, leaves, method, kwargs))
+            if done.all():
+                prediction = values
+            else:
+                fill = np.nan if values.dtype.kind in "fc" else None
+                prediction = np.full((len(done),) + values.shape[1:], fill,
+                                     dtype=values.dtype if fill is not None else object)
+                prediction[done] = values
+        return self.result(prediction)
+
+    def result(self, prediction) -> LazyResult:
+        """The run's result; the run ends here (its arrays are handed over, not copied)."""
+        leaves = self.leaves()
+        unknown = self.unknown()
+        self.X[unknown] = np.nan
+        return LazyResult(prediction=prediction, status=self.status, X=self.X, known=~unknown,
+                          fetched=self.cost.feature_paid.view(bool), acquisition=self.cost.acquisition,
+                          evaluation=self.cost.evaluation, leaves=leaves, rounds=self.rounds,
+                          fetch_calls=self.fetch_calls, failures=self.failures)
+
+
+def _row_bits(rows: np.ndarray) -> np.ndarray:
+    """A bool per row -> uint64 per block of 64 rows, bit r for row 64 b + r."""
+    padded = np.zeros(-(-len(rows) // 64) * 64, dtype=bool)
+    padded[:len(rows)] = rows
+    return np.packbits(padded, bitorder="little").view("<u8").astype(np.uint64)
+
+
+def _own_output(model, forest: Forest) -> float | None:
+    """For a Booster whose ``predict`` LightGBM computes as the raw score (GBDT::Predict: the trees' outputs
+    summed in tree order from 0.0, averaged for rf; 0.0 returned here) or as binary's sigmoid (its scale):
+    arithmetic that Forest.raw_score and _engine.sigmoid repeat operation for operation. None otherwise."""
+    if not isinstance(model, lgb.Booster) or forest.linear is not None or not forest.objective:
+        return None
+    name, *options = forest.objective.split(" ")
+    if name in RAW_OBJECTIVES and not options:
+        return 0.0
+    if name == "binary" and len(options) == 1 and options[0].startswith("sigmoid:"):
+        scale = float(options[0].split(":", 1)[1])
+        # the text has 6 digits: a Booster trained here may hold a scale that the text rounds
+        given = (model.params or {}).get("sigmoid", scale)
+        return scale if scale > 0 and float(given) == scale else None
+    return None
+
+
+def _is_async(fetch) -> bool:
+    return inspect.iscoroutinefunction(fetch) or inspect.iscoroutinefunction(getattr(fetch, "__call__", None))
+
+
+def _in_thread(function, *args) -> asyncio.Future:
+    """function(*args) on a new daemon thread: unlike the event loop's default executor, a call that never
+    returns does not hold a worker that later calls would queue behind."""
+    loop = asyncio.get_running_loop()
+    future = loop.create_future()
+
+    def run():
+        try:
+            result = function(*args)
+            settle = lambda: future.done() or future.set_result(result)  # noqa: E731
+        except BaseException as exc:  # handed to the awaiting coroutine
+            error = exc  # 'exc' itself is unbound when the except block ends
+            settle = lambda: future.done() or future.set_exception(error)  # noqa: E731
+        try:
+            loop.call_soon_threadsafe(settle)
+        except RuntimeError:  # the loop has closed: nobody waits for this call any more
+            pass
+
+    threading.Thread(target=run, daemon=True).start()
+    return future

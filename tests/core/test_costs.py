@@ -1,0 +1,100 @@
+"""FeatureCosts: construction, alignment by name, LightGBM parameters, the Yahoo cost file format."""
+
+from __future__ import annotations
+
+import json
+
+import lightgbm as lgb
+import numpy as np
+import pandas as pd
+import pytest
+
+from lightgbm_cegb import CEGBError, FeatureCosts
+from lightgbm_cegb.core.costs import resolve_costs
+
+
+def test_by_name_aligned_to_names_frame_and_dataset():
+    costs = FeatureCosts(lazy={"b": 2.0, "c": 3.0}, coupled={"a": 1.0})
+    names = ["a", "b", "c"]
+    frame = pd.DataFrame(np.zeros((3, 3)), columns=names)
+    for features in (names, frame, lgb.Dataset(frame), lgb.Dataset(np.zeros((3, 3)), feature_name=names)):
+        aligned = costs.align(features)
+        np.testing.assert_array_equal(aligned.lazy, [0.0, 2.0, 3.0])
+        np.testing.assert_array_equal(aligned.coupled, [1.0, 0.0, 0.0])
+
+
+def test_params_and_config():
+    costs = FeatureCosts(lazy=[1, 2.5], coupled=[0, 7], split=0.25)
+    assert costs.to_params(tradeoff=0.1) == {"cegb_penalty_feature_lazy": [1.0, 2.5],
+                                             "cegb_penalty_feature_coupled": [0.0, 7.0],
+                                             "cegb_penalty_split": 0.25, "cegb_tradeoff": 0.1}
+    assert costs.to_config() == ("cegb_penalty_feature_lazy = 1.0,2.5\ncegb_penalty_feature_coupled = 0.0,7.0\n"
+                                 "cegb_penalty_split = 0.25\n")
+    back = FeatureCosts.from_params({k: ",".join(map(str, v)) if isinstance(v, list) else str(v)
+                                     for k, v in costs.to_params().items()})
+    assert back.to_params() == costs.to_params()
+    assert FeatureCosts.from_params({"cegb_penalty_feature_lazy": ""}) is None
+
+
+def test_per_feature_split_costs_are_training_parameters():
+    """Patch 0005 trains with per-feature split costs; in a model's parameters they add to the scalar one."""
+    costs = FeatureCosts(lazy=[1, 2], split=[0.5, 0.0])
+    assert costs.to_params() == {"cegb_penalty_feature_lazy": [1.0, 2.0], "cegb_penalty_feature_split": [0.5, 0.0]}
+    back = FeatureCosts.from_params({"cegb_penalty_split": "0.25", "cegb_penalty_feature_split": "0.5,0"})
+    np.testing.assert_array_equal(back.split, [0.75, 0.25])
+    assert FeatureCosts.from_params({"cegb_penalty_feature_split": "0,0"}) is None
+    grouped = FeatureCosts.from_params({"cegb_feature_group": "0,-1,0", "cegb_penalty_group_lazy": "2.5"})
+    assert grouped.groups == {"0": [0, 2]} and grouped.to_params() == {
+        "cegb_feature_group": [0, -1, 0], "cegb_penalty_group_lazy": [2.5]}
+
+
+def test_yahoo_cost_file(tmp_path):
+    path = tmp_path / "feature_cost.txt"
+    path.write_text("1\n5\n\n20 # comment\n10000\n")
+    costs = FeatureCosts.from_file(path, num_features=3)
+    np.testing.assert_array_equal(costs.lazy, [1.0, 5.0, 20.0])
+    assert FeatureCosts.from_file(path, kind="coupled").coupled.tolist() == [1.0, 5.0, 20.0, 10000.0]
+    costs = FeatureCosts.from_file(path, num_features=5, first_column=1)  # 1-based ids read by LightGBM
+    np.testing.assert_array_equal(costs.lazy, [0.0, 1.0, 5.0, 20.0, 10000.0])
+    with pytest.raises(CEGBError, match=r"has 4 costs for columns 0..3, but the data has 5 columns \(0..4\); if its "
+                                        r"first line is the cost of feature id 1"):
+        FeatureCosts.from_file(path, num_features=5)
+    with pytest.raises(CEGBError, match=r"has 4 costs for columns 0..3, but the data has 2 columns"):
+        FeatureCosts.from_file(path, num_features=2)  # only a tail of the never-used ids' 10000 is dropped
+    path.write_text("1\nfree\n")
+    with pytest.raises(CEGBError, match=r"feature_cost.txt:2: expected a number, got 'free'"):
+        FeatureCosts.from_file(path)
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda: FeatureCosts(lazy=[1.0, -1.0]), r"lazy costs should be finite and >= 0, got -1\.0 for feature 1"),
+    (lambda: FeatureCosts(coupled=[np.nan]), r"coupled costs should be finite and >= 0, got nan for feature 0"),
+    (lambda: FeatureCosts(lazy={"a": np.inf}), r"lazy costs should be finite and >= 0, got inf"),
+    (lambda: FeatureCosts(split=-0.5), r"split costs should be finite and >= 0, got -0\.5"),
+    (lambda: FeatureCosts(lazy=[[1.0]]), r"lazy should be one value per feature, got an array of shape \(1, 1\)"),
+    (lambda: FeatureCosts(lazy=[1, 2], coupled=[1, 2, 3]), r"should give the same number of features, got \[2, 3\]"),
+    (lambda: FeatureCosts(lazy=[1, 2]).align(["a", "b", "c"]), r"lazy costs have 2 values but there are 3 features"),
+    (lambda: FeatureCosts(lazy={"z": 1}).align(["a", "b"]), r"lazy costs name unknown features \['z'\]"),
+    (lambda: FeatureCosts(lazy={"a": 1}).align(["a", "a"]), r"feature names should be unique, got duplicates \['a'\]"),
+    (lambda: FeatureCosts(lazy={"a": 1}).to_params(), r"costs are given by feature name: call \.align"),
+    (lambda: FeatureCosts.from_file("x.txt", kind="both"), r"kind should be 'lazy' or 'coupled', got 'both'"),
+])
+def test_bad_input(make, message):
+    with pytest.raises(CEGBError, match=message):
+        make()
+
+
+def test_costs_round_trip_through_dicts():
+    """to_dict / from_dict (the models' manifests), and the earlier group_of form ADAPT manifests held."""
+    costs = resolve_costs(FeatureCosts(lazy=[1.0, 2.0, 3.0], coupled=[0.5, 0.0, 0.0], split=0.25,
+                                       groups={"g": [1, 2]}, group_lazy=[4.0], group_coupled=[1.0], tree=0.1), 3)
+    again = FeatureCosts.from_dict(json.loads(json.dumps(costs.to_dict(3))))
+    for a, b in zip(again.arrays(3) + again.group_arrays(3), costs.arrays(3) + costs.group_arrays(3)):
+        np.testing.assert_array_equal(a, b)
+    assert again.tree == 0.1 and again.groups == {"g": [1, 2]}
+    old = {"lazy": [1.0, 2.0, 3.0], "coupled": [0.5, 0.0, 0.0], "split": [0.25] * 3, "group_of": [-1, 0, 0],
+           "group_lazy": [4.0], "group_coupled": [1.0], "tree": 0.1}
+    for a, b in zip(FeatureCosts.from_dict(old).group_arrays(3), costs.group_arrays(3)):
+        np.testing.assert_array_equal(a, b)
+    plain = FeatureCosts.from_dict({**old, "group_of": [-1, -1, -1]})
+    assert plain.groups is None

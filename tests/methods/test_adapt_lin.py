@@ -1,0 +1,178 @@
+"""ADAPT-LIN: the M-step's gradient against finite differences and its solution against the optimality
+conditions of the group lasso, lam_scale, the composite's routing and exact cost against a reference, the ends
+of p_full, save/load, bad input."""
+
+from __future__ import annotations
+
+import lightgbm as lgb
+import numpy as np
+import pytest
+from references import row_paths
+from sklearn.ensemble import RandomForestClassifier
+
+from lightgbm_cegb import AdaptLIN, FeatureCosts, prediction_cost
+from lightgbm_cegb.core.errors import CEGBError
+from lightgbm_cegb.methods.adapt.lin import _Problem
+from lightgbm_cegb.methods.greedy_miser import proba_from_raw
+
+COSTS = FeatureCosts(lazy=[1.0, 1.0, 1.0, 1.0, 1.0, 5.0, 5.0, 5.0], split=0.01)
+GROUPED = FeatureCosts(lazy=[1.0, 0.0, 0.0, 1.0, 2.0, 0.5, 0.5, 3.0], split=0.02,
+                       groups=[-1, 0, 0, -1, 1, 1, 1, -1], group_lazy=[4.0, 2.0], tree=0.001)
+
+
+def data(seed=0, n=1500, classes=2):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 8)) * rng.uniform(0.5, 3.0, 8) + rng.normal(size=8)
+    score = X[:, 0] - 0.5 * X[:, 1] + 0.8 * X[:, 5] * (X[:, 6] > 0) + rng.normal(0, 0.3, n)
+    y = np.digitize(score, [np.median(score)] if classes == 2 else np.quantile(score, [0.33, 0.66]))
+    return X, y
+
+
+def problem(seed, k):
+    rng = np.random.default_rng(seed)
+    n, d = 200, 5
+    Z = rng.normal(size=(n, d))
+    codes = rng.integers(0, max(k, 2), n)
+    return _Problem(Z, codes, rng.uniform(0.005, 0.05, d)), rng.uniform(0, 1, n), rng
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_gradient_against_finite_differences(k):
+    p, q, rng = problem(0, k)
+    gate, f1 = rng.normal(size=6), rng.normal(size=(6, k))
+    eps = 1e-6
+    for j in range(6):
+        e = np.zeros(6)
+        e[j] = eps
+        numeric = (p.smooth(gate + e, f1, q, True) - p.smooth(gate - e, f1, q, True)) / (2 * eps)
+        assert p.gate_gradient(gate, q)[j] == pytest.approx(numeric, rel=1e-6, abs=1e-8)
+        for c in range(k):
+            E = np.zeros((6, k))
+            E[j, c] = eps
+            numeric = (p.smooth(gate, f1 + E, q, True) - p.smooth(gate, f1 - E, q, True)) / (2 * eps)
+            assert p.f1_gradient(f1, q)[j, c] == pytest.approx(numeric, rel=1e-6, abs=1e-8)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("k", [1, 3])
+def test_m_step_meets_the_group_lasso_optimality_conditions(seed, k):
+    """At the solution, for each feature j with weights w_j = (gate_j, f1_j): the smooth part's gradient is
+    -penalty_j w_j / ||w_j|| when w_j != 0, and of norm <= penalty_j when w_j = 0 (intercepts: zero)."""
+    p, q, _ = problem(seed, k)
+    gate, f1 = p.solve(np.zeros(6), np.zeros((6, k)), q, 20000, 1e-12, fit_gate=True)
+    grad = np.column_stack([p.gate_gradient(gate, q), p.f1_gradient(f1, q)])
+    w = np.column_stack([gate, f1])
+    np.testing.assert_allclose(grad[0], 0.0, atol=1e-7)
+    zero = 0
+    for j in range(1, 6):
+        norm = np.linalg.norm(w[j])
+        if norm == 0:
+            zero += 1
+            assert np.linalg.norm(grad[j]) <= p.penalty[j - 1] + 1e-7
+        else:
+            np.testing.assert_allclose(grad[j], -p.penalty[j - 1] * w[j] / norm, atol=1e-6)
+    assert seed > 0 or zero < 5  # not the trivial solution everywhere
+
+
+def test_lam_scale_is_where_f1_reads_no_feature():
+    X, y = data(1)
+    f0 = lgb.LGBMClassifier(n_estimators=20, verbose=-1).fit(X, y)
+    scale = AdaptLIN(f0, costs=COSTS).lam_scale(X, y)
+    above = AdaptLIN(f0, p_full=0.0, lam=scale * 1.001, costs=COSTS).fit(X, y)
+    below = AdaptLIN(f0, p_full=0.0, lam=scale * 0.95, costs=COSTS).fit(X, y)
+    assert above.f1_features_.size == 0 and below.f1_features_.size > 0
+
+
+def reference_cost(model, f0, X, costs):
+    """Per row: the gate's non-zero features, then f1's or f0's path features (LightGBM's pred_leaf and the model
+    text, or scikit-learn's decision_path), each feature and group once; f0's split and tree costs."""
+    lazy, _, split = costs.arrays(X.shape[1])
+    group_of, group_lazy, _ = costs.group_arrays(X.shape[1])
+    to_f0 = X @ model.gate_coef_ + model.gate_intercept_ > model.gate_threshold_
+    f0_paths = row_paths(f0, X)
+    out = np.zeros(len(X))
+    gate = set(np.flatnonzero(model.gate_coef_))
+    f1 = set(np.flatnonzero(np.abs(model.f1_coef_).sum(axis=1)))
+    for i in range(len(X)):
+        used, evaluation = set(gate), 0.0
+        if to_f0[i]:
+            for path in f0_paths[i]:
+                used.update(path)
+                evaluation += sum(split[f] for f in path) + costs.tree
+        else:
+            used |= f1
+        groups = {group_of[f] for f in used} - {-1}
+        out[i] = sum(lazy[f] for f in used) + sum(group_lazy[g] for g in groups) + evaluation
+    return out, to_f0
+
+
+@pytest.mark.parametrize("seed", range(2))
+@pytest.mark.parametrize("kind", ["lightgbm", "random forest multiclass"])
+def test_composite_cost_and_routing_against_the_reference(kind, seed):
+    X, y = data(10 + seed, classes=3 if kind.endswith("multiclass") else 2)
+    f0 = lgb.LGBMClassifier(n_estimators=20, num_leaves=7, verbose=-1) if kind == "lightgbm" else \
+        RandomForestClassifier(n_estimators=10, max_depth=5, random_state=seed)
+    f0.fit(X[:1000], y[:1000])
+    model = AdaptLIN(f0, p_full=0.3 + 0.1 * seed, lam=0.01, costs=GROUPED).fit(X[:1000], y[:1000])
+    test = X[1000:]
+    expected, to_f0 = reference_cost(model, f0, test, GROUPED)
+    assert 0 < to_f0.mean() < 1 and 0 < model.f1_features_.size < 8
+    np.testing.assert_array_equal(model.route(test), np.where(to_f0, 0, 1))
+    np.testing.assert_allclose(model.prediction_cost(test).per_instance, expected, rtol=1e-12, atol=1e-12)
+    proba = model.predict_proba(test)
+    np.testing.assert_array_equal(proba[to_f0], f0.predict_proba(test[to_f0]))
+    np.testing.assert_allclose(proba[~to_f0], proba_from_raw(model.decision_function_f1(test[~to_f0])), rtol=1e-12)
+    assert model.train_fraction_to_f0_ == pytest.approx(model.p_full, abs=0.01)
+
+
+def test_adaptation_sends_f0_what_f1_cannot_do():
+    """Half the rows (x1 < 0) follow the sign of the cheap x0, the other half the product of the costly x5 and x6.
+    The gate learns to send the second half to f0 from x1: the composite is about as accurate as f0, far more
+    than f1 alone, and cheaper than f0."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(4000, 8))
+    y = np.where(X[:, 1] < 0, X[:, 0] > 0, X[:, 5] * X[:, 6] > 0).astype(int)
+    f0 = lgb.LGBMClassifier(n_estimators=200, verbose=-1).fit(X[:3000], y[:3000])
+    model = AdaptLIN(f0, p_full=0.5, lam=0.01, costs=COSTS).fit(X[:3000], y[:3000])
+    test, truth = X[3000:], y[3000:]
+    accuracy = (model.predict(test) == truth).mean()
+    alone = ((model.decision_function_f1(test) > 0) == truth).mean()
+    assert accuracy > alone + 0.15 and accuracy > (f0.predict(test) == truth).mean() - 0.03
+    assert set(model.gate_features_) >= {1} and model.prediction_cost(test).mean < 0.8 * prediction_cost(f0, test, COSTS).mean
+
+
+def test_ends_of_p_full_and_save_load(tmp_path):
+    X, y = data(4, n=900)
+    f0 = lgb.LGBMClassifier(n_estimators=10, verbose=-1).fit(X, y)
+    everything = AdaptLIN(f0, p_full=1.0, lam=0.01, costs=COSTS).fit(X, y)
+    assert (everything.route(X) == 0).all() and everything.gate_features_.size == 0
+    np.testing.assert_array_equal(everything.predict_proba(X), f0.predict_proba(X))
+    nothing = AdaptLIN(f0, p_full=0.0, lam=0.01, costs=COSTS).fit(X, y)
+    assert (nothing.route(X) == 1).all()
+    lazy = COSTS.arrays(8)[0]
+    np.testing.assert_allclose(nothing.prediction_cost(X).per_instance, lazy[nothing.f1_features_].sum())
+    model = AdaptLIN(f0, p_full=0.4, lam=0.005, costs=GROUPED).fit(X, y)
+    model.save(tmp_path / "lin")
+    again = AdaptLIN.load(tmp_path / "lin", f0)
+    np.testing.assert_array_equal(again.predict_proba(X), model.predict_proba(X))
+    np.testing.assert_array_equal(again.prediction_cost(X).per_instance, model.prediction_cost(X).per_instance)
+    assert again.lam == model.lam and again.get_params()["p_full"] == 0.4
+    with pytest.raises(CEGBError, match=r"not an AdaptGBRT model \(manifest format 'lightgbm_cegb.AdaptLIN'"):
+        from lightgbm_cegb import AdaptGBRT
+        AdaptGBRT.load(tmp_path / "lin", f0)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"lam": -1.0}, r"lam should be a number in \[0, inf\], got -1.0"),
+    ({"p_full": 2}, r"p_full should be a number in \[0, 1\], got 2"),
+    ({"max_iter": 0}, r"max_iter should be an integer in \[1, inf\], got 0"),
+    ({"costs": [1.0]}, "costs are for 1 features but the model has 8"),
+])
+def test_bad_input(kwargs, message):
+    X, y = data(5, n=300)
+    f0 = lgb.LGBMClassifier(n_estimators=5, verbose=-1).fit(X, y)
+    with pytest.raises(CEGBError, match=message):
+        AdaptLIN(f0, **kwargs).fit(X, y)
+    X[3, 2] = np.nan
+    with pytest.raises(ValueError, match="Input X contains NaN"):
+        AdaptLIN(f0).fit(X, y)

@@ -1,0 +1,133 @@
+"""Early Exit against a row-by-row Python reference of the exit rules; predictions and costs against
+LightGBM's predict and prediction_cost with the iterations each row went through."""
+
+from __future__ import annotations
+
+import lightgbm as lgb
+import numpy as np
+import pytest
+
+from lightgbm_cegb import CEGBError, FeatureCosts, prediction_cost
+from lightgbm_cegb.methods.early_exit import EarlyExit
+
+COSTS = FeatureCosts(lazy=[1.0, 2.0, 3.0, 5.0, 8.0, 13.0], tree=0.25)  # a row pays only the trees it went through
+
+
+def data(seed=0, n=900):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 6))
+    score = X[:, 0] + 0.5 * X[:, 1] * X[:, 2] + 0.3 * X[:, 5] + rng.normal(0, 0.5, n)
+    return X, score
+
+
+def check_rows(booster, X, result, kind):
+    for it in np.unique(result.iterations):
+        rows = result.iterations == it
+        expected = booster.predict(X[rows], num_iteration=int(it), raw_score=kind == "rank")
+        np.testing.assert_array_equal(result.prediction[rows], expected)
+        cost = prediction_cost(booster, X[rows], COSTS, num_iteration=int(it))
+        np.testing.assert_allclose(result.cost.per_instance[rows], cost.per_instance, rtol=1e-12)
+
+
+@pytest.mark.parametrize(("classes", "threshold"), [(2, 0.9), (3, 0.8), (2, 1.0)])
+def test_classifier_exits(classes, threshold):
+    X, score = data(classes)
+    y = np.digitize(score, [0.0] if classes == 2 else [-0.5, 0.5])
+    params = {"objective": "binary" if classes == 2 else "multiclass", "verbose": -1, "num_leaves": 7,
+              **({"num_class": 3} if classes == 3 else {})}
+    booster = lgb.train(params, lgb.Dataset(X, y), 40)
+    result = EarlyExit(booster, threshold, every=5, costs=COSTS).predict(X)
+    check_rows(booster, X, result, "classify")
+    for i in range(len(X)):  # the reference: the first exit where the top probability passes the threshold
+        stop = 40
+        for exit_at in range(5, 40, 5):
+            p = booster.predict(X[i:i + 1], num_iteration=exit_at)[0]
+            top = max(p, 1 - p) if classes == 2 else p.max()
+            if top >= threshold:
+                stop = exit_at
+                break
+        assert result.iterations[i] == stop, i
+    if threshold < 1:
+        assert (result.iterations < 40).any() and result.cost.mean < prediction_cost(booster, X, COSTS).mean
+
+
+def reference_rank(booster, X, sizes, threshold, every):
+    total = booster.current_iteration()
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    done = np.full(len(X), total)
+    for q in range(len(sizes)):
+        docs = list(range(starts[q], starts[q + 1]))
+        for stop in range(every, total, every):
+            scores = booster.predict(X[docs], num_iteration=stop, raw_score=True)
+            order = sorted(range(len(docs)), key=lambda k: (-scores[k], k))
+            if len(docs) <= 5:
+                continue
+            fifth = scores[order[4]]
+            margin = threshold * (total - stop) / (total - 1)
+            leaving = {docs[k] for k in order[5:] if scores[k] <= fifth - margin}
+            for d in leaving:
+                done[d] = stop
+            docs = [d for d in docs if d not in leaving]
+    return done
+
+
+@pytest.mark.parametrize("threshold", [0.0, 0.5, 3.0])
+def test_ranker_exits_match_the_reference(threshold):
+    X, score = data(7, n=600)
+    rng = np.random.default_rng(1)
+    sizes = rng.integers(1, 30, 40)
+    sizes[-1] += len(X) - sizes.sum()
+    assert sizes[-1] > 0
+    y = np.clip(np.digitize(score, [-0.5, 0.5, 1.5]), 0, 3)
+    booster = lgb.train({"objective": "lambdarank", "verbose": -1, "num_leaves": 7, "min_data_in_leaf": 5},
+                        lgb.Dataset(X, y, group=sizes), 30)
+    result = EarlyExit(booster, threshold, every=4, costs=COSTS).predict(X, group=sizes)
+    np.testing.assert_array_equal(result.iterations, reference_rank(booster, X, sizes, threshold, 4))
+    check_rows(booster, X, result, "rank")
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    for q in range(len(sizes)):  # ranks: a permutation per query, stayed-longer first, then by score
+        s, e = starts[q], starts[q + 1]
+        assert sorted(result.rank[s:e]) == list(range(e - s))
+        key = sorted(range(s, e), key=lambda i: (-result.iterations[i], -result.prediction[i], i))
+        assert [result.rank[i] for i in key] == list(range(e - s))
+    if threshold == 0.0:
+        assert (result.iterations < 30).any()
+
+
+@pytest.mark.parametrize(("make", "kwargs", "message"), [
+    (lambda X, y: lgb.train({"objective": "regression", "verbose": -1}, lgb.Dataset(X, y), 3), {"threshold": 0.5},
+     "neither a ranking one"),
+    (lambda X, y: "model.txt", {"threshold": 0.5}, "should be a LightGBM Booster"),
+    (lambda X, y: lgb.train({"objective": "binary", "verbose": -1}, lgb.Dataset(X, y > 0), 3),
+     {"threshold": 1.5}, r"threshold should be a probability in \(0, 1\]"),
+    (lambda X, y: lgb.train({"objective": "binary", "verbose": -1}, lgb.Dataset(X, y > 0), 3),
+     {"threshold": 0.5, "every": 0}, "every should be an integer >= 1, got 0"),
+])
+def test_bad_input(make, kwargs, message):
+    X, score = data()
+    with pytest.raises(CEGBError, match=message):
+        EarlyExit(make(X, score), costs=COSTS, **kwargs)
+
+
+def test_ranking_needs_groups():
+    X, score = data(n=200)
+    booster = lgb.train({"objective": "lambdarank", "verbose": -1}, lgb.Dataset(X, np.digitize(score, [0]),
+                                                                                 group=[100, 100]), 3)
+    exit_ = EarlyExit(booster, 1.0, costs=COSTS)
+    with pytest.raises(CEGBError, match="pass the query sizes"):
+        exit_.predict(X)
+    with pytest.raises(CEGBError, match="summing to the 200 rows of X, got 150"):
+        exit_.predict(X, group=[100, 50])
+
+
+def test_exits_follow_the_best_iteration():
+    X, score = data(3)
+    y = (score > 0).astype(int)
+    booster = lgb.train({"objective": "binary", "verbose": -1, "num_leaves": 7}, lgb.Dataset(X[:600], y[:600]), 60,
+                        valid_sets=[lgb.Dataset(X[600:], y[600:])], callbacks=[lgb.early_stopping(5, verbose=False)],
+                        keep_training_booster=True)
+    assert 0 < booster.best_iteration < 60 and booster.current_iteration() > booster.best_iteration
+    result = EarlyExit(booster, 1.0, every=5, costs=COSTS).predict(X)
+    assert result.iterations.max() == booster.best_iteration
+    np.testing.assert_array_equal(result.prediction[result.iterations == booster.best_iteration],
+                                  booster.predict(X[result.iterations == booster.best_iteration]))

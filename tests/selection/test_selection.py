@@ -1,0 +1,336 @@
+"""Budget-driven model selection: sweeps measured exactly, Pareto frontiers, select(budget), CEGB trained to a
+budget, the normalised trade-off scale, the cost-aware scorer, parallel and Dask sweeps, the registry and plots."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import lightgbm as lgb
+import matplotlib
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lightgbm_cegb import FeatureCosts, prediction_cost
+from lightgbm_cegb.core.errors import CEGBError
+from lightgbm_cegb.core.metrics import ndcg_at_k
+from lightgbm_cegb.lgbm.scales import cegb_tradeoff_scale
+from lightgbm_cegb.selection import (
+    METHODS,
+    Candidate,
+    Rows,
+    cost_scorer,
+    evaluate,
+    pareto,
+    register,
+    select,
+    sweep,
+    train_to_budget,
+)
+
+matplotlib.use("Agg")
+COSTS = FeatureCosts(lazy=[1.0, 1.0, 5.0, 5.0, 20.0, 20.0])
+
+
+@pytest.fixture(scope="module")
+def binary():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(1500, 6))
+    y = ((X[:, 0] + X[:, 2] + 0.5 * X[:, 4] + rng.normal(0, 0.5, 1500)) > 0).astype(int)
+    return (X[:900], y[:900]), (X[900:1200], y[900:1200]), (X[1200:], y[1200:])
+
+
+@pytest.fixture(scope="module")
+def frontier(binary):
+    train, valid, _ = binary
+    grid = {"cegb": [{"relative_tradeoff": r} for r in (0.0, 0.01, 0.1)],
+            "budget_prune": [{"budget_fraction": f} for f in (0.3, 1.0)],
+            "early_exit": [{"threshold": 0.8}], "budgetrf": [{"alpha": 2.0, "n_estimators": 4, "trees": (1, 4)}],
+            "greedy_miser": [{"relative_lam": r} for r in (0.0, 0.3)]}
+    return sweep(["lightgbm", "cegb", "budget_prune", "early_exit", "budgetrf", "greedy_miser"], train, valid, COSTS,
+                 task="binary",
+                 grid=grid, params={"num_leaves": 8}, num_boost_round=60)
+
+
+def test_sweep_measures_each_point_exactly(frontier, binary):
+    _, (Xv, yv), _ = binary
+    counts = frontier["method"].value_counts()
+    assert list(counts.drop("greedy_miser").sort_index().items()) == [
+        ("budget_prune", 2), ("budgetrf", 2), ("cegb", 3), ("early_exit", 1), ("lightgbm", 1)]
+    assert counts["greedy_miser"] >= 2  # each lam at its best iteration, and shorter prefixes
+    assert frontier.attrs["metric"] == "accuracy"
+    for _, row in frontier.iterrows():
+        candidate = row["model"]
+        if row["method"] == "early_exit":
+            result = candidate.model.predict(Xv)
+            expected_quality = np.mean((result.prediction > 0.5) == yv)
+            expected_cost = result.cost.mean
+        elif row["method"] == "budgetrf":
+            k = row["params"]["trees"]
+            expected_quality = np.mean(candidate.model.classes_[np.argmax(
+                list(candidate.model.staged_predict_proba(Xv))[k - 1], axis=1)] == yv)
+            expected_cost = prediction_cost(candidate.model, Xv, COSTS, num_iteration=k).mean
+        elif row["method"] == "greedy_miser":
+            k = row["params"]["trees"]
+            expected_quality = np.mean((candidate.model.predict_proba(Xv, num_iteration=k)[:, 1] > 0.5) == yv)
+            expected_cost = prediction_cost(candidate.model.booster_, Xv, COSTS, num_iteration=k).mean
+        else:  # LightGBM boosters: predict at their best iteration, cost of the same trees
+            booster = candidate.model
+            expected_quality = np.mean((booster.predict(Xv) > 0.5) == yv)
+            expected_cost = prediction_cost(booster, Xv, COSTS).mean
+        assert row["quality"] == pytest.approx(expected_quality, abs=1e-12)
+        assert row["cost"] == pytest.approx(expected_cost, rel=1e-12)
+    cegb = frontier[frontier["method"] == "cegb"].sort_values("relative_tradeoff")
+    assert cegb["cost"].iloc[-1] < cegb["cost"].iloc[0]  # the knob buys cost
+    assert list(cegb["cegb_tradeoff"])[0] == 0.0
+    # BudgetPrune's budget_fraction is of the plain model's mean cost on the training rows it prunes on
+    X_train = binary[0][0]
+    full = prediction_cost(frontier[frontier["method"] == "lightgbm"]["model"].iloc[0].model, X_train, COSTS).mean
+    for _, row in frontier[frontier["method"] == "budget_prune"].iterrows():
+        assert prediction_cost(row["model"].model, X_train, COSTS).mean <= row["budget_fraction"] * full + 1e-9
+
+
+def test_pareto_and_select(frontier, binary):
+    front = pareto(frontier)
+    assert (np.diff(front["cost"]) >= 0).all() and (np.diff(front["quality"]) > 0).all()
+    for _, row in frontier.iterrows():  # every point is matched by a frontier point no dearer
+        assert (front[front["cost"] <= row["cost"]]["quality"] >= row["quality"]).any()
+    budget = float(frontier["cost"].median())
+    chosen = select(frontier, budget, test=binary[2])
+    within = frontier[frontier["cost"] <= budget]
+    assert chosen.valid_cost <= budget and chosen.valid_quality == within["quality"].max()
+    assert chosen.valid_cost == within[within["quality"] == within["quality"].max()]["cost"].min()
+    quality, cost, _ = chosen.candidate.measure(Rows.of(binary[2], "test"), frontier.attrs["metric_object"])
+    assert (chosen.test_quality, chosen.test_cost) == (quality, cost)
+    with pytest.raises(CEGBError, match=r"no point is within budget=0.001: the cheapest costs"):
+        select(frontier, 0.001)
+    with pytest.raises(CEGBError, match=r"budget should be a finite number >= 0, got -1"):
+        select(frontier, -1)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 8), st.integers(0, 8)), min_size=1, max_size=25), st.booleans())
+def test_pareto_against_brute_force(points, greater):
+    frame = pd.DataFrame({"method": "m", "cost": [float(c) for c, _ in points],
+                          "quality": [float(q) for _, q in points]})
+    frame.attrs["greater_is_better"] = greater
+    sign = 1 if greater else -1
+    kept = set(pareto(frame).index)
+    for i, (c, q) in enumerate(points):
+        dominated = any((c2 < c and sign * q2 >= sign * q) or (c2 == c and sign * q2 > sign * q)
+                        or (c2 == c and q2 == q and j < i) for j, (c2, q2) in enumerate(points))
+        assert (i in kept) == (not dominated)
+
+
+def test_tradeoff_scale_is_the_no_split_threshold(binary):
+    (X, y), _, _ = binary
+    params = {"objective": "binary", "num_leaves": 8, "verbose": -1, **COSTS.to_params(tradeoff=1.0)}
+    scale = cegb_tradeoff_scale(params, lgb.Dataset(X, y), rel_tol=1e-4)
+
+    def leaves(tradeoff):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            booster = lgb.train({**params, "cegb_tradeoff": tradeoff}, lgb.Dataset(X, y), 1)
+        return booster.dump_model()["tree_info"][0]["num_leaves"]
+    assert leaves(scale) == 1 and leaves(scale * (1 - 2e-4)) > 1
+    with pytest.raises(CEGBError, match="params set no cegb_penalty_"):
+        cegb_tradeoff_scale({"objective": "binary"}, lgb.Dataset(X, y))
+
+
+def test_train_to_budget(binary):
+    train, valid, test = binary
+    budget = 12.0
+    chosen = train_to_budget(train, valid, COSTS, budget, task="binary", test=test, refine=2,
+                             params={"num_leaves": 8}, num_boost_round=60)
+    assert chosen.method == "cegb" and chosen.valid_cost <= budget
+    assert prediction_cost(chosen.model, valid[0], COSTS).mean == pytest.approx(chosen.valid_cost, rel=1e-12)
+    assert chosen.test_cost == pytest.approx(prediction_cost(chosen.model, test[0], COSTS).mean, rel=1e-12)
+    # at least as good as every point of the starting grid, each trained with the same budget stopping
+    grid = sweep("cegb", train, valid, COSTS, task="binary", params={"num_leaves": 8}, num_boost_round=60,
+                 grid={"cegb": [{"relative_tradeoff": r, "budget": budget} for r in (0.0, 0.01, 0.1)]})
+    within = grid[grid["cost"] <= budget]  # with trade-off 0 the first iteration alone is over the budget
+    assert len(within) >= 2 and chosen.valid_quality >= within["quality"].max()
+
+
+def test_parallel_and_dask_sweeps_agree(binary):
+    import distributed
+
+    train, valid, _ = binary
+    kwargs = {"task": "binary", "grid": {"cegb": [{"relative_tradeoff": r} for r in (0.0, 0.02, 0.2)]},
+              "params": {"num_leaves": 8, "num_threads": 1}, "num_boost_round": 30}
+    serial = sweep("cegb", train, valid, COSTS, **kwargs)
+    parallel = sweep("cegb", train, valid, COSTS, n_jobs=2, **kwargs)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                                  silence_logs=50) as cluster, distributed.Client(cluster) as client:
+        on_dask = sweep("cegb", train, valid, COSTS, client=client, **kwargs)
+    for other in (parallel, on_dask):
+        pd.testing.assert_frame_equal(serial.drop(columns="model"), other.drop(columns="model"))
+
+
+def test_ranking_sweep():
+    rng = np.random.default_rng(3)
+    sizes = rng.integers(5, 15, 120)
+    X = rng.normal(size=(sizes.sum(), 5))
+    y = np.clip(np.round(X[:, 0] + 0.5 * X[:, 3] + rng.normal(0, 0.5, len(X)) + 1), 0, 4)
+    cut, cut2 = sizes[:80].sum(), sizes[:100].sum()
+    train, valid = (X[:cut], y[:cut], sizes[:80]), (X[cut:cut2], y[cut:cut2], sizes[80:100])
+    costs = FeatureCosts(lazy=[10, 1, 1, 30, 1])
+    frame = sweep(["cegb", "early_exit"], train, valid, costs, task="ranking", num_boost_round=30,
+                  grid={"cegb": [{"relative_tradeoff": 0.0}], "early_exit": [{"threshold": 1.0}]})
+    assert frame.attrs["metric"] == "ndcg@5"
+    booster = frame[frame["method"] == "cegb"]["model"].iloc[0].model
+    Xv, yv, gv = valid
+    assert frame["quality"].iloc[0] == pytest.approx(ndcg_at_k(yv, booster.predict(Xv), gv, k=5), abs=1e-12)
+    exit_model = frame[frame["method"] == "early_exit"]["model"].iloc[0].model
+    result = exit_model.predict(Xv, group=gv)
+    assert frame["cost"].iloc[1] == pytest.approx(result.cost.mean, rel=1e-12)
+    with pytest.raises(CEGBError, match=r"needs the query sizes"):
+        sweep("cegb", train[:2], valid, costs, task="ranking")
+    with pytest.raises(CEGBError, match=r"\['budgetrf'\] do not support task='regression'"):
+        sweep("budgetrf", train[:2], valid[:2], costs, task="regression")
+    with pytest.raises(CEGBError, match=r"budget_prune supports LightGBM objectives .* got 'lambdarank'"):
+        sweep("budget_prune", train, valid, costs, task="ranking", num_boost_round=5)
+    # with a regression objective, BudgetPrune ranks too; the test figures of evaluate are select's
+    frame = sweep("budget_prune", train, valid, costs, task="ranking", num_boost_round=20,
+                  params={"objective": "regression"}, grid={"budget_prune": [{"budget_fraction": 0.5}]})
+    test = (X[cut2:], y[cut2:], sizes[100:])
+    measured = evaluate(frame, test)
+    chosen = select(frame, float(frame["cost"].iloc[0]), test=test)
+    assert (measured["test_quality"].iloc[0], measured["test_cost"].iloc[0]) == (chosen.test_quality, chosen.test_cost)
+    pruned = frame["model"].iloc[0].model
+    assert chosen.test_quality == pytest.approx(ndcg_at_k(test[1], pruned.predict(test[0]), test[2], k=5), abs=1e-12)
+
+
+def test_a_new_method_joins_with_one_registration(binary):
+    train, valid, _ = binary
+
+    @register("constant", grid=lambda context: [{"p": 0.5}], tasks=("binary",))
+    def fit(context, state, params):
+        report = prediction_cost(lgb.train({"objective": "binary", "verbose": -1}, lgb.Dataset(*train), 1),
+                                 valid[0], COSTS)
+        return [Candidate("constant", params, None, lambda X: np.full(len(X), 0.75), lambda X: report)]
+    try:
+        frame = sweep("constant", train, valid, COSTS, task="binary")
+        assert frame["quality"].iloc[0] == np.mean(valid[1] == 1) and frame["p"].iloc[0] == 0.5
+    finally:
+        del METHODS["constant"]
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"methods": "nope"}, r"unknown method\(s\) \['nope'\]; registered:"),
+    ({"task": "clustering"}, r"task should be one of .* got 'clustering'"),
+    ({"grid": {"early_exit": [{}]}}, r"grid names method\(s\) \['early_exit'\] that are not swept"),
+    ({"grid": {"budget_prune": [{"budget_fraction": 0.5, "lam": 1.0}]}, "methods": "budget_prune"},
+     r"budget_prune: give budget_fraction or lam"),
+    ({"grid": {"early_exit": [{"threshold": 0.9, "every": 5, "speed": 1}]}, "methods": "early_exit"},
+     r"early_exit: unknown parameter\(s\) \['speed'\]"),
+    ({"metric": "f1"}, r"metric should be one of .* got 'f1'"),
+    ({"train": [1, 2]}, r"train should be \(X, y\) or \(X, y, group\), got list"),
+])
+def test_bad_input(binary, kwargs, message):
+    train, valid, _ = binary
+    args = {"methods": "cegb", "train": train, "valid": valid, "costs": COSTS, "task": "binary",
+            "num_boost_round": 5, **kwargs}
+    with pytest.raises(CEGBError, match=message):
+        sweep(args.pop("methods"), args.pop("train"), args.pop("valid"), args.pop("costs"), **args)
+
+
+def test_cost_scorer_in_grid_search(binary):
+    from sklearn.model_selection import GridSearchCV
+
+    from lightgbm_cegb.lgbm.estimators import CEGBClassifier
+
+    (X, y), _, _ = binary
+    budget = 10.0
+    scorer = cost_scorer(COSTS, metric="accuracy", budget=budget)
+    search = GridSearchCV(CEGBClassifier(feature_costs=COSTS, n_estimators=30, num_leaves=8, verbose=-1),
+                          {"cegb_tradeoff": [0.0, 0.001, 0.01, 0.1]}, scoring=scorer, cv=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the non-finite scores of over-budget settings, named by sklearn
+        search.fit(X, y)
+    scores = search.cv_results_["mean_test_score"]
+    assert np.isneginf(scores[0])  # plain LightGBM (trade-off 0) passes the budget
+    assert np.isfinite(search.best_score_)
+    model = search.best_estimator_
+    cost = prediction_cost(model, X, COSTS).mean
+    expected = np.mean(model.predict(X) == y) if cost <= budget else -math.inf
+    assert scorer(model, X, y) == expected
+    with pytest.raises(CEGBError, match=r"cost_scorer: metric 'ndcg@5' needs the queries"):
+        cost_scorer(COSTS, metric="ndcg@5")
+    penalised = cost_scorer(COSTS, metric="logloss", penalty=0.01)(model, X, y)
+    from sklearn.metrics import log_loss
+    assert penalised == pytest.approx(-log_loss(y, model.predict_proba(X)) - 0.01 * cost, rel=1e-12)
+
+
+def test_plots(frontier, binary):
+    import matplotlib.pyplot as plt
+
+    from lightgbm_cegb.selection.plots import plot_cost_curve, plot_feature_usage, plot_frontiers
+
+    ax = plot_frontiers(frontier, budget=10.0, title="t")
+    methods = list(dict.fromkeys(frontier["method"]))
+    assert [line.get_label() for line in ax.get_lines()][:len(methods)] == methods
+    lightgbm_line = ax.get_lines()[0]
+    assert list(lightgbm_line.get_xdata()) == list(pareto(frontier[frontier["method"] == "lightgbm"])["cost"])
+    booster = frontier[frontier["method"] == "lightgbm"]["model"].iloc[0].model
+    report = prediction_cost(booster, binary[1][0], COSTS, per_iteration=True)
+    ax = plot_feature_usage(report, COSTS)
+    widths = [patch.get_width() for patch in ax.patches]
+    assert sum(widths) == pytest.approx(1.0)
+    ax = plot_cost_curve(report.curve, budget=5.0)
+    np.testing.assert_array_equal(ax.get_lines()[0].get_ydata(), report.curve)
+    ax = plot_cost_curve({"cost": [1.0, 2.0], "cost-stdv": [0.1, 0.2]}, label="cv")
+    assert len(ax.collections) == 1
+    with pytest.raises(CEGBError, match=r"frame should have the columns method, cost and quality"):
+        plot_frontiers(pd.DataFrame({"cost": [1.0]}))
+    plt.close("all")
+
+
+def test_from_a_dataframe_costs_by_name_and_a_budget(binary):
+    """The README's few lines: a DataFrame, a cost per column by name, a budget -> the selected model."""
+    (X, y), (Xv, yv), (Xt, yt) = binary
+    names = ["age", "bmi", "blood_test", "ecg", "mri", "ct"]
+    frame = lambda A: pd.DataFrame(A, columns=names)  # noqa: E731
+    costs = dict(zip(names, COSTS.lazy))
+    frontier = sweep("cegb", (frame(X), y), (frame(Xv), yv), costs, task="binary", num_boost_round=60,
+                     grid={"cegb": [{"relative_tradeoff": r} for r in (0.0, 0.3, 0.7)]})
+    best = select(frontier, budget=20.0, test=(frame(Xt), yt))
+    assert best.valid_cost <= 20.0 < frontier["cost"].max()
+    assert best.model.params["cegb_penalty_feature_lazy"] == list(COSTS.lazy)  # aligned by name
+    assert best.test_cost == pytest.approx(prediction_cost(best.model, Xt, COSTS).mean, rel=1e-12)
+    assert best.test_quality == np.mean((best.model.predict(frame(Xt)) > 0.5) == yt)
+    with pytest.raises(CEGBError, match=r"costs name features, but train's X has no column names"):
+        sweep("cegb", (X, y), (Xv, yv), costs, task="binary")
+
+
+def test_a_tradeoff_without_split_warns(binary):
+    train, valid, _ = binary
+    with pytest.warns(UserWarning, match=r"cegb: cegb_tradeoff=\S+ leaves the model without a split"):
+        frame = sweep("cegb", train, valid, COSTS, task="binary", num_boost_round=10,
+                      grid={"cegb": [{"relative_tradeoff": 1.01}]})
+    assert frame["cost"].iloc[0] == 0.0
+
+
+def test_budget_prune_and_adapt_with_group_costs(binary):
+    """Group costs reach BudgetPrune (its per-row part: each (row, group) pair once) and ADAPT-LIN: every point's
+    cost is prediction_cost's (or the composite's) with the groups, and BudgetPrune keeps within its budget on
+    the training rows."""
+    train, valid, _ = binary
+    grouped = FeatureCosts(lazy=[1.0, 0.0, 0.0, 2.0, 0.5, 0.5], coupled=[0.0] * 6, groups=[-1, 0, 0, -1, 1, 1],
+                           group_lazy=[4.0, 3.0])
+    frame = sweep(["budget_prune", "adapt_lin"], train, valid, grouped, task="binary", params={"num_leaves": 8},
+                  num_boost_round=40, grid={"budget_prune": [{"budget_fraction": 0.5}],
+                                            "adapt_lin": [{"p_full": 0.3, "relative_lam": 0.1}]})
+    assert sorted(frame["method"]) == ["adapt_lin", "budget_prune"]
+    for _, row in frame.iterrows():
+        candidate = row["model"]
+        expected = candidate.model.prediction_cost(valid[0]) if row["method"] == "adapt_lin" else \
+            prediction_cost(candidate.model, valid[0], grouped)
+        assert row["cost"] == pytest.approx(expected.mean, rel=1e-12)
+    pruned = frame[frame["method"] == "budget_prune"].iloc[0]["model"].model
+    plain = sweep("lightgbm", train, valid, grouped, task="binary", params={"num_leaves": 8}, num_boost_round=40)
+    full_cost = prediction_cost(plain.iloc[0]["model"].model, train[0], grouped).mean
+    assert prediction_cost(pruned, train[0], grouped).mean <= 0.5 * full_cost + 1e-12

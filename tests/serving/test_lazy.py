@@ -1,0 +1,467 @@
+"""LazyPredictor: predictions equal the model's own on the full rows, the fetched (row, feature) pairs are
+exactly those on the rows' paths (read from LightGBM's model text), each fetched once, and the realised
+cost is prediction_cost's; failures, time-outs, retries, concurrency and asyncio."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import Counter
+
+import lightgbm as lgb
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from references import leaf_paths, model_and_data
+from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
+
+from lightgbm_cegb import CEGBError, FeatureCosts, budget_prune, prediction_cost, to_forest
+from lightgbm_cegb.serving.lazy import DONE, FAILED, PENDING, UNKNOWN, LazyFetchError, LazyPredictor
+
+
+class Store:
+    """A fetch over full rows that records every call."""
+
+    def __init__(self, X: np.ndarray, names=None) -> None:
+        self.X, self.names, self.calls = X, names, []
+        self.lock = threading.Lock()
+
+    def column(self, feature) -> int:
+        return self.names.index(feature) if self.names is not None else int(feature)
+
+    def __call__(self, feature, ids):
+        with self.lock:
+            self.calls.append((feature, np.asarray(ids).copy()))
+        return self.X[ids, self.column(feature)]
+
+    def pairs(self) -> Counter:
+        return Counter((self.column(f), int(i)) for f, ids in self.calls for i in ids)
+
+
+def higgs_like(n=600, seed=0, objective="binary"):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 8))
+    X[rng.random(X.shape) < 0.05] = np.nan
+    y = np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 5]) * (np.nan_to_num(X[:, 1]) > 0) + rng.normal(0, 0.3, n)
+    if objective == "binary":
+        y = (y > 0).astype(float)
+    costs = FeatureCosts(lazy=[1, 1, 1, 2, 2, 30, 40, 50], split=0.5)
+    params = {"objective": objective, "num_leaves": 15, "verbose": -1, "seed": seed, "num_threads": 1,
+              **costs.to_params(tradeoff=0.01)}
+    return lgb.train(params, lgb.Dataset(X, y), 20), X, costs
+
+
+@settings(max_examples=120, deadline=None, derandomize=True)
+@given(model_and_data(), st.sampled_from([0.0, 0.3]), st.sampled_from([0.0, 0.5]))
+def test_exact_on_random_models(case, split_cost, known_share):
+    booster, X, rng = case
+    n_features = booster.num_feature()
+    lazy = rng.integers(0, 20, n_features).astype(float)  # integers: sums exact in any order
+    costs = FeatureCosts(lazy=lazy, split=rng.uniform(0, split_cost, n_features), tree=split_cost)
+    store = Store(X)
+    if to_forest(booster).linear is not None:
+        with pytest.raises(CEGBError, match="linear trees"):
+            LazyPredictor(booster, store, costs)
+        return
+    known = rng.random(X.shape) < known_share
+    given_X = np.where(known, X, np.nan)
+    result = LazyPredictor(booster, store, costs, feature_keys="index").acquire(given_X, known)
+    assert (result.status == DONE).all()
+    np.testing.assert_array_equal(result.prediction, booster.predict(X))
+    leaves = booster.predict(X, pred_leaf=True).reshape(len(X), -1)
+    np.testing.assert_array_equal(result.leaves, leaves)
+    # the features on each row's paths, from LightGBM's leaves and the model text
+    paths = leaf_paths(booster)
+    on_path = np.zeros(X.shape, dtype=bool)
+    for i in range(len(X)):
+        for t in range(leaves.shape[1]):
+            on_path[i, paths[t][leaves[i, t]]] = True
+    np.testing.assert_array_equal(result.fetched, on_path & ~known)
+    pairs = store.pairs()
+    assert all(count == 1 for count in pairs.values())
+    assert set(pairs) == {(f, i) for i, f in zip(*np.nonzero(on_path & ~known))}
+    assert max(Counter(f for f, _ in store.calls).values(), default=0) <= result.rounds
+    depth = max((len(p) for tree in paths for p in tree.values()), default=0)
+    assert result.rounds <= depth
+    report = prediction_cost(booster, X, costs)
+    np.testing.assert_allclose(result.evaluation, report.evaluation, rtol=1e-12)  # summed in another order
+    np.testing.assert_array_equal(result.acquisition, (on_path & ~known) @ lazy)
+    if known_share == 0:
+        np.testing.assert_array_equal(result.acquisition, report.acquisition)
+
+
+def test_higgs_like_costs_and_fetch_order():
+    booster, X, costs = higgs_like()
+    store = Store(X, booster.feature_name())
+    predictor = LazyPredictor(booster, store)  # costs from the model's cegb_* parameters
+    result = predictor.acquire(np.full_like(X, np.nan))
+    report = prediction_cost(booster, X)
+    np.testing.assert_allclose(result.per_instance, report.per_instance, rtol=1e-12)
+    np.testing.assert_array_equal(result.prediction, booster.predict(X))
+    assert result.fetch_calls == len(store.calls)
+    assert result.fetched.sum() < X.size  # the expensive features are bought for some rows only
+    # cheapest first within each round: rounds are separated by a feature fetched a second time
+    rounds, seen = [[]], set()
+    for name, _ in store.calls:
+        if name in seen:
+            rounds.append([])
+            seen = set()
+        seen.add(name)
+        rounds[-1].append(costs.lazy[booster.feature_name().index(name)])
+    assert all(r == sorted(r) for r in rounds)
+    assert len(rounds) <= result.rounds
+
+
+def test_order_callable_and_keys():
+    booster, X, _ = higgs_like()
+    events = []
+
+    def fetch(feature, ids):
+        events.append(("fetch", feature))
+        return X[ids, feature]
+
+    def order(feature, ids):
+        events.append(("order", feature))
+        return -feature
+
+    LazyPredictor(booster, fetch, feature_keys="index", order=order).predict(np.full_like(X, np.nan))
+    rounds = []  # the fetches after each run of order calls: one round, sorted by the key
+    for kind, feature in events:
+        if kind == "order" and (not rounds or rounds[-1]):
+            rounds.append([])
+        elif kind == "fetch":
+            rounds[-1].append(feature)
+    assert len(rounds) > 1 and all(isinstance(f, int) for r in rounds for f in r)
+    assert all(r == sorted(r, reverse=True) for r in rounds)
+
+
+def test_nothing_to_fetch_and_input_untouched():
+    booster, X, _ = higgs_like()
+    X[0, :] = UNKNOWN  # a NaN with the bits that mark unknown values inside: known here, so missing
+    original = X.copy()
+    store = Store(X)
+    result = LazyPredictor(booster, store).acquire(X, np.ones(X.shape, dtype=bool))
+    assert store.calls == [] and result.rounds == 0 and result.acquisition.sum() == 0
+    np.testing.assert_array_equal(result.prediction, booster.predict(X))
+    np.testing.assert_array_equal(X, original)
+    # NaN in X means unknown unless a mask says it is a known missing value
+    store = Store(X)
+    LazyPredictor(booster, store, feature_keys="index").acquire(X)
+    fetched = {(int(f), int(i)) for f, ids in store.calls for i in ids}
+    assert fetched and all(np.isnan(original[i, f]) for f, i in fetched)
+    np.testing.assert_array_equal(X, original)
+    # a fetch returning those bits returns a missing value: not fetched again
+    store = Store(X)
+    result = LazyPredictor(booster, store, feature_keys="index").acquire(np.full_like(X, np.nan))
+    assert all(count == 1 for count in store.pairs().values()) and result.fetched[0].any()
+    np.testing.assert_array_equal(result.prediction, booster.predict(X))
+
+
+def test_partial_failures_keep_the_other_rows():
+    booster, X, _ = higgs_like()
+    names = booster.feature_name()
+    store = Store(X, names)
+
+    def fetch(feature, ids):
+        if feature == names[5]:
+            raise ConnectionError("feature store down")
+        return store(feature, ids)
+
+    result = LazyPredictor(booster, fetch, errors="partial").acquire(np.full_like(X, np.nan))
+    assert result.failures and result.failures[0].feature == names[5]
+    assert "feature store down" in str(result.failures[0])
+    failed = result.status == FAILED
+    assert failed.any() and (~failed).any() and not (result.status == PENDING).any()
+    assert np.isnan(result.prediction[failed]).all()
+    np.testing.assert_array_equal(result.prediction[~failed], booster.predict(X[~failed]))
+    assert not result.fetched[:, 5].any()
+
+
+def test_raise_then_resume_without_fetching_twice():
+    booster, X, _ = higgs_like()
+    names = booster.feature_name()
+    store = Store(X, names)
+    broken = {names[5]}
+
+    def fetch(feature, ids):
+        if feature in broken:
+            raise TimeoutError("upstream")
+        return store(feature, ids)
+
+    predictor = LazyPredictor(booster, fetch)
+    with pytest.raises(LazyFetchError, match=rf"fetch\('{names[5]}'\) for \d+ row\(s\) \[.*\] failed: upstream") as info:
+        predictor.acquire(np.full_like(X, np.nan))
+    partial = info.value.result
+    assert partial.prediction is None and (partial.status == PENDING).any()
+    assert partial.known.any() and partial.acquisition.sum() > 0
+    before = store.pairs()
+    broken.clear()
+    resumed = predictor.acquire(partial.X, partial.known)
+    np.testing.assert_array_equal(resumed.prediction, booster.predict(X))
+    after = store.pairs()
+    assert all(count == 1 for count in after.values()) and set(before) <= set(after)
+
+
+@pytest.mark.parametrize(("returned", "message"), [
+    (lambda ids: np.zeros(len(ids) + 1), r"returned shape \(\d+,\), expected \(\d+,\)"),
+    (lambda ids: np.zeros((len(ids), 2)), r"returned shape \(\d+, 2\)"),
+    (lambda ids: ["x"] * len(ids), "not numbers"),
+])
+def test_wrong_values_name_the_feature(returned, message):
+    booster, X, _ = higgs_like()
+    with pytest.raises(LazyFetchError, match=message) as info:
+        LazyPredictor(booster, lambda f, ids: returned(ids)).predict(np.full_like(X, np.nan))
+    assert info.value.failure.feature in booster.feature_name()
+
+
+def test_timeout_and_retries():
+    booster, X, _ = higgs_like(n=100)
+    names = booster.feature_name()
+    store = Store(X, names)
+    attempts = Counter()
+
+    def flaky(feature, ids):
+        attempts[feature] += 1
+        if attempts[feature] == 1:
+            raise OSError("first call fails")
+        return store(feature, ids)
+
+    result = LazyPredictor(booster, flaky, retries=1).acquire(np.full_like(X, np.nan))
+    np.testing.assert_array_equal(result.prediction, booster.predict(X))
+    assert result.fetch_calls == len(store.calls) + len(attempts)
+
+    def slow(feature, ids):
+        if feature == names[5]:
+            time.sleep(2.0)
+        return store(feature, ids)
+
+    start = time.monotonic()
+    result = LazyPredictor(booster, slow, timeout=0.05, errors="partial").acquire(np.full_like(X, np.nan))
+    assert time.monotonic() - start < 1.9, "the call waited for the slow fetch instead of timing out"
+    assert "timed out after 0.05 s" in str(result.failures[0])
+    assert (result.status == FAILED).any() and (result.status == DONE).any()
+
+
+def test_thread_pool_and_asyncio_give_the_same_result():
+    booster, X, _ = higgs_like()
+    unknown = np.full_like(X, np.nan)
+    expected = LazyPredictor(booster, Store(X, booster.feature_name())).acquire(unknown)
+    threads = set()
+    store = Store(X, booster.feature_name())
+
+    def fetch(feature, ids):
+        threads.add(threading.get_ident())
+        time.sleep(0.01)
+        return store(feature, ids)
+
+    pooled = LazyPredictor(booster, fetch, max_workers=4).acquire(unknown)
+    assert len(threads) > 1 and threading.get_ident() not in threads
+
+    async def afetch(feature, ids):
+        await asyncio.sleep(0.001)
+        return X[ids, booster.feature_name().index(feature)]
+
+    async_result = asyncio.run(LazyPredictor(booster, afetch, max_workers=3).aacquire(unknown))
+    threaded_async = asyncio.run(LazyPredictor(booster, Store(X, booster.feature_name())).aacquire(unknown))
+    for other in (pooled, async_result, threaded_async):
+        np.testing.assert_array_equal(other.prediction, expected.prediction)
+        np.testing.assert_array_equal(other.per_instance, expected.per_instance)
+        assert other.rounds == expected.rounds
+    with pytest.raises(CEGBError, match="coroutine function: use aacquire"):
+        LazyPredictor(booster, afetch).predict(unknown)
+
+
+def test_model_kinds(tmp_path):
+    rng = np.random.default_rng(1)
+    X = pd.DataFrame(rng.normal(size=(400, 5)), columns=[f"x {i}" for i in range(5)])
+    y = (X["x 0"] + X["x 2"] * (X["x 1"] > 0) > 0).astype(int)
+    unknown = pd.DataFrame(np.nan, index=X.index, columns=X.columns)
+    costs = {"x 0": 1.0, "x 1": 2.0, "x 2": 3.0}
+
+    def by_name(feature, ids):  # LightGBM renames spaces to '_'; scikit-learn keeps them
+        return X[feature.replace("_", " ")].to_numpy()[ids]
+
+    classifier = lgb.LGBMClassifier(n_estimators=15, num_leaves=7, verbose=-1).fit(X, y)
+    forest_model = RandomForestClassifier(n_estimators=5, max_depth=4, random_state=0).fit(X, y)
+    boosting = GradientBoostingClassifier(n_estimators=5, random_state=0).fit(X.to_numpy(), y)
+    path = tmp_path / "model.txt"
+    classifier.booster_.save_model(path)
+    pruned = budget_prune(classifier, X, y, costs, lam=0.01)
+    cases = [(classifier, "predict_proba"), (classifier, "predict"), (forest_model, "predict_proba"),
+             (boosting, "predict"), (pruned, "predict_proba")]
+    for model, method in cases:
+        target = pruned.model if model is pruned else model
+        data = X.to_numpy() if model is boosting else X
+        fetch, model_costs = (Store(X.to_numpy()), [1.0, 2.0, 3.0, 0.0, 0.0]) if model is boosting else (by_name, costs)
+        result = LazyPredictor(model, fetch, model_costs).acquire(data * np.nan, method=method)
+        np.testing.assert_array_equal(result.prediction, getattr(target, method)(data))
+        if model is not boosting:
+            np.testing.assert_allclose(result.per_instance, prediction_cost(target, X, costs).per_instance)
+    from_file = LazyPredictor(str(path), by_name, costs).predict(unknown)
+    np.testing.assert_array_equal(from_file, classifier.booster_.predict(X.to_numpy()))
+    forest = to_forest(classifier)
+    raw = LazyPredictor(forest, by_name, costs).predict(unknown)
+    np.testing.assert_array_equal(raw, classifier.predict(X, raw_score=True))
+
+
+def test_ids_are_passed_to_fetch():
+    booster, X, _ = higgs_like(n=50)
+    ids = np.arange(1000, 1050)
+    seen = set()
+
+    def fetch(feature, row_ids):
+        seen.update(row_ids.tolist())
+        return X[row_ids - 1000, booster.feature_name().index(feature)]
+
+    prediction = LazyPredictor(booster, fetch).predict(np.full_like(X, np.nan), ids=ids)
+    np.testing.assert_array_equal(prediction, booster.predict(X))
+    assert seen <= set(ids.tolist()) and seen
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"fetch": 3}, "fetch should be a callable"),
+    ({"order": "random"}, "order should be one of"),
+    ({"max_workers": 0}, "max_workers should be None or an integer >= 1, got 0"),
+    ({"timeout": -1}, "timeout should be None or a number of seconds > 0, got -1"),
+    ({"retries": 1.5}, "retries should be an integer >= 0, got 1.5"),
+    ({"errors": "ignore"}, "errors should be 'raise' or 'partial', got 'ignore'"),
+    ({"feature_keys": "id"}, "feature_keys should be 'name' or 'index'"),
+    ({"costs": [1.0, 2.0]}, "costs are for 2 features but the model has 8"),
+])
+def test_bad_arguments(kwargs, message):
+    booster, X, _ = higgs_like(n=50)
+    arguments = {"model": booster, "fetch": Store(X), **kwargs}
+    with pytest.raises(CEGBError, match=message):
+        LazyPredictor(**arguments)
+
+
+def test_bad_batches():
+    booster, X, _ = higgs_like(n=50)
+    predictor = LazyPredictor(booster, Store(X))
+    with pytest.raises(CEGBError, match=r"known should be a bool array of X's shape \(50, 8\)"):
+        predictor.predict(X, np.ones((50, 7), dtype=bool))
+    with pytest.raises(CEGBError, match=r"ids should hold one id per row of X \(50\)"):
+        predictor.predict(X, ids=np.arange(3))
+    with pytest.raises(CEGBError, match="X has 3 features but the model has 8"):
+        predictor.predict(X[:, :3])
+
+
+def test_num_iteration_and_predict_arguments():
+    booster, X, costs = higgs_like()
+    unknown = np.full_like(X, np.nan)
+    store = Store(X, booster.feature_name())
+    result = LazyPredictor(booster, store, num_iteration=5).acquire(unknown, raw_score=True)
+    np.testing.assert_array_equal(result.prediction, booster.predict(X, num_iteration=5, raw_score=True))
+    np.testing.assert_allclose(result.per_instance, prediction_cost(booster, X, num_iteration=5).per_instance)
+    assert result.leaves.shape == (len(X), 5)
+    store = Store(X, booster.feature_name())
+    predictor = LazyPredictor(booster, store)
+    for kwargs, message in [({"method": "transform"}, "Booster has no 'transform'"),
+                            ({"pred_contrib": True}, "pred_contrib: not a predict argument here"),
+                            ({"num_iteration": 3}, "give num_iteration to LazyPredictor")]:
+        with pytest.raises(CEGBError, match=message):
+            predictor.acquire(unknown, **kwargs)
+    assert store.calls == []  # refused before anything was fetched
+    rf = RandomForestClassifier(n_estimators=3, random_state=0).fit(np.nan_to_num(X), X[:, 0] > 0)
+    with pytest.raises(CEGBError, match="num_iteration applies to LightGBM models only"):
+        LazyPredictor(rf, store, costs, num_iteration=2)
+
+
+def test_rows_knowing_nothing_next_to_rows_knowing_some_and_one_leaf_trees():
+    booster, X, _ = higgs_like()
+    rng = np.random.default_rng(3)
+    given_X = np.where(rng.random(X.shape) < 0.4, X, np.nan)
+    given_X[::2] = np.nan
+    known = ~np.isnan(given_X) | (np.isnan(X) & (rng.random(X.shape) < 0.5))  # some missing values given
+    store = Store(X)
+    result = LazyPredictor(booster, store, feature_keys="index").acquire(given_X, known)
+    np.testing.assert_array_equal(result.prediction, booster.predict(X))
+    np.testing.assert_array_equal(result.leaves, booster.predict(X, pred_leaf=True))
+    assert not (result.fetched & known).any()
+    constant = lgb.train({"objective": "regression", "verbose": -1}, lgb.Dataset(X, np.ones(len(X))), 3)
+    store = Store(X)
+    result = LazyPredictor(constant, store, feature_keys="index").acquire(np.full_like(X, np.nan))
+    assert store.calls == [] and result.rounds == 0 and (result.status == DONE).all()
+    np.testing.assert_array_equal(result.prediction, constant.predict(X))
+
+
+@pytest.mark.parametrize("params", [
+    {"objective": "binary", "sigmoid": 0.7},
+    {"objective": "regression", "boosting": "rf", "bagging_freq": 1, "bagging_fraction": 0.7},
+    {"objective": "binary", "boosting": "rf", "bagging_freq": 1, "bagging_fraction": 0.7},
+    {"objective": "regression", "reg_sqrt": True},
+    {"objective": "poisson"},
+    {"objective": "multiclassova", "num_class": 3},
+], ids=["binary-sigmoid", "rf-regression", "rf-binary", "reg-sqrt", "poisson", "ova"])
+def test_outputs_computed_from_leaves_or_by_predict_are_exact(params):
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(500, 6))
+    y = np.abs(X[:, 0] + X[:, 1] * X[:, 2] + rng.normal(0, 0.3, 500))
+    if params["objective"] in ("binary", "multiclassova"):
+        y = np.digitize(y, np.quantile(y, [0.5] if params["objective"] == "binary" else [1 / 3, 2 / 3]))
+    booster = lgb.train({**params, "verbose": -1, "num_leaves": 7}, lgb.Dataset(X, y), 15)
+    for kwargs in ({}, {"raw_score": True}):
+        predictor = LazyPredictor(booster, Store(X), np.ones(6), feature_keys="index")
+        prediction = predictor.predict(np.full_like(X, np.nan), **kwargs)
+        np.testing.assert_array_equal(prediction, booster.predict(X, **kwargs))
+
+
+def test_a_slow_fetch_times_out_alone():
+    booster, X, _ = higgs_like(n=300)
+    names = booster.feature_name()
+    store = Store(X, names)
+    slow = names[5]
+
+    def fetch(feature, ids):
+        if feature == slow:
+            time.sleep(0.6)
+        return store(feature, ids)
+
+    for predictor in (LazyPredictor(booster, fetch, timeout=0.1, errors="partial"),
+                      LazyPredictor(booster, fetch, timeout=0.1, errors="partial", max_workers=2)):
+        result = predictor.acquire(np.full_like(X, np.nan))
+        assert {failure.feature for failure in result.failures} == {slow}
+        assert not result.fetched[:, 5].any()
+        needs_slow = result.status == FAILED
+        assert needs_slow.any() and (result.status[~needs_slow] == DONE).all()
+        assert any(name != slow for name, _ in store.calls)  # the others were fetched, not timed out
+    result = asyncio.run(LazyPredictor(booster, fetch, timeout=0.1, errors="partial").aacquire(np.full_like(X, np.nan)))
+    assert {failure.feature for failure in result.failures} == {slow}
+
+
+def test_async_callable_object_and_string_values():
+    booster, X, _ = higgs_like(n=100)
+    names = booster.feature_name()
+
+    class Source:
+        async def __call__(self, feature, ids):
+            await asyncio.sleep(0)
+            return X[ids, names.index(feature)]
+
+    prediction = asyncio.run(LazyPredictor(booster, Source()).apredict(np.full_like(X, np.nan)))
+    np.testing.assert_array_equal(prediction, booster.predict(X))
+    with pytest.raises(LazyFetchError, match="not numbers"):
+        LazyPredictor(booster, lambda f, ids: np.full(len(ids), "1.5")).predict(np.full_like(X, np.nan))
+
+
+def test_live_booster_with_a_sigmoid_the_model_text_rounds():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 4))
+    y = (X[:, 0] + X[:, 1] > 0).astype(int)
+    booster = lgb.train({"objective": "binary", "sigmoid": 0.123456789, "verbose": -1}, lgb.Dataset(X, y), 20,
+                        keep_training_booster=True)
+    assert "sigmoid:0.123457" in booster.model_to_string()
+    prediction = LazyPredictor(booster, Store(X), np.ones(4), feature_keys="index").predict(np.full_like(X, np.nan))
+    np.testing.assert_array_equal(prediction, booster.predict(X))
+
+
+def test_pandas_category_models_are_refused():
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"a": rng.normal(size=300), "c": pd.Categorical(rng.choice([10, 20, 30], 300))})
+    booster = lgb.train({"objective": "regression", "verbose": -1, "min_data_per_group": 5},
+                        lgb.Dataset(frame, frame["a"] + frame["c"].cat.codes), 5)
+    with pytest.raises(CEGBError, match="pandas category columns"):
+        LazyPredictor(booster, Store(frame.to_numpy()), np.ones(2))
