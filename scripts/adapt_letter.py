@@ -61,7 +61,7 @@ def grids(task: str, quick: bool) -> dict:
                "multiclass": (0.45,) if quick else (0.3, 0.4, 0.45, 0.5, 0.55)}[task]
     return {
         "adapt_gbrt": [{"p_full": p, "relative_tradeoff": r, **ADAPT[task]} for p in adapt_p for r in adapt_r],
-        "adapt_lin": [{"p_full": p, "relative_lam": r} for p in ((0.4,) if quick else (0.2, 0.4, 0.6))
+        "adapt_lin": [{"p_full": p, "relative_tradeoff": r} for p in ((0.4,) if quick else (0.2, 0.4, 0.6))
                       for r in ((0.05,) if quick else (0.005, 0.02, 0.05, 0.1, 0.2))],
         "cegb": [{"relative_tradeoff": r} for r in ((0.0, 0.9) if quick else (0.0, 0.3, 0.6, 0.8, 0.9, 0.95, 0.98))],
         "budget_prune": [{"budget_fraction": f} for f in ((0.7,) if quick else (0.5, 0.7, 0.8, 0.9))],

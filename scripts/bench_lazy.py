@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> None:
     for tradeoff in [None, *args.tradeoffs]:
         params = dict(base, **({} if tradeoff is None else HIGGS_COSTS.to_params(tradeoff=tradeoff)))
         booster = lgb.train(params, lgb.Dataset(X_train, y_train), 100)
-        predictor = LazyPredictor(booster, fetch, HIGGS_COSTS, feature_keys="index")
+        predictor = LazyPredictor(booster, fetch, feature_costs=HIGGS_COSTS, feature_keys="index")
         eager_time, expected = best_of(args.repeat, lambda: booster.predict(X))
         lazy_time, result = best_of(args.repeat, lambda: predictor.acquire(unknown))
         if not np.array_equal(result.prediction, expected):

@@ -2,7 +2,7 @@
 """Time and peak memory of budget_prune as rows and trees grow (issue 5's scale benchmark).
 
 Random forests with max_depth=None and min_samples_leaf=5 on synthetic data with 50 features and random
-costs in [1, 10], pruned on their training rows at lam=0.01. Each configuration runs in its own process so
+costs in [1, 10], pruned on their training rows at tradeoff=0.01. Each configuration runs in its own process so
 that its peak resident memory (getrusage) is its own; the time is budget_prune's alone (not the forest's).
 Rows grow at --base-trees trees, trees grow at --base-rows rows. --path times budget_prune_path over
 PATH_LAMS (one network, warm-started flows) against budget_prune at each trade-off alone, at --rows[0].
@@ -41,8 +41,8 @@ def one(rows: int, trees: int, solver: str, path: bool = False) -> dict:
         budget_prune_path(forest, X, y, costs, PATH_LAMS, solver=solver)
         warm = time.perf_counter() - start
         start = time.perf_counter()
-        for lam in PATH_LAMS:
-            budget_prune(forest, X, y, costs, lam, solver=solver)
+        for tradeoff in PATH_LAMS:
+            budget_prune(forest, X, y, costs, tradeoff, solver=solver)
         return {"rows": rows, "trees": trees, "path_seconds": round(warm, 2),
                 "alone_seconds": round(time.perf_counter() - start, 2)}
     start = time.perf_counter()
@@ -97,7 +97,7 @@ def main() -> None:
               f"{r['path_seconds']} s, budget_prune one by one {r['alone_seconds']} s")
         return
     grid = [(rows, args.base_trees) for rows in args.rows] + [(args.base_rows, t) for t in args.trees]
-    print(f"budget_prune(solver={args.solver!r}): 50 features, max_depth=None, min_samples_leaf=5, lam=0.01",
+    print(f"budget_prune(solver={args.solver!r}): 50 features, max_depth=None, min_samples_leaf=5, tradeoff=0.01",
           flush=True)
     for rows, trees in grid:
         proc = subprocess.run([sys.executable, __file__, "--one", str(rows), str(trees), "--solver", args.solver],

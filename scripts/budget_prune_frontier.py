@@ -55,7 +55,7 @@ def main() -> None:
     parser.add_argument("--data", choices=("letter", "mslr"), default="letter")
     parser.add_argument("--trees", type=int, default=20)
     parser.add_argument("--depth", type=int, default=8)
-    parser.add_argument("--lams", type=float, nargs="+", help="trade-offs (default: per data set)")
+    parser.add_argument("--tradeoffs", type=float, nargs="+", help="trade-offs (default: per data set)")
     parser.add_argument("--out", type=Path, default=Path("."))
     parser.add_argument("--solver", choices=("maxflow", "highs"), default="maxflow")
     args = parser.parse_args()
@@ -64,31 +64,31 @@ def main() -> None:
     forest = RandomForestClassifier(n_estimators=args.trees, max_depth=args.depth, random_state=0,
                                     n_jobs=2).fit(X_fit, y_fit)
     start = time.perf_counter()
-    lams = args.lams or LAMS[args.data]
-    path = budget_prune_path(forest, X_prune, y_prune, costs, lams, solver=args.solver)
+    tradeoffs = args.tradeoffs or LAMS[args.data]
+    path = budget_prune_path(forest, X_prune, y_prune, costs, tradeoffs, solver=args.solver)
     seconds = time.perf_counter() - start
 
-    def point(model, lam, result=None):
+    def point(model, tradeoff, result=None):
         report = prediction_cost(model, X_test, FeatureCosts(lazy=costs))
-        return {"lam": lam, "test_accuracy": float(np.mean(model.predict(X_test) == y_test)),
+        return {"tradeoff": tradeoff, "test_accuracy": float(np.mean(model.predict(X_test) == y_test)),
                 "test_cost": float(np.mean(report.per_instance)),
                 "prune_objective": None if result is None else result.objective,
                 "prune_error": None if result is None else result.error,
                 "prune_cost": None if result is None else result.cost,
                 "nodes": int(sum(est.tree_.node_count for est in model.estimators_))}
 
-    rows = [point(forest, "unpruned")] + [point(r.model, r.lam, r) for r in path]
+    rows = [point(forest, "unpruned")] + [point(r.model, r.tradeoff, r) for r in path]
     args.out.mkdir(parents=True, exist_ok=True)
     table = args.out / f"budget_prune_{args.data}.csv"
     write_table(table, rows)
     print(f"{args.data}: {args.trees} trees of depth <= {args.depth}, {len(y_prune)} pruning rows, "
-          f"{len(lams)} trade-offs in {seconds:.1f} s ({args.solver})")
+          f"{len(tradeoffs)} trade-offs in {seconds:.1f} s ({args.solver})")
     for row in rows:
-        print(f"  lam {row['lam']!s:>8}  test accuracy {row['test_accuracy']:.4f}  test cost {row['test_cost']:8.2f}"
+        print(f"  tradeoff {row['tradeoff']!s:>8}  test accuracy {row['test_accuracy']:.4f}  test cost {row['test_cost']:8.2f}"
               f"  nodes {row['nodes']}")
     prune_costs = [r.cost for r in path]
     monotone = all(b <= a + 1e-12 for a, b in zip(prune_costs, prune_costs[1:]))
-    print(f"cost on the pruning data non-increasing in lam: {monotone}; table: {table}")
+    print(f"cost on the pruning data non-increasing in tradeoff: {monotone}; table: {table}")
     plt = pyplot()
     if plt is None:
         return

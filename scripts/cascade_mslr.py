@@ -30,8 +30,8 @@ from lightgbm_cegb.selection import evaluate, pareto, sweep  # noqa: E402
 
 BUDGET_FRACTIONS = (0.1, 0.25, 0.5)
 METHODS = (("LightGBM", "lightgbm"), ("CEGB", "cegb"), ("CSCC", "cscc"), ("Cronus", "cronus"), ("CSTC", "cstc"))
-QUICK = {"cegb": [{"relative_tradeoff": 0.05}], "cscc": [{"relative_lam": 1e-3}], "cronus": [{"relative_lam": 1e-3}],
-         "cstc": [{"relative_lam": 1e-3}]}
+QUICK = {"cegb": [{"relative_tradeoff": 0.05}], "cscc": [{"relative_tradeoff": 1e-3}], "cronus": [{"relative_tradeoff": 1e-3}],
+         "cstc": [{"relative_tradeoff": 1e-3}]}
 
 
 def main() -> None:

@@ -42,7 +42,7 @@ def main() -> None:
                 X, y, costs = quadrants(2000, 3 * seed)
                 X_valid, y_valid, _ = quadrants(1000, 3 * seed + 1)
                 X_test, y_test, _ = quadrants(4000, 3 * seed + 2)
-                model = CSTC(lam=lam, costs=costs, polish=polish).fit(X, y, eval_set=(X_valid, y_valid))
+                model = CSTC(tradeoff=lam, feature_costs=costs, polish=polish).fit(X, y, eval_set=(X_valid, y_valid))
                 mse.append(float(np.mean((model.predict(X_test) - y_test) ** 2)))
                 cost.append(model.prediction_cost(X_test).mean)
                 hits += abs(cost[-1] - 12) < 1e-9 and mse[-1] < 0.1

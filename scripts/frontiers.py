@@ -89,11 +89,11 @@ def load(name: str) -> tuple[dict, FeatureCosts, str]:
 
 
 QUICK = {"cegb": [{"relative_tradeoff": r} for r in (0.0, 0.05)], "budget_prune": [{"budget_fraction": 0.3}],
-         "early_exit": [{"threshold": 0.9}], "budgetrf": [{"alpha": 2.0, "n_estimators": 5, "trees": (1, 5)}],
-         "greedy_miser": [{"relative_lam": r} for r in (0.0, 0.1)],
+         "early_exit": [{"threshold": 0.9}], "budgetrf": [{"tradeoff": 2.0, "n_estimators": 5, "trees": (1, 5)}],
+         "greedy_miser": [{"relative_tradeoff": r} for r in (0.0, 0.1)],
          "adapt_gbrt": [{"p_full": 0.3, "relative_tradeoff": 0.01, "n_rounds": 2, "trees_per_round": 10}],
-         "adapt_lin": [{"p_full": 0.3, "relative_lam": 0.05}],
-         **{name: [{"relative_lam": 1e-3}] for name in ("cstc", "cscc", "cronus")}}
+         "adapt_lin": [{"p_full": 0.3, "relative_tradeoff": 0.05}],
+         **{name: [{"relative_tradeoff": 1e-3}] for name in ("cstc", "cscc", "cronus")}}
 # BudgetPrune's own setting (Nan et al. 2016): a random forest (LightGBM's rf mode: bootstrap-like bagging,
 # a random half of the features per tree, 100 trees) rather than a boosted model
 RF = {"boosting": "rf", "bagging_fraction": 0.632, "bagging_freq": 1, "feature_fraction": 0.5}

@@ -101,7 +101,7 @@ def make_app(workdir: Path, latency: float) -> Starlette:
     workdir.mkdir(parents=True, exist_ok=True)
     num_events = build_store(workdir / "store.sqlite")
     booster = train_model(workdir / "model.txt")
-    predictor = LazyPredictor(booster, FeatureStore(workdir / "store.sqlite", latency), HIGGS_COSTS)
+    predictor = LazyPredictor(booster, FeatureStore(workdir / "store.sqlite", latency), feature_costs=HIGGS_COSTS)
     eager_cost = float(HIGGS_COSTS.lazy.sum())
 
     async def health(request: Request) -> JSONResponse:

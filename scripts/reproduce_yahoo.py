@@ -116,7 +116,7 @@ def run_setting(setting: str, parts: dict, lazy: FeatureCosts, args) -> tuple[pd
              None)]
     if binarise:
         runs += [("CEGB", "cegb", {**DEEP, **objective}, None),
-                 ("BudgetRF", "budgetrf", {}, [{"alpha": a, "n_estimators": args.forest} for a in (0.0, 2.0, 8.0)])]
+                 ("BudgetRF", "budgetrf", {}, [{"tradeoff": a, "n_estimators": args.forest} for a in (0.0, 2.0, 8.0)])]
     else:
         runs += [("CEGB 16 leaves, depth 4", "cegb", {**SHALLOW, **objective}, None),
                  ("CEGB deep", "cegb", {**DEEP, **objective}, None),
@@ -126,8 +126,8 @@ def run_setting(setting: str, parts: dict, lazy: FeatureCosts, args) -> tuple[pd
         quick_grids = {"cegb": [{"relative_tradeoff": r} for r in (0.0, 0.01, 0.1)],
                        "budget_prune": [{"budget_fraction": f} for f in (0.3, 1.0)],
                        "early_exit": [{"threshold": 1.0 if not binarise else 0.9}],
-                       "budgetrf": [{"alpha": 2.0, "n_estimators": 5, "trees": (1, 5)}],
-                       "greedy_miser": [{"relative_lam": r} for r in (0.0, 0.1)]}
+                       "budgetrf": [{"tradeoff": 2.0, "n_estimators": 5, "trees": (1, 5)}],
+                       "greedy_miser": [{"relative_tradeoff": r} for r in (0.0, 0.1)]}
     frames = []
     for label, method, params, grid in [run for run in runs if run[1] in args.methods.split(",")]:
         start = time.perf_counter()

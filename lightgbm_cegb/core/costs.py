@@ -332,6 +332,23 @@ class FeatureCosts:
         return {"lazy": lazy.tolist(), "coupled": coupled.tolist(), "split": split.tolist(), "tree": self.tree,
                 "groups": self.groups, "group_lazy": group_lazy.tolist(), "group_coupled": group_coupled.tolist()}
 
+    def fields(self) -> dict:
+        """The constructor's arguments that rebuild these costs as given (by name or by column):
+        ``FeatureCosts(**costs.fields())`` is an equal FeatureCosts."""
+        def plain(v):
+            return v.tolist() if isinstance(v, np.ndarray) else dict(v) if isinstance(v, dict) else v
+        return {"lazy": plain(self._lazy), "coupled": plain(self._coupled), "split": plain(self._split),
+                "groups": None if self._groups is None else {k: list(v) for k, v in self._groups.items()},
+                "group_lazy": plain(self._group_lazy), "group_coupled": plain(self._group_coupled),
+                "tree": self._tree}
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, FeatureCosts):
+            return NotImplemented
+        return self.fields() == other.fields()
+
+    __hash__ = None
+
     @classmethod
     def from_dict(cls, values: Mapping) -> FeatureCosts:
         """The costs :meth:`to_dict` wrote; also the earlier form with ``group_of`` (each feature's group or

@@ -7,18 +7,26 @@ from collections.abc import Mapping
 
 import lightgbm as lgb
 import numpy as np
+from sklearn.preprocessing import LabelEncoder
 
 from lightgbm_cegb.accounting import prediction_cost
+from lightgbm_cegb.base import BudgetedEstimator
 from lightgbm_cegb.core.costs import FeatureCosts
 from lightgbm_cegb.core.errors import CEGBError, NoSplitWarning
 from lightgbm_cegb.core.report import CostReport
+from lightgbm_cegb.io import saved
 from lightgbm_cegb.io.models import has_split, to_forest
 
 __all__ = ["CEGBClassifier", "CEGBRanker", "CEGBRegressor"]
 
 
-class _CEGBMixin:
-    """Adds ``feature_costs`` (kept out of LightGBM's own parameters) and ``prediction_cost``."""
+class _CEGBMixin(BudgetedEstimator):
+    """Adds ``feature_costs`` (kept out of LightGBM's own parameters), ``prediction_cost`` and the package's
+    estimator contract (``tradeoff_scale``, ``save``/``load``)."""
+
+    _tradeoff = "cegb_tradeoff"
+    _fitted_attribute = "fitted_"
+    _probe = {"n_estimators": 1}  # tradeoff_scale: the first tree, as lightgbm_cegb.lgbm.cegb_tradeoff_scale
 
     def _aligned_costs(self, X, feature_name) -> FeatureCosts | None:
         costs = self.feature_costs
@@ -65,6 +73,33 @@ class _CEGBMixin:
                               NoSplitWarning, stacklevel=2)
         return self
 
+    def _reads_features(self, X) -> bool:
+        return has_split(self.booster_)
+
+    def _saved_state(self) -> tuple[dict, dict]:
+        state = {"objective": self._objective, "best_iteration": self._best_iteration,
+                 "fit_costs": None if self._fit_costs is None else self._fit_costs.fields(),
+                 "classes": getattr(self, "_classes", None)}
+        return state, {"booster": self.booster_.model_to_string()}
+
+    def _restore_inputs(self, n_features: int, names: list[str] | None) -> None:
+        self._n_features = self._n_features_in = n_features
+        self._fitted_with_feature_names = names is not None
+
+    def _restore(self, state: dict, folder, manifest: dict) -> None:
+        """The fitted attributes LightGBM's ``fit`` sets (its estimators have no other way to load)."""
+        self._Booster = saved.booster(folder, manifest, "booster")
+        self._objective = state["objective"]
+        self._best_iteration = state["best_iteration"]
+        self._best_score, self._evals_result = {}, {}
+        self._fit_costs = None if state["fit_costs"] is None else FeatureCosts(**state["fit_costs"])
+        if state["classes"] is not None:
+            self._le = LabelEncoder().fit(np.asarray(state["classes"]))
+            self._classes = self._le.classes_
+            self._n_classes = len(self._classes)
+            self._class_map = dict(zip(self._classes, self._le.transform(self._classes)))
+        self.fitted_ = True
+
     def _process_params(self, stage: str) -> dict:
         params = super()._process_params(stage)
         params.pop("feature_costs", None)  # ours, not LightGBM's
@@ -75,8 +110,7 @@ class _CEGBMixin:
     def prediction_cost(self, X, *, num_iteration: int | None = None, per_iteration: bool = False,
                         n_jobs: int | None = None) -> CostReport:
         """Prediction cost of the fitted model on X under ``feature_costs`` (see lightgbm_cegb.prediction_cost)."""
-        if not self.__sklearn_is_fitted__():
-            raise CEGBError(f"this {type(self).__name__} is not fitted yet: call fit first")
+        self._check_fitted()
         costs = self._fit_costs
         if costs is None:  # penalties given as LightGBM keyword arguments are in the model's parameters
             costs = FeatureCosts.from_params(to_forest(self.booster_).params) or FeatureCosts()

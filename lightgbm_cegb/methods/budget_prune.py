@@ -2,7 +2,7 @@
 
 For every tree, choose which nodes become leaves, minimising
 
-    (1/N) sum_t sum_h e_h z_h  +  lam * (1/N) sum_i sum_k c_k w_ki
+    (1/N) sum_t sum_h e_h z_h  +  tradeoff * (1/N) sum_i sum_k c_k w_ki
 
 where ``z_h = 1`` makes node h a leaf, ``w_ki = 1`` acquires feature k for row i, ``e_h`` is the number of
 rows of (X, y) that reach h and that h's stored prediction gets wrong, and ``c_k`` the lazy cost of feature
@@ -10,7 +10,7 @@ k (paid once per row, however many kept nodes test it). Constraints: (a) every r
 input tree holds exactly one new leaf; (b) a row reaching a kept internal node that tests feature k pays
 for k. The constraint matrix is totally unimodular, so the LP relaxation has an integral optimum. Feature
 groups (``FeatureCosts(groups=..., group_lazy=...)``): a row pays its group g's cost ``c_g`` once, with the
-first member it acquires: one more term ``lam * (1/N) sum_i sum_g c_g v_gi`` and (b') a row reaching a kept
+first member it acquires: one more term ``tradeoff * (1/N) sum_i sum_g c_g v_gi`` and (b') a row reaching a kept
 node that tests a member of g pays for g (each member keeps its own ``c_k``).
 
 Solvers:
@@ -65,12 +65,12 @@ class PruneResult:
     ``kept[t]`` marks the nodes of tree t of the input model that the pruned tree keeps (internal or leaf);
     ``leaves[t]`` the kept nodes that are leaves of the pruned tree. Nodes are numbered as scikit-learn's
     ``tree_`` does; for LightGBM, internal node j is j and leaf l is ``num_leaves - 1 + l``. ``error`` and ``cost`` are the
-    objective's two terms (``cost`` without ``lam``: the mean lazy cost per row of the pruned model on X),
-    ``objective = error + lam * cost``, and ``lower_bound`` the solver's dual bound on the optimum.
+    objective's two terms (``cost`` without ``tradeoff``: the mean lazy cost per row of the pruned model on X),
+    ``objective = error + tradeoff * cost``, and ``lower_bound`` the solver's dual bound on the optimum.
     """
 
     model: object
-    lam: float
+    tradeoff: float
     objective: float
     lower_bound: float
     error: float
@@ -270,7 +270,7 @@ def _paths(parent: np.ndarray) -> list[list[int]]:
     return paths
 
 
-def _solve_highs(forest: _Problem, costs: _PairCosts, lam: float):
+def _solve_highs(forest: _Problem, costs: _PairCosts, tradeoff: float):
     """The LP exactly as written above; returns z per tree, the LP optimum and HiGHS's dual bound. The (row,
     group) pairs are variables after the (row, feature) ones: w_index's keys (i, F + g)."""
     n, num_features = forest.num_rows, len(costs.lazy)
@@ -299,9 +299,9 @@ def _solve_highs(forest: _Problem, costs: _PairCosts, lam: float):
                     num_ub += 1
     num_w = len(w_index)
     w_feature = np.fromiter((k for (_, k) in w_index), dtype=np.int64, count=num_w)
-    # in units of 1/N (error counts and lam * c_k): HiGHS's tolerances are absolute (1e-7 by default), and
-    # lam * c_k / N can be as small as that (lam=3e-4, c=1, N=3000 made HiGHS pay for 202 needless pairs)
-    objective = np.concatenate([np.concatenate(forest.errors), lam * costs.extended[w_feature]])
+    # in units of 1/N (error counts and tradeoff * c_k): HiGHS's tolerances are absolute (1e-7 by default), and
+    # tradeoff * c_k / N can be as small as that (tradeoff=3e-4, c=1, N=3000 made HiGHS pay for 202 needless pairs)
+    objective = np.concatenate([np.concatenate(forest.errors), tradeoff * costs.extended[w_feature]])
     a_eq = sp.csr_matrix((np.ones(len(eq_rows)), (eq_rows, eq_cols)), shape=(num_eq, num_z + num_w))
     b_eq = np.ones(num_eq)
     a_ub = sp.csr_matrix((ub_vals, (ub_rows, ub_cols)), shape=(num_ub, num_z + num_w)) if num_ub else None
@@ -323,20 +323,20 @@ def _solve_highs(forest: _Problem, costs: _PairCosts, lam: float):
     return [z[offsets[t]:offsets[t + 1]] for t in range(len(forest.parent))], float(res.fun) / n, dual / n
 
 
-def _solve_maxflow(forest: _Problem, costs: _PairCosts, lams: list[float]):
+def _solve_maxflow(forest: _Problem, costs: _PairCosts, tradeoffs: list[float]):
     """The same problem as a minimum-weight closure, solved by a maximum flow (cython_ext/_prune.pyx).
 
     x_h = 1 keeps internal node h (it then tests its feature); keeping h requires keeping its parent and
     paying (i, k_h) for each row i reaching h, but only where h is the topmost node testing k_h on the path
     (deeper ones are implied by it); likewise (i, g) for k_h's group g, where h is the topmost node testing
-    a member of g. In units of 1/N: keeping h gains e_h - sum of its children's e, a pair costs lam * c_k (or
-    lam * c_g). Network: source -> h (positive gains), h -> sink (negative gains), h -> parent and h -> pair
-    (infinite), pair -> sink (lam * c). The network gives a node arcs to one kind of pair: a node that pays
+    a member of g. In units of 1/N: keeping h gains e_h - sum of its children's e, a pair costs tradeoff * c_k (or
+    tradeoff * c_g). Network: source -> h (positive gains), h -> sink (negative gains), h -> parent and h -> pair
+    (infinite), pair -> sink (tradeoff * c). The network gives a node arcs to one kind of pair: a node that pays
     both gets a carrier of gain 0 between it and its parent (h -> carrier -> parent), which pays the group's
     pairs. The kept nodes are the source side of a minimum cut.
-    Trade-offs are solved in increasing order on one network: raising lam only raises the pair -> sink
+    Trade-offs are solved in increasing order on one network: raising tradeoff only raises the pair -> sink
     capacities, so the flow found for the previous one stays feasible and is augmented (a warm start).
-    Returns, in the order of lams, the new leaves per tree and the flow's bound on the optimum.
+    Returns, in the order of tradeoffs, the new leaves per tree and the flow's bound on the optimum.
     """
     from lightgbm_cegb._prune import Network, topmost
 
@@ -374,7 +374,7 @@ def _solve_maxflow(forest: _Problem, costs: _PairCosts, lams: list[float]):
         ids.append(node_id)
         first += size
     gain_all = np.concatenate(gain)
-    largest_pair = max(lams, default=0.0) * float(extended.max(initial=0.0))
+    largest_pair = max(tradeoffs, default=0.0) * float(extended.max(initial=0.0))
     eps = 1e-13 * max(1.0, float(np.abs(gain_all).max(initial=0.0)), largest_pair)
 
     # pairs (row, feature or group) are indexed densely: only over the kinds that some node pays for
@@ -393,16 +393,16 @@ def _solve_maxflow(forest: _Problem, costs: _PairCosts, lams: list[float]):
                       top_all.astype(np.uint8), gain_all, np.ascontiguousarray(extended[paid_features]), eps)
     constant = sum(float(errors[0]) for errors in forest.errors) - float(np.clip(gain_all, 0, None).sum())
     solutions: dict[float, tuple] = {}
-    for lam in sorted(set(lams)):
-        network.set_lam(lam)
+    for tradeoff in sorted(set(tradeoffs)):
+        network.set_lam(tradeoff)
         network.max_flow()
         keep = np.append(network.source_side(), False)  # leaves' node_id -1 reads the False
         leaves = []
         for parent, node_id in zip(forest.parent, ids):
             kept_internal = keep[node_id]
             leaves.append(~kept_internal & ((parent < 0) | kept_internal[np.maximum(parent, 0)] & (parent >= 0)))
-        solutions[lam] = (leaves, (constant + network.flow) / forest.num_rows)
-    return [solutions[lam] for lam in lams]
+        solutions[tradeoff] = (leaves, (constant + network.flow) / forest.num_rows)
+    return [solutions[tradeoff] for tradeoff in tradeoffs]
 
 
 def _evaluate(forest: _Problem, leaves: list[np.ndarray], kept: list[np.ndarray],
@@ -424,13 +424,13 @@ def _evaluate(forest: _Problem, leaves: list[np.ndarray], kept: list[np.ndarray]
     return error, cost / n
 
 
-def _check_lam(lam, name: str = "lam") -> float:
+def _check_tradeoff(tradeoff, name: str = "tradeoff") -> float:
     try:
-        value = float(lam)
+        value = float(tradeoff)
     except (TypeError, ValueError):
-        raise CEGBError(f"{name} should be a number >= 0, got {lam!r}") from None
+        raise CEGBError(f"{name} should be a number >= 0, got {tradeoff!r}") from None
     if not np.isfinite(value) or value < 0:
-        raise CEGBError(f"{name} should be a finite number >= 0, got {lam!r}")
+        raise CEGBError(f"{name} should be a finite number >= 0, got {tradeoff!r}")
     return value
 
 
@@ -461,13 +461,13 @@ def _problem(model, X, y, costs, solver: str, n_jobs: int | None):
     return forest, problem, pair_costs
 
 
-def _result(model, forest: Forest | None, problem: _Problem, costs: _PairCosts, lam: float, leaves: list[np.ndarray],
+def _result(model, forest: Forest | None, problem: _Problem, costs: _PairCosts, tradeoff: float, leaves: list[np.ndarray],
             optimum: float, lower_bound: float, solver: str) -> PruneResult:
     """The pruned model and the objective's terms, computed from the rows' paths and checked against the
     solver's optimum."""
     kept = [kept_nodes(parent, leaf) for parent, leaf in zip(problem.parent, leaves)]
     error, cost = _evaluate(problem, leaves, kept, costs)
-    objective = error + lam * cost
+    objective = error + tradeoff * cost
     if not np.isclose(objective, optimum, rtol=1e-9, atol=1e-12):
         raise CEGBError(f"internal error: the pruned model's objective {objective!r} differs from the "
                         f"solver's optimum {optimum!r}; please report this")
@@ -481,7 +481,7 @@ def _result(model, forest: Forest | None, problem: _Problem, costs: _PairCosts, 
             estimator = copy.deepcopy(model)
             estimator._Booster = pruned
             pruned = estimator
-    return PruneResult(model=pruned, lam=lam, objective=objective,
+    return PruneResult(model=pruned, tradeoff=tradeoff, objective=objective,
                        lower_bound=lower_bound, error=error, cost=cost, kept=kept, leaves=leaves, solver=solver)
 
 
@@ -494,69 +494,69 @@ def _renumbered(marks: np.ndarray, ids: np.ndarray) -> np.ndarray:
 
 class Pruner:
     """One BudgetPrune problem, built once: the rows' paths through the model's trees, the nodes' errors and
-    the lazy feature and group costs. ``at(lam)``, ``path(lams)`` and ``within(budget)`` solve it (``budget_prune`` and
+    the lazy feature and group costs. ``at(tradeoff)``, ``path(tradeoffs)`` and ``within(budget)`` solve it (``budget_prune`` and
     ``budget_prune_path`` are these on a fresh Pruner); arguments as :func:`budget_prune` takes them."""
 
     def __init__(self, model, X, y, costs, *, solver: str = "maxflow", n_jobs: int | None = None) -> None:
         self.model, self.solver = model, solver
         self.forest, self.problem, self.costs = _problem(model, X, y, costs, solver, n_jobs)
-        self._solved: dict[float, tuple] = {}  # lam -> _solve's answer: budgets share their searches' first steps
+        self._solved: dict[float, tuple] = {}  # tradeoff -> _solve's answer: budgets share their searches' first steps
         if _is_sklearn_forest(model):
             self.forest = None  # its pruned trees are written from the estimator: no need to hold the arrays
 
-    def _result(self, lam: float, leaves, optimum: float, bound: float) -> PruneResult:
-        return _result(self.model, self.forest, self.problem, self.costs, lam, leaves, optimum, bound, self.solver)
+    def _result(self, tradeoff: float, leaves, optimum: float, bound: float) -> PruneResult:
+        return _result(self.model, self.forest, self.problem, self.costs, tradeoff, leaves, optimum, bound, self.solver)
 
-    def path(self, lams) -> list[PruneResult]:
-        """The optimal pruning at each trade-off of ``lams`` (in the given order); the max-flow solver goes
+    def path(self, tradeoffs) -> list[PruneResult]:
+        """The optimal pruning at each trade-off of ``tradeoffs`` (in the given order); the max-flow solver goes
         through them in increasing order, each starting from the previous one's flow."""
-        lams = [_check_lam(lam) for lam in lams]
+        tradeoffs = [_check_tradeoff(tradeoff) for tradeoff in tradeoffs]
         if self.solver == "highs":
-            solved = [_solve_highs(self.problem, self.costs, lam) for lam in lams]
+            solved = [_solve_highs(self.problem, self.costs, tradeoff) for tradeoff in tradeoffs]
         else:
-            solved = [(leaves, bound, bound) for leaves, bound in _solve_maxflow(self.problem, self.costs, lams)]
-        return [self._result(lam, leaves, optimum, bound) for lam, (leaves, optimum, bound) in zip(lams, solved)]
+            solved = [(leaves, bound, bound) for leaves, bound in _solve_maxflow(self.problem, self.costs, tradeoffs)]
+        return [self._result(tradeoff, leaves, optimum, bound) for tradeoff, (leaves, optimum, bound) in zip(tradeoffs, solved)]
 
-    def at(self, lam: float) -> PruneResult:
-        """The optimal pruning at trade-off ``lam``."""
-        return self.path([lam])[0]
+    def at(self, tradeoff: float) -> PruneResult:
+        """The optimal pruning at trade-off ``tradeoff``."""
+        return self.path([tradeoff])[0]
 
-    def _solve(self, lam: float) -> tuple:
-        """(lam, leaves, the solver's optimum, its bound, error, cost) of the optimal pruning at lam."""
-        if lam in self._solved:
-            return self._solved[lam]
+    def _solve(self, tradeoff: float) -> tuple:
+        """(tradeoff, leaves, the solver's optimum, its bound, error, cost) of the optimal pruning at tradeoff."""
+        if tradeoff in self._solved:
+            return self._solved[tradeoff]
         if self.solver == "highs":
-            leaves, optimum, bound = _solve_highs(self.problem, self.costs, lam)
+            leaves, optimum, bound = _solve_highs(self.problem, self.costs, tradeoff)
         else:
-            (leaves, optimum), = _solve_maxflow(self.problem, self.costs, [lam])
+            (leaves, optimum), = _solve_maxflow(self.problem, self.costs, [tradeoff])
             bound = optimum
         kept = [kept_nodes(parent, leaf) for parent, leaf in zip(self.problem.parent, leaves)]
-        self._solved[lam] = (lam, leaves, optimum, bound) + _evaluate(self.problem, leaves, kept, self.costs)
-        return self._solved[lam]
+        self._solved[tradeoff] = (tradeoff, leaves, optimum, bound) + _evaluate(self.problem, leaves, kept, self.costs)
+        return self._solved[tradeoff]
 
     def within(self, budget: float) -> PruneResult:
         """The least-error pruning that some trade-off makes optimal with mean cost <= ``budget`` on the
         rows, at the smallest such trade-off (see :func:`budget_prune`)."""
-        budget = _check_lam(budget, "budget")
+        budget = _check_tradeoff(budget, "budget")
         low = self._solve(0.0)
         if low[5] <= budget:
             return self._result(*low[:4])
-        high, lam = None, 1.0
-        while high is None:  # a lam large enough: the cost falls to 0 (every tree a leaf) as lam grows
-            trial = self._solve(lam)
+        high, tradeoff = None, 1.0
+        while high is None:  # a tradeoff large enough: the cost falls to 0 (every tree a leaf) as tradeoff grows
+            trial = self._solve(tradeoff)
             if trial[5] <= budget:
                 high = trial
-            elif lam > 1e300:
+            elif tradeoff > 1e300:
                 raise CEGBError(f"internal error: no trade-off brings the cost within budget {budget!r}")
             else:
-                low, lam = trial, lam * 4
+                low, tradeoff = trial, tradeoff * 4
         while True:
-            # the lines error + lam * cost of the two prunings meet at cross; a pruning better there lies between
+            # the lines error + tradeoff * cost of the two prunings meet at cross; a pruning better there lies between
             cross = (high[4] - low[4]) / (low[5] - high[5])
             middle = self._solve(cross)
             line = low[4] + cross * low[5]
             if middle[4] + cross * middle[5] >= line - 1e-12 * max(1.0, abs(line)):
-                # a breakpoint: low and high are both optimal at cross, high (within budget) for every lam above
+                # a breakpoint: low and high are both optimal at cross, high (within budget) for every tradeoff above
                 return self._result(cross, high[1], middle[2], middle[3])
             if middle[5] <= budget:
                 high = middle
@@ -564,37 +564,37 @@ class Pruner:
                 low = middle
 
 
-def budget_prune(model, X, y, costs, lam: float | None = None, *, budget: float | None = None,
+def budget_prune(model, X, y, costs, tradeoff: float | None = None, *, budget: float | None = None,
                  solver: str = "maxflow", n_jobs: int | None = None) -> PruneResult:
-    """Prune ``model`` on (X, y) for feature costs ``costs`` at trade-off ``lam`` (see the module doc), or,
+    """Prune ``model`` on (X, y) for feature costs ``costs`` at trade-off ``tradeoff`` (see the module doc), or,
     with ``budget`` instead, at the smallest trade-off whose pruning costs at most ``budget`` per row of X.
 
     model : fitted RandomForestClassifier / ExtraTreesClassifier, lightgbm.Booster or LightGBM estimator
     X : numpy array, scipy sparse matrix or pandas DataFrame (read as the model's library reads it)
     costs : lazy feature costs as prediction_cost takes them: FeatureCosts, one value per feature, by feature
             name, or None for the cegb_penalty_feature_lazy a CEGB-trained LightGBM model was trained with
-    budget : the mean lazy cost per row of X to stay within. The optimal cost falls in steps as lam grows;
+    budget : the mean lazy cost per row of X to stay within. The optimal cost falls in steps as tradeoff grows;
             the search moves between the prunings on both sides of the budget by intersecting their
             objective lines (each intersection is a breakpoint or yields a new pruning), so it ends on the
-            exact breakpoint: the result is the least-error pruning that some lam makes optimal within the
-            budget, and ``result.lam`` the smallest such lam.
+            exact breakpoint: the result is the least-error pruning that some tradeoff makes optimal within the
+            budget, and ``result.tradeoff`` the smallest such tradeoff.
     n_jobs : threads for routing the rows (None: the CPUs this process may use)
 
     Several trade-offs or budgets on the same rows: build a :class:`Pruner` once.
     """
-    if (lam is None) == (budget is None):
-        raise CEGBError(f"give either lam or budget, got lam={lam!r} and budget={budget!r}")
-    if lam is not None:
-        lam = _check_lam(lam)
+    if (tradeoff is None) == (budget is None):
+        raise CEGBError(f"give either tradeoff or budget, got tradeoff={tradeoff!r} and budget={budget!r}")
+    if tradeoff is not None:
+        tradeoff = _check_tradeoff(tradeoff)
     else:
-        budget = _check_lam(budget, "budget")
+        budget = _check_tradeoff(budget, "budget")
     pruner = Pruner(model, X, y, costs, solver=solver, n_jobs=n_jobs)
-    return pruner.at(lam) if budget is None else pruner.within(budget)
+    return pruner.at(tradeoff) if budget is None else pruner.within(budget)
 
 
-def budget_prune_path(model, X, y, costs, lams, *, solver: str = "maxflow", n_jobs: int | None = None) -> list[PruneResult]:
-    """budget_prune at each trade-off of ``lams`` (results in the given order): the accuracy-cost points.
+def budget_prune_path(model, X, y, costs, tradeoffs, *, solver: str = "maxflow", n_jobs: int | None = None) -> list[PruneResult]:
+    """budget_prune at each trade-off of ``tradeoffs`` (results in the given order): the accuracy-cost points.
     The rows' paths are computed once; the max-flow solver goes through the trade-offs in increasing order
     and starts each from the previous one's flow."""
-    lams = [_check_lam(lam) for lam in lams]
-    return Pruner(model, X, y, costs, solver=solver, n_jobs=n_jobs).path(lams)
+    tradeoffs = [_check_tradeoff(tradeoff) for tradeoff in tradeoffs]
+    return Pruner(model, X, y, costs, solver=solver, n_jobs=n_jobs).path(tradeoffs)

@@ -15,25 +15,26 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import validate_data
 
 from lightgbm_cegb._budgetrf import grow_tree
 from lightgbm_cegb.accounting import prediction_cost
+from lightgbm_cegb.base import BudgetedEstimator
 from lightgbm_cegb.core.cost_state import CostState
 from lightgbm_cegb.core.costs import FeatureCosts, lightgbm_feature_name, resolve_costs
-from lightgbm_cegb.core.errors import CEGBError
+from lightgbm_cegb.core.errors import CEGBError, check_number
 from lightgbm_cegb.core.forest import Forest
 from lightgbm_cegb.core.parallel import resolve_n_jobs
 from lightgbm_cegb.core.report import CostReport
 from lightgbm_cegb.io.lightgbm_text import write_text
 
 
-class BudgetRFClassifier(ClassifierMixin, BaseEstimator):
+class BudgetRFClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
     """Feature-budgeted random forest.
 
     Parameters
     ----------
-    costs : FeatureCosts, lazy costs per column or by feature name, optional
+    feature_costs : FeatureCosts, lazy costs per column or by feature name, optional
         Acquisition cost of each feature (paid once per row), and of feature groups (``group_lazy``: paid once
         per row, with the first member; a split's cost is its feature's plus its group's). None: every
         feature costs 1.
@@ -43,9 +44,9 @@ class BudgetRFClassifier(ClassifierMixin, BaseEstimator):
         None: ``n_estimators`` trees.
     n_estimators : int, default 100
         Most trees grown.
-    alpha : float, default 0.0
-        Threshold of the threshold-Pairs impurity: a node where no two classes both have more than alpha
-        rows (roughly) is a leaf. Larger alpha: shallower, cheaper trees.
+    tradeoff : float, default 0.0
+        The paper's alpha, the threshold of the threshold-Pairs impurity: a node where no two classes both have
+        more than ``tradeoff`` rows (roughly) is a leaf. Larger: shallower, cheaper trees.
     max_depth : int, optional
         Depth limit of the trees (None: grown until the impurity is 0).
     min_samples_split : int, default 2
@@ -73,13 +74,16 @@ class BudgetRFClassifier(ClassifierMixin, BaseEstimator):
 
     """
 
-    def __init__(self, costs=None, budget: float | None = None, n_estimators: int = 100, alpha: float = 0.0,
-                 max_depth: int | None = None, min_samples_split: int = 2, free_path: bool = False,
-                 random_state=None, n_jobs: int | None = None) -> None:
-        self.costs = costs
+    _fitted_attribute = "forest_"
+    _probe = {"n_estimators": 1, "budget": None}  # tradeoff_scale: the first tree
+
+    def __init__(self, *, feature_costs=None, budget: float | None = None, n_estimators: int = 100,
+                 tradeoff: float = 0.0, max_depth: int | None = None, min_samples_split: int = 2,
+                 free_path: bool = False, random_state=None, n_jobs: int | None = None) -> None:
+        self.feature_costs = feature_costs
         self.budget = budget
         self.n_estimators = n_estimators
-        self.alpha = alpha
+        self.tradeoff = tradeoff
         self.max_depth = max_depth
         self.min_samples_split = min_samples_split
         self.free_path = free_path
@@ -98,9 +102,7 @@ class BudgetRFClassifier(ClassifierMixin, BaseEstimator):
         integer("n_estimators", 1)
         integer("max_depth", 1, none_ok=True)
         integer("min_samples_split", 2)
-        if isinstance(self.alpha, bool) or not isinstance(self.alpha, numbers.Real) or not self.alpha >= 0 \
-                or not np.isfinite(self.alpha):
-            raise CEGBError(f"alpha should be a finite number >= 0, got {self.alpha!r}")
+        check_number(self.tradeoff, "tradeoff", 0.0)
         if self.budget is not None and (isinstance(self.budget, bool) or not isinstance(self.budget, numbers.Real)
                                         or not self.budget > 0 or not np.isfinite(self.budget)):
             raise CEGBError(f"budget should be None or a finite number > 0, got {self.budget!r}")
@@ -113,7 +115,7 @@ class BudgetRFClassifier(ClassifierMixin, BaseEstimator):
         self.classes_, codes = np.unique(y, return_inverse=True)
         num_features = X.shape[1]
         names = [str(n) for n in getattr(self, "feature_names_in_", [])] or None
-        costs = FeatureCosts(lazy=np.ones(num_features)) if self.costs is None else self.costs
+        costs = FeatureCosts(lazy=np.ones(num_features)) if self.feature_costs is None else self.feature_costs
         self.costs_ = resolve_costs(costs, num_features, names)
         lazy = np.ascontiguousarray(self.costs_.arrays(num_features)[0], dtype=np.float64)
         group_of, group_lazy, _ = self.costs_.group_arrays(num_features)
@@ -133,7 +135,7 @@ class BudgetRFClassifier(ClassifierMixin, BaseEstimator):
 
         def grow(t):  # tree t's bootstrap sample and stumps come from its own seed: any n_jobs, same trees
             sample = np.random.default_rng(int(seeds[t])).integers(0, len(X64), len(X64))
-            return grow_tree(X64, codes, sample, lazy, group_of, group_lazy, len(self.classes_), float(self.alpha),
+            return grow_tree(X64, codes, sample, lazy, group_of, group_lazy, len(self.classes_), float(self.tradeoff),
                              max_depth, self.min_samples_split, bool(self.free_path), seeds[t])
 
         trees, state = [], None if valid is None else CostState(len(valid), self.costs_, num_features)
@@ -149,7 +151,7 @@ class BudgetRFClassifier(ClassifierMixin, BaseEstimator):
                 break
         if not trees:
             raise CEGBError(f"budget: the first tree alone costs more than {self.budget} per validation row; "
-                            "raise the budget or alpha, or lower max_depth")
+                            "raise the budget or tradeoff, or lower max_depth")
         self.forest_ = _forest(trees, num_features, names)
         self.leaf_counts_ = np.concatenate([tree[4] for tree in trees])
         self.n_estimators_ = len(trees)
@@ -170,7 +172,7 @@ class BudgetRFClassifier(ClassifierMixin, BaseEstimator):
     # ------------------------------------------------------------------------------------ prediction
 
     def _leaves(self, X):
-        check_is_fitted(self, "forest_")
+        self._check_fitted()
         X = validate_data(self, X, dtype=np.float32, reset=False)
         return self.forest_.apply(X.astype(np.float64), n_jobs=self.n_jobs) + self.forest_.leaf_offset[:-1]
 
@@ -212,8 +214,30 @@ class BudgetRFClassifier(ClassifierMixin, BaseEstimator):
 
     def prediction_cost(self, X, *, n_jobs: int | None = None) -> CostReport:
         """The exact per-row feature cost of the fitted forest on X (``lightgbm_cegb.prediction_cost``)."""
-        check_is_fitted(self, "forest_")
+        self._check_fitted()
         return prediction_cost(self.forest_, X, self.costs_, n_jobs=n_jobs)
+
+    def _saved_state(self) -> tuple[dict, dict]:
+        forest = self.forest_
+        return {"classes": self.classes_, "n_estimators": self.n_estimators_, "valid_cost": self.valid_cost_,
+                "node_offset": forest.node_offset, "leaf_offset": forest.leaf_offset, "feature": forest.feature,
+                "threshold": forest.threshold, "left": forest.left, "right": forest.right,
+                "leaf_counts": self.leaf_counts_}, {}
+
+    def _restore(self, state: dict, folder, manifest: dict) -> None:
+        nodes, leaves = np.asarray(state["node_offset"]), np.asarray(state["leaf_offset"])
+        arrays = {k: np.asarray(state[k], dtype=dtype) for k, dtype in
+                  (("feature", np.int32), ("threshold", np.float64), ("left", np.int32), ("right", np.int32))}
+        counts = np.asarray(state["leaf_counts"], dtype=np.float64).reshape(len(state["leaf_counts"]), -1)
+        trees = [(*(arrays[k][nodes[t]:nodes[t + 1]] for k in ("feature", "threshold", "left", "right")),
+                  counts[leaves[t]:leaves[t + 1]]) for t in range(len(nodes) - 1)]
+        names = None if getattr(self, "feature_names_in_", None) is None else [str(n) for n in self.feature_names_in_]
+        self.forest_ = _forest(trees, self.n_features_in_, names)
+        self.leaf_counts_ = counts
+        self.classes_ = np.asarray(state["classes"])
+        self.n_estimators_ = int(state["n_estimators"])
+        self.valid_cost_ = state["valid_cost"]
+        self.costs_ = FeatureCosts.from_dict(manifest["costs"])
 
     def to_lightgbm(self) -> str:
         """The forest as LightGBM model text that stock LightGBM loads and whose ``predict`` equals this
@@ -223,7 +247,7 @@ class BudgetRFClassifier(ClassifierMixin, BaseEstimator):
         the largest double that float32 rounding keeps at or below them, so that LightGBM's ``x <= t`` on
         doubles decides as this model's comparison of float32 values. LightGBM reads |x| <= 1e-35 as 0: for
         such inputs a threshold within 1e-35 of 0 can decide differently."""
-        check_is_fitted(self, "forest_")
+        self._check_fitted()
         forest, classes = self.forest_, len(self.classes_)
         per_class = 1 if classes == 2 else classes
         winners = np.argmax(self.leaf_counts_, axis=1)

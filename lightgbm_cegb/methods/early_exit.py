@@ -50,11 +50,13 @@ class EarlyExit:
         the proximity margin s >= 0 (0 stops every document below the fifth best at the first exit).
     every : int, default 10
         Iterations between exits.
-    costs : optional
-        As ``prediction_cost`` (None: the model's cegb_* parameters).
+    feature_costs : optional
+        As ``prediction_cost``'s ``costs`` (None: the model's cegb_* parameters).
+
+    ``predict`` returns the predictions as an array; ``predict_result`` the iterations and costs as well.
     """
 
-    def __init__(self, model, threshold: float, *, every: int = 10, costs=None) -> None:
+    def __init__(self, model, *, threshold: float, every: int = 10, feature_costs=None) -> None:
         booster = booster_of(model)
         if booster is None:
             raise CEGBError(f"model should be a LightGBM Booster or scikit-learn API model, got {type(model).__name__}")
@@ -75,9 +77,17 @@ class EarlyExit:
         if self.kind == "rank" and not (valid and threshold >= 0):
             raise CEGBError(f"threshold should be a proximity margin >= 0 for a ranker, got {threshold!r}")
         self.threshold, self.every = float(threshold), int(every)
-        self.costs = resolve_costs(costs, self.forest.num_features, self.forest.feature_names, self.forest.params)
+        self.costs_ = resolve_costs(feature_costs, self.forest.num_features, self.forest.feature_names, self.forest.params)
 
-    def predict(self, X, group=None) -> EarlyExitResult:
+    def predict(self, X, group=None) -> np.ndarray:
+        """Each row's prediction when it stopped (classification: class probabilities; ranking: scores)."""
+        return self.predict_result(X, group).prediction
+
+    def prediction_cost(self, X, group=None) -> CostReport:
+        """The per-row cost of the trees each row goes through before it stops."""
+        return self.predict_result(X, group).cost
+
+    def predict_result(self, X, group=None) -> EarlyExitResult:
         """Predictions with early exits. Ranking needs ``group``: the sizes of the consecutive queries of X."""
         X = self.forest.dense(X)
         tpi = self.forest.trees_per_iteration
@@ -88,7 +98,7 @@ class EarlyExit:
         active = np.arange(n)
         done_at = np.full(n, iterations)
         prediction = None
-        state = CostState(n, self.costs, self.forest.num_features)
+        state = CostState(n, self.costs_, self.forest.num_features)
         exits = list(range(self.every, iterations, self.every)) + [iterations]
         start = 0
         for stop in exits:
@@ -107,7 +117,7 @@ class EarlyExit:
             active = active[~leaving]
         used = self.forest.used_features(iterations * tpi)
         cost = CostReport(acquisition=state.acquisition, evaluation=state.evaluation,
-                          coupled=self.costs.model_cost(used, self.forest.num_features),
+                          coupled=self.costs_.model_cost(used, self.forest.num_features),
                           usage=state.feature_paid.mean(axis=0),
                           feature_names=self.forest.feature_names)
         rank = self._ranks(prediction, done_at, queries) if self.kind == "rank" else None

@@ -2,15 +2,15 @@
 
 Stage-wise regression: tree t is a depth-limited CART tree, grown breadth-first, that fits the negative
 gradient of the loss with the squared error; a split on a feature (or group) no earlier tree used adds
-``lam * c`` to the impurity, the set of used features being refreshed once per tree. Trees are added with a
+``tradeoff * c`` to the impurity (the paper's lambda), the set of used features being refreshed once per tree. Trees are added with a
 fixed step (0.1). In LightGBM's terms: a custom objective whose hessian is the row weight (first order: a
 leaf's value is the weighted mean of the negative gradient, a split's gain the decrease of the squared
 error), ``tree_growth=depthwise``, ``num_leaves = 2 ** max_depth``, no regularisation, the costs as coupled
-penalties with ``cegb_coupled_refresh=tree`` (patch 0005) and ``cegb_tradeoff = lam``. The fitted models are
+penalties with ``cegb_coupled_refresh=tree`` (patch 0005) and ``cegb_tradeoff = tradeoff``. The fitted models are
 LightGBM models (``booster_``; their text is read by stock LightGBM), and ``tests/test_greedy_miser.py``
 checks their trees against an independent NumPy implementation of the paper's algorithm.
 
-``lam`` weighs the sum over rows of the squared error of the tree's fit (not half of it). Costs: the lazy
+``tradeoff`` (lambda) weighs the sum over rows of the squared error of the tree's fit (not half of it). Costs: the lazy
 and coupled cost of a feature (of a group) add up to its ``c``; split and tree costs (``FeatureCosts(split=,
 tree=)``, the paper's evaluation cost ``e`` per tree) are in the accounting only, as in the paper, where
 the number of trees is the evaluation budget.
@@ -21,21 +21,24 @@ from __future__ import annotations
 import lightgbm as lgb
 import numpy as np
 from scipy.special import expit, log_softmax, softmax
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import validate_data
 
 from lightgbm_cegb.accounting import prediction_cost
+from lightgbm_cegb.base import BudgetedEstimator
 from lightgbm_cegb.core.costs import FeatureCosts, resolve_costs
 from lightgbm_cegb.core.errors import CEGBError, check_number, checked_weights
 from lightgbm_cegb.core.metrics import ndcg_at_k
 from lightgbm_cegb.core.parallel import resolve_n_jobs
 from lightgbm_cegb.core.report import CostReport
+from lightgbm_cegb.io import saved
+from lightgbm_cegb.io.models import has_split, to_forest
 
 __all__ = ["GreedyMiserClassifier", "GreedyMiserRanker", "GreedyMiserRegressor"]
 
 
-def miser_params(costs: FeatureCosts | None, lam: float, num_features: int, num_class: int, *, max_depth: int,
+def miser_params(costs: FeatureCosts | None, tradeoff: float, num_features: int, num_class: int, *, max_depth: int,
                  learning_rate: float, min_samples_leaf: int, max_bin: int = 255, seed: int = 0,
                  n_jobs: int | None = None) -> dict:
     """LightGBM's parameters for Greedy Miser's trees (also ADAPT-GBRT's): depth-wise CART trees without
@@ -48,10 +51,10 @@ def miser_params(costs: FeatureCosts | None, lam: float, num_features: int, num_
               "verbose": -1, "deterministic": True, "seed": seed, "num_threads": resolve_n_jobs(n_jobs, 1 << 30)}
     if num_class > 1:
         params["num_class"] = num_class
-    if costs is not None and lam > 0:
+    if costs is not None and tradeoff > 0:
         lazy, coupled, _ = costs.arrays(num_features)
         group_of, group_lazy, group_coupled = costs.group_arrays(num_features)
-        params.update({"cegb_tradeoff": float(lam), "cegb_penalty_feature_coupled": (lazy + coupled).tolist(),
+        params.update({"cegb_tradeoff": float(tradeoff), "cegb_penalty_feature_coupled": (lazy + coupled).tolist(),
                        "cegb_coupled_refresh": "tree"})
         if costs.groups:
             params.update({"cegb_feature_group": group_of.tolist(),
@@ -81,17 +84,19 @@ def class_codes(classes: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndar
     return codes, np.unique(y[~known])
 
 
-class _GreedyMiser(BaseEstimator):
+class _GreedyMiser(BudgetedEstimator, BaseEstimator):
     """The estimators' shared fit: the paper's algorithm as a LightGBM configuration."""
 
     _losses: tuple[str, ...] = ()
+    _fitted_attribute = "booster_"
+    _probe = {"n_estimators": 1, "early_stopping_rounds": None}  # tradeoff_scale: the first tree
 
-    def __init__(self, *, feature_costs=None, lam: float = 0.0, n_estimators: int = 500, max_depth: int = 4,
+    def __init__(self, *, feature_costs=None, tradeoff: float = 0.0, n_estimators: int = 500, max_depth: int = 4,
                  learning_rate: float = 0.1, loss: str | None = None, early_stopping_rounds: int | None = 50,
                  min_samples_leaf: int = 1, max_bin: int = 255, random_state: int | None = None,
                  n_jobs: int | None = None) -> None:
         self.feature_costs = feature_costs
-        self.lam = lam
+        self.tradeoff = tradeoff
         self.n_estimators = n_estimators
         self.max_depth = max_depth
         self.learning_rate = learning_rate
@@ -108,7 +113,7 @@ class _GreedyMiser(BaseEstimator):
         loss = self._losses[0] if self.loss is None else self.loss
         if loss not in self._losses:
             raise CEGBError(f"loss should be one of {list(self._losses)} for {type(self).__name__}, got {loss!r}")
-        check_number(self.lam, "lam", 0.0)
+        check_number(self.tradeoff, "tradeoff", 0.0)
         check_number(self.n_estimators, "n_estimators", 1, integer=True)
         check_number(self.max_depth, "max_depth", 1, integer=True)
         if self.max_depth > 30:
@@ -120,14 +125,13 @@ class _GreedyMiser(BaseEstimator):
         check_number(self.max_bin, "max_bin", 2, integer=True)
         return loss
 
-    def _costs(self, num_features: int) -> FeatureCosts | None:
-        if self.feature_costs is None:
-            return None
+    def _costs(self, num_features: int) -> FeatureCosts:
         names = [str(n) for n in getattr(self, "feature_names_in_", [])] or None
-        return resolve_costs(self.feature_costs, num_features, names)
+        costs = FeatureCosts(lazy=np.ones(num_features)) if self.feature_costs is None else self.feature_costs
+        return resolve_costs(costs, num_features, names)
 
     def _params(self, num_features: int, num_class: int) -> dict:
-        return miser_params(self.costs_, self.lam, num_features, num_class, max_depth=self.max_depth,
+        return miser_params(self.costs_, self.tradeoff, num_features, num_class, max_depth=self.max_depth,
                             learning_rate=self.learning_rate, min_samples_leaf=self.min_samples_leaf,
                             max_bin=self.max_bin, seed=0 if self.random_state is None else self.random_state,
                             n_jobs=self.n_jobs)
@@ -178,7 +182,7 @@ class _GreedyMiser(BaseEstimator):
         return y
 
     def _raw(self, X, num_iteration: int | None) -> np.ndarray:
-        check_is_fitted(self, "booster_")
+        self._check_fitted()
         X = validate_data(self, X, reset=False, accept_sparse=["csr", "csc"], dtype=np.float64,
                           ensure_all_finite="allow-nan")
         return self.booster_.predict(X, num_iteration=self.best_iteration_ if num_iteration is None else num_iteration)
@@ -190,32 +194,29 @@ class _GreedyMiser(BaseEstimator):
     @property
     def forest_(self):
         """The fitted trees as a ``Forest`` (what ``prediction_cost(model, X)`` and the package read)."""
-        from lightgbm_cegb.io.models import to_forest
-        check_is_fitted(self, "booster_")
+        self._check_fitted()
         return to_forest(self.booster_)
 
-    def lam_scale(self, X, y, **fit_params) -> float:
-        """The smallest ``lam`` at which the first tree grown on (X, y) has no split (bisection on one-tree
-        fits): the scale on which ``lam`` matters, so that ``lam = r * lam_scale(X, y)`` with r in [0, 1]
-        means the same on any data and costs. ``fit_params``: as for ``fit`` (``group`` for a ranker)."""
-        from lightgbm_cegb.core.scales import no_split_scale
-        from lightgbm_cegb.io.models import has_split
+    def _reads_features(self, X) -> bool:
+        return has_split(self.booster_, self.best_iteration_)
 
-        for key in ("eval_set", "eval_group", "eval_sample_weight"):
-            fit_params.pop(key, None)
+    def _saved_state(self) -> tuple[dict, dict]:
+        state = {"best_iteration": self.best_iteration_}
+        if hasattr(self, "classes_"):
+            state["classes"] = self.classes_.tolist()
+        return state, {"booster": self.booster_.model_to_string()}
 
-        def splits(lam: float) -> bool:
-            probe = clone(self).set_params(lam=lam, n_estimators=1, early_stopping_rounds=None)
-            return has_split(probe.fit(X, y, **fit_params).booster_)
-
-        return no_split_scale(splits, f"{type(self).__name__}.lam_scale")
+    def _restore(self, state: dict, folder, manifest: dict) -> None:
+        self.booster_ = saved.booster(folder, manifest, "booster")
+        self.best_iteration_ = int(state["best_iteration"])
+        self.costs_ = FeatureCosts.from_dict(manifest["costs"])
+        if "classes" in state:
+            self.classes_ = np.asarray(state["classes"])
 
     def prediction_cost(self, X, *, num_iteration: int | None = None, n_jobs: int | None = None) -> CostReport:
         """Exact per-row cost of the fitted model on X under ``feature_costs`` (the tree cost included); by
         default of the iterations ``predict`` uses (the best on validation with early stopping)."""
-        check_is_fitted(self, "booster_")
-        if self.costs_ is None:
-            raise CEGBError("prediction_cost: this model was fitted without feature_costs")
+        self._check_fitted()
         X = validate_data(self, X, reset=False, accept_sparse=["csr", "csc"], dtype=np.float64,
                           ensure_all_finite="allow-nan")
         return prediction_cost(self.booster_, X, self.costs_, n_jobs=n_jobs,
@@ -232,10 +233,10 @@ _DOC_PARAMETERS = """
     Parameters
     ----------
     feature_costs : FeatureCosts, costs per column or by feature name, optional
-        ``c`` of each feature: its lazy plus coupled cost (groups: each group's, paid by its first member);
+        None: every feature costs 1. ``c`` of each feature: its lazy plus coupled cost (groups: each group's, paid by its first member);
         ``FeatureCosts(tree=e)`` adds the evaluation cost ``e`` per tree to ``prediction_cost``.
-    lam : float, default 0.0
-        The paper's lambda: a split on a feature no earlier tree used costs ``lam * c`` in squared error
+    tradeoff : float, default 0.0
+        The paper's lambda: a split on a feature no earlier tree used costs ``tradeoff * c`` in squared error
         (summed over the rows, weighted). 0: stage-wise regression without costs.
     n_estimators : int, default 500
         Trees (per class for a multiclass classifier); fewer with early stopping.
@@ -350,11 +351,11 @@ class GreedyMiserRanker(_GreedyMiser):
     _losses = ("squared",)
     _metric_name = ("ndcg@5", True)
 
-    def __init__(self, *, feature_costs=None, lam: float = 0.0, n_estimators: int = 500, max_depth: int = 4,
+    def __init__(self, *, feature_costs=None, tradeoff: float = 0.0, n_estimators: int = 500, max_depth: int = 4,
                  learning_rate: float = 0.1, loss: str | None = None, early_stopping_rounds: int | None = 50,
                  min_samples_leaf: int = 1, max_bin: int = 255, irrelevant_weight: float = 10.0,
                  random_state: int | None = None, n_jobs: int | None = None) -> None:
-        super().__init__(feature_costs=feature_costs, lam=lam, n_estimators=n_estimators, max_depth=max_depth,
+        super().__init__(feature_costs=feature_costs, tradeoff=tradeoff, n_estimators=n_estimators, max_depth=max_depth,
                          learning_rate=learning_rate, loss=loss, early_stopping_rounds=early_stopping_rounds,
                          min_samples_leaf=min_samples_leaf, max_bin=max_bin, random_state=random_state,
                          n_jobs=n_jobs)

@@ -23,24 +23,26 @@ registered methods, each on a documented scale:
   validation rows, and with ``budget_stopping`` when the point has a ``budget``.
 - ``budget_prune``: ``budget_fraction`` f in (0, 1]: BudgetPrune (``budget_prune(..., budget=B)``,
   exact) of a plain LightGBM model to ``B = f x`` its own mean cost on the pruning rows (the training
-  rows); ``lam`` sets the raw trade-off instead. Ranking: with a regression or binary objective in
+  rows); ``tradeoff`` sets the raw trade-off instead. Ranking: with a regression or binary objective in
   ``params`` (BudgetPrune has no lambdarank loss).
 - ``early_exit``: ``threshold`` of ``EarlyExit`` on a plain LightGBM model (classification: a
   probability; ranking: the proximity margin), ``every`` (default 10).
-- ``greedy_miser``: ``relative_lam`` r in [0, 1]: ``lam = r * scale``, the scale being the smallest ``lam`` at
-  which the first tree has no split (``GreedyMiser*.lam_scale``); ``lam`` sets the raw value. Early stopping
+- ``greedy_miser``: ``relative_tradeoff`` r in [0, 1]: ``tradeoff = r * scale``, the scale being the smallest
+  ``tradeoff`` at which the first tree has no split (``GreedyMiser*.tradeoff_scale``); ``tradeoff`` sets the raw
+  value. Early stopping
   on the validation rows keeps the best iteration (``GreedyMiserRanker``: NDCG@5); one point per prefix of
   5, 10, 20, 50, 100, 200 trees below it, and one at it.
 - ``adapt_gbrt``: ``p_full`` and ``relative_tradeoff`` of ``AdaptGBRT`` (tradeoff = r x Greedy Miser's
-  ``lam_scale``) in front of f0, the plain LightGBM model (classification).
-- ``adapt_lin``: ``p_full`` and ``relative_lam`` of ``AdaptLIN`` (lam = r x ``AdaptLIN.lam_scale``, the
-  smallest lam at which f1 reads no feature) in front of the same f0 (classification; finite X).
-- ``cstc``, ``cscc``, ``cronus``: ``relative_lam`` r of ``CSTC`` / ``CSCC`` / ``Cronus`` (lam = r x the variance of
+  ``tradeoff_scale``) in front of f0, the plain LightGBM model (classification).
+- ``adapt_lin``: ``p_full`` and ``relative_tradeoff`` of ``AdaptLIN`` (tradeoff = r x
+  ``AdaptLIN.tradeoff_scale``, the smallest tradeoff at which f1 reads no feature) in front of the same f0 (classification; finite X).
+- ``cstc``, ``cscc``, ``cronus``: ``relative_tradeoff`` r of ``CSTC`` / ``CSCC`` / ``Cronus`` (tradeoff = r x
+  ``tradeoff_scale``, the variance of
   the targets they fit: the labels, or -1 / +1 for binary tasks and for the cascades, whose ranking targets are
   relevant (y > 0) or not; CSTC's ranking regresses the relevance labels) on the outputs of the plain LightGBM
   model's trees (the boosting trick), pruned on the validation rows; binary scores are ``(f + 1) / 2`` clipped
   to [0, 1] (squared-loss classifiers: accuracy and AUC, not log-loss).
-- ``budgetrf``: ``alpha`` of ``BudgetRFClassifier`` (classification; ranking on label >= 1), one point
+- ``budgetrf``: ``tradeoff`` (the paper's alpha) of ``BudgetRFClassifier`` (classification; ranking on label >= 1), one point
   per prefix of ``n_estimators`` trees in ``trees`` (default 1, 2, 3, 5, 10, 20, 30, ...).
 """
 

@@ -115,12 +115,13 @@ def _prune_prepare(context: Context):
           grid=lambda context: [{"budget_fraction": f} for f in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0)])
 def _fit_budget_prune(context: Context, state, params: dict) -> list[Candidate]:
     pruner, full_cost = state
-    _check_keys("budget_prune", params, {"budget_fraction", "lam"})
-    if ("budget_fraction" in params) == ("lam" in params):
-        raise CEGBError(f"budget_prune: give budget_fraction or lam, got {params}")
-    result = pruner.at(params["lam"]) if "lam" in params else pruner.within(params["budget_fraction"] * full_cost)
+    _check_keys("budget_prune", params, {"budget_fraction", "tradeoff"})
+    if ("budget_fraction" in params) == ("tradeoff" in params):
+        raise CEGBError(f"budget_prune: give budget_fraction or tradeoff, got {params}")
+    result = pruner.at(params["tradeoff"]) if "tradeoff" in params else \
+        pruner.within(params["budget_fraction"] * full_cost)
     pruned = result.model
-    return [Candidate("budget_prune", {**params, "lam": result.lam}, pruned, pruned.predict,
+    return [Candidate("budget_prune", {**params, "tradeoff": result.tradeoff}, pruned, pruned.predict,
                       lambda X: prediction_cost(pruned, X, context.costs))]
 
 
@@ -137,20 +138,19 @@ def _early_exit_grid(context: Context) -> list[dict]:
 def _fit_early_exit(context: Context, booster, params: dict) -> list[Candidate]:
     from lightgbm_cegb.methods.early_exit import EarlyExit
     _check_keys("early_exit", params, {"threshold", "every"})
-    model = EarlyExit(booster, params["threshold"], every=params.get("every", 10), costs=context.costs)
-    return [_ExitCandidate("early_exit", params, model, lambda X: model.predict(X).prediction,
-                           lambda X: model.predict(X).cost)]
+    model = EarlyExit(booster, threshold=params["threshold"], every=params.get("every", 10), feature_costs=context.costs)
+    return [_ExitCandidate("early_exit", params, model, model.predict, model.prediction_cost)]
 
 
 class _ExitCandidate(Candidate):
-    """Early Exit: prediction and cost come from one pass (``EarlyExit.predict``). A ranker's exits depend on
+    """Early Exit: prediction and cost come from one pass (``EarlyExit.predict_result``). A ranker's exits depend on
     the query, so it is measured with the query sizes, a stopped document ranking below the others of its
     query (the score is minus its rank); its ``predict``/``cost`` callables need no queries only for a
     classifier."""
 
     def measure(self, rows: Rows, metric: Metric) -> tuple[float, float, float]:
         ranker = self.model.kind == "rank"
-        result = self.model.predict(rows.X, group=rows.group) if ranker else self.model.predict(rows.X)
+        result = self.model.predict_result(rows.X, group=rows.group if ranker else None)
         score = -result.rank.astype(np.float64) if ranker else result.prediction
         return metric.fn(rows.y, score, rows.group), float(result.cost.mean), float(result.cost.coupled)
 
@@ -159,7 +159,7 @@ BUDGETRF_TREES = (1, 2, 3, 5, 10, 20, 30, 50, 100, 200)
 
 
 @register("budgetrf", tasks=("binary", "multiclass", "ranking"),
-          grid=lambda context: [{"alpha": a} for a in (0.0, 2.0, 8.0)])
+          grid=lambda context: [{"tradeoff": a} for a in (0.0, 2.0, 8.0)])
 def _fit_budgetrf(context: Context, state, params: dict) -> list[Candidate]:
     from lightgbm_cegb.methods.budgetrf import BudgetRFClassifier
     params = dict(params)
@@ -167,7 +167,7 @@ def _fit_budgetrf(context: Context, state, params: dict) -> list[Candidate]:
     params.setdefault("n_estimators", 30)
     params.setdefault("random_state", 0)
     labels = (context.train.y >= 1).astype(int) if context.task == "ranking" else context.train.y
-    forest = BudgetRFClassifier(costs=context.costs, **params).fit(_dense(context.train.X), labels)
+    forest = BudgetRFClassifier(feature_costs=context.costs, **params).fit(_dense(context.train.X), labels)
     candidates = []
     for k in sorted({min(k, forest.n_estimators_) for k in trees}):
         if context.task == "ranking":
@@ -179,8 +179,8 @@ def _fit_budgetrf(context: Context, state, params: dict) -> list[Candidate]:
     return candidates
 
 
-#: ``relative_lam`` values of Greedy Miser's default grid (as CEGB's: 1 is a first tree without a split).
-GREEDY_MISER_RELATIVE_LAMS = (0.0, 0.001, 0.003, 0.01, 0.03, 0.1, 0.2, 0.4, 0.7, 0.9)
+#: ``relative_tradeoff`` values of Greedy Miser's default grid (as CEGB's: 1 is a first tree without a split).
+GREEDY_MISER_RELATIVE_TRADEOFFS = (0.0, 0.001, 0.003, 0.01, 0.03, 0.1, 0.2, 0.4, 0.7, 0.9)
 #: Tree counts at which a Greedy Miser model (up to its best validation iteration) is also a point.
 GREEDY_MISER_TREES = (5, 10, 20, 50, 100, 200)
 
@@ -199,17 +199,17 @@ def _greedy_miser(context: Context, **params):
 
 def _greedy_miser_prepare(context: Context) -> float:
     train = context.train
-    return _greedy_miser(context).lam_scale(train.X, train.y, **({} if train.group is None else {"group": train.group}))
+    return _greedy_miser(context).tradeoff_scale(train.X, train.y, **({} if train.group is None else {"group": train.group}))
 
 
 @register("greedy_miser", prepare=_greedy_miser_prepare,
-          grid=lambda context: [{"relative_lam": r} for r in GREEDY_MISER_RELATIVE_LAMS])
+          grid=lambda context: [{"relative_tradeoff": r} for r in GREEDY_MISER_RELATIVE_TRADEOFFS])
 def _fit_greedy_miser(context: Context, scale: float, params: dict) -> list[Candidate]:
     params = dict(params)
-    lam, knob = _scaled_knob("greedy_miser", params, "relative_lam", "lam", scale)
+    tradeoff, knob = _scaled_knob("greedy_miser", params, "relative_tradeoff", "tradeoff", scale)
     train, valid = context.train, context.valid
     queries = {} if train.group is None else {"group": train.group, "eval_group": [valid.group]}
-    model = _greedy_miser(context, lam=lam, **params).fit(train.X, train.y, eval_set=[(valid.X, valid.y)], **queries)
+    model = _greedy_miser(context, tradeoff=tradeoff, **params).fit(train.X, train.y, eval_set=[(valid.X, valid.y)], **queries)
     if context.task == "binary":
         predict = lambda X, k: model.predict_proba(X, num_iteration=k)[:, 1]  # noqa: E731
     elif context.task == "multiclass":
@@ -224,7 +224,7 @@ def _fit_greedy_miser(context: Context, scale: float, params: dict) -> list[Cand
 
 
 def _adapt_prepare(context: Context):
-    """f0 (plain LightGBM on the training rows) and the unit of ``relative_tradeoff`` (Greedy Miser's lam_scale
+    """f0 (plain LightGBM on the training rows) and the unit of ``relative_tradeoff`` (Greedy Miser's tradeoff_scale
     on the training rows: ADAPT's trees pay as Greedy Miser's)."""
     return _plain(context), _greedy_miser_prepare(context)
 
@@ -239,7 +239,7 @@ def _adapt_fit(name: str, estimator: str, relative_key: str, raw_key: str) -> Ca
         params = dict(params)
         value, knob = _scaled_knob(name, params, relative_key, raw_key, scale)
         cls = getattr(adapt, estimator, None) or getattr(adapt_lin, estimator)
-        model = cls(f0, costs=context.costs, **{raw_key: value}, **params).fit(context.train.X, context.train.y)
+        model = cls(f0=f0, feature_costs=context.costs, **{raw_key: value}, **params).fit(context.train.X, context.train.y)
         predict = (lambda X: model.predict_proba(X)[:, 1]) if context.task == "binary" else model.predict_proba
         return [Candidate(name, {**knob, **params}, model, predict, model.prediction_cost)]
     return fit
@@ -252,20 +252,20 @@ register("adapt_gbrt", tasks=("binary", "multiclass"), prepare=_adapt_prepare,
 
 
 def _adapt_lin_prepare(context: Context):
-    """f0 (plain LightGBM on the training rows) and the unit of ``relative_lam`` (AdaptLIN.lam_scale)."""
+    """f0 (plain LightGBM on the training rows) and the unit of ``relative_tradeoff`` (AdaptLIN.tradeoff_scale)."""
     from lightgbm_cegb.methods.adapt.lin import AdaptLIN
     f0 = _plain(context)
-    return f0, AdaptLIN(f0, costs=context.costs).lam_scale(context.train.X, context.train.y)
+    return f0, AdaptLIN(f0=f0, feature_costs=context.costs).tradeoff_scale(context.train.X, context.train.y)
 
 
 register("adapt_lin", tasks=("binary", "multiclass"), prepare=_adapt_lin_prepare,
-         grid=lambda context: [{"p_full": p, "relative_lam": r} for p in (0.1, 0.3, 0.5)
+         grid=lambda context: [{"p_full": p, "relative_tradeoff": r} for p in (0.1, 0.3, 0.5)
                                for r in (0.01, 0.05, 0.2)])(
-    _adapt_fit("adapt_lin", "AdaptLIN", "relative_lam", "lam"))
+    _adapt_fit("adapt_lin", "AdaptLIN", "relative_tradeoff", "tradeoff"))
 
 
-#: ``relative_lam`` values of CSTC's default grid.
-CSTC_RELATIVE_LAMS = (1e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2)
+#: ``relative_tradeoff`` values of CSTC's default grid.
+CSTC_RELATIVE_TRADEOFFS = (1e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2)
 
 
 def _cstc_targets(context: Context, rows: Rows, binary: bool) -> np.ndarray:
@@ -275,22 +275,25 @@ def _cstc_targets(context: Context, rows: Rows, binary: bool) -> np.ndarray:
 
 
 def _cstc_method(name: str, binary_estimator: str, regression_estimator: str | None) -> None:
-    """Register ``name``: ``relative_lam`` x the variance of the targets, phi = the plain model's trees, pruned on
+    """Register ``name``: ``relative_tradeoff`` x the variance of the targets, phi = the plain model's trees, pruned on
     the validation rows; binary scores ``(f + 1) / 2`` clipped to [0, 1]."""
     binary_only = regression_estimator is None
 
     def prepare(context: Context):
-        return _plain(context), float(np.var(_cstc_targets(context, context.train, binary_only)))
+        import lightgbm_cegb.methods.cstc as cstc
+        cls = getattr(cstc, binary_estimator if binary_only or context.task == "binary" else regression_estimator)
+        targets = _cstc_targets(context, context.train, binary_only)
+        return _plain(context), cls().tradeoff_scale(context.train.X, targets)
 
     def fit(context: Context, state, params: dict) -> list[Candidate]:
         import lightgbm_cegb.methods.cstc as cstc
         phi, scale = state
         params = dict(params)
-        lam, knob = _scaled_knob(name, params, "relative_lam", "lam", scale)
+        tradeoff, knob = _scaled_knob(name, params, "relative_tradeoff", "tradeoff", scale)
         binary = binary_only or context.task == "binary"
         cls = getattr(cstc, binary_estimator if binary else regression_estimator)
         y_train, y_valid = (_cstc_targets(context, rows, binary_only) for rows in (context.train, context.valid))
-        model = cls(lam=lam, costs=context.costs, phi=phi, **params).fit(context.train.X, y_train,
+        model = cls(tradeoff=tradeoff, feature_costs=context.costs, phi=phi, **params).fit(context.train.X, y_train,
                                                                           eval_set=(context.valid.X, y_valid))
         if context.task == "binary":
             predict = lambda X: np.clip((model.decision_function(X) + 1) / 2, 0, 1)  # noqa: E731
@@ -299,7 +302,7 @@ def _cstc_method(name: str, binary_estimator: str, regression_estimator: str | N
         return [Candidate(name, {**knob, **params}, model, predict, model.prediction_cost)]
 
     register(name, tasks=("binary", "ranking") if binary_only else ("binary", "regression", "ranking"),
-             prepare=prepare, grid=lambda context: [{"relative_lam": r} for r in CSTC_RELATIVE_LAMS])(fit)
+             prepare=prepare, grid=lambda context: [{"relative_tradeoff": r} for r in CSTC_RELATIVE_TRADEOFFS])(fit)
 
 
 _cstc_method("cstc", "CSTCClassifier", "CSTC")

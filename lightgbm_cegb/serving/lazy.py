@@ -121,7 +121,7 @@ class LazyPredictor:
         ``acquire``, default the rows' positions in the batch); returns one value per row (NaN is a missing
         value, as for ``predict``). ``feature`` is the model's feature name (``feature_keys="name"``) or
         column index (``"index"``). A coroutine function is awaited by ``aacquire``/``apredict``.
-    costs : FeatureCosts, lazy costs per column or by name, optional
+    feature_costs : FeatureCosts, lazy costs per column or by name, optional
         As ``prediction_cost`` (None: the model's cegb_* parameters or a package estimator's fitted costs;
         no costs at all: everything costs 0).
     num_iteration : int, optional
@@ -145,7 +145,7 @@ class LazyPredictor:
         Threads of the routing kernel.
     """
 
-    def __init__(self, model, fetch: Callable, costs=None, *, num_iteration: int | None = None,
+    def __init__(self, model, fetch: Callable, *, feature_costs=None, num_iteration: int | None = None,
                  order="cheapest", max_workers: int | None = None, timeout: float | None = None,
                  retries: int = 0, errors: str = "raise", feature_keys: str = "name",
                  n_jobs: int | None = None) -> None:
@@ -180,10 +180,10 @@ class LazyPredictor:
                             f"num_iteration applies to LightGBM models only, got {num_iteration!r}")
         self.num_iteration = num_iteration
         self.num_trees = num_trees_used(self.model, self.forest, num_iteration)
-        costs = fitted_costs(model) if costs is None else costs
+        costs = fitted_costs(model) if feature_costs is None else feature_costs
         if costs is None and FeatureCosts.from_params(self.forest.params) is None:
             costs = FeatureCosts(lazy=np.zeros(self.forest.num_features))
-        self.costs = resolve_costs(costs, self.forest.num_features, self.forest.feature_names, self.forest.params)
+        self.costs_ = resolve_costs(costs, self.forest.num_features, self.forest.feature_names, self.forest.params)
         self.fetch, self.order, self.max_workers = fetch, order, max_workers
         self.timeout, self.retries, self.errors, self.n_jobs = timeout, retries, errors, n_jobs
         names = self.forest.feature_names
@@ -294,7 +294,7 @@ class LazyPredictor:
         f, rows = request
         if callable(self.order):
             return self.order(self.keys[f], ids[rows])
-        lazy = self.costs.lazy
+        lazy = self.costs_.lazy
         return {"cheapest": (lazy[f], f), "costliest": (-lazy[f], f), "most_rows": (-len(rows), f),
                 "model": f}[self.order]
 
@@ -359,9 +359,9 @@ class _Run:
         self.ids = np.arange(n) if ids is None else np.asarray(ids)
         if self.ids.shape != (n,):
             raise CEGBError(f"ids should hold one id per row of X ({n}), got shape {self.ids.shape}")
-        self.cost = CostState(n, predictor.costs, num_features)  # paid: fetched by this call
+        self.cost = CostState(n, predictor.costs_, num_features)  # paid: fetched by this call
         num_trees = predictor.num_trees
-        self.cost.evaluation += predictor.costs.tree * num_trees  # every row goes through every tree
+        self.cost.evaluation += predictor.costs_.tree * num_trees  # every row goes through every tree
         has_splits = np.diff(forest.node_offset[:num_trees + 1]) > 0
         self.route = np.zeros((n, num_trees), dtype=np.int32)
         self.route[:, ~has_splits] = -1  # one-leaf trees: at leaf 0

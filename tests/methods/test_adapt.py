@@ -3,6 +3,8 @@ built from each model's leaves, the ends of p_full, save/load, bad input."""
 
 from __future__ import annotations
 
+import json
+
 import lightgbm as lgb
 import numpy as np
 import pytest
@@ -54,7 +56,7 @@ def data(seed=0, n=2400, classes=2):
 def fitted():
     X, y = data()
     f0 = lgb.LGBMClassifier(n_estimators=60, verbose=-1).fit(X[:1600], y[:1600])
-    model = AdaptGBRT(f0, p_full=0.3, tradeoff=0.5, costs=COSTS, n_rounds=3, trees_per_round=30).fit(X[:1600], y[:1600])
+    model = AdaptGBRT(f0=f0, p_full=0.3, tradeoff=0.5, feature_costs=COSTS, n_rounds=3, trees_per_round=30).fit(X[:1600], y[:1600])
     return model, f0, X[1600:], y[1600:]
 
 
@@ -110,7 +112,7 @@ def test_composite_kernel_against_the_reference_on_random_cases(kind, seed):
     f0 = lgb.LGBMClassifier(n_estimators=20, num_leaves=7, verbose=-1) if kind.startswith("lightgbm") else \
         RandomForestClassifier(n_estimators=15, max_depth=6, random_state=seed)
     f0.fit(X[:1000], y[:1000])
-    model = AdaptGBRT(f0, p_full=0.25 + 0.1 * seed, tradeoff=0.2, costs=GROUPED, n_rounds=2, trees_per_round=8,
+    model = AdaptGBRT(f0=f0, p_full=0.25 + 0.1 * seed, tradeoff=0.2, feature_costs=GROUPED, n_rounds=2, trees_per_round=8,
                       max_depth=3).fit(X[:1000], y[:1000])
     test = X[1000:]
     expected, to_f0 = reference_composite_cost(model, f0, test, GROUPED)
@@ -125,13 +127,13 @@ def test_composite_kernel_against_the_reference_on_random_cases(kind, seed):
 def test_ends_of_p_full():
     X, y = data(1, n=1200)
     f0 = lgb.LGBMClassifier(n_estimators=30, verbose=-1).fit(X, y)
-    everything = AdaptGBRT(f0, p_full=1.0, costs=COSTS, n_rounds=2, trees_per_round=10).fit(X, y)
+    everything = AdaptGBRT(f0=f0, p_full=1.0, feature_costs=COSTS, n_rounds=2, trees_per_round=10).fit(X, y)
     assert (everything.route(X) == 0).all()
     np.testing.assert_array_equal(everything.predict_proba(X), f0.predict_proba(X))
-    nothing = AdaptGBRT(f0, p_full=0.0, costs=COSTS, n_rounds=2, trees_per_round=10).fit(X, y)
+    nothing = AdaptGBRT(f0=f0, p_full=0.0, feature_costs=COSTS, n_rounds=2, trees_per_round=10).fit(X, y)
     assert (nothing.route(X) == 1).all()
     np.testing.assert_allclose(nothing.predict_proba(X)[:, 1], 1 / (1 + np.exp(-nothing.f1_.predict(X, raw_score=True))))
-    as_booster = AdaptGBRT(f0.booster_, p_full=1.0, costs=COSTS, n_rounds=2, trees_per_round=10).fit(X, y)
+    as_booster = AdaptGBRT(f0=f0.booster_, p_full=1.0, feature_costs=COSTS, n_rounds=2, trees_per_round=10).fit(X, y)
     np.testing.assert_array_equal(as_booster.predict_proba(X), f0.predict_proba(X))  # a Booster is an f0 too
     gate_cost = prediction_cost(nothing.gate_, X, COSTS).per_instance
     assert not gate_cost.any()  # a gate without a split
@@ -153,7 +155,7 @@ def test_a_gate_without_splits_is_reported():
     X, y = data(4, n=600)
     f0 = lgb.LGBMClassifier(n_estimators=10, verbose=-1).fit(X, y)
     with pytest.warns(UserWarning, match=r"send p_full=0.3 of the training rows to f0: 0.000 go \(a gate that reads no feature"):
-        model = AdaptGBRT(f0, p_full=0.3, tradeoff=1e6, costs=COSTS, n_rounds=1, trees_per_round=3).fit(X, y)
+        model = AdaptGBRT(f0=f0, p_full=0.3, tradeoff=1e6, feature_costs=COSTS, n_rounds=1, trees_per_round=3).fit(X, y)
     assert not model.gate_.feature_importance().any() and (model.route(X) == 1).all()
 
 
@@ -161,7 +163,7 @@ def test_multiclass_and_a_model_that_is_not_a_forest():
     X, y = data(2, n=1500, classes=3)
     f0 = SVC(probability=True, random_state=0).fit(X[:1000], y[:1000])
     usage = lambda rows: np.ones((len(rows), 8), dtype=bool)  # noqa: E731 (an SVM reads every feature)
-    model = AdaptGBRT(f0, p_full=0.4, tradeoff=0.2, costs=COSTS, n_rounds=2, trees_per_round=10,
+    model = AdaptGBRT(f0=f0, p_full=0.4, tradeoff=0.2, feature_costs=COSTS, n_rounds=2, trees_per_round=10,
                       f0_usage=usage).fit(X[:1000], y[:1000])
     proba = model.predict_proba(X[1000:])
     assert proba.shape == (500, 3)
@@ -171,7 +173,7 @@ def test_multiclass_and_a_model_that_is_not_a_forest():
     assert (report.acquisition[to_f0] == COSTS.lazy.sum()).all()  # every feature, once
     assert (report.acquisition[~to_f0] <= COSTS.lazy.sum()).all()
     with pytest.raises(CEGBError, match="give f0_usage"):
-        AdaptGBRT(f0, p_full=0.4, costs=COSTS, n_rounds=1, trees_per_round=5).fit(X[:1000], y[:1000]).prediction_cost(X)
+        AdaptGBRT(f0=f0, p_full=0.4, feature_costs=COSTS, n_rounds=1, trees_per_round=5).fit(X[:1000], y[:1000]).prediction_cost(X)
 
 
 def test_shared_record_of_used_features(fitted):
@@ -179,7 +181,7 @@ def test_shared_record_of_used_features(fitted):
     feature the two use costs its tradeoff once, so with a high tradeoff the pair uses few features."""
     model, f0, X, y = fitted
     X_train, y_train = data()[0][:1600], data()[1][:1600]
-    stingy = AdaptGBRT(f0, p_full=0.3, tradeoff=50.0, costs=COSTS, n_rounds=3, trees_per_round=30).fit(X_train, y_train)
+    stingy = AdaptGBRT(f0=f0, p_full=0.3, tradeoff=50.0, feature_costs=COSTS, n_rounds=3, trees_per_round=30).fit(X_train, y_train)
     used = lambda b: set(np.flatnonzero(b.feature_importance("split")))  # noqa: E731
     assert used(stingy.gate_) | used(stingy.f1_) < used(model.gate_) | used(model.f1_)
 
@@ -187,10 +189,11 @@ def test_shared_record_of_used_features(fitted):
 def test_save_and_load(fitted, tmp_path):
     model, f0, X, _ = fitted
     model.save(tmp_path / "adapt")
-    again = AdaptGBRT.load(tmp_path / "adapt", f0)
+    again = AdaptGBRT.load(tmp_path / "adapt", f0=f0)
     np.testing.assert_array_equal(again.predict_proba(X), model.predict_proba(X))
     np.testing.assert_array_equal(again.prediction_cost(X).per_instance, model.prediction_cost(X).per_instance)
-    stock = lgb.Booster(model_file=str(tmp_path / "adapt" / "gate.txt"))
+    files = json.loads((tmp_path / "adapt" / "manifest.json").read_text())["files"]
+    stock = lgb.Booster(model_file=str(tmp_path / "adapt" / files["gate"]))
     np.testing.assert_array_equal(stock.predict(X, raw_score=True), model.gate_.predict(X, raw_score=True))
 
 
@@ -198,7 +201,7 @@ def test_save_and_load(fitted, tmp_path):
     ({"p_full": 1.5}, None, r"p_full should be a number in \[0, 1\], got 1.5"),
     ({"p_full": -0.1}, None, r"p_full should be a number in \[0, 1\], got -0.1"),
     ({"tradeoff": -1.0}, None, r"tradeoff should be a number in \[0, inf\], got -1.0"),
-    ({"costs": [1.0, 2.0]}, None, "costs are for 2 features but the model has 8"),
+    ({"feature_costs": [1.0, 2.0]}, None, "costs are for 2 features but the model has 8"),
     ({}, "features", "f0 was fitted on 5 features, X has 8"),
     ({}, "classes", r"y holds classes \[2\] that f0 was not trained on"),
 ])
@@ -208,8 +211,8 @@ def test_bad_input(kwargs, fit_on, message):
     f0.fit(X[:, :5], y) if fit_on == "features" else f0.fit(X, y)
     labels = np.where(np.arange(300) < 5, 2, y) if fit_on == "classes" else y
     with pytest.raises(CEGBError, match=message):
-        AdaptGBRT(f0, **{"p_full": 0.3, **kwargs}).fit(X, labels)
+        AdaptGBRT(f0=f0, **{"p_full": 0.3, **kwargs}).fit(X, labels)
     with pytest.raises(CEGBError, match="f0 should be a fitted classifier with predict_proba or a LightGBM classification Booster, "
                                          "got LinearRegression"):
         from sklearn.linear_model import LinearRegression
-        AdaptGBRT(LinearRegression()).fit(X, y)
+        AdaptGBRT(f0=LinearRegression()).fit(X, y)

@@ -1,5 +1,5 @@
 """ADAPT-LIN: the M-step's gradient against finite differences and its solution against the optimality
-conditions of the group lasso, lam_scale, the composite's routing and exact cost against a reference, the ends
+conditions of the group lasso, tradeoff_scale, the composite's routing and exact cost against a reference, the ends
 of p_full, save/load, bad input."""
 
 from __future__ import annotations
@@ -74,12 +74,12 @@ def test_m_step_meets_the_group_lasso_optimality_conditions(seed, k):
     assert seed > 0 or zero < 5  # not the trivial solution everywhere
 
 
-def test_lam_scale_is_where_f1_reads_no_feature():
+def test_tradeoff_scale_is_where_f1_reads_no_feature():
     X, y = data(1)
     f0 = lgb.LGBMClassifier(n_estimators=20, verbose=-1).fit(X, y)
-    scale = AdaptLIN(f0, costs=COSTS).lam_scale(X, y)
-    above = AdaptLIN(f0, p_full=0.0, lam=scale * 1.001, costs=COSTS).fit(X, y)
-    below = AdaptLIN(f0, p_full=0.0, lam=scale * 0.95, costs=COSTS).fit(X, y)
+    scale = AdaptLIN(f0=f0, feature_costs=COSTS).tradeoff_scale(X, y)
+    above = AdaptLIN(f0=f0, p_full=0.0, tradeoff=scale * 1.001, feature_costs=COSTS).fit(X, y)
+    below = AdaptLIN(f0=f0, p_full=0.0, tradeoff=scale * 0.95, feature_costs=COSTS).fit(X, y)
     assert above.f1_features_.size == 0 and below.f1_features_.size > 0
 
 
@@ -113,7 +113,7 @@ def test_composite_cost_and_routing_against_the_reference(kind, seed):
     f0 = lgb.LGBMClassifier(n_estimators=20, num_leaves=7, verbose=-1) if kind == "lightgbm" else \
         RandomForestClassifier(n_estimators=10, max_depth=5, random_state=seed)
     f0.fit(X[:1000], y[:1000])
-    model = AdaptLIN(f0, p_full=0.3 + 0.1 * seed, lam=0.01, costs=GROUPED).fit(X[:1000], y[:1000])
+    model = AdaptLIN(f0=f0, p_full=0.3 + 0.1 * seed, tradeoff=0.01, feature_costs=GROUPED).fit(X[:1000], y[:1000])
     test = X[1000:]
     expected, to_f0 = reference_cost(model, f0, test, GROUPED)
     assert 0 < to_f0.mean() < 1 and 0 < model.f1_features_.size < 8
@@ -133,7 +133,7 @@ def test_adaptation_sends_f0_what_f1_cannot_do():
     X = rng.normal(size=(4000, 8))
     y = np.where(X[:, 1] < 0, X[:, 0] > 0, X[:, 5] * X[:, 6] > 0).astype(int)
     f0 = lgb.LGBMClassifier(n_estimators=200, verbose=-1).fit(X[:3000], y[:3000])
-    model = AdaptLIN(f0, p_full=0.5, lam=0.01, costs=COSTS).fit(X[:3000], y[:3000])
+    model = AdaptLIN(f0=f0, p_full=0.5, tradeoff=0.01, feature_costs=COSTS).fit(X[:3000], y[:3000])
     test, truth = X[3000:], y[3000:]
     accuracy = (model.predict(test) == truth).mean()
     alone = ((model.decision_function_f1(test) > 0) == truth).mean()
@@ -144,35 +144,35 @@ def test_adaptation_sends_f0_what_f1_cannot_do():
 def test_ends_of_p_full_and_save_load(tmp_path):
     X, y = data(4, n=900)
     f0 = lgb.LGBMClassifier(n_estimators=10, verbose=-1).fit(X, y)
-    everything = AdaptLIN(f0, p_full=1.0, lam=0.01, costs=COSTS).fit(X, y)
+    everything = AdaptLIN(f0=f0, p_full=1.0, tradeoff=0.01, feature_costs=COSTS).fit(X, y)
     assert (everything.route(X) == 0).all() and everything.gate_features_.size == 0
     np.testing.assert_array_equal(everything.predict_proba(X), f0.predict_proba(X))
-    nothing = AdaptLIN(f0, p_full=0.0, lam=0.01, costs=COSTS).fit(X, y)
+    nothing = AdaptLIN(f0=f0, p_full=0.0, tradeoff=0.01, feature_costs=COSTS).fit(X, y)
     assert (nothing.route(X) == 1).all()
     lazy = COSTS.arrays(8)[0]
     np.testing.assert_allclose(nothing.prediction_cost(X).per_instance, lazy[nothing.f1_features_].sum())
-    model = AdaptLIN(f0, p_full=0.4, lam=0.005, costs=GROUPED).fit(X, y)
+    model = AdaptLIN(f0=f0, p_full=0.4, tradeoff=0.005, feature_costs=GROUPED).fit(X, y)
     model.save(tmp_path / "lin")
-    again = AdaptLIN.load(tmp_path / "lin", f0)
+    again = AdaptLIN.load(tmp_path / "lin", f0=f0)
     np.testing.assert_array_equal(again.predict_proba(X), model.predict_proba(X))
     np.testing.assert_array_equal(again.prediction_cost(X).per_instance, model.prediction_cost(X).per_instance)
-    assert again.lam == model.lam and again.get_params()["p_full"] == 0.4
-    with pytest.raises(CEGBError, match=r"not an AdaptGBRT model \(manifest format 'lightgbm_cegb.AdaptLIN'"):
+    assert again.tradeoff == model.tradeoff and again.get_params()["p_full"] == 0.4
+    with pytest.raises(CEGBError, match=r"not an AdaptGBRT model \(it holds an AdaptLIN model\)"):
         from lightgbm_cegb import AdaptGBRT
-        AdaptGBRT.load(tmp_path / "lin", f0)
+        AdaptGBRT.load(tmp_path / "lin", f0=f0)
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"lam": -1.0}, r"lam should be a number in \[0, inf\], got -1.0"),
+    ({"tradeoff": -1.0}, r"tradeoff should be a number in \[0, inf\], got -1.0"),
     ({"p_full": 2}, r"p_full should be a number in \[0, 1\], got 2"),
     ({"max_iter": 0}, r"max_iter should be an integer in \[1, inf\], got 0"),
-    ({"costs": [1.0]}, "costs are for 1 features but the model has 8"),
+    ({"feature_costs": [1.0]}, "costs are for 1 features but the model has 8"),
 ])
 def test_bad_input(kwargs, message):
     X, y = data(5, n=300)
     f0 = lgb.LGBMClassifier(n_estimators=5, verbose=-1).fit(X, y)
     with pytest.raises(CEGBError, match=message):
-        AdaptLIN(f0, **kwargs).fit(X, y)
+        AdaptLIN(f0=f0, **kwargs).fit(X, y)
     X[3, 2] = np.nan
     with pytest.raises(ValueError, match="Input X contains NaN"):
-        AdaptLIN(f0).fit(X, y)
+        AdaptLIN(f0=f0).fit(X, y)

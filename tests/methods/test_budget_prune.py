@@ -43,7 +43,7 @@ def route(tree, x: np.ndarray, leaves: frozenset) -> tuple[int, set]:
     return node, used
 
 
-def brute_force_optimum(model, X, y, costs, lam, group_of=None, group_lazy=()):
+def brute_force_optimum(model, X, y, costs, tradeoff, group_of=None, group_lazy=()):
     """The least objective over every combination of the trees' prunings; group_of[k] = g (-1: none) makes a
     row pay group_lazy[g] once when it uses any member of g."""
     X32 = X.astype(np.float32)
@@ -69,7 +69,7 @@ def brute_force_optimum(model, X, y, costs, lam, group_of=None, group_lazy=()):
     for combo in itertools.product(*options):
         error = sum(e for e, _ in combo)
         masks = np.bitwise_or.reduce([m for _, m in combo])
-        best = min(best, error / len(X) + lam * mask_cost[masks].sum() / len(X))
+        best = min(best, error / len(X) + tradeoff * mask_cost[masks].sum() / len(X))
     return best
 
 
@@ -77,9 +77,9 @@ def brute_force_optimum(model, X, y, costs, lam, group_of=None, group_lazy=()):
 @pytest.mark.parametrize("seed", range(8))
 def test_optimal_against_brute_force(seed, solver):
     model, X, y, costs = random_case(seed, classes=2 + seed % 2, n=30, trees=2 + seed % 2, depth=3)
-    for lam in (0.0, 0.02, 0.1, 0.5):
-        result = budget_prune(model, X, y, costs, lam, solver=solver)
-        assert result.objective == pytest.approx(brute_force_optimum(model, X, y, costs, lam), rel=1e-9, abs=1e-12)
+    for tradeoff in (0.0, 0.02, 0.1, 0.5):
+        result = budget_prune(model, X, y, costs, tradeoff, solver=solver)
+        assert result.objective == pytest.approx(brute_force_optimum(model, X, y, costs, tradeoff), rel=1e-9, abs=1e-12)
         assert result.lower_bound == pytest.approx(result.objective, rel=1e-9, abs=1e-12)
 
 
@@ -89,9 +89,9 @@ def test_maxflow_equals_the_highs_lp(seed):
     optimum HiGHS finds (whose solution is checked integral), at several trade-offs."""
     kind = ExtraTreesClassifier if seed % 4 == 0 else RandomForestClassifier
     model, X, y, costs = random_case(300 + seed, classes=2 + seed % 4, n=150, f=5, trees=5, depth=6, kind=kind)
-    for lam in (0.0, 0.003, 0.03, 0.3):
-        lp = budget_prune(model, X, y, costs, lam, solver="highs")
-        flow = budget_prune(model, X, y, costs, lam, solver="maxflow")
+    for tradeoff in (0.0, 0.003, 0.03, 0.3):
+        lp = budget_prune(model, X, y, costs, tradeoff, solver="highs")
+        flow = budget_prune(model, X, y, costs, tradeoff, solver="maxflow")
         assert flow.objective == pytest.approx(lp.objective, rel=1e-9, abs=1e-12)
         assert flow.lower_bound == pytest.approx(flow.objective, rel=1e-9, abs=1e-12)
 
@@ -116,10 +116,10 @@ def stop_at_kept_leaf(model, result, X):
 def test_lp_is_integral_tight_and_the_pruned_model_agrees(seed):
     kind = ExtraTreesClassifier if seed % 3 == 0 else RandomForestClassifier
     model, X, y, costs = random_case(100 + seed, classes=2 + seed % 4, n=80, f=5, trees=4, depth=5, kind=kind)
-    lam = [0.0, 0.01, 0.05, 0.3][seed % 4]
-    result = budget_prune(model, X, y, costs, lam, solver="highs")
+    tradeoff = [0.0, 0.01, 0.05, 0.3][seed % 4]
+    result = budget_prune(model, X, y, costs, tradeoff, solver="highs")
     assert result.lower_bound == pytest.approx(result.objective, rel=1e-9, abs=1e-12)
-    assert result.objective == pytest.approx(result.error + lam * result.cost, rel=1e-12)
+    assert result.objective == pytest.approx(result.error + tradeoff * result.cost, rel=1e-12)
     pruned = result.model
     assert type(pruned) is type(model) and pruned is not model
     np.testing.assert_allclose(pruned.predict_proba(X), stop_at_kept_leaf(model, result, X), rtol=1e-12)
@@ -145,8 +145,8 @@ def test_input_model_is_untouched():
 
 def test_path_is_a_monotone_frontier():
     model, X, y, costs = random_case(7, classes=3, n=120, f=5, trees=4, depth=6)
-    lams = [0.0, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0]
-    path = budget_prune_path(model, X, y, costs, lams)
+    tradeoffs = [0.0, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0]
+    path = budget_prune_path(model, X, y, costs, tradeoffs)
     costs_along, errors_along = [r.cost for r in path], [r.error for r in path]
     assert all(b <= a + 1e-12 for a, b in zip(costs_along, costs_along[1:]))
     assert all(b >= a - 1e-12 for a, b in zip(errors_along, errors_along[1:]))
@@ -162,19 +162,19 @@ def test_budget_target_is_the_least_error_pruning_within_budget(solver):
         result = budget_prune(model, X, y, costs, budget=budget, solver=solver)
         assert result.cost <= budget + 1e-12
         assert result.error <= min(r.error for r in grid if r.cost <= budget) + 1e-12
-        at = budget_prune(model, X, y, costs, result.lam, solver=solver)  # optimal at its lam
+        at = budget_prune(model, X, y, costs, result.tradeoff, solver=solver)  # optimal at its tradeoff
         assert at.objective == pytest.approx(result.objective, rel=1e-9, abs=1e-12)
-        if budget < full:  # and the smallest such lam: just below it the optimum costs more
-            assert budget_prune(model, X, y, costs, result.lam * (1 - 1e-6), solver=solver).cost > budget
+        if budget < full:  # and the smallest such tradeoff: just below it the optimum costs more
+            assert budget_prune(model, X, y, costs, result.tradeoff * (1 - 1e-6), solver=solver).cost > budget
         else:
-            assert result.lam == 0.0
+            assert result.tradeoff == 0.0
 
 
 def test_budget_target_bad_input(small):
     model, X, y, costs = small
-    with pytest.raises(CEGBError, match="give either lam or budget, got lam=0.1 and budget=3"):
+    with pytest.raises(CEGBError, match="give either tradeoff or budget, got tradeoff=0.1 and budget=3"):
         budget_prune(model, X, y, costs, 0.1, budget=3)
-    with pytest.raises(CEGBError, match="give either lam or budget, got lam=None and budget=None"):
+    with pytest.raises(CEGBError, match="give either tradeoff or budget, got tradeoff=None and budget=None"):
         budget_prune(model, X, y, costs)
     with pytest.raises(CEGBError, match="budget should be a finite number >= 0, got -1"):
         budget_prune(model, X, y, costs, budget=-1)
@@ -189,9 +189,9 @@ def small():
 
 
 @pytest.mark.parametrize(("change", "message"), [
-    (lambda m, X, y, c: (m, X, y, c, -0.1), r"lam should be a finite number >= 0, got -0.1"),
-    (lambda m, X, y, c: (m, X, y, c, float("nan")), r"lam should be a finite number >= 0, got nan"),
-    (lambda m, X, y, c: (m, X, y, c, "big"), r"lam should be a number >= 0, got 'big'"),
+    (lambda m, X, y, c: (m, X, y, c, -0.1), r"tradeoff should be a finite number >= 0, got -0.1"),
+    (lambda m, X, y, c: (m, X, y, c, float("nan")), r"tradeoff should be a finite number >= 0, got nan"),
+    (lambda m, X, y, c: (m, X, y, c, "big"), r"tradeoff should be a number >= 0, got 'big'"),
     (lambda m, X, y, c: (m, X[:, :3], y, c, 0.1), r"X has 3 features but the model has 4"),
     (lambda m, X, y, c: (m, X[:0], y[:0], c, 0.1), r"X should hold at least one row"),
     (lambda m, X, y, c: (m, X, y[:-1], c, 0.1), r"y should have one label per row of X \(60\), got 59"),
@@ -204,8 +204,8 @@ def small():
 ])
 def test_bad_input_is_rejected(small, change, message):
     with pytest.raises(CEGBError, match=message):
-        model, X, y, costs, lam = change(*small)
-        budget_prune(model, X, y, costs, lam)
+        model, X, y, costs, tradeoff = change(*small)
+        budget_prune(model, X, y, costs, tradeoff)
 
 
 def test_unknown_solver_is_rejected(small):
@@ -355,7 +355,7 @@ def test_lightgbm_optimal_against_brute_force(objective, extra):
     for parent, feature, _ in nodes:
         cuts = {frozenset(np.flatnonzero(random_cut(parent, feature, np.random.default_rng(s)))) for s in range(300)}
         options.append(sorted(cuts, key=sorted))
-    for lam in (0.0, 0.01, 0.1):
+    for tradeoff in (0.0, 0.01, 0.1):
         best = np.inf
         for combo in itertools.product(*options):
             leaves = [np.isin(np.arange(len(p)), list(c)) for (p, _, _), c in zip(nodes, combo)]
@@ -366,9 +366,9 @@ def test_lightgbm_optimal_against_brute_force(objective, extra):
                 changed[:, t % score.shape[1]] += scale * (output - outputs[t])
                 error += lightgbm_loss(objective, changed, y).sum()
             cost = float(np.mean(prediction_cost(pruned, X, FeatureCosts(lazy=costs)).per_instance))
-            best = min(best, error / len(X) + lam * cost)
+            best = min(best, error / len(X) + tradeoff * cost)
         for solver in ("maxflow", "highs"):
-            result = budget_prune(booster, X, y, costs, lam, solver=solver)
+            result = budget_prune(booster, X, y, costs, tradeoff, solver=solver)
             assert result.objective == pytest.approx(best, rel=1e-9)
             assert result.lower_bound == pytest.approx(result.objective, rel=1e-9, abs=1e-12)
 
@@ -389,7 +389,7 @@ def test_lightgbm_estimator_comes_back_as_an_estimator():
 
 
 def test_tiny_cost_coefficients_are_not_lost_in_solver_tolerances():
-    """lam * c_k / N at HiGHS's default tolerance (1e-7): the solver must still not pay for pairs it does not
+    """tradeoff * c_k / N at HiGHS's default tolerance (1e-7): the solver must still not pay for pairs it does not
     need (it did once, caught by budget_prune's own check that the pruned model's objective is the LP's)."""
     rng = np.random.default_rng(0)
     X = rng.integers(0, 16, size=(3000, 16)).astype(float)
@@ -401,14 +401,14 @@ def test_tiny_cost_coefficients_are_not_lost_in_solver_tolerances():
 
 @pytest.mark.parametrize("seed", range(6))
 def test_warm_started_path_equals_independent_solves(seed):
-    """budget_prune_path reuses one flow along increasing trade-offs; any order of lams (repeats too) gives
+    """budget_prune_path reuses one flow along increasing trade-offs; any order of tradeoffs (repeats too) gives
     the results of solving each alone, in the given order."""
     model, X, y, costs = random_case(500 + seed, classes=3, n=200, f=5, trees=4, depth=7)
-    lams = [0.3, 0.0, 0.01, 0.3, 0.003, 1.0, 0.03][seed % 3:]
-    path = budget_prune_path(model, X, y, costs, lams)
-    assert [r.lam for r in path] == lams
-    for result, lam in zip(path, lams):
-        alone = budget_prune(model, X, y, costs, lam, solver="highs")
+    tradeoffs = [0.3, 0.0, 0.01, 0.3, 0.003, 1.0, 0.03][seed % 3:]
+    path = budget_prune_path(model, X, y, costs, tradeoffs)
+    assert [r.tradeoff for r in path] == tradeoffs
+    for result, tradeoff in zip(path, tradeoffs):
+        alone = budget_prune(model, X, y, costs, tradeoff, solver="highs")
         assert result.objective == pytest.approx(alone.objective, rel=1e-9, abs=1e-12)
         assert result.lower_bound == pytest.approx(result.objective, rel=1e-9, abs=1e-12)
     assert budget_prune_path(model, X, y, costs, []) == []
@@ -433,7 +433,7 @@ def test_every_nodes_rows_are_one_range_of_the_layout(seed):
             np.testing.assert_array_equal(np.sort(problem.rows(t, node)), np.sort(expected))
 
 
-def closure_max_flow_reference(model, X, y, costs, lam, scale):
+def closure_max_flow_reference(model, X, y, costs, tradeoff, scale):
     """The closure's max-flow value from scipy's own maximum_flow on the explicit graph (built from
     decision_path), with all capacities multiplied by scale to make them integers."""
     from scipy.sparse import csr_matrix
@@ -471,7 +471,7 @@ def closure_max_flow_reference(model, X, y, costs, lam, scale):
                     tails.append(first + h), heads.append(pair), caps.append(None)
         first += tree.node_count
     for (i, k), pair in pair_id.items():
-        tails.append(pair), heads.append(-2), caps.append(round(scale * lam * costs[k]))
+        tails.append(pair), heads.append(-2), caps.append(round(scale * tradeoff * costs[k]))
     source, sink = nodes_total + len(pair_id), nodes_total + len(pair_id) + 1
     infinite = sum(c for c in caps if c is not None) + 1
     tails = [source if u == -1 else u for u in tails]
@@ -486,7 +486,7 @@ def closure_max_flow_reference(model, X, y, costs, lam, scale):
 def test_maxflow_at_scale_equals_scipys_maximum_flow(seed, monkeypatch):
     """Thousands of rows and unlimited-depth trees, where push-relabel runs through several global
     relabellings: the optimum and bound equal those of scipy's max-flow on the explicit graph (integer
-    capacities: costs 1, 2, 5 at lam = 0.01 and 0.03, counts and costs scaled by 100), also for the
+    capacities: costs 1, 2, 5 at tradeoff = 0.01 and 0.03, counts and costs scaled by 100), also for the
     second trade-off of a path, which starts from the first one's flow."""
     import lightgbm_cegb._prune as engine
     networks = []
@@ -504,8 +504,8 @@ def test_maxflow_at_scale_equals_scipys_maximum_flow(seed, monkeypatch):
     costs = rng.choice([1.0, 2.0, 5.0], size=12)
     path = budget_prune_path(model, X, y, costs, [0.03, 0.01])
     assert len(networks) == 1 and networks[0].global_relabels >= 3
-    for lam, result in zip([0.03, 0.01], path):
-        constant, flow = closure_max_flow_reference(model, X, y, costs, lam, scale=100)
+    for tradeoff, result in zip([0.03, 0.01], path):
+        constant, flow = closure_max_flow_reference(model, X, y, costs, tradeoff, scale=100)
         assert result.lower_bound == pytest.approx((constant + flow) / len(X), rel=1e-9)
         assert result.objective == pytest.approx(result.lower_bound, rel=1e-9)
 
@@ -602,9 +602,9 @@ def grouped_costs(costs, group_of, group_lazy) -> FeatureCosts:
 def test_groups_optimal_against_brute_force(seed, solver):
     model, X, y, costs = random_case(seed, classes=2 + seed % 2, n=30, trees=2 + seed % 2, depth=3)
     group_of, group_lazy = random_groups(seed, len(costs))
-    for lam in (0.0, 0.02, 0.1, 0.5):
-        result = budget_prune(model, X, y, grouped_costs(costs, group_of, group_lazy), lam, solver=solver)
-        expected = brute_force_optimum(model, X, y, costs, lam, group_of, group_lazy)
+    for tradeoff in (0.0, 0.02, 0.1, 0.5):
+        result = budget_prune(model, X, y, grouped_costs(costs, group_of, group_lazy), tradeoff, solver=solver)
+        expected = brute_force_optimum(model, X, y, costs, tradeoff, group_of, group_lazy)
         assert result.objective == pytest.approx(expected, rel=1e-9, abs=1e-12)
         assert result.lower_bound == pytest.approx(result.objective, rel=1e-9, abs=1e-12)
 
@@ -617,9 +617,9 @@ def test_groups_maxflow_equals_the_highs_lp_and_the_accounting(seed):
     model, X, y, costs = random_case(700 + seed, classes=2 + seed % 3, n=150, f=5, trees=5, depth=6, kind=kind)
     group_of, group_lazy = random_groups(seed, len(costs))
     grouped = grouped_costs(costs, group_of, group_lazy)
-    for lam in (0.0, 0.003, 0.03, 0.3):
-        lp = budget_prune(model, X, y, grouped, lam, solver="highs")
-        flow = budget_prune(model, X, y, grouped, lam, solver="maxflow")
+    for tradeoff in (0.0, 0.003, 0.03, 0.3):
+        lp = budget_prune(model, X, y, grouped, tradeoff, solver="highs")
+        flow = budget_prune(model, X, y, grouped, tradeoff, solver="maxflow")
         assert flow.objective == pytest.approx(lp.objective, rel=1e-9, abs=1e-12)
         assert flow.lower_bound == pytest.approx(flow.objective, rel=1e-9, abs=1e-12)
         report = prediction_cost(flow.model, X, grouped)
@@ -630,9 +630,9 @@ def test_groups_maxflow_equals_the_highs_lp_and_the_accounting(seed):
 def test_groups_of_one_member_equal_per_feature_costs(solver):
     model, X, y, costs = random_case(5, n=120, f=5, trees=4, depth=5)
     single = FeatureCosts(lazy=np.zeros(5), groups=list(range(5)), group_lazy=costs.tolist())
-    for lam in (0.01, 0.1):
-        a = budget_prune(model, X, y, single, lam, solver=solver)
-        b = budget_prune(model, X, y, costs, lam, solver=solver)
+    for tradeoff in (0.01, 0.1):
+        a = budget_prune(model, X, y, single, tradeoff, solver=solver)
+        b = budget_prune(model, X, y, costs, tradeoff, solver=solver)
         assert a.objective == pytest.approx(b.objective, rel=1e-12) and a.cost == pytest.approx(b.cost, rel=1e-12)
         for x, z in zip(a.leaves, b.leaves):
             np.testing.assert_array_equal(x, z)
@@ -646,9 +646,9 @@ def test_groups_on_a_lightgbm_model_and_group_coupled_costs_refused():
     y = (X[:, 0] + X[:, 1] * X[:, 2] + 0.5 * X[:, 4] > 0).astype(int)
     booster = lgb.train({"objective": "binary", "num_leaves": 8, "verbose": -1}, lgb.Dataset(X, y), 6)
     grouped = FeatureCosts(lazy=[1.0, 0.0, 0.0, 2.0, 0.5, 0.5], groups=[-1, 0, 0, -1, 1, 1], group_lazy=[5.0, 2.0])
-    for lam in (0.001, 0.01, 0.1):
-        lp = budget_prune(booster, X, y, grouped, lam, solver="highs")
-        flow = budget_prune(booster, X, y, grouped, lam, solver="maxflow")
+    for tradeoff in (0.001, 0.01, 0.1):
+        lp = budget_prune(booster, X, y, grouped, tradeoff, solver="highs")
+        flow = budget_prune(booster, X, y, grouped, tradeoff, solver="maxflow")
         assert flow.objective == pytest.approx(lp.objective, rel=1e-9, abs=1e-12)
         assert float(prediction_cost(flow.model, X, grouped).mean) == pytest.approx(flow.cost, rel=1e-12, abs=1e-12)
     with pytest.raises(CEGBError, match=r"got coupled costs for features \[\] and groups \[1\]"):

@@ -119,11 +119,11 @@ def xor_data():
 def test_accuracy_cost_and_free_path(xor_data):
     X, y, Xv, yv, Xt, yt = xor_data
     costs = [1, 1, 5, 5, 5, 5]
-    model = BudgetRFClassifier(costs=costs, n_estimators=15, random_state=0).fit(X, y)
+    model = BudgetRFClassifier(feature_costs=costs, n_estimators=15, random_state=0).fit(X, y)
     assert (model.predict(Xt) == yt).mean() > 0.97
     report = model.prediction_cost(Xt)
     assert report.mean <= 2.0 + 1e-12 and report.usage[2:].max() < 0.05
-    free = BudgetRFClassifier(costs=costs, n_estimators=15, free_path=True, random_state=0).fit(X, y)
+    free = BudgetRFClassifier(feature_costs=costs, n_estimators=15, free_path=True, random_state=0).fit(X, y)
     assert (free.predict(Xt) == yt).mean() < 0.7  # the documented failure of "free on the path"
 
 
@@ -132,25 +132,25 @@ def test_groups(xor_data):
     steers the forest to the features outside it, and the budget holds with groups (the exact cost state)."""
     X, y, Xv, yv, Xt, _ = xor_data
     costs = [1.0, 1.0, 5.0, 5.0, 5.0, 5.0]
-    plain = BudgetRFClassifier(costs=costs, n_estimators=5, random_state=0).fit(X, y)
+    plain = BudgetRFClassifier(feature_costs=costs, n_estimators=5, random_state=0).fit(X, y)
     single = FeatureCosts(lazy=np.zeros(6), groups=list(range(6)), group_lazy=costs)
-    grouped = BudgetRFClassifier(costs=single, n_estimators=5, random_state=0).fit(X, y)
+    grouped = BudgetRFClassifier(feature_costs=single, n_estimators=5, random_state=0).fit(X, y)
     for field in ("feature", "threshold", "left", "right", "leaf_value"):
         np.testing.assert_array_equal(getattr(plain.forest_, field), getattr(grouped.forest_, field))
     heavy = FeatureCosts(lazy=np.ones(6), groups=[0, 0, -1, -1, -1, -1], group_lazy=[100.0])
-    steered = BudgetRFClassifier(costs=heavy, n_estimators=5, max_depth=3, random_state=0).fit(X, y)
+    steered = BudgetRFClassifier(feature_costs=heavy, n_estimators=5, max_depth=3, random_state=0).fit(X, y)
     assert steered.prediction_cost(Xt).usage[:2].max() < plain.prediction_cost(Xt).usage[:2].max()
-    budget = BudgetRFClassifier(costs=heavy, budget=60.0, n_estimators=20, random_state=0).fit(X, y, X_valid=Xv)
+    budget = BudgetRFClassifier(feature_costs=heavy, budget=60.0, n_estimators=20, random_state=0).fit(X, y, X_valid=Xv)
     assert budget.valid_cost_ <= 60.0 and budget.prediction_cost(Xv).mean == pytest.approx(budget.valid_cost_)
 
 
 def test_budget_is_respected_on_validation(xor_data):
     X, y, Xv, yv, _, _ = xor_data
     costs = [1, 3, 2, 2, 5, 5]
-    full = BudgetRFClassifier(costs=costs, n_estimators=12, alpha=2.0, random_state=4).fit(X, y)
+    full = BudgetRFClassifier(feature_costs=costs, n_estimators=12, tradeoff=2.0, random_state=4).fit(X, y)
     curve = [prediction_cost(full, Xv, costs, num_iteration=k).mean for k in range(1, 13)]
     for budget in (curve[0] + 1e-9, (curve[2] + curve[3]) / 2, curve[-1] + 1):
-        model = BudgetRFClassifier(costs=costs, n_estimators=12, alpha=2.0, random_state=4, budget=budget)
+        model = BudgetRFClassifier(feature_costs=costs, n_estimators=12, tradeoff=2.0, random_state=4, budget=budget)
         model.fit(X, y, X_valid=Xv)
         k = model.n_estimators_
         assert model.valid_cost_ == pytest.approx(model.prediction_cost(Xv).mean, rel=1e-12)
@@ -158,7 +158,7 @@ def test_budget_is_respected_on_validation(xor_data):
         assert k == 12 or curve[k] > budget  # the next tree would have passed the budget
         np.testing.assert_array_equal(model.forest_.feature, full.forest_.feature[:model.forest_.node_offset[-1]])
     with pytest.raises(CEGBError, match="the first tree alone costs more than"):
-        BudgetRFClassifier(costs=costs, n_estimators=3, random_state=4, budget=curve[0] / 10).fit(X, y, X_valid=Xv)
+        BudgetRFClassifier(feature_costs=costs, n_estimators=3, random_state=4, budget=curve[0] / 10).fit(X, y, X_valid=Xv)
 
 
 def test_reproducible_and_served_lazily(xor_data):
@@ -177,10 +177,10 @@ def test_reproducible_and_served_lazily(xor_data):
 @pytest.mark.parametrize(("kwargs", "fit_kwargs", "message"), [
     ({"budget": 0}, {}, "budget should be None or a finite number > 0, got 0"),
     ({"budget": 5.0}, {}, r"pass fit\(X, y, X_valid=...\)"),
-    ({"alpha": -1}, {}, "alpha should be a finite number >= 0, got -1"),
+    ({"tradeoff": -1}, {}, "tradeoff should be a finite number >= 0, got -1"),
     ({"max_depth": 0}, {}, "max_depth should be an integer >= 1 or None, got 0"),
     ({"n_estimators": 0}, {}, "n_estimators should be an integer >= 1, got 0"),
-    ({"costs": [1.0, 2.0]}, {}, "costs are for 2 features but the model has 6"),
+    ({"feature_costs": [1.0, 2.0]}, {}, "costs are for 2 features but the model has 6"),
 ])
 def test_bad_input(xor_data, kwargs, fit_kwargs, message):
     X, y = xor_data[:2]
@@ -206,7 +206,7 @@ def test_lightgbm_export_predicts_identically_in_stock_lightgbm(tmp_path, classe
     X = rng.normal(size=(1500, 4))
     y = np.digitize(X[:, 0] + X[:, 1] * X[:, 2], [0.0] if classes == 2 else [-0.5, 0.5])
     costs = [1.0, 2.0, 4.0, 8.0]
-    model = BudgetRFClassifier(costs=costs, n_estimators=6, random_state=1).fit(X, y)
+    model = BudgetRFClassifier(feature_costs=costs, n_estimators=6, random_state=1).fit(X, y)
     # rows at, just below and just above where float32 rounding of each threshold changes
     threshold = model.forest_.threshold.astype(np.float32)
     edge = (threshold.astype(np.float64) + np.nextafter(threshold, np.float32(np.inf)).astype(np.float64)) / 2

@@ -88,8 +88,8 @@ def test_closed_form_leaf_minimises_the_bounded_objective(seed, kind):
 def test_polish_never_raises_the_exact_objective():
     X, y, costs = quadrants(600, 3)
     for lam in (0.001, 0.02, 0.2):
-        model = CSTC(lam=lam, costs=costs, polish=False).fit(X, y)
-        polished = CSTC(lam=lam, costs=costs).fit(X, y)
+        model = CSTC(tradeoff=lam, feature_costs=costs, polish=False).fit(X, y)
+        polished = CSTC(tradeoff=lam, feature_costs=costs).fit(X, y)
         exact = []
         for m in (model, polished):
             cost = m.prediction_cost(X).mean
@@ -103,7 +103,7 @@ def test_quadrants_the_paper_tree():
     X, y, costs = quadrants(2000, 0)
     X_test, y_test, _ = quadrants(4000, 1)
     X_valid, y_valid, _ = quadrants(1000, 2)
-    model = CSTC(lam=0.003, costs=costs).fit(X, y, eval_set=(X_valid, y_valid))
+    model = CSTC(tradeoff=0.003, feature_costs=costs).fit(X, y, eval_set=(X_valid, y_valid))
     report = model.prediction_cost(X_test)
     mse = np.mean((model.predict(X_test) - y_test) ** 2)
     assert mse < 0.1 * 1.0 and report.mean <= 13.0, (mse, report.mean)
@@ -111,7 +111,7 @@ def test_quadrants_the_paper_tree():
     for leaf in model.terminals_:
         path = model.path_columns(leaf)
         assert {0, 1} <= set(path) and len(path) == 3
-    linear = CSTC(depth=1, lam=0.0, costs=costs, polish=False).fit(X, y)  # one linear model on every feature
+    linear = CSTC(depth=1, tradeoff=0.0, feature_costs=costs, polish=False).fit(X, y)  # one linear model on every feature
     assert linear.prediction_cost(X_test).mean == pytest.approx(42.0)
     assert np.mean((linear.predict(X_test) - y_test) ** 2) > 0.5
 
@@ -141,7 +141,7 @@ def test_cost_raw_features_against_reference():
     X = rng.normal(size=(400, 6))
     y = X[:, 0] * (X[:, 1] > 0) + X[:, 2] + 0.1 * rng.normal(size=400)
     costs = FeatureCosts(lazy=[1, 2, 3, 4, 5, 6], groups={"g": [3, 4]}, group_lazy=[7.0])
-    model = CSTC(lam=0.002, costs=costs, depth=3).fit(X, y)
+    model = CSTC(tradeoff=0.002, feature_costs=costs, depth=3).fit(X, y)
     leaves = reference_route(model, np.hstack([np.ones((len(X), 1)), X]))
     np.testing.assert_array_equal(model.apply(X), leaves)
     expected = []
@@ -164,7 +164,7 @@ def test_cost_boosting_trick_against_pred_leaf(seed):
                         lgb.Dataset(X, y), 12)
     lazy = rng.uniform(1, 5, 5)
     costs = FeatureCosts(lazy=lazy, groups={"g": [1, 2]}, group_lazy=[2.5], tree=0.25)
-    model = CSTC(lam=0.001, costs=costs, phi=booster).fit(X, y)
+    model = CSTC(tradeoff=0.001, feature_costs=costs, phi=booster).fit(X, y)
     leaf_index = booster.predict(X, pred_leaf=True)
     outputs = np.array([[booster.get_leaf_output(t, int(l)) for t, l in enumerate(row)] for row in leaf_index])
     leaves = reference_route(model, np.hstack([np.ones((len(X), 1)), outputs]))
@@ -184,18 +184,18 @@ def test_classifier_and_files(tmp_path):
     rng = np.random.default_rng(1)
     X = rng.normal(size=(600, 4))
     y = np.where(X[:, 0] + 0.5 * X[:, 1] > 0, "yes", "no")
-    model = CSTCClassifier(lam=0.001, phi=10, random_state=3).fit(X, y)
+    model = CSTCClassifier(tradeoff=0.001, phi=10, random_state=3).fit(X, y)
     assert set(model.predict(X)) <= {"no", "yes"}
     assert np.mean(model.predict(X) == y) > 0.9
     model.save(tmp_path / "m")
     again = CSTCClassifier.load(tmp_path / "m")
     np.testing.assert_array_equal(again.decision_function(X), model.decision_function(X))
     np.testing.assert_array_equal(again.prediction_cost(X).per_instance, model.prediction_cost(X).per_instance)
-    twin = CSTCClassifier(lam=0.001, phi=10, random_state=3).fit(X, y)
+    twin = CSTCClassifier(tradeoff=0.001, phi=10, random_state=3).fit(X, y)
     np.testing.assert_array_equal(twin.decision_function(X), model.decision_function(X))
 
     X_q, y_q, costs = quadrants(300, 4)
-    raw = CSTC(lam=0.01, costs=costs).fit(X_q, y_q)
+    raw = CSTC(tradeoff=0.01, feature_costs=costs).fit(X_q, y_q)
     raw.save(tmp_path / "r")
     np.testing.assert_array_equal(CSTC.load(tmp_path / "r").predict(X_q), raw.predict(X_q))
     with pytest.raises(CEGBError, match="not a CSTC model"):
@@ -206,8 +206,8 @@ def test_bad_input():
     X, y, costs = quadrants(200, 0)
     with pytest.raises(CEGBError, match=r"depth should be an integer in \[1, 16\], got 0"):
         CSTC(depth=0).fit(X, y)
-    with pytest.raises(CEGBError, match=r"lam should be .*got -1"):
-        CSTC(lam=-1).fit(X, y)
+    with pytest.raises(CEGBError, match=r"tradeoff should be .*got -1"):
+        CSTC(tradeoff=-1).fit(X, y)
     booster = lgb.train({"objective": "regression", "verbose": -1}, lgb.Dataset(X[:, :4], y), 3)
     with pytest.raises(CEGBError, match="phi: the LightGBM model reads 4 features, X has 6"):
         CSTC(phi=booster).fit(X, y)
@@ -249,14 +249,14 @@ def test_selection_sweeps_the_cstc_family(method, task):
     costs = FeatureCosts(lazy=[1.0, 2.0, 3.0, 4.0, 5.0])
     frame = sweep(method, train, valid, costs, task=task, num_boost_round=30,
                   metric="p@5" if task == "ranking" else None,
-                  grid={method: [{"relative_lam": r} for r in (1e-4, 1e-2)]})
+                  grid={method: [{"relative_tradeoff": r} for r in (1e-4, 1e-2)]})
     assert len(frame) == 2 and set(frame["method"]) == {method}
     binary = task == "binary" or method != "cstc"
     targets = np.where(train[1] > 0, 1.0, -1.0) if binary else train[1]
     for _, row in frame.iterrows():
         model = row["model"].model
         assert row["cost"] == pytest.approx(model.prediction_cost(valid[0]).mean, rel=1e-12)
-        assert row["lam"] == pytest.approx(row["relative_lam"] * np.var(targets))
+        assert row["tradeoff"] == pytest.approx(row["relative_tradeoff"] * np.var(targets))
         assert 0 <= row["quality"] <= 1 if task != "regression" else row["quality"] > 0
     assert frame["cost"].iloc[0] >= frame["cost"].iloc[1]
 
@@ -277,8 +277,8 @@ def test_cascade_exits_the_easy_rows(cls):
     its cost: most rows exit after the cheap feature."""
     X, y = skewed(3000, 0)
     X_test, y_test = skewed(5000, 1)
-    single = CSTCClassifier(depth=1, lam=0.0, costs=SKEWED_COSTS, polish=False).fit(X, y)
-    cascade = cls(n_stages=3, lam=0.001, costs=SKEWED_COSTS).fit(X, y, eval_set=skewed(1500, 2))
+    single = CSTCClassifier(depth=1, tradeoff=0.0, feature_costs=SKEWED_COSTS, polish=False).fit(X, y)
+    cascade = cls(n_stages=3, tradeoff=0.001, feature_costs=SKEWED_COSTS).fit(X, y, eval_set=skewed(1500, 2))
     accuracy = [np.mean(m.predict(X_test) == y_test) for m in (single, cascade)]
     cost = [m.prediction_cost(X_test).mean for m in (single, cascade)]
     assert accuracy[1] >= accuracy[0] and cost[1] <= 0.25 * cost[0], (accuracy, cost)
@@ -307,7 +307,7 @@ def reference_cascade(model, Z):
 def test_cascade_cost_against_reference(cls):
     X, y = skewed(1500, 5)
     costs = FeatureCosts(lazy=[1.0, 20.0, 5.0, 5.0], groups={"g": [2, 3]}, group_lazy=[3.0])
-    model = cls(n_stages=4, lam=0.0005, costs=costs, polish=False).fit(X, y)
+    model = cls(n_stages=4, tradeoff=0.0005, feature_costs=costs, polish=False).fit(X, y)
     routes = reference_cascade(model, np.hstack([np.ones((len(X), 1)), X]))
     np.testing.assert_array_equal(model.apply(X), [t for t, _ in routes])
     expected = []
@@ -323,7 +323,7 @@ def test_cascade_cost_against_reference(cls):
 def test_cascade_files_and_bad_input(tmp_path):
     X, y = skewed(600, 3)
     labels = np.where(y == 1, "hit", "miss")
-    model = Cronus(n_stages=3, lam=0.001, class_weight={"hit": 3.0, "miss": 1.0}, costs=SKEWED_COSTS).fit(X, labels)
+    model = Cronus(n_stages=3, tradeoff=0.001, class_weight={"hit": 3.0, "miss": 1.0}, feature_costs=SKEWED_COSTS).fit(X, labels)
     model.save(tmp_path / "c")
     again = Cronus.load(tmp_path / "c")
     assert again.class_weight == {"hit": 3.0, "miss": 1.0}
@@ -338,8 +338,8 @@ def test_cascade_files_and_bad_input(tmp_path):
         CSCC(n_stages=0).fit(X, labels)
     with pytest.raises(CEGBError, match="Only binary classification is supported"):
         Cronus().fit(X, np.arange(len(y)) % 3)
-    balanced = CSCC(class_weight="balanced", lam=0.001).fit(X, y)
-    assert np.mean(balanced.predict(X)) > np.mean(CSCC(lam=0.001).fit(X, y).predict(X))
+    balanced = CSCC(class_weight="balanced", tradeoff=0.001).fit(X, y)
+    assert np.mean(balanced.predict(X)) > np.mean(CSCC(tradeoff=0.001).fit(X, y).predict(X))
 
 
 # A weight of 2 and a repeated row give the same objective up to rounding, but the cascade's first node
@@ -373,7 +373,7 @@ def test_files_keep_parameters_names_and_fit_record(tmp_path):
     X, y, costs = quadrants(300, 8)
     frame = pd.DataFrame(X, columns=[f"c{j}" for j in range(6)])
     lgbm = lgb.LGBMRegressor(n_estimators=5, verbose=-1).fit(frame, y)
-    model = CSTC(depth=np.int64(2), lam=np.float64(0.01), costs=costs, phi=lgbm).fit(frame, y)
+    model = CSTC(depth=np.int64(2), tradeoff=np.float64(0.01), feature_costs=costs, phi=lgbm).fit(frame, y)
     model.save(tmp_path / "a")
     again = CSTC.load(tmp_path / "a")
     assert again.get_params()["depth"] == 2 and isinstance(again.phi, lgb.Booster)
@@ -386,10 +386,10 @@ def test_files_keep_parameters_names_and_fit_record(tmp_path):
     trained = CSTC(depth=2, phi=4, random_state=1).fit(X, y)
     trained.save(tmp_path / "b")
     loaded = CSTC.load(tmp_path / "b")
-    assert loaded.phi == 4 and loaded.costs is None
+    assert loaded.phi == 4 and loaded.feature_costs is None
     np.testing.assert_array_equal(loaded.predict(X), trained.predict(X))
     trained.set_params(tol=object())
-    with pytest.raises(TypeError):
+    with pytest.raises(CEGBError, match="cannot save the parameter tol: a value of type object"):
         trained.save(tmp_path / "c")
     assert not (tmp_path / "c").exists()
 

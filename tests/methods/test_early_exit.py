@@ -36,7 +36,7 @@ def test_classifier_exits(classes, threshold):
     params = {"objective": "binary" if classes == 2 else "multiclass", "verbose": -1, "num_leaves": 7,
               **({"num_class": 3} if classes == 3 else {})}
     booster = lgb.train(params, lgb.Dataset(X, y), 40)
-    result = EarlyExit(booster, threshold, every=5, costs=COSTS).predict(X)
+    result = EarlyExit(booster, threshold=threshold, every=5, feature_costs=COSTS).predict_result(X)
     check_rows(booster, X, result, "classify")
     for i in range(len(X)):  # the reference: the first exit where the top probability passes the threshold
         stop = 40
@@ -81,7 +81,7 @@ def test_ranker_exits_match_the_reference(threshold):
     y = np.clip(np.digitize(score, [-0.5, 0.5, 1.5]), 0, 3)
     booster = lgb.train({"objective": "lambdarank", "verbose": -1, "num_leaves": 7, "min_data_in_leaf": 5},
                         lgb.Dataset(X, y, group=sizes), 30)
-    result = EarlyExit(booster, threshold, every=4, costs=COSTS).predict(X, group=sizes)
+    result = EarlyExit(booster, threshold=threshold, every=4, feature_costs=COSTS).predict_result(X, group=sizes)
     np.testing.assert_array_equal(result.iterations, reference_rank(booster, X, sizes, threshold, 4))
     check_rows(booster, X, result, "rank")
     starts = np.concatenate([[0], np.cumsum(sizes)])
@@ -106,18 +106,18 @@ def test_ranker_exits_match_the_reference(threshold):
 def test_bad_input(make, kwargs, message):
     X, score = data()
     with pytest.raises(CEGBError, match=message):
-        EarlyExit(make(X, score), costs=COSTS, **kwargs)
+        EarlyExit(make(X, score), feature_costs=COSTS, **kwargs)
 
 
 def test_ranking_needs_groups():
     X, score = data(n=200)
     booster = lgb.train({"objective": "lambdarank", "verbose": -1}, lgb.Dataset(X, np.digitize(score, [0]),
                                                                                  group=[100, 100]), 3)
-    exit_ = EarlyExit(booster, 1.0, costs=COSTS)
+    exit_ = EarlyExit(booster, threshold=1.0, feature_costs=COSTS)
     with pytest.raises(CEGBError, match="pass the query sizes"):
-        exit_.predict(X)
+        exit_.predict_result(X)
     with pytest.raises(CEGBError, match="summing to the 200 rows of X, got 150"):
-        exit_.predict(X, group=[100, 50])
+        exit_.predict_result(X, group=[100, 50])
 
 
 def test_exits_follow_the_best_iteration():
@@ -127,7 +127,21 @@ def test_exits_follow_the_best_iteration():
                         valid_sets=[lgb.Dataset(X[600:], y[600:])], callbacks=[lgb.early_stopping(5, verbose=False)],
                         keep_training_booster=True)
     assert 0 < booster.best_iteration < 60 and booster.current_iteration() > booster.best_iteration
-    result = EarlyExit(booster, 1.0, every=5, costs=COSTS).predict(X)
+    result = EarlyExit(booster, threshold=1.0, every=5, feature_costs=COSTS).predict_result(X)
     assert result.iterations.max() == booster.best_iteration
     np.testing.assert_array_equal(result.prediction[result.iterations == booster.best_iteration],
                                   booster.predict(X[result.iterations == booster.best_iteration]))
+
+
+def test_predict_returns_the_array_and_prediction_cost_the_report():
+    """The estimator contract: ``predict`` gives an array; the result object comes from ``predict_result``."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(300, 6))
+    y = (X[:, 0] + X[:, 1] > 0).astype(int)
+    booster = lgb.train({"objective": "binary", "verbose": -1}, lgb.Dataset(X, y), 20)
+    model = EarlyExit(booster, threshold=0.9, every=5, feature_costs=COSTS)
+    result = model.predict_result(X)
+    prediction = model.predict(X)
+    assert isinstance(prediction, np.ndarray)
+    np.testing.assert_array_equal(prediction, result.prediction)
+    np.testing.assert_array_equal(model.prediction_cost(X).per_instance, result.cost.per_instance)

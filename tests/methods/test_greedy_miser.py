@@ -72,7 +72,7 @@ def test_trees_equal_the_numpy_reference(seed, lam, kind, depth, groups):
     cost_model = FeatureCosts(coupled=costs) if not groups else \
         FeatureCosts(coupled=costs, groups=group_of, group_coupled=group_costs)
     trees = 6
-    fitted = model(feature_costs=cost_model, lam=lam, n_estimators=trees, max_depth=depth, min_samples_leaf=min_leaf,
+    fitted = model(feature_costs=cost_model, tradeoff=lam, n_estimators=trees, max_depth=depth, min_samples_leaf=min_leaf,
                    max_bin=1024).fit(X, y, sample_weight=weight)
     reference = greedy_miser_reference(X, y, costs=costs, lam=lam, depth=depth, trees=trees, min_leaf=min_leaf,
                                        weight=weight, num_class=num_class, group_of=group_of, group_costs=group_costs)
@@ -94,8 +94,8 @@ def test_the_cost_trade_off_changes_the_trees():
     X, signal, _, rng = random_case(11, n=400)
     y = signal + 0.3 * rng.normal(size=len(signal))
     costs = FeatureCosts(coupled=[1.0, 100.0, 100.0, 1.0, 1.0, 1.0])
-    free = GreedyMiserRegressor(feature_costs=costs, lam=0.0, n_estimators=30).fit(X, y)
-    miser = GreedyMiserRegressor(feature_costs=costs, lam=5.0, n_estimators=30).fit(X, y)
+    free = GreedyMiserRegressor(feature_costs=costs, tradeoff=0.0, n_estimators=30).fit(X, y)
+    miser = GreedyMiserRegressor(feature_costs=costs, tradeoff=5.0, n_estimators=30).fit(X, y)
     used_free = set(np.flatnonzero(free.booster_.feature_importance("split")))
     used_miser = set(np.flatnonzero(miser.booster_.feature_importance("split")))
     assert {1, 2} <= used_free
@@ -109,20 +109,20 @@ def test_within_a_tree_every_split_on_a_new_feature_pays():
     X, signal, _, rng = random_case(12, n=300)
     y = signal + 0.1 * rng.normal(size=len(signal))
     costs = np.array([0.0, 8.0, 0.0, 0.0, 0.0, 0.0])
-    miser = GreedyMiserRegressor(feature_costs=FeatureCosts(coupled=costs), lam=1.0, n_estimators=3, max_depth=3,
+    miser = GreedyMiserRegressor(feature_costs=FeatureCosts(coupled=costs), tradeoff=1.0, n_estimators=3, max_depth=3,
                                  max_bin=1024).fit(X, y)
     reference = greedy_miser_reference(X, y, costs=costs, lam=1.0, depth=3, trees=3, num_class=0)
     for t, (node, ref) in enumerate(zip(dumped_trees(miser.booster_), reference)):
         assert_same_tree(node, ref, X, np.arange(len(y)), f"tree {t}")
 
 
-def test_lam_scale_is_where_the_first_tree_stops_splitting():
+def test_tradeoff_scale_is_where_the_first_tree_stops_splitting():
     X, signal, costs, rng = random_case(20, n=300)
     y = signal + 0.3 * rng.normal(size=len(signal))
     model = GreedyMiserRegressor(feature_costs=costs, n_estimators=1)
-    scale = model.lam_scale(X, y)
-    assert has_split(model.set_params(lam=scale * 0.99).fit(X, y).booster_)
-    assert not has_split(model.set_params(lam=scale * 1.01).fit(X, y).booster_)
+    scale = model.tradeoff_scale(X, y)
+    assert has_split(model.set_params(tradeoff=scale * 0.99).fit(X, y).booster_)
+    assert not has_split(model.set_params(tradeoff=scale * 1.01).fit(X, y).booster_)
     # the root's best penalised split, by the reference: lam * c_f against the root gain of each feature
     reference = greedy_miser_reference(X, y, costs=costs, lam=scale * 0.99, depth=4, trees=1, num_class=0)
     assert reference[0][0] == "split"
@@ -133,7 +133,7 @@ def test_tree_cost_is_on_the_cost_axis():
     y = signal + 0.3 * rng.normal(size=len(signal))
     plain = FeatureCosts(lazy=costs)
     with_trees = FeatureCosts(lazy=costs, tree=0.5)
-    model = GreedyMiserRegressor(feature_costs=with_trees, lam=0.1, n_estimators=20).fit(X, y)
+    model = GreedyMiserRegressor(feature_costs=with_trees, tradeoff=0.1, n_estimators=20).fit(X, y)
     report = model.prediction_cost(X)
     base = prediction_cost(model.booster_, X, plain)
     np.testing.assert_allclose(report.evaluation, base.evaluation + 0.5 * 20)
@@ -144,10 +144,10 @@ def test_tree_cost_is_on_the_cost_axis():
 def test_early_stopping_keeps_the_best_validation_iteration():
     X, signal, costs, rng = random_case(14, n=1200)
     y = (signal + rng.normal(size=len(signal)) > 0.5).astype(int)
-    model = GreedyMiserClassifier(feature_costs=costs, lam=0.01, n_estimators=400, early_stopping_rounds=20,
+    model = GreedyMiserClassifier(feature_costs=costs, tradeoff=0.01, n_estimators=400, early_stopping_rounds=20,
                                   learning_rate=0.5).fit(X[:800], y[:800], eval_set=[(X[800:], y[800:])])
     # the same trees without early stopping, 20 further: the validation loss is lowest at best_iteration_
-    full = GreedyMiserClassifier(feature_costs=costs, lam=0.01, n_estimators=model.best_iteration_ + 20,
+    full = GreedyMiserClassifier(feature_costs=costs, tradeoff=0.01, n_estimators=model.best_iteration_ + 20,
                                  early_stopping_rounds=None, learning_rate=0.5).fit(X[:800], y[:800])
     losses = []
     for k in range(1, full.best_iteration_ + 1):
@@ -161,7 +161,7 @@ def test_early_stopping_keeps_the_best_validation_iteration():
 def test_classifier_labels_and_probabilities():
     X, signal, costs, _ = random_case(15, n=300)
     labels = np.array(["low", "mid", "high"])[np.digitize(signal, np.quantile(signal, [1 / 3, 2 / 3]))]
-    model = GreedyMiserClassifier(feature_costs=costs, lam=0.01, n_estimators=20).fit(X, labels)
+    model = GreedyMiserClassifier(feature_costs=costs, tradeoff=0.01, n_estimators=20).fit(X, labels)
     proba = model.predict_proba(X)
     assert proba.shape == (300, 3)
     np.testing.assert_allclose(proba.sum(axis=1), 1.0)
@@ -174,9 +174,9 @@ def test_ranker_weights_irrelevant_documents_and_stops_on_ndcg():
     X = rng.normal(size=(600, 5))
     y = np.clip(np.round(X[:, 0] + 0.5 * X[:, 1] + rng.normal(scale=0.5, size=600)), 0, 4)
     group = [20] * 30
-    weighted = GreedyMiserRanker(feature_costs=[1.0] * 5, lam=0.1, n_estimators=50).fit(
+    weighted = GreedyMiserRanker(feature_costs=[1.0] * 5, tradeoff=0.1, n_estimators=50).fit(
         X[:400], y[:400], group=group[:20], eval_set=[(X[400:], y[400:])], eval_group=[group[20:]])
-    by_weight = GreedyMiserRegressor(feature_costs=[1.0] * 5, lam=0.1, n_estimators=50, early_stopping_rounds=None).fit(
+    by_weight = GreedyMiserRegressor(feature_costs=[1.0] * 5, tradeoff=0.1, n_estimators=50, early_stopping_rounds=None).fit(
         X[:400], y[:400], sample_weight=np.where(y[:400] == 0, 10.0, 1.0))
     np.testing.assert_allclose(weighted.predict(X, num_iteration=weighted.best_iteration_),
                                by_weight.predict(X, num_iteration=weighted.best_iteration_))
@@ -189,14 +189,14 @@ def test_costs_by_feature_name():
     X, signal, costs, _ = random_case(17, n=200)
     frame = pd.DataFrame(X, columns=[f"f{i}" for i in range(X.shape[1])])
     by_name = GreedyMiserRegressor(feature_costs=FeatureCosts(coupled={f"f{i}": c for i, c in enumerate(costs)}),
-                                   lam=0.5, n_estimators=10).fit(frame, signal)
-    by_index = GreedyMiserRegressor(feature_costs=FeatureCosts(coupled=costs), lam=0.5, n_estimators=10).fit(X, signal)
+                                   tradeoff=0.5, n_estimators=10).fit(frame, signal)
+    by_index = GreedyMiserRegressor(feature_costs=FeatureCosts(coupled=costs), tradeoff=0.5, n_estimators=10).fit(X, signal)
     np.testing.assert_array_equal(by_name.predict(frame), by_index.predict(X))
 
 
 def test_model_text_loads_in_lightgbm():
     X, signal, costs, _ = random_case(18, n=200)
-    model = GreedyMiserRegressor(feature_costs=costs, lam=0.5, n_estimators=10).fit(X, signal)
+    model = GreedyMiserRegressor(feature_costs=costs, tradeoff=0.5, n_estimators=10).fit(X, signal)
     again = lgb.Booster(model_str=model.booster_.model_to_string())
     np.testing.assert_array_equal(again.predict(X), model.predict(X))
 
@@ -204,7 +204,7 @@ def test_model_text_loads_in_lightgbm():
 @pytest.mark.parametrize("kwargs, message", [
     ({"loss": "hinge"}, r"loss should be one of \['squared'\] for GreedyMiserRegressor, got 'hinge'"),
     ({"max_depth": 0}, "max_depth should be an integer >= 1, got 0"),
-    ({"lam": -1.0}, "lam should be a finite number >= 0, got -1.0"),
+    ({"tradeoff": -1.0}, "tradeoff should be a finite number >= 0, got -1.0"),
     ({"learning_rate": 0.0}, "learning_rate should be a finite number > 0, got 0.0"),
     ({"n_estimators": 2.5}, "n_estimators should be an integer >= 1, got 2.5"),
     ({"feature_costs": [1.0, 2.0]}, "costs are for 2 features but the model has 6"),

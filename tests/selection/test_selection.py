@@ -48,8 +48,8 @@ def frontier(binary):
     train, valid, _ = binary
     grid = {"cegb": [{"relative_tradeoff": r} for r in (0.0, 0.01, 0.1)],
             "budget_prune": [{"budget_fraction": f} for f in (0.3, 1.0)],
-            "early_exit": [{"threshold": 0.8}], "budgetrf": [{"alpha": 2.0, "n_estimators": 4, "trees": (1, 4)}],
-            "greedy_miser": [{"relative_lam": r} for r in (0.0, 0.3)]}
+            "early_exit": [{"threshold": 0.8}], "budgetrf": [{"tradeoff": 2.0, "n_estimators": 4, "trees": (1, 4)}],
+            "greedy_miser": [{"relative_tradeoff": r} for r in (0.0, 0.3)]}
     return sweep(["lightgbm", "cegb", "budget_prune", "early_exit", "budgetrf", "greedy_miser"], train, valid, COSTS,
                  task="binary",
                  grid=grid, params={"num_leaves": 8}, num_boost_round=60)
@@ -65,7 +65,7 @@ def test_sweep_measures_each_point_exactly(frontier, binary):
     for _, row in frontier.iterrows():
         candidate = row["model"]
         if row["method"] == "early_exit":
-            result = candidate.model.predict(Xv)
+            result = candidate.model.predict_result(Xv)
             expected_quality = np.mean((result.prediction > 0.5) == yv)
             expected_cost = result.cost.mean
         elif row["method"] == "budgetrf":
@@ -185,7 +185,7 @@ def test_ranking_sweep():
     Xv, yv, gv = valid
     assert frame["quality"].iloc[0] == pytest.approx(ndcg_at_k(yv, booster.predict(Xv), gv, k=5), abs=1e-12)
     exit_model = frame[frame["method"] == "early_exit"]["model"].iloc[0].model
-    result = exit_model.predict(Xv, group=gv)
+    result = exit_model.predict_result(Xv, group=gv)
     assert frame["cost"].iloc[1] == pytest.approx(result.cost.mean, rel=1e-12)
     with pytest.raises(CEGBError, match=r"needs the query sizes"):
         sweep("cegb", train[:2], valid, costs, task="ranking")
@@ -223,8 +223,8 @@ def test_a_new_method_joins_with_one_registration(binary):
     ({"methods": "nope"}, r"unknown method\(s\) \['nope'\]; registered:"),
     ({"task": "clustering"}, r"task should be one of .* got 'clustering'"),
     ({"grid": {"early_exit": [{}]}}, r"grid names method\(s\) \['early_exit'\] that are not swept"),
-    ({"grid": {"budget_prune": [{"budget_fraction": 0.5, "lam": 1.0}]}, "methods": "budget_prune"},
-     r"budget_prune: give budget_fraction or lam"),
+    ({"grid": {"budget_prune": [{"budget_fraction": 0.5, "tradeoff": 1.0}]}, "methods": "budget_prune"},
+     r"budget_prune: give budget_fraction or tradeoff"),
     ({"grid": {"early_exit": [{"threshold": 0.9, "every": 5, "speed": 1}]}, "methods": "early_exit"},
      r"early_exit: unknown parameter\(s\) \['speed'\]"),
     ({"metric": "f1"}, r"metric should be one of .* got 'f1'"),
@@ -323,7 +323,7 @@ def test_budget_prune_and_adapt_with_group_costs(binary):
                            group_lazy=[4.0, 3.0])
     frame = sweep(["budget_prune", "adapt_lin"], train, valid, grouped, task="binary", params={"num_leaves": 8},
                   num_boost_round=40, grid={"budget_prune": [{"budget_fraction": 0.5}],
-                                            "adapt_lin": [{"p_full": 0.3, "relative_lam": 0.1}]})
+                                            "adapt_lin": [{"p_full": 0.3, "relative_tradeoff": 0.1}]})
     assert sorted(frame["method"]) == ["adapt_lin", "budget_prune"]
     for _, row in frame.iterrows():
         candidate = row["model"]

@@ -64,11 +64,11 @@ def test_exact_on_random_models(case, split_cost, known_share):
     store = Store(X)
     if to_forest(booster).linear is not None:
         with pytest.raises(CEGBError, match="linear trees"):
-            LazyPredictor(booster, store, costs)
+            LazyPredictor(booster, store, feature_costs=costs)
         return
     known = rng.random(X.shape) < known_share
     given_X = np.where(known, X, np.nan)
-    result = LazyPredictor(booster, store, costs, feature_keys="index").acquire(given_X, known)
+    result = LazyPredictor(booster, store, feature_costs=costs, feature_keys="index").acquire(given_X, known)
     assert (result.status == DONE).all()
     np.testing.assert_array_equal(result.prediction, booster.predict(X))
     leaves = booster.predict(X, pred_leaf=True).reshape(len(X), -1)
@@ -289,21 +289,21 @@ def test_model_kinds(tmp_path):
     boosting = GradientBoostingClassifier(n_estimators=5, random_state=0).fit(X.to_numpy(), y)
     path = tmp_path / "model.txt"
     classifier.booster_.save_model(path)
-    pruned = budget_prune(classifier, X, y, costs, lam=0.01)
+    pruned = budget_prune(classifier, X, y, costs, tradeoff=0.01)
     cases = [(classifier, "predict_proba"), (classifier, "predict"), (forest_model, "predict_proba"),
              (boosting, "predict"), (pruned, "predict_proba")]
     for model, method in cases:
         target = pruned.model if model is pruned else model
         data = X.to_numpy() if model is boosting else X
         fetch, model_costs = (Store(X.to_numpy()), [1.0, 2.0, 3.0, 0.0, 0.0]) if model is boosting else (by_name, costs)
-        result = LazyPredictor(model, fetch, model_costs).acquire(data * np.nan, method=method)
+        result = LazyPredictor(model, fetch, feature_costs=model_costs).acquire(data * np.nan, method=method)
         np.testing.assert_array_equal(result.prediction, getattr(target, method)(data))
         if model is not boosting:
             np.testing.assert_allclose(result.per_instance, prediction_cost(target, X, costs).per_instance)
-    from_file = LazyPredictor(str(path), by_name, costs).predict(unknown)
+    from_file = LazyPredictor(str(path), by_name, feature_costs=costs).predict(unknown)
     np.testing.assert_array_equal(from_file, classifier.booster_.predict(X.to_numpy()))
     forest = to_forest(classifier)
-    raw = LazyPredictor(forest, by_name, costs).predict(unknown)
+    raw = LazyPredictor(forest, by_name, feature_costs=costs).predict(unknown)
     np.testing.assert_array_equal(raw, classifier.predict(X, raw_score=True))
 
 
@@ -329,7 +329,7 @@ def test_ids_are_passed_to_fetch():
     ({"retries": 1.5}, "retries should be an integer >= 0, got 1.5"),
     ({"errors": "ignore"}, "errors should be 'raise' or 'partial', got 'ignore'"),
     ({"feature_keys": "id"}, "feature_keys should be 'name' or 'index'"),
-    ({"costs": [1.0, 2.0]}, "costs are for 2 features but the model has 8"),
+    ({"feature_costs": [1.0, 2.0]}, "costs are for 2 features but the model has 8"),
 ])
 def test_bad_arguments(kwargs, message):
     booster, X, _ = higgs_like(n=50)
@@ -367,7 +367,7 @@ def test_num_iteration_and_predict_arguments():
     assert store.calls == []  # refused before anything was fetched
     rf = RandomForestClassifier(n_estimators=3, random_state=0).fit(np.nan_to_num(X), X[:, 0] > 0)
     with pytest.raises(CEGBError, match="num_iteration applies to LightGBM models only"):
-        LazyPredictor(rf, store, costs, num_iteration=2)
+        LazyPredictor(rf, store, feature_costs=costs, num_iteration=2)
 
 
 def test_rows_knowing_nothing_next_to_rows_knowing_some_and_one_leaf_trees():
@@ -404,7 +404,7 @@ def test_outputs_computed_from_leaves_or_by_predict_are_exact(params):
         y = np.digitize(y, np.quantile(y, [0.5] if params["objective"] == "binary" else [1 / 3, 2 / 3]))
     booster = lgb.train({**params, "verbose": -1, "num_leaves": 7}, lgb.Dataset(X, y), 15)
     for kwargs in ({}, {"raw_score": True}):
-        predictor = LazyPredictor(booster, Store(X), np.ones(6), feature_keys="index")
+        predictor = LazyPredictor(booster, Store(X), feature_costs=np.ones(6), feature_keys="index")
         prediction = predictor.predict(np.full_like(X, np.nan), **kwargs)
         np.testing.assert_array_equal(prediction, booster.predict(X, **kwargs))
 
@@ -454,7 +454,7 @@ def test_live_booster_with_a_sigmoid_the_model_text_rounds():
     booster = lgb.train({"objective": "binary", "sigmoid": 0.123456789, "verbose": -1}, lgb.Dataset(X, y), 20,
                         keep_training_booster=True)
     assert "sigmoid:0.123457" in booster.model_to_string()
-    prediction = LazyPredictor(booster, Store(X), np.ones(4), feature_keys="index").predict(np.full_like(X, np.nan))
+    prediction = LazyPredictor(booster, Store(X), feature_costs=np.ones(4), feature_keys="index").predict(np.full_like(X, np.nan))
     np.testing.assert_array_equal(prediction, booster.predict(X))
 
 
@@ -464,4 +464,4 @@ def test_pandas_category_models_are_refused():
     booster = lgb.train({"objective": "regression", "verbose": -1, "min_data_per_group": 5},
                         lgb.Dataset(frame, frame["a"] + frame["c"].cat.codes), 5)
     with pytest.raises(CEGBError, match="pandas category columns"):
-        LazyPredictor(booster, Store(frame.to_numpy()), np.ones(2))
+        LazyPredictor(booster, Store(frame.to_numpy()), feature_costs=np.ones(2))

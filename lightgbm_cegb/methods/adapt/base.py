@@ -2,23 +2,22 @@
 
 from __future__ import annotations
 
-import json
 import math
 import warnings
-from pathlib import Path
 
 import lightgbm as lgb
 import numpy as np
 from scipy.special import expit
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import validate_data
 
+from lightgbm_cegb.base import BudgetedEstimator
 from lightgbm_cegb.core.cost_state import CostState
 from lightgbm_cegb.core.costs import FeatureCosts, resolve_costs
 from lightgbm_cegb.core.errors import CEGBError, NoSplitWarning, check_number
 from lightgbm_cegb.core.forest import Forest
-from lightgbm_cegb.io.atomic import write_atomically
+from lightgbm_cegb.io import saved
 from lightgbm_cegb.io.models import to_forest
 from lightgbm_cegb.methods.greedy_miser import class_codes
 
@@ -50,12 +49,13 @@ def routing_weights(A: np.ndarray, B: np.ndarray, p_full: float, *, tol: float =
     return expit(-(d + (lo + hi) / 2))
 
 
-class AdaptBase(ClassifierMixin, BaseEstimator):
+class AdaptBase(BudgetedEstimator, ClassifierMixin, BaseEstimator):
     """What ADAPT's estimators share: f0 and its classes, the cost model, the gate's threshold, the cost of the
     rows sent to f0, the prediction and the files' cost manifest."""
 
     _finite_X = False  # the linear models need finite values
-    _knob = "tradeoff"  # the parameter that keeps the gate from reading features
+    _fitted_attribute = "gate_threshold_"
+    _given_at_load = ("f0", "f0_usage")
 
     def _check_common(self) -> None:
         if not isinstance(self.f0, lgb.Booster) and not hasattr(self.f0, "predict_proba"):
@@ -98,7 +98,7 @@ class AdaptBase(ClassifierMixin, BaseEstimator):
         if f0_features is not None and f0_features != X.shape[1]:
             raise CEGBError(f"f0 was fitted on {f0_features} features, X has {X.shape[1]}")
         names = [str(n) for n in getattr(self, "feature_names_in_", [])] or None
-        self.costs_ = resolve_costs(FeatureCosts(lazy=np.ones(X.shape[1])) if self.costs is None else self.costs,
+        self.costs_ = resolve_costs(FeatureCosts(lazy=np.ones(X.shape[1])) if self.feature_costs is None else self.feature_costs,
                                     X.shape[1], names)
         f0_loss = -np.log(np.clip(self._f0_proba(X)[np.arange(len(y)), codes], 1e-15, 1.0))
         return X, codes, f0_loss
@@ -116,11 +116,11 @@ class AdaptBase(ClassifierMixin, BaseEstimator):
         if abs(self.train_fraction_to_f0_ - self.p_full) > 0.05:
             warnings.warn(f"{type(self).__name__}: the gate's scores take too few values to send "
                           f"p_full={self.p_full:g} of the training rows to f0: {self.train_fraction_to_f0_:.3f} go (a gate that reads no "
-                          f"feature sends none); a smaller {self._knob} lets the gate tell rows apart", NoSplitWarning,
+                          f"feature sends none); a smaller {self._tradeoff} lets the gate tell rows apart", NoSplitWarning,
                           stacklevel=3)
 
     def _validated(self, X) -> np.ndarray:
-        check_is_fitted(self, "gate_threshold_")
+        self._check_fitted()
         return validate_data(self, X, reset=False, dtype=np.float64, ensure_all_finite=self._finite_X or "allow-nan")
 
     def _forest(self, model) -> Forest:
@@ -154,31 +154,27 @@ class AdaptBase(ClassifierMixin, BaseEstimator):
         proba = self.predict_proba(X)
         return self.classes_[np.argmax(proba, axis=1)]
 
-    def _write_manifest(self, folder: Path, **fields) -> None:
-        """folder/manifest.json: the format, classes, p_full, the gate's threshold, the cost model and
-        ``fields`` (the estimator's own parameters)."""
-        manifest = {"format": f"lightgbm_cegb.{type(self).__name__}", "version": 1, "classes": self.classes_.tolist(),
-                    "n_features_in": int(self.n_features_in_), "p_full": self.p_full,
-                    "gate_threshold": self.gate_threshold_, "costs": self.costs_.to_dict(int(self.n_features_in_)),
-                    **fields}
-        write_atomically(folder / "manifest.json", lambda tmp: Path(tmp).write_text(json.dumps(manifest, indent=1)))
+    def _saved_state(self) -> tuple[dict, dict]:
+        return {"classes": self.classes_.tolist(), "gate_threshold": self.gate_threshold_,
+                "train_fraction_to_f0": getattr(self, "train_fraction_to_f0_", None)}, {}
+
+    def _restore(self, state: dict, folder, manifest: dict) -> None:
+        self.classes_ = np.asarray(state["classes"])
+        self.gate_threshold_ = float(state["gate_threshold"])
+        if state.get("train_fraction_to_f0") is not None:
+            self.train_fraction_to_f0_ = float(state["train_fraction_to_f0"])
+        self.costs_ = FeatureCosts.from_dict(manifest["costs"])
 
     @classmethod
-    def _from_manifest(cls, folder: Path, f0, f0_usage, keys: tuple[str, ...]):
-        """(the model with its fitted fields from folder/manifest.json and the parameters ``keys`` it holds,
-        the manifest)."""
-        manifest = json.loads((folder / "manifest.json").read_text())
-        if manifest.get("format") != f"lightgbm_cegb.{cls.__name__}" or manifest.get("version") != 1:
-            raise CEGBError(f"{folder}: not an {cls.__name__} model (manifest format {manifest.get('format')!r}, "
-                            f"version {manifest.get('version')!r})")
-        costs = FeatureCosts.from_dict(manifest["costs"])
-        model = cls(f0, p_full=manifest["p_full"], costs=costs, f0_usage=f0_usage,
-                    **{k: manifest[k] for k in keys})
-        model.classes_ = np.asarray(manifest["classes"])
-        model.n_features_in_ = manifest["n_features_in"]
-        model.costs_ = costs
-        model.gate_threshold_ = float(manifest["gate_threshold"])
-        return model, manifest
+    def _upgrade(cls, manifest: dict) -> dict:
+        """lightgbm_cegb 0.1.0's manifest (it kept p_full, the trade-off, the costs and the fitted fields; the
+        other parameters take their defaults)."""
+        knob = "tradeoff" if "tradeoff" in manifest else "lam"
+        params = {"p_full": manifest["p_full"], "tradeoff": manifest[knob],
+                  "feature_costs": FeatureCosts.from_dict(manifest["costs"])}
+        state = {k: v for k, v in manifest.items() if k not in ("format", "version", "format_version", "estimator",
+                                                                   "p_full", knob, "costs", "n_features_in")}
+        return {**manifest, "params": saved.encode(params), "state": state, "feature_names_in": None}
 
 
 def threshold_for(score: np.ndarray, p_full: float) -> float:

@@ -26,13 +26,10 @@ feature or group) paid once across the models, in one per-row cost state. ADAPT-
 from __future__ import annotations
 
 import math
-import os
-from pathlib import Path
 
 import lightgbm as lgb
 import numpy as np
 from scipy.special import expit
-from sklearn.utils.validation import check_is_fitted
 
 from lightgbm_cegb._engine import gated
 from lightgbm_cegb.core.cost_state import CostState
@@ -40,7 +37,7 @@ from lightgbm_cegb.core.errors import check_number
 from lightgbm_cegb.core.forest import Forest
 from lightgbm_cegb.core.parallel import resolve_n_jobs
 from lightgbm_cegb.core.report import CostReport
-from lightgbm_cegb.io.atomic import write_atomically
+from lightgbm_cegb.io import saved
 from lightgbm_cegb.io.ledger import CEGBState
 from lightgbm_cegb.methods.adapt.base import GATE_LIMIT, AdaptBase, routing_weights
 from lightgbm_cegb.methods.greedy_miser import (
@@ -64,7 +61,7 @@ class AdaptGBRT(AdaptBase):
         The fraction of training rows the q-step sends to f0.
     tradeoff : float, default 0.0
         gamma: a split of g or f1 on a feature neither has used yet costs ``tradeoff * c``.
-    costs : FeatureCosts, lazy costs per column or by name, optional
+    feature_costs : FeatureCosts, lazy costs per column or by name, optional
         The cost model (default: every feature costs 1). A feature's ``c`` in training is its lazy plus
         coupled cost.
     n_rounds : int, default 5
@@ -75,23 +72,26 @@ class AdaptGBRT(AdaptBase):
     f0_usage : callable, optional
         For an f0 that ``to_forest`` cannot read: ``f0_usage(X)`` -> bool array (rows, features), the
         features f0 needs for each row.
+    random_state : int, optional
+        LightGBM's seed for g's and f1's trees (the fit is deterministic; None: 0).
     n_jobs : int, optional
         Threads.
     """
 
-    def __init__(self, f0=None, *, p_full: float = 0.3, tradeoff: float = 0.0, costs=None, n_rounds: int = 5,
+    def __init__(self, *, f0=None, p_full: float = 0.3, tradeoff: float = 0.0, feature_costs=None, n_rounds: int = 5,
                  trees_per_round: int = 20, max_depth: int = 4, learning_rate: float = 0.1, min_samples_leaf: int = 1,
-                 f0_usage=None, n_jobs: int | None = None) -> None:
+                 f0_usage=None, random_state: int | None = None, n_jobs: int | None = None) -> None:
         self.f0 = f0
         self.p_full = p_full
         self.tradeoff = tradeoff
-        self.costs = costs
+        self.feature_costs = feature_costs
         self.n_rounds = n_rounds
         self.trees_per_round = trees_per_round
         self.max_depth = max_depth
         self.learning_rate = learning_rate
         self.min_samples_leaf = min_samples_leaf
         self.f0_usage = f0_usage
+        self.random_state = random_state
         self.n_jobs = n_jobs
 
     # ------------------------------------------------------------------------------------- fitting
@@ -122,7 +122,7 @@ class AdaptGBRT(AdaptBase):
 
         params = miser_params(self.costs_, self.tradeoff, X.shape[1], k, max_depth=self.max_depth,
                               learning_rate=self.learning_rate, min_samples_leaf=self.min_samples_leaf,
-                              n_jobs=self.n_jobs)
+                              seed=0 if self.random_state is None else self.random_state, n_jobs=self.n_jobs)
         f1 = lgb.Booster({**params, "objective": "none"}, lgb.Dataset(X, codes.astype(np.float64), free_raw_data=False))
         # g's score starts at logit(p_full), the mean of its targets (the paper's g = 0, up to that constant)
         offset = float(np.clip(np.log(self.p_full) - np.log1p(-self.p_full), -GATE_LIMIT, GATE_LIMIT)) \
@@ -192,23 +192,22 @@ class AdaptGBRT(AdaptBase):
 
     # ------------------------------------------------------------------------------------- files
 
-    def save(self, path: str | os.PathLike) -> None:
-        """``path`` (a directory): gate.txt and f1.txt (LightGBM model files) and manifest.json. f0 is not
-        saved: give it to :meth:`load`."""
-        check_is_fitted(self, "gate_threshold_")
-        folder = Path(path)
-        folder.mkdir(parents=True, exist_ok=True)
-        write_atomically(folder / "gate.txt", self.gate_.save_model)
-        write_atomically(folder / "f1.txt", self.f1_.save_model)
-        self._write_manifest(folder, tradeoff=self.tradeoff)
+    def tradeoff_scale(self, X, y, **fit_params) -> float:
+        """Greedy Miser's scale on (X, y) with this model's costs and trees: the smallest ``tradeoff`` at which
+        a first tree of f1 fitted on every row makes no split (g and f1 pay as Greedy Miser's trees)."""
+        miser = GreedyMiserClassifier(feature_costs=self.feature_costs, max_depth=self.max_depth,
+                                      min_samples_leaf=self.min_samples_leaf, random_state=self.random_state,
+                                      n_jobs=self.n_jobs)
+        return miser.tradeoff_scale(X, y)
 
-    @classmethod
-    def load(cls, path: str | os.PathLike, f0, *, f0_usage=None) -> AdaptGBRT:
-        folder = Path(path)
-        model, _ = cls._from_manifest(folder, f0, f0_usage, ("tradeoff",))
-        model.gate_ = lgb.Booster(model_file=str(folder / "gate.txt"))
-        model.f1_ = lgb.Booster(model_file=str(folder / "f1.txt"))
-        return model
+    def _saved_state(self) -> tuple[dict, dict]:
+        state, _ = super()._saved_state()
+        return state, {"gate": self.gate_.model_to_string(), "f1": self.f1_.model_to_string()}
+
+    def _restore(self, state: dict, folder, manifest: dict) -> None:
+        super()._restore(state, folder, manifest)
+        self.gate_ = saved.booster(folder, manifest, "gate", legacy="gate.txt")
+        self.f1_ = saved.booster(folder, manifest, "f1", legacy="f1.txt")
 
 
 def _share_bought(*boosters: lgb.Booster) -> None:

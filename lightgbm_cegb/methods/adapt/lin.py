@@ -23,12 +23,9 @@ costs of the cost model apply to trees only: f0's.
 from __future__ import annotations
 
 import math
-import os
-from pathlib import Path
 
 import numpy as np
 from scipy.special import expit
-from sklearn.utils.validation import check_is_fitted
 
 from lightgbm_cegb.core.cost_state import CostState
 from lightgbm_cegb.core.errors import check_number
@@ -49,10 +46,10 @@ class AdaptLIN(AdaptBase):
         As :class:`~lightgbm_cegb.AdaptGBRT`'s.
     p_full : float in [0, 1]
         The fraction of training rows the q-step sends to f0.
-    lam : float, default 0.01
-        The weight of the cost-weighted L2,1 penalty; ``lam_scale(X, y)`` is the smallest value at which f1's
-        first fit reads no feature.
-    costs : FeatureCosts, lazy costs per column or by name, optional
+    tradeoff : float, default 0.01
+        The paper's lambda, the weight of the cost-weighted L2,1 penalty; ``tradeoff_scale(X, y)`` is the
+        smallest value at which f1's first fit reads no feature.
+    feature_costs : FeatureCosts, lazy costs per column or by name, optional
         The cost model (default: every feature costs 1). Feature j's ``c_j`` in the penalty is its lazy plus
         coupled cost plus its group's costs shared among the group's members.
     n_rounds : int, default 10
@@ -63,25 +60,31 @@ class AdaptLIN(AdaptBase):
         A fit stops when no weight moves by more than ``tol`` (relative to the largest weight) in an iteration.
     f0_usage : callable, optional
         For an f0 that ``to_forest`` cannot read: ``f0_usage(X)`` -> bool array (rows, features).
+    random_state : None
+        The fit is deterministic (no random draw); accepted as every estimator of the package does.
+    n_jobs : int, optional
+        Threads of the routing of f0's trees in ``prediction_cost``.
     """
 
     _finite_X = True
-    _knob = "lam"
 
-    def __init__(self, f0=None, *, p_full: float = 0.3, lam: float = 0.01, costs=None, n_rounds: int = 10,
-                 max_iter: int = 300, tol: float = 1e-6, f0_usage=None) -> None:
+    def __init__(self, *, f0=None, p_full: float = 0.3, tradeoff: float = 0.01, feature_costs=None,
+                 n_rounds: int = 10, max_iter: int = 300, tol: float = 1e-6, f0_usage=None, random_state=None,
+                 n_jobs: int | None = None) -> None:
         self.f0 = f0
         self.p_full = p_full
-        self.lam = lam
-        self.costs = costs
+        self.tradeoff = tradeoff
+        self.feature_costs = feature_costs
         self.n_rounds = n_rounds
         self.max_iter = max_iter
         self.tol = tol
         self.f0_usage = f0_usage
+        self.random_state = random_state
+        self.n_jobs = n_jobs
 
     def _check_params(self) -> None:
         self._check_common()
-        check_number(self.lam, "lam", 0.0, math.inf)
+        check_number(self.tradeoff, "tradeoff", 0.0, math.inf)
         check_number(self.max_iter, "max_iter", 1, math.inf, integer=True)
         check_number(self.tol, "tol", 0.0, math.inf)
 
@@ -104,7 +107,7 @@ class AdaptLIN(AdaptBase):
         X, codes, f0_loss = self._start(X, y)
         Z, self.mean_, self.scale_ = _standardise(X)
         k = self._num_scores
-        problem = _Problem(Z, codes, self.lam * self._penalty_weights(X.shape[1]))
+        problem = _Problem(Z, codes, self.tradeoff * self._penalty_weights(X.shape[1]))
         gate, f1 = np.zeros(X.shape[1] + 1), np.zeros((X.shape[1] + 1, k))
         q = np.zeros(len(codes))
         gate, f1 = problem.solve(gate, f1, q, self.max_iter, self.tol, fit_gate=False)  # f1 alone, every row
@@ -121,9 +124,10 @@ class AdaptLIN(AdaptBase):
         self._set_threshold(self._gate_score(X))  # p_full 0 and 1: a gate without weights, the threshold +-inf
         return self
 
-    def lam_scale(self, X, y) -> float:
-        """The smallest ``lam`` at which f1's first fit (every row, intercepts only) reads no feature: past it
-        the composite is f1 = the class prior for the rows the gate keeps. The unit of a relative ``lam``."""
+    def tradeoff_scale(self, X, y) -> float:
+        """The smallest ``tradeoff`` at which f1's first fit (every row, intercepts only) reads no feature: past
+        it the composite is f1 = the class prior for the rows the gate keeps (exact, from the gradient at the
+        prior: no fits)."""
         self._check_params()
         X, codes, _ = self._start(X, y)
         k = self._num_scores
@@ -188,33 +192,26 @@ class AdaptLIN(AdaptBase):
             state.pay(int(feature), to_f1)
         rows = np.flatnonzero(to_f0)
         if f0 is not None and rows.size:
-            state.add(f0, X[rows], rows=rows, n_jobs=n_jobs)
+            state.add(f0, X[rows], rows=rows, n_jobs=self.n_jobs if n_jobs is None else n_jobs)
         self._charge_f0_usage(state, X, rows)
         return state.report(self.costs_)
 
     # ------------------------------------------------------------------------------------- files
 
-    def save(self, path: str | os.PathLike) -> None:
-        """``path`` (a directory): manifest.json with the weights of g and f1 (on the raw features). f0 is not
-        saved: give it to :meth:`load`."""
-        check_is_fitted(self, "gate_threshold_")
-        folder = Path(path)
-        folder.mkdir(parents=True, exist_ok=True)
-        self._write_manifest(folder, lam=self.lam, gate_coef=self.gate_coef_.tolist(),
-                             gate_intercept=self.gate_intercept_, f1_coef=self.f1_coef_.tolist(),
-                             f1_intercept=np.asarray(self.f1_intercept_).tolist(), mean=self.mean_.tolist(),
-                             scale=self.scale_.tolist())
+    def _saved_state(self) -> tuple[dict, dict]:
+        state, files = super()._saved_state()
+        return {**state, "gate_coef": self.gate_coef_, "gate_intercept": self.gate_intercept_,
+                "f1_coef": self.f1_coef_, "f1_intercept": np.asarray(self.f1_intercept_), "mean": self.mean_,
+                "scale": self.scale_}, files
 
-    @classmethod
-    def load(cls, path: str | os.PathLike, f0, *, f0_usage=None) -> AdaptLIN:
-        model, manifest = cls._from_manifest(Path(path), f0, f0_usage, ("lam",))
-        model.gate_coef_ = np.asarray(manifest["gate_coef"], dtype=np.float64)
-        model.gate_intercept_ = float(manifest["gate_intercept"])
-        model.f1_coef_ = np.asarray(manifest["f1_coef"], dtype=np.float64)
-        model.f1_intercept_ = np.asarray(manifest["f1_intercept"], dtype=np.float64)
-        model.mean_ = np.asarray(manifest["mean"], dtype=np.float64)
-        model.scale_ = np.asarray(manifest["scale"], dtype=np.float64)
-        return model
+    def _restore(self, state: dict, folder, manifest: dict) -> None:
+        super()._restore(state, folder, manifest)
+        self.gate_coef_ = np.asarray(state["gate_coef"], dtype=np.float64)
+        self.gate_intercept_ = float(state["gate_intercept"])
+        self.f1_coef_ = np.asarray(state["f1_coef"], dtype=np.float64)
+        self.f1_intercept_ = np.asarray(state["f1_intercept"], dtype=np.float64)
+        self.mean_ = np.asarray(state["mean"], dtype=np.float64)
+        self.scale_ = np.asarray(state["scale"], dtype=np.float64)
 
 
 def _standardise(X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

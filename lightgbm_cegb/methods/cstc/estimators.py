@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-import json
 import math
-import os
-from pathlib import Path
 
 import lightgbm as lgb
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.multiclass import type_of_target
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import validate_data
 
+from lightgbm_cegb.base import BudgetedEstimator
 from lightgbm_cegb.core.cost_state import CostState
 from lightgbm_cegb.core.costs import FeatureCosts, resolve_costs
 from lightgbm_cegb.core.errors import CEGBError, check_number, checked_weights
 from lightgbm_cegb.core.report import CostReport
-from lightgbm_cegb.io.atomic import write_atomically
+from lightgbm_cegb.io import saved
 from lightgbm_cegb.io.models import booster_of, to_forest
 from lightgbm_cegb.methods.cstc.optimiser import Problem, Structure, Units
 
@@ -55,26 +53,28 @@ class _Phi:
         return np.hstack([np.ones((phi.shape[0], 1)), phi])
 
 
-class _Base(BaseEstimator):
+class _Base(BudgetedEstimator, BaseEstimator):
     """What the estimators share: parameters, fit, routing, cost, files. A subclass gives ``_structure()``,
     ``_target`` (the labels as regression targets) and ``_phi_objective``."""
 
     _cronus = False
+    _fitted_attribute = "coef_"
 
-    def _set(self, lam, rho, costs, phi, n_iter, tol, polish, random_state) -> None:
-        self.lam = lam
+    def _set(self, tradeoff, rho, feature_costs, phi, n_iter, tol, polish, random_state, n_jobs) -> None:
+        self.tradeoff = tradeoff
         self.rho = rho
-        self.costs = costs
+        self.feature_costs = feature_costs
         self.phi = phi
         self.n_iter = n_iter
         self.tol = tol
         self.polish = polish
         self.random_state = random_state
+        self.n_jobs = n_jobs
 
     # ------------------------------------------------------------------------------------- fitting
 
     def _check_params(self) -> None:
-        check_number(self.lam, "lam", 0.0, math.inf)
+        check_number(self.tradeoff, "tradeoff", 0.0, math.inf)
         check_number(self.rho, "rho", 0.0, math.inf)
         check_number(self.n_iter, "n_iter", 0, math.inf, integer=True)
         check_number(self.tol, "tol", 0.0, math.inf)
@@ -119,12 +119,12 @@ class _Base(BaseEstimator):
         structure = self._structure()
         names = [str(n) for n in getattr(self, "feature_names_in_", [])] or None
         d = X.shape[1]
-        self.costs_ = resolve_costs(FeatureCosts(lazy=np.ones(d)) if self.costs is None else self.costs, d, names)
+        self.costs_ = resolve_costs(FeatureCosts(lazy=np.ones(d)) if self.feature_costs is None else self.feature_costs, d, names)
         negative, positive = self._class_weights(target)
         weight = checked_weights(sample_weight, len(target)) * np.where(target > 0, positive, negative)
         self.phi_booster_ = None
         phi = self._make_phi(X, target, weight)
-        problem = Problem(phi.design(X), target, weight / weight.mean(), phi.units, structure, self.lam, self.rho,
+        problem = Problem(phi.design(X), target, weight / weight.mean(), phi.units, structure, self.tradeoff, self.rho,
                           cronus=self._cronus)
         problem.initialise()
         if eval_set is not None:
@@ -170,7 +170,7 @@ class _Base(BaseEstimator):
 
     def _fitted(self) -> tuple[_Phi, Problem]:
         """phi and a Problem holding the fitted model (for routing)."""
-        check_is_fitted(self, "coef_")
+        self._check_fitted()
         model = Problem(np.zeros((0, self.coef_.shape[1])), np.zeros(0), np.zeros(0), self._phi_.units,
                         self.structure_, 0.0, 0.0)
         model.beta, model.theta = self.coef_, self.threshold_
@@ -189,7 +189,7 @@ class _Base(BaseEstimator):
     @property
     def terminals_(self) -> list[int]:
         """The terminal slots (``apply``'s values)."""
-        check_is_fitted(self, "coef_")
+        self._check_fitted()
         return [int(t) for t in self.structure_.terminals]
 
     def path_columns(self, terminal: int) -> np.ndarray:
@@ -218,71 +218,66 @@ class _Base(BaseEstimator):
             starts = columns[np.r_[True, np.diff(columns) > 1]] if columns.size else columns
             stops = columns[np.r_[np.diff(columns) > 1, True]] + 1 if columns.size else columns
             for t0, t1 in zip(starts, stops):  # runs of consecutive trees, one pass each
-                state.add(phi.forest, X_rows, trees=(int(t0), int(t1)), rows=rows, n_jobs=n_jobs)
+                state.add(phi.forest, X_rows, trees=(int(t0), int(t1)), rows=rows,
+                          n_jobs=self.n_jobs if n_jobs is None else n_jobs)
         return state.report(self.costs_)
 
     # ------------------------------------------------------------------------------------- files
 
-    def save(self, path: str | os.PathLike) -> None:
-        """``path`` (a directory): manifest.json (format ``lightgbm_cegb.<class>`` version 1: the parameters, the
-        structure as ``kids`` / ``param_of`` / ``own_loss`` per slot, weights ``coef`` per slot with the
-        intercept first, ``threshold``, the cost model) and, with the boosting trick, phi.txt (the LightGBM
-        model whose trees are phi)."""
-        check_is_fitted(self, "coef_")
-        params = {k: _plain(v) for k, v in self.get_params(deep=False).items() if k not in ("costs", "phi")}
-        if isinstance(params.get("class_weight"), dict):
-            params["class_weight"] = [[_plain(k), _plain(v)] for k, v in params["class_weight"].items()]
-        params["phi"] = _plain(self.phi) if isinstance(self.phi, (int, np.integer)) else None
+    def tradeoff_scale(self, X, y, **fit_params) -> float:
+        """The variance of the targets the model fits (the labels; -1 / +1 for the classifiers): the scale of
+        the squared loss that ``tradeoff`` weighs the expected cost against. Not a bisection on fits, as the
+        other estimators' (a CSTC fit costs too much for one): models at ``tradeoff = scale`` read few
+        features, not always none."""
+        y = np.asarray(y).ravel()
+        return float(np.var(self._scale_targets(y)))
+
+    def _scale_targets(self, y: np.ndarray) -> np.ndarray:
+        return y.astype(np.float64)
+
+    def _saved_state(self) -> tuple[dict, dict]:
         shape = self.structure_
-        manifest = {"format": f"lightgbm_cegb.{type(self).__name__}", "version": 1, "params": params,
-                    "costs_given": self.costs is not None, "n_iter": self.n_iter_,
-                    "best_iteration": self.best_iteration_, "objective": self.objective_,
-                    "feature_names_in": None if not hasattr(self, "feature_names_in_") else
-                    [str(n) for n in self.feature_names_in_],
-                    "n_features_in": int(self.n_features_in_), "phi": self.phi_booster_ is not None,
-                    "kids": shape.kids.tolist(), "param_of": shape.param_of.tolist(),
-                    "own_loss": shape.own_loss.tolist(), "coef": self.coef_.tolist(),
-                    "threshold": self.threshold_.tolist(), "costs": self.costs_.to_dict(self.n_features_in_),
-                    "classes": None if not hasattr(self, "classes_") else [_plain(c) for c in self.classes_]}
-        text = json.dumps(manifest)  # before any file is written: a value JSON cannot hold fails here
-        folder = Path(path)
-        folder.mkdir(parents=True, exist_ok=True)
-        if self.phi_booster_ is not None:
-            model_text = self.phi_booster_.model_to_string()
-            write_atomically(folder / "phi.txt", lambda tmp: Path(tmp).write_text(model_text))
-        write_atomically(folder / "manifest.json", lambda tmp: Path(tmp).write_text(text))
+        state = {"phi_given": isinstance(self.phi, (lgb.Booster, lgb.LGBMModel)), "n_iter": self.n_iter_,
+                 "best_iteration": self.best_iteration_, "objective": self.objective_, "kids": shape.kids,
+                 "param_of": shape.param_of, "own_loss": shape.own_loss, "coef": self.coef_,
+                 "threshold": self.threshold_, "classes": getattr(self, "classes_", None)}
+        files = {} if self.phi_booster_ is None else {"phi": self.phi_booster_.model_to_string()}
+        return state, files
+
+    def _saved_params(self) -> dict:
+        params = super()._saved_params()
+        if not isinstance(params["phi"], (int, np.integer)):
+            params["phi"] = None  # a LightGBM model: its trees are the artifact "phi"
+        return params
+
+    def _restore(self, state: dict, folder, manifest: dict) -> None:
+        costs = FeatureCosts.from_dict(manifest["costs"])
+        booster = saved.booster(folder, manifest, "phi", legacy="phi.txt") if "phi" in manifest["files"] else None
+        if state["phi_given"]:
+            self.phi = booster  # phi=int keeps training new trees
+        self.costs_ = costs
+        self.phi_booster_ = booster
+        self._phi_ = _Phi(costs, self.n_features_in_, None if booster is None else to_forest(booster))
+        self.structure_ = Structure(state["kids"], state["param_of"], state["own_loss"])
+        self.coef_ = np.asarray(state["coef"], dtype=np.float64)
+        self.threshold_ = np.asarray(state["threshold"], dtype=np.float64)
+        self.n_iter_, self.best_iteration_, self.objective_ = state["n_iter"], state["best_iteration"], state["objective"]
+        if state["classes"] is not None:
+            self.classes_ = np.asarray(state["classes"])
 
     @classmethod
-    def load(cls, path: str | os.PathLike):
-        folder = Path(path)
-        try:
-            manifest = json.loads((folder / "manifest.json").read_text())
-        except (OSError, ValueError) as error:
-            raise CEGBError(f"{folder}: no readable manifest.json ({error})") from None
-        if manifest.get("format") != f"lightgbm_cegb.{cls.__name__}" or manifest.get("version") != 1:
-            raise CEGBError(f"{folder}: not a {cls.__name__} model (manifest format {manifest.get('format')!r}, "
-                            f"version {manifest.get('version')!r})")
-        booster = lgb.Booster(model_file=str(folder / "phi.txt")) if manifest["phi"] else None
-        costs = FeatureCosts.from_dict(manifest["costs"])
+    def _upgrade(cls, manifest: dict) -> dict:
+        """lightgbm_cegb 0.1.0's manifest: ``lam`` and ``costs`` renamed, its fields as the state."""
         params = dict(manifest["params"])
+        params["tradeoff"] = params.pop("lam")
         if isinstance(params.get("class_weight"), list):
-            params["class_weight"] = {k: v for k, v in params["class_weight"]}
-        params["phi"] = booster if params["phi"] is None else params["phi"]  # phi=int keeps training new trees
-        model = cls(**params, costs=costs if manifest["costs_given"] else None)
-        model.n_features_in_ = manifest["n_features_in"]
-        model.costs_ = costs
-        model.phi_booster_ = booster
-        model._phi_ = _Phi(costs, model.n_features_in_, None if booster is None else to_forest(booster))
-        model.structure_ = Structure(manifest["kids"], manifest["param_of"], manifest["own_loss"])
-        model.coef_ = np.asarray(manifest["coef"], dtype=np.float64)
-        model.threshold_ = np.asarray(manifest["threshold"], dtype=np.float64)
-        model.n_iter_, model.best_iteration_, model.objective_ = \
-            manifest["n_iter"], manifest["best_iteration"], manifest["objective"]
-        if manifest["feature_names_in"] is not None:
-            model.feature_names_in_ = np.asarray(manifest["feature_names_in"], dtype=object)
-        if manifest["classes"] is not None:
-            model.classes_ = np.asarray(manifest["classes"])
-        return model
+            params["class_weight"] = {"__items__": params["class_weight"]}
+        if manifest["costs_given"]:
+            params["feature_costs"] = {"__FeatureCosts__": FeatureCosts.from_dict(manifest["costs"]).fields()}
+        state = {k: manifest[k] for k in ("n_iter", "best_iteration", "objective", "kids", "param_of", "own_loss",
+                                          "coef", "threshold", "classes")}
+        state["phi_given"] = bool(manifest["phi"]) and manifest["params"]["phi"] is None
+        return {**manifest, "params": params, "state": state, "files": {"phi": "phi.txt"} if manifest["phi"] else {}}
 
 
 def _plain(value):
@@ -290,13 +285,13 @@ def _plain(value):
     return value.item() if isinstance(value, np.generic) else value
 
 
-_SHARED = """    lam : float, default 0.01
+_SHARED = """    tradeoff : float, default 0.01
         Weight of the expected feature cost against the mean squared error (the labels' scale matters, and it
         also sets how sharply the soft routing splits: the same weights predict and route, so labels in the
         thousands saturate the sigmoids; scale them to units or tens).
     rho : float, default 0
         Weight of every node's l1 penalty.
-    costs : FeatureCosts or lazy costs per column, optional (default: every feature costs 1)
+    feature_costs : FeatureCosts or lazy costs per column, optional (default: every feature costs 1)
         Lazy costs and groups are paid per row; coupled and split costs are reported, not optimised.
     phi : None, LightGBM Booster or model, or int
         None: the nodes read the raw features (which should be on comparable scales: weights below 1e-4 are
@@ -311,6 +306,8 @@ _SHARED = """    lam : float, default 0.01
         The local search on the unrelaxed objective after fine-tuning (module docstring).
     random_state : int, optional
         Seed of the LightGBM model trained for ``phi=int`` (the rest is deterministic).
+    n_jobs : int, optional
+        Threads of the routing in ``prediction_cost`` (the LightGBM model of ``phi=int`` trains on one thread).
 
     ``fit(X, y, sample_weight=None, eval_set=None)``: with ``eval_set = (X_valid, y_valid[, weights])`` the
     initialised model is pruned bottom-up on it and the block coordinate descent keeps the sweep of the lowest
@@ -321,10 +318,11 @@ _SHARED = """    lam : float, default 0.01
 class _Tree(_Base):
     """The tree's parameter (``depth``)."""
 
-    def __init__(self, *, depth: int = 3, lam: float = 0.01, rho: float = 0.0, costs=None, phi=None,
-                 n_iter: int = 10, tol: float = 1e-6, polish: bool = True, random_state: int | None = None) -> None:
+    def __init__(self, *, depth: int = 3, tradeoff: float = 0.01, rho: float = 0.0, feature_costs=None, phi=None,
+                 n_iter: int = 10, tol: float = 1e-6, polish: bool = True, random_state: int | None = None,
+                 n_jobs: int | None = None) -> None:
         self.depth = depth
-        self._set(lam, rho, costs, phi, n_iter, tol, polish, random_state)
+        self._set(tradeoff, rho, feature_costs, phi, n_iter, tol, polish, random_state, n_jobs)
 
     def _structure(self) -> Structure:
         check_number(self.depth, "depth", 1, 16, integer=True)
@@ -379,6 +377,9 @@ class _Binary:
             raise CEGBError(f"y: {type(self).__name__} needs 2 classes, got 1 class ({self.classes_[0]!r})")
         return self._fit(X, self._target(y, "y"), sample_weight, eval_set)
 
+    def _scale_targets(self, y: np.ndarray) -> np.ndarray:
+        return np.where(y == np.unique(y)[-1], 1.0, -1.0)
+
     def _target(self, y: np.ndarray, name: str) -> np.ndarray:
         y = np.asarray(y).ravel()
         unknown = ~np.isin(y, self.classes_)
@@ -425,12 +426,12 @@ class CSCC(_Binary, ClassifierMixin, _Base):
 {_SHARED}
     """
 
-    def __init__(self, *, n_stages: int = 5, class_weight=None, lam: float = 0.01, rho: float = 0.0, costs=None,
-                 phi=None, n_iter: int = 10, tol: float = 1e-6, polish: bool = True,
-                 random_state: int | None = None) -> None:
+    def __init__(self, *, n_stages: int = 5, class_weight=None, tradeoff: float = 0.01, rho: float = 0.0,
+                 feature_costs=None, phi=None, n_iter: int = 10, tol: float = 1e-6, polish: bool = True,
+                 random_state: int | None = None, n_jobs: int | None = None) -> None:
         self.n_stages = n_stages
         self.class_weight = class_weight
-        self._set(lam, rho, costs, phi, n_iter, tol, polish, random_state)
+        self._set(tradeoff, rho, feature_costs, phi, n_iter, tol, polish, random_state, n_jobs)
 
     def _structure(self) -> Structure:
         check_number(self.n_stages, "n_stages", 1, 64, integer=True)

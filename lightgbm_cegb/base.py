@@ -1,0 +1,127 @@
+"""The contract every budgeted estimator of the package follows (:class:`BudgetedEstimator`).
+
+- ``__init__`` takes keyword arguments only, among them ``feature_costs`` (the cost model: FeatureCosts, lazy
+  costs per column, or a mapping / pandas Series by feature name; None: every feature costs 1, unless said
+  otherwise), the method's trade-off (``tradeoff``; ``cegb_tradeoff`` for the LightGBM estimators, whose
+  keyword arguments are LightGBM parameters), ``random_state`` and ``n_jobs``.
+- ``random_state``: None, an int or a numpy RandomState; the same value gives the same model whatever
+  ``n_jobs``. ``n_jobs``: threads; None or -1 all the CPUs this process may use, k > 0 at most k, -k all
+  but k - 1 (scikit-learn's convention).
+- ``fit`` returns the estimator and sets ``costs_`` (the costs aligned to the columns), ``n_features_in_``
+  (and ``feature_names_in_`` for a DataFrame).
+- ``predict`` returns an array (result objects come from separately named methods).
+- ``prediction_cost(X, *, n_jobs=None) -> CostReport``: the exact per-row cost of what ``predict`` does.
+- ``tradeoff_scale(X, y, **fit_params) -> float``: the smallest value of the trade-off at which the model
+  reads no feature, so that ``r * scale`` with r in [0, 1] means the same on any data and costs (how
+  ``lightgbm_cegb.selection`` turns its ``relative_tradeoff`` into the estimator's own).
+- ``save(path)`` / ``load(path, **given)``: the package's saved-model format (:mod:`lightgbm_cegb.io.saved`).
+- A method used before ``fit`` raises :class:`~lightgbm_cegb.core.errors.NotFittedError`.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+from sklearn.base import clone
+
+from lightgbm_cegb.core.errors import CEGBError, NotFittedError
+from lightgbm_cegb.core.report import CostReport
+from lightgbm_cegb.core.scales import no_split_scale
+from lightgbm_cegb.io import saved
+
+__all__ = ["BudgetedEstimator", "check_fitted"]
+
+
+def check_fitted(estimator, attribute: str) -> None:
+    """NotFittedError unless ``estimator`` has the fitted ``attribute``."""
+    if not hasattr(estimator, attribute):
+        raise NotFittedError(f"this {type(estimator).__name__} is not fitted yet: call fit first")
+
+
+class BudgetedEstimator:
+    """Mixin of the contract (see the module's doc). A subclass sets:
+
+    ``_tradeoff`` : str
+        The name of its trade-off parameter.
+    ``_fitted_attribute`` : str
+        An attribute ``fit`` sets (for :func:`check_fitted`).
+    ``_probe`` : dict
+        Parameters that make the fits of :meth:`tradeoff_scale`'s bisection cheap (e.g. one tree).
+    ``_given_at_load`` : tuple of str
+        Parameters the saved format does not hold (a costly model, a callable): ``load`` takes them.
+
+    and implements ``prediction_cost``, ``_saved_state() -> (state, files)`` and ``_restore(state, folder,
+    manifest)``.
+    """
+
+    _tradeoff = "tradeoff"
+    _fitted_attribute = "costs_"
+    _probe: dict = {}
+    _given_at_load: tuple[str, ...] = ()
+
+    def _check_fitted(self) -> None:
+        check_fitted(self, self._fitted_attribute)
+
+    def prediction_cost(self, X, *, n_jobs: int | None = None) -> CostReport:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    # ----------------------------------------------------------------------------------- trade-off scale
+
+    def _reads_features(self, X) -> bool:
+        """Whether the fitted model reads a feature for some row of X."""
+        return bool(self.prediction_cost(X).usage.any())
+
+    def tradeoff_scale(self, X, y, **fit_params) -> float:
+        """The smallest ``tradeoff`` (the estimator's trade-off parameter) at which the model fitted on (X, y)
+        reads no feature: bisection on fits with the other parameters as set (cheapened by ``_probe``).
+        ``fit_params``: as for ``fit`` (validation sets are dropped)."""
+        for key in ("eval_set", "eval_group", "eval_sample_weight", "X_valid"):
+            fit_params.pop(key, None)
+
+        def reads(value: float) -> bool:
+            probe = clone(self).set_params(**{self._tradeoff: value, **self._probe})
+            return probe.fit(X, y, **fit_params)._reads_features(X)
+
+        return no_split_scale(reads, f"{type(self).__name__}.tradeoff_scale")
+
+    # ------------------------------------------------------------------------------------- save / load
+
+    def _saved_params(self) -> dict:
+        return {k: v for k, v in self.get_params(deep=False).items() if k not in self._given_at_load}
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Save the fitted model into the folder ``path`` (:mod:`lightgbm_cegb.io.saved`), atomically: a
+        failed save leaves an earlier one in ``path`` as it was. Parameters in ``_given_at_load`` are not
+        saved: give them to :meth:`load`."""
+        self._check_fitted()
+        state, files = self._saved_state()
+        saved.save(path, self, params=self._saved_params(), state=state, files=files)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, **given):
+        """The model saved in ``path`` by :meth:`save` (or by lightgbm_cegb 0.1.0); ``given``: the
+        parameters the format does not hold (``_given_at_load``)."""
+        unknown = sorted(set(given) - set(cls._given_at_load))
+        if unknown:
+            raise CEGBError(f"{cls.__name__}.load: unexpected arguments {unknown}; it takes "
+                            f"{list(cls._given_at_load) or 'none'}")
+        manifest, folder = saved.read(path, cls.__name__)
+        if manifest["format_version"] == 1:
+            manifest = cls._upgrade(manifest)
+        params = {**saved.decode(manifest["params"]), **given}
+        model = cls(**params)
+        model._restore_inputs(int(manifest["n_features_in"]), manifest.get("feature_names_in"))
+        model._restore(saved.decode(manifest["state"]), folder, manifest)
+        return model
+
+    def _restore_inputs(self, n_features: int, names: list[str] | None) -> None:
+        """scikit-learn's ``n_features_in_`` and ``feature_names_in_`` of a loaded model."""
+        self.n_features_in_ = n_features
+        if names is not None:
+            self.feature_names_in_ = np.asarray(names, dtype=object)
+
+    @classmethod
+    def _upgrade(cls, manifest: dict) -> dict:
+        """A manifest of format version 1 (lightgbm_cegb 0.1.0) in the form of version 2."""
+        raise CEGBError(f"{cls.__name__}: no model of this class was saved by lightgbm_cegb 0.1.0")
