@@ -2,35 +2,34 @@
 
 ``import lightgbm`` in this environment is the patched build (``lightgbm.__version__`` ends in
 ``+cegb.N``); this package adds prediction-cost accounting and budgeted-learning tools around it.
+
+Subpackages, lowest layer first (``tests/test_layers.py`` enforces the order): ``core`` (the cost model and
+exact accounting), ``io`` (model readers, the saved-model format), ``datasets``, ``lgbm`` (CEGB on
+LightGBM), ``serving`` (lazy feature acquisition), ``methods`` (the papers' methods), ``selection`` (sweeps
+and selection under a budget). The names below are the public API.
 """
 
 import warnings
 
 import lightgbm
 
+from lightgbm_cegb._version import __version__
 from lightgbm_cegb.accounting import prediction_cost
-from lightgbm_cegb.core.cost_state import CostState
-from lightgbm_cegb.core.costs import FeatureCosts
-from lightgbm_cegb.core.errors import CEGBError
-from lightgbm_cegb.core.forest import Forest
-from lightgbm_cegb.core.report import CostReport
-from lightgbm_cegb.io.ledger import CEGBState
-from lightgbm_cegb.io.models import to_forest
-from lightgbm_cegb.methods.adapt.gbrt import AdaptGBRT
-from lightgbm_cegb.methods.adapt.lin import AdaptLIN
-from lightgbm_cegb.methods.budget_prune import Pruner, PruneResult, budget_prune, budget_prune_path
-from lightgbm_cegb.methods.budgetrf import BudgetRFClassifier
-from lightgbm_cegb.methods.cstc import CSCC, CSTC, Cronus, CSTCClassifier
-from lightgbm_cegb.methods.early_exit import EarlyExit, EarlyExitResult
-from lightgbm_cegb.methods.greedy_miser import GreedyMiserClassifier, GreedyMiserRanker, GreedyMiserRegressor
-from lightgbm_cegb.serving.lazy import LazyFetchError, LazyPredictor, LazyResult
+from lightgbm_cegb.core import (CEGBError, CostReport, CostState, FeatureCosts, Forest, NoSplitWarning,
+                                NotFittedError)
+from lightgbm_cegb.io import CEGBState, to_forest
+from lightgbm_cegb.lgbm import CEGBClassifier, CEGBRanker, CEGBRegressor
+from lightgbm_cegb.methods import (CSCC, CSTC, AdaptGBRT, AdaptLIN, BudgetRFClassifier, CSTCClassifier, Cronus,
+                                   EarlyExit, EarlyExitResult, GreedyMiserClassifier, GreedyMiserRanker,
+                                   GreedyMiserRegressor, Pruner, PruneResult, budget_prune, budget_prune_path)
+from lightgbm_cegb.serving import LazyFetchError, LazyPredictor, LazyResult
 
-__version__ = "0.1.0"
-__all__ = ["AdaptGBRT", "AdaptLIN", "BudgetRFClassifier", "CEGBError", "CEGBState", "CostReport", "CostState", "CSCC", "CSTC",
-           "CSTCClassifier", "Cronus", "EarlyExit", "EarlyExitResult",
-           "FeatureCosts", "Forest", "GreedyMiserClassifier", "GreedyMiserRanker", "GreedyMiserRegressor",
-           "LazyFetchError", "LazyPredictor", "LazyResult", "PATCHED_LIGHTGBM", "PruneResult", "Pruner",
-           "budget_prune", "budget_prune_path", "prediction_cost", "to_forest"]
+__all__ = ["CSCC", "CSTC", "PATCHED_LIGHTGBM", "AdaptGBRT", "AdaptLIN", "BudgetRFClassifier", "CEGBClassifier",
+           "CEGBError", "CEGBRanker", "CEGBRegressor", "CEGBState", "CSTCClassifier", "CostReport", "CostState",
+           "Cronus", "EarlyExit", "EarlyExitResult", "FeatureCosts", "Forest", "GreedyMiserClassifier",
+           "GreedyMiserRanker", "GreedyMiserRegressor", "LazyFetchError", "LazyPredictor", "LazyResult",
+           "NoSplitWarning", "NotFittedError", "PruneResult", "Pruner", "__version__", "budget_prune",
+           "budget_prune_path", "prediction_cost", "to_forest"]
 
 #: True when the imported lightgbm is the patched build of this project.
 PATCHED_LIGHTGBM = "+cegb." in lightgbm.__version__

@@ -21,11 +21,12 @@
 from __future__ import annotations
 
 import os
+import warnings
 
 import numpy as np
 from sklearn.base import clone
 
-from lightgbm_cegb.core.errors import CEGBError, NotFittedError
+from lightgbm_cegb.core.errors import CEGBError, NoSplitWarning, NotFittedError
 from lightgbm_cegb.core.report import CostReport
 from lightgbm_cegb.core.scales import no_split_scale
 from lightgbm_cegb.io import saved
@@ -81,7 +82,9 @@ class BudgetedEstimator:
 
         def reads(value: float) -> bool:
             probe = clone(self).set_params(**{self._tradeoff: value, **self._probe})
-            return probe.fit(X, y, **fit_params)._reads_features(X)
+            with warnings.catch_warnings():  # past the scale every probe reads nothing: that is the point
+                warnings.simplefilter("ignore", NoSplitWarning)
+                return probe.fit(X, y, **fit_params)._reads_features(X)
 
         return no_split_scale(reads, f"{type(self).__name__}.tradeoff_scale")
 

@@ -262,6 +262,10 @@ class Forest:
 
     # ----------------------------------------------------------------------------------------- rows
 
+    def __getstate__(self) -> dict:
+        """Pickled without the compiled routing structure (rebuilt on first use: it cannot be pickled)."""
+        return {**self.__dict__, "_flat": None}
+
     @property
     def flat(self) -> FlatEnsemble:
         if self._flat is None:

@@ -73,6 +73,10 @@ class _CEGBMixin(BudgetedEstimator):
                               NoSplitWarning, stacklevel=2)
         return self
 
+    def predict(self, X, *args, **kwargs):
+        self._check_fitted()  # the package's NotFittedError (LightGBM raises scikit-learn's)
+        return super().predict(X, *args, **kwargs)
+
     def _reads_features(self, X) -> bool:
         return has_split(self.booster_)
 
@@ -149,6 +153,10 @@ class CEGBRegressor(_CEGBMixin, lgb.LGBMRegressor):
 
 class CEGBClassifier(_CEGBMixin, lgb.LGBMClassifier):
     __doc__ = _DOC.format(kind="Classifier", base="LGBMClassifier", name="CEGBClassifier")
+
+    def predict_proba(self, X, *args, **kwargs):
+        self._check_fitted()
+        return super().predict_proba(X, *args, **kwargs)
 
     def __init__(self, *, feature_costs=None, cegb_tradeoff: float = 1.0, **kwargs):
         self.feature_costs = feature_costs

@@ -1,0 +1,196 @@
+"""The estimator contract (lightgbm_cegb.base), checked on every budgetED estimator of the package.
+
+scikit-learn's own checks run per estimator in its test module (``parametrize_with_checks``); this suite adds
+the package's: keyword-only ``__init__`` with the names of the names table, NotFittedError before ``fit``,
+``predict`` returning arrays, save/load round trips with equal predictions, costs and parameters (also after
+``prediction_cost``, and over an earlier save), clone and pickle, ``prediction_cost`` equal to the accounting
+of the model's trees, and ``tradeoff_scale`` as the smallest trade-off at which the model reads nothing.
+"""
+
+from __future__ import annotations
+
+import inspect
+import pickle
+
+import lightgbm as lgb
+import numpy as np
+import pytest
+from sklearn.base import clone
+
+import lightgbm_cegb as lc
+from lightgbm_cegb import CEGBError, FeatureCosts, NotFittedError, prediction_cost
+from lightgbm_cegb.base import BudgetedEstimator
+from lightgbm_cegb.core.errors import CEGBWarning
+from lightgbm_cegb.lgbm import CEGBClassifier, CEGBRanker, CEGBRegressor
+
+COSTS = FeatureCosts(lazy=[1.0, 2.0, 4.0, 8.0, 3.0])
+
+
+def data(kind: str, n: int = 400, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 5))
+    signal = X[:, 0] + (X[:, 1] > 0) * X[:, 2] + 0.5 * X[:, 3]
+    if kind == "regression":
+        return X, signal + 0.1 * rng.normal(size=n), {}
+    if kind == "ranking":
+        return X, np.digitize(signal, [0.0, 1.0]), {"group": np.full(n // 20, 20)}
+    return X, (signal > 0).astype(int), {}
+
+
+def f0():
+    X, y, _ = data("binary", seed=1)
+    return lgb.LGBMClassifier(n_estimators=20, num_leaves=7, verbose=-1).fit(X, y)
+
+
+#: (a factory of the unfitted estimator, the kind of its task, whether its tradeoff_scale is the no-read bisection)
+ESTIMATORS = {
+    "CEGBClassifier": (lambda: CEGBClassifier(feature_costs=COSTS, cegb_tradeoff=0.01, n_estimators=10, verbose=-1),
+                       "binary", True),
+    "CEGBRegressor": (lambda: CEGBRegressor(feature_costs=COSTS, cegb_tradeoff=0.01, n_estimators=10, verbose=-1),
+                      "regression", True),
+    "CEGBRanker": (lambda: CEGBRanker(feature_costs=COSTS, cegb_tradeoff=0.01, n_estimators=10, verbose=-1),
+                   "ranking", True),
+    "GreedyMiserClassifier": (lambda: lc.GreedyMiserClassifier(feature_costs=COSTS, tradeoff=0.1, n_estimators=10),
+                              "binary", True),
+    "GreedyMiserRegressor": (lambda: lc.GreedyMiserRegressor(feature_costs=COSTS, tradeoff=0.1, n_estimators=10),
+                             "regression", True),
+    "GreedyMiserRanker": (lambda: lc.GreedyMiserRanker(feature_costs=COSTS, tradeoff=0.1, n_estimators=10),
+                          "ranking", True),
+    "AdaptGBRT": (lambda: lc.AdaptGBRT(f0=f0(), feature_costs=COSTS, tradeoff=0.01, n_rounds=2, trees_per_round=3),
+                  "binary", False),
+    "AdaptLIN": (lambda: lc.AdaptLIN(f0=f0(), feature_costs=COSTS, tradeoff=0.01, n_rounds=2), "binary", False),
+    "BudgetRFClassifier": (lambda: lc.BudgetRFClassifier(feature_costs=COSTS, n_estimators=5, random_state=0),
+                           "binary", True),
+    "CSTC": (lambda: lc.CSTC(depth=2, feature_costs=COSTS, tradeoff=0.01, n_iter=2), "regression", False),
+    "CSTCClassifier": (lambda: lc.CSTCClassifier(depth=2, feature_costs=COSTS, tradeoff=0.01, n_iter=2, phi=5),
+                       "binary", False),
+    "CSCC": (lambda: lc.CSCC(n_stages=2, feature_costs=COSTS, tradeoff=0.01, n_iter=2), "binary", False),
+    "Cronus": (lambda: lc.Cronus(n_stages=2, feature_costs=COSTS, tradeoff=0.01, n_iter=2), "binary", False),
+}
+NAMES = list(ESTIMATORS)
+_fitted: dict = {}
+
+
+def fitted(name: str):
+    """(a fitted estimator, X, y, fit parameters), fitted once per session."""
+    if name not in _fitted:
+        factory, kind, _ = ESTIMATORS[name]
+        X, y, fit_params = data(kind)
+        _fitted[name] = (factory().fit(X, y, **fit_params), X, y, fit_params)
+    return _fitted[name]
+
+
+def test_every_budgeted_estimator_of_the_package_is_checked():
+    exported = {name for name in lc.__all__ if isinstance(getattr(lc, name), type)
+                and issubclass(getattr(lc, name), BudgetedEstimator)}
+    assert exported | {"CEGBClassifier", "CEGBRegressor", "CEGBRanker"} == set(ESTIMATORS)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_init_takes_keyword_arguments_named_by_the_table(name):
+    cls = type(ESTIMATORS[name][0]())
+    parameters = inspect.signature(cls.__init__).parameters
+    own = [p for p in parameters.values() if p.name != "self" and p.kind != p.VAR_KEYWORD]
+    assert all(p.kind == p.KEYWORD_ONLY for p in own), [p.name for p in own if p.kind != p.KEYWORD_ONLY]
+    params = cls().get_params()
+    assert {"feature_costs", "random_state", "n_jobs", cls._tradeoff} <= set(params)
+    assert cls._tradeoff == ("cegb_tradeoff" if name.startswith("CEGB") else "tradeoff")
+    assert "costs" not in params and "lam" not in params and "alpha" not in params
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_unfitted_models_raise_not_fitted_error(name, tmp_path):
+    model = ESTIMATORS[name][0]()
+    X, _, _ = data(ESTIMATORS[name][1])
+    for call in (lambda: model.predict(X), lambda: model.prediction_cost(X), lambda: model.save(tmp_path / "m")):
+        with pytest.raises(NotFittedError, match="not fitted"):  # ours, a CEGBError and scikit-learn's
+            call()
+    assert not (tmp_path / "m").exists()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_predict_returns_an_array_and_prediction_cost_equals_the_accounting(name):
+    model, X, _, _ = fitted(name)
+    prediction = model.predict(X)
+    assert isinstance(prediction, np.ndarray) and prediction.shape[0] == X.shape[0]
+    report = model.prediction_cost(X)
+    assert isinstance(report, lc.CostReport) and report.per_instance.shape == (X.shape[0],)
+    assert np.isfinite(report.per_instance).all() and (report.per_instance >= 0).all()
+    forest = getattr(model, "forest_", None) or getattr(model, "booster_", None)
+    if forest is not None:  # a tree model: the package's accounting of its trees, with its fitted costs
+        num_iteration = getattr(model, "best_iteration_", None)
+        expected = prediction_cost(forest, X, model.costs_ if hasattr(model, "costs_") else COSTS,
+                                   **({} if num_iteration is None else {"num_iteration": num_iteration}))
+        np.testing.assert_array_equal(report.per_instance, expected.per_instance)
+
+
+def same_params(a, b) -> None:
+    pa, pb = a.get_params(deep=False), b.get_params(deep=False)
+    assert pa.keys() == pb.keys()
+    for key in pa:
+        if isinstance(pa[key], (lgb.Booster, lgb.LGBMModel)):
+            continue  # a costly model given at load (f0) or phi, read back as a Booster
+        assert pa[key] == pb[key], (key, pa[key], pb[key])
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_save_load_round_trip(name, tmp_path):
+    model, X, _, _ = fitted(name)
+    given = {"f0": model.f0} if "f0" in model._given_at_load else {}
+    model.prediction_cost(X[:5])  # caches must not reach the files
+    model.save(tmp_path / "m")
+    again = type(model).load(tmp_path / "m", **given)
+    np.testing.assert_array_equal(np.asarray(again.predict(X)), np.asarray(model.predict(X)))
+    np.testing.assert_array_equal(again.prediction_cost(X).per_instance, model.prediction_cost(X).per_instance)
+    same_params(again, model)
+    assert again.n_features_in_ == model.n_features_in_
+    # over an earlier save: the folder holds the new model and no stale artifact
+    again.save(tmp_path / "m")
+    import json
+    named = json.loads((tmp_path / "m" / "manifest.json").read_text())["files"].values()
+    assert {p.name for p in (tmp_path / "m").iterdir()} == {"manifest.json", *named}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_failed_save_leaves_the_earlier_one_intact(name, tmp_path):
+    model, X, _, _ = fitted(name)
+    given = {"f0": model.f0} if "f0" in model._given_at_load else {}
+    model.save(tmp_path / "m")
+    before = {p.name: p.read_bytes() for p in (tmp_path / "m").iterdir()}
+    broken = pickle.loads(pickle.dumps(model))
+    param = "verbose" if name.startswith("CEGB") else "n_jobs"
+    broken.set_params(**{param: object()})
+    with pytest.raises(CEGBError, match=f"cannot save the parameter {param}"):
+        broken.save(tmp_path / "m")
+    assert {p.name: p.read_bytes() for p in (tmp_path / "m").iterdir()} == before
+    np.testing.assert_array_equal(np.asarray(type(model).load(tmp_path / "m", **given).predict(X)),
+                                  np.asarray(model.predict(X)))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_clone_and_pickle(name):
+    model, X, _, _ = fitted(name)
+    model.prediction_cost(X[:5])  # fills the caches of the accounting
+    same_params(clone(model), model)
+    again = pickle.loads(pickle.dumps(model))
+    np.testing.assert_array_equal(np.asarray(again.predict(X)), np.asarray(model.predict(X)))
+    np.testing.assert_array_equal(again.prediction_cost(X).per_instance, model.prediction_cost(X).per_instance)
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if ESTIMATORS[n][2]])
+def test_tradeoff_scale_is_where_the_model_stops_reading(name):
+    factory, kind, _ = ESTIMATORS[name]
+    X, y, fit_params = data(kind, n=300)
+    model = factory().set_params(**factory()._probe)
+    scale = model.tradeoff_scale(X, y, **fit_params)
+    assert scale > 0
+    below = clone(model).set_params(**{model._tradeoff: scale * 0.98}).fit(X, y, **fit_params)
+    above = clone(model).set_params(**{model._tradeoff: scale * 1.02}).fit(X, y, **fit_params)
+    assert below._reads_features(X) and not above._reads_features(X)
+
+
+def test_the_package_warnings_have_classes():
+    assert issubclass(lc.NoSplitWarning, CEGBWarning) and issubclass(CEGBWarning, UserWarning)
+    X, y, _ = data("regression")
+    with pytest.warns(lc.NoSplitWarning, match="no split"):
+        CEGBRegressor(feature_costs=COSTS, cegb_tradeoff=1e6, n_estimators=2, verbose=-1).fit(X, y)
