@@ -11,4 +11,5 @@ serve:  # the example service of lazy feature acquisition (scripts/lazy_service.
 
 test:
 	bash scripts/bootstrap.sh --test
+	.venv/bin/ruff check .
 	.venv/bin/python -m pytest tests

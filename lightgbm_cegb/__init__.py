@@ -15,13 +15,27 @@ import lightgbm
 
 from lightgbm_cegb._version import __version__
 from lightgbm_cegb.accounting import prediction_cost
-from lightgbm_cegb.core import (CEGBError, CostReport, CostState, FeatureCosts, Forest, NoSplitWarning,
-                                NotFittedError)
+from lightgbm_cegb.core import CEGBError, CostReport, CostState, FeatureCosts, Forest, NoSplitWarning, NotFittedError
 from lightgbm_cegb.io import CEGBState, to_forest
 from lightgbm_cegb.lgbm import CEGBClassifier, CEGBRanker, CEGBRegressor
-from lightgbm_cegb.methods import (CSCC, CSTC, AdaptGBRT, AdaptLIN, BudgetRFClassifier, CSTCClassifier, Cronus,
-                                   EarlyExit, EarlyExitResult, GreedyMiserClassifier, GreedyMiserRanker,
-                                   GreedyMiserRegressor, Pruner, PruneResult, budget_prune, budget_prune_path)
+from lightgbm_cegb.methods import (
+    CSCC,
+    CSTC,
+    AdaptGBRT,
+    AdaptLIN,
+    BudgetRFClassifier,
+    Cronus,
+    CSTCClassifier,
+    EarlyExit,
+    EarlyExitResult,
+    GreedyMiserClassifier,
+    GreedyMiserRanker,
+    GreedyMiserRegressor,
+    Pruner,
+    PruneResult,
+    budget_prune,
+    budget_prune_path,
+)
 from lightgbm_cegb.serving import LazyFetchError, LazyPredictor, LazyResult
 
 __all__ = ["CSCC", "CSTC", "PATCHED_LIGHTGBM", "AdaptGBRT", "AdaptLIN", "BudgetRFClassifier", "CEGBClassifier",

@@ -140,7 +140,8 @@ def _file_settings(args) -> tuple[int | str | None, bool]:
             try:
                 label = value if value.startswith("name:") else int(value)
             except ValueError:
-                raise CEGBError(f"{config}: label_column should be a column index or name:COLUMN, got {value!r}") from None
+                raise CEGBError(f"{config}: label_column should be a column index or name:COLUMN, "
+                                f"got {value!r}") from None
     return label, header
 
 
@@ -263,7 +264,8 @@ def cmd_train(args) -> int:
         # the user's config is left untouched; its paths keep their meaning, since lightgbm runs where the
         # user does, as `lightgbm config=FILE` would
         conf = Path(tmp) / "train.conf"
-        conf.write_text(text.rstrip("\n") + "\n# added by lightgbm-cegb train\n" + costs.to_config(tradeoff=args.tradeoff))
+        conf.write_text(text.rstrip("\n") + "\n# added by lightgbm-cegb train\n"
+                        + costs.to_config(tradeoff=args.tradeoff))
         return subprocess.run([find_cli(args.lightgbm), f"config={conf}", *overrides]).returncode
 
 
@@ -302,7 +304,8 @@ def main(argv: list[str] | None = None) -> int:
     base.add_argument("--one-based", action="store_true", help=ONE_BASED_HELP)
     base.add_argument("--zero-based", action="store_true", help=ZERO_BASED_HELP)
     p_train.add_argument("--lightgbm", help="path of the patched lightgbm program")
-    p_train.epilog = "Settings key=value after the options (or after --) are passed to lightgbm and win over the config."
+    p_train.epilog = ("Settings key=value after the options (or after --) are passed to lightgbm "
+                      "and win over the config.")
     argv, rest = list(sys.argv[1:] if argv is None else argv), []
     if "--" in argv:
         argv, rest = argv[:argv.index("--")], argv[argv.index("--") + 1:]

@@ -8,7 +8,8 @@ BudgetPrune of the same f0.
 Data: UCI Letter Recognition (bundled: lightgbm_cegb.datasets.letter), 16 unit-cost features, the paper's
 split as its authors' code makes it (fnan/AdaptApprox, ADAPT_LIN/adaptive_sparse_helpers.py: the first
 12,000 rows of the file to train, the next 4,000 to validate, the last 4,000 to test) and its task: letters
-A-M against N-Z (``--task binary``, the default); ``--task multiclass``: the 26 letters. f0: a LightGBM GBDT (31 leaves, learning rate
+A-M against N-Z (``--task binary``, the default); ``--task multiclass``: the 26 letters.
+f0: a LightGBM GBDT (31 leaves, learning rate
 0.1, up to --rounds rounds, early stopping on the validation rows) trained on the 12,000 rows by
 lightgbm_cegb.selection (the ``lightgbm`` method; ``adapt_gbrt`` and ``adapt_lin`` train the same model as
 their f0). Swept on the training rows and measured on the validation rows: AdaptGBRT (p_full x relative
@@ -85,7 +86,8 @@ def verdict(frame: pd.DataFrame) -> tuple[list[str], bool]:
     ratio = best["test_cost"] / f0["test_cost"]
     met = bool(best["test_quality"] >= f0["test_quality"] - ACCURACY_POINTS and ratio <= COST_BAR)
     return lines + [f"Cheapest composite within {ACCURACY_POINTS * 100:g} point of f0 on validation: {best['params']}: "
-                    f"test accuracy {best['test_quality']:.4f} ({(best['test_quality'] - f0['test_quality']) * 100:+.2f}"
+                    f"test accuracy {best['test_quality']:.4f} "
+                    f"({(best['test_quality'] - f0['test_quality']) * 100:+.2f}"
                     f" points) at mean test cost {best['test_cost']:.2f} = {ratio:.3f} of f0's. Bar (within "
                     f"{ACCURACY_POINTS * 100:g} point at <= {COST_BAR} of f0's cost): {'met' if met else 'NOT met'}.",
                     ""], met

@@ -35,8 +35,8 @@ def main(argv: list[str] | None = None) -> None:
     X_train, y_train, X = higgs_rows(args.rows)
     f0 = lgb.train({"objective": "binary", "num_leaves": 31, "seed": 0, "deterministic": True, "verbose": -1},
                    lgb.Dataset(X_train, y_train), 100)
-    model = AdaptGBRT(f0=f0, p_full=0.3, tradeoff=3.0, feature_costs=HIGGS_COSTS, n_rounds=3, trees_per_round=30).fit(X_train,
-                                                                                                         y_train)
+    model = AdaptGBRT(f0=f0, p_full=0.3, tradeoff=3.0, feature_costs=HIGGS_COSTS, n_rounds=3,
+                      trees_per_round=30).fit(X_train, y_train)
 
     def baseline():
         return model.gate_.predict(X, raw_score=True), model.f1_.predict(X), f0.predict(X)

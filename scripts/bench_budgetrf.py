@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> None:
         model.fit(X, y)
         rows.append((name, time.perf_counter() - start, model))
     print(f"{args.rows:,} rows x {args.features} features, {args.trees} trees")
-    for name, seconds, model in rows:
+    for name, seconds, _model in rows:
         print(f"{name:<11} fit {seconds:8.1f} s")
     print(f"ratio BudgetRF / sklearn RF: {rows[0][1] / rows[1][1]:.2f}")
 

@@ -84,8 +84,8 @@ def main() -> None:
     print(f"{args.data}: {args.trees} trees of depth <= {args.depth}, {len(y_prune)} pruning rows, "
           f"{len(tradeoffs)} trade-offs in {seconds:.1f} s ({args.solver})")
     for row in rows:
-        print(f"  tradeoff {row['tradeoff']!s:>8}  test accuracy {row['test_accuracy']:.4f}  test cost {row['test_cost']:8.2f}"
-              f"  nodes {row['nodes']}")
+        print(f"  tradeoff {row['tradeoff']!s:>8}  test accuracy {row['test_accuracy']:.4f}"
+              f"  test cost {row['test_cost']:8.2f}  nodes {row['nodes']}")
     prune_costs = [r.cost for r in path]
     monotone = all(b <= a + 1e-12 for a, b in zip(prune_costs, prune_costs[1:]))
     print(f"cost on the pruning data non-increasing in tradeoff: {monotone}; table: {table}")

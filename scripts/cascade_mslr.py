@@ -6,7 +6,8 @@ bundled MSLR-WEB subset): precision@5 against the mean feature cost per document
 
 Data: lightgbm_cegb.datasets.mslr_subset with its cost vector; a document is relevant when its label is >=
 --relevant (3, the issue's choice: 1.6% of the training documents, 2.6% of the test ones; 2: about 10%); a third
-of the training queries validate, the test split tests. Methods through lightgbm_cegb.selection on the ranking task (metric p@5): plain LightGBM
+of the training queries validate, the test split tests. Methods through lightgbm_cegb.selection on the ranking
+task (metric p@5): plain LightGBM
 (binary objective: the phi of the CSTC family), CEGB (its relative trade-off grid), CSCC and Cronus (5 stages,
 their relative lam grid, on the plain model's trees, pruned on validation), CSTC (depth 3, same). Each method's
 validation Pareto points are measured on the test queries. Writes DIR/cascade_mslr_<relevant>.csv, .md (budget table:
@@ -30,8 +31,8 @@ from lightgbm_cegb.selection import evaluate, pareto, sweep  # noqa: E402
 
 BUDGET_FRACTIONS = (0.1, 0.25, 0.5)
 METHODS = (("LightGBM", "lightgbm"), ("CEGB", "cegb"), ("CSCC", "cscc"), ("Cronus", "cronus"), ("CSTC", "cstc"))
-QUICK = {"cegb": [{"relative_tradeoff": 0.05}], "cscc": [{"relative_tradeoff": 1e-3}], "cronus": [{"relative_tradeoff": 1e-3}],
-         "cstc": [{"relative_tradeoff": 1e-3}]}
+QUICK = {"cegb": [{"relative_tradeoff": 0.05}], "cscc": [{"relative_tradeoff": 1e-3}],
+         "cronus": [{"relative_tradeoff": 1e-3}], "cstc": [{"relative_tradeoff": 1e-3}]}
 
 
 def main() -> None:
@@ -63,7 +64,8 @@ def main() -> None:
     shapes = "; ".join(f"{k}: {len(v[1])} documents, {len(v[2])} queries, {int(v[1].sum())} relevant"
                        for k, v in parts.items())
     name = f"cascade_mslr_{args.relevant}"
-    report = [f"`scripts/cascade_mslr.py --relevant {args.relevant}{' --quick' if args.quick else ''}`; {shapes}. Cells: test precision@5 at "
+    report = [f"`scripts/cascade_mslr.py --relevant {args.relevant}{' --quick' if args.quick else ''}`; {shapes}. "
+              "Cells: test precision@5 at "
               "the mean test cost per document of the model chosen on validation within the budget "
               f"({', '.join(f'{f:g}' for f in BUDGET_FRACTIONS)} x plain LightGBM's validation cost).", "",
               *lines, "", *report_frontier(frame, args.out, name, f"MSLR, label >= {args.relevant}: validation Pareto "

@@ -33,7 +33,8 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--out", type=Path, default=Path("."))
     args = parser.parse_args()
-    lines = ["| lam | polish | test MSE | mean cost per row | seeds at cost 12 and MSE < 0.1 |", "|---|---|---|---|---|"]
+    lines = ["| lam | polish | test MSE | mean cost per row | seeds at cost 12 and MSE < 0.1 |",
+             "|---|---|---|---|---|"]
     start = time.perf_counter()
     for lam in LAMS:
         for polish in (False, True):

@@ -113,7 +113,8 @@ def main() -> None:
     parts, costs, task = load(args.data)
     args.out.mkdir(parents=True, exist_ok=True)
     runs = [(LABELS.get(name, name), name, {}, args.rounds) for name, method in METHODS.items() if task in method.tasks]
-    runs.insert([r[1] for r in runs].index("budget_prune") + 1, ("BudgetPrune (random forest)", "budget_prune", RF, 100))
+    runs.insert([r[1] for r in runs].index("budget_prune") + 1,
+                ("BudgetPrune (random forest)", "budget_prune", RF, 100))
     frames = []
     for label, name, params, rounds in runs:
         start = time.perf_counter()

@@ -122,7 +122,8 @@ def make_app(workdir: Path, latency: float) -> Starlette:
         try:
             result = await predictor.aacquire(unknown, ids=np.asarray(ids, dtype=np.int64))
         except LazyFetchError as exc:
-            return JSONResponse({"error": str(exc)}, status_code=404 if isinstance(exc.__cause__, UnknownEvent) else 502)
+            return JSONResponse({"error": str(exc)},
+                                status_code=404 if isinstance(exc.__cause__, UnknownEvent) else 502)
         fetched = {name: np.flatnonzero(result.fetched[:, f]).tolist() for f, name in enumerate(HIGGS_FEATURES)
                    if result.fetched[:, f].any()}
         return JSONResponse({"predictions": result.prediction.tolist(), "cost": result.per_instance.tolist(),

@@ -173,7 +173,8 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     shapes = {name: f"{parts[name][0].shape[0]} rows, {len(parts[name][2])} queries" for name in parts}
     report = [f"# Yahoo! LTR experiments of the CEGB paper on `{args.data}`", "",
-              f"`scripts/reproduce_yahoo.py --data {args.data}{' --quick' if args.quick else ''} --rounds {args.rounds}`; "
+              f"`scripts/reproduce_yahoo.py --data {args.data}{' --quick' if args.quick else ''} "
+              f"--rounds {args.rounds}`; "
               f"{parts['train'][0].shape[1]} features; " + "; ".join(f"{k}: {v}" for k, v in shapes.items()) + ".",
               "Cells: test AP@5 at the mean test cost per document of the model chosen on validation within the budget "
               f"(budgets: {', '.join(f'{f:g}' for f in BUDGET_FRACTIONS)} x plain LightGBM's validation cost).",

@@ -23,7 +23,8 @@ def leaf_paths(booster: lgb.Booster) -> list[dict[int, list[int]]]:
         if int(fields["num_leaves"]) == 1:
             out.append({0: []})
             continue
-        feature, left, right = ([int(v) for v in fields[k].split()] for k in ("split_feature", "left_child", "right_child"))
+        feature, left, right = ([int(v) for v in fields[k].split()]
+                                for k in ("split_feature", "left_child", "right_child"))
         paths, stack = {}, [(0, [])]
         while stack:
             node, path = stack.pop()
@@ -156,8 +157,9 @@ def greedy_miser_reference(X, y, *, costs, lam, depth, trees, step=0.1, min_leaf
             g = g_all[:, k]
             tree_features = set()
 
+            # grow is only called (recursively) within this iteration: the noqa: B023 below
             def grow(rows, level):
-                G, H = g[rows].sum(), h[rows].sum()
+                G, H = g[rows].sum(), h[rows].sum()  # noqa: B023
                 leaf = ("leaf", -G / H * step)
                 if level == depth or len(rows) < 2 * min_leaf:
                     return leaf
@@ -165,7 +167,7 @@ def greedy_miser_reference(X, y, *, costs, lam, depth, trees, step=0.1, min_leaf
                 for f in range(num_features):
                     order = rows[np.argsort(X[rows, f], kind="stable")]
                     values = X[order, f]
-                    gl, hl = np.cumsum(g[order])[:-1], np.cumsum(h[order])[:-1]
+                    gl, hl = np.cumsum(g[order])[:-1], np.cumsum(h[order])[:-1]  # noqa: B023
                     count = np.arange(1, len(rows))
                     ok = (values[:-1] < values[1:]) & (count >= min_leaf) & (len(rows) - count >= min_leaf)
                     if not ok.any():
@@ -183,7 +185,7 @@ def greedy_miser_reference(X, y, *, costs, lam, depth, trees, step=0.1, min_leaf
                 if tied:  # float rounding, not the algorithm, would choose: the case cannot test anything
                     raise ValueError(f"ambiguous split: features {best[1]} and {tied} gain {best[0]!r}")
                 _, f, left, right = best
-                tree_features.add(f)
+                tree_features.add(f)  # noqa: B023
                 return ("split", f, set(left.tolist()), grow(np.sort(left), level + 1), grow(np.sort(right), level + 1))
 
             tree = grow(np.arange(n), 0)

@@ -176,8 +176,8 @@ def test_pipeline_whose_last_step_is_a_model():
         pipeline = make_pipeline(SimpleImputer(), StandardScaler(), model).set_output(transform="pandas").fit(X, y)
         inner = pipeline[:-1].transform(X)
         expected = prediction_cost(pipeline[-1], inner, by_position)
-        for given in (costs, by_position):
-            report = prediction_cost(pipeline, X, given)
+        for given_costs in (costs, by_position):
+            report = prediction_cost(pipeline, X, given_costs)
             np.testing.assert_array_equal(report.per_instance, expected.per_instance)
         assert report.mean > 0
     plain = make_pipeline(StandardScaler(), Forest(n_estimators=3, random_state=0)).fit(X.fillna(0).to_numpy(), y)

@@ -125,7 +125,8 @@ def test_one_based_svmlight(tmp_path, capsys, monkeypatch):
                 in capsys.readouterr().err)
     Path("costs4.txt").write_text("1\n2\n3\n40\n")
     assert main(["cost", "m.txt", "train.svm", "--costs", "costs4.txt", "--zero-based"]) == 2
-    assert "has 4 costs for columns 0..3, but the data has 5 columns (0..4); if its first line" in capsys.readouterr().err
+    assert ("has 4 costs for columns 0..3, but the data has 5 columns (0..4); if its first line"
+            in capsys.readouterr().err)
     Path("costs7.txt").write_text("1\n2\n3\n40\n10000\n5\n")
     assert main(["cost", "m.txt", "train.svm", "--costs", "costs7.txt", "--one-based"]) == 2
     assert "has 6 costs for columns 1..6, but the data has 5 columns" in capsys.readouterr().err
@@ -133,7 +134,8 @@ def test_one_based_svmlight(tmp_path, capsys, monkeypatch):
     (tmp_path / "sub").mkdir()
     monkeypatch.chdir(tmp_path / "sub")
     assert main(["train", "../train.conf", "--costs", "../costs.txt", "--one-based"]) == 2
-    assert "training data file 'train.svm' does not exist (paths are relative to the directory" in capsys.readouterr().err
+    assert ("training data file 'train.svm' does not exist (paths are relative to the directory"
+            in capsys.readouterr().err)
     Path("x.csv").write_text("1,2,3\n")
     assert main(["train", "../train.conf", "--costs", "../costs.txt", "--one-based", "data=x.csv"]) == 2
     assert "x.csv is not a LibSVM file; --one-based is for LibSVM/SVMlight feature ids" in capsys.readouterr().err

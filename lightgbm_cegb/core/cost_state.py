@@ -72,7 +72,8 @@ class CostState:
             self.evaluation += self.tree * (t1 - t0)
             return
         rows = np.asarray(rows, dtype=np.int64)
-        if rows.ndim != 1 or len(rows) != np.shape(X)[0] or (rows.size and (rows.min() < 0 or rows.max() >= self.num_rows)):
+        if (rows.ndim != 1 or len(rows) != np.shape(X)[0]
+                or (rows.size and (rows.min() < 0 or rows.max() >= self.num_rows))):
             raise CEGBError(f"rows should index this cost state's {self.num_rows} rows, one per row of X")
         for start, block in forest.row_blocks(X):
             index = rows[start:start + len(block)]

@@ -17,7 +17,8 @@ from lightgbm_cegb.core.errors import CEGBError
 UNUSED_ID_COST = 10000.0
 
 CEGB_KEYS = ("cegb_penalty_feature_lazy", "cegb_penalty_feature_coupled", "cegb_penalty_split",
-             "cegb_penalty_feature_split", "cegb_feature_group", "cegb_penalty_group_lazy", "cegb_penalty_group_coupled")
+             "cegb_penalty_feature_split", "cegb_feature_group", "cegb_penalty_group_lazy",
+             "cegb_penalty_group_coupled")
 
 
 def _feature_names(features) -> list[str]:
@@ -247,7 +248,8 @@ class FeatureCosts:
             for group, members in self._groups.items():
                 groups[group] = []
                 for member in members:
-                    i = member if isinstance(member, int) else index.get(member, index.get(lightgbm_feature_name(member)))
+                    i = (member if isinstance(member, int)
+                         else index.get(member, index.get(lightgbm_feature_name(member))))
                     if i is None or i >= len(names):
                         unknown.append(member)
                     else:
@@ -477,8 +479,8 @@ class FeatureCosts:
         groups = "" if self._groups is None else (f", groups={show(self._groups)}, group_lazy={show(self._group_lazy)}"
                                                   f", group_coupled={show(self._group_coupled)}")
         tree = f", tree={self._tree!r}" if self._tree else ""
-        return (f"FeatureCosts(lazy={show(self._lazy)}, coupled={show(self._coupled)}, split={show(self._split)}{groups}"
-                f"{tree})")
+        return (f"FeatureCosts(lazy={show(self._lazy)}, coupled={show(self._coupled)}, "
+                f"split={show(self._split)}{groups}{tree})")
 
 
 def resolve_costs(costs, num_features: int, feature_names: list[str] | None = None,

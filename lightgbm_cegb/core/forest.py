@@ -75,7 +75,8 @@ class Forest:
     right: np.ndarray  # int32 per split node
     leaf_offset: np.ndarray  # int64[num_trees + 1]
     leaf_value: np.ndarray  # float64 per leaf
-    cat_offset: np.ndarray  # int64[num_trees + 1]: tree t's bitset boundaries are cat_boundaries[cat_offset[t]:cat_offset[t + 1]]
+    # cat_offset: int64[num_trees + 1]; tree t's bitset boundaries are cat_boundaries[cat_offset[t]:cat_offset[t + 1]]
+    cat_offset: np.ndarray
     cat_boundaries: np.ndarray  # int64: word ranges of the bitsets in cat_threshold
     cat_threshold: np.ndarray  # uint32: category bitsets
     num_features: int
@@ -389,7 +390,8 @@ class Forest:
         if values is None:
             values = self.leaf_values(X, leaves) if self.linear is not None else np.zeros((0, 0))
         return raw_scores(leaves, self.leaf_offset, self.leaf_value, np.ascontiguousarray(values, dtype=np.float64),
-                          self.trees_per_iteration, averaged and self.average_output, resolve_n_jobs(n_jobs, len(leaves)))
+                          self.trees_per_iteration, averaged and self.average_output,
+                          resolve_n_jobs(n_jobs, len(leaves)))
 
     def _linear_values(self, X: np.ndarray, index: np.ndarray, fallback: np.ndarray) -> np.ndarray:
         lin = self.linear

@@ -80,8 +80,8 @@ class CEGBState:
 
     def pay_group(self, group: int, rows=None) -> CEGBState:
         """Declare group ``group`` (its cegb_feature_group id) paid for ``rows`` (None: every row)."""
-        self.paid[slice(None) if rows is None else rows, self.num_features + self._column(group, "group", self.num_groups)] \
-            = True
+        self.paid[slice(None) if rows is None else rows,
+                  self.num_features + self._column(group, "group", self.num_groups)] = True
         return self
 
     def buy(self, feature: int | None = None, *, group: int | None = None) -> CEGBState:
@@ -117,7 +117,8 @@ class CEGBState:
         keys = features + groups
         expected = _HEADER.size + 8 * (_words(keys) + _words(rows * keys))
         if len(data) != expected:
-            raise CEGBError(f"CEGBState: {rows} rows x {keys} columns and groups take {expected} bytes, got {len(data)}")
+            raise CEGBError(f"CEGBState: {rows} rows x {keys} columns and groups take {expected} bytes, "
+                            f"got {len(data)}")
         start = _HEADER.size + 8 * _words(keys)
         return cls(_unpack(data[start:], rows * keys).reshape(rows, keys),
                    _unpack(data[_HEADER.size:start], keys), features)

@@ -71,7 +71,8 @@ def _tree_block(data: bytes, pos: int, tree: int) -> tuple[dict[str, str], int]:
     fields: dict[str, str] = {}
     while pos < len(data) and data[pos:pos + 1] not in (b"\n", b"\r"):
         if len(fields) == MAX_TREE_LINES:
-            raise CEGBError(f"LightGBM model: tree {tree} has more than {MAX_TREE_LINES} lines (LightGBM reads no more)")
+            raise CEGBError(f"LightGBM model: tree {tree} has more than {MAX_TREE_LINES} lines "
+                            "(LightGBM reads no more)")
         end = data.find(b"\n", pos)
         if end < 0:
             raise CEGBError(f"LightGBM model: the text ends inside tree {tree} (truncated?)")

@@ -18,8 +18,9 @@ Specification (format version 2; ``docs/SAVED_MODELS.md`` holds the same text fo
 
 Encoded values: JSON numbers, strings, booleans, null and lists as themselves (numpy scalars and arrays as
 numbers and lists); a mapping with keys that are not strings as ``{"__items__": [[key, value], ...]}``; a
-FeatureCosts as ``{"__FeatureCosts__": its constructor's arguments}`` (by name or by column, as given). Parameters that cannot be encoded (a fitted model, a
-callable) are not saved: ``load`` takes them as keyword arguments, and says which ones it needs.
+FeatureCosts as ``{"__FeatureCosts__": its constructor's arguments}`` (by name or by column, as given).
+Parameters that cannot be encoded (a fitted model, a callable) are not saved: ``load`` takes them as keyword
+arguments, and says which ones it needs.
 
 Saving is atomic: the artifacts are written first under new names, then the manifest replaces the old one
 (``os.replace``), then artifacts no manifest names are deleted. A save that fails at any point leaves the
@@ -110,7 +111,8 @@ def save(path: str | os.PathLike, estimator, *, params: Mapping, state: Mapping,
     named = {name: f"{name}-{hashlib.sha256(text.encode()).hexdigest()[:16]}.txt" for name, text in texts.items()}
     manifest = {"format": FORMAT, "format_version": FORMAT_VERSION, "estimator": type(estimator).__name__,
                 "package_version": lightgbm_cegb.__version__, "lightgbm_version": lgb.__version__,
-                "params": _encode_params(params), "feature_names_in": None if names is None else [str(n) for n in names],
+                "params": _encode_params(params),
+                "feature_names_in": None if names is None else [str(n) for n in names],
                 "n_features_in": int(estimator.n_features_in_),
                 "costs": None if costs is None else costs.to_dict(int(estimator.n_features_in_)),
                 "state": encode(dict(state)), "files": named}

@@ -116,7 +116,8 @@ class _BudgetStoppingCallback(_CostCallback):
             return
         if not self._within:
             warnings.warn(f"budget_stopping: the first iteration already costs {cost:g} > budget "
-                          f"{self.budget:g}; no iteration fits the budget, keeping the first", BudgetWarning, stacklevel=2)
+                          f"{self.budget:g}; no iteration fits the budget, keeping the first", BudgetWarning,
+                          stacklevel=2)
             best = (env.iteration, list(env.evaluation_result_list or []))
         else:
             best = self._best_within(env)

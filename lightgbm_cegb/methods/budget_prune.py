@@ -64,9 +64,10 @@ class PruneResult:
 
     ``kept[t]`` marks the nodes of tree t of the input model that the pruned tree keeps (internal or leaf);
     ``leaves[t]`` the kept nodes that are leaves of the pruned tree. Nodes are numbered as scikit-learn's
-    ``tree_`` does; for LightGBM, internal node j is j and leaf l is ``num_leaves - 1 + l``. ``error`` and ``cost`` are the
-    objective's two terms (``cost`` without ``tradeoff``: the mean lazy cost per row of the pruned model on X),
-    ``objective = error + tradeoff * cost``, and ``lower_bound`` the solver's dual bound on the optimum.
+    ``tree_`` does; for LightGBM, internal node j is j and leaf l is ``num_leaves - 1 + l``. ``error`` and
+    ``cost`` are the objective's two terms (``cost`` without ``tradeoff``: the mean lazy cost per row of the
+    pruned model on X), ``objective = error + tradeoff * cost``, and ``lower_bound`` the solver's dual bound
+    on the optimum.
     """
 
     model: object
@@ -245,7 +246,8 @@ def _lightgbm_problem(forest: Forest, X, y, n_jobs: int | None) -> _Problem:
     loss = _objective_loss(objective, y, score)
     for t in range(forest.num_trees):
         s, s1 = forest.node_offset[t], forest.node_offset[t + 1]
-        value = np.concatenate([forest.internal_value[s:s1], forest.leaf_value[forest.leaf_offset[t]:forest.leaf_offset[t + 1]]])
+        value = np.concatenate([forest.internal_value[s:s1],
+                                forest.leaf_value[forest.leaf_offset[t]:forest.leaf_offset[t + 1]]])
         errors = np.zeros(len(value))
         for nodes, positions in _range_chunks(problem.lo[t], problem.hi[t]):
             rows = problem.perm[t][positions]
@@ -361,7 +363,7 @@ def _solve_maxflow(forest: _Problem, costs: _PairCosts, tradeoffs: list[float]):
         order = np.argsort(np.concatenate([position, position[carrier] - 1]))
 
         def laid(nodes, carriers):  # the tree's network nodes in their order: the nodes' and carriers' values
-            return np.concatenate([nodes, carriers])[order]
+            return np.concatenate([nodes, carriers])[order]  # noqa: B023 (only called within this iteration)
 
         tree.append(np.full(size, t))
         parent_id.append(laid(np.where(carrier, position - 1, up), up[carrier]))
@@ -415,7 +417,8 @@ def _evaluate(forest: _Problem, leaves: list[np.ndarray], kept: list[np.ndarray]
     paid = np.zeros((n, forest.num_features), dtype=np.uint8)
     internal = [np.flatnonzero(keep & ~leaf) for keep, leaf in zip(kept, leaves)]
     if sum(map(len, internal)):
-        mark_paid(forest.perm, np.concatenate([np.full(len(nodes), t, dtype=np.int32) for t, nodes in enumerate(internal)]),
+        mark_paid(forest.perm,
+                  np.concatenate([np.full(len(nodes), t, dtype=np.int32) for t, nodes in enumerate(internal)]),
                   *(np.concatenate([part[nodes] for part, nodes in zip(parts, internal)]).astype(np.int32)
                     for parts in (forest.lo, forest.hi, forest.feature)), paid)
     cost = float(paid.sum(axis=0, dtype=np.int64) @ costs.lazy)
@@ -443,7 +446,8 @@ def _pair_costs(forest: Forest, costs) -> _PairCosts:
     if coupled.any() or split.any() or costs.tree or group_coupled.any():
         raise CEGBError("budget_prune uses lazy (per-row) feature and group costs only; got coupled costs for "
                         f"features {np.flatnonzero(coupled)[:10].tolist()} and groups "
-                        f"{np.flatnonzero(group_coupled)[:10].tolist()}, split costs {np.unique(split)[:5].tolist()} and a tree cost of {costs.tree:g}")
+                        f"{np.flatnonzero(group_coupled)[:10].tolist()}, split costs {np.unique(split)[:5].tolist()} "
+                        f"and a tree cost of {costs.tree:g}")
     return _PairCosts(np.asarray(lazy, dtype=np.float64), np.asarray(group_of, dtype=np.int64),
                       np.asarray(group_lazy, dtype=np.float64))
 
@@ -461,8 +465,8 @@ def _problem(model, X, y, costs, solver: str, n_jobs: int | None):
     return forest, problem, pair_costs
 
 
-def _result(model, forest: Forest | None, problem: _Problem, costs: _PairCosts, tradeoff: float, leaves: list[np.ndarray],
-            optimum: float, lower_bound: float, solver: str) -> PruneResult:
+def _result(model, forest: Forest | None, problem: _Problem, costs: _PairCosts, tradeoff: float,
+            leaves: list[np.ndarray], optimum: float, lower_bound: float, solver: str) -> PruneResult:
     """The pruned model and the objective's terms, computed from the rows' paths and checked against the
     solver's optimum."""
     kept = [kept_nodes(parent, leaf) for parent, leaf in zip(problem.parent, leaves)]
@@ -494,8 +498,9 @@ def _renumbered(marks: np.ndarray, ids: np.ndarray) -> np.ndarray:
 
 class Pruner:
     """One BudgetPrune problem, built once: the rows' paths through the model's trees, the nodes' errors and
-    the lazy feature and group costs. ``at(tradeoff)``, ``path(tradeoffs)`` and ``within(budget)`` solve it (``budget_prune`` and
-    ``budget_prune_path`` are these on a fresh Pruner); arguments as :func:`budget_prune` takes them."""
+    the lazy feature and group costs. ``at(tradeoff)``, ``path(tradeoffs)`` and ``within(budget)`` solve it
+    (``budget_prune`` and ``budget_prune_path`` are these on a fresh Pruner); arguments as
+    :func:`budget_prune` takes them."""
 
     def __init__(self, model, X, y, costs, *, solver: str = "maxflow", n_jobs: int | None = None) -> None:
         self.model, self.solver = model, solver
@@ -515,7 +520,8 @@ class Pruner:
             solved = [_solve_highs(self.problem, self.costs, tradeoff) for tradeoff in tradeoffs]
         else:
             solved = [(leaves, bound, bound) for leaves, bound in _solve_maxflow(self.problem, self.costs, tradeoffs)]
-        return [self._result(tradeoff, leaves, optimum, bound) for tradeoff, (leaves, optimum, bound) in zip(tradeoffs, solved)]
+        return [self._result(tradeoff, leaves, optimum, bound)
+                for tradeoff, (leaves, optimum, bound) in zip(tradeoffs, solved)]
 
     def at(self, tradeoff: float) -> PruneResult:
         """The optimal pruning at trade-off ``tradeoff``."""
@@ -592,7 +598,8 @@ def budget_prune(model, X, y, costs, tradeoff: float | None = None, *, budget: f
     return pruner.at(tradeoff) if budget is None else pruner.within(budget)
 
 
-def budget_prune_path(model, X, y, costs, tradeoffs, *, solver: str = "maxflow", n_jobs: int | None = None) -> list[PruneResult]:
+def budget_prune_path(model, X, y, costs, tradeoffs, *, solver: str = "maxflow",
+                      n_jobs: int | None = None) -> list[PruneResult]:
     """budget_prune at each trade-off of ``tradeoffs`` (results in the given order): the accuracy-cost points.
     The rows' paths are computed once; the max-flow solver goes through the trade-offs in increasing order
     and starts each from the previous one's flow."""

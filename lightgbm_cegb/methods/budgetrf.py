@@ -193,8 +193,7 @@ class BudgetRFClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
 
     def predict_proba(self, X) -> np.ndarray:
         """Share of the trees voting for each class (a tree votes its leaf's majority class)."""
-        for votes in self._votes(X):
-            pass
+        *_, votes = self._votes(X)  # the last yield: every tree's votes (one array, updated in place)
         return votes / self.n_estimators_
 
     def predict(self, X) -> np.ndarray:

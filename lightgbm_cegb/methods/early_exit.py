@@ -77,7 +77,8 @@ class EarlyExit:
         if self.kind == "rank" and not (valid and threshold >= 0):
             raise CEGBError(f"threshold should be a proximity margin >= 0 for a ranker, got {threshold!r}")
         self.threshold, self.every = float(threshold), int(every)
-        self.costs_ = resolve_costs(feature_costs, self.forest.num_features, self.forest.feature_names, self.forest.params)
+        self.costs_ = resolve_costs(feature_costs, self.forest.num_features, self.forest.feature_names,
+                                    self.forest.params)
 
     def predict(self, X, group=None) -> np.ndarray:
         """Each row's prediction when it stopped (classification: class probabilities; ranking: scores)."""

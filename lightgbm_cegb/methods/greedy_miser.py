@@ -2,12 +2,13 @@
 
 Stage-wise regression: tree t is a depth-limited CART tree, grown breadth-first, that fits the negative
 gradient of the loss with the squared error; a split on a feature (or group) no earlier tree used adds
-``tradeoff * c`` to the impurity (the paper's lambda), the set of used features being refreshed once per tree. Trees are added with a
+``tradeoff * c`` to the impurity (the paper's lambda), the set of used features being refreshed once per tree.
+Trees are added with a
 fixed step (0.1). In LightGBM's terms: a custom objective whose hessian is the row weight (first order: a
 leaf's value is the weighted mean of the negative gradient, a split's gain the decrease of the squared
 error), ``tree_growth=depthwise``, ``num_leaves = 2 ** max_depth``, no regularisation, the costs as coupled
 penalties with ``cegb_coupled_refresh=tree`` (patch 0005) and ``cegb_tradeoff = tradeoff``. The fitted models are
-LightGBM models (``booster_``; their text is read by stock LightGBM), and ``tests/test_greedy_miser.py``
+LightGBM models (``booster_``; their text is read by stock LightGBM), and ``tests/methods/test_greedy_miser.py``
 checks their trees against an independent NumPy implementation of the paper's algorithm.
 
 ``tradeoff`` (lambda) weighs the sum over rows of the squared error of the tree's fit (not half of it). Costs: the lazy
@@ -233,7 +234,8 @@ _DOC_PARAMETERS = """
     Parameters
     ----------
     feature_costs : FeatureCosts, costs per column or by feature name, optional
-        None: every feature costs 1. ``c`` of each feature: its lazy plus coupled cost (groups: each group's, paid by its first member);
+        None: every feature costs 1. ``c`` of each feature: its lazy plus coupled cost (groups: each group's,
+        paid by its first member);
         ``FeatureCosts(tree=e)`` adds the evaluation cost ``e`` per tree to ``prediction_cost``.
     tradeoff : float, default 0.0
         The paper's lambda: a split on a feature no earlier tree used costs ``tradeoff * c`` in squared error

@@ -35,15 +35,16 @@ registered methods, each on a documented scale:
 - ``adapt_gbrt``: ``p_full`` and ``relative_tradeoff`` of ``AdaptGBRT`` (tradeoff = r x Greedy Miser's
   ``tradeoff_scale``) in front of f0, the plain LightGBM model (classification).
 - ``adapt_lin``: ``p_full`` and ``relative_tradeoff`` of ``AdaptLIN`` (tradeoff = r x
-  ``AdaptLIN.tradeoff_scale``, the smallest tradeoff at which f1 reads no feature) in front of the same f0 (classification; finite X).
+  ``AdaptLIN.tradeoff_scale``, the smallest tradeoff at which f1 reads no feature) in front of the same f0
+  (classification; finite X).
 - ``cstc``, ``cscc``, ``cronus``: ``relative_tradeoff`` r of ``CSTC`` / ``CSCC`` / ``Cronus`` (tradeoff = r x
   ``tradeoff_scale``, the variance of
   the targets they fit: the labels, or -1 / +1 for binary tasks and for the cascades, whose ranking targets are
   relevant (y > 0) or not; CSTC's ranking regresses the relevance labels) on the outputs of the plain LightGBM
   model's trees (the boosting trick), pruned on the validation rows; binary scores are ``(f + 1) / 2`` clipped
   to [0, 1] (squared-loss classifiers: accuracy and AUC, not log-loss).
-- ``budgetrf``: ``tradeoff`` (the paper's alpha) of ``BudgetRFClassifier`` (classification; ranking on label >= 1), one point
-  per prefix of ``n_estimators`` trees in ``trees`` (default 1, 2, 3, 5, 10, 20, 30, ...).
+- ``budgetrf``: ``tradeoff`` (the paper's alpha) of ``BudgetRFClassifier`` (classification; ranking on
+  label >= 1), one point per prefix of ``n_estimators`` trees in ``trees`` (default 1, 2, 3, 5, 10, 20, 30, ...).
 """
 
 

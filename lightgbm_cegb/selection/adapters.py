@@ -138,7 +138,8 @@ def _early_exit_grid(context: Context) -> list[dict]:
 def _fit_early_exit(context: Context, booster, params: dict) -> list[Candidate]:
     from lightgbm_cegb.methods.early_exit import EarlyExit
     _check_keys("early_exit", params, {"threshold", "every"})
-    model = EarlyExit(booster, threshold=params["threshold"], every=params.get("every", 10), feature_costs=context.costs)
+    model = EarlyExit(booster, threshold=params["threshold"], every=params.get("every", 10),
+                      feature_costs=context.costs)
     return [_ExitCandidate("early_exit", params, model, model.predict, model.prediction_cost)]
 
 
@@ -199,7 +200,8 @@ def _greedy_miser(context: Context, **params):
 
 def _greedy_miser_prepare(context: Context) -> float:
     train = context.train
-    return _greedy_miser(context).tradeoff_scale(train.X, train.y, **({} if train.group is None else {"group": train.group}))
+    return _greedy_miser(context).tradeoff_scale(train.X, train.y,
+                                                 **({} if train.group is None else {"group": train.group}))
 
 
 @register("greedy_miser", prepare=_greedy_miser_prepare,
@@ -209,7 +211,8 @@ def _fit_greedy_miser(context: Context, scale: float, params: dict) -> list[Cand
     tradeoff, knob = _scaled_knob("greedy_miser", params, "relative_tradeoff", "tradeoff", scale)
     train, valid = context.train, context.valid
     queries = {} if train.group is None else {"group": train.group, "eval_group": [valid.group]}
-    model = _greedy_miser(context, tradeoff=tradeoff, **params).fit(train.X, train.y, eval_set=[(valid.X, valid.y)], **queries)
+    model = _greedy_miser(context, tradeoff=tradeoff, **params).fit(train.X, train.y, eval_set=[(valid.X, valid.y)],
+                                                                    **queries)
     if context.task == "binary":
         predict = lambda X, k: model.predict_proba(X, num_iteration=k)[:, 1]  # noqa: E731
     elif context.task == "multiclass":
@@ -239,7 +242,8 @@ def _adapt_fit(name: str, estimator: str, relative_key: str, raw_key: str) -> Ca
         params = dict(params)
         value, knob = _scaled_knob(name, params, relative_key, raw_key, scale)
         cls = getattr(adapt, estimator, None) or getattr(adapt_lin, estimator)
-        model = cls(f0=f0, feature_costs=context.costs, **{raw_key: value}, **params).fit(context.train.X, context.train.y)
+        model = cls(f0=f0, feature_costs=context.costs, **{raw_key: value}, **params).fit(context.train.X,
+                                                                                          context.train.y)
         predict = (lambda X: model.predict_proba(X)[:, 1]) if context.task == "binary" else model.predict_proba
         return [Candidate(name, {**knob, **params}, model, predict, model.prediction_cost)]
     return fit

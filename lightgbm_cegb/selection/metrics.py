@@ -55,7 +55,7 @@ def get_metric(metric: str | Metric | None, task: str) -> Metric:
         if isinstance(name, str) and name.startswith(prefix) and name[len(prefix):].isdigit() and \
                 int(name[len(prefix):]) > 0:
             k = int(name[len(prefix):])
-            return Metric(name, lambda y, p, g, fn=fn: fn(y, p, g, k=k))
+            return Metric(name, lambda y, p, g, fn=fn, k=k: fn(y, p, g, k=k))
     if name not in METRICS:
         raise CEGBError(f"metric should be one of {sorted(METRICS) + ['ndcg@K', 'p@K']} or a Metric, got "
                         f"{metric!r}")

@@ -243,8 +243,9 @@ class LazyPredictor:
                 for w in range(0, len(pending), width):
                     wave = pending[w:w + width]
                     done: dict = {}
-                    threads = [threading.Thread(target=lambda j=j: done.__setitem__(j, self._call(requests[j], run.ids)),
-                                                daemon=True) for j in wave]
+                    threads = [threading.Thread(
+                        target=lambda j=j, done=done: done.__setitem__(j, self._call(requests[j], run.ids)),
+                        daemon=True) for j in wave]
                     for thread in threads:
                         thread.start()
                     deadline = None if self.timeout is None else time.monotonic() + self.timeout
@@ -496,7 +497,9 @@ def _own_output(model, forest: Forest) -> float | None:
 
 
 def _is_async(fetch) -> bool:
-    return inspect.iscoroutinefunction(fetch) or inspect.iscoroutinefunction(getattr(fetch, "__call__", None))
+    # getattr reads a callable object's __call__ method (is it async?); not a callable test, hence the noqa
+    return inspect.iscoroutinefunction(fetch) or inspect.iscoroutinefunction(
+        getattr(fetch, "__call__", None))  # noqa: B004
 
 
 def _in_thread(function, *args) -> asyncio.Future:

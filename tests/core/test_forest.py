@@ -138,7 +138,8 @@ def test_unreachable_node_routes_as_lightgbm_and_budget_prune_refuses_it(categor
     np.save(tmp_path / "X.npy", X)
     np.save(tmp_path / "y.npy", y)
     outcome = child_outcome(f"b = lgb.Booster(model_file={str(path)!r}); "
-                            f"budget_prune(b, np.load({str(tmp_path / 'X.npy')!r}), np.load({str(tmp_path / 'y.npy')!r}), "
+                            f"budget_prune(b, np.load({str(tmp_path / 'X.npy')!r}), "
+                            f"np.load({str(tmp_path / 'y.npy')!r}), "
                             "np.ones(4), 0.1)")
     assert outcome.startswith("error:") and "is not a tree" in outcome, outcome
 
@@ -266,7 +267,8 @@ def test_model_file_with_pandas_categories_routes_like_the_booster(tmp_path):
     n = 400
     cities = np.array(["paris", "oslo", "rome", "lima", "kyiv"])
     frame = pd.DataFrame({"x": rng.normal(size=n),
-                          "city": pd.Categorical(rng.choice(cities, n), categories=["rome", "kyiv", "paris", "lima", "oslo"]),
+                          "city": pd.Categorical(rng.choice(cities, n),
+                                                 categories=["rome", "kyiv", "paris", "lima", "oslo"]),
                           "code": pd.Categorical(rng.choice([10, 3, 7, 42], n))})
     y = frame["x"] + (frame["city"] == "oslo") * 2 + (frame["code"] == 42) * 1.5 + rng.normal(0, 0.1, n)
     booster = lgb.train({"objective": "regression", "verbose": -1, "min_data_per_group": 5, "cat_smooth": 1,

@@ -85,7 +85,8 @@ def test_lazy_acquisition_pays_each_group_once(data):
     costs = GROUPED.align(X)
     booster = lgb.train({"objective": "regression", "verbose": -1, "num_leaves": 15}, lgb.Dataset(X, y), 10)
     values = X.to_numpy()
-    predictor = LazyPredictor(booster, lambda feature, rows: values[rows, feature], feature_costs=costs, feature_keys="index")
+    predictor = LazyPredictor(booster, lambda feature, rows: values[rows, feature], feature_costs=costs,
+                              feature_keys="index")
     result = predictor.acquire(np.zeros_like(values), known=np.zeros(values.shape, dtype=bool))
     np.testing.assert_allclose(result.acquisition, prediction_cost(booster, values, costs).acquisition, rtol=1e-12)
     assert result.fetched.shape == values.shape

@@ -129,8 +129,9 @@ def run_cases(cases: list[dict], data: dict, tmp_path: Path) -> dict[int, dict]:
     first = 0
     while first < len(cases):
         current = None
-        for line, died in _worker_lines(first, tmp_path):
+        for line, ended in _worker_lines(first, tmp_path):
             if line is None:
+                died = ended
                 break
             words = line.rstrip("\n").split(" ", 3)
             if len(words) < 2 or not words[1].isdigit():

@@ -46,8 +46,10 @@ def test_record_cost_with_a_tree_cost(data):
     costs = FeatureCosts(lazy=COSTS.lazy, split=COSTS.split, tree=0.5)
     result = {}
     booster = lgb.train(PARAMS, lgb.Dataset(X, y), 10, callbacks=[record_cost(Xv, costs, result)])
-    np.testing.assert_allclose(result["cost"], prediction_cost(booster, Xv, costs, per_iteration=True).curve, rtol=1e-12)
-    np.testing.assert_allclose(np.subtract(result["cost"], prediction_cost(booster, Xv, COSTS, per_iteration=True).curve),
+    np.testing.assert_allclose(result["cost"], prediction_cost(booster, Xv, costs, per_iteration=True).curve,
+                               rtol=1e-12)
+    np.testing.assert_allclose(np.subtract(result["cost"],
+                                           prediction_cost(booster, Xv, COSTS, per_iteration=True).curve),
                                0.5 * np.arange(1, 11), rtol=1e-9)
 
 

@@ -56,7 +56,8 @@ def data(seed=0, n=2400, classes=2):
 def fitted():
     X, y = data()
     f0 = lgb.LGBMClassifier(n_estimators=60, verbose=-1).fit(X[:1600], y[:1600])
-    model = AdaptGBRT(f0=f0, p_full=0.3, tradeoff=0.5, feature_costs=COSTS, n_rounds=3, trees_per_round=30).fit(X[:1600], y[:1600])
+    model = AdaptGBRT(f0=f0, p_full=0.3, tradeoff=0.5, feature_costs=COSTS, n_rounds=3,
+                      trees_per_round=30).fit(X[:1600], y[:1600])
     return model, f0, X[1600:], y[1600:]
 
 
@@ -112,8 +113,8 @@ def test_composite_kernel_against_the_reference_on_random_cases(kind, seed):
     f0 = lgb.LGBMClassifier(n_estimators=20, num_leaves=7, verbose=-1) if kind.startswith("lightgbm") else \
         RandomForestClassifier(n_estimators=15, max_depth=6, random_state=seed)
     f0.fit(X[:1000], y[:1000])
-    model = AdaptGBRT(f0=f0, p_full=0.25 + 0.1 * seed, tradeoff=0.2, feature_costs=GROUPED, n_rounds=2, trees_per_round=8,
-                      max_depth=3).fit(X[:1000], y[:1000])
+    model = AdaptGBRT(f0=f0, p_full=0.25 + 0.1 * seed, tradeoff=0.2, feature_costs=GROUPED, n_rounds=2,
+                      trees_per_round=8, max_depth=3).fit(X[:1000], y[:1000])
     test = X[1000:]
     expected, to_f0 = reference_composite_cost(model, f0, test, GROUPED)
     assert 0 < to_f0.mean() < 1
@@ -132,12 +133,14 @@ def test_ends_of_p_full():
     np.testing.assert_array_equal(everything.predict_proba(X), f0.predict_proba(X))
     nothing = AdaptGBRT(f0=f0, p_full=0.0, feature_costs=COSTS, n_rounds=2, trees_per_round=10).fit(X, y)
     assert (nothing.route(X) == 1).all()
-    np.testing.assert_allclose(nothing.predict_proba(X)[:, 1], 1 / (1 + np.exp(-nothing.f1_.predict(X, raw_score=True))))
+    np.testing.assert_allclose(nothing.predict_proba(X)[:, 1],
+                               1 / (1 + np.exp(-nothing.f1_.predict(X, raw_score=True))))
     as_booster = AdaptGBRT(f0=f0.booster_, p_full=1.0, feature_costs=COSTS, n_rounds=2, trees_per_round=10).fit(X, y)
     np.testing.assert_array_equal(as_booster.predict_proba(X), f0.predict_proba(X))  # a Booster is an f0 too
     gate_cost = prediction_cost(nothing.gate_, X, COSTS).per_instance
     assert not gate_cost.any()  # a gate without a split
-    np.testing.assert_allclose(nothing.prediction_cost(X).per_instance, prediction_cost(nothing.f1_, X, COSTS).per_instance)
+    np.testing.assert_allclose(nothing.prediction_cost(X).per_instance,
+                               prediction_cost(nothing.f1_, X, COSTS).per_instance)
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -154,7 +157,8 @@ def test_gate_threshold_closest_share_under_ties(seed):
 def test_a_gate_without_splits_is_reported():
     X, y = data(4, n=600)
     f0 = lgb.LGBMClassifier(n_estimators=10, verbose=-1).fit(X, y)
-    with pytest.warns(UserWarning, match=r"send p_full=0.3 of the training rows to f0: 0.000 go \(a gate that reads no feature"):
+    with pytest.warns(UserWarning, match=r"send p_full=0.3 of the training rows to f0: 0.000 go "
+                                         r"\(a gate that reads no feature"):
         model = AdaptGBRT(f0=f0, p_full=0.3, tradeoff=1e6, feature_costs=COSTS, n_rounds=1, trees_per_round=3).fit(X, y)
     assert not model.gate_.feature_importance().any() and (model.route(X) == 1).all()
 
@@ -173,7 +177,8 @@ def test_multiclass_and_a_model_that_is_not_a_forest():
     assert (report.acquisition[to_f0] == COSTS.lazy.sum()).all()  # every feature, once
     assert (report.acquisition[~to_f0] <= COSTS.lazy.sum()).all()
     with pytest.raises(CEGBError, match="give f0_usage"):
-        AdaptGBRT(f0=f0, p_full=0.4, feature_costs=COSTS, n_rounds=1, trees_per_round=5).fit(X[:1000], y[:1000]).prediction_cost(X)
+        AdaptGBRT(f0=f0, p_full=0.4, feature_costs=COSTS, n_rounds=1, trees_per_round=5).fit(
+            X[:1000], y[:1000]).prediction_cost(X)
 
 
 def test_shared_record_of_used_features(fitted):
@@ -181,7 +186,8 @@ def test_shared_record_of_used_features(fitted):
     feature the two use costs its tradeoff once, so with a high tradeoff the pair uses few features."""
     model, f0, X, y = fitted
     X_train, y_train = data()[0][:1600], data()[1][:1600]
-    stingy = AdaptGBRT(f0=f0, p_full=0.3, tradeoff=50.0, feature_costs=COSTS, n_rounds=3, trees_per_round=30).fit(X_train, y_train)
+    stingy = AdaptGBRT(f0=f0, p_full=0.3, tradeoff=50.0, feature_costs=COSTS, n_rounds=3,
+                       trees_per_round=30).fit(X_train, y_train)
     used = lambda b: set(np.flatnonzero(b.feature_importance("split")))  # noqa: E731
     assert used(stingy.gate_) | used(stingy.f1_) < used(model.gate_) | used(model.f1_)
 
@@ -212,7 +218,7 @@ def test_bad_input(kwargs, fit_on, message):
     labels = np.where(np.arange(300) < 5, 2, y) if fit_on == "classes" else y
     with pytest.raises(CEGBError, match=message):
         AdaptGBRT(f0=f0, **{"p_full": 0.3, **kwargs}).fit(X, labels)
-    with pytest.raises(CEGBError, match="f0 should be a fitted classifier with predict_proba or a LightGBM classification Booster, "
-                                         "got LinearRegression"):
+    with pytest.raises(CEGBError, match="f0 should be a fitted classifier with predict_proba or a LightGBM "
+                                         "classification Booster, got LinearRegression"):
         from sklearn.linear_model import LinearRegression
         AdaptGBRT(f0=LinearRegression()).fit(X, y)

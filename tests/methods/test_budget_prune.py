@@ -196,7 +196,8 @@ def small():
     (lambda m, X, y, c: (m, X[:0], y[:0], c, 0.1), r"X should hold at least one row"),
     (lambda m, X, y, c: (m, X, y[:-1], c, 0.1), r"y should have one label per row of X \(60\), got 59"),
     (lambda m, X, y, c: (m, X, np.where(y == 1, 7, y), c, 0.1), r"labels the model was not trained on: \[7\]"),
-    (lambda m, X, y, c: (m, X, y, [1.0, np.inf, 1.0, 1.0], 0.1), r"lazy costs should be finite and >= 0, got inf for feature 1"),
+    (lambda m, X, y, c: (m, X, y, [1.0, np.inf, 1.0, 1.0], 0.1),
+     r"lazy costs should be finite and >= 0, got inf for feature 1"),
     (lambda m, X, y, c: (m, X, y, [1.0, 1.0], 0.1), r"costs are for 2 features but the model has 4"),
     (lambda m, X, y, c: (object(), X, y, c, 0.1), r"model should be a fitted RandomForestClassifier, "
                                                     r"ExtraTreesClassifier, a lightgbm.Booster or a fitted "
@@ -227,7 +228,8 @@ def tree_nodes(forest):
         s, s1 = forest.node_offset[t], forest.node_offset[t + 1]
         parent = forest.parents(t)
         feature = np.concatenate([forest.feature[s:s1], np.full(s1 - s + 1, -1)])
-        value = np.concatenate([forest.internal_value[s:s1], forest.leaf_value[forest.leaf_offset[t]:forest.leaf_offset[t + 1]]])
+        value = np.concatenate([forest.internal_value[s:s1],
+                                forest.leaf_value[forest.leaf_offset[t]:forest.leaf_offset[t + 1]]])
         out.append((parent, feature, value))
     return out
 
@@ -470,7 +472,7 @@ def closure_max_flow_reference(model, X, y, costs, tradeoff, scale):
                     pair = pair_id.setdefault((int(i), k), nodes_total + len(pair_id))
                     tails.append(first + h), heads.append(pair), caps.append(None)
         first += tree.node_count
-    for (i, k), pair in pair_id.items():
+    for (_, k), pair in pair_id.items():
         tails.append(pair), heads.append(-2), caps.append(round(scale * tradeoff * costs[k]))
     source, sink = nodes_total + len(pair_id), nodes_total + len(pair_id) + 1
     infinite = sum(c for c in caps if c is not None) + 1
@@ -535,7 +537,8 @@ def test_costs_by_feature_name_and_from_a_cegb_model():
 
 def test_coupled_and_split_costs_are_refused_not_ignored(small):
     model, X, y, costs = small
-    with pytest.raises(CEGBError, match=r"lazy \(per-row\) feature and group costs only; got coupled costs for features \[1\]"):
+    with pytest.raises(CEGBError, match=r"lazy \(per-row\) feature and group costs only; got coupled costs for "
+                                        r"features \[1\]"):
         budget_prune(model, X, y, FeatureCosts(lazy=costs, coupled=[0, 2.0, 0, 0]), 0.1)
     with pytest.raises(CEGBError, match=r"costs is None and the model was not trained with cegb_\* parameters"):
         budget_prune(model, X, y, None, 0.1)

@@ -11,10 +11,10 @@ import pytest
 from conftest import run_python
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from lightgbm_cegb._budgetrf import best_split, grow_tree, pairs_impurity
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from lightgbm_cegb import CEGBError, FeatureCosts, LazyPredictor, prediction_cost
+from lightgbm_cegb._budgetrf import best_split, grow_tree, pairs_impurity
 from lightgbm_cegb.methods.budgetrf import BudgetRFClassifier, _forest
 
 
@@ -158,7 +158,8 @@ def test_budget_is_respected_on_validation(xor_data):
         assert k == 12 or curve[k] > budget  # the next tree would have passed the budget
         np.testing.assert_array_equal(model.forest_.feature, full.forest_.feature[:model.forest_.node_offset[-1]])
     with pytest.raises(CEGBError, match="the first tree alone costs more than"):
-        BudgetRFClassifier(feature_costs=costs, n_estimators=3, random_state=4, budget=curve[0] / 10).fit(X, y, X_valid=Xv)
+        BudgetRFClassifier(feature_costs=costs, n_estimators=3, random_state=4,
+                           budget=curve[0] / 10).fit(X, y, X_valid=Xv)
 
 
 def test_reproducible_and_served_lazily(xor_data):
@@ -217,10 +218,11 @@ def test_lightgbm_export_predicts_identically_in_stock_lightgbm(tmp_path, classe
     path = tmp_path / "budgetrf.txt"
     path.write_text(model.to_lightgbm())
     np.save(tmp_path / "X.npy", Xt)
+    p_file, X_file = str(tmp_path / "p.npy"), str(tmp_path / "X.npy")
     result = run_python(textwrap.dedent(f"""
         import lightgbm, numpy as np
         assert "+cegb" not in lightgbm.__version__, lightgbm.__version__
-        np.save({str(tmp_path / 'p.npy')!r}, lightgbm.Booster(model_file={str(path)!r}).predict(np.load({str(tmp_path / 'X.npy')!r})))
+        np.save({p_file!r}, lightgbm.Booster(model_file={str(path)!r}).predict(np.load({X_file!r})))
         """), stock=True)
     assert result.returncode == 0, result.stderr
     expected = model.predict_proba(Xt)

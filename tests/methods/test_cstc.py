@@ -111,7 +111,8 @@ def test_quadrants_the_paper_tree():
     for leaf in model.terminals_:
         path = model.path_columns(leaf)
         assert {0, 1} <= set(path) and len(path) == 3
-    linear = CSTC(depth=1, tradeoff=0.0, feature_costs=costs, polish=False).fit(X, y)  # one linear model on every feature
+    # one linear model on every feature
+    linear = CSTC(depth=1, tradeoff=0.0, feature_costs=costs, polish=False).fit(X, y)
     assert linear.prediction_cost(X_test).mean == pytest.approx(42.0)
     assert np.mean((linear.predict(X_test) - y_test) ** 2) > 0.5
 
@@ -166,7 +167,7 @@ def test_cost_boosting_trick_against_pred_leaf(seed):
     costs = FeatureCosts(lazy=lazy, groups={"g": [1, 2]}, group_lazy=[2.5], tree=0.25)
     model = CSTC(tradeoff=0.001, feature_costs=costs, phi=booster).fit(X, y)
     leaf_index = booster.predict(X, pred_leaf=True)
-    outputs = np.array([[booster.get_leaf_output(t, int(l)) for t, l in enumerate(row)] for row in leaf_index])
+    outputs = np.array([[booster.get_leaf_output(t, int(j)) for t, j in enumerate(row)] for row in leaf_index])
     leaves = reference_route(model, np.hstack([np.ones((len(X), 1)), outputs]))
     np.testing.assert_array_equal(model.apply(X), leaves)
     paths = row_paths(booster, X)
@@ -213,7 +214,8 @@ def test_bad_input():
         CSTC(phi=booster).fit(X, y)
     with pytest.raises(CEGBError, match="phi should be None"):
         CSTC(phi="trees").fit(X, y)
-    with pytest.raises(CEGBError, match="Only binary classification is supported. The type of the target is multiclass"):
+    with pytest.raises(CEGBError,
+                       match="Only binary classification is supported. The type of the target is multiclass"):
         CSTCClassifier().fit(X, np.arange(len(y)) % 3)
     with pytest.raises(CEGBError, match="sample_weight should hold 200 finite weights"):
         CSTC().fit(X, y, sample_weight=-np.ones(200))
@@ -323,7 +325,8 @@ def test_cascade_cost_against_reference(cls):
 def test_cascade_files_and_bad_input(tmp_path):
     X, y = skewed(600, 3)
     labels = np.where(y == 1, "hit", "miss")
-    model = Cronus(n_stages=3, tradeoff=0.001, class_weight={"hit": 3.0, "miss": 1.0}, feature_costs=SKEWED_COSTS).fit(X, labels)
+    model = Cronus(n_stages=3, tradeoff=0.001, class_weight={"hit": 3.0, "miss": 1.0},
+                   feature_costs=SKEWED_COSTS).fit(X, labels)
     model.save(tmp_path / "c")
     again = Cronus.load(tmp_path / "c")
     assert again.class_weight == {"hit": 3.0, "miss": 1.0}

@@ -72,8 +72,8 @@ def test_trees_equal_the_numpy_reference(seed, lam, kind, depth, groups):
     cost_model = FeatureCosts(coupled=costs) if not groups else \
         FeatureCosts(coupled=costs, groups=group_of, group_coupled=group_costs)
     trees = 6
-    fitted = model(feature_costs=cost_model, tradeoff=lam, n_estimators=trees, max_depth=depth, min_samples_leaf=min_leaf,
-                   max_bin=1024).fit(X, y, sample_weight=weight)
+    fitted = model(feature_costs=cost_model, tradeoff=lam, n_estimators=trees, max_depth=depth,
+                   min_samples_leaf=min_leaf, max_bin=1024).fit(X, y, sample_weight=weight)
     reference = greedy_miser_reference(X, y, costs=costs, lam=lam, depth=depth, trees=trees, min_leaf=min_leaf,
                                        weight=weight, num_class=num_class, group_of=group_of, group_costs=group_costs)
     dumped = dumped_trees(fitted.booster_)
@@ -176,7 +176,8 @@ def test_ranker_weights_irrelevant_documents_and_stops_on_ndcg():
     group = [20] * 30
     weighted = GreedyMiserRanker(feature_costs=[1.0] * 5, tradeoff=0.1, n_estimators=50).fit(
         X[:400], y[:400], group=group[:20], eval_set=[(X[400:], y[400:])], eval_group=[group[20:]])
-    by_weight = GreedyMiserRegressor(feature_costs=[1.0] * 5, tradeoff=0.1, n_estimators=50, early_stopping_rounds=None).fit(
+    by_weight = GreedyMiserRegressor(feature_costs=[1.0] * 5, tradeoff=0.1, n_estimators=50,
+                                     early_stopping_rounds=None).fit(
         X[:400], y[:400], sample_weight=np.where(y[:400] == 0, 10.0, 1.0))
     np.testing.assert_allclose(weighted.predict(X, num_iteration=weighted.best_iteration_),
                                by_weight.predict(X, num_iteration=weighted.best_iteration_))
@@ -190,7 +191,8 @@ def test_costs_by_feature_name():
     frame = pd.DataFrame(X, columns=[f"f{i}" for i in range(X.shape[1])])
     by_name = GreedyMiserRegressor(feature_costs=FeatureCosts(coupled={f"f{i}": c for i, c in enumerate(costs)}),
                                    tradeoff=0.5, n_estimators=10).fit(frame, signal)
-    by_index = GreedyMiserRegressor(feature_costs=FeatureCosts(coupled=costs), tradeoff=0.5, n_estimators=10).fit(X, signal)
+    by_index = GreedyMiserRegressor(feature_costs=FeatureCosts(coupled=costs), tradeoff=0.5,
+                                    n_estimators=10).fit(X, signal)
     np.testing.assert_array_equal(by_name.predict(frame), by_index.predict(X))
 
 

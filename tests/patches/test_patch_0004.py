@@ -185,8 +185,8 @@ def test_plain_distributed_model_identical_to_stock(learner, tmp_path):
     for stock in (True, False):
         script = tmp_path / f"train_{stock}.py"
         out = tmp_path / f"model_{stock}.txt"
-        script.write_text(DASK_SCRIPT.replace("TESTS", repr(str(ROOT / "tests" / "patches"))).replace("LEARNER", repr(learner))
-                          .replace("OUT", repr(str(out))))
+        script.write_text(DASK_SCRIPT.replace("TESTS", repr(str(ROOT / "tests" / "patches")))
+                          .replace("LEARNER", repr(learner)).replace("OUT", repr(str(out))))
         proc = run_python(f"import runpy; runpy.run_path({str(script)!r}, run_name='__main__')", stock=stock)
         assert proc.returncode == 0, proc.stderr[-2000:]
         texts.append(out.read_text())

@@ -89,7 +89,8 @@ def check_charges(booster: lgb.Booster, X: np.ndarray, y: np.ndarray, costs: dic
             expected = t * (split * len(rows) + fsplit[j] * len(rows) + lazy[j] * np.count_nonzero(~paid[rows, j])
                             + coupled[j] * (not bought[j]))
             if k >= 0:
-                expected += t * (glazy[k] * np.count_nonzero(~group_paid[rows, k]) + gcoupled[k] * (not group_bought[k]))
+                expected += t * (glazy[k] * np.count_nonzero(~group_paid[rows, k])
+                                 + gcoupled[k] * (not group_bought[k]))
             gain = raw_gain(g, rows, left)
             # LightGBM's gains differ from this float64 recomputation by ~2e-6 of the gain
             assert gain - node["split_gain"] == pytest.approx(expected, rel=0, abs=1e-4 + 1e-5 * abs(gain)), \

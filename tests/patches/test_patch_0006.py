@@ -112,7 +112,8 @@ def test_save_and_load(tmp_path):
 @pytest.mark.parametrize(("change", "message"), [
     (lambda b: b[:-1], r"CEGB state: expected \d+ bytes for its sizes, got \d+"),
     (lambda b: b"XEGBLDGR" + b[8:], r"CEGB state: expected the ledger format"),
-    (lambda b: b[:8] + (2).to_bytes(4, "little") + b[12:], r"CEGB state: format version 2, this LightGBM reads version 1"),
+    (lambda b: b[:8] + (2).to_bytes(4, "little") + b[12:],
+     r"CEGB state: format version 2, this LightGBM reads version 1"),
 ])
 def test_damaged_ledgers_are_refused_by_lightgbm(change, message):
     X, y = make_data(26)
@@ -134,7 +135,8 @@ def test_ledgers_of_other_data_are_refused():
     with pytest.raises(lgb.basic.LightGBMError, match=r"no cegb_\* penalty is set, so there is no ledger"):
         plain.get_cegb_state()
     with pytest.raises(CEGBError, match=r"start_from: lgb.cv trains each fold on other rows"):
-        lgb.cv({**BASE, **COSTS}, lgb.Dataset(X, y), 2, nfold=2, stratified=False, callbacks=[start_from(CEGBState.empty(1500, 8, 3))])
+        lgb.cv({**BASE, **COSTS}, lgb.Dataset(X, y), 2, nfold=2, stratified=False,
+               callbacks=[start_from(CEGBState.empty(1500, 8, 3))])
 
 
 @pytest.mark.parametrize(("make", "message"), [

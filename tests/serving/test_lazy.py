@@ -192,7 +192,8 @@ def test_raise_then_resume_without_fetching_twice():
         return store(feature, ids)
 
     predictor = LazyPredictor(booster, fetch)
-    with pytest.raises(LazyFetchError, match=rf"fetch\('{names[5]}'\) for \d+ row\(s\) \[.*\] failed: upstream") as info:
+    with pytest.raises(LazyFetchError,
+                       match=rf"fetch\('{names[5]}'\) for \d+ row\(s\) \[.*\] failed: upstream") as info:
         predictor.acquire(np.full_like(X, np.nan))
     partial = info.value.result
     assert partial.prediction is None and (partial.status == PENDING).any()
@@ -454,7 +455,8 @@ def test_live_booster_with_a_sigmoid_the_model_text_rounds():
     booster = lgb.train({"objective": "binary", "sigmoid": 0.123456789, "verbose": -1}, lgb.Dataset(X, y), 20,
                         keep_training_booster=True)
     assert "sigmoid:0.123457" in booster.model_to_string()
-    prediction = LazyPredictor(booster, Store(X), feature_costs=np.ones(4), feature_keys="index").predict(np.full_like(X, np.nan))
+    prediction = LazyPredictor(booster, Store(X), feature_costs=np.ones(4), feature_keys="index").predict(
+        np.full_like(X, np.nan))
     np.testing.assert_array_equal(prediction, booster.predict(X))
 
 

@@ -98,8 +98,8 @@ class AdaptBase(BudgetedEstimator, ClassifierMixin, BaseEstimator):
         if f0_features is not None and f0_features != X.shape[1]:
             raise CEGBError(f"f0 was fitted on {f0_features} features, X has {X.shape[1]}")
         names = [str(n) for n in getattr(self, "feature_names_in_", [])] or None
-        self.costs_ = resolve_costs(FeatureCosts(lazy=np.ones(X.shape[1])) if self.feature_costs is None else self.feature_costs,
-                                    X.shape[1], names)
+        self.costs_ = resolve_costs(FeatureCosts(lazy=np.ones(X.shape[1])) if self.feature_costs is None
+                                    else self.feature_costs, X.shape[1], names)
         f0_loss = -np.log(np.clip(self._f0_proba(X)[np.arange(len(y)), codes], 1e-15, 1.0))
         return X, codes, f0_loss
 
@@ -115,9 +115,9 @@ class AdaptBase(BudgetedEstimator, ClassifierMixin, BaseEstimator):
         self.train_fraction_to_f0_ = float(np.mean(score > self.gate_threshold_))
         if abs(self.train_fraction_to_f0_ - self.p_full) > 0.05:
             warnings.warn(f"{type(self).__name__}: the gate's scores take too few values to send "
-                          f"p_full={self.p_full:g} of the training rows to f0: {self.train_fraction_to_f0_:.3f} go (a gate that reads no "
-                          f"feature sends none); a smaller {self._tradeoff} lets the gate tell rows apart", NoSplitWarning,
-                          stacklevel=3)
+                          f"p_full={self.p_full:g} of the training rows to f0: {self.train_fraction_to_f0_:.3f} go "
+                          f"(a gate that reads no feature sends none); a smaller {self._tradeoff} lets the gate tell "
+                          "rows apart", NoSplitWarning, stacklevel=3)
 
     def _validated(self, X) -> np.ndarray:
         self._check_fitted()

@@ -119,7 +119,8 @@ class _Base(BudgetedEstimator, BaseEstimator):
         structure = self._structure()
         names = [str(n) for n in getattr(self, "feature_names_in_", [])] or None
         d = X.shape[1]
-        self.costs_ = resolve_costs(FeatureCosts(lazy=np.ones(d)) if self.feature_costs is None else self.feature_costs, d, names)
+        self.costs_ = resolve_costs(FeatureCosts(lazy=np.ones(d)) if self.feature_costs is None else self.feature_costs,
+                                    d, names)
         negative, positive = self._class_weights(target)
         weight = checked_weights(sample_weight, len(target)) * np.where(target > 0, positive, negative)
         self.phi_booster_ = None
@@ -261,7 +262,8 @@ class _Base(BudgetedEstimator, BaseEstimator):
         self.structure_ = Structure(state["kids"], state["param_of"], state["own_loss"])
         self.coef_ = np.asarray(state["coef"], dtype=np.float64)
         self.threshold_ = np.asarray(state["threshold"], dtype=np.float64)
-        self.n_iter_, self.best_iteration_, self.objective_ = state["n_iter"], state["best_iteration"], state["objective"]
+        self.n_iter_, self.best_iteration_, self.objective_ = (state["n_iter"], state["best_iteration"],
+                                                                state["objective"])
         if state["classes"] is not None:
             self.classes_ = np.asarray(state["classes"])
 

@@ -195,7 +195,7 @@ class Problem:
             total = self.rho * float(np.sum((w[nodes] ** 2 / gamma[nodes] + gamma[nodes]) / 2))
         p_bar = (self.s[:, None] * P).mean(axis=0)
         entries = self._entries(beta, p_bar)
-        for e, (t, weight, _, g) in enumerate(entries):
+        for e, (t, _weight, _, g) in enumerate(entries):
             cost = float(self.units.cost @ (np.sqrt(g) if bounds is None else (g / eta[e] + eta[e]) / 2))
             if t >= 0:
                 V[:, t] += self.lam * self.s * cost / self.n
@@ -312,11 +312,12 @@ class Problem:
             bounds = self.tight_bounds()
             live = ~self.frozen[k]
 
+            # f is only called within this iteration (by minimize and just after it): the noqa: B023 below
             def f(v: np.ndarray):
                 beta, theta = self.beta.copy(), self.theta.copy()
-                beta[k, live], theta[k] = v[:-1], v[-1]
-                value, g_beta, g_theta = self.gradient(beta, theta, bounds)
-                return value, np.append(g_beta[k, live], g_theta[k])
+                beta[k, live], theta[k] = v[:-1], v[-1]  # noqa: B023
+                value, g_beta, g_theta = self.gradient(beta, theta, bounds)  # noqa: B023
+                return value, np.append(g_beta[k, live], g_theta[k])  # noqa: B023
 
             start = np.append(self.beta[k, live], self.theta[k])
             result = minimize(f, start, jac=True, method="L-BFGS-B", options={"maxiter": 50})
@@ -429,7 +430,8 @@ class Problem:
                         P = self.reach(self.beta, self.theta)[0]
                         for j in nodes:
                             weight = self.s * P[:, j]
-                            self.beta[j, 0] += self.beta[j, a] * float(weight @ self.Z[:, a]) / max(weight.sum(), 1e-300)
+                            self.beta[j, 0] += (self.beta[j, a] * float(weight @ self.Z[:, a])
+                                                / max(weight.sum(), 1e-300))
                             self.beta[j, a] = 0.0
                             self.frozen[j, a] = True
                         self.select_leaves(below)
