@@ -14,7 +14,7 @@ f0: a LightGBM GBDT (31 leaves, learning rate
 lightgbm_cegb.selection (the ``lightgbm`` method; ``adapt_gbrt`` and ``adapt_lin`` train the same model as
 their f0). Swept on the training rows and measured on the validation rows: AdaptGBRT (p_full x relative
 trade-off, trees of depth 6, learning rate 0.5, 5 rounds of 100 trees; multiclass: 3 rounds of 50), AdaptLIN
-(p_full x relative lam), CEGB and BudgetPrune of f0; each method's validation Pareto points are measured on the
+(p_full x relative trade-off), CEGB and BudgetPrune of f0; each method's validation Pareto points are measured on the
 test rows.
 
 The issue's bar: the cheapest composite whose validation accuracy is within 1 point of f0's, measured on the

@@ -9,7 +9,7 @@ Data: lightgbm_cegb.datasets.mslr_subset with its cost vector; a document is rel
 of the training queries validate, the test split tests. Methods through lightgbm_cegb.selection on the ranking
 task (metric p@5): plain LightGBM
 (binary objective: the phi of the CSTC family), CEGB (its relative trade-off grid), CSCC and Cronus (5 stages,
-their relative lam grid, on the plain model's trees, pruned on validation), CSTC (depth 3, same). Each method's
+their relative trade-off grid, on the plain model's trees, pruned on validation), CSTC (depth 3, same). Each method's
 validation Pareto points are measured on the test queries. Writes DIR/cascade_mslr_<relevant>.csv, .md (budget table:
 0.1, 0.25, 0.5 x plain LightGBM's validation cost) and .png.
 """

@@ -5,7 +5,7 @@
 
 Data: lightgbm_cegb.datasets.quadrants (2,000 training, 1,000 validation, 4,000 test rows per seed; columns
 sign(x), sign(z) at cost 1, four quadrant columns at cost 10; labels N(quadrant mean, 1)). The best tree pays
-12 per row at zero error; a model on every column pays 42. For each lam, CSTC (depth 3, pruned on the
+12 per row at zero error; a model on every column pays 42. For each tradeoff, CSTC (depth 3, pruned on the
 validation rows) with and without the exact-objective polish: mean test squared error and mean test cost per
 row over the seeds. Writes DIR/cstc_quadrant.md.
 """
@@ -25,7 +25,7 @@ from common import write_atomically  # noqa: E402
 from lightgbm_cegb import CSTC  # noqa: E402
 from lightgbm_cegb.datasets import quadrants  # noqa: E402
 
-LAMS = (0.001, 0.003, 0.01, 0.02, 0.05, 0.1)
+TRADEOFFS = (0.001, 0.003, 0.01, 0.02, 0.05, 0.1)
 
 
 def main() -> None:
@@ -33,21 +33,22 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--out", type=Path, default=Path("."))
     args = parser.parse_args()
-    lines = ["| lam | polish | test MSE | mean cost per row | seeds at cost 12 and MSE < 0.1 |",
+    lines = ["| tradeoff | polish | test MSE | mean cost per row | seeds at cost 12 and MSE < 0.1 |",
              "|---|---|---|---|---|"]
     start = time.perf_counter()
-    for lam in LAMS:
+    for tradeoff in TRADEOFFS:
         for polish in (False, True):
             mse, cost, hits = [], [], 0
             for seed in range(args.seeds):
                 X, y, costs = quadrants(2000, 3 * seed)
                 X_valid, y_valid, _ = quadrants(1000, 3 * seed + 1)
                 X_test, y_test, _ = quadrants(4000, 3 * seed + 2)
-                model = CSTC(tradeoff=lam, feature_costs=costs, polish=polish).fit(X, y, eval_set=(X_valid, y_valid))
+                model = CSTC(tradeoff=tradeoff, feature_costs=costs, polish=polish)
+                model.fit(X, y, eval_set=(X_valid, y_valid))
                 mse.append(float(np.mean((model.predict(X_test) - y_test) ** 2)))
                 cost.append(model.prediction_cost(X_test).mean)
                 hits += abs(cost[-1] - 12) < 1e-9 and mse[-1] < 0.1
-            lines.append(f"| {lam:g} | {'yes' if polish else 'no'} | {np.mean(mse):.4f} | {np.mean(cost):.2f} | "
+            lines.append(f"| {tradeoff:g} | {'yes' if polish else 'no'} | {np.mean(mse):.4f} | {np.mean(cost):.2f} | "
                          f"{hits} of {args.seeds} |")
             print(lines[-1], flush=True)
     print(f"{time.perf_counter() - start:.1f} s")

@@ -6,7 +6,7 @@ Every import counts, function-level ones included. The layers (lowest first):
 ====  ==========================================  ===================================================
 rank  parts                                       what
 ====  ==========================================  ===================================================
-0     ``_engine``, ``_budgetrf``, ``_prune``      compiled kernels (cython_ext/)
+0     ``_engine``, ``_budgetrf``, ``_prune``      compiled kernels (cython_ext/); ``_version``
 1     ``core``                                    cost model, Forest, CostState, CostReport, scales
 2     ``io``, ``datasets``                        model readers and writers, saved models; data
 3     ``accounting``, ``base``                    prediction_cost of any model; the estimator contract
@@ -29,8 +29,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "lightgbm_cegb"
-RANK = {"_engine": 0, "_budgetrf": 0, "_prune": 0, "core": 1, "io": 2, "datasets": 2, "accounting": 3, "base": 3,
-        "lgbm": 4, "serving": 4, "methods": 5, "selection": 6, "cli": 7, "demo": 7, "__init__": 7}
+RANK = {"_version": 0, "_engine": 0, "_budgetrf": 0, "_prune": 0, "core": 1, "io": 2, "datasets": 2,
+        "accounting": 3, "base": 3, "lgbm": 4, "serving": 4, "methods": 5, "selection": 6,
+        "cli": 7, "demo": 7, "__init__": 7}
 
 
 def module_name(path: Path, root: Path) -> str:

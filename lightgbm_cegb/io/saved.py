@@ -42,6 +42,7 @@ from pathlib import Path
 import lightgbm as lgb
 import numpy as np
 
+from lightgbm_cegb._version import __version__
 from lightgbm_cegb.core.costs import FeatureCosts
 from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.io.atomic import write_atomically
@@ -103,14 +104,12 @@ def save(path: str | os.PathLike, estimator, *, params: Mapping, state: Mapping,
          files: Mapping[str, str] | None = None) -> None:
     """Save ``estimator`` into the folder ``path``: ``params`` (encodable ones), ``state`` (its fitted
     attributes, encodable), ``files`` (name -> text, each written as an artifact)."""
-    import lightgbm_cegb  # the version: read at call time, the package being fully imported by then
-
     costs = getattr(estimator, "costs_", None)
     names = getattr(estimator, "feature_names_in_", None)
     texts = dict(files or {})
     named = {name: f"{name}-{hashlib.sha256(text.encode()).hexdigest()[:16]}.txt" for name, text in texts.items()}
     manifest = {"format": FORMAT, "format_version": FORMAT_VERSION, "estimator": type(estimator).__name__,
-                "package_version": lightgbm_cegb.__version__, "lightgbm_version": lgb.__version__,
+                "package_version": __version__, "lightgbm_version": lgb.__version__,
                 "params": _encode_params(params),
                 "feature_names_in": None if names is None else [str(n) for n in names],
                 "n_features_in": int(estimator.n_features_in_),
