@@ -4,6 +4,7 @@ built from each model's leaves, the ends of p_full, save/load, bad input."""
 from __future__ import annotations
 
 import json
+import warnings
 
 import lightgbm as lgb
 import numpy as np
@@ -12,9 +13,11 @@ from references import row_paths
 from scipy.optimize import minimize
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.svm import SVC
+from sklearn.tree import DecisionTreeClassifier
+from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from lightgbm_cegb import FeatureCosts, prediction_cost
-from lightgbm_cegb.core.errors import CEGBError
+from lightgbm_cegb.core.errors import CEGBError, NoSplitWarning
 from lightgbm_cegb.methods.adapt.base import routing_weights, threshold_for
 from lightgbm_cegb.methods.adapt.gbrt import AdaptGBRT
 from lightgbm_cegb.methods.greedy_miser import proba_from_raw
@@ -218,7 +221,27 @@ def test_bad_input(kwargs, fit_on, message):
     labels = np.where(np.arange(300) < 5, 2, y) if fit_on == "classes" else y
     with pytest.raises(CEGBError, match=message):
         AdaptGBRT(f0=f0, **{"p_full": 0.3, **kwargs}).fit(X, labels)
-    with pytest.raises(CEGBError, match="f0 should be a fitted classifier with predict_proba or a LightGBM "
-                                         "classification Booster, got LinearRegression"):
+    with pytest.raises(CEGBError, match=r"f0 should be a classifier with predict_proba \(fitted, or a scikit-learn "
+                                         r"one that fit trains\) or a LightGBM classification Booster, got "
+                                         r"LinearRegression"):
         from sklearn.linear_model import LinearRegression
         AdaptGBRT(f0=LinearRegression()).fit(X, y)
+
+
+@parametrize_with_checks([AdaptGBRT(f0=DecisionTreeClassifier(max_depth=3, random_state=0), n_rounds=1,
+                                    trees_per_round=2)])
+def test_follows_scikit_learn_conventions(estimator, check):
+    """scikit-learn's estimator checks, f0 an unfitted classifier that fit trains first (the checks vary the
+    data's columns and classes, which a fitted f0 could not follow)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NoSplitWarning)  # the checks' tiny data: a gate that reads nothing
+        check(estimator)
+
+
+def test_an_unfitted_f0_is_fitted_on_the_training_rows():
+    X, y = data(5, n=300)
+    given = lgb.LGBMClassifier(n_estimators=10, verbose=-1)
+    model = AdaptGBRT(f0=given, p_full=0.3, n_rounds=1, trees_per_round=2).fit(X, y)
+    assert not hasattr(given, "booster_")  # the given model stays as it was: a clone is fitted
+    expected = lgb.LGBMClassifier(n_estimators=10, verbose=-1).fit(X, y)
+    np.testing.assert_array_equal(model.f0_.predict_proba(X), expected.predict_proba(X))

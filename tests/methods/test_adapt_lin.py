@@ -4,14 +4,18 @@ of p_full, save/load, bad input."""
 
 from __future__ import annotations
 
+import warnings
+
 import lightgbm as lgb
 import numpy as np
 import pytest
 from references import row_paths
 from sklearn.ensemble import RandomForestClassifier
+from sklearn.linear_model import LogisticRegression
+from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from lightgbm_cegb import AdaptLIN, FeatureCosts, prediction_cost
-from lightgbm_cegb.core.errors import CEGBError
+from lightgbm_cegb.core.errors import CEGBError, NoSplitWarning
 from lightgbm_cegb.methods.adapt.lin import _Problem
 from lightgbm_cegb.methods.greedy_miser import proba_from_raw
 
@@ -59,7 +63,7 @@ def test_m_step_meets_the_group_lasso_optimality_conditions(seed, k):
     """At the solution, for each feature j with weights w_j = (gate_j, f1_j): the smooth part's gradient is
     -penalty_j w_j / ||w_j|| when w_j != 0, and of norm <= penalty_j when w_j = 0 (intercepts: zero)."""
     p, q, _ = problem(seed, k)
-    gate, f1 = p.solve(np.zeros(6), np.zeros((6, k)), q, 20000, 1e-12, fit_gate=True)
+    gate, f1, _ = p.solve(np.zeros(6), np.zeros((6, k)), q, 20000, 1e-12, fit_gate=True)
     grad = np.column_stack([p.gate_gradient(gate, q), p.f1_gradient(f1, q)])
     w = np.column_stack([gate, f1])
     np.testing.assert_allclose(grad[0], 0.0, atol=1e-7)
@@ -177,3 +181,11 @@ def test_bad_input(kwargs, message):
     X[3, 2] = np.nan
     with pytest.raises(ValueError, match="Input X contains NaN"):
         AdaptLIN(f0=f0).fit(X, y)
+
+
+@parametrize_with_checks([AdaptLIN(f0=LogisticRegression(), n_rounds=1, max_iter=50)])
+def test_follows_scikit_learn_conventions(estimator, check):
+    """scikit-learn's estimator checks, f0 an unfitted classifier that fit trains first."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NoSplitWarning)
+        check(estimator)

@@ -8,9 +8,10 @@ import warnings
 import lightgbm as lgb
 import numpy as np
 from scipy.special import expit
-from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.exceptions import NotFittedError
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import validate_data
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from lightgbm_cegb.base import BudgetedEstimator
 from lightgbm_cegb.core.cost_state import CostState
@@ -57,22 +58,41 @@ class AdaptBase(BudgetedEstimator, ClassifierMixin, BaseEstimator):
     _fitted_attribute = "gate_threshold_"
     _given_at_load = ("f0", "f0_usage")
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = not self._finite_X  # the trees read NaN as LightGBM does
+        return tags
+
     def _check_common(self) -> None:
         if not isinstance(self.f0, lgb.Booster) and not hasattr(self.f0, "predict_proba"):
-            raise CEGBError(f"f0 should be a fitted classifier with predict_proba or a LightGBM classification "
-                            f"Booster, got {type(self.f0).__name__}")
+            raise CEGBError(f"f0 should be a classifier with predict_proba (fitted, or a scikit-learn one that fit "
+                            f"trains) or a LightGBM classification Booster, got {type(self.f0).__name__}")
         check_number(self.p_full, "p_full", 0.0, 1.0)
         check_number(self.n_rounds, "n_rounds", 1, math.inf, integer=True)
         if self.f0_usage is not None and not callable(self.f0_usage):
             raise CEGBError(f"f0_usage should be a callable X -> bool array (rows, features), got "
                             f"{type(self.f0_usage).__name__}")
 
+    def _fitted_f0(self, X: np.ndarray, y: np.ndarray):
+        """f0 as given when it is fitted (a Booster, a fitted scikit-learn model, or any object with
+        predict_proba); an unfitted scikit-learn classifier: a clone fitted on (X, y)."""
+        if isinstance(self.f0, lgb.Booster):
+            return self.f0
+        try:
+            check_is_fitted(self.f0)
+        except NotFittedError:
+            return clone(self.f0).fit(X, y)
+        except TypeError:  # not a scikit-learn estimator: a model with predict_proba, used as it is
+            pass
+        return self.f0
+
     def _f0_proba(self, X) -> np.ndarray:
-        if isinstance(self.f0, lgb.Booster):  # binary: the probability of class 1; multiclass: one per class
-            proba = np.asarray(self.f0.predict(X), dtype=np.float64)
+        f0 = self.f0_
+        if isinstance(f0, lgb.Booster):  # binary: the probability of class 1; multiclass: one per class
+            proba = np.asarray(f0.predict(X), dtype=np.float64)
             proba = np.column_stack([1 - proba, proba]) if proba.ndim == 1 else proba
         else:
-            proba = np.asarray(self.f0.predict_proba(X), dtype=np.float64)
+            proba = np.asarray(f0.predict_proba(X), dtype=np.float64)
         if proba.ndim != 2 or proba.shape != (X.shape[0], len(self.classes_)):
             raise CEGBError(f"f0.predict_proba should give ({X.shape[0]}, {len(self.classes_)}) probabilities "
                             f"(one per class {self.classes_.tolist()}), got shape {proba.shape}")
@@ -84,10 +104,11 @@ class AdaptBase(BudgetedEstimator, ClassifierMixin, BaseEstimator):
         X, y = validate_data(self, X, y, dtype=np.float64, ensure_all_finite=self._finite_X or "allow-nan",
                              ensure_min_samples=2)
         check_classification_targets(y)
-        if isinstance(self.f0, lgb.Booster):  # classes 0 .. K - 1
-            classes, f0_features = np.arange(max(self.f0.num_model_per_iteration(), 2)), self.f0.num_feature()
+        self.f0_ = f0 = self._fitted_f0(X, y)
+        if isinstance(f0, lgb.Booster):  # classes 0 .. K - 1
+            classes, f0_features = np.arange(max(f0.num_model_per_iteration(), 2)), f0.num_feature()
         else:
-            classes, f0_features = getattr(self.f0, "classes_", None), getattr(self.f0, "n_features_in_", None)
+            classes, f0_features = getattr(f0, "classes_", None), getattr(f0, "n_features_in_", None)
         self.classes_ = np.unique(y) if classes is None else np.asarray(classes)
         codes, unknown = class_codes(self.classes_, y)
         if unknown.size:
@@ -123,19 +144,12 @@ class AdaptBase(BudgetedEstimator, ClassifierMixin, BaseEstimator):
         self._check_fitted()
         return validate_data(self, X, reset=False, dtype=np.float64, ensure_all_finite=self._finite_X or "allow-nan")
 
-    def _forest(self, model) -> Forest:
-        """``model`` (a gate, f1 or f0) as a Forest, read once per model object."""
-        cache = self.__dict__.setdefault("_forest_cache", {})
-        if cache.get(id(model), (None,))[0] is not model:
-            cache[id(model)] = (model, to_forest(model))
-        return cache[id(model)][1]
-
     def _f0_forest(self) -> Forest | None:
         """f0 as a Forest for its exact cost, or None when ``f0_usage`` gives it."""
         if self.f0_usage is not None:
             return None
         try:
-            return self._forest(self.f0)
+            return to_forest(self.f0_)  # parsed once per model (io.models caches it)
         except CEGBError as exc:
             raise CEGBError(f"f0: {exc}; for a model that is not a tree ensemble give f0_usage") from None
 
@@ -159,6 +173,7 @@ class AdaptBase(BudgetedEstimator, ClassifierMixin, BaseEstimator):
                 "train_fraction_to_f0": getattr(self, "train_fraction_to_f0_", None)}, {}
 
     def _restore(self, state: dict, folder, manifest: dict) -> None:
+        self.f0_ = self.f0  # given to load, fitted
         self.classes_ = np.asarray(state["classes"])
         self.gate_threshold_ = float(state["gate_threshold"])
         if state.get("train_fraction_to_f0") is not None:

@@ -39,6 +39,7 @@ from lightgbm_cegb.core.parallel import resolve_n_jobs
 from lightgbm_cegb.core.report import CostReport
 from lightgbm_cegb.io import saved
 from lightgbm_cegb.io.ledger import CEGBState
+from lightgbm_cegb.io.models import to_forest
 from lightgbm_cegb.methods.adapt.base import GATE_LIMIT, AdaptBase, routing_weights
 from lightgbm_cegb.methods.greedy_miser import (
     GreedyMiserClassifier,
@@ -55,8 +56,10 @@ class AdaptGBRT(AdaptBase):
     Parameters
     ----------
     f0 : fitted classifier with ``predict_proba``, or a LightGBM Booster (binary or multiclass objective)
-        The accurate model (binary or multiclass), fitted on the same columns and classes. Its prediction
-        cost: exact when ``to_forest`` reads it (LightGBM, scikit-learn trees); otherwise give ``f0_usage``.
+        The accurate model (binary or multiclass), fitted on the same columns and classes; an unfitted
+        scikit-learn classifier is cloned and fitted on ``fit``'s (X, y) first. The model used is ``f0_``. Its
+        prediction cost: exact when ``to_forest`` reads it (LightGBM, scikit-learn trees); otherwise give
+        ``f0_usage``.
     p_full : float in [0, 1]
         The fraction of training rows the q-step sends to f0.
     tradeoff : float, default 0.0
@@ -123,12 +126,17 @@ class AdaptGBRT(AdaptBase):
         params = miser_params(self.costs_, self.tradeoff, X.shape[1], k, max_depth=self.max_depth,
                               learning_rate=self.learning_rate, min_samples_leaf=self.min_samples_leaf,
                               seed=0 if self.random_state is None else self.random_state, n_jobs=self.n_jobs)
-        f1 = lgb.Booster({**params, "objective": "none"}, lgb.Dataset(X, codes.astype(np.float64), free_raw_data=False))
+        # the Datasets take the trees' binning parameters: with LightGBM's defaults (min_data_in_leaf 20,
+        # feature_pre_filter) a feature no 20-row split can use is dropped before training, all of them on a small X
+        binning = {key: params[key] for key in ("max_bin", "min_data_in_bin", "min_data_in_leaf", "feature_pre_filter",
+                                                "verbose")}
+        f1 = lgb.Booster({**params, "objective": "none"},
+                         lgb.Dataset(X, codes.astype(np.float64), params=binning, free_raw_data=False))
         # g's score starts at logit(p_full), the mean of its targets (the paper's g = 0, up to that constant)
         offset = float(np.clip(np.log(self.p_full) - np.log1p(-self.p_full), -GATE_LIMIT, GATE_LIMIT)) \
             if 0 < self.p_full < 1 else math.copysign(GATE_LIMIT, self.p_full - 0.5)
         g = lgb.Booster({**params, "num_class": 1, "objective": "none"},
-                        lgb.Dataset(X, np.zeros(n), init_score=np.full(n, offset), free_raw_data=False))
+                        lgb.Dataset(X, np.zeros(n), init_score=np.full(n, offset), params=binning, free_raw_data=False))
         for _ in range(self.trees_per_round):  # f1 starts as Greedy Miser (every row's weight 1)
             f1.update(fobj=f1_objective)
         for _ in range(self.n_rounds if self.p_full < 1 else 0):  # at 1, f0 takes every row
@@ -147,7 +155,6 @@ class AdaptGBRT(AdaptBase):
                         _share_bought(f1, g)
         self.gate_ = lgb.Booster(model_str=g.model_to_string())
         self.f1_ = lgb.Booster(model_str=f1.model_to_string())
-        self.__dict__.pop("_forest_cache", None)
         self._set_threshold(self.gate_.predict(X, raw_score=True))
         return self
 
@@ -156,7 +163,7 @@ class AdaptGBRT(AdaptBase):
     def _composite(self, X: np.ndarray, *, f0: Forest | None = None, n_jobs: int | None = None):
         """Every row through the composite in one pass of the Cython kernel (_engine.gated): the gate's trees,
         then f1's or (given f0's Forest) f0's. Returns (to_f0, f1's raw scores, the rows' CostState)."""
-        gate, f1 = self._forest(self.gate_), self._forest(self.f1_)
+        gate, f1 = to_forest(self.gate_), to_forest(self.f1_)
         state = CostState(X.shape[0], self.costs_, self.n_features_in_)
         rows = gate.dense(X)
         to_f0, _, raw = gated(gate.flat, gate.leaf_value, gate.leaf_offset, self.gate_threshold_, f1.flat,

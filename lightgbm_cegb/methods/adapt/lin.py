@@ -55,7 +55,7 @@ class AdaptLIN(AdaptBase):
     n_rounds : int, default 10
         Alternations of the q-step and the fit of g and f1.
     max_iter : int, default 300
-        Proximal-gradient iterations per fit.
+        Proximal-gradient iterations per fit at most (``n_iter_``: those the last fit ran).
     tol : float, default 1e-6
         A fit stops when no weight moves by more than ``tol`` (relative to the largest weight) in an iteration.
     f0_usage : callable, optional
@@ -110,13 +110,13 @@ class AdaptLIN(AdaptBase):
         problem = _Problem(Z, codes, self.tradeoff * self._penalty_weights(X.shape[1]))
         gate, f1 = np.zeros(X.shape[1] + 1), np.zeros((X.shape[1] + 1, k))
         q = np.zeros(len(codes))
-        gate, f1 = problem.solve(gate, f1, q, self.max_iter, self.tol, fit_gate=False)  # f1 alone, every row
+        gate, f1, self.n_iter_ = problem.solve(gate, f1, q, self.max_iter, self.tol, fit_gate=False)  # f1 alone
         for _ in range(self.n_rounds if 0 < self.p_full < 1 else 0):  # at 0 and 1 no gate: f1 or f0 takes all
             g_score = problem.linear(gate)
             A = log_loss_per_row(_squeeze(problem.linear(f1)), codes) + np.logaddexp(0.0, g_score)
             B = f0_loss + np.logaddexp(0.0, -g_score)
             q = routing_weights(A, B, self.p_full)
-            gate, f1 = problem.solve(gate, f1, q, self.max_iter, self.tol, fit_gate=True)
+            gate, f1, self.n_iter_ = problem.solve(gate, f1, q, self.max_iter, self.tol, fit_gate=True)
         self.gate_coef_ = gate[1:] / self.scale_
         self.gate_intercept_ = float(gate[0] - gate[1:] @ (self.mean_ / self.scale_))
         self.f1_coef_ = f1[1:] / self.scale_[:, None]
@@ -202,7 +202,7 @@ class AdaptLIN(AdaptBase):
         state, files = super()._saved_state()
         return {**state, "gate_coef": self.gate_coef_, "gate_intercept": self.gate_intercept_,
                 "f1_coef": self.f1_coef_, "f1_intercept": np.asarray(self.f1_intercept_), "mean": self.mean_,
-                "scale": self.scale_}, files
+                "scale": self.scale_, "n_iter": self.n_iter_}, files
 
     def _restore(self, state: dict, folder, manifest: dict) -> None:
         super()._restore(state, folder, manifest)
@@ -212,6 +212,8 @@ class AdaptLIN(AdaptBase):
         self.f1_intercept_ = np.asarray(state["f1_intercept"], dtype=np.float64)
         self.mean_ = np.asarray(state["mean"], dtype=np.float64)
         self.scale_ = np.asarray(state["scale"], dtype=np.float64)
+        if "n_iter" in state:  # not in lightgbm_cegb 0.1.0's files
+            self.n_iter_ = int(state["n_iter"])
 
 
 def _standardise(X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -270,12 +272,15 @@ class _Problem:
         return gate, f1
 
     def solve(self, gate: np.ndarray, f1: np.ndarray, q: np.ndarray, max_iter: int, tol: float, *,
-              fit_gate: bool) -> tuple[np.ndarray, np.ndarray]:
-        """FISTA with backtracking from (gate, f1); without fit_gate the gate stays where it is."""
+              fit_gate: bool) -> tuple[np.ndarray, np.ndarray, int]:
+        """FISTA with backtracking from (gate, f1); without fit_gate the gate stays where it is. Returns the
+        weights and the iterations run."""
         step = 1.0
         x_gate, x_f1 = gate.copy(), f1.copy()
         y_gate, y_f1, t = x_gate.copy(), x_f1.copy(), 1.0
-        for _ in range(max_iter):
+        iterations = 0
+        while iterations < max_iter:
+            iterations += 1
             value = self.smooth(y_gate, y_f1, q, fit_gate)
             g_gate = self.gate_gradient(y_gate, q) if fit_gate else np.zeros_like(y_gate)
             g_f1 = self.f1_gradient(y_f1, q)
@@ -295,5 +300,5 @@ class _Problem:
             x_gate, x_f1, t = new_gate, new_f1, t_next
             if moved <= tol * largest:
                 break
-        return x_gate, x_f1
+        return x_gate, x_f1, iterations
 
