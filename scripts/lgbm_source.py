@@ -155,8 +155,11 @@ def fetch_stock_wheel() -> Path:
 
 def stock_package_dir() -> Path:
     """The stock wheel unpacked: a directory to put first on PYTHONPATH to import stock ``lightgbm``."""
-    wheel = fetch_stock_wheel()
-    target = cache_dir() / f"stock-{STOCK_WHEEL_SHA256[:16]}"
+    return unpacked_wheel(fetch_stock_wheel(), cache_dir() / f"stock-{STOCK_WHEEL_SHA256[:16]}")
+
+
+def unpacked_wheel(wheel: Path, target: Path) -> Path:
+    """``wheel`` unpacked into ``target`` (once): a directory to put first on PYTHONPATH."""
     if not (target / "lightgbm" / "__init__.py").is_file():
         tmp = Path(tempfile.mkdtemp(dir=cache_dir()))
         with zipfile.ZipFile(wheel) as zf:
@@ -322,9 +325,14 @@ def make_wheel(src: Path, lib: Path, local_version: str, out_dir: Path) -> Path:
     return wheel
 
 
-def build(jobs: int) -> Path:
+# AddressSanitizer and UBSan (every undefined behaviour fatal), with frames for readable reports
+SANITIZE_FLAGS = "-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g"
+
+
+def build(jobs: int, sanitize: bool = False) -> Path:
+    """The patched wheel and CLI (``sanitize``: built with AddressSanitizer and UBSan, cached apart)."""
     version, _ = read_series()
-    key = series_key()
+    key = series_key() + ("-asan" if sanitize else "")
     out = cache_dir() / f"build-{key}"
     if (out / "DONE").is_file():
         log(f"cached build {out}")
@@ -337,10 +345,13 @@ def build(jobs: int) -> Path:
         extract_sdist(src)
         apply_series(src)
         bld = work / "cmake"
-        log(f"configuring {local_version} (cmake, Release, CLI on)")
+        log(f"configuring {local_version} (cmake, Release, CLI on{', sanitizers' if sanitize else ''})")
         # the CLI goes to bld/bin: the sdist root already holds the Python package directory 'lightgbm'
         run(["cmake", "-S", str(src), "-B", str(bld), "-DCMAKE_BUILD_TYPE=Release", "-DBUILD_CLI=ON",
-             "-DINSTALL_HEADERS=OFF", f"-DCMAKE_RUNTIME_OUTPUT_DIRECTORY={bld / 'bin'}"],
+             "-DINSTALL_HEADERS=OFF", f"-DCMAKE_RUNTIME_OUTPUT_DIRECTORY={bld / 'bin'}",
+             *([f"-DCMAKE_CXX_FLAGS={SANITIZE_FLAGS}", f"-DCMAKE_C_FLAGS={SANITIZE_FLAGS}",
+                f"-DCMAKE_SHARED_LINKER_FLAGS={SANITIZE_FLAGS}", f"-DCMAKE_EXE_LINKER_FLAGS={SANITIZE_FLAGS}"]
+               if sanitize else [])],
             stdout=subprocess.DEVNULL)
         log(f"compiling with {jobs} job(s): a few minutes on 2 cores")
         run(["cmake", "--build", str(bld), "--parallel", str(jobs), "--target", "_lightgbm", "lightgbm"],
@@ -372,6 +383,8 @@ def main(argv: list[str] | None = None) -> int:
     p_refresh.add_argument("--patches", type=Path, default=PATCHES, help="patch directory (default: %(default)s)")
     p_build = sub.add_parser("build", help="build (or reuse) the patched wheel and CLI; print their directory")
     p_build.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1)
+    p_build.add_argument("--sanitize", action="store_true",
+                         help="with AddressSanitizer and UBSan; prints a directory to put first on PYTHONPATH")
     sub.add_parser("key", help="print the cache key of the current series")
     args = parser.parse_args(argv)
     try:
@@ -385,7 +398,8 @@ def main(argv: list[str] | None = None) -> int:
         elif args.cmd == "refresh":
             refresh(args.dir, args.patches)
         elif args.cmd == "build":
-            print(build(args.jobs))
+            out = build(args.jobs, args.sanitize)
+            print(unpacked_wheel(next(out.glob("lightgbm-*.whl")), out / "package") if args.sanitize else out)
         elif args.cmd == "key":
             print(series_key())
     except (SourceError, subprocess.CalledProcessError) as exc:

@@ -19,6 +19,8 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import lgbm_source  # noqa: E402
 
 ON_STOCK = os.environ.get("LIGHTGBM_CEGB_STOCK") == "1"
+#: the patched command-line program: the venv's, or LIGHTGBM_CEGB_CLI's (the sanitized build of make asan)
+CLI = Path(os.environ.get("LIGHTGBM_CEGB_CLI") or Path(sys.executable).parent / "lightgbm")
 
 
 def pytest_configure(config):

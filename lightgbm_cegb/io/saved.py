@@ -8,7 +8,7 @@ Specification (format version 2; ``docs/SAVED_MODELS.md`` holds the same text fo
     manifest = {
       "format": "lightgbm_cegb", "format_version": 2,
       "estimator": "AdaptGBRT",            # the class, one of lightgbm_cegb's public names
-      "package_version": "0.2.0", "lightgbm_version": "4.7.0+cegb.6",
+      "package_version": "0.2.0", "lightgbm_version": "4.7.0+cegb.7",
       "params": {...},                     # get_params(deep=False), encoded (below); given-at-load ones absent
       "feature_names_in": [...] | null, "n_features_in": 5,
       "costs": {...} | null,               # FeatureCosts.to_dict of the fitted costs (costs_)

@@ -6,14 +6,11 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import lightgbm as lgb
 import numpy as np
 import pytest
-from conftest import ROOT, lgbm_source, run_python
-
-CLI = Path(sys.executable).parent / "lightgbm"
+from conftest import CLI, ROOT, lgbm_source, run_python
 
 
 def test_version_is_the_series_version():

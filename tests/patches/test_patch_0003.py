@@ -6,18 +6,15 @@ them against (they exercise the same C++ as the Python tests)."""
 from __future__ import annotations
 
 import subprocess
-import sys
-from pathlib import Path
 
 import lightgbm as lgb
 import numpy as np
 import pytest
-from conftest import splits
+from conftest import CLI, splits
 
 from lightgbm_cegb import FeatureCosts, prediction_cost
 
 BASE = {"objective": "regression", "num_leaves": 4, "verbose": -1, "deterministic": True, "num_threads": 2}
-CLI = Path(sys.executable).parent / "lightgbm"
 
 
 @pytest.fixture(scope="module")
