@@ -16,10 +16,16 @@ test:
 
 # The patch tests and the CEGB fuzz on LightGBM built with AddressSanitizer and UBSan (cached like the
 # release build; slow, so not part of make test). Any invalid access or undefined behaviour aborts the run.
+# libstdc++ is preloaded with the ASan runtime so that ASan can intercept C++ throws (python does not link it).
 asan:
 	bash scripts/bootstrap.sh --test
+	rm -rf .asan && mkdir -p .asan
 	build=$$(.venv/bin/python scripts/lgbm_source.py build --sanitize) && \
-	PYTHONPATH=$$build LIGHTGBM_CEGB_CLI=$$build/../lightgbm LD_PRELOAD=$$(gcc -print-file-name=libasan.so) \
-	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	PYTHONPATH=$$build LIGHTGBM_CEGB_CLI=$$build/../lightgbm \
+	LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libstdc++.so)" \
+	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:log_path=$(CURDIR)/.asan/asan \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$(CURDIR)/.asan/ubsan \
 	LIGHTGBM_CEGB_FUZZ_CASES=300 .venv/bin/python -m pytest tests/patches -p no:cacheprovider \
-	    --deselect tests/patches/test_stock.py --deselect tests/patches/test_build.py
+	    --deselect tests/patches/test_stock.py --deselect tests/patches/test_build.py; \
+	status=$$?; for report in .asan/*; do [ -f "$$report" ] && { echo "== $$report"; cat "$$report"; status=1; }; done; \
+	exit $$status
