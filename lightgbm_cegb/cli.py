@@ -13,7 +13,9 @@ import argparse
 import itertools
 import json
 import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -24,19 +26,23 @@ import scipy.sparse as sp
 
 from lightgbm_cegb.accounting import prediction_cost
 from lightgbm_cegb.core.costs import CEGB_KEYS, FeatureCosts
-from lightgbm_cegb.core.errors import CEGBError
+from lightgbm_cegb.core.errors import CEGBError, read_utf8
 from lightgbm_cegb.core.report import CostReport
 from lightgbm_cegb.io.models import to_forest
 
 CHUNK_ROWS = 200_000
 
 
-def _libsvm_block(lines: list[str], num_features: int, first_line: int):
-    """LibSVM lines (label, then index:value pairs; index i is column i, as LightGBM reads them; qid: ignored)
-    as CSR."""
+def _libsvm_block(numbered: list[tuple[int, str]], num_features: int):
+    """LibSVM lines, (line number, line) (label, then index:value pairs; index i is column i, as LightGBM reads
+    them; qid: ignored) as CSR."""
     data, indices, indptr = [], [], [0]
-    for lineno, line in enumerate(lines, first_line):
-        for token in line.split("#", 1)[0].split()[1:]:
+    for lineno, line in numbered:
+        tokens = line.split("#", 1)[0].split()
+        if tokens and not _is_number(tokens[0]):
+            raise CEGBError(f"line {lineno}: expected a LibSVM row (a label, then index:value pairs), got "
+                            f"{line.strip()[:60]!r}")
+        for token in tokens[1:]:
             key, sep, value = token.partition(":")
             if not sep:
                 raise CEGBError(f"line {lineno}: expected index:value, got {token!r}")
@@ -52,7 +58,7 @@ def _libsvm_block(lines: list[str], num_features: int, first_line: int):
             data.append(number)
         indptr.append(len(indices))
     return sp.csr_matrix((np.asarray(data, dtype=np.float64), np.asarray(indices, dtype=np.int64), indptr),
-                         shape=(len(lines), num_features))
+                         shape=(len(numbered), num_features))
 
 
 _MISSING = ("", "na", "NA", "nan", "NaN")
@@ -66,6 +72,35 @@ def _is_number(token: str) -> bool:
     return True
 
 
+_LIBSVM_PAIR = re.compile(r"(?:qid|[0-9]+):\S+")
+
+
+def _is_libsvm(line: str) -> bool:
+    """A LibSVM row: a label, then whitespace-separated index:value pairs (a CSV field with a ':' is not one)."""
+    tokens = line.split("#", 1)[0].split()
+    return len(tokens) >= 2 and _is_number(tokens[0]) and all(_LIBSVM_PAIR.fullmatch(t) for t in tokens[1:])
+
+
+def _csv_block(numbered: list[tuple[int, str]], delimiter: str | None, width: int) -> np.ndarray:
+    """CSV/TSV lines, (line number, line), as a float64 block: every line with ``width`` fields (the first
+    line's), each a number or one of LightGBM's missing values (NaN)."""
+    lines = [line for _, line in numbered]
+    for lineno, line in numbered:
+        fields = len(line.rstrip("\r\n").split(delimiter))
+        if fields != width:
+            raise CEGBError(f"line {lineno}: {fields} fields where the first row has {width}: every row should "
+                            "have the same columns")
+    block = np.atleast_2d(np.genfromtxt(lines, delimiter=delimiter, dtype=np.float64, missing_values=_MISSING,
+                                        filling_values=np.nan))
+    for i in np.flatnonzero(np.isnan(block).any(axis=1)):  # NaN: a missing value or a field that is no number
+        fields = lines[i].rstrip("\r\n").split(delimiter)
+        for j in np.flatnonzero(np.isnan(block[i])):
+            if not _is_number(fields[j]):
+                raise CEGBError(f"line {numbered[i][0]}, column {j}: expected a number or a missing value "
+                                f"({', '.join(repr(m) for m in _MISSING)}), got {fields[j].strip()[:40]!r}")
+    return block
+
+
 def read_rows(fh, label_column: int | str | None, header: bool, num_features: int):
     """Yield row blocks of a LightGBM data file read from the open text file ``fh`` once, front to back (so
     that stdin and pipes work): CSV/TSV (label column removed; ``label_column`` an index or LightGBM's
@@ -75,8 +110,10 @@ def read_rows(fh, label_column: int | str | None, header: bool, num_features: in
     if not first:
         return
     lines_in = itertools.chain([first], fh)
-    libsvm = ":" in first.split("#")[0]
+    libsvm = _is_libsvm(first)
     delimiter = "\t" if "\t" in first else ("," if "," in first else None)
+    if isinstance(label_column, int) and label_column < 0:
+        raise CEGBError(f"label_column should be a column index >= 0 (or name:COLUMN), got {label_column}")
     if isinstance(label_column, str):
         if names is None:
             raise CEGBError(f"label_column={label_column!r} names a column: the file needs a header (--header or "
@@ -88,26 +125,28 @@ def read_rows(fh, label_column: int | str | None, header: bool, num_features: in
     if not libsvm and names is None and not all(_is_number(t) for t in first.split(delimiter)):
         raise CEGBError(f"line 1 is not numeric ({first.strip()[:60]!r}): if it is a header, pass --header "
                         "(or header=true in the --config file)")
-    done = 0
+    numbered_in = enumerate(lines_in, 2 if header else 1)
+    width = len(first.rstrip("\r\n").split(delimiter))
     while True:
-        lines = [line for _, line in zip(range(CHUNK_ROWS), lines_in) if line.strip()]
-        if not lines:
+        numbered = [(n, line) for _, (n, line) in zip(range(CHUNK_ROWS), numbered_in) if line.strip()]
+        if not numbered:
             return
         if libsvm:
-            yield _libsvm_block(lines, num_features, done + 1)
+            yield _libsvm_block(numbered, num_features)
         else:
-            block = np.atleast_2d(np.genfromtxt(lines, delimiter=delimiter, dtype=np.float64,
-                                                missing_values=_MISSING, filling_values=np.nan))
+            block = _csv_block(numbered, delimiter, width)
             if label_column is not None:
+                if label_column >= block.shape[1]:
+                    raise CEGBError(f"label_column={label_column} is beyond the data file's {block.shape[1]} "
+                                    f"columns (0..{block.shape[1] - 1})")
                 block = np.delete(block, label_column, axis=1)
             yield block
-        done += len(lines)
 
 
 def read_config(path: Path) -> dict[str, str]:
     """The key = value settings of a LightGBM CLI config file (``#`` comments; later lines win)."""
     settings = {}
-    for line in path.read_text().splitlines():
+    for line in read_utf8(path, "config file").splitlines():
         key, sep, value = line.split("#", 1)[0].partition("=")
         if sep:
             settings[key.strip()] = value.strip()
@@ -140,8 +179,12 @@ def _file_settings(args) -> tuple[int | str | None, bool]:
             try:
                 label = value if value.startswith("name:") else int(value)
             except ValueError:
-                raise CEGBError(f"{config}: label_column should be a column index or name:COLUMN, "
-                                f"got {value!r}") from None
+                label = -1
+            if isinstance(label, int) and label < 0:
+                raise CEGBError(f"{config}: label_column should be a column index >= 0 or name:COLUMN, "
+                                f"got {value!r}")
+    if isinstance(label, int) and label < 0:
+        raise CEGBError(f"--label-column should be a column index >= 0, got {label}")
     return label, header
 
 
@@ -160,14 +203,18 @@ def cmd_cost(args) -> int:
     data = Path(args.data)
     if not data.exists():
         raise CEGBError(f"data file {args.data!r} does not exist")
-    with data.open() as fh:
-        for block in read_rows(fh, label_column, header, forest.num_features):
-            reports.append(prediction_cost(forest, block, costs, num_iteration=args.num_iteration,
-                                           n_jobs=args.n_jobs))
-            rows_done += block.shape[0]
-            has_id0 = has_id0 or not sp.issparse(block) or bool((block.indices == 0).any())
-            if args.progress:
-                print(f"[lightgbm-cegb] {rows_done} rows", file=sys.stderr, flush=True)
+    with data.open(encoding="utf-8") as fh:
+        try:
+            for block in read_rows(fh, label_column, header, forest.num_features):
+                reports.append(prediction_cost(forest, block, costs, num_iteration=args.num_iteration,
+                                               n_jobs=args.n_jobs))
+                rows_done += block.shape[0]
+                has_id0 = has_id0 or not sp.issparse(block) or bool((block.indices == 0).any())
+                if args.progress:
+                    print(f"[lightgbm-cegb] {rows_done} rows", file=sys.stderr, flush=True)
+        except UnicodeDecodeError as exc:
+            raise CEGBError(f"data file {args.data!r} should be UTF-8 text, got byte 0x{exc.object[exc.start]:02x}"
+                            + _where_not_utf8(data)) from None
     if not reports:
         raise CEGBError(f"{args.data} holds no rows")
     _check_base(args.data, args, has_id0)
@@ -189,6 +236,20 @@ def cmd_cost(args) -> int:
             if share > 0:
                 print(f"  {name:<24} {share:7.2%}")
     return 0
+
+
+def _where_not_utf8(path: Path) -> str:
+    """' on line N' of the first line of a file that is not UTF-8 ('' if it cannot be read again: a pipe)."""
+    try:
+        with path.open("rb") as fh:
+            for lineno, line in enumerate(fh, 1):  # a UTF-8 sequence never holds a newline byte
+                try:
+                    line.decode("utf-8")
+                except UnicodeDecodeError:
+                    return f" on line {lineno}"
+    except OSError:
+        pass
+    return ""
 
 
 def find_cli(explicit: str | None) -> str:
@@ -240,7 +301,7 @@ def cmd_train(args) -> int:
     bad = [o for o in overrides if "=" not in o]
     if bad:
         raise CEGBError(f"overrides should be key=value, got {bad[0]!r}")
-    text = config.read_text()
+    text = read_utf8(config, "config file")
     settings = {**read_config(config), **dict(o.split("=", 1) for o in overrides)}
     settings = {key.strip(): value.strip() for key, value in settings.items()}
     given = sorted(set(settings) & {*CEGB_KEYS, "cegb_tradeoff"})
@@ -266,7 +327,44 @@ def cmd_train(args) -> int:
         conf = Path(tmp) / "train.conf"
         conf.write_text(text.rstrip("\n") + "\n# added by lightgbm-cegb train\n"
                         + costs.to_config(tradeoff=args.tradeoff))
-        return subprocess.run([find_cli(args.lightgbm), f"config={conf}", *overrides]).returncode
+        return run_child([find_cli(args.lightgbm), f"config={conf}", *overrides])
+
+
+FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def run_child(command: list[str]) -> int:
+    """Run ``command`` and return its exit status, forwarding SIGTERM and SIGINT to it and waiting for it to
+    end (killed by a signal: 128 + its number, as a shell says): a CLI stopped by its supervisor never leaves
+    the training running, nor deletes the config it reads while it still runs."""
+    child = subprocess.Popen(command)
+
+    def forward(signum, _frame):
+        if child.poll() is None:
+            try:
+                child.send_signal(signum)
+            except ProcessLookupError:  # it has just ended
+                pass
+
+    previous = {}
+    try:
+        for signum in FORWARDED_SIGNALS:
+            previous[signum] = signal.signal(signum, forward)
+    except ValueError:  # not the main thread: signals cannot be handled here (they reach the main thread)
+        pass
+    try:
+        status = child.wait()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if child.poll() is None:  # an exception while waiting (e.g. SystemExit from another handler)
+            child.terminate()
+            try:
+                child.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+    return 128 - status if status < 0 else status
 
 
 ONE_BASED_HELP = ("LibSVM feature ids start at 1 (SVMlight, Yahoo! LTR, MSLR): line i of the cost file is id i, "

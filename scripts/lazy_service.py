@@ -108,15 +108,21 @@ def make_app(workdir: Path, latency: float) -> Starlette:
         return JSONResponse({"status": "ok", "features": HIGGS_FEATURES, "events": num_events})
 
     async def score(request: Request) -> JSONResponse:
+        expected = f'the body should be {{"ids": [event ids]}} with 1..{MAX_IDS} integer ids of events ' \
+                   f"0..{num_events - 1}"
         try:
-            body = await request.json()
+            body = json.loads(await request.body())
+        except RecursionError:  # JSON nested deeper than the parser's recursion limit (e.g. [[[[...]]]])
+            return JSONResponse({"error": f"{expected}; got JSON nested too deeply to read"}, status_code=400)
+        except ValueError:  # not JSON, not UTF-8
+            return JSONResponse({"error": f"{expected}; got a body that is not JSON"}, status_code=400)
+        try:
             ids = body["ids"]
             if not isinstance(ids, list) or not 0 < len(ids) <= MAX_IDS or \
                     not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < 2**63 for i in ids):
                 raise ValueError
         except (ValueError, KeyError, TypeError):
-            return JSONResponse({"error": f'the body should be {{"ids": [event ids]}} with 1..{MAX_IDS} integer '
-                                          f"ids of events 0..{num_events - 1}"}, status_code=400)
+            return JSONResponse({"error": expected}, status_code=400)
         start = time.perf_counter()
         unknown = np.full((len(ids), len(HIGGS_FEATURES)), np.nan)
         try:

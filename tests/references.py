@@ -56,8 +56,9 @@ def row_paths(model, X) -> list[list[list[int]]]:
 
 def reference_costs(booster, X, lazy, split, trees_per_iteration=1, groups=None, tree=0.0):
     """Costs from LightGBM's own pred_leaf and the dump's paths, row by row in Python. ``groups``:
-    (group of each feature or -1, lazy cost of each group), a group paid once per row; ``tree``: paid per row
-    for each tree."""
+    (group id of each feature or -1, lazy cost of each group id), a group paid once per row; ``tree``: paid per
+    row for each tree. Usage: per feature, then per group id that some feature has, in increasing order (ids are
+    labels: an id no feature has is no group)."""
     leaves = booster.predict(X, pred_leaf=True).reshape(len(X), -1)
     paths = leaf_paths(booster)
     n_iter = leaves.shape[1] // trees_per_iteration
@@ -78,6 +79,8 @@ def reference_costs(booster, X, lazy, split, trees_per_iteration=1, groups=None,
                 curve[t // trees_per_iteration] += paid(used) + ev
         acquisition[i], evaluation[i] = paid(used), ev
         usage[list(used) + [len(lazy) + g for g in {group_of[f] for f in used} if g >= 0]] += 1
+    present = sorted({int(g) for g in group_of if g >= 0})
+    usage = np.concatenate([usage[:len(lazy)], usage[len(lazy):][present]]) if len(group_lazy) else usage
     return acquisition, evaluation, usage / len(X), curve / len(X)
 
 

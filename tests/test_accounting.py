@@ -184,3 +184,35 @@ def test_pipeline_whose_last_step_is_a_model():
     np.testing.assert_array_equal(prediction_cost(plain, X.fillna(0).to_numpy(), by_position).per_instance,
                                   prediction_cost(plain[-1], plain[0].transform(X.fillna(0).to_numpy()),
                                                   by_position).per_instance)
+
+
+def test_mistaken_models_and_num_iteration_are_named():
+    """Model text where a path goes (an OSError 'File name too long'), num_iteration='2' (a TypeError from a
+    comparison), an unfitted scikit-learn model (an AttributeError or 'should be a ... fitted ... model')."""
+    from sklearn.ensemble import RandomForestClassifier
+    from sklearn.exceptions import NotFittedError as SklearnNotFittedError
+    from sklearn.tree import DecisionTreeRegressor
+
+    from lightgbm_cegb import NotFittedError
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(100, 3))
+    booster = lgb.train({"objective": "regression", "verbose": -1}, lgb.Dataset(X, X[:, 0]), 3)
+    text = booster.model_to_string()
+    for call in (lambda: to_forest(text), lambda: prediction_cost(text, X, np.ones(3))):
+        with pytest.raises(CEGBError, match=r"model should be a model file's path, got a string of \d+ characters "
+                                            r"over several lines \('tree\\nversion=v4.*lightgbm.Booster\(model_str"):
+            call()
+    with pytest.raises(CEGBError, match=r"model file 'xxxxx.*' cannot be read: File name too long"):
+        prediction_cost("x" * 5000, X, np.ones(3))
+    for bad in ("2", 2.5, True):
+        with pytest.raises(CEGBError, match=r"num_iteration should be None or an integer \(<= 0: all iterations\), "
+                                            rf"got {bad!r}"):
+            prediction_cost(booster, X, np.ones(3), num_iteration=bad)
+    assert prediction_cost(booster, X, np.ones(3), num_iteration=np.int64(2)).mean == \
+        prediction_cost(booster, X, np.ones(3), num_iteration=2).mean
+    for model in (RandomForestClassifier(), DecisionTreeRegressor()):
+        with pytest.raises(NotFittedError, match=rf"model: this {type(model).__name__} is not fitted yet: call fit "
+                                                 "first") as info:
+            prediction_cost(model, X, np.ones(3))
+        assert isinstance(info.value, (CEGBError, SklearnNotFittedError))

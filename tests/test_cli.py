@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import lightgbm as lgb
@@ -173,3 +177,120 @@ def test_libsvm_id_range(tmp_path, text, expected):
     path = tmp_path / "data.svm"
     path.write_text(text)
     assert libsvm_id_range(path) == expected
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_train_forwards_sigterm_and_sigint_to_lightgbm(files, tmp_path, signum):
+    """`lightgbm-cegb train` stopped by SIGTERM (a job scheduler, a container stop) left the LightGBM child
+    training: the signal is forwarded, the CLI waits for the child and exits as it did (128 + the signal)."""
+    _, data, costs, _, _ = files
+    fake = tmp_path / "lightgbm"
+    fake.write_text("#!/bin/sh\n"
+                    f"trap 'echo $$ > {tmp_path / 'stopped'}; exit 143' TERM\n"
+                    f"trap 'echo $$ > {tmp_path / 'stopped'}; exit 130' INT\n"
+                    f"echo $$ > {tmp_path / 'started.tmp'}; mv {tmp_path / 'started.tmp'} {tmp_path / 'started'}\n"
+                    "while :; do sleep 0.05; done\n")
+    fake.chmod(0o755)
+    conf = tmp_path / "train.conf"
+    conf.write_text(f"task = train\nobjective = regression\ndata = {data}\n")
+    cli = subprocess.Popen([*CLI, "train", str(conf), "--costs", str(costs), "--lightgbm", str(fake)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "started").exists():
+            assert cli.poll() is None and time.monotonic() < deadline, f"the child never started: {cli.stderr.read()}"
+            time.sleep(0.05)
+        child = int((tmp_path / "started").read_text())
+        cli.send_signal(signum)
+        try:
+            status = cli.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail("lightgbm-cegb train did not end within 60 s of the signal: timed out")
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.wait()
+        if (tmp_path / "started").exists() and not (tmp_path / "stopped").exists():
+            try:  # a regression left the child running: end it here, then fail below
+                os.kill(int((tmp_path / "started").read_text()), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    assert (tmp_path / "stopped").exists() and int((tmp_path / "stopped").read_text()) == child
+    assert status == (143 if signum == signal.SIGTERM else 130)
+    with pytest.raises(ProcessLookupError):  # ended and reaped: no process of that id is left
+        os.kill(child, 0)
+
+
+@pytest.fixture(scope="module")
+def small_model(tmp_path_factory):
+    """A 4-feature model and a 4-line cost file, for the cost command's bad inputs."""
+    tmp = tmp_path_factory.mktemp("bad_input")
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(200, 4))
+    booster = lgb.train({"objective": "regression", "num_leaves": 4, "verbose": -1}, lgb.Dataset(X, X[:, 0]), 3)
+    booster.save_model(tmp / "model.txt")
+    (tmp / "costs.txt").write_text("1\n2\n3\n4\n")
+    return tmp
+
+
+@pytest.mark.parametrize(("data", "options", "message"), [
+    (b"1,2,3,4,5\n0,1,2,3,4\n", ["--label-column", "9"],
+     r"label_column=9 is beyond the data file's 5 columns \(0..4\)"),
+    (b"1,2,3,4,5\n0,1,2,3,4\n", ["--label-column", "-1"], r"--label-column should be a column index >= 0, got -1"),
+    (b"1,2,3,4,5\n0,1,2,3\n1,2,3,4,5\n", [], r"line 2: 4 fields where the first row has 5: every row should have the "
+                                             r"same columns"),
+    (b"y,a,b,c,d\n1,2,3,4,5\n\n0,1,2\n", ["--header"], r"line 4: 3 fields where the first row has 5"),
+    (b"1,2,3,4,5\n\xff\xfe,1,2,3,4\n", [], r"data file '.*data.csv' should be UTF-8 text, got byte 0xff on line 2"),
+    # a ':' in a CSV field: read as LibSVM rows with no feature (all zero), exit 0
+    (b"1,2:30,3,4,5\n0,1,2,3,4\n", ["--zero-based"], r"line 1 is not numeric \('1,2:30,3,4,5'\)"),
+    (b"1,2,3,4,5\n0,1:2,2,3,4\n", [], r"line 2, column 1: expected a number or a missing value \('', 'na', 'NA', "
+                                     r"'nan', 'NaN'\), got '1:2'"),
+    (b"1 0:1.5 2:3\n1,2,3,4,5\n", ["--zero-based"], r"line 2: expected a LibSVM row \(a label, then index:value "
+                                                    r"pairs\), got '1,2,3,4,5'"),
+    (b"1,2,3,4,x\n", ["--header"], r"holds no rows"),
+])
+def test_cost_refuses_bad_data_files(small_model, tmp_path, capsys, data, options, message):
+    (tmp_path / "data.csv").write_bytes(data)
+    argv = ["cost", str(small_model / "model.txt"), str(tmp_path / "data.csv"), "--costs",
+            str(small_model / "costs.txt"), *options]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("lightgbm-cegb: error: ") and re.search(message, err), err
+    proc = subprocess.run([*CLI, *argv], capture_output=True, text=True, timeout=120)  # no traceback either
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and re.search(message, proc.stderr), proc.stderr
+
+
+def test_cost_refuses_files_that_are_not_utf8(small_model, tmp_path, capsys):
+    data = tmp_path / "data.csv"
+    data.write_text("1,2,3,4,5\n0,1,2,3,4\n")
+    costs = tmp_path / "costs.txt"
+    costs.write_bytes(b"1\n\xff\n3\n4\n")
+    assert main(["cost", str(small_model / "model.txt"), str(data), "--costs", str(costs)]) == 2
+    assert re.search(r"cost file '.*costs.txt' should be UTF-8 text, got byte 0xff on line 2", capsys.readouterr().err)
+    model = tmp_path / "model.txt"
+    model.write_bytes((small_model / "model.txt").read_bytes() + b"\xfe\n")
+    assert main(["cost", str(model), str(data), "--costs", str(small_model / "costs.txt")]) == 2
+    assert re.search(r"model file '.*model.txt' should be UTF-8 text, got byte 0xfe on line \d+",
+                     capsys.readouterr().err)
+    config = tmp_path / "bad.conf"
+    config.write_bytes(b"label_column = 0 # \xe9\n")
+    assert main(["cost", str(small_model / "model.txt"), str(data), "--costs", str(small_model / "costs.txt"),
+                 "--config", str(config)]) == 2
+    assert re.search(r"config file '.*bad.conf' should be UTF-8 text", capsys.readouterr().err)
+    config.write_text("label_column = -2\n")
+    assert main(["cost", str(small_model / "model.txt"), str(data), "--costs", str(small_model / "costs.txt"),
+                 "--config", str(config)]) == 2
+    assert "label_column should be a column index >= 0 or name:COLUMN, got '-2'" in capsys.readouterr().err
+
+
+def test_cost_still_reads_csv_with_missing_values_and_libsvm(small_model, tmp_path, capsys):
+    X = np.array([[0.5, np.nan, 2.0, -1.0], [1.5, 0.0, -2.0, 3.0]])
+    expected = prediction_cost(str(small_model / "model.txt"), X, np.array([1.0, 2.0, 3.0, 4.0]))
+    (tmp_path / "a.csv").write_text("1,0.5,,2,-1\n0,1.5,0,-2,3\n")
+    (tmp_path / "b.tsv").write_text("1\t0.5\tNA\t2\t-1\n0\t1.5\t0\t-2\t3\n")
+    (tmp_path / "c.svm").write_text("1 0:0.5 1:nan 2:2 3:-1\n0 0:1.5 2:-2 3:3\n")
+    for name in ("a.csv", "b.tsv", "c.svm"):
+        assert main(["cost", str(small_model / "model.txt"), str(tmp_path / name), "--costs",
+                     str(small_model / "costs.txt"), "--format", "json"]) == 0
+        report = json.loads(capsys.readouterr().out)
+        assert report["mean"] == pytest.approx(expected.mean, rel=1e-12), name

@@ -6,12 +6,11 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 import lightgbm as lgb
 import numpy as np
 
-from lightgbm_cegb.core.errors import CEGBError
+from lightgbm_cegb.core.errors import CEGBError, read_utf8
 
 #: The Yahoo! LTR cost file's cost of the feature ids that never occur in set 1.
 UNUSED_ID_COST = 10000.0
@@ -52,11 +51,13 @@ def _check_values(name: str, values: np.ndarray, what: str = "feature") -> np.nd
     return values
 
 
-def _groups_input(groups) -> tuple[dict[str, list] | None, int | None]:
-    """({group name: members (column indices or feature names)}, the number of features when groups came as
-    one id per feature)."""
+def _groups_input(groups) -> tuple[dict[str, list] | None, int | None, int | None]:
+    """({group name: members (column indices or feature names)}, the number of features and the number of
+    group ids (the largest + 1) when groups came as one id per feature). Only the ids that occur become
+    groups (named by their id, in increasing order): the ids are labels, so memory and time are
+    O(features + groups present) whatever their values (a model file may say 2e9)."""
     if groups is None:
-        return None, None
+        return None, None, None
     if isinstance(groups, Mapping):
         out: dict[str, list] = {}
         owner: dict = {}
@@ -76,7 +77,7 @@ def _groups_input(groups) -> tuple[dict[str, list] | None, int | None]:
                 owner[member] = name
                 keyed.append(member)
             out[str(name)] = keyed
-        return out, None
+        return out, None, None
     ids = np.asarray(groups)
     if ids.ndim != 1 or (ids.size and ids.dtype.kind not in "iu"):
         raise CEGBError("groups should be a mapping from group name to its features, or one integer group id per "
@@ -85,20 +86,38 @@ def _groups_input(groups) -> tuple[dict[str, list] | None, int | None]:
     if ids.size and ids.min() < -1:
         raise CEGBError(f"groups: ids should be >= 0, or -1 for no group, got {int(ids.min())} for feature "
                         f"{int(np.argmin(ids))}")
-    num_groups = int(ids.max()) + 1 if ids.size else 0
-    return {str(g): np.flatnonzero(ids == g).tolist() for g in range(num_groups)}, len(ids)
+    ids = ids.astype(np.int64)
+    grouped = np.flatnonzero(ids >= 0)
+    by_id = grouped[np.argsort(ids[grouped], kind="stable")]  # members of a group stay in column order
+    present, starts = np.unique(ids[by_id], return_index=True)
+    members = np.split(by_id, starts[1:]) if by_id.size else []
+    out = {str(int(g)): m.tolist() for g, m in zip(present, members)}
+    return out, len(ids), (int(present[-1]) + 1 if present.size else 0)
 
 
-def _group_costs(kind: str, values, names: list[str] | None) -> np.ndarray | None:
-    """One cost per group, in the groups' order, from a sequence or a mapping by group name (others: 0)."""
+def _group_costs(kind: str, values, names: list[str] | None, num_ids: int | None = None) -> np.ndarray | None:
+    """One cost per group, in the groups' order, from a sequence or a mapping by group name (others: 0).
+    Groups given as ids (``num_ids``: the largest id + 1): a sequence has one value per id 0..num_ids - 1, as
+    LightGBM's cegb_penalty_group_* (the values of the ids that occur are kept), and a mapping may name an id
+    that no feature has (its cost is never paid)."""
     if values is None:
         return None
     if names is None:
         raise CEGBError(f"{kind} costs need groups (groups=...)")
     if _is_named_series(values):
         values = dict(zip(map(str, values.index), values.to_numpy()))
+    if num_ids is not None and not isinstance(values, Mapping):
+        arr = np.asarray(values, dtype=np.float64)
+        if arr.ndim != 1 or len(arr) != num_ids:
+            raise CEGBError(f"{kind} costs should have one value per group id 0..{num_ids - 1} ({num_ids} values, "
+                            f"the largest id + 1), got shape {arr.shape}")
+        _check_values(kind, arr, "group")  # every id's value, as LightGBM checks them
+        return arr[np.array([int(name) for name in names], dtype=np.int64)].copy()
     if isinstance(values, Mapping):
-        unknown = sorted(set(map(str, values)) - set(names))
+        known = set(names)
+        if num_ids is not None:
+            known |= {str(k) for k in values if str(k).isdigit() and int(str(k)) < num_ids}
+        unknown = sorted(set(map(str, values)) - known)
         if unknown:
             raise CEGBError(f"{kind} costs name unknown groups {unknown[:10]}; the groups are {names[:10]}")
         values = {str(k): v for k, v in values.items()}
@@ -137,9 +156,11 @@ class FeatureCosts:
         Cost of evaluating one split node (an array: per feature tested, CEGB's multi-scale variant).
     groups : mapping or array-like, optional
         Features whose costs are shared: a mapping from group name to its members (feature names or column
-        indices; a feature in two groups is an error), or one integer group id per column (-1: none).
+        indices; a feature in two groups is an error), or one integer group id per column (-1: none). Ids are
+        labels: the groups are the ids that occur, named by their id (``"7"``), in increasing order.
     group_lazy, group_coupled : array-like or mapping, optional
-        Cost of each group (in the order of ``groups``, or a mapping by group name), paid once by the first
+        Cost of each group (in the order of ``groups``, or a mapping by group name; with ids, as LightGBM's
+        ``cegb_penalty_group_*``, one value per id 0..largest id), paid once by the first
         use of any member: per row (lazy) or per model (coupled). Members' own costs are paid on top
         (Greedy Miser's Scene-15 costs: a descriptor's extraction, then each classifier on it).
     tree : float, default 0.0
@@ -159,10 +180,10 @@ class FeatureCosts:
                  tree: float = 0.0):
         self._lazy = self._input("lazy", lazy)
         self._coupled = self._input("coupled", coupled)
-        self._groups, self._groups_length = _groups_input(groups)
+        self._groups, self._groups_length, num_ids = _groups_input(groups)
         names = None if self._groups is None else list(self._groups)
-        self._group_lazy = _group_costs("group_lazy", group_lazy, names)
-        self._group_coupled = _group_costs("group_coupled", group_coupled, names)
+        self._group_lazy = _group_costs("group_lazy", group_lazy, names, num_ids)
+        self._group_coupled = _group_costs("group_coupled", group_coupled, names, num_ids)
         split_arr = np.asarray(split, dtype=np.float64)
         if split_arr.ndim > 1:
             raise CEGBError(f"split should be a number or one value per feature, got shape {split_arr.shape}")
@@ -437,7 +458,7 @@ class FeatureCosts:
         if first_column < 0:
             raise CEGBError(f"first_column should be >= 0, got {first_column}")
         values = []
-        for lineno, line in enumerate(Path(path).read_text().splitlines(), 1):
+        for lineno, line in enumerate(read_utf8(path, "cost file").splitlines(), 1):
             line = line.split("#", 1)[0].strip()
             if not line:
                 continue

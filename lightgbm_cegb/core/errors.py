@@ -1,4 +1,5 @@
-"""The exceptions and warnings of lightgbm_cegb, and the checks of a numeric parameter and of row weights.
+"""The exceptions and warnings of lightgbm_cegb, and the checks of a numeric parameter, of row weights and of a
+text file's encoding.
 
 Errors: ``CEGBError`` (a ValueError) for invalid input; ``NotFittedError`` (also scikit-learn's, so
 ``except sklearn.exceptions.NotFittedError`` catches it) when a model is used before ``fit``. Warnings derive
@@ -9,6 +10,8 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
+from pathlib import Path
 
 import numpy as np
 from sklearn.exceptions import NotFittedError as _SklearnNotFittedError
@@ -53,3 +56,15 @@ def checked_weights(weight, n: int, name: str = "sample_weight") -> np.ndarray:
     if weight.shape != (n,) or not np.isfinite(weight).all() or (weight < 0).any() or not weight.any():
         raise CEGBError(f"{name} should hold {n} finite weights >= 0, not all zero")
     return weight
+
+
+def read_utf8(path: str | os.PathLike, what: str) -> str:
+    """The text of a file that should be UTF-8 (a model file, a cost file, a data file's lines), or a CEGBError
+    naming the file and where it is not."""
+    data = Path(path).read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise CEGBError(f"{what} {str(path)!r} should be UTF-8 text, got byte 0x{data[exc.start]:02x} on line "
+                        f"{line} (offset {exc.start})") from None

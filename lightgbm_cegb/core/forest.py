@@ -9,7 +9,8 @@ needs one numbering of all nodes of a tree (parents, pruning), split node j is j
 
 The constructor is the trust boundary: it checks every index a Cython kernel will follow (children in
 range and acyclic, features, categorical thresholds and bitset ranges, trees per iteration), so a
-``Forest`` can never crash or hang the kernels. Readers: ``lightgbm_model`` (LightGBM model text) and
+``Forest`` can never crash or hang the kernels; leaf indices given to it (``raw_score``, ``leaf_values``)
+are checked where they enter (``checked_leaves``). Readers: ``lightgbm_model`` (LightGBM model text) and
 ``sklearn_model`` (fitted scikit-learn trees); ``models.to_forest`` picks one for any supported model.
 """
 
@@ -231,6 +232,10 @@ class Forest:
 
     def num_trees_for(self, num_iteration: int | None) -> int:
         """Trees used by the first ``num_iteration`` iterations (None or <= 0: all)."""
+        if num_iteration is not None and (isinstance(num_iteration, bool)
+                                          or not isinstance(num_iteration, (int, np.integer))):
+            raise CEGBError(f"num_iteration should be None or an integer (<= 0: all iterations), got "
+                            f"{num_iteration!r}")
         if num_iteration is None or num_iteration <= 0 or num_iteration >= self.num_iterations:
             return self.num_trees
         return int(num_iteration) * self.trees_per_iteration
@@ -370,9 +375,28 @@ class Forest:
             curve = curve + tree * len(acquisition) * trees_done
         return acquisition, evaluation, rows_using, curve
 
+    def checked_leaves(self, leaves) -> np.ndarray:
+        """``leaves`` as C-contiguous int32[n_rows, trees used] or a clear error: leaves[i, t] must be a leaf of
+        tree t (0 <= leaf < its leaf count), since the kernels index the leaf arrays with them unchecked."""
+        arr = np.asarray(leaves)
+        if arr.ndim != 2 or arr.shape[1] > self.num_trees:
+            raise CEGBError(f"leaves should be a 2-d array of shape (rows, trees used <= {self.num_trees}), "
+                            f"got shape {arr.shape}")
+        if arr.dtype.kind not in "iu" and arr.size:
+            raise CEGBError(f"leaves should hold integers (leaf indices), got {arr.dtype} values")
+        if arr.size:
+            counts = np.diff(self.leaf_offset)[:arr.shape[1]]
+            bad = (arr < 0) | (arr >= counts)
+            if bad.any():
+                row, t = (int(k) for k in np.argwhere(bad)[0])
+                raise CEGBError(f"leaves[{row}, {t}] should be a leaf of tree {t} (0..{int(counts[t]) - 1}), "
+                                f"got {arr[row, t]}")
+        return np.ascontiguousarray(arr, dtype=np.int32)
+
     def leaf_values(self, X, leaves: np.ndarray) -> np.ndarray:
         """Each tree's output for each row, given the leaves the rows reach: float64[n_rows, num_trees]
         (linear leaves included; LightGBM's fallback to the leaf value where a linear feature is NaN)."""
+        leaves = self.checked_leaves(leaves)
         index = self.leaf_offset[:leaves.shape[1]] + leaves
         values = self.leaf_value[index]
         if self.linear is not None:
@@ -386,9 +410,14 @@ class Forest:
         order from 0.0), so with the same bits as ``predict(raw_score=True)``. ``averaged``: as GBDT::Predict
         continues for rf models, divided by the number of iterations (the score its objective transforms).
         X is read for linear trees only, unless ``values`` gives the trees' outputs (``leaf_values``) already."""
-        leaves = np.ascontiguousarray(leaves, dtype=np.int32)
+        leaves = self.checked_leaves(leaves)
         if values is None:
             values = self.leaf_values(X, leaves) if self.linear is not None else np.zeros((0, 0))
+        else:
+            values = np.asarray(values)
+            if values.shape != leaves.shape or values.dtype.kind not in "iuf":
+                raise CEGBError(f"values should be numbers of shape {leaves.shape} (one per row and tree of "
+                                f"leaves), got {values.dtype} values of shape {values.shape}")
         return raw_scores(leaves, self.leaf_offset, self.leaf_value, np.ascontiguousarray(values, dtype=np.float64),
                           self.trees_per_iteration, averaged and self.average_output,
                           resolve_n_jobs(n_jobs, len(leaves)))

@@ -114,6 +114,9 @@ class CEGBState:
         _, version, _, rows, features, groups = _HEADER.unpack_from(data)
         if version != VERSION:
             raise CEGBError(f"CEGBState: format version {version}, this package reads version {VERSION}")
+        for name, count in (("rows", rows), ("features", features), ("groups", groups)):
+            if count < 0:
+                raise CEGBError(f"CEGBState: the header's count of {name} should be >= 0, got {count}")
         keys = features + groups
         expected = _HEADER.size + 8 * (_words(keys) + _words(rows * keys))
         if len(data) != expected:

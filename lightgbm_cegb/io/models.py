@@ -22,7 +22,7 @@ import lightgbm as lgb
 import lightgbm_cegb.io.lightgbm_text as lightgbm_model
 import lightgbm_cegb.io.sklearn_trees as sklearn_model
 from lightgbm_cegb.core.costs import FeatureCosts
-from lightgbm_cegb.core.errors import CEGBError
+from lightgbm_cegb.core.errors import CEGBError, read_utf8
 from lightgbm_cegb.core.forest import Forest
 
 _cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -92,15 +92,23 @@ def to_forest(model, *, cache: bool = True) -> Forest:
     if isinstance(getattr(model, "forest_", None), Forest):  # the package's own estimators (BudgetRF, ...)
         return model.forest_
     if isinstance(model, (str, os.PathLike)):
+        if isinstance(model, str) and "\n" in model:
+            raise CEGBError(f"model should be a model file's path, got a string of {len(model)} characters over "
+                            f"several lines ({model[:30]!r}...): for a model's text, pass "
+                            "lightgbm.Booster(model_str=text)")
         path = Path(model)
-        if not path.is_file():
+        try:
+            exists = path.is_file()
+        except OSError as exc:  # e.g. a name too long for the file system
+            raise CEGBError(f"model file {str(path)[:200]!r} cannot be read: {exc.strerror or exc}") from None
+        if not exists:
             raise CEGBError(f"model file {str(path)!r} does not exist")
         stat = path.stat()
         key = (stat.st_size, stat.st_mtime_ns)
         cached = _file_cache.get(str(path.resolve()))
         if cache and cached is not None and cached[0] == key:
             return cached[1]
-        forest = lightgbm_model.read_text(path.read_text())
+        forest = lightgbm_model.read_text(read_utf8(path, "model file"))
         if cache:
             _file_cache.clear()  # keep one file's forest: enough for repeated calls on one model
             _file_cache[str(path.resolve())] = (key, forest)

@@ -52,6 +52,19 @@ FORMAT_VERSION = 2
 MANIFEST = "manifest.json"
 
 
+class Fields(dict):
+    """A mapping read from a manifest (the manifest, its ``state``, its ``costs``): a key it lacks is a CEGBError
+    that names the key and the file, not a bare KeyError."""
+
+    def __init__(self, values: Mapping, where: str) -> None:
+        super().__init__(values)
+        self.where = where
+
+    def __missing__(self, key):
+        raise CEGBError(f"{self.where} lacks the key {key!r}: the file is damaged, or was not written by "
+                        "lightgbm_cegb")
+
+
 def encode(value):
     """``value`` as JSON-ready data (see the module's doc), or CEGBError naming what cannot be encoded."""
     if value is None or isinstance(value, (bool, str)):
@@ -92,7 +105,8 @@ def decode(value):
             return FeatureCosts(**decode(value["__FeatureCosts__"]))
         if "__items__" in value:
             return {_hashable(decode(k)): decode(v) for k, v in value["__items__"]}
-        return {k: decode(v) for k, v in value.items()}
+        decoded = {k: decode(v) for k, v in value.items()}
+        return Fields(decoded, value.where) if isinstance(value, Fields) else decoded
     return value
 
 
@@ -154,6 +168,11 @@ def read(path: str | os.PathLike, estimator: str | None = None) -> tuple[dict, P
         manifest = {**manifest, "format_version": 1, "estimator": kind}
     if estimator is not None and kind != estimator:
         raise CEGBError(f"path: {str(folder)!r} is not {_a(estimator)} model (it holds {_a(kind)} model)")
+    where = f"path: the manifest {str(folder / MANIFEST)!r}"
+    manifest = Fields(manifest, where)
+    for key in ("state", "costs"):
+        if isinstance(manifest.get(key), dict):
+            manifest[key] = Fields(manifest[key], f"{where} ({key})")
     return manifest, folder
 
 

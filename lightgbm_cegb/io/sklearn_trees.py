@@ -14,7 +14,7 @@ import copy
 
 import numpy as np
 
-from lightgbm_cegb.core.errors import CEGBError
+from lightgbm_cegb.core.errors import CEGBError, NotFittedError
 from lightgbm_cegb.core.forest import MISSING_TYPE_NAN, Forest
 
 
@@ -22,8 +22,15 @@ def _trees(model) -> tuple[list, list, int, bool]:
     """(estimators with a ``tree_`` in iteration-major order, their column subsets or None, trees per
     iteration, average_output)."""
     from sklearn.ensemble import BaseEnsemble, GradientBoostingClassifier, GradientBoostingRegressor
+    from sklearn.exceptions import NotFittedError as SklearnNotFittedError
     from sklearn.tree import BaseDecisionTree
+    from sklearn.utils.validation import check_is_fitted
 
+    if isinstance(model, (BaseDecisionTree, BaseEnsemble)):
+        try:
+            check_is_fitted(model)
+        except SklearnNotFittedError:
+            raise NotFittedError(f"model: this {type(model).__name__} is not fitted yet: call fit first") from None
     if isinstance(model, BaseDecisionTree):
         return [model], [None], 1, False
     if isinstance(model, (GradientBoostingClassifier, GradientBoostingRegressor)):

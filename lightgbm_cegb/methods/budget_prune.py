@@ -304,6 +304,13 @@ def _solve_highs(forest: _Problem, costs: _PairCosts, tradeoff: float):
     # in units of 1/N (error counts and tradeoff * c_k): HiGHS's tolerances are absolute (1e-7 by default), and
     # tradeoff * c_k / N can be as small as that (tradeoff=3e-4, c=1, N=3000 made HiGHS pay for 202 needless pairs)
     objective = np.concatenate([np.concatenate(forest.errors), tradeoff * costs.extended[w_feature]])
+    # ... and relative to nothing: with errors of 1e-12 (a regression on small targets) every reduced cost is
+    # within them and HiGHS stops anywhere. Scaled to a largest error of 1, they are relative to the errors, as
+    # the max-flow solver's eps is to the gains (not to the pairs' costs: a pair dearer than every error is
+    # never worth paying, and errors below 1e-10 of it would be lost); the optimum and duals are scaled back.
+    errors = np.concatenate(forest.errors)
+    scale = float(np.abs(errors).max(initial=0.0)) or float(np.abs(objective).max(initial=0.0)) or 1.0
+    objective = objective / scale
     a_eq = sp.csr_matrix((np.ones(len(eq_rows)), (eq_rows, eq_cols)), shape=(num_eq, num_z + num_w))
     b_eq = np.ones(num_eq)
     a_ub = sp.csr_matrix((ub_vals, (ub_rows, ub_cols)), shape=(num_ub, num_z + num_w)) if num_ub else None
@@ -322,7 +329,8 @@ def _solve_highs(forest: _Problem, costs: _PairCosts, tradeoff: float):
     if num_ub:
         dual += float(b_ub @ res.ineqlin.marginals)
     z = np.round(res.x[:num_z]).astype(bool)
-    return [z[offsets[t]:offsets[t + 1]] for t in range(len(forest.parent))], float(res.fun) / n, dual / n
+    return ([z[offsets[t]:offsets[t + 1]] for t in range(len(forest.parent))], float(res.fun) * scale / n,
+            dual * scale / n)
 
 
 def _solve_maxflow(forest: _Problem, costs: _PairCosts, tradeoffs: list[float]):
@@ -376,8 +384,11 @@ def _solve_maxflow(forest: _Problem, costs: _PairCosts, tradeoffs: list[float]):
         ids.append(node_id)
         first += size
     gain_all = np.concatenate(gain)
-    largest_pair = max(tradeoffs, default=0.0) * float(extended.max(initial=0.0))
-    eps = 1e-13 * max(1.0, float(np.abs(gain_all).max(initial=0.0)), largest_pair)
+    # Residuals at or below eps count as zero. The flow is at most the gains' sum, whatever the trade-off, so the
+    # tolerance is relative to the gains alone: neither an absolute floor (gains of 1e-10, as a regression on
+    # small targets has, were lost in one of 1e-13) nor the path's largest pair capacity (tradeoff x c of the
+    # path's largest trade-off made pairs of its small trade-offs count as saturated: "internal error").
+    eps = 1e-13 * float(np.abs(gain_all).max(initial=0.0))
 
     # pairs (row, feature or group) are indexed densely: only over the kinds that some node pays for
     top_all, feature_all = np.concatenate(top), np.concatenate(feature)
@@ -472,7 +483,10 @@ def _result(model, forest: Forest | None, problem: _Problem, costs: _PairCosts, 
     kept = [kept_nodes(parent, leaf) for parent, leaf in zip(problem.parent, leaves)]
     error, cost = _evaluate(problem, leaves, kept, costs)
     objective = error + tradeoff * cost
-    if not np.isclose(objective, optimum, rtol=1e-9, atol=1e-12):
+    # the rounding of the flow's sums is relative to the errors' scale (pruning every tree to its root costs
+    # their roots' errors): no absolute floor, which at tiny scales (errors of 1e-12) would check nothing
+    magnitude = sum(float(errors.max(initial=0.0)) for errors in problem.errors) / problem.num_rows
+    if not np.isclose(objective, optimum, rtol=1e-9, atol=1e-12 * magnitude):
         raise CEGBError(f"internal error: the pruned model's objective {objective!r} differs from the "
                         f"solver's optimum {optimum!r}; please report this")
     if _is_sklearn_forest(model):
@@ -561,7 +575,7 @@ class Pruner:
             cross = (high[4] - low[4]) / (low[5] - high[5])
             middle = self._solve(cross)
             line = low[4] + cross * low[5]
-            if middle[4] + cross * middle[5] >= line - 1e-12 * max(1.0, abs(line)):
+            if middle[4] + cross * middle[5] >= line - 1e-12 * abs(line):  # relative: errors may be 1e-12
                 # a breakpoint: low and high are both optimal at cross, high (within budget) for every tradeoff above
                 return self._result(cross, high[1], middle[2], middle[3])
             if middle[5] <= budget:

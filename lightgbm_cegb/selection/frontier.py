@@ -9,10 +9,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from lightgbm_cegb.core.errors import CEGBError
+from lightgbm_cegb.core.errors import CEGBError, check_number
 from lightgbm_cegb.selection.adapters import CEGB_RELATIVE_TRADEOFFS
 from lightgbm_cegb.selection.metrics import Metric, get_metric
-from lightgbm_cegb.selection.registry import Candidate, Rows
+from lightgbm_cegb.selection.registry import Candidate, Rows, encoded
 from lightgbm_cegb.selection.sweep import sweep
 
 
@@ -35,11 +35,18 @@ def pareto(frame: pd.DataFrame) -> pd.DataFrame:
 def evaluate(frame: pd.DataFrame, rows, *, prefix: str = "test_") -> pd.DataFrame:
     """``frame`` with each point measured on other ``rows`` ((X, y) or (X, y, group)) by the sweep's
     metric: columns ``test_quality``, ``test_cost`` (``prefix`` names them)."""
-    rows, metric = Rows.of(rows, prefix.rstrip("_") or "rows"), frame.attrs["metric_object"]
+    name = prefix.rstrip("_") or "rows"
+    rows, metric = _sweep_labels(frame, Rows.of(rows, name), name), frame.attrs["metric_object"]
     figures = [row["model"].measure(rows, metric)[:2] for _, row in frame.iterrows()]
     out = frame.assign(**{f"{prefix}quality": [q for q, _ in figures], f"{prefix}cost": [c for _, c in figures]})
     out.attrs = dict(frame.attrs)
     return out
+
+
+def _sweep_labels(frame: pd.DataFrame, rows: Rows, name: str) -> Rows:
+    """Rows labelled as the sweep's methods saw its labels (classification: indices in its classes)."""
+    classes = frame.attrs.get("classes")
+    return encoded(rows, None if classes is None else np.asarray(classes), name)
 
 
 @dataclass
@@ -59,8 +66,8 @@ class Selection:
 def select(frame: pd.DataFrame, budget: float, test=None, *, metric: str | Metric | None = None) -> Selection:
     """The point of ``frame`` (a :func:`sweep`) with the best validation quality among those whose mean
     validation cost is at most ``budget`` (ties: the cheaper); with ``test`` rows, its test figures too."""
-    if not isinstance(budget, (int, float)) or not budget >= 0 or not math.isfinite(budget):
-        raise CEGBError(f"budget should be a finite number >= 0, got {budget!r}")
+    check_number(budget, "budget", 0.0)  # any real number: numpy's float32 too
+    budget = float(budget)
     if len(frame) == 0:
         raise CEGBError("the frontier is empty")
     within = frame[frame["cost"] <= budget]
@@ -73,7 +80,8 @@ def select(frame: pd.DataFrame, budget: float, test=None, *, metric: str | Metri
                        float(best["cost"]))
     if test is not None:
         used = get_metric(metric, frame.attrs["task"]) if metric is not None else frame.attrs["metric_object"]
-        chosen.test_quality, chosen.test_cost, _ = candidate.measure(Rows.of(test, "test"), used)
+        chosen.test_quality, chosen.test_cost, _ = candidate.measure(
+            _sweep_labels(frame, Rows.of(test, "test"), "test"), used)
     return chosen
 
 

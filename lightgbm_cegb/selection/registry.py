@@ -36,6 +36,52 @@ class Rows:
         raise CEGBError(f"{name} should be (X, y) or (X, y, group), got {type(rows).__name__}")
 
 
+def class_labels(task: str, train: Rows, valid: Rows) -> np.ndarray | None:
+    """The sorted classes of a classification task's labels (train's and valid's), or None for regression and
+    ranking. binary: exactly two classes, both in train; multiclass: at least two. Every method then sees the
+    labels as their indices in the classes (:func:`encoded`): 0 and 1, the larger value being 1 (the positive
+    class, as scikit-learn's ``classes_[1]``), or 0..K-1."""
+    if task not in ("binary", "multiclass"):
+        return None
+    try:
+        found = np.unique(np.concatenate([train.y, valid.y]))
+    except TypeError:
+        raise CEGBError(f"task={task!r}: labels should be numbers or strings of one kind, got "
+                        f"{train.y.dtype} and {valid.y.dtype} labels that cannot be ordered") from None
+    if found.dtype.kind == "f" and not np.isfinite(found).all():
+        raise CEGBError(f"task={task!r}: labels should be finite, got {found[~np.isfinite(found)][:3].tolist()}")
+    shown = found[:10].tolist() + (["..."] if len(found) > 10 else [])
+    if task == "binary" and len(found) != 2:
+        raise CEGBError(f"task='binary' needs labels of exactly two classes (the larger is the positive class), "
+                        f"got {len(found)} in train and valid: {shown}")
+    if task == "binary" and len(np.unique(train.y)) != 2:
+        raise CEGBError(f"task='binary': train should hold both classes {shown}, got only "
+                        f"{np.unique(train.y).tolist()}")
+    if task == "multiclass" and len(found) < 2:
+        raise CEGBError(f"task='multiclass' needs labels of at least two classes, got {shown}")
+    return found
+
+
+def encoded(rows: Rows, classes: np.ndarray | None, name: str) -> Rows:
+    """``rows`` with its labels as their indices in ``classes`` (None: as they are); a label that is not one
+    of the classes is an error naming it."""
+    if classes is None:
+        return rows
+    y = np.asarray(rows.y)
+    kinds = {y.dtype.kind, classes.dtype.kind}
+    if kinds <= set("biuf") or kinds == {"U"}:  # comparable: sorted search
+        codes = np.searchsorted(classes, y)
+        known = (codes < len(classes)) & (classes[np.minimum(codes, len(classes) - 1)] == y)
+    else:  # objects, or strings against numbers: by value
+        index = {c: i for i, c in enumerate(classes.tolist())}
+        codes = np.array([index.get(v, -1) for v in y.tolist()], dtype=np.int64)
+        known = codes >= 0
+    if not known.all():
+        raise CEGBError(f"{name}: labels should be among the sweep's classes {classes[:10].tolist()}, got "
+                        f"{np.unique(y[~known].astype(object).astype(str))[:5].tolist()}")
+    return Rows(rows.X, codes.astype(np.int64), rows.group)
+
+
 # ---------------------------------------------------------------------------------------------- methods
 @dataclass
 class Candidate:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import numpy as np
 
 from lightgbm_cegb.accounting import prediction_cost
-from lightgbm_cegb.core.errors import CEGBError
+from lightgbm_cegb.core.errors import CEGBError, check_number
 from lightgbm_cegb.selection.metrics import Metric, get_metric
 
 
@@ -20,8 +20,9 @@ def cost_scorer(costs=None, *, metric: str | Metric = "accuracy", budget: float 
     mean prediction cost per row of X, and ``-inf`` when that cost passes ``budget``. ``costs``: as
     ``prediction_cost`` takes them (None: the model's own cegb_* parameters)."""
     used = get_metric(metric, "binary")
-    if penalty < 0 or not math.isfinite(penalty):
-        raise CEGBError(f"penalty should be a finite number >= 0, got {penalty!r}")
+    check_number(penalty, "penalty", 0.0)
+    if budget is not None:  # nan compared False with every cost: the budget was silently ignored
+        check_number(budget, "budget", 0.0)
 
     if used.name.startswith(("ndcg@", "ap@", "p@")):
         raise CEGBError(f"cost_scorer: metric {used.name!r} needs the queries, which a scikit-learn scorer does not "

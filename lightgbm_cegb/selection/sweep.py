@@ -10,7 +10,7 @@ import pandas as pd
 from lightgbm_cegb.core.costs import FeatureCosts
 from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.selection.metrics import Metric, get_metric
-from lightgbm_cegb.selection.registry import METHODS, TASKS, Context, Method, Rows
+from lightgbm_cegb.selection.registry import METHODS, TASKS, Context, Method, Rows, class_labels, encoded
 
 
 # ------------------------------------------------------------------------------------------------ sweep
@@ -34,7 +34,12 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
     train, valid : (X, y) or (X, y, group) with ``group`` the query sizes (ranking)
     costs : FeatureCosts, or lazy costs per column; by feature name (a mapping or a FeatureCosts of names)
             when X is a DataFrame
-    task : "binary", "multiclass", "regression" or "ranking"
+    task : "binary", "multiclass", "regression" or "ranking". binary: labels of exactly two classes, any two
+           values ({0, 1}, {-1, +1}, {2, 5}, two strings), the larger being the positive class (as scikit-learn's
+           ``classes_[1]``); multiclass: two or more classes. Every method is fitted and measured on the labels'
+           indices in the sorted classes (binary: 0 and 1; multiclass: 0..K-1), which ``frame.attrs["classes"]``
+           lists; ``select`` and ``evaluate`` map test labels the same way. A model's ``predict`` answers in
+           these indices (a probability of class 1 for binary).
     grid : {method: [params, ...]} replacing a method's default grid (see the module doc for the knobs)
     metric : a name (``accuracy``, ``auc``, ``logloss``, ``rmse``, ``ap@5``, ``ndcg@K``, ``p@K``) or a Metric
     params : LightGBM parameters for the LightGBM-based methods (e.g. ``num_leaves``, ``learning_rate``)
@@ -63,6 +68,8 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
     if extra:
         raise CEGBError(f"grid names method(s) {extra} that are not swept ({names})")
     train, valid = Rows.of(train, "train"), Rows.of(valid, "valid")
+    classes = class_labels(task, train, valid)
+    train, valid = encoded(train, classes, "train"), encoded(valid, classes, "valid")
     if task == "ranking" and (train.group is None or valid.group is None):
         raise CEGBError("task='ranking' needs the query sizes: train=(X, y, group) and valid=(X, y, group)")
     costs = FeatureCosts.coerce(costs)
@@ -106,7 +113,8 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
     keys = sorted({k for row in rows for k in row["params"]})
     for key in keys:
         frame[key] = [row["params"].get(key) for row in rows]
-    frame.attrs.update(metric=metric.name, greater_is_better=metric.greater_is_better, task=task)
+    frame.attrs.update(metric=metric.name, greater_is_better=metric.greater_is_better, task=task,
+                       classes=None if classes is None else classes.tolist())
     frame.attrs["metric_object"] = metric
     return frame
 

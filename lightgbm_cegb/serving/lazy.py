@@ -57,7 +57,8 @@ class FetchFailure:
 
     def __str__(self) -> str:
         shown = ", ".join(map(str, self.rows[:5].tolist())) + (", ..." if len(self.rows) > 5 else "")
-        return f"fetch({self.feature!r}) for {len(self.rows)} row(s) [{shown}] failed: {self.error}"
+        why = str(self.error) or f"it raised {type(self.error).__name__}"  # an exception without a message
+        return f"fetch({self.feature!r}) for {len(self.rows)} row(s) [{shown}] failed: {why}"
 
 
 @dataclass
@@ -95,6 +96,16 @@ class LazyResult:
     @property
     def mean(self) -> float:
         return float(self.per_instance.mean()) if len(self.status) else 0.0
+
+
+class FetchInterrupted(RuntimeError):
+    """fetch raised KeyboardInterrupt or SystemExit on a worker thread (``max_workers``, ``timeout``, or a plain
+    function under ``aacquire``): that call's failure, not an interrupt of the program (signals reach the main
+    thread only). The exception fetch raised is its ``__cause__``."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(f"it raised {type(error).__name__}" + (f": {error}" if str(error) else ""))
+        self.__cause__ = error
 
 
 class LazyFetchError(RuntimeError):
@@ -184,6 +195,9 @@ class LazyPredictor:
         if costs is None and FeatureCosts.from_params(self.forest.params) is None:
             costs = FeatureCosts(lazy=np.zeros(self.forest.num_features))
         self.costs_ = resolve_costs(costs, self.forest.num_features, self.forest.feature_names, self.forest.params)
+        # the fetch order's costs: 0 for every feature when the costs have no lazy part (a model trained with
+        # coupled or split penalties only)
+        self._lazy = self.costs_.arrays(self.forest.num_features)[0]
         self.fetch, self.order, self.max_workers = fetch, order, max_workers
         self.timeout, self.retries, self.errors, self.n_jobs = timeout, retries, errors, n_jobs
         names = self.forest.feature_names
@@ -243,19 +257,27 @@ class LazyPredictor:
                 for w in range(0, len(pending), width):
                     wave = pending[w:w + width]
                     done: dict = {}
-                    threads = [threading.Thread(
-                        target=lambda j=j, done=done: done.__setitem__(j, self._call(requests[j], run.ids)),
-                        daemon=True) for j in wave]
+                    threads = [threading.Thread(target=self._call_into, args=(done, j, requests[j], run.ids),
+                                                daemon=True) for j in wave]
                     for thread in threads:
                         thread.start()
                     deadline = None if self.timeout is None else time.monotonic() + self.timeout
                     for j, thread in zip(wave, threads):
                         thread.join(None if deadline is None else max(deadline - time.monotonic(), 0.0))
-                        outcomes[j] = done.get(j, TimeoutError(f"timed out after {self.timeout} s"))
+                        outcomes[j] = done[j] if j in done else TimeoutError(f"timed out after {self.timeout} s")
             pending = [j for j in pending if isinstance(outcomes[j], BaseException)]
             if not pending:
                 break
         return outcomes
+
+    def _call_into(self, done: dict, j: int, request, ids) -> None:
+        """_call on a worker thread: its outcome in done[j], whatever fetch raised. A KeyboardInterrupt or
+        SystemExit raised there is fetch's own (signals reach the main thread only): a failure of that call,
+        reported as such (FetchInterrupted; it was lost with the thread and read as a time-out)."""
+        try:
+            done[j] = self._call(request, ids)
+        except BaseException as exc:  # KeyboardInterrupt, SystemExit: _call lets only those through
+            done[j] = FetchInterrupted(exc)
 
     def _call(self, request, ids):
         f, rows = request
@@ -295,7 +317,7 @@ class LazyPredictor:
         f, rows = request
         if callable(self.order):
             return self.order(self.keys[f], ids[rows])
-        lazy = self.costs_.lazy
+        lazy = self._lazy
         return {"cheapest": (lazy[f], f), "costliest": (-lazy[f], f), "most_rows": (-len(rows), f),
                 "model": f}[self.order]
 
@@ -513,7 +535,9 @@ def _in_thread(function, *args) -> asyncio.Future:
             result = function(*args)
             settle = lambda: future.done() or future.set_result(result)  # noqa: E731
         except BaseException as exc:  # handed to the awaiting coroutine
-            error = exc  # 'exc' itself is unbound when the except block ends
+            # a KeyboardInterrupt / SystemExit of this thread is the function's own: re-raised by the await, it
+            # would stop the event loop as a real interrupt does
+            error = exc if isinstance(exc, Exception) else FetchInterrupted(exc)  # 'exc' is unbound after
             settle = lambda: future.done() or future.set_exception(error)  # noqa: E731
         try:
             loop.call_soon_threadsafe(settle)

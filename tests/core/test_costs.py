@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import lightgbm as lgb
 import numpy as np
@@ -98,3 +101,67 @@ def test_costs_round_trip_through_dicts():
         np.testing.assert_array_equal(a, b)
     plain = FeatureCosts.from_dict({**old, "group_of": [-1, -1, -1]})
     assert plain.groups is None
+
+
+def test_group_ids_are_labels_kept_sparse():
+    """Groups given as ids keep only the ids that occur; a cost sequence has one value per id (LightGBM's
+    cegb_penalty_group_*), a mapping may name an id no feature has."""
+    costs = FeatureCosts(lazy=[1.0, 2.0, 3.0, 4.0], groups=[5, -1, 5, 0], group_lazy=[1.0, 9.0, 9.0, 9.0, 9.0, 7.0],
+                         group_coupled={"5": 2.0, "3": 8.0})
+    assert costs.groups == {"0": [3], "5": [0, 2]}
+    group_of, group_lazy, group_coupled = costs.group_arrays(4)
+    np.testing.assert_array_equal(group_of, [1, -1, 1, 0])
+    np.testing.assert_array_equal(group_lazy, [1.0, 7.0])
+    np.testing.assert_array_equal(group_coupled, [0.0, 2.0])
+    assert FeatureCosts(**costs.fields()) == costs
+    with pytest.raises(CEGBError, match=r"group_lazy costs should have one value per group id 0\.\.5 \(6 values, "
+                                         r"the largest id \+ 1\), got shape \(2,\)"):
+        FeatureCosts(groups=[5, -1, 5, 0], group_lazy=[1.0, 2.0])
+    with pytest.raises(CEGBError, match=r"group_coupled costs should be finite and >= 0, got -1\.0 for group 1"):
+        FeatureCosts(groups=[0, 2], group_coupled=[0.0, -1.0, 0.0])
+    with pytest.raises(CEGBError, match=r"group_lazy costs name unknown groups \['6'\]"):
+        FeatureCosts(groups=[5, 0], group_lazy={"6": 1.0})
+
+
+def test_huge_group_id_in_a_model_file_is_a_label_not_a_size(tmp_path):
+    """A model file whose cegb_feature_group holds the id 2e9 made prediction_cost (costs read from the model)
+    and `lightgbm-cegb cost` allocate an entry per id up to it (1e7: 68 s and 3.45 GB; 2e9: killed)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    params = {"objective": "binary", "verbose": -1, "num_leaves": 4, "cegb_tradeoff": 0.01,
+              "cegb_penalty_feature_lazy": [1, 2, 3], "cegb_feature_group": [0, 1, -1]}
+    text = lgb.train(params, lgb.Dataset(X, (X[:, 0] > 0).astype(int)), 3).model_to_string()
+    assert "[cegb_feature_group: 0,1,-1]" in text
+    model = tmp_path / "model.txt"
+    model.write_text(text.replace("[cegb_feature_group: 0,1,-1]", "[cegb_feature_group: 0,2000000000,-1]"))
+    np.savetxt(tmp_path / "data.csv", np.c_[np.zeros(len(X)), X], delimiter=",")
+    np.save(tmp_path / "X.npy", X)
+    code = (f"import numpy as np; from lightgbm_cegb import prediction_cost; "
+            f"r = prediction_cost({str(model)!r}, np.load({str(tmp_path / 'X.npy')!r})); "
+            "print(sorted(r.group_usage), r.mean)")
+    cli = str(Path(sys.executable).parent / "lightgbm-cegb")
+    outputs = []
+    for command in ([sys.executable, "-c", code], [cli, "cost", str(model), str(tmp_path / "data.csv")]):
+        try:
+            proc = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"{command[1]}: timed out after 120 s")
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        outputs.append(proc.stdout)
+    assert outputs[0].startswith("['0', '2000000000']"), outputs[0]
+    assert "rows                     200" in outputs[1], outputs[1]
+    # the same ids through the manifests' earlier group_of form (ADAPT/CSTC load)
+    with pytest.raises(CEGBError, match=r"group_lazy costs should have one value per group id 0\.\.2000000000"):
+        FeatureCosts.from_dict({"lazy": [1.0] * 3, "coupled": [0.0] * 3, "split": [0.0] * 3, "tree": 0.0,
+                                "group_of": [0, 2_000_000_000, -1], "group_lazy": [1.0, 2.0], "group_coupled": [0, 0]})
+
+
+def test_cost_file_that_is_not_utf8_is_named(tmp_path):
+    """A UnicodeDecodeError (a traceback in the CLI) before."""
+    path = tmp_path / "feature_cost.txt"
+    path.write_bytes(b"1\n2\n# caf\xe9\n3\n")
+    with pytest.raises(CEGBError, match=r"cost file '.*feature_cost.txt' should be UTF-8 text, got byte 0xe9 on "
+                                        r"line 3 \(offset 9\)"):
+        FeatureCosts.from_file(path)
+    path.write_bytes("1\n2\n# café\n3\n".encode())
+    np.testing.assert_array_equal(FeatureCosts.from_file(path).lazy, [1.0, 2.0, 3.0])

@@ -6,6 +6,7 @@ process (conftest.run_python), so that a regression fails the test instead of ki
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 
 import lightgbm as lgb
@@ -179,6 +180,44 @@ def test_hand_built_forest_routes_and_checks_columns():
     np.testing.assert_array_equal(forest.apply(np.array([[0.0, 9.0], [1.0, 9.0]])).ravel(), [0, 1])
     with pytest.raises(CEGBError, match=r"X has 1 features but the model has 2"):
         forest.apply(np.zeros((3, 1)))
+
+
+@pytest.mark.parametrize(("leaves", "message"), [
+    ([[10**9]], r"leaves\[0, 0\] should be a leaf of tree 0 \(0..1\), got 1000000000"),
+    ([[0], [-1]], r"leaves\[1, 0\] should be a leaf of tree 0 \(0..1\), got -1"),
+    ([[2]], r"leaves\[0, 0\] should be a leaf of tree 0 \(0..1\), got 2"),
+    ([[2**40]], r"got 1099511627776"),  # not wrapped by the int32 conversion
+    ([[0.0]], r"leaves should hold integers \(leaf indices\), got float64"),
+    ([0], r"leaves should be a 2-d array of shape \(rows, trees used <= 1\), got shape \(1,\)"),
+    ([[0, 0]], r"leaves should be a 2-d array of shape \(rows, trees used <= 1\), got shape \(1, 2\)"),
+])
+def test_leaves_given_to_raw_score_and_leaf_values_are_checked(leaves, message):
+    """raw_score and leaf_values index the leaf arrays with the leaves: out of range, they crashed (10**9) or
+    read before the array (-1). Run in a child so that a regression fails instead of killing pytest."""
+    outcome = child_outcome(f"""
+        forest = Forest(node_offset=[0, 1], feature=[0], threshold=[0.5], decision=[2], left=[-1], right=[-2],
+                        leaf_offset=[0, 2], leaf_value=[1.0, 2.0], cat_offset=[0, 0], cat_boundaries=[],
+                        cat_threshold=[], num_features=2)
+        messages = []
+        for call in (forest.raw_score, forest.leaf_values):
+            try:
+                call(np.zeros((len({leaves!r}), 2)), np.array({leaves!r}))
+                messages.append("accepted")
+            except CEGBError as exc:
+                messages.append(str(exc))
+        assert messages[0] == messages[1], messages
+        raise CEGBError(messages[0])
+    """)
+    assert outcome.startswith("error:") and re.search(message, outcome), outcome
+
+
+def test_raw_score_of_valid_leaves_and_given_values():
+    forest = Forest(**hand_built())
+    np.testing.assert_array_equal(forest.raw_score(None, np.array([[1], [0]], dtype=np.int64)), [[2.0], [1.0]])
+    np.testing.assert_array_equal(forest.raw_score(None, np.array([[1]]), values=np.array([[5.0]])), [[5.0]])
+    with pytest.raises(CEGBError, match=r"values should be numbers of shape \(1, 1\) .* got float64 values of "
+                                         r"shape \(2, 1\)"):
+        forest.raw_score(None, np.array([[1]]), values=np.zeros((2, 1)))
 
 
 @pytest.mark.parametrize(("value", "message"), [

@@ -83,6 +83,27 @@ def test_a_missing_artifact_is_named(tmp_path):
         lc.GreedyMiserRegressor.load(tmp_path / "m")
 
 
+@pytest.mark.parametrize(("where", "key"), [
+    ((), "state"), ((), "files"), ((), "n_features_in"), ((), "params"), ((), "costs"),
+    (("state",), "best_iteration"), (("costs",), "lazy"), (("costs",), "tree"),
+])
+def test_a_missing_manifest_key_is_named(tmp_path, where, key):
+    """A manifest without one of its keys raised a bare KeyError from inside load."""
+    fitted_greedy_miser(tmp_path)
+    path = tmp_path / "m" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    part = manifest
+    for name in where:
+        part = part[name]
+    assert key in part
+    del part[key]
+    path.write_text(json.dumps(manifest))
+    inside = f" \\({where[0]}\\)" if where else ""
+    with pytest.raises(CEGBError, match=rf"path: the manifest '.*manifest.json'{inside} lacks the key '{key}': the "
+                                        r"file is damaged, or was not written by lightgbm_cegb"):
+        lc.GreedyMiserRegressor.load(tmp_path / "m")
+
+
 def test_load_names_the_arguments_the_format_does_not_hold(tmp_path):
     shutil.copytree(FIXTURES / "AdaptGBRT", tmp_path / "a")
     with pytest.raises(CEGBError, match=r"unexpected arguments \['phi'\]; it takes \['f0', 'f0_usage'\]"):

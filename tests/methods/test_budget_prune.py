@@ -657,3 +657,83 @@ def test_groups_on_a_lightgbm_model_and_group_coupled_costs_refused():
     with pytest.raises(CEGBError, match=r"got coupled costs for features \[\] and groups \[1\]"):
         budget_prune(booster, X, y, FeatureCosts(lazy=np.ones(6), groups=[-1, 0, 0, -1, 1, 1], group_lazy=[1.0, 1.0],
                                                  group_coupled=[0.0, 3.0]), 0.1)
+
+
+# ------------------------------------------------------- scales: tolerances relative to the problem, not absolute
+
+
+def lightgbm_brute_force(booster, X, y, costs, objective, tradeoffs):
+    """The least surrogate objective over every pruning (random cuts cover a small forest's), per trade-off."""
+    forest = to_forest(booster)
+    nodes = tree_nodes(forest)
+    score = booster.predict(X, raw_score=True).reshape(len(X), -1)
+    outputs = tree_outputs(booster, X)
+    options = [sorted({frozenset(np.flatnonzero(random_cut(parent, feature, np.random.default_rng(s))))
+                       for s in range(300)}, key=sorted) for parent, feature, _ in nodes]
+    points = []
+    for combo in itertools.product(*options):
+        pruned = cut_booster(forest, [np.isin(np.arange(len(p)), list(c)) for (p, _, _), c in zip(nodes, combo)])
+        error = 0.0
+        for t, output in enumerate(tree_outputs(pruned, X)):
+            changed = score.copy()
+            changed[:, t % score.shape[1]] += output - outputs[t]
+            error += lightgbm_loss(objective, changed, y).sum()
+        cost = float(np.mean(prediction_cost(pruned, X, FeatureCosts(lazy=costs)).per_instance))
+        points.append((error / len(X), cost))
+    return [min(error + tradeoff * cost for error, cost in points) for tradeoff in tradeoffs]
+
+
+def tiny_regression(seed: int, trees: int, leaves: int, n: int):
+    """A regression on targets of 1e-6: its errors (squared) are ~1e-12, its useful trade-offs ~1e-14."""
+    _, X, y, costs = lightgbm_case(seed, "regression", trees=trees, leaves=leaves, n=n)
+    y = y * 1e-6
+    params = {"objective": "regression", "num_leaves": leaves, "min_data_in_leaf": 3, "verbose": -1, "seed": seed}
+    return lgb.train(params, lgb.Dataset(X, y), trees), X, y, costs
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_tiny_scales_are_solved_exactly(seed):
+    """Errors of 1e-12: HiGHS's absolute tolerances (1e-10) let it stop anywhere (3x the optimum), the max-flow's
+    absolute floor of 1e-13 on its eps lost pairs, and budget_prune's own check (absolute 1e-12) let both pass.
+    Both solvers now find the brute force's optimum to 1e-9 relative, with no absolute slack."""
+    booster, X, y, costs = tiny_regression(seed, trees=2, leaves=4, n=60)
+    tradeoffs = [0.0, 1e-15, 1e-14, 1e-13, 1e-12]
+    best = lightgbm_brute_force(booster, X, y, costs, "regression", tradeoffs)
+    assert max(best) < 1e-10
+    for solver in ("maxflow", "highs"):
+        for tradeoff, optimum in zip(tradeoffs, best):
+            result = budget_prune(booster, X, y, costs, tradeoff, solver=solver)
+            assert result.objective == pytest.approx(optimum, rel=1e-9, abs=0)
+            assert result.lower_bound == pytest.approx(result.objective, rel=1e-9, abs=0)
+
+
+@pytest.mark.parametrize("objective", ["regression", "binary", "multiclass"])
+@pytest.mark.parametrize("tradeoffs", [[1e-5, 1e6], [1e-7, 1e-5, 1e5], [1e-12, 500.0, 1e-10]])
+def test_path_across_far_apart_tradeoffs_equals_independent_solves(objective, tradeoffs):
+    """Costs of 1e6: the max-flow's eps came from the path's largest pair capacity (1e6 x 1e6 x 1e-13 = 0.1),
+    so that at tradeoff 1e-5 pairs and gains below it counted as zero: "internal error ... please report this".
+    Each point of the path equals HiGHS solving its trade-off alone."""
+    booster, X, y, costs = lightgbm_case(1, objective, trees=6, leaves=12, n=200)
+    costs = costs * 1e6
+    path = budget_prune_path(booster, X, y, costs, tradeoffs)
+    for tradeoff, result in zip(tradeoffs, path):
+        alone = budget_prune(booster, X, y, costs, tradeoff, solver="highs")
+        assert result.objective == pytest.approx(alone.objective, rel=1e-9, abs=0)
+        assert result.lower_bound == pytest.approx(result.objective, rel=1e-9, abs=0)
+        assert alone.lower_bound == pytest.approx(alone.objective, rel=1e-9, abs=0)
+
+
+@pytest.mark.parametrize("solver", ["maxflow", "highs"])
+def test_budget_target_at_tiny_scales(solver):
+    """The budget search's breakpoint test had an absolute floor of 1e-12: at errors of 1e-12 every trade-off
+    looked like a breakpoint and the search returned the empty pruning (cost 0) for every budget."""
+    booster, X, y, costs = tiny_regression(2, trees=6, leaves=12, n=300)
+    costs = costs * 1e6
+    grid = budget_prune_path(booster, X, y, costs, [0.0, *np.geomspace(1e-24, 1e-16, 161)])
+    full = grid[0].cost
+    for budget in [0.2 * full, 0.5 * full, 0.8 * full]:
+        result = budget_prune(booster, X, y, costs, budget=budget, solver=solver)
+        assert result.cost <= budget
+        assert result.error <= min(r.error for r in grid if r.cost <= budget) * (1 + 1e-12)
+        assert result.cost > 0  # this model has prunings within these budgets that keep splits
+        assert budget_prune(booster, X, y, costs, result.tradeoff * (1 - 1e-6), solver=solver).cost > budget

@@ -2,10 +2,14 @@
 independent reference (LightGBM's own pred_leaf for the boosting trick), the paper's quadrant data, a skewed set
 for the cascades, the selection API and the MSLR script, files and bad input."""
 
+import json
+import re
+
 import lightgbm as lgb
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import run_python
 from references import row_paths, run_script
 from scipy.optimize import minimize
 from sklearn.utils.estimator_checks import parametrize_with_checks
@@ -406,3 +410,73 @@ def test_unreached_nodes_keep_their_weights():
     problem.select_leaves(problem.shape.leaves)
     problem.fine_tune()
     np.testing.assert_array_equal(problem.beta[[1, 3, 4]], before)
+
+
+TREE_KIDS = [[1, 2], [3, 4], [5, 6], [-1, -1], [-1, -1], [-1, -1], [-1, -1]]
+
+
+@pytest.mark.parametrize(("kids", "param_of", "message"), [
+    ([[1, 2], [0, 4], *TREE_KIDS[2:]], None, r"has a cycle: slot 1's child 0 is the root"),
+    ([[1, 2], [3, 4], [5, 6], [1, 2], *TREE_KIDS[4:]], None, r"has a cycle: slot 3's child 1 is one of its ancestors"),
+    ([[1, 2], [1, 4], *TREE_KIDS[2:]], None, r"has a cycle: slot 1's child 1 is itself"),
+    ([[1, 2], [3, 99], *TREE_KIDS[2:]], None, r"children \(3, 99\) of slot 1 should be two different slots in 0\.\.6"),
+    ([[1, 2], [3, -5], *TREE_KIDS[2:]], None, r"children \(3, -5\) of slot 1 should be two different slots"),
+    ([[1, 2], [3, 4], [3, 6], *TREE_KIDS[3:]], None, r"slot 3 is reached twice, as a child of slot 2 and of slot 1"),
+    # slots no longer reached (pruning leaves them) may not point into the tree, nor form a loop
+    ([[1, 2], [-1, -1], [-1, -1], [4, 2], *TREE_KIDS[4:]], None, r"slot 2 is reached twice"),
+    ([[1, 2], [-1, -1], [-1, -1], [4, 5], [3, 6], *TREE_KIDS[5:]], None, r"has a cycle through slot 3 \(among the "
+     r"slots not reached from the root\)"),
+    ([[1, 2], [-1, -1], [-1, -1], [-1, -1], [-1, -1], [-1, -1], [4, 5]], None, r"slot 4 comes before its parent, "
+     r"slot 6: slots are numbered parents first"),
+    ([[2, 1], [-1, -1], [-1, -1], [5, 6], [-1, -1], [-1, -1], [-1, -1]], None, None),  # a legal pruned tree
+    (TREE_KIDS, [0, 1, 2, 3, 4, 5, 99], r"param_of\[6\] should be a slot in 0\.\.6, got 99"),
+    (TREE_KIDS, [0, 1, 2, 3, 4, 5, 0], r"slot 6 predicts with slot 0's weights"),
+    (TREE_KIDS[:3], None, r"kids should be \[slots, 2\], param_of and own_loss \[slots\]"),
+    ([[1.5, 2], *TREE_KIDS[1:]], None, r"kids should hold slot numbers \(integers\), got float64"),
+    ([[1, 2], [3], *TREE_KIDS[2:]], None, r"kids should be an array of slot numbers, got \[\[1, 2\], \[3\]"),
+    ([1, 2, 3, 4, 5, 6, -1, -1, -1, -1, -1, -1, -1, -1], None, r"kids should be \[slots, 2\]"),
+])
+def test_saved_structure_is_checked_when_loaded(tmp_path, kids, param_of, message):
+    """A cycle in a saved structure made load loop forever with memory growing; an out-of-range child raised an
+    IndexError, a slot reached twice loaded a model that is no tree. load runs in a child process (a
+    regression then fails instead of hanging pytest)."""
+    X, y = quadrants(200)[:2]
+    CSTC(depth=3, n_iter=1, random_state=0).fit(X, y).save(tmp_path / "m")
+    manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
+    manifest["state"]["kids"] = kids
+    if param_of is not None:
+        manifest["state"]["param_of"] = param_of
+    (tmp_path / "m" / "manifest.json").write_text(json.dumps(manifest))
+    proc = run_python(f"from lightgbm_cegb import CSTC, CEGBError\n"
+                      f"try:\n    CSTC.load({str(tmp_path / 'm')!r}); print('OUTCOME loaded')\n"
+                      f"except CEGBError as exc:\n    print('OUTCOME', exc)\n", timeout=120)
+    assert proc.returncode == 0, f"load crashed or timed out: {proc.stderr[-1000:]}"
+    outcome = proc.stdout.split("OUTCOME ", 1)[1].strip()
+    if message is None:
+        assert outcome == "loaded"
+    else:
+        assert re.search(r"^structure: (.*)" + f"(?:{message})", outcome), outcome
+
+
+def test_structures_built_by_the_estimators_are_trees():
+    for depth in (1, 2, 5):
+        assert Structure.tree(depth).slots == list(range(2 ** depth - 1))
+    for stages in (1, 2, 6):
+        assert Structure.cascade(stages).slots == list(range(2 * stages - 1))
+    with pytest.raises(CEGBError, match=r"has a cycle: slot 0's child 0 is itself"):
+        Structure(np.array([[0, 1], [-1, -1]]), np.arange(2), np.ones(2, dtype=bool))
+    cascade = Structure.cascade(3)
+    cascade.make_leaf(2)  # its exit 3 and node 4 are no longer reached; exit 3 keeps slot 2's weights
+    again = cascade.copy()
+    assert again.slots == [0, 1, 2] and again.param_of[3] == 2 and again.terminals == [1, 2]
+
+
+def test_saved_weights_must_fit_the_structure(tmp_path):
+    X, y = quadrants(200)[:2]
+    CSTC(depth=2, n_iter=1, random_state=0).fit(X, y).save(tmp_path / "m")
+    manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
+    manifest["state"]["coef"] = manifest["state"]["coef"][:2]
+    (tmp_path / "m" / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(CEGBError, match=r"saved state: coef should be \[3 slots, 7\] and threshold \[3\], got shapes "
+                                        r"\(2, 7\) and \(3,\)"):
+        CSTC.load(tmp_path / "m")

@@ -4,6 +4,7 @@ budget, the normalised trade-off scale, the cost-aware scorer, parallel and Dask
 from __future__ import annotations
 
 import math
+import re
 import warnings
 
 import lightgbm as lgb
@@ -334,3 +335,94 @@ def test_budget_prune_and_adapt_with_group_costs(binary):
     plain = sweep("lightgbm", train, valid, grouped, task="binary", params={"num_leaves": 8}, num_boost_round=40)
     full_cost = prediction_cost(plain.iloc[0]["model"].model, train[0], grouped).mean
     assert prediction_cost(pruned, train[0], grouped).mean <= 0.5 * full_cost + 1e-12
+
+
+@pytest.mark.parametrize("labels", [(-1, 1), (2, 5), ("miss", "hit")])
+def test_binary_labels_are_mapped_to_0_and_1(binary, labels):
+    """{-1, +1} gave accuracy 0.51 where AUC was 0.996, and {2, 5} quality 0 at cost 0 (which select() chose):
+    any two classes are mapped to 0 and 1 (the larger is 1) before every method, metric and test row, so a
+    sweep gives what it gives on 0/1 labels."""
+    (X, y), (Xv, yv), (Xt, yt) = binary
+    low, high = sorted(labels)
+
+    def relabel(values):
+        return np.where(values == 1, high, low)
+    grid = {"cegb": [{"relative_tradeoff": 0.01}], "budgetrf": [{"tradeoff": 2.0, "n_estimators": 2, "trees": (2,)}]}
+    for metric in ("accuracy", "auc"):
+        options = {"task": "binary", "grid": grid, "metric": metric, "params": {"num_leaves": 8},
+                   "num_boost_round": 20}
+        reference = sweep(["lightgbm", "cegb", "budgetrf"], (X, y), (Xv, yv), COSTS, **options)
+        frame = sweep(["lightgbm", "cegb", "budgetrf"], (X, relabel(y)), (Xv, relabel(yv)), COSTS, **options)
+        assert frame.attrs["classes"] == [low, high] and reference.attrs["classes"] == [0, 1]
+        np.testing.assert_array_equal(frame["quality"], reference["quality"])
+        np.testing.assert_array_equal(frame["cost"], reference["cost"])
+        assert frame["quality"].max() > 0.9 and frame["quality"].min() > 0.6
+        chosen, again = select(frame, 10.0, test=(Xt, relabel(yt))), select(reference, 10.0, test=(Xt, yt))
+        assert (chosen.method, chosen.test_quality, chosen.test_cost) == (again.method, again.test_quality,
+                                                                         again.test_cost)
+        assert chosen.valid_cost > 0
+    with pytest.raises(CEGBError, match=r"test: labels should be among the sweep's classes .*, got \['7'\]"):
+        select(frame, 10.0, test=(Xt[:3], np.array([low, 7, high], dtype=object)))
+
+
+@pytest.mark.parametrize(("task", "labels", "message"), [
+    ("binary", lambda y: y + (np.arange(len(y)) % 3 == 0), r"task='binary' needs labels of exactly two classes "
+     r"\(the larger is the positive class\), got 3 in train and valid: \[0, 1, 2\]"),
+    ("binary", lambda y: np.zeros(len(y), dtype=int), r"task='binary' needs labels of exactly two classes .* got 1 "
+     r"in train and valid: \[0\]"),
+    ("binary", lambda y: np.where(y == 1, 1.0, np.nan), r"task='binary': labels should be finite, got \[nan"),
+    ("multiclass", lambda y: np.full(len(y), 4), r"task='multiclass' needs labels of at least two classes, got "
+     r"\[4\]"),
+])
+def test_class_labels_are_checked(binary, task, labels, message):
+    (X, y), (Xv, yv), _ = binary
+    with pytest.raises(CEGBError, match=message):
+        sweep("lightgbm", (X, labels(y)), (Xv, labels(yv)), COSTS, task=task, num_boost_round=5)
+
+
+def test_binary_train_without_one_class_is_refused(binary):
+    (X, y), (Xv, yv), _ = binary
+    with pytest.raises(CEGBError, match=r"task='binary': train should hold both classes \[0, 1\], got only \[1\]"):
+        sweep("lightgbm", (X[y == 1], y[y == 1]), (Xv, yv), COSTS, task="binary", num_boost_round=5)
+
+
+def test_multiclass_labels_are_mapped_to_0_to_k(binary):
+    (X, y), (Xv, yv), (Xt, yt) = binary
+    k = ((X[:, 1] > 0.5).astype(int) + y * 2)
+    kv, kt = (Xv[:, 1] > 0.5).astype(int) + yv * 2, (Xt[:, 1] > 0.5).astype(int) + yt * 2
+    spread = np.array([-3, 10, 11, 40])  # four classes, as any four values
+    reference = sweep("lightgbm", (X, k), (Xv, kv), COSTS, task="multiclass", num_boost_round=10)
+    frame = sweep("lightgbm", (X, spread[k]), (Xv, spread[kv]), COSTS, task="multiclass", num_boost_round=10)
+    assert frame.attrs["classes"] == spread.tolist() and reference.attrs["classes"] == [0, 1, 2, 3]
+    assert frame["model"].iloc[0].predict(Xv).shape == (len(Xv), 4)
+    np.testing.assert_array_equal(frame["quality"], reference["quality"])
+    assert frame["quality"].iloc[0] > 0.5
+    assert evaluate(frame, (Xt, spread[kt]))["test_quality"].iloc[0] == \
+        evaluate(reference, (Xt, kt))["test_quality"].iloc[0]
+
+
+def test_select_takes_numpy_budgets(frontier):
+    """np.float32(budget) (what a numpy computation of a budget gives) was refused as not a number."""
+    budget = float(np.float32(frontier["cost"].median()))  # a float32 value: the same budget in both types
+    expected = select(frontier, budget)
+    for numpy_budget in (np.float32(budget), np.float64(budget)):
+        chosen = select(frontier, numpy_budget)
+        assert (chosen.method, chosen.params, chosen.valid_cost) == (expected.method, expected.params,
+                                                                     expected.valid_cost)
+    assert select(frontier, np.int64(10**6)).valid_cost == select(frontier, 10**6).valid_cost
+    for bad in (np.float32("nan"), np.inf, "30", None):
+        with pytest.raises(CEGBError, match=re.escape(f"budget should be a finite number >= 0, got {bad!r}")):
+            select(frontier, bad)
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"budget": float("nan")}, r"budget should be a finite number >= 0, got nan"),
+    ({"budget": -1.0}, r"budget should be a finite number >= 0, got -1.0"),
+    ({"budget": "10"}, r"budget should be a finite number >= 0, got '10'"),
+    ({"penalty": float("nan")}, r"penalty should be a finite number >= 0, got nan"),
+])
+def test_cost_scorer_refuses_a_budget_it_cannot_apply(kwargs, message):
+    """budget=nan compared False with every cost: the scorer silently ignored it."""
+    with pytest.raises(CEGBError, match=message):
+        cost_scorer(COSTS, **kwargs)
+    assert callable(cost_scorer(COSTS, budget=np.float32(5.0)))

@@ -467,3 +467,62 @@ def test_pandas_category_models_are_refused():
                         lgb.Dataset(frame, frame["a"] + frame["c"].cat.codes), 5)
     with pytest.raises(CEGBError, match="pandas category columns"):
         LazyPredictor(booster, Store(frame.to_numpy()), feature_costs=np.ones(2))
+
+
+@pytest.mark.parametrize("penalties", [{"cegb_penalty_feature_coupled": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]},
+                                       {"cegb_penalty_split": 0.5}])
+@pytest.mark.parametrize("order", ["cheapest", "costliest", "most_rows", "model"])
+def test_costs_without_a_lazy_part_cost_nothing_to_fetch(penalties, order):
+    """A model trained with coupled or split penalties only: its costs (read from the model, as documented)
+    have no lazy costs, which made every batch fail with a bare TypeError. Every feature's lazy cost is 0."""
+    _, X, _ = higgs_like()
+    y = (np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 5]) > 0).astype(float)
+    booster = lgb.train({"objective": "binary", "num_leaves": 15, "verbose": -1, "num_threads": 1,
+                         "cegb_tradeoff": 0.01, **penalties}, lgb.Dataset(X, y), 10)
+    store = Store(X)
+    predictor = LazyPredictor(booster, store, feature_keys="index", order=order)
+    assert predictor.costs_.lazy is None
+    result = predictor.acquire(np.full_like(X, np.nan))
+    np.testing.assert_array_equal(result.prediction, booster.predict(X))
+    assert all(count == 1 for count in store.pairs().values()) and (result.acquisition == 0).all()
+    np.testing.assert_array_equal(result.per_instance, prediction_cost(booster, X).per_instance)
+
+
+@pytest.mark.parametrize("raised", [KeyboardInterrupt, SystemExit, RuntimeError])
+@pytest.mark.parametrize("options", [{"max_workers": 2}, {"timeout": 30.0}, {"asyncio": True}])
+def test_a_fetch_raising_on_a_worker_thread_is_reported_as_raised(raised, options):
+    """A KeyboardInterrupt raised by fetch on a worker thread was lost with the thread and reported as
+    'timed out after None s' (or after the time-out, at once); under aacquire it stopped the event loop. It is
+    that call's failure, named (the exception fetch raised is the failure's cause)."""
+    booster, X, _ = higgs_like(n=100)
+    names = booster.feature_name()
+    store = Store(X, names)
+
+    def fetch(feature, ids):
+        if feature == names[5]:
+            raise raised()
+        return store(feature, ids)
+
+    options = dict(options)
+    run_async = options.pop("asyncio", False)
+    predictor = LazyPredictor(booster, fetch, errors="partial", **options)
+    start = time.monotonic()
+    try:  # a regression must fail this test, not interrupt or end the test session
+        if run_async:
+            result = asyncio.run(predictor.aacquire(np.full_like(X, np.nan)))
+        else:
+            result = predictor.acquire(np.full_like(X, np.nan))
+    except (KeyboardInterrupt, SystemExit) as exc:
+        pytest.fail(f"fetch's {type(exc).__name__} on a worker thread escaped to the caller")
+    assert time.monotonic() - start < 20, "the failure waited for the time-out"
+    assert len(result.failures) == 1 and result.failures[0].feature == names[5]
+    message = str(result.failures[0])
+    assert message.endswith(f"failed: it raised {raised.__name__}") and "timed out" not in message, message
+    error = result.failures[0].error
+    assert isinstance(error, Exception) and (isinstance(error, raised) or isinstance(error.__cause__, raised))
+    assert (result.status == FAILED).any() and (result.status == DONE).any()
+    with pytest.raises(LazyFetchError, match=rf"failed: it raised {raised.__name__}$"):
+        if run_async:
+            asyncio.run(LazyPredictor(booster, fetch, **options).aacquire(np.full_like(X, np.nan)))
+        else:
+            LazyPredictor(booster, fetch, **options).acquire(np.full_like(X, np.nan))

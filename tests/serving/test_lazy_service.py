@@ -106,7 +106,12 @@ def test_concurrent_requests(service):
     ({"ids": ["a"]}, 400, "integer ids of events 0..499"),
     ({"ids": [2**64]}, 400, "integer ids of events 0..499"),
     ({"rows": [1]}, 400, 'the body should be {"ids"'),
-    (b"not json", 400, 'the body should be {"ids"'),
+    (b"not json", 400, 'the body should be {"ids".*; got a body that is not JSON'),
+    (b"\xff\xfe", 400, 'the body should be {"ids".*; got a body that is not JSON'),
+    # deeper than the JSON parser's recursion limit: it raised RecursionError, answered 500 with a traceback
+    (b"[" * 100_000 + b"]" * 100_000, 400, 'the body should be {"ids".*; got JSON nested too deeply to read'),
+    (b'{"ids": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", 400, "nested too deeply"),
+    ([1, 2], 400, 'the body should be {"ids"'),
 ])
 def test_bad_requests(service, body, code, message):
     status, answer = call(service[0] + "/score", body)

@@ -259,9 +259,13 @@ class _Base(BudgetedEstimator, BaseEstimator):
         self.costs_ = costs
         self.phi_booster_ = booster
         self._phi_ = _Phi(costs, self.n_features_in_, None if booster is None else to_forest(booster))
-        self.structure_ = Structure(state["kids"], state["param_of"], state["own_loss"])
+        self.structure_ = Structure(state["kids"], state["param_of"], state["own_loss"])  # checked: a tree
         self.coef_ = np.asarray(state["coef"], dtype=np.float64)
         self.threshold_ = np.asarray(state["threshold"], dtype=np.float64)
+        slots, columns = len(self.structure_.param_of), 1 + self._phi_.num_columns
+        if self.coef_.shape != (slots, columns) or self.threshold_.shape != (slots,):
+            raise CEGBError(f"saved state: coef should be [{slots} slots, {columns}] and threshold [{slots}], got "
+                            f"shapes {self.coef_.shape} and {self.threshold_.shape}")
         self.n_iter_, self.best_iteration_, self.objective_ = (state["n_iter"], state["best_iteration"],
                                                                 state["objective"])
         if state["classes"] is not None:

@@ -6,6 +6,8 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import expit
 
+from lightgbm_cegb.core.errors import CEGBError
+
 CLAMP = 1e-4  # the paper's: a bound below this clamps its weight to zero
 
 
@@ -28,20 +30,96 @@ class Units:
         return float(self.cost[(self.member & used).any(axis=1)].sum())
 
 
+def _integers(name: str, values) -> np.ndarray:
+    try:
+        arr = np.asarray(values)
+    except ValueError:  # ragged lists
+        raise CEGBError(f"structure: {name} should be an array of slot numbers, got {values!r:.80}") from None
+    if arr.size and arr.dtype.kind not in "iu":
+        raise CEGBError(f"structure: {name} should hold slot numbers (integers), got {arr.dtype} values")
+    return arr.astype(np.int64)
+
+
+def _checked_parents(kids: np.ndarray, param_of: np.ndarray, own_loss: np.ndarray) -> np.ndarray:
+    """The parent of each slot (-1: none), or a CEGBError naming what makes the slots no tree rooted at 0."""
+    size = len(param_of)
+    if size < 1 or param_of.ndim != 1 or kids.shape != (size, 2) or own_loss.shape != (size,):
+        raise CEGBError(f"structure: kids should be [slots, 2], param_of and own_loss [slots] with slots >= 1, got "
+                        f"shapes {kids.shape}, {param_of.shape} and {own_loss.shape}")
+    for j, (down, up) in enumerate(kids.tolist()):
+        if (down, up) != (-1, -1) and not (0 <= down < size and 0 <= up < size and down != up):
+            raise CEGBError(f"structure: children ({down}, {up}) of slot {j} should be two different slots in "
+                            f"0..{size - 1}, or -1, -1 for none")
+    # from the root, each slot reached once (bounded: a slot is expanded once)
+    parent = np.full(size, -2, dtype=np.int64)  # -2: not reached
+    parent[0], todo = -1, [0]
+    while todo:
+        j = todo.pop()
+        if kids[j, 0] < 0:
+            continue
+        for kid in kids[j].tolist():
+            if parent[kid] != -2:
+                above = j
+                while above not in (kid, -1):  # within the reached tree, which has no cycle
+                    above = int(parent[above])
+                if above == kid:
+                    raise CEGBError(f"structure: has a cycle: slot {j}'s child {kid} is "
+                                    + ("itself" if kid == j else "the root" if kid == 0 else "one of its ancestors"))
+                raise CEGBError(f"structure: slot {kid} is reached twice, as a child of slot {int(parent[kid])} "
+                                f"and of slot {j}")
+            parent[kid] = j
+            todo.append(kid)
+    # slots left by pruning are not reached; they point to none of the tree's, to none twice, and come after
+    # their parents as every slot does (so no cycle among them either)
+    reached = parent != -2
+    parent[~reached] = -1
+    for j in np.flatnonzero(~reached & (kids[:, 0] >= 0)).tolist():
+        for kid in kids[j].tolist():
+            if kid == 0:
+                raise CEGBError(f"structure: slot 0 is the root, not a child (of slot {j})")
+            if reached[kid] or parent[kid] >= 0:
+                raise CEGBError(f"structure: slot {kid} is reached twice, as a child of slot {int(parent[kid])} "
+                                f"and of slot {j}")
+            parent[kid] = j
+    late = np.flatnonzero(parent > np.arange(size))
+    if late.size:
+        j = above = int(late[0])
+        for _ in range(size):
+            above = int(parent[above])
+            if above in (j, -1):
+                break
+        if above == j:
+            raise CEGBError(f"structure: has a cycle through slot {j} (among the slots not reached from the root)")
+        raise CEGBError(f"structure: slot {j} comes before its parent, slot {int(parent[j])}: slots are numbered "
+                        "parents first")
+    bad = np.flatnonzero((param_of < 0) | (param_of >= size))
+    if bad.size:
+        raise CEGBError(f"structure: param_of[{int(bad[0])}] should be a slot in 0..{size - 1}, got "
+                        f"{int(param_of[bad[0]])}")
+    for j in np.flatnonzero(reached).tolist():  # a pruned cascade's exits keep their old parent's weights
+        owner = int(param_of[j])
+        if owner != j and (owner != parent[j] or param_of[owner] != owner or kids[j, 0] >= 0):
+            raise CEGBError(f"structure: slot {j} predicts with slot {owner}'s weights: a slot predicts with its "
+                            "own, or (a cascade's exit, without children) with its parent classifier's")
+    return parent
+
+
 class Structure:
     """The shape of a model: slots 0..S-1, each after its parent. A slot is a classifier node (its own weights
     and threshold; with children ``kids[j] = (down, up)``: a row goes up when ``z.beta_j > theta_j``) or a
     cascade's exit (``param_of[j]``: the parent whose weights predict there). ``own_loss[j]``: the slot's reach
-    weighs the squared loss of its prediction (CSTC: every node; a cascade: its exits and its last node)."""
+    weighs the squared loss of its prediction (CSTC: every node; a cascade: its exits and its last node).
+
+    The constructor is the trust boundary of a saved structure (``load``): it checks that the slots form a tree
+    rooted at slot 0 (children in range and after their parent, no slot reached twice, so no cycle) and that
+    every exit predicts with its parent's weights. Slots no longer reached are allowed: pruning
+    (``make_leaf``) leaves them."""
 
     def __init__(self, kids: np.ndarray, param_of: np.ndarray, own_loss: np.ndarray) -> None:
-        self.kids = np.asarray(kids, dtype=np.int64).reshape(-1, 2)
-        self.param_of = np.asarray(param_of, dtype=np.int64)
+        self.kids = _integers("kids", kids)
+        self.param_of = _integers("param_of", param_of)
         self.own_loss = np.asarray(own_loss, dtype=bool)
-        self.parent = np.full(len(self.param_of), -1)
-        for j, (down, up) in enumerate(self.kids):
-            if down >= 0:
-                self.parent[[down, up]] = j
+        self.parent = _checked_parents(self.kids, self.param_of, self.own_loss)
         self.refresh()
 
     @classmethod
