@@ -26,6 +26,7 @@ import warnings
 import numpy as np
 from sklearn.base import clone
 
+from lightgbm_cegb.core.costs import FeatureCosts
 from lightgbm_cegb.core.errors import CEGBError, NoSplitWarning, NotFittedError
 from lightgbm_cegb.core.report import CostReport
 from lightgbm_cegb.core.scales import no_split_scale
@@ -115,6 +116,8 @@ class BudgetedEstimator:
         params = {**saved.decode(manifest["params"]), **given}
         model = cls(**params)
         model._restore_inputs(int(manifest["n_features_in"]), manifest.get("feature_names_in"))
+        if manifest["costs"] is not None:  # the fitted costs (the CEGB estimators keep theirs in the booster)
+            model.costs_ = FeatureCosts.from_dict(manifest["costs"])
         model._restore(saved.decode(manifest["state"]), folder, manifest)
         return model
 

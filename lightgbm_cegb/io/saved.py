@@ -36,7 +36,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 import lightgbm as lgb
@@ -194,8 +194,3 @@ def booster(folder: Path, manifest: Mapping, name: str, legacy: str | None = Non
     return lgb.Booster(model_str=text_of(folder, manifest, name, legacy))
 
 
-def given(required: Mapping[str, object], cls_name: str, check: Callable[[str, object], bool] | None = None) -> None:
-    """Refuse a load that lacks a parameter the format does not hold (``required``: name -> value given)."""
-    missing = [name for name, value in required.items() if value is None]
-    if missing:
-        raise CEGBError(f"{cls_name}.load: give {', '.join(missing)} (not saved with the model)")

@@ -236,7 +236,6 @@ class BudgetRFClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
         self.classes_ = np.asarray(state["classes"])
         self.n_estimators_ = int(state["n_estimators"])
         self.valid_cost_ = state["valid_cost"]
-        self.costs_ = FeatureCosts.from_dict(manifest["costs"])
 
     def to_lightgbm(self) -> str:
         """The forest as LightGBM model text that stock LightGBM loads and whose ``predict`` equals this

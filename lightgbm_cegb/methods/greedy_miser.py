@@ -210,7 +210,6 @@ class _GreedyMiser(BudgetedEstimator, BaseEstimator):
     def _restore(self, state: dict, folder, manifest: dict) -> None:
         self.booster_ = saved.booster(folder, manifest, "booster")
         self.best_iteration_ = int(state["best_iteration"])
-        self.costs_ = FeatureCosts.from_dict(manifest["costs"])
         if "classes" in state:
             self.classes_ = np.asarray(state["classes"])
 

@@ -178,7 +178,6 @@ class AdaptBase(BudgetedEstimator, ClassifierMixin, BaseEstimator):
         self.gate_threshold_ = float(state["gate_threshold"])
         if state.get("train_fraction_to_f0") is not None:
             self.train_fraction_to_f0_ = float(state["train_fraction_to_f0"])
-        self.costs_ = FeatureCosts.from_dict(manifest["costs"])
 
     @classmethod
     def _upgrade(cls, manifest: dict) -> dict:

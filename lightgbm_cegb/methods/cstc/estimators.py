@@ -252,13 +252,11 @@ class _Base(BudgetedEstimator, BaseEstimator):
         return params
 
     def _restore(self, state: dict, folder, manifest: dict) -> None:
-        costs = FeatureCosts.from_dict(manifest["costs"])
         booster = saved.booster(folder, manifest, "phi", legacy="phi.txt") if "phi" in manifest["files"] else None
         if state["phi_given"]:
             self.phi = booster  # phi=int keeps training new trees
-        self.costs_ = costs
         self.phi_booster_ = booster
-        self._phi_ = _Phi(costs, self.n_features_in_, None if booster is None else to_forest(booster))
+        self._phi_ = _Phi(self.costs_, self.n_features_in_, None if booster is None else to_forest(booster))
         self.structure_ = Structure(state["kids"], state["param_of"], state["own_loss"])  # checked: a tree
         self.coef_ = np.asarray(state["coef"], dtype=np.float64)
         self.threshold_ = np.asarray(state["threshold"], dtype=np.float64)
