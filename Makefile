@@ -5,9 +5,11 @@ demo:
 	bash scripts/bootstrap.sh
 	.venv/bin/python -m lightgbm_cegb.demo
 
-serve:  # the example service of lazy feature acquisition (scripts/lazy_service.py)
+# The example service of lazy feature acquisition (scripts/lazy_service.py): the bundled HIGGS example, or
+# e.g. make serve SERVE_ARGS="--model model.txt --costs costs.json --store store.sqlite"
+serve:
 	bash scripts/bootstrap.sh
-	.venv/bin/python scripts/lazy_service.py
+	.venv/bin/python scripts/lazy_service.py $(SERVE_ARGS)
 
 test:
 	bash scripts/bootstrap.sh --test
@@ -17,6 +19,8 @@ test:
 # The patch tests and the CEGB fuzz on LightGBM built with AddressSanitizer and UBSan (cached like the
 # release build; slow, so not part of make test). Any invalid access or undefined behaviour aborts the run.
 # libstdc++ is preloaded with the ASan runtime so that ASan can intercept C++ throws (python does not link it).
+# pytest runs with -s: UBSan writes its reports to stderr (its log_path is not honoured next to ASan's runtime),
+# and a test process that halts on one would lose them in pytest's capture.
 asan:
 	bash scripts/bootstrap.sh --test
 	rm -rf .asan && mkdir -p .asan
@@ -25,7 +29,7 @@ asan:
 	LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libstdc++.so)" \
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:log_path=$(CURDIR)/.asan/asan \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$(CURDIR)/.asan/ubsan \
-	LIGHTGBM_CEGB_FUZZ_CASES=300 .venv/bin/python -m pytest tests/patches -p no:cacheprovider \
+	LIGHTGBM_CEGB_FUZZ_CASES=300 .venv/bin/python -m pytest tests/patches -s -p no:cacheprovider \
 	    --deselect tests/patches/test_stock.py --deselect tests/patches/test_build.py; \
 	status=$$?; for report in .asan/*; do [ -f "$$report" ] && { echo "== $$report"; cat "$$report"; status=1; }; done; \
 	exit $$status

@@ -115,6 +115,7 @@ cdef class FlatEnsemble:
 
     cdef Ensemble e
     cdef object arrays
+    cdef object source  # the constructor's arguments, for __reduce__
     cdef readonly int64 num_trees
     cdef readonly int64 trees_per_iteration
     cdef readonly int64 num_features
@@ -125,6 +126,9 @@ cdef class FlatEnsemble:
                   const uint32[::1] cat_threshold, int64 trees_per_iteration, bint drop_tiny, int64 num_features):
         cdef Py_ssize_t n = feature.shape[0], k
         cdef float64 zero = zero_threshold()
+        self.source = (np.asarray(node_offset), np.asarray(feature), np.asarray(threshold), np.asarray(decision),
+                       np.asarray(left), np.asarray(right), np.asarray(cat_offset), np.asarray(cat_boundaries),
+                       np.asarray(cat_threshold), trees_per_iteration, drop_tiny, num_features)
         packed = np.zeros(max(n, 1) * sizeof(Node), dtype=np.uint8)
         cdef uint8[::1] packed_view = packed
         cdef Node* nodes = <Node*> &packed_view[0]
@@ -149,6 +153,10 @@ cdef class FlatEnsemble:
         self.e.cat_threshold = &cat_threshold[0] if cat_threshold.shape[0] else NULL
         self.e.num_trees = self.num_trees
         self.e.trees_per_iteration = trees_per_iteration
+
+    def __reduce__(self):
+        """Pickled as its arrays (it holds pointers into them): a model holding one pickles and copies."""
+        return FlatEnsemble, self.source
 
     cdef void _check(self, const float64[:, ::1] X, int64 t0, int64 t1) except *:
         if X.shape[1] != self.num_features:

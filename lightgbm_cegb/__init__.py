@@ -36,13 +36,13 @@ from lightgbm_cegb.methods import (
     budget_prune,
     budget_prune_path,
 )
-from lightgbm_cegb.serving import LazyFetchError, LazyPredictor, LazyResult
+from lightgbm_cegb.serving import LazyFetchError, LazyFetchValueError, LazyPredictor, LazyResult
 
 __all__ = ["CSCC", "CSTC", "PATCHED_LIGHTGBM", "AdaptGBRT", "AdaptLIN", "BudgetRFClassifier", "CEGBClassifier",
            "CEGBError", "CEGBRanker", "CEGBRegressor", "CEGBState", "CSTCClassifier", "CostReport", "CostState",
            "Cronus", "EarlyExit", "EarlyExitResult", "FeatureCosts", "Forest", "GreedyMiserClassifier",
-           "GreedyMiserRanker", "GreedyMiserRegressor", "LazyFetchError", "LazyPredictor", "LazyResult",
-           "NoSplitWarning", "NotFittedError", "PruneResult", "Pruner", "__version__", "budget_prune",
+           "GreedyMiserRanker", "GreedyMiserRegressor", "LazyFetchError", "LazyFetchValueError", "LazyPredictor",
+           "LazyResult", "NoSplitWarning", "NotFittedError", "PruneResult", "Pruner", "__version__", "budget_prune",
            "budget_prune_path", "prediction_cost", "to_forest"]
 
 #: True when the imported lightgbm is the patched build of this project.

@@ -26,7 +26,7 @@ import warnings
 import numpy as np
 from sklearn.base import clone
 
-from lightgbm_cegb.core.costs import FeatureCosts
+from lightgbm_cegb.core.costs import FeatureCosts, lightgbm_feature_names
 from lightgbm_cegb.core.errors import CEGBError, NoSplitWarning, NotFittedError
 from lightgbm_cegb.core.report import CostReport
 from lightgbm_cegb.core.scales import no_split_scale
@@ -64,6 +64,18 @@ class BudgetedEstimator:
 
     def _check_fitted(self) -> None:
         check_fitted(self, self._fitted_attribute)
+
+    def _names_in(self) -> list[str] | None:
+        """The names of fit's columns (``feature_names_in_``: a DataFrame's), None for X without names."""
+        names = getattr(self, "feature_names_in_", None)
+        return None if names is None else [str(n) for n in names]
+
+    def _lightgbm_feature_names(self) -> list[str] | str:
+        """``feature_name`` for the Datasets of the LightGBM models the estimator trains: the names of fit's
+        DataFrame as LightGBM holds them, so that its models name the columns as X does; "auto" (LightGBM's
+        Column_i) for X without names."""
+        names = self._names_in()
+        return "auto" if names is None else lightgbm_feature_names(names)
 
     def prediction_cost(self, X, *, n_jobs: int | None = None) -> CostReport:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -116,7 +128,7 @@ class BudgetedEstimator:
         params = {**saved.decode(manifest["params"]), **given}
         model = cls(**params)
         model._restore_inputs(int(manifest["n_features_in"]), manifest.get("feature_names_in"))
-        if manifest["costs"] is not None:  # the fitted costs (the CEGB estimators keep theirs in the booster)
+        if manifest["costs"] is not None:  # the fitted costs (the CEGB estimators restore theirs from their state)
             model.costs_ = FeatureCosts.from_dict(manifest["costs"])
         model._restore(saved.decode(manifest["state"]), folder, manifest)
         return model

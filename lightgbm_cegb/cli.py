@@ -5,6 +5,14 @@
     lightgbm-cegb train CONFIG --costs FILE [--one-based] [--kind lazy|coupled] [--tradeoff LAMBDA] [key=value ...]
 
 Paths are relative to the directory the command runs in, as for ``lightgbm config=FILE``.
+
+Cost file (both commands read the same; docs/CLI.md): one cost per line, line i for column i - 1 (with
+--one-based, for LibSVM feature id i), blank lines and ``#`` comments ignored, and lines
+``group NAME COST COLUMNS``: a group of columns whose cost is paid once, by the first member used (e.g.
+``group soil 100 2-41``; columns from 0 as LightGBM numbers them, a LibSVM file's feature ids). ``train`` writes
+the groups' names into the model file, where ``cost`` reads them. A cost file without group lines may come with
+a config (or overrides) setting ``cegb_feature_group`` and ``cegb_penalty_group_*``; ``cost`` then takes the
+model's groups.
 """
 
 from __future__ import annotations
@@ -25,9 +33,11 @@ import numpy as np
 import scipy.sparse as sp
 
 from lightgbm_cegb.accounting import prediction_cost
-from lightgbm_cegb.core.costs import CEGB_KEYS, FeatureCosts
+from lightgbm_cegb.core.costs import CEGB_KEYS, GROUP_KEYS, FeatureCosts
 from lightgbm_cegb.core.errors import CEGBError, read_utf8
 from lightgbm_cegb.core.report import CostReport
+from lightgbm_cegb.io.atomic import write_atomically
+from lightgbm_cegb.io.lightgbm_text import with_group_names
 from lightgbm_cegb.io.models import to_forest
 
 CHUNK_ROWS = 200_000
@@ -188,16 +198,29 @@ def _file_settings(args) -> tuple[int | str | None, bool]:
     return label, header
 
 
+def _report_costs(args, forest) -> tuple[FeatureCosts | None, bool]:
+    """The costs of the cost command (None: the model's own cegb_* parameters), and whether its groups are the
+    model's: a cost file without group lines takes the groups (and their costs) the model was trained with."""
+    if not args.costs:
+        if args.split:
+            raise CEGBError("--split needs --costs (without --costs the model's own cegb_* parameters are used)")
+        return None, False
+    costs = FeatureCosts.from_file(args.costs, kind="lazy", num_features=forest.num_features,
+                                   first_column=int(args.one_based))
+    fields = costs.fields()
+    if args.split:
+        fields["split"] = args.split
+    own = FeatureCosts.from_params(forest.params) if costs.groups is None else None
+    from_model = own is not None and bool(own.groups)
+    if from_model:
+        model_fields = own.fields()
+        fields.update({key: model_fields[key] for key in ("groups", "group_lazy", "group_coupled")})
+    return FeatureCosts(**fields), from_model
+
+
 def cmd_cost(args) -> int:
     forest = to_forest(args.model)
-    costs = None
-    if args.costs:
-        costs = FeatureCosts.from_file(args.costs, kind="lazy", num_features=forest.num_features,
-                                       first_column=int(args.one_based))
-        if args.split:
-            costs = FeatureCosts(lazy=costs.lazy, split=args.split)
-    elif args.split:
-        raise CEGBError("--split needs --costs (without --costs the model's own cegb_* parameters are used)")
+    costs, groups_from_model = _report_costs(args, forest)
     label_column, header = _file_settings(args)
     reports, rows_done, has_id0 = [], 0, False
     data = Path(args.data)
@@ -218,11 +241,14 @@ def cmd_cost(args) -> int:
     if not reports:
         raise CEGBError(f"{args.data} holds no rows")
     _check_base(args.data, args, has_id0)
+    groups = reports[0].group_usage
     report = CostReport(acquisition=np.concatenate([r.acquisition for r in reports]),
                         evaluation=np.concatenate([r.evaluation for r in reports]),
                         coupled=reports[0].coupled,
                         usage=sum(r.usage * len(r.acquisition) for r in reports) / rows_done,
-                        feature_names=forest.feature_names)
+                        feature_names=forest.feature_names,
+                        group_usage=None if groups is None else
+                        {g: sum(r.group_usage[g] * len(r.acquisition) for r in reports) / rows_done for g in groups})
     if args.format == "json":
         print(json.dumps({"model": str(args.model), "data": str(args.data), **report.to_dict()}, indent=2))
     else:
@@ -234,6 +260,11 @@ def cmd_cost(args) -> int:
         print("feature usage (share of rows):")
         for name, share in sorted(report.usage_by_name.items(), key=lambda item: -item[1]):
             if share > 0:
+                print(f"  {name:<24} {share:7.2%}")
+        if report.group_usage is not None:
+            print("group usage (share of rows paying the group's cost"
+                  + ("; groups from the model's parameters):" if groups_from_model else "):"))
+            for name, share in report.group_usage.items():
                 print(f"  {name:<24} {share:7.2%}")
     return 0
 
@@ -304,7 +335,7 @@ def cmd_train(args) -> int:
     text = read_utf8(config, "config file")
     settings = {**read_config(config), **dict(o.split("=", 1) for o in overrides)}
     settings = {key.strip(): value.strip() for key, value in settings.items()}
-    given = sorted(set(settings) & {*CEGB_KEYS, "cegb_tradeoff"})
+    given = sorted(set(settings) & ({*CEGB_KEYS, "cegb_tradeoff"} - set(GROUP_KEYS)))
     if given:
         raise CEGBError(f"{config} or the overrides already set {given}; remove them or drop --costs/--tradeoff")
     data = _setting(settings, *TRAIN_DATA_KEYS)
@@ -321,13 +352,32 @@ def cmd_train(args) -> int:
         raise CEGBError(f"{data} is not a LibSVM file; --one-based is for LibSVM/SVMlight feature ids")
     costs = FeatureCosts.from_file(args.costs, kind=args.kind, num_features=num_features,
                                    first_column=int(args.one_based))
+    grouped = sorted(set(settings) & set(GROUP_KEYS))
+    if grouped and costs.groups:
+        raise CEGBError(f"{config} or the overrides set {grouped}, and the cost file {args.costs} has group lines: "
+                        "give the groups in one of them")
     with tempfile.TemporaryDirectory(prefix="lightgbm-cegb-") as tmp:
         # the user's config is left untouched; its paths keep their meaning, since lightgbm runs where the
         # user does, as `lightgbm config=FILE` would
         conf = Path(tmp) / "train.conf"
         conf.write_text(text.rstrip("\n") + "\n# added by lightgbm-cegb train\n"
                         + costs.to_config(tradeoff=args.tradeoff))
-        return run_child([find_cli(args.lightgbm), f"config={conf}", *overrides])
+        status = run_child([find_cli(args.lightgbm), f"config={conf}", *overrides])
+    if status == 0 and costs.groups:
+        _name_groups_of_model(settings, list(costs.groups))
+    return status
+
+
+def _name_groups_of_model(settings: dict[str, str], names: list[str]) -> None:
+    """Write the names of the cost file's groups into the model LightGBM trained (which numbers them), so that
+    the cost command and the package report group usage by name."""
+    if (_setting(settings, "task", "task_type") or "train").strip().lower() != "train":
+        return
+    path = Path(_setting(settings, "output_model", "model_output", "model_out") or "LightGBM_model.txt")
+    if not path.is_file():
+        raise CEGBError(f"LightGBM ended without error but wrote no model file {str(path)!r}")
+    text = with_group_names(read_utf8(path, "model file"), names)
+    write_atomically(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
 
 
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -367,6 +417,9 @@ def run_child(command: list[str]) -> int:
     return 128 - status if status < 0 else status
 
 
+COSTS_HELP = ("cost file: one value per feature, one per line (Yahoo! LTR format), and optional lines "
+              "'group NAME COST COLUMNS' (columns from 0, e.g. 'group soil 100 2-41,45': the group's cost is paid "
+              "once, by the first member used)")
 ONE_BASED_HELP = ("LibSVM feature ids start at 1 (SVMlight, Yahoo! LTR, MSLR): line i of the cost file is id i, "
                   "which LightGBM reads into column i (column 0 stays empty and costs 0)")
 ZERO_BASED_HELP = "LibSVM feature ids start at 0: line i of the cost file is column i - 1 (needed when no row has id 0)"
@@ -378,8 +431,8 @@ def main(argv: list[str] | None = None) -> int:
     p_cost = sub.add_parser("cost", help="prediction cost of a model on a data file")
     p_cost.add_argument("model", help="LightGBM model file")
     p_cost.add_argument("data", help="data file: CSV/TSV (label in --label-column) or LibSVM")
-    p_cost.add_argument("--costs", help="lazy cost file, one value per line (Yahoo LTR format); "
-                                         "default: the model's own cegb_* parameters")
+    p_cost.add_argument("--costs", help=f"{COSTS_HELP}, lazy costs; without group lines, the groups are the "
+                                         "model's; default: the model's own cegb_* parameters")
     base = p_cost.add_mutually_exclusive_group()
     base.add_argument("--one-based", action="store_true", help=ONE_BASED_HELP)
     base.add_argument("--zero-based", action="store_true", help=ZERO_BASED_HELP)
@@ -395,8 +448,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="report rows done on stderr (default: when stderr is a terminal)")
     p_train = sub.add_parser("train", help="train with LightGBM's CLI and a cost file")
     p_train.add_argument("config", help="LightGBM CLI config file")
-    p_train.add_argument("--costs", required=True, help="cost file, one value per line")
-    p_train.add_argument("--kind", choices=["lazy", "coupled"], default="lazy")
+    p_train.add_argument("--costs", required=True, help=f"{COSTS_HELP}; without group lines, the config may set "
+                                                        "cegb_feature_group and cegb_penalty_group_*")
+    p_train.add_argument("--kind", choices=["lazy", "coupled"], default="lazy",
+                         help="the costs of the file, features' and groups': per row (lazy) or per model (coupled)")
     p_train.add_argument("--tradeoff", type=float, default=None, help="cegb_tradeoff")
     base = p_train.add_mutually_exclusive_group()
     base.add_argument("--one-based", action="store_true", help=ONE_BASED_HELP)

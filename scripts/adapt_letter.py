@@ -110,8 +110,9 @@ def main(argv: list[str] | None = None) -> None:
             continue
         start = time.perf_counter()
         frame = sweep(method, parts["train"], parts["valid"], costs, task=args.task, params=F0,
-                      grid={method: grids(args.task, args.quick)[method]} if method != "lightgbm" else None,
-                      num_boost_round=args.rounds)
+                      grid={method: grids(args.task, args.quick)[method]} if method != "lightgbm" else
+                      {"lightgbm": [{"trees": ()}]},  # f0 itself, without its prefixes
+                      num_boost_round=args.rounds, baseline=False)
         frame = evaluate(pareto(frame), parts["test"])
         frame["method"] = label
         frames.append(frame)

@@ -50,7 +50,8 @@ def main() -> None:
         start = time.perf_counter()
         grid = {name: QUICK[name]} if args.quick and name in QUICK else None
         frame = sweep(name, parts["train"], parts["valid"], costs, task="ranking", metric="p@5", grid=grid,
-                      params={"objective": "binary"}, num_boost_round=args.rounds, early_stopping_rounds=30)
+                      params={"objective": "binary"}, num_boost_round=args.rounds, early_stopping_rounds=30,
+                      baseline=False)
         frame = evaluate(pareto(frame), parts["test"])
         frame["method"] = label
         frames.append(frame)

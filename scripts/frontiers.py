@@ -93,13 +93,15 @@ QUICK = {"cegb": [{"relative_tradeoff": r} for r in (0.0, 0.05)], "budget_prune"
          "greedy_miser": [{"relative_tradeoff": r} for r in (0.0, 0.1)],
          "adapt_gbrt": [{"p_full": 0.3, "relative_tradeoff": 0.01, "n_rounds": 2, "trees_per_round": 10}],
          "adapt_lin": [{"p_full": 0.3, "relative_tradeoff": 0.05}],
-         **{name: [{"relative_tradeoff": 1e-3}] for name in ("cstc", "cscc", "cronus")}}
+         **{name: [{"relative_tradeoff": 1e-3}] for name in ("cstc", "cscc", "cronus")},
+         "cheap_subset": [{"width": 2, "steps": 2}]}
 # BudgetPrune's own setting (Nan et al. 2016): a random forest (LightGBM's rf mode: bootstrap-like bagging,
 # a random half of the features per tree, 100 trees) rather than a boosted model
 RF = {"boosting": "rf", "bagging_fraction": 0.632, "bagging_freq": 1, "feature_fraction": 0.5}
 LABELS = {"lightgbm": "LightGBM", "cegb": "CEGB", "budget_prune": "BudgetPrune", "early_exit": "Early Exit",
           "budgetrf": "BudgetRF", "greedy_miser": "Greedy Miser", "adapt_gbrt": "ADAPT-GBRT",
-          "adapt_lin": "ADAPT-LIN", "cstc": "CSTC", "cscc": "CSCC", "cronus": "Cronus"}
+          "adapt_lin": "ADAPT-LIN", "cstc": "CSTC", "cscc": "CSCC", "cronus": "Cronus",
+          "cheap_subset": "Cheap subset (baseline)"}
 
 
 def main() -> None:
@@ -120,7 +122,7 @@ def main() -> None:
         start = time.perf_counter()
         grid = {name: QUICK[name]} if args.quick and name in QUICK else None
         frame = sweep(name, parts["train"], parts["valid"], costs, task=task, grid=grid, params=params,
-                      num_boost_round=rounds, n_jobs=args.jobs)
+                      num_boost_round=rounds, n_jobs=args.jobs, baseline=False)  # the baseline is a run
         frame = evaluate(pareto(frame), parts["test"])
         frame["method"] = label
         frames.append(frame)

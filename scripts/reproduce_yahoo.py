@@ -107,7 +107,7 @@ def run_setting(setting: str, parts: dict, lazy: FeatureCosts, args) -> tuple[pd
 
     train, valid = rows("train"), rows("valid")
     common = {"task": "ranking", "metric": "ap@5", "num_boost_round": args.rounds, "n_jobs": args.jobs,
-              "early_stopping_rounds": 30}
+              "early_stopping_rounds": 30, "baseline": False}  # each run is one method (relabelled below)
     objective = {"objective": "binary"} if binarise else {"objective": "regression"}
     prune_grid = [{"budget_fraction": f} for f in (0.2, 0.4, 0.6, 0.8)]  # ~10 max-flows each on all the rows
     runs = [("LightGBM", "lightgbm", {**DEEP, **objective}, None),

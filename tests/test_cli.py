@@ -294,3 +294,111 @@ def test_cost_still_reads_csv_with_missing_values_and_libsvm(small_model, tmp_pa
                      str(small_model / "costs.txt"), "--format", "json"]) == 0
         report = json.loads(capsys.readouterr().out)
         assert report["mean"] == pytest.approx(expected.mean, rel=1e-12), name
+
+
+@pytest.fixture(scope="module")
+def soil(tmp_path_factory):
+    """Columns 2..4 a soil survey sold as one (a group), 1 and 5 another group: the label needs the survey."""
+    tmp = tmp_path_factory.mktemp("groups")
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(1500, 6))
+    y = X[:, 0] + X[:, 2] - X[:, 3] + 0.5 * X[:, 4] + 0.3 * X[:, 5] + rng.normal(0, 0.1, 1500)
+    np.savetxt(tmp / "train.csv", np.column_stack([y, X]), delimiter=",", fmt="%.17g")
+    (tmp / "grouped.txt").write_text("1\n2\n0\n0\n0\n3\ngroup soil 100 2-4\ngroup wild 5 1,5\n")
+    (tmp / "flat.txt").write_text("1\n2\n0\n0\n0\n3\n")
+    costs = FeatureCosts(lazy=[1, 2, 0, 0, 0, 3], groups={"soil": [2, 3, 4], "wild": [1, 5]},
+                         group_lazy=[100.0, 5.0])
+    params = {"objective": "regression", "verbose": -1, "deterministic": True, "num_threads": 2}
+    api = lgb.train({**params, **costs.to_params(tradeoff=0.001)}, lgb.Dataset(X, y), 15)
+    return tmp, X, y, costs, api
+
+
+def _config(path, output: str, extra: str = "") -> Path:
+    path.write_text(f"task = train\nobjective = regression\ndata = train.csv\nnum_iterations = 15\n"
+                    f"output_model = {output}\nverbose = -1\ndeterministic = true\nnum_threads = 2\n{extra}")
+    return path
+
+
+def test_train_and_cost_with_group_lines_in_the_cost_file(soil, capsys, monkeypatch):
+    """The grouped columns cost their group's fee once per row (not 0): trained as lgb.train with the same
+    FeatureCosts, the model file names the groups, and the cost command reports them by name, from the model's
+    parameters or from the cost file, in its table and its JSON, whatever the blocks it reads."""
+    tmp, X, y, costs, api = soil
+    monkeypatch.chdir(tmp)
+    conf = _config(tmp / "grouped.conf", "grouped_model.txt")
+    assert main(["train", str(conf), "--costs", "grouped.txt", "--tradeoff", "0.001"]) == 0
+    model = lgb.Booster(model_file="grouped_model.txt")
+    assert model.params["cegb_feature_group"] == [-1, 1, 0, 0, 0, 1]
+    assert model.params["cegb_penalty_group_lazy"] == [100.0, 5.0]
+    assert "[cegb_group_names=soil,wild: ]\n" in (tmp / "grouped_model.txt").read_text()
+    np.testing.assert_allclose(model.predict(X), api.predict(X), rtol=1e-12)
+    expected = prediction_cost(api, X, costs)
+    assert expected.group_usage["soil"] == 1.0 and expected.mean >= 101  # the model reads the survey
+    for options in ([], ["--costs", "grouped.txt"]):
+        assert main(["cost", "grouped_model.txt", "train.csv", *options, "--format", "json"]) == 0
+        report = json.loads(capsys.readouterr().out)
+        assert report["mean"] == pytest.approx(expected.mean, rel=1e-12)
+        assert report["group_usage"] == pytest.approx(expected.group_usage, rel=1e-12)
+        assert list(report["group_usage"]) == ["soil", "wild"]
+    monkeypatch.setattr("lightgbm_cegb.cli.CHUNK_ROWS", 7)  # group usage summed over the blocks read
+    assert main(["cost", "grouped_model.txt", "train.csv", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["group_usage"] == pytest.approx(expected.group_usage, rel=1e-12)
+    assert main(["cost", "grouped_model.txt", "train.csv"]) == 0
+    table = capsys.readouterr().out
+    assert "group usage (share of rows paying the group's cost):" in table
+    assert re.search(r"\n  soil +100\.00%\n", table)
+    assert re.search(rf"\n  wild +{100 * expected.group_usage['wild']:.2f}%\n", table)
+    assert re.search(rf"mean cost per row +{expected.mean:.6g}\n", table)
+
+
+def test_train_with_group_keys_in_the_config(soil, capsys, monkeypatch):
+    """A config (or overrides) may set cegb_feature_group and the group penalties next to a per-feature cost
+    file; the cost command then takes the model's groups with the file's per-feature costs."""
+    tmp, X, y, costs, api = soil
+    monkeypatch.chdir(tmp)
+    conf = _config(tmp / "keys.conf", "keys_model.txt", "cegb_feature_group = -1,1,0,0,0,1\n")
+    assert main(["train", str(conf), "--costs", "flat.txt", "--tradeoff", "0.001", "--",
+                 "cegb_penalty_group_lazy=100,5"]) == 0
+    model = lgb.Booster(model_file="keys_model.txt")
+    np.testing.assert_allclose(model.predict(X), api.predict(X), rtol=1e-12)
+    expected = prediction_cost(api, X, costs)
+    assert main(["cost", "keys_model.txt", "train.csv", "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["mean"] == pytest.approx(expected.mean, rel=1e-12)
+    assert report["group_usage"] == pytest.approx({"0": expected.group_usage["soil"],
+                                                   "1": expected.group_usage["wild"]}, rel=1e-12)
+    assert main(["cost", "keys_model.txt", "train.csv", "--costs", "flat.txt"]) == 0
+    table = capsys.readouterr().out
+    assert "group usage (share of rows paying the group's cost; groups from the model's parameters):" in table
+    assert re.search(rf"mean cost per row +{expected.mean:.6g}\n", table)
+    # groups in the config and in the cost file: refused, naming both
+    assert main(["train", str(conf), "--costs", "grouped.txt"]) == 2
+    assert ("keys.conf or the overrides set ['cegb_feature_group'], and the cost file grouped.txt has group lines: "
+            "give the groups in one of them") in capsys.readouterr().err
+    assert main(["train", str(_config(tmp / "plain.conf", "x.txt")), "--costs", "grouped.txt", "--",
+                 "cegb_penalty_group_lazy=1,1"]) == 2
+    assert "set ['cegb_penalty_group_lazy'], and the cost file grouped.txt" in capsys.readouterr().err
+    # the per-feature keys stay refused: the cost file gives them
+    assert main(["train", str(conf), "--costs", "flat.txt", "--", "cegb_penalty_feature_lazy=1,1,1,1,1,1"]) == 2
+    assert "already set ['cegb_penalty_feature_lazy']" in capsys.readouterr().err
+
+
+def test_train_coupled_groups_and_bad_group_lines(soil, capsys, monkeypatch):
+    tmp, X, y, costs, _ = soil
+    monkeypatch.chdir(tmp)
+    conf = _config(tmp / "coupled.conf", "coupled_model.txt")
+    assert main(["train", str(conf), "--costs", "grouped.txt", "--kind", "coupled", "--tradeoff", "0.001"]) == 0
+    model = lgb.Booster(model_file="coupled_model.txt")
+    assert model.params["cegb_penalty_feature_coupled"] == [1.0, 2.0, 0.0, 0.0, 0.0, 3.0]
+    assert model.params["cegb_penalty_group_coupled"] == [100.0, 5.0]
+    assert not model.params.get("cegb_penalty_group_lazy")
+    assert main(["cost", "coupled_model.txt", "train.csv", "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    used = prediction_cost(model, X, FeatureCosts(coupled=[1, 2, 0, 0, 0, 3], groups=costs.groups,
+                                                  group_coupled=[100.0, 5.0]))
+    assert report["coupled"] == used.coupled >= 100 and list(report["group_usage"]) == ["soil", "wild"]
+    (tmp / "bad.txt").write_text("1\n2\n0\n0\n0\n3\ngroup soil 100 2-9\n")
+    for command in (["train", str(conf)], ["cost", "coupled_model.txt", "train.csv"]):
+        assert main([*command, "--costs", "bad.txt"]) == 2
+        assert ("bad.txt:7: group 'soil' names column 9, beyond the 6 columns the file's costs cover (0..5)"
+                in capsys.readouterr().err)

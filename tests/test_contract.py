@@ -9,11 +9,13 @@ of the model's trees, and ``tradeoff_scale`` as the smallest trade-off at which 
 
 from __future__ import annotations
 
+import copy
 import inspect
 import pickle
 
 import lightgbm as lgb
 import numpy as np
+import pandas as pd
 import pytest
 from sklearn.base import clone
 
@@ -175,6 +177,73 @@ def test_clone_and_pickle(name):
     again = pickle.loads(pickle.dumps(model))
     np.testing.assert_array_equal(np.asarray(again.predict(X)), np.asarray(model.predict(X)))
     np.testing.assert_array_equal(again.prediction_cost(X).per_instance, model.prediction_cost(X).per_instance)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_pickle_copy_and_clone_after_every_method(name, tmp_path):
+    """Caches a method fills (compiled routing structures, parsed forests) never stop a model from pickling,
+    copying or cloning; they are rebuilt after unpickling."""
+    factory, kind, _ = ESTIMATORS[name]
+    X, y, fit_params = data(kind)
+    model = factory().fit(X, y, **fit_params)
+    expected = np.asarray(model.predict(X)), model.prediction_cost(X).per_instance
+    calls = {"predict": lambda: model.predict(X), "prediction_cost": lambda: model.prediction_cost(X[:7]),
+             "save": lambda: model.save(tmp_path / "m")}
+    for method in ("predict_proba", "decision_function", "route"):
+        if hasattr(model, method):
+            calls[method] = lambda method=method: getattr(model, method)(X)
+    for method, call in calls.items():
+        call()
+        for again in (pickle.loads(pickle.dumps(model)), copy.deepcopy(model)):
+            np.testing.assert_array_equal(np.asarray(again.predict(X)), expected[0], err_msg=method)
+            np.testing.assert_array_equal(again.prediction_cost(X).per_instance, expected[1], err_msg=method)
+            pickle.dumps(again)  # its caches filled again
+        same_params(clone(model), model)
+
+
+NAMED_COSTS = FeatureCosts(lazy={"f0": 1.0, "f 1": 2.0, "f2": 4.0, "f3": 8.0, "f4": 3.0},
+                           groups={"pair": ["f2", "f3"]}, group_lazy={"pair": 5.0})
+COLUMN_COSTS = FeatureCosts(lazy=[1.0, 2.0, 4.0, 8.0, 3.0], groups={"pair": [2, 3]}, group_lazy=[5.0])
+
+
+def lightgbm_models(model) -> dict:
+    """The LightGBM models an estimator trained and holds (its own trees; not a model given to it)."""
+    held = {attr: getattr(model, attr, None) for attr in ("booster_", "gate_", "f1_", "phi_booster_")}
+    return {attr: booster for attr, booster in held.items() if isinstance(booster, lgb.Booster)}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_dataframe_fit_keeps_the_names_in_the_models_it_holds(name):
+    """Fitted on a DataFrame, every model the estimator holds names the columns as X does (LightGBM writes a
+    space as an underscore), so that costs by name work on them as on the estimator: equal to the costs by
+    column of the same model fitted on the array."""
+    factory, kind, _ = ESTIMATORS[name]
+    X, y, fit_params = data(kind)
+    frame = pd.DataFrame(X, columns=["f0", "f 1", "f2", "f3", "f4"])
+    model = factory().set_params(feature_costs=NAMED_COSTS).fit(frame, y, **fit_params)
+    plain = factory().set_params(feature_costs=COLUMN_COSTS).fit(X, y, **fit_params)
+    # LightGBM's estimators give the names they hold (f_1)
+    assert list(model.feature_names_in_) == (["f0", "f_1", "f2", "f3", "f4"] if name.startswith("CEGB") else
+                                             list(frame.columns))
+    report = model.prediction_cost(frame)
+    assert list(report.group_usage) == ["pair"]
+    np.testing.assert_array_equal(report.per_instance, plain.prediction_cost(X).per_instance)
+    # a DataFrame's values reach the linear models in another memory order: the last bits may differ
+    np.testing.assert_allclose(np.asarray(model.predict(frame), dtype=float), np.asarray(plain.predict(X), dtype=float),
+                               rtol=1e-12, atol=1e-12)
+    held = lightgbm_models(model)
+    if name in ("GreedyMiserClassifier", "GreedyMiserRegressor", "GreedyMiserRanker", "AdaptGBRT",
+                "CSTCClassifier"):  # the LightGBM models these train (CSTCClassifier: its phi of 5 trees)
+        assert held, name
+    for attr, booster in held.items():
+        assert booster.feature_name() == ["f0", "f_1", "f2", "f3", "f4"], attr
+        prediction_cost(booster, frame, NAMED_COSTS)  # costs by name align to the model's names
+    forest = getattr(model, "forest_", None)
+    if forest is not None:
+        assert [name.replace(" ", "_") for name in forest.feature_names] == ["f0", "f_1", "f2", "f3", "f4"]
+        by_name = prediction_cost(model, frame, NAMED_COSTS)
+        np.testing.assert_array_equal(by_name.per_instance, report.per_instance)
+        assert by_name.group_usage == report.group_usage
 
 
 @pytest.mark.parametrize("name", [n for n in NAMES if ESTIMATORS[n][2]])

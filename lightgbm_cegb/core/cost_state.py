@@ -98,12 +98,17 @@ class CostState:
             self.paid[unpaid, column] = 1
             self.acquisition[unpaid] += self.group_lazy[group]
 
-    def report(self, costs: FeatureCosts) -> CostReport:
-        """The rows' costs as a CostReport, the coupled cost that of every feature some row paid."""
+    def report(self, costs: FeatureCosts, feature_names: list[str] | None = None) -> CostReport:
+        """The rows' costs as a CostReport (the columns named ``feature_names``), the coupled cost that of every
+        feature some row paid, ``group_usage`` the share of rows that paid each group of ``costs``."""
         used = np.flatnonzero(self.feature_paid.any(axis=0))
+        n = max(self.num_rows, 1)
+        groups = costs.groups
         return CostReport(acquisition=self.acquisition, evaluation=self.evaluation,
                           coupled=costs.model_cost(used, self.num_features),
-                          usage=self.feature_paid.sum(axis=0) / max(self.num_rows, 1))
+                          usage=self.feature_paid.sum(axis=0) / n, feature_names=feature_names,
+                          group_usage=None if groups is None else
+                          dict(zip(groups, (self.paid[:, self.num_features:].sum(axis=0) / n).tolist())))
 
     @property
     def feature_paid(self) -> np.ndarray:

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import math
 import os
+import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
+from urllib.parse import quote, unquote
 
 import lightgbm as lgb
 import numpy as np
@@ -18,6 +21,26 @@ UNUSED_ID_COST = 10000.0
 CEGB_KEYS = ("cegb_penalty_feature_lazy", "cegb_penalty_feature_coupled", "cegb_penalty_split",
              "cegb_penalty_feature_split", "cegb_feature_group", "cegb_penalty_group_lazy",
              "cegb_penalty_group_coupled")
+GROUP_KEYS = ("cegb_feature_group", "cegb_penalty_group_lazy", "cegb_penalty_group_coupled")
+#: The names of the groups 0..G-1 of cegb_feature_group, which LightGBM numbers: not a LightGBM parameter (a
+#: model text holds them in its own line, see ``lightgbm_cegb.io.lightgbm_text.with_group_names``)
+GROUP_NAMES_KEY = "cegb_group_names"
+
+
+def encode_group_names(names: Sequence[str]) -> str:
+    """Group names as one comma-separated value, each percent-encoded (so that no name can hold a comma, a
+    colon, a bracket, a space or a line break)."""
+    return ",".join(quote(str(name), safe="") for name in names)
+
+
+def decode_group_names(value) -> list[str]:
+    """The names :func:`encode_group_names` wrote (or a list of names as they are)."""
+    if isinstance(value, str):
+        return [unquote(name) for name in value.split(",")]
+    if isinstance(value, Sequence) and not isinstance(value, bytes):
+        return [str(name) for name in value]
+    raise CEGBError(f"{GROUP_NAMES_KEY} should be a list of group names or their encoded string, got "
+                    f"{type(value).__name__}")
 
 
 def _feature_names(features) -> list[str]:
@@ -134,12 +157,59 @@ def lightgbm_feature_name(name: str) -> str:
     return name.replace(" ", "_")
 
 
+def lightgbm_feature_names(names: Sequence[str]) -> list[str]:
+    """``names`` as LightGBM holds them (spaces as underscores, which it warns about), for a Dataset's
+    ``feature_name``; CEGBError for names a LightGBM model cannot hold: with a character it refuses
+    (``"`` ``,`` ``:`` ``[`` ``]`` ``{`` ``}``) or one that would split its ``feature_names`` line, empty, or the
+    same as another once renamed."""
+    out = [lightgbm_feature_name(str(name)) for name in names]
+    bad = [name for name in out if not name or any(c in '",:[]{}' or c.isspace() for c in name)]
+    if bad:
+        raise CEGBError(f"feature names: a LightGBM model holds names without the characters \" , : [ ] {{ }}, "
+                        f"tabs or line breaks, and not empty; got {bad[:5]}: rename these columns")
+    duplicated = sorted(name for name, count in Counter(out).items() if count > 1)
+    if duplicated:
+        raise CEGBError(f"feature names: LightGBM writes spaces as underscores, which makes names the same: "
+                        f"{duplicated[:5]}; rename these columns")
+    return out
+
+
 def _is_named_series(values) -> bool:
     """A pandas Series whose index names features (not the default 0..n-1 positions)."""
     index = getattr(values, "index", None)
     if index is None or not hasattr(values, "to_numpy") or getattr(values, "ndim", 0) != 1:
         return False
     return not (index.dtype.kind in "iu" and (np.asarray(index) == np.arange(len(index))).all())
+
+
+_COLUMNS = re.compile(r"([0-9]+)(?:-([0-9]+))?")
+
+
+def _group_line(path, lineno: int, line: str) -> tuple[str, tuple[int, float, list[tuple[int, int]]]]:
+    """A cost file's ``group NAME COST COLUMNS`` line: (NAME, (line number, COST, inclusive column ranges))."""
+    tokens = line.split()
+    if len(tokens) < 4:
+        raise CEGBError(f"{path}:{lineno}: expected 'group NAME COST COLUMNS' (e.g. 'group soil 100 2-41,45'), "
+                        f"got {line[:60]!r}")
+    name = tokens[1]
+    try:
+        cost = float(tokens[2])
+    except ValueError:
+        cost = math.nan
+    if not (math.isfinite(cost) and cost >= 0):
+        raise CEGBError(f"{path}:{lineno}: group {name!r}: expected its cost, a finite number >= 0, got "
+                        f"{tokens[2]!r}")
+    ranges = []
+    for item in ",".join(tokens[3:]).split(","):
+        match = _COLUMNS.fullmatch(item)
+        if item and (match is None or (match[2] is not None and int(match[2]) < int(match[1]))):
+            raise CEGBError(f"{path}:{lineno}: group {name!r}: expected columns as numbers from 0 or ranges "
+                            f"low-high (e.g. 2-41,45), got {item!r}")
+        if item:
+            ranges.append((int(match[1]), int(match[2] if match[2] is not None else match[1])))
+    if not ranges:
+        raise CEGBError(f"{path}:{lineno}: group {name!r} names no column")
+    return name, (lineno, cost, ranges)
 
 
 class FeatureCosts:
@@ -415,7 +485,9 @@ class FeatureCosts:
         """The same as lines of a LightGBM CLI config file."""
         lines = []
         for key, value in self.to_params(tradeoff).items():
-            text = ",".join(repr(float(v)) for v in value) if isinstance(value, list) else repr(value)
+            # group ids as integers: LightGBM refuses "-1.0" in cegb_feature_group
+            text = ",".join(str(v) if isinstance(v, int) else repr(float(v)) for v in value) \
+                if isinstance(value, list) else repr(value)
             lines.append(f"{key} = {text}")
         return "\n".join(lines) + "\n"
 
@@ -440,32 +512,64 @@ class FeatureCosts:
         if lazy is None and coupled is None and not np.any(split) and group_lazy is None and group_coupled is None:
             return None
         groups = None if groups is None else np.asarray(groups, dtype=np.float64).astype(np.int64)
-        return cls(lazy, coupled, split, groups=groups, group_lazy=group_lazy, group_coupled=group_coupled)
+        costs = cls(lazy, coupled, split, groups=groups, group_lazy=group_lazy, group_coupled=group_coupled)
+        names = params.get(GROUP_NAMES_KEY)
+        if names is not None and costs._groups is not None:
+            costs._name_groups(decode_group_names(names))
+        return costs
+
+    def _name_groups(self, names: list[str]) -> None:
+        """Groups given as ids (a model's cegb_feature_group) renamed in place: id k is ``names[k]``."""
+        ids = [int(g) for g in self._groups]
+        if ids and max(ids) >= len(names):
+            raise CEGBError(f"{GROUP_NAMES_KEY} should name every group id 0..{max(ids)} (at least {max(ids) + 1} "
+                            f"names), got {len(names)} names: {names[:10]}")
+        taken = [names[g] for g in ids]
+        duplicated = sorted(name for name, count in Counter(taken).items() if count > 1)
+        if duplicated:
+            raise CEGBError(f"{GROUP_NAMES_KEY} should give each group its own name, got {duplicated[:10]} for "
+                            "several groups")
+        self._groups = dict(zip(taken, self._groups.values()))
 
     @classmethod
     def from_file(cls, path: str | os.PathLike, kind: str = "lazy", num_features: int | None = None, *,
                   first_column: int = 0) -> FeatureCosts:
-        """Load costs in the Yahoo! LTR format: one value per line (blank lines and ``#`` comments ignored).
+        """Load costs in the Yahoo! LTR format, one value per line, with optional group lines (blank lines
+        and ``#`` comments ignored).
 
-        Line i (from 1) is the cost of column ``first_column + i - 1``; the columns before ``first_column``
-        cost 0. ``first_column=1`` is the reading of a 1-based SVMlight file by LightGBM, which puts id i in
-        column i and leaves column 0 empty. ``num_features`` checks the length: the file must cover exactly
-        those columns, except that a tail of :data:`UNUSED_ID_COST` values (the Yahoo file's cost of the ids
-        that never occur) beyond them is dropped.
+        Line i (from 1) of the values is the cost of column ``first_column + i - 1``; the columns before
+        ``first_column`` cost 0. ``first_column=1`` is the reading of a 1-based SVMlight file by LightGBM,
+        which puts id i in column i and leaves column 0 empty. ``num_features`` checks the length: the values
+        must cover exactly those columns, except that a tail of :data:`UNUSED_ID_COST` values (the Yahoo
+        file's cost of the ids that never occur) beyond them is dropped.
+
+        A line ``group NAME COST COLUMNS`` makes a group of features whose cost ``COST`` is paid once, by the
+        first member used (the members' own values are paid on top, usually 0). ``COLUMNS``: column numbers
+        and inclusive ranges separated by commas or spaces (``2-41,45``), LightGBM's column numbers (from 0;
+        a LibSVM file's feature ids), whatever ``first_column``; a column is in one group at most. Values and
+        group costs are ``kind`` costs (lazy: per row; coupled: per model).
         """
         if kind not in ("lazy", "coupled"):
             raise CEGBError(f"kind should be 'lazy' or 'coupled', got {kind!r}")
         if first_column < 0:
             raise CEGBError(f"first_column should be >= 0, got {first_column}")
-        values = []
+        values: list[float] = []
+        groups: dict[str, tuple[int, float, list[tuple[int, int]]]] = {}  # name -> (line, cost, column ranges)
         for lineno, line in enumerate(read_utf8(path, "cost file").splitlines(), 1):
             line = line.split("#", 1)[0].strip()
             if not line:
                 continue
+            if line.split(None, 1)[0] == "group":
+                name, group = _group_line(path, lineno, line)
+                if name in groups:
+                    raise CEGBError(f"{path}:{lineno}: group {name!r} is already defined on line {groups[name][0]}")
+                groups[name] = group
+                continue
             try:
                 values.append(float(line))
             except ValueError:
-                raise CEGBError(f"{path}:{lineno}: expected a number, got {line!r}") from None
+                raise CEGBError(f"{path}:{lineno}: expected a number, got {line[:60]!r} (a group is a line "
+                                "'group NAME COST COLUMNS')") from None
         values = [0.0] * first_column + values
         if num_features is not None and len(values) != num_features:
             extra = values[num_features:]
@@ -477,7 +581,26 @@ class FeatureCosts:
                        "; if its first line is the cost of feature id 1 of a 1-based SVMlight file, say so "
                        "(first_column=1, the CLI's --one-based)" if len(values) == num_features - 1 else ""))
             values = values[:num_features]
-        return cls(**{kind: values})
+        if not groups:
+            return cls(**{kind: values})
+        owner = np.full(len(values), -1, dtype=np.int64)
+        members: dict[str, list[int]] = {}
+        for g, (name, (lineno, _, ranges)) in enumerate(groups.items()):
+            for low, high in ranges:
+                if high >= len(values):
+                    raise CEGBError(f"{path}:{lineno}: group {name!r} names column {high}, beyond the {len(values)} "
+                                    f"columns the file's costs cover (0..{len(values) - 1})")
+                taken = np.flatnonzero(owner[low:high + 1] >= 0)
+                if taken.size:
+                    column = low + int(taken[0])
+                    other = list(groups)[int(owner[column])]
+                    raise CEGBError(f"{path}:{lineno}: column {column} is already in group {other!r}"
+                                    + ("" if other == name else f" (line {groups[other][0]})")
+                                    + "; a column is in one group at most")
+                owner[low:high + 1] = g
+            members[name] = [c for low, high in ranges for c in range(low, high + 1)]
+        return cls(**{kind: values}, groups=members,
+                   **{f"group_{kind}": [cost for _, cost, _ in groups.values()]})
 
     @classmethod
     def coerce(cls, costs) -> FeatureCosts:

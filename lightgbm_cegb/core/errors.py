@@ -37,6 +37,10 @@ class BudgetWarning(CEGBWarning):
     """A budget cannot be met as asked (e.g. the first iteration already exceeds it)."""
 
 
+class RoundsWarning(CEGBWarning):
+    """Training reached its cap on boosting rounds while the validation metric was still improving."""
+
+
 def check_number(value, name: str, low: float, high: float | None = None, *, low_open: bool = False,
                  integer: bool = False) -> None:
     """``value`` is a finite number (an integer with ``integer``) >= ``low`` (> with ``low_open``) and, given

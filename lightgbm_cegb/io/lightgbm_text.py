@@ -13,7 +13,8 @@ and also what they would read as something else than the text says or not surviv
 - a tree block is ``key=value`` lines up to a blank line, at most 22; every array has exactly its count
   of values, each a number (integers within range: LightGBM's parser pads, wraps or zeroes the rest);
 - the ``parameters:`` section is ``[name: value]`` lines up to ``end of parameters``; the last line's
-  ``pandas_categorical`` is read by LightGBM's own Python function.
+  ``pandas_categorical`` is read by LightGBM's own Python function. The package's line naming feature
+  groups (:func:`with_group_names`) is read as the parameter ``cegb_group_names``.
 The structure (children, features, categorical bitsets) is checked by ``Forest`` itself. ``write_text``
 writes a forest read from LightGBM text back in LightGBM's format (``GBDT::SaveModelToString``,
 ``Tree::ToString``): ``write_text(read_text(t)) == t`` for the models LightGBM writes.
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from lightgbm_cegb.core.costs import GROUP_NAMES_KEY, encode_group_names
 from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.forest import Forest
 
@@ -338,6 +340,8 @@ def _parse_params(footer: str) -> dict[str, str]:
             if not (line.startswith("[") and line.endswith("]") and ": " in line):
                 raise CEGBError(f"LightGBM model: parameter line {line[:60]!r} is not '[name: value]'")
             key, _, value = line[1:-1].partition(": ")
+            if key.startswith(GROUP_NAMES_KEY + "=") and not value:  # with_group_names's line
+                key, value = GROUP_NAMES_KEY, key[len(GROUP_NAMES_KEY) + 1:]
             params[key] = value
     if inside:
         raise CEGBError("LightGBM model: the parameters section has no 'end of parameters' line (truncated?)")
@@ -345,6 +349,37 @@ def _parse_params(footer: str) -> dict[str, str]:
 
 
 # ---------------------------------------------------------------------------------------------- writing
+
+
+def with_group_names(text: str, names) -> str:
+    """LightGBM model text whose parameters section names the feature groups: ``names[k]`` is group id k of
+    ``cegb_feature_group`` (LightGBM numbers groups). ``names`` None or empty: the text without such a line.
+
+    The line is ``[cegb_group_names=NAME,NAME: ]`` (each name percent-encoded), the last of the section: a
+    parameter with an empty value, which LightGBM's reader of the section (``GBDT::GetLoadedParam``) skips
+    without a word, stock 4.7.0 and patched alike (a line ``[cegb_group_names: ...]`` would be warned about
+    as an unrecognized parameter at every load), and which LightGBM writes back when it saves a model it
+    loaded.
+    """
+    marker = "\nend of trees\n"
+    at = text.find(marker)
+    if at < 0:
+        raise CEGBError("LightGBM model: no 'end of trees' line: not a model text")
+    head, footer = text[:at + len(marker)], text[at + len(marker):]
+    lines = [line for line in footer.split("\n")
+             if not (line.startswith(f"[{GROUP_NAMES_KEY}=") and line.endswith(": ]"))]
+    if names:
+        line = f"[{GROUP_NAMES_KEY}={encode_group_names(names)}: ]"
+        if "end of parameters" in lines:
+            end = lines.index("end of parameters")
+            last = max((i for i in range(end) if lines[i]), default=end - 1)  # after the last parameter
+            lines.insert(last + 1, line)
+        else:  # no parameters section: one of its own, before the pandas_categorical line LightGBM's Python ends with
+            last = next((i for i in range(len(lines) - 1, -1, -1) if lines[i].startswith("pandas_categorical:")),
+                        len(lines) - (1 if lines and not lines[-1] else 0))
+            lines[last:last] = ["parameters:", line, "end of parameters", ""]
+    return head + "\n".join(lines)
+
 
 
 def _join(values, fmt: str) -> str:

@@ -54,6 +54,29 @@ def num_trees_used(model, forest: Forest, num_iteration: int | None) -> int:
     return forest.num_trees_for(num_iteration)
 
 
+def name_groups(booster: lgb.Booster, costs: FeatureCosts) -> lgb.Booster:
+    """A copy of ``booster``, trained with ``costs.to_params()``, whose model text names its feature groups as
+    ``costs`` does (LightGBM numbers them): ``prediction_cost(model, X)`` with the model's own costs, its
+    saved file and ``lightgbm-cegb cost`` report ``group_usage`` by name. The copy is read from the model
+    text (all its iterations, ``best_iteration`` kept): it predicts and continues training as ``booster``,
+    but holds no training data (no CEGB ledger)."""
+    if not isinstance(booster, lgb.Booster):
+        raise CEGBError(f"booster should be a lightgbm.Booster, got {type(booster).__name__}")
+    if not isinstance(costs, FeatureCosts) or not costs.groups:
+        raise CEGBError(f"costs should be the FeatureCosts with groups the booster was trained with, got {costs!r:.80}")
+    text = booster.model_to_string(num_iteration=-1)
+    ids = [int(float(v)) for v in lightgbm_model.read_text(text).params.get("cegb_feature_group", "").split(",")
+           if v.strip()]
+    if not ids or max(ids) < 0:
+        raise CEGBError("booster: its parameters have no cegb_feature_group: it was not trained with groups")
+    if max(ids) >= len(costs.groups):
+        raise CEGBError(f"costs have {len(costs.groups)} groups but the booster's cegb_feature_group has ids up to "
+                        f"{max(ids)}: give the costs it was trained with")
+    named = lgb.Booster(model_str=lightgbm_model.with_group_names(text, list(costs.groups)))
+    named.best_iteration = booster.best_iteration
+    return named
+
+
 def has_split(model, num_iteration: int | None = None) -> bool:
     """Whether the trees ``predict`` uses (see :func:`num_trees_used`) hold at least one split."""
     forest = to_forest(model)

@@ -15,6 +15,7 @@ from lightgbm_cegb.core.costs import FeatureCosts
 from lightgbm_cegb.core.errors import CEGBError, NoSplitWarning
 from lightgbm_cegb.core.report import CostReport
 from lightgbm_cegb.io import saved
+from lightgbm_cegb.io.lightgbm_text import with_group_names
 from lightgbm_cegb.io.models import has_split, to_forest
 
 __all__ = ["CEGBClassifier", "CEGBRanker", "CEGBRegressor"]
@@ -66,6 +67,7 @@ class _CEGBMixin(BudgetedEstimator):
                 raise CEGBError("sample_weight: every weight is zero; at least one should be non-zero")
         self._fit_costs = self._aligned_costs(X, kwargs.get("feature_name", "auto"))
         super().fit(X, y, sample_weight=sample_weight, **kwargs)
+        self.costs_ = self._fit_costs
         if self._fit_costs is not None and self.cegb_tradeoff > 0:
             if not has_split(self.booster_):
                 warnings.warn(f"cegb_tradeoff={self.cegb_tradeoff:g}: the model has no split (the penalty of a "
@@ -84,7 +86,10 @@ class _CEGBMixin(BudgetedEstimator):
         state = {"objective": self._objective, "best_iteration": self._best_iteration,
                  "fit_costs": None if self._fit_costs is None else self._fit_costs.fields(),
                  "classes": getattr(self, "_classes", None)}
-        return state, {"booster": self.booster_.model_to_string()}
+        text = self.booster_.model_to_string()
+        if self._fit_costs is not None and self._fit_costs.groups:  # LightGBM numbers the groups
+            text = with_group_names(text, list(self._fit_costs.groups))
+        return state, {"booster": text}
 
     def _restore_inputs(self, n_features: int, names: list[str] | None) -> None:
         self._n_features = self._n_features_in = n_features
@@ -97,6 +102,7 @@ class _CEGBMixin(BudgetedEstimator):
         self._best_iteration = state["best_iteration"]
         self._best_score, self._evals_result = {}, {}
         self._fit_costs = None if state["fit_costs"] is None else FeatureCosts(**state["fit_costs"])
+        self.costs_ = self._fit_costs
         if state["classes"] is not None:
             self._le = LabelEncoder().fit(np.asarray(state["classes"]))
             self._classes = self._le.classes_

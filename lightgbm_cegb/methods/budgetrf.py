@@ -8,6 +8,7 @@ so that everything else in the package reads it: ``prediction_cost``, ``LazyPred
 
 from __future__ import annotations
 
+import copy
 import numbers
 from concurrent.futures import ThreadPoolExecutor
 
@@ -215,6 +216,20 @@ class BudgetRFClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
         """The exact per-row feature cost of the fitted forest on X (``lightgbm_cegb.prediction_cost``)."""
         self._check_fitted()
         return prediction_cost(self.forest_, X, self.costs_, n_jobs=n_jobs)
+
+    def prefix(self, n_trees: int) -> BudgetRFClassifier:
+        """A copy of the fitted forest holding only its first ``n_trees`` trees (the forest a smaller budget
+        keeps; a sweep's prefix points)."""
+        self._check_fitted()
+        check_number(n_trees, "n_trees", 1, self.n_estimators_, integer=True)
+        state, _ = self._saved_state()
+        nodes, leaves = state["node_offset"][:n_trees + 1], state["leaf_offset"][:n_trees + 1]
+        state.update(node_offset=nodes, leaf_offset=leaves, n_estimators=n_trees, valid_cost=None,
+                     leaf_counts=state["leaf_counts"][:leaves[-1]],
+                     **{k: state[k][:nodes[-1]] for k in ("feature", "threshold", "left", "right")})
+        model = copy.copy(self)
+        model._restore(state, None, {})
+        return model
 
     def _saved_state(self) -> tuple[dict, dict]:
         forest = self.forest_

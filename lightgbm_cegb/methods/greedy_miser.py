@@ -19,6 +19,8 @@ the number of trees is the evaluation budget.
 
 from __future__ import annotations
 
+import copy
+
 import lightgbm as lgb
 import numpy as np
 from scipy.special import expit, log_softmax, softmax
@@ -143,7 +145,8 @@ class _GreedyMiser(BudgetedEstimator, BaseEstimator):
         the first validation set's ``self._metric``."""
         self.costs_ = self._costs(X.shape[1])
         weight = checked_weights(sample_weight, len(y)) * self._row_weight(y)
-        train = lgb.Dataset(X, y, weight=weight, group=group, free_raw_data=False)
+        names = self._lightgbm_feature_names()
+        train = lgb.Dataset(X, y, weight=weight, group=group, feature_name=names, free_raw_data=False)
         shape = (len(y), num_class) if num_class > 1 else (len(y),)
 
         def objective(score, _):
@@ -160,7 +163,8 @@ class _GreedyMiser(BudgetedEstimator, BaseEstimator):
             y_valid = self._encode(np.asarray(y_valid))
             valid_weight = None if not eval_sample_weight else np.asarray(eval_sample_weight[0], dtype=np.float64)
             valid_group = None if not eval_group else eval_group[0]
-            valid_sets = [lgb.Dataset(X_valid, y_valid, weight=valid_weight, group=valid_group, reference=train)]
+            valid_sets = [lgb.Dataset(X_valid, y_valid, weight=valid_weight, group=valid_group, feature_name=names,
+                                      reference=train)]
             name, higher_better = self._metric_name
 
             def feval(score, dataset):
@@ -212,6 +216,16 @@ class _GreedyMiser(BudgetedEstimator, BaseEstimator):
         self.best_iteration_ = int(state["best_iteration"])
         if "classes" in state:
             self.classes_ = np.asarray(state["classes"])
+
+    def prefix(self, n_iterations: int):
+        """A copy of the fitted model holding only its first ``n_iterations`` iterations: a cheaper model (a
+        sweep's prefix points), which predicts, costs, saves and serves like this one."""
+        self._check_fitted()
+        check_number(n_iterations, "n_iterations", 1, self.booster_.current_iteration(), integer=True)
+        model = copy.copy(self)
+        model.booster_ = lgb.Booster(model_str=self.booster_.model_to_string(num_iteration=n_iterations))
+        model.best_iteration_ = n_iterations
+        return model
 
     def prediction_cost(self, X, *, num_iteration: int | None = None, n_jobs: int | None = None) -> CostReport:
         """Exact per-row cost of the fitted model on X under ``feature_costs`` (the tree cost included); by

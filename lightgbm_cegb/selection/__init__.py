@@ -1,10 +1,23 @@
 """From costs and a budget to the best model: sweeps, Pareto frontiers, selection within a budget.
 
-    from lightgbm_cegb.selection import sweep, select
-    frontier = sweep(["cegb", "budget_prune", "early_exit"], train=(X, y), valid=(X_valid, y_valid),
-                     costs=costs, task="binary")
+    from lightgbm_cegb.selection import fit_within_budget, sweep, select
+    best = fit_within_budget((X, y), (X_valid, y_valid), costs, budget=30.0, task="binary",
+                             test=(X_test, y_test))
+    best.model, best.valid_quality, best.valid_cost, best.test_quality, best.frontier
+
+    frontier = sweep(["cegb", "budget_prune", "early_exit"], (X, y), (X_valid, y_valid), costs, task="binary")
     best = select(frontier, budget=30.0, test=(X_test, y_test))
-    best.model.predict(X_new), best.test_quality, best.test_cost
+
+One protocol for every method (the reasons: a comparison of methods is fair only if each gets the same
+chances): every grid point is trained on the training rows, the boosted ones with early stopping on the
+validation rows (patience ``early_stopping_rounds``, under a cap ``num_boost_round`` that a RoundsWarning reports
+when it binds); every boosted or bagged model is also a point with each prefix of ``PREFIX_TREES`` iterations
+below its best (a prefix is a cheaper model at no training cost, which Greedy Miser's and BudgetRF's papers
+report and CEGB's would have too); with a budget, each model's longest prefix within it is a point (what
+``budget_stopping`` trains) and each method's knob is refined around the budget (:class:`Knob`); every point is
+measured on the same validation rows; and the cheap-subset baseline (plain LightGBM on a greedily chosen
+cost-aware subset of features or groups, :mod:`lightgbm_cegb.selection.baseline`) joins every sweep, so that a
+budgeted method is always compared with what a user would try by hand.
 
 Every point of a sweep is a fitted model measured on the validation rows: its quality (``metric``) and its
 exact mean prediction cost per row (the package's accounting, ``CostReport.mean``: lazy acquisition plus
@@ -30,8 +43,7 @@ registered methods, each on a documented scale:
 - ``greedy_miser``: ``relative_tradeoff`` r in [0, 1]: ``tradeoff = r * scale``, the scale being the smallest
   ``tradeoff`` at which the first tree has no split (``GreedyMiser*.tradeoff_scale``); ``tradeoff`` sets the raw
   value. Early stopping
-  on the validation rows keeps the best iteration (``GreedyMiserRanker``: NDCG@5); one point per prefix of
-  5, 10, 20, 50, 100, 200 trees below it, and one at it.
+  on the validation rows keeps the best iteration (``GreedyMiserRanker``: NDCG@5).
 - ``adapt_gbrt``: ``p_full`` and ``relative_tradeoff`` of ``AdaptGBRT`` (tradeoff = r x Greedy Miser's
   ``tradeoff_scale``) in front of f0, the plain LightGBM model (classification).
 - ``adapt_lin``: ``p_full`` and ``relative_tradeoff`` of ``AdaptLIN`` (tradeoff = r x
@@ -44,16 +56,30 @@ registered methods, each on a documented scale:
   model's trees (the boosting trick), pruned on the validation rows; binary scores are ``(f + 1) / 2`` clipped
   to [0, 1] (squared-loss classifiers: accuracy and AUC, not log-loss).
 - ``budgetrf``: ``tradeoff`` (the paper's alpha) of ``BudgetRFClassifier`` (classification; ranking on
-  label >= 1), one point per prefix of ``n_estimators`` trees in ``trees`` (default 1, 2, 3, 5, 10, 20, 30, ...).
+  label >= 1).
+- ``cheap_subset``: the baseline; ``width`` (units tried per step, default 4) and ``steps`` (default 20).
+
+Every boosted or bagged method also takes ``trees``: the prefix lengths that are points (default
+``PREFIX_TREES``).
 """
 
 
-import lightgbm_cegb.selection.adapters  # noqa: F401,E402 (registers the package's methods)
-from lightgbm_cegb.selection.frontier import Selection, evaluate, pareto, select, train_to_budget
+import lightgbm_cegb.selection.baseline  # noqa: F401,E402 (registers the cheap-subset baseline)
+from lightgbm_cegb.selection.adapters import PREFIX_TREES  # (importing it registers the package's methods)
+from lightgbm_cegb.selection.frontier import (
+    BUDGET_METHODS,
+    Selection,
+    evaluate,
+    fit_within_budget,
+    pareto,
+    select,
+    train_to_budget,
+)
 from lightgbm_cegb.selection.metrics import METRICS, Metric, get_metric
-from lightgbm_cegb.selection.registry import METHODS, TASKS, Candidate, Context, Method, Rows, register
+from lightgbm_cegb.selection.registry import METHODS, TASKS, Candidate, Context, Knob, Method, Rows, register
 from lightgbm_cegb.selection.scorer import cost_scorer
 from lightgbm_cegb.selection.sweep import sweep
 
-__all__ = ["METHODS", "METRICS", "TASKS", "Candidate", "Context", "Method", "Metric", "Rows", "Selection",
-           "cost_scorer", "evaluate", "get_metric", "pareto", "register", "select", "sweep", "train_to_budget"]
+__all__ = ["BUDGET_METHODS", "METHODS", "METRICS", "PREFIX_TREES", "TASKS", "Candidate", "Context", "Knob", "Method",
+           "Metric", "Rows", "Selection", "cost_scorer", "evaluate", "fit_within_budget", "get_metric", "pareto",
+           "register", "select", "sweep", "train_to_budget"]

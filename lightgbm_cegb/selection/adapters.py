@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import partial
 
 import lightgbm as lgb
 import numpy as np
@@ -14,7 +15,14 @@ from lightgbm_cegb.core.errors import CEGBError, NoSplitWarning
 from lightgbm_cegb.io.models import has_split
 from lightgbm_cegb.lgbm.scales import cegb_tradeoff_scale
 from lightgbm_cegb.selection.metrics import Metric
-from lightgbm_cegb.selection.registry import Candidate, Context, Rows, register
+from lightgbm_cegb.selection.registry import Candidate, Context, Knob, Rows, register
+
+#: Numbers of iterations (trees; per class in multiclass) at which every boosted or bagged model of a sweep is
+#: also a point, below its best iteration (boosting: early stopped on the validation rows) or its size
+#: (bagging), beside the whole model: the same kinds of points for every method, as a prefix of a model is a
+#: cheaper model at no training cost. With a budget, the longest prefix within it on the validation rows is a
+#: point too (what ``budget_stopping`` would have trained).
+PREFIX_TREES = (1, 2, 3, 5, 10, 20, 30, 50, 100, 200, 300, 500, 1000, 2000, 5000)
 
 
 def _objective(task: str, num_class: int) -> dict:
@@ -22,7 +30,8 @@ def _objective(task: str, num_class: int) -> dict:
             "regression": {"objective": "regression"}, "ranking": {"objective": "lambdarank", "eval_at": [5]}}[task]
 
 
-def _lgb_params(context: Context, **extra) -> dict:
+def lightgbm_params(context: Context, **extra) -> dict:
+    """The LightGBM parameters of the sweep's task and ``params``, updated with ``extra``."""
     num_class = int(max(np.max(context.train.y), np.max(context.valid.y))) + 1 if context.task == "multiclass" else 1
     return {"verbose": -1, "seed": 0, "deterministic": True, **_objective(context.task, num_class),
             **context.params, **extra}
@@ -32,19 +41,108 @@ def _dataset(rows: Rows, reference=None) -> lgb.Dataset:
     return lgb.Dataset(rows.X, rows.y, group=rows.group, reference=reference)
 
 
-def _train(context: Context, params: dict, callbacks: Iterable = ()) -> lgb.Booster:
-    """LightGBM on the training rows, early stopping on the validation rows' first metric."""
-    train = _dataset(context.train)
+def train_lightgbm(context: Context, params: dict, callbacks: Iterable = (), X=None) -> lgb.Booster:
+    """LightGBM on the training rows (``X``: other values for them), early stopping on the validation rows'
+    first metric."""
+    rows = context.train if X is None else Rows(X, context.train.y, context.train.group)
+    train = _dataset(rows)
     return lgb.train(params, train, context.num_boost_round, valid_sets=[_dataset(context.valid, train)],
                      callbacks=[lgb.early_stopping(context.early_stopping_rounds, verbose=False), *callbacks])
 
 
-def _booster_candidate(method: str, params: dict, booster: lgb.Booster, costs: FeatureCosts) -> Candidate:
-    return Candidate(method, params, booster, booster.predict, lambda X: prediction_cost(booster, X, costs))
+# Candidates' predict and cost are partials of these module-level functions (not closures), so that a
+# Candidate, a sweep's frame and a Selection pickle with their models.
+def _predict(model, output: str, k: int | None, X):
+    """What a metric reads of ``model`` (its first ``k`` iterations; None: as the model predicts) on X:
+    ``output`` "predict", "proba" (every class), "positive" (class 1's probability), "staged" (a BudgetRF's
+    first k trees: probabilities), "ranking" (a BudgetRF's score of relevance), "decision"
+    (``decision_function``), "cstc" ((f + 1) / 2 of it, in [0, 1])."""
+    at = {} if k is None else {"num_iteration": k}
+    if output == "predict":
+        return model.predict(X, **at)
+    if output == "proba":
+        return model.predict_proba(X, **at)
+    if output == "positive":
+        return model.predict_proba(X, **at)[:, 1]
+    if output == "staged":
+        return _staged(model, _dense(X), k)
+    if output == "ranking":
+        return model.ranking_score(_dense(X), n_trees=k)
+    if output == "cstc":
+        return np.clip((model.decision_function(X) + 1) / 2, 0, 1)
+    if output == "decision":
+        return model.decision_function(X)
+    raise CEGBError(f"unknown output {output!r}")
 
 
-def _plain(context: Context) -> lgb.Booster:
-    return _train(context, _lgb_params(context))
+def _cost(model, costs: FeatureCosts, k: int | None, X):
+    """The package's accounting of ``model`` (its first ``k`` iterations) on X."""
+    return prediction_cost(model, X, costs, num_iteration=k)
+
+
+def _own_cost(model, X):
+    """``model.prediction_cost(X)``: a model whose cost is not that of a forest (gates, cascades, exits)."""
+    return model.prediction_cost(X)
+
+
+def _candidate(method: str, params: dict, model, output: str, costs: FeatureCosts | None = None) -> Candidate:
+    """A whole model as a point: costed by the accounting of its trees, or (``costs`` None) by its own."""
+    cost = partial(_own_cost, model) if costs is None else partial(_cost, model, costs, None)
+    return Candidate(method, params, model, partial(_predict, model, output, None), cost)
+
+
+def _iterations(model) -> int:
+    """The iterations a boosted or bagged model predicts with: its best (early stopped) or all."""
+    if isinstance(model, lgb.Booster):
+        return model.best_iteration if model.best_iteration > 0 else model.current_iteration()
+    return model.best_iteration_ if hasattr(model, "best_iteration_") else model.n_estimators_
+
+
+def _prefixes(context: Context, method: str, point: dict, model, output: str, trees: Sequence[int] = PREFIX_TREES,
+              costs: FeatureCosts | None = None) -> list[Candidate]:
+    """``model`` and its prefixes as points (``trees``: the prefix lengths, see PREFIX_TREES), each recording
+    ``trees``; with the sweep's budget, also the longest prefix within it on the validation rows."""
+    costs = context.costs if costs is None else costs
+    total = _iterations(model)
+    ks = {k for k in trees if k < total} | {total}
+    if context.budget is not None:
+        curve = prediction_cost(model, context.valid.X, costs, num_iteration=total, per_iteration=True).curve
+        within = np.flatnonzero(curve <= context.budget * (1 + 1e-12))
+        if len(within):
+            ks.add(int(within[-1]) + 1)
+    return [Candidate(method, {**point, "trees": k}, model, partial(_predict, model, output, k),
+                      partial(_cost, model, costs, k), prefix=None if k == total else partial(_truncated, model, k))
+            for k in sorted(ks)]
+
+
+def _truncated(model, k: int):
+    """A copy of a boosted or bagged ``model`` holding its first ``k`` iterations only."""
+    if isinstance(model, lgb.Booster):
+        return lgb.Booster(model_str=model.model_to_string(num_iteration=k))
+    if hasattr(model, "prefix"):  # the package's estimators with prefixes (Greedy Miser, BudgetRF)
+        return model.prefix(k)
+    raise CEGBError(f"cannot take a prefix of a {type(model).__name__}")
+
+
+def _check_capped(method: str, context: Context, iterations: int, candidates: list[Candidate]) -> list[Candidate]:
+    """Mark the points of a model whose training reached num_boost_round while the validation metric was still
+    improving (its best iteration is within early_stopping_rounds of the cap): :func:`sweep` warns."""
+    if iterations > context.num_boost_round - context.early_stopping_rounds:
+        for candidate in candidates:
+            candidate.capped = True
+    return candidates
+
+
+def booster_points(method: str, context: Context, point: dict, booster: lgb.Booster,
+                   trees: Sequence[int] = PREFIX_TREES) -> list[Candidate]:
+    """A LightGBM model and its prefixes as points, marked when its training reached the round cap."""
+    return _check_capped(method, context, _iterations(booster),
+                         _prefixes(context, method, point, booster, "predict", trees))
+
+
+def plain_model(context: Context) -> lgb.Booster:
+    """Plain LightGBM (no costs) on the sweep's rows and parameters: the base of several methods."""
+    return train_lightgbm(context, lightgbm_params(context))
 
 
 def _check_keys(method: str, params: Mapping, allowed: set[str]) -> None:
@@ -55,8 +153,10 @@ def _check_keys(method: str, params: Mapping, allowed: set[str]) -> None:
 
 @register("lightgbm", grid=lambda context: [{}])
 def _fit_lightgbm(context: Context, state, params: dict) -> list[Candidate]:
-    booster = _train(context, _lgb_params(context, **params))
-    return [_booster_candidate("lightgbm", params, booster, context.costs)]
+    params = dict(params)
+    trees = params.pop("trees", PREFIX_TREES)
+    booster = train_lightgbm(context, lightgbm_params(context, **params))
+    return booster_points("lightgbm", context, params, booster, trees)
 
 
 def _scaled_knob(method: str, params: dict, relative_key: str, raw_key: str, scale: float) -> tuple[float, dict]:
@@ -73,7 +173,7 @@ def _scaled_knob(method: str, params: dict, relative_key: str, raw_key: str, sca
 
 def _cegb_prepare(context: Context) -> float:
     cost_params = context.costs.to_params(tradeoff=1.0)
-    return cegb_tradeoff_scale(_lgb_params(context, **cost_params), _dataset(context.train))
+    return cegb_tradeoff_scale(lightgbm_params(context, **cost_params), _dataset(context.train))
 
 
 #: ``relative_tradeoff`` values of CEGB's default grid (0 is plain LightGBM with the costs recorded). Where
@@ -86,33 +186,36 @@ CEGB_RELATIVE_TRADEOFFS = (0.0, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5
 
 
 @register("cegb", grid=lambda context: [{"relative_tradeoff": r} for r in CEGB_RELATIVE_TRADEOFFS],
-          prepare=_cegb_prepare)
+          prepare=_cegb_prepare, knob=Knob("relative_tradeoff", "cegb_tradeoff", log=True, cheap_end=1.0))
 def _fit_cegb(context: Context, scale: float, params: dict) -> list[Candidate]:
     from lightgbm_cegb.lgbm.callbacks import budget_stopping
     params = dict(params)
     budget = params.pop("budget", None)
+    trees = params.pop("trees", PREFIX_TREES)
     tradeoff, knob = _scaled_knob("cegb", params, "relative_tradeoff", "cegb_tradeoff", scale)
     callbacks = [] if budget is None else [budget_stopping(context.valid.X, context.costs, budget, verbose=False)]
-    booster = _train(context, _lgb_params(context, **context.costs.to_params(tradeoff=tradeoff), **params), callbacks)
+    booster = train_lightgbm(context, lightgbm_params(context, **context.costs.to_params(tradeoff=tradeoff), **params),
+                             callbacks)
     if not has_split(booster):
         warnings.warn(f"cegb: cegb_tradeoff={tradeoff:g} leaves the model without a split (every split's penalty "
                       "outweighs its gain); its point predicts a constant", NoSplitWarning, stacklevel=2)
     point = {**knob, **({} if budget is None else {"budget": budget}), **params}
-    return [_booster_candidate("cegb", point, booster, context.costs)]
+    return booster_points("cegb", context, point, booster, trees)
 
 
 def _prune_prepare(context: Context):
     """The plain model, its BudgetPrune problem on the training rows (built once for every grid point) and
     its mean lazy cost there (the unit of ``budget_fraction``)."""
     from lightgbm_cegb.methods.budget_prune import Pruner
-    booster = _plain(context)
+    booster = plain_model(context)
     costs = context.costs.per_row()
     pruner = Pruner(booster, context.train.X, context.train.y, costs)
     return pruner, float(prediction_cost(booster, context.train.X, costs).mean)
 
 
 @register("budget_prune", prepare=_prune_prepare,
-          grid=lambda context: [{"budget_fraction": f} for f in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0)])
+          grid=lambda context: [{"budget_fraction": f} for f in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0)],
+          knob=Knob("budget_fraction", "tradeoff", cheap_end=0.0))
 def _fit_budget_prune(context: Context, state, params: dict) -> list[Candidate]:
     pruner, full_cost = state
     _check_keys("budget_prune", params, {"budget_fraction", "tradeoff"})
@@ -120,27 +223,26 @@ def _fit_budget_prune(context: Context, state, params: dict) -> list[Candidate]:
         raise CEGBError(f"budget_prune: give budget_fraction or tradeoff, got {params}")
     result = pruner.at(params["tradeoff"]) if "tradeoff" in params else \
         pruner.within(params["budget_fraction"] * full_cost)
-    pruned = result.model
-    return [Candidate("budget_prune", {**params, "tradeoff": result.tradeoff}, pruned, pruned.predict,
-                      lambda X: prediction_cost(pruned, X, context.costs))]
+    return [_candidate("budget_prune", {**params, "tradeoff": result.tradeoff}, result.model, "predict", context.costs)]
 
 
 def _early_exit_grid(context: Context) -> list[dict]:
     """Proximity margins for a ranker, probabilities for a classifier (also a classifier ranking by its
     probabilities, as with binarised labels)."""
     from lightgbm_cegb.methods.early_exit import RANKING_OBJECTIVES
-    ranker = _lgb_params(context)["objective"] in RANKING_OBJECTIVES
+    ranker = lightgbm_params(context)["objective"] in RANKING_OBJECTIVES
     return [{"threshold": t} for t in ((0.5, 1.0, 2.0, 4.0) if ranker else (0.6, 0.8, 0.9, 0.95, 0.99))]
 
 
-@register("early_exit", tasks=("binary", "multiclass", "ranking"), prepare=lambda context: _plain(context),
-          grid=_early_exit_grid)
+@register("early_exit", tasks=("binary", "multiclass", "ranking"), prepare=plain_model,
+          grid=_early_exit_grid, knob=Knob("threshold"))
 def _fit_early_exit(context: Context, booster, params: dict) -> list[Candidate]:
     from lightgbm_cegb.methods.early_exit import EarlyExit
     _check_keys("early_exit", params, {"threshold", "every"})
     model = EarlyExit(booster, threshold=params["threshold"], every=params.get("every", 10),
                       feature_costs=context.costs)
-    return [_ExitCandidate("early_exit", params, model, model.predict, model.prediction_cost)]
+    return [_ExitCandidate("early_exit", params, model, partial(_predict, model, "predict", None),
+                           partial(_own_cost, model))]
 
 
 class _ExitCandidate(Candidate):
@@ -156,35 +258,21 @@ class _ExitCandidate(Candidate):
         return metric.fn(rows.y, score, rows.group), float(result.cost.mean), float(result.cost.coupled)
 
 
-BUDGETRF_TREES = (1, 2, 3, 5, 10, 20, 30, 50, 100, 200)
-
-
 @register("budgetrf", tasks=("binary", "multiclass", "ranking"),
-          grid=lambda context: [{"tradeoff": a} for a in (0.0, 2.0, 8.0)])
+          grid=lambda context: [{"tradeoff": a} for a in (0.0, 2.0, 8.0)], knob=Knob("tradeoff", log=True))
 def _fit_budgetrf(context: Context, state, params: dict) -> list[Candidate]:
     from lightgbm_cegb.methods.budgetrf import BudgetRFClassifier
     params = dict(params)
-    trees = params.pop("trees", BUDGETRF_TREES)
+    trees = params.pop("trees", PREFIX_TREES)
     params.setdefault("n_estimators", 30)
     params.setdefault("random_state", 0)
     labels = (context.train.y >= 1).astype(int) if context.task == "ranking" else context.train.y
     forest = BudgetRFClassifier(feature_costs=context.costs, **params).fit(_dense(context.train.X), labels)
-    candidates = []
-    for k in sorted({min(k, forest.n_estimators_) for k in trees}):
-        if context.task == "ranking":
-            predict = lambda X, k=k: forest.ranking_score(_dense(X), n_trees=k)  # noqa: E731
-        else:
-            predict = lambda X, k=k: _staged(forest, _dense(X), k)  # noqa: E731
-        candidates.append(Candidate("budgetrf", {**params, "trees": k}, forest, predict,
-                                    lambda X, k=k: prediction_cost(forest, X, context.costs, num_iteration=k)))
-    return candidates
+    return _prefixes(context, "budgetrf", params, forest, "ranking" if context.task == "ranking" else "staged", trees)
 
 
 #: ``relative_tradeoff`` values of Greedy Miser's default grid (as CEGB's: 1 is a first tree without a split).
 GREEDY_MISER_RELATIVE_TRADEOFFS = (0.0, 0.001, 0.003, 0.01, 0.03, 0.1, 0.2, 0.4, 0.7, 0.9)
-#: Tree counts at which a Greedy Miser model (up to its best validation iteration) is also a point.
-GREEDY_MISER_TREES = (5, 10, 20, 50, 100, 200)
-
 
 def _greedy_miser(context: Context, **params):
     from lightgbm_cegb.methods.greedy_miser import (
@@ -205,31 +293,25 @@ def _greedy_miser_prepare(context: Context) -> float:
 
 
 @register("greedy_miser", prepare=_greedy_miser_prepare,
-          grid=lambda context: [{"relative_tradeoff": r} for r in GREEDY_MISER_RELATIVE_TRADEOFFS])
+          grid=lambda context: [{"relative_tradeoff": r} for r in GREEDY_MISER_RELATIVE_TRADEOFFS],
+          knob=Knob("relative_tradeoff", "tradeoff", log=True, cheap_end=1.0))
 def _fit_greedy_miser(context: Context, scale: float, params: dict) -> list[Candidate]:
     params = dict(params)
+    trees = params.pop("trees", PREFIX_TREES)
     tradeoff, knob = _scaled_knob("greedy_miser", params, "relative_tradeoff", "tradeoff", scale)
     train, valid = context.train, context.valid
     queries = {} if train.group is None else {"group": train.group, "eval_group": [valid.group]}
     model = _greedy_miser(context, tradeoff=tradeoff, **params).fit(train.X, train.y, eval_set=[(valid.X, valid.y)],
                                                                     **queries)
-    if context.task == "binary":
-        predict = lambda X, k: model.predict_proba(X, num_iteration=k)[:, 1]  # noqa: E731
-    elif context.task == "multiclass":
-        predict = lambda X, k: model.predict_proba(X, num_iteration=k)  # noqa: E731
-    else:
-        predict = lambda X, k: model.predict(X, num_iteration=k)  # noqa: E731
-    point = {**knob, **params}
-    best = model.best_iteration_
-    return [Candidate("greedy_miser", {**point, "trees": k}, model, lambda X, k=k: predict(X, k),
-                      lambda X, k=k: model.prediction_cost(X, num_iteration=k))
-            for k in sorted({k for k in GREEDY_MISER_TREES if k < best} | {best})]
+    output = {"binary": "positive", "multiclass": "proba"}.get(context.task, "predict")
+    return _check_capped("greedy_miser", context, model.best_iteration_,
+                         _prefixes(context, "greedy_miser", {**knob, **params}, model, output, trees))
 
 
 def _adapt_prepare(context: Context):
     """f0 (plain LightGBM on the training rows) and the unit of ``relative_tradeoff`` (Greedy Miser's tradeoff_scale
     on the training rows: ADAPT's trees pay as Greedy Miser's)."""
-    return _plain(context), _greedy_miser_prepare(context)
+    return plain_model(context), _greedy_miser_prepare(context)
 
 
 def _adapt_fit(name: str, estimator: str, relative_key: str, raw_key: str) -> Callable:
@@ -244,27 +326,26 @@ def _adapt_fit(name: str, estimator: str, relative_key: str, raw_key: str) -> Ca
         cls = getattr(adapt, estimator, None) or getattr(adapt_lin, estimator)
         model = cls(f0=f0, feature_costs=context.costs, **{raw_key: value}, **params).fit(context.train.X,
                                                                                           context.train.y)
-        predict = (lambda X: model.predict_proba(X)[:, 1]) if context.task == "binary" else model.predict_proba
-        return [Candidate(name, {**knob, **params}, model, predict, model.prediction_cost)]
+        return [_candidate(name, {**knob, **params}, model, "positive" if context.task == "binary" else "proba")]
     return fit
 
 
 register("adapt_gbrt", tasks=("binary", "multiclass"), prepare=_adapt_prepare,
          grid=lambda context: [{"p_full": p, "relative_tradeoff": r} for p in (0.1, 0.2, 0.3, 0.5)
-                               for r in (0.0, 0.01, 0.1)])(
+                               for r in (0.0, 0.01, 0.1)], knob=Knob("relative_tradeoff", "tradeoff", log=True))(
     _adapt_fit("adapt_gbrt", "AdaptGBRT", "relative_tradeoff", "tradeoff"))
 
 
 def _adapt_lin_prepare(context: Context):
     """f0 (plain LightGBM on the training rows) and the unit of ``relative_tradeoff`` (AdaptLIN.tradeoff_scale)."""
     from lightgbm_cegb.methods.adapt.lin import AdaptLIN
-    f0 = _plain(context)
+    f0 = plain_model(context)
     return f0, AdaptLIN(f0=f0, feature_costs=context.costs).tradeoff_scale(context.train.X, context.train.y)
 
 
 register("adapt_lin", tasks=("binary", "multiclass"), prepare=_adapt_lin_prepare,
          grid=lambda context: [{"p_full": p, "relative_tradeoff": r} for p in (0.1, 0.3, 0.5)
-                               for r in (0.01, 0.05, 0.2)])(
+                               for r in (0.01, 0.05, 0.2)], knob=Knob("relative_tradeoff", "tradeoff", log=True))(
     _adapt_fit("adapt_lin", "AdaptLIN", "relative_tradeoff", "tradeoff"))
 
 
@@ -287,7 +368,7 @@ def _cstc_method(name: str, binary_estimator: str, regression_estimator: str | N
         import lightgbm_cegb.methods.cstc as cstc
         cls = getattr(cstc, binary_estimator if binary_only or context.task == "binary" else regression_estimator)
         targets = _cstc_targets(context, context.train, binary_only)
-        return _plain(context), cls().tradeoff_scale(context.train.X, targets)
+        return plain_model(context), cls().tradeoff_scale(context.train.X, targets)
 
     def fit(context: Context, state, params: dict) -> list[Candidate]:
         import lightgbm_cegb.methods.cstc as cstc
@@ -299,14 +380,12 @@ def _cstc_method(name: str, binary_estimator: str, regression_estimator: str | N
         y_train, y_valid = (_cstc_targets(context, rows, binary_only) for rows in (context.train, context.valid))
         model = cls(tradeoff=tradeoff, feature_costs=context.costs, phi=phi, **params).fit(context.train.X, y_train,
                                                                           eval_set=(context.valid.X, y_valid))
-        if context.task == "binary":
-            predict = lambda X: np.clip((model.decision_function(X) + 1) / 2, 0, 1)  # noqa: E731
-        else:
-            predict = model.decision_function if binary else model.predict
-        return [Candidate(name, {**knob, **params}, model, predict, model.prediction_cost)]
+        output = "cstc" if context.task == "binary" else "decision" if binary else "predict"
+        return [_candidate(name, {**knob, **params}, model, output)]
 
     register(name, tasks=("binary", "ranking") if binary_only else ("binary", "regression", "ranking"),
-             prepare=prepare, grid=lambda context: [{"relative_tradeoff": r} for r in CSTC_RELATIVE_TRADEOFFS])(fit)
+             prepare=prepare, grid=lambda context: [{"relative_tradeoff": r} for r in CSTC_RELATIVE_TRADEOFFS],
+             knob=Knob("relative_tradeoff", "tradeoff", log=True))(fit)
 
 
 _cstc_method("cstc", "CSTCClassifier", "CSTC")

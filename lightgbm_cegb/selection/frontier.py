@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import math
+import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from lightgbm_cegb.core.errors import CEGBError, check_number
+from lightgbm_cegb.core.errors import BudgetWarning, CEGBError, check_number
 from lightgbm_cegb.selection.adapters import CEGB_RELATIVE_TRADEOFFS
 from lightgbm_cegb.selection.metrics import Metric, get_metric
-from lightgbm_cegb.selection.registry import Candidate, Rows, encoded
+from lightgbm_cegb.selection.registry import METHODS, TASKS, Candidate, Rows, encoded
 from lightgbm_cegb.selection.sweep import sweep
 
 
@@ -51,21 +51,35 @@ def _sweep_labels(frame: pd.DataFrame, rows: Rows, name: str) -> Rows:
 
 @dataclass
 class Selection:
-    """The point :func:`select` chose, its validation figures and, with test rows, its test figures."""
+    """The point :func:`select` chose (``model``: the fitted model of that point alone, e.g. a prefix of a
+    boosted model cut to its trees), its validation figures and, with test rows, its test figures;
+    ``frontier`` the sweep it was chosen from (:func:`fit_within_budget`), ``within_budget`` False when no point
+    was within the budget and this is the cheapest one."""
 
     method: str
     params: dict
-    model: object  # the fitted model (Booster, pruned Booster, EarlyExit, BudgetRFClassifier)
+    model: object  # the fitted model (Booster, pruned Booster, EarlyExit, BudgetRFClassifier, ...)
     candidate: Candidate
     valid_quality: float
     valid_cost: float
     test_quality: float | None = None
     test_cost: float | None = None
+    frontier: pd.DataFrame | None = field(default=None, repr=False)
+    within_budget: bool = True
+
+
+#: A frontier "has a gap" below a budget when its best point within the budget costs less than this fraction of
+#: the budget while dearer points exist: a point nearer the budget may well be better (select warns).
+GAP = 0.8
 
 
 def select(frame: pd.DataFrame, budget: float, test=None, *, metric: str | Metric | None = None) -> Selection:
     """The point of ``frame`` (a :func:`sweep`) with the best validation quality among those whose mean
-    validation cost is at most ``budget`` (ties: the cheaper); with ``test`` rows, its test figures too."""
+    validation cost is at most ``budget`` (ties: the cheaper); with ``test`` rows, its test figures too.
+
+    A BudgetWarning says when the frame was not swept for this budget and its best point within it costs less
+    than 80% of it while dearer points exist (a gap in the grid: ``sweep(..., budget=)`` or
+    :func:`fit_within_budget` refine the knobs there)."""
     check_number(budget, "budget", 0.0)  # any real number: numpy's float32 too
     budget = float(budget)
     if len(frame) == 0:
@@ -75,13 +89,61 @@ def select(frame: pd.DataFrame, budget: float, test=None, *, metric: str | Metri
         raise CEGBError(f"no point is within budget={budget:g}: the cheapest costs {frame['cost'].min():g} "
                         "per validation row; sweep further (a larger trade-off, a smaller budget_fraction)")
     best = pareto(within).iloc[-1]
+    if best["cost"] < GAP * budget and (frame["cost"] > budget).any() and frame.attrs.get("budget") != budget:
+        warnings.warn(f"select: the best point within budget={budget:g} costs {best['cost']:g} and no point was "
+                      f"swept between it and the budget; sweep(..., budget={budget:g}) or fit_within_budget refine "
+                      "the methods' knobs there", BudgetWarning, stacklevel=2)
+    return _chosen(frame, best, test, metric)
+
+
+def _chosen(frame: pd.DataFrame, best: pd.Series, test, metric) -> Selection:
     candidate = best["model"]
-    chosen = Selection(best["method"], dict(best["params"]), candidate.model, candidate, float(best["quality"]),
-                       float(best["cost"]))
+    chosen = Selection(best["method"], dict(best["params"]), candidate.fitted_model(), candidate,
+                       float(best["quality"]), float(best["cost"]))
     if test is not None:
         used = get_metric(metric, frame.attrs["task"]) if metric is not None else frame.attrs["metric_object"]
         chosen.test_quality, chosen.test_cost, _ = candidate.measure(
             _sweep_labels(frame, Rows.of(test, "test"), "test"), used)
+    return chosen
+
+
+#: The methods :func:`fit_within_budget` sweeps by default: those that train in seconds on 100,000 rows (the
+#: cheap-subset baseline joins every sweep). Pass ``methods`` for others (ADAPT, CSTC, BudgetRF, ...).
+BUDGET_METHODS = ("lightgbm", "cegb", "greedy_miser", "budget_prune", "early_exit")
+
+
+def fit_within_budget(train, valid, costs, budget: float, *, task: str, methods: Sequence[str] | None = None,
+                      test=None, refine: int = 4, **options) -> Selection:
+    """The best model any method reaches within ``budget`` (mean prediction cost per validation row).
+
+    One call for the budget workflow: :func:`sweep` of ``methods`` (default :data:`BUDGET_METHODS` that
+    support the task, with the cheap-subset baseline) for this budget (each method's knob refined around it,
+    each model's longest prefix within it a point), then :func:`select`. ``options`` go to :func:`sweep`
+    (``params``, ``grid``, ``metric``, ``n_jobs``, ``progress``, ...). The returned Selection holds the whole
+    sweep as ``frontier``. When no point is within the budget, a BudgetWarning says so and the cheapest point
+    is returned with ``within_budget=False``.
+
+    Examples
+    --------
+    >>> from lightgbm_cegb.datasets import quadrants
+    >>> from lightgbm_cegb.selection import fit_within_budget
+    >>> (X, y), (X_valid, y_valid), _, costs = quadrants()  # doctest: +SKIP
+    """
+    check_number(budget, "budget", 0.0)
+    budget = float(budget)
+    if methods is None:
+        methods = [m for m in BUDGET_METHODS if task in METHODS[m].tasks] if task in TASKS else list(BUDGET_METHODS)
+    frame = sweep(methods, train, valid, costs, task=task, budget=budget, refine=refine, **options)
+    if (frame["cost"] <= budget).any():
+        chosen = select(frame, budget, test)
+    else:
+        cheapest = frame.loc[frame["cost"].idxmin()]
+        warnings.warn(f"fit_within_budget: budget={budget:g} is below every method's cheapest point (the "
+                      f"cheapest, {cheapest['method']}, costs {cheapest['cost']:g} per validation row); returning "
+                      "that point", BudgetWarning, stacklevel=2)
+        chosen = _chosen(frame, cheapest, test, None)
+        chosen.within_budget = False
+    chosen.frontier = frame
     return chosen
 
 
@@ -92,24 +154,8 @@ def train_to_budget(train, valid, costs, budget: float, *, task: str, test=None,
     stays within ``budget``) and early stopping; the search over ``cegb_tradeoff`` (in units of
     :func:`cegb_tradeoff_scale`) starts on ``relative_tradeoffs`` (CEGB's default grid: where the cost moves
     depends on the data, and a sparse start misses it, e.g. MNIST's between 0 and 0.05) and then halves,
-    ``refine`` times, the geometric gap around the best point. Returns the :func:`select` of all points tried."""
-    frames = [sweep("cegb", train, valid, costs, task=task,
-                    grid={"cegb": [{"relative_tradeoff": r, "budget": budget} for r in relative_tradeoffs]}, **options)]
-    tried = sorted(relative_tradeoffs)
-    for _ in range(refine):
-        frame = pd.concat(frames, ignore_index=True)
-        frame.attrs = frames[0].attrs
-        best = select(frame, budget).params["relative_tradeoff"]
-        i = tried.index(best)
-        new = [math.sqrt(max(a, 1e-6 * b) * b) for a, b in zip(tried[max(i - 1, 0):i + 1], tried[i:i + 2]) if a != b]
-        new = [r for r in new if all(abs(r - t) > 1e-12 * max(r, 1e-300) for t in tried)]
-        if not new:
-            break
-        frames.append(sweep("cegb", train, valid, costs, task=task,
-                            grid={"cegb": [{"relative_tradeoff": r, "budget": budget} for r in new]}, **options))
-        tried = sorted(tried + new)
-    frame = pd.concat(frames, ignore_index=True)
-    frame.attrs = frames[0].attrs
+    ``refine`` times, the geometric gap around the best point (``sweep(..., budget=)``). Returns the
+    :func:`select` of all points tried."""
+    frame = sweep("cegb", train, valid, costs, task=task, baseline=False, budget=budget, refine=refine,
+                  grid={"cegb": [{"relative_tradeoff": r, "budget": budget} for r in relative_tradeoffs]}, **options)
     return select(frame, budget, test)
-
-

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -14,7 +15,9 @@ from lightgbm_cegb.core.metrics import average_precision_at_5, ndcg_at_k, precis
 # ---------------------------------------------------------------------------------------------- metrics
 @dataclass(frozen=True)
 class Metric:
-    """A quality measure of predictions: ``fn(y, prediction, group)``; ``greater_is_better``."""
+    """A quality measure of predictions: ``fn(y, prediction, group)``; ``greater_is_better``. The package's
+    metrics are module-level functions (or partials of them), so that a Metric, and a sweep's frame holding
+    one, pickles."""
 
     name: str
     fn: Callable
@@ -23,6 +26,18 @@ class Metric:
 
 def _labels(prediction: np.ndarray) -> np.ndarray:
     return np.argmax(prediction, axis=1) if prediction.ndim == 2 else (prediction > 0.5).astype(int)
+
+
+def _accuracy(y, p, _):
+    return float(np.mean(_labels(p) == y))
+
+
+def _rmse(y, p, _):
+    return float(np.sqrt(np.mean((np.asarray(p) - y) ** 2)))
+
+
+def _at_k(fn: Callable, k: int, y, p, group):
+    return fn(y, p, group, k=k)
 
 
 def _auc(y, p, _):
@@ -36,10 +51,10 @@ def _logloss(y, p, _):
 
 
 METRICS = {
-    "accuracy": Metric("accuracy", lambda y, p, _: float(np.mean(_labels(p) == y))),
+    "accuracy": Metric("accuracy", _accuracy),
     "auc": Metric("auc", _auc),
     "logloss": Metric("logloss", _logloss, greater_is_better=False),
-    "rmse": Metric("rmse", lambda y, p, _: float(np.sqrt(np.mean((np.asarray(p) - y) ** 2))), False),
+    "rmse": Metric("rmse", _rmse, greater_is_better=False),
     "ap@5": Metric("ap@5", average_precision_at_5),
 }
 DEFAULT_METRIC = {"binary": "accuracy", "multiclass": "accuracy", "regression": "rmse", "ranking": "ndcg@5"}
@@ -55,7 +70,7 @@ def get_metric(metric: str | Metric | None, task: str) -> Metric:
         if isinstance(name, str) and name.startswith(prefix) and name[len(prefix):].isdigit() and \
                 int(name[len(prefix):]) > 0:
             k = int(name[len(prefix):])
-            return Metric(name, lambda y, p, g, fn=fn, k=k: fn(y, p, g, k=k))
+            return Metric(name, partial(_at_k, fn, k))
     if name not in METRICS:
         raise CEGBError(f"metric should be one of {sorted(METRICS) + ['ndcg@K', 'p@K']} or a Metric, got "
                         f"{metric!r}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -93,6 +94,14 @@ class Candidate:
     model: object
     predict: Callable = field(repr=False)
     cost: Callable = field(repr=False)
+    #: its training reached the sweep's num_boost_round while the validation metric still improved
+    capped: bool = False
+    #: for a prefix of ``model`` (shared by the points of one training), builds the model of this point alone
+    prefix: Callable | None = field(default=None, repr=False)
+
+    def fitted_model(self):
+        """The model of this point: ``model``, or for a prefix a copy holding only its trees."""
+        return self.model if self.prefix is None else self.prefix()
 
     def measure(self, rows: Rows, metric: Metric) -> tuple[float, float, float]:
         """(quality, mean cost per row, coupled cost) on ``rows``."""
@@ -101,26 +110,50 @@ class Candidate:
 
 
 @dataclass(frozen=True)
+class Knob:
+    """A method's knob that moves its cost monotonically (in theory; in practice up to noise), which a sweep
+    with a budget refines: ``name`` the grid parameter, ``record`` a parameter the fit derives from it (the raw
+    trade-off of a relative one: ignored when grouping points), ``log`` to bisect geometrically,
+    ``cheap_end`` the value of the cheapest model (where to look when every point is over the budget)."""
+
+    name: str
+    record: str | None = None
+    log: bool = False
+    cheap_end: float | None = None
+
+    def between(self, a: float, b: float) -> float:
+        """The midpoint of two knob values (geometric for a log knob when both are positive)."""
+        return math.sqrt(a * b) if self.log and a > 0 and b > 0 else (a + b) / 2
+
+
+def _no_state(context) -> None:
+    return None
+
+
+@dataclass(frozen=True)
 class Method:
     """A registered method: ``prepare(context) -> state`` once per sweep (e.g. the base model or the knob's
     scale), ``fit(context, state, params) -> [Candidate, ...]`` per grid point, ``grid(context)`` the
-    default grid, ``tasks`` those it supports."""
+    default grid, ``tasks`` those it supports, ``knob`` the knob a sweep with a budget refines (None: none)."""
 
     name: str
     fit: Callable
     grid: Callable
     tasks: tuple[str, ...]
-    prepare: Callable = lambda context: None
+    prepare: Callable = _no_state
+    knob: Knob | None = None
 
 
 #: The methods every sweep, plot and script knows, by name. Add one with :func:`register`.
 METHODS: dict[str, Method] = {}
 
 
-def register(name: str, *, grid: Callable, tasks: Sequence[str] = TASKS, prepare: Callable | None = None):
-    """Decorator registering ``fit(context, state, params) -> list[Candidate]`` as method ``name``."""
+def register(name: str, *, grid: Callable, tasks: Sequence[str] = TASKS, prepare: Callable | None = None,
+             knob: Knob | None = None):
+    """Decorator registering ``fit(context, state, params) -> list[Candidate]`` as method ``name``; ``knob``: the
+    grid parameter a sweep with a budget refines around it (see :class:`Knob`)."""
     def decorate(fit: Callable) -> Callable:
-        METHODS[name] = Method(name, fit, grid, tuple(tasks), prepare or (lambda context: None))
+        METHODS[name] = Method(name, fit, grid, tuple(tasks), prepare or _no_state, knob)
         return fit
     return decorate
 
@@ -136,5 +169,7 @@ class Context:
     params: Mapping  # LightGBM parameters shared by the LightGBM-based methods
     num_boost_round: int
     early_stopping_rounds: int
+    metric: Metric | None = None  # the sweep's metric (a baseline that chooses features reads it)
+    budget: float | None = None  # the sweep's budget: the longest prefix within it is a point too
 
 

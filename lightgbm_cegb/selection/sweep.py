@@ -3,30 +3,111 @@
 from __future__ import annotations
 
 import sys
+import warnings
 from collections.abc import Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 
 from lightgbm_cegb.core.costs import FeatureCosts
-from lightgbm_cegb.core.errors import CEGBError
+from lightgbm_cegb.core.errors import CEGBError, RoundsWarning, check_number
 from lightgbm_cegb.selection.metrics import Metric, get_metric
 from lightgbm_cegb.selection.registry import METHODS, TASKS, Context, Method, Rows, class_labels, encoded
 
-
 # ------------------------------------------------------------------------------------------------ sweep
-def _run(method: Method, context: Context, state, params: dict, metric: Metric) -> list[dict]:
+#: The baseline every sweep includes unless ``baseline=False`` (lightgbm_cegb.selection.baseline)
+BASELINE = "cheap_subset"
+#: num_boost_round's default: a cap for early stopping that does not bind on the bundled data sets (a point that
+#: reaches it while still improving is reported by a RoundsWarning)
+NUM_BOOST_ROUND = 5000
+
+
+def _run(method: Method, context: Context, state, params: dict, stage: str) -> list[dict]:
     rows = []
     for candidate in method.fit(context, state, dict(params)):
-        quality, cost, coupled = candidate.measure(context.valid, metric)
+        quality, cost, coupled = candidate.measure(context.valid, context.metric)
         rows.append({"method": method.name, "quality": quality, "cost": cost, "coupled": coupled,
-                     "params": candidate.params, "model": candidate})
+                     "params": candidate.params, "stage": stage, "model": candidate})
     return rows
 
 
+def _execute(jobs: list, context: Context, n_jobs: int, client, bar) -> list[dict]:
+    """The rows of every job (method, state, params, stage), in the order of the jobs."""
+    if client is not None:
+        from distributed import as_completed
+        futures = [client.submit(_run, method, context, state, point, stage, pure=False)
+                   for method, state, point, stage in jobs]
+        order = {future.key: i for i, future in enumerate(futures)}
+        results = [None] * len(futures)
+        for future in as_completed(futures):
+            results[order[future.key]] = future.result()
+            bar is not None and bar.update()
+    else:
+        from joblib import Parallel, delayed
+        results = []
+        for result in Parallel(n_jobs=n_jobs, return_as="generator")(
+                delayed(_run)(method, context, state, point, stage) for method, state, point, stage in jobs):
+            results.append(result)
+            bar is not None and bar.update()
+    return [row for result in results for row in result]
+
+
+def _key(value):
+    """A hashable stand-in for a parameter's value (lists and dicts as their repr)."""
+    try:
+        hash(value)
+        return value
+    except TypeError:
+        return repr(value)
+
+
+def _refinements(method: Method, rows: list[dict], budget: float, sign: float) -> list[dict]:
+    """New knob values for ``method`` around the budget: for each setting of its other parameters, the knob
+    value whose points (any prefix) reach the best validation quality within the budget, and the midpoints
+    between it and its neighbours among the values tried (as a bisection: each round halves the gaps around
+    the best). When no point of a setting is within the budget, the midpoint towards the knob's cheap end."""
+    knob = method.knob
+    settings: dict[tuple, dict] = {}
+    for row in rows:
+        params = row["params"]
+        if knob.name not in params:  # a raw knob (e.g. cegb_tradeoff) given instead: not refined
+            continue
+        rest = {k: v for k, v in params.items() if k not in (knob.name, knob.record, "trees")}
+        setting = settings.setdefault(tuple(sorted((k, _key(v)) for k, v in rest.items())),
+                                      {"rest": rest, "values": {}})
+        best = setting["values"].setdefault(float(params[knob.name]), -np.inf)
+        if row["cost"] <= budget:
+            setting["values"][float(params[knob.name])] = max(best, sign * row["quality"])
+    new = []
+    for setting in settings.values():
+        values = sorted(setting["values"])
+        qualities = [setting["values"][v] for v in values]
+        if max(qualities) > -np.inf:
+            i = int(np.argmax(qualities))
+            targets = [knob.between(values[i], values[j]) for j in (i - 1, i + 1) if 0 <= j < len(values)]
+        elif knob.cheap_end is not None:
+            nearest = min(values, key=lambda v: abs(v - knob.cheap_end))
+            targets = [knob.between(nearest, knob.cheap_end)]
+        else:
+            targets = []
+        for target in targets:
+            if all(abs(target - v) > 1e-9 * max(abs(v), 1e-12) for v in values):
+                new.append({knob.name: target, **setting["rest"]})
+    return new
+
+
 def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid: Mapping | None = None,
-          metric: str | Metric | None = None, params: Mapping | None = None, num_boost_round: int = 500,
-          early_stopping_rounds: int = 20, n_jobs: int = 1, client=None, progress: bool | None = None) -> pd.DataFrame:
+          metric: str | Metric | None = None, params: Mapping | None = None,
+          num_boost_round: int = NUM_BOOST_ROUND, early_stopping_rounds: int = 20, budget: float | None = None,
+          refine: int = 4, baseline: bool = True, n_jobs: int = 1, client=None,
+          progress: bool | None = None) -> pd.DataFrame:
     """Train every grid point of each method on ``train`` and measure it on ``valid``.
+
+    Every method gets the same kinds of points under one protocol: each grid point trained on ``train`` (the
+    boosted ones with early stopping on ``valid``'s first LightGBM metric, patience
+    ``early_stopping_rounds``), and every boosted or bagged model also contributes its prefixes
+    (``PREFIX_TREES`` below its best iteration, and with a budget the longest prefix within it); every point
+    measured on the same ``valid`` rows.
 
     Parameters
     ----------
@@ -43,6 +124,14 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
     grid : {method: [params, ...]} replacing a method's default grid (see the module doc for the knobs)
     metric : a name (``accuracy``, ``auc``, ``logloss``, ``rmse``, ``ap@5``, ``ndcg@K``, ``p@K``) or a Metric
     params : LightGBM parameters for the LightGBM-based methods (e.g. ``num_leaves``, ``learning_rate``)
+    num_boost_round : the cap on boosting rounds; early stopping decides below it. A point whose validation
+                      metric still improved at the cap is reported by a RoundsWarning: raise the cap.
+    budget : the mean validation cost per row the sweep is for: each method's knob is refined around it
+             (``refine`` rounds of bisection between the best point within the budget and its neighbours,
+             the new points marked ``stage == "refine"``), and each boosted or bagged model's longest prefix
+             within it is a point. None: the grid only.
+    baseline : include the cheap-subset baseline (``cheap_subset``: plain LightGBM on a greedily chosen
+               cost-aware subset of the features or groups), which any budgeted method should beat
     n_jobs : grid points trained in parallel by joblib (processes); ``client``: a dask.distributed Client
              to run them on instead
     progress : a tqdm bar over the grid points (default: when stderr is a terminal)
@@ -50,8 +139,9 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
     Returns
     -------
     DataFrame, one row per fitted point: ``method``, ``quality``, ``cost`` (mean per validation row),
-    ``coupled``, ``params`` (dict) and its keys as columns, ``model`` (a Candidate: ``.model``, ``.predict``,
-    ``.cost``). ``frame.attrs`` holds ``metric`` and ``greater_is_better``.
+    ``coupled``, ``params`` (dict) and its keys as columns, ``stage`` ("grid" or "refine"), ``model`` (a
+    Candidate: ``.model``, ``.predict``, ``.cost``). ``frame.attrs`` holds ``metric``, ``greater_is_better``,
+    ``task``, ``classes``, ``budget`` and ``metric_object``. The frame pickles, its models with it.
     """
     if task not in TASKS:
         raise CEGBError(f"task should be one of {TASKS}, got {task!r}")
@@ -59,6 +149,8 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
     unknown = [m for m in names if m not in METHODS]
     if unknown:
         raise CEGBError(f"unknown method(s) {unknown}; registered: {sorted(METHODS)}")
+    if baseline and BASELINE not in names and task in METHODS[BASELINE].tasks:
+        names.append(BASELINE)
     unfit = [m for m in names if task not in METHODS[m].tasks]
     if unfit:
         raise CEGBError(f"method(s) {unfit} do not support task={task!r} "
@@ -67,6 +159,11 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
     extra = sorted(set(grid) - set(names))
     if extra:
         raise CEGBError(f"grid names method(s) {extra} that are not swept ({names})")
+    check_number(num_boost_round, "num_boost_round", 1, integer=True)
+    check_number(refine, "refine", 0, integer=True)
+    if budget is not None:
+        check_number(budget, "budget", 0.0)
+        budget = float(budget)
     train, valid = Rows.of(train, "train"), Rows.of(valid, "valid")
     classes = class_labels(task, train, valid)
     train, valid = encoded(train, classes, "train"), encoded(valid, classes, "valid")
@@ -79,43 +176,40 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
                             "costs by column position")
         costs = costs.align(train.X)
     metric = get_metric(metric, task)
-    context = Context(task, train, valid, costs, dict(params or {}), num_boost_round, early_stopping_rounds)
-    jobs = []
+    context = Context(task, train, valid, costs, dict(params or {}), num_boost_round, early_stopping_rounds,
+                      metric, budget)
+    states, jobs = {}, []
     for name in names:
         method = METHODS[name]
-        state = method.prepare(context)
-        jobs += [(method, state, point) for point in (grid[name] if name in grid else method.grid(context))]
+        states[name] = method.prepare(context)
+        jobs += [(method, states[name], point, "grid")
+                 for point in (grid[name] if name in grid else method.grid(context))]
     show = sys.stderr.isatty() if progress is None else progress
     bar = None
     if show:
         from tqdm.auto import tqdm
         bar = tqdm(total=len(jobs), desc="sweep", unit="fit")
-    if client is not None:
-        from distributed import as_completed
-        futures = [client.submit(_run, method, context, state, point, metric, pure=False)
-                   for method, state, point in jobs]
-        order = {future.key: i for i, future in enumerate(futures)}
-        results = [None] * len(futures)
-        for future in as_completed(futures):
-            results[order[future.key]] = future.result()
-            bar is not None and bar.update()
-    else:
-        from joblib import Parallel, delayed
-        results = []
-        for result in Parallel(n_jobs=n_jobs, return_as="generator")(
-                delayed(_run)(method, context, state, point, metric) for method, state, point in jobs):
-            results.append(result)
-            bar is not None and bar.update()
+    rows = _execute(jobs, context, n_jobs, client, bar)
+    sign = 1.0 if metric.greater_is_better else -1.0
+    for _ in range(refine if budget is not None else 0):
+        jobs = [(METHODS[name], states[name], point, "refine") for name in names if METHODS[name].knob is not None
+                for point in _refinements(METHODS[name], [r for r in rows if r["method"] == name], budget, sign)]
+        if not jobs:
+            break
+        if bar is not None:
+            bar.total += len(jobs)
+        rows += _execute(jobs, context, n_jobs, client, bar)
     if bar is not None:
         bar.close()
-    rows = [row for result in results for row in result]
-    frame = pd.DataFrame(rows, columns=["method", "quality", "cost", "coupled", "params", "model"])
+    capped = sorted({row["method"] for row in rows if row["model"].capped})
+    if capped:
+        warnings.warn(f"sweep: point(s) of {capped} reached num_boost_round={num_boost_round} while the "
+                      "validation metric was still improving: raise num_boost_round", RoundsWarning, stacklevel=2)
+    frame = pd.DataFrame(rows, columns=["method", "quality", "cost", "coupled", "params", "stage", "model"])
     keys = sorted({k for row in rows for k in row["params"]})
     for key in keys:
         frame[key] = [row["params"].get(key) for row in rows]
     frame.attrs.update(metric=metric.name, greater_is_better=metric.greater_is_better, task=task,
-                       classes=None if classes is None else classes.tolist())
+                       classes=None if classes is None else classes.tolist(), budget=budget)
     frame.attrs["metric_object"] = metric
     return frame
-
-

@@ -3,12 +3,20 @@ split on it.
 
 ``LazyPredictor(model, fetch)`` routes a batch of rows through the model's trees as far as the features
 already known allow (``FlatEnsemble.advance``, Cython without the GIL, on the shared routing step), collects
-for each feature the rows stopped at a split on it, calls ``fetch(feature, row_ids)`` once per feature for
-those rows, and resumes. A stopped row will pass the node it stopped at whatever its other values are, so
-every feature it waits for is one its paths test: the features fetched for a row are exactly those, each
-once, and the realised cost (priced by the cost model, split costs included) is what ``prediction_cost``
-reports for the full row. Each round moves every stopped (row, tree) at least one node deeper, so there are
-at most as many rounds as the deepest tree has levels.
+the rows stopped at a split on each feature, calls ``fetch(key, row_ids)`` once per key per round for those
+rows, and resumes. A key is an ungrouped feature (its name or column; fetch returns one value per row) or a
+feature group of the cost model (``FeatureCosts(groups=...)``; the group's name; fetch returns every
+member's value for the rows, as a 2-D array with one column per member in the group's order or as a mapping
+member -> values): a row stopped at any member gets all the members at once, and a member that a later path
+of the row reaches is read from what the group's fetch returned. Each (row, group) and each (row, ungrouped
+feature) is fetched at most once per call, and a row whose values are known is never asked for them.
+
+A stopped row will pass the node it stopped at whatever its other values are, so every feature it waits for
+is one its paths test. A feature's lazy cost is paid when one of the row's paths reads it, a group's lazy
+cost once, with the first member read (members fetched with their group that no path reads cost nothing
+of their own): the realised cost (priced by the cost model, split costs included) is what
+``prediction_cost`` reports for the full row. Each round moves every stopped (row, tree) at least one node
+deeper, so there are at most as many rounds as the deepest tree has levels.
 
 Predictions equal the model's ``predict`` on the full rows, bit for bit: computed from the leaves the routing
 reached with LightGBM's own operations for Boosters whose output is the raw score or binary's sigmoid
@@ -23,7 +31,7 @@ import inspect
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import lightgbm as lgb
@@ -49,7 +57,8 @@ UNKNOWN = np.array([UNKNOWN_BITS], dtype=np.uint64).view(np.float64)[0]
 
 @dataclass(frozen=True)
 class FetchFailure:
-    """A fetch call that failed: the feature (as passed to fetch), the batch positions of its rows, why."""
+    """A fetch call that failed: its key as passed to fetch (a feature, or a group's name), the batch
+    positions of its rows, why."""
 
     feature: object
     rows: np.ndarray
@@ -68,9 +77,11 @@ class LazyResult:
     ``status[i]`` is DONE (row i reached a leaf in every tree; ``prediction[i]`` is set), FAILED (a fetch it
     needed failed: see ``failures``) or PENDING (the call stopped at a failure before the row was done).
     ``X`` holds the values given and fetched (NaN where unknown), ``known`` which ones are known and
-    ``fetched`` which ones this call fetched; ``acquisition[i]`` is the lazy cost of what was fetched for row
-    i and ``evaluation[i]`` the split costs of the nodes it passed. To resume after a failure, call
-    ``acquire(result.X, result.known)``: nothing fetched is fetched again.
+    ``fetched`` which ones this call fetched (a group's members all, when the group was fetched);
+    ``acquisition[i]`` is the lazy cost of the fetched values row i's paths read (and of each group once,
+    with its first member read) and ``evaluation[i]`` the split costs of the nodes it passed. To resume after
+    a failure, call ``acquire(result.X, result.known)``: nothing fetched is fetched again (a member fetched
+    with its group and read only after the resume is known then, so its own cost is not charged).
     """
 
     prediction: np.ndarray | None
@@ -118,8 +129,19 @@ class LazyFetchError(RuntimeError):
         self.result = result
 
 
+class _Returned(CEGBError):
+    """What fetch returned breaks its contract (found here, not raised by fetch)."""
+
+
+class LazyFetchValueError(LazyFetchError, CEGBError):
+    """A fetch returned what its contract does not allow (the wrong shape, values that are not numbers, a
+    mapping without a group's members, an awaitable to ``acquire``): a LazyFetchError that is also a CEGBError,
+    its message naming the key, what was expected and what was received."""
+
+
 class LazyPredictor:
-    """Predict with ``model`` fetching each feature only for the rows whose paths reach a split on it.
+    """Predict with ``model`` fetching each feature (or feature group) only for the rows whose paths reach a
+    split on it.
 
     Parameters
     ----------
@@ -127,20 +149,29 @@ class LazyPredictor:
         Anything ``prediction_cost`` takes. A Forest has no ``predict``: its raw score is returned (as
         LightGBM's ``predict(raw_score=True)``). Linear
         trees are refused (their leaves read features no split tests).
-    fetch : callable ``fetch(feature, row_ids) -> values``
-        Called once per feature per round with the ids of the rows that need it (``ids`` given to
-        ``acquire``, default the rows' positions in the batch); returns one value per row (NaN is a missing
-        value, as for ``predict``). ``feature`` is the model's feature name (``feature_keys="name"``) or
-        column index (``"index"``). A coroutine function is awaited by ``aacquire``/``apredict``.
+    fetch : callable ``fetch(key, row_ids) -> values``
+        Called once per key per round with the ids of the rows that need it (``ids`` given to ``acquire``,
+        default the rows' positions in the batch). NaN is a missing value, as for ``predict``.
+
+        - ``key`` a feature in no group: the model's feature name (``feature_keys="name"``) or column index
+          (``"index"``); fetch returns one value per row id.
+        - ``key`` a group of the costs (its name, as in ``feature_costs.groups``; the members' keys, in
+          order, are ``predictor.groups[key]``): fetch returns every member's value for each row id, as an
+          array of shape (len(row_ids), number of members), its columns in the group's member order, or as
+          a mapping (a dict, a pandas DataFrame) from each member's key to its values. A group is fetched
+          whole for a row that needs any member, once per row; its members are never fetched one by one.
+
+        A coroutine function is awaited by ``aacquire``/``apredict``.
     feature_costs : FeatureCosts, lazy costs per column or by name, optional
         As ``prediction_cost`` (None: the model's cegb_* parameters or a package estimator's fitted costs;
-        no costs at all: everything costs 0).
+        no costs at all: everything costs 0). Its groups are the groups fetch is called with; a group's
+        name may not be the key of a feature outside it.
     num_iteration : int, optional
         As ``predict``: the first iterations only (None: the best iteration if there is one, else all).
     order : {"cheapest", "costliest", "most_rows", "model"} or callable, default "cheapest"
-        Order of a round's fetch calls (by lazy cost, by number of rows, by column); a callable gets
-        ``(feature, row_ids)`` and returns a sort key. Which (row, feature) pairs are fetched does not
-        depend on it: every one fetched is needed.
+        Order of a round's fetch calls (by lazy cost, a group's being its own plus its members'; by number
+        of rows; by column, a group's being its first member's); a callable gets ``(key, row_ids)`` and
+        returns a sort key. Which (row, key) pairs are fetched does not depend on it: every one is needed.
     max_workers : int, optional
         Fetch calls of a round run this many at a time on threads (None: one after the other in the
         calling thread; ``aacquire``: all of a round's calls concurrently).
@@ -154,6 +185,15 @@ class LazyPredictor:
         that needed it FAILED and finish the others.
     n_jobs : int, optional
         Threads of the routing kernel.
+
+    Attributes
+    ----------
+    keys : list
+        The key of each feature (column order).
+    groups : dict
+        {group name: its members' keys, in the order of a group fetch's columns} (empty without groups).
+    fetch_keys : list
+        The keys fetch may be called with (a store can check it serves them all before the first request).
     """
 
     def __init__(self, model, fetch: Callable, *, feature_costs=None, num_iteration: int | None = None,
@@ -162,7 +202,7 @@ class LazyPredictor:
                  n_jobs: int | None = None) -> None:
         model = unwrap(model)
         if not callable(fetch):
-            raise CEGBError(f"fetch should be a callable fetch(feature, row_ids) -> values, got {type(fetch).__name__}")
+            raise CEGBError(f"fetch should be a callable fetch(key, row_ids) -> values, got {type(fetch).__name__}")
         if not (callable(order) or order in ORDERS):
             raise CEGBError(f"order should be one of {ORDERS} or a callable, got {order!r}")
         if max_workers is not None and (isinstance(max_workers, bool) or not isinstance(max_workers, int)
@@ -201,10 +241,35 @@ class LazyPredictor:
         self.fetch, self.order, self.max_workers = fetch, order, max_workers
         self.timeout, self.retries, self.errors, self.n_jobs = timeout, retries, errors, n_jobs
         names = self.forest.feature_names
-        self.keys = list(names) if feature_keys == "name" and names else list(range(self.forest.num_features))
+        num_features = self.forest.num_features
+        self.keys = list(names) if feature_keys == "name" and names else list(range(num_features))
+        # a fetch unit u is feature u (u < num_features) or group u - num_features
+        self._group_of, group_lazy, _ = self.costs_.group_arrays(num_features)
+        groups = self.costs_.groups or {}
+        self._members = [np.asarray(members, dtype=np.int64) for members in groups.values()]
+        self.groups = {name: [self.keys[f] for f in members] for name, members in zip(groups, self._members)}
+        ungrouped = {self.keys[f] for f in np.flatnonzero(self._group_of < 0)}
+        clash = [name for name in groups if name in ungrouped]
+        if clash:
+            raise CEGBError(f"feature_costs: the group name {clash[0]!r} is also the key of a feature in no group; "
+                            "fetch(key, ids) could not tell them apart: rename the group")
+        self._unit_keys = self.keys + list(groups)
+        members_lazy = np.array([self._lazy[m].sum() for m in self._members], dtype=np.float64)
+        self._unit_cost = np.concatenate([self._lazy, group_lazy + members_lazy])
+        first = np.array([m.min() if len(m) else num_features for m in self._members], dtype=np.int64)
+        self._unit_column = np.concatenate([np.arange(num_features, dtype=np.int64), first])
         self._own = _own_output(self.model, self.forest)  # None: the model's predict; 0: raw; > 0: sigmoid
 
     # ------------------------------------------------------------------------------------ public API
+
+    @property
+    def fetch_keys(self) -> list:
+        """The keys fetch may be called with: the features in no group that a split of the trees used tests
+        (column order), then the groups with a member so tested (the groups' order)."""
+        used = self.forest.used_features(self.num_trees)
+        group_of = self._group_of[used]
+        return [self.keys[f] for f in used[group_of < 0]] + \
+            [name for g, name in enumerate(self.groups) if (group_of == g).any()]
 
     def acquire(self, X, known=None, *, ids=None, method: str = "predict", **kwargs) -> LazyResult:
         """Route, fetch and predict a batch: the LazyResult of every row. ``known``: bool mask of the values
@@ -225,7 +290,7 @@ class LazyPredictor:
         run = _Run(self, X, known, ids)
         limit = asyncio.Semaphore(self.max_workers) if self.max_workers else None
         while requests := await asyncio.to_thread(run.advance):  # routing off the event loop
-            outcomes = await asyncio.gather(*(self._fetch_async(f, rows, run, limit) for f, rows in requests))
+            outcomes = await asyncio.gather(*(self._fetch_async(unit, rows, run, limit) for unit, rows in requests))
             run.deliver(requests, outcomes)
         return await asyncio.to_thread(run.finish, self._predict, method, kwargs)
 
@@ -280,18 +345,18 @@ class LazyPredictor:
             done[j] = FetchInterrupted(exc)
 
     def _call(self, request, ids):
-        f, rows = request
+        unit, rows = request
         try:
-            values = self.fetch(self.keys[f], ids[rows])
-        except Exception as exc:  # the user's fetch: any failure is reported with its feature and rows
+            values = self.fetch(self._unit_keys[unit], ids[rows])
+        except Exception as exc:  # the user's fetch: any failure is reported with its key and rows
             return exc
         if inspect.isawaitable(values):
             getattr(values, "close", lambda: None)()
-            return CEGBError("fetch returned an awaitable: use aacquire / apredict for asynchronous fetches")
+            return _Returned("fetch returned an awaitable: use aacquire / apredict for asynchronous fetches")
         return values
 
-    async def _fetch_async(self, f, rows, run, limit):
-        key, outcome = self.keys[f], None
+    async def _fetch_async(self, unit, rows, run, limit):
+        key, outcome = self._unit_keys[unit], None
         for _ in range(self.retries + 1):
             run.fetch_calls += 1
             try:
@@ -309,17 +374,46 @@ class LazyPredictor:
                         limit.release()
             except asyncio.TimeoutError:
                 outcome = TimeoutError(f"timed out after {self.timeout} s")
-            except Exception as exc:  # the user's fetch: any failure is reported with its feature and rows
+            except Exception as exc:  # the user's fetch: any failure is reported with its key and rows
                 outcome = exc
         return outcome
 
     def _sort_key(self, request, ids: np.ndarray):
-        f, rows = request
+        unit, rows = request
         if callable(self.order):
-            return self.order(self.keys[f], ids[rows])
-        lazy = self._lazy
-        return {"cheapest": (lazy[f], f), "costliest": (-lazy[f], f), "most_rows": (-len(rows), f),
-                "model": f}[self.order]
+            return self.order(self._unit_keys[unit], ids[rows])
+        cost, column = self._unit_cost[unit], self._unit_column[unit]
+        return {"cheapest": (cost, column, unit), "costliest": (-cost, column, unit),
+                "most_rows": (-len(rows), column, unit), "model": (column, unit)}[self.order]
+
+    def _values(self, unit: int, n: int, outcome) -> np.ndarray:
+        """What fetch returned for ``n`` row ids of ``unit``, as float64 of shape (n, its features); a
+        _Returned error saying what was expected otherwise."""
+        num_features = len(self.keys)
+        if unit < num_features:
+            values = _numbers(outcome)
+            if values.shape != (n,):
+                raise _Returned(f"returned shape {values.shape}, expected ({n},): one value per row id")
+            return values[:, None]
+        name, members = self._unit_keys[unit], self.groups[self._unit_keys[unit]]
+        if isinstance(outcome, Mapping) or hasattr(outcome, "columns"):  # a dict, a pandas DataFrame
+            given = list(outcome.keys())
+            if len(given) != len(members) or any(member not in given for member in members):
+                raise _Returned(f"returned a mapping with the keys {given[:10]}, expected the members of group "
+                                f"{name!r}: {members}")
+            columns = []
+            for member in members:
+                values = _numbers(outcome[member], f"for member {member!r} ")
+                if values.shape != (n,):
+                    raise _Returned(f"returned shape {values.shape} for member {member!r} of group {name!r}, "
+                                    f"expected ({n},): one value per row id")
+                columns.append(values)
+            return np.column_stack(columns) if columns else np.zeros((n, 0))
+        values = _numbers(outcome)
+        if values.shape != (n, len(members)):
+            raise _Returned(f"returned shape {values.shape} for group {name!r}, expected ({n}, {len(members)}): one "
+                            f"row per row id, one column per member {members} (or a mapping member -> values)")
+        return values
 
     # ------------------------------------------------------------------------------------ predicting
 
@@ -382,7 +476,15 @@ class _Run:
         self.ids = np.arange(n) if ids is None else np.asarray(ids)
         if self.ids.shape != (n,):
             raise CEGBError(f"ids should hold one id per row of X ({n}), got shape {self.ids.shape}")
-        self.cost = CostState(n, predictor.costs_, num_features)  # paid: fetched by this call
+        self.cost = CostState(n, predictor.costs_, num_features)  # paid: read after this call fetched it
+        self.fetched = np.zeros((n, num_features), dtype=bool)
+        # a group's fetch: [i, g] row i has group g; held: its members' values that no path of the row has read
+        # yet (UNKNOWN elsewhere), moved into X (and paid) when one does
+        groups = len(predictor._members)
+        self.has_group = np.zeros((n, groups), dtype=bool)
+        self.held = np.full((n, num_features), UNKNOWN) if groups else None
+        self.grouped = np.flatnonzero(predictor._group_of >= 0)
+        self.need: np.ndarray | None = None  # [f, i]: row i stopped at a split on f (advance's last round)
         num_trees = predictor.num_trees
         self.cost.evaluation += predictor.costs_.tree * num_trees  # every row goes through every tree
         has_splits = np.diff(forest.node_offset[:num_trees + 1]) > 0
@@ -398,56 +500,91 @@ class _Run:
         self.route_is_leaves = False
 
     def advance(self) -> list[tuple[int, np.ndarray]]:
-        """Route the active rows as far as they can go; the fetches they wait for, in the predictor's order."""
+        """Route the active rows as far as they can go; the fetches they wait for, in the predictor's order:
+        (unit, rows), unit a feature in no group or num_features + a group."""
         n, num_features = self.X.shape
         if not self.active.any():
             return []
-        need = np.zeros((num_features, n), dtype=np.uint8)
-        moving = self.active
+        need = self.need = np.zeros((num_features, n), dtype=np.uint8)
+        moving = self.active.copy()
+        blocked = np.zeros(n, dtype=bool)
         if self.rounds == 0 and len(self.root_features):  # a row that knows nothing stops at every root
             idle = ~self.any_known
-            moving = ~idle
+            moving &= ~idle
+            blocked |= idle
             need[np.ix_(self.root_features, np.flatnonzero(idle))] = 1
-        stopped = self.forest.flat.advance(self.X, self.route, self.pending, _row_bits(moving), self.cost.split,
-                                           self.cost.evaluation, need,
-                                           resolve_n_jobs(self.predictor.n_jobs, int(moving.sum())))
-        blocked = np.unpackbits(stopped.astype("<u8").view(np.uint8), bitorder="little")[:n].view(bool)
-        blocked |= self.active & ~moving
+        while True:
+            stopped = self.forest.flat.advance(self.X, self.route, self.pending, _row_bits(moving), self.cost.split,
+                                               self.cost.evaluation, need,
+                                               resolve_n_jobs(self.predictor.n_jobs, int(moving.sum())))
+            stopped = np.unpackbits(stopped.astype("<u8").view(np.uint8), bitorder="little")[:n].view(bool)
+            blocked[moving] = stopped[moving]
+            moving = self.read_held(need)  # rows stopped at a member of a group they have: on they go
+            if not moving.any():
+                break
         self.status[self.active & ~blocked] = DONE
         self.active = blocked
         if not blocked.any():
             return []
         self.rounds += 1
-        requests = [(int(f), np.flatnonzero(need[f])) for f in np.flatnonzero(need.any(axis=1))]
+        wanted = np.flatnonzero(need.any(axis=1))
+        group_of = self.predictor._group_of
+        requests = [(int(f), np.flatnonzero(need[f])) for f in wanted if group_of[f] < 0]
+        for g in np.unique(group_of[wanted][group_of[wanted] >= 0]):
+            members = self.predictor._members[g]
+            requests.append((num_features + int(g), np.flatnonzero(need[members].any(axis=0))))
         return sorted(requests, key=lambda request: self.predictor._sort_key(request, self.ids))
+
+    def read_held(self, need: np.ndarray) -> np.ndarray:
+        """Rows stopped at a member of a group they already have (need[f, i] set) read it from ``held``: into
+        X, paid, its need cleared (as are the other needs of those rows, found again when they move on).
+        Returns the rows that read something."""
+        read = np.zeros(need.shape[1], dtype=bool)
+        if self.held is None:
+            return read
+        group_of = self.predictor._group_of
+        for f in self.grouped[need[self.grouped].any(axis=1)]:
+            rows = np.flatnonzero(need[f].view(bool) & self.has_group[:, group_of[f]])
+            if len(rows):
+                self.X[rows, f] = self.held[rows, f]
+                self.held[rows, f] = UNKNOWN
+                self.cost.pay(f, rows)
+                read[rows] = True
+        need[:, read] = 0
+        return read
 
     def deliver(self, requests, outcomes) -> None:
         """Store what each fetch returned; then handle the failures (all successes are kept first)."""
         failed = []
-        for (f, rows), outcome in zip(requests, outcomes):
-            key = self.predictor.keys[f]
+        predictor = self.predictor
+        num_features = self.X.shape[1]
+        for (unit, rows), outcome in zip(requests, outcomes):
             if not isinstance(outcome, BaseException):
                 try:
-                    values = np.asarray(outcome)
-                    if values.dtype.kind in "USV":
-                        raise TypeError(f"got {values.dtype} values")
-                    values = values.astype(np.float64)
-                except (TypeError, ValueError) as exc:
-                    outcome = CEGBError(f"returned values that are not numbers ({exc})")
-                else:
-                    if values.shape != (len(rows),):
-                        outcome = CEGBError(f"returned shape {values.shape}, expected ({len(rows)},): one value "
-                                            "per row id")
+                    values = predictor._values(unit, len(rows), outcome)
+                except _Returned as exc:
+                    outcome = exc
             if isinstance(outcome, BaseException):
-                failed.append(FetchFailure(key, rows, outcome))
+                failed.append(FetchFailure(predictor._unit_keys[unit], rows, outcome))
                 continue
-            self.X[rows, f] = np.where(np.isnan(values), np.nan, values)  # never the bits of UNKNOWN
-            self.cost.pay(f, rows)
+            values = np.where(np.isnan(values), np.nan, values)  # never the bits of UNKNOWN
+            if unit < num_features:
+                self.X[rows, unit] = values[:, 0]
+                self.fetched[rows, unit] = True
+                self.cost.pay(unit, rows)
+                continue
+            self.has_group[rows, unit - num_features] = True
+            for j, f in enumerate(predictor._members[unit - num_features]):
+                new = self.X[rows, f].view(np.uint64) == UNKNOWN_BITS  # values given in X stay
+                self.held[rows[new], f] = values[new, j]
+                self.fetched[rows[new], f] = True
+        self.read_held(self.need)  # the members the rows stopped at
         if not failed:
             return
         self.failures.extend(failed)
-        if self.predictor.errors == "raise":
-            raise LazyFetchError(failed[0], self.result(None)) from failed[0].error
+        if predictor.errors == "raise":
+            kind = LazyFetchValueError if isinstance(failed[0].error, _Returned) else LazyFetchError
+            raise kind(failed[0], self.result(None)) from failed[0].error
         for failure in failed:
             self.status[failure.rows] = FAILED
             self.active[failure.rows] = False
@@ -486,12 +623,25 @@ class _Run:
     def result(self, prediction) -> LazyResult:
         """The run's result; the run ends here (its arrays are handed over, not copied)."""
         leaves = self.leaves()
+        if self.held is not None:  # fetched with their group, read by no path: known all the same
+            got = self.held.view(np.uint64) != UNKNOWN_BITS
+            self.X[got] = self.held[got]
         unknown = self.unknown()
         self.X[unknown] = np.nan
         return LazyResult(prediction=prediction, status=self.status, X=self.X, known=~unknown,
-                          fetched=self.cost.feature_paid.view(bool), acquisition=self.cost.acquisition,
+                          fetched=self.fetched, acquisition=self.cost.acquisition,
                           evaluation=self.cost.evaluation, leaves=leaves, rounds=self.rounds,
                           fetch_calls=self.fetch_calls, failures=self.failures)
+
+
+def _numbers(outcome, where: str = "") -> np.ndarray:
+    try:
+        values = np.asarray(outcome)
+        if values.dtype.kind in "USV":
+            raise TypeError(f"got {values.dtype} values")
+        return values.astype(np.float64)
+    except (TypeError, ValueError) as exc:
+        raise _Returned(f"returned values {where}that are not numbers ({exc})") from None
 
 
 def _row_bits(rows: np.ndarray) -> np.ndarray:

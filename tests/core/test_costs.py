@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from lightgbm_cegb import CEGBError, FeatureCosts
-from lightgbm_cegb.core.costs import resolve_costs
+from lightgbm_cegb.core.costs import decode_group_names, encode_group_names, lightgbm_feature_names, resolve_costs
 
 
 def test_by_name_aligned_to_names_frame_and_dataset():
@@ -165,3 +165,89 @@ def test_cost_file_that_is_not_utf8_is_named(tmp_path):
         FeatureCosts.from_file(path)
     path.write_bytes("1\n2\n# café\n3\n".encode())
     np.testing.assert_array_equal(FeatureCosts.from_file(path).lazy, [1.0, 2.0, 3.0])
+
+
+def test_cost_file_with_group_lines(tmp_path):
+    """Group lines: a group's cost of the file's kind, its columns LightGBM's (ranges inclusive), whatever
+    first_column; the per-feature values as before."""
+    path = tmp_path / "costs.txt"
+    path.write_text("# soil survey: columns 2..4 for one fee\n1\n2\n0\n0\n0  # soil\n"
+                    "group soil 100 2-3,4\ngroup wild 3.5 1\n")
+    costs = FeatureCosts.from_file(path, num_features=5)
+    np.testing.assert_array_equal(costs.lazy, [1.0, 2.0, 0.0, 0.0, 0.0])
+    assert costs.groups == {"soil": [2, 3, 4], "wild": [1]}
+    group_of, group_lazy, group_coupled = costs.group_arrays(5)
+    np.testing.assert_array_equal(group_of, [-1, 1, 0, 0, 0])
+    np.testing.assert_array_equal(group_lazy, [100.0, 3.5])
+    np.testing.assert_array_equal(group_coupled, [0.0, 0.0])
+    coupled = FeatureCosts.from_file(path, kind="coupled", first_column=1)  # values shift, columns do not
+    np.testing.assert_array_equal(coupled.coupled, [0.0, 1.0, 2.0, 0.0, 0.0, 0.0])
+    assert coupled.lazy is None and coupled.groups == {"soil": [2, 3, 4], "wild": [1]}
+    np.testing.assert_array_equal(coupled.group_arrays(6)[2], [100.0, 3.5])
+    path.write_text("1\n2\n3\n10000\ngroup g 1 0 2\n")  # the Yahoo tail is dropped first
+    assert FeatureCosts.from_file(path, num_features=3).groups == {"g": [0, 2]}
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("1\n2\ngroup g 5\n", r"costs.txt:3: expected 'group NAME COST COLUMNS' \(e.g. 'group soil 100 2-41,45'\), got "
+                          r"'group g 5'"),
+    ("1\n2\ngroup g -1 0\n", r"costs.txt:3: group 'g': expected its cost, a finite number >= 0, got '-1'"),
+    ("1\n2\ngroup g nan 0\n", r"costs.txt:3: group 'g': expected its cost, a finite number >= 0, got 'nan'"),
+    ("1\n2\ngroup g 1 x\n", r"costs.txt:3: group 'g': expected columns as numbers from 0 or ranges low-high "
+                            r"\(e.g. 2-41,45\), got 'x'"),
+    ("1\n2\ngroup g 1 1-0\n", r"costs.txt:3: group 'g': expected columns .*got '1-0'"),
+    ("1\n2\ngroup g 1 -1\n", r"costs.txt:3: group 'g': expected columns .*got '-1'"),
+    ("1\n2\ngroup g 1 ,\n", r"costs.txt:3: group 'g' names no column"),
+    ("1\n2\ngroup g 1 0-2000000000\n", r"costs.txt:3: group 'g' names column 2000000000, beyond the 2 columns the "
+                                       r"file's costs cover \(0..1\)"),
+    ("1\n2\ngroup g 1 0\ngroup h 1 1,0\n", r"costs.txt:4: column 0 is already in group 'g' \(line 3\); a column is "
+                                           r"in one group at most"),
+    ("1\n2\ngroup g 1 0,0\n", r"costs.txt:3: column 0 is already in group 'g'; a column is in one group at most"),
+    ("1\n2\ngroup g 1 0\ngroup g 2 1\n", r"costs.txt:4: group 'g' is already defined on line 3"),
+    ("1\ngroups g 1 0\n", r"costs.txt:2: expected a number, got 'groups g 1 0' \(a group is a line 'group NAME COST "
+                          r"COLUMNS'\)"),
+])
+def test_cost_file_group_lines_refused(tmp_path, text, message):
+    path = tmp_path / "costs.txt"
+    path.write_text(text)
+    with pytest.raises(CEGBError, match=message):
+        FeatureCosts.from_file(path)
+
+
+def test_config_writes_group_ids_as_integers():
+    """LightGBM refuses cegb_feature_group = -1.0,0.0 (patch 0007 reads the ids strictly): to_config wrote that."""
+    config = FeatureCosts(lazy=[1, 0, 0], groups={"g": [1, 2]}, group_lazy=[5]).to_config(tradeoff=0.1)
+    assert config == ("cegb_penalty_feature_lazy = 1.0,0.0,0.0\ncegb_feature_group = -1,0,0\n"
+                      "cegb_penalty_group_lazy = 5.0\ncegb_tradeoff = 0.1\n")
+
+
+def test_group_names_read_from_params():
+    """cegb_group_names names the ids of cegb_feature_group (the model text's line, read as that parameter)."""
+    names = ["wild", "soil, survey: 40 columns [2]", "ünïcode"]
+    encoded = encode_group_names(names)
+    assert "," not in encoded.replace(",", "", 2) and ":" not in encoded and " " not in encoded
+    assert decode_group_names(encoded) == names and decode_group_names(names) == names
+    params = {"cegb_penalty_feature_lazy": "1,1,1,1", "cegb_feature_group": "2,-1,0,0",
+              "cegb_penalty_group_lazy": "5,6,7"}
+    assert FeatureCosts.from_params(params).groups == {"0": [2, 3], "2": [0]}
+    costs = FeatureCosts.from_params({**params, "cegb_group_names": encoded})
+    assert costs.groups == {"wild": [2, 3], "ünïcode": [0]}
+    np.testing.assert_array_equal(costs.group_arrays(4)[1], [5.0, 7.0])
+    assert costs.to_params()["cegb_feature_group"] == [1, -1, 0, 0]
+    assert FeatureCosts.from_params({**params, "cegb_group_names": names}).groups == costs.groups
+    with pytest.raises(CEGBError, match=r"cegb_group_names should name every group id 0..2 \(at least 3 names\), got "
+                                        r"2 names: \['a', 'b'\]"):
+        FeatureCosts.from_params({**params, "cegb_group_names": "a,b"})
+    with pytest.raises(CEGBError, match=r"cegb_group_names should give each group its own name, got \['a'\] for "
+                                        r"several groups"):
+        FeatureCosts.from_params({**params, "cegb_group_names": "a,b,a"})
+
+
+def test_lightgbm_feature_names():
+    assert lightgbm_feature_names(["a", "blood test", "x_1"]) == ["a", "blood_test", "x_1"]
+    for bad in ("a:b", "x[0]", 'q"', "a,b", "{", "tab\there", ""):
+        with pytest.raises(CEGBError, match=r"feature names: a LightGBM model holds names without the characters"):
+            lightgbm_feature_names(["ok", bad])
+    with pytest.raises(CEGBError, match=r"LightGBM writes spaces as underscores, which makes names the same: "
+                                        r"\['a_b'\]"):
+        lightgbm_feature_names(["a b", "a_b"])

@@ -5,7 +5,9 @@ process (conftest.run_python), so that a regression fails the test instead of ki
 
 from __future__ import annotations
 
+import copy
 import json
+import pickle
 import re
 import textwrap
 
@@ -181,6 +183,21 @@ def test_hand_built_forest_routes_and_checks_columns():
     with pytest.raises(CEGBError, match=r"X has 1 features but the model has 2"):
         forest.apply(np.zeros((3, 1)))
 
+
+
+def test_compiled_routing_pickles_and_copies(categorical_model):
+    """The compiled routing structure (FlatEnsemble) pickles and copies as its arrays, categorical bitsets
+    included, and the copy routes as the original: anything holding one pickles."""
+    booster, text, X, _ = categorical_model
+    forest = read_text(text)
+    flat = forest.flat
+    rows = np.ascontiguousarray(X)
+    for again in (pickle.loads(pickle.dumps(flat)), copy.deepcopy(flat)):
+        assert again is not flat and (again.num_trees, again.num_features) == (flat.num_trees, flat.num_features)
+        np.testing.assert_array_equal(again.apply(rows, flat.num_trees, 1), flat.apply(rows, flat.num_trees, 1))
+    holder = pickle.loads(pickle.dumps({"flat": flat, "forest": forest}))
+    np.testing.assert_array_equal(holder["forest"].apply(X), forest.apply(X))
+    np.testing.assert_array_equal(holder["flat"].apply(rows, flat.num_trees, 1), forest.apply(X))
 
 @pytest.mark.parametrize(("leaves", "message"), [
     ([[10**9]], r"leaves\[0, 0\] should be a leaf of tree 0 \(0..1\), got 1000000000"),

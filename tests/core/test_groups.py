@@ -5,14 +5,19 @@ lazy acquisition do the same, and the methods that cannot honour groups refuse t
 
 from __future__ import annotations
 
+import textwrap
+
 import lightgbm as lgb
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import run_python
 from hypothesis import given, settings
 from references import model_and_data, reference_costs
 
 from lightgbm_cegb import CEGBError, FeatureCosts, LazyPredictor, prediction_cost
+from lightgbm_cegb.io.lightgbm_text import with_group_names
+from lightgbm_cegb.lgbm import name_groups
 from lightgbm_cegb.lgbm.callbacks import record_cost
 
 
@@ -70,6 +75,75 @@ def test_costs_by_name_train_and_read_back(data):
     assert back.to_dict()["group_usage"] == back.group_usage
 
 
+
+def test_group_names_kept_in_the_model_text(data, tmp_path):
+    """LightGBM numbers groups; name_groups writes their names into the model text's parameters section (a line
+    LightGBM skips without a word and writes back when it saves a model it loaded), where the package reads
+    them: prediction_cost with the model's own costs names the groups, from the Booster and from its file."""
+    X, y = data
+    costs = GROUPED.align(X)
+    booster = lgb.train({"objective": "regression", "verbose": -1, **costs.to_params(tradeoff=0.01)},
+                        lgb.Dataset(X, y), 20)
+    named = name_groups(booster, costs)
+    text = named.model_to_string()
+    assert text.count("[cegb_group_names=blood,mri: ]\n") == 1
+    np.testing.assert_array_equal(named.predict(X), booster.predict(X))
+    explicit = prediction_cost(booster, X, costs)
+    for model in (named, lgb.Booster(model_str=text)):
+        back = prediction_cost(model, X)
+        assert set(back.group_usage) == {"blood", "mri"}
+        assert back.group_usage == explicit.group_usage and back.coupled == explicit.coupled
+        np.testing.assert_array_equal(back.acquisition, explicit.acquisition)
+    named.save_model(tmp_path / "named.txt")
+    assert set(prediction_cost(str(tmp_path / "named.txt"), X).group_usage) == {"blood", "mri"}
+    assert set(prediction_cost(booster, X).group_usage) == {"0", "1"}  # the trained booster as LightGBM wrote it
+    # renaming replaces the line; the text without names reads the ids again
+    renamed = with_group_names(text, ["a b", "c:d"])
+    assert renamed.count("cegb_group_names") == 1
+    assert set(prediction_cost(lgb.Booster(model_str=renamed), X).group_usage) == {"a b", "c:d"}
+    assert "cegb_group_names" not in with_group_names(text, None)
+    # a text without a parameters section (LightGBM writes none for a model it loaded without one) gets one
+    bare = text[:text.index("\nparameters:\n")] + text[text.index("end of parameters\n") + 18:]
+    assert "\nparameters:" not in bare and bare.endswith("\npandas_categorical:[]\n")
+    named_bare = with_group_names(bare, ["blood", "mri"])
+    assert named_bare.endswith("parameters:\n[cegb_group_names=blood,mri: ]\nend of parameters\n\n"
+                               "pandas_categorical:[]\n")
+    assert lgb.Booster(model_str=named_bare).model_to_string().count("[cegb_group_names=blood,mri: ]") == 1
+    with pytest.raises(CEGBError, match=r"costs have 1 groups but the booster's cegb_feature_group has ids up to 1"):
+        name_groups(booster, FeatureCosts(lazy=[1.0] * 6, groups={"g": [0]}))
+    with pytest.raises(CEGBError, match=r"its parameters have no cegb_feature_group"):
+        name_groups(lgb.train({"verbose": -1}, lgb.Dataset(X, y), 2), costs)
+
+
+def test_group_names_line_is_silent_in_stock_and_patched_lightgbm(data, tmp_path):
+    """The named model file loads and predicts in stock LightGBM 4.7.0 as in the patched build, and neither
+    warns about the names line (stock warns about the cegb_* parameters it does not know, as before)."""
+    X, y = data
+    costs = GROUPED.align(X)
+    booster = lgb.train({"objective": "regression", "verbose": -1, **costs.to_params(tradeoff=0.01)},
+                        lgb.Dataset(X, y), 10)
+    path = tmp_path / "named.txt"
+    name_groups(booster, costs).save_model(path)
+    np.save(tmp_path / "X.npy", X.to_numpy())
+    code = textwrap.dedent(f"""
+        import lightgbm, numpy as np
+        model = lightgbm.Booster(model_file={str(path)!r})
+        np.save({str(tmp_path / "p.npy")!r}, model.predict(np.load({str(tmp_path / "X.npy")!r})))
+        again = lightgbm.Booster(model_str=model.model_to_string())
+        print("names kept:", "[cegb_group_names=blood,mri: ]" in again.model_to_string())
+        print("version:", lightgbm.__version__)
+        """)
+    for stock in (True, False):
+        result = run_python(code, stock=stock)
+        assert result.returncode == 0, result.stderr
+        assert ("+cegb" in result.stdout) != stock
+        assert "names kept: True" in result.stdout
+        assert "cegb_group_names" not in result.stdout + result.stderr
+        if stock:  # the stock wheel does know it loaded a model with parameters it does not know
+            assert "Ignoring unrecognized parameter 'cegb_feature_group'" in result.stdout + result.stderr
+        np.testing.assert_array_equal(np.load(tmp_path / "p.npy"), booster.predict(X))
+
+
 def test_training_callbacks_charge_groups_as_prediction_cost(data):
     X, y = data
     costs = GROUPED.align(X)
@@ -85,8 +159,9 @@ def test_lazy_acquisition_pays_each_group_once(data):
     costs = GROUPED.align(X)
     booster = lgb.train({"objective": "regression", "verbose": -1, "num_leaves": 15}, lgb.Dataset(X, y), 10)
     values = X.to_numpy()
-    predictor = LazyPredictor(booster, lambda feature, rows: values[rows, feature], feature_costs=costs,
-                              feature_keys="index")
+    groups = costs.groups
+    predictor = LazyPredictor(booster, lambda key, rows: values[np.ix_(rows, groups[key])] if key in groups
+                              else values[rows, key], feature_costs=costs, feature_keys="index")
     result = predictor.acquire(np.zeros_like(values), known=np.zeros(values.shape, dtype=bool))
     np.testing.assert_allclose(result.acquisition, prediction_cost(booster, values, costs).acquisition, rtol=1e-12)
     assert result.fetched.shape == values.shape

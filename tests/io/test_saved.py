@@ -6,15 +6,19 @@ from __future__ import annotations
 
 import json
 import shutil
+import textwrap
 from pathlib import Path
 
 import lightgbm as lgb
 import numpy as np
+import pandas as pd
 import pytest
+from conftest import run_python
 
 import lightgbm_cegb as lc
-from lightgbm_cegb import CEGBError, FeatureCosts
+from lightgbm_cegb import CEGBError, FeatureCosts, prediction_cost
 from lightgbm_cegb.io import saved
+from lightgbm_cegb.io.lightgbm_text import with_group_names
 
 FIXTURES = Path(__file__).with_name("fixtures") / "saved-0.1.0"
 OLD = ["AdaptGBRT", "AdaptLIN", "CSTC", "CSTCClassifier", "CSCC", "Cronus"]
@@ -130,3 +134,43 @@ def test_values_round_trip_through_the_encoding(value):
 def test_a_value_json_cannot_hold_is_named():
     with pytest.raises(CEGBError, match="cannot save a value of type object"):
         saved.encode(object())
+
+
+def test_group_names_round_trip_through_save_and_load(tmp_path):
+    """A CEGB model's booster artifact names the groups LightGBM numbers: after load, the booster's own
+    parameters give the costs with their names (the package's prediction_cost, its file, the CLI), and stock
+    LightGBM 4.7.0 loads the artifact and predicts as the model does. A save without the names line (an
+    earlier one) still loads, its costs named from the estimator's state."""
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame(rng.normal(size=(400, 5)), columns=["a", "b", "c", "d", "e"])
+    y = X["a"] + X["c"] * X["d"] + 0.5 * X["e"]
+    costs = FeatureCosts(lazy={"a": 1.0, "b": 1.0}, groups={"wild": ["a", "b"], "soil": ["c", "d", "e"]},
+                         group_lazy={"wild": 2.0, "soil": 30.0})
+    model = lc.CEGBRegressor(feature_costs=costs, cegb_tradeoff=0.001, n_estimators=10, verbose=-1).fit(X, y)
+    assert set(lc.prediction_cost(model, X).group_usage) == {"wild", "soil"}  # its costs_
+    model.save(tmp_path / "m")
+    manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
+    artifact = tmp_path / "m" / manifest["files"]["booster"]
+    assert "[cegb_group_names=wild,soil: ]\n" in artifact.read_text()
+    assert manifest["costs"]["groups"] == {"wild": [0, 1], "soil": [2, 3, 4]}
+    again = lc.CEGBRegressor.load(tmp_path / "m")
+    expected = model.prediction_cost(X)
+    for report in (prediction_cost(again.booster_, X), prediction_cost(str(artifact), X), again.prediction_cost(X),
+                   lc.prediction_cost(again, X)):
+        assert report.group_usage == expected.group_usage and list(report.group_usage) == ["wild", "soil"]
+        np.testing.assert_array_equal(report.per_instance, expected.per_instance)
+    np.save(tmp_path / "X.npy", X.to_numpy())
+    result = run_python(textwrap.dedent(f"""
+        import lightgbm, numpy as np
+        assert "+cegb" not in lightgbm.__version__, lightgbm.__version__
+        model = lightgbm.Booster(model_file={str(artifact)!r})
+        np.save({str(tmp_path / "p.npy")!r}, model.predict(np.load({str(tmp_path / "X.npy")!r})))
+        """), stock=True)
+    assert result.returncode == 0, result.stderr
+    np.testing.assert_array_equal(np.load(tmp_path / "p.npy"), model.predict(X))
+    # an earlier save: no names line, no costs in the manifest
+    artifact.write_text(with_group_names(artifact.read_text(), None))
+    (tmp_path / "m" / "manifest.json").write_text(json.dumps({**manifest, "costs": None}))
+    old = lc.CEGBRegressor.load(tmp_path / "m")
+    assert old.costs_ == model.costs_ and list(old.prediction_cost(X).group_usage) == ["wild", "soil"]
+    assert list(prediction_cost(old.booster_, X).group_usage) == ["0", "1"]

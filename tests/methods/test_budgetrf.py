@@ -229,3 +229,18 @@ def test_lightgbm_export_predicts_identically_in_stock_lightgbm(tmp_path, classe
     np.testing.assert_array_equal(np.load(tmp_path / "p.npy"), expected[:, 1] if classes == 2 else expected)
     exported = prediction_cost(str(path), Xt, costs)
     np.testing.assert_array_equal(exported.per_instance, model.prediction_cost(Xt).per_instance)
+
+
+def test_a_prefix_is_the_forest_of_its_first_trees():
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(400, 5))
+    y = (X[:, 0] + X[:, 1] > 0).astype(int)
+    forest = BudgetRFClassifier(feature_costs=FeatureCosts(lazy=[1.0, 2.0, 3.0, 4.0, 5.0]), n_estimators=6,
+                                tradeoff=1.0, random_state=0).fit(X, y)
+    for k in (1, 3, 6):
+        small = forest.prefix(k)
+        assert small.n_estimators_ == k and forest.n_estimators_ == 6
+        np.testing.assert_array_equal(small.predict_proba(X), list(forest.staged_predict_proba(X))[k - 1])
+        assert small.prediction_cost(X).mean == prediction_cost(forest, X, num_iteration=k).mean
+    with pytest.raises(CEGBError, match=r"n_trees should be an integer in \[1, 6\], got 7"):
+        forest.prefix(7)

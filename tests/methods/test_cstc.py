@@ -253,7 +253,7 @@ def test_selection_sweeps_the_cstc_family(method, task):
     train = (X[:600], y[:600]) + ((group[:20],) if task == "ranking" else ())
     valid = (X[600:], y[600:]) + ((group[20:],) if task == "ranking" else ())
     costs = FeatureCosts(lazy=[1.0, 2.0, 3.0, 4.0, 5.0])
-    frame = sweep(method, train, valid, costs, task=task, num_boost_round=30,
+    frame = sweep(method, train, valid, costs, task=task, num_boost_round=30, baseline=False,
                   metric="p@5" if task == "ranking" else None,
                   grid={method: [{"relative_tradeoff": r} for r in (1e-4, 1e-2)]})
     assert len(frame) == 2 and set(frame["method"]) == {method}

@@ -3,6 +3,8 @@ the cost axis, early stopping, ranking, scikit-learn's checks, bad input."""
 
 from __future__ import annotations
 
+import re
+
 import lightgbm as lgb
 import numpy as np
 import pandas as pd
@@ -196,6 +198,23 @@ def test_costs_by_feature_name():
     np.testing.assert_array_equal(by_name.predict(frame), by_index.predict(X))
 
 
+
+def test_dataframe_names_reach_the_booster_or_are_refused():
+    """The booster names the DataFrame's columns (a space as LightGBM writes it); names a LightGBM model cannot
+    hold are refused at fit, naming them (the booster said Column_i, and costs by name failed on it)."""
+    X, signal, costs, _ = random_case(19, n=200)
+    columns = ["age", "blood test", "c", "d", "e", "f"][:X.shape[1]]
+    frame = pd.DataFrame(X, columns=columns)
+    model = GreedyMiserRegressor(tradeoff=0.5, n_estimators=5).fit(frame, signal)
+    assert model.booster_.feature_name() == [c.replace(" ", "_") for c in columns]
+    by_name = dict(zip(columns, costs))
+    np.testing.assert_array_equal(prediction_cost(model.booster_, frame, by_name, num_iteration=5).per_instance,
+                                  prediction_cost(model.booster_, X, costs, num_iteration=5).per_instance)
+    for bad in ("x[0]", "a:b"):
+        with pytest.raises(CEGBError, match=r"feature names: a LightGBM model holds names without the characters .*"
+                                            + re.escape(repr(bad))):
+            GreedyMiserRegressor(n_estimators=2).fit(frame.rename(columns={"c": bad}), signal)
+
 def test_model_text_loads_in_lightgbm():
     X, signal, costs, _ = random_case(18, n=200)
     model = GreedyMiserRegressor(feature_costs=costs, tradeoff=0.5, n_estimators=10).fit(X, signal)
@@ -236,3 +255,17 @@ WEIGHT_CHECKS = {f"check_sample_weight_equivalence_on_{kind}_data": "LightGBM: r
                          WEIGHT_CHECKS if isinstance(estimator, GreedyMiserClassifier) else {})
 def test_sklearn_checks(estimator, check):
     check(estimator)
+
+
+def test_a_prefix_is_the_model_of_its_first_iterations():
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(500, 4))
+    y = (X[:, 0] - X[:, 2] > 0).astype(int)
+    model = GreedyMiserClassifier(feature_costs=FeatureCosts(lazy=[1.0, 1.0, 5.0, 5.0]), n_estimators=20,
+                                  random_state=0).fit(X, y)
+    small = model.prefix(7)
+    np.testing.assert_array_equal(small.predict_proba(X), model.predict_proba(X, num_iteration=7))
+    assert small.prediction_cost(X).mean == model.prediction_cost(X, num_iteration=7).mean
+    assert model.best_iteration_ == 20 and small.booster_.current_iteration() == 7
+    with pytest.raises(CEGBError, match=r"n_iterations should be an integer in \[1, 20\], got 0"):
+        model.prefix(0)

@@ -21,6 +21,7 @@ from lightgbm_cegb.core.metrics import ndcg_at_k
 from lightgbm_cegb.lgbm.scales import cegb_tradeoff_scale
 from lightgbm_cegb.selection import (
     METHODS,
+    PREFIX_TREES,
     Candidate,
     Rows,
     cost_scorer,
@@ -56,12 +57,25 @@ def frontier(binary):
                  grid=grid, params={"num_leaves": 8}, num_boost_round=60)
 
 
+def _setting(params: dict) -> str:
+    """A grid point's parameters without the prefix length: one per trained model."""
+    return repr(sorted((k, v) for k, v in params.items() if k != "trees"))
+
+
 def test_sweep_measures_each_point_exactly(frontier, binary):
     _, (Xv, yv), _ = binary
-    counts = frontier["method"].value_counts()
-    assert list(counts.drop("greedy_miser").sort_index().items()) == [
-        ("budget_prune", 2), ("budgetrf", 2), ("cegb", 3), ("early_exit", 1), ("lightgbm", 1)]
-    assert counts["greedy_miser"] >= 2  # each lam at its best iteration, and shorter prefixes
+    settings = frontier.assign(setting=frontier["params"].map(_setting))
+    models = settings.groupby("method")["setting"].nunique()
+    assert dict(models.drop(["greedy_miser", "cheap_subset"])) == {
+        "budget_prune": 2, "budgetrf": 1, "cegb": 3, "early_exit": 1, "lightgbm": 1}
+    assert models["greedy_miser"] == 2 and models["cheap_subset"] >= 1  # the baseline joins every sweep
+    assert list(frontier[frontier["method"] == "budgetrf"]["trees"]) == [1, 4]
+    # every boosted model is a point with each of its prefixes (the same kinds of points for every method)
+    for (method, _), points in settings[settings["method"].isin(["lightgbm", "cegb", "greedy_miser", "cheap_subset"])
+                                        ].groupby(["method", "setting"]):
+        model = points["model"].iloc[0].model
+        best = getattr(model, "best_iteration_", None) or model.best_iteration or model.current_iteration()
+        assert list(points["trees"]) == sorted({k for k in PREFIX_TREES if k < best} | {best}), method
     assert frontier.attrs["metric"] == "accuracy"
     for _, row in frontier.iterrows():
         candidate = row["model"]
@@ -78,13 +92,18 @@ def test_sweep_measures_each_point_exactly(frontier, binary):
             k = row["params"]["trees"]
             expected_quality = np.mean((candidate.model.predict_proba(Xv, num_iteration=k)[:, 1] > 0.5) == yv)
             expected_cost = prediction_cost(candidate.model.booster_, Xv, COSTS, num_iteration=k).mean
-        else:  # LightGBM boosters: predict at their best iteration, cost of the same trees
+        elif row["method"] == "budget_prune":
             booster = candidate.model
             expected_quality = np.mean((booster.predict(Xv) > 0.5) == yv)
             expected_cost = prediction_cost(booster, Xv, COSTS).mean
+        else:  # LightGBM boosters: the prefix of k iterations, costed on the same trees
+            booster, k = candidate.model, row["params"]["trees"]
+            expected_quality = np.mean((booster.predict(Xv, num_iteration=k) > 0.5) == yv)
+            expected_cost = prediction_cost(booster, Xv, COSTS, num_iteration=k).mean
         assert row["quality"] == pytest.approx(expected_quality, abs=1e-12)
         assert row["cost"] == pytest.approx(expected_cost, rel=1e-12)
-    cegb = frontier[frontier["method"] == "cegb"].sort_values("relative_tradeoff")
+    cegb = frontier[frontier["method"] == "cegb"].sort_values(["relative_tradeoff", "trees"])
+    cegb = cegb.groupby("relative_tradeoff").tail(1)  # each trade-off's whole model
     assert cegb["cost"].iloc[-1] < cegb["cost"].iloc[0]  # the knob buys cost
     assert list(cegb["cegb_tradeoff"])[0] == 0.0
     # BudgetPrune's budget_fraction is of the plain model's mean cost on the training rows it prunes on
@@ -151,7 +170,7 @@ def test_train_to_budget(binary):
     assert chosen.test_cost == pytest.approx(prediction_cost(chosen.model, test[0], COSTS).mean, rel=1e-12)
     # at least as good as every point of the starting grid, each trained with the same budget stopping
     grid = sweep("cegb", train, valid, COSTS, task="binary", params={"num_leaves": 8}, num_boost_round=60,
-                 grid={"cegb": [{"relative_tradeoff": r, "budget": budget} for r in (0.0, 0.01, 0.1)]})
+                 baseline=False, grid={"cegb": [{"relative_tradeoff": r, "budget": budget} for r in (0.0, 0.01, 0.1)]})
     within = grid[grid["cost"] <= budget]  # with trade-off 0 the first iteration alone is over the budget
     assert len(within) >= 2 and chosen.valid_quality >= within["quality"].max()
 
@@ -161,7 +180,7 @@ def test_parallel_and_dask_sweeps_agree(binary):
 
     train, valid, _ = binary
     kwargs = {"task": "binary", "grid": {"cegb": [{"relative_tradeoff": r} for r in (0.0, 0.02, 0.2)]},
-              "params": {"num_leaves": 8, "num_threads": 1}, "num_boost_round": 30}
+              "params": {"num_leaves": 8, "num_threads": 1}, "num_boost_round": 30, "baseline": False}
     serial = sweep("cegb", train, valid, COSTS, **kwargs)
     parallel = sweep("cegb", train, valid, COSTS, n_jobs=2, **kwargs)
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
@@ -182,12 +201,13 @@ def test_ranking_sweep():
     frame = sweep(["cegb", "early_exit"], train, valid, costs, task="ranking", num_boost_round=30,
                   grid={"cegb": [{"relative_tradeoff": 0.0}], "early_exit": [{"threshold": 1.0}]})
     assert frame.attrs["metric"] == "ndcg@5"
-    booster = frame[frame["method"] == "cegb"]["model"].iloc[0].model
+    whole = frame[frame["method"] == "cegb"].iloc[-1]  # the model at its best iteration (after its prefixes)
+    booster = whole["model"].model
     Xv, yv, gv = valid
-    assert frame["quality"].iloc[0] == pytest.approx(ndcg_at_k(yv, booster.predict(Xv), gv, k=5), abs=1e-12)
-    exit_model = frame[frame["method"] == "early_exit"]["model"].iloc[0].model
-    result = exit_model.predict_result(Xv, group=gv)
-    assert frame["cost"].iloc[1] == pytest.approx(result.cost.mean, rel=1e-12)
+    assert whole["quality"] == pytest.approx(ndcg_at_k(yv, booster.predict(Xv), gv, k=5), abs=1e-12)
+    exit_row = frame[frame["method"] == "early_exit"].iloc[0]
+    result = exit_row["model"].model.predict_result(Xv, group=gv)
+    assert exit_row["cost"] == pytest.approx(result.cost.mean, rel=1e-12)
     with pytest.raises(CEGBError, match=r"needs the query sizes"):
         sweep("cegb", train[:2], valid, costs, task="ranking")
     with pytest.raises(CEGBError, match=r"\['budgetrf'\] do not support task='regression'"):
@@ -323,7 +343,7 @@ def test_budget_prune_and_adapt_with_group_costs(binary):
     grouped = FeatureCosts(lazy=[1.0, 0.0, 0.0, 2.0, 0.5, 0.5], coupled=[0.0] * 6, groups=[-1, 0, 0, -1, 1, 1],
                            group_lazy=[4.0, 3.0])
     frame = sweep(["budget_prune", "adapt_lin"], train, valid, grouped, task="binary", params={"num_leaves": 8},
-                  num_boost_round=40, grid={"budget_prune": [{"budget_fraction": 0.5}],
+                  num_boost_round=40, baseline=False, grid={"budget_prune": [{"budget_fraction": 0.5}],
                                             "adapt_lin": [{"p_full": 0.3, "relative_tradeoff": 0.1}]})
     assert sorted(frame["method"]) == ["adapt_lin", "budget_prune"]
     for _, row in frame.iterrows():
@@ -332,7 +352,8 @@ def test_budget_prune_and_adapt_with_group_costs(binary):
             prediction_cost(candidate.model, valid[0], grouped)
         assert row["cost"] == pytest.approx(expected.mean, rel=1e-12)
     pruned = frame[frame["method"] == "budget_prune"].iloc[0]["model"].model
-    plain = sweep("lightgbm", train, valid, grouped, task="binary", params={"num_leaves": 8}, num_boost_round=40)
+    plain = sweep("lightgbm", train, valid, grouped, task="binary", params={"num_leaves": 8}, num_boost_round=40,
+                  baseline=False)
     full_cost = prediction_cost(plain.iloc[0]["model"].model, train[0], grouped).mean
     assert prediction_cost(pruned, train[0], grouped).mean <= 0.5 * full_cost + 1e-12
 
@@ -426,3 +447,68 @@ def test_cost_scorer_refuses_a_budget_it_cannot_apply(kwargs, message):
     with pytest.raises(CEGBError, match=message):
         cost_scorer(COSTS, **kwargs)
     assert callable(cost_scorer(COSTS, budget=np.float32(5.0)))
+
+
+def test_a_budget_refines_the_knob_and_adds_the_longest_prefix_within_it(binary):
+    train, valid, _ = binary
+    budget = 9.0
+    grid = {"cegb": [{"relative_tradeoff": r} for r in (0.0, 0.05, 0.5)]}
+    kwargs = {"task": "binary", "params": {"num_leaves": 8, "num_threads": 1}, "num_boost_round": 200,
+              "baseline": False, "grid": grid}
+    plain = sweep("cegb", train, valid, COSTS, **kwargs)
+    frame = sweep("cegb", train, valid, COSTS, budget=budget, refine=3, **kwargs)
+    assert frame.attrs["budget"] == budget and plain.attrs["budget"] is None
+    refined = frame[frame["stage"] == "refine"]
+    assert len(refined) and set(refined["relative_tradeoff"]).isdisjoint({0.0, 0.05, 0.5})
+    assert ((refined["relative_tradeoff"] > 0) & (refined["relative_tradeoff"] < 0.5)).all()
+    # the longest prefix within the budget, by an independent loop over prefixes
+    for _, models in frame.groupby("relative_tradeoff"):
+        booster = models["model"].iloc[0].model
+        best = booster.best_iteration
+        fits = [k for k in range(1, best + 1) if prediction_cost(booster, valid[0], COSTS, num_iteration=k).mean
+                <= budget]
+        if fits and fits[-1] < best:
+            assert fits[-1] in set(models["trees"])
+    assert select(frame, budget).valid_quality >= select(plain, budget).valid_quality
+
+
+def test_a_frame_and_a_selection_pickle(frontier, binary):
+    import pickle
+
+    _, (Xv, _), _ = binary
+    again = pickle.loads(pickle.dumps(frontier))
+    for (_, a), (_, b) in zip(frontier.iterrows(), again.iterrows()):
+        np.testing.assert_array_equal(a["model"].predict(Xv), b["model"].predict(Xv))
+        assert a["model"].cost(Xv).mean == b["model"].cost(Xv).mean
+    assert again.attrs["metric_object"] == frontier.attrs["metric_object"]
+    chosen = pickle.loads(pickle.dumps(select(frontier, float(frontier["cost"].median()))))
+    assert chosen.candidate.measure(Rows.of(binary[1], "valid"), frontier.attrs["metric_object"])[0] == \
+        chosen.valid_quality
+
+
+def test_the_round_cap_warns(binary):
+    from lightgbm_cegb.core.errors import RoundsWarning
+
+    train, valid, _ = binary
+    with pytest.warns(RoundsWarning, match=r"point\(s\) of \['lightgbm'\] reached num_boost_round=3 while the"):
+        sweep("lightgbm", train, valid, COSTS, task="binary", num_boost_round=3, baseline=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RoundsWarning)  # the default cap does not bind here
+        sweep("lightgbm", train, valid, COSTS, task="binary", params={"num_leaves": 8}, baseline=False)
+
+
+def test_select_warns_of_a_gap_below_the_budget():
+    from lightgbm_cegb.core.errors import BudgetWarning
+
+    report = type("Report", (), {"mean": 0.0, "coupled": 0.0})()
+    points = [Candidate("m", {}, None, lambda X: X, lambda X: report) for _ in range(3)]
+    frame = pd.DataFrame({"method": "m", "quality": [0.6, 0.7, 0.9], "cost": [1.0, 5.0, 20.0],
+                          "params": [{}, {}, {}], "model": points})
+    frame.attrs.update(greater_is_better=True, task="binary")
+    with pytest.warns(BudgetWarning, match=r"the best point within budget=10 costs 5 and no point was swept"):
+        assert select(frame, 10.0).valid_cost == 5.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", BudgetWarning)
+        select(frame, 6.0)  # 5 is within 80% of it
+        frame.attrs["budget"] = 10.0  # swept for this budget: refined there already
+        select(frame, 10.0)

@@ -1,6 +1,7 @@
 """LazyPredictor: predictions equal the model's own on the full rows, the fetched (row, feature) pairs are
 exactly those on the rows' paths (read from LightGBM's model text), each fetched once, and the realised
-cost is prediction_cost's; failures, time-outs, retries, concurrency and asyncio."""
+cost is prediction_cost's; feature groups fetched whole, once per (row, group), on random groupings;
+failures, time-outs, retries, concurrency and asyncio."""
 
 from __future__ import annotations
 
@@ -526,3 +527,271 @@ def test_a_fetch_raising_on_a_worker_thread_is_reported_as_raised(raised, option
             asyncio.run(LazyPredictor(booster, fetch, **options).aacquire(np.full_like(X, np.nan)))
         else:
             LazyPredictor(booster, fetch, **options).acquire(np.full_like(X, np.nan))
+
+
+# ---------------------------------------------------------------------------------------------- feature groups
+
+
+class GroupStore:
+    """fetch(key, ids) over full rows with groups: a group's key returns its members together (a 2-D array in
+    member order, a dict or a DataFrame); records every call."""
+
+    def __init__(self, X: np.ndarray, groups: dict, keys=None, returns: str = "array") -> None:
+        self.X, self.groups, self.returns, self.calls = X, groups, returns, []
+        self.keys = list(range(X.shape[1])) if keys is None else list(keys)
+        self.lock = threading.Lock()
+
+    def __call__(self, key, ids):
+        with self.lock:
+            self.calls.append((key, np.asarray(ids).copy()))
+        if key not in self.groups:
+            return self.X[ids, self.keys.index(key)]
+        members = self.groups[key]
+        values = self.X[np.ix_(ids, [self.keys.index(m) for m in members])]
+        if self.returns == "array":
+            return values
+        mapping = {m: values[:, j] for j, m in enumerate(members)}
+        mapping = dict(reversed(mapping.items()))  # by key, not by position
+        return mapping if self.returns == "dict" else pd.DataFrame(mapping)
+
+    def pairs(self) -> Counter:
+        return Counter((key, int(i)) for key, ids in self.calls for i in ids)
+
+
+def random_groups(rng, num_features: int) -> dict[str, list[int]]:
+    """Random groups of random sizes (some features in none), members in a random order."""
+    group_id = rng.integers(-1, rng.integers(1, num_features + 1), num_features)
+    groups = {f"g{g}": rng.permutation(np.flatnonzero(group_id == g)).tolist() for g in np.unique(group_id) if g >= 0}
+    return {name: members for name, members in groups.items() if members}
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(model_and_data(), st.sampled_from([0.0, 0.3]), st.sampled_from(["array", "dict", "frame"]))
+def test_groups_fetched_once_per_row_on_random_models_and_groupings(case, known_share, returns):
+    booster, X, rng = case
+    if to_forest(booster).linear is not None:
+        return
+    num_features = booster.num_feature()
+    groups = random_groups(rng, num_features)
+    lazy = rng.integers(0, 20, num_features).astype(float)  # integers: sums exact in any order
+    group_lazy = rng.integers(0, 50, len(groups)).astype(float)
+    costs = FeatureCosts(lazy=lazy, split=rng.uniform(0, 0.3, num_features), groups=groups,
+                         group_lazy=group_lazy, tree=0.1)
+    group_of = np.full(num_features, -1)
+    for g, members in enumerate(groups.values()):
+        group_of[members] = g
+    store = GroupStore(X, groups, returns=returns)
+    known = rng.random(X.shape) < known_share
+    predictor = LazyPredictor(booster, store, feature_costs=costs, feature_keys="index")
+    assert predictor.groups == groups
+    result = predictor.acquire(np.where(known, X, np.nan), known)
+    assert (result.status == DONE).all()
+    np.testing.assert_array_equal(result.prediction, booster.predict(X))
+    # the reference: the features on each row's paths, from LightGBM's leaves and the model text
+    paths = leaf_paths(booster)
+    leaves = booster.predict(X, pred_leaf=True).reshape(len(X), -1)
+    read = np.zeros(X.shape, dtype=bool)
+    for i in range(len(X)):
+        for t in range(leaves.shape[1]):
+            read[i, paths[t][leaves[i, t]]] = True
+    wanted = read & ~known
+    pairs = store.pairs()
+    assert all(count == 1 for count in pairs.values()), "a (row, key) was fetched twice"
+    expected = {(int(f), int(i)) for i, f in zip(*np.nonzero(wanted)) if group_of[f] < 0}
+    expected |= {(name, int(i)) for g, name in enumerate(groups)
+                 for i in np.flatnonzero(wanted[:, group_of == g].any(axis=1))}
+    assert set(pairs) == expected
+    # realised cost from the store's log: a group's cost per (row, group) fetched, a feature's per (row, feature
+    # in no group) fetched, a member's own cost where the row's paths read it (its group fetched for the row)
+    realised = np.zeros(len(X))
+    for key, ids in store.calls:
+        realised[ids] += group_lazy[list(groups).index(key)] if key in groups else lazy[key]
+    realised += (wanted & (group_of >= 0)) @ lazy
+    np.testing.assert_array_equal(result.acquisition, realised)
+    if known_share == 0:
+        report = prediction_cost(booster, X, costs)
+        np.testing.assert_array_equal(result.acquisition, report.acquisition)
+        np.testing.assert_allclose(result.evaluation, report.evaluation, rtol=1e-12)
+    # fetched: what was asked for, a group's members all (where not given)
+    asked = np.zeros(X.shape, dtype=bool)
+    for key, ids in store.calls:
+        asked[np.ix_(ids, groups[key] if key in groups else [key])] = True
+    np.testing.assert_array_equal(result.fetched, asked & ~known)
+    np.testing.assert_array_equal(result.known, known | asked)
+    calls_per_key = Counter(key for key, _ in store.calls)
+    assert max(calls_per_key.values(), default=0) <= result.rounds and result.fetch_calls == len(store.calls)
+
+
+def grouped_higgs_like(n=400):
+    """higgs_like's data, trained with two groups (ids 0: columns 3, 4; 1: columns 5, 6, 7) in the model's
+    cegb_* parameters."""
+    _, X, _ = higgs_like(n)
+    y = (np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 5]) * (np.nan_to_num(X[:, 3]) > 0) > 0).astype(float)
+    costs = FeatureCosts(lazy=[1, 1, 1, 2, 2, 3, 4, 5], split=0.5, groups=[-1, -1, -1, 0, 0, 1, 1, 1],
+                         group_lazy=[5.0, 20.0])
+    params = {"objective": "binary", "num_leaves": 15, "verbose": -1, "seed": 0, "num_threads": 1,
+              **costs.to_params(tradeoff=0.01)}
+    return lgb.train(params, lgb.Dataset(X, y), 20), X
+
+
+def test_groups_from_the_model_sync_threads_asyncio_and_order():
+    booster, X = grouped_higgs_like()
+    names = booster.feature_name()
+    unknown = np.full_like(X, np.nan)
+    stores, results = [], []
+
+    def run(returns="array", asynchronous=False, **options):
+        probe = LazyPredictor(booster, Store(X))
+        store = GroupStore(X, probe.groups, names, returns)
+        stores.append(store)
+        fetch = store
+        if asynchronous == "coroutine":
+            async def fetch(key, ids):
+                await asyncio.sleep(0)
+                return store(key, ids)
+        predictor = LazyPredictor(booster, fetch, **options)  # costs and groups from the model's parameters
+        results.append(asyncio.run(predictor.aacquire(unknown)) if asynchronous else predictor.acquire(unknown))
+
+    run()
+    run("dict", max_workers=3)
+    run("frame", timeout=30.0)
+    run(asynchronous=True)
+    run("dict", asynchronous="coroutine", max_workers=2)
+    report = prediction_cost(booster, X)
+    groups = LazyPredictor(booster, Store(X)).groups
+    assert sorted(map(len, groups.values())) == [2, 3]
+    assert all(member.startswith("Column_") for members in groups.values() for member in members)
+    for store, result in zip(stores, results):
+        np.testing.assert_array_equal(result.prediction, booster.predict(X))
+        np.testing.assert_allclose(result.per_instance, report.per_instance, rtol=1e-12)
+        assert result.rounds == results[0].rounds
+        assert all(count == 1 for count in store.pairs().values())
+        keys = {key for key, _ in store.calls}
+        assert set(groups) <= keys and not keys & {m for members in groups.values() for m in members}
+    # the order callable gets the groups' keys; a round's calls follow its key
+    events = []
+
+    def order(key, ids):
+        events.append(("order", key))
+        return str(key)
+
+    def fetch(key, ids):
+        events.append(("fetch", key))
+        return stores[0](key, ids)
+
+    LazyPredictor(booster, fetch, order=order).predict(unknown)
+    rounds = []
+    for kind, key in events:
+        if kind == "order" and (not rounds or rounds[-1]):
+            rounds.append([])
+        elif kind == "fetch":
+            rounds[-1].append(key)
+    assert set(groups) <= {key for kind, key in events if kind == "order"}
+    assert all(r == sorted(r) for r in rounds) and len(rounds) > 1
+
+
+def test_cheapest_order_prices_a_group_with_its_members():
+    booster, X = grouped_higgs_like()
+    predictor = LazyPredictor(booster, Store(X))
+    store = GroupStore(X, predictor.groups, booster.feature_name())
+    predictor.fetch = store
+    predictor.acquire(np.full_like(X, np.nan))
+    price = {name: 1.0 for name in booster.feature_name()[:3]}
+    price.update({name: (5.0 + 4.0 if len(members) == 2 else 20.0 + 12.0)
+                  for name, members in predictor.groups.items()})
+    rounds, seen = [[]], set()  # rounds are separated by a key fetched a second time
+    for key, _ in store.calls:
+        if key in seen:
+            rounds.append([])
+            seen = set()
+        seen.add(key)
+        rounds[-1].append(price[key])
+    assert all(r == sorted(r) for r in rounds) and any(len(r) > 1 for r in rounds)
+
+
+def test_values_given_for_some_members_stay():
+    booster, X = grouped_higgs_like()
+    predictor = LazyPredictor(booster, Store(X), feature_keys="index")
+    store = GroupStore(X, predictor.groups)
+    predictor.fetch = store
+    rng = np.random.default_rng(0)
+    given = np.full_like(X, np.nan)
+    known = np.zeros(X.shape, dtype=bool)
+    known[:, 5] = rng.random(len(X)) < 0.5  # a member of the costly group, given for half the rows
+    given[known] = X[known] + 0.5  # not the store's values: the given ones are used
+    result = predictor.acquire(given, known)
+    expected_X = np.where(known, given, X)
+    np.testing.assert_array_equal(result.prediction, booster.predict(expected_X))
+    np.testing.assert_array_equal(result.X[known], given[known])
+    assert not (result.fetched & known).any()
+    assert all(count == 1 for count in store.pairs().values())
+
+
+@pytest.mark.parametrize(("returned", "message"), [
+    (lambda ids, m: np.zeros(len(ids)), r"returned shape \((\d+),\) for group '1', expected \(\1, 3\): one row per "
+                                        r"row id, one column per member \['Column_5', 'Column_6', 'Column_7'\]"),
+    (lambda ids, m: np.zeros((len(ids), 2)), r"returned shape \((\d+), 2\) for group '1', expected \(\1, 3\)"),
+    (lambda ids, m: np.zeros((len(ids) + 1, 3)), r"returned shape \(\d+, 3\) for group '1', expected \(\d+, 3\)"),
+    (lambda ids, m: {k: np.zeros(len(ids)) for k in m[:2]},
+     r"returned a mapping with the keys \['Column_5', 'Column_6'\], expected the members of group '1'"),
+    (lambda ids, m: {**{k: np.zeros(len(ids)) for k in m}, "id": ids}, "returned a mapping with the keys"),
+    (lambda ids, m: {k: np.zeros(len(ids) - 1) for k in m},
+     r"returned shape \(\d+,\) for member 'Column_5' of group '1', expected \(\d+,\)"),
+    (lambda ids, m: np.full((len(ids), 3), "x"), "returned values that are not numbers"),
+])
+def test_a_wrong_group_answer_is_a_clear_error(returned, message):
+    booster, X = grouped_higgs_like(n=200)
+    groups = LazyPredictor(booster, Store(X)).groups
+    assert groups["1"] == ["Column_5", "Column_6", "Column_7"]
+    names = booster.feature_name()
+    store = GroupStore(X, groups, names)
+
+    def fetch(key, ids):
+        return returned(ids, groups[key]) if key == "1" else store(key, ids)
+
+    with pytest.raises(CEGBError, match=r"fetch\('1'\) for \d+ row\(s\) \[.*\] failed: " + message) as info:
+        LazyPredictor(booster, fetch).predict(np.full_like(X, np.nan))
+    assert isinstance(info.value, LazyFetchError) and info.value.failure.feature == "1"
+    assert isinstance(info.value.__cause__, CEGBError)
+
+
+def test_group_failures_partial_raise_and_resume():
+    booster, X = grouped_higgs_like()
+    names = booster.feature_name()
+    groups = LazyPredictor(booster, Store(X)).groups
+    store = GroupStore(X, groups, names)
+    broken = {"1"}
+
+    def fetch(key, ids):
+        if key in broken:
+            raise ConnectionError("descriptor service down")
+        return store(key, ids)
+
+    result = LazyPredictor(booster, fetch, errors="partial").acquire(np.full_like(X, np.nan))
+    assert {failure.feature for failure in result.failures} == {"1"}
+    failed = result.status == FAILED
+    assert failed.any() and (~failed).any()
+    np.testing.assert_array_equal(result.prediction[~failed], booster.predict(X[~failed]))
+    assert not result.fetched[:, 5:].any()
+    store.calls.clear()
+    with pytest.raises(LazyFetchError, match=r"fetch\('1'\) for \d+ row\(s\) .* failed: descriptor service down") \
+            as info:
+        LazyPredictor(booster, fetch).acquire(np.full_like(X, np.nan))
+    assert not isinstance(info.value, CEGBError)  # the store failed, not the fetch's contract
+    partial = info.value.result
+    broken.clear()
+    resumed = LazyPredictor(booster, fetch).acquire(partial.X, partial.known)
+    np.testing.assert_array_equal(resumed.prediction, booster.predict(X))
+    assert all(count == 1 for count in store.pairs().values()), "a (row, key) was fetched in both calls"
+
+
+def test_a_group_named_as_a_feature_outside_it_is_refused():
+    booster, X = grouped_higgs_like(n=100)
+    costs = FeatureCosts(lazy=np.ones(8), groups={"Column_0": ["Column_1", "Column_2"]})
+    with pytest.raises(CEGBError, match="the group name 'Column_0' is also the key of a feature in no group"):
+        LazyPredictor(booster, Store(X), feature_costs=costs)
+    own = FeatureCosts(lazy=np.ones(8), groups={"Column_1": ["Column_1", "Column_2"]})  # its own member: no clash
+    store = GroupStore(X, {"Column_1": ["Column_1", "Column_2"]}, booster.feature_name())
+    prediction = LazyPredictor(booster, store, feature_costs=own).predict(np.full_like(X, np.nan))
+    np.testing.assert_array_equal(prediction, booster.predict(X))
+    assert LazyPredictor(booster, Store(X), feature_costs=costs, feature_keys="index").groups == {"Column_0": [1, 2]}

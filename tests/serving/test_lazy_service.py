@@ -1,29 +1,38 @@
 """The example service (scripts/lazy_service.py), started on loopback as a user starts it, then sent
-requests: predictions equal the model's own on the full events, costs equal prediction_cost, bad requests
-get clear errors."""
+requests: the bundled HIGGS example with no arguments, a generated model with a feature group behind a SQLite
+store, and a saved estimator behind a Python fetch function. Predictions equal the model's own on the full
+rows, costs equal prediction_cost, the store answers a group in one query per round, bad requests and bad
+options get clear errors, and the service leaves no file behind."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
 from pathlib import Path
 
 import lightgbm as lgb
 import numpy as np
+import pandas as pd
 import pytest
+from references import row_paths
 
-from lightgbm_cegb import prediction_cost
+from lightgbm_cegb import FeatureCosts, GreedyMiserClassifier, prediction_cost
 from lightgbm_cegb.datasets import HIGGS_COSTS, higgs
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "lazy_service.py"
-START_TIMEOUT = 180  # seconds: training the model on a loaded machine
+START_TIMEOUT = 180  # seconds: imports and training on a loaded machine
+FIRST_ID = 1000  # the generated rows' ids: not their positions
 
 
 def free_port() -> int:
@@ -41,43 +50,69 @@ def call(url: str, body=None, timeout: float = 60):
         return exc.code, json.loads(exc.read())
 
 
-@pytest.fixture(scope="module")
-def service(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("service")
-    port = free_port()
-    log = open(workdir / "log.txt", "w")
-    process = subprocess.Popen([sys.executable, str(SCRIPT), "--port", str(port), "--workdir", str(workdir),
-                                "--latency-ms", "5"], stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + START_TIMEOUT
-    try:
+class Service:
+    """The script running in a subprocess (in ``cwd``) on a free port of 127.0.0.1."""
+
+    def __init__(self, args: list[str], cwd: Path, log: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = log
+        self.log = open(log, "w")
+        self.process = subprocess.Popen([sys.executable, str(SCRIPT), "--port", str(self.port), *args], cwd=cwd,
+                                        stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + START_TIMEOUT
         while True:
-            if process.poll() is not None:
-                pytest.fail(f"the service exited with {process.returncode}:\n{(workdir / 'log.txt').read_text()}")
+            if self.process.poll() is not None:
+                self.stop()
+                pytest.fail(f"the service exited with {self.process.returncode}:\n{log.read_text()}")
             try:
-                if call(url + "/health", timeout=5)[0] == 200:
+                if call(self.url + "/health", timeout=5)[0] == 200:
                     break
             except OSError:
                 pass
             if time.monotonic() > deadline:
+                self.stop()
                 pytest.fail(f"timed out: the service did not answer /health within {START_TIMEOUT} s")
             time.sleep(0.2)
-        yield url, workdir
-    finally:
-        process.terminate()
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        log.close()
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.log.close()
+        return self.process.returncode
 
 
-def test_scores_equal_the_model_on_full_rows(service):
-    url, workdir = service
+# ---------------------------------------------------------------------------------------------- the bundled example
+
+
+def start_bundled(cwd: Path, log: Path) -> Service:
+    """``make serve``: no arguments but the port, started in ``cwd``."""
+    service = Service([], cwd, log)
+    match = re.search(r"working files in (\S+) \(removed on exit\)", log.read_text())
+    if not match:
+        service.stop()
+        pytest.fail(f"the service did not say where its files are:\n{log.read_text()}")
+    service.workdir = Path(match[1])
+    return service
+
+
+@pytest.fixture(scope="module")
+def bundled(tmp_path_factory):
+    service = start_bundled(tmp_path_factory.mktemp("cwd"), tmp_path_factory.mktemp("log") / "log.txt")
+    yield service
+    service.stop()
+
+
+def test_bundled_scores_equal_the_model_on_full_rows(bundled):
     X, _ = higgs("test")
-    booster = lgb.Booster(model_file=workdir / "model.txt")
+    booster = lgb.Booster(model_file=bundled.workdir / "model.txt")
     ids = list(range(0, 500, 3))
-    status, answer = call(url + "/score", {"ids": ids})
+    status, answer = call(bundled.url + "/score", {"ids": ids})
     assert status == 200, answer
     np.testing.assert_array_equal(answer["predictions"], booster.predict(X[ids]))
     np.testing.assert_allclose(answer["cost"], prediction_cost(booster, X[ids], HIGGS_COSTS).per_instance,
@@ -88,23 +123,23 @@ def test_scores_equal_the_model_on_full_rows(service):
     assert fetched < len(ids) * 28
 
 
-def test_concurrent_requests(service):
-    url, workdir = service
+def test_bundled_concurrent_requests(bundled):
     X, _ = higgs("test")
-    booster = lgb.Booster(model_file=workdir / "model.txt")
+    booster = lgb.Booster(model_file=bundled.workdir / "model.txt")
     batches = [[i] for i in range(8)] + [list(range(100, 140))]
     with ThreadPoolExecutor(4) as pool:
-        answers = list(pool.map(lambda ids: call(url + "/score", {"ids": ids}), batches))
+        answers = list(pool.map(lambda ids: call(bundled.url + "/score", {"ids": ids}), batches))
     for ids, (status, answer) in zip(batches, answers):
         assert status == 200
         np.testing.assert_array_equal(answer["predictions"], booster.predict(X[ids]))
 
 
 @pytest.mark.parametrize(("body", "code", "message"), [
-    ({"ids": [0, 10_000]}, 404, r"no event \[10000\] in table"),
+    ({"ids": [0, 10_000]}, 404, r"no row with id \[10000\] in table"),
     ({"ids": []}, 400, "with 1..10000 integer ids"),
-    ({"ids": ["a"]}, 400, "integer ids of events 0..499"),
-    ({"ids": [2**64]}, 400, "integer ids of events 0..499"),
+    ({"ids": ["a"]}, 400, "integer ids >= 0"),
+    ({"ids": [-1]}, 400, "integer ids >= 0"),
+    ({"ids": [2**64]}, 400, "integer ids >= 0"),
     ({"rows": [1]}, 400, 'the body should be {"ids"'),
     (b"not json", 400, 'the body should be {"ids".*; got a body that is not JSON'),
     (b"\xff\xfe", 400, 'the body should be {"ids".*; got a body that is not JSON'),
@@ -113,6 +148,233 @@ def test_concurrent_requests(service):
     (b'{"ids": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", 400, "nested too deeply"),
     ([1, 2], 400, 'the body should be {"ids"'),
 ])
-def test_bad_requests(service, body, code, message):
-    status, answer = call(service[0] + "/score", body)
+def test_bundled_bad_requests(bundled, body, code, message):
+    status, answer = call(bundled.url + "/score", body)
     assert status == code and re.search(message, answer["error"]), answer
+
+
+def test_bundled_leaves_no_file_behind(tmp_path):
+    """Its store and model live in a temporary folder, removed when the service stops (SIGTERM): nothing in
+    the folder it ran in (the checkout, for make serve)."""
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    service = start_bundled(cwd, tmp_path / "log.txt")
+    try:
+        assert (service.workdir / "store.sqlite").is_file() and (service.workdir / "model.txt").is_file()
+        assert not service.workdir.is_relative_to(cwd)
+    finally:
+        assert service.stop() == 0
+    assert not service.workdir.exists()
+    assert list(cwd.iterdir()) == []
+
+
+# ---------------------------------------------------------------------------------------------- any model
+
+
+NAMES = ["f0", "f1", "f2", "f3", "f4", "f5"]
+GROUP = ["f4", "f3", "f5"]  # the group "scan", its members not in column order
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory):
+    """A small model trained with a group, its costs as JSON and a SQLite store: a table of two cheap
+    features, a table per feature, the group's table."""
+    folder = tmp_path_factory.mktemp("generated")
+    rng = np.random.default_rng(7)
+    n = 300
+    X = rng.normal(size=(n, len(NAMES)))
+    X[rng.random(X.shape) < 0.05] = np.nan
+    z = np.nan_to_num(X)
+    y = (z[:, 0] + z[:, 3] * (z[:, 2] > 0) + 0.5 * z[:, 4] + rng.normal(0, 0.3, n) > 0).astype(float)
+    costs = FeatureCosts(lazy={"f0": 1, "f1": 1, "f2": 2, "f3": 1, "f4": 1, "f5": 1}, split=0.5,
+                         groups={"scan": GROUP}, group_lazy={"scan": 20.0})
+    params = {"objective": "binary", "num_leaves": 7, "verbose": -1, "seed": 0, "num_threads": 1,
+              **costs.align(NAMES).to_params(tradeoff=0.001)}
+    booster = lgb.train(params, lgb.Dataset(X, y, feature_name=NAMES), 15)
+    assert booster.feature_importance()[[3, 4, 5]].sum() > 0, "the model should read the group"
+    booster.save_model(folder / "model.txt")
+    (folder / "costs.json").write_text(json.dumps(costs.fields()))
+    with closing(sqlite3.connect(folder / "store.sqlite")) as db, db:
+        for table, columns in {"cheap": ["f0", "f1"], "f2": ["f2"], "scan": ["f3", "f4", "f5"]}.items():
+            db.execute(f"CREATE TABLE {table} (id INTEGER PRIMARY KEY, {', '.join(f'{c} REAL' for c in columns)})")
+            values = X[:, [NAMES.index(c) for c in columns]]
+            rows = [(FIRST_ID + i, *(None if np.isnan(v) else float(v) for v in values[i])) for i in range(n)]
+            db.executemany(f"INSERT INTO {table} VALUES ({', '.join('?' * (len(columns) + 1))})", rows)
+    return folder, booster, X, costs
+
+
+@pytest.fixture(scope="module")
+def sqlite_service(generated, tmp_path_factory):
+    folder, *_ = generated
+    log = folder / "queries.jsonl"
+    service = Service(["--model", str(folder / "model.txt"), "--costs", str(folder / "costs.json"),
+                       "--store", str(folder / "store.sqlite"), "--query-log", str(log)], folder,
+                      tmp_path_factory.mktemp("log") / "log.txt")
+    service.queries = log
+    yield service
+    service.stop()
+
+
+def group_readers(booster, X) -> np.ndarray:
+    """Rows whose paths read a member of the group (LightGBM's leaves and the model text)."""
+    members = {NAMES.index(m) for m in GROUP}
+    return np.array([any(members & set(path) for path in paths) for paths in row_paths(booster, X)])
+
+
+def test_a_model_file_with_a_group_behind_a_sqlite_store(generated, sqlite_service):
+    _, booster, X, costs = generated
+    status, health = call(sqlite_service.url + "/health")
+    assert status == 200 and health["groups"] == {"scan": GROUP} and "scan" in health["fetch_keys"]
+    positions = np.arange(0, len(X), 2)
+    sqlite_service.queries.unlink(missing_ok=True)
+    status, answer = call(sqlite_service.url + "/score", {"ids": (FIRST_ID + positions).tolist()})
+    assert status == 200, answer
+    np.testing.assert_array_equal(answer["predictions"], booster.predict(X[positions]))
+    report = prediction_cost(booster, X[positions], costs)
+    np.testing.assert_allclose(answer["cost"], report.per_instance, rtol=1e-12)
+    assert answer["eager_cost"] == 7.0 + 20.0 and answer["latency_ms"] > 0
+    # the store's log: one SQL statement per fetch call, the group's naming all its members; at most one call
+    # per key per round; each (row, key) once; the group asked for exactly the rows whose paths read a member
+    queries = [json.loads(line) for line in sqlite_service.queries.read_text().splitlines()]
+    assert len(queries) == answer["fetch_calls"]
+    assert all(len(q["sql"]) == 1 and q["sql"][0].startswith("SELECT") for q in queries)
+    per_key = Counter(q["key"] for q in queries)
+    assert per_key["scan"] >= 1 and max(per_key.values()) <= answer["rounds"]
+    assert not set(per_key) & set(GROUP), "a member was fetched on its own"
+    for q in queries:
+        if q["key"] == "scan":
+            assert q["table"] == "scan" and all(f'"{m}"' in q["sql"][0] for m in GROUP)
+    pairs = Counter((q["key"], i) for q in queries for i in q["ids"])
+    assert max(pairs.values()) == 1
+    asked = {i - FIRST_ID for q in queries if q["key"] == "scan" for i in q["ids"]}
+    assert asked == set(positions[group_readers(booster, X[positions])].tolist())
+
+
+def test_unknown_ids_are_404(sqlite_service):
+    status, answer = call(sqlite_service.url + "/score", {"ids": [FIRST_ID, 5]})
+    assert status == 404 and re.search(r"no row with id \[5\] in table '(cheap|f2|scan)'", answer["error"]), answer
+
+
+FETCH_MODULE = '''
+import json
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).parent
+X = np.load(HERE / "X.npy")
+NAMES = json.loads((HERE / "names.json").read_text())
+GROUPS = {"scan": GROUP_MEMBERS}
+
+
+def fetch(key, ids):
+    with open(HERE / "calls.jsonl", "a") as log:
+        log.write(json.dumps({"key": key, "ids": ids.tolist()}) + "\\n")
+    rows = np.asarray(ids) - FIRST_ID
+    if (rows < 0).any() or (rows >= len(X)).any():
+        raise KeyError(f"unknown ids {ids[(rows < 0) | (rows >= len(X))].tolist()[:5]}")
+    if key in GROUPS:
+        return {member: X[rows, NAMES.index(member)] for member in GROUPS[key]}
+    return X[rows, NAMES.index(key)]
+'''.replace("GROUP_MEMBERS", repr(GROUP)).replace("FIRST_ID", str(FIRST_ID))
+
+
+def test_a_saved_estimator_behind_a_fetch_function(generated, tmp_path):
+    _, _, X, costs = generated
+    X = np.nan_to_num(X)  # Greedy Miser takes no missing values
+    frame = pd.DataFrame(X, columns=NAMES)
+    y = (np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 3]) > 0).astype(int)
+    model = GreedyMiserClassifier(feature_costs=costs, tradeoff=0.01, n_estimators=20, max_depth=3,
+                                  random_state=0).fit(frame, y)
+    model.save(tmp_path / "model")
+    np.save(tmp_path / "X.npy", X)
+    (tmp_path / "names.json").write_text(json.dumps(NAMES))
+    (tmp_path / "store.py").write_text(FETCH_MODULE)
+    service = Service(["--model", str(tmp_path / "model"), "--fetch", f"{tmp_path / 'store.py'}:fetch",
+                       "--method", "predict_proba"], tmp_path, tmp_path / "log.txt")
+    try:
+        ids = (FIRST_ID + np.arange(len(X))).tolist()
+        status, answer = call(service.url + "/score", {"ids": ids})
+        assert status == 200, answer
+        np.testing.assert_array_equal(answer["predictions"], model.predict_proba(frame))
+        np.testing.assert_allclose(answer["cost"], model.prediction_cost(frame).per_instance, rtol=1e-12)
+        calls = [json.loads(line) for line in (tmp_path / "calls.jsonl").read_text().splitlines()]
+        assert max(Counter((c["key"], i) for c in calls for i in c["ids"]).values()) == 1
+        assert {c["key"] for c in calls} & {"scan"} and not {c["key"] for c in calls} & set(GROUP)
+        status, answer = call(service.url + "/score", {"ids": [FIRST_ID + len(X)]})
+        assert status == 404 and "unknown ids" in answer["error"], answer
+    finally:
+        service.stop()
+
+
+# ---------------------------------------------------------------------------------------------- bad options
+
+
+@pytest.fixture(scope="module")
+def script():
+    spec = importlib.util.spec_from_file_location("lazy_service", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def bad_store(folder: Path) -> Path:
+    """The generated store without the group's table."""
+    path = folder / "no_scan.sqlite"
+    with closing(sqlite3.connect(path)) as db, db:
+        db.execute("CREATE TABLE cheap (id INTEGER PRIMARY KEY, f0 REAL, f1 REAL, f2 REAL, f3 REAL)")
+    return path
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--port", "70000"], "--port: expected a port number in 0..65535, got 70000"),
+    (["--latency-ms", "-1"], r"--latency-ms: expected a number of milliseconds >= 0, got -1.0"),
+    (["--store", "{store}"], "--store: needs --model"),
+    (["--method", "predict_proba"], "--method: needs --model"),
+    (["--model", "{model}"], "--model: needs a feature store: --store FILE.sqlite or --fetch MODULE:FUNCTION"),
+    (["--model", "{missing}", "--store", "{store}"], r"--model: expected a LightGBM model file or a folder saved by "
+                                                     r"an estimator's save\(\), got '.*missing.txt', which does not"),
+    (["--model", "{costs}", "--store", "{store}"], "--model: not a LightGBM model"),
+    (["--model", "{folder}", "--store", "{store}"], "--model: path: '.*' holds no saved model"),
+    (["--model", "{model}", "--store", "{missing}"], "--store: expected a SQLite file, got '.*missing.txt'"),
+    (["--model", "{model}", "--store", "{costs}"], "--store: '.*costs.json' is not a SQLite database"),
+    (["--model", "{model}", "--costs", "{costs}", "--store", "{no_scan}"],
+     r"--store: group 'scan' \(members \['f4', 'f3', 'f5'\]\): expected one table with the columns id, f4, f3, f5; "
+     r"none of .* hold them \(tables: \['cheap'\]\)"),
+    (["--model", "{model}", "--store", "{store}", "--costs", "{bad_costs}"],
+     r"--costs: '.*bad.json' should hold a JSON object of FeatureCosts' arguments \[.*\], got the keys \['lazzy'\]"),
+    (["--model", "{model}", "--store", "{store}", "--costs", "{short_costs}"],
+     "--costs: .*short.txt has 2 costs .* the data has 6 columns"),
+    (["--model", "{model}", "--store", "{store}", "--costs", "{unknown_group}"],
+     r"--costs: .*groups name unknown features \['x9'\]"),
+    (["--model", "{model}", "--fetch", "no_colon"], "--fetch: expected MODULE:FUNCTION or path/to/file.py:FUNCTION, "
+                                                    "got 'no_colon'"),
+    (["--model", "{model}", "--fetch", "no_such_module_here:fetch"], "--fetch: cannot import no_such_module_here"),
+    (["--model", "{model}", "--fetch", "json:no_such_function"], "--fetch: json has no function 'no_such_function'"),
+    (["--model", "{model}", "--fetch", "json:loads", "--query-log", "q.jsonl"],
+     "--query-log: applies to a SQLite --store, not to a --fetch function"),
+    (["--model", "{model}", "--store", "{store}", "--workdir", "w"], "--workdir: holds the bundled example's files"),
+    (["--model", "{model}", "--store", "{store}", "--method", "transform"],
+     "--method: Booster has no method 'transform'"),
+    (["--model", "{model}", "--store", "{store}", "--fetch", "json:loads"], "argument --fetch: not allowed with "
+                                                                            "argument --store"),
+])
+def test_bad_options_name_the_option(script, generated, tmp_path, capsys, monkeypatch, args, message):
+    folder, *_ = generated
+
+    def serve(*args, **kwargs):
+        raise AssertionError("the service started")
+
+    monkeypatch.setattr("uvicorn.run", serve)
+    (tmp_path / "bad.json").write_text(json.dumps({"lazzy": [1.0]}))
+    (tmp_path / "short.txt").write_text("1\n2\n")
+    (tmp_path / "unknown.json").write_text(json.dumps({"lazy": [1.0] * 6, "groups": {"g": ["x9"]}}))
+    paths = {"model": folder / "model.txt", "store": folder / "store.sqlite", "costs": folder / "costs.json",
+             "missing": tmp_path / "missing.txt", "folder": tmp_path, "no_scan": bad_store(tmp_path),
+             "bad_costs": tmp_path / "bad.json", "short_costs": tmp_path / "short.txt",
+             "unknown_group": tmp_path / "unknown.json"}
+    with pytest.raises(SystemExit) as info:
+        script.main([arg.format(**paths) for arg in args])
+    assert info.value.code == 2
+    error = capsys.readouterr().err
+    assert re.search("error: " + message, error), error

@@ -130,13 +130,16 @@ class AdaptGBRT(AdaptBase):
         # feature_pre_filter) a feature no 20-row split can use is dropped before training, all of them on a small X
         binning = {key: params[key] for key in ("max_bin", "min_data_in_bin", "min_data_in_leaf", "feature_pre_filter",
                                                 "verbose")}
+        names = self._lightgbm_feature_names()
         f1 = lgb.Booster({**params, "objective": "none"},
-                         lgb.Dataset(X, codes.astype(np.float64), params=binning, free_raw_data=False))
+                         lgb.Dataset(X, codes.astype(np.float64), params=binning, feature_name=names,
+                                     free_raw_data=False))
         # g's score starts at logit(p_full), the mean of its targets (the paper's g = 0, up to that constant)
         offset = float(np.clip(np.log(self.p_full) - np.log1p(-self.p_full), -GATE_LIMIT, GATE_LIMIT)) \
             if 0 < self.p_full < 1 else math.copysign(GATE_LIMIT, self.p_full - 0.5)
         g = lgb.Booster({**params, "num_class": 1, "objective": "none"},
-                        lgb.Dataset(X, np.zeros(n), init_score=np.full(n, offset), params=binning, free_raw_data=False))
+                        lgb.Dataset(X, np.zeros(n), init_score=np.full(n, offset), params=binning, feature_name=names,
+                                    free_raw_data=False))
         for _ in range(self.trees_per_round):  # f1 starts as Greedy Miser (every row's weight 1)
             f1.update(fobj=f1_objective)
         for _ in range(self.n_rounds if self.p_full < 1 else 0):  # at 1, f0 takes every row
@@ -195,7 +198,7 @@ class AdaptGBRT(AdaptBase):
         X = self._validated(X)
         to_f0, _, state = self._composite(X, f0=self._f0_forest(), n_jobs=n_jobs)
         self._charge_f0_usage(state, X, np.flatnonzero(to_f0))
-        return state.report(self.costs_)
+        return state.report(self.costs_, self._names_in())
 
     # ------------------------------------------------------------------------------------- files
 

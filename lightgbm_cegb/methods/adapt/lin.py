@@ -26,12 +26,13 @@ import math
 
 import numpy as np
 from scipy.special import expit
+from threadpoolctl import threadpool_limits
 
 from lightgbm_cegb.core.cost_state import CostState
 from lightgbm_cegb.core.errors import check_number
 from lightgbm_cegb.core.report import CostReport
 from lightgbm_cegb.methods.adapt.base import AdaptBase, routing_weights
-from lightgbm_cegb.methods.greedy_miser import GreedyMiserClassifier, log_loss_per_row, proba_from_raw
+from lightgbm_cegb.methods.greedy_miser import log_loss_per_row, proba_from_raw
 
 __all__ = ["AdaptLIN"]
 
@@ -194,7 +195,7 @@ class AdaptLIN(AdaptBase):
         if f0 is not None and rows.size:
             state.add(f0, X[rows], rows=rows, n_jobs=self.n_jobs if n_jobs is None else n_jobs)
         self._charge_f0_usage(state, X, rows)
-        return state.report(self.costs_)
+        return state.report(self.costs_, self._names_in())
 
     # ------------------------------------------------------------------------------------- files
 
@@ -230,30 +231,86 @@ def _squeeze(score: np.ndarray) -> np.ndarray:
 
 class _Problem:
     """The M-step's objective on standardised rows Z (an intercept column in front) for weights gate (d + 1)
-    and f1 (d + 1, k), with the penalty weights ``penalty`` (lam * c_j) on the rows 1..d of both."""
+    and f1 (d + 1, k), with the penalty weights ``penalty`` (lam * c_j) on the rows 1..d of both.
+
+    Internally the weights are one matrix W = [gate, f1] (d + 1, 1 + k) and the rows' scores S = Z W: the
+    objective and its gradient (``Z' R / n``, R the residuals per row and score) come from S in one pass (one
+    exponential per score), and FISTA's extrapolated point's scores are the same combination of the scores of
+    the last two iterates (no product with Z): an iteration multiplies by Z once per step size tried and by Z'
+    once."""
 
     def __init__(self, Z: np.ndarray, codes: np.ndarray, penalty: np.ndarray) -> None:
         self.Z = np.hstack([np.ones((Z.shape[0], 1)), Z])
         self.codes = codes
         self.penalty = penalty
         self.n = Z.shape[0]
+        codes = np.asarray(codes, dtype=np.int64)
+        self._rows = np.arange(self.n)
+        self._codes = codes
+        self._sign = np.where(codes > 0, -1.0, 1.0)  # binary: the log-loss is softplus(sign * f)
 
     def linear(self, w: np.ndarray) -> np.ndarray:
         return self.Z @ w
 
+    def _times(self, W: np.ndarray, skip_gate: bool = False) -> np.ndarray:
+        """S = Z W (column-major), a matrix-vector product per column (OpenBLAS is several times slower on a
+        product with a few columns); with skip_gate column 0 is left at 0."""
+        S = np.zeros((self.n, W.shape[1]), order="F")
+        for c in range(1 if skip_gate else 0, W.shape[1]):
+            np.dot(self.Z, W[:, c], out=S[:, c])
+        return S
+
+    def _gradient_of(self, R: np.ndarray, skip_gate: bool = False) -> np.ndarray:
+        """Z' R / n, a product per column (column 0 left at 0 with skip_gate)."""
+        G = np.zeros((self.Z.shape[1], R.shape[1]))
+        for c in range(1 if skip_gate else 0, R.shape[1]):
+            G[:, c] = self.Z.T @ R[:, c]
+        return G / self.n
+
+    # --------------------------------------------------------------------- the objective from the scores
+
+    def _evaluate(self, S: np.ndarray, q: np.ndarray, fit_gate: bool, gradient: bool):
+        """(the smooth objective, R (n, 1 + k) with gradient Z' R / n, or None) at the scores S = Z [gate, f1]."""
+        keep = 1.0 - q
+        f = S[:, 1:]
+        R = np.empty(S.shape, order="F") if gradient else None
+        if f.shape[1] == 1:  # one logit: loss softplus(m), m = sign * f; d loss / d f = sign * expit(m)
+            m = self._sign * f[:, 0]
+            e = np.exp(-np.abs(m))
+            total = float(keep @ (np.maximum(m, 0.0) + np.log1p(e)))
+            if gradient:
+                R[:, 1] = self._sign * keep * np.where(m >= 0, 1.0, e) / (1.0 + e)
+        else:  # softmax: loss logsumexp(f) - f_y; d loss / d f = softmax(f) - onehot(y)
+            top = f.max(axis=1)
+            ex = np.exp(f - top[:, None])
+            se = ex.sum(axis=1)
+            total = float(keep @ (top + np.log(se) - f[self._rows, self._codes]))
+            if gradient:
+                ex /= se[:, None]
+                ex[self._rows, self._codes] -= 1.0
+                np.multiply(ex, keep[:, None], out=R[:, 1:])
+        if fit_gate:  # q softplus(-s) + (1 - q) softplus(s) = softplus(s) - q s
+            s = S[:, 0]
+            e = np.exp(-np.abs(s))
+            total += float(np.sum(np.maximum(s, 0.0) + np.log1p(e) - q * s))
+            if gradient:
+                R[:, 0] = np.where(s >= 0, 1.0, e) / (1.0 + e) - q
+        elif gradient:
+            R[:, 0] = 0.0
+        return total / self.n, R
+
+    def _weights(self, gate: np.ndarray, f1: np.ndarray) -> np.ndarray:
+        return np.column_stack([gate, f1.reshape(len(gate), -1)])
+
     def smooth(self, gate: np.ndarray, f1: np.ndarray, q: np.ndarray, fit_gate: bool) -> float:
         """The objective without the penalty."""
-        total = float(np.sum((1 - q) * log_loss_per_row(_squeeze(self.Z @ f1), self.codes)))
-        if fit_gate:
-            s = self.Z @ gate
-            total += float(np.sum(q * np.logaddexp(0.0, -s) + (1 - q) * np.logaddexp(0.0, s)))
-        return total / self.n
+        return self._evaluate(self._times(self._weights(gate, f1)), q, fit_gate, False)[0]
+
+    def _gradient(self, gate: np.ndarray, f1: np.ndarray, q: np.ndarray) -> np.ndarray:
+        return self._gradient_of(self._evaluate(self._times(self._weights(gate, f1)), q, True, True)[1])
 
     def f1_gradient(self, f1: np.ndarray, q: np.ndarray) -> np.ndarray:
-        score = self.Z @ f1
-        residual = GreedyMiserClassifier._gradient(_squeeze(score), self.codes)
-        residual = residual.reshape(self.n, -1) * (1 - q)[:, None]
-        return self.Z.T @ residual / self.n
+        return self._gradient(np.zeros(len(f1)), f1, q)[:, 1:]
 
     def gate_gradient(self, gate: np.ndarray, q: np.ndarray) -> np.ndarray:
         return self.Z.T @ (expit(self.Z @ gate) - q) / self.n
@@ -264,41 +321,48 @@ class _Problem:
 
     def prox(self, gate: np.ndarray, f1: np.ndarray, step: float) -> tuple[np.ndarray, np.ndarray]:
         """The group shrinkage: each feature's (gate_j, f1_j) scaled by max(0, 1 - step * penalty_j / norm)."""
-        norms = np.sqrt(gate[1:] ** 2 + np.sum(f1[1:] ** 2, axis=1))
+        W = self._prox(self._weights(gate, f1), step)
+        return W[:, 0], W[:, 1:].reshape(f1.shape)
+
+    def _prox(self, W: np.ndarray, step: float) -> np.ndarray:
+        """``prox`` on W = [gate, f1] (a new array)."""
+        norms = np.sqrt(np.sum(W[1:] ** 2, axis=1))
         shrink = np.where(norms > 0, np.maximum(0.0, 1.0 - step * self.penalty / np.where(norms > 0, norms, 1.0)), 0.0)
-        gate, f1 = gate.copy(), f1.copy()
-        gate[1:] *= shrink
-        f1[1:] *= shrink[:, None]
-        return gate, f1
+        W = W.copy()
+        W[1:] *= shrink[:, None]
+        return W
 
     def solve(self, gate: np.ndarray, f1: np.ndarray, q: np.ndarray, max_iter: int, tol: float, *,
               fit_gate: bool) -> tuple[np.ndarray, np.ndarray, int]:
         """FISTA with backtracking from (gate, f1); without fit_gate the gate stays where it is. Returns the
         weights and the iterations run."""
+        with threadpool_limits(limits=1, user_api="blas"):  # products with a vector: BLAS threads only wait
+            return self._fista(self._weights(gate, f1), q, max_iter, tol, fit_gate, f1.shape)
+
+    def _fista(self, x: np.ndarray, q: np.ndarray, max_iter: int, tol: float, fit_gate: bool, f1_shape) -> tuple:
         step = 1.0
-        x_gate, x_f1 = gate.copy(), f1.copy()
-        y_gate, y_f1, t = x_gate.copy(), x_f1.copy(), 1.0
+        S_x = self._times(x, not fit_gate)
+        y, S_y, t = x, S_x, 1.0
         iterations = 0
         while iterations < max_iter:
             iterations += 1
-            value = self.smooth(y_gate, y_f1, q, fit_gate)
-            g_gate = self.gate_gradient(y_gate, q) if fit_gate else np.zeros_like(y_gate)
-            g_f1 = self.f1_gradient(y_f1, q)
+            value, R = self._evaluate(S_y, q, fit_gate, True)
+            G = self._gradient_of(R, not fit_gate)
             while True:
-                new_gate, new_f1 = self.prox(y_gate - step * g_gate, y_f1 - step * g_f1, step)
-                d_gate, d_f1 = new_gate - y_gate, new_f1 - y_f1
-                bound = value + float(g_gate @ d_gate + np.sum(g_f1 * d_f1)) + \
-                    (float(d_gate @ d_gate) + float(np.sum(d_f1 ** 2))) / (2 * step)
-                if self.smooth(new_gate, new_f1, q, fit_gate) <= bound + 1e-12 * abs(bound) or step < 1e-12:
+                new = self._prox(y - step * G, step)
+                D = new - y
+                bound = value + float(np.sum(G * D)) + float(np.sum(D * D)) / (2 * step)
+                S_new = self._times(new, not fit_gate)
+                if self._evaluate(S_new, q, fit_gate, False)[0] <= bound + 1e-12 * abs(bound) or step < 1e-12:
                     break
                 step /= 2
-            moved = max(np.max(np.abs(new_gate - x_gate)), np.max(np.abs(new_f1 - x_f1)))
-            largest = max(np.max(np.abs(new_gate)), np.max(np.abs(new_f1)), 1.0)
+            moved = float(np.max(np.abs(new - x)))
+            largest = max(float(np.max(np.abs(new))), 1.0)
             t_next = (1 + math.sqrt(1 + 4 * t * t)) / 2
-            y_gate = new_gate + (t - 1) / t_next * (new_gate - x_gate)
-            y_f1 = new_f1 + (t - 1) / t_next * (new_f1 - x_f1)
-            x_gate, x_f1, t = new_gate, new_f1, t_next
+            momentum = (t - 1) / t_next
+            y = new + momentum * (new - x)
+            S_y = S_new + momentum * (S_new - S_x)
+            x, S_x, t = new, S_new, t_next
             if moved <= tol * largest:
                 break
-        return x_gate, x_f1, iterations
-
+        return x[:, 0].copy(), x[:, 1:].reshape(f1_shape).copy(), iterations

@@ -102,7 +102,8 @@ class _Base(BudgetedEstimator, BaseEstimator):
                       "seed": 0 if self.random_state is None else int(self.random_state), "deterministic": True,
                       "num_threads": 1}
             label = (target > 0).astype(np.float64) if self._phi_objective == "binary" else target
-            booster = lgb.train(params, lgb.Dataset(X, label, weight=weight), self.phi)
+            train = lgb.Dataset(X, label, weight=weight, feature_name=self._lightgbm_feature_names())
+            booster = lgb.train(params, train, self.phi)
         else:
             booster = booster_of(self.phi)
         if booster.num_feature() != X.shape[1]:
@@ -221,7 +222,7 @@ class _Base(BudgetedEstimator, BaseEstimator):
             for t0, t1 in zip(starts, stops):  # runs of consecutive trees, one pass each
                 state.add(phi.forest, X_rows, trees=(int(t0), int(t1)), rows=rows,
                           n_jobs=self.n_jobs if n_jobs is None else n_jobs)
-        return state.report(self.costs_)
+        return state.report(self.costs_, self._names_in())
 
     # ------------------------------------------------------------------------------------- files
 

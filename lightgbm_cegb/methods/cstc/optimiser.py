@@ -2,13 +2,37 @@
 
 from __future__ import annotations
 
+import functools
+import threading
+
 import numpy as np
 from scipy.optimize import minimize
 from scipy.special import expit
+from threadpoolctl import threadpool_limits
 
 from lightgbm_cegb.core.errors import CEGBError
 
 CLAMP = 1e-4  # the paper's: a bound below this clamps its weight to zero
+
+
+_blas = threading.local()  # depth of the calls under _one_blas_thread in this thread
+
+
+def _one_blas_thread(method):
+    """Run ``method`` with one BLAS thread: its products are matrix-vector or small (columns: 1 + phi's), where
+    BLAS threads mostly wait for each other, and on a loaded machine for a core (tens of times slower). Only
+    the outermost call sets the limit (threadpoolctl's look-up of the libraries costs milliseconds)."""
+    @functools.wraps(method)
+    def wrapped(*args, **kwargs):
+        if getattr(_blas, "depth", 0):
+            return method(*args, **kwargs)
+        _blas.depth = 1
+        try:
+            with threadpool_limits(limits=1, user_api="blas"):
+                return method(*args, **kwargs)
+        finally:
+            _blas.depth = 0
+    return wrapped
 
 
 class Units:
@@ -204,6 +228,7 @@ class Problem:
         self.beta = np.zeros((size, self.d))
         self.theta = np.zeros(size)
         self.frozen = np.zeros((size, self.d), dtype=bool)  # weights clamped to zero for good
+        self._gram_cache: dict = {}  # select_leaf's Gram matrices per leaf (``_gram``)
 
     def is_leaf(self, k: int) -> bool:
         return not self.shape.has_kids(k)
@@ -221,18 +246,34 @@ class Problem:
                 P[:, up] = P[:, j] * S[:, j]
         return P, S
 
-    def hard_terminal(self, Z: np.ndarray) -> np.ndarray:
-        """The terminal slot each row of ``Z`` reaches by hard routing (up when ``z.beta_j > theta_j``)."""
+    def hard_terminal(self, Z: np.ndarray, scores: np.ndarray | None = None) -> np.ndarray:
+        """The terminal slot each row of ``Z`` reaches by hard routing (up when ``z.beta_j > theta_j``);
+        ``scores``: ``_scores(Z)`` if already computed."""
         slot = np.zeros(Z.shape[0], dtype=np.int64)
+        if scores is None and len(self.shape.classifiers) > 64:  # deep: each row's score at the nodes it meets
+            while True:
+                inner = np.flatnonzero(self.shape.kids[slot, 0] >= 0)
+                if inner.size == 0:
+                    return slot
+                j = slot[inner]
+                score = np.einsum("ij,ij->i", Z[inner], self.beta[j])
+                slot[inner] = self.shape.kids[j, (score > self.theta[j]).astype(np.int64)]
+        scores = self._scores(Z) if scores is None else scores  # every row's score at every slot: one product
+        rows = np.arange(Z.shape[0])
         while True:
             inner = np.flatnonzero(self.shape.kids[slot, 0] >= 0)
             if inner.size == 0:
                 return slot
             j = slot[inner]
-            score = np.einsum("ij,ij->i", Z[inner], self.beta[j])
-            slot[inner] = self.shape.kids[j, (score > self.theta[j]).astype(np.int64)]
+            slot[inner] = self.shape.kids[j, (scores[rows[inner], j] > self.theta[j]).astype(np.int64)]
 
-    def predictions(self, Z: np.ndarray, slot: np.ndarray) -> np.ndarray:
+    def _scores(self, Z: np.ndarray) -> np.ndarray:
+        """z.beta_j for every row and slot (rows, slots)."""
+        return Z @ self.beta.T
+
+    def predictions(self, Z: np.ndarray, slot: np.ndarray, scores: np.ndarray | None = None) -> np.ndarray:
+        if scores is not None:
+            return scores[np.arange(len(slot)), self.shape.param_of[slot]]
         return np.einsum("ij,ij->i", Z, self.beta[self.shape.param_of[slot]])
 
     # ----------------------------------------------------------------------------------- objective
@@ -246,11 +287,13 @@ class Problem:
         return [(t, float(p_bar[t]), [(k, 1.0) for k in self.shape.path(t)],
                  self.units.norms2(sq[self.shape.path(t)].sum(axis=0))) for t in self.shape.terminals]
 
+    @_one_blas_thread
     def objective(self, beta: np.ndarray | None = None, theta: np.ndarray | None = None, bounds=None) -> float:
         """The relaxed objective (CSTC eq. 12, CSCC eq. 19, Cronus); with ``bounds`` = (gamma per slot and
         column, eta per cost entry and unit) its variational upper bound."""
         return self._evaluate(beta, theta, bounds, gradient=False)[0]
 
+    @_one_blas_thread
     def gradient(self, beta: np.ndarray | None = None, theta: np.ndarray | None = None, bounds=None):
         """(objective, d/d beta, d/d theta) of the bounded objective (``bounds`` required)."""
         return self._evaluate(beta, theta, bounds, gradient=True)
@@ -306,6 +349,7 @@ class Problem:
                 g_theta[j] = -ds.sum()
         return total, g_beta, g_theta
 
+    @_one_blas_thread
     def tight_bounds(self) -> tuple[np.ndarray, np.ndarray]:
         """The bounds at which the variational bound equals the objective at the current weights (floored at
         CLAMP)."""
@@ -321,6 +365,7 @@ class Problem:
 
     # ----------------------------------------------------------------------------------- steps
 
+    @_one_blas_thread
     def fit_as_leaf(self, k: int, rounds: int, *, start: float | None = None) -> None:
         """Eq. 16 for node k as the last node of the path to it (what follows it cut off), alternated with its
         bounds: ``beta = (Z' Omega Z + n/2 diag(rho / gamma + lam p_k Q))^-1 Z' Omega y``, Omega = diag(s_i p_ik),
@@ -361,6 +406,7 @@ class Problem:
             self.beta[k] = 0.0
             self.beta[k, live] = np.linalg.solve(A, b)
 
+    @_one_blas_thread
     def initialise(self) -> None:
         """Top-down: each node fitted as a leaf given its ancestors (bounds starting at 1), an internal node's
         threshold in the widest gap of its scores between their 20% and 80% weighted quantiles."""
@@ -380,6 +426,7 @@ class Problem:
                 at = int(inside[np.argmax(score[inside + 1] - score[inside])])
                 self.theta[k] = float(score[at] + score[at + 1]) / 2
 
+    @_one_blas_thread
     def update(self, k: int, rounds: int = 3) -> None:
         """One block step on node k: a leaf by eq. 16 with its bounds; an internal node's live weights and its
         threshold by L-BFGS on the bounded objective, alternated with the bounds."""
@@ -405,6 +452,7 @@ class Problem:
 
     # ----------------------------------------------------------------------------------- after BCD
 
+    @_one_blas_thread
     def fine_tune(self) -> None:
         """Section 3.5: each leaf's squared loss (and l1 penalty) re-minimised on the columns it already uses,
         without the cost term, over the rows hard routing sends it (ours: the paper weighs rows by p_ik, and the
@@ -417,11 +465,13 @@ class Problem:
                 self._weighted_ridge(k, omega, 10 if self.rho > 0 else 1,
                                      lambda r, k=k: self.rho / np.maximum(np.abs(self.beta[k, 1:]), CLAMP))
 
+    @_one_blas_thread
     def exact_objective(self) -> float:
         """Eq. 3 on the training rows under hard routing: the weighted squared error plus lam times the mean l0
         cost of the units each row's path reads (with the boosting trick: every feature of a used tree)."""
-        slot = self.hard_terminal(self.Z)
-        total = float(np.mean(self.s * (self.predictions(self.Z, slot) - self.y) ** 2))
+        scores = self._scores(self.Z)
+        slot = self.hard_terminal(self.Z, scores)
+        total = float(np.mean(self.s * (self.predictions(self.Z, slot, scores) - self.y) ** 2))
         for t in np.unique(slot):
             used = (self.beta[self.shape.path(int(t)), 1:] != 0).any(axis=0)
             total += self.lam * float(self.s[slot == t].sum()) / self.n * self.units.path_cost(used)
@@ -441,10 +491,7 @@ class Problem:
         used = (self.beta[self.shape.path(k)[:-1], 1:] != 0).any(axis=0)
         paid = (self.units.member & used).any(axis=1)
         share = float(self.s[rows].sum()) / self.n
-        Zr, w, yr = self.Z[rows], self.s[rows], self.y[rows]
-        G = Zr.T @ (Zr * w[:, None])
-        g = Zr.T @ (w * yr)
-        yy = float(w @ yr ** 2)
+        G, g, yy = self._gram(k, rows)
 
         def least_squares(columns: list[int]) -> tuple[np.ndarray, np.ndarray, float]:
             """(Z columns, weights, weighted squared error / n) over the intercept and phi ``columns``."""
@@ -479,11 +526,37 @@ class Problem:
         self.beta[k, index] = coef
         self.frozen[k, index] = False
 
+    @_one_blas_thread
+    def _gram(self, k: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+        """(Z' W Z, Z' W y, y' W y) over ``rows`` (W = diag(s)): from leaf k's last set formed from scratch plus
+        the rows that came and minus those that left, when few did (``polish`` tries many small changes of
+        the routing); from scratch otherwise."""
+        mask = np.zeros(self.n, dtype=bool)
+        mask[rows] = True
+        cache = self._gram_cache
+
+        def formed(index: np.ndarray):
+            Zr, w, yr = self.Z[index], self.s[index], self.y[index]
+            return Zr.T @ (Zr * w[:, None]), Zr.T @ (w * yr), float(w @ yr ** 2)
+
+        if k in cache and cache[k][0].shape == mask.shape:
+            old, G, g, yy = cache[k]
+            came, left = np.flatnonzero(mask & ~old), np.flatnonzero(old & ~mask)
+            if came.size + left.size == 0:
+                return G, g, yy
+            if came.size + left.size <= rows.size // 4:
+                (Ga, ga, ya), (Gl, gl, yl) = formed(came), formed(left)
+                return G + Ga - Gl, g + ga - gl, yy + ya - yl
+        G, g, yy = formed(rows)
+        cache[k] = (mask, G, g, yy)
+        return G, g, yy
+
     def select_leaves(self, leaves: list[int]) -> None:
         leaf_of = self.hard_terminal(self.Z)
         for k in leaves:
             self.select_leaf(k, np.flatnonzero(leaf_of == k))
 
+    @_one_blas_thread
     def polish(self, passes: int = 3) -> None:
         """Local search for ``exact_objective``: the leaves' columns re-selected (``select_leaf``); then, in level
         order, for each internal node k and column a it reads, drop a from k alone or from k and its internal
@@ -521,10 +594,13 @@ class Problem:
             if not improved:
                 return
 
+    @_one_blas_thread
     def error(self, Z: np.ndarray, y: np.ndarray, s: np.ndarray) -> float:
         """The weighted squared error of rows ``Z`` under hard routing."""
-        return float(np.sum(s * (self.predictions(Z, self.hard_terminal(Z)) - y) ** 2))
+        scores = self._scores(Z)
+        return float(np.sum(s * (self.predictions(Z, self.hard_terminal(Z, scores), scores) - y) ** 2))
 
+    @_one_blas_thread
     def prune(self, Z_valid: np.ndarray, y_valid: np.ndarray, s_valid: np.ndarray) -> None:
         """Section 3.6.1, bottom-up: a node whose children are both terminal becomes a leaf (its initial weights,
         fitted as the last node of its path) when that does not raise the validation squared error under hard

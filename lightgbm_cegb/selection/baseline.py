@@ -1,0 +1,124 @@
+"""The obvious baseline every sweep includes: plain LightGBM on a cost-aware subset of the features.
+
+``cheap_subset`` grows a subset of "units" (a feature group, whose members are read together, or an
+ungrouped feature) greedily: at each step it tries the ``width`` units not yet taken with the largest gain
+importance per unit of cost in the plain model (trained once on every feature), keeps the one whose
+addition gives the largest validation gain per unit of cost, and makes each step's model (and its prefixes)
+a point. Units that cost nothing are taken first; with the sweep's budget, a unit whose nominal cost would
+take the subset over it is not tried. It stops when no unit improves the validation quality, after
+``steps`` steps, or when no unit fits.
+
+A unit's nominal cost is what reading it costs a row: its lazy cost (a group's own lazy cost plus its
+members'); when no feature has a lazy cost, its coupled cost. Each point is then measured exactly, like every
+other point of the sweep. The other features are hidden from LightGBM as missing values (a column of one
+value cannot be split on), so the model keeps the data's columns and predicts on the full rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+
+from lightgbm_cegb.core.errors import CEGBError, check_number
+from lightgbm_cegb.selection.adapters import PREFIX_TREES, booster_points, lightgbm_params, plain_model, train_lightgbm
+from lightgbm_cegb.selection.registry import Candidate, Context, register
+
+
+@dataclass(frozen=True)
+class Unit:
+    """A group or an ungrouped feature: its name, its columns, its nominal cost per row."""
+
+    name: str
+    columns: tuple[int, ...]
+    cost: float
+
+
+def units(context: Context, num_features: int) -> list[Unit]:
+    """The units of the sweep's costs over ``num_features`` columns, groups first."""
+    lazy, coupled, _ = context.costs.arrays(num_features)
+    group_of, group_lazy, group_coupled = context.costs.group_arrays(num_features)
+    own, group_own = (lazy, group_lazy) if lazy.any() or group_lazy.any() else (coupled, group_coupled)
+    names = context.train.X.columns.astype(str).tolist() if hasattr(context.train.X, "columns") else \
+        [f"Column_{j}" for j in range(num_features)]
+    found = [Unit(str(name), tuple(np.flatnonzero(group_of == g).tolist()),
+                  float(group_own[g] + own[group_of == g].sum()))
+             for g, name in enumerate(context.costs.groups or {}) if (group_of == g).any()]
+    return found + [Unit(names[j], (j,), float(own[j])) for j in np.flatnonzero(group_of < 0)]
+
+
+def hidden(X, columns: list[int]):
+    """X with every column but ``columns`` set to a missing value (sparse: to 0), as a copy."""
+    keep = np.zeros(X.shape[1], dtype=bool)
+    keep[columns] = True
+    if sp.issparse(X):
+        return (X.tocsc() @ sp.diags(keep.astype(np.float64))).tocsr()
+    if isinstance(X, pd.DataFrame):
+        out = X.copy()
+        for j in np.flatnonzero(~keep):
+            out.isetitem(int(j), pd.Series(np.nan, index=X.index, dtype="float64"))
+        return out
+    out = np.array(X, dtype=np.float64)
+    out[:, ~keep] = np.nan
+    return out
+
+
+def _constant_quality(context: Context, metric) -> float:
+    """The validation quality of the constant model (the training labels' mean, or class frequencies)."""
+    y, n = context.train.y, len(context.valid.y)
+    if context.task == "multiclass":
+        frequencies = np.bincount(y, minlength=int(max(y.max(), context.valid.y.max())) + 1) / len(y)
+        prediction = np.tile(frequencies, (n, 1))
+    else:
+        prediction = np.full(n, 0.0 if context.task == "ranking" else float(np.mean(y)))
+    return metric.fn(context.valid.y, prediction, context.valid.group)
+
+
+@register("cheap_subset", grid=lambda context: [{}], prepare=plain_model)
+def _fit_cheap_subset(context: Context, plain, params: dict) -> list[Candidate]:
+    """``plain``: the plain model on every feature (its gain importance ranks the units)."""
+    params = dict(params)
+    unknown = sorted(set(params) - {"width", "steps", "trees"})
+    if unknown:
+        raise CEGBError(f"cheap_subset: unknown parameter(s) {unknown}; it takes ['steps', 'trees', 'width']")
+    width, steps = params.get("width", 4), params.get("steps", 20)
+    check_number(width, "cheap_subset: width", 1, integer=True)
+    check_number(steps, "cheap_subset: steps", 1, integer=True)
+    trees = params.get("trees", PREFIX_TREES)
+    metric = context.metric
+    sign = 1.0 if metric.greater_is_better else -1.0
+    gain = plain.feature_importance("gain")
+    pool = [u for u in units(context, plain.num_feature()) if gain[list(u.columns)].sum() > 0]
+    chosen = [u for u in pool if u.cost == 0]
+    pool = [u for u in pool if u.cost > 0]
+    pool.sort(key=lambda u: -gain[list(u.columns)].sum() / u.cost)
+    candidates: list[Candidate] = []
+
+    def fit(taken: list[Unit]):
+        columns = sorted(j for u in taken for j in u.columns)
+        booster = train_lightgbm(context, lightgbm_params(context), X=hidden(context.train.X, columns))
+        point = {"features": tuple(u.name for u in taken), "width": width, "steps": steps}
+        points = booster_points("cheap_subset", context, point, booster, trees)
+        return points, sign * points[-1].measure(context.valid, metric)[0]  # the whole model: the most trees
+
+    quality = sign * _constant_quality(context, metric)
+    if chosen:
+        points, quality = fit(chosen)
+        candidates += points
+    spent = sum(u.cost for u in chosen)
+    for _ in range(steps):
+        tried = [u for u in pool if context.budget is None or spent + u.cost <= context.budget][:width]
+        if not tried:
+            break
+        results = [(u, *fit(chosen + [u])) for u in tried]
+        unit, points, better = max(results, key=lambda r: (r[2] - quality) / r[0].cost)
+        if better <= quality:
+            break
+        chosen.append(unit)
+        pool.remove(unit)
+        spent += unit.cost
+        quality = better
+        candidates += points
+    return candidates

@@ -1,0 +1,116 @@
+"""The cheap-subset baseline: plain LightGBM on a greedily grown cost-aware subset of features or groups, and the
+budget workflow it anchors (fit_within_budget never loses to it)."""
+
+from __future__ import annotations
+
+import warnings
+
+import lightgbm as lgb
+import numpy as np
+import pandas as pd
+import pytest
+
+from lightgbm_cegb import FeatureCosts, prediction_cost
+from lightgbm_cegb.core.errors import BudgetWarning, CEGBError
+from lightgbm_cegb.selection import fit_within_budget, sweep
+from lightgbm_cegb.selection.baseline import hidden
+
+PARAMS = {"num_leaves": 8, "num_threads": 1}
+
+
+@pytest.fixture(scope="module")
+def strong_cheap():
+    """Columns 0-2 cost 1 and carry most of the signal; 3 costs 1 and carries none; 4-7 cost 8 each and add a
+    little; 8-11 are a survey group of cost 30 that adds a little too."""
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(4000, 12))
+    signal = X[:, 0] + X[:, 1] + 0.8 * X[:, 2] + 0.25 * X[:, 4:8].sum(axis=1) + 0.2 * X[:, 8:12].sum(axis=1)
+    y = (signal + rng.normal(0, 0.6, len(X)) > 0).astype(int)
+    costs = FeatureCosts(lazy=[1.0] * 4 + [8.0] * 4 + [0.0] * 4, groups={"survey": [8, 9, 10, 11]},
+                         group_lazy=[30.0])
+    return (X[:2000], y[:2000]), (X[2000:3000], y[2000:3000]), (X[3000:], y[3000:]), costs
+
+
+def _plain_on(columns, train, valid):
+    """Plain LightGBM trained on the given columns only (an independent reference of a subset model)."""
+    (X, y), (Xv, yv) = train, valid
+    data = lgb.Dataset(X[:, columns], y)
+    booster = lgb.train({"objective": "binary", "verbose": -1, "seed": 0, "deterministic": True, **PARAMS}, data,
+                        5000, valid_sets=[lgb.Dataset(Xv[:, columns], yv, reference=data)],
+                        callbacks=[lgb.early_stopping(20, verbose=False)])
+    return float(np.mean((booster.predict(Xv[:, columns]) > 0.5) == yv))
+
+
+def test_the_baseline_finds_the_cheap_columns(strong_cheap):
+    train, valid, _, costs = strong_cheap
+    frame = sweep("lightgbm", train, valid, costs, task="binary", params=PARAMS)
+    subsets = frame[frame["method"] == "cheap_subset"]
+    first = [tuple(f) for f in subsets["features"].drop_duplicates()]
+    assert set(first[2]) == {"Column_0", "Column_1", "Column_2"}  # the three strong cheap columns first
+    assert all(set(a) < set(b) for a, b in zip(first, first[1:]))  # a path: each step adds one unit
+    for _, row in subsets.iterrows():  # a point's model reads its units' columns only, costed exactly
+        booster, k = row["model"].model, row["trees"]
+        read = set(np.flatnonzero(booster.feature_importance("split", iteration=k)).tolist())
+        allowed = {8, 9, 10, 11} if "survey" in row["features"] else set()
+        allowed |= {int(name.split("_")[1]) for name in row["features"] if name.startswith("Column_")}
+        assert read <= allowed
+        assert row["cost"] == prediction_cost(booster, valid[0], costs, num_iteration=k).mean
+    # the 3-column model is the one plain LightGBM trains on those columns alone
+    three = subsets[subsets["features"].map(lambda f: len(f) == 3)].iloc[-1]
+    assert three["quality"] == _plain_on([0, 1, 2], train, valid)
+
+
+def test_the_baseline_takes_a_group_as_one_unit():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(2000, 6))
+    y = (X[:, 3] + X[:, 4] + X[:, 5] + 0.3 * X[:, 0] + rng.normal(0, 0.5, 2000) > 0).astype(int)
+    costs = FeatureCosts(lazy=[1.0, 1.0, 1.0, 0.0, 0.0, 0.0], groups={"panel": [3, 4, 5]}, group_lazy=[2.0])
+    frame = sweep("lightgbm", (X[:1000], y[:1000]), (X[1000:], y[1000:]), costs, task="binary", params=PARAMS)
+    subsets = frame[frame["method"] == "cheap_subset"]
+    assert subsets["features"].iloc[0] == ("panel",)  # worth 3 columns for a cost of 2
+    with pytest.raises(CEGBError, match=r"cheap_subset: unknown parameter\(s\) \['depth'\]"):
+        sweep("cheap_subset", (X[:1000], y[:1000]), (X[1000:], y[1000:]), costs, task="binary",
+              grid={"cheap_subset": [{"depth": 2}]})
+
+
+def test_hidden_columns_cannot_be_split_on():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 4))
+    frame = pd.DataFrame(X, columns=list("abcd"))
+    for data in (X, frame):
+        out = hidden(data, [1, 3])
+        values = np.asarray(out, dtype=float)
+        assert np.isnan(values[:, [0, 2]]).all() and (values[:, [1, 3]] == X[:, [1, 3]]).all()
+    import scipy.sparse as sp
+    out = hidden(sp.csr_matrix(X), [2])
+    assert (out.toarray()[:, [0, 1, 3]] == 0).all() and (out.toarray()[:, 2] == X[:, 2]).all()
+    assert np.asarray(X).shape == (300, 4) and not np.isnan(X).any()  # a copy: the input is untouched
+
+
+def test_fit_within_budget_never_loses_to_the_cheap_subset(strong_cheap):
+    train, valid, test, costs = strong_cheap
+    budget = 3.5
+    reference = _plain_on([0, 1, 2], train, valid)  # cost 3: the obvious baseline a user would try by hand
+    chosen = fit_within_budget(train, valid, costs, budget, task="binary", test=test, params=PARAMS,
+                               methods=["lightgbm", "cegb"])
+    assert chosen.within_budget and chosen.valid_cost <= budget
+    assert chosen.valid_quality >= reference
+    assert prediction_cost(chosen.model, valid[0], costs).mean >= 0  # the model itself is returned
+    frame = chosen.frontier
+    assert set(frame["method"]) == {"lightgbm", "cegb", "cheap_subset"} and (frame["stage"] == "refine").any()
+    assert chosen.test_cost == chosen.candidate.cost(test[0]).mean
+
+
+def test_fit_within_budget_below_every_point_warns():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(600, 3))
+    y = (X[:, 0] > 0).astype(int)
+    costs = FeatureCosts(lazy=[1.0, 1.0, 1.0], tree=1.0)  # every model pays 1 per tree and row
+    with pytest.warns(BudgetWarning, match=r"budget=0.5 is below every method's cheapest point"):
+        chosen = fit_within_budget((X[:300], y[:300]), (X[300:], y[300:]), costs, 0.5, task="binary",
+                                   params=PARAMS, methods=["lightgbm"], refine=1)
+    assert not chosen.within_budget and chosen.valid_cost == chosen.frontier["cost"].min()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", BudgetWarning)
+        assert fit_within_budget((X[:300], y[:300]), (X[300:], y[300:]), costs, 1.0, task="binary",
+                                 params=PARAMS, methods=["lightgbm"], refine=1).within_budget
