@@ -126,7 +126,7 @@ def main() -> None:
         frame = evaluate(pareto(frame), parts["test"])
         frame["method"] = label
         frames.append(frame)
-        print(f"{frame['method'].iloc[0]}: {len(frame)} validation Pareto points in "
+        print(f"{label}: {len(frame)} validation Pareto points in "
               f"{time.perf_counter() - start:.1f} s", flush=True)
     plain = frames[[run[1] for run in runs].index("lightgbm")]["cost"].max()  # the budgets: fractions of it
     budgets = [round(f * plain, 4) for f in BUDGET_FRACTIONS]

@@ -5,8 +5,8 @@ ungrouped feature) greedily: at each step it tries the ``width`` units not yet t
 importance per unit of cost in the plain model (trained once on every feature), keeps the one whose
 addition gives the largest validation gain per unit of cost, and makes each step's model (and its prefixes)
 a point. Units that cost nothing are taken first; with the sweep's budget, a unit whose nominal cost would
-take the subset over it is not tried. It stops when no unit improves the validation quality, after
-``steps`` steps, or when no unit fits.
+take the subset over it is not tried. It stops when no unit improves the validation quality (after the
+first, which is a point in any case), after ``steps`` steps, or when no unit fits.
 
 A unit's nominal cost is what reading it costs a row: its lazy cost (a group's own lazy cost plus its
 members'); when no feature has a lazy cost, its coupled cost. Each point is then measured exactly, like every
@@ -114,7 +114,7 @@ def _fit_cheap_subset(context: Context, plain, params: dict) -> list[Candidate]:
             break
         results = [(u, *fit(chosen + [u])) for u in tried]
         unit, points, better = max(results, key=lambda r: (r[2] - quality) / r[0].cost)
-        if better <= quality:
+        if better <= quality and candidates:  # the first unit is a point even when it does not beat the constant
             break
         chosen.append(unit)
         pool.remove(unit)

@@ -122,12 +122,6 @@ def fit_within_budget(train, valid, costs, budget: float, *, task: str, methods:
     (``params``, ``grid``, ``metric``, ``n_jobs``, ``progress``, ...). The returned Selection holds the whole
     sweep as ``frontier``. When no point is within the budget, a BudgetWarning says so and the cheapest point
     is returned with ``within_budget=False``.
-
-    Examples
-    --------
-    >>> from lightgbm_cegb.datasets import quadrants
-    >>> from lightgbm_cegb.selection import fit_within_budget
-    >>> (X, y), (X_valid, y_valid), _, costs = quadrants()  # doctest: +SKIP
     """
     check_number(budget, "budget", 0.0)
     budget = float(budget)
@@ -156,6 +150,7 @@ def train_to_budget(train, valid, costs, budget: float, *, task: str, test=None,
     depends on the data, and a sparse start misses it, e.g. MNIST's between 0 and 0.05) and then halves,
     ``refine`` times, the geometric gap around the best point (``sweep(..., budget=)``). Returns the
     :func:`select` of all points tried."""
-    frame = sweep("cegb", train, valid, costs, task=task, baseline=False, budget=budget, refine=refine,
-                  grid={"cegb": [{"relative_tradeoff": r, "budget": budget} for r in relative_tradeoffs]}, **options)
+    frame = sweep("cegb", train, valid, costs, task=task, budget=budget, refine=refine,
+                  grid={"cegb": [{"relative_tradeoff": r, "budget": budget} for r in relative_tradeoffs]},
+                  **{**options, "baseline": False})
     return select(frame, budget, test)
