@@ -1,20 +1,24 @@
 """Learning-to-rank files with their cost vectors: SVMlight/LibSVM rows with ``qid``, feature ids kept aligned
 with a cost file (one value per line, line i for feature id i); the bundled data: the Yahoo! LTR cost vector,
-the MSLR-WEB subset, UCI Letter Recognition; the synthetic quadrant data of the CSTC paper."""
+the MSLR-WEB subset, UCI Letter Recognition; the synthetic quadrant data of the CSTC paper; readers of the
+papers' public data sets in their public formats, from a path the user gives (nothing is downloaded):
+UCI Forest Covertype, MiniBooNE and HEPMASS, MSLR-WEB10K/30K."""
 
 from __future__ import annotations
 
+import gzip
 import os
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import scipy.sparse as sp
 from sklearn.datasets import load_svmlight_file
 
 from lightgbm_cegb.core.costs import FeatureCosts
-from lightgbm_cegb.core.errors import CEGBError
+from lightgbm_cegb.core.errors import CEGBError, check_number
 
 
 @dataclass(frozen=True)
@@ -118,7 +122,8 @@ def load_svmlight(path: str | os.PathLike, costs: str | os.PathLike | FeatureCos
         X, y, qid = load_svmlight_file(os.fspath(path), query_id=True, zero_based=zero_based, n_features=width)
     except ValueError as exc:
         if width is not None and "n_features" in str(exc):
-            raise CEGBError(f"{os.fspath(path)}: a feature id beyond the {width} that the costs cover "
+            cover = "that the costs cover" if costs is not None else "of num_features"
+            raise CEGBError(f"{os.fspath(path)}: a feature id beyond the {width} {cover} "
                             f"({'0' if zero_based else '1'}-based ids): {exc}") from None
         raise CEGBError(f"{os.fspath(path)}: {exc}") from None
     starts = np.flatnonzero(np.r_[True, qid[1:] != qid[:-1]])
@@ -159,3 +164,196 @@ def _query_sizes(path: Path, num_rows: int) -> np.ndarray:
         raise CEGBError(f"{path}: query sizes should be > 0 and sum to the data's {num_rows} rows, got "
                         f"{len(group)} sizes summing to {int(group.sum())}")
     return group
+
+
+# ---- the papers' public data sets, read from the user's copy --------------------------------------------------
+
+#: the UCI Forest Covertype columns before the class (``covtype.info``): 10 quantitative, 4 wilderness areas, 40
+#: soil types (both one-hot)
+COVERTYPE_FEATURES = ["Elevation", "Aspect", "Slope", "Horizontal_Distance_To_Hydrology",
+                      "Vertical_Distance_To_Hydrology", "Horizontal_Distance_To_Roadways", "Hillshade_9am",
+                      "Hillshade_Noon", "Hillshade_3pm", "Horizontal_Distance_To_Fire_Points",
+                      *(f"Wilderness_Area{i}" for i in range(1, 5)), *(f"Soil_Type{i}" for i in range(1, 41))]
+MSLR_NUM_FEATURES = 136
+_CHUNK_ROWS = 500_000  # rows per pandas chunk: the full HEPMASS train file has 7M rows of 29 numbers
+
+
+def _existing(path, what: str) -> Path:
+    path = Path(os.fspath(path))
+    if not path.is_file():
+        raise CEGBError(f"{what} {str(path)!r} does not exist")
+    return path
+
+
+def _is_gzip(path: Path) -> bool:
+    """By the gzip magic number, whatever the file's name."""
+    with path.open("rb") as f:
+        return f.read(2) == b"\x1f\x8b"
+
+
+def _open_binary(path: Path):
+    """The file's bytes, gunzipped when it is gzip."""
+    return gzip.open(path, "rb") if _is_gzip(path) else path.open("rb")
+
+
+def _decoded(raw: bytes, path: Path, what: str, lineno: int) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CEGBError(f"{what} {str(path)!r} should be UTF-8 text, got byte 0x{raw[exc.start]:02x} on line "
+                        f"{lineno}") from None
+
+
+def _first_line(path: Path, what: str) -> str:
+    with _open_binary(path) as f:
+        return _decoded(f.readline(), path, what, 1).strip()
+
+
+def _first_bad_line(path: Path, what: str, *, ncols: int, sep: str | None, skiprows: int,
+                    expected: str) -> CEGBError | None:
+    """The error at the first line that is not UTF-8 or not ``ncols`` numbers (None if there is none). A slow
+    pass over the file, run only once the fast reader has failed, to name the line."""
+    with _open_binary(path) as f:
+        for lineno, raw in enumerate(f, 1):
+            if lineno <= skiprows:
+                continue
+            line = _decoded(raw, path, what, lineno).strip()
+            if not line:
+                continue
+            fields = line.split(sep)
+            if len(fields) != ncols:
+                return CEGBError(f"{what} {str(path)!r}, line {lineno}: expected {expected}, got {len(fields)} "
+                                 f"fields: {line[:80]!r}")
+            for j, field in enumerate(fields, 1):
+                try:
+                    float(field)
+                except ValueError:
+                    return CEGBError(f"{what} {str(path)!r}, line {lineno}, field {j}: expected a number, got "
+                                     f"{field.strip()[:40]!r}")
+    return None
+
+
+def _read_table(path: Path, what: str, *, ncols: int, sep: str, skiprows: int, expected: str,
+                label: int | None) -> tuple[np.ndarray, np.ndarray | None]:
+    """(X, labels): the rows of a numeric text table of ``ncols`` columns read by pandas' C parser in chunks,
+    column ``label`` (if any) apart from the others; both C-contiguous float64."""
+    compression = "gzip" if _is_gzip(path) else None
+    features = [j for j in range(ncols) if j != label]
+    parts, suspect, failure = [], False, None
+    try:
+        with pd.read_csv(path, sep=sep, header=None, names=range(ncols), dtype=np.float64, skiprows=skiprows,
+                         compression=compression, encoding="utf-8", chunksize=_CHUNK_ROWS, engine="c") as reader:
+            for chunk in reader:
+                values = chunk.to_numpy(dtype=np.float64)
+                suspect = suspect or bool(np.isnan(values).any())  # a short row or an empty field: NaN
+                parts.append(values)
+    except (OSError, EOFError) as exc:  # a damaged or truncated gzip file
+        raise CEGBError(f"{what} {str(path)!r} cannot be read to its end: {exc}") from None
+    except ValueError as exc:  # pandas' ParserError and UnicodeDecodeError are ValueErrors
+        failure = exc
+    if failure is not None or suspect:
+        error = _first_bad_line(path, what, ncols=ncols, sep=None if sep == r"\s+" else sep, skiprows=skiprows,
+                                expected=expected)
+        if error is not None:
+            raise error
+        if failure is not None:
+            raise CEGBError(f"{what} {str(path)!r}: expected {expected} per line: {failure}") from None
+    n = sum(len(part) for part in parts)
+    X = np.empty((n, len(features)), dtype=np.float64)
+    y = None if label is None else np.empty(n, dtype=np.float64)
+    start = 0
+    while parts:  # copy and free chunk by chunk: the peak stays near one copy of the data
+        part = parts.pop(0)
+        X[start:start + len(part)] = part[:, features]
+        if y is not None:
+            y[start:start + len(part)] = part[:, label]
+        start += len(part)
+    return X, y
+
+
+def _integer_labels(y: np.ndarray, allowed, path: Path, what: str, name: str) -> np.ndarray:
+    allowed = np.asarray(allowed)
+    bad = ~np.isin(y, allowed)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise CEGBError(f"{what} {str(path)!r}: {name} should be one of {allowed.tolist()}, got {float(y[i]):g} "
+                        f"in data row {i + 1}")
+    return y.astype(np.int64)
+
+
+def covertype(path: str | os.PathLike, *, binary: bool = False, as_frame: bool = False):
+    """(X, y): UCI Forest Covertype from the user's ``covtype.data`` or ``covtype.data.gz`` (581,012 rows of 54
+    comma-separated integers, ``COVERTYPE_FEATURES``, then the class 1..7), in the file's order.
+
+    X is float64[n, 54]; y int64 holds the classes as in the file (1..7), or with ``binary=True`` 1 for class 2
+    (Lodgepole Pine, the largest class: 283,301 rows) and 0 for the six others, the common "class 2 versus the
+    rest" split. The CEGB and BudgetPrune papers use two classes without saying which; this is a choice, not
+    theirs. ``as_frame=True``: X a DataFrame with the UCI column names and y a Series named "Cover_Type".
+    """
+    for name, flag in (("binary", binary), ("as_frame", as_frame)):
+        if not isinstance(flag, bool):
+            raise CEGBError(f"{name} should be True or False, got {flag!r}")
+    what = "covertype file"
+    path = _existing(path, what)
+    X, y = _read_table(path, what, ncols=55, sep=",", skiprows=0, label=54,
+                       expected="55 comma-separated numbers (54 features, then the class)")
+    y = _integer_labels(y, range(1, 8), path, what, "the class (column 55)")
+    if binary:
+        y = (y == 2).astype(np.int64)
+    if as_frame:
+        return pd.DataFrame(X, columns=COVERTYPE_FEATURES, copy=False), pd.Series(y, name="Cover_Type")
+    return X, y
+
+
+def miniboone(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
+    """(X, y): UCI MiniBooNE particle identification from the user's ``MiniBooNE_PID.txt`` (or gzipped): a first
+    line "n_signal n_background", then that many rows of 50 whitespace-separated floats, the signal events
+    first. X is float64[n, 50] as in the file (the file's -999 placeholders are kept); y int64 is 1 for the first
+    n_signal rows (signal, electron neutrinos) and 0 after (background)."""
+    what = "miniboone file"
+    path = _existing(path, what)
+    header = _first_line(path, what).split()
+    if len(header) != 2 or not all(field.isdigit() for field in header):
+        raise CEGBError(f"{what} {str(path)!r}, line 1: expected the counts 'n_signal n_background', got "
+                        f"{' '.join(header)[:80]!r}")
+    signal, background = int(header[0]), int(header[1])
+    X, _ = _read_table(path, what, ncols=50, sep=r"\s+", skiprows=1, label=None,
+                       expected="50 whitespace-separated numbers")
+    if len(X) != signal + background:
+        raise CEGBError(f"{what} {str(path)!r}: line 1 announces {signal} signal and {background} background rows "
+                        f"({signal + background}), got {len(X)} rows")
+    return X, np.r_[np.ones(signal, dtype=np.int64), np.zeros(background, dtype=np.int64)]
+
+
+def hepmass(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
+    """(X, y): UCI HEPMASS from one of the user's files (``all_train.csv.gz``, ``all_test.csv.gz``,
+    ``1000_train.csv.gz``, ..., gzipped or not): a header line "# label, f0, ..., f26, mass", then rows of the
+    label and 28 features, comma-separated. X is float64[n, 28] (f0..f26, then mass); y int64, 1 for signal and
+    0 for background. Read in chunks by pandas' C parser (the full train file has 7M rows)."""
+    what = "hepmass file"
+    path = _existing(path, what)
+    header = _first_line(path, what)
+    if not header.startswith("# label") or len(header.split(",")) != 29:
+        raise CEGBError(f"{what} {str(path)!r}, line 1: expected the header '# label, f0, ..., f26, mass' (29 "
+                        f"comma-separated names), got {header[:80]!r}")
+    X, y = _read_table(path, what, ncols=29, sep=",", skiprows=1, label=0,
+                       expected="29 comma-separated numbers (the label, then 28 features)")
+    return X, _integer_labels(y, (0, 1), path, what, "the label (column 1)")
+
+
+def mslr(folder: str | os.PathLike, fold: int = 1) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """MSLR-WEB10K or MSLR-WEB30K from the user's unpacked folder (``Fold1/`` .. ``Fold5/``, each holding
+    ``train.txt``, ``vali.txt``, ``test.txt`` in SVMlight format with ``qid:``, feature ids 1..136).
+
+    Returns {"train": (X, y, group), "valid": ..., "test": ...} for ``fold``: X dense float64[n, 136] (column
+    j is feature id j + 1; absent ids are 0), y the relevance labels 0..4 (float64, as ``load_svmlight`` and
+    ``mslr_subset`` give them), group the sizes of the consecutive queries in file order.
+    """
+    check_number(fold, "fold", 1, 5, integer=True)
+    fold_dir = Path(os.fspath(folder)) / f"Fold{fold}"
+    out = {}
+    for split, name in (("train", "train.txt"), ("valid", "vali.txt"), ("test", "test.txt")):
+        path = _existing(fold_dir / name, f"MSLR {split} file")
+        data = load_svmlight(path, num_features=MSLR_NUM_FEATURES)
+        out[split] = (data.X.toarray(), data.y, data.group)
+    return out
