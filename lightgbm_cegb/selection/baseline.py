@@ -58,7 +58,12 @@ def hidden(X, columns: list[int]):
     if isinstance(X, pd.DataFrame):
         out = X.copy()
         for j in np.flatnonzero(~keep):
-            out.isetitem(int(j), pd.Series(np.nan, index=X.index, dtype="float64"))
+            dtype = X.dtypes.iloc[j]
+            if isinstance(dtype, pd.CategoricalDtype):  # stays categorical: LightGBM matches train's and valid's kinds
+                column = pd.Series(pd.Categorical.from_codes(np.full(len(X), -1), dtype=dtype), index=X.index)
+            else:
+                column = pd.Series(np.nan, index=X.index, dtype="float64")
+            out.isetitem(int(j), column)
         return out
     out = np.array(X, dtype=np.float64)
     out[:, ~keep] = np.nan

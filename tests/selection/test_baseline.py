@@ -81,6 +81,9 @@ def test_hidden_columns_cannot_be_split_on():
         out = hidden(data, [1, 3])
         values = np.asarray(out, dtype=float)
         assert np.isnan(values[:, [0, 2]]).all() and (values[:, [1, 3]] == X[:, [1, 3]]).all()
+    kinds = frame.assign(d=pd.Categorical(np.where(X[:, 3] > 0, "hi", "lo")))
+    out = hidden(kinds, [0])
+    assert out["d"].dtype == kinds["d"].dtype and out["d"].isna().all() and kinds["d"].notna().all()
     import scipy.sparse as sp
     out = hidden(sp.csr_matrix(X), [2])
     assert (out.toarray()[:, [0, 1, 3]] == 0).all() and (out.toarray()[:, 2] == X[:, 2]).all()
