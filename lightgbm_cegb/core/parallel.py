@@ -1,12 +1,16 @@
 """How many threads the Cython kernels use: ``n_jobs`` as scikit-learn reads it, within the CPUs this
-process may run on (its affinity mask and a cgroup CPU quota, as in a container or a CI job)."""
+process may run on (its affinity mask and a cgroup CPU quota, as in a container or a CI job); and one BLAS
+thread for the solvers of small products (``one_blas_thread``)."""
 
 from __future__ import annotations
 
 import functools
 import math
 import os
+import threading
 from pathlib import Path
+
+from threadpoolctl import threadpool_limits
 
 from lightgbm_cegb.core.errors import CEGBError
 
@@ -47,3 +51,24 @@ def resolve_n_jobs(n_jobs: int | None, rows: int | None = None) -> int:
     if n_jobs > 0:
         return min(n_jobs, cpus)
     return max(cpus + 1 + n_jobs, 1)
+
+
+_blas = threading.local()  # depth of the calls under one_blas_thread in this thread
+
+
+def one_blas_thread(method):
+    """Run ``method`` with one BLAS thread: for solvers whose products are matrix-vector or small (CSTC's,
+    ADAPT-LIN's), where BLAS threads mostly wait for each other, and on a loaded machine for a core (tens of
+    times slower). Only the outermost call sets the limit (threadpoolctl's look-up of the libraries costs
+    milliseconds)."""
+    @functools.wraps(method)
+    def wrapped(*args, **kwargs):
+        if getattr(_blas, "depth", 0):
+            return method(*args, **kwargs)
+        _blas.depth = 1
+        try:
+            with threadpool_limits(limits=1, user_api="blas"):
+                return method(*args, **kwargs)
+        finally:
+            _blas.depth = 0
+    return wrapped

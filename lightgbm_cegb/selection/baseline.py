@@ -106,7 +106,8 @@ def _fit_cheap_subset(context: Context, plain, params: dict) -> list[Candidate]:
         booster = train_lightgbm(context, lightgbm_params(context), X=hidden(context.train.X, columns))
         point = {"features": tuple(u.name for u in taken), "width": width, "steps": steps}
         points = booster_points("cheap_subset", context, point, booster, trees)
-        return points, sign * points[-1].measure(context.valid, metric)[0]  # the whole model: the most trees
+        whole = points[-1]  # the most trees
+        return points, sign * metric.fn(context.valid.y, whole.predict(context.valid.X), context.valid.group)
 
     quality = sign * _constant_quality(context, metric)
     if chosen:

@@ -26,10 +26,10 @@ import math
 
 import numpy as np
 from scipy.special import expit
-from threadpoolctl import threadpool_limits
 
 from lightgbm_cegb.core.cost_state import CostState
 from lightgbm_cegb.core.errors import check_number
+from lightgbm_cegb.core.parallel import one_blas_thread
 from lightgbm_cegb.core.report import CostReport
 from lightgbm_cegb.methods.adapt.base import AdaptBase, routing_weights
 from lightgbm_cegb.methods.greedy_miser import log_loss_per_row, proba_from_raw
@@ -332,12 +332,12 @@ class _Problem:
         W[1:] *= shrink[:, None]
         return W
 
+    @one_blas_thread
     def solve(self, gate: np.ndarray, f1: np.ndarray, q: np.ndarray, max_iter: int, tol: float, *,
               fit_gate: bool) -> tuple[np.ndarray, np.ndarray, int]:
         """FISTA with backtracking from (gate, f1); without fit_gate the gate stays where it is. Returns the
         weights and the iterations run."""
-        with threadpool_limits(limits=1, user_api="blas"):  # products with a vector: BLAS threads only wait
-            return self._fista(self._weights(gate, f1), q, max_iter, tol, fit_gate, f1.shape)
+        return self._fista(self._weights(gate, f1), q, max_iter, tol, fit_gate, f1.shape)
 
     def _fista(self, x: np.ndarray, q: np.ndarray, max_iter: int, tol: float, fit_gate: bool, f1_shape) -> tuple:
         step = 1.0

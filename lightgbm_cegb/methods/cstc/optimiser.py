@@ -2,37 +2,14 @@
 
 from __future__ import annotations
 
-import functools
-import threading
-
 import numpy as np
 from scipy.optimize import minimize
 from scipy.special import expit
-from threadpoolctl import threadpool_limits
 
 from lightgbm_cegb.core.errors import CEGBError
+from lightgbm_cegb.core.parallel import one_blas_thread
 
 CLAMP = 1e-4  # the paper's: a bound below this clamps its weight to zero
-
-
-_blas = threading.local()  # depth of the calls under _one_blas_thread in this thread
-
-
-def _one_blas_thread(method):
-    """Run ``method`` with one BLAS thread: its products are matrix-vector or small (columns: 1 + phi's), where
-    BLAS threads mostly wait for each other, and on a loaded machine for a core (tens of times slower). Only
-    the outermost call sets the limit (threadpoolctl's look-up of the libraries costs milliseconds)."""
-    @functools.wraps(method)
-    def wrapped(*args, **kwargs):
-        if getattr(_blas, "depth", 0):
-            return method(*args, **kwargs)
-        _blas.depth = 1
-        try:
-            with threadpool_limits(limits=1, user_api="blas"):
-                return method(*args, **kwargs)
-        finally:
-            _blas.depth = 0
-    return wrapped
 
 
 class Units:
@@ -287,13 +264,13 @@ class Problem:
         return [(t, float(p_bar[t]), [(k, 1.0) for k in self.shape.path(t)],
                  self.units.norms2(sq[self.shape.path(t)].sum(axis=0))) for t in self.shape.terminals]
 
-    @_one_blas_thread
+    @one_blas_thread
     def objective(self, beta: np.ndarray | None = None, theta: np.ndarray | None = None, bounds=None) -> float:
         """The relaxed objective (CSTC eq. 12, CSCC eq. 19, Cronus); with ``bounds`` = (gamma per slot and
         column, eta per cost entry and unit) its variational upper bound."""
         return self._evaluate(beta, theta, bounds, gradient=False)[0]
 
-    @_one_blas_thread
+    @one_blas_thread
     def gradient(self, beta: np.ndarray | None = None, theta: np.ndarray | None = None, bounds=None):
         """(objective, d/d beta, d/d theta) of the bounded objective (``bounds`` required)."""
         return self._evaluate(beta, theta, bounds, gradient=True)
@@ -349,7 +326,7 @@ class Problem:
                 g_theta[j] = -ds.sum()
         return total, g_beta, g_theta
 
-    @_one_blas_thread
+    @one_blas_thread
     def tight_bounds(self) -> tuple[np.ndarray, np.ndarray]:
         """The bounds at which the variational bound equals the objective at the current weights (floored at
         CLAMP)."""
@@ -365,7 +342,7 @@ class Problem:
 
     # ----------------------------------------------------------------------------------- steps
 
-    @_one_blas_thread
+    @one_blas_thread
     def fit_as_leaf(self, k: int, rounds: int, *, start: float | None = None) -> None:
         """Eq. 16 for node k as the last node of the path to it (what follows it cut off), alternated with its
         bounds: ``beta = (Z' Omega Z + n/2 diag(rho / gamma + lam p_k Q))^-1 Z' Omega y``, Omega = diag(s_i p_ik),
@@ -406,7 +383,7 @@ class Problem:
             self.beta[k] = 0.0
             self.beta[k, live] = np.linalg.solve(A, b)
 
-    @_one_blas_thread
+    @one_blas_thread
     def initialise(self) -> None:
         """Top-down: each node fitted as a leaf given its ancestors (bounds starting at 1), an internal node's
         threshold in the widest gap of its scores between their 20% and 80% weighted quantiles."""
@@ -426,7 +403,7 @@ class Problem:
                 at = int(inside[np.argmax(score[inside + 1] - score[inside])])
                 self.theta[k] = float(score[at] + score[at + 1]) / 2
 
-    @_one_blas_thread
+    @one_blas_thread
     def update(self, k: int, rounds: int = 3) -> None:
         """One block step on node k: a leaf by eq. 16 with its bounds; an internal node's live weights and its
         threshold by L-BFGS on the bounded objective, alternated with the bounds."""
@@ -452,7 +429,7 @@ class Problem:
 
     # ----------------------------------------------------------------------------------- after BCD
 
-    @_one_blas_thread
+    @one_blas_thread
     def fine_tune(self) -> None:
         """Section 3.5: each leaf's squared loss (and l1 penalty) re-minimised on the columns it already uses,
         without the cost term, over the rows hard routing sends it (ours: the paper weighs rows by p_ik, and the
@@ -465,7 +442,7 @@ class Problem:
                 self._weighted_ridge(k, omega, 10 if self.rho > 0 else 1,
                                      lambda r, k=k: self.rho / np.maximum(np.abs(self.beta[k, 1:]), CLAMP))
 
-    @_one_blas_thread
+    @one_blas_thread
     def exact_objective(self) -> float:
         """Eq. 3 on the training rows under hard routing: the weighted squared error plus lam times the mean l0
         cost of the units each row's path reads (with the boosting trick: every feature of a used tree)."""
@@ -526,7 +503,7 @@ class Problem:
         self.beta[k, index] = coef
         self.frozen[k, index] = False
 
-    @_one_blas_thread
+    @one_blas_thread
     def _gram(self, k: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
         """(Z' W Z, Z' W y, y' W y) over ``rows`` (W = diag(s)): from leaf k's last set formed from scratch plus
         the rows that came and minus those that left, when few did (``polish`` tries many small changes of
@@ -556,7 +533,7 @@ class Problem:
         for k in leaves:
             self.select_leaf(k, np.flatnonzero(leaf_of == k))
 
-    @_one_blas_thread
+    @one_blas_thread
     def polish(self, passes: int = 3) -> None:
         """Local search for ``exact_objective``: the leaves' columns re-selected (``select_leaf``); then, in level
         order, for each internal node k and column a it reads, drop a from k alone or from k and its internal
@@ -594,13 +571,13 @@ class Problem:
             if not improved:
                 return
 
-    @_one_blas_thread
+    @one_blas_thread
     def error(self, Z: np.ndarray, y: np.ndarray, s: np.ndarray) -> float:
         """The weighted squared error of rows ``Z`` under hard routing."""
         scores = self._scores(Z)
         return float(np.sum(s * (self.predictions(Z, self.hard_terminal(Z, scores), scores) - y) ** 2))
 
-    @_one_blas_thread
+    @one_blas_thread
     def prune(self, Z_valid: np.ndarray, y_valid: np.ndarray, s_valid: np.ndarray) -> None:
         """Section 3.6.1, bottom-up: a node whose children are both terminal becomes a leaf (its initial weights,
         fitted as the last node of its path) when that does not raise the validation squared error under hard
