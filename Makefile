@@ -1,5 +1,5 @@
 # The two set-up commands (README): each creates or reuses .venv/ first.
-.PHONY: asan demo serve test
+.PHONY: asan demo docs serve test wheels
 
 demo:
 	bash scripts/bootstrap.sh
@@ -10,6 +10,19 @@ demo:
 serve:
 	bash scripts/bootstrap.sh
 	.venv/bin/python scripts/lazy_service.py $(SERVE_ARGS)
+
+# The documentation site into docs/_build/html, with warnings as errors; the examples gallery runs while it builds
+# (tests/docs/test_docs.py builds it the same way in make test).
+docs:
+	bash scripts/bootstrap.sh --test
+	.venv/bin/python -m sphinx -W --keep-going -b html docs docs/_build/html
+
+# The distribution files into dist/ (scripts/wheels.py): the patched LightGBM wheel with its lightgbm program and
+# the lightgbm_cegb wheel (both repaired to manylinux by auditwheel), and the sdist.
+# Install both wheels with: pip install --find-links dist lightgbm-cegb
+wheels:
+	bash scripts/bootstrap.sh --test
+	.venv/bin/python scripts/wheels.py
 
 test:
 	bash scripts/bootstrap.sh --test

@@ -1,5 +1,5 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
-"""BudgetRF's GreedyTree (Nan, Wang, Saligrama, ICML 2015; SEEDS.md section 3), without the GIL.
+"""BudgetRF's GreedyTree (Nan, Wang, Saligrama, "Feature-Budgeted Random Forest", ICML 2015), without the GIL.
 
 At a node of rows S (class counts n), for each feature t: k random thresholds (80, 40 or 20 values of t
 drawn from S's rows when |S| > 2000, > 500, or fewer); for each, the outcomes L = {x_t <= v} and

@@ -5,7 +5,7 @@ cost, without the GIL; the structure check that makes routing safe.
 The routing step itself is _routing.pxd's child(). Rows are processed in blocks of BLOCK rows, tree by
 tree: one tree's nodes stay in cache while the block's rows go through it, which is what makes this
 faster than LightGBM's row-by-row predictor. The kernels trust the arrays they are given: Forest
-(lightgbm_cegb/forest.py) checks every index once, with check_structure() below for the children.
+(lightgbm_cegb/core/forest.py) checks every index once, with check_structure() below for the children.
 """
 
 from cython.parallel cimport parallel, prange, threadid

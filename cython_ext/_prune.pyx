@@ -2,7 +2,7 @@
 """BudgetPrune's minimum-weight closure as a maximum flow on an implicit network, without the GIL.
 
 Rows: each tree's rows are laid out so that every node's rows are a contiguous range of that tree's row
-permutation (layout()). Network (lightgbm_cegb/prune.py, _solve_maxflow, states the problem):
+permutation (layout()). Network (lightgbm_cegb/methods/budget_prune.py, _solve_maxflow, states the problem):
 - tree nodes v (the input trees' internal nodes, numbered parents first): source -> v with capacity
   max(gain, 0), v -> sink with max(-gain, 0), v -> parent(v) infinite;
 - pairs p = (row i, feature k), numbered k * N + i (so a node's pairs lie in one block of N): p -> sink

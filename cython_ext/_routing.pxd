@@ -1,7 +1,7 @@
 # The routing step shared by every Cython kernel: the flat node layout of a lightgbm_cegb.Forest and the
 # child a row goes to at a split node, mirroring LightGBM's Tree::NumericalDecision / CategoricalDecision
 # (include/LightGBM/tree.h) and the C API's dense-row reader, which reads |x| <= kZeroThreshold as 0.0.
-# Every index followed here was checked once by lightgbm_cegb/forest.py (Forest.__post_init__): children
+# Every index followed here was checked once by lightgbm_cegb/core/forest.py (Forest.__post_init__): children
 # in range and acyclic, features < the number of columns, categorical thresholds and bitset ranges.
 from libc.math cimport fabs, isnan
 

@@ -50,6 +50,7 @@ PATCHED_LIGHTGBM = "+cegb." in lightgbm.__version__
 if not PATCHED_LIGHTGBM:
     warnings.warn(
         f"lightgbm {lightgbm.__version__} is not the patched build (4.7.0+cegb.N): its CEGB training has "
-        "known bugs (see patches/). Run 'make demo' or 'make test' in the lightgbm-cegb checkout to build it.",
+        "known bugs (see patches/). To get it, run 'make wheels' in a lightgbm-cegb checkout and then "
+        "'pip install --find-links dist lightgbm-cegb', or run 'make demo' there.",
         stacklevel=2,
     )

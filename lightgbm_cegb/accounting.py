@@ -1,10 +1,11 @@
-"""Exact prediction cost of a tree ensemble on given rows (SEEDS.md section 0).
+"""Exact prediction cost of a tree ensemble on given rows, under the cost model of cost-efficient gradient
+boosting (CEGB: S. Peter, F. Diego, F. A. Hamprecht and B. Nadler, "Cost efficient gradient boosting", NIPS 2017).
 
 For every row: the lazy (per-instance) cost of the distinct features tested on its root-to-leaf paths in
 all trees (acquisition), plus the split cost of every split node it traverses and the cost of every tree it
-goes through (evaluation). The model's
-coupled cost is the sum of the coupled costs of the features any split uses. Rows are routed by the
-Cython engine exactly as LightGBM (or scikit-learn) routes them.
+goes through (evaluation). The model's coupled cost is the sum of the coupled costs of the features any split
+uses (and of their groups', each once). Rows are routed by the Cython engine exactly as LightGBM (or
+scikit-learn) routes them.
 """
 
 from __future__ import annotations
@@ -19,6 +20,11 @@ from lightgbm_cegb.io.models import fitted_costs, num_trees_used, to_forest
 def prediction_cost(model, X, costs=None, *, num_iteration: int | None = None,
                     per_iteration: bool = False, n_jobs: int | None = None) -> CostReport:
     """Per-row prediction cost of ``model`` on ``X``.
+
+    For every row: the lazy (per-instance) cost of the distinct features tested on its root-to-leaf paths
+    in all trees used (acquisition), plus the split cost of every split node it traverses and the cost of
+    every tree it goes through (evaluation); for the model, the coupled cost of the features any split of
+    the trees used tests.
 
     Parameters
     ----------
@@ -37,10 +43,28 @@ def prediction_cost(model, X, costs=None, *, num_iteration: int | None = None,
     num_iteration : int, optional
         Use the first ``num_iteration`` iterations. None: as ``Booster.predict``, the best iteration if
         the booster has one, otherwise all.
-    per_iteration : bool, default False
+    per_iteration : bool, default=False
         Also compute ``curve``: the mean per-row cost after each iteration, in the same pass.
     n_jobs : int, optional
         Threads (None: the CPUs this process may use).
+
+    Returns
+    -------
+    CostReport
+        The per-row ``acquisition`` and ``evaluation`` costs, the model's ``coupled`` cost, the share of
+        rows whose paths test each feature (``usage``; ``group_usage`` with feature groups) and, with
+        ``per_iteration``, the ``curve``.
+
+    Raises
+    ------
+    CEGBError
+        When ``costs`` is None and the model was trained without ``cegb_*`` parameters, when the costs
+        do not match the model's features, or when X does not have the model's number of columns.
+
+    See Also
+    --------
+    to_forest : The Forest a model is read into.
+    CostState : The same accounting, kept across several models or added to tree by tree.
     """
     names = None
     if isinstance(model, Pipeline):

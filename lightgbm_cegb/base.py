@@ -36,13 +36,32 @@ __all__ = ["BudgetedEstimator", "check_fitted"]
 
 
 def check_fitted(estimator, attribute: str) -> None:
-    """NotFittedError unless ``estimator`` has the fitted ``attribute``."""
+    """Raise NotFittedError unless ``estimator`` has the fitted ``attribute``.
+
+    Parameters
+    ----------
+    estimator : object
+        The estimator to check.
+    attribute : str
+        An attribute its ``fit`` sets.
+
+    Raises
+    ------
+    NotFittedError
+        If ``estimator`` has no attribute ``attribute``.
+    """
     if not hasattr(estimator, attribute):
         raise NotFittedError(f"this {type(estimator).__name__} is not fitted yet: call fit first")
 
 
 class BudgetedEstimator:
-    """Mixin of the contract (see the module's doc). A subclass sets:
+    """Mixin of the contract of the package's budgeted estimators (see the module's doc).
+
+    It provides :meth:`tradeoff_scale`, :meth:`save` and :meth:`load`.
+
+    Notes
+    -----
+    A subclass sets:
 
     ``_tradeoff`` : str
         The name of its trade-off parameter.
@@ -78,6 +97,20 @@ class BudgetedEstimator:
         return "auto" if names is None else lightgbm_feature_names(names)
 
     def prediction_cost(self, X, *, n_jobs: int | None = None) -> CostReport:  # pragma: no cover - abstract
+        """The exact per-row cost of what ``predict`` does on X, under the fitted costs (``costs_``).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The rows.
+        n_jobs : int or None, default=None
+            Threads (None: the CPUs this process may use).
+
+        Returns
+        -------
+        CostReport
+            The per-row acquisition and evaluation costs, and the features' usage.
+        """
         raise NotImplementedError
 
     # ----------------------------------------------------------------------------------- trade-off scale
@@ -87,9 +120,33 @@ class BudgetedEstimator:
         return bool(self.prediction_cost(X).usage.any())
 
     def tradeoff_scale(self, X, y, **fit_params) -> float:
-        """The smallest ``tradeoff`` (the estimator's trade-off parameter) at which the model fitted on (X, y)
-        reads no feature: bisection on fits with the other parameters as set (cheapened by ``_probe``).
-        ``fit_params``: as for ``fit`` (validation sets are dropped)."""
+        """The smallest value of the trade-off at which the model fitted on (X, y) reads no feature.
+
+        The trade-off is the estimator's trade-off parameter (``tradeoff``; ``cegb_tradeoff`` for the LightGBM
+        estimators). Found by bisection on fits with the other parameters as set (cheapened by ``_probe``, e.g.
+        one tree); ``r * scale`` with r in [0, 1] then means the same on any data and costs. The estimator itself
+        is not fitted (the fits are on clones).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The training rows.
+        y : array-like of shape (n_samples,)
+            The targets.
+        **fit_params : dict
+            As for ``fit`` (validation sets, ``eval_set``, ``eval_group``, ``eval_sample_weight`` and ``X_valid``,
+            are dropped).
+
+        Returns
+        -------
+        float
+            The smallest trade-off (to a relative tolerance of 1e-3) at which the fitted model reads no feature.
+
+        Raises
+        ------
+        CEGBError
+            If the model reads no feature even without costs, or still reads one at every trade-off up to 1e30.
+        """
         for key in ("eval_set", "eval_group", "eval_sample_weight", "X_valid"):
             fit_params.pop(key, None)
 
@@ -107,17 +164,49 @@ class BudgetedEstimator:
         return {k: v for k, v in self.get_params(deep=False).items() if k not in self._given_at_load}
 
     def save(self, path: str | os.PathLike) -> None:
-        """Save the fitted model into the folder ``path`` (:mod:`lightgbm_cegb.io.saved`), atomically: a
-        failed save leaves an earlier one in ``path`` as it was. Parameters in ``_given_at_load`` are not
-        saved: give them to :meth:`load`."""
+        """Save the fitted model into the folder ``path`` in the package's saved-model format.
+
+        The format is :mod:`lightgbm_cegb.io.saved`'s. The save is atomic: a failed save leaves an earlier one
+        in ``path`` as it was. Parameters in ``_given_at_load`` are not saved: give them to :meth:`load`.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The folder (created with its parents if needed).
+
+        Raises
+        ------
+        NotFittedError
+            If the estimator is not fitted.
+        CEGBError
+            If ``path`` is a file.
+        """
         self._check_fitted()
         state, files = self._saved_state()
         saved.save(path, self, params=self._saved_params(), state=state, files=files)
 
     @classmethod
     def load(cls, path: str | os.PathLike, **given):
-        """The model saved in ``path`` by :meth:`save` (or by lightgbm_cegb 0.1.0); ``given``: the
-        parameters the format does not hold (``_given_at_load``)."""
+        """Load the model saved in ``path`` by :meth:`save` (or by lightgbm_cegb 0.1.0).
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The folder of the saved model.
+        **given : dict
+            The parameters the format does not hold (``_given_at_load``; none for most estimators).
+
+        Returns
+        -------
+        object
+            The fitted estimator, of this class.
+
+        Raises
+        ------
+        CEGBError
+            If ``given`` holds a parameter the class does not take at load time, or the folder holds no model of
+            this class.
+        """
         unknown = sorted(set(given) - set(cls._given_at_load))
         if unknown:
             raise CEGBError(f"{cls.__name__}.load: unexpected arguments {unknown}; it takes "

@@ -23,7 +23,7 @@ hash_of() { cat "$@" | sha256sum | cut -c1-16; }
 
 reqs=requirements.txt
 [ $with_tests = 1 ] && reqs=requirements-test.txt
-key=$(hash_of requirements.txt requirements-test.txt)-$with_tests
+key=$(hash_of requirements.txt requirements-test.txt requirements-docs.txt)-$with_tests
 if ! stamp_ok "deps-$with_tests" "$key"; then
     echo "[bootstrap] installing $reqs"
     "${pip[@]}" install -r "$reqs"

@@ -16,7 +16,7 @@ Yahoo cost vector bundled with the package (``lightgbm_cegb.datasets.yahoo_costs
      irrelevant documents weighted 10, the split cost in its accounting only).
 (ii) feature costs only (alpha = 0), labels binarised (y > 0): CEGB (deep trees, binary objective), plain
      LightGBM, BudgetPrune, Early Exit, BudgetRF and Greedy Miser.
-Metric: the papers' Average Precision@5 (lightgbm_cegb.core.metrics; SEEDS.md section 7) on the test queries. Each
+Metric: the papers' Average Precision@5 (lightgbm_cegb.core.metrics) on the test queries. Each
 method is swept (lightgbm_cegb.selection: trade-offs on their documented scales) on the training rows, its
 points measured on the validation rows; the validation Pareto points are then measured on the test rows.
 Writes DIR/yahoo_<data>_<setting>.csv (every point, validation and test figures), a PNG per setting with

@@ -15,3 +15,11 @@ def test_demo_table(capsys):
     aucs = [float(rows[k][-4]) for k in ("LightGBM", "CEGBtradeoff=0.003", "CEGBtradeoff=0.03")]
     assert costs[0] > costs[1] > costs[2]  # a larger trade-off buys fewer features
     assert all(0.5 <= auc <= 1.0 for auc in aucs) and aucs[0] > 0.75
+
+
+def test_demo_figure(tmp_path, capsys):
+    path = tmp_path / "demo.png"
+    demo.main(["--rounds", "5", "--tradeoffs", "0.01", "--plot", str(path)])
+    assert path.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    assert [p.name for p in tmp_path.iterdir()] == ["demo.png"]  # no temporary file left beside it
+    assert f"figure written to {path}" in capsys.readouterr().out

@@ -24,6 +24,39 @@ class CostState:
     ``paid[i, f]`` says row i has paid feature f's lazy cost, ``paid[i, num_features + g]`` group g's (the
     groups of ``costs``); ``acquisition[i]`` and ``evaluation[i]`` are its lazy costs and its split and tree
     costs so far.
+
+    Parameters
+    ----------
+    num_rows : int
+        Number of rows followed.
+    costs : FeatureCosts
+        The cost model, aligned (by column) to ``num_features`` features.
+    num_features : int
+        Number of features (columns) of the models the rows are routed through.
+
+    Attributes
+    ----------
+    paid : ndarray of uint8 of shape (num_rows, num_features + number of groups)
+        ``paid[i, f]``: row i has paid feature f's lazy cost; ``paid[i, num_features + g]``: group g's.
+    acquisition : ndarray of shape (num_rows,)
+        Each row's lazy costs so far.
+    evaluation : ndarray of shape (num_rows,)
+        Each row's split and tree costs so far.
+    num_features : int
+        Number of features.
+    lazy, split : ndarray of shape (num_features,)
+        The features' lazy and split costs (float64).
+    group_of : ndarray of int32 of shape (num_features,)
+        Each feature's group, -1 for none.
+    group_lazy : ndarray
+        Each group's lazy cost.
+    tree : float
+        The cost of evaluating one tree.
+
+    Raises
+    ------
+    CEGBError
+        When ``costs`` are given by feature name (not aligned) or are for another number of features.
     """
 
     def __init__(self, num_rows: int, costs: FeatureCosts, num_features: int) -> None:
@@ -43,21 +76,54 @@ class CostState:
 
     @property
     def num_rows(self) -> int:
+        """Number of rows followed."""
         return len(self.acquisition)
 
     @property
     def per_instance(self) -> np.ndarray:
+        """Each row's cost so far: ``acquisition + evaluation``."""
         return self.acquisition + self.evaluation
 
     def mean(self) -> tuple[float, float]:
-        """Mean (acquisition, evaluation) per row."""
+        """Mean (acquisition, evaluation) per row.
+
+        Returns
+        -------
+        acquisition : float
+            The mean lazy cost per row (0.0 without rows).
+        evaluation : float
+            The mean split and tree cost per row (0.0 without rows).
+        """
         n = max(self.num_rows, 1)
         return float(self.acquisition.sum() / n), float(self.evaluation.sum() / n)
 
     def add(self, forest: Forest, X, trees: tuple[int, int] | None = None, rows=None, *,
             n_jobs: int | None = None) -> None:
         """Route rows through trees ``trees = (t0, t1)`` of ``forest`` (default: all) and add what they pay.
-        ``rows``: the state's rows that X holds, in X's order (default: all, X has num_rows rows)."""
+
+        A feature (or group) a row has paid already is free; the rows' :attr:`paid`, :attr:`acquisition` and
+        :attr:`evaluation` are updated in place.
+
+        Parameters
+        ----------
+        forest : Forest
+            The model, of ``num_features`` features.
+        X : array-like of shape (n_rows, num_features)
+            The rows' values (numpy array, scipy sparse matrix or pandas DataFrame, read as ``forest``'s
+            library reads them).
+        trees : tuple of (int, int), optional
+            The trees ``t0..t1 - 1`` to route through (default: all of ``forest``'s).
+        rows : array-like of int, optional
+            The state's rows that X holds, in X's order (default: all, X has num_rows rows).
+        n_jobs : int, optional
+            Threads of the routing kernel (None: the CPUs this process may use).
+
+        Raises
+        ------
+        CEGBError
+            When ``forest`` has another number of features, X another number of rows (without ``rows``), or
+            ``rows`` does not index the state's rows one per row of X.
+        """
         if forest.num_features != self.num_features:
             raise CEGBError(f"the forest has {forest.num_features} features, this cost state {self.num_features}")
         t0, t1 = (0, forest.num_trees) if trees is None else trees
@@ -86,7 +152,15 @@ class CostState:
 
     def pay(self, feature: int, rows: np.ndarray) -> None:
         """Rows ``rows`` acquire ``feature``: each that has not paid it (or its group) yet pays its lazy cost
-        (and its group's), as the routing kernel charges them."""
+        (and its group's), as the routing kernel charges them.
+
+        Parameters
+        ----------
+        feature : int
+            Column index of the feature.
+        rows : array-like of int
+            The state's rows that acquire it.
+        """
         rows = np.asarray(rows, dtype=np.int64)
         unpaid = rows[self.paid[rows, feature] == 0]
         self.paid[unpaid, feature] = 1
@@ -100,7 +174,22 @@ class CostState:
 
     def report(self, costs: FeatureCosts, feature_names: list[str] | None = None) -> CostReport:
         """The rows' costs as a CostReport (the columns named ``feature_names``), the coupled cost that of every
-        feature some row paid, ``group_usage`` the share of rows that paid each group of ``costs``."""
+        feature some row paid, ``group_usage`` the share of rows that paid each group of ``costs``.
+
+        Parameters
+        ----------
+        costs : FeatureCosts
+            The cost model (aligned), for the coupled cost and the groups' names.
+        feature_names : list of str, optional
+            The names of the columns, for the report's ``usage_by_name``.
+
+        Returns
+        -------
+        CostReport
+            The rows' acquisition and evaluation costs (the state's arrays, not copies), the coupled cost of
+            the features some row paid, the share of rows that paid each feature (``usage``) and each group
+            (``group_usage``, with groups).
+        """
         used = np.flatnonzero(self.feature_paid.any(axis=0))
         n = max(self.num_rows, 1)
         groups = costs.groups
@@ -112,7 +201,7 @@ class CostState:
 
     @property
     def feature_paid(self) -> np.ndarray:
-        """paid's feature columns (a view): [i, f] says row i has paid feature f."""
+        """:attr:`paid`'s feature columns (a view): ``[i, f]`` says row i has paid feature f."""
         return self.paid[:, :self.num_features]
 
     def _row_blocks(self, forest: Forest, X):

@@ -1,4 +1,5 @@
-"""The cost model of SEEDS.md section 0: per-instance (lazy) and per-model (coupled) feature costs and an
+"""The cost model of cost-efficient gradient boosting (CEGB: S. Peter, F. Diego, F. A. Hamprecht and B. Nadler,
+"Cost efficient gradient boosting", NIPS 2017): per-instance (lazy) and per-model (coupled) feature costs and an
 evaluation cost per split node."""
 
 from __future__ import annotations
@@ -29,12 +30,39 @@ GROUP_NAMES_KEY = "cegb_group_names"
 
 def encode_group_names(names: Sequence[str]) -> str:
     """Group names as one comma-separated value, each percent-encoded (so that no name can hold a comma, a
-    colon, a bracket, a space or a line break)."""
+    colon, a bracket, a space or a line break).
+
+    Parameters
+    ----------
+    names : sequence of str
+        The group names.
+
+    Returns
+    -------
+    str
+        The encoded names, comma-separated.
+    """
     return ",".join(quote(str(name), safe="") for name in names)
 
 
 def decode_group_names(value) -> list[str]:
-    """The names :func:`encode_group_names` wrote (or a list of names as they are)."""
+    """The names :func:`encode_group_names` wrote (or a list of names as they are).
+
+    Parameters
+    ----------
+    value : str or sequence of str
+        The encoded string, or a list of names.
+
+    Returns
+    -------
+    list of str
+        The group names.
+
+    Raises
+    ------
+    CEGBError
+        When ``value`` is neither a string nor a sequence of names.
+    """
     if isinstance(value, str):
         return [unquote(name) for name in value.split(",")]
     if isinstance(value, Sequence) and not isinstance(value, bytes):
@@ -153,7 +181,18 @@ def _group_costs(kind: str, values, names: list[str] | None, num_ids: int | None
 
 
 def lightgbm_feature_name(name: str) -> str:
-    """The name LightGBM gives a feature called ``name``: its spaces become underscores."""
+    """The name LightGBM gives a feature called ``name``: its spaces become underscores.
+
+    Parameters
+    ----------
+    name : str
+        The feature's name.
+
+    Returns
+    -------
+    str
+        The name as LightGBM holds it.
+    """
     return name.replace(" ", "_")
 
 
@@ -161,7 +200,23 @@ def lightgbm_feature_names(names: Sequence[str]) -> list[str]:
     """``names`` as LightGBM holds them (spaces as underscores, which it warns about), for a Dataset's
     ``feature_name``; CEGBError for names a LightGBM model cannot hold: with a character it refuses
     (``"`` ``,`` ``:`` ``[`` ``]`` ``{`` ``}``) or one that would split its ``feature_names`` line, empty, or the
-    same as another once renamed."""
+    same as another once renamed.
+
+    Parameters
+    ----------
+    names : sequence of str
+        The feature names.
+
+    Returns
+    -------
+    list of str
+        The names as LightGBM holds them.
+
+    Raises
+    ------
+    CEGBError
+        For names a LightGBM model cannot hold (see above).
+    """
     out = [lightgbm_feature_name(str(name)) for name in names]
     bad = [name for name in out if not name or any(c in '",:[]{}' or c.isspace() for c in name)]
     if bad:
@@ -222,7 +277,7 @@ class FeatureCosts:
         (by column index) or a mapping from feature name to cost (features not named cost 0).
     coupled : array-like or mapping, optional
         Per-model cost of each feature: paid once if any split of the model uses it.
-    split : float or array-like, default 0.0
+    split : float or array-like, default=0.0
         Cost of evaluating one split node (an array: per feature tested, CEGB's multi-scale variant).
     groups : mapping or array-like, optional
         Features whose costs are shared: a mapping from group name to its members (feature names or column
@@ -233,9 +288,20 @@ class FeatureCosts:
         ``cegb_penalty_group_*``, one value per id 0..largest id), paid once by the first
         use of any member: per row (lazy) or per model (coupled). Members' own costs are paid on top
         (Greedy Miser's Scene-15 costs: a descriptor's extraction, then each classifier on it).
-    tree : float, default 0.0
+    tree : float, default=0.0
         Cost of evaluating one tree, paid per row for every tree the row goes through (Greedy Miser's and
         CSTC's evaluation cost ``e``). Not a training penalty: it is in the accounting only.
+
+    Raises
+    ------
+    CEGBError
+        When a cost is negative or not finite, when the arrays give different numbers of features, or when
+        ``groups`` is malformed (a feature in two groups, a negative column or id) or group costs are given
+        without groups.
+
+    See Also
+    --------
+    prediction_cost : The prediction cost of a model under these costs.
 
     Examples
     --------
@@ -300,11 +366,32 @@ class FeatureCosts:
 
     @property
     def is_aligned(self) -> bool:
+        """Whether every cost and group member is given by column (not by feature name)."""
         return not isinstance(self._lazy, dict) and not isinstance(self._coupled, dict) and \
             not any(isinstance(m, str) for members in (self._groups or {}).values() for m in members)
 
     def align(self, features) -> FeatureCosts:
-        """Costs as arrays in the column order of ``features`` (names, DataFrame or lightgbm Dataset)."""
+        """Costs as arrays in the column order of ``features`` (names, DataFrame or lightgbm Dataset).
+
+        A name given with spaces matches LightGBM's renamed feature (spaces become underscores); features not
+        named cost 0.
+
+        Parameters
+        ----------
+        features : list of str, pandas.DataFrame or lightgbm.Dataset
+            The features, in column order (a DataFrame's columns; a Dataset's names).
+
+        Returns
+        -------
+        FeatureCosts
+            New, aligned costs (by column).
+
+        Raises
+        ------
+        CEGBError
+            When a cost or group names an unknown feature, when costs by column have another length, or when
+            the names are not unique.
+        """
         names = _feature_names(features)
 
         def by_name(kind, values):
@@ -348,8 +435,11 @@ class FeatureCosts:
             if unknown:
                 raise CEGBError(f"groups name unknown features {unknown[:10]}; known: {names[:10]}"
                                 + ("..." if len(names) > 10 else ""))
-        return FeatureCosts(by_name("lazy", self._lazy), by_name("coupled", self._coupled), split, groups=groups,
-                            group_lazy=self._group_lazy, group_coupled=self._group_coupled, tree=self._tree)
+        aligned = FeatureCosts(by_name("lazy", self._lazy), by_name("coupled", self._coupled), split, groups=groups,
+                               group_lazy=self._group_lazy, group_coupled=self._group_coupled, tree=self._tree)
+        if groups is not None:  # aligned costs know their number of features, even with groups only
+            aligned._groups_length = len(names)
+        return aligned
 
     def _require_aligned(self, num_features: int | None = None) -> None:
         if not self.is_aligned:
@@ -379,7 +469,28 @@ class FeatureCosts:
         return self._tree
 
     def arrays(self, num_features: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(lazy, coupled, split) as float64 arrays of ``num_features`` values (absent costs are 0)."""
+        """(lazy, coupled, split) as float64 arrays of ``num_features`` values (absent costs are 0).
+
+        Parameters
+        ----------
+        num_features : int
+            The model's number of features.
+
+        Returns
+        -------
+        lazy : ndarray of shape (num_features,)
+            Per-instance costs.
+        coupled : ndarray of shape (num_features,)
+            Per-model costs.
+        split : ndarray of shape (num_features,)
+            Cost per split node on each feature.
+
+        Raises
+        ------
+        CEGBError
+            When the costs are given by name (call :meth:`align` first) or are for another number of
+            features.
+        """
         self._require_aligned(num_features)
         zeros = np.zeros(num_features)
         lazy = zeros if self._lazy is None else self._lazy
@@ -393,7 +504,28 @@ class FeatureCosts:
 
     def group_arrays(self, num_features: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(group of each feature as int32, -1 for none; lazy and coupled cost of each group), the groups in
-        the order of ``groups``."""
+        the order of ``groups``.
+
+        Parameters
+        ----------
+        num_features : int
+            The model's number of features.
+
+        Returns
+        -------
+        group_of : ndarray of int32 of shape (num_features,)
+            Each feature's group (its index in :attr:`groups`), -1 for none.
+        group_lazy : ndarray of shape (n_groups,)
+            Each group's lazy cost (0 when absent).
+        group_coupled : ndarray of shape (n_groups,)
+            Each group's coupled cost (0 when absent).
+
+        Raises
+        ------
+        CEGBError
+            When the costs are given by name, are for another number of features, or a group names a column
+            beyond ``num_features``.
+        """
         self._require_aligned(num_features)
         group_of = np.full(num_features, -1, dtype=np.int32)
         for g, members in enumerate((self._groups or {}).values()):
@@ -407,19 +539,50 @@ class FeatureCosts:
 
     def per_row(self) -> FeatureCosts:
         """The per-row part of these costs: the lazy costs of the features and groups (what BudgetPrune
-        prunes for), without coupled, split and tree costs."""
+        prunes for), without coupled, split and tree costs.
+
+        Returns
+        -------
+        FeatureCosts
+            The lazy and group lazy costs, with the same groups.
+        """
         return FeatureCosts(lazy=self._lazy, groups=self.groups, group_lazy=self._group_lazy)
 
     def model_cost(self, used: np.ndarray, num_features: int) -> float:
         """Coupled cost of a model whose splits test the features ``used`` (indices): their own coupled
-        costs and, once, each group they belong to."""
+        costs and, once, each group they belong to.
+
+        Parameters
+        ----------
+        used : ndarray of int
+            The column indices of the features the model's splits test (each once).
+        num_features : int
+            The model's number of features.
+
+        Returns
+        -------
+        float
+            The model's coupled cost.
+        """
         _, coupled, _ = self.arrays(num_features)
         group_of, _, group_coupled = self.group_arrays(num_features)
         groups = np.unique(group_of[used])
         return float(coupled[used].sum() + group_coupled[groups[groups >= 0]].sum())
 
     def to_dict(self, num_features: int) -> dict:
-        """The aligned costs of ``num_features`` features as JSON-ready lists (:meth:`from_dict` reads them)."""
+        """The aligned costs of ``num_features`` features as JSON-ready lists (:meth:`from_dict` reads them).
+
+        Parameters
+        ----------
+        num_features : int
+            The model's number of features.
+
+        Returns
+        -------
+        dict
+            ``lazy``, ``coupled``, ``split`` (lists of ``num_features`` values), ``tree``, ``groups`` (as
+            :attr:`groups`), ``group_lazy`` and ``group_coupled`` (lists, one value per group).
+        """
         lazy, coupled, split = self.arrays(num_features)
         _, group_lazy, group_coupled = self.group_arrays(num_features)
         return {"lazy": lazy.tolist(), "coupled": coupled.tolist(), "split": split.tolist(), "tree": self.tree,
@@ -427,7 +590,14 @@ class FeatureCosts:
 
     def fields(self) -> dict:
         """The constructor's arguments that rebuild these costs as given (by name or by column):
-        ``FeatureCosts(**costs.fields())`` is an equal FeatureCosts."""
+        ``FeatureCosts(**costs.fields())`` is an equal FeatureCosts.
+
+        Returns
+        -------
+        dict
+            The keyword arguments ``lazy``, ``coupled``, ``split``, ``groups``, ``group_lazy``,
+            ``group_coupled`` and ``tree``, as lists, dicts and numbers.
+        """
         def plain(v):
             return v.tolist() if isinstance(v, np.ndarray) else dict(v) if isinstance(v, dict) else v
         return {"lazy": plain(self._lazy), "coupled": plain(self._coupled), "split": plain(self._split),
@@ -445,7 +615,18 @@ class FeatureCosts:
     @classmethod
     def from_dict(cls, values: Mapping) -> FeatureCosts:
         """The costs :meth:`to_dict` wrote; also the earlier form with ``group_of`` (each feature's group or
-        -1) that ADAPT's manifests held before."""
+        -1) that ADAPT's manifests held before.
+
+        Parameters
+        ----------
+        values : mapping
+            What :meth:`to_dict` returned.
+
+        Returns
+        -------
+        FeatureCosts
+            The costs, by column.
+        """
         groups = values["groups"] if "groups" in values else \
             (values["group_of"] if any(g >= 0 for g in values["group_of"]) else None)
         grouped = bool(groups)
@@ -457,7 +638,27 @@ class FeatureCosts:
     # ------------------------------------------------------------------------------ LightGBM params
 
     def to_params(self, tradeoff: float | None = None) -> dict:
-        """The ``cegb_*`` parameters for ``lgb.train`` (lists by column index)."""
+        """The ``cegb_*`` parameters for ``lgb.train`` (lists by column index).
+
+        Parameters
+        ----------
+        tradeoff : float, optional
+            Also set ``cegb_tradeoff``.
+
+        Returns
+        -------
+        dict
+            The parameters: ``cegb_penalty_feature_lazy``, ``cegb_penalty_feature_coupled``,
+            ``cegb_penalty_split`` or ``cegb_penalty_feature_split``, ``cegb_feature_group`` and
+            ``cegb_penalty_group_lazy`` / ``cegb_penalty_group_coupled``, as given (the tree cost is not a
+            training penalty: it is left out).
+
+        Raises
+        ------
+        CEGBError
+            When the costs are given by name (call :meth:`align` first), or groups by column index leave the
+            number of features unknown.
+        """
         self._require_aligned()
         params = {}
         if self._lazy is not None:
@@ -482,7 +683,18 @@ class FeatureCosts:
         return params
 
     def to_config(self, tradeoff: float | None = None) -> str:
-        """The same as lines of a LightGBM CLI config file."""
+        """The same as lines of a LightGBM CLI config file.
+
+        Parameters
+        ----------
+        tradeoff : float, optional
+            Also set ``cegb_tradeoff``.
+
+        Returns
+        -------
+        str
+            One ``key = value`` line per parameter of :meth:`to_params` (lists comma-separated).
+        """
         lines = []
         for key, value in self.to_params(tradeoff).items():
             # group ids as integers: LightGBM refuses "-1.0" in cegb_feature_group
@@ -494,7 +706,21 @@ class FeatureCosts:
     @classmethod
     def from_params(cls, params: Mapping) -> FeatureCosts | None:
         """Costs from ``cegb_*`` parameters (as given to lgb.train, or as strings in a model file's
-        parameters section); None if there are none."""
+        parameters section); None if there are none.
+
+        ``cegb_penalty_split`` and ``cegb_penalty_feature_split`` add up, as in training; group names are read
+        from ``cegb_group_names`` when present.
+
+        Parameters
+        ----------
+        params : mapping
+            LightGBM parameters.
+
+        Returns
+        -------
+        FeatureCosts or None
+            The costs by column, or None when the parameters hold no cost.
+        """
         def values(key):
             value = params.get(key)
             if value is None or (isinstance(value, str) and not value.strip()):
@@ -548,6 +774,29 @@ class FeatureCosts:
         and inclusive ranges separated by commas or spaces (``2-41,45``), LightGBM's column numbers (from 0;
         a LibSVM file's feature ids), whatever ``first_column``; a column is in one group at most. Values and
         group costs are ``kind`` costs (lazy: per row; coupled: per model).
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The cost file (UTF-8 text).
+        kind : {"lazy", "coupled"}, default="lazy"
+            The kind of the file's costs.
+        num_features : int, optional
+            The data's number of columns, checked as said above.
+        first_column : int, default=0
+            The column of the first value.
+
+        Returns
+        -------
+        FeatureCosts
+            The costs by column (and the groups, named as in the file).
+
+        Raises
+        ------
+        CEGBError
+            On a line that is neither a number nor a valid group line (the message gives the file and line), a
+            group defined twice or naming a column beyond the values or already in another group, or values
+            that do not cover ``num_features`` columns.
         """
         if kind not in ("lazy", "coupled"):
             raise CEGBError(f"kind should be 'lazy' or 'coupled', got {kind!r}")
@@ -605,7 +854,23 @@ class FeatureCosts:
     @classmethod
     def coerce(cls, costs) -> FeatureCosts:
         """``costs`` as FeatureCosts: itself, or lazy costs (an array by column, a mapping or a pandas
-        Series by feature name)."""
+        Series by feature name).
+
+        Parameters
+        ----------
+        costs : FeatureCosts, array-like, mapping or pandas.Series
+            The costs.
+
+        Returns
+        -------
+        FeatureCosts
+            ``costs`` itself, or new FeatureCosts with these lazy costs.
+
+        Raises
+        ------
+        CEGBError
+            When ``costs`` is a string, or not valid lazy costs.
+        """
         if isinstance(costs, FeatureCosts):
             return costs
         if isinstance(costs, (str, bytes)):
@@ -631,7 +896,30 @@ def resolve_costs(costs, num_features: int, feature_names: list[str] | None = No
                   params: Mapping | None = None) -> FeatureCosts:
     """The one resolution of costs for a model of ``num_features`` features, used by every entry point:
     FeatureCosts, lazy costs by column, or by name (a mapping or a pandas Series: aligned to
-    ``feature_names`` with LightGBM's renaming); None reads the cegb_* training ``params``."""
+    ``feature_names`` with LightGBM's renaming); None reads the cegb_* training ``params``.
+
+    Parameters
+    ----------
+    costs : FeatureCosts, array-like, mapping, pandas.Series or None
+        The costs as given.
+    num_features : int
+        The model's number of features.
+    feature_names : list of str, optional
+        The model's feature names, to align costs given by name.
+    params : mapping, optional
+        The model's training parameters, read when ``costs`` is None.
+
+    Returns
+    -------
+    FeatureCosts
+        The costs, aligned to the model's columns.
+
+    Raises
+    ------
+    CEGBError
+        When ``costs`` is None and ``params`` hold no ``cegb_*`` cost, when costs by name meet a model without
+        feature names, or when the costs are for another number of features.
+    """
     if costs is None:
         costs = FeatureCosts.from_params(params or {})
         if costs is None:

@@ -18,15 +18,25 @@ from sklearn.exceptions import NotFittedError as _SklearnNotFittedError
 
 
 class CEGBError(ValueError):
-    """Invalid input to lightgbm_cegb; the message names the parameter, what was expected and what was got."""
+    """Invalid input to lightgbm_cegb; the message names the parameter, what was expected and what was got.
+
+    A subclass of ``ValueError``: ``except ValueError`` catches it too.
+    """
 
 
 class NotFittedError(_SklearnNotFittedError, CEGBError):
-    """The model is used before it was fitted (scikit-learn's NotFittedError and a CEGBError)."""
+    """The model is used before it was fitted (scikit-learn's NotFittedError and a CEGBError).
+
+    ``except sklearn.exceptions.NotFittedError`` and ``except CEGBError`` both catch it.
+    """
 
 
 class CEGBWarning(UserWarning):
-    """Base class of the package's warnings."""
+    """Base class of the package's warnings.
+
+    A ``UserWarning``: ``warnings.simplefilter("ignore", CEGBWarning)`` silences every warning of the package,
+    a subclass's filter one kind.
+    """
 
 
 class NoSplitWarning(CEGBWarning):
@@ -44,7 +54,28 @@ class RoundsWarning(CEGBWarning):
 def check_number(value, name: str, low: float, high: float | None = None, *, low_open: bool = False,
                  integer: bool = False) -> None:
     """``value`` is a finite number (an integer with ``integer``) >= ``low`` (> with ``low_open``) and, given
-    ``high``, <= ``high`` (``math.inf``: unbounded, said as the interval [low, inf])."""
+    ``high``, <= ``high`` (``math.inf``: unbounded, said as the interval [low, inf]).
+
+    Parameters
+    ----------
+    value : object
+        The value checked (a bool is refused).
+    name : str
+        The parameter's name, for the message.
+    low : float
+        The lower bound.
+    high : float, optional
+        The upper bound, inclusive (None: none).
+    low_open : bool, default=False
+        ``value`` must be > ``low`` rather than >= ``low``.
+    integer : bool, default=False
+        ``value`` must be an integer.
+
+    Raises
+    ------
+    CEGBError
+        When ``value`` is not such a number; the message names ``name``, the bounds and the value.
+    """
     kind = numbers.Integral if integer else numbers.Real
     if isinstance(value, bool) or not isinstance(value, kind) or not math.isfinite(value) or \
             (value <= low if low_open else value < low) or (high is not None and value > high):
@@ -55,7 +86,27 @@ def check_number(value, name: str, low: float, high: float | None = None, *, low
 
 
 def checked_weights(weight, n: int, name: str = "sample_weight") -> np.ndarray:
-    """``weight`` (None: all 1) as n finite float64 weights >= 0, not all zero."""
+    """``weight`` (None: all 1) as n finite float64 weights >= 0, not all zero.
+
+    Parameters
+    ----------
+    weight : array-like of shape (n,) or None
+        The row weights.
+    n : int
+        The number of rows.
+    name : str, default="sample_weight"
+        The parameter's name, for the message.
+
+    Returns
+    -------
+    ndarray of shape (n,)
+        The weights as float64.
+
+    Raises
+    ------
+    CEGBError
+        When the weights are not n finite numbers >= 0, or all zero.
+    """
     weight = np.ones(n) if weight is None else np.asarray(weight, dtype=np.float64)
     if weight.shape != (n,) or not np.isfinite(weight).all() or (weight < 0).any() or not weight.any():
         raise CEGBError(f"{name} should hold {n} finite weights >= 0, not all zero")
@@ -64,7 +115,25 @@ def checked_weights(weight, n: int, name: str = "sample_weight") -> np.ndarray:
 
 def read_utf8(path: str | os.PathLike, what: str) -> str:
     """The text of a file that should be UTF-8 (a model file, a cost file, a data file's lines), or a CEGBError
-    naming the file and where it is not."""
+    naming the file and where it is not.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file.
+    what : str
+        What the file is ("model file", "cost file", ...), for the message.
+
+    Returns
+    -------
+    str
+        The file's text.
+
+    Raises
+    ------
+    CEGBError
+        When the file is not UTF-8: the message gives the first bad byte, its line and offset.
+    """
     data = Path(path).read_bytes()
     try:
         return data.decode("utf-8")

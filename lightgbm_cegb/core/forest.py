@@ -61,11 +61,98 @@ def _checked(name: str, values, dtype, ndim: int = 1) -> np.ndarray:
 
 @dataclass(eq=False)
 class Forest:
-    """A tree ensemble as parallel arrays (see the module docstring for the layout).
+    """A tree ensemble as parallel arrays: the compiled forest layout every method works on.
+
+    Most users get one from :func:`to_forest` rather than build one. Tree ``t``'s split nodes are
+    ``node_offset[t]:node_offset[t + 1]`` of the node arrays, numbered from 0 (the root) inside the tree; a
+    child ``c >= 0`` is a split node and ``c < 0`` is the leaf ``~c``, as in LightGBM's model files. Its leaves
+    are ``leaf_offset[t]:leaf_offset[t + 1]`` of the leaf arrays (a tree of n split nodes has n + 1 leaves; a
+    tree without split nodes is the single leaf 0). Where a method needs one numbering of all nodes of a
+    tree (parents, pruning), split node j is j and leaf l is ``n + l``.
 
     The node statistics (``internal_*``, ``leaf_weight``, ``leaf_count``, ``split_gain``, ``shrinkage``)
     are optional: LightGBM models carry all of them, scikit-learn models values and counts. ``text_header``
     and ``text_footer`` hold a LightGBM model file's text around its trees, for writing it back.
+
+    The constructor is the trust boundary: it checks every index a Cython kernel will follow (children in
+    range and acyclic, features, categorical thresholds and bitset ranges, trees per iteration), so a
+    ``Forest`` can never crash or hang the kernels.
+
+    Parameters
+    ----------
+    node_offset : array-like of int of shape (num_trees + 1,)
+        Tree t's split nodes are ``node_offset[t]:node_offset[t + 1]``; rises from 0 to the number of split
+        nodes.
+    feature : array-like of int of shape (n_split_nodes,)
+        The feature (column) each split node tests.
+    threshold : array-like of float of shape (n_split_nodes,)
+        Each split node's threshold (a categorical split: the index of the node's category bitset in its
+        tree).
+    decision : array-like of uint8 of shape (n_split_nodes,)
+        LightGBM's ``decision_type`` bits of each split node: categorical, default-left, then 2 bits of
+        missing type.
+    left, right : array-like of int of shape (n_split_nodes,)
+        Each split node's children, numbered inside the tree: ``c >= 0`` a split node, ``c < 0`` the leaf
+        ``~c``.
+    leaf_offset : array-like of int of shape (num_trees + 1,)
+        Tree t's leaves are ``leaf_offset[t]:leaf_offset[t + 1]`` (one more than its split nodes).
+    leaf_value : array-like of float of shape (n_leaves,)
+        Each leaf's output.
+    cat_offset : array-like of int of shape (num_trees + 1,)
+        Tree t's bitset boundaries are ``cat_boundaries[cat_offset[t]:cat_offset[t + 1]]``.
+    cat_boundaries : array-like of int
+        Word ranges of the category bitsets in ``cat_threshold``.
+    cat_threshold : array-like of uint32
+        The category bitsets.
+    num_features : int
+        The model's number of features (>= 1).
+    trees_per_iteration : int, default=1
+        Trees per boosting iteration (LightGBM's ``num_tree_per_iteration``: the classes of a multiclass
+        model).
+    feature_names : list of str, optional
+        The features' names, one per feature.
+    average_output : bool, default=False
+        The model averages its trees' outputs (LightGBM's random forest mode).
+    drop_tiny : bool, default=True
+        Read values as LightGBM does (``|x| <= 1e-35`` as 0); False: compare float32 values, as scikit-learn
+        does.
+    linear : dict, optional
+        The per-leaf linear models of a ``linear_tree`` model: ``leaf_const``, ``indptr``, ``features``,
+        ``coeff``.
+    params : dict, optional
+        The training parameters written in a LightGBM model (default: empty).
+    internal_value : array-like of float of shape (n_split_nodes,), optional
+        Each split node's value (the output it would have as a leaf).
+    internal_weight : array-like of float of shape (n_split_nodes,), optional
+        Each split node's sum of hessians (LightGBM) or weight of training rows.
+    internal_count : array-like of float of shape (n_split_nodes,), optional
+        Each split node's count of training rows.
+    split_gain : array-like of float of shape (n_split_nodes,), optional
+        Each split node's gain.
+    leaf_weight : array-like of float of shape (n_leaves,), optional
+        Each leaf's sum of hessians (LightGBM) or weight of training rows.
+    leaf_count : array-like of float of shape (n_leaves,), optional
+        Each leaf's count of training rows.
+    shrinkage : array-like of float of shape (num_trees,), optional
+        Each tree's shrinkage (learning rate).
+    pandas_categorical : list, optional
+        LightGBM: the categories of a pandas DataFrame's category columns.
+    objective : str, optional
+        LightGBM: the model's objective line, e.g. ``"binary sigmoid:1"``.
+    text_header : str, optional
+        A LightGBM model file's text before its trees.
+    text_footer : str, optional
+        A LightGBM model file's text after its trees.
+
+    Raises
+    ------
+    CEGBError
+        When an array has the wrong shape or type, or an index a kernel would follow is out of range (children,
+        features, categorical thresholds and bitsets), or a tree has a cycle.
+
+    See Also
+    --------
+    to_forest : The Forest of a LightGBM or scikit-learn model.
     """
 
     node_offset: np.ndarray  # int64[num_trees + 1]
@@ -224,14 +311,32 @@ class Forest:
 
     @property
     def num_trees(self) -> int:
+        """Number of trees."""
         return len(self.node_offset) - 1
 
     @property
     def num_iterations(self) -> int:
+        """Number of iterations (trees / ``trees_per_iteration``)."""
         return self.num_trees // self.trees_per_iteration
 
     def num_trees_for(self, num_iteration: int | None) -> int:
-        """Trees used by the first ``num_iteration`` iterations (None or <= 0: all)."""
+        """Trees used by the first ``num_iteration`` iterations (None or <= 0: all).
+
+        Parameters
+        ----------
+        num_iteration : int or None
+            Iterations used (None or <= 0: all; more than there are: all).
+
+        Returns
+        -------
+        int
+            The number of trees.
+
+        Raises
+        ------
+        CEGBError
+            When ``num_iteration`` is neither None nor an integer.
+        """
         if num_iteration is not None and (isinstance(num_iteration, bool)
                                           or not isinstance(num_iteration, (int, np.integer))):
             raise CEGBError(f"num_iteration should be None or an integer (<= 0: all iterations), got "
@@ -241,20 +346,60 @@ class Forest:
         return int(num_iteration) * self.trees_per_iteration
 
     def used_features(self, num_trees: int | None = None) -> np.ndarray:
-        """Sorted features tested by at least one split node of the first ``num_trees`` trees."""
+        """Sorted features tested by at least one split node of the first ``num_trees`` trees.
+
+        Parameters
+        ----------
+        num_trees : int, optional
+            Trees considered (None: all).
+
+        Returns
+        -------
+        ndarray of int32
+            The column indices, sorted (cached: do not modify it).
+        """
         num_trees = self.num_trees if num_trees is None else num_trees
         if num_trees not in self._used:
             self._used[num_trees] = np.unique(self.feature[:self.node_offset[num_trees]])
         return self._used[num_trees]
 
     def tree_size(self, t: int) -> int:
-        """Nodes of tree t in the one numbering (split nodes, then leaves)."""
+        """Nodes of tree t in the one numbering (split nodes, then leaves).
+
+        Parameters
+        ----------
+        t : int
+            The tree.
+
+        Returns
+        -------
+        int
+            Its number of nodes: twice its split nodes, plus one.
+        """
         return 2 * int(self.node_offset[t + 1] - self.node_offset[t]) + 1
 
     def parents(self, t: int) -> np.ndarray:
         """int64 parent of each node of tree t (split node j is j, leaf l is n + l), -1 at the root.
+
         Split nodes come before their children (as LightGBM and scikit-learn number them) or a clear error:
-        the methods that need parents need a tree numbered that way."""
+        the methods that need parents need a tree numbered that way.
+
+        Parameters
+        ----------
+        t : int
+            The tree.
+
+        Returns
+        -------
+        ndarray of int64 of shape (tree_size(t),)
+            The parent of each node in the one numbering, -1 at the root.
+
+        Raises
+        ------
+        CEGBError
+            When a tree of the forest is not a tree (a node reached twice or never), or tree t's split nodes
+            are not numbered parents first.
+        """
         if self._not_a_tree is not None:
             raise CEGBError(f"the model's {self._not_a_tree}")
         start = 2 * int(self.node_offset[t]) + t
@@ -274,6 +419,7 @@ class Forest:
 
     @property
     def flat(self) -> FlatEnsemble:
+        """The compiled routing structure of the Cython kernels (built on first use)."""
         if self._flat is None:
             self._flat = FlatEnsemble(self.node_offset, self.feature, self.threshold, self.decision, self.left,
                                       self.right, self.cat_offset, self.cat_boundaries, self.cat_threshold,
@@ -284,7 +430,25 @@ class Forest:
         """(first row, C-contiguous float64 rows) blocks of X, read as the model's library reads them:
         LightGBM maps a DataFrame's category columns to its codes (its ``pandas_categorical``) and reads
         sparse zeros as 0.0; scikit-learn compares float32 values. Sparse X and DataFrames are converted
-        BLOCK_VALUES values at a time, never as a whole."""
+        BLOCK_VALUES values at a time, never as a whole.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_rows, num_features)
+            numpy array, scipy sparse matrix or pandas DataFrame.
+
+        Yields
+        ------
+        start : int
+            The index of the block's first row in X.
+        rows : ndarray of shape (n_block_rows, num_features)
+            The block's rows as C-contiguous float64.
+
+        Raises
+        ------
+        CEGBError
+            When X is not 2-d with ``num_features`` columns, or does not hold numbers.
+        """
         if hasattr(X, "columns") and hasattr(X, "dtypes"):
             yield from self._frame_blocks(X)
             return
@@ -305,7 +469,18 @@ class Forest:
         yield 0, self._dense(X)
 
     def dense(self, X) -> np.ndarray:
-        """X as one C-contiguous float64 array, read as ``row_blocks`` reads it."""
+        """X as one C-contiguous float64 array, read as ``row_blocks`` reads it.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_rows, num_features)
+            numpy array, scipy sparse matrix or pandas DataFrame.
+
+        Returns
+        -------
+        ndarray of shape (n_rows, num_features)
+            The rows as C-contiguous float64.
+        """
         parts = [block for _, block in self.row_blocks(X)]
         return np.concatenate(parts) if parts else np.zeros((0, self.num_features))
 
@@ -337,7 +512,22 @@ class Forest:
 
     def apply(self, X, num_trees: int | None = None, *, n_jobs: int | None = None) -> np.ndarray:
         """Leaf index reached in each of the first ``num_trees`` trees: int32[n_rows, num_trees] (as
-        LightGBM's ``predict(pred_leaf=True)`` and scikit-learn's ``apply``, with leaves numbered per tree)."""
+        LightGBM's ``predict(pred_leaf=True)`` and scikit-learn's ``apply``, with leaves numbered per tree).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_rows, num_features)
+            numpy array, scipy sparse matrix or pandas DataFrame.
+        num_trees : int, optional
+            Trees used (None: all).
+        n_jobs : int, optional
+            Threads (None: the CPUs this process may use).
+
+        Returns
+        -------
+        ndarray of int32 of shape (n_rows, num_trees)
+            The leaf each row reaches in each tree.
+        """
         num_trees = self._num_trees(num_trees)
         parts = [self.flat.apply(rows, num_trees, resolve_n_jobs(n_jobs, len(rows))) for _, rows in self.row_blocks(X)]
         return np.concatenate(parts) if parts else np.zeros((0, num_trees), dtype=np.int32)
@@ -354,7 +544,40 @@ class Forest:
              per_iteration: bool = False, n_jobs: int | None = None):
         """(acquisition, evaluation, rows using each feature then each group, total cost after each iteration
         or None): the kernel behind ``prediction_cost``, over X's row blocks. ``group_of``: each feature's group
-        (-1: none), whose lazy cost ``group_lazy`` a row pays once; ``tree``: the cost of evaluating a tree."""
+        (-1: none), whose lazy cost ``group_lazy`` a row pays once; ``tree``: the cost of evaluating a tree.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_rows, num_features)
+            numpy array, scipy sparse matrix or pandas DataFrame.
+        lazy : ndarray of shape (num_features,)
+            Each feature's lazy cost.
+        split : ndarray of shape (num_features,)
+            The cost of a split node on each feature.
+        num_trees : int, optional
+            Trees used (None: all).
+        group_of : ndarray of int32 of shape (num_features,), optional
+            Each feature's group, -1 for none (None: no groups).
+        group_lazy : ndarray of shape (n_groups,), optional
+            Each group's lazy cost, paid once per row.
+        tree : float, default=0.0
+            The cost of evaluating a tree, paid per row and tree.
+        per_iteration : bool, default=False
+            Also compute the total cost after each iteration.
+        n_jobs : int, optional
+            Threads (None: the CPUs this process may use).
+
+        Returns
+        -------
+        acquisition : ndarray of shape (n_rows,)
+            Each row's lazy costs.
+        evaluation : ndarray of shape (n_rows,)
+            Each row's split and tree costs.
+        rows_using : ndarray of int64 of shape (num_features + n_groups,)
+            The number of rows whose paths test each feature, then each group.
+        curve : ndarray of shape (n_iterations,) or None
+            The rows' total cost after each iteration (with ``per_iteration``; else None).
+        """
         num_trees = self._num_trees(num_trees)
         lazy, split = np.ascontiguousarray(lazy, dtype=np.float64), np.ascontiguousarray(split, dtype=np.float64)
         group_of = np.full(self.num_features, -1, dtype=np.int32) if group_of is None else \
@@ -377,7 +600,24 @@ class Forest:
 
     def checked_leaves(self, leaves) -> np.ndarray:
         """``leaves`` as C-contiguous int32[n_rows, trees used] or a clear error: leaves[i, t] must be a leaf of
-        tree t (0 <= leaf < its leaf count), since the kernels index the leaf arrays with them unchecked."""
+        tree t (0 <= leaf < its leaf count), since the kernels index the leaf arrays with them unchecked.
+
+        Parameters
+        ----------
+        leaves : array-like of int of shape (n_rows, trees used)
+            The leaf of each row in each of the first trees.
+
+        Returns
+        -------
+        ndarray of int32 of shape (n_rows, trees used)
+            The leaves, C-contiguous.
+
+        Raises
+        ------
+        CEGBError
+            When ``leaves`` is not a 2-d array of integers of at most ``num_trees`` columns, or holds an index
+            that is not a leaf of its tree.
+        """
         arr = np.asarray(leaves)
         if arr.ndim != 2 or arr.shape[1] > self.num_trees:
             raise CEGBError(f"leaves should be a 2-d array of shape (rows, trees used <= {self.num_trees}), "
@@ -395,7 +635,20 @@ class Forest:
 
     def leaf_values(self, X, leaves: np.ndarray) -> np.ndarray:
         """Each tree's output for each row, given the leaves the rows reach: float64[n_rows, num_trees]
-        (linear leaves included; LightGBM's fallback to the leaf value where a linear feature is NaN)."""
+        (linear leaves included; LightGBM's fallback to the leaf value where a linear feature is NaN).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_rows, num_features)
+            The rows (read for linear trees only).
+        leaves : ndarray of int of shape (n_rows, trees used)
+            The leaf each row reaches in each of the first trees (checked by :meth:`checked_leaves`).
+
+        Returns
+        -------
+        ndarray of shape (n_rows, trees used)
+            Each tree's output for each row.
+        """
         leaves = self.checked_leaves(leaves)
         index = self.leaf_offset[:leaves.shape[1]] + leaves
         values = self.leaf_value[index]
@@ -409,7 +662,32 @@ class Forest:
         trees_per_iteration], computed as LightGBM's GBDT::PredictRaw does (the trees' outputs added in tree
         order from 0.0), so with the same bits as ``predict(raw_score=True)``. ``averaged``: as GBDT::Predict
         continues for rf models, divided by the number of iterations (the score its objective transforms).
-        X is read for linear trees only, unless ``values`` gives the trees' outputs (``leaf_values``) already."""
+        X is read for linear trees only, unless ``values`` gives the trees' outputs (``leaf_values``) already.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_rows, num_features)
+            The rows (read for linear trees only, without ``values``).
+        leaves : ndarray of int of shape (n_rows, trees used)
+            The leaf each row reaches in each of the first trees.
+        averaged : bool, default=False
+            Divide by the number of iterations when the model averages its outputs (``average_output``).
+        values : ndarray of shape (n_rows, trees used), optional
+            The trees' outputs, as :meth:`leaf_values` gives them.
+        n_jobs : int, optional
+            Threads (None: the CPUs this process may use).
+
+        Returns
+        -------
+        ndarray of shape (n_rows, trees_per_iteration)
+            The raw scores.
+
+        Raises
+        ------
+        CEGBError
+            When ``leaves`` is not valid (see :meth:`checked_leaves`) or ``values`` is not numbers of its
+            shape.
+        """
         leaves = self.checked_leaves(leaves)
         if values is None:
             values = self.leaf_values(X, leaves) if self.linear is not None else np.zeros((0, 0))
@@ -441,7 +719,25 @@ class Forest:
         """The forest with each tree cut at its new leaves: ``leaves[t]`` marks, in tree t's one numbering,
         the nodes that become the leaves of the cut tree (exactly one on every root-to-leaf path). A split
         node that becomes a leaf takes its internal value, weight and count; kept split nodes keep their
-        order, new leaves are numbered in their order in the one numbering. Linear trees are refused."""
+        order, new leaves are numbered in their order in the one numbering. Linear trees are refused.
+
+        Parameters
+        ----------
+        leaves : list of ndarray of bool
+            One mask per tree: ``leaves[t]``, of shape ``(tree_size(t),)``, marks the nodes of tree t that
+            become leaves.
+
+        Returns
+        -------
+        Forest
+            The cut forest.
+
+        Raises
+        ------
+        CEGBError
+            For linear trees, a mask of the wrong shape, a cut that does not hold exactly one node of every
+            root-to-leaf path, or a split node made a leaf without the forest's internal values.
+        """
         if self.linear is not None:
             raise CEGBError("cutting linear trees (linear_tree=True) is not supported")
         node_parts: dict[str, list] = {k: [] for k in ("feature", "threshold", "decision", "left", "right",
@@ -522,7 +818,25 @@ class Forest:
 
 def kept_nodes(parent: np.ndarray, leaf: np.ndarray) -> np.ndarray:
     """Nodes of a tree cut at ``leaf`` (parents numbered first): the new leaves and all their ancestors;
-    a clear error unless every original leaf has exactly one new leaf on its root path."""
+    a clear error unless every original leaf has exactly one new leaf on its root path.
+
+    Parameters
+    ----------
+    parent : ndarray of int
+        The parent of each node in the tree's one numbering (-1 at the root), as :meth:`Forest.parents`.
+    leaf : ndarray of bool
+        The nodes that become leaves.
+
+    Returns
+    -------
+    ndarray
+        Per node: whether the cut tree keeps it.
+
+    Raises
+    ------
+    CEGBError
+        When the new leaves do not hold exactly one node of every root-to-leaf path.
+    """
     above, below = path_marks(np.ascontiguousarray(parent, dtype=np.int64),
                               np.ascontiguousarray(leaf, dtype=np.uint8))
     n = (len(parent) - 1) // 2

@@ -1,4 +1,7 @@
-"""Query-aware ranking metrics of the papers (SEEDS.md section 7).
+"""Query-aware ranking metrics of the papers: NDCG@k, precision@k, and the "Average Precision@5" that
+BudgetRF (F. Nan, J. Wang and V. Saligrama, "Feature-budgeted random forest", ICML 2015), BudgetPrune (F. Nan,
+J. Wang and V. Saligrama, "Pruning random forests for prediction on a budget", NIPS 2016) and CEGB (S. Peter,
+F. Diego, F. A. Hamprecht and B. Nadler, "Cost efficient gradient boosting", NIPS 2017) report on Yahoo! LTR.
 
 Documents of a query are ranked by decreasing score; ties keep the order the documents are given in.
 ``group`` holds the sizes of the consecutive queries, as LightGBM's ``Dataset(group=...)``.
@@ -30,7 +33,30 @@ def _ranked(y: np.ndarray, score: np.ndarray, start: int, stop: int) -> np.ndarr
 
 def ndcg_at_k(y, score, group, k: int = 5) -> float:
     """Mean NDCG@k over queries with gain 2^y - 1 and discount log2(rank + 1) (LightGBM's defaults); a query
-    without a relevant document scores 1, an empty one is left out."""
+    without a relevant document scores 1, an empty one is left out.
+
+    Parameters
+    ----------
+    y : array-like of shape (n_documents,)
+        Relevance labels.
+    score : array-like of shape (n_documents,)
+        The model's scores (finite).
+    group : array-like of int
+        The sizes of the consecutive queries, summing to ``n_documents``.
+    k : int, default=5
+        The rank cut-off.
+
+    Returns
+    -------
+    float
+        The mean NDCG@k over the non-empty queries (0.0 without any).
+
+    Raises
+    ------
+    CEGBError
+        When y and score are not 1-d of the same length, group does not hold sizes summing to their length,
+        or a score is not finite.
+    """
     y, score, starts = _queries(y, score, group)
     discount = 1.0 / np.log2(np.arange(2, k + 2))
     values = []
@@ -48,7 +74,28 @@ def average_precision_at_5(y, score, group) -> float:
     """The papers' "Average Precision@5" (BudgetRF, BudgetPrune, CEGB on Yahoo!): per query, the top 5
     documents' labels (relevant: y > 0) score 1 when all are relevant, else (j - 1) / 5 with j the position of
     the first irrelevant one; the mean over the non-empty queries. A query of fewer than 5 documents is
-    judged on those it has."""
+    judged on those it has.
+
+    Parameters
+    ----------
+    y : array-like of shape (n_documents,)
+        Relevance labels (relevant: y > 0).
+    score : array-like of shape (n_documents,)
+        The model's scores (finite).
+    group : array-like of int
+        The sizes of the consecutive queries, summing to ``n_documents``.
+
+    Returns
+    -------
+    float
+        The mean over the non-empty queries (0.0 without any).
+
+    Raises
+    ------
+    CEGBError
+        When y and score are not 1-d of the same length, group does not hold sizes summing to their length,
+        or a score is not finite.
+    """
     y, score, starts = _queries(y, score, group)
     values = []
     for start, stop in zip(starts, starts[1:]):
@@ -61,7 +108,30 @@ def average_precision_at_5(y, score, group) -> float:
 
 def precision_at_k(y, score, group, k: int = 5) -> float:
     """Mean precision@k over the non-empty queries: the share of relevant documents (y > 0) among the top k (a
-    query of fewer than k documents: among those it has)."""
+    query of fewer than k documents: among those it has).
+
+    Parameters
+    ----------
+    y : array-like of shape (n_documents,)
+        Relevance labels (relevant: y > 0).
+    score : array-like of shape (n_documents,)
+        The model's scores (finite).
+    group : array-like of int
+        The sizes of the consecutive queries, summing to ``n_documents``.
+    k : int, default=5
+        The rank cut-off.
+
+    Returns
+    -------
+    float
+        The mean precision@k over the non-empty queries (0.0 without any).
+
+    Raises
+    ------
+    CEGBError
+        When y and score are not 1-d of the same length, group does not hold sizes summing to their length,
+        or a score is not finite.
+    """
     y, score, starts = _queries(y, score, group)
     values = [float(np.mean(_ranked(y, score, start, stop)[:k] > 0)) for start, stop in zip(starts, starts[1:])
               if stop > start]

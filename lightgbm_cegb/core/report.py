@@ -9,7 +9,28 @@ import numpy as np
 
 @dataclass(frozen=True)
 class CostReport:
-    """Prediction cost of a model on a set of rows."""
+    """Prediction cost of a model on a set of rows.
+
+    Returned by :func:`prediction_cost` and :meth:`CostState.report`; frozen.
+
+    Parameters
+    ----------
+    acquisition : ndarray of shape (n_rows,)
+        Per row: the lazy costs of the distinct features the row's paths test (and of their groups, each
+        once).
+    evaluation : ndarray of shape (n_rows,)
+        Per row: the split costs of the split nodes traversed, plus the trees' costs.
+    coupled : float
+        The coupled costs of the features the model uses (and of their groups), paid once per model.
+    usage : ndarray of shape (n_features,)
+        Per feature: the fraction of rows whose paths test it.
+    curve : ndarray of shape (n_iterations,) or None, default=None
+        The mean per-row cost after each iteration (``prediction_cost(..., per_iteration=True)``).
+    feature_names : list of str or None, default=None
+        The model's feature names, for :attr:`usage_by_name`.
+    group_usage : dict of str to float or None, default=None
+        With feature groups: the fraction of rows paying each group, by group name.
+    """
 
     acquisition: np.ndarray  # per row: lazy costs of the distinct features the row's paths test
     evaluation: np.ndarray  # per row: split costs of the split nodes traversed, plus the trees' costs
@@ -21,10 +42,12 @@ class CostReport:
 
     @property
     def per_instance(self) -> np.ndarray:
+        """Total cost of each row: ``acquisition + evaluation`` (the coupled cost not included)."""
         return self.acquisition + self.evaluation
 
     @property
     def mean(self) -> float:
+        """Mean per-row cost (:attr:`per_instance`'s mean; 0.0 without rows)."""
         return float(self.per_instance.mean()) if self.per_instance.size else 0.0
 
     @property
@@ -34,7 +57,15 @@ class CostReport:
         return dict(zip(names, self.usage.tolist()))
 
     def to_dict(self) -> dict:
-        """A JSON-ready summary (without the per-row arrays)."""
+        """A JSON-ready summary (without the per-row arrays).
+
+        Returns
+        -------
+        dict
+            ``rows``, ``mean``, ``mean_acquisition``, ``mean_evaluation``, ``coupled``, ``usage`` (by name,
+            as :attr:`usage_by_name`), and ``group_usage`` (with groups) and ``curve`` (a list, when
+            computed).
+        """
         out = {"rows": int(self.per_instance.size), "mean": self.mean,
                "mean_acquisition": float(self.acquisition.mean()) if self.acquisition.size else 0.0,
                "mean_evaluation": float(self.evaluation.mean()) if self.evaluation.size else 0.0,

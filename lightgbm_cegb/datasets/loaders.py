@@ -23,7 +23,21 @@ from lightgbm_cegb.core.errors import CEGBError, check_number
 
 @dataclass(frozen=True)
 class RankingData:
-    """Rows of a ranking file: column j holds feature id j + 1 (1-based files) or j (0-based)."""
+    """Rows of a ranking file: column j holds feature id j + 1 (1-based files) or j (0-based).
+
+    Parameters
+    ----------
+    X : scipy.sparse.csr_matrix of shape (n_rows, n_features)
+        The feature values.
+    y : ndarray of shape (n_rows,)
+        The relevance labels (float64).
+    group : ndarray of int of shape (n_queries,)
+        The sizes of the consecutive queries, as ``lightgbm.Dataset(group=...)`` takes them.
+    qid : ndarray of shape (n_rows,)
+        Each row's query id (the file's ``qid:`` fields; with a query file, the query's index).
+    costs : FeatureCosts or None
+        The costs, aligned to X's columns when a cost file (or FeatureCosts) was given; else None.
+    """
 
     X: sp.csr_matrix
     y: np.ndarray
@@ -47,7 +61,25 @@ HIGGS_COSTS = FeatureCosts(lazy=[1.0] * NUM_LOW_LEVEL + [10.0] * NUM_HIGH_LEVEL)
 
 def higgs(split: str) -> tuple[np.ndarray, np.ndarray]:
     """(X, y): the bundled HIGGS subset (``split`` "train": 7,000 rows, "test": 500 rows; 28 features,
-    ``HIGGS_FEATURES``; illustrative costs ``HIGGS_COSTS``: 1 per low-level feature, 10 per high-level one)."""
+    ``HIGGS_FEATURES``; illustrative costs ``HIGGS_COSTS``: 1 per low-level feature, 10 per high-level one).
+
+    Parameters
+    ----------
+    split : {"train", "test"}
+        The part of the subset.
+
+    Returns
+    -------
+    X : ndarray of shape (n_rows, 28)
+        The features (float64), 21 low-level then 7 high-level ones.
+    y : ndarray of shape (n_rows,)
+        The labels, 1.0 (signal) or 0.0 (background).
+
+    Raises
+    ------
+    CEGBError
+        When ``split`` is neither "train" nor "test".
+    """
     if split not in ("train", "test"):
         raise CEGBError(f"split should be 'train' or 'test', got {split!r}")
     with _bundled("higgs", f"binary.{split}.gz") as path:
@@ -56,14 +88,29 @@ def higgs(split: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def yahoo_costs() -> FeatureCosts:
-    """The real Yahoo! LTR set 1 feature costs (700 lazy costs by 1-based id; 10000 for ids never used)."""
+    """The real Yahoo! LTR set 1 feature costs (700 lazy costs by 1-based id; 10000 for ids never used).
+
+    Returns
+    -------
+    FeatureCosts
+        The 700 lazy costs by column: id i's at column i - 1, as :func:`load_svmlight` (``zero_based=False``)
+        numbers the columns of a 1-based file.
+    """
     with _bundled("yahoo_ltr_costs", "feature_cost.txt") as path:
         return FeatureCosts.from_file(path)
 
 
 def letter() -> tuple[np.ndarray, np.ndarray]:
     """(X, y): the bundled UCI Letter Recognition rows in the file's order (X float64[20000, 16], y the letters,
-    str[20000]; ``lightgbm_cegb/datasets/data/letter/README.md``)."""
+    str[20000]; ``lightgbm_cegb/datasets/data/letter/README.md``).
+
+    Returns
+    -------
+    X : ndarray of shape (20000, 16)
+        The features (float64).
+    y : ndarray of str of shape (20000,)
+        The letters.
+    """
     with _bundled("letter", "letter-recognition.data.gz") as path:
         raw = np.loadtxt(path, delimiter=",", skiprows=1, dtype=str)
     return raw[:, 1:].astype(np.float64), raw[:, 0]
@@ -78,7 +125,24 @@ def quadrants(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, FeatureCos
     (sign x, sign z)): a quadrant's column equals the label of its own rows and is a random N(0, 10^2) number
     elsewhere. Labels are N(mean, 1) with the quadrant's mean (``QUADRANT_MEANS``: the paper does not give
     them; these follow its figure 5, negative z higher, the two z > 0 means close). The best tree reads both
-    signs and one expensive column per row: cost 12 and zero error; a model on every feature pays 42."""
+    signs and one expensive column per row: cost 12 and zero error; a model on every feature pays 42.
+
+    Parameters
+    ----------
+    n : int
+        Number of rows.
+    seed : int, default=0
+        Seed of the random generator (``numpy.random.default_rng``).
+
+    Returns
+    -------
+    X : ndarray of shape (n, 6)
+        sign(x), sign(z), then the four quadrants' columns.
+    y : ndarray of shape (n,)
+        The labels.
+    costs : FeatureCosts
+        Lazy costs 1, 1, 10, 10, 10, 10.
+    """
     rng = np.random.default_rng(seed)
     signs = np.sign(rng.uniform(-1, 1, (n, 2)))
     signs[signs == 0] = 1
@@ -93,7 +157,23 @@ def quadrants(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, FeatureCos
 
 def mslr_subset(split: str) -> RankingData:
     """The bundled MSLR-WEB subset (fold 1, 5,000 rows and 43 queries per split, 136 features, labels 0-4)
-    with its cost vector (``lightgbm_cegb/datasets/data/mslr_subset/README.md``); ``split`` "train" or "test"."""
+    with its cost vector (``lightgbm_cegb/datasets/data/mslr_subset/README.md``); ``split`` "train" or "test".
+
+    Parameters
+    ----------
+    split : {"train", "test"}
+        The part of the subset.
+
+    Returns
+    -------
+    RankingData
+        The rows, labels, query sizes and ids, and the costs aligned to X's columns.
+
+    Raises
+    ------
+    CEGBError
+        When ``split`` is neither "train" nor "test".
+    """
     if split not in ("train", "test"):
         raise CEGBError(f"split should be 'train' or 'test', got {split!r}")
     with _bundled("mslr_subset", "feature_cost.txt") as costs, \
@@ -112,6 +192,32 @@ def load_svmlight(path: str | os.PathLike, costs: str | os.PathLike | FeatureCos
     costs cover is refused, as are queries split into separate runs of rows. ``query``: a file of query
     sizes, one per line, in row order (LightGBM's ``.query`` file); by default ``PATH.query`` when it exists,
     as LightGBM reads it. With both, the ``qid`` fields must group the rows as the query file does.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The SVMlight/LibSVM file.
+    costs : str, os.PathLike or FeatureCosts, optional
+        A cost file (line i for id i, in the same base) or FeatureCosts by column; sets the number of
+        columns.
+    zero_based : bool, default=False
+        The file's feature ids start at 0 (False: id 1 is column 0).
+    num_features : int, optional
+        The number of columns, without ``costs`` (with them, it must agree).
+    query : str or os.PathLike, optional
+        A LightGBM query file (default: ``PATH.query`` when it exists).
+
+    Returns
+    -------
+    RankingData
+        The rows (CSR), labels, query sizes and ids, and the costs.
+
+    Raises
+    ------
+    CEGBError
+        When the file cannot be parsed, holds an id beyond the columns, splits a query into separate runs of
+        rows, or disagrees with the query file; when ``num_features`` disagrees with the costs, or the query
+        file does not exist or is invalid.
     """
     if isinstance(costs, (str, os.PathLike)):
         costs = FeatureCosts.from_file(costs)
@@ -289,6 +395,28 @@ def covertype(path: str | os.PathLike, *, binary: bool = False, as_frame: bool =
     (Lodgepole Pine, the largest class: 283,301 rows) and 0 for the six others, the common "class 2 versus the
     rest" split. The CEGB and BudgetPrune papers use two classes without saying which; this is a choice, not
     theirs. ``as_frame=True``: X a DataFrame with the UCI column names and y a Series named "Cover_Type".
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The user's ``covtype.data`` (gzipped or not).
+    binary : bool, default=False
+        y is 1 for class 2 and 0 for the others.
+    as_frame : bool, default=False
+        Return a pandas DataFrame and Series.
+
+    Returns
+    -------
+    X : ndarray of shape (n_rows, 54) or pandas.DataFrame
+        The features (float64).
+    y : ndarray of int64 of shape (n_rows,) or pandas.Series
+        The classes 1..7 (or 0/1 with ``binary``).
+
+    Raises
+    ------
+    CEGBError
+        When the file does not exist, cannot be read, or holds a line that is not 55 numbers or a class
+        outside 1..7 (the message names the line), or when ``binary`` or ``as_frame`` is not a bool.
     """
     for name, flag in (("binary", binary), ("as_frame", as_frame)):
         if not isinstance(flag, bool):
@@ -309,7 +437,26 @@ def miniboone(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
     """(X, y): UCI MiniBooNE particle identification from the user's ``MiniBooNE_PID.txt`` (or gzipped): a first
     line "n_signal n_background", then that many rows of 50 whitespace-separated floats, the signal events
     first. X is float64[n, 50] as in the file (the file's -999 placeholders are kept); y int64 is 1 for the first
-    n_signal rows (signal, electron neutrinos) and 0 after (background)."""
+    n_signal rows (signal, electron neutrinos) and 0 after (background).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The user's ``MiniBooNE_PID.txt`` (gzipped or not).
+
+    Returns
+    -------
+    X : ndarray of shape (n_rows, 50)
+        The features (float64).
+    y : ndarray of int64 of shape (n_rows,)
+        1 for signal, 0 for background.
+
+    Raises
+    ------
+    CEGBError
+        When the file does not exist, its first line is not the two counts, a line is not 50 numbers, or the
+        rows are not as many as announced.
+    """
     what = "miniboone file"
     path = _existing(path, what)
     header = _first_line(path, what).split()
@@ -329,7 +476,26 @@ def hepmass(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
     """(X, y): UCI HEPMASS from one of the user's files (``all_train.csv.gz``, ``all_test.csv.gz``,
     ``1000_train.csv.gz``, ..., gzipped or not): a header line "# label, f0, ..., f26, mass", then rows of the
     label and 28 features, comma-separated. X is float64[n, 28] (f0..f26, then mass); y int64, 1 for signal and
-    0 for background. Read in chunks by pandas' C parser (the full train file has 7M rows)."""
+    0 for background. Read in chunks by pandas' C parser (the full train file has 7M rows).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        One of the user's HEPMASS files (gzipped or not).
+
+    Returns
+    -------
+    X : ndarray of shape (n_rows, 28)
+        The features (float64).
+    y : ndarray of int64 of shape (n_rows,)
+        1 for signal, 0 for background.
+
+    Raises
+    ------
+    CEGBError
+        When the file does not exist, its header is not the expected one, a line is not 29 numbers or a label
+        is not 0 or 1.
+    """
     what = "hepmass file"
     path = _existing(path, what)
     header = _first_line(path, what)
@@ -348,6 +514,23 @@ def mslr(folder: str | os.PathLike, fold: int = 1) -> dict[str, tuple[np.ndarray
     Returns {"train": (X, y, group), "valid": ..., "test": ...} for ``fold``: X dense float64[n, 136] (column
     j is feature id j + 1; absent ids are 0), y the relevance labels 0..4 (float64, as ``load_svmlight`` and
     ``mslr_subset`` give them), group the sizes of the consecutive queries in file order.
+
+    Parameters
+    ----------
+    folder : str or os.PathLike
+        The unpacked data set's folder, holding ``Fold1/`` .. ``Fold5/``.
+    fold : int, default=1
+        The fold, 1 to 5.
+
+    Returns
+    -------
+    dict of str to tuple of (ndarray, ndarray, ndarray)
+        ``{"train": (X, y, group), "valid": (X, y, group), "test": (X, y, group)}``.
+
+    Raises
+    ------
+    CEGBError
+        When ``fold`` is not an integer in 1..5, or a file is missing or cannot be parsed.
     """
     check_number(fold, "fold", 1, 5, integer=True)
     fold_dir = Path(os.fspath(folder)) / f"Fold{fold}"

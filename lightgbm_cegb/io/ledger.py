@@ -45,6 +45,25 @@ class CEGBState:
 
     ``paid[i, k]``: row i has paid column k's lazy penalty (k < num_features) or group k - num_features's;
     ``bought[k]``: the model has paid that column's or group's coupled penalty.
+
+    Parameters
+    ----------
+    paid : array-like of bool of shape (n_rows, num_features + n_groups)
+        ``paid[i, k]``: row i has paid column k's lazy penalty (k < num_features) or group
+        k - num_features's.
+    bought : array-like of bool of shape (num_features + n_groups,)
+        ``bought[k]``: the model has paid column k's (or group k - num_features's) coupled penalty.
+    num_features : int
+        The training data's number of columns (all of them, used or not).
+
+    Raises
+    ------
+    CEGBError
+        When the shapes of ``paid`` and ``bought`` do not agree, or ``num_features`` exceeds their columns.
+
+    See Also
+    --------
+    lightgbm_cegb.lgbm.start_from : Start a training from a ledger.
     """
 
     paid: np.ndarray
@@ -61,31 +80,102 @@ class CEGBState:
 
     @property
     def num_rows(self) -> int:
+        """Number of training rows."""
         return self.paid.shape[0]
 
     @property
     def num_groups(self) -> int:
+        """Number of feature groups (``max(cegb_feature_group) + 1``)."""
         return self.paid.shape[1] - self.num_features
 
     @classmethod
     def empty(cls, num_rows: int, num_features: int, num_groups: int = 0) -> CEGBState:
-        """Nothing paid, nothing bought: the state a training starts from."""
+        """Nothing paid, nothing bought: the state a training starts from.
+
+        Parameters
+        ----------
+        num_rows : int
+            Number of training rows.
+        num_features : int
+            Number of columns of the training data.
+        num_groups : int, default=0
+            Number of feature groups.
+
+        Returns
+        -------
+        CEGBState
+            The empty ledger.
+        """
         keys = num_features + num_groups
         return cls(np.zeros((num_rows, keys), dtype=bool), np.zeros(keys, dtype=bool), num_features)
 
     def pay(self, feature: int, rows=None) -> CEGBState:
-        """Declare ``feature`` (a column index) paid for ``rows`` (indices or a mask; None: every row)."""
+        """Declare ``feature`` (a column index) paid for ``rows`` (indices or a mask; None: every row).
+
+        Parameters
+        ----------
+        feature : int
+            The column index.
+        rows : array-like of int or bool, optional
+            Row indices or a mask (None: every row).
+
+        Returns
+        -------
+        CEGBState
+            This ledger, changed in place (calls can be chained).
+
+        Raises
+        ------
+        CEGBError
+            When ``feature`` is not a column index.
+        """
         self.paid[slice(None) if rows is None else rows, self._column(feature, "feature", self.num_features)] = True
         return self
 
     def pay_group(self, group: int, rows=None) -> CEGBState:
-        """Declare group ``group`` (its cegb_feature_group id) paid for ``rows`` (None: every row)."""
+        """Declare group ``group`` (its cegb_feature_group id) paid for ``rows`` (None: every row).
+
+        Parameters
+        ----------
+        group : int
+            The group's id.
+        rows : array-like of int or bool, optional
+            Row indices or a mask (None: every row).
+
+        Returns
+        -------
+        CEGBState
+            This ledger, changed in place (calls can be chained).
+
+        Raises
+        ------
+        CEGBError
+            When ``group`` is not a group id.
+        """
         self.paid[slice(None) if rows is None else rows,
                   self.num_features + self._column(group, "group", self.num_groups)] = True
         return self
 
     def buy(self, feature: int | None = None, *, group: int | None = None) -> CEGBState:
-        """Declare a column's (or a group's) coupled penalty paid."""
+        """Declare a column's (or a group's) coupled penalty paid.
+
+        Parameters
+        ----------
+        feature : int, optional
+            The column index.
+        group : int, optional
+            The group's id (instead of ``feature``).
+
+        Returns
+        -------
+        CEGBState
+            This ledger, changed in place (calls can be chained).
+
+        Raises
+        ------
+        CEGBError
+            Unless exactly one of ``feature`` and ``group`` is given, a valid index.
+        """
         if (feature is None) == (group is None):
             raise CEGBError("buy: give a feature or a group")
         if feature is not None:
@@ -103,11 +193,35 @@ class CEGBState:
     # ----------------------------------------------------------------------------- the exchange format
 
     def to_bytes(self) -> bytes:
+        """The ledger in LightGBM's exchange format (see the module docstring).
+
+        Returns
+        -------
+        bytes
+            The header, then the bought bits and the paid bits as little-endian uint64 words.
+        """
         header = _HEADER.pack(MAGIC, VERSION, 0, self.num_rows, self.num_features, self.num_groups)
         return header + _pack(self.bought) + _pack(self.paid)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> CEGBState:
+        """The ledger :meth:`to_bytes` (or ``LGBM_BoosterGetCEGBState``) wrote.
+
+        Parameters
+        ----------
+        data : bytes
+            The ledger in the exchange format.
+
+        Returns
+        -------
+        CEGBState
+            The ledger.
+
+        Raises
+        ------
+        CEGBError
+            When ``data`` is not a ledger, is of another format version, or has the wrong length.
+        """
         if len(data) < _HEADER.size or data[:8] != MAGIC:
             raise CEGBError(f"CEGBState: not a ledger (it starts with {MAGIC.decode()}): got {len(data)} bytes "
                             f"starting {bytes(data[:8])!r}")
@@ -128,18 +242,58 @@ class CEGBState:
 
     @classmethod
     def from_booster(cls, booster: lgb.Booster) -> CEGBState:
-        """The ledger of a booster that is training (or kept its training data: keep_training_booster=True)."""
+        """The ledger of a booster that is training (or kept its training data: keep_training_booster=True).
+
+        Parameters
+        ----------
+        booster : lightgbm.Booster
+            The booster, of the patched LightGBM.
+
+        Returns
+        -------
+        CEGBState
+            Its ledger.
+        """
         return cls.from_bytes(booster.get_cegb_state())
 
     def apply(self, booster: lgb.Booster) -> None:
-        """Make this the ledger of ``booster`` (same training rows, features and groups)."""
+        """Make this the ledger of ``booster`` (same training rows, features and groups).
+
+        Parameters
+        ----------
+        booster : lightgbm.Booster
+            A booster that holds its training data, of the same rows, features and groups.
+        """
         booster.set_cegb_state(self.to_bytes())
 
     def save(self, path: str | os.PathLike) -> None:
-        """Write the ledger to ``path`` (atomically)."""
+        """Write the ledger to ``path`` (atomically).
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The file written, in the exchange format.
+        """
         data = self.to_bytes()
         write_atomically(Path(path), lambda tmp: Path(tmp).write_bytes(data))
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> CEGBState:
+        """The ledger :meth:`save` wrote.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The file, in the exchange format.
+
+        Returns
+        -------
+        CEGBState
+            The ledger.
+
+        Raises
+        ------
+        CEGBError
+            When the file is not a ledger this package reads.
+        """
         return cls.from_bytes(Path(path).read_bytes())

@@ -22,7 +22,7 @@ import lightgbm as lgb
 import lightgbm_cegb.io.lightgbm_text as lightgbm_model
 import lightgbm_cegb.io.sklearn_trees as sklearn_model
 from lightgbm_cegb.core.costs import FeatureCosts
-from lightgbm_cegb.core.errors import CEGBError, read_utf8
+from lightgbm_cegb.core.errors import CEGBError, NotFittedError, read_utf8
 from lightgbm_cegb.core.forest import Forest
 
 _cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -31,23 +31,66 @@ _file_cache: dict[str, tuple[tuple, Forest]] = {}
 
 def unwrap(model):
     """The model a method's result object stands for (one defining ``__lightgbm_cegb_model__``, as
-    ``PruneResult``), else ``model`` itself: how serving and io take results without importing methods."""
+    ``PruneResult``), else ``model`` itself: how serving and io take results without importing methods.
+
+    Parameters
+    ----------
+    model : object
+        A model, or a method's result object.
+
+    Returns
+    -------
+    object
+        The model.
+    """
     get = getattr(type(model), "__lightgbm_cegb_model__", None)
     return model if get is None else get(model)
 
 
 def booster_of(model) -> lgb.Booster | None:
-    """The LightGBM Booster behind model (a Booster or a fitted sklearn-API model), else None."""
+    """The LightGBM Booster behind model (a Booster or a fitted sklearn-API model), else None.
+
+    Parameters
+    ----------
+    model : object
+        Any model.
+
+    Returns
+    -------
+    lightgbm.Booster or None
+        The Booster, or None when ``model`` is not a LightGBM model.
+
+    Raises
+    ------
+    NotFittedError
+        When ``model`` is a LightGBM sklearn-API model that is not fitted (a :class:`CEGBError` too, as for
+        scikit-learn models).
+    """
     if isinstance(model, lgb.LGBMModel):
         if not model.__sklearn_is_fitted__():
-            raise CEGBError(f"this {type(model).__name__} is not fitted yet: call fit first")
+            raise NotFittedError(f"model: this {type(model).__name__} is not fitted yet: call fit first")
         return model.booster_
     return model if isinstance(model, lgb.Booster) else None
 
 
 def num_trees_used(model, forest: Forest, num_iteration: int | None) -> int:
     """Trees that ``predict`` uses: the first ``num_iteration`` iterations; None: as ``Booster.predict``,
-    the best iteration if the booster has one, otherwise all."""
+    the best iteration if the booster has one, otherwise all.
+
+    Parameters
+    ----------
+    model : object
+        The model (a LightGBM one may have a best iteration).
+    forest : Forest
+        Its forest.
+    num_iteration : int or None
+        Iterations used (None: the best iteration, if any; <= 0: all).
+
+    Returns
+    -------
+    int
+        The number of trees.
+    """
     booster = booster_of(model)
     if num_iteration is None and booster is not None:
         num_iteration = booster.best_iteration
@@ -59,7 +102,26 @@ def name_groups(booster: lgb.Booster, costs: FeatureCosts) -> lgb.Booster:
     ``costs`` does (LightGBM numbers them): ``prediction_cost(model, X)`` with the model's own costs, its
     saved file and ``lightgbm-cegb cost`` report ``group_usage`` by name. The copy is read from the model
     text (all its iterations, ``best_iteration`` kept): it predicts and continues training as ``booster``,
-    but holds no training data (no CEGB ledger)."""
+    but holds no training data (no CEGB ledger).
+
+    Parameters
+    ----------
+    booster : lightgbm.Booster
+        A booster trained with ``costs.to_params()`` (its ``cegb_feature_group``).
+    costs : FeatureCosts
+        The costs, with groups, the booster was trained with.
+
+    Returns
+    -------
+    lightgbm.Booster
+        The copy, whose model text names the groups.
+
+    Raises
+    ------
+    CEGBError
+        When ``booster`` is not a Booster, ``costs`` have no groups, the booster was not trained with groups,
+        or its group ids exceed the groups of ``costs``.
+    """
     if not isinstance(booster, lgb.Booster):
         raise CEGBError(f"booster should be a lightgbm.Booster, got {type(booster).__name__}")
     if not isinstance(costs, FeatureCosts) or not costs.groups:
@@ -78,13 +140,37 @@ def name_groups(booster: lgb.Booster, costs: FeatureCosts) -> lgb.Booster:
 
 
 def has_split(model, num_iteration: int | None = None) -> bool:
-    """Whether the trees ``predict`` uses (see :func:`num_trees_used`) hold at least one split."""
+    """Whether the trees ``predict`` uses (see :func:`num_trees_used`) hold at least one split.
+
+    Parameters
+    ----------
+    model : object
+        Any model :func:`to_forest` reads.
+    num_iteration : int, optional
+        Iterations used, as :func:`num_trees_used` reads it.
+
+    Returns
+    -------
+    bool
+        Whether a split node is among those trees.
+    """
     forest = to_forest(model)
     return bool(forest.node_offset[num_trees_used(model, forest, num_iteration)] > 0)
 
 
 def fitted_costs(model):
-    """The FeatureCosts a package estimator was fitted with (``costs_``), else None."""
+    """The FeatureCosts a package estimator was fitted with (``costs_``), else None.
+
+    Parameters
+    ----------
+    model : object
+        Any model.
+
+    Returns
+    -------
+    FeatureCosts or None
+        Its ``costs_``, when that is a FeatureCosts.
+    """
     costs = getattr(model, "costs_", None)
     return costs if isinstance(costs, FeatureCosts) else None
 
@@ -109,7 +195,33 @@ def _read(model) -> Forest:
 
 def to_forest(model, *, cache: bool = True) -> Forest:
     """The Forest of a LightGBM Booster or sklearn-API model, a LightGBM model file, or a fitted
-    scikit-learn tree model (a Forest is returned as it is)."""
+    scikit-learn tree model (a Forest is returned as it is).
+
+    A package estimator's fitted ``forest_`` is returned as it is. The forest of a Booster is cached
+    (weakly, with the Booster) until its handle, iteration count or tree count changes; a model file's until
+    its size or modification time changes (the last file read only). Editing a Booster's trees in place
+    without changing their number (``set_leaf_output``, ``shuffle_models``) is not seen by the cache: pass
+    ``cache=False``.
+
+    Parameters
+    ----------
+    model : lightgbm.Booster, LGBMModel, str or os.PathLike, Forest, or fitted scikit-learn tree model
+        The model, or the path of a LightGBM model file.
+    cache : bool, default=True
+        Use (and fill) the cache; False parses the model again.
+
+    Returns
+    -------
+    Forest
+        The model's trees (all its iterations).
+
+    Raises
+    ------
+    CEGBError
+        When the model file does not exist or cannot be read, when a model's text is given instead of a path,
+        when the model is not fitted (a :class:`NotFittedError`, which scikit-learn's ``except NotFittedError``
+        catches too), or when it is not supported.
+    """
     if isinstance(model, Forest):
         return model
     if isinstance(getattr(model, "forest_", None), Forest):  # the package's own estimators (BudgetRF, ...)

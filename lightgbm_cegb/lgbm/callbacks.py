@@ -51,7 +51,7 @@ class _BoosterCosts:
 
 
 class _CostCallback:
-    """Shared state: one _RowCosts per booster (one for lgb.train, one per fold for lgb.cv)."""
+    """Shared state: one _BoosterCosts per booster (one for lgb.train, one per fold for lgb.cv)."""
 
     def __init__(self, X, costs, n_jobs: int | None = None) -> None:
         self.X = X
@@ -72,10 +72,11 @@ class _CostCallback:
 
 
 class _RecordCostCallback(_CostCallback):
-    order = 20  # with record_evaluation, before early stopping
-
     def __init__(self, X, costs, eval_result: dict, n_jobs: int | None) -> None:
         super().__init__(X, costs, n_jobs)
+        # an instance attribute, as LightGBM's callbacks have: lgb.train sets a missing instance order to the
+        # callback's list position, which would shadow a class attribute
+        self.order = 20  # with record_evaluation, before early stopping
         if not isinstance(eval_result, dict):
             raise CEGBError(f"eval_result should be a dict, got {type(eval_result).__name__}")
         self.eval_result = eval_result
@@ -94,10 +95,9 @@ class _RecordCostCallback(_CostCallback):
 
 
 class _BudgetStoppingCallback(_CostCallback):
-    order = 29  # just before LightGBM's early_stopping (30)
-
     def __init__(self, X, costs, budget: float, verbose: bool, n_jobs: int | None) -> None:
         super().__init__(X, costs, n_jobs)
+        self.order = 29  # just before LightGBM's early_stopping (30); an instance attribute (see record_cost's)
         budget = float(budget)
         if not np.isfinite(budget) or budget < 0:
             raise CEGBError(f"budget should be a finite number >= 0, got {budget!r}")
@@ -153,16 +153,33 @@ def record_cost(X, costs: FeatureCosts | None = None, eval_result: dict | None =
                 n_jobs: int | None = None) -> _RecordCostCallback:
     """Record the mean prediction cost on X after every iteration.
 
+    A training callback for ``lgb.train``, ``lgb.cv`` and the scikit-learn API's ``fit(callbacks=...)``, in the
+    style of ``lightgbm.record_evaluation``. The cost is updated incrementally: after each iteration only the
+    new trees are routed.
+
     Parameters
     ----------
-    X : array-like
+    X : array-like of shape (n_samples, n_features)
         Rows to measure the cost on (typically validation data).
-    costs : FeatureCosts, optional
-        None uses the ``cegb_*`` training parameters.
+    costs : FeatureCosts, lazy costs per column, mapping by feature name or None, default=None
+        The cost model. None uses the ``cegb_*`` training parameters.
     eval_result : dict
         Filled, like ``lightgbm.record_evaluation``'s, with lists ``"cost"``, ``"acquisition"`` and
         ``"evaluation"``: one mean per iteration (with ``lgb.cv``, the mean over the folds' models), and
-        ``"cost-stdv"``: the standard deviation of the folds' mean costs (0 with ``lgb.train``).
+        ``"cost-stdv"``: the standard deviation of the folds' mean costs (0 with ``lgb.train``). Cleared at
+        the first iteration of each training.
+    n_jobs : int or None, default=None
+        Threads for routing the rows through the new trees (None: the CPUs this process may use).
+
+    Returns
+    -------
+    callable
+        The callback (a picklable object with LightGBM's ``order``), to pass in ``callbacks=[...]``.
+
+    Raises
+    ------
+    CEGBError
+        If ``eval_result`` is None or not a dict.
     """
     if eval_result is None:
         raise CEGBError("eval_result should be a dict to fill, got None")
@@ -177,18 +194,46 @@ def budget_stopping(X, costs: FeatureCosts | None = None, budget: float = 0.0, *
     with the best score of the first validation metric (as ``early_stopping`` reads it; without validation
     data, the last one within the budget). With ``early_stopping`` as well, the model kept is the best
     validation iteration within the budget. Predictions and saved models then use it by default.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features)
+        Rows to measure the mean cost on (typically validation data).
+    costs : FeatureCosts, lazy costs per column, mapping by feature name or None, default=None
+        The cost model. None uses the ``cegb_*`` training parameters.
+    budget : float, default=0.0
+        The largest mean cost per row of X (acquisition plus evaluation); a finite number >= 0.
+    verbose : bool, default=True
+        Print the iteration that went over the budget and the best iteration kept.
+    n_jobs : int or None, default=None
+        Threads for routing the rows through the new trees (None: the CPUs this process may use).
+
+    Returns
+    -------
+    callable
+        The callback (a picklable object with LightGBM's ``order``, just before ``early_stopping``'s), to pass in
+        ``callbacks=[...]``.
+
+    Raises
+    ------
+    CEGBError
+        If ``budget`` is not a finite number >= 0.
+
+    Warns
+    -----
+    BudgetWarning
+        When the first iteration already costs more than ``budget``: that iteration is kept.
     """
     return _BudgetStoppingCallback(X, costs, budget, verbose, n_jobs)
 
 
 class _StartFromCallback:
-    order = 0
-    before_iteration = True
-
     def __init__(self, state: CEGBState) -> None:
         if not isinstance(state, CEGBState):
             raise CEGBError(f"state should be a CEGBState, got {type(state).__name__}")
         self.state = state
+        self.order = 0  # an instance attribute (see record_cost's)
+        self.before_iteration = True
 
     def __call__(self, env: CallbackEnv) -> None:
         if env.iteration != env.begin_iteration:
@@ -199,8 +244,27 @@ class _StartFromCallback:
 
 
 def start_from(state: CEGBState) -> _StartFromCallback:
-    """Start training from a CEGB ledger (``lightgbm_cegb.io.ledger.CEGBState``): the rows have paid, and the model
-    has bought, what ``state`` says, before the first new tree. For example what another booster on the same
-    rows bought (``CEGBState.from_booster``), or features computed upstream for some rows
-    (``CEGBState.empty(...).pay(feature, rows)``)."""
+    """Start training from a CEGB ledger: the rows have paid, and the model has bought, what ``state`` says.
+
+    The ledger (:class:`~lightgbm_cegb.io.ledger.CEGBState`) is applied before the first new tree. For example
+    what another booster on the same rows bought (``CEGBState.from_booster``), or features computed upstream for
+    some rows (``CEGBState.empty(...).pay(feature, rows)``).
+
+    Parameters
+    ----------
+    state : CEGBState
+        The ledger of the training rows: which features each row has paid for and which the model has bought.
+
+    Returns
+    -------
+    callable
+        The callback (run before the first iteration), to pass in ``callbacks=[...]`` of ``lgb.train`` or of the
+        scikit-learn API's ``fit``.
+
+    Raises
+    ------
+    CEGBError
+        If ``state`` is not a :class:`~lightgbm_cegb.io.ledger.CEGBState`; at training time, with ``lgb.cv``
+        (each fold trains on other rows, a ledger is for one training set).
+    """
     return _StartFromCallback(state)

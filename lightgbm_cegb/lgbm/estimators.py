@@ -1,4 +1,8 @@
-"""scikit-learn estimators: LightGBM's, plus a cost model and its CEGB trade-off."""
+"""scikit-learn estimators: LightGBM's, plus a cost model and its CEGB trade-off.
+
+Cost-efficient gradient boosting (CEGB): Peter, Diego, Hamprecht and Nadler, "Cost efficient gradient boosting",
+NIPS 2017, as implemented by the patched LightGBM's ``cegb_*`` parameters.
+"""
 
 from __future__ import annotations
 
@@ -60,6 +64,40 @@ class _CEGBMixin(BudgetedEstimator):
         return costs.align(names)
 
     def fit(self, X, y, sample_weight=None, **kwargs):
+        """Build the model from the training set (X, y), with ``feature_costs`` as LightGBM's cegb penalties.
+
+        LightGBM's ``fit``, after turning ``feature_costs`` into the ``cegb_penalty_*`` parameters (aligned to
+        the columns' names: ``feature_name=``, else the DataFrame's, else ``Column_i``).
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+            The training rows.
+        y : array-like of shape (n_samples,)
+            The targets.
+        sample_weight : array-like of shape (n_samples,) or None, default=None
+            Weights of the rows; not all zero.
+        **kwargs : dict
+            The other arguments of LightGBM's ``fit`` (``eval_X``, ``eval_y``, ``feature_name``, ``callbacks``,
+            ``group`` for the ranker, ...).
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+
+        Raises
+        ------
+        CEGBError
+            If ``feature_costs`` is not a FeatureCosts, a mapping, a pandas Series or None; if costs given by
+            feature name do not match the columns' names; if every weight of ``sample_weight`` is zero.
+
+        Warns
+        -----
+        NoSplitWarning
+            When, with ``feature_costs`` and ``cegb_tradeoff > 0``, the model has no split (the penalty of a
+            split outweighs every gain).
+        """
         # sample_weight named, as in LightGBM's signature: scikit-learn looks for it there (has_fit_parameter)
         if sample_weight is not None:
             weights = np.asarray(sample_weight, dtype=np.float64)
@@ -76,6 +114,27 @@ class _CEGBMixin(BudgetedEstimator):
         return self
 
     def predict(self, X, *args, **kwargs):
+        """Predict with LightGBM's ``predict``, raising the package's NotFittedError before ``fit``.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+            The rows.
+        *args : tuple
+            LightGBM's positional arguments (``raw_score``, ``start_iteration``, ``num_iteration``, ...).
+        **kwargs : dict
+            LightGBM's keyword arguments.
+
+        Returns
+        -------
+        ndarray
+            LightGBM's predictions (of ``best_iteration`` by default).
+
+        Raises
+        ------
+        NotFittedError
+            If the estimator is not fitted.
+        """
         self._check_fitted()  # the package's NotFittedError (LightGBM raises scikit-learn's)
         return super().predict(X, *args, **kwargs)
 
@@ -119,7 +178,33 @@ class _CEGBMixin(BudgetedEstimator):
 
     def prediction_cost(self, X, *, num_iteration: int | None = None, per_iteration: bool = False,
                         n_jobs: int | None = None) -> CostReport:
-        """Prediction cost of the fitted model on X under ``feature_costs`` (see lightgbm_cegb.prediction_cost)."""
+        """Prediction cost of the fitted model on X under ``feature_costs``.
+
+        As :func:`lightgbm_cegb.prediction_cost` computes it on ``booster_``. Without ``feature_costs``, the cost
+        model is read from the penalties given as LightGBM keyword arguments (the model's ``cegb_*``
+        parameters); without those either, every cost is 0.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+            The rows.
+        num_iteration : int or None, default=None
+            Iterations counted (None: those ``predict`` uses, the best iteration if there is one).
+        per_iteration : bool, default=False
+            Also report the mean cost after each iteration.
+        n_jobs : int or None, default=None
+            Threads (None: the CPUs this process may use).
+
+        Returns
+        -------
+        CostReport
+            The per-row acquisition and evaluation costs, and the features' usage.
+
+        Raises
+        ------
+        NotFittedError
+            If the estimator is not fitted.
+        """
         self._check_fitted()
         costs = self._fit_costs
         if costs is None:  # penalties given as LightGBM keyword arguments are in the model's parameters
@@ -128,18 +213,32 @@ class _CEGBMixin(BudgetedEstimator):
                                n_jobs=n_jobs)
 
 
-_DOC = """{kind} with cost-efficient gradient boosting (lightgbm.{base} plus a cost model).
+_DOC = """{kind} with cost-efficient gradient boosting (``lightgbm.{base}`` plus a cost model).
+
+    Cost-efficient gradient boosting: Peter, Diego, Hamprecht and Nadler, NIPS 2017. The cost model is turned
+    into the patched LightGBM's ``cegb_penalty_*`` parameters at fit time; every other parameter, method and
+    attribute is ``lightgbm.{base}``'s. Added: :meth:`prediction_cost`, :meth:`tradeoff_scale`, :meth:`save`
+    and :meth:`load` (the package's estimator contract, :class:`lightgbm_cegb.base.BudgetedEstimator`).
 
     Parameters
     ----------
-    feature_costs : FeatureCosts or mapping, optional
+    feature_costs : FeatureCosts, mapping, pandas Series or None, default=None
         The prediction-cost model: a ``FeatureCosts`` (lazy, coupled and split costs, by column index or
-        by feature name) or a mapping from feature name to lazy cost. Turned into LightGBM's
-        ``cegb_penalty_*`` parameters at fit time and used by ``prediction_cost``.
-    cegb_tradeoff : float, default 1.0
+        by feature name) or a mapping (or pandas Series) from feature name to lazy cost. Turned into LightGBM's
+        ``cegb_penalty_*`` parameters at fit time and used by ``prediction_cost``. None: no cost model of the
+        estimator's own (``cegb_penalty_*`` given as LightGBM keyword arguments still apply).
+    cegb_tradeoff : float, default=1.0
         LightGBM's ``cegb_tradeoff``: how much one unit of cost weighs against one unit of gain.
-    **kwargs
+    **kwargs : dict
         Every parameter of ``lightgbm.{base}``.
+
+    Attributes
+    ----------
+    costs_ : FeatureCosts or None
+        The costs of ``fit`` aligned to the columns (None without ``feature_costs``).
+    fitted_ : bool
+        LightGBM's fitted flag (True once fitted); LightGBM's other fitted attributes (``booster_``, ...) as
+        ``lightgbm.{base}``'s.
 
     Examples
     --------
@@ -161,6 +260,28 @@ class CEGBClassifier(_CEGBMixin, lgb.LGBMClassifier):
     __doc__ = _DOC.format(kind="Classifier", base="LGBMClassifier", name="CEGBClassifier")
 
     def predict_proba(self, X, *args, **kwargs):
+        """Predict class probabilities with LightGBM's ``predict_proba``, raising NotFittedError before ``fit``.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+            The rows.
+        *args : tuple
+            LightGBM's positional arguments (``raw_score``, ``start_iteration``, ``num_iteration``, ...).
+        **kwargs : dict
+            LightGBM's keyword arguments.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+            The probability of each class (with ``raw_score``, ``pred_leaf`` or ``pred_contrib``: LightGBM's
+            other outputs).
+
+        Raises
+        ------
+        NotFittedError
+            If the estimator is not fitted.
+        """
         self._check_fitted()
         return super().predict_proba(X, *args, **kwargs)
 

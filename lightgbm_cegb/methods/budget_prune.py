@@ -1,6 +1,7 @@
-"""BudgetPrune (Nan, Wang and Saligrama, NIPS 2016): prune a trained forest for a feature budget.
+"""BudgetPrune (Nan, Wang and Saligrama, "Pruning Random Forests for Prediction on a Budget", NIPS 2016): prune a
+trained forest for a feature budget.
 
-For every tree, choose which nodes become leaves, minimising
+For every tree, choose which nodes become leaves, minimising::
 
     (1/N) sum_t sum_h e_h z_h  +  tradeoff * (1/N) sum_i sum_k c_k w_ki
 
@@ -14,6 +15,7 @@ first member it acquires: one more term ``tradeoff * (1/N) sum_i sum_g c_g v_gi`
 node that tests a member of g pays for g (each member keeps its own ``c_k``).
 
 Solvers:
+
 - ``"maxflow"`` (default): the problem as a minimum-weight closure (see _solve_maxflow), solved exactly by
   a maximum flow in Cython without the GIL (cython_ext/_prune.pyx); the flow's value is the bound. A (row,
   group) pair is one more pair kind; a node that pays both its feature's and its group's pair hands the
@@ -26,6 +28,7 @@ Solvers:
   from HiGHS's dual values.
 
 Models and their ``e_h``:
+
 - scikit-learn RandomForestClassifier and ExtraTreesClassifier (binary and multiclass): the rows reaching
   h that the argmax of h's stored class distribution gets wrong. The pruned model is a fitted estimator of
   the same class whose trees are the pruned trees.
@@ -33,7 +36,8 @@ Models and their ``e_h``:
   multiclass), with a per-tree loss surrogate: ``e_h`` is the ensemble's training loss summed over the
   rows reaching h when tree t's output for them is replaced by h's value (its ``internal_value``; leaves:
   their ``leaf_value``) and every other tree is unchanged. The pruned model is a ``lightgbm.Booster``
-  (a model file stock LightGBM loads) whose pruned leaves hold those values.
+  (a model file stock LightGBM loads) whose pruned leaves hold those values; for a LightGBM scikit-learn
+  estimator, a copy of the estimator holding that booster.
 """
 
 from __future__ import annotations
@@ -62,12 +66,32 @@ SOLVERS = ("maxflow", "highs")
 class PruneResult:
     """The pruned model and the terms of the objective at the returned (integral) solution.
 
-    ``kept[t]`` marks the nodes of tree t of the input model that the pruned tree keeps (internal or leaf);
-    ``leaves[t]`` the kept nodes that are leaves of the pruned tree. Nodes are numbered as scikit-learn's
-    ``tree_`` does; for LightGBM, internal node j is j and leaf l is ``num_leaves - 1 + l``. ``error`` and
-    ``cost`` are the objective's two terms (``cost`` without ``tradeoff``: the mean lazy cost per row of the
-    pruned model on X), ``objective = error + tradeoff * cost``, and ``lower_bound`` the solver's dual bound
-    on the optimum.
+    What :func:`budget_prune`, :func:`budget_prune_path` and :class:`Pruner` return. Nodes are numbered as
+    scikit-learn's ``tree_`` does; for LightGBM, internal node j is j and leaf l is ``num_leaves - 1 + l``.
+
+    Parameters
+    ----------
+    model : object
+        The pruned model: a fitted estimator of the input's class (scikit-learn forests, LightGBM scikit-learn
+        estimators) or a ``lightgbm.Booster``.
+    tradeoff : float
+        The trade-off the pruning is optimal at (with a budget: the smallest such trade-off).
+    objective : float
+        ``error + tradeoff * cost``.
+    lower_bound : float
+        The solver's dual bound on the optimum.
+    error : float
+        The objective's error term: the mean over the rows of X of the errors (or losses) of the pruned
+        trees' leaves.
+    cost : float
+        The objective's cost term, without ``tradeoff``: the mean lazy cost per row of the pruned model on X.
+    kept : list of ndarray of bool
+        ``kept[t]`` marks the nodes of tree t of the input model that the pruned tree keeps (internal or
+        leaf).
+    leaves : list of ndarray of bool
+        ``leaves[t]`` marks the kept nodes that are leaves of the pruned tree.
+    solver : str
+        The solver used, ``"maxflow"`` or ``"highs"``.
     """
 
     model: object
@@ -511,10 +535,37 @@ def _renumbered(marks: np.ndarray, ids: np.ndarray) -> np.ndarray:
 
 
 class Pruner:
-    """One BudgetPrune problem, built once: the rows' paths through the model's trees, the nodes' errors and
-    the lazy feature and group costs. ``at(tradeoff)``, ``path(tradeoffs)`` and ``within(budget)`` solve it
-    (``budget_prune`` and ``budget_prune_path`` are these on a fresh Pruner); arguments as
-    :func:`budget_prune` takes them."""
+    """One BudgetPrune problem, built once, to solve at several trade-offs or budgets.
+
+    The problem: the rows' paths through the model's trees, the nodes' errors and the lazy feature and group
+    costs. ``at(tradeoff)``, ``path(tradeoffs)`` and ``within(budget)`` solve it (``budget_prune`` and
+    ``budget_prune_path`` are these on a fresh Pruner); arguments as :func:`budget_prune` takes them.
+
+    Parameters
+    ----------
+    model : RandomForestClassifier, ExtraTreesClassifier, lightgbm.Booster or LightGBM estimator
+        The fitted forest to prune (LightGBM: ``boosting="gbdt"`` or ``"rf"``, objective regression (L2),
+        binary or multiclass).
+    X : array-like or sparse matrix of shape (n_samples, n_features)
+        The rows the errors and costs are measured on (read as the model's library reads them: numpy array,
+        scipy sparse matrix or pandas DataFrame).
+    y : array-like of shape (n_samples,)
+        Their labels: the classes the scikit-learn model was trained on; for LightGBM, the targets
+        (regression), 0 and 1 (binary) or 0 .. num_class - 1 (multiclass).
+    costs : FeatureCosts, lazy costs per column, mapping by feature name or None
+        Lazy feature (and group) costs as ``prediction_cost`` takes them; None: the
+        ``cegb_penalty_feature_lazy`` a CEGB-trained LightGBM model was trained with. Coupled, split and tree
+        costs are refused.
+    solver : {"maxflow", "highs"}, default="maxflow"
+        The exact max-flow solver, or the LP solved by HiGHS (small problems; the reference).
+    n_jobs : int or None, default=None
+        Threads for routing the rows (None: the CPUs this process may use).
+
+    Raises
+    ------
+    CEGBError
+        If the model, the solver, the labels or the costs are not supported (see the parameters).
+    """
 
     def __init__(self, model, X, y, costs, *, solver: str = "maxflow", n_jobs: int | None = None) -> None:
         self.model, self.solver = model, solver
@@ -527,8 +578,20 @@ class Pruner:
         return _result(self.model, self.forest, self.problem, self.costs, tradeoff, leaves, optimum, bound, self.solver)
 
     def path(self, tradeoffs) -> list[PruneResult]:
-        """The optimal pruning at each trade-off of ``tradeoffs`` (in the given order); the max-flow solver goes
-        through them in increasing order, each starting from the previous one's flow."""
+        """The optimal pruning at each trade-off of ``tradeoffs`` (in the given order).
+
+        The max-flow solver goes through them in increasing order, each starting from the previous one's flow.
+
+        Parameters
+        ----------
+        tradeoffs : iterable of float
+            The trade-offs, finite and >= 0.
+
+        Returns
+        -------
+        list of PruneResult
+            One result per trade-off, in the given order.
+        """
         tradeoffs = [_check_tradeoff(tradeoff) for tradeoff in tradeoffs]
         if self.solver == "highs":
             solved = [_solve_highs(self.problem, self.costs, tradeoff) for tradeoff in tradeoffs]
@@ -538,7 +601,18 @@ class Pruner:
                 for tradeoff, (leaves, optimum, bound) in zip(tradeoffs, solved)]
 
     def at(self, tradeoff: float) -> PruneResult:
-        """The optimal pruning at trade-off ``tradeoff``."""
+        """The optimal pruning at trade-off ``tradeoff``.
+
+        Parameters
+        ----------
+        tradeoff : float
+            The trade-off, finite and >= 0.
+
+        Returns
+        -------
+        PruneResult
+            The pruned model and the objective's terms.
+        """
         return self.path([tradeoff])[0]
 
     def _solve(self, tradeoff: float) -> tuple:
@@ -555,8 +629,21 @@ class Pruner:
         return self._solved[tradeoff]
 
     def within(self, budget: float) -> PruneResult:
-        """The least-error pruning that some trade-off makes optimal with mean cost <= ``budget`` on the
-        rows, at the smallest such trade-off (see :func:`budget_prune`)."""
+        """The least-error pruning that some trade-off makes optimal with mean cost <= ``budget`` on the rows.
+
+        At the smallest such trade-off (see :func:`budget_prune`).
+
+        Parameters
+        ----------
+        budget : float
+            The mean lazy cost per row of X to stay within, finite and >= 0.
+
+        Returns
+        -------
+        PruneResult
+            The pruned model and the objective's terms; ``tradeoff`` is the smallest trade-off at which it is
+            optimal.
+        """
         budget = _check_tradeoff(budget, "budget")
         low = self._solve(0.0)
         if low[5] <= budget:
@@ -586,21 +673,63 @@ class Pruner:
 
 def budget_prune(model, X, y, costs, tradeoff: float | None = None, *, budget: float | None = None,
                  solver: str = "maxflow", n_jobs: int | None = None) -> PruneResult:
-    """Prune ``model`` on (X, y) for feature costs ``costs`` at trade-off ``tradeoff`` (see the module doc), or,
-    with ``budget`` instead, at the smallest trade-off whose pruning costs at most ``budget`` per row of X.
+    """Prune ``model`` on (X, y) for feature costs ``costs`` at a trade-off, or within a budget.
 
-    model : fitted RandomForestClassifier / ExtraTreesClassifier, lightgbm.Booster or LightGBM estimator
-    X : numpy array, scipy sparse matrix or pandas DataFrame (read as the model's library reads it)
-    costs : lazy feature costs as prediction_cost takes them: FeatureCosts, one value per feature, by feature
-            name, or None for the cegb_penalty_feature_lazy a CEGB-trained LightGBM model was trained with
-    budget : the mean lazy cost per row of X to stay within. The optimal cost falls in steps as tradeoff grows;
-            the search moves between the prunings on both sides of the budget by intersecting their
-            objective lines (each intersection is a breakpoint or yields a new pruning), so it ends on the
-            exact breakpoint: the result is the least-error pruning that some tradeoff makes optimal within the
-            budget, and ``result.tradeoff`` the smallest such tradeoff.
-    n_jobs : threads for routing the rows (None: the CPUs this process may use)
+    At trade-off ``tradeoff`` (the objective: see the Notes), or, with ``budget`` instead, at the smallest
+    trade-off whose pruning costs at most ``budget`` per row of X. Several trade-offs or budgets on the same
+    rows: build a :class:`Pruner` once.
 
-    Several trade-offs or budgets on the same rows: build a :class:`Pruner` once.
+    Parameters
+    ----------
+    model : RandomForestClassifier, ExtraTreesClassifier, lightgbm.Booster or LightGBM estimator
+        The fitted forest to prune (LightGBM: ``boosting="gbdt"`` or ``"rf"``, objective regression (L2),
+        binary or multiclass).
+    X : array-like or sparse matrix of shape (n_samples, n_features)
+        The rows the errors and costs are measured on: numpy array, scipy sparse matrix or pandas DataFrame
+        (read as the model's library reads it).
+    y : array-like of shape (n_samples,)
+        Their labels: the classes the scikit-learn model was trained on; for LightGBM, the targets
+        (regression), 0 and 1 (binary) or 0 .. num_class - 1 (multiclass).
+    costs : FeatureCosts, lazy costs per column, mapping by feature name or None
+        Lazy feature costs as prediction_cost takes them: FeatureCosts, one value per feature, by feature
+        name, or None for the ``cegb_penalty_feature_lazy`` a CEGB-trained LightGBM model was trained with.
+        Coupled, split and tree costs are refused.
+    tradeoff : float or None, default=None
+        The trade-off, finite and >= 0. Give either ``tradeoff`` or ``budget``.
+    budget : float or None, default=None
+        The mean lazy cost per row of X to stay within. The optimal cost falls in steps as tradeoff grows;
+        the search moves between the prunings on both sides of the budget by intersecting their objective
+        lines (each intersection is a breakpoint or yields a new pruning), so it ends on the exact
+        breakpoint: the result is the least-error pruning that some tradeoff makes optimal within the
+        budget, and ``result.tradeoff`` the smallest such tradeoff.
+    solver : {"maxflow", "highs"}, default="maxflow"
+        The exact max-flow solver, or the LP solved by HiGHS (small problems; the reference).
+    n_jobs : int or None, default=None
+        Threads for routing the rows (None: the CPUs this process may use).
+
+    Returns
+    -------
+    PruneResult
+        The pruned model and the objective's terms.
+
+    Raises
+    ------
+    CEGBError
+        If both or neither of ``tradeoff`` and ``budget`` are given, one is not a finite number >= 0, or the
+        model, the solver, the labels or the costs are not supported.
+
+    Notes
+    -----
+    Nan, Wang and Saligrama, "Pruning Random Forests for Prediction on a Budget", NIPS 2016. For every tree,
+    the nodes that become leaves minimise::
+
+        (1/N) sum_t sum_h e_h z_h  +  tradeoff * (1/N) sum_i sum_k c_k w_ki
+
+    where ``z_h = 1`` makes node h a leaf, ``w_ki = 1`` acquires feature k for row i, ``e_h`` is the error of
+    node h's stored prediction on the rows of (X, y) that reach it (scikit-learn forests: the rows it gets
+    wrong; LightGBM: the ensemble's training loss on them when the tree's output is replaced by h's value) and
+    ``c_k`` the lazy cost of feature k (paid once per row, however many kept nodes test it). A feature group's
+    cost is paid once per row, with the first member it acquires.
     """
     if (tradeoff is None) == (budget is None):
         raise CEGBError(f"give either tradeoff or budget, got tradeoff={tradeoff!r} and budget={budget!r}")
@@ -614,8 +743,38 @@ def budget_prune(model, X, y, costs, tradeoff: float | None = None, *, budget: f
 
 def budget_prune_path(model, X, y, costs, tradeoffs, *, solver: str = "maxflow",
                       n_jobs: int | None = None) -> list[PruneResult]:
-    """budget_prune at each trade-off of ``tradeoffs`` (results in the given order): the accuracy-cost points.
+    """:func:`budget_prune` at each trade-off of ``tradeoffs``: the accuracy-cost points.
+
     The rows' paths are computed once; the max-flow solver goes through the trade-offs in increasing order
-    and starts each from the previous one's flow."""
+    and starts each from the previous one's flow.
+
+    Parameters
+    ----------
+    model : RandomForestClassifier, ExtraTreesClassifier, lightgbm.Booster or LightGBM estimator
+        The fitted forest to prune, as :func:`budget_prune` takes it.
+    X : array-like or sparse matrix of shape (n_samples, n_features)
+        The rows the errors and costs are measured on.
+    y : array-like of shape (n_samples,)
+        Their labels, as :func:`budget_prune` takes them.
+    costs : FeatureCosts, lazy costs per column, mapping by feature name or None
+        Lazy feature costs, as :func:`budget_prune` takes them.
+    tradeoffs : iterable of float
+        The trade-offs, finite and >= 0.
+    solver : {"maxflow", "highs"}, default="maxflow"
+        The exact max-flow solver, or the LP solved by HiGHS (small problems; the reference).
+    n_jobs : int or None, default=None
+        Threads for routing the rows (None: the CPUs this process may use).
+
+    Returns
+    -------
+    list of PruneResult
+        One result per trade-off, in the given order.
+
+    Raises
+    ------
+    CEGBError
+        If a trade-off is not a finite number >= 0, or the model, the solver, the labels or the costs are not
+        supported.
+    """
     tradeoffs = [_check_tradeoff(tradeoff) for tradeoff in tradeoffs]
     return Pruner(model, X, y, costs, solver=solver, n_jobs=n_jobs).path(tradeoffs)

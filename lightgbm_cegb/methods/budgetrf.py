@@ -1,4 +1,5 @@
-"""BudgetRF: the feature-budgeted random forest of Nan, Wang and Saligrama (ICML 2015; SEEDS.md section 3).
+"""BudgetRF: the feature-budgeted random forest of Nan, Wang and Saligrama ("Feature-Budgeted Random Forest",
+ICML 2015).
 
 Trees are grown by GreedyTree (``cython_ext/_budgetrf.pyx``, without the GIL, several at a time) on bootstrap
 samples and added while the forest's mean feature cost per row on validation data, computed exactly with
@@ -31,38 +32,42 @@ from lightgbm_cegb.io.lightgbm_text import write_text
 
 
 class BudgetRFClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
-    """Feature-budgeted random forest.
+    """Feature-budgeted random forest (BudgetRF).
+
+    Nan, Wang and Saligrama, "Feature-Budgeted Random Forest", ICML 2015. Trees are grown by GreedyTree on
+    bootstrap samples and added while the mean feature cost per row on validation data stays within the
+    budget.
 
     Parameters
     ----------
-    feature_costs : FeatureCosts, lazy costs per column or by feature name, optional
+    feature_costs : FeatureCosts, lazy costs per column, mapping by feature name or None, default=None
         Acquisition cost of each feature (paid once per row), and of feature groups (``group_lazy``: paid once
         per row, with the first member; a split's cost is its feature's plus its group's). None: every
         feature costs 1.
-    budget : float, optional
+    budget : float or None, default=None
         Trees are added while the mean cost per row of ``X_valid`` (given to ``fit``; split costs included
-        when the costs have some) stays <= budget.
+        when the costs have some) stays <= budget: growth stops at the first tree that would exceed it.
         None: ``n_estimators`` trees.
-    n_estimators : int, default 100
+    n_estimators : int, default=100
         Most trees grown.
-    tradeoff : float, default 0.0
+    tradeoff : float, default=0.0
         The paper's alpha, the threshold of the threshold-Pairs impurity: a node where no two classes both have
         more than ``tradeoff`` rows (roughly) is a leaf. Larger: shallower, cheaper trees.
-    max_depth : int, optional
+    max_depth : int or None, default=None
         Depth limit of the trees (None: grown until the impurity is 0).
-    min_samples_split : int, default 2
+    min_samples_split : int, default=2
         Nodes with fewer rows are leaves.
-    free_path : bool, default False
+    free_path : bool, default=False
         A feature tested above a node costs nothing there (its value is known), nor does a group a member of
-        which is tested above. False is the paper's
-        Algorithm 1 as written: every split weighs its feature's full cost. With True, a feature a branch has
-        paid for has risk 0 and wins every later split that lowers the impurity of both outcomes, so on
-        continuous data a tree keeps cutting its first feature: on an XOR of two unit-cost features (tests),
-        accuracy 0.554 with True against 0.998 with False.
-    random_state : int, RandomState or None
+        which is tested above. False is the paper's Algorithm 1 as written: every split weighs its feature's
+        full cost. With True, a feature a branch has paid for has risk 0 and wins every later split that lowers
+        the impurity of both outcomes, so on continuous data a tree keeps cutting its first feature: on an XOR
+        of two unit-cost features (tests), accuracy 0.554 with True against 0.998 with False.
+    random_state : int, RandomState or None, default=None
         Bootstrap samples and random stumps; the same value gives the same trees whatever ``n_jobs``.
-    n_jobs : int, optional
-        Trees grown at once (threads).
+    n_jobs : int or None, default=None
+        Trees grown at once (threads; None: the CPUs this process may use), and threads routing rows in
+        prediction.
 
     Attributes
     ----------
@@ -71,8 +76,18 @@ class BudgetRFClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
     leaf_counts_ : ndarray of shape (n_leaves, n_classes)
         Training rows of each class in each leaf (leaves of all trees, in the forest's order).
     valid_cost_ : float or None
-        Mean cost per row of ``X_valid`` of the fitted forest (with a budget).
-
+        Mean cost per row of ``X_valid`` of the fitted forest (with a budget; None without, and for a
+        :meth:`prefix`).
+    classes_ : ndarray of shape (n_classes,)
+        The class labels, sorted.
+    n_estimators_ : int
+        Number of trees grown (fewer than ``n_estimators`` when the budget stopped the growth).
+    costs_ : FeatureCosts
+        The costs aligned to the columns (every feature 1 without ``feature_costs``).
+    n_features_in_ : int
+        Number of columns of fit's X.
+    feature_names_in_ : ndarray of shape (n_features,)
+        The columns' names, when fit's X is a DataFrame.
     """
 
     _fitted_attribute = "forest_"
@@ -109,7 +124,28 @@ class BudgetRFClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
             raise CEGBError(f"budget should be None or a finite number > 0, got {self.budget!r}")
 
     def fit(self, X, y, *, X_valid=None) -> BudgetRFClassifier:
-        """Grow the forest; ``X_valid``: the rows whose mean cost the budget bounds (required with one)."""
+        """Grow the forest.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The training rows (read as float32; no NaN).
+        y : array-like of shape (n_samples,)
+            The class labels.
+        X_valid : array-like of shape (n_valid_samples, n_features) or None, default=None
+            The rows whose mean cost the budget bounds (required with a budget; unused without).
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+
+        Raises
+        ------
+        CEGBError
+            If a parameter is out of range; with a budget, if ``X_valid`` is missing or the first tree alone
+            costs more than the budget.
+        """
         self._check_params()
         X, y = validate_data(self, X, y, dtype=np.float32, ensure_min_samples=2)
         check_classification_targets(y)
@@ -188,24 +224,76 @@ class BudgetRFClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
             yield votes
 
     def staged_predict_proba(self, X):
-        """``predict_proba`` of the first 1, 2, ... trees: the forests smaller budgets keep."""
+        """``predict_proba`` of the first 1, 2, ... trees: the forests smaller budgets keep.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The rows.
+
+        Yields
+        ------
+        ndarray of shape (n_samples, n_classes)
+            The share of the first t trees voting for each class, for t = 1, 2, ..., ``n_estimators_``.
+        """
         for t, votes in enumerate(self._votes(X), start=1):
             yield votes / t
 
     def predict_proba(self, X) -> np.ndarray:
-        """Share of the trees voting for each class (a tree votes its leaf's majority class)."""
+        """Share of the trees voting for each class (a tree votes its leaf's majority class).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The rows.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+            The share of the trees voting for each class of ``classes_``.
+        """
         *_, votes = self._votes(X)  # the last yield: every tree's votes (one array, updated in place)
         return votes / self.n_estimators_
 
     def predict(self, X) -> np.ndarray:
-        """The majority vote (ties: the first class)."""
+        """The majority vote (ties: the first class).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The rows.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            The predicted class labels.
+        """
         votes = self.predict_proba(X)
         return self.classes_[np.argmax(votes, axis=1)]
 
     def ranking_score(self, X, n_trees: int | None = None) -> np.ndarray:
-        """For two classes, the paper's ranking score: the share of the second class among the training rows
-        of all the leaves a row reaches in the first ``n_trees`` trees (None: all; not scikit-learn's
-        decision_function, since predict is the vote)."""
+        """For two classes, the paper's ranking score.
+
+        The share of the second class among the training rows of all the leaves a row reaches in the first
+        ``n_trees`` trees (not scikit-learn's decision_function, since predict is the vote).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The rows.
+        n_trees : int or None, default=None
+            Trees read, the first ones (None: all).
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            The scores, in [0, 1].
+
+        Raises
+        ------
+        CEGBError
+            If the model does not have two classes.
+        """
         leaves = self._leaves(X)[:, :n_trees]
         if len(self.classes_) != 2:
             raise CEGBError(f"ranking_score: needs two classes, the model has {len(self.classes_)}")
@@ -213,13 +301,43 @@ class BudgetRFClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
         return counts[:, 1] / counts.sum(axis=1)
 
     def prediction_cost(self, X, *, n_jobs: int | None = None) -> CostReport:
-        """The exact per-row feature cost of the fitted forest on X (``lightgbm_cegb.prediction_cost``)."""
+        """The exact per-row feature cost of the fitted forest on X (``lightgbm_cegb.prediction_cost``).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The rows.
+        n_jobs : int or None, default=None
+            Threads (None: the CPUs this process may use).
+
+        Returns
+        -------
+        CostReport
+            The per-row acquisition and evaluation costs, and the features' usage.
+        """
         self._check_fitted()
         return prediction_cost(self.forest_, X, self.costs_, n_jobs=n_jobs)
 
     def prefix(self, n_trees: int) -> BudgetRFClassifier:
-        """A copy of the fitted forest holding only its first ``n_trees`` trees (the forest a smaller budget
-        keeps; a sweep's prefix points)."""
+        """A copy of the fitted forest holding only its first ``n_trees`` trees.
+
+        The forest a smaller budget keeps (a sweep's prefix points); its ``valid_cost_`` is None.
+
+        Parameters
+        ----------
+        n_trees : int
+            Trees kept, from 1 to ``n_estimators_``.
+
+        Returns
+        -------
+        BudgetRFClassifier
+            The copy.
+
+        Raises
+        ------
+        CEGBError
+            If ``n_trees`` is not an integer in that range.
+        """
         self._check_fitted()
         check_number(n_trees, "n_trees", 1, self.n_estimators_, integer=True)
         state, _ = self._saved_state()
@@ -253,13 +371,25 @@ class BudgetRFClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
         self.valid_cost_ = state["valid_cost"]
 
     def to_lightgbm(self) -> str:
-        """The forest as LightGBM model text that stock LightGBM loads and whose ``predict`` equals this
-        model's ``predict_proba`` (two classes: its second column). Each tree becomes one iteration of a
-        random forest (``average_output``; no objective, so the output is the averaged raw score): per class,
-        a copy of the tree whose leaves are 1 where that class wins the vote, else 0. Thresholds move to
-        the largest double that float32 rounding keeps at or below them, so that LightGBM's ``x <= t`` on
-        doubles decides as this model's comparison of float32 values. LightGBM reads |x| <= 1e-35 as 0: for
-        such inputs a threshold within 1e-35 of 0 can decide differently."""
+        """The forest as LightGBM model text that stock LightGBM loads.
+
+        Its ``predict`` equals this model's ``predict_proba`` (two classes: its second column). Each tree
+        becomes one iteration of a random forest (``average_output``; no objective, so the output is the
+        averaged raw score): per class, a copy of the tree whose leaves are 1 where that class wins the vote,
+        else 0. Thresholds move to the largest double that float32 rounding keeps at or below them, so that
+        LightGBM's ``x <= t`` on doubles decides as this model's comparison of float32 values. LightGBM reads
+        ``|x| <= 1e-35`` as 0: for such inputs a threshold within 1e-35 of 0 can decide differently.
+
+        Returns
+        -------
+        str
+            The model text (``lightgbm.Booster(model_str=...)`` loads it).
+
+        Raises
+        ------
+        NotFittedError
+            If the estimator is not fitted.
+        """
         self._check_fitted()
         forest, classes = self.forest_, len(self.classes_)
         per_class = 1 if classes == 2 else classes

@@ -1,4 +1,5 @@
-"""Early Exit (Cambazoglu et al., WSDM 2010), as Greedy Miser's paper runs it: exits placed every ``every``
+"""Early Exit (Cambazoglu et al., "Early exit optimizations for additive machine learned ranking systems",
+WSDM 2010), as Greedy Miser's paper (Xu, Weinberger and Chapelle, ICML 2012) runs it: exits placed every ``every``
 iterations of a LightGBM ranker or classifier, where inputs that are already decided stop.
 
 - Classification: at an exit, a row whose top class probability (LightGBM's own ``predict`` with the
@@ -31,7 +32,21 @@ CLASSIFICATION_OBJECTIVES = ("binary", "multiclass", "multiclassova")
 
 @dataclass(frozen=True)
 class EarlyExitResult:
-    """What an early-exit prediction computed for each row."""
+    """What an early-exit prediction computed for each row (:meth:`EarlyExit.predict_result`).
+
+    Parameters
+    ----------
+    prediction : ndarray of shape (n_samples,) or (n_samples, n_classes)
+        Classification: the class probabilities when the row stopped (LightGBM's ``predict``: two classes, the
+        probability of the second); ranking: the (raw) score when the row stopped.
+    iterations : ndarray of shape (n_samples,)
+        Iterations each row went through.
+    cost : CostReport
+        Per-row cost of the trees each row went through.
+    rank : ndarray of shape (n_samples,) or None, default=None
+        Ranking: position in its query (0 = first), stopped rows last (later exits above earlier ones, by score
+        within an exit); None for classification.
+    """
 
     prediction: np.ndarray  # classification: class probabilities; ranking: the score when the row stopped
     iterations: np.ndarray  # iterations each row went through
@@ -42,18 +57,55 @@ class EarlyExitResult:
 class EarlyExit:
     """Early exits on a fitted LightGBM ranker or classifier (Booster or scikit-learn API model).
 
+    Exits are placed every ``every`` iterations (and after the last one, the best iteration if the model has
+    one); at each exit, rows that are already decided stop (see the Notes). ``predict`` returns the
+    predictions as an array; ``predict_result`` the iterations and costs as well.
+
     Parameters
     ----------
-    model : lightgbm.Booster or LGBMRanker / LGBMClassifier
+    model : lightgbm.Booster, LGBMRanker or LGBMClassifier
+        The fitted model, with a ranking objective (``lambdarank``, ``rank_xendcg``) or a classification one
+        (``binary``, ``multiclass``, ``multiclassova``).
     threshold : float
-        Classification: a probability in (0, 1]; rows whose top class probability passes it stop. Ranking:
+        Classification: a probability in (0, 1]; rows whose top class probability reaches it stop. Ranking:
         the proximity margin s >= 0 (0 stops every document below the fifth best at the first exit).
-    every : int, default 10
+    every : int, default=10
         Iterations between exits.
-    feature_costs : optional
+    feature_costs : FeatureCosts, lazy costs per column, mapping by feature name or None, default=None
         As ``prediction_cost``'s ``costs`` (None: the model's cegb_* parameters).
 
-    ``predict`` returns the predictions as an array; ``predict_result`` the iterations and costs as well.
+    Attributes
+    ----------
+    booster : lightgbm.Booster
+        The model's booster.
+    forest : Forest
+        The model's trees.
+    kind : {"rank", "classify"}
+        Ranking or classification, from the model's objective.
+    threshold : float
+        The threshold.
+    every : int
+        Iterations between exits.
+    costs_ : FeatureCosts
+        The costs aligned to the model's features.
+
+    Raises
+    ------
+    CEGBError
+        If the model is not a LightGBM model with a ranking or classification objective, ``every`` is not an
+        integer >= 1, ``threshold`` is out of range, or the costs cannot be resolved.
+
+    Notes
+    -----
+    Classification: at an exit, a row whose top class probability (LightGBM's own ``predict`` with the
+    iterations so far) reaches ``threshold`` stops with that prediction.
+
+    Ranking (proximity threshold): at the exit after i of T iterations, a document of a query stops when its
+    score is at least ``threshold * (T - i) / (T - 1)`` below the query's fifth best score among the documents
+    still in (queries with five or fewer left lose none). Stopped documents rank below those still in, later
+    exits above earlier ones, and by score within an exit.
+
+    ``prediction_cost`` counts only the trees each row went through.
     """
 
     def __init__(self, model, *, threshold: float, every: int = 10, feature_costs=None) -> None:
@@ -81,15 +133,60 @@ class EarlyExit:
                                     self.forest.params)
 
     def predict(self, X, group=None) -> np.ndarray:
-        """Each row's prediction when it stopped (classification: class probabilities; ranking: scores)."""
+        """Each row's prediction when it stopped (classification: class probabilities; ranking: scores).
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+            The rows.
+        group : array-like of shape (n_queries,) or None, default=None
+            Ranking (required): the sizes of the consecutive queries of X. Unused for classification.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,) or (n_samples, n_classes)
+            ``predict_result(X, group).prediction``: the class probabilities (two classes: the probability of
+            the second) or the raw ranking scores.
+        """
         return self.predict_result(X, group).prediction
 
     def prediction_cost(self, X, group=None) -> CostReport:
-        """The per-row cost of the trees each row goes through before it stops."""
+        """The per-row cost of the trees each row goes through before it stops.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+            The rows.
+        group : array-like of shape (n_queries,) or None, default=None
+            Ranking (required): the sizes of the consecutive queries of X. Unused for classification.
+
+        Returns
+        -------
+        CostReport
+            ``predict_result(X, group).cost``.
+        """
         return self.predict_result(X, group).cost
 
     def predict_result(self, X, group=None) -> EarlyExitResult:
-        """Predictions with early exits. Ranking needs ``group``: the sizes of the consecutive queries of X."""
+        """Predictions with early exits, with the iterations each row went through and their cost.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+            The rows.
+        group : array-like of shape (n_queries,) or None, default=None
+            Ranking (required): the sizes of the consecutive queries of X. Unused for classification.
+
+        Returns
+        -------
+        EarlyExitResult
+            Each row's prediction, iterations and cost (and, ranking, its rank in its query).
+
+        Raises
+        ------
+        CEGBError
+            If X holds no row; for a ranker, if ``group`` is missing or its sizes do not sum to the rows of X.
+        """
         X = self.forest.dense(X)
         tpi = self.forest.trees_per_iteration
         n, iterations = len(X), num_trees_used(self.booster, self.forest, None) // tpi  # as predict: best iteration

@@ -1,12 +1,12 @@
-"""Greedy Miser (Xu, Weinberger and Chapelle, ICML 2012; SEEDS.md section 2) on the patched LightGBM.
+"""Greedy Miser (Xu, Weinberger and Chapelle, "The Greedy Miser: Learning under Test-time Budgets", ICML 2012)
+on the patched LightGBM.
 
-Stage-wise regression: tree t is a depth-limited CART tree, grown breadth-first, that fits the negative
-gradient of the loss with the squared error; a split on a feature (or group) no earlier tree used adds
-``tradeoff * c`` to the impurity (the paper's lambda), the set of used features being refreshed once per tree.
-Trees are added with a
-fixed step (0.1). In LightGBM's terms: a custom objective whose hessian is the row weight (first order: a
-leaf's value is the weighted mean of the negative gradient, a split's gain the decrease of the squared
-error), ``tree_growth=depthwise``, ``num_leaves = 2 ** max_depth``, no regularisation, the costs as coupled
+Stage-wise regression: tree t is a depth-limited CART tree, grown breadth-first, that fits the negative gradient of
+the loss with the squared error; a split on a feature (or group) no earlier tree used adds ``tradeoff * c`` to the
+impurity (the paper's lambda), the set of used features being refreshed once per tree. Trees are added with a fixed
+step (``learning_rate``, 0.1 by default). In LightGBM's terms: a custom objective whose hessian is the row weight
+(first order: a leaf's value is the weighted mean of the negative gradient, a split's gain the decrease of the
+squared error), ``tree_growth=depthwise``, ``num_leaves = 2 ** max_depth``, no regularisation, the costs as coupled
 penalties with ``cegb_coupled_refresh=tree`` (patch 0005) and ``cegb_tradeoff = tradeoff``. The fitted models are
 LightGBM models (``booster_``; their text is read by stock LightGBM), and ``tests/methods/test_greedy_miser.py``
 checks their trees against an independent NumPy implementation of the paper's algorithm.
@@ -218,8 +218,25 @@ class _GreedyMiser(BudgetedEstimator, BaseEstimator):
             self.classes_ = np.asarray(state["classes"])
 
     def prefix(self, n_iterations: int):
-        """A copy of the fitted model holding only its first ``n_iterations`` iterations: a cheaper model (a
-        sweep's prefix points), which predicts, costs, saves and serves like this one."""
+        """A copy of the fitted model holding only its first ``n_iterations`` iterations.
+
+        A cheaper model (a sweep's prefix points), which predicts, costs, saves and serves like this one.
+
+        Parameters
+        ----------
+        n_iterations : int
+            Iterations kept, from 1 to the fitted model's number of iterations.
+
+        Returns
+        -------
+        object
+            The copy, of the same class, whose ``best_iteration_`` is ``n_iterations``.
+
+        Raises
+        ------
+        CEGBError
+            If ``n_iterations`` is not an integer in that range.
+        """
         self._check_fitted()
         check_number(n_iterations, "n_iterations", 1, self.booster_.current_iteration(), integer=True)
         model = copy.copy(self)
@@ -228,8 +245,23 @@ class _GreedyMiser(BudgetedEstimator, BaseEstimator):
         return model
 
     def prediction_cost(self, X, *, num_iteration: int | None = None, n_jobs: int | None = None) -> CostReport:
-        """Exact per-row cost of the fitted model on X under ``feature_costs`` (the tree cost included); by
-        default of the iterations ``predict`` uses (the best on validation with early stopping)."""
+        """Exact per-row cost of the fitted model on X under ``feature_costs`` (the tree cost included).
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+            The rows.
+        num_iteration : int or None, default=None
+            Iterations counted. None: those ``predict`` uses (``best_iteration_``: the best on validation with
+            early stopping).
+        n_jobs : int or None, default=None
+            Threads (None: the CPUs this process may use).
+
+        Returns
+        -------
+        CostReport
+            The per-row acquisition and evaluation costs, and the features' usage.
+        """
         self._check_fitted()
         X = validate_data(self, X, reset=False, accept_sparse=["csr", "csc"], dtype=np.float64,
                           ensure_all_finite="allow-nan")
@@ -246,32 +278,32 @@ class _GreedyMiser(BudgetedEstimator, BaseEstimator):
 _DOC_PARAMETERS = """
     Parameters
     ----------
-    feature_costs : FeatureCosts, costs per column or by feature name, optional
-        None: every feature costs 1. ``c`` of each feature: its lazy plus coupled cost (groups: each group's,
-        paid by its first member);
-        ``FeatureCosts(tree=e)`` adds the evaluation cost ``e`` per tree to ``prediction_cost``.
-    tradeoff : float, default 0.0
+    feature_costs : FeatureCosts, lazy costs per column, mapping by feature name or None, default=None
+        The cost model. None: every feature costs 1. ``c`` of each feature: its lazy plus coupled cost
+        (groups: each group's, paid by its first member); ``FeatureCosts(tree=e)`` adds the evaluation cost
+        ``e`` per tree to ``prediction_cost``.
+    tradeoff : float, default=0.0
         The paper's lambda: a split on a feature no earlier tree used costs ``tradeoff * c`` in squared error
         (summed over the rows, weighted). 0: stage-wise regression without costs.
-    n_estimators : int, default 500
+    n_estimators : int, default=500
         Trees (per class for a multiclass classifier); fewer with early stopping.
-    max_depth : int, default 4
+    max_depth : int, default=4
         Depth of the CART trees (the paper: 4 on Yahoo, 3 on Scene-15).
-    learning_rate : float, default 0.1
+    learning_rate : float, default=0.1
         The step size.
-    loss : str, optional
-        {losses}
-    early_stopping_rounds : int or None, default 50
+    loss : str or None, default=None
+        {losses} None: that one.
+    early_stopping_rounds : int or None, default=50
         With ``eval_set``: stop when the validation {metric} has not improved for this many trees; prediction
         and cost then use the best iteration (``best_iteration_``). The paper keeps the best iteration.
-    min_samples_leaf : int, default 1
+    min_samples_leaf : int, default=1
         Fewest (unweighted) training rows in a leaf.
-    max_bin : int, default 255
+    max_bin : int, default=255
         LightGBM's histogram bins per feature: CART's exact thresholds when a feature has at most this many
         distinct values.
-    random_state : int, optional
-        LightGBM's seed (the algorithm itself is deterministic).
-    n_jobs : int, optional
+{extra}    random_state : int or None, default=None
+        LightGBM's seed (None: 0; the algorithm itself is deterministic).
+    n_jobs : int or None, default=None
         Threads (None: the CPUs this process may use).
 
     Attributes
@@ -280,19 +312,51 @@ _DOC_PARAMETERS = """
         The trees; ``booster_.predict`` gives raw scores (the model has a custom objective).
     best_iteration_ : int
         Iterations used by ``predict`` and ``prediction_cost``.
-    costs_ : FeatureCosts or None
-        The costs aligned to the columns.
-"""
+    costs_ : FeatureCosts
+        The costs aligned to the columns (every feature 1 without ``feature_costs``).
+    forest_ : Forest
+        The fitted trees as a ``Forest`` (a property read from ``booster_``).
+    n_features_in_ : int
+        Number of columns of fit's X.
+    feature_names_in_ : ndarray of shape (n_features,)
+        The columns' names, when fit's X is a DataFrame.
+{attributes}"""
 
 
 class GreedyMiserRegressor(RegressorMixin, _GreedyMiser):
     __doc__ = "Greedy Miser regression (squared loss).\n" + _DOC_PARAMETERS.format(
-        losses="'squared' (the only one: the paper's regression loss).", metric="squared error")
+        losses="'squared' (the only one: the paper's regression loss).", metric="squared error", extra="",
+        attributes="")
 
     _losses = ("squared",)
     _metric_name = ("l2", False)
 
     def fit(self, X, y, *, sample_weight=None, eval_set=None, eval_sample_weight=None) -> GreedyMiserRegressor:
+        """Grow the trees on (X, y), with early stopping on the first validation set if there is one.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+            The training rows (NaN allowed).
+        y : array-like of shape (n_samples,)
+            The targets.
+        sample_weight : array-like of shape (n_samples,) or None, default=None
+            Weights of the rows (None: 1).
+        eval_set : list of (X_valid, y_valid) or None, default=None
+            Validation sets; the first one's squared error drives early stopping.
+        eval_sample_weight : list of array-like or None, default=None
+            Weights of the validation rows (the first one's are used).
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+
+        Raises
+        ------
+        CEGBError
+            If a parameter is out of range.
+        """
         self._check_params()
         X, y = self._validated(X, y)
         return self._fit(X, y.astype(np.float64), sample_weight, eval_set, eval_sample_weight)
@@ -306,18 +370,60 @@ class GreedyMiserRegressor(RegressorMixin, _GreedyMiser):
         return float(np.average((score - y) ** 2, weights=weight))
 
     def predict(self, X, *, num_iteration: int | None = None) -> np.ndarray:
+        """Predict the targets of X.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+            The rows.
+        num_iteration : int or None, default=None
+            Iterations used (None: ``best_iteration_``).
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            The predictions.
+        """
         return self._raw(X, num_iteration)
 
 
 class GreedyMiserClassifier(ClassifierMixin, _GreedyMiser):
     __doc__ = "Greedy Miser classification (binary and multiclass log-loss).\n" + _DOC_PARAMETERS.format(
         losses="'log_loss' (the only one: the logistic loss, the multi-class log-loss of Scene-15 with "
-               "more than two classes; each class its own tree per iteration).", metric="log-loss")
+               "more than two classes; each class its own tree per iteration).", metric="log-loss", extra="",
+        attributes="    classes_ : ndarray of shape (n_classes,)\n        The class labels, sorted.\n")
 
     _losses = ("log_loss",)
     _metric_name = ("log_loss", False)
 
     def fit(self, X, y, *, sample_weight=None, eval_set=None, eval_sample_weight=None) -> GreedyMiserClassifier:
+        """Grow the trees on (X, y), with early stopping on the first validation set if there is one.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+            The training rows (NaN allowed).
+        y : array-like of shape (n_samples,)
+            The class labels (at least two classes).
+        sample_weight : array-like of shape (n_samples,) or None, default=None
+            Weights of the rows (None: 1).
+        eval_set : list of (X_valid, y_valid) or None, default=None
+            Validation sets; the first one's log-loss drives early stopping. Its labels should be among the
+            training classes.
+        eval_sample_weight : list of array-like or None, default=None
+            Weights of the validation rows (the first one's are used).
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+
+        Raises
+        ------
+        CEGBError
+            If a parameter is out of range, y holds fewer than two classes, or the validation labels are not
+            among the training classes.
+        """
         self._check_params()
         X, y = self._validated(X, y)
         check_classification_targets(y)
@@ -348,20 +454,48 @@ class GreedyMiserClassifier(ClassifierMixin, _GreedyMiser):
         return float(np.average(log_loss_per_row(score, y), weights=weight))
 
     def predict_proba(self, X, *, num_iteration: int | None = None) -> np.ndarray:
+        """Predict the class probabilities of X.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+            The rows.
+        num_iteration : int or None, default=None
+            Iterations used (None: ``best_iteration_``).
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+            The probability of each class of ``classes_`` (logistic or softmax of the raw scores).
+        """
         return proba_from_raw(self._raw(X, num_iteration))
 
     def predict(self, X, *, num_iteration: int | None = None) -> np.ndarray:
+        """Predict the classes of X: the most probable one.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+            The rows.
+        num_iteration : int or None, default=None
+            Iterations used (None: ``best_iteration_``).
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            The predicted class labels.
+        """
         proba = self.predict_proba(X, num_iteration=num_iteration)
         return self.classes_[np.argmax(proba, axis=1)]
 
 
 class GreedyMiserRanker(_GreedyMiser):
-    __doc__ = ("Greedy Miser ranking: squared loss on the relevance labels, each irrelevant (label 0) document "
-               "weighted ``irrelevant_weight`` times (the paper replicates them 10 times; a weight is the same "
-               "for the fit and leaves ``min_samples_leaf`` unweighted), early stopping on NDCG@5.\n"
-               + _DOC_PARAMETERS.format(losses="'squared' (the only one).", metric="NDCG@5").replace(
-                   "    Attributes\n", "    irrelevant_weight : float, default 10.0\n        Weight of each label-0 "
-                   "document.\n\n    Attributes\n"))
+    __doc__ = ("Greedy Miser ranking (squared loss on the relevance labels, early stopping on NDCG@5).\n\n"
+               "    Each irrelevant (label 0) document is weighted ``irrelevant_weight`` times (the paper replicates "
+               "them 10 times;\n    a weight is the same for the fit and leaves ``min_samples_leaf`` unweighted).\n"
+               + _DOC_PARAMETERS.format(losses="'squared' (the only one).", metric="NDCG@5", attributes="",
+                                        extra="    irrelevant_weight : float, default=10.0\n        Weight of each "
+                                              "label-0 document (> 0).\n"))
 
     _losses = ("squared",)
     _metric_name = ("ndcg@5", True)
@@ -378,6 +512,35 @@ class GreedyMiserRanker(_GreedyMiser):
 
     def fit(self, X, y, *, group=None, sample_weight=None, eval_set=None, eval_group=None,
             eval_sample_weight=None) -> GreedyMiserRanker:
+        """Grow the trees on (X, y), with early stopping on the first validation set's NDCG@5 if there is one.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+            The training rows (NaN allowed), query by query.
+        y : array-like of shape (n_samples,)
+            The relevance labels (0: irrelevant).
+        group : array-like of shape (n_queries,)
+            The sizes of the consecutive queries of X (required).
+        sample_weight : array-like of shape (n_samples,) or None, default=None
+            Weights of the rows (None: 1), multiplied by ``irrelevant_weight`` for label-0 documents.
+        eval_set : list of (X_valid, y_valid) or None, default=None
+            Validation sets; the first one's NDCG@5 drives early stopping.
+        eval_group : list of array-like or None, default=None
+            The query sizes of each validation set (required with ``eval_set``).
+        eval_sample_weight : list of array-like or None, default=None
+            Weights of the validation rows (the first one's are used).
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+
+        Raises
+        ------
+        CEGBError
+            If a parameter is out of range, or ``group`` (or, with ``eval_set``, ``eval_group``) is missing.
+        """
         self._check_params()
         check_number(self.irrelevant_weight, "irrelevant_weight", 0.0, low_open=True)
         if group is None:
@@ -397,4 +560,18 @@ class GreedyMiserRanker(_GreedyMiser):
         return ndcg_at_k(y, score, group, 5)
 
     def predict(self, X, *, num_iteration: int | None = None) -> np.ndarray:
+        """Predict the ranking scores of X (higher: ranked first).
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+            The rows.
+        num_iteration : int or None, default=None
+            Iterations used (None: ``best_iteration_``).
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            The scores.
+        """
         return self._raw(X, num_iteration)

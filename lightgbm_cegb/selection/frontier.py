@@ -17,8 +17,21 @@ from lightgbm_cegb.selection.sweep import sweep
 
 
 def pareto(frame: pd.DataFrame) -> pd.DataFrame:
-    """The points of ``frame`` that no cheaper (or equally cheap) point matches in quality, by increasing
-    cost; over all its rows (filter one method first for that method's own frontier)."""
+    """The points of ``frame`` that no cheaper (or equally cheap) point matches in quality, by increasing cost.
+
+    Over all its rows (filter one method first for that method's own frontier).
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        Points with columns ``cost`` and ``quality`` (a :func:`sweep` result); ``frame.attrs["greater_is_better"]``
+        (default True) says which quality is better.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The rows of the Pareto frontier, by increasing cost, with ``frame``'s ``attrs``.
+    """
     sign = 1.0 if frame.attrs.get("greater_is_better", True) else -1.0
     ordered = frame.assign(_q=sign * frame["quality"]).sort_values(["cost", "_q"], ascending=[True, False],
                                                                    kind="stable")
@@ -33,8 +46,23 @@ def pareto(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def evaluate(frame: pd.DataFrame, rows, *, prefix: str = "test_") -> pd.DataFrame:
-    """``frame`` with each point measured on other ``rows`` ((X, y) or (X, y, group)) by the sweep's
-    metric: columns ``test_quality``, ``test_cost`` (``prefix`` names them)."""
+    """``frame`` with each point measured on other ``rows`` by the sweep's metric.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        A :func:`sweep` result (or any frame with its columns and ``attrs``).
+    rows : tuple or Rows
+        (X, y) or (X, y, group); classification labels are mapped to the sweep's classes as its own were.
+    prefix : str, optional
+        The prefix of the new columns' names (default ``"test_"``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        A copy of ``frame`` with the columns ``test_quality`` and ``test_cost`` (mean cost per row; ``prefix``
+        names them), with ``frame``'s ``attrs``.
+    """
     name = prefix.rstrip("_") or "rows"
     rows, metric = _sweep_labels(frame, Rows.of(rows, name), name), frame.attrs["metric_object"]
     figures = [row["model"].measure(rows, metric)[:2] for _, row in frame.iterrows()]
@@ -51,10 +79,32 @@ def _sweep_labels(frame: pd.DataFrame, rows: Rows, name: str) -> Rows:
 
 @dataclass
 class Selection:
-    """The point :func:`select` chose (``model``: the fitted model of that point alone, e.g. a prefix of a
-    boosted model cut to its trees), its validation figures and, with test rows, its test figures;
-    ``frontier`` the sweep it was chosen from (:func:`fit_within_budget`), ``within_budget`` False when no point
-    was within the budget and this is the cheapest one."""
+    """The point :func:`select` chose, its validation figures and, with test rows, its test figures.
+
+    Parameters
+    ----------
+    method : str
+        The method of the point.
+    params : dict
+        The point's parameters.
+    model : object
+        The fitted model of that point alone, e.g. a prefix of a boosted model cut to its trees (Booster, pruned
+        Booster, EarlyExit, BudgetRFClassifier, ...).
+    candidate : Candidate
+        The point as the sweep made it.
+    valid_quality : float
+        Its quality on the validation rows.
+    valid_cost : float
+        Its mean prediction cost per validation row.
+    test_quality : float or None, default=None
+        Its quality on the test rows (None without them).
+    test_cost : float or None, default=None
+        Its mean prediction cost per test row (None without them).
+    frontier : pandas.DataFrame or None, default=None
+        The sweep it was chosen from (:func:`fit_within_budget`).
+    within_budget : bool, default=True
+        False when no point was within the budget and this is the cheapest one.
+    """
 
     method: str
     params: dict
@@ -74,12 +124,37 @@ GAP = 0.8
 
 
 def select(frame: pd.DataFrame, budget: float, test=None, *, metric: str | Metric | None = None) -> Selection:
-    """The point of ``frame`` (a :func:`sweep`) with the best validation quality among those whose mean
-    validation cost is at most ``budget`` (ties: the cheaper); with ``test`` rows, its test figures too.
+    """The point of ``frame`` with the best validation quality among those whose mean validation cost is at most
+    ``budget`` (ties: the cheaper); with ``test`` rows, its test figures too.
 
-    A BudgetWarning says when the frame was not swept for this budget and its best point within it costs less
-    than 80% of it while dearer points exist (a gap in the grid: ``sweep(..., budget=)`` or
-    :func:`fit_within_budget` refine the knobs there)."""
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        A :func:`sweep` result (or any frame with its columns and ``attrs``).
+    budget : float
+        The largest mean prediction cost per validation row.
+    test : tuple or Rows, optional
+        Test rows, (X, y) or (X, y, group): the chosen point is measured on them.
+    metric : str or Metric, optional
+        The metric of the test figures (None: the sweep's).
+
+    Returns
+    -------
+    Selection
+        The chosen point.
+
+    Raises
+    ------
+    CEGBError
+        When ``frame`` is empty or no point is within ``budget``.
+
+    Warns
+    -----
+    BudgetWarning
+        When the frame was not swept for this budget and its best point within it costs less than 80% of it
+        while dearer points exist (a gap in the grid: ``sweep(..., budget=)`` or :func:`fit_within_budget`
+        refine the knobs there).
+    """
     check_number(budget, "budget", 0.0)  # any real number: numpy's float32 too
     budget = float(budget)
     if len(frame) == 0:
@@ -118,10 +193,41 @@ def fit_within_budget(train, valid, costs, budget: float, *, task: str, methods:
 
     One call for the budget workflow: :func:`sweep` of ``methods`` (default :data:`BUDGET_METHODS` that
     support the task, with the cheap-subset baseline) for this budget (each method's knob refined around it,
-    each model's longest prefix within it a point), then :func:`select`. ``options`` go to :func:`sweep`
-    (``params``, ``grid``, ``metric``, ``n_jobs``, ``progress``, ...). The returned Selection holds the whole
+    each model's longest prefix within it a point), then :func:`select`. The returned Selection holds the whole
     sweep as ``frontier``. When no point is within the budget, a BudgetWarning says so and the cheapest point
     is returned with ``within_budget=False``.
+
+    Parameters
+    ----------
+    train : tuple or Rows
+        The training rows, (X, y) or (X, y, group) with ``group`` the query sizes (ranking).
+    valid : tuple or Rows
+        The validation rows, the same way: early stopping, the knobs' refinement and the selection.
+    costs : FeatureCosts, or lazy costs per column
+        The cost model (by feature name when X is a DataFrame), as :func:`sweep` takes it.
+    budget : float
+        The largest mean prediction cost per validation row.
+    task : str
+        "binary", "multiclass", "regression" or "ranking" (see :func:`sweep`).
+    methods : sequence of str, optional
+        The methods swept (default: those of :data:`BUDGET_METHODS` that support the task).
+    test : tuple or Rows, optional
+        Test rows, (X, y) or (X, y, group): the chosen point is measured on them.
+    refine : int, default=4
+        Rounds of refinement of each method's knob around the budget.
+    **options : dict
+        Passed on to :func:`sweep` (``params``, ``grid``, ``metric``, ``n_jobs``, ``progress``, ...).
+
+    Returns
+    -------
+    Selection
+        The chosen point, with the whole sweep as ``frontier``.
+
+    Warns
+    -----
+    BudgetWarning
+        When no point is within the budget (the cheapest point is returned, ``within_budget=False``), or as
+        :func:`select` warns.
     """
     check_number(budget, "budget", 0.0)
     budget = float(budget)
@@ -144,12 +250,45 @@ def fit_within_budget(train, valid, costs, budget: float, *, task: str, methods:
 def train_to_budget(train, valid, costs, budget: float, *, task: str, test=None,
                     relative_tradeoffs: Sequence[float] = CEGB_RELATIVE_TRADEOFFS,
                     refine: int = 4, **options) -> Selection:
-    """CEGB trained to a budget: every model is trained with ``budget_stopping`` (its mean validation cost
-    stays within ``budget``) and early stopping; the search over ``cegb_tradeoff`` (in units of
-    :func:`cegb_tradeoff_scale`) starts on ``relative_tradeoffs`` (CEGB's default grid: where the cost moves
-    depends on the data, and a sparse start misses it, e.g. MNIST's between 0 and 0.05) and then halves,
-    ``refine`` times, the geometric gap around the best point (``sweep(..., budget=)``). Returns the
-    :func:`select` of all points tried."""
+    """CEGB trained to a budget: every model is trained with ``budget_stopping`` and early stopping.
+
+    With ``budget_stopping`` a model's mean validation cost stays within ``budget``; the search over
+    ``cegb_tradeoff`` (in units of :func:`~lightgbm_cegb.lgbm.cegb_tradeoff_scale`) starts on
+    ``relative_tradeoffs`` (CEGB's default grid: where the cost moves depends on the data, and a sparse start
+    misses it, e.g. MNIST's between 0 and 0.05) and then halves, ``refine`` times, the geometric gap around the
+    best point (``sweep(..., budget=)``). The cheap-subset baseline is not swept.
+
+    Parameters
+    ----------
+    train : tuple or Rows
+        The training rows, (X, y) or (X, y, group) with ``group`` the query sizes (ranking).
+    valid : tuple or Rows
+        The validation rows, the same way.
+    costs : FeatureCosts, or lazy costs per column
+        The cost model (by feature name when X is a DataFrame), as :func:`sweep` takes it.
+    budget : float
+        The largest mean prediction cost per validation row.
+    task : str
+        "binary", "multiclass", "regression" or "ranking" (see :func:`sweep`).
+    test : tuple or Rows, optional
+        Test rows, (X, y) or (X, y, group): the chosen point is measured on them.
+    relative_tradeoffs : sequence of float, default=CEGB_RELATIVE_TRADEOFFS
+        The starting grid of ``relative_tradeoff`` (CEGB's default grid).
+    refine : int, default=4
+        Rounds of halving the gap around the best point.
+    **options : dict
+        Passed on to :func:`sweep` (``params``, ``metric``, ``n_jobs``, ...; ``baseline`` is set to False).
+
+    Returns
+    -------
+    Selection
+        The :func:`select` of all points tried.
+
+    Raises
+    ------
+    CEGBError
+        When no point is within ``budget`` (as :func:`select`).
+    """
     frame = sweep("cegb", train, valid, costs, task=task, budget=budget, refine=refine,
                   grid={"cegb": [{"relative_tradeoff": r, "budget": budget} for r in relative_tradeoffs]},
                   **{**options, "baseline": False})

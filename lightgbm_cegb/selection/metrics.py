@@ -15,9 +15,20 @@ from lightgbm_cegb.core.metrics import average_precision_at_5, ndcg_at_k, precis
 # ---------------------------------------------------------------------------------------------- metrics
 @dataclass(frozen=True)
 class Metric:
-    """A quality measure of predictions: ``fn(y, prediction, group)``; ``greater_is_better``. The package's
-    metrics are module-level functions (or partials of them), so that a Metric, and a sweep's frame holding
-    one, pickles."""
+    """A quality measure of predictions.
+
+    The package's metrics are module-level functions (or partials of them), so that a Metric, and a sweep's frame
+    holding one, pickles.
+
+    Parameters
+    ----------
+    name : str
+        The metric's name (a sweep's ``frame.attrs["metric"]``).
+    fn : callable
+        ``fn(y, prediction, group) -> float`` (``group``: the query sizes, None without queries).
+    greater_is_better : bool, default=True
+        Whether a higher value is better.
+    """
 
     name: str
     fn: Callable
@@ -61,8 +72,26 @@ DEFAULT_METRIC = {"binary": "accuracy", "multiclass": "accuracy", "regression": 
 
 
 def get_metric(metric: str | Metric | None, task: str) -> Metric:
-    """``metric`` by name (``accuracy``, ``auc``, ``logloss``, ``rmse``, ``ap@5``, ``ndcg@K``, ``p@K``), a
-    Metric, or the task's default (accuracy; rmse for regression; ndcg@5 for ranking)."""
+    """``metric`` by name, a Metric, or the task's default.
+
+    Parameters
+    ----------
+    metric : str, Metric or None
+        A name (``accuracy``, ``auc``, ``logloss``, ``rmse``, ``ap@5``, ``ndcg@K``, ``p@K``), a Metric (returned as
+        it is), or None for the task's default (accuracy; rmse for regression; ndcg@5 for ranking).
+    task : str
+        "binary", "multiclass", "regression" or "ranking".
+
+    Returns
+    -------
+    Metric
+        The metric.
+
+    Raises
+    ------
+    CEGBError
+        When ``metric`` names no known metric.
+    """
     if isinstance(metric, Metric):
         return metric
     name = DEFAULT_METRIC[task] if metric is None else metric

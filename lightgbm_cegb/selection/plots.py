@@ -29,9 +29,36 @@ MARKERS = "os^vDP*Xh<>"
 
 def plot_frontiers(frame: pd.DataFrame, *, ax=None, budget: float | None = None, pareto_only: bool = True,
                    xlabel: str = "mean cost per validation row", title: str | None = None):
-    """Quality against mean cost, one line per method of ``frame`` (a :func:`~lightgbm_cegb.selection.sweep`
-    result, or any DataFrame with ``method``, ``cost`` and ``quality``); each method's Pareto frontier
-    (``pareto_only``) or all its points; ``budget`` draws a vertical line."""
+    """Quality against mean cost, one line per method of ``frame``.
+
+    Each method's Pareto frontier (``pareto_only``) or all its points.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        A :func:`~lightgbm_cegb.selection.sweep` result, or any DataFrame with ``method``, ``cost`` and
+        ``quality`` (``frame.attrs["metric"]``, when set, labels the y axis).
+    ax : matplotlib.axes.Axes, optional
+        The axes to draw on (None: a new figure's).
+    budget : float, optional
+        Draws a vertical line at this cost.
+    pareto_only : bool, default=True
+        Draw each method's Pareto frontier only (else all its points, by cost).
+    xlabel : str, default="mean cost per validation row"
+        The x axis' label.
+    title : str, optional
+        The plot's title.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The axes drawn on.
+
+    Raises
+    ------
+    CEGBError
+        When ``ax`` is None and matplotlib is not installed, or ``frame`` lacks one of the columns.
+    """
     from lightgbm_cegb.selection import pareto
 
     missing = {"method", "cost", "quality"} - set(frame.columns)
@@ -54,8 +81,33 @@ def plot_frontiers(frame: pd.DataFrame, *, ax=None, budget: float | None = None,
 
 
 def plot_feature_usage(report: CostReport, costs=None, *, top: int = 20, ax=None):
-    """Share of rows that acquire each feature (bars), the ``top`` most used; with ``costs`` (lazy cost
-    per feature), the bars are the features' share of the mean cost instead."""
+    """Share of rows that acquire each feature (bars), the ``top`` most used.
+
+    With ``costs`` (lazy cost per feature), the bars are the features' share of the mean acquisition cost
+    instead.
+
+    Parameters
+    ----------
+    report : CostReport
+        A cost report (``prediction_cost``): its ``usage`` per feature and its feature names.
+    costs : FeatureCosts or array-like of shape (n_features,), optional
+        The lazy cost of each feature (a FeatureCosts' ``lazy``).
+    top : int, default=20
+        The number of features drawn (those with the largest values; features at 0 are left out).
+    ax : matplotlib.axes.Axes, optional
+        The axes to draw on (None: a new figure's).
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The axes drawn on.
+
+    Raises
+    ------
+    CEGBError
+        When ``ax`` is None and matplotlib is not installed, or ``costs`` has another number of features than
+        ``report``.
+    """
     usage = np.asarray(report.usage, dtype=np.float64)
     names = np.asarray(report.feature_names or [f"Column_{i}" for i in range(len(usage))])
     value, label = usage, "share of rows acquiring the feature"
@@ -74,8 +126,31 @@ def plot_feature_usage(report: CostReport, costs=None, *, top: int = 20, ax=None
 
 
 def plot_cost_curve(curve, *, ax=None, label: str | None = None, budget: float | None = None):
-    """Mean cost after each iteration: ``curve`` an array (``prediction_cost(..., per_iteration=True).curve``)
-    or the ``eval_result`` dict that ``record_cost`` filled (with ``cost-stdv`` from ``lgb.cv``, a band)."""
+    """Mean cost after each iteration.
+
+    Parameters
+    ----------
+    curve : array-like of shape (n_iterations,) or Mapping
+        An array (``prediction_cost(..., per_iteration=True).curve``) or the ``eval_result`` dict that
+        ``record_cost`` filled (with ``cost-stdv`` from ``lgb.cv``, a band).
+    ax : matplotlib.axes.Axes, optional
+        The axes to draw on (None: a new figure's).
+    label : str, optional
+        The line's label (then a legend is drawn).
+    budget : float, optional
+        Draws a horizontal line at this cost.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The axes drawn on.
+
+    Raises
+    ------
+    CEGBError
+        When ``ax`` is None and matplotlib is not installed, ``curve`` is a dict without a ``cost`` list, or it is
+        not 1-d.
+    """
     stdv = None
     if isinstance(curve, Mapping):
         if "cost" not in curve:

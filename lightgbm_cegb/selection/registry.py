@@ -17,7 +17,17 @@ TASKS = ("binary", "multiclass", "regression", "ranking")
 
 @dataclass(frozen=True)
 class Rows:
-    """Rows, labels and, for ranking, the sizes of the consecutive queries (as ``lgb.Dataset(group=...)``)."""
+    """Rows, labels and, for ranking, the sizes of the consecutive queries (as ``lgb.Dataset(group=...)``).
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features)
+        The rows (numpy array, scipy sparse matrix or pandas DataFrame).
+    y : ndarray of shape (n_samples,)
+        The labels.
+    group : ndarray of int or None, default=None
+        The sizes of the consecutive queries (ranking), summing to n_samples; None without queries.
+    """
 
     X: object
     y: np.ndarray
@@ -25,6 +35,25 @@ class Rows:
 
     @classmethod
     def of(cls, rows, name: str) -> Rows:
+        """``rows`` as a :class:`Rows`: a Rows as it is, or a tuple (X, y) or (X, y, group).
+
+        Parameters
+        ----------
+        rows : Rows or tuple
+            A Rows, (X, y) or (X, y, group).
+        name : str
+            The argument's name, for the messages.
+
+        Returns
+        -------
+        Rows
+            The rows, their labels (as a numpy array) and their query sizes.
+
+        Raises
+        ------
+        CEGBError
+            When ``rows`` is none of these, or y is not 1-d with one label per row of X.
+        """
         if isinstance(rows, Rows):
             return rows
         if isinstance(rows, tuple) and len(rows) in (2, 3):
@@ -86,35 +115,86 @@ def encoded(rows: Rows, classes: np.ndarray | None, name: str) -> Rows:
 # ---------------------------------------------------------------------------------------------- methods
 @dataclass
 class Candidate:
-    """A fitted point of a sweep: ``predict(X)`` gives what the metric reads (class probabilities, scores
-    or values) and ``cost(X)`` the exact per-row costs (a CostReport)."""
+    """A fitted point of a sweep: ``predict(X)`` gives what the metric reads and ``cost(X)`` the exact costs.
+
+    Parameters
+    ----------
+    method : str
+        The name of the method that fitted it.
+    params : dict
+        The grid point's parameters (and what the fit recorded, e.g. the raw trade-off and ``trees``).
+    model : object
+        The fitted model (for a prefix, the whole model the prefix is cut from).
+    predict : callable
+        ``predict(X)``: what the metric reads (class probabilities, scores or values).
+    cost : callable
+        ``cost(X)``: the exact per-row costs (a CostReport).
+    capped : bool, default=False
+        Its training reached the sweep's num_boost_round while the validation metric still improved.
+    prefix : callable or None, default=None
+        For a prefix of ``model`` (shared by the points of one training), builds the model of this point alone.
+    """
 
     method: str
     params: dict
     model: object
     predict: Callable = field(repr=False)
     cost: Callable = field(repr=False)
-    #: its training reached the sweep's num_boost_round while the validation metric still improved
+    # its training reached the sweep's num_boost_round while the validation metric still improved
     capped: bool = False
-    #: for a prefix of ``model`` (shared by the points of one training), builds the model of this point alone
+    # for a prefix of ``model`` (shared by the points of one training), builds the model of this point alone
     prefix: Callable | None = field(default=None, repr=False)
 
     def fitted_model(self):
-        """The model of this point: ``model``, or for a prefix a copy holding only its trees."""
+        """The model of this point: ``model``, or for a prefix a copy holding only its trees.
+
+        Returns
+        -------
+        object
+            The fitted model of this point alone.
+        """
         return self.model if self.prefix is None else self.prefix()
 
     def measure(self, rows: Rows, metric: Metric) -> tuple[float, float, float]:
-        """(quality, mean cost per row, coupled cost) on ``rows``."""
+        """(quality, mean cost per row, coupled cost) on ``rows``.
+
+        Parameters
+        ----------
+        rows : Rows
+            The rows to measure on (labels as the sweep's methods see them).
+        metric : Metric
+            The quality measure.
+
+        Returns
+        -------
+        quality : float
+            The metric's value of ``predict`` on the rows.
+        cost : float
+            The mean prediction cost per row (``CostReport.mean``).
+        coupled : float
+            The coupled cost (once per model, not per row).
+        """
         report = self.cost(rows.X)
         return metric.fn(rows.y, self.predict(rows.X), rows.group), float(report.mean), float(report.coupled)
 
 
 @dataclass(frozen=True)
 class Knob:
-    """A method's knob that moves its cost monotonically (in theory; in practice up to noise), which a sweep
-    with a budget refines: ``name`` the grid parameter, ``record`` a parameter the fit derives from it (the raw
-    trade-off of a relative one: ignored when grouping points), ``log`` to bisect geometrically,
-    ``cheap_end`` the value of the cheapest model (where to look when every point is over the budget)."""
+    """A method's knob that moves its cost monotonically (in theory; in practice up to noise).
+
+    A sweep with a budget refines it.
+
+    Parameters
+    ----------
+    name : str
+        The grid parameter.
+    record : str or None, default=None
+        A parameter the fit derives from it (the raw trade-off of a relative one: ignored when grouping points).
+    log : bool, default=False
+        Bisect geometrically.
+    cheap_end : float or None, default=None
+        The value of the cheapest model (where to look when every point is over the budget).
+    """
 
     name: str
     record: str | None = None
@@ -122,7 +202,20 @@ class Knob:
     cheap_end: float | None = None
 
     def between(self, a: float, b: float) -> float:
-        """The midpoint of two knob values (geometric for a log knob when both are positive)."""
+        """The midpoint of two knob values (geometric for a log knob when both are positive).
+
+        Parameters
+        ----------
+        a : float
+            A knob value.
+        b : float
+            Another knob value.
+
+        Returns
+        -------
+        float
+            ``sqrt(a * b)`` for a log knob when both are positive, else ``(a + b) / 2``.
+        """
         return math.sqrt(a * b) if self.log and a > 0 and b > 0 else (a + b) / 2
 
 
@@ -132,9 +225,24 @@ def _no_state(context) -> None:
 
 @dataclass(frozen=True)
 class Method:
-    """A registered method: ``prepare(context) -> state`` once per sweep (e.g. the base model or the knob's
-    scale), ``fit(context, state, params) -> [Candidate, ...]`` per grid point, ``grid(context)`` the
-    default grid, ``tasks`` those it supports, ``knob`` the knob a sweep with a budget refines (None: none)."""
+    """A registered method (:func:`register` makes them).
+
+    Parameters
+    ----------
+    name : str
+        The method's name in :data:`METHODS`.
+    fit : callable
+        ``fit(context, state, params) -> [Candidate, ...]``, per grid point.
+    grid : callable
+        ``grid(context)``: the default grid (a list of parameter dicts).
+    tasks : tuple of str
+        The tasks it supports.
+    prepare : callable, optional
+        ``prepare(context) -> state``, once per sweep (e.g. the base model or the knob's scale); by default no
+        state (None).
+    knob : Knob or None, default=None
+        The knob a sweep with a budget refines (None: none).
+    """
 
     name: str
     fit: Callable
@@ -150,8 +258,26 @@ METHODS: dict[str, Method] = {}
 
 def register(name: str, *, grid: Callable, tasks: Sequence[str] = TASKS, prepare: Callable | None = None,
              knob: Knob | None = None):
-    """Decorator registering ``fit(context, state, params) -> list[Candidate]`` as method ``name``; ``knob``: the
-    grid parameter a sweep with a budget refines around it (see :class:`Knob`)."""
+    """Decorator registering ``fit(context, state, params) -> list[Candidate]`` as method ``name``.
+
+    Parameters
+    ----------
+    name : str
+        The method's name (replaces a method registered under it).
+    grid : callable
+        ``grid(context)``: the method's default grid (a list of parameter dicts).
+    tasks : sequence of str, default=TASKS
+        The tasks it supports ("binary", "multiclass", "regression", "ranking").
+    prepare : callable or None, default=None
+        ``prepare(context) -> state``, once per sweep (None: no state).
+    knob : Knob or None, default=None
+        The grid parameter a sweep with a budget refines around it (see :class:`Knob`).
+
+    Returns
+    -------
+    callable
+        The decorator: it registers ``fit`` in :data:`METHODS` and returns it unchanged.
+    """
     def decorate(fit: Callable) -> Callable:
         METHODS[name] = Method(name, fit, grid, tuple(tasks), prepare or _no_state, knob)
         return fit
@@ -160,7 +286,29 @@ def register(name: str, *, grid: Callable, tasks: Sequence[str] = TASKS, prepare
 
 @dataclass(frozen=True)
 class Context:
-    """What every fit of a sweep sees."""
+    """What every fit of a sweep sees.
+
+    Parameters
+    ----------
+    task : str
+        "binary", "multiclass", "regression" or "ranking".
+    train : Rows
+        The training rows (classification labels as their indices in the sweep's classes).
+    valid : Rows
+        The validation rows (early stopping, measures), labelled the same way.
+    costs : FeatureCosts
+        The cost model, aligned to the columns.
+    params : Mapping
+        LightGBM parameters shared by the LightGBM-based methods.
+    num_boost_round : int
+        The cap on boosting rounds.
+    early_stopping_rounds : int
+        The patience of early stopping on the validation rows.
+    metric : Metric or None, default=None
+        The sweep's metric (a baseline that chooses features reads it).
+    budget : float or None, default=None
+        The sweep's budget: the longest prefix within it is a point too.
+    """
 
     task: str
     train: Rows

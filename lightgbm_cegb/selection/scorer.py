@@ -15,10 +15,33 @@ from lightgbm_cegb.selection.metrics import Metric, get_metric
 # ---------------------------------------------------------------------------------------------- scorers
 def cost_scorer(costs=None, *, metric: str | Metric = "accuracy", budget: float | None = None,
                 penalty: float = 0.0) -> Callable:
-    """A scorer for scikit-learn's ``GridSearchCV`` / ``cross_val_score`` (``scorer(estimator, X, y)``):
-    the metric's value (negated when lower is better, as scikit-learn maximises) minus ``penalty`` times the
-    mean prediction cost per row of X, and ``-inf`` when that cost passes ``budget``. ``costs``: as
-    ``prediction_cost`` takes them (None: the model's own cegb_* parameters)."""
+    """A scorer for scikit-learn's ``GridSearchCV`` / ``cross_val_score`` (``scorer(estimator, X, y)``).
+
+    The score is the metric's value (negated when lower is better, as scikit-learn maximises) minus ``penalty``
+    times the mean prediction cost per row of X, and ``-inf`` when that cost passes ``budget``.
+
+    Parameters
+    ----------
+    costs : FeatureCosts, lazy costs per column, or a mapping by feature name, optional
+        As ``prediction_cost`` takes them (None: the model's own cegb_* parameters).
+    metric : str or Metric, default="accuracy"
+        The quality measure (:func:`get_metric`); not a ranking metric (``ndcg@K``, ``ap@5``, ``p@K``), which
+        needs the queries.
+    budget : float or None, default=None
+        The largest mean cost per row that scores (None: no budget).
+    penalty : float, default=0.0
+        The weight of the mean cost per row subtracted from the metric's value.
+
+    Returns
+    -------
+    callable
+        ``scorer(estimator, X, y) -> float``.
+
+    Raises
+    ------
+    CEGBError
+        When the metric is unknown or a ranking metric, or ``penalty`` or ``budget`` is not a finite number >= 0.
+    """
     used = get_metric(metric, "binary")
     check_number(penalty, "penalty", 0.0)
     if budget is not None:  # nan compared False with every cost: the budget was silently ignored

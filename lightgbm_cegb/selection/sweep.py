@@ -111,37 +111,69 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
 
     Parameters
     ----------
-    methods : a name of :data:`METHODS` or a list of names
-    train, valid : (X, y) or (X, y, group) with ``group`` the query sizes (ranking)
-    costs : FeatureCosts, or lazy costs per column; by feature name (a mapping or a FeatureCosts of names)
-            when X is a DataFrame
-    task : "binary", "multiclass", "regression" or "ranking". binary: labels of exactly two classes, any two
-           values ({0, 1}, {-1, +1}, {2, 5}, two strings), the larger being the positive class (as scikit-learn's
-           ``classes_[1]``); multiclass: two or more classes. Every method is fitted and measured on the labels'
-           indices in the sorted classes (binary: 0 and 1; multiclass: 0..K-1), which ``frame.attrs["classes"]``
-           lists; ``select`` and ``evaluate`` map test labels the same way. A model's ``predict`` answers in
-           these indices (a probability of class 1 for binary).
-    grid : {method: [params, ...]} replacing a method's default grid (see the module doc for the knobs)
-    metric : a name (``accuracy``, ``auc``, ``logloss``, ``rmse``, ``ap@5``, ``ndcg@K``, ``p@K``) or a Metric
-    params : LightGBM parameters for the LightGBM-based methods (e.g. ``num_leaves``, ``learning_rate``)
-    num_boost_round : the cap on boosting rounds; early stopping decides below it. A point whose validation
-                      metric still improved at the cap is reported by a RoundsWarning: raise the cap.
-    budget : the mean validation cost per row the sweep is for: each method's knob is refined around it
-             (``refine`` rounds of bisection between the best point within the budget and its neighbours,
-             the new points marked ``stage == "refine"``), and each boosted or bagged model's longest prefix
-             within it is a point. None: the grid only.
-    baseline : include the cheap-subset baseline (``cheap_subset``: plain LightGBM on a greedily chosen
-               cost-aware subset of the features or groups), which any budgeted method should beat
-    n_jobs : grid points trained in parallel by joblib (processes); ``client``: a dask.distributed Client
-             to run them on instead
-    progress : a tqdm bar over the grid points (default: when stderr is a terminal)
+    methods : str or sequence of str
+        A name of :data:`METHODS` or a list of names.
+    train : tuple or Rows
+        The training rows: (X, y) or (X, y, group) with ``group`` the query sizes (ranking).
+    valid : tuple or Rows
+        The validation rows, the same way: early stopping and every point's measures.
+    costs : FeatureCosts, or lazy costs per column
+        The cost model; by feature name (a mapping or a FeatureCosts of names) when X is a DataFrame.
+    task : str
+        "binary", "multiclass", "regression" or "ranking". binary: labels of exactly two classes, any two
+        values ({0, 1}, {-1, +1}, {2, 5}, two strings), the larger being the positive class (as scikit-learn's
+        ``classes_[1]``); multiclass: two or more classes. Every method is fitted and measured on the labels'
+        indices in the sorted classes (binary: 0 and 1; multiclass: 0..K-1), which ``frame.attrs["classes"]``
+        lists; ``select`` and ``evaluate`` map test labels the same way. A model's ``predict`` answers in
+        these indices (a probability of class 1 for binary).
+    grid : Mapping, optional
+        {method: [params, ...]} replacing a method's default grid (see the module doc for the knobs).
+    metric : str or Metric, optional
+        A name (``accuracy``, ``auc``, ``logloss``, ``rmse``, ``ap@5``, ``ndcg@K``, ``p@K``) or a Metric (None:
+        the task's default, :func:`get_metric`).
+    params : Mapping, optional
+        LightGBM parameters for the LightGBM-based methods (e.g. ``num_leaves``, ``learning_rate``).
+    num_boost_round : int, default=NUM_BOOST_ROUND
+        The cap on boosting rounds (5000); early stopping decides below it. A point whose validation metric
+        still improved at the cap is reported by a RoundsWarning: raise the cap.
+    early_stopping_rounds : int, default=20
+        The patience of early stopping on ``valid``'s first LightGBM metric.
+    budget : float, optional
+        The mean validation cost per row the sweep is for: each method's knob is refined around it (``refine``
+        rounds of bisection between the best point within the budget and its neighbours, the new points marked
+        ``stage == "refine"``), and each boosted or bagged model's longest prefix within it is a point. None:
+        the grid only.
+    refine : int, default=4
+        The rounds of refinement around ``budget`` (none without a budget).
+    baseline : bool, default=True
+        Include the cheap-subset baseline (``cheap_subset``: plain LightGBM on a greedily chosen cost-aware
+        subset of the features or groups), which any budgeted method should beat.
+    n_jobs : int, default=1
+        Grid points trained in parallel by joblib (processes).
+    client : distributed.Client, optional
+        A dask.distributed Client to run the grid points on instead of joblib.
+    progress : bool, optional
+        A tqdm bar over the grid points (default: when stderr is a terminal).
 
     Returns
     -------
-    DataFrame, one row per fitted point: ``method``, ``quality``, ``cost`` (mean per validation row),
-    ``coupled``, ``params`` (dict) and its keys as columns, ``stage`` ("grid" or "refine"), ``model`` (a
-    Candidate: ``.model``, ``.predict``, ``.cost``). ``frame.attrs`` holds ``metric``, ``greater_is_better``,
-    ``task``, ``classes``, ``budget`` and ``metric_object``. The frame pickles, its models with it.
+    pandas.DataFrame
+        One row per fitted point: ``method``, ``quality``, ``cost`` (mean per validation row), ``coupled``,
+        ``params`` (dict) and its keys as columns, ``stage`` ("grid" or "refine"), ``model`` (a Candidate:
+        ``.model``, ``.predict``, ``.cost``). ``frame.attrs`` holds ``metric``, ``greater_is_better``, ``task``,
+        ``classes``, ``budget`` and ``metric_object``. The frame pickles, its models with it.
+
+    Raises
+    ------
+    CEGBError
+        When a method is unknown or does not support the task, ``grid`` names a method not swept, a number is
+        out of range, the labels do not fit the task, ranking rows lack their query sizes, or costs by name
+        meet an X without column names.
+
+    Warns
+    -----
+    RoundsWarning
+        When a point reached ``num_boost_round`` while its validation metric was still improving.
     """
     if task not in TASKS:
         raise CEGBError(f"task should be one of {TASKS}, got {task!r}")

@@ -58,7 +58,17 @@ UNKNOWN = np.array([UNKNOWN_BITS], dtype=np.uint64).view(np.float64)[0]
 @dataclass(frozen=True)
 class FetchFailure:
     """A fetch call that failed: its key as passed to fetch (a feature, or a group's name), the batch
-    positions of its rows, why."""
+    positions of its rows, why.
+
+    Parameters
+    ----------
+    feature : object
+        The key as passed to fetch: a feature's name or column, or a group's name.
+    rows : ndarray of int
+        The batch positions of the rows the call was for.
+    error : BaseException
+        Why it failed: what fetch raised, a ``TimeoutError``, or what was wrong with what it returned.
+    """
 
     feature: object
     rows: np.ndarray
@@ -82,6 +92,32 @@ class LazyResult:
     with its first member read) and ``evaluation[i]`` the split costs of the nodes it passed. To resume after
     a failure, call ``acquire(result.X, result.known)``: nothing fetched is fetched again (a member fetched
     with its group and read only after the resume is known then, so its own cost is not charged).
+
+    Parameters
+    ----------
+    prediction : ndarray or None
+        The prediction of each row (where a row is not DONE: NaN, or None in an object array); None when no
+        row is done, or in the ``result`` of a LazyFetchError.
+    status : ndarray of int8 of shape (n_rows,)
+        Each row's status: DONE (0), FAILED (1) or PENDING (2).
+    X : ndarray of shape (n_rows, n_features)
+        The values given and fetched (NaN where unknown).
+    known : ndarray of bool of shape (n_rows, n_features)
+        Which values are known.
+    fetched : ndarray of bool of shape (n_rows, n_features)
+        Which values this call fetched.
+    acquisition : ndarray of shape (n_rows,)
+        Each row's lazy cost of the fetched values its paths read (and of each group once).
+    evaluation : ndarray of shape (n_rows,)
+        Each row's split costs of the nodes it passed, and the trees' costs.
+    leaves : ndarray of int32 of shape (n_rows, num_trees)
+        The leaf each row reached in each tree, -1 where not reached yet.
+    rounds : int
+        Number of fetch rounds.
+    fetch_calls : int
+        Number of calls of fetch, retries included.
+    failures : list of FetchFailure, optional
+        The failed fetch calls (default: none).
     """
 
     prediction: np.ndarray | None
@@ -98,14 +134,17 @@ class LazyResult:
 
     @property
     def ok(self) -> np.ndarray:
+        """Whether each row is DONE (its prediction is set)."""
         return self.status == DONE
 
     @property
     def per_instance(self) -> np.ndarray:
+        """Each row's cost: ``acquisition + evaluation``."""
         return self.acquisition + self.evaluation
 
     @property
     def mean(self) -> float:
+        """Mean per-row cost (0.0 without rows)."""
         return float(self.per_instance.mean()) if len(self.status) else 0.0
 
 
@@ -121,7 +160,24 @@ class FetchInterrupted(RuntimeError):
 
 class LazyFetchError(RuntimeError):
     """A fetch failed (raised, timed out or returned the wrong shape) with ``errors="raise"``. ``result``
-    holds everything computed so far (values fetched, costs paid, rows already done)."""
+    holds everything computed so far (values fetched, costs paid, rows already done).
+
+    The exception fetch raised is its ``__cause__``.
+
+    Parameters
+    ----------
+    failure : FetchFailure
+        The (first) failed fetch call: its key, its rows and the error.
+    result : LazyResult
+        Everything computed so far (its ``prediction`` is None).
+
+    Attributes
+    ----------
+    failure : FetchFailure
+        As given.
+    result : LazyResult
+        As given: resume with ``acquire(result.X, result.known)``.
+    """
 
     def __init__(self, failure: FetchFailure, result: LazyResult) -> None:
         super().__init__(str(failure))
@@ -136,7 +192,22 @@ class _Returned(CEGBError):
 class LazyFetchValueError(LazyFetchError, CEGBError):
     """A fetch returned what its contract does not allow (the wrong shape, values that are not numbers, a
     mapping without a group's members, an awaitable to ``acquire``): a LazyFetchError that is also a CEGBError,
-    its message naming the key, what was expected and what was received."""
+    its message naming the key, what was expected and what was received.
+
+    Parameters
+    ----------
+    failure : FetchFailure
+        The (first) failed fetch call: its key, its rows and the error.
+    result : LazyResult
+        Everything computed so far (its ``prediction`` is None).
+
+    Attributes
+    ----------
+    failure : FetchFailure
+        As given.
+    result : LazyResult
+        As given: resume with ``acquire(result.X, result.known)``.
+    """
 
 
 class LazyPredictor:
@@ -168,7 +239,7 @@ class LazyPredictor:
         name may not be the key of a feature outside it.
     num_iteration : int, optional
         As ``predict``: the first iterations only (None: the best iteration if there is one, else all).
-    order : {"cheapest", "costliest", "most_rows", "model"} or callable, default "cheapest"
+    order : {"cheapest", "costliest", "most_rows", "model"} or callable, default="cheapest"
         Order of a round's fetch calls (by lazy cost, a group's being its own plus its members'; by number
         of rows; by column, a group's being its first member's); a callable gets ``(key, row_ids)`` and
         returns a sort key. Which (row, key) pairs are fetched does not depend on it: every one is needed.
@@ -178,11 +249,14 @@ class LazyPredictor:
     timeout : float, optional
         Seconds a fetch call may take; a slower one counts as failed (its thread cannot be stopped and
         finishes in the background).
-    retries : int, default 0
+    retries : int, default=0
         Times a fetch call that raised or timed out is repeated before it counts as failed.
-    errors : {"raise", "partial"}, default "raise"
+    errors : {"raise", "partial"}, default="raise"
         On a failed fetch: raise LazyFetchError (its ``result`` keeps what was computed), or mark the rows
         that needed it FAILED and finish the others.
+    feature_keys : {"name", "index"}, default="name"
+        The keys of features in fetch calls and in :attr:`groups`: the model's feature names (column indices
+        when the model has none) or column indices.
     n_jobs : int, optional
         Threads of the routing kernel.
 
@@ -194,6 +268,23 @@ class LazyPredictor:
         {group name: its members' keys, in the order of a group fetch's columns} (empty without groups).
     fetch_keys : list
         The keys fetch may be called with (a store can check it serves them all before the first request).
+    forest : Forest
+        The model's forest.
+    num_trees : int
+        The trees the routing goes through (those of ``num_iteration``).
+    costs_ : FeatureCosts
+        The costs, aligned to the model's columns.
+
+    Raises
+    ------
+    CEGBError
+        When an argument is invalid, the model has linear trees or pandas category columns, ``num_iteration``
+        is given for a model that is not LightGBM's, the costs do not fit the model, or a group's name is
+        also the key of a feature in no group.
+
+    See Also
+    --------
+    prediction_cost : The cost of the same rows when every feature is known.
     """
 
     def __init__(self, model, fetch: Callable, *, feature_costs=None, num_iteration: int | None = None,
@@ -274,7 +365,37 @@ class LazyPredictor:
     def acquire(self, X, known=None, *, ids=None, method: str = "predict", **kwargs) -> LazyResult:
         """Route, fetch and predict a batch: the LazyResult of every row. ``known``: bool mask of the values
         given in X (default: the non-NaN ones); ``method``: the model's method that predicts
-        ("predict", "predict_proba", ...), called with ``kwargs``."""
+        ("predict", "predict_proba", ...), called with ``kwargs``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_rows, n_features)
+            The rows' values known so far (NaN, or anything where ``known`` is False, for the others).
+        known : ndarray of bool of shape (n_rows, n_features), optional
+            Which values X gives (default: the non-NaN ones, so that a NaN of X is fetched; to give a missing
+            value, a NaN, mark it known).
+        ids : array-like of shape (n_rows,), optional
+            The row ids fetch is called with (default: the rows' positions in the batch).
+        method : str, default="predict"
+            The model's method that predicts.
+        **kwargs : dict
+            Arguments of ``method`` (not ``num_iteration``, ``start_iteration`` or ``pred_contrib``).
+
+        Returns
+        -------
+        LazyResult
+            Predictions, values, statuses and costs of every row.
+
+        Raises
+        ------
+        LazyFetchError
+            With ``errors="raise"``, when a fetch call fails (its ``result`` holds what was computed).
+        LazyFetchValueError
+            With ``errors="raise"``, when a fetch returns what its contract does not allow.
+        CEGBError
+            When fetch is a coroutine function (use :meth:`aacquire`), the model has no such ``method``, or
+            ``known`` or ``ids`` do not match X.
+        """
         if _is_async(self.fetch):
             raise CEGBError("fetch is a coroutine function: use aacquire / apredict")
         self._check_method(method, kwargs)
@@ -285,7 +406,35 @@ class LazyPredictor:
 
     async def aacquire(self, X, known=None, *, ids=None, method: str = "predict", **kwargs) -> LazyResult:
         """``acquire`` for asyncio: a round's fetch calls run concurrently (at most ``max_workers`` at a time
-        when set); a plain function fetch runs on a thread of its own per call."""
+        when set); a plain function fetch runs on a thread of its own per call.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_rows, n_features)
+            The rows' values known so far.
+        known : ndarray of bool of shape (n_rows, n_features), optional
+            Which values X gives (default: the non-NaN ones).
+        ids : array-like of shape (n_rows,), optional
+            The row ids fetch is called with (default: the rows' positions in the batch).
+        method : str, default="predict"
+            The model's method that predicts.
+        **kwargs : dict
+            Arguments of ``method``.
+
+        Returns
+        -------
+        LazyResult
+            Predictions, values, statuses and costs of every row.
+
+        Raises
+        ------
+        LazyFetchError
+            With ``errors="raise"``, when a fetch call fails (its ``result`` holds what was computed).
+        LazyFetchValueError
+            With ``errors="raise"``, when a fetch returns what its contract does not allow.
+        CEGBError
+            When the model has no such ``method``, or ``known`` or ``ids`` do not match X.
+        """
         self._check_method(method, kwargs)
         run = _Run(self, X, known, ids)
         limit = asyncio.Semaphore(self.max_workers) if self.max_workers else None
@@ -295,13 +444,81 @@ class LazyPredictor:
         return await asyncio.to_thread(run.finish, self._predict, method, kwargs)
 
     def predict(self, X, known=None, *, ids=None, **kwargs) -> np.ndarray:
-        """The model's ``predict`` on the full rows, fetching only what the rows' paths need."""
+        """The model's ``predict`` on the full rows, fetching only what the rows' paths need.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_rows, n_features)
+            The rows' values known so far.
+        known : ndarray of bool of shape (n_rows, n_features), optional
+            Which values X gives (default: the non-NaN ones).
+        ids : array-like of shape (n_rows,), optional
+            The row ids fetch is called with (default: the rows' positions in the batch).
+        **kwargs : dict
+            Arguments of the model's ``predict``.
+
+        Returns
+        -------
+        ndarray or None
+            :meth:`acquire`'s ``prediction``.
+
+        Raises
+        ------
+        LazyFetchError
+            As :meth:`acquire`.
+        """
         return self.acquire(X, known, ids=ids, **kwargs).prediction
 
     def predict_proba(self, X, known=None, *, ids=None, **kwargs) -> np.ndarray:
+        """The model's ``predict_proba`` on the full rows, fetching only what the rows' paths need.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_rows, n_features)
+            The rows' values known so far.
+        known : ndarray of bool of shape (n_rows, n_features), optional
+            Which values X gives (default: the non-NaN ones).
+        ids : array-like of shape (n_rows,), optional
+            The row ids fetch is called with (default: the rows' positions in the batch).
+        **kwargs : dict
+            Arguments of the model's ``predict_proba``.
+
+        Returns
+        -------
+        ndarray or None
+            :meth:`acquire`'s ``prediction`` with ``method="predict_proba"``.
+
+        Raises
+        ------
+        LazyFetchError
+            As :meth:`acquire`.
+        """
         return self.acquire(X, known, ids=ids, method="predict_proba", **kwargs).prediction
 
     async def apredict(self, X, known=None, *, ids=None, **kwargs) -> np.ndarray:
+        """:meth:`predict` for asyncio (see :meth:`aacquire`).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_rows, n_features)
+            The rows' values known so far.
+        known : ndarray of bool of shape (n_rows, n_features), optional
+            Which values X gives (default: the non-NaN ones).
+        ids : array-like of shape (n_rows,), optional
+            The row ids fetch is called with (default: the rows' positions in the batch).
+        **kwargs : dict
+            Arguments of the model's ``predict``.
+
+        Returns
+        -------
+        ndarray or None
+            :meth:`aacquire`'s ``prediction``.
+
+        Raises
+        ------
+        LazyFetchError
+            As :meth:`aacquire`.
+        """
         return (await self.aacquire(X, known, ids=ids, **kwargs)).prediction
 
     # ------------------------------------------------------------------------------------ fetching

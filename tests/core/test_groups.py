@@ -75,6 +75,21 @@ def test_costs_by_name_train_and_read_back(data):
     assert back.to_dict()["group_usage"] == back.group_usage
 
 
+@pytest.mark.parametrize("groups", [{"blood": [2, 3], "mri": [4, 5]}, {"blood": ["hdl", "ldl"], "mri": [4, "mri_b"]}])
+def test_aligned_group_only_costs_know_the_number_of_features(data, groups):
+    """Costs with groups only (no per-feature costs) become trainable once aligned: align() gives them the
+    number of features, which to_params needs for cegb_feature_group (it used to refuse them even after
+    align(), whose advice its message gave)."""
+    X, _ = data
+    costs = FeatureCosts(groups=groups, group_lazy=[20.0, 200.0])
+    aligned = costs.align(X)
+    assert aligned.num_features == X.shape[1]
+    params = aligned.to_params(tradeoff=0.01)
+    assert params["cegb_feature_group"] == [-1, -1, 0, 0, 1, 1]
+    assert params["cegb_penalty_group_lazy"] == [20.0, 200.0]
+    with pytest.raises(CEGBError, match="align"):
+        FeatureCosts(groups={"blood": [2, 3]}, group_lazy=[20.0]).to_params()
+
 
 def test_group_names_kept_in_the_model_text(data, tmp_path):
     """LightGBM numbers groups; name_groups writes their names into the model text's parameters section (a line

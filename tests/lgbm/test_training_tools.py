@@ -74,6 +74,23 @@ def test_budget_stopping_keeps_last_iteration_within_budget(data):
     assert prediction_cost(booster, Xv, COSTS, num_iteration=booster.current_iteration()).mean > budget
 
 
+@pytest.mark.parametrize("stopping_first", [False, True])
+def test_callbacks_keep_their_order_whatever_the_list_order(data, stopping_first):
+    """record_cost (order 20) runs before budget_stopping (29) however they are listed: lgb.train gives a
+    callback without an instance ``order`` its list position, which once shadowed the class attribute, so a
+    budget_stopping listed first stopped training before the stopping iteration's cost was recorded."""
+    X, y, Xv, yv = data
+    curve = prediction_cost(lgb.train(PARAMS, lgb.Dataset(X, y), 40), Xv, COSTS, per_iteration=True).curve
+    budget = float(curve[5])
+    result = {}
+    callbacks = [record_cost(Xv, COSTS, result), budget_stopping(Xv, COSTS, budget, verbose=False)]
+    booster = lgb.train(PARAMS, lgb.Dataset(X, y), 40, valid_sets=[lgb.Dataset(Xv, yv)],
+                        callbacks=callbacks[::-1] if stopping_first else callbacks, keep_training_booster=True)
+    assert [cb.order for cb in callbacks] == [20, 29]
+    assert len(result["cost"]) == booster.current_iteration() < 40
+    np.testing.assert_allclose(result["cost"], curve[:booster.current_iteration()], rtol=1e-12)
+
+
 def test_cost_callbacks_follow_a_training_that_runs_out_of_splits(data):
     """When no split is left LightGBM adds no tree but keeps calling the callbacks: the cost stays put
     (stock LightGBM's own message: 'Stopped training because there are no more leaves that meet the

@@ -3,7 +3,7 @@
 FINGERPRINTS holds the sha256 of ``model_to_string()`` for each case below as trained by the patch series
 *before* patch 0004 (its scan of every row of a leaf per feature, with the penalty computed as
 ``penalty * unpaid_rows``). Re-record only for a deliberate change of the models:
-``PYTHONPATH=<unoptimised build> python tests/test_cegb_models_unchanged.py``.
+``PYTHONPATH=<unoptimised build> python tests/patches/test_cegb_models_unchanged.py``.
 """
 
 from __future__ import annotations

@@ -24,8 +24,11 @@ def train(X, y, rounds, callbacks=(), init_model=None, **params):
 
 
 class Record:
-    """A callback that keeps the ledger as the first new iteration starts."""
-    order, before_iteration = 1, True
+    """A callback that keeps the ledger as the first new iteration starts (after start_from's, order 0: an
+    instance attribute, as lgb.train shadows a class attribute ``order`` with the callback's list position)."""
+
+    def __init__(self):
+        self.order, self.before_iteration = 1, True
 
     def __call__(self, env):
         if env.iteration == env.begin_iteration:

@@ -156,8 +156,23 @@ def test_tradeoff_scale_is_the_no_split_threshold(binary):
             booster = lgb.train({**params, "cegb_tradeoff": tradeoff}, lgb.Dataset(X, y), 1)
         return booster.dump_model()["tree_info"][0]["num_leaves"]
     assert leaves(scale) == 1 and leaves(scale * (1 - 2e-4)) > 1
-    with pytest.raises(CEGBError, match="params set no cegb_penalty_"):
-        cegb_tradeoff_scale({"objective": "binary"}, lgb.Dataset(X, y))
+    with pytest.raises(CEGBError, match="params set none of cegb_penalty_feature_lazy, .*cegb_penalty_group_coupled"):
+        cegb_tradeoff_scale({"objective": "binary", "cegb_penalty_split": 0.0}, lgb.Dataset(X, y))
+
+
+@pytest.mark.parametrize("costs", [
+    FeatureCosts(split=[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]),  # patch 0005's per-feature split costs only
+    FeatureCosts(groups=[0, 0, 0, 1, 1, 1], group_lazy=[2.0, 5.0]),  # group costs only
+    FeatureCosts(groups=[0, 0, 0, 1, 1, 1], group_coupled=[50.0, 500.0]),
+], ids=["feature_split", "group_lazy", "group_coupled"])
+def test_tradeoff_scale_of_costs_without_a_stock_penalty(binary, costs):
+    """Costs with only patch 0005's penalties have a scale too (they were refused as 'nothing to trade off')."""
+    (X, y), _, _ = binary
+    params = {"objective": "binary", "num_leaves": 8, "verbose": -1, **costs.to_params(tradeoff=1.0)}
+    scale = cegb_tradeoff_scale(params, lgb.Dataset(X, y), rel_tol=1e-3)
+    trees = {t: lgb.train({**params, "cegb_tradeoff": t}, lgb.Dataset(X, y), 1).dump_model()["tree_info"][0]
+             for t in (scale, scale / 1.01)}
+    assert trees[scale]["num_leaves"] == 1 and trees[scale / 1.01]["num_leaves"] > 1
 
 
 def test_train_to_budget(binary):

@@ -26,9 +26,28 @@ GATE_LIMIT = 30.0  # |the gate's starting score|: logit(p_full), within +-30 (p_
 
 
 def routing_weights(A: np.ndarray, B: np.ndarray, p_full: float, *, tol: float = 1e-12) -> np.ndarray:
-    """The q-step: ``q`` minimising ``sum_i (1 - q_i) A_i + q_i B_i - H(q_i)`` subject to ``mean(q) = p_full``
-    (H the binary entropy): ``q_i = 1 / (1 + exp(B_i - A_i + beta))``, ``beta`` by bisection (mean(q) falls as
-    beta grows). ``p_full`` 0 and 1 give q = 0 and q = 1."""
+    """The q-step: ``q`` minimising ``sum_i (1 - q_i) A_i + q_i B_i - H(q_i)`` subject to ``mean(q) = p_full``.
+
+    H is the binary entropy: ``q_i = 1 / (1 + exp(B_i - A_i + beta))``, ``beta`` by bisection (mean(q) falls as
+    beta grows). ``p_full`` 0 and 1 give q = 0 and q = 1.
+
+    Parameters
+    ----------
+    A : array-like of shape (n_samples,)
+        The loss of each row if it stays with f1 (f1's loss plus the gate's).
+    B : array-like of shape (n_samples,)
+        The loss of each row if it goes to f0 (f0's loss plus the gate's).
+    p_full : float
+        The mean of q: the share of the rows sent to f0.
+    tol : float, default=1e-12
+        The bisection stops when the bracket of ``beta`` is narrower than ``tol`` (relative to its ends, at least
+        1).
+
+    Returns
+    -------
+    ndarray of shape (n_samples,)
+        The routing weights ``q_i``, the probability that row i goes to f0.
+    """
     A, B = np.asarray(A, dtype=np.float64), np.asarray(B, dtype=np.float64)
     if p_full <= 0.0:
         return np.zeros_like(A)
@@ -165,6 +184,18 @@ class AdaptBase(BudgetedEstimator, ClassifierMixin, BaseEstimator):
             state.pay(int(feature), rows[need[:, feature]])
 
     def predict(self, X) -> np.ndarray:
+        """The class of the largest probability of :meth:`predict_proba` (f1's or f0's, as the gate routes).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The rows.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            One of ``classes_`` per row.
+        """
         proba = self.predict_proba(X)
         return self.classes_[np.argmax(proba, axis=1)]
 

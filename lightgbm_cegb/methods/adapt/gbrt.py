@@ -1,4 +1,5 @@
-"""Adaptive gating: ADAPT-GBRT (Nan and Saligrama, NIPS 2017; SEEDS.md section 6).
+"""Adaptive gating: ADAPT-GBRT (Feng Nan and Venkatesh Saligrama, "Adaptive Classification for Prediction Under
+a Budget", NIPS 2017).
 
 An accurate, costly model f0 that the user already has is kept; a cheap gate g and a cheap model f1 are
 learnt so that g sends the easy rows to f1 and only the hard ones to f0. ``fit`` alternates the paper's two
@@ -53,32 +54,68 @@ __all__ = ["AdaptGBRT", "routing_weights"]
 class AdaptGBRT(AdaptBase):
     """ADAPT-GBRT: a gate g and a cheap model f1 in front of a costly classifier f0.
 
+    ``fit`` alternates the q-step (:func:`~lightgbm_cegb.methods.adapt.routing_weights`) and the growth of g and f1
+    by boosting (module :mod:`lightgbm_cegb.methods.adapt.gbrt`); a row goes to f0 when g's score passes
+    ``gate_threshold_``, else to f1.
+
     Parameters
     ----------
     f0 : fitted classifier with ``predict_proba``, or a LightGBM Booster (binary or multiclass objective)
         The accurate model (binary or multiclass), fitted on the same columns and classes; an unfitted
         scikit-learn classifier is cloned and fitted on ``fit``'s (X, y) first. The model used is ``f0_``. Its
         prediction cost: exact when ``to_forest`` reads it (LightGBM, scikit-learn trees); otherwise give
-        ``f0_usage``.
-    p_full : float in [0, 1]
+        ``f0_usage``. Required: the default None makes ``fit`` raise a :class:`~lightgbm_cegb.CEGBError`.
+    p_full : float in [0, 1], default=0.3
         The fraction of training rows the q-step sends to f0.
-    tradeoff : float, default 0.0
+    tradeoff : float, default=0.0
         gamma: a split of g or f1 on a feature neither has used yet costs ``tradeoff * c``.
     feature_costs : FeatureCosts, lazy costs per column or by name, optional
         The cost model (default: every feature costs 1). A feature's ``c`` in training is its lazy plus
         coupled cost.
-    n_rounds : int, default 5
+    n_rounds : int, default=5
         Alternations of the q-step and the growth of g and f1.
-    trees_per_round : int, default 20
+    trees_per_round : int, default=20
         Trees added to each of g and f1 per round (per class for f1 with more than two classes).
-    max_depth, learning_rate, min_samples_leaf : as Greedy Miser's (depth-wise trees, 2 ** max_depth leaves)
+    max_depth : int, default=4
+        As Greedy Miser's: the depth of g's and f1's depth-wise trees (``2 ** max_depth`` leaves).
+    learning_rate : float, default=0.1
+        As Greedy Miser's: the shrinkage of g's and f1's trees.
+    min_samples_leaf : int, default=1
+        As Greedy Miser's: the fewest training rows in a leaf of g's and f1's trees.
     f0_usage : callable, optional
         For an f0 that ``to_forest`` cannot read: ``f0_usage(X)`` -> bool array (rows, features), the
         features f0 needs for each row.
     random_state : int, optional
         LightGBM's seed for g's and f1's trees (the fit is deterministic; None: 0).
     n_jobs : int, optional
-        Threads.
+        Threads (of the training of g and f1).
+
+    Attributes
+    ----------
+    f0_ : object
+        The f0 used: ``f0`` itself when it is fitted, else its clone fitted on ``fit``'s (X, y).
+    classes_ : ndarray of shape (n_classes,)
+        The classes (f0's ``classes_``; 0 .. K - 1 for a Booster).
+    costs_ : FeatureCosts
+        The cost model aligned to the columns of X.
+    gate_ : lightgbm.Booster
+        The gate g (one raw score per row).
+    f1_ : lightgbm.Booster
+        The cheap model f1 (raw scores: one logit for two classes, else one per class).
+    gate_threshold_ : float
+        A row goes to f0 when g's raw score passes it (inf at ``p_full`` 0: every row to f1; -inf at 1: every row
+        to f0).
+    train_fraction_to_f0_ : float
+        The share of the training rows the gate sends to f0 (a
+        :class:`~lightgbm_cegb.NoSplitWarning` when it is more than 0.05 from ``p_full``).
+    n_features_in_ : int
+        The number of columns of X.
+    feature_names_in_ : ndarray of shape (n_features,)
+        The column names of a DataFrame X (only then).
+
+    See Also
+    --------
+    AdaptLIN : The linear version.
     """
 
     def __init__(self, *, f0=None, p_full: float = 0.3, tradeoff: float = 0.0, feature_costs=None, n_rounds: int = 5,
@@ -108,7 +145,31 @@ class AdaptGBRT(AdaptBase):
         check_number(self.learning_rate, "learning_rate", 0.0, low_open=True)
 
     def fit(self, X, y) -> AdaptGBRT:
-        """Learn g and f1 on (X, y) around the fitted f0."""
+        """Learn g and f1 on (X, y) around the fitted f0.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The training rows (NaN read as LightGBM does).
+        y : array-like of shape (n_samples,)
+            The labels, among f0's classes (at least two).
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+
+        Raises
+        ------
+        CEGBError
+            When a parameter is out of range, f0 is no classifier, y holds classes that f0 was not trained on or
+            fewer than two, or f0 was fitted on another number of features.
+
+        Warns
+        -----
+        NoSplitWarning
+            When the gate's scores take too few values to send about ``p_full`` of the training rows to f0.
+        """
         self._check_params()
         X, codes, f0_loss = self._start(X, y)
         n, k = len(codes), self._num_scores
@@ -179,10 +240,33 @@ class AdaptGBRT(AdaptBase):
         return to_f0, raw, state
 
     def route(self, X) -> np.ndarray:
-        """Which model each row goes to: 0 (f0) when the gate's score passes ``gate_threshold_``, else 1 (f1)."""
+        """Which model each row goes to: 0 (f0) when the gate's score passes ``gate_threshold_``, else 1 (f1).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The rows.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            0 for the rows sent to f0, 1 for those f1 predicts.
+        """
         return np.where(self._composite(self._validated(X))[0], 0, 1)
 
     def predict_proba(self, X) -> np.ndarray:
+        """Class probabilities: f1's for the rows the gate keeps, f0's for the rows it sends to f0.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The rows.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+            The probability of each class of ``classes_``.
+        """
         X = self._validated(X)
         to_f0, raw, _ = self._composite(X)
         proba = np.empty((X.shape[0], len(self.classes_)))
@@ -194,7 +278,25 @@ class AdaptGBRT(AdaptBase):
 
     def prediction_cost(self, X, *, n_jobs: int | None = None) -> CostReport:
         """Exact cost per row: the gate's features, then those of the model the row goes to, each (row, feature
-        or group) paid once across the models."""
+        or group) paid once across the models.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The rows.
+        n_jobs : int, optional
+            Threads of the routing (None: every available CPU, at most one per block of rows).
+
+        Returns
+        -------
+        CostReport
+            The cost of each row (acquisition and evaluation) and the features' usage.
+
+        Raises
+        ------
+        CEGBError
+            When f0 is not a tree ensemble that ``to_forest`` reads and ``f0_usage`` is not given.
+        """
         X = self._validated(X)
         to_f0, _, state = self._composite(X, f0=self._f0_forest(), n_jobs=n_jobs)
         self._charge_f0_usage(state, X, np.flatnonzero(to_f0))
@@ -204,7 +306,22 @@ class AdaptGBRT(AdaptBase):
 
     def tradeoff_scale(self, X, y, **fit_params) -> float:
         """Greedy Miser's scale on (X, y) with this model's costs and trees: the smallest ``tradeoff`` at which
-        a first tree of f1 fitted on every row makes no split (g and f1 pay as Greedy Miser's trees)."""
+        a first tree of f1 fitted on every row makes no split (g and f1 pay as Greedy Miser's trees).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The training rows.
+        y : array-like of shape (n_samples,)
+            The labels.
+        **fit_params : dict
+            Accepted for the estimators' common signature; not used.
+
+        Returns
+        -------
+        float
+            The smallest ``tradeoff`` at which f1's first tree makes no split.
+        """
         miser = GreedyMiserClassifier(feature_costs=self.feature_costs, max_depth=self.max_depth,
                                       min_samples_leaf=self.min_samples_leaf, random_state=self.random_state,
                                       n_jobs=self.n_jobs)

@@ -1,5 +1,5 @@
-"""ADAPT-LIN (Nan and Saligrama, NIPS 2017; SEEDS.md section 6): a linear gate g and a linear cheap model f1
-in front of a costly classifier f0, sparse in features together.
+"""ADAPT-LIN (Feng Nan and Venkatesh Saligrama, "Adaptive Classification for Prediction Under a Budget", NIPS
+2017): a linear gate g and a linear cheap model f1 in front of a costly classifier f0, sparse in features together.
 
 ``fit`` alternates the paper's two steps, as ADAPT-GBRT (:mod:`lightgbm_cegb.methods.adapt`): the q-step
 (:func:`~lightgbm_cegb.methods.adapt.routing_weights`, a ``p_full`` share of the training rows to f0), then g and f1
@@ -41,30 +41,74 @@ class AdaptLIN(AdaptBase):
     """ADAPT-LIN: a linear gate g and a linear model f1 (logistic, softmax for more than two classes), sparse in
     features together, in front of a costly classifier f0.
 
+    ``fit`` alternates the q-step and the fit of g and f1 by accelerated proximal gradient on the cost-weighted
+    L2,1 penalty (module :mod:`lightgbm_cegb.methods.adapt.lin`); a row goes to f0 when g's score passes
+    ``gate_threshold_``, else to f1. X should hold finite values.
+
     Parameters
     ----------
     f0 : fitted classifier with ``predict_proba``, or a LightGBM Booster (binary or multiclass objective)
         As :class:`~lightgbm_cegb.AdaptGBRT`'s.
-    p_full : float in [0, 1]
+    p_full : float in [0, 1], default=0.3
         The fraction of training rows the q-step sends to f0.
-    tradeoff : float, default 0.01
+    tradeoff : float, default=0.01
         The paper's lambda, the weight of the cost-weighted L2,1 penalty; ``tradeoff_scale(X, y)`` is the
         smallest value at which f1's first fit reads no feature.
     feature_costs : FeatureCosts, lazy costs per column or by name, optional
         The cost model (default: every feature costs 1). Feature j's ``c_j`` in the penalty is its lazy plus
         coupled cost plus its group's costs shared among the group's members.
-    n_rounds : int, default 10
+    n_rounds : int, default=10
         Alternations of the q-step and the fit of g and f1.
-    max_iter : int, default 300
+    max_iter : int, default=300
         Proximal-gradient iterations per fit at most (``n_iter_``: those the last fit ran).
-    tol : float, default 1e-6
+    tol : float, default=1e-6
         A fit stops when no weight moves by more than ``tol`` (relative to the largest weight) in an iteration.
     f0_usage : callable, optional
         For an f0 that ``to_forest`` cannot read: ``f0_usage(X)`` -> bool array (rows, features).
-    random_state : None
+    random_state : None, default=None
         The fit is deterministic (no random draw); accepted as every estimator of the package does.
     n_jobs : int, optional
         Threads of the routing of f0's trees in ``prediction_cost``.
+
+    Attributes
+    ----------
+    f0_ : object
+        The f0 used: ``f0`` itself when it is fitted, else its clone fitted on ``fit``'s (X, y).
+    classes_ : ndarray of shape (n_classes,)
+        The classes (f0's ``classes_``; 0 .. K - 1 for a Booster).
+    costs_ : FeatureCosts
+        The cost model aligned to the columns of X.
+    gate_coef_ : ndarray of shape (n_features,)
+        The gate's weights on the raw (unscaled) features.
+    gate_intercept_ : float
+        The gate's intercept.
+    f1_coef_ : ndarray of shape (n_features, n_scores)
+        f1's weights on the raw features, one column per raw score (one for two classes, else one per class).
+    f1_intercept_ : ndarray of shape (n_scores,)
+        f1's intercepts.
+    mean_ : ndarray of shape (n_features,)
+        The training rows' means (the centring inside the models).
+    scale_ : ndarray of shape (n_features,)
+        The training rows' standard deviations (1 for a constant column).
+    n_iter_ : int
+        The proximal-gradient iterations the last fit ran.
+    gate_features_ : ndarray of int
+        The features the gate reads.
+    f1_features_ : ndarray of int
+        The features f1 reads.
+    gate_threshold_ : float
+        A row goes to f0 when the gate's score passes it (inf at ``p_full`` 0: every row to f1; -inf at 1: every
+        row to f0).
+    train_fraction_to_f0_ : float
+        The share of the training rows the gate sends to f0.
+    n_features_in_ : int
+        The number of columns of X.
+    feature_names_in_ : ndarray of shape (n_features,)
+        The column names of a DataFrame X (only then).
+
+    See Also
+    --------
+    AdaptGBRT : The version with boosted trees.
     """
 
     _finite_X = True
@@ -103,7 +147,31 @@ class AdaptLIN(AdaptBase):
     # ------------------------------------------------------------------------------------- fitting
 
     def fit(self, X, y) -> AdaptLIN:
-        """Learn g and f1 on (X, y) around the fitted f0."""
+        """Learn g and f1 on (X, y) around the fitted f0.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The training rows (finite values).
+        y : array-like of shape (n_samples,)
+            The labels, among f0's classes (at least two).
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+
+        Raises
+        ------
+        CEGBError
+            When a parameter is out of range, f0 is no classifier, y holds classes that f0 was not trained on or
+            fewer than two, or f0 was fitted on another number of features.
+
+        Warns
+        -----
+        NoSplitWarning
+            When the gate's scores take too few values to send about ``p_full`` of the training rows to f0.
+        """
         self._check_params()
         X, codes, f0_loss = self._start(X, y)
         Z, self.mean_, self.scale_ = _standardise(X)
@@ -126,9 +194,23 @@ class AdaptLIN(AdaptBase):
         return self
 
     def tradeoff_scale(self, X, y) -> float:
-        """The smallest ``tradeoff`` at which f1's first fit (every row, intercepts only) reads no feature: past
-        it the composite is f1 = the class prior for the rows the gate keeps (exact, from the gradient at the
-        prior: no fits)."""
+        """The smallest ``tradeoff`` at which f1's first fit (every row, intercepts only) reads no feature.
+
+        Past it the composite is f1 = the class prior for the rows the gate keeps (exact, from the gradient at the
+        prior: no fits).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The training rows (finite values).
+        y : array-like of shape (n_samples,)
+            The labels, among f0's classes.
+
+        Returns
+        -------
+        float
+            The smallest ``tradeoff`` at which f1 reads no feature (0 when every feature is free).
+        """
         self._check_params()
         X, codes, _ = self._start(X, y)
         k = self._num_scores
@@ -154,22 +236,57 @@ class AdaptLIN(AdaptBase):
 
     @property
     def gate_features_(self) -> np.ndarray:
-        """The features the gate reads (none at p_full 0 and 1: no gate is fitted)."""
+        """The features the gate reads (none at p_full 0 and 1: no gate is fitted), as column indices."""
         return np.flatnonzero(self.gate_coef_)
 
     @property
     def f1_features_(self) -> np.ndarray:
+        """The features f1 reads (a non-zero weight for some class), as column indices."""
         return np.flatnonzero(np.any(self.f1_coef_ != 0, axis=1))
 
     def route(self, X) -> np.ndarray:
-        """Which model each row goes to: 0 (f0) when the gate's score passes ``gate_threshold_``, else 1 (f1)."""
+        """Which model each row goes to: 0 (f0) when the gate's score passes ``gate_threshold_``, else 1 (f1).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The rows.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            0 for the rows sent to f0, 1 for those f1 predicts.
+        """
         return np.where(self._to_f0(self._validated(X)), 0, 1)
 
     def decision_function_f1(self, X) -> np.ndarray:
-        """f1's raw scores (one logit for two classes, else one per class) on every row."""
+        """f1's raw scores (one logit for two classes, else one per class) on every row.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The rows.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,) or (n_samples, n_classes)
+            The logit of ``classes_[1]`` for two classes, else one score per class.
+        """
         return self._f1_raw(self._validated(X))
 
     def predict_proba(self, X) -> np.ndarray:
+        """Class probabilities: f1's for the rows the gate keeps, f0's for the rows it sends to f0.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The rows.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+            The probability of each class of ``classes_``.
+        """
         X = self._validated(X)
         to_f0 = self._to_f0(X)
         proba = np.empty((X.shape[0], len(self.classes_)))
@@ -180,7 +297,25 @@ class AdaptLIN(AdaptBase):
         return proba
 
     def prediction_cost(self, X, *, n_jobs: int | None = None) -> CostReport:
-        """Exact cost per row: the gate's features, then f1's or f0's, each (row, feature or group) paid once."""
+        """Exact cost per row: the gate's features, then f1's or f0's, each (row, feature or group) paid once.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The rows.
+        n_jobs : int, optional
+            Threads of the routing of f0's trees (None: the estimator's ``n_jobs``).
+
+        Returns
+        -------
+        CostReport
+            The cost of each row (acquisition and, for f0's trees, evaluation) and the features' usage.
+
+        Raises
+        ------
+        CEGBError
+            When ``p_full`` > 0, f0 is not a tree ensemble that ``to_forest`` reads and ``f0_usage`` is not given.
+        """
         X = self._validated(X)
         f0 = self._f0_forest() if self.p_full > 0 else None
         to_f0 = self._to_f0(X)

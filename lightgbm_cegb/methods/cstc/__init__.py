@@ -1,5 +1,7 @@
-"""CSTC, the cost-sensitive tree of classifiers, and its cascades CSCC and Cronus (Xu, Kusner, Weinberger, Chen
-and Chapelle, JMLR 2014; Chen et al., AISTATS 2012; SEEDS.md section 5).
+"""CSTC, the cost-sensitive tree of classifiers, and its cascades CSCC and Cronus (Zhixiang Xu, Matt J. Kusner,
+Kilian Q. Weinberger, Minmin Chen and Olivier Chapelle, "Classifier Cascades and Trees for Minimizing Feature
+Evaluation Cost", JMLR 2014; Minmin Chen, Zhixiang Xu, Kilian Q. Weinberger, Olivier Chapelle and Dor Kedem,
+"Classifier Cascade for Minimizing Feature Evaluation Cost", AISTATS 2012).
 
 Linear nodes on features ``phi(x)``: the raw features, or (the paper's boosting trick) the outputs of the trees
 of a LightGBM model. The shape is data (:class:`Structure`): CSTC's balanced tree of ``depth`` levels in heap

@@ -179,7 +179,19 @@ class _Base(BudgetedEstimator, BaseEstimator):
         return self._phi_, model
 
     def apply(self, X) -> np.ndarray:
-        """The terminal slot each row reaches by hard routing (a leaf, or a cascade's exit)."""
+        """The terminal slot each row reaches by hard routing (a leaf, or a cascade's exit).
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+            The rows (finite and dense for nodes on the raw features; with ``phi`` a LightGBM model, NaN and
+            sparse rows are read as LightGBM does).
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            The terminal slot of each row (one of ``terminals_``).
+        """
         phi, model = self._fitted()
         return model.hard_terminal(phi.design(self._validated(X)))
 
@@ -190,21 +202,51 @@ class _Base(BudgetedEstimator, BaseEstimator):
 
     @property
     def terminals_(self) -> list[int]:
-        """The terminal slots (``apply``'s values)."""
+        """The terminal slots (``apply``'s values), as a list of int."""
         self._check_fitted()
         return [int(t) for t in self.structure_.terminals]
 
     def path_columns(self, terminal: int) -> np.ndarray:
-        """The phi columns (raw features, or trees of ``phi_booster_``) read by the nodes on the way to the
-        terminal slot ``terminal``."""
+        """The phi columns (raw features, or trees of ``phi_booster_``) read by the nodes on the way to a terminal.
+
+        Parameters
+        ----------
+        terminal : int
+            The terminal slot (one of ``terminals_``).
+
+        Returns
+        -------
+        ndarray of int
+            The indices of the phi columns with a non-zero weight in a node on the path to ``terminal``.
+
+        Raises
+        ------
+        CEGBError
+            When ``terminal`` is not one of ``terminals_``.
+        """
         if terminal not in self.terminals_:
             raise CEGBError(f"terminal should be one of {self.terminals_}, got {terminal!r}")
         return np.flatnonzero((self.coef_[self.structure_.path(int(terminal)), 1:] != 0).any(axis=0))
 
     def prediction_cost(self, X, *, n_jobs: int | None = None) -> CostReport:
-        """Exact cost per row: each feature (and group) read on the row's path once; with the boosting trick,
-        the features each used tree tests on the row's way through it and the trees' evaluation, as
-        LightGBM evaluates them (the package's per-row cost state)."""
+        """Exact cost per row: each feature (and group) read on the row's path once.
+
+        With the boosting trick, the features each used tree tests on the row's way through it and the trees'
+        evaluation, as LightGBM evaluates them (the package's per-row cost state).
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+            The rows (finite and dense for nodes on the raw features; with ``phi`` a LightGBM model, NaN and
+            sparse rows are read as LightGBM does).
+        n_jobs : int, optional
+            Threads of the routing through phi's trees (None: the estimator's ``n_jobs``).
+
+        Returns
+        -------
+        CostReport
+            The cost of each row (acquisition and evaluation) and the features' usage.
+        """
         X = self._validated(X)
         phi, model = self._fitted()
         slot = model.hard_terminal(phi.design(X))
@@ -227,10 +269,26 @@ class _Base(BudgetedEstimator, BaseEstimator):
     # ------------------------------------------------------------------------------------- files
 
     def tradeoff_scale(self, X, y, **fit_params) -> float:
-        """The variance of the targets the model fits (the labels; -1 / +1 for the classifiers): the scale of
-        the squared loss that ``tradeoff`` weighs the expected cost against. Not a bisection on fits, as the
-        other estimators' (a CSTC fit costs too much for one): models at ``tradeoff = scale`` read few
-        features, not always none."""
+        """The variance of the targets the model fits (the labels; -1 / +1 for the classifiers).
+
+        It is the scale of the squared loss that ``tradeoff`` weighs the expected cost against. Not a bisection
+        on fits, as the other estimators' (a CSTC fit costs too much for one): models at ``tradeoff = scale``
+        read few features, not always none.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The training rows (not read).
+        y : array-like of shape (n_samples,)
+            The labels.
+        **fit_params : dict
+            Accepted for the estimators' common signature; not used.
+
+        Returns
+        -------
+        float
+            The variance of the targets.
+        """
         y = np.asarray(y).ravel()
         return float(np.var(self._scale_targets(y)))
 
@@ -290,30 +348,64 @@ def _plain(value):
     return value.item() if isinstance(value, np.generic) else value
 
 
-_SHARED = """    tradeoff : float, default 0.01
+_SHARED = """    tradeoff : float, default=0.01
         Weight of the expected feature cost against the mean squared error (the labels' scale matters, and it
         also sets how sharply the soft routing splits: the same weights predict and route, so labels in the
         thousands saturate the sigmoids; scale them to units or tens).
-    rho : float, default 0
+    rho : float, default=0
         Weight of every node's l1 penalty.
-    feature_costs : FeatureCosts or lazy costs per column, optional (default: every feature costs 1)
-        Lazy costs and groups are paid per row; coupled and split costs are reported, not optimised.
-    phi : None, LightGBM Booster or model, or int
+    feature_costs : FeatureCosts or lazy costs per column, optional
+        The cost model (default: every feature costs 1). Lazy costs and groups are paid per row; coupled and
+        split costs are reported, not optimised.
+    phi : None, LightGBM Booster or model, or int, default=None
         None: the nodes read the raw features (which should be on comparable scales: weights below 1e-4 are
         clamped to zero). A LightGBM model: the nodes read its trees' outputs (the boosting trick; a used tree's
         features and evaluation are paid; scikit-learn's ``clone``, as in cross-validation, unfits an
         ``LGBMModel`` but keeps a ``Booster``: give ``model.booster_`` there). An int: a LightGBM model of that
         many trees is trained first.
-    n_iter : int, default 10
-        Sweeps of block coordinate descent at most; ``tol``: stop when a sweep lowers the objective by less
-        (relative).
-    polish : bool, default True
-        The local search on the unrelaxed objective after fine-tuning (module docstring).
+    n_iter : int, default=10
+        Sweeps of block coordinate descent at most.
+    tol : float, default=1e-6
+        Stop when a sweep lowers the objective by less than ``tol`` (relative).
+    polish : bool, default=True
+        The local search on the unrelaxed objective after fine-tuning (module :mod:`lightgbm_cegb.methods.cstc`).
     random_state : int, optional
         Seed of the LightGBM model trained for ``phi=int`` (the rest is deterministic).
     n_jobs : int, optional
-        Threads of the routing in ``prediction_cost`` (the LightGBM model of ``phi=int`` trains on one thread).
+        Threads of the routing in ``prediction_cost`` (the LightGBM model of ``phi=int`` trains on one thread)."""
 
+#: The fitted attributes every estimator of the family sets (``classes_``: the classifiers only).
+_ATTRIBUTES = """    Attributes
+    ----------
+    coef_ : ndarray of shape (n_slots, 1 + n_phi_columns)
+        Each slot's weights ``beta_k`` on ``[1, phi(x)]`` (column 0 the intercept); a cascade's exit predicts
+        with its parent's.
+    threshold_ : ndarray of shape (n_slots,)
+        Each slot's threshold ``theta_k``.
+    structure_ : Structure
+        The shape after pruning (slots, children, which weights predict where).
+    terminals_ : list of int
+        The terminal slots (``apply``'s values).
+    costs_ : FeatureCosts
+        The cost model aligned to the columns of X.
+    phi_booster_ : lightgbm.Booster or None
+        The LightGBM model whose trees' outputs the nodes read (None: the raw features).
+    n_iter_ : int
+        The sweeps of block coordinate descent run.
+    best_iteration_ : int
+        The sweep kept: that of the lowest validation error with ``eval_set`` (0 for the initialisation), else
+        the last.
+    objective_ : float
+        The relaxed objective of the sweep kept (before fine-tuning and the polish).
+    classes_ : ndarray of shape (2,)
+        The classes (classifiers only); ``classes_[1]`` is the positive one (+1).
+    n_features_in_ : int
+        The number of columns of X.
+    feature_names_in_ : ndarray of shape (n_features,)
+        The column names of a DataFrame X (only then).
+
+    Notes
+    -----
     ``fit(X, y, sample_weight=None, eval_set=None)``: with ``eval_set = (X_valid, y_valid[, weights])`` the
     initialised model is pruned bottom-up on it and the block coordinate descent keeps the sweep of the lowest
     validation error (``best_iteration_``, 0 for the initialisation; without ``eval_set`` the last), as the paper
@@ -339,14 +431,44 @@ class CSTC(RegressorMixin, _Tree):
 
     Parameters
     ----------
-    depth : int, default 3
+    depth : int, default=3
         Levels of the balanced tree (2 ** depth - 1 nodes, 2 ** (depth - 1) leaves), before pruning.
 {_SHARED}
+
+{_ATTRIBUTES}
     """
 
     _phi_objective = "regression"
 
     def fit(self, X, y, *, sample_weight=None, eval_set=None) -> CSTC:
+        """Fit the tree of linear nodes on (X, y) by the paper's block coordinate descent.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+            The training rows (finite and dense for nodes on the raw features; with ``phi`` a LightGBM model, NaN
+            and sparse rows are read as LightGBM does).
+        y : array-like of shape (n_samples,)
+            The targets (finite numbers; relevance labels for ranking).
+        sample_weight : array-like of shape (n_samples,), optional
+            Row weights (finite, >= 0, not all zero; None: all 1), scaled to mean 1 in the objective.
+        eval_set : tuple, optional
+            ``(X_valid, y_valid)`` or ``(X_valid, y_valid, sample_weight_valid)``: the initialised model is pruned
+            bottom-up on it and the block coordinate descent keeps the sweep of the lowest validation error
+            (``best_iteration_``, 0 for the initialisation; without ``eval_set`` the last), as the paper stops
+            early.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+
+        Raises
+        ------
+        CEGBError
+            When a parameter is out of range, y (or ``eval_set``'s targets) holds values that are not finite,
+            ``eval_set`` is malformed, or ``phi``'s model reads another number of features than X has.
+        """
         X, y = validate_data(self, X, y, y_numeric=True, reset=True, ensure_min_samples=2, **self._reading())
         return self._fit(X, self._target(y, "y"), sample_weight, eval_set)
 
@@ -357,6 +479,19 @@ class CSTC(RegressorMixin, _Tree):
         return y
 
     def predict(self, X) -> np.ndarray:
+        """The prediction of the terminal each row reaches by hard routing.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+            The rows (finite and dense for nodes on the raw features; with ``phi`` a LightGBM model, NaN and
+            sparse rows are read as LightGBM does).
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            The predicted values.
+        """
         return self._raw(X)
 
 
@@ -372,6 +507,35 @@ class _Binary:
         return tags
 
     def fit(self, X, y, *, sample_weight=None, eval_set=None):
+        """Fit the model on (X, y), the labels coded -1 (``classes_[0]``) and +1 (``classes_[1]``).
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+            The training rows (finite and dense for nodes on the raw features; with ``phi`` a LightGBM model, NaN
+            and sparse rows are read as LightGBM does).
+        y : array-like of shape (n_samples,)
+            The labels, of exactly two classes.
+        sample_weight : array-like of shape (n_samples,), optional
+            Row weights (finite, >= 0, not all zero; None: all 1), scaled to mean 1 in the objective.
+        eval_set : tuple, optional
+            ``(X_valid, y_valid)`` or ``(X_valid, y_valid, sample_weight_valid)``: the initialised model is pruned
+            bottom-up on it and the block coordinate descent keeps the sweep of the lowest validation error
+            (``best_iteration_``, 0 for the initialisation; without ``eval_set`` the last), as the paper stops
+            early.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+
+        Raises
+        ------
+        CEGBError
+            When a parameter is out of range, y does not hold exactly two classes, ``eval_set``'s labels are not
+            among them, ``eval_set`` is malformed, ``class_weight`` is invalid (CSCC, Cronus), or ``phi``'s model
+            reads another number of features than X has.
+        """
         X, y = validate_data(self, X, y, reset=True, ensure_min_samples=2, **self._reading())
         kind = type_of_target(y, input_name="y", raise_unknown=True)
         if kind != "binary":
@@ -394,28 +558,58 @@ class _Binary:
         return np.where(y == self.classes_[1], 1.0, -1.0)
 
     def decision_function(self, X) -> np.ndarray:
+        """The prediction of the terminal each row reaches by hard routing: positive for ``classes_[1]``.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+            The rows (finite and dense for nodes on the raw features; with ``phi`` a LightGBM model, NaN and
+            sparse rows are read as LightGBM does).
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            The score of each row (the squared loss fits -1 / +1).
+        """
         return self._raw(X)
 
     def predict(self, X) -> np.ndarray:
+        """``classes_[1]`` for the rows whose ``decision_function`` is positive, else ``classes_[0]``.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+            The rows (finite and dense for nodes on the raw features; with ``phi`` a LightGBM model, NaN and
+            sparse rows are read as LightGBM does).
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            One of ``classes_`` per row.
+        """
         positive = self._raw(X) > 0
         return self.classes_[positive.astype(np.int64)]
 
 
 class CSTCClassifier(_Binary, ClassifierMixin, _Tree):
-    __doc__ = f"""CSTC for binary classification (squared loss on -1 / +1; ``phi=int`` trains a binary
-    LightGBM model).
+    __doc__ = f"""CSTC for binary classification (squared loss on -1 / +1).
+
+    ``phi=int`` trains a binary LightGBM model.
 
     Parameters
     ----------
-    depth : int, default 3
-        Levels of the balanced tree, before pruning.
+    depth : int, default=3
+        Levels of the balanced tree (2 ** depth - 1 nodes, 2 ** (depth - 1) leaves), before pruning.
 {_SHARED}
+
+{_ATTRIBUTES}
     """
 
 
 class CSCC(_Binary, ClassifierMixin, _Base):
-    __doc__ = f"""CSCC, the cost-sensitive cascade of classifiers (Xu et al. 2014, section 4, eq. 19): a chain of
-    linear nodes, node k exiting the rows with ``phi.beta_k <= theta_k`` (their prediction is node k's) and
+    __doc__ = f"""CSCC, the cost-sensitive cascade of classifiers (Xu et al. 2014, section 4, eq. 19).
+
+    A chain of linear nodes, node k exiting the rows with ``phi.beta_k <= theta_k`` (their prediction is node k's) and
     passing the others on; the last node predicts for every row that reaches it. Each node's squared loss is
     weighted by the probability of exiting there, the cost term sums over the exits, each weighted by its
     probability, of the mixed norm of the weights of the nodes before it; ``class_weight`` re-weights the
@@ -423,12 +617,14 @@ class CSCC(_Binary, ClassifierMixin, _Base):
 
     Parameters
     ----------
-    n_stages : int, default 5
+    n_stages : int, default=5
         Classifier nodes in the chain, before pruning (pruning on ``eval_set`` drops the last stages that do not
         help).
-    class_weight : None, "balanced" or {{label: weight}}
-        Row weights per class (multiplying ``sample_weight``).
+    class_weight : None, "balanced" or {{label: weight}}, default=None
+        Row weights per class (multiplying ``sample_weight``; "balanced": n / (2 n_class) on the training rows).
 {_SHARED}
+
+{_ATTRIBUTES}
     """
 
     def __init__(self, *, n_stages: int = 5, class_weight=None, tradeoff: float = 0.01, rho: float = 0.0,
@@ -460,14 +656,20 @@ class CSCC(_Binary, ClassifierMixin, _Base):
 
 
 class Cronus(CSCC):
-    __doc__ = f"""Cronus (Chen et al., AISTATS 2012), the cascade CSCC supersedes: CSCC's loss, but the cost term
-    is one mixed norm over every node's weights, each node's scaled by the probability of reaching it
-    (Xu et al. 2014, section 4.1).
+    __doc__ = f"""Cronus (Chen et al., AISTATS 2012), the cascade CSCC supersedes.
+
+    CSCC's loss, but the cost term is one mixed norm over every node's weights, each node's scaled by the
+    probability of reaching it (Xu et al. 2014, section 4.1).
 
     Parameters
     ----------
-    n_stages, class_weight : as :class:`CSCC`
+    n_stages : int, default=5
+        As :class:`CSCC`'s: classifier nodes in the chain, before pruning.
+    class_weight : None, "balanced" or {{label: weight}}, default=None
+        As :class:`CSCC`'s: row weights per class (multiplying ``sample_weight``).
 {_SHARED}
+
+{_ATTRIBUTES}
     """
 
     _cronus = True
