@@ -2,7 +2,7 @@
 a plain LightGBM fit).
 
     .venv/bin/python scripts/bench_methods.py [--rows 40000] [--features 54] [--methods adapt_lin,cstc]
-                                              [--profile adapt_lin]
+                                              [--profile adapt_lin] [--sweep cstc]
 
 Data: synthetic and forest-cover-like (seed 0): a fifth of the columns continuous, the rest binary indicators,
 a binary label from a few of each with noise; unit costs; three quarters of the rows train, a quarter
@@ -10,7 +10,9 @@ validates (CSTC's pruning and early stopping, as the selection sweep fits it). P
 leaves on one thread, the median of 3 fits. ADAPT-LIN: p_full 0.3, tradeoff 0.05 x ``tradeoff_scale``, f0 the
 plain model. CSTC: CSTCClassifier (depth 3) at tradeoff 1e-3 x ``tradeoff_scale``, phi the plain model's trees.
 Each line: the fit's wall time and its ratio to plain LightGBM's. ``--profile`` prints cProfile's top entries
-of that method's fit. Timings on a loaded machine are noisy: read the ratios, not the seconds.
+of that method's fit. ``--sweep cstc`` also times ``lightgbm_cegb.selection.sweep(["cstc"], ...)`` on the same
+split (its default grid and phi, task binary, unit costs, ``baseline=False``: the method's points only).
+Timings on a loaded machine are noisy: read the ratios, not the seconds.
 """
 
 from __future__ import annotations
@@ -89,6 +91,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--features", type=int, default=54)
     parser.add_argument("--methods", default="adapt_lin,cstc", help="comma-separated: adapt_lin, cstc")
     parser.add_argument("--profile", default="", help="a method whose fit to profile")
+    parser.add_argument("--sweep", default="", help="comma-separated selection methods to time a default sweep of")
     args = parser.parse_args(argv)
     X, y = synthetic(args.rows, args.features)
     cut = args.rows * 3 // 4
@@ -108,6 +111,14 @@ def main(argv: list[str] | None = None) -> None:
             raise SystemExit(f"unknown method {method!r}: {', '.join(FITS)}")
         seconds, notes = FITS[method](f0, X_train, y_train, X_valid, y_valid, args.profile == method)
         print(f"{method:<12} {seconds:>9.3f} {seconds / base:>10.2f}  {notes}", flush=True)
+    for method in [m for m in args.sweep.split(",") if m]:
+        from lightgbm_cegb import FeatureCosts
+        from lightgbm_cegb.selection import sweep
+
+        seconds, frame = timed(lambda method=method: sweep([method], (X_train, y_train), (X_valid, y_valid),
+                                                           FeatureCosts(lazy=np.ones(args.features)), task="binary",
+                                                           baseline=False), args.profile == f"sweep:{method}")
+        print(f"{'sweep ' + method:<12} {seconds:>9.3f} {seconds / base:>10.2f}  {len(frame)} points", flush=True)
 
 if __name__ == "__main__":
     main()

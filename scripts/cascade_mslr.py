@@ -25,11 +25,10 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import budget_table, mslr_parts, report_frontier, write_atomically  # noqa: E402
+from common import BUDGET_FRACTIONS, budget_table, mslr_parts, report_frontier, write_atomically  # noqa: E402
 
 from lightgbm_cegb.selection import evaluate, pareto, sweep  # noqa: E402
 
-BUDGET_FRACTIONS = (0.1, 0.25, 0.5)
 METHODS = (("LightGBM", "lightgbm"), ("CEGB", "cegb"), ("CSCC", "cscc"), ("Cronus", "cronus"), ("CSTC", "cstc"))
 QUICK = {"cegb": [{"relative_tradeoff": 0.05}], "cscc": [{"relative_tradeoff": 1e-3}],
          "cronus": [{"relative_tradeoff": 1e-3}], "cstc": [{"relative_tradeoff": 1e-3}]}

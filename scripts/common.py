@@ -15,7 +15,7 @@ from lightgbm_cegb.core.costs import FeatureCosts
 from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.datasets import letter, mslr_subset
 from lightgbm_cegb.io.atomic import write_atomically  # noqa: F401 (the scripts' writer)
-from lightgbm_cegb.selection import pareto, train_to_budget
+from lightgbm_cegb.selection import evaluate, pareto, sweep, train_to_budget
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -91,9 +91,67 @@ def budget_table(frame: pd.DataFrame, budgets: list[float]) -> list[str]:
     return lines
 
 
-def report_frontier(frame: pd.DataFrame, out: Path, name: str, title: str, metric: str) -> list[str]:
+def best_within(frame: pd.DataFrame, budgets: list[float]) -> list[dict]:
+    """Per method and budget: the test figures of its best validation point within the budget (as
+    ``budget_table`` chooses; no row where no point is within it). ``frame``: a sweep with test_* columns."""
+    rows = []
+    for method, points in frame.groupby("method", sort=False):
+        points = points.copy()
+        points.attrs = dict(frame.attrs)
+        for i, budget in enumerate(budgets):
+            within = points[points["cost"] <= budget]
+            if len(within):
+                best = pareto(within).iloc[-1]
+                rows.append({"method": method, "budget": i, "test_quality": float(best["test_quality"]),
+                             "test_cost": float(best["test_cost"])})
+    return rows
+
+
+def interval(values) -> tuple[float, float]:
+    """(mean, half-width of the 95% Student-t interval of the mean); half-width nan for one value."""
+    from scipy import stats
+
+    values = np.asarray(values, dtype=np.float64)
+    if len(values) < 2:
+        return float(values.mean()), float("nan")
+    return float(values.mean()), float(stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) /
+                                       np.sqrt(len(values)))
+
+
+def interval_table(results: pd.DataFrame, labels: list[str], num_splits: int, greater: bool = True) -> list[str]:
+    """Markdown rows from ``best_within`` rows of several splits (a ``split`` column): per method and budget,
+    the mean test quality over the splits with its 95% interval and the mean test cost. A method missing in
+    some splits (nothing within the budget there) shows in how many it had a point, and is not ranked. In each
+    column the best mean is bold only where its interval does not overlap the runner-up's."""
+    lines = ["| method | " + " | ".join(labels) + " |", "|---|" + "---|" * len(labels)]
+    cells: dict[tuple, str] = {}
+    bold: set = set()
+    for budget in range(len(labels)):
+        ranked = []
+        for method, points in results[results["budget"] == budget].groupby("method", sort=False):
+            mean, half = interval(points["test_quality"])
+            cost = points["test_cost"].mean()
+            text = f"{mean:.4f} ± {half:.4f} @ {cost:.4g}" if np.isfinite(half) else f"{mean:.4f} @ {cost:.4g}"
+            if len(points) < num_splits:
+                text += f" ({len(points)}/{num_splits} splits)"
+            else:
+                ranked.append((mean if greater else -mean, half, method))
+            cells[(method, budget)] = text
+        ranked.sort(reverse=True)
+        if len(ranked) >= 2 and ranked[0][0] - ranked[0][1] > ranked[1][0] + ranked[1][1]:
+            bold.add((ranked[0][2], budget))
+    for method in dict.fromkeys(results["method"]):
+        row = [(f"**{cells[(method, b)]}**" if (method, b) in bold else cells.get((method, b), "-"))
+               for b in range(len(labels))]
+        lines.append(f"| {method} | " + " | ".join(row) + " |")
+    return lines
+
+
+def report_frontier(frame: pd.DataFrame, out: Path, name: str, title: str, metric: str,
+                    plotted: pd.DataFrame | None = None) -> list[str]:
     """Write ``out/name.csv`` (every point, validation and test figures) and ``out/name.png`` (each method's
-    validation Pareto points at their test figures); return the PNG's markdown line (none without matplotlib)."""
+    validation Pareto points at their test figures: those of ``plotted``, by default every point); return the
+    PNG's markdown line (none without matplotlib)."""
     table = frame.drop(columns=["model"]).assign(params=frame["params"].map(repr))
     write_atomically(out / f"{name}.csv", lambda tmp: table.to_csv(tmp, index=False))
     plt = pyplot()
@@ -101,7 +159,8 @@ def report_frontier(frame: pd.DataFrame, out: Path, name: str, title: str, metri
         return []
     from lightgbm_cegb.selection.plots import plot_frontiers
 
-    test = frame.assign(cost=frame["test_cost"], quality=frame["test_quality"])
+    plotted = frame if plotted is None else plotted
+    test = plotted.assign(cost=plotted["test_cost"], quality=plotted["test_quality"])
     ax = plot_frontiers(test, pareto_only=False, xlabel="mean cost per test row", title=title)
     ax.set_ylabel(f"test {metric}")
     ax.figure.tight_layout()
@@ -149,3 +208,119 @@ def mslr_parts() -> tuple[dict, FeatureCosts]:
         return train.X[mask], train.y[mask], sizes
     return ({"train": part(~valid), "valid": part(valid), "test": (test.X, test.y, test.group)},
             FeatureCosts(lazy=train.costs.lazy))
+
+
+# ---------------------------------------------------------------------------------------- the one protocol
+
+#: budgets of the tables: fractions of plain LightGBM's mean validation cost in each split
+BUDGET_FRACTIONS = (0.1, 0.25, 0.5)
+#: small grids for --quick (the tests run them)
+QUICK = {"cegb": [{"relative_tradeoff": r} for r in (0.0, 0.05)], "budget_prune": [{"budget_fraction": 0.3}],
+         "early_exit": [{"threshold": 0.9}], "budgetrf": [{"tradeoff": 2.0, "n_estimators": 5, "trees": (1, 5)}],
+         "greedy_miser": [{"relative_tradeoff": r} for r in (0.0, 0.1)],
+         "adapt_gbrt": [{"p_full": 0.3, "relative_tradeoff": 0.01, "n_rounds": 2, "trees_per_round": 10}],
+         "adapt_lin": [{"p_full": 0.3, "relative_tradeoff": 0.05}],
+         **{name: [{"relative_tradeoff": 1e-3}] for name in ("cstc", "cscc", "cronus")},
+         "cheap_subset": [{"width": 2, "steps": 2}]}
+#: BudgetPrune's own setting (Nan, Wang and Saligrama, NIPS 2016): a random forest of fully grown trees (LightGBM's
+#: rf mode: bootstrap-like bagging, a random half of the features per tree, leaves down to one row), 100 trees,
+#: rather than the boosted model
+RF = {"boosting": "rf", "bagging_fraction": 0.632, "bagging_freq": 1, "feature_fraction": 0.5,
+      "num_leaves": 131072, "min_data_in_leaf": 1, "min_sum_hessian_in_leaf": 0.0}
+RF_TREES = 100
+LABELS = {"lightgbm": "LightGBM", "cegb": "CEGB", "budget_prune": "BudgetPrune", "early_exit": "Early Exit",
+          "budgetrf": "BudgetRF", "greedy_miser": "Greedy Miser", "adapt_gbrt": "ADAPT-GBRT",
+          "adapt_lin": "ADAPT-LIN", "cstc": "CSTC", "cscc": "CSCC", "cronus": "Cronus",
+          "cheap_subset": "Cheap subset (baseline)"}
+
+
+def protocol_parser(doc: str, choices=None, data_paths: bool = False) -> argparse.ArgumentParser:
+    """The command line of the scripts that run the protocol: --data (a bundled name, or NAME PATH...), --splits,
+    --rounds, --jobs, --quick, --out."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    if data_paths:
+        parser.add_argument("--data", nargs="+", required=True, metavar=("NAME", "PATH"),
+                            help=f"the data set ({', '.join(choices)}) and its file(s)")
+    else:
+        parser.add_argument("--data", choices=choices, default=choices[0])
+    parser.add_argument("--splits", type=int, default=5, help="random splits of the rows (seeds 0, 1, ...)")
+    parser.add_argument("--rounds", type=int, default=500, help="boosting rounds (early stopping on validation)")
+    parser.add_argument("--jobs", type=int, default=1, help="grid points trained in parallel")
+    parser.add_argument("--quick", action="store_true", help="small grids (the tests run this)")
+    parser.add_argument("--out", type=Path, default=Path("."))
+    return parser
+
+
+def random_split(X, y, sizes: tuple[int, ...], seed: int) -> dict:
+    """{train, valid, test: (X, y)}: the rows shuffled with ``seed`` and cut at the sizes (train, valid[, test];
+    without a test size, the rest tests)."""
+    if sum(sizes) > len(y):
+        raise CEGBError(f"the split sizes {sizes} need {sum(sizes)} rows; the data has {len(y)}")
+    order = np.random.default_rng(seed).permutation(len(y))
+    cuts = np.cumsum(sizes)
+    parts = np.split(order[: cuts[-1]] if len(sizes) == 3 else order, cuts[:2])
+    return {k: (X[p], y[p]) for k, p in zip(("train", "valid", "test"), parts)}
+
+
+def split_frontiers(parts: dict, costs: FeatureCosts, task: str, runs: list[tuple], args,
+                    quick_grids: dict | None = None) -> tuple[pd.DataFrame, list[float]]:
+    """Every run's validation Pareto points with their test figures on one split, CEGB trained to each budget,
+    and the split's budgets. ``runs``: (label, registered method, extra parameters[, rounds])."""
+    frames, plain = [], None
+    for run in runs:
+        label, name, params = run[:3]
+        rounds = run[3] if len(run) > 3 else args.rounds
+        start = time.perf_counter()
+        grid = {name: quick_grids[name]} if args.quick and quick_grids and name in quick_grids else None
+        frame = sweep(name, parts["train"], parts["valid"], costs, task=task, grid=grid, params=params,
+                      num_boost_round=rounds, n_jobs=args.jobs, baseline=False)  # the baseline is a run of its own
+        frame = evaluate(pareto(frame), parts["test"])
+        frame["method"] = label
+        frames.append(frame)
+        if name == "lightgbm" and not params:
+            plain = frame["cost"].max()
+        print(f"{label}: {len(frame)} validation Pareto points in {time.perf_counter() - start:.1f} s", flush=True)
+    if plain is None:
+        raise CEGBError("the runs need plain LightGBM (the budgets are fractions of its cost)")
+    budgets = [round(f * plain, 4) for f in BUDGET_FRACTIONS]
+    start = time.perf_counter()
+    frames.append(trained_to_budgets(parts["train"], parts["valid"], parts["test"], costs, budgets,
+                                     "CEGB trained to the budget", task=task, quick=args.quick,
+                                     num_boost_round=args.rounds, n_jobs=args.jobs))
+    print(f"CEGB trained to each budget in {time.perf_counter() - start:.1f} s", flush=True)
+    frame = pd.concat(frames, ignore_index=True)
+    frame.attrs = dict(frames[0].attrs)
+    return frame, budgets
+
+
+def repeated_frontiers(X, y, sizes: tuple[int, ...], costs: FeatureCosts, task: str, runs: list[tuple], args, *,
+                       name: str, title: str, command: str, quick_grids: dict | None = None,
+                       metric: str = "accuracy") -> pd.DataFrame:
+    """The protocol on ``args.splits`` random splits: every run's points (``split_frontiers``) in each, then
+    ``out/name.csv`` (every point, with its split), ``.png`` (split 0's test figures) and ``.md`` (per run and
+    budget, the mean test quality over the splits with its 95% interval: ``interval_table``). Returns every
+    point."""
+    args.out.mkdir(parents=True, exist_ok=True)
+    frames, results = [], []
+    for seed in range(args.splits):
+        print(f"split {seed + 1} of {args.splits} (seed {seed})", flush=True)
+        parts = random_split(X, y, sizes, seed)
+        frame, budgets = split_frontiers(parts, costs, task, runs, args, quick_grids)
+        results += [{**row, "split": seed} for row in best_within(frame, [*budgets, float("inf")])]
+        frames.append(frame.assign(split=seed))
+    labels = [f"{f:g} x plain" for f in BUDGET_FRACTIONS] + ["any cost"]
+    lines = interval_table(pd.DataFrame(results), labels, args.splits)
+    print("\n".join(lines))
+    shapes = "; ".join(f"{k}: {len(v[1])} rows" for k, v in parts.items())
+    every = pd.concat(frames, ignore_index=True)
+    report = [f"## {title}", "",
+              f"`{command} --splits {args.splits}{' --quick' if args.quick else ''}`; {X.shape[1]} features; "
+              f"{shapes}; {args.splits} random splits. Cells: the mean over the splits of the test {metric} of the "
+              "model chosen on validation within the budget (fractions of plain LightGBM's validation cost in each "
+              "split), ± the half-width of its 95% interval, @ its mean test cost per row; bold: the best mean, "
+              "where its interval separates from the runner-up's.", "", *lines, "",
+              *report_frontier(every, args.out, name, f"{title}: validation Pareto points on test rows (split 0)",
+                               metric, plotted=frames[0])]
+    write_atomically(args.out / f"{name}.md", lambda tmp: Path(tmp).write_text("\n".join(report) + "\n"))
+    print(f"report: {args.out / f'{name}.md'}")
+    return every

@@ -38,13 +38,19 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import budget_table, mslr_parts, report_frontier, trained_to_budgets, write_atomically  # noqa: E402
+from common import (  # noqa: E402
+    BUDGET_FRACTIONS,
+    budget_table,
+    mslr_parts,
+    report_frontier,
+    trained_to_budgets,
+    write_atomically,
+)
 
 from lightgbm_cegb import FeatureCosts  # noqa: E402
 from lightgbm_cegb.datasets import load_svmlight, yahoo_costs  # noqa: E402
 from lightgbm_cegb.selection import evaluate, pareto, sweep  # noqa: E402
 
-BUDGET_FRACTIONS = (0.1, 0.25, 0.5)
 SHALLOW = {"num_leaves": 16, "max_depth": 4}
 DEEP = {"num_leaves": 64}
 

@@ -164,7 +164,7 @@ class BudgetRFClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
                 raise CEGBError("budget: the budget bounds the mean cost on validation rows; pass "
                                 "fit(X, y, X_valid=...)")
             valid = validate_data(self, X_valid, dtype=np.float32, reset=False).astype(np.float64)
-        X64 = np.ascontiguousarray(X, dtype=np.float64)
+        X64 = np.asfortranarray(X, dtype=np.float64)  # GreedyTree reads columns
         codes = codes.astype(np.int32)
         rng = check_random_state(self.random_state)
         seeds = rng.randint(1, 2**62, size=self.n_estimators, dtype=np.int64).astype(np.uint64)

@@ -7,7 +7,9 @@ impurity (the paper's lambda), the set of used features being refreshed once per
 step (``learning_rate``, 0.1 by default). In LightGBM's terms: a custom objective whose hessian is the row weight
 (first order: a leaf's value is the weighted mean of the negative gradient, a split's gain the decrease of the
 squared error), ``tree_growth=depthwise``, ``num_leaves = 2 ** max_depth``, no regularisation, the costs as coupled
-penalties with ``cegb_coupled_refresh=tree`` (patch 0005) and ``cegb_tradeoff = tradeoff``. The fitted models are
+penalties with ``cegb_coupled_refresh=tree`` (patch 0005: inside a tree every split on a feature no earlier tree
+used pays its cost; the paper's impurity charges it once per tree, in a node order it leaves open; see the
+method's documentation page) and ``cegb_tradeoff = tradeoff``. The fitted models are
 LightGBM models (``booster_``; their text is read by stock LightGBM), and ``tests/methods/test_greedy_miser.py``
 checks their trees against an independent NumPy implementation of the paper's algorithm.
 

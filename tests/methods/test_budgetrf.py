@@ -244,3 +244,75 @@ def test_a_prefix_is_the_forest_of_its_first_trees():
         assert small.prediction_cost(X).mean == prediction_cost(forest, X, num_iteration=k).mean
     with pytest.raises(CEGBError, match=r"n_trees should be an integer in \[1, 6\], got 7"):
         forest.prefix(7)
+
+
+def reference_tree(X, y, sample, cost, classes, alpha, max_depth, seed):
+    """GreedyTree grown in Python as the module docstring says (no groups, free_path False, min_samples_split
+    2): the tree's xorshift64* stream drawn node after node, depth first, left first; at a node, for each
+    feature in turn, k row positions; the drawn values sorted stably and deduplicated keeping the first (so a
+    zero keeps the sign of the first zero drawn); rows with x <= threshold swapped to the front."""
+    mask, state, rows = 2**64 - 1, int(seed) | 1, [int(r) for r in sample]
+    feature, threshold, left, right, leaves = [], [], [], [], []
+    stack = [(0, len(rows), 0, -1, 0)]
+    while stack:
+        start, stop, depth, parent, side = stack.pop()
+        node_rows = np.array(rows[start:stop])
+        total = np.bincount(y[node_rows], minlength=classes).astype(float)
+        best = None
+        if reference_impurity(total, alpha) > 0 and depth < max_depth and stop - start >= 2:
+            size = stop - start
+            k = 80 if size > 2000 else 40 if size > 500 else 20
+            drawn = np.full((X.shape[1], 80), np.nan)
+            for t in range(X.shape[1]):
+                values = []
+                for _ in range(k):
+                    state ^= state >> 12
+                    state ^= (state << 25) & mask
+                    state ^= state >> 27
+                    values.append(X[node_rows[((state * 2685821657736338717) & mask) % size], t])
+                values = sorted(values)
+                distinct = [v for i, v in enumerate(values) if i == 0 or v != values[i - 1]]
+                drawn[t, :len(distinct)] = distinct
+            best = reference_choice(X, y, node_rows, cost, np.zeros(X.shape[1]), classes, alpha, drawn)
+        if best is None:
+            leaves.append(total)
+            code = ~(len(leaves) - 1)
+        else:
+            mid = start
+            for i in range(start, stop):
+                if X[rows[i], best[1]] <= best[2]:
+                    rows[i], rows[mid] = rows[mid], rows[i]
+                    mid += 1
+            feature.append(best[1])
+            threshold.append(best[2])
+            left.append(0)
+            right.append(0)
+            code = len(feature) - 1
+            stack += [(mid, stop, depth + 1, code, 1), (start, mid, depth + 1, code, 0)]
+        if parent >= 0:
+            (left if side == 0 else right)[parent] = code
+    return feature, threshold, left, right, leaves
+
+
+@pytest.mark.parametrize(("n", "alpha", "max_depth"), [(300, 0.0, 2**62), (2600, 2.0, 6)])
+def test_whole_tree_against_python_reference(n, alpha, max_depth):
+    """Whole trees, not one node: the draws of every node (including those of small nodes, of k = 20, 40, 80,
+    and zeros of both signs: np.round makes -0.0), the partition's order and the numbering, bit for bit,
+    whatever X's memory order and however much of the tree is grown on a subtree's own copy of the values."""
+    rng = np.random.default_rng(n)
+    X = np.round(rng.normal(size=(n, 3)) * [1.0, 3.0, 0.7], 1)
+    X[:, 2] = np.round(X[:, 2])  # zeros of both signs
+    y = (np.digitize(X[:, 0] + X[:, 1] / 3, [-0.5, 0.5]) + (rng.random(n) < 0.15)) % 3
+    y = y.astype(np.int32)
+    sample = rng.integers(0, n, n)
+    cost = np.array([1.0, 2.0, 0.5])
+    expected = reference_tree(X, y, sample, cost, 3, alpha, max_depth, 21)
+    assert len(expected[0]) > 20 and (np.signbit(X[:, 2]) & (X[:, 2] == 0)).any()
+    for data, local_bytes in [(X, 1 << 24), (np.asfortranarray(X), 0), (X, 1 << 40), (np.asfortranarray(X), 2000)]:
+        tree = grow_tree(data, y, sample, cost, np.full(3, -1, dtype=np.int32), np.zeros(0), 3, alpha, max_depth,
+                         2, False, 21, local_bytes=local_bytes)
+        np.testing.assert_array_equal(tree[0], expected[0])
+        np.testing.assert_array_equal(tree[1].view(np.uint64), np.array(expected[1]).view(np.uint64))
+        np.testing.assert_array_equal(tree[2], expected[2])
+        np.testing.assert_array_equal(tree[3], expected[3])
+        np.testing.assert_array_equal(tree[4], np.array(expected[4]))

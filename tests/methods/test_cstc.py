@@ -480,3 +480,35 @@ def test_saved_weights_must_fit_the_structure(tmp_path):
     with pytest.raises(CEGBError, match=r"saved state: coef should be \[3 slots, 7\] and threshold \[3\], got shapes "
                                         r"\(2, 7\) and \(3,\)"):
         CSTC.load(tmp_path / "m")
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("kind", ["tree", "cascade", "cronus"])
+def test_one_node_pass_matches_the_full_gradient(seed, kind):
+    """update's objective for one node (the other nodes' scores computed once, the node's in the pass) is the
+    full objective and its gradient in that node's weights and threshold; the kernels' reach and hard routing
+    are numpy's."""
+    from scipy.special import expit
+
+    problem, bounds = random_problem(seed, kind=kind)
+    value, g_beta, g_theta = problem.gradient(bounds=bounds)
+    inner = [k for k in problem.shape.classifiers if not problem.is_leaf(k)]
+    for k in problem.shape.classifiers:
+        scores = problem._node_scores(problem.beta, [j for j in problem.shape.classifiers if j != k])
+        one, g_one, t_one = problem._evaluate(problem.beta, problem.theta, bounds, True, fresh=k, scores=scores)
+        assert one == pytest.approx(value, rel=1e-12)
+        np.testing.assert_allclose(g_one[k], g_beta[k], rtol=1e-10, atol=1e-13)
+        assert t_one[k] == pytest.approx(g_theta[k], rel=1e-10, abs=1e-13)
+    P, S = problem.reach(problem.beta, problem.theta)
+    for j in inner:
+        np.testing.assert_allclose(S[:, j], expit(problem.Z @ problem.beta[j] - problem.theta[j]), rtol=1e-13)
+    slot = np.zeros(problem.n, dtype=np.int64)
+    for _ in problem.shape.slots:
+        j = slot[problem.shape.kids[slot, 0] >= 0]
+        rows = problem.shape.kids[slot, 0] >= 0
+        score = np.einsum("ij,ij->i", problem.Z[rows], problem.beta[j])
+        slot[rows] = problem.shape.kids[j, (score > problem.theta[j]).astype(np.int64)]
+    expected = np.einsum("ij,ij->i", problem.Z, problem.beta[problem.shape.param_of[slot]])
+    np.testing.assert_array_equal(problem.hard_terminal(problem.Z), slot)
+    np.testing.assert_allclose(problem._route(problem.Z)[1], expected, rtol=1e-12)
+    np.testing.assert_allclose(P[:, problem.shape.terminals].sum(axis=1), 1.0, rtol=1e-12)  # each row ends somewhere

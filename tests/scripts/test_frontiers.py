@@ -1,17 +1,25 @@
-"""scripts/frontiers.py runs end to end (quick sweeps on the bundled HIGGS subset): every registered method
-that classifies has points, measured on validation and test rows, and the report holds the budget table."""
+"""scripts/frontiers.py runs end to end (quick sweeps on the bundled HIGGS subset, two random splits): every
+registered method that classifies has points in each split, measured on validation and test rows, and the report
+holds the table of means with their 95% intervals; the table's statistics against scipy's."""
 
 from __future__ import annotations
 
 import re
 
+import numpy as np
 import pandas as pd
+import pytest
+from common import interval, interval_table
 from references import run_script
+from scipy import stats
 
 
 def test_quick_frontiers_on_higgs(tmp_path):
-    run_script("frontiers.py", "--data", "higgs", "--quick", "--rounds", "100", "--out", str(tmp_path))
+    run_script("frontiers.py", "--data", "higgs", "--quick", "--splits", "2", "--rounds", "100", "--out", str(tmp_path))
     frame = pd.read_csv(tmp_path / "frontier_higgs.csv")
+    assert set(frame["split"]) == {0, 1}
+    for _, points in frame.groupby("split"):
+        assert {"LightGBM", "CEGB", "Greedy Miser", "BudgetRF", "Cheap subset (baseline)"} <= set(points["method"])
     assert set(frame["method"]) == {"LightGBM", "CEGB", "BudgetPrune", "BudgetPrune (random forest)",
                                    "Early Exit", "BudgetRF", "Greedy Miser", "ADAPT-GBRT", "ADAPT-LIN", "CSTC", "CSCC",
                                    "Cronus", "CEGB trained to the budget", "Cheap subset (baseline)"}
@@ -19,8 +27,29 @@ def test_quick_frontiers_on_higgs(tmp_path):
     assert "| Greedy Miser |" in (tmp_path / "frontier_higgs.md").read_text()
     assert frame["cost"].between(0, 91).all()
     report = (tmp_path / "frontier_higgs.md").read_text()
-    assert "| method | budget" in report and "| BudgetRF |" in report
-    budgets = [float(b) for b in re.findall(r"budget ([0-9.e+]+)", report)]
+    assert "| method | 0.1 x plain | 0.25 x plain | 0.5 x plain | any cost |" in report and "| BudgetRF |" in report
+    assert "--splits 2" in report and re.search(r"\| LightGBM \|.* 0\.\d{4} ± 0\.\d{4} @ ", report)
+    plain = frame[frame["method"] == "LightGBM"].groupby("split")["cost"].max()
     trained = frame[frame["method"] == "CEGB trained to the budget"]
-    assert len(budgets) == 3 and len(trained) >= 1 and (trained["cost"] <= max(budgets) + 1e-9).all()
+    assert len(trained) >= 1
+    assert all(row["cost"] <= 0.5 * plain[row["split"]] + 1e-3 for _, row in trained.iterrows())
     assert (tmp_path / "frontier_higgs.png").stat().st_size > 1000
+
+
+def test_interval_is_students():
+    values = [0.71, 0.74, 0.69, 0.73, 0.70]
+    mean, half = interval(values)
+    low, high = stats.t.interval(0.95, len(values) - 1, loc=np.mean(values), scale=stats.sem(values))
+    assert mean == pytest.approx(np.mean(values)) and half == pytest.approx((high - low) / 2)
+
+
+def test_interval_table_bolds_only_a_separated_best():
+    rows = [{"method": m, "budget": b, "split": s, "test_quality": q + 0.001 * s, "test_cost": 10.0}
+            for s in range(5) for m, b, q in [("A", 0, 0.90), ("B", 0, 0.80), ("A", 1, 0.80), ("B", 1, 0.801),
+                                              ("C", 1, 0.5)]]
+    rows += [{"method": "C", "budget": 0, "split": 0, "test_quality": 0.99, "test_cost": 1.0}]  # one split only
+    lines = interval_table(pd.DataFrame(rows), ["small", "large"], 5)
+    table = {line.split(" | ")[0].strip("| "): line.split(" | ")[1:] for line in lines[2:]}
+    assert table["A"][0].startswith("**0.9020 ± 0.0020 @ 10**")  # separated from B: bold
+    assert table["C"][0] == "0.9900 @ 1 (1/5 splits)"  # in one split only: not ranked
+    assert not any(cell.startswith("**") for cells in table.values() for cell in [cells[1]])  # A, B overlap

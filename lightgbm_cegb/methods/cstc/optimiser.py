@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 from scipy.optimize import minimize
-from scipy.special import expit
 
+from lightgbm_cegb._cstc import route, soft_pass
 from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.parallel import one_blas_thread
 
@@ -197,7 +197,8 @@ class Problem:
 
     def __init__(self, Z: np.ndarray, y: np.ndarray, s: np.ndarray, units: Units, structure: Structure, lam: float,
                  rho: float, cronus: bool = False) -> None:
-        self.Z, self.y, self.s = Z, y, s
+        # C-contiguous float64, as the kernels read them
+        self.Z, self.y, self.s = (np.ascontiguousarray(a, dtype=np.float64) for a in (Z, y, s))
         self.n, self.d = Z.shape
         self.units, self.lam, self.rho, self.cronus = units, lam, rho, cronus
         self.shape = structure
@@ -206,43 +207,76 @@ class Problem:
         self.theta = np.zeros(size)
         self.frozen = np.zeros((size, self.d), dtype=bool)  # weights clamped to zero for good
         self._gram_cache: dict = {}  # select_leaf's Gram matrices per leaf (``_gram``)
+        self._select_cache: dict = {}  # select_leaf's choices by (leaf, lam, rows, paid units)
 
     def is_leaf(self, k: int) -> bool:
         return not self.shape.has_kids(k)
 
+    def _layout(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The structure as the kernels read it: reachable slots (parents first), kids, param_of, own_loss."""
+        shape = self.shape
+        return (np.asarray(shape.slots, dtype=np.int64), np.ascontiguousarray(shape.kids, dtype=np.int64),
+                np.ascontiguousarray(shape.param_of, dtype=np.int64),
+                np.ascontiguousarray(shape.own_loss, dtype=bool).view(np.uint8))
+
+    def _node_scores(self, beta: np.ndarray, nodes: list[int]) -> np.ndarray:
+        """(rows, slots): z.beta_j in the columns of ``nodes`` (one product), zero elsewhere."""
+        scores = np.zeros((self.n, len(beta)))
+        if nodes:
+            scores[:, nodes] = self.Z @ beta[nodes].T
+        return scores
+
+    def _pass(self, beta: np.ndarray, theta: np.ndarray, scores: np.ndarray, mode: int, *, fresh: int = -1,
+              vtot=None, vgrad=None, wanted=(), store: bool = False):
+        """_cstc.soft_pass over the training rows: (objective's per-row part, sum_i s_i p_ij, gradient rows of
+        ``wanted``, d/d theta, P, S)."""
+        size = len(beta)
+        order, kids, param_of, own_loss = self._layout()
+        zeros = np.zeros(size)
+        wanted = np.asarray(wanted, dtype=np.int64)
+        p_sum, g_out, g_theta = np.zeros(size), np.zeros((len(wanted), self.d)), np.zeros(size)
+        P = np.zeros((self.n, size) if store else (0, 0))
+        S = np.zeros_like(P)
+        beta_fresh = np.ascontiguousarray(beta[fresh] if fresh >= 0 else beta[0], dtype=np.float64)
+        total = soft_pass(self.Z, scores, fresh, beta_fresh, np.ascontiguousarray(theta, dtype=np.float64),
+                                self.y, self.s, order, kids, param_of, own_loss,
+                                zeros if vtot is None else vtot, zeros if vgrad is None else vgrad, wanted, mode,
+                                p_sum, g_out, g_theta, P, S)
+        return total, p_sum, g_out, g_theta, P, S
+
     def reach(self, beta: np.ndarray, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(p_ij, sigma_ij): the probability of reaching each slot, of going up at each slot with children."""
-        P = np.zeros((self.n, len(beta)))
-        S = np.zeros_like(P)
-        P[:, 0] = 1.0
-        for j in self.shape.slots:
-            if self.shape.has_kids(j):
-                down, up = self.shape.kids[j]
-                S[:, j] = expit(self.Z @ beta[j] - theta[j])
-                P[:, down] = P[:, j] * (1 - S[:, j])
-                P[:, up] = P[:, j] * S[:, j]
+        inner = [j for j in self.shape.slots if self.shape.has_kids(j)]
+        *_, P, S = self._pass(beta, theta, self._node_scores(beta, inner), 0, store=True)
         return P, S
+
+    def _p_bar(self, beta: np.ndarray, theta: np.ndarray) -> np.ndarray:
+        """sum_i s_i p_ij / n per slot."""
+        inner = [j for j in self.shape.slots if self.shape.has_kids(j)]
+        return self._pass(beta, theta, self._node_scores(beta, inner), 0)[1] / self.n
+
+    def _route(self, Z: np.ndarray, scores: np.ndarray | None = None, known: list[int] = (),
+               predict: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """(terminal slot, its prediction) of each row of ``Z`` by hard routing (_cstc.route); ``scores[:, j]``:
+        z.beta_j of the slots ``known``; ``predict`` False: the slots only (the predictions left zero)."""
+        beta = np.ascontiguousarray(self.beta, dtype=np.float64)
+        nonzero = beta != 0
+        nz_start = np.zeros(len(beta) + 1, dtype=np.int64)
+        np.cumsum(nonzero.sum(axis=1), out=nz_start[1:])
+        nz_column = np.nonzero(nonzero)[1].astype(np.int64)
+        slot, prediction = np.zeros(Z.shape[0], dtype=np.int64), np.zeros(Z.shape[0])
+        mask = np.zeros(len(beta), dtype=np.uint8)
+        mask[list(known)] = 1
+        _, kids, param_of, _ = self._layout()
+        route(np.ascontiguousarray(Z, dtype=np.float64), beta,
+                    np.ascontiguousarray(self.theta, dtype=np.float64), kids, param_of, nz_start, nz_column,
+                    np.zeros((0, 0)) if scores is None else scores, mask, slot, prediction, predict)
+        return slot, prediction
 
     def hard_terminal(self, Z: np.ndarray, scores: np.ndarray | None = None) -> np.ndarray:
         """The terminal slot each row of ``Z`` reaches by hard routing (up when ``z.beta_j > theta_j``);
-        ``scores``: ``_scores(Z)`` if already computed."""
-        slot = np.zeros(Z.shape[0], dtype=np.int64)
-        if scores is None and len(self.shape.classifiers) > 64:  # deep: each row's score at the nodes it meets
-            while True:
-                inner = np.flatnonzero(self.shape.kids[slot, 0] >= 0)
-                if inner.size == 0:
-                    return slot
-                j = slot[inner]
-                score = np.einsum("ij,ij->i", Z[inner], self.beta[j])
-                slot[inner] = self.shape.kids[j, (score > self.theta[j]).astype(np.int64)]
-        scores = self._scores(Z) if scores is None else scores  # every row's score at every slot: one product
-        rows = np.arange(Z.shape[0])
-        while True:
-            inner = np.flatnonzero(self.shape.kids[slot, 0] >= 0)
-            if inner.size == 0:
-                return slot
-            j = slot[inner]
-            slot[inner] = self.shape.kids[j, (scores[rows[inner], j] > self.theta[j]).astype(np.int64)]
+        ``scores``: not read (the kernel computes each row's scores at the nodes on its path)."""
+        return self._route(Z, predict=False)[0]
 
     def _scores(self, Z: np.ndarray) -> np.ndarray:
         """z.beta_j for every row and slot (rows, slots)."""
@@ -275,63 +309,67 @@ class Problem:
         """(objective, d/d beta, d/d theta) of the bounded objective (``bounds`` required)."""
         return self._evaluate(beta, theta, bounds, gradient=True)
 
-    def _evaluate(self, beta, theta, bounds, gradient: bool):
+    def _evaluate(self, beta, theta, bounds, gradient: bool, *, fresh: int = -1, scores: np.ndarray | None = None):
+        """(objective, d/d beta, d/d theta), the gradient when ``gradient`` (else None, None). The per-row part in
+        one pass over Z (_cstc.soft_pass). ``fresh`` >= 0 and ``scores`` (rows, slots: z.beta_j of every
+        other classifier node, as ``_node_scores``): only node ``fresh``'s scores are recomputed and only its
+        row of d/d beta is filled (the others are zero)."""
         beta = self.beta if beta is None else beta
         theta = self.theta if theta is None else theta
-        shape, nodes = self.shape, self.shape.classifiers
-        P, S = self.reach(beta, theta)
-        R = np.zeros((self.n, len(beta)))
-        R[:, nodes] = self.Z @ beta[nodes].T - self.y[:, None]
-        V = np.zeros_like(P)  # per row, the slot's share of the objective (times p_ij)
-        for j in shape.loss_slots:
-            V[:, j] = self.s * R[:, shape.param_of[j]] ** 2 / self.n
+        nodes = self.shape.classifiers
+        size = len(beta)
+        if scores is None:
+            scores, fresh = self._node_scores(beta, nodes), -1
         w = beta[:, 1:]
         if bounds is None:
             total = self.rho * float(np.abs(w[nodes]).sum())
         else:
             gamma, eta = bounds
             total = self.rho * float(np.sum((w[nodes] ** 2 / gamma[nodes] + gamma[nodes]) / 2))
-        p_bar = (self.s[:, None] * P).mean(axis=0)
-        entries = self._entries(beta, p_bar)
-        for e, (t, _weight, _, g) in enumerate(entries):
-            cost = float(self.units.cost @ (np.sqrt(g) if bounds is None else (g / eta[e] + eta[e]) / 2))
-            if t >= 0:
-                V[:, t] += self.lam * self.s * cost / self.n
-            else:
-                total += self.lam * cost
-        total += float(np.sum(P * V))
+        wanted = nodes if fresh < 0 else [fresh]
+        vtot, vgrad, entries = np.zeros(size), np.zeros(size), None
+        if not self.cronus:
+            for (t, e), g in self._terminal_norms(beta):
+                vtot[t] += self.lam * float(self.units.cost @ (np.sqrt(g) if bounds is None else
+                                                               (g / eta[e] + eta[e]) / 2)) / self.n
+        elif gradient:  # Cronus weighs each node's norm by its mean reach, which the gradient's pass needs first
+            entries = self._entries(beta, self._pass(beta, theta, scores, 0, fresh=fresh)[1] / self.n)
+            fresh = -1
+            for k, scale in entries[0][2]:
+                vgrad[k] = self.lam * scale * float(self.units.cost @ (self.units.norms2(w[k] ** 2) / eta[0])) / self.n
+        part, p_sum, g_rows, g_theta, _, _ = self._pass(beta, theta, scores, 2 if gradient else 1, fresh=fresh,
+                                                        vtot=vtot, vgrad=vgrad, wanted=wanted)
+        total += part
+        if entries is None:
+            entries = self._entries(beta, p_sum / self.n)
+        if self.cronus:
+            g = entries[0][3]
+            total += self.lam * float(self.units.cost @ (np.sqrt(g) if bounds is None else (g / eta[0] + eta[0]) / 2))
         if not gradient:
             return total, None, None
-        gamma, eta = bounds
         g_beta = np.zeros_like(beta)
-        g_theta = np.zeros_like(theta)
-        for j in shape.loss_slots:
-            k = shape.param_of[j]
-            g_beta[k] += 2 / self.n * ((self.s * P[:, j] * R[:, k]) @ self.Z)
+        g_beta[wanted] = g_rows
         g_beta[nodes, 1:] += self.rho * w[nodes] / gamma[nodes]
-        for e, (t, weight, rows, _) in enumerate(entries):
+        for e, (_, weight, rows, _) in enumerate(entries):
             per_column = self.units.M.T @ (self.units.cost / eta[e])  # d cost / d (w_ka^2 / 2), scale 1
             for k, scale in rows:
                 g_beta[k, 1:] += self.lam * weight * scale ** 2 * per_column * w[k]
-                if t < 0:  # Cronus: the scale is node k's reach, a function of the routing
-                    d_scale = self.lam * scale * float(self.units.cost @ (self.units.norms2(w[k] ** 2) / eta[e]))
-                    V[:, k] += d_scale * self.s / self.n
-        U = P * V  # subtree sums, bottom-up
-        for j in reversed(shape.slots):
-            if shape.has_kids(j):
-                down, up = shape.kids[j]
-                ds = (1 - S[:, j]) * U[:, up] - S[:, j] * U[:, down]
-                U[:, j] += U[:, up] + U[:, down]
-                g_beta[j] += ds @ self.Z
-                g_theta[j] = -ds.sum()
+        if fresh >= 0 or len(wanted) < len(nodes):
+            g_beta[[k for k in nodes if k not in wanted]] = 0.0
         return total, g_beta, g_theta
+
+    def _terminal_norms(self, beta: np.ndarray) -> list[tuple[tuple[int, int], np.ndarray]]:
+        """CSTC, CSCC: per terminal ((slot, entry), unit norms^2 of the weights on its path)."""
+        sq = beta[:, 1:] ** 2
+        return [((t, e), self.units.norms2(sq[self.shape.path(t)].sum(axis=0)))
+                for e, t in enumerate(self.shape.terminals)]
 
     @one_blas_thread
     def tight_bounds(self) -> tuple[np.ndarray, np.ndarray]:
         """The bounds at which the variational bound equals the objective at the current weights (floored at
         CLAMP)."""
         gamma = np.maximum(np.abs(self.beta[:, 1:]), CLAMP)
-        p_bar = (self.s[:, None] * self.reach(self.beta, self.theta)[0]).mean(axis=0)
+        p_bar = self._p_bar(self.beta, self.theta)
         eta = np.array([np.maximum(np.sqrt(g), CLAMP) for *_, g in self._entries(self.beta, p_bar)])
         return gamma, eta
 
@@ -375,8 +413,12 @@ class Problem:
         if not omega.sum() > 0:
             return
         live = ~self.frozen[k]
-        A0 = self.Z[:, live].T @ (self.Z[:, live] * omega[:, None])
-        b = self.Z[:, live].T @ (omega * self.y)
+        if live.sum() * 2 > self.d:  # most columns: the full product (no copy of Z's columns), then its block
+            A0 = (self.Z.T @ (self.Z * omega[:, None]))[np.ix_(live, live)]
+            b = (self.Z.T @ (omega * self.y))[live]
+        else:
+            A0 = self.Z[:, live].T @ (self.Z[:, live] * omega[:, None])
+            b = self.Z[:, live].T @ (omega * self.y)
         jitter = 1e-10 * np.trace(A0) / self.d * np.eye(int(live.sum()))
         for r in range(rounds):
             A = A0 + self.n / 2 * np.diag(np.append(0.0, ridge(r))[live]) + jitter
@@ -413,12 +455,14 @@ class Problem:
         for _ in range(rounds):
             bounds = self.tight_bounds()
             live = ~self.frozen[k]
+            scores = self._node_scores(self.beta, [j for j in self.shape.classifiers if j != k])  # fixed here
 
             # f is only called within this iteration (by minimize and just after it): the noqa: B023 below
             def f(v: np.ndarray):
                 beta, theta = self.beta.copy(), self.theta.copy()
                 beta[k, live], theta[k] = v[:-1], v[-1]  # noqa: B023
-                value, g_beta, g_theta = self.gradient(beta, theta, bounds)  # noqa: B023
+                value, g_beta, g_theta = self._evaluate(beta, theta, bounds, True, fresh=k,  # noqa: B023
+                                                        scores=scores)  # noqa: B023
                 return value, np.append(g_beta[k, live], g_theta[k])  # noqa: B023
 
             start = np.append(self.beta[k, live], self.theta[k])
@@ -443,15 +487,16 @@ class Problem:
                                      lambda r, k=k: self.rho / np.maximum(np.abs(self.beta[k, 1:]), CLAMP))
 
     @one_blas_thread
-    def exact_objective(self) -> float:
+    def exact_objective(self, scores: np.ndarray | None = None, known: list[int] = ()) -> float:
         """Eq. 3 on the training rows under hard routing: the weighted squared error plus lam times the mean l0
-        cost of the units each row's path reads (with the boosting trick: every feature of a used tree)."""
-        scores = self._scores(self.Z)
-        slot = self.hard_terminal(self.Z, scores)
-        total = float(np.mean(self.s * (self.predictions(self.Z, slot, scores) - self.y) ** 2))
-        for t in np.unique(slot):
-            used = (self.beta[self.shape.path(int(t)), 1:] != 0).any(axis=0)
-            total += self.lam * float(self.s[slot == t].sum()) / self.n * self.units.path_cost(used)
+        cost of the units each row's path reads (with the boosting trick: every feature of a used tree).
+        ``scores[:, j]``: z.beta_j of the slots ``known`` (``_route``)."""
+        slot, prediction = self._route(self.Z, scores, known)
+        total = float(np.mean(self.s * (prediction - self.y) ** 2))
+        mass = np.bincount(slot, weights=self.s, minlength=len(self.beta))
+        for t in np.flatnonzero(np.bincount(slot, minlength=len(self.beta))).tolist():
+            used = (self.beta[self.shape.path(t), 1:] != 0).any(axis=0)
+            total += self.lam * float(mass[t]) / self.n * self.units.path_cost(used)
         return total
 
     def select_leaf(self, k: int, rows: np.ndarray) -> None:
@@ -462,11 +507,17 @@ class Problem:
         rows' weighted Gram matrix, formed once. A leaf no row reaches keeps its weights."""
         if rows.size == 0 or not self.s[rows].sum() > 0:
             return
+        used = (self.beta[self.shape.path(k)[:-1], 1:] != 0).any(axis=0)
+        paid = (self.units.member & used).any(axis=1)
+        mask = np.zeros(self.n, dtype=bool)
+        mask[rows] = True
+        key = (k, self.lam, np.packbits(mask).tobytes(), np.packbits(paid).tobytes())
+        if key in self._select_cache:  # the same rows and paid units as a call before: its choice (polish)
+            self.beta[k], self.frozen[k] = self._select_cache[key]
+            return
         self.beta[k] = 0.0
         self.frozen[k] = True
         self.frozen[k, 0] = False
-        used = (self.beta[self.shape.path(k)[:-1], 1:] != 0).any(axis=0)
-        paid = (self.units.member & used).any(axis=1)
         share = float(self.s[rows].sum()) / self.n
         G, g, yy = self._gram(k, rows)
 
@@ -502,6 +553,9 @@ class Problem:
             paid |= self.units.member[:, a]
         self.beta[k, index] = coef
         self.frozen[k, index] = False
+        if len(self._select_cache) >= 256:
+            self._select_cache.pop(next(iter(self._select_cache)))
+        self._select_cache[key] = self.beta[k].copy(), self.frozen[k].copy()
 
     @one_blas_thread
     def _gram(self, k: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
@@ -528,8 +582,8 @@ class Problem:
         cache[k] = (mask, G, g, yy)
         return G, g, yy
 
-    def select_leaves(self, leaves: list[int]) -> None:
-        leaf_of = self.hard_terminal(self.Z)
+    def select_leaves(self, leaves: list[int], scores: np.ndarray | None = None, known: list[int] = ()) -> None:
+        leaf_of = self._route(self.Z, scores, known, predict=False)[0]
         for k in leaves:
             self.select_leaf(k, np.flatnonzero(leaf_of == k))
 
@@ -538,7 +592,10 @@ class Problem:
         """Local search for ``exact_objective``: the leaves' columns re-selected (``select_leaf``); then, in level
         order, for each internal node k and column a it reads, drop a from k alone or from k and its internal
         descendants (each intercept moved by the dropped term's mean over the node's soft reach), the leaves
-        below re-selected; keep what lowers the objective."""
+        below re-selected; keep what lowers the objective.
+
+        The internal nodes' scores and soft reach are computed once and again only after a kept change; a
+        candidate moves its nodes' scores by the change (the dropped column's term and the intercept's shift)."""
         best = self.exact_objective()
         saved = self.beta.copy(), self.frozen.copy()
         self.select_leaves(self.shape.leaves)
@@ -547,35 +604,44 @@ class Problem:
             best = value
         else:
             self.beta, self.frozen = saved
+        inner = [k for k in self.shape.classifiers if not self.is_leaf(k)]
+        Zt = np.ascontiguousarray(self.Z.T)  # the columns, each contiguous
+        P = scores = None
         for _ in range(passes):
             improved = False
-            for k in [k for k in self.shape.classifiers if not self.is_leaf(k)]:
+            for k in inner:
                 subtree = [j for j in self.shape.subtree(k) if j in self.shape.classifiers]
                 below = [j for j in subtree if self.is_leaf(j)]
                 for nodes in ([k], [j for j in subtree if not self.is_leaf(j)]):
                     for a in np.flatnonzero(self.beta[k, 1:] != 0) + 1:
+                        if P is None:  # at the start and after a kept change of the internal nodes
+                            P = self.reach(self.beta, self.theta)[0]
+                            scores = self._node_scores(self.beta, inner)
                         saved = self.beta.copy(), self.frozen.copy()
-                        P = self.reach(self.beta, self.theta)[0]
+                        saved_scores = scores[:, nodes].copy()
                         for j in nodes:
                             weight = self.s * P[:, j]
-                            self.beta[j, 0] += (self.beta[j, a] * float(weight @ self.Z[:, a])
-                                                / max(weight.sum(), 1e-300))
+                            shift = self.beta[j, a] * float(weight @ Zt[a]) / max(weight.sum(), 1e-300)
+                            if self.beta[j, a] != 0:
+                                scores[:, j] += shift - self.beta[j, a] * Zt[a]
+                            self.beta[j, 0] += shift
                             self.beta[j, a] = 0.0
                             self.frozen[j, a] = True
-                        self.select_leaves(below)
-                        value = self.exact_objective()
+                        self.select_leaves(below, scores, inner)
+                        value = self.exact_objective(scores, inner)
                         if value < best - 1e-9 * max(1.0, abs(best)):
                             best, improved = value, True
+                            P = None
                         else:
                             self.beta, self.frozen = saved
+                            scores[:, nodes] = saved_scores
             if not improved:
                 return
 
     @one_blas_thread
     def error(self, Z: np.ndarray, y: np.ndarray, s: np.ndarray) -> float:
         """The weighted squared error of rows ``Z`` under hard routing."""
-        scores = self._scores(Z)
-        return float(np.sum(s * (self.predictions(Z, self.hard_terminal(Z, scores), scores) - y) ** 2))
+        return float(np.sum(s * (self._route(Z)[1] - y) ** 2))
 
     @one_blas_thread
     def prune(self, Z_valid: np.ndarray, y_valid: np.ndarray, s_valid: np.ndarray) -> None:
