@@ -11,7 +11,8 @@ leaves on one thread, the median of 3 fits. ADAPT-LIN: p_full 0.3, tradeoff 0.05
 plain model. CSTC: CSTCClassifier (depth 3) at tradeoff 1e-3 x ``tradeoff_scale``, phi the plain model's trees.
 Each line: the fit's wall time and its ratio to plain LightGBM's. ``--profile`` prints cProfile's top entries
 of that method's fit. ``--sweep cstc`` also times ``lightgbm_cegb.selection.sweep(["cstc"], ...)`` on the same
-split (its default grid and phi, task binary, unit costs, ``baseline=False``: the method's points only).
+split (its default grid and phi, task binary, unit costs, ``baseline=False``: the method's points only);
+``--sweep all`` every registered method's default sweep.
 Timings on a loaded machine are noisy: read the ratios, not the seconds.
 """
 
@@ -91,7 +92,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--features", type=int, default=54)
     parser.add_argument("--methods", default="adapt_lin,cstc", help="comma-separated: adapt_lin, cstc")
     parser.add_argument("--profile", default="", help="a method whose fit to profile")
-    parser.add_argument("--sweep", default="", help="comma-separated selection methods to time a default sweep of")
+    parser.add_argument("--sweep", default="", help="comma-separated selection methods to time a default sweep "
+                                                    "of, or 'all' (every registered method for binary labels)")
     args = parser.parse_args(argv)
     X, y = synthetic(args.rows, args.features)
     cut = args.rows * 3 // 4
@@ -111,14 +113,18 @@ def main(argv: list[str] | None = None) -> None:
             raise SystemExit(f"unknown method {method!r}: {', '.join(FITS)}")
         seconds, notes = FITS[method](f0, X_train, y_train, X_valid, y_valid, args.profile == method)
         print(f"{method:<12} {seconds:>9.3f} {seconds / base:>10.2f}  {notes}", flush=True)
-    for method in [m for m in args.sweep.split(",") if m]:
-        from lightgbm_cegb import FeatureCosts
-        from lightgbm_cegb.selection import sweep
+    from lightgbm_cegb import FeatureCosts
+    from lightgbm_cegb.selection import METHODS, sweep
+
+    sweeps = [name for name, m in METHODS.items() if "binary" in m.tasks] if args.sweep == "all" else \
+        [m for m in args.sweep.split(",") if m]
+    for method in sweeps:
 
         seconds, frame = timed(lambda method=method: sweep([method], (X_train, y_train), (X_valid, y_valid),
                                                            FeatureCosts(lazy=np.ones(args.features)), task="binary",
                                                            baseline=False), args.profile == f"sweep:{method}")
         print(f"{'sweep ' + method:<12} {seconds:>9.3f} {seconds / base:>10.2f}  {len(frame)} points", flush=True)
+
 
 if __name__ == "__main__":
     main()

@@ -8,8 +8,9 @@ Two shapes (issue 4's bar: lazy / plain <= 1.10, coupled and split <= 1.05; issu
                   have a real cost; --costs names the file, by default ../shared/data/yahoo_ltr_costs)
 The penalties are negligible (tradeoff 1e-12: the same trees as plain LightGBM, so the ratio is the cost
 of the bookkeeping alone); on the yahoo shape a "lazy-real" row also trains with the real costs at a
-tradeoff that changes the model (other trees: informative, not part of the bar). Prints the median of
-``--repeats`` timings and the ratios; ratios, not seconds, since timings on shared machines are noisy.
+tradeoff that changes the model (other trees: informative, not part of the bar). The settings train in turn
+within each repeat; prints the median of ``--repeats`` timings and the ratios; ratios, not seconds, since
+timings on shared machines are noisy.
 Run it under the stock wheel for stock figures (stock LightGBM ignores the group parameters of patch 0005, so
 its lazy-group and coupled-group rows train plain LightGBM):
     PYTHONPATH=$(python3 scripts/lgbm_source.py stock) .venv/bin/python scripts/bench_training.py
@@ -78,14 +79,13 @@ def main() -> None:
     }
     if args.shape == "yahoo":
         settings["lazy-real"] = {"cegb_tradeoff": 1e-4, "cegb_penalty_feature_lazy": list(costs)}
-    times = {}
-    for name, extra in settings.items():
-        runs = []
-        for _ in range(args.repeats):
+    runs: dict[str, list[float]] = {name: [] for name in settings}
+    for _ in range(args.repeats):  # the settings in turn, so that a drift of the machine's speed hits them all
+        for name, extra in settings.items():
             start = time.perf_counter()
             lgb.train({**base, **extra}, data, args.rounds)
-            runs.append(time.perf_counter() - start)
-        times[name] = statistics.median(runs)
+            runs[name].append(time.perf_counter() - start)
+    times = {name: statistics.median(seconds) for name, seconds in runs.items()}
     print(f"lightgbm {lgb.__version__}: {rows} rows x {features} features ({args.shape}), 63 leaves, "
           f"{args.rounds} rounds, 2 threads, median of {args.repeats}")
     for name, seconds in times.items():
