@@ -22,6 +22,7 @@ from lightgbm_cegb.methods import (
     CSCC,
     CSTC,
     AdaptGBRT,
+    AdaptL1,
     AdaptLIN,
     BudgetRFClassifier,
     Cronus,
@@ -38,9 +39,9 @@ from lightgbm_cegb.methods import (
 )
 from lightgbm_cegb.serving import LazyFetchError, LazyFetchValueError, LazyPredictor, LazyResult
 
-__all__ = ["CSCC", "CSTC", "PATCHED_LIGHTGBM", "AdaptGBRT", "AdaptLIN", "BudgetRFClassifier", "CEGBClassifier",
-           "CEGBError", "CEGBRanker", "CEGBRegressor", "CEGBState", "CSTCClassifier", "CostReport", "CostState",
-           "Cronus", "EarlyExit", "EarlyExitResult", "FeatureCosts", "Forest", "GreedyMiserClassifier",
+__all__ = ["CSCC", "CSTC", "PATCHED_LIGHTGBM", "AdaptGBRT", "AdaptL1", "AdaptLIN", "BudgetRFClassifier",
+           "CEGBClassifier", "CEGBError", "CEGBRanker", "CEGBRegressor", "CEGBState", "CSTCClassifier", "CostReport",
+           "CostState", "Cronus", "EarlyExit", "EarlyExitResult", "FeatureCosts", "Forest", "GreedyMiserClassifier",
            "GreedyMiserRanker", "GreedyMiserRegressor", "LazyFetchError", "LazyFetchValueError", "LazyPredictor",
            "LazyResult", "NoSplitWarning", "NotFittedError", "PruneResult", "Pruner", "__version__", "budget_prune",
            "budget_prune_path", "prediction_cost", "to_forest"]

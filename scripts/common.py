@@ -220,6 +220,7 @@ QUICK = {"cegb": [{"relative_tradeoff": r} for r in (0.0, 0.05)], "budget_prune"
          "greedy_miser": [{"relative_tradeoff": r} for r in (0.0, 0.1)],
          "adapt_gbrt": [{"p_full": 0.3, "relative_tradeoff": 0.01, "n_rounds": 2, "trees_per_round": 10}],
          "adapt_lin": [{"p_full": 0.3, "relative_tradeoff": 0.05}],
+         "adapt_l1": [{"p_full": 0.3, "relative_tradeoff": 0.05}],
          **{name: [{"relative_tradeoff": 1e-3}] for name in ("cstc", "cscc", "cronus")},
          "cheap_subset": [{"width": 2, "steps": 2}]}
 #: BudgetPrune's own setting (Nan, Wang and Saligrama, NIPS 2016): a random forest of fully grown trees (LightGBM's
@@ -230,8 +231,8 @@ RF = {"boosting": "rf", "bagging_fraction": 0.632, "bagging_freq": 1, "feature_f
 RF_TREES = 100
 LABELS = {"lightgbm": "LightGBM", "cegb": "CEGB", "budget_prune": "BudgetPrune", "early_exit": "Early Exit",
           "budgetrf": "BudgetRF", "greedy_miser": "Greedy Miser", "adapt_gbrt": "ADAPT-GBRT",
-          "adapt_lin": "ADAPT-LIN", "cstc": "CSTC", "cscc": "CSCC", "cronus": "Cronus",
-          "cheap_subset": "Cheap subset (baseline)"}
+          "adapt_lin": "ADAPT-LIN", "adapt_l1": "ADAPT's L1 baseline", "cstc": "CSTC", "cscc": "CSCC",
+          "cronus": "Cronus", "cheap_subset": "Cheap subset (baseline)"}
 
 
 def protocol_parser(doc: str, choices=None, data_paths: bool = False) -> argparse.ArgumentParser:

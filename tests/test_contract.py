@@ -61,6 +61,7 @@ ESTIMATORS = {
     "AdaptGBRT": (lambda: lc.AdaptGBRT(f0=f0(), feature_costs=COSTS, tradeoff=0.01, n_rounds=2, trees_per_round=3),
                   "binary", False),
     "AdaptLIN": (lambda: lc.AdaptLIN(f0=f0(), feature_costs=COSTS, tradeoff=0.01, n_rounds=2), "binary", False),
+    "AdaptL1": (lambda: lc.AdaptL1(f0=f0(), feature_costs=COSTS, tradeoff=0.01), "binary", False),
     "BudgetRFClassifier": (lambda: lc.BudgetRFClassifier(feature_costs=COSTS, n_estimators=5, random_state=0),
                            "binary", True),
     "CSTC": (lambda: lc.CSTC(depth=2, feature_costs=COSTS, tradeoff=0.01, n_iter=2), "regression", False),

@@ -348,6 +348,12 @@ register("adapt_lin", tasks=("binary", "multiclass"), prepare=_adapt_lin_prepare
                                for r in (0.01, 0.05, 0.2)], knob=Knob("relative_tradeoff", "tradeoff", log=True))(
     _adapt_fit("adapt_lin", "AdaptLIN", "relative_tradeoff", "tradeoff"))
 
+# the ADAPT paper's L1 baseline: the same knob and unit as ADAPT-LIN (its first fit is AdaptLIN's)
+register("adapt_l1", tasks=("binary", "multiclass"), prepare=_adapt_lin_prepare,
+         grid=lambda context: [{"p_full": p, "relative_tradeoff": r} for p in (0.1, 0.3, 0.5)
+                               for r in (0.01, 0.05, 0.2)], knob=Knob("relative_tradeoff", "tradeoff", log=True))(
+    _adapt_fit("adapt_l1", "AdaptL1", "relative_tradeoff", "tradeoff"))
+
 
 #: ``relative_tradeoff`` values of CSTC's default grid.
 CSTC_RELATIVE_TRADEOFFS = (1e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2)

@@ -14,7 +14,7 @@ from sklearn.ensemble import RandomForestClassifier
 from sklearn.linear_model import LogisticRegression
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from lightgbm_cegb import AdaptLIN, FeatureCosts, prediction_cost
+from lightgbm_cegb import AdaptL1, AdaptLIN, FeatureCosts, prediction_cost
 from lightgbm_cegb.core.errors import CEGBError, NoSplitWarning
 from lightgbm_cegb.methods.adapt.lin import _Problem
 from lightgbm_cegb.methods.greedy_miser import proba_from_raw
@@ -183,9 +183,56 @@ def test_bad_input(kwargs, message):
         AdaptLIN(f0=f0).fit(X, y)
 
 
-@parametrize_with_checks([AdaptLIN(f0=LogisticRegression(), n_rounds=1, max_iter=50)])
+@parametrize_with_checks([AdaptLIN(f0=LogisticRegression(), n_rounds=1, max_iter=50),
+                          AdaptL1(f0=LogisticRegression(), max_iter=50)])
 def test_follows_scikit_learn_conventions(estimator, check):
     """scikit-learn's estimator checks, f0 an unfitted classifier that fit trains first."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", NoSplitWarning)
         check(estimator)
+
+
+# ----------------------------------------------------------------------------------------- the L1 baseline
+
+
+@pytest.mark.parametrize("classes", [2, 3])
+def test_l1_baseline_follows_the_papers_three_steps(classes):
+    """AdaptL1 against scikit-learn doing the ADAPT paper's L1 baseline by hand: the features S are those of the
+    cost-weighted L1 fit (AdaptLIN's first f1, p_full 0); f1 is scikit-learn's unpenalised logistic regression on
+    S; the gate is the unpenalised logistic regression on S of f1's mistakes, and the p_full share of the
+    training rows with the highest 'mistake' scores goes to f0."""
+    X, y = data(21, n=1200, classes=classes)
+    f0 = lgb.LGBMClassifier(n_estimators=30, verbose=-1).fit(X, y)
+    model = AdaptL1(f0=f0, p_full=0.3, tradeoff=0.02, feature_costs=COSTS, max_iter=20_000, tol=1e-12).fit(X, y)
+    selected = AdaptLIN(f0=f0, p_full=0.0, tradeoff=0.02, feature_costs=COSTS, max_iter=20_000, tol=1e-12).fit(X, y)
+    S = selected.f1_features_
+    assert 0 < S.size < 8 and np.array_equal(model.support_, S)
+    assert set(model.f1_features_) <= set(S) and set(model.gate_features_) <= set(S)
+    Z = (X[:, S] - X[:, S].mean(axis=0)) / X[:, S].std(axis=0)
+    f1 = LogisticRegression(C=np.inf, tol=1e-12, max_iter=10_000).fit(Z, y)
+    np.testing.assert_allclose(model.decision_function_f1(X), np.squeeze(f1.decision_function(Z)), atol=1e-4)
+    wrong = (f1.predict(Z) != y).astype(int)
+    gate = LogisticRegression(C=np.inf, tol=1e-12, max_iter=10_000).fit(Z, wrong)
+    mistake = gate.decision_function(Z)
+    expected_to_f0 = mistake > np.quantile(mistake, 0.7)
+    assert (model.route(X) == 0).mean() == pytest.approx(0.3, abs=0.01)
+    assert np.mean((model.route(X) == 0) == expected_to_f0) > 0.99
+    # the rows sent to f0 are those f1 gets wrong more often
+    to_f0 = model.route(X) == 0
+    assert wrong[to_f0].mean() > wrong[~to_f0].mean()
+
+
+def test_l1_baseline_saves_and_is_swept(tmp_path):
+    X, y = data(22, n=900)
+    f0 = lgb.LGBMClassifier(n_estimators=10, verbose=-1).fit(X, y)
+    model = AdaptL1(f0=f0, p_full=0.4, tradeoff=0.01, feature_costs=GROUPED).fit(X, y)
+    model.save(tmp_path / "l1")
+    again = AdaptL1.load(tmp_path / "l1", f0=f0)
+    np.testing.assert_array_equal(again.support_, model.support_)
+    np.testing.assert_array_equal(again.predict_proba(X), model.predict_proba(X))
+    np.testing.assert_array_equal(again.prediction_cost(X).per_instance, model.prediction_cost(X).per_instance)
+    from lightgbm_cegb.selection import sweep
+    frame = sweep(["adapt_l1"], (X[:600], y[:600]), (X[600:], y[600:]), COSTS, task="binary", baseline=False,
+                  grid={"adapt_l1": [{"p_full": 0.3, "relative_tradeoff": r} for r in (0.05, 0.5)]})
+    assert list(frame["method"]) == ["adapt_l1", "adapt_l1"]
+    assert (frame["cost"].iloc[1] <= frame["cost"].iloc[0]) and frame["quality"].between(0, 1).all()

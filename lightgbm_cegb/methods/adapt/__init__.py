@@ -2,6 +2,6 @@
 
 from lightgbm_cegb.methods.adapt.base import routing_weights
 from lightgbm_cegb.methods.adapt.gbrt import AdaptGBRT
-from lightgbm_cegb.methods.adapt.lin import AdaptLIN
+from lightgbm_cegb.methods.adapt.lin import AdaptL1, AdaptLIN
 
-__all__ = ["AdaptGBRT", "AdaptLIN", "routing_weights"]
+__all__ = ["AdaptGBRT", "AdaptL1", "AdaptLIN", "routing_weights"]

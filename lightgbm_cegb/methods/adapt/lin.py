@@ -34,7 +34,7 @@ from lightgbm_cegb.core.report import CostReport
 from lightgbm_cegb.methods.adapt.base import AdaptBase, routing_weights
 from lightgbm_cegb.methods.greedy_miser import log_loss_per_row, proba_from_raw
 
-__all__ = ["AdaptLIN"]
+__all__ = ["AdaptL1", "AdaptLIN"]
 
 
 class AdaptLIN(AdaptBase):
@@ -186,12 +186,17 @@ class AdaptLIN(AdaptBase):
             B = f0_loss + np.logaddexp(0.0, -g_score)
             q = routing_weights(A, B, self.p_full)
             gate, f1, self.n_iter_ = problem.solve(gate, f1, q, self.max_iter, self.tol, fit_gate=True)
+        self._set_models(X, gate, f1)
+        return self
+
+    def _set_models(self, X: np.ndarray, gate: np.ndarray, f1: np.ndarray) -> None:
+        """The gate's and f1's weights on the standardised rows (intercept first) as weights on X, and the gate's
+        threshold from its scores on the training rows X."""
         self.gate_coef_ = gate[1:] / self.scale_
         self.gate_intercept_ = float(gate[0] - gate[1:] @ (self.mean_ / self.scale_))
         self.f1_coef_ = f1[1:] / self.scale_[:, None]
         self.f1_intercept_ = f1[0] - (self.mean_ / self.scale_) @ f1[1:]
         self._set_threshold(self._gate_score(X))  # p_full 0 and 1: a gate without weights, the threshold +-inf
-        return self
 
     def tradeoff_scale(self, X, y) -> float:
         """The smallest ``tradeoff`` at which f1's first fit (every row, intercepts only) reads no feature.
@@ -350,6 +355,110 @@ class AdaptLIN(AdaptBase):
         self.scale_ = np.asarray(state["scale"], dtype=np.float64)
         if "n_iter" in state:  # not in lightgbm_cegb 0.1.0's files
             self.n_iter_ = int(state["n_iter"])
+
+
+class AdaptL1(AdaptLIN):
+    """The L1 baseline of the ADAPT paper (Nan and Saligrama, NIPS 2017, section 5): a gate and a cheap model f1
+    on the features an L1-regularised logistic regression selects, in front of a costly classifier f0.
+
+    ``fit`` runs the paper's three steps: (1) the cost-weighted L1 logistic regression on every row (AdaptLIN's
+    first f1 fit: ``tradeoff * c_j`` on feature j, one group over the classes) selects the features S it reads;
+    (2) f1 is the logistic regression on S alone, without a penalty; (3) the gate is the logistic regression on S
+    of f1's mistakes on the training rows (the paper's pseudo labels: 1 where f1 is wrong), and the ``p_full``
+    share of the training rows with the highest gate scores goes to f0, as in :class:`AdaptLIN`. Unlike ADAPT-LIN,
+    the gate and f1 are not fitted together: the features are chosen before the gate exists. Prediction,
+    ``prediction_cost``, ``route``, saving and ``tradeoff_scale`` are :class:`AdaptLIN`'s.
+
+    Parameters
+    ----------
+    f0 : fitted classifier with ``predict_proba``, or a LightGBM Booster (binary or multiclass objective)
+        The costly model the gate sends rows to (a clone is fitted if it is an unfitted scikit-learn
+        classifier: ``f0_``).
+    p_full : float, default=0.3
+        The share of the training rows the gate sends to f0 (0: f1 alone; 1: f0 alone).
+    tradeoff : float, default=0.01
+        The L1 penalty's weight: ``tradeoff * c_j`` on feature j in step (1).
+    feature_costs : FeatureCosts, mapping, pandas Series or None, default=None
+        The costs (None: every feature costs 1).
+    n_rounds : int, default=10
+        Unused (AdaptLIN's alternation); kept so that the two share their parameters.
+    max_iter : int, default=300
+        FISTA iterations of each of the three fits.
+    tol : float, default=1e-6
+        FISTA's stopping tolerance (largest weight change relative to the largest weight).
+    f0_usage : array-like or None, default=None
+        For an f0 that is not a tree ensemble: the share of rows for which f0 reads each feature.
+    random_state : int or None, default=None
+        Unused (the fits are deterministic); the estimator contract's parameter.
+    n_jobs : int or None, default=None
+        Threads for routing rows through f0 in ``prediction_cost``.
+
+    Attributes
+    ----------
+    support_ : ndarray of int
+        The features S of step (1), as column indices; the gate and f1 read no other.
+    gate_coef_, gate_intercept_, f1_coef_, f1_intercept_, gate_threshold_, mean_, scale_, n_iter_
+        As :class:`AdaptLIN`'s.
+    """
+
+    def fit(self, X, y) -> AdaptL1:
+        """Select S by the L1 fit, then fit f1 on S and the gate on f1's mistakes (see the class doc).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The training rows (finite values).
+        y : array-like of shape (n_samples,)
+            The labels, among f0's classes (at least two).
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+
+        Raises
+        ------
+        CEGBError
+            As :meth:`AdaptLIN.fit`.
+
+        Warns
+        -----
+        NoSplitWarning
+            When the gate's scores take too few values to send about ``p_full`` of the training rows to f0.
+        """
+        self._check_params()
+        X, codes, _ = self._start(X, y)
+        Z, self.mean_, self.scale_ = _standardise(X)
+        d, k = X.shape[1], self._num_scores
+        selection = _Problem(Z, codes, self.tradeoff * self._penalty_weights(d))
+        _, chosen, self.n_iter_ = selection.solve(np.zeros(d + 1), np.zeros((d + 1, k)), np.zeros(len(codes)),
+                                                  self.max_iter, self.tol, fit_gate=False)
+        self.support_ = np.flatnonzero(np.any(chosen[1:] != 0, axis=1))
+        on_support = Z[:, self.support_]
+        no_penalty = np.zeros(len(self.support_))
+        _, f1, _ = _Problem(on_support, codes, no_penalty).solve(
+            np.zeros(len(self.support_) + 1), np.zeros((len(self.support_) + 1, k)), np.zeros(len(codes)),
+            self.max_iter, self.tol, fit_gate=False)
+        score = _squeeze(np.hstack([np.ones((len(codes), 1)), on_support]) @ f1)
+        wrong = (np.argmax(np.column_stack([-score, score]) if k == 1 else score, axis=1) != codes).astype(np.int64)
+        gate = np.zeros((len(self.support_) + 1, 1))
+        if 0 < self.p_full < 1 and 0 < wrong.sum() < len(wrong):  # else no gate: f1 or f0 takes all, or no mistake
+            _, gate, _ = _Problem(on_support, wrong, no_penalty).solve(
+                np.zeros(len(self.support_) + 1), gate, np.zeros(len(codes)), self.max_iter, self.tol,
+                fit_gate=False)
+        full_gate, full_f1 = np.zeros(d + 1), np.zeros((d + 1, k))
+        full_gate[0], full_f1[0] = gate[0, 0], f1[0]
+        full_gate[1 + self.support_], full_f1[1 + self.support_] = gate[1:, 0], f1[1:]
+        self._set_models(X, full_gate, full_f1)
+        return self
+
+    def _saved_state(self) -> tuple[dict, dict]:
+        state, files = super()._saved_state()
+        return {**state, "support": self.support_}, files
+
+    def _restore(self, state: dict, folder, manifest: dict) -> None:
+        super()._restore(state, folder, manifest)
+        self.support_ = np.asarray(state["support"], dtype=np.int64)
 
 
 def _standardise(X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
