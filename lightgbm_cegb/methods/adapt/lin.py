@@ -175,11 +175,9 @@ class AdaptLIN(AdaptBase):
         self._check_params()
         X, codes, f0_loss = self._start(X, y)
         Z, self.mean_, self.scale_ = _standardise(X)
-        k = self._num_scores
-        problem = _Problem(Z, codes, self.tradeoff * self._penalty_weights(X.shape[1]))
-        gate, f1 = np.zeros(X.shape[1] + 1), np.zeros((X.shape[1] + 1, k))
-        q = np.zeros(len(codes))
-        gate, f1, self.n_iter_ = problem.solve(gate, f1, q, self.max_iter, self.tol, fit_gate=False)  # f1 alone
+        problem, f1, self.n_iter_ = self._logistic(Z, codes, self.tradeoff * self._penalty_weights(X.shape[1]),
+                                                   self._num_scores)  # f1 alone
+        gate = np.zeros(X.shape[1] + 1)
         for _ in range(self.n_rounds if 0 < self.p_full < 1 else 0):  # at 0 and 1 no gate: f1 or f0 takes all
             g_score = problem.linear(gate)
             A = log_loss_per_row(_squeeze(problem.linear(f1)), codes) + np.logaddexp(0.0, g_score)
@@ -188,6 +186,14 @@ class AdaptLIN(AdaptBase):
             gate, f1, self.n_iter_ = problem.solve(gate, f1, q, self.max_iter, self.tol, fit_gate=True)
         self._set_models(X, gate, f1)
         return self
+
+    def _logistic(self, Z: np.ndarray, codes: np.ndarray, penalty: np.ndarray, k: int) -> tuple:
+        """(its problem, its weights (intercept first, (d + 1, k)), the iterations run): the logistic regression
+        of codes on Z with the penalty weights ``penalty``, on every row and without a gate (f1's first fit)."""
+        problem = _Problem(Z, codes, penalty)
+        _, weights, iterations = problem.solve(np.zeros(Z.shape[1] + 1), np.zeros((Z.shape[1] + 1, k)),
+                                               np.zeros(len(codes)), self.max_iter, self.tol, fit_gate=False)
+        return problem, weights, iterations
 
     def _set_models(self, X: np.ndarray, gate: np.ndarray, f1: np.ndarray) -> None:
         """The gate's and f1's weights on the standardised rows (intercept first) as weights on X, and the gate's
@@ -430,22 +436,17 @@ class AdaptL1(AdaptLIN):
         X, codes, _ = self._start(X, y)
         Z, self.mean_, self.scale_ = _standardise(X)
         d, k = X.shape[1], self._num_scores
-        selection = _Problem(Z, codes, self.tradeoff * self._penalty_weights(d))
-        _, chosen, self.n_iter_ = selection.solve(np.zeros(d + 1), np.zeros((d + 1, k)), np.zeros(len(codes)),
-                                                  self.max_iter, self.tol, fit_gate=False)
+        _, chosen, self.n_iter_ = self._logistic(Z, codes, self.tradeoff * self._penalty_weights(d), k)
         self.support_ = np.flatnonzero(np.any(chosen[1:] != 0, axis=1))
         on_support = Z[:, self.support_]
         no_penalty = np.zeros(len(self.support_))
-        _, f1, _ = _Problem(on_support, codes, no_penalty).solve(
-            np.zeros(len(self.support_) + 1), np.zeros((len(self.support_) + 1, k)), np.zeros(len(codes)),
-            self.max_iter, self.tol, fit_gate=False)
-        score = _squeeze(np.hstack([np.ones((len(codes), 1)), on_support]) @ f1)
-        wrong = (np.argmax(np.column_stack([-score, score]) if k == 1 else score, axis=1) != codes).astype(np.int64)
+        f1_problem, f1, _ = self._logistic(on_support, codes, no_penalty, k)
+        score = _squeeze(f1_problem.linear(f1))
+        predicted = (score > 0) if k == 1 else np.argmax(score, axis=1)
+        wrong = (predicted != codes).astype(np.int64)
         gate = np.zeros((len(self.support_) + 1, 1))
         if 0 < self.p_full < 1 and 0 < wrong.sum() < len(wrong):  # else no gate: f1 or f0 takes all, or no mistake
-            _, gate, _ = _Problem(on_support, wrong, no_penalty).solve(
-                np.zeros(len(self.support_) + 1), gate, np.zeros(len(codes)), self.max_iter, self.tol,
-                fit_gate=False)
+            gate = self._logistic(on_support, wrong, no_penalty, 1)[1]
         full_gate, full_f1 = np.zeros(d + 1), np.zeros((d + 1, k))
         full_gate[0], full_f1[0] = gate[0, 0], f1[0]
         full_gate[1 + self.support_], full_f1[1 + self.support_] = gate[1:, 0], f1[1:]
