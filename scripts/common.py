@@ -73,20 +73,14 @@ def pyplot():
 
 def budget_table(frame: pd.DataFrame, budgets: list[float]) -> list[str]:
     """Markdown rows: per method, the test figures of its best validation point within each budget (on the
-    validation cost, as select() chooses), and its best at any cost. ``frame``: a sweep with test_* columns."""
+    validation cost, as select() chooses: ``best_within``), and its best at any cost. ``frame``: a sweep with
+    test_* columns."""
+    best = {(row["method"], row["budget"]): row for row in best_within(frame, [*budgets, float("inf")])}
     lines = ["| method | " + " | ".join(f"budget {b:.4g}" for b in budgets) + " | best (any cost) |",
              "|---|" + "---|" * (len(budgets) + 1)]
-    for method, points in frame.groupby("method", sort=False):
-        points = points.copy()
-        points.attrs = dict(frame.attrs)
-        cells = []
-        for budget in [*budgets, float("inf")]:
-            within = points[points["cost"] <= budget]
-            if len(within) == 0:
-                cells.append("-")
-                continue
-            best = pareto(within).iloc[-1]
-            cells.append(f"{best['test_quality']:.4f} at {best['test_cost']:.4g}")
+    for method in dict.fromkeys(frame["method"]):
+        cells = [f"{best[(method, i)]['test_quality']:.4f} at {best[(method, i)]['test_cost']:.4g}"
+                 if (method, i) in best else "-" for i in range(len(budgets) + 1)]
         lines.append(f"| {method} | " + " | ".join(cells) + " |")
     return lines
 
