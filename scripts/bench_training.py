@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Training time with CEGB penalties relative to plain LightGBM, same data, same run.
 
-Two shapes (issue 4's bar: lazy / plain <= 1.10, coupled and split <= 1.05; issue 11's: lazy-group, groups of
-10 features, / plain <= 1.10):
+Two shapes (issue 29's bar: lazy / plain <= 1.05, median of 5; issue 4's: coupled and split <= 1.05; issue 11's:
+lazy-group, groups of 10 features, / plain <= 1.10):
   --shape small   200k rows x 100 features, 63 leaves, 50 rounds, 2 threads
   --shape yahoo   500k rows x 519 features with the real Yahoo! LTR cost vector (the 519 ids of set 1 that
                   have a real cost; --costs names the file, by default ../shared/data/yahoo_ltr_costs)

@@ -1,8 +1,9 @@
-"""The incremental lazy-penalty bookkeeping of patch 0004 is an optimisation: it must not change any model.
+"""The incremental lazy-penalty bookkeeping of patches 0004 and 0008 is an optimisation: it must not change any model.
 
 FINGERPRINTS holds the sha256 of ``model_to_string()`` for each case below as trained by the patch series
 *before* patch 0004 (its scan of every row of a leaf per feature, with the penalty computed as
-``penalty * unpaid_rows``). Re-record only for a deliberate change of the models:
+``penalty * unpaid_rows``); the ``large-*`` cases, added with patch 0008's vertical counters, as trained by
+series 8 (before patch 0008). Re-record only for a deliberate change of the models:
 ``PYTHONPATH=<unoptimised build> python tests/patches/test_cegb_models_unchanged.py``.
 """
 
@@ -90,7 +91,32 @@ def _wide() -> lgb.Booster:
     return lgb.train(params, lgb.Dataset(X, y), 30)
 
 
-SPECIAL = {"continued": _continued, "wide": _wide}
+def _large(bagging: bool, groups: bool) -> lgb.Booster:
+    """24,000 rows, 100 lazy features (113 slots with groups): leaves large enough for the parallel count and
+    for several reads of the vertical counters, slots across two words."""
+    rng = np.random.default_rng(11)
+    n, f = 24000, 100
+    X = rng.normal(size=(n, f))
+    y = X[:, ::5].sum(axis=1) + X[:, 70] * X[:, 90] + rng.normal(0, 0.5, n)
+    lazy = list(rng.uniform(0.0, 2.0, f) * (rng.random(f) < 0.9))
+    params = {"objective": "regression", "num_leaves": 31, "min_data_in_leaf": 20, "verbose": -1, "seed": 1,
+              "deterministic": True, "num_threads": 2, "force_col_wise": True, "cegb_tradeoff": 0.02,
+              "cegb_penalty_feature_lazy": lazy}
+    if bagging:
+        params.update(bagging_fraction=0.6, bagging_freq=1)
+    if groups:
+        params.update(cegb_feature_group=[i % 13 for i in range(f)], cegb_penalty_group_lazy=[1.0] * 13)
+    return lgb.train(params, lgb.Dataset(X, y), 25)
+
+
+SPECIAL = {
+    "continued": _continued,
+    "wide": _wide,
+    "large": lambda: _large(bagging=False, groups=False),
+    "large-groups": lambda: _large(bagging=False, groups=True),
+    "large-bagging": lambda: _large(bagging=True, groups=False),
+    "large-bagging-groups": lambda: _large(bagging=True, groups=True),
+}
 
 
 def fingerprint(name: str) -> str:
@@ -111,6 +137,10 @@ FINGERPRINTS = {
     'split': 'f101e042998bba21c1c4647074784a691e6ddd9ba98e95f0edc0be32b5b9b800',
     'continued': '102e9acea57a13e8ab4e5929c84eb86daa32a50cd5e02cc6da54a4b4e93dfcba',
     'wide': '7f43bb5d5b135c5eacd1883c96ee5402d765d4e3d203fe32f8afa64f0d9578ab',
+    'large': '9b98e1f189fcf5af254177ba01eacd0ac9ace8583dde5372e776e91afd557064',
+    'large-groups': '7911567fee4876dac81002bc2fe19347c81a681b2d789c59144b8e4d6aaf9b59',
+    'large-bagging': '615f890cbeaf9105a78390d5c66a6accca5f99a3122751b414fc174a6d117717',
+    'large-bagging-groups': '8bdc3a58748146bb661e1171afeede695047e659dc57bdbf0b12cfa68d973b09',
 }
 
 
