@@ -155,16 +155,18 @@ cdef inline float64 sparse_dot(const float64* z, const float64* b, const int64* 
 
 def route(const float64[:, ::1] Z, const float64[:, ::1] beta, const float64[::1] theta, const int64[:, ::1] kids,
           const int64[::1] param_of, const int64[::1] nz_start, const int64[::1] nz_column,
-          const float64[:, ::1] scores, const uint8[::1] known, int64[::1] slot, float64[::1] prediction,
-          bint predict=True):
-    """Hard routing of the rows of Z from slot 0: up at slot j when z.beta_j > theta_j; ``slot[i]`` the terminal
-    reached, ``prediction[i]`` z.beta_{param_of[slot]}. z.beta_j is ``scores[i, j]`` where ``known[j]``, else
-    the sum over beta_j's non-zero columns ``nz_column[nz_start[j]:nz_start[j + 1]]``, at the nodes on the
-    row's path only. ``predict`` False: the slots only (``prediction`` not written)."""
-    cdef Py_ssize_t n = Z.shape[0], i, j, k, last
+          const float64[:, ::1] scores, const uint8[::1] known, const int64[::1] rows, int64[::1] slot,
+          float64[::1] prediction, bint predict=True):
+    """Hard routing of the rows ``rows`` of Z from slot 0: up at slot j when z.beta_j > theta_j; ``slot[i]`` the
+    terminal reached, ``prediction[i]`` z.beta_{param_of[slot]} (other rows' entries are not written). z.beta_j is
+    ``scores[i, j]`` where ``known[j]``, else the sum over beta_j's non-zero columns
+    ``nz_column[nz_start[j]:nz_start[j + 1]]``, at the nodes on the row's path only. ``predict`` False: the slots
+    only (``prediction`` not written)."""
+    cdef Py_ssize_t m = rows.shape[0], r, i, j, k, last
     cdef float64 score, last_score
     with nogil:
-        for i in range(n):
+        for r in range(m):
+            i = rows[r]
             j = 0
             last = -1
             last_score = 0.0

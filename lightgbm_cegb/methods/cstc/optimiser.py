@@ -256,21 +256,24 @@ class Problem:
         return self._pass(beta, theta, self._node_scores(beta, inner), 0)[1] / self.n
 
     def _route(self, Z: np.ndarray, scores: np.ndarray | None = None, known: list[int] = (),
-               predict: bool = True) -> tuple[np.ndarray, np.ndarray]:
+               predict: bool = True, *, rows: np.ndarray | None = None,
+               into: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(terminal slot, its prediction) of each row of ``Z`` by hard routing (_cstc.route); ``scores[:, j]``:
-        z.beta_j of the slots ``known``; ``predict`` False: the slots only (the predictions left zero)."""
+        z.beta_j of the slots ``known``; ``predict`` False: the slots only (the predictions left zero). ``rows``:
+        only those rows, written into the arrays ``into`` (the other rows keep their entries)."""
         beta = np.ascontiguousarray(self.beta, dtype=np.float64)
         nonzero = beta != 0
         nz_start = np.zeros(len(beta) + 1, dtype=np.int64)
         np.cumsum(nonzero.sum(axis=1), out=nz_start[1:])
         nz_column = np.nonzero(nonzero)[1].astype(np.int64)
-        slot, prediction = np.zeros(Z.shape[0], dtype=np.int64), np.zeros(Z.shape[0])
+        slot, prediction = into if into is not None else (np.zeros(Z.shape[0], dtype=np.int64), np.zeros(Z.shape[0]))
+        rows = np.arange(Z.shape[0], dtype=np.int64) if rows is None else rows
         mask = np.zeros(len(beta), dtype=np.uint8)
         mask[list(known)] = 1
         _, kids, param_of, _ = self._layout()
         route(np.ascontiguousarray(Z, dtype=np.float64), beta,
                     np.ascontiguousarray(self.theta, dtype=np.float64), kids, param_of, nz_start, nz_column,
-                    np.zeros((0, 0)) if scores is None else scores, mask, slot, prediction, predict)
+                    np.zeros((0, 0)) if scores is None else scores, mask, rows, slot, prediction, predict)
         return slot, prediction
 
     def hard_terminal(self, Z: np.ndarray, scores: np.ndarray | None = None) -> np.ndarray:
@@ -491,7 +494,10 @@ class Problem:
         """Eq. 3 on the training rows under hard routing: the weighted squared error plus lam times the mean l0
         cost of the units each row's path reads (with the boosting trick: every feature of a used tree).
         ``scores[:, j]``: z.beta_j of the slots ``known`` (``_route``)."""
-        slot, prediction = self._route(self.Z, scores, known)
+        return self._routed_objective(*self._route(self.Z, scores, known))
+
+    def _routed_objective(self, slot: np.ndarray, prediction: np.ndarray) -> float:
+        """``exact_objective`` of the rows' terminal slots and predictions."""
         total = float(np.mean(self.s * (prediction - self.y) ** 2))
         mass = np.bincount(slot, weights=self.s, minlength=len(self.beta))
         for t in np.flatnonzero(np.bincount(slot, minlength=len(self.beta))).tolist():
@@ -503,8 +509,9 @@ class Problem:
         """Leaf k's columns chosen for ``exact_objective`` over ``rows`` (those hard routing sends it): every
         column its ancestors' units already pay for, then forward selection, each step the column of the best
         true gain (squared error saved minus lam times the share of rows times the units it newly pays) among the
-        five that a matching-pursuit score ranks first, while that gain is positive. Least squares from the
-        rows' weighted Gram matrix, formed once. A leaf no row reaches keeps its weights."""
+        five that a matching-pursuit score ranks first, while that gain is positive (the error a candidate saves
+        from the Schur complement of the current solve). Least squares from the rows' weighted Gram matrix,
+        formed once. A leaf no row reaches keeps its weights."""
         if rows.size == 0 or not self.s[rows].sum() > 0:
             return
         used = (self.beta[self.shape.path(k)[:-1], 1:] != 0).any(axis=0)
@@ -521,35 +528,47 @@ class Problem:
         share = float(self.s[rows].sum()) / self.n
         G, g, yy = self._gram(k, rows)
 
-        def least_squares(columns: list[int]) -> tuple[np.ndarray, np.ndarray, float]:
-            """(Z columns, weights, weighted squared error / n) over the intercept and phi ``columns``."""
-            index = np.append(0, np.array(columns, dtype=np.int64) + 1)
-            A = G[np.ix_(index, index)]
-            coef = np.linalg.solve(A + 1e-12 * max(np.trace(A) / len(index), 1e-300) * np.eye(len(index)), g[index])
-            return index, coef, max(yy - 2 * coef @ g[index] + coef @ A @ coef, 0.0) / self.n
+        def least_squares(columns: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+            """(Z columns, their ridged Gram matrix, weights, weighted squared error / n) over the intercept and
+            phi ``columns``."""
+            index = np.empty(len(columns) + 1, dtype=np.int64)
+            index[0] = 0
+            index[1:] = columns
+            index[1:] += 1
+            A = G[index][:, index]
+            ridged = A.copy()
+            ridged.flat[::len(index) + 1] += 1e-12 * max(np.trace(A) / len(index), 1e-300)
+            coef = np.linalg.solve(ridged, g[index])
+            return index, ridged, coef, max(yy - 2 * coef @ g[index] + coef @ A @ coef, 0.0) / self.n
 
         def prices() -> np.ndarray:
             return (self.units.cost[:, None] * (self.units.member & ~paid[:, None])).sum(axis=0)
 
         columns = [int(a) for a in np.flatnonzero(prices() == 0)]
-        index, coef, err = least_squares(columns)
+        index, ridged, coef, err = least_squares(columns)
         norm2 = np.diag(G)[1:]
         while True:
             price = prices()
             score = (g[1:] - G[1:, index] @ coef) ** 2 / np.maximum(norm2, 1e-300) / self.n - self.lam * share * price
             score[columns] = -np.inf
-            best = None
-            for a in np.argsort(-score)[:5]:
-                if not np.isfinite(score[a]):
-                    break
-                trial = least_squares(columns + [int(a)])
-                gain = err - trial[2] - self.lam * share * price[a]
-                if gain > 1e-12 * max(err, 1e-300) and (best is None or gain > best[0]):
-                    best = (gain, int(a), trial)
-            if best is None:
+            top = np.argsort(-score)[:5]
+            top = top[np.isfinite(score[top])]
+            if top.size == 0:
                 break
-            _, a, (index, coef, err) = best
+            # each candidate's squared error saved, from the Schur complement of the current solve: one solve
+            # for the five instead of a solve per candidate
+            B = G[index][:, top + 1]
+            schur = G[top + 1, top + 1] - np.einsum("ij,ij->j", B, np.linalg.solve(ridged, B))
+            residual = g[top + 1] - B.T @ coef
+            saved = np.where(schur > 1e-9 * np.maximum(norm2[top], 1e-300),
+                             residual ** 2 / np.maximum(schur, 1e-300), 0.0) / self.n
+            gain = np.minimum(saved, err) - self.lam * share * price[top]
+            best = int(np.argmax(gain))  # the first of equal gains, in score order, as before
+            if not gain[best] > 1e-12 * max(err, 1e-300):
+                break
+            a = int(top[best])
             columns.append(a)
+            index, ridged, coef, err = least_squares(columns)
             paid |= self.units.member[:, a]
         self.beta[k, index] = coef
         self.frozen[k, index] = False
@@ -582,10 +601,19 @@ class Problem:
         cache[k] = (mask, G, g, yy)
         return G, g, yy
 
-    def select_leaves(self, leaves: list[int], scores: np.ndarray | None = None, known: list[int] = ()) -> None:
-        leaf_of = self._route(self.Z, scores, known, predict=False)[0]
+    def select_leaves(self, leaves: list[int], scores: np.ndarray | None = None, known: list[int] = (), *,
+                      rows: np.ndarray | None = None) -> None:
+        """``select_leaf`` of each of ``leaves`` over the rows hard routing sends it; ``rows`` (ascending): the only
+        rows that can reach them, the only ones routed."""
+        if rows is None:
+            leaf_of = self._route(self.Z, scores, known, predict=False)[0]
+            for k in leaves:
+                self.select_leaf(k, np.flatnonzero(leaf_of == k))
+            return
+        leaf_of = np.full(self.n, -1, dtype=np.int64)
+        self._route(self.Z, scores, known, predict=False, rows=rows, into=(leaf_of, np.zeros(0)))
         for k in leaves:
-            self.select_leaf(k, np.flatnonzero(leaf_of == k))
+            self.select_leaf(k, rows[leaf_of[rows] == k])
 
     @one_blas_thread
     def polish(self, passes: int = 3) -> None:
@@ -594,8 +622,10 @@ class Problem:
         descendants (each intercept moved by the dropped term's mean over the node's soft reach), the leaves
         below re-selected; keep what lowers the objective.
 
-        The internal nodes' scores and soft reach are computed once and again only after a kept change; a
-        candidate moves its nodes' scores by the change (the dropped column's term and the intercept's shift)."""
+        The internal nodes' scores and soft reach, and the rows' hard routing, are computed once and again only
+        after a kept change; a candidate moves its nodes' scores by the change (the dropped column's term and the
+        intercept's shift) and routes again only the rows that reach node k (the others' paths and predictions
+        do not change)."""
         best = self.exact_objective()
         saved = self.beta.copy(), self.frozen.copy()
         self.select_leaves(self.shape.leaves)
@@ -606,7 +636,7 @@ class Problem:
             self.beta, self.frozen = saved
         inner = [k for k in self.shape.classifiers if not self.is_leaf(k)]
         Zt = np.ascontiguousarray(self.Z.T)  # the columns, each contiguous
-        P = scores = None
+        P = scores = routed = None
         for _ in range(passes):
             improved = False
             for k in inner:
@@ -617,6 +647,8 @@ class Problem:
                         if P is None:  # at the start and after a kept change of the internal nodes
                             P = self.reach(self.beta, self.theta)[0]
                             scores = self._node_scores(self.beta, inner)
+                            routed = self._route(self.Z, scores, inner)
+                        reaching = np.flatnonzero(np.isin(routed[0], self.shape.subtree(k)))
                         saved = self.beta.copy(), self.frozen.copy()
                         saved_scores = scores[:, nodes].copy()
                         for j in nodes:
@@ -627,8 +659,10 @@ class Problem:
                             self.beta[j, 0] += shift
                             self.beta[j, a] = 0.0
                             self.frozen[j, a] = True
-                        self.select_leaves(below, scores, inner)
-                        value = self.exact_objective(scores, inner)
+                        self.select_leaves(below, scores, inner, rows=reaching)
+                        slot, prediction = routed[0].copy(), routed[1].copy()
+                        self._route(self.Z, scores, inner, rows=reaching, into=(slot, prediction))
+                        value = self._routed_objective(slot, prediction)
                         if value < best - 1e-9 * max(1.0, abs(best)):
                             best, improved = value, True
                             P = None
