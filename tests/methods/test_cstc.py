@@ -539,9 +539,7 @@ def test_polish_routing_only_the_rows_below_a_node_changes_nothing(seed, kind, m
     for everything in (False, True):
         problem, _ = random_problem(seed, kind=kind, n=300, lam=0.05, rho=0.0)
         if everything:
-            route = problem._route
-
-            def route_all(Z, scores=None, known=(), predict=True, *, rows=None, into=None):
+            def route_all(Z, scores=None, known=(), predict=True, *, rows=None, into=None, route=problem._route):
                 slot, prediction = route(Z, scores, known, predict)
                 if into is None:
                     return slot, prediction
@@ -578,7 +576,8 @@ def reference_select_leaf(problem, k, rows):
     index, coef, err = least_squares(columns)
     while True:
         price = prices()
-        score = (g[1:] - G[1:, index] @ coef) ** 2 / np.maximum(np.diag(G)[1:], 1e-300) / n - problem.lam * share * price
+        saved = (g[1:] - G[1:, index] @ coef) ** 2 / np.maximum(np.diag(G)[1:], 1e-300) / n
+        score = saved - problem.lam * share * price
         score[columns] = -np.inf
         best = None
         for a in np.argsort(-score)[:5]:
