@@ -157,6 +157,7 @@ def report_frontier(frame: pd.DataFrame, out: Path, name: str, title: str, metri
     test = plotted.assign(cost=plotted["test_cost"], quality=plotted["test_quality"])
     ax = plot_frontiers(test, pareto_only=False, xlabel="mean cost per test row", title=title)
     ax.set_ylabel(f"test {metric}")
+    ax.figure.set_size_inches(9.5, 5.0)
     ax.figure.tight_layout()
     write_atomically(out / f"{name}.png", lambda tmp: ax.figure.savefig(tmp, format="png", dpi=110))
     plt.close(ax.figure)
@@ -219,9 +220,10 @@ QUICK = {"cegb": [{"relative_tradeoff": r} for r in (0.0, 0.05)], "budget_prune"
          "cheap_subset": [{"width": 2, "steps": 2}]}
 #: BudgetPrune's own setting (Nan, Wang and Saligrama, NIPS 2016): a random forest of fully grown trees (LightGBM's
 #: rf mode: bootstrap-like bagging, a random half of the features per tree, leaves down to one row), 100 trees,
-#: rather than the boosted model
+#: rather than the boosted model. LightGBM sizes its cache of histograms by num_leaves (14 GB for 100 such trees on
+#: 4,500 HIGGS rows): 512 MB bounds it and trains the same trees (model text compared)
 RF = {"boosting": "rf", "bagging_fraction": 0.632, "bagging_freq": 1, "feature_fraction": 0.5,
-      "num_leaves": 131072, "min_data_in_leaf": 1, "min_sum_hessian_in_leaf": 0.0}
+      "num_leaves": 131072, "min_data_in_leaf": 1, "min_sum_hessian_in_leaf": 0.0, "histogram_pool_size": 512}
 RF_TREES = 100
 LABELS = {"lightgbm": "LightGBM", "cegb": "CEGB", "budget_prune": "BudgetPrune", "early_exit": "Early Exit",
           "budgetrf": "BudgetRF", "greedy_miser": "Greedy Miser", "adapt_gbrt": "ADAPT-GBRT",

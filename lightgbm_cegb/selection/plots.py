@@ -65,18 +65,26 @@ def plot_frontiers(frame: pd.DataFrame, *, ax=None, budget: float | None = None,
     if missing:
         raise CEGBError(f"frame should have the columns method, cost and quality; missing {sorted(missing)}")
     ax = _axes(ax)
-    for i, (method, points) in enumerate(frame.groupby("method", sort=False)):
+    from matplotlib import colormaps
+
+    groups = list(frame.groupby("method", sort=False))
+    colors = colormaps["tab10" if len(groups) <= 10 else "tab20"]  # a colour of its own for each method
+    for i, (method, points) in enumerate(groups):
         points = points.copy()
         points.attrs = dict(frame.attrs)
         points = pareto(points) if pareto_only else points.sort_values("cost")
-        ax.plot(points["cost"], points["quality"], marker=MARKERS[i % len(MARKERS)], label=str(method))
+        ax.plot(points["cost"], points["quality"], marker=MARKERS[i % len(MARKERS)], color=colors(i % colors.N),
+                label=str(method))
     if budget is not None:
         ax.axvline(budget, color="grey", linestyle="--", linewidth=1, label=f"budget {budget:g}")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(frame.attrs.get("metric", "quality"))
     if title:
         ax.set_title(title)
-    ax.legend()
+    if len(groups) > 6:  # beside the axes: inside, a long legend hides the lines
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
+    else:
+        ax.legend()
     return ax
 
 
