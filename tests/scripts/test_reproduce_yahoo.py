@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -40,3 +41,26 @@ def test_reproduce_yahoo_quick(tmp_path, data):
         assert cegb["cost"].min() < plain["cost"].min()  # the trade-off buys cost on validation
         budgets = [float(b) for b in re.findall(r"budget ([0-9.e+]+)", report_sections[setting])]
         assert len(budgets) == 3 and (frame[frame["method"] == trained]["cost"] <= max(budgets) + 1e-9).all()
+
+
+def test_the_stand_in_puts_the_signal_in_the_expensive_or_the_cheap_features(tmp_path):
+    """--signal: the mean absolute correlation of a feature with the labels grows with its cost ("expensive",
+    the paper's assumption) or shrinks with it ("cheap")."""
+    sys.path.insert(0, str(SCRIPT.parent))
+    from reproduce_yahoo import synthetic
+
+    from lightgbm_cegb.datasets import load_svmlight, yahoo_costs
+
+    costs = yahoo_costs()
+    by_cost = {}
+    for signal_in in ("expensive", "cheap"):
+        (tmp_path / signal_in).mkdir()
+        data = load_svmlight(synthetic(tmp_path / signal_in, 200, signal_in=signal_in)["train"], costs)
+        X, y = np.nan_to_num(data.X.toarray() if hasattr(data.X, "toarray") else np.asarray(data.X, float)), data.y
+        varied = X.std(axis=0) > 0
+        corr = np.zeros(X.shape[1])
+        corr[varied] = np.abs([np.corrcoef(X[:, j], y)[0, 1] for j in np.flatnonzero(varied)])
+        lazy = costs.lazy[:X.shape[1]]
+        by_cost[signal_in] = (corr[(lazy <= 5) & varied].mean(), corr[(lazy >= 100) & (lazy < 10000) & varied].mean())
+    assert by_cost["expensive"][1] > 1.5 * by_cost["expensive"][0]
+    assert by_cost["cheap"][0] > 1.5 * by_cost["cheap"][1]
