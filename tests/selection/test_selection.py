@@ -325,6 +325,23 @@ def test_plots(frontier, binary):
     plt.close("all")
 
 
+def test_many_methods_get_their_own_colours_and_a_legend_beside_the_axes():
+    """Fifteen methods (frontiers.py's tables): fifteen colours (tab10 would repeat), the legend outside the axes."""
+    import matplotlib.pyplot as plt
+
+    from lightgbm_cegb.selection.plots import plot_frontiers
+
+    frame = pd.DataFrame({"method": [f"m{i}" for i in range(15) for _ in range(2)],
+                          "cost": np.tile([1.0, 2.0], 15), "quality": np.arange(30, dtype=float)})
+    ax = plot_frontiers(frame, pareto_only=False)
+    assert len({line.get_color() for line in ax.get_lines()}) == 15
+    legend = ax.get_legend()
+    assert legend.get_bbox_to_anchor().x0 > ax.get_window_extent().x1  # right of the axes
+    few = plot_frontiers(frame[frame["method"].isin(["m0", "m1"])], pareto_only=False)
+    assert few.get_legend().get_bbox_to_anchor().x0 <= few.get_window_extent().x0 + 1  # the default: inside
+    plt.close("all")
+
+
 def test_from_a_dataframe_costs_by_name_and_a_budget(binary):
     """The README's few lines: a DataFrame, a cost per column by name, a budget -> the selected model."""
     (X, y), (Xv, yv), (Xt, yt) = binary
