@@ -276,18 +276,11 @@ class Problem:
                     np.zeros((0, 0)) if scores is None else scores, mask, rows, slot, prediction, predict)
         return slot, prediction
 
-    def hard_terminal(self, Z: np.ndarray, scores: np.ndarray | None = None) -> np.ndarray:
-        """The terminal slot each row of ``Z`` reaches by hard routing (up when ``z.beta_j > theta_j``);
-        ``scores``: not read (the kernel computes each row's scores at the nodes on its path)."""
+    def hard_terminal(self, Z: np.ndarray) -> np.ndarray:
+        """The terminal slot each row of ``Z`` reaches by hard routing (up when ``z.beta_j > theta_j``)."""
         return self._route(Z, predict=False)[0]
 
-    def _scores(self, Z: np.ndarray) -> np.ndarray:
-        """z.beta_j for every row and slot (rows, slots)."""
-        return Z @ self.beta.T
-
-    def predictions(self, Z: np.ndarray, slot: np.ndarray, scores: np.ndarray | None = None) -> np.ndarray:
-        if scores is not None:
-            return scores[np.arange(len(slot)), self.shape.param_of[slot]]
+    def predictions(self, Z: np.ndarray, slot: np.ndarray) -> np.ndarray:
         return np.einsum("ij,ij->i", Z, self.beta[self.shape.param_of[slot]])
 
     # ----------------------------------------------------------------------------------- objective
@@ -604,12 +597,8 @@ class Problem:
     def select_leaves(self, leaves: list[int], scores: np.ndarray | None = None, known: list[int] = (), *,
                       rows: np.ndarray | None = None) -> None:
         """``select_leaf`` of each of ``leaves`` over the rows hard routing sends it; ``rows`` (ascending): the only
-        rows that can reach them, the only ones routed."""
-        if rows is None:
-            leaf_of = self._route(self.Z, scores, known, predict=False)[0]
-            for k in leaves:
-                self.select_leaf(k, np.flatnonzero(leaf_of == k))
-            return
+        rows that can reach them, the only ones routed (None: every row)."""
+        rows = np.arange(self.n, dtype=np.int64) if rows is None else rows
         leaf_of = np.full(self.n, -1, dtype=np.int64)
         self._route(self.Z, scores, known, predict=False, rows=rows, into=(leaf_of, np.zeros(0)))
         for k in leaves:
