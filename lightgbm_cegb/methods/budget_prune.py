@@ -20,9 +20,10 @@ Solvers:
   a maximum flow in Cython without the GIL (cython_ext/_prune.pyx); the flow's value is the bound. A (row,
   group) pair is one more pair kind; a node that pays both its feature's and its group's pair hands the
   group's to a carrier node of gain 0 inserted above it. The
-  network is implicit: each tree's rows are ordered so that every node's rows are a contiguous range, and
-  only the flow on each (node, row) pair arc is stored, 12 bytes per (row, tree, feature first tested on
-  the row's path). 200,000 rows x 40 unlimited-depth trees: ~45 s, peak 2.2 GB (scripts/bench_prune.py).
+  network is implicit: each tree's rows are ordered so that every node's rows are a contiguous range; per
+  pair, the nodes whose arcs enter it are stored (4 bytes per (row, tree, feature first tested on the row's
+  path)) and only the positive flows. 200,000 rows x 40 unlimited-depth trees x 50 features: ~31 s, peak
+  1.3 GB (scripts/bench_prune.py --features 50).
 - ``"highs"``: the LP written literally (one constraint (b) per row and internal node it reaches) and
   solved with HiGHS (scipy.optimize.linprog), for small problems and as the reference; the bound comes
   from HiGHS's dual values.
@@ -426,9 +427,10 @@ def _solve_maxflow(forest: _Problem, costs: _PairCosts, tradeoffs: list[float]):
     def int32(parts):
         return np.ascontiguousarray(np.concatenate(parts), dtype=np.int32)
 
+    constant = sum(float(errors[0]) for errors in forest.errors) - float(np.clip(gain_all, 0, None).sum())
     network = Network(forest.perm, int32(tree), int32(parent_id), int32(lo), int32(hi), compact[feature_all],
                       top_all.astype(np.uint8), gain_all, np.ascontiguousarray(extended[paid_features]), eps)
-    constant = sum(float(errors[0]) for errors in forest.errors) - float(np.clip(gain_all, 0, None).sum())
+    del tree, parent_id, lo, hi, feature, top, gain, gain_all, top_all, feature_all  # the network has its copies
     solutions: dict[float, tuple] = {}
     for tradeoff in sorted(set(tradeoffs)):
         network.set_lam(tradeoff)

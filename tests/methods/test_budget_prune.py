@@ -487,9 +487,9 @@ def closure_max_flow_reference(model, X, y, costs, tradeoff, scale):
 @pytest.mark.parametrize("seed", range(2))
 def test_maxflow_at_scale_equals_scipys_maximum_flow(seed, monkeypatch):
     """Thousands of rows and unlimited-depth trees, where push-relabel runs through several global
-    relabellings: the optimum and bound equal those of scipy's max-flow on the explicit graph (integer
-    capacities: costs 1, 2, 5 at tradeoff = 0.01 and 0.03, counts and costs scaled by 100), also for the
-    second trade-off of a path, which starts from the first one's flow."""
+    relabellings and pairs receive flow from more than one node: the optimum and bound equal those of scipy's
+    max-flow on the explicit graph (integer capacities: costs 1, 2, 5 at tradeoff = 0.01 and 0.03, counts and
+    costs scaled by 100), also for the second trade-off of a path, which starts from the first one's flow."""
     import lightgbm_cegb._prune as engine
     networks = []
 
@@ -506,10 +506,38 @@ def test_maxflow_at_scale_equals_scipys_maximum_flow(seed, monkeypatch):
     costs = rng.choice([1.0, 2.0, 5.0], size=12)
     path = budget_prune_path(model, X, y, costs, [0.03, 0.01])
     assert len(networks) == 1 and networks[0].global_relabels >= 3
+    assert networks[0].pool_used > 0  # pairs fed by more than one node (the flows kept beyond one per pair)
     for tradeoff, result in zip([0.03, 0.01], path):
         constant, flow = closure_max_flow_reference(model, X, y, costs, tradeoff, scale=100)
         assert result.lower_bound == pytest.approx((constant + flow) / len(X), rel=1e-9)
         assert result.objective == pytest.approx(result.lower_bound, rel=1e-9)
+
+
+def test_maxflow_node_ids_in_three_or_four_bytes(monkeypatch):
+    """The network stores each pair's nodes in 3 bytes below 2^24 nodes and in 4 above: forced to 4 bytes, the
+    pruning of a case with several global relabellings is the same, bit for bit; a width that cannot hold the
+    nodes is refused."""
+    import lightgbm_cegb._prune as engine
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(3000, 10))
+    y = (X[:, :4].sum(axis=1) + rng.normal(0, 1, 3000) > 0).astype(int)
+    model = RandomForestClassifier(n_estimators=5, min_samples_leaf=2, random_state=3).fit(X, y)
+    costs = rng.choice([1.0, 2.0, 5.0], size=10)
+    narrow = budget_prune_path(model, X, y, costs, [0.03, 0.01])
+
+    class Wide(engine.Network):
+        def __init__(self, *args):
+            super().__init__(*args, node_bytes=4)
+
+    monkeypatch.setattr(engine, "Network", Wide)
+    wide = budget_prune_path(model, X, y, costs, [0.03, 0.01])
+    for a, b in zip(narrow, wide):
+        assert (a.objective, a.lower_bound, a.cost) == (b.objective, b.lower_bound, b.cost)
+    one = np.zeros(1, dtype=np.int32)
+    args = (np.zeros((1, 1), dtype=np.int32), one, one - 1, one, one + 1, one, np.ones(1, dtype=np.uint8),
+            np.ones(1), np.ones(1), 0.0)
+    with pytest.raises(ValueError, match="node_bytes should be 0, 3 .* or 4, got 5"):
+        Wide.__mro__[1](*args, node_bytes=5)
 
 
 # ------------------------------------------------------------------------------- costs as prediction_cost takes them
