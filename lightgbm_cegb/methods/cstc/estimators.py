@@ -14,6 +14,7 @@ from lightgbm_cegb.base import BudgetedEstimator
 from lightgbm_cegb.core.cost_state import CostState
 from lightgbm_cegb.core.costs import FeatureCosts, resolve_costs
 from lightgbm_cegb.core.errors import CEGBError, check_number, checked_weights
+from lightgbm_cegb.core.parallel import one_blas_thread
 from lightgbm_cegb.core.report import CostReport
 from lightgbm_cegb.io import saved
 from lightgbm_cegb.io.models import booster_of, to_forest
@@ -115,6 +116,7 @@ class _Base(BudgetedEstimator, BaseEstimator):
         """Row weights of targets <= 0 and > 0 (the estimator's class weights; 1 and 1 here)."""
         return 1.0, 1.0
 
+    @one_blas_thread  # once for the whole fit: each limit set costs threadpoolctl a look-up of the libraries
     def _fit(self, X, target: np.ndarray, sample_weight, eval_set) -> _Base:
         self._check_params()
         structure = self._structure()
