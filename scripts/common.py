@@ -15,7 +15,7 @@ from lightgbm_cegb.core.costs import FeatureCosts
 from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.datasets import letter, mslr_subset
 from lightgbm_cegb.io.atomic import write_atomically  # noqa: F401 (the scripts' writer)
-from lightgbm_cegb.selection import evaluate, pareto, sweep, train_to_budget
+from lightgbm_cegb.selection import METHODS, evaluate, pareto, sweep, train_to_budget
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -242,10 +242,23 @@ def protocol_parser(doc: str, choices=None, data_paths: bool = False) -> argpars
         parser.add_argument("--data", choices=choices, default=choices[0])
     parser.add_argument("--splits", type=int, default=5, help="random splits of the rows (seeds 0, 1, ...)")
     parser.add_argument("--rounds", type=int, default=500, help="boosting rounds (early stopping on validation)")
+    parser.add_argument("--method-rounds", type=method_rounds, action="append", default=[], metavar="METHOD=ROUNDS",
+                        help="a method's own round cap instead of --rounds (repeatable; e.g. greedy_miser=2000 where "
+                             "its cheap trees hit the cap)")
     parser.add_argument("--jobs", type=int, default=1, help="grid points trained in parallel")
     parser.add_argument("--quick", action="store_true", help="small grids (the tests run this)")
     parser.add_argument("--out", type=Path, default=Path("."))
     return parser
+
+
+def method_rounds(text: str) -> tuple[str, int]:
+    """--method-rounds' METHOD=ROUNDS: a registered method and a positive number of rounds."""
+    name, _, rounds = text.partition("=")
+    if name not in METHODS:
+        raise argparse.ArgumentTypeError(f"METHOD should be one of {', '.join(METHODS)}, got {name!r}")
+    if not rounds.isdigit() or int(rounds) < 1:
+        raise argparse.ArgumentTypeError(f"ROUNDS should be a positive integer, got {rounds!r} in {text!r}")
+    return name, int(rounds)
 
 
 def random_split(X, y, sizes: tuple[int, ...], seed: int) -> dict:
@@ -266,7 +279,7 @@ def split_frontiers(parts: dict, costs: FeatureCosts, task: str, runs: list[tupl
     frames, plain = [], None
     for run in runs:
         label, name, params = run[:3]
-        rounds = run[3] if len(run) > 3 else args.rounds
+        rounds = run[3] if len(run) > 3 else dict(getattr(args, "method_rounds", [])).get(name, args.rounds)
         start = time.perf_counter()
         grid = {name: quick_grids[name]} if args.quick and quick_grids and name in quick_grids else None
         frame = sweep(name, parts["train"], parts["valid"], costs, task=task, grid=grid, params=params,
@@ -311,7 +324,9 @@ def repeated_frontiers(X, y, sizes: tuple[int, ...], costs: FeatureCosts, task: 
     shapes = "; ".join(f"{k}: {len(v[1])} rows" for k, v in parts.items())
     every = pd.concat(frames, ignore_index=True)
     report = [f"## {title}", "",
-              f"`{command} --splits {args.splits}{' --quick' if args.quick else ''}`; {X.shape[1]} features; "
+              f"`{command} --splits {args.splits}{' --quick' if args.quick else ''}"
+              f"{''.join(f' --method-rounds {m}={r}' for m, r in getattr(args, 'method_rounds', []))}`; "
+              f"{X.shape[1]} features; "
               f"{shapes}; {args.splits} random splits. Cells: the mean over the splits of the test {metric} of the "
               "model chosen on validation within the budget (fractions of plain LightGBM's validation cost in each "
               "split), ± the half-width of its 95% interval, @ its mean test cost per row; bold: the best mean, "

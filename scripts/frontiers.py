@@ -7,8 +7,10 @@ Every registered method of lightgbm_cegb.selection that supports the task (plain
 Early Exit, BudgetRF, Greedy Miser, ADAPT-GBRT, ADAPT-LIN, CSTC, CSCC, Cronus; a method registered later joins
 by itself) is swept on its default grid on the training rows and measured on the validation rows; its validation
 Pareto points are then measured on the test rows.
-BudgetPrune runs twice: on the plain boosted model and on a LightGBM random forest (its paper's setting). "CEGB
-trained to the budget" is selection.train_to_budget at each of the table's budgets (one point each).
+BudgetPrune runs twice: on the plain boosted model and on a LightGBM random forest (its paper's setting). CSTC runs
+twice: with its ``polish`` step (the package's default, a local search of ours) and without it (the paper's
+method). "CEGB trained to the budget" is selection.train_to_budget at each of the table's budgets (one point each).
+``--method-rounds greedy_miser=2000`` gives one method its own round cap.
 Quality: accuracy; cost: the exact mean feature cost per row (Early Exit: only the trees each row went through).
 The whole protocol is repeated on ``--splits`` random splits of the data's rows (seeds 0, 1, ...); the budgets are
 fractions of plain LightGBM's validation cost in each split.
@@ -92,6 +94,7 @@ def main() -> None:
     runs = [(LABELS.get(name, name), name, {}) for name, method in METHODS.items() if task in method.tasks]
     runs.insert([r[1] for r in runs].index("budget_prune") + 1,
                 ("BudgetPrune (random forest)", "budget_prune", RF, RF_TREES))
+    runs.insert([r[1] for r in runs].index("cstc") + 1, ("CSTC without polish", "cstc", {"polish": False}))
     repeated_frontiers(X, y, sizes, costs, task, runs, args, name=f"frontier_{args.data}", title=args.data,
                        command=f"scripts/frontiers.py --data {args.data}", quick_grids=QUICK)
 

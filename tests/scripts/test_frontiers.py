@@ -9,31 +9,47 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-from common import interval, interval_table
+from common import interval, interval_table, method_rounds, protocol_parser
 from references import run_script
 from scipy import stats
 
 
 def test_quick_frontiers_on_higgs(tmp_path):
-    run_script("frontiers.py", "--data", "higgs", "--quick", "--splits", "2", "--rounds", "100", "--out", str(tmp_path))
+    run_script("frontiers.py", "--data", "higgs", "--quick", "--splits", "2", "--rounds", "100",
+               "--method-rounds", "greedy_miser=30", "--out", str(tmp_path))
     frame = pd.read_csv(tmp_path / "frontier_higgs.csv")
     assert set(frame["split"]) == {0, 1}
     for _, points in frame.groupby("split"):
         assert {"LightGBM", "CEGB", "Greedy Miser", "BudgetRF", "Cheap subset (baseline)"} <= set(points["method"])
     assert set(frame["method"]) == {"LightGBM", "CEGB", "BudgetPrune", "BudgetPrune (random forest)", "Early Exit",
                                    "BudgetRF", "Greedy Miser", "ADAPT-GBRT", "ADAPT-LIN", "ADAPT's L1 baseline", "CSTC",
-                                   "CSCC", "Cronus", "CEGB trained to the budget", "Cheap subset (baseline)"}
+                                   "CSTC without polish", "CSCC", "Cronus", "CEGB trained to the budget",
+                                   "Cheap subset (baseline)"}
     assert frame["test_quality"].between(0, 1).all() and frame["test_cost"].between(0, 91).all()
     assert "| Greedy Miser |" in (tmp_path / "frontier_higgs.md").read_text()
     assert frame["cost"].between(0, 91).all()
     report = (tmp_path / "frontier_higgs.md").read_text()
     assert "| method | 0.1 x plain | 0.25 x plain | 0.5 x plain | any cost |" in report and "| BudgetRF |" in report
     assert "--splits 2" in report and re.search(r"\| LightGBM \|.* 0\.\d{4} ± 0\.\d{4} @ ", report)
+    assert "--method-rounds greedy_miser=30`" in report
     plain = frame[frame["method"] == "LightGBM"].groupby("split")["cost"].max()
     trained = frame[frame["method"] == "CEGB trained to the budget"]
     assert len(trained) >= 1
     assert all(row["cost"] <= 0.5 * plain[row["split"]] + 1e-3 for _, row in trained.iterrows())
     assert (tmp_path / "frontier_higgs.png").stat().st_size > 1000
+
+
+def test_method_rounds_names_what_is_wrong():
+    """--method-rounds METHOD=ROUNDS: a registered method and a positive count, repeatable; anything else is refused
+    with what was expected and what was given."""
+    args = protocol_parser("doc", choices=("higgs",)).parse_args(
+        ["--method-rounds", "greedy_miser=2000", "--method-rounds", "cegb=50"])
+    assert dict(args.method_rounds) == {"greedy_miser": 2000, "cegb": 50}
+    with pytest.raises(Exception, match="METHOD should be one of .*, got 'greedy'"):
+        method_rounds("greedy=10")
+    for bad in ("cegb=0", "cegb=-3", "cegb=ten", "cegb"):
+        with pytest.raises(Exception, match="ROUNDS should be a positive integer"):
+            method_rounds(bad)
 
 
 def test_interval_is_students():
