@@ -275,13 +275,17 @@ def random_split(X, y, sizes: tuple[int, ...], seed: int) -> dict:
 def split_frontiers(parts: dict, costs: FeatureCosts, task: str, runs: list[tuple], args,
                     quick_grids: dict | None = None) -> tuple[pd.DataFrame, list[float]]:
     """Every run's validation Pareto points with their test figures on one split, CEGB trained to each budget,
-    and the split's budgets. ``runs``: (label, registered method, extra parameters[, rounds])."""
+    and the split's budgets. ``runs``: (label, registered method, LightGBM parameters[, rounds[, grid]]): rounds
+    None or absent: --method-rounds' or --rounds; grid: the run's own points (the method's parameters), instead
+    of its default grid (or --quick's)."""
     frames, plain = [], None
     for run in runs:
         label, name, params = run[:3]
-        rounds = run[3] if len(run) > 3 else dict(getattr(args, "method_rounds", [])).get(name, args.rounds)
+        rounds = run[3] if len(run) > 3 and run[3] is not None else \
+            dict(getattr(args, "method_rounds", [])).get(name, args.rounds)
         start = time.perf_counter()
-        grid = {name: quick_grids[name]} if args.quick and quick_grids and name in quick_grids else None
+        grid = {name: run[4]} if len(run) > 4 else \
+            {name: quick_grids[name]} if args.quick and quick_grids and name in quick_grids else None
         frame = sweep(name, parts["train"], parts["valid"], costs, task=task, grid=grid, params=params,
                       num_boost_round=rounds, n_jobs=args.jobs, baseline=False)  # the baseline is a run of its own
         frame = evaluate(pareto(frame), parts["test"])

@@ -40,6 +40,7 @@ from common import DATA, LABELS, QUICK, RF, RF_TREES, protocol_parser, repeated_
 from lightgbm_cegb import FeatureCosts  # noqa: E402
 from lightgbm_cegb.datasets import HIGGS_COSTS, higgs, letter  # noqa: E402
 from lightgbm_cegb.selection import METHODS  # noqa: E402
+from lightgbm_cegb.selection.adapters import CSTC_RELATIVE_TRADEOFFS  # noqa: E402
 
 RESOLUTIONS = (4, 8, 16, 28)
 
@@ -94,7 +95,9 @@ def main() -> None:
     runs = [(LABELS.get(name, name), name, {}) for name, method in METHODS.items() if task in method.tasks]
     runs.insert([r[1] for r in runs].index("budget_prune") + 1,
                 ("BudgetPrune (random forest)", "budget_prune", RF, RF_TREES))
-    runs.insert([r[1] for r in runs].index("cstc") + 1, ("CSTC without polish", "cstc", {"polish": False}))
+    tradeoffs = [p["relative_tradeoff"] for p in QUICK["cstc"]] if args.quick else CSTC_RELATIVE_TRADEOFFS
+    without_polish = [{"relative_tradeoff": r, "polish": False} for r in tradeoffs]  # CSTC's own grid, unpolished
+    runs.insert([r[1] for r in runs].index("cstc") + 1, ("CSTC without polish", "cstc", {}, None, without_polish))
     repeated_frontiers(X, y, sizes, costs, task, runs, args, name=f"frontier_{args.data}", title=args.data,
                        command=f"scripts/frontiers.py --data {args.data}", quick_grids=QUICK)
 

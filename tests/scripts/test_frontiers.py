@@ -32,6 +32,9 @@ def test_quick_frontiers_on_higgs(tmp_path):
     assert "| method | 0.1 x plain | 0.25 x plain | 0.5 x plain | any cost |" in report and "| BudgetRF |" in report
     assert "--splits 2" in report and re.search(r"\| LightGBM \|.* 0\.\d{4} ± 0\.\d{4} @ ", report)
     assert "--method-rounds greedy_miser=30`" in report
+    without = frame[frame["method"] == "CSTC without polish"]  # its own grid: the estimator's polish=False
+    assert len(without) >= 2 and without["polish"].eq(False).all()
+    assert frame.loc[frame["method"] == "CSTC", "polish"].isna().all()
     plain = frame[frame["method"] == "LightGBM"].groupby("split")["cost"].max()
     trained = frame[frame["method"] == "CEGB trained to the budget"]
     assert len(trained) >= 1
