@@ -386,11 +386,17 @@ FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 def run_child(command: list[str]) -> int:
     """Run ``command`` and return its exit status, forwarding SIGTERM and SIGINT to it and waiting for it to
     end (killed by a signal: 128 + its number, as a shell says): a CLI stopped by its supervisor never leaves
-    the training running, nor deletes the config it reads while it still runs."""
-    child = subprocess.Popen(command)
+    the training running, nor deletes the config it reads while it still runs.
+
+    The handlers are set before the child starts: a signal in between is delivered to it once it exists, and the
+    child starts with both signals at their default (exec resets a caught signal), also where this process
+    inherited them ignored, as a background job of a non-interactive shell does SIGINT."""
+    child, pending = None, []
 
     def forward(signum, _frame):
-        if child.poll() is None:
+        if child is None:
+            pending.append(signum)
+        elif child.poll() is None:
             try:
                 child.send_signal(signum)
             except ProcessLookupError:  # it has just ended
@@ -403,11 +409,14 @@ def run_child(command: list[str]) -> int:
     except ValueError:  # not the main thread: signals cannot be handled here (they reach the main thread)
         pass
     try:
+        child = subprocess.Popen(command)
+        for signum in pending:
+            forward(signum, None)
         status = child.wait()
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-        if child.poll() is None:  # an exception while waiting (e.g. SystemExit from another handler)
+        if child is not None and child.poll() is None:  # an exception while waiting (e.g. SystemExit elsewhere)
             child.terminate()
             try:
                 child.wait(timeout=30)

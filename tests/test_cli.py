@@ -179,10 +179,13 @@ def test_libsvm_id_range(tmp_path, text, expected):
     assert libsvm_id_range(path) == expected
 
 
+@pytest.mark.parametrize("inherited", [signal.SIG_DFL, signal.SIG_IGN])
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
-def test_train_forwards_sigterm_and_sigint_to_lightgbm(files, tmp_path, signum):
+def test_train_forwards_sigterm_and_sigint_to_lightgbm(files, tmp_path, signum, inherited):
     """`lightgbm-cegb train` stopped by SIGTERM (a job scheduler, a container stop) left the LightGBM child
-    training: the signal is forwarded, the CLI waits for the child and exits as it did (128 + the signal)."""
+    training: the signal is forwarded, the CLI waits for the child and exits as it did (128 + the signal). Also
+    when the CLI inherits the signal ignored, as a background job of a non-interactive shell does SIGINT: the
+    child then inherited it ignored too, the forwarded signal did nothing and the CLI waited forever."""
     _, data, costs, _, _ = files
     fake = tmp_path / "lightgbm"
     fake.write_text("#!/bin/sh\n"
@@ -193,8 +196,12 @@ def test_train_forwards_sigterm_and_sigint_to_lightgbm(files, tmp_path, signum):
     fake.chmod(0o755)
     conf = tmp_path / "train.conf"
     conf.write_text(f"task = train\nobjective = regression\ndata = {data}\n")
-    cli = subprocess.Popen([*CLI, "train", str(conf), "--costs", str(costs), "--lightgbm", str(fake)],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    previous = signal.signal(signum, inherited)  # the CLI inherits this disposition
+    try:
+        cli = subprocess.Popen([*CLI, "train", str(conf), "--costs", str(costs), "--lightgbm", str(fake)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    finally:
+        signal.signal(signum, previous)
     try:
         deadline = time.monotonic() + 60
         while not (tmp_path / "started").exists():
