@@ -282,7 +282,7 @@ def split_frontiers(parts: dict, costs: FeatureCosts, task: str, runs: list[tupl
     for run in runs:
         label, name, params = run[:3]
         rounds = run[3] if len(run) > 3 and run[3] is not None else \
-            dict(getattr(args, "method_rounds", [])).get(name, args.rounds)
+            dict(args.method_rounds).get(name, args.rounds)
         start = time.perf_counter()
         grid = {name: run[4]} if len(run) > 4 else \
             {name: quick_grids[name]} if args.quick and quick_grids and name in quick_grids else None
@@ -329,7 +329,7 @@ def repeated_frontiers(X, y, sizes: tuple[int, ...], costs: FeatureCosts, task: 
     every = pd.concat(frames, ignore_index=True)
     report = [f"## {title}", "",
               f"`{command} --splits {args.splits}{' --quick' if args.quick else ''}"
-              f"{''.join(f' --method-rounds {m}={r}' for m, r in getattr(args, 'method_rounds', []))}`; "
+              f"{''.join(f' --method-rounds {m}={r}' for m, r in args.method_rounds)}`; "
               f"{X.shape[1]} features; "
               f"{shapes}; {args.splits} random splits. Cells: the mean over the splits of the test {metric} of the "
               "model chosen on validation within the budget (fractions of plain LightGBM's validation cost in each "

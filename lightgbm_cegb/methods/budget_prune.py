@@ -21,9 +21,9 @@ Solvers:
   group) pair is one more pair kind; a node that pays both its feature's and its group's pair hands the
   group's to a carrier node of gain 0 inserted above it. The
   network is implicit: each tree's rows are ordered so that every node's rows are a contiguous range; per
-  pair, the nodes whose arcs enter it are stored (4 bytes per (row, tree, feature first tested on the row's
-  path)) and only the positive flows. 200,000 rows x 40 unlimited-depth trees x 50 features: ~31 s, peak
-  1.3 GB (scripts/bench_prune.py --features 50).
+  pair, the nodes whose arcs enter it are stored (3 bytes per (row, tree, feature first tested on the row's
+  path), 4 from 2^24 nodes) and only the positive flows. 40 unlimited-depth trees x 28 features: 200,000 rows
+  in ~19 s and 0.95 GB peak, 3,500,000 rows in 12-13 minutes and 13.1 GB (scripts/bench_prune.py).
 - ``"highs"``: the LP written literally (one constraint (b) per row and internal node it reaches) and
   solved with HiGHS (scipy.optimize.linprog), for small problems and as the reference; the bound comes
   from HiGHS's dual values.
