@@ -8,8 +8,12 @@ weights of its gradient, one row at a time over all slots, with the products wit
 terminal's prediction, each row's scores only at the nodes on its path and only over the weights' non-zero
 columns. The kernels trust their arrays: optimiser.py builds them from a checked Structure."""
 
-from libc.math cimport exp
+from libc.math cimport INFINITY, exp
 from libc.stdlib cimport free, malloc
+
+import numpy as np
+
+from scipy.linalg.cython_lapack cimport dgetrf, dgetrs
 
 from _typedefs cimport float64, int64, uint8
 
@@ -39,14 +43,17 @@ cdef inline float64 dot(const float64* a, const float64* b, Py_ssize_t d) noexce
 
 
 def soft_pass(const float64[:, ::1] Z, float64[:, ::1] scores, int64 fresh, const float64[::1] beta_fresh,
-              const float64[::1] theta, const float64[::1] y, const float64[::1] s, const int64[::1] order,
-              const int64[:, ::1] kids, const int64[::1] param_of, const uint8[::1] own_loss,
+              const float64[::1] theta, const float64[:, ::1] sigmoid, int64 live, const float64[::1] y,
+              const float64[::1] s, const int64[::1] order, const int64[:, ::1] kids, const int64[::1] param_of,
+              const uint8[::1] own_loss,
               const float64[::1] vtot, const float64[::1] vgrad, const int64[::1] wanted, int mode,
               float64[::1] p_sum, float64[:, ::1] g_out, float64[::1] g_theta, float64[:, ::1] P_out,
               float64[:, ::1] S_out):
     """One pass over the rows of Z (n, d); ``scores`` (n, slots): z.beta_j in the columns of the classifier
-    nodes. ``fresh`` >= 0: that column is computed first, as z.beta_fresh (and stored). ``order``: the
-    reachable slots, parents first.
+    nodes. ``fresh`` >= 0: that column is computed first, as z.beta_fresh (and stored). ``sigmoid`` (n, slots)
+    or (0, 0): when given, the sigmoid of every slot with children but ``live`` is read from it (the
+    ``S_out`` of a pass over the same scores and thresholds: the same values, without their exp). ``order``:
+    the reachable slots, parents first.
 
     mode 0: the reach only; 1: also the objective's per-row part, sum_ij p_ij V_ij with
     V_ij = s_i (own_loss_j (z_i.beta_{param_of j} - y_i)^2 / n + vtot_j); 2: also the gradient: ``g_out[q]`` +=
@@ -55,7 +62,7 @@ def soft_pass(const float64[:, ::1] Z, float64[:, ::1] scores, int64 fresh, cons
     sigmoid stored when given. Returns the objective's part (0 in mode 0), summed with compensation."""
     cdef Py_ssize_t n = Z.shape[0], d = Z.shape[1], size = scores.shape[1], m = order.shape[0]
     cdef Py_ssize_t nw = wanted.shape[0], i, idx, q, a, j, k, down, up
-    cdef bint store = P_out.shape[0] > 0
+    cdef bint store = P_out.shape[0] > 0, cached = sigmoid.shape[0] > 0
     cdef float64 total = 0.0, carry = 0.0, row_total, t, sig, r, ds, wk, si, yi, inv_n = 1.0 / n
     cdef const float64* zi
     cdef float64* sc
@@ -84,7 +91,7 @@ def soft_pass(const float64[:, ::1] Z, float64[:, ::1] scores, int64 fresh, cons
             for idx in range(m):
                 j = order[idx]
                 if kids[j, 0] >= 0:
-                    sig = expit(sc[j] - theta[j])
+                    sig = sigmoid[i, j] if cached and j != live else expit(sc[j] - theta[j])
                     Sg[j] = sig
                     P[kids[j, 0]] = P[j] * (1.0 - sig)
                     P[kids[j, 1]] = P[j] * sig
@@ -188,3 +195,154 @@ def route(const float64[:, ::1] Z, const float64[:, ::1] beta, const float64[::1
                     last_score = sparse_dot(&Z[i, 0], &beta[k, 0], &nz_column[nz_start[k]],
                                             nz_start[k + 1] - nz_start[k])
             prediction[i] = last_score
+
+
+cdef int least_squares(const float64[:, ::1] G, const float64[::1] g, float64 yy, float64 n, const int64* index,
+                       int s, float64* lu, int* pivot, float64* coef, float64* err) noexcept nogil:
+    """Weights ``coef`` over the columns ``index[:s]`` of the Gram matrix G (ridged by 1e-12 times its mean
+    diagonal) and their weighted squared error / n, ``err``; ``lu``/``pivot`` keep the ridged matrix's LU factors
+    (LAPACK getrf, column-major). Returns getrf's info (0: solved)."""
+    cdef int i, j, info = 0, one = 1
+    cdef float64 trace = 0.0, ridge, fit = 0.0, quad = 0.0, row
+    for i in range(s):
+        trace += G[index[i], index[i]]
+    ridge = trace / s
+    ridge = 1e-12 * (ridge if ridge > 1e-300 else 1e-300)
+    for j in range(s):
+        for i in range(s):
+            lu[i + j * s] = G[index[i], index[j]]
+        lu[j + j * s] += ridge
+        coef[j] = g[index[j]]
+    dgetrf(&s, &s, lu, &s, pivot, &info)
+    if info != 0:
+        return info
+    dgetrs(b"N", &s, &one, lu, &s, pivot, coef, &s, &info)
+    for i in range(s):
+        fit += coef[i] * g[index[i]]
+        row = 0.0
+        for j in range(s):
+            row += G[index[i], index[j]] * coef[j]
+        quad += coef[i] * row
+    row = yy - 2.0 * fit + quad
+    err[0] = (row if row > 0.0 else 0.0) / n
+    return 0
+
+
+cdef void unpaid_prices(const float64[::1] cost, const uint8[:, ::1] member, const uint8* paid,
+                        float64* price) noexcept nogil:
+    """``price[a]``: the summed cost of the units not ``paid`` that phi column a belongs to (in unit order)."""
+    cdef Py_ssize_t a, u
+    for a in range(member.shape[1]):
+        price[a] = 0.0
+    for u in range(member.shape[0]):
+        if not paid[u]:
+            for a in range(member.shape[1]):
+                if member[u, a]:
+                    price[a] += cost[u]
+
+
+def forward_select(const float64[:, ::1] G, const float64[::1] g, float64 yy, float64 n, const float64[::1] cost,
+                   const uint8[:, ::1] member, const uint8[::1] paid, float64 lam_share, int candidates=5):
+    """CSTC's choice of a leaf's columns (``Problem.select_leaf``) from its rows' weighted Gram matrix
+    ``G = Z' W Z`` (column 0 the intercept), ``g = Z' W y``, ``yy = y' W y``: every phi column whose units
+    (``member``: units x phi columns, ``cost`` each) are all ``paid`` already, then forward selection, each step
+    the column of the best gain (squared error saved / n minus ``lam_share`` times the units it newly pays)
+    among the ``candidates`` that a matching-pursuit score ranks first (ties: the lower column), while that
+    gain is positive; the error a candidate saves from the Schur complement of the current solve (one LAPACK
+    getrs for all candidates).
+
+    Returns (index: 0 and the chosen phi columns + 1, in the order taken; their weights; the weighted squared
+    error / n). A ridged Gram matrix that getrf finds singular raises numpy.linalg.LinAlgError."""
+    cdef Py_ssize_t m = G.shape[0], p = m - 1, units = cost.shape[0], a, u, i, c, t, best
+    cdef int s, top_count, info
+    if g.shape[0] != m or G.shape[1] != m or member.shape[0] != units or member.shape[1] != p \
+            or paid.shape[0] != units or candidates < 1:
+        raise ValueError(f"forward_select: G ({G.shape[0]}, {G.shape[1]}), g ({g.shape[0]}), cost ({units}), "
+                         f"member ({member.shape[0]}, {member.shape[1]}), paid ({paid.shape[0]}) and candidates "
+                         f"{candidates} do not fit together")
+    index_arr = np.empty(m, dtype=np.int64)
+    work = np.empty(m * m + m * (1 + candidates) + 3 * p + candidates, dtype=np.float64)
+    pivot_arr = np.empty(m, dtype=np.intc)
+    top_arr = np.empty(candidates, dtype=np.int64)
+    paid_arr = np.array(paid, dtype=np.uint8)
+    chosen_arr = np.zeros(p, dtype=np.uint8)
+    cdef int64[::1] index = index_arr, top = top_arr
+    cdef float64[::1] w = work
+    cdef int[::1] pivot = pivot_arr
+    cdef uint8[::1] is_paid = paid_arr, chosen = chosen_arr
+    cdef float64* lu = &w[0]
+    cdef float64* coef = lu + m * m
+    cdef float64* columns = coef + m  # the candidates' columns of G over the chosen rows, then their solves
+    cdef float64* price = columns + m * candidates
+    cdef float64* score = price + p
+    cdef float64* norm2 = score + p
+    cdef float64* top_gain = norm2 + p
+    cdef float64 err = 0.0, fit, schur, residual, saved, gain
+    with nogil:
+        for a in range(p):
+            norm2[a] = G[a + 1, a + 1] if G[a + 1, a + 1] > 1e-300 else 1e-300
+        unpaid_prices(cost, member, &is_paid[0], price)
+        s = 1
+        index[0] = 0
+        for a in range(p):
+            if price[a] == 0.0:
+                index[s] = a + 1
+                chosen[a] = 1
+                s += 1
+        info = least_squares(G, g, yy, n, &index[0], s, lu, &pivot[0], coef, &err)
+        while info == 0:
+            unpaid_prices(cost, member, &is_paid[0], price)
+            for a in range(p):
+                fit = 0.0
+                for i in range(s):
+                    fit += G[a + 1, index[i]] * coef[i]
+                score[a] = (g[a + 1] - fit) * (g[a + 1] - fit) / norm2[a] / n - lam_share * price[a]
+            # the candidates: the highest finite scores of the columns not chosen, highest first
+            top_count = 0
+            while top_count < candidates:
+                best = -1
+                for a in range(p):
+                    if not chosen[a] and score[a] - score[a] == 0.0 and (best < 0 or score[a] > score[best]):
+                        best = a
+                if best < 0:
+                    break
+                top[top_count] = best
+                score[best] = -INFINITY
+                top_count += 1
+            if top_count == 0:
+                break
+            for c in range(top_count):
+                for i in range(s):
+                    columns[i + c * s] = G[index[i], top[c] + 1]
+            dgetrs(b"N", &s, &top_count, lu, &s, &pivot[0], columns, &s, &info)
+            best = -1
+            for c in range(top_count):
+                t = top[c] + 1
+                residual = g[t]
+                schur = G[t, t]
+                for i in range(s):
+                    residual -= G[index[i], t] * coef[i]
+                    schur -= G[index[i], t] * columns[i + c * s]
+                saved = 0.0
+                if schur > 1e-9 * norm2[t - 1]:
+                    saved = residual * residual / (schur if schur > 1e-300 else 1e-300) / n
+                gain = (saved if saved < err or saved != saved else err) - lam_share * price[t - 1]
+                if gain != gain:  # NaN: no gain is known, stop
+                    best = -1
+                    break
+                top_gain[c] = gain
+                if best < 0 or gain > top_gain[best]:
+                    best = c
+            if best < 0 or not top_gain[best] > 1e-12 * (err if err > 1e-300 else 1e-300):
+                break
+            a = top[best]
+            chosen[a] = 1
+            index[s] = a + 1
+            s += 1
+            for u in range(units):
+                if member[u, a]:
+                    is_paid[u] = 1
+            info = least_squares(G, g, yy, n, &index[0], s, lu, &pivot[0], coef, &err)
+    if info != 0:
+        raise np.linalg.LinAlgError(f"select_leaf: singular Gram matrix (getrf info {info} at {s} columns)")
+    return index_arr[:s].copy(), work[m * m:m * m + s].copy(), err

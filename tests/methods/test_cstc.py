@@ -15,6 +15,7 @@ from scipy.optimize import minimize
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from lightgbm_cegb import CSCC, CSTC, CEGBError, Cronus, CSTCClassifier, FeatureCosts
+from lightgbm_cegb._cstc import forward_select
 from lightgbm_cegb.datasets import quadrants
 from lightgbm_cegb.methods.cstc.optimiser import CLAMP, Problem, Structure, Units
 from lightgbm_cegb.selection import sweep
@@ -499,6 +500,17 @@ def test_one_node_pass_matches_the_full_gradient(seed, kind):
         assert one == pytest.approx(value, rel=1e-12)
         np.testing.assert_allclose(g_one[k], g_beta[k], rtol=1e-10, atol=1e-13)
         assert t_one[k] == pytest.approx(g_theta[k], rel=1e-10, abs=1e-13)
+        # update's passes read the other nodes' sigmoids from a first pass (node k's from a different theta
+        # there, so a stale value would show): bit for bit the same as computing every sigmoid
+        theta = problem.theta.copy()
+        theta[k] += 0.5
+        stale = problem._pass(problem.beta, theta, problem._node_scores(problem.beta, problem.shape.classifiers), 0,
+                              store=True)[5]
+        cached = problem._evaluate(problem.beta, problem.theta, bounds, True, fresh=k, scores=scores.copy(),
+                                   sigmoid=stale)
+        assert cached[0] == one
+        np.testing.assert_array_equal(cached[1], g_one)
+        np.testing.assert_array_equal(cached[2], t_one)
     P, S = problem.reach(problem.beta, problem.theta)
     for j in inner:
         np.testing.assert_allclose(S[:, j], expit(problem.Z @ problem.beta[j] - problem.theta[j]), rtol=1e-13)
@@ -588,7 +600,7 @@ def reference_select_leaf(problem, k, rows):
             if gain > 1e-12 * max(err, 1e-300) and (best is None or gain > best[0]):
                 best = (gain, int(a), trial)
         if best is None:
-            return sorted(columns)
+            return sorted(columns), dict(zip(index.tolist(), coef)), err
         columns.append(best[1])
         index, coef, err = best[2]
         paid |= problem.units.member[:, best[1]]
@@ -607,5 +619,26 @@ def test_select_leaf_chooses_the_columns_of_explicit_trial_solves(seed):
     problem.beta[:, 2:] = 0.0  # the ancestors pay for the units of column 1 only: the leaves buy the others
     rows = np.flatnonzero(rng.random(problem.n) < 0.5)
     for k in problem.shape.leaves:
-        problem.select_leaf(k, rows)
-        assert sorted(np.flatnonzero(problem.beta[k, 1:] != 0)) == reference_select_leaf(problem, k, rows)
+        err = problem.select_leaf(k, rows)
+        columns, weights, reference_err = reference_select_leaf(problem, k, rows)
+        assert sorted(np.flatnonzero(problem.beta[k, 1:] != 0)) == columns
+        np.testing.assert_allclose(problem.beta[k, list(weights)], list(weights.values()), rtol=1e-9, atol=1e-12)
+        assert err == pytest.approx(reference_err, rel=1e-9, abs=1e-15)
+
+
+def test_forward_select_refuses_what_does_not_fit_and_singular_matrices():
+    """The compiled selection names mismatched shapes, and a Gram matrix LAPACK's getrf finds singular (a zero
+    pivot after the ridge: -1e-312 plus its ridge, 1e-12 times the floor 1e-300) raises LinAlgError instead of
+    returning weights."""
+    G, g = np.eye(4), np.ones(4)
+    cost, member, paid = np.ones(2), np.zeros((2, 3), dtype=np.uint8), np.zeros(2, dtype=np.uint8)
+    with pytest.raises(ValueError, match=r"G \(4, 4\), g \(3\)"):
+        forward_select(G, g[:3], 1.0, 10.0, cost, member, paid, 0.1)
+    with pytest.raises(ValueError, match=r"member \(2, 2\)"):
+        forward_select(G, g, 1.0, 10.0, cost, np.ascontiguousarray(member[:, :2]), paid, 0.1)
+    with pytest.raises(np.linalg.LinAlgError, match=r"singular Gram matrix \(getrf info 1 at 1 columns\)"):
+        forward_select(np.array([[-1e-312]]), g[:1], 1.0, 10.0, cost, np.zeros((2, 0), dtype=np.uint8), paid, 0.1)
+    index, coef, err = forward_select(G, g, 4.0, 10.0, cost, member, paid, 0.1)  # no units: every column free
+    np.testing.assert_array_equal(index, [0, 1, 2, 3])
+    np.testing.assert_allclose(coef, 1.0, rtol=1e-10)
+    assert err == pytest.approx(0.0, abs=1e-12)

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
-from scipy.linalg.lapack import dgetrf, dgetrs
 from scipy.optimize import minimize
 
-from lightgbm_cegb._cstc import route, soft_pass
+from lightgbm_cegb._cstc import forward_select, route, soft_pass
 from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.parallel import one_blas_thread
 
@@ -228,9 +227,11 @@ class Problem:
         return scores
 
     def _pass(self, beta: np.ndarray, theta: np.ndarray, scores: np.ndarray, mode: int, *, fresh: int = -1,
-              vtot=None, vgrad=None, wanted=(), store: bool = False):
+              vtot=None, vgrad=None, wanted=(), store: bool = False, sigmoid: np.ndarray | None = None,
+              live: int = -1):
         """_cstc.soft_pass over the training rows: (objective's per-row part, sum_i s_i p_ij, gradient rows of
-        ``wanted``, d/d theta, P, S)."""
+        ``wanted``, d/d theta, P, S). ``sigmoid``: the S of a pass over the same scores and thresholds at every node
+        with children but ``live``."""
         size = len(beta)
         order, kids, param_of, own_loss = self._layout()
         zeros = np.zeros(size)
@@ -240,7 +241,8 @@ class Problem:
         S = np.zeros_like(P)
         beta_fresh = np.ascontiguousarray(beta[fresh] if fresh >= 0 else beta[0], dtype=np.float64)
         total = soft_pass(self.Z, scores, fresh, beta_fresh, np.ascontiguousarray(theta, dtype=np.float64),
-                                self.y, self.s, order, kids, param_of, own_loss,
+                          np.zeros((0, 0)) if sigmoid is None else sigmoid, live, self.y, self.s, order, kids,
+                          param_of, own_loss,
                                 zeros if vtot is None else vtot, zeros if vgrad is None else vgrad, wanted, mode,
                                 p_sum, g_out, g_theta, P, S)
         return total, p_sum, g_out, g_theta, P, S
@@ -306,11 +308,14 @@ class Problem:
         """(objective, d/d beta, d/d theta) of the bounded objective (``bounds`` required)."""
         return self._evaluate(beta, theta, bounds, gradient=True)
 
-    def _evaluate(self, beta, theta, bounds, gradient: bool, *, fresh: int = -1, scores: np.ndarray | None = None):
+    def _evaluate(self, beta, theta, bounds, gradient: bool, *, fresh: int = -1, scores: np.ndarray | None = None,
+                  sigmoid: np.ndarray | None = None):
         """(objective, d/d beta, d/d theta), the gradient when ``gradient`` (else None, None). The per-row part in
         one pass over Z (_cstc.soft_pass). ``fresh`` >= 0 and ``scores`` (rows, slots: z.beta_j of every
         other classifier node, as ``_node_scores``): only node ``fresh``'s scores are recomputed and only its
-        row of d/d beta is filled (the others are zero)."""
+        row of d/d beta is filled (the others are zero); ``sigmoid``: the other nodes' sigmoids (the S of a
+        ``_pass`` over ``scores`` and ``theta``)."""
+        live = fresh
         beta = self.beta if beta is None else beta
         theta = self.theta if theta is None else theta
         nodes = self.shape.classifiers
@@ -330,12 +335,14 @@ class Problem:
                 vtot[t] += self.lam * float(self.units.cost @ (np.sqrt(g) if bounds is None else
                                                                (g / eta[e] + eta[e]) / 2)) / self.n
         elif gradient:  # Cronus weighs each node's norm by its mean reach, which the gradient's pass needs first
-            entries = self._entries(beta, self._pass(beta, theta, scores, 0, fresh=fresh)[1] / self.n)
+            entries = self._entries(beta, self._pass(beta, theta, scores, 0, fresh=fresh, sigmoid=sigmoid,
+                                                     live=live)[1] / self.n)
             fresh = -1
             for k, scale in entries[0][2]:
                 vgrad[k] = self.lam * scale * float(self.units.cost @ (self.units.norms2(w[k] ** 2) / eta[0])) / self.n
         part, p_sum, g_rows, g_theta, _, _ = self._pass(beta, theta, scores, 2 if gradient else 1, fresh=fresh,
-                                                        vtot=vtot, vgrad=vgrad, wanted=wanted)
+                                                        vtot=vtot, vgrad=vgrad, wanted=wanted, sigmoid=sigmoid,
+                                                        live=live)
         total += part
         if entries is None:
             entries = self._entries(beta, p_sum / self.n)
@@ -362,11 +369,11 @@ class Problem:
                 for e, t in enumerate(self.shape.terminals)]
 
     @one_blas_thread
-    def tight_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+    def tight_bounds(self, p_bar: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The bounds at which the variational bound equals the objective at the current weights (floored at
-        CLAMP)."""
+        CLAMP). ``p_bar``: ``_p_bar`` of the current weights (None: computed)."""
         gamma = np.maximum(np.abs(self.beta[:, 1:]), CLAMP)
-        p_bar = self._p_bar(self.beta, self.theta)
+        p_bar = self._p_bar(self.beta, self.theta) if p_bar is None else p_bar
         eta = np.array([np.maximum(np.sqrt(g), CLAMP) for *_, g in self._entries(self.beta, p_bar)])
         return gamma, eta
 
@@ -450,9 +457,11 @@ class Problem:
             self.fit_as_leaf(k, rounds)
             return
         for _ in range(rounds):
-            bounds = self.tight_bounds()
+            # every node's scores and sigmoids: the others' fixed here, node k's recomputed by each pass
+            scores = self._node_scores(self.beta, self.shape.classifiers)
+            _, p_sum, _, _, _, sigmoid = self._pass(self.beta, self.theta, scores, 0, store=True)
+            bounds = self.tight_bounds(p_sum / self.n)
             live = ~self.frozen[k]
-            scores = self._node_scores(self.beta, [j for j in self.shape.classifiers if j != k])  # fixed here
 
             start = np.append(self.beta[k, live], self.theta[k])
             at_start = []  # f(start): L-BFGS-B's first evaluation
@@ -462,7 +471,7 @@ class Problem:
                 beta, theta = self.beta.copy(), self.theta.copy()
                 beta[k, live], theta[k] = v[:-1], v[-1]  # noqa: B023
                 value, g_beta, g_theta = self._evaluate(beta, theta, bounds, True, fresh=k,  # noqa: B023
-                                                        scores=scores)  # noqa: B023
+                                                        scores=scores, sigmoid=sigmoid)  # noqa: B023
                 if not at_start and np.array_equal(v, start):  # noqa: B023
                     at_start.append(value)  # noqa: B023
                 return value, np.append(g_beta[k, live], g_theta[k])  # noqa: B023
@@ -512,9 +521,10 @@ class Problem:
         column its ancestors' units already pay for, then forward selection, each step the column of the best
         true gain (squared error saved minus lam times the share of rows times the units it newly pays) among the
         five that a matching-pursuit score ranks first, while that gain is positive (the error a candidate saves
-        from the Schur complement of the current solve). Least squares from the rows' weighted Gram matrix,
-        formed once. A leaf no row reaches keeps its weights. Returns the rows' weighted squared error / n under
-        the chosen weights (from the Gram matrix)."""
+        from the Schur complement of the current solve; ties: the lower column). Least squares from the rows'
+        weighted Gram matrix, formed once; the selection runs compiled (``forward_select``). A leaf no row reaches
+        keeps its weights. Returns the rows' weighted squared error / n under the chosen weights (from the Gram
+        matrix)."""
         if rows.size == 0 or not self.s[rows].sum() > 0:
             return 0.0
         used = (self.beta[self.shape.path(k)[:-1], 1:] != 0).any(axis=0)
@@ -531,53 +541,8 @@ class Problem:
         self.frozen[k, 0] = False
         share = float(self.s[rows].sum()) / self.n
         G, g, yy = self._gram(k, rows)
-
-        def least_squares(columns: list[int]) -> tuple[np.ndarray, tuple, np.ndarray, float]:
-            """(Z columns, the LU factors of their ridged Gram matrix, weights, weighted squared error / n) over
-            the intercept and phi ``columns``. LAPACK's getrf/getrs called directly: numpy's solve costs tens of
-            microseconds a call around a solve of a few microseconds."""
-            index = np.empty(len(columns) + 1, dtype=np.int64)
-            index[0] = 0
-            index[1:] = columns
-            index[1:] += 1
-            A = G[np.ix_(index, index)]
-            ridged = A.copy()
-            ridged.flat[::len(index) + 1] += 1e-12 * max(np.trace(A) / len(index), 1e-300)
-            lu, pivots, info = dgetrf(ridged, overwrite_a=True)
-            if info != 0:
-                raise np.linalg.LinAlgError(f"select_leaf: singular Gram matrix (getrf info {info})")
-            coef = dgetrs(lu, pivots, g[index])[0]
-            return index, (lu, pivots), coef, max(yy - 2 * coef @ g[index] + coef @ A @ coef, 0.0) / self.n
-
-        def prices() -> np.ndarray:
-            return (self.units.cost[:, None] * (self.units.member & ~paid[:, None])).sum(axis=0)
-
-        columns = [int(a) for a in np.flatnonzero(prices() == 0)]
-        index, factors, coef, err = least_squares(columns)
-        norm2 = np.diag(G)[1:]
-        while True:
-            price = prices()
-            score = (g[1:] - G[1:, index] @ coef) ** 2 / np.maximum(norm2, 1e-300) / self.n - self.lam * share * price
-            score[columns] = -np.inf
-            top = np.argsort(-score)[:5]
-            top = top[np.isfinite(score[top])]
-            if top.size == 0:
-                break
-            # each candidate's squared error saved, from the Schur complement of the current solve: one solve
-            # for the five instead of a solve per candidate
-            B = G[np.ix_(index, top + 1)]
-            schur = G[top + 1, top + 1] - np.einsum("ij,ij->j", B, dgetrs(*factors, B)[0])
-            residual = g[top + 1] - B.T @ coef
-            saved = np.where(schur > 1e-9 * np.maximum(norm2[top], 1e-300),
-                             residual ** 2 / np.maximum(schur, 1e-300), 0.0) / self.n
-            gain = np.minimum(saved, err) - self.lam * share * price[top]
-            best = int(np.argmax(gain))  # the first of equal gains, in score order, as before
-            if not gain[best] > 1e-12 * max(err, 1e-300):
-                break
-            a = int(top[best])
-            columns.append(a)
-            index, factors, coef, err = least_squares(columns)
-            paid |= self.units.member[:, a]
+        index, coef, err = forward_select(G, g, yy, float(self.n), self.units.cost, self.units.member.view(np.uint8),
+                                          paid.view(np.uint8), self.lam * share)
         self.beta[k, index] = coef
         self.frozen[k, index] = False
         if len(self._select_cache) >= 256:
