@@ -3,19 +3,27 @@
 Z, without the GIL.
 
 soft_pass: the soft routing (each slot's reach and sigmoid), the relaxed objective's per-row terms and the row
-weights of its gradient, one row at a time over all slots, with the products with Z fused into the same pass
-(Z is read once per call: the fresh node's scores and the wanted nodes' gradients). route: hard routing and the
-terminal's prediction, each row's scores only at the nodes on its path and only over the weights' non-zero
-columns. The kernels trust their arrays: optimiser.py builds them from a checked Structure."""
+weights of its gradient, a block of rows at a time over all slots, with the products with Z fused into the same
+pass (Z is read once per call: the fresh node's scores and the wanted nodes' gradients). route: hard routing and
+the terminal's prediction, each row's scores only at the nodes on its path and only over the weights' non-zero
+columns. forward_select: a leaf's choice of columns from its rows' Gram matrix. The kernels trust their arrays:
+optimiser.py builds them from a checked Structure."""
 
 from libc.math cimport INFINITY, exp
 from libc.stdlib cimport free, malloc
+
+
+cdef extern from *:
+    void __builtin_prefetch(const void* address) noexcept nogil
 
 import numpy as np
 
 from scipy.linalg.cython_lapack cimport dgetrf, dgetrs
 
 from _typedefs cimport float64, int64, uint8
+
+
+DEF BLOCK = 64  # rows per block of soft_pass
 
 
 cdef inline float64 expit(float64 x) noexcept nogil:
@@ -49,7 +57,9 @@ def soft_pass(const float64[:, ::1] Z, float64[:, ::1] scores, int64 fresh, cons
               const float64[::1] vtot, const float64[::1] vgrad, const int64[::1] wanted, int mode,
               float64[::1] p_sum, float64[:, ::1] g_out, float64[::1] g_theta, float64[:, ::1] P_out,
               float64[:, ::1] S_out):
-    """One pass over the rows of Z (n, d); ``scores`` (n, slots): z.beta_j in the columns of the classifier
+    """One pass over the rows of Z (n, d), in blocks of BLOCK rows whose per-slot loops run across the block's
+    rows; every sum over rows is taken in the rows' order, and every per-row sum over slots in the slots' order
+    (the values do not depend on BLOCK). ``scores`` (n, slots): z.beta_j in the columns of the classifier
     nodes. ``fresh`` >= 0: that column is computed first, as z.beta_fresh (and stored). ``sigmoid`` (n, slots)
     or (0, 0): when given, the sigmoid of every slot with children but ``live`` is read from it (the
     ``S_out`` of a pass over the same scores and thresholds: the same values, without their exp). ``order``:
@@ -61,85 +71,146 @@ def soft_pass(const float64[:, ::1] Z, float64[:, ::1] scores, int64 fresh, cons
     Always ``p_sum[j]`` += sum_i s_i p_ij. ``P_out`` / ``S_out`` (n, slots) or (0, 0): each row's reach and
     sigmoid stored when given. Returns the objective's part (0 in mode 0), summed with compensation."""
     cdef Py_ssize_t n = Z.shape[0], d = Z.shape[1], size = scores.shape[1], m = order.shape[0]
-    cdef Py_ssize_t nw = wanted.shape[0], i, idx, q, a, j, k, down, up
+    cdef Py_ssize_t nw = wanted.shape[0], i, i0, b, nb, idx, q, a, j, k
     cdef bint store = P_out.shape[0] > 0, cached = sigmoid.shape[0] > 0
-    cdef float64 total = 0.0, carry = 0.0, row_total, t, sig, r, ds, wk, si, yi, inv_n = 1.0 / n
+    cdef float64 total = 0.0, carry = 0.0, row_total, t, r, ds, wk, vt, th, inv_n = 1.0 / n
     cdef const float64* zi
-    cdef float64* sc
-    cdef float64* buffer = <float64*> malloc(5 * size * sizeof(float64))
+    cdef float64* gq
+    cdef float64 *Pj
+    cdef float64 *Sj
+    cdef float64 *Vj
+    cdef float64 *Uj
+    cdef float64 *Wj
+    cdef float64 *Pd
+    cdef float64 *Pu
+    cdef float64 *Ud
+    cdef float64 *Uu
+    # per block of rows, slot-major: each slot's values for the block's rows side by side, so that the loops
+    # over a slot's rows are independent across rows; every sum is still taken in the rows' order
+    cdef float64* buffer = <float64*> malloc((6 * size + 3) * BLOCK * sizeof(float64))
     if buffer == NULL:
         raise MemoryError()
     cdef float64* P = buffer
-    cdef float64* Sg = buffer + size
-    cdef float64* V = buffer + 2 * size
-    cdef float64* U = buffer + 3 * size
-    cdef float64* W = buffer + 4 * size
+    cdef float64* Sg = P + size * BLOCK
+    cdef float64* V = Sg + size * BLOCK
+    cdef float64* U = V + size * BLOCK
+    cdef float64* W = U + size * BLOCK
+    cdef float64* DS = W + size * BLOCK
+    cdef float64* RT = DS + size * BLOCK
+    cdef float64* SI = RT + BLOCK
+    cdef float64* YI = SI + BLOCK
     with nogil:
-        for idx in range(m):
-            j = order[idx]
-            P[j] = 0.0
-            Sg[j] = 0.0
-        for i in range(n):
-            zi = &Z[i, 0]
-            sc = &scores[i, 0]
-            si = s[i]
-            yi = y[i]
+        for b in range(size * BLOCK):
+            Sg[b] = 0.0
+        for i0 in range(0, n, BLOCK):
+            nb = min(BLOCK, n - i0)
+            for b in range(nb):
+                SI[b] = s[i0 + b]
+                YI[b] = y[i0 + b]
+                RT[b] = 0.0
             if fresh >= 0:
-                sc[fresh] = dot(zi, &beta_fresh[0], d)
-            P[order[0]] = 1.0
-            row_total = 0.0
+                for b in range(nb):
+                    scores[i0 + b, fresh] = dot(&Z[i0 + b, 0], &beta_fresh[0], d)
+            Pj = P + order[0] * BLOCK
+            for b in range(nb):
+                Pj[b] = 1.0
             for idx in range(m):
                 j = order[idx]
+                Pj = P + j * BLOCK
                 if kids[j, 0] >= 0:
-                    sig = sigmoid[i, j] if cached and j != live else expit(sc[j] - theta[j])
-                    Sg[j] = sig
-                    P[kids[j, 0]] = P[j] * (1.0 - sig)
-                    P[kids[j, 1]] = P[j] * sig
-                p_sum[j] += si * P[j]
+                    Sj = Sg + j * BLOCK
+                    if cached and j != live:
+                        for b in range(nb):
+                            Sj[b] = sigmoid[i0 + b, j]
+                    else:
+                        th = theta[j]
+                        for b in range(nb):
+                            Sj[b] = expit(scores[i0 + b, j] - th)
+                    Pd = P + kids[j, 0] * BLOCK
+                    Pu = P + kids[j, 1] * BLOCK
+                    for b in range(nb):
+                        Pd[b] = Pj[b] * (1.0 - Sj[b])
+                        Pu[b] = Pj[b] * Sj[b]
                 if mode >= 1:
-                    V[j] = si * vtot[j]
+                    Vj = V + j * BLOCK
+                    vt = vtot[j]
+                    for b in range(nb):
+                        Vj[b] = SI[b] * vt
                     if own_loss[j]:
-                        r = sc[param_of[j]] - yi
-                        V[j] += si * r * r * inv_n
-                    row_total += P[j] * V[j]
+                        k = param_of[j]
+                        for b in range(nb):
+                            r = scores[i0 + b, k] - YI[b]
+                            Vj[b] += SI[b] * r * r * inv_n
+                    for b in range(nb):
+                        RT[b] += Pj[b] * Vj[b]
+            for b in range(nb):
+                for idx in range(m):
+                    j = order[idx]
+                    p_sum[j] += SI[b] * P[j * BLOCK + b]
+                if fresh >= 0 and i0 + BLOCK + b < n:  # the next block's row on its way while this one computes
+                    zi = &Z[i0 + BLOCK + b, 0]
+                    for a in range(0, d, 8):
+                        __builtin_prefetch(zi + a)
             if store:
                 for idx in range(m):
                     j = order[idx]
-                    P_out[i, j] = P[j]
-                    S_out[i, j] = Sg[j]
+                    for b in range(nb):
+                        P_out[i0 + b, j] = P[j * BLOCK + b]
+                        S_out[i0 + b, j] = Sg[j * BLOCK + b]
             if mode == 0:
                 continue
-            t = total + row_total  # Neumaier's compensated sum over the rows
-            if (total if total >= 0 else -total) >= (row_total if row_total >= 0 else -row_total):
-                carry += (total - t) + row_total
-            else:
-                carry += (row_total - t) + total
-            total = t
+            for b in range(nb):
+                row_total = RT[b]
+                t = total + row_total  # Neumaier's compensated sum over the rows
+                if (total if total >= 0 else -total) >= (row_total if row_total >= 0 else -row_total):
+                    carry += (total - t) + row_total
+                else:
+                    carry += (row_total - t) + total
+                total = t
             if mode == 1:
                 continue
             for idx in range(m):
-                j = order[idx]
-                W[j] = 0.0
+                Wj = W + order[idx] * BLOCK
+                for b in range(nb):
+                    Wj[b] = 0.0
             for idx in range(m):
                 j = order[idx]
+                Pj = P + j * BLOCK
                 if own_loss[j]:
                     k = param_of[j]
-                    W[k] += 2.0 * inv_n * si * P[j] * (sc[k] - yi)
-                U[j] = P[j] * (V[j] + si * vgrad[j])
+                    Wj = W + k * BLOCK
+                    for b in range(nb):
+                        Wj[b] += 2.0 * inv_n * SI[b] * Pj[b] * (scores[i0 + b, k] - YI[b])
+                Uj = U + j * BLOCK
+                Vj = V + j * BLOCK
+                vt = vgrad[j]
+                for b in range(nb):
+                    Uj[b] = Pj[b] * (Vj[b] + SI[b] * vt)
             for idx in range(m - 1, -1, -1):
                 j = order[idx]
                 if kids[j, 0] >= 0:
-                    down = kids[j, 0]
-                    up = kids[j, 1]
-                    ds = (1.0 - Sg[j]) * U[up] - Sg[j] * U[down]
-                    U[j] += U[up] + U[down]
-                    W[j] += ds
-                    g_theta[j] -= ds
-            for q in range(nw):
-                wk = W[wanted[q]]
-                if wk != 0.0:
-                    for a in range(d):
-                        g_out[q, a] += wk * zi[a]
+                    Sj = Sg + j * BLOCK
+                    Uj = U + j * BLOCK
+                    Wj = W + j * BLOCK
+                    Ud = U + kids[j, 0] * BLOCK
+                    Uu = U + kids[j, 1] * BLOCK
+                    for b in range(nb):
+                        ds = (1.0 - Sj[b]) * Uu[b] - Sj[b] * Ud[b]
+                        Uj[b] += Uu[b] + Ud[b]
+                        Wj[b] += ds
+                        DS[j * BLOCK + b] = ds
+            for b in range(nb):
+                for idx in range(m - 1, -1, -1):
+                    j = order[idx]
+                    if kids[j, 0] >= 0:
+                        g_theta[j] -= DS[j * BLOCK + b]
+                zi = &Z[i0 + b, 0]
+                for q in range(nw):
+                    wk = W[wanted[q] * BLOCK + b]
+                    if wk != 0.0:
+                        gq = &g_out[q, 0]
+                        for a in range(d):
+                            gq[a] += wk * zi[a]
     free(buffer)
     return total + carry
 

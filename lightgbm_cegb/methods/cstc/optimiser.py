@@ -10,6 +10,7 @@ from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.parallel import one_blas_thread
 
 CLAMP = 1e-4  # the paper's: a bound below this clamps its weight to zero
+GRAM_SETS = 3  # row sets (and their Gram matrices) kept per leaf for select_leaf's updates
 
 
 class Units:
@@ -206,8 +207,9 @@ class Problem:
         self.beta = np.zeros((size, self.d))
         self.theta = np.zeros(size)
         self.frozen = np.zeros((size, self.d), dtype=bool)  # weights clamped to zero for good
-        self._gram_cache: dict = {}  # select_leaf's Gram matrices per leaf (``_gram``)
+        self._gram_cache: dict = {}  # select_leaf's row sets and Gram matrices per leaf (``_gram``)
         self._select_cache: dict = {}  # select_leaf's choices by (leaf, lam, rows, paid units)
+        self._soft_memo = None  # _soft_state's last (key, P, S, scores)
 
     def is_leaf(self, k: int) -> bool:
         return not self.shape.has_kids(k)
@@ -249,9 +251,21 @@ class Problem:
 
     def reach(self, beta: np.ndarray, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(p_ij, sigma_ij): the probability of reaching each slot, of going up at each slot with children."""
+        return self._soft_state(beta, theta)[:2]
+
+    def _soft_state(self, beta: np.ndarray, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(P, S, scores) of ``reach`` and ``_node_scores`` of the nodes with children, read-only: the last
+        call's arrays again while those nodes keep their weights and thresholds (as over block coordinate
+        descent's run of leaves)."""
         inner = [j for j in self.shape.slots if self.shape.has_kids(j)]
-        *_, P, S = self._pass(beta, theta, self._node_scores(beta, inner), 0, store=True)
-        return P, S
+        key = (tuple(inner), len(beta), beta[inner].tobytes(), np.asarray(theta)[inner].tobytes())
+        if self._soft_memo is None or self._soft_memo[0] != key:
+            scores = self._node_scores(beta, inner)
+            *_, P, S = self._pass(beta, theta, scores, 0, store=True)
+            for array in (P, S, scores):
+                array.flags.writeable = False
+            self._soft_memo = key, P, S, scores
+        return self._soft_memo[1:]
 
     def _p_bar(self, beta: np.ndarray, theta: np.ndarray) -> np.ndarray:
         """sum_i s_i p_ij / n per slot."""
@@ -552,27 +566,34 @@ class Problem:
 
     @one_blas_thread
     def _gram(self, k: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
-        """(Z' W Z, Z' W y, y' W y) over ``rows`` (W = diag(s)): from leaf k's last set formed from scratch plus
-        the rows that came and minus those that left, when few did (``polish`` tries many small changes of
-        the routing); from scratch otherwise."""
+        """(Z' W Z, Z' W y, y' W y) over ``rows`` (W = diag(s)): from the nearest of leaf k's last few row sets
+        plus the rows that came and minus those that left, when few did; from scratch otherwise. ``polish`` tries
+        many small changes of one routing: the sets a candidate's are nearest to are the routing's, which stay
+        while they are used (the least recently used of ``GRAM_SETS`` is dropped)."""
         mask = np.zeros(self.n, dtype=bool)
         mask[rows] = True
-        cache = self._gram_cache
+        sets = [entry for entry in self._gram_cache.get(k, []) if entry[0].shape == mask.shape]
 
         def formed(index: np.ndarray):
             Zr, w, yr = self.Z[index], self.s[index], self.y[index]
             return Zr.T @ (Zr * w[:, None]), Zr.T @ (w * yr), float(w @ yr ** 2)
 
-        if k in cache and cache[k][0].shape == mask.shape:
-            old, G, g, yy = cache[k]
-            came, left = np.flatnonzero(mask & ~old), np.flatnonzero(old & ~mask)
-            if came.size + left.size == 0:
+        nearest, changed = -1, rows.size // 4 + 1
+        for i, entry in enumerate(sets):
+            moved = int(np.count_nonzero(mask ^ entry[0]))
+            if moved < changed:
+                nearest, changed = i, moved
+        if nearest < 0:
+            G, g, yy = formed(rows)
+        else:
+            sets.insert(0, sets.pop(nearest))
+            old, G, g, yy = sets[0]
+            if changed == 0:
+                self._gram_cache[k] = sets
                 return G, g, yy
-            if came.size + left.size <= rows.size // 4:
-                (Ga, ga, ya), (Gl, gl, yl) = formed(came), formed(left)
-                return G + Ga - Gl, g + ga - gl, yy + ya - yl
-        G, g, yy = formed(rows)
-        cache[k] = (mask, G, g, yy)
+            (Ga, ga, ya), (Gl, gl, yl) = formed(np.flatnonzero(mask & ~old)), formed(np.flatnonzero(old & ~mask))
+            G, g, yy = G + Ga - Gl, g + ga - gl, yy + ya - yl
+        self._gram_cache[k] = [(mask, G, g, yy), *sets][:GRAM_SETS]
         return G, g, yy
 
     def select_leaves(self, leaves: list[int], scores: np.ndarray | None = None, known: list[int] = (), *,
@@ -583,7 +604,8 @@ class Problem:
         rows = np.arange(self.n, dtype=np.int64) if rows is None else rows
         leaf_of = np.full(self.n, -1, dtype=np.int64)
         self._route(self.Z, scores, known, predict=False, rows=rows, into=(leaf_of, np.zeros(0)))
-        return leaf_of, sum(self.select_leaf(k, rows[leaf_of[rows] == k]) for k in leaves)
+        landed = leaf_of[rows]
+        return leaf_of, sum(self.select_leaf(k, rows[landed == k]) for k in leaves)
 
     @one_blas_thread
     def polish(self, passes: int = 3) -> None:
@@ -608,6 +630,7 @@ class Problem:
         inner = [k for k in self.shape.classifiers if not self.is_leaf(k)]
         Zt = np.ascontiguousarray(self.Z.T)  # the columns, each contiguous
         P = scores = routed = None
+        reaching_of: dict = {}  # per internal node, the rows that reach it under the current routing
         rejected = set()  # (nodes, column) tried since the last kept change: trying again would change nothing
         for _ in range(passes):
             improved = False
@@ -619,12 +642,15 @@ class Problem:
                         if (tuple(nodes), a) in rejected:
                             continue
                         if P is None:  # at the start and after a kept change of the internal nodes
-                            P = self.reach(self.beta, self.theta)[0]
-                            scores = self._node_scores(self.beta, inner)
+                            P, _, scores = self._soft_state(self.beta, self.theta)
+                            scores = scores.copy()  # a candidate's nodes' moved in place
                             routed = self._route(self.Z, scores, inner)
                             squared = self.s * (routed[1] - self.y) ** 2
                             error = float(np.mean(squared))
-                        reaching = np.flatnonzero(np.isin(routed[0], self.shape.subtree(k)))
+                            reaching_of.clear()
+                        if k not in reaching_of:
+                            reaching_of[k] = np.flatnonzero(np.isin(routed[0], self.shape.subtree(k)))
+                        reaching = reaching_of[k]
                         saved = self.beta.copy(), self.frozen.copy()
                         saved_scores = scores[:, nodes].copy()
                         for j in nodes:
