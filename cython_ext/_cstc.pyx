@@ -11,19 +11,19 @@ optimiser.py builds them from a checked Structure."""
 
 from libc.math cimport INFINITY, exp
 from libc.stdlib cimport free, malloc
+from scipy.linalg.cython_lapack cimport dgetrf, dgetrs
+
+import numpy as np
+
+from _typedefs cimport float64, int64, uint8
 
 
 cdef extern from *:
     void __builtin_prefetch(const void* address) noexcept nogil
 
-import numpy as np
 
-from scipy.linalg.cython_lapack cimport dgetrf, dgetrs
-
-from _typedefs cimport float64, int64, uint8
-
-
-DEF BLOCK = 64  # rows per block of soft_pass
+cdef enum:
+    BLOCK = 64  # rows per block of soft_pass
 
 
 cdef inline float64 expit(float64 x) noexcept nogil:
@@ -53,8 +53,8 @@ cdef inline float64 dot(const float64* a, const float64* b, Py_ssize_t d) noexce
 def soft_pass(const float64[:, ::1] Z, float64[:, ::1] scores, int64 fresh, const float64[::1] beta_fresh,
               const float64[::1] theta, const float64[:, ::1] sigmoid, int64 live, const float64[::1] y,
               const float64[::1] s, const int64[::1] order, const int64[:, ::1] kids, const int64[::1] param_of,
-              const uint8[::1] own_loss,
-              const float64[::1] vtot, const float64[::1] vgrad, const int64[::1] wanted, int mode,
+              const uint8[::1] own_loss, const float64[::1] vtot, const float64[::1] vgrad, const int64[::1] wanted,
+              int mode,
               float64[::1] p_sum, float64[:, ::1] g_out, float64[::1] g_theta, float64[:, ::1] P_out,
               float64[:, ::1] S_out):
     """One pass over the rows of Z (n, d), in blocks of BLOCK rows whose per-slot loops run across the block's
@@ -71,7 +71,7 @@ def soft_pass(const float64[:, ::1] Z, float64[:, ::1] scores, int64 fresh, cons
     Always ``p_sum[j]`` += sum_i s_i p_ij. ``P_out`` / ``S_out`` (n, slots) or (0, 0): each row's reach and
     sigmoid stored when given. Returns the objective's part (0 in mode 0), summed with compensation."""
     cdef Py_ssize_t n = Z.shape[0], d = Z.shape[1], size = scores.shape[1], m = order.shape[0]
-    cdef Py_ssize_t nw = wanted.shape[0], i, i0, b, nb, idx, q, a, j, k
+    cdef Py_ssize_t nw = wanted.shape[0], i, i0, blk, b, nb, idx, q, a, j, k
     cdef bint store = P_out.shape[0] > 0, cached = sigmoid.shape[0] > 0
     cdef float64 total = 0.0, carry = 0.0, row_total, t, r, ds, wk, vt, th, inv_n = 1.0 / n
     cdef const float64* zi
@@ -102,8 +102,9 @@ def soft_pass(const float64[:, ::1] Z, float64[:, ::1] scores, int64 fresh, cons
     with nogil:
         for b in range(size * BLOCK):
             Sg[b] = 0.0
-        for i0 in range(0, n, BLOCK):
-            nb = min(BLOCK, n - i0)
+        for blk in range((n + BLOCK - 1) // BLOCK):
+            i0 = blk * BLOCK
+            nb = min(<Py_ssize_t> BLOCK, n - i0)
             for b in range(nb):
                 SI[b] = s[i0 + b]
                 YI[b] = y[i0 + b]

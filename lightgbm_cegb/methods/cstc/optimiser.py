@@ -244,9 +244,8 @@ class Problem:
         beta_fresh = np.ascontiguousarray(beta[fresh] if fresh >= 0 else beta[0], dtype=np.float64)
         total = soft_pass(self.Z, scores, fresh, beta_fresh, np.ascontiguousarray(theta, dtype=np.float64),
                           np.zeros((0, 0)) if sigmoid is None else sigmoid, live, self.y, self.s, order, kids,
-                          param_of, own_loss,
-                                zeros if vtot is None else vtot, zeros if vgrad is None else vgrad, wanted, mode,
-                                p_sum, g_out, g_theta, P, S)
+                          param_of, own_loss, zeros if vtot is None else vtot, zeros if vgrad is None else vgrad,
+                          wanted, mode, p_sum, g_out, g_theta, P, S)
         return total, p_sum, g_out, g_theta, P, S
 
     def reach(self, beta: np.ndarray, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
