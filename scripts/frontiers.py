@@ -88,16 +88,24 @@ def load(name: str) -> tuple[np.ndarray, np.ndarray, tuple[int, int], FeatureCos
     return X, y, (1500, 500), FeatureCosts(lazy=np.ones(X.shape[1])), "binary"
 
 
+def frontier_runs(task: str, quick: bool) -> list[tuple]:
+    """The runs of ``repeated_frontiers`` for ``task``: every registered method that does it, BudgetPrune also on a
+    random forest, CSTC (where it applies: not multiclass) also without polish."""
+    runs = [(LABELS.get(name, name), name, {}) for name, method in METHODS.items() if task in method.tasks]
+    names = [r[1] for r in runs]
+    runs.insert(names.index("budget_prune") + 1, ("BudgetPrune (random forest)", "budget_prune", RF, RF_TREES))
+    if "cstc" in names:
+        tradeoffs = [p["relative_tradeoff"] for p in QUICK["cstc"]] if quick else CSTC_RELATIVE_TRADEOFFS
+        without_polish = [{"relative_tradeoff": r, "polish": False} for r in tradeoffs]  # its own grid, unpolished
+        runs.insert([r[1] for r in runs].index("cstc") + 1, ("CSTC without polish", "cstc", {}, None, without_polish))
+    return runs
+
+
 def main() -> None:
     parser = protocol_parser(__doc__, choices=("higgs", "letter", "mnist"))
     args = parser.parse_args()
     X, y, sizes, costs, task = load(args.data)
-    runs = [(LABELS.get(name, name), name, {}) for name, method in METHODS.items() if task in method.tasks]
-    runs.insert([r[1] for r in runs].index("budget_prune") + 1,
-                ("BudgetPrune (random forest)", "budget_prune", RF, RF_TREES))
-    tradeoffs = [p["relative_tradeoff"] for p in QUICK["cstc"]] if args.quick else CSTC_RELATIVE_TRADEOFFS
-    without_polish = [{"relative_tradeoff": r, "polish": False} for r in tradeoffs]  # CSTC's own grid, unpolished
-    runs.insert([r[1] for r in runs].index("cstc") + 1, ("CSTC without polish", "cstc", {}, None, without_polish))
+    runs = frontier_runs(task, args.quick)
     repeated_frontiers(X, y, sizes, costs, task, runs, args, name=f"frontier_{args.data}", title=args.data,
                        command=f"scripts/frontiers.py --data {args.data}", quick_grids=QUICK)
 

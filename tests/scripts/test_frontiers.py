@@ -10,8 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 from common import interval, interval_table, method_rounds, protocol_parser
+from frontiers import frontier_runs
 from references import run_script
 from scipy import stats
+
+from lightgbm_cegb.selection.adapters import CSTC_RELATIVE_TRADEOFFS
 
 
 def test_quick_frontiers_on_higgs(tmp_path):
@@ -40,6 +43,19 @@ def test_quick_frontiers_on_higgs(tmp_path):
     assert len(trained) >= 1
     assert all(row["cost"] <= 0.5 * plain[row["split"]] + 1e-3 for _, row in trained.iterrows())
     assert (tmp_path / "frontier_higgs.png").stat().st_size > 1000
+
+
+def test_runs_of_each_task():
+    """Binary data gets CSTC twice (with and without polish) and BudgetPrune twice; multiclass data (letter), which the
+    CSTC family does not do, gets BudgetPrune twice and no CSTC (the first version looked CSTC up and failed)."""
+    binary, multiclass = frontier_runs("binary", False), frontier_runs("multiclass", False)
+    labels = [run[0] for run in binary]
+    assert labels.index("CSTC without polish") == labels.index("CSTC") + 1
+    assert labels.index("BudgetPrune (random forest)") == labels.index("BudgetPrune") + 1
+    assert [run[4] for run in binary if run[0] == "CSTC without polish"][0] == \
+        [{"relative_tradeoff": r, "polish": False} for r in CSTC_RELATIVE_TRADEOFFS]
+    labels = [run[0] for run in multiclass]
+    assert "BudgetPrune (random forest)" in labels and not {"CSTC", "CSTC without polish", "CSCC"} & set(labels)
 
 
 def test_method_rounds_names_what_is_wrong():
