@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import DATA, LABELS, QUICK, RF, RF_TREES, protocol_parser, repeated_frontiers  # noqa: E402
+from common import DATA, LABELS, QUICK, RF_TREES, protocol_parser, repeated_frontiers, rf_params  # noqa: E402
 
 from lightgbm_cegb import FeatureCosts  # noqa: E402
 from lightgbm_cegb.datasets import HIGGS_COSTS, higgs, letter  # noqa: E402
@@ -88,12 +88,14 @@ def load(name: str) -> tuple[np.ndarray, np.ndarray, tuple[int, int], FeatureCos
     return X, y, (1500, 500), FeatureCosts(lazy=np.ones(X.shape[1])), "binary"
 
 
-def frontier_runs(task: str, quick: bool) -> list[tuple]:
+def frontier_runs(task: str, quick: bool, train_rows: int) -> list[tuple]:
     """The runs of ``repeated_frontiers`` for ``task``: every registered method that does it, BudgetPrune also on a
-    random forest, CSTC (where it applies: not multiclass) also without polish."""
+    random forest of fully grown trees (``rf_params``), CSTC (where it applies: not multiclass) also without
+    polish."""
     runs = [(LABELS.get(name, name), name, {}) for name, method in METHODS.items() if task in method.tasks]
     names = [r[1] for r in runs]
-    runs.insert(names.index("budget_prune") + 1, ("BudgetPrune (random forest)", "budget_prune", RF, RF_TREES))
+    runs.insert(names.index("budget_prune") + 1,
+                ("BudgetPrune (random forest)", "budget_prune", rf_params(train_rows), RF_TREES))
     if "cstc" in names:
         tradeoffs = [p["relative_tradeoff"] for p in QUICK["cstc"]] if quick else CSTC_RELATIVE_TRADEOFFS
         without_polish = [{"relative_tradeoff": r, "polish": False} for r in tradeoffs]  # its own grid, unpolished
@@ -105,7 +107,7 @@ def main() -> None:
     parser = protocol_parser(__doc__, choices=("higgs", "letter", "mnist"))
     args = parser.parse_args()
     X, y, sizes, costs, task = load(args.data)
-    runs = frontier_runs(task, args.quick)
+    runs = frontier_runs(task, args.quick, sizes[0])
     repeated_frontiers(X, y, sizes, costs, task, runs, args, name=f"frontier_{args.data}", title=args.data,
                        command=f"scripts/frontiers.py --data {args.data}", quick_grids=QUICK)
 

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import LABELS, QUICK, RF, RF_TREES, protocol_parser, repeated_frontiers  # noqa: E402
+from common import LABELS, QUICK, RF_TREES, protocol_parser, repeated_frontiers, rf_params  # noqa: E402
 
 from lightgbm_cegb import FeatureCosts  # noqa: E402
 from lightgbm_cegb.core.errors import CEGBError  # noqa: E402
@@ -39,9 +39,13 @@ from lightgbm_cegb.datasets import covertype, hepmass, miniboone  # noqa: E402
 SIZES = {"miniboone": (45_523, 19_510, 65_031), "covertype": (36_603, 15_688, 58_101),
          "hepmass": (3_500_000, 1_400_000, 5_600_000)}
 FIGURES = {"miniboone": "2c", "covertype": "2d", "hepmass": "2e/2f"}
-RUNS = [(LABELS["lightgbm"], "lightgbm", {}), (LABELS["cegb"], "cegb", {}),
-        (LABELS["greedy_miser"], "greedy_miser", {}),
-        ("BudgetPrune (random forest)", "budget_prune", RF, RF_TREES)]
+
+
+def runs(train_rows: int) -> list[tuple]:
+    """The figures' methods: plain LightGBM, CEGB, Greedy Miser and BudgetPrune of a fully grown random forest."""
+    return [(LABELS["lightgbm"], "lightgbm", {}), (LABELS["cegb"], "cegb", {}),
+            (LABELS["greedy_miser"], "greedy_miser", {}),
+            ("BudgetPrune (random forest)", "budget_prune", rf_params(train_rows), RF_TREES)]
 
 
 def load(name: str, paths: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -66,7 +70,7 @@ def main() -> None:
     if len(sizes) not in (2, 3):
         parser.error(f"--sizes takes TRAIN VALID [TEST], got {sizes}")
     X, y = load(name, paths)
-    repeated_frontiers(X, y, sizes, FeatureCosts(lazy=np.ones(X.shape[1])), "binary", RUNS, args,
+    repeated_frontiers(X, y, sizes, FeatureCosts(lazy=np.ones(X.shape[1])), "binary", runs(sizes[0]), args,
                        name=f"cegb_{name}", title=f"{name} (CEGB paper, figure {FIGURES[name]})",
                        command=f"scripts/reproduce_cegb.py --data {name} PATH", quick_grids=QUICK)
 

@@ -48,7 +48,7 @@ def test_quick_frontiers_on_higgs(tmp_path):
 def test_runs_of_each_task():
     """Binary data gets CSTC twice (with and without polish) and BudgetPrune twice; multiclass data (letter), which the
     CSTC family does not do, gets BudgetPrune twice and no CSTC (the first version looked CSTC up and failed)."""
-    binary, multiclass = frontier_runs("binary", False), frontier_runs("multiclass", False)
+    binary, multiclass = frontier_runs("binary", False, 4500), frontier_runs("multiclass", False, 10_000)
     labels = [run[0] for run in binary]
     assert labels.index("CSTC without polish") == labels.index("CSTC") + 1
     assert labels.index("BudgetPrune (random forest)") == labels.index("BudgetPrune") + 1
@@ -56,6 +56,8 @@ def test_runs_of_each_task():
         [{"relative_tradeoff": r, "polish": False} for r in CSTC_RELATIVE_TRADEOFFS]
     labels = [run[0] for run in multiclass]
     assert "BudgetPrune (random forest)" in labels and not {"CSTC", "CSTC without polish", "CSCC"} & set(labels)
+    # the forest's leaves capped at the training rows, which never binds for leaves of one row or more
+    assert [run[2]["num_leaves"] for run in multiclass if run[0] == "BudgetPrune (random forest)"] == [10_000]
 
 
 def test_method_rounds_names_what_is_wrong():
