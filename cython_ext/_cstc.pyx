@@ -73,6 +73,9 @@ def soft_pass(const float64[:, ::1] Z, float64[:, ::1] scores, int64 fresh, cons
     cdef Py_ssize_t n = Z.shape[0], d = Z.shape[1], size = scores.shape[1], m = order.shape[0]
     cdef Py_ssize_t nw = wanted.shape[0], i, i0, blk, b, nb, idx, q, a, j, k
     cdef bint store = P_out.shape[0] > 0, cached = sigmoid.shape[0] > 0
+    if cached and (sigmoid.shape[0] != n or sigmoid.shape[1] != size):
+        raise ValueError(f"soft_pass: sigmoid should be ({n}, {size}) or (0, 0), got ({sigmoid.shape[0]}, "
+                         f"{sigmoid.shape[1]})")
     cdef float64 total = 0.0, carry = 0.0, row_total, t, r, ds, wk, vt, th, inv_n = 1.0 / n
     cdef const float64* zi
     cdef float64* gq
@@ -327,7 +330,7 @@ def forward_select(const float64[:, ::1] G, const float64[::1] g, float64 yy, fl
     error / n). A ridged Gram matrix that getrf finds singular raises numpy.linalg.LinAlgError."""
     cdef Py_ssize_t m = G.shape[0], p = m - 1, units = cost.shape[0], a, u, i, c, t, best
     cdef int s, top_count, info
-    if g.shape[0] != m or G.shape[1] != m or member.shape[0] != units or member.shape[1] != p \
+    if m < 1 or g.shape[0] != m or G.shape[1] != m or member.shape[0] != units or member.shape[1] != p \
             or paid.shape[0] != units or candidates < 1:
         raise ValueError(f"forward_select: G ({G.shape[0]}, {G.shape[1]}), g ({g.shape[0]}), cost ({units}), "
                          f"member ({member.shape[0]}, {member.shape[1]}), paid ({paid.shape[0]}) and candidates "

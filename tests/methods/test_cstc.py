@@ -508,6 +508,9 @@ def test_one_node_pass_matches_the_full_gradient(seed, kind):
                               store=True)[5]
         cached = problem._evaluate(problem.beta, problem.theta, bounds, True, fresh=k, scores=scores.copy(),
                                    sigmoid=stale)
+        with pytest.raises(ValueError, match=r"sigmoid should be \(\d+, \d+\) or \(0, 0\), got \(\d+, \d+\)"):
+            problem._evaluate(problem.beta, problem.theta, bounds, True, fresh=k, scores=scores.copy(),
+                              sigmoid=stale[:-1])
         assert cached[0] == one
         np.testing.assert_array_equal(cached[1], g_one)
         np.testing.assert_array_equal(cached[2], t_one)
@@ -634,6 +637,8 @@ def test_forward_select_refuses_what_does_not_fit_and_singular_matrices():
     cost, member, paid = np.ones(2), np.zeros((2, 3), dtype=np.uint8), np.zeros(2, dtype=np.uint8)
     with pytest.raises(ValueError, match=r"G \(4, 4\), g \(3\)"):
         forward_select(G, g[:3], 1.0, 10.0, cost, member, paid, 0.1)
+    with pytest.raises(ValueError, match=r"G \(0, 0\)"):  # no intercept column
+        forward_select(np.zeros((0, 0)), g[:0], 1.0, 10.0, cost, np.zeros((2, 0), dtype=np.uint8), paid, 0.1)
     with pytest.raises(ValueError, match=r"member \(2, 2\)"):
         forward_select(G, g, 1.0, 10.0, cost, np.ascontiguousarray(member[:, :2]), paid, 0.1)
     with pytest.raises(np.linalg.LinAlgError, match=r"singular Gram matrix \(getrf info 1 at 1 columns\)"):
