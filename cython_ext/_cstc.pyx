@@ -366,7 +366,6 @@ def forward_select(const float64[:, ::1] G, const float64[::1] g, float64 yy, fl
                 s += 1
         info = least_squares(G, g, yy, n, &index[0], s, lu, &pivot[0], coef, &err)
         while info == 0:
-            unpaid_prices(cost, member, &is_paid[0], price)
             for a in range(p):
                 fit = 0.0
                 for i in range(s):
@@ -417,6 +416,7 @@ def forward_select(const float64[:, ::1] G, const float64[::1] g, float64 yy, fl
             for u in range(units):
                 if member[u, a]:
                     is_paid[u] = 1
+            unpaid_prices(cost, member, &is_paid[0], price)
             info = least_squares(G, g, yy, n, &index[0], s, lu, &pivot[0], coef, &err)
     if info != 0:
         raise np.linalg.LinAlgError(f"select_leaf: singular Gram matrix (getrf info {info} at {s} columns)")

@@ -232,6 +232,11 @@ def rf_params(train_rows: int) -> dict:
     return {"boosting": "rf", "bagging_fraction": 0.632, "bagging_freq": 1, "feature_fraction": 0.5,
             "num_leaves": max(2, min(int(train_rows), 131072)), "min_data_in_leaf": 1, "min_sum_hessian_in_leaf": 0.0,
             "histogram_pool_size": 512}
+
+
+def rf_run(train_rows: int) -> tuple:
+    """``repeated_frontiers``' run of BudgetPrune on that forest (``rf_params``, ``RF_TREES`` trees)."""
+    return "BudgetPrune (random forest)", "budget_prune", rf_params(train_rows), RF_TREES
 LABELS = {"lightgbm": "LightGBM", "cegb": "CEGB", "budget_prune": "BudgetPrune", "early_exit": "Early Exit",
           "budgetrf": "BudgetRF", "greedy_miser": "Greedy Miser", "adapt_gbrt": "ADAPT-GBRT",
           "adapt_lin": "ADAPT-LIN", "adapt_l1": "ADAPT's L1 baseline", "cstc": "CSTC", "cscc": "CSCC",

@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import DATA, LABELS, QUICK, RF_TREES, protocol_parser, repeated_frontiers, rf_params  # noqa: E402
+from common import DATA, LABELS, QUICK, protocol_parser, repeated_frontiers, rf_run  # noqa: E402
 
 from lightgbm_cegb import FeatureCosts  # noqa: E402
 from lightgbm_cegb.datasets import HIGGS_COSTS, higgs, letter  # noqa: E402
@@ -94,8 +94,7 @@ def frontier_runs(task: str, quick: bool, train_rows: int) -> list[tuple]:
     polish."""
     runs = [(LABELS.get(name, name), name, {}) for name, method in METHODS.items() if task in method.tasks]
     names = [r[1] for r in runs]
-    runs.insert(names.index("budget_prune") + 1,
-                ("BudgetPrune (random forest)", "budget_prune", rf_params(train_rows), RF_TREES))
+    runs.insert(names.index("budget_prune") + 1, rf_run(train_rows))
     if "cstc" in names:
         tradeoffs = [p["relative_tradeoff"] for p in QUICK["cstc"]] if quick else CSTC_RELATIVE_TRADEOFFS
         without_polish = [{"relative_tradeoff": r, "polish": False} for r in tradeoffs]  # its own grid, unpolished

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import LABELS, QUICK, RF_TREES, protocol_parser, repeated_frontiers, rf_params  # noqa: E402
+from common import LABELS, QUICK, protocol_parser, repeated_frontiers, rf_run  # noqa: E402
 
 from lightgbm_cegb import FeatureCosts  # noqa: E402
 from lightgbm_cegb.core.errors import CEGBError  # noqa: E402
@@ -44,8 +44,7 @@ FIGURES = {"miniboone": "2c", "covertype": "2d", "hepmass": "2e/2f"}
 def runs(train_rows: int) -> list[tuple]:
     """The figures' methods: plain LightGBM, CEGB, Greedy Miser and BudgetPrune of a fully grown random forest."""
     return [(LABELS["lightgbm"], "lightgbm", {}), (LABELS["cegb"], "cegb", {}),
-            (LABELS["greedy_miser"], "greedy_miser", {}),
-            ("BudgetPrune (random forest)", "budget_prune", rf_params(train_rows), RF_TREES)]
+            (LABELS["greedy_miser"], "greedy_miser", {}), rf_run(train_rows)]
 
 
 def load(name: str, paths: list[str]) -> tuple[np.ndarray, np.ndarray]:

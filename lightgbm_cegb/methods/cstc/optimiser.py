@@ -553,7 +553,7 @@ class Problem:
         self.frozen[k] = True
         self.frozen[k, 0] = False
         share = float(self.s[rows].sum()) / self.n
-        G, g, yy = self._gram(k, rows)
+        G, g, yy = self._gram(k, rows, mask)
         index, coef, err = forward_select(G, g, yy, float(self.n), self.units.cost, self.units.member.view(np.uint8),
                                           paid.view(np.uint8), self.lam * share)
         self.beta[k, index] = coef
@@ -564,13 +564,11 @@ class Problem:
         return err
 
     @one_blas_thread
-    def _gram(self, k: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
-        """(Z' W Z, Z' W y, y' W y) over ``rows`` (W = diag(s)): from the nearest of leaf k's last few row sets
-        plus the rows that came and minus those that left, when few did; from scratch otherwise. ``polish`` tries
-        many small changes of one routing: the sets a candidate's are nearest to are the routing's, which stay
-        while they are used (the least recently used of ``GRAM_SETS`` is dropped)."""
-        mask = np.zeros(self.n, dtype=bool)
-        mask[rows] = True
+    def _gram(self, k: int, rows: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+        """(Z' W Z, Z' W y, y' W y) over ``rows`` (W = diag(s); ``mask``: the same rows, a bool per row): from the
+        nearest of leaf k's last few row sets plus the rows that came and minus those that left, when few did; from
+        scratch otherwise. ``polish`` tries many small changes of one routing: the sets a candidate's are nearest to
+        are the routing's, which stay while they are used (the least recently used of ``GRAM_SETS`` is dropped)."""
         sets = [entry for entry in self._gram_cache.get(k, []) if entry[0].shape == mask.shape]
 
         def formed(index: np.ndarray):
