@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scipy import sparse
 
 from lightgbm_cegb.core.costs import FeatureCosts
 from lightgbm_cegb.core.errors import CEGBError
@@ -71,23 +72,9 @@ def pyplot():
     return plt
 
 
-def budget_table(frame: pd.DataFrame, budgets: list[float]) -> list[str]:
-    """Markdown rows: per method, the test figures of its best validation point within each budget (on the
-    validation cost, as select() chooses: ``best_within``), and its best at any cost. ``frame``: a sweep with
-    test_* columns."""
-    best = {(row["method"], row["budget"]): row for row in best_within(frame, [*budgets, float("inf")])}
-    lines = ["| method | " + " | ".join(f"budget {b:.4g}" for b in budgets) + " | best (any cost) |",
-             "|---|" + "---|" * (len(budgets) + 1)]
-    for method in dict.fromkeys(frame["method"]):
-        cells = [f"{best[(method, i)]['test_quality']:.4f} at {best[(method, i)]['test_cost']:.4g}"
-                 if (method, i) in best else "-" for i in range(len(budgets) + 1)]
-        lines.append(f"| {method} | " + " | ".join(cells) + " |")
-    return lines
-
-
 def best_within(frame: pd.DataFrame, budgets: list[float]) -> list[dict]:
-    """Per method and budget: the test figures of its best validation point within the budget (as
-    ``budget_table`` chooses; no row where no point is within it). ``frame``: a sweep with test_* columns."""
+    """Per method and budget: the test figures of its best validation point within the budget (on the validation
+    cost, as select() chooses; no row where no point is within it). ``frame``: a sweep with test_* columns."""
     rows = []
     for method, points in frame.groupby("method", sort=False):
         points = points.copy()
@@ -284,12 +271,35 @@ def random_split(X, y, sizes: tuple[int, ...], seed: int) -> dict:
     return {k: (X[p], y[p]) for k, p in zip(("train", "valid", "test"), parts)}
 
 
+def query_split(parts: dict, seed: int) -> dict:
+    """{train, valid, test: (X, y, query sizes)}: the queries of ``parts`` (the same keys and form) pooled,
+    shuffled with ``seed`` and dealt out in the parts' own numbers of queries, each query's rows together and in
+    order."""
+    names = ("train", "valid", "test")
+    X = [parts[k][0] for k in names]
+    X = sparse.vstack(X, format="csr") if sparse.issparse(X[0]) else np.vstack(X)
+    y = np.concatenate([parts[k][1] for k in names])
+    sizes = np.concatenate([np.asarray(parts[k][2], dtype=np.int64) for k in names])
+    starts = np.r_[0, np.cumsum(sizes)[:-1]]
+    order = np.random.default_rng(seed).permutation(len(sizes))
+    out, at = {}, 0
+    for k in names:
+        chosen = order[at: at + len(parts[k][2])]
+        at += len(chosen)
+        rows = np.concatenate([np.arange(starts[q], starts[q] + sizes[q]) for q in chosen])
+        out[k] = (X[rows], y[rows], sizes[chosen])
+    return out
+
+
 def split_frontiers(parts: dict, costs: FeatureCosts, task: str, runs: list[tuple], args,
-                    quick_grids: dict | None = None) -> tuple[pd.DataFrame, list[float]]:
-    """Every run's validation Pareto points with their test figures on one split, CEGB trained to each budget,
-    and the split's budgets. ``runs``: (label, registered method, LightGBM parameters[, rounds[, grid]]): rounds
-    None or absent: --method-rounds' or --rounds; grid: the run's own points (the method's parameters), instead
-    of its default grid (or --quick's)."""
+                    quick_grids: dict | None = None, *, metric: str | None = None,
+                    trained: tuple[str, dict] = ("CEGB trained to the budget", {})) -> tuple[pd.DataFrame, list[float]]:
+    """Every run's validation Pareto points with their test figures on one split, CEGB trained to each budget
+    (``trained``: its label and LightGBM parameters), and the split's budgets. ``runs``: (label, registered method,
+    LightGBM parameters[, rounds[, grid]]): rounds None or absent: --method-rounds' or --rounds; grid: the run's own
+    points (the method's parameters), instead of its default grid (or --quick's). The first run of ``lightgbm`` is
+    the plain model whose validation cost the budgets are fractions of; ``metric``: the sweeps' (None: the task's
+    default)."""
     frames, plain = [], None
     for run in runs:
         label, name, params = run[:3]
@@ -298,31 +308,33 @@ def split_frontiers(parts: dict, costs: FeatureCosts, task: str, runs: list[tupl
         start = time.perf_counter()
         grid = {name: run[4]} if len(run) > 4 else \
             {name: quick_grids[name]} if args.quick and quick_grids and name in quick_grids else None
-        frame = sweep(name, parts["train"], parts["valid"], costs, task=task, grid=grid, params=params,
+        frame = sweep(name, parts["train"], parts["valid"], costs, task=task, grid=grid, params=params, metric=metric,
                       num_boost_round=rounds, n_jobs=args.jobs, baseline=False)  # the baseline is a run of its own
         frame = evaluate(pareto(frame), parts["test"])
         frame["method"] = label
         frames.append(frame)
-        if name == "lightgbm" and not params:
+        if name == "lightgbm" and plain is None:
             plain = frame["cost"].max()
         print(f"{label}: {len(frame)} validation Pareto points in {time.perf_counter() - start:.1f} s", flush=True)
     if plain is None:
         raise CEGBError("the runs need plain LightGBM (the budgets are fractions of its cost)")
     budgets = [round(f * plain, 4) for f in BUDGET_FRACTIONS]
     start = time.perf_counter()
-    frames.append(trained_to_budgets(parts["train"], parts["valid"], parts["test"], costs, budgets,
-                                     "CEGB trained to the budget", task=task, quick=args.quick,
-                                     num_boost_round=args.rounds, n_jobs=args.jobs))
-    print(f"CEGB trained to each budget in {time.perf_counter() - start:.1f} s", flush=True)
+    label, params = trained
+    frames.append(trained_to_budgets(parts["train"], parts["valid"], parts["test"], costs, budgets, label, task=task,
+                                     quick=args.quick, params=params, metric=metric, num_boost_round=args.rounds,
+                                     n_jobs=args.jobs))
+    print(f"{label} in {time.perf_counter() - start:.1f} s", flush=True)
     frame = pd.concat(frames, ignore_index=True)
     frame.attrs = dict(frames[0].attrs)
     return frame, budgets
 
 
-def repeated_frontiers(X, y, sizes: tuple[int, ...], costs: FeatureCosts, task: str, runs: list[tuple], args, *,
-                       name: str, title: str, command: str, quick_grids: dict | None = None,
-                       metric: str = "accuracy") -> pd.DataFrame:
-    """The protocol on ``args.splits`` random splits: every run's points (``split_frontiers``) in each, then
+def repeated_frontiers(split, costs: FeatureCosts, task: str, runs: list[tuple], args, *, name: str, title: str,
+                       command: str, quick_grids: dict | None = None, metric: str = "accuracy",
+                       trained: tuple[str, dict] = ("CEGB trained to the budget", {})) -> pd.DataFrame:
+    """The protocol on ``args.splits`` splits (``split(seed)``: {train, valid, test: rows}, e.g. ``random_split`` or
+    ``query_split``): every run's points (``split_frontiers``, with ``metric`` and ``trained``) in each, then
     ``out/name.csv`` (every point, with its split), ``.png`` (split 0's test figures) and ``.md`` (per run and
     budget, the mean test quality over the splits with its 95% interval: ``interval_table``). Returns every
     point."""
@@ -330,25 +342,27 @@ def repeated_frontiers(X, y, sizes: tuple[int, ...], costs: FeatureCosts, task: 
     frames, results = [], []
     for seed in range(args.splits):
         print(f"split {seed + 1} of {args.splits} (seed {seed})", flush=True)
-        parts = random_split(X, y, sizes, seed)
-        frame, budgets = split_frontiers(parts, costs, task, runs, args, quick_grids)
+        parts = split(seed)
+        frame, budgets = split_frontiers(parts, costs, task, runs, args, quick_grids, metric=metric, trained=trained)
         results += [{**row, "split": seed} for row in best_within(frame, [*budgets, float("inf")])]
         frames.append(frame.assign(split=seed))
     labels = [f"{f:g} x plain" for f in BUDGET_FRACTIONS] + ["any cost"]
-    lines = interval_table(pd.DataFrame(results), labels, args.splits)
+    lines = interval_table(pd.DataFrame(results), labels, args.splits, greater=frames[0].attrs["greater_is_better"])
     print("\n".join(lines))
-    shapes = "; ".join(f"{k}: {len(v[1])} rows" for k, v in parts.items())
+    shapes = "; ".join(f"{k}: {len(v[1])} rows" + (f", {len(v[2])} queries" if len(v) > 2 else "")
+                       for k, v in parts.items())
     every = pd.concat(frames, ignore_index=True)
+    quality = metric.upper() if metric.startswith(("ap@", "ndcg@", "p@")) else metric
     report = [f"## {title}", "",
               f"`{command} --splits {args.splits}{' --quick' if args.quick else ''}"
               f"{''.join(f' --method-rounds {m}={r}' for m, r in args.method_rounds)}`; "
-              f"{X.shape[1]} features; "
-              f"{shapes}; {args.splits} random splits. Cells: the mean over the splits of the test {metric} of the "
+              f"{parts['train'][0].shape[1]} features; "
+              f"{shapes}; {args.splits} random splits. Cells: the mean over the splits of the test {quality} of the "
               "model chosen on validation within the budget (fractions of plain LightGBM's validation cost in each "
               "split), ± the half-width of its 95% interval, @ its mean test cost per row; bold: the best mean, "
               "where its interval separates from the runner-up's.", "", *lines, "",
               *report_frontier(every, args.out, name, f"{title}: validation Pareto points on test rows (split 0)",
-                               metric, plotted=frames[0])]
+                               quality, plotted=frames[0])]
     write_atomically(args.out / f"{name}.md", lambda tmp: Path(tmp).write_text("\n".join(report) + "\n"))
     print(f"report: {args.out / f'{name}.md'}")
     return every

@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import DATA, LABELS, QUICK, protocol_parser, repeated_frontiers, rf_run  # noqa: E402
+from common import DATA, LABELS, QUICK, protocol_parser, random_split, repeated_frontiers, rf_run  # noqa: E402
 
 from lightgbm_cegb import FeatureCosts  # noqa: E402
 from lightgbm_cegb.datasets import HIGGS_COSTS, higgs, letter  # noqa: E402
@@ -107,7 +107,8 @@ def main() -> None:
     args = parser.parse_args()
     X, y, sizes, costs, task = load(args.data)
     runs = frontier_runs(task, args.quick, sizes[0])
-    repeated_frontiers(X, y, sizes, costs, task, runs, args, name=f"frontier_{args.data}", title=args.data,
+    repeated_frontiers(lambda seed: random_split(X, y, sizes, seed), costs, task, runs, args,
+                       name=f"frontier_{args.data}", title=args.data,
                        command=f"scripts/frontiers.py --data {args.data}", quick_grids=QUICK)
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import LABELS, QUICK, protocol_parser, repeated_frontiers, rf_run  # noqa: E402
+from common import LABELS, QUICK, protocol_parser, random_split, repeated_frontiers, rf_run  # noqa: E402
 
 from lightgbm_cegb import FeatureCosts  # noqa: E402
 from lightgbm_cegb.core.errors import CEGBError  # noqa: E402
@@ -69,7 +69,8 @@ def main() -> None:
     if len(sizes) not in (2, 3):
         parser.error(f"--sizes takes TRAIN VALID [TEST], got {sizes}")
     X, y = load(name, paths)
-    repeated_frontiers(X, y, sizes, FeatureCosts(lazy=np.ones(X.shape[1])), "binary", runs(sizes[0]), args,
+    costs = FeatureCosts(lazy=np.ones(X.shape[1]))
+    repeated_frontiers(lambda seed: random_split(X, y, sizes, seed), costs, "binary", runs(sizes[0]), args,
                        name=f"cegb_{name}", title=f"{name} (CEGB paper, figure {FIGURES[name]})",
                        command=f"scripts/reproduce_cegb.py --data {name} PATH", quick_grids=QUICK)
 

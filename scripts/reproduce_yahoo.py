@@ -2,7 +2,7 @@
 """The CEGB paper's Yahoo! Learning to Rank experiments (Peter et al., NIPS 2017, section 5 and figures 2a/2b).
 
     .venv/bin/python scripts/reproduce_yahoo.py --data yahoo --train set1.train.txt --valid set1.valid.txt \\
-        --test set1.test.txt [--rounds 1000] [--out DIR]
+        --test set1.test.txt [--splits 5] [--rounds 500] [--out DIR]
     .venv/bin/python scripts/reproduce_yahoo.py --data mslr        # the bundled MSLR-WEB subset, its costs
     .venv/bin/python scripts/reproduce_yahoo.py --synthetic        # a Yahoo-shaped stand-in (runs in CI)
     .venv/bin/python scripts/reproduce_yahoo.py --synthetic --signal cheap   # the cheap features informative
@@ -13,47 +13,43 @@ Yahoo cost vector bundled with the package (``lightgbm_cegb.datasets.yahoo_costs
 (i)  feature costs plus a split cost alpha = 1/4 per node a row evaluates (a depth-4 tree costs as much as a
      feature of cost 1), graded labels 0-4: CEGB with Greedy-Miser-like trees (16 leaves, depth 4) and with deep
      trees (best-first, 64 leaves), both squared-loss regressors as in the paper, against plain LightGBM,
-     BudgetPrune of the plain regressor, Early Exit of a LightGBM lambdarank model and Greedy Miser (depth 4,
-     irrelevant documents weighted 10, the split cost in its accounting only).
+     BudgetPrune of the plain regressor and of a random forest of fully grown trees (BudgetPrune's paper), Early
+     Exit of a LightGBM lambdarank model and Greedy Miser (depth 4, irrelevant documents weighted 10, the split
+     cost in its accounting only).
 (ii) feature costs only (alpha = 0), labels binarised (y > 0): CEGB (deep trees, binary objective), plain
-     LightGBM, BudgetPrune, Early Exit, BudgetRF and Greedy Miser.
-Metric: the papers' Average Precision@5 (lightgbm_cegb.core.metrics) on the test queries. Each
-method is swept (lightgbm_cegb.selection: trade-offs on their documented scales) on the training rows, its
-points measured on the validation rows; the validation Pareto points are then measured on the test rows.
-Writes DIR/yahoo_<data>_<setting>.csv (every point, validation and test figures), a PNG per setting with
-matplotlib, and DIR/yahoo_<data>.md: per method the test AP@5 of the model select() picks within 3 budgets
-(fractions of plain LightGBM's validation cost), with "CEGB deep trained to the budget" (selection.train_to_budget)
-at each. Figure 3b's best-first against breadth-first growth: "CEGB deep" against "CEGB deep, breadth-first"
-(tree_growth=depthwise, patch 0005), the same leaves and rounds.
+     LightGBM, BudgetPrune (of both), Early Exit, BudgetRF and Greedy Miser.
+Metric: the papers' Average Precision@5 (lightgbm_cegb.core.metrics) on the test queries. The one protocol of
+scripts/common.py (``repeated_frontiers``), as scripts/frontiers.py: on each of ``--splits`` random query-wise
+splits (the queries of the given train/valid/test parts pooled and dealt out again in the parts' numbers of
+queries, seeds 0, 1, ...), each method is swept (lightgbm_cegb.selection: its grid, every boosted or bagged model
+a point at each tree prefix, early stopping on the validation queries) on the training queries and measured on the
+validation queries; its validation Pareto points are then measured on the test queries. Writes per setting
+DIR/yahoo_<data>_<setting>.csv (every point of every split), .png (split 0's test figures, with matplotlib) and
+.md: per method and budget (fractions of plain LightGBM's validation cost, and any cost) the mean test AP@5 over
+the splits of the model chosen on validation within the budget, its 95% interval and mean test cost, with "CEGB
+deep trained to the budget" (selection.train_to_budget) at each. Figure 3b's best-first against breadth-first
+growth: "CEGB deep" against "CEGB deep, breadth-first" (tree_growth=depthwise, patch 0005), the same leaves and
+rounds.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (  # noqa: E402
-    BUDGET_FRACTIONS,
-    budget_table,
-    mslr_parts,
-    report_frontier,
-    trained_to_budgets,
-    write_atomically,
-)
+from common import mslr_parts, protocol_parser, query_split, repeated_frontiers, rf_run  # noqa: E402
 
 from lightgbm_cegb import FeatureCosts  # noqa: E402
 from lightgbm_cegb.datasets import load_svmlight, yahoo_costs  # noqa: E402
-from lightgbm_cegb.selection import evaluate, pareto, sweep  # noqa: E402
 
 SHALLOW = {"num_leaves": 16, "max_depth": 4}
 DEEP = {"num_leaves": 64}
+SETTINGS = {"i": "setting (i): feature + split cost 1/4, graded labels",
+            "ii": "setting (ii): feature cost only, labels binarised"}
 
 
 def synthetic(folder: Path, queries: int, seed: int = 0, signal_in: str = "expensive") -> dict[str, Path]:
@@ -110,65 +106,47 @@ def load(args) -> tuple[dict, FeatureCosts]:
     return parts, FeatureCosts(lazy=costs.lazy)
 
 
-def run_setting(setting: str, parts: dict, lazy: FeatureCosts, args) -> tuple[pd.DataFrame, list[float]]:
+def setting_runs(setting: str, args, rows: int) -> tuple[list[tuple], dict, dict]:
+    """A setting's runs of ``repeated_frontiers`` (label, method, LightGBM parameters[, rounds[, grid]]: the
+    methods of ``--methods``), the LightGBM parameters of "CEGB deep trained to the budget", and the grids of
+    ``--quick``. ``rows``: all the rows of the data (the random forest's leaves are capped there)."""
     binarise = setting == "ii"
-    costs = FeatureCosts(lazy=lazy.lazy, split=0.0 if binarise else 0.25)
-
-    def rows(name):
-        X, y, group = parts[name]
-        return X, (y > 0).astype(np.float64) if binarise else y, group
-
-    train, valid = rows("train"), rows("valid")
-    common = {"task": "ranking", "metric": "ap@5", "num_boost_round": args.rounds, "n_jobs": args.jobs,
-              "early_stopping_rounds": 30, "baseline": False}  # each run is one method (relabelled below)
     objective = {"objective": "binary"} if binarise else {"objective": "regression"}
-    prune_grid = [{"budget_fraction": f} for f in (0.2, 0.4, 0.6, 0.8)]  # ~10 max-flows each on all the rows
-    runs = [("LightGBM", "lightgbm", {**DEEP, **objective}, None),
-            ("BudgetPrune", "budget_prune", {**DEEP, **objective}, prune_grid),
-            ("Early Exit", "early_exit", {**DEEP, "objective": "lambdarank"} if not binarise else {**DEEP, **objective},
-             None)]
+    prune = None if args.quick else [{"budget_fraction": f} for f in (0.2, 0.4, 0.6, 0.8)]  # ~10 max-flows each
+    quick = {"cegb": [{"relative_tradeoff": r} for r in (0.0, 0.01, 0.1)],
+             "budget_prune": [{"budget_fraction": f} for f in (0.3, 1.0)],
+             "early_exit": [{"threshold": 0.9 if binarise else 1.0}],
+             "budgetrf": [{"tradeoff": 2.0, "n_estimators": 5, "trees": (1, 5)}],
+             "greedy_miser": [{"relative_tradeoff": r} for r in (0.0, 0.1)]}
+    label, _, forest, trees = rf_run(rows)
+    runs = [("LightGBM", "lightgbm", {**DEEP, **objective}),
+            ("BudgetPrune", "budget_prune", {**DEEP, **objective}, None, prune),
+            (label, "budget_prune", {**forest, **objective}, trees, prune),
+            ("Early Exit", "early_exit", {**DEEP, **objective} if binarise else {**DEEP, "objective": "lambdarank"})]
     if binarise:
-        runs += [("CEGB", "cegb", {**DEEP, **objective}, None),
-                 ("BudgetRF", "budgetrf", {}, [{"tradeoff": a, "n_estimators": args.forest} for a in (0.0, 2.0, 8.0)])]
+        forests = None if args.quick else [{"tradeoff": a, "n_estimators": args.forest} for a in (0.0, 2.0, 8.0)]
+        runs += [("CEGB", "cegb", {**DEEP, **objective}),
+                 ("BudgetRF", "budgetrf", {}, None, forests)]
     else:
-        runs += [("CEGB 16 leaves, depth 4", "cegb", {**SHALLOW, **objective}, None),
-                 ("CEGB deep", "cegb", {**DEEP, **objective}, None),
-                 ("CEGB deep, breadth-first", "cegb", {**DEEP, **objective, "tree_growth": "depthwise"}, None)]
-    runs += [("Greedy Miser", "greedy_miser", {}, None)]
-    if args.quick:
-        quick_grids = {"cegb": [{"relative_tradeoff": r} for r in (0.0, 0.01, 0.1)],
-                       "budget_prune": [{"budget_fraction": f} for f in (0.3, 1.0)],
-                       "early_exit": [{"threshold": 1.0 if not binarise else 0.9}],
-                       "budgetrf": [{"tradeoff": 2.0, "n_estimators": 5, "trees": (1, 5)}],
-                       "greedy_miser": [{"relative_tradeoff": r} for r in (0.0, 0.1)]}
-    frames = []
-    for label, method, params, grid in [run for run in runs if run[1] in args.methods.split(",")]:
-        start = time.perf_counter()
-        grid = quick_grids[method] if args.quick and method in quick_grids else grid
-        frame = sweep(method, train, valid, costs, params=params, grid=None if grid is None else {method: grid},
-                      **common)
-        frame = evaluate(pareto(frame), rows("test"))
-        frame["method"] = label
-        frames.append(frame)
-        print(f"[{setting}] {label}: {len(frame)} validation Pareto points in {time.perf_counter() - start:.1f} s",
-              flush=True)
-    if "lightgbm" not in args.methods.split(","):
+        runs += [("CEGB 16 leaves, depth 4", "cegb", {**SHALLOW, **objective}),
+                 ("CEGB deep", "cegb", {**DEEP, **objective}),
+                 ("CEGB deep, breadth-first", "cegb", {**DEEP, **objective, "tree_growth": "depthwise"})]
+    runs += [("Greedy Miser", "greedy_miser", {})]
+    # a run's own grid (the 5th entry) wins over --quick's: None where --quick should apply
+    runs = [run[:4] if len(run) > 4 and run[4] is None else run for run in runs]
+    wanted = args.methods.split(",")
+    if "lightgbm" not in wanted:
         raise SystemExit("--methods should include lightgbm: the budgets are fractions of its cost")
-    plain = frames[[run[1] for run in runs if run[1] in args.methods.split(",")].index("lightgbm")]["cost"].max()
-    budgets = [round(f * plain, 4) for f in BUDGET_FRACTIONS]
-    if "cegb" in args.methods.split(","):
-        start = time.perf_counter()
-        frames.append(trained_to_budgets(train, valid, rows("test"), costs, budgets, "CEGB deep trained to the budget",
-                                         quick=args.quick, params={**DEEP, **objective}, **common))
-        print(f"[{setting}] CEGB trained to each budget in {time.perf_counter() - start:.1f} s", flush=True)
-    frame = pd.concat(frames, ignore_index=True)
-    frame.attrs = dict(frames[0].attrs)
-    return frame, budgets
+    return [run for run in runs if run[1] in wanted], {**DEEP, **objective}, quick
+
+
+def binarised(parts: dict) -> dict:
+    """The parts with labels y > 0 (setting (ii))."""
+    return {k: (X, (y > 0).astype(np.float64), group) for k, (X, y, group) in parts.items()}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", choices=("yahoo", "mslr", "synthetic"), default="synthetic")
+    parser = protocol_parser(__doc__, choices=("synthetic", "mslr", "yahoo"))
     parser.add_argument("--synthetic", action="store_const", const="synthetic", dest="data",
                         help="the same as --data synthetic")
     parser.add_argument("--train"), parser.add_argument("--valid"), parser.add_argument("--test")
@@ -176,37 +154,31 @@ def main() -> None:
     parser.add_argument("--signal", choices=("expensive", "cheap"), default="expensive",
                         help="synthetic: the features whose signal is strongest (the report is named synthetic-cheap "
                              "for cheap)")
-    parser.add_argument("--rounds", type=int, default=300, help="boosting rounds (early stopping on validation)")
     parser.add_argument("--forest", type=int, default=30, help="BudgetRF: trees per forest")
     parser.add_argument("--settings", default="i,ii", help="which of the paper's settings to run")
     parser.add_argument("--methods", default="lightgbm,cegb,budget_prune,early_exit,budgetrf,greedy_miser",
                         help="which methods to run (BudgetPrune on all of Yahoo's 473k rows takes hours)")
-    parser.add_argument("--jobs", type=int, default=1, help="grid points trained in parallel")
-    parser.add_argument("--quick", action="store_true", help="small grids (the test runs this)")
-    parser.add_argument("--out", type=Path, default=Path("."))
     args = parser.parse_args()
     parts, lazy = load(args)
     name = f"{args.data}-cheap" if args.data == "synthetic" and args.signal == "cheap" else args.data
-    args.out.mkdir(parents=True, exist_ok=True)
-    shapes = {name: f"{parts[name][0].shape[0]} rows, {len(parts[name][2])} queries" for name in parts}
-    signal = " --signal cheap" if name == "synthetic-cheap" else ""
-    report = [f"# Yahoo! LTR experiments of the CEGB paper on `{name}`", "",
-              f"`scripts/reproduce_yahoo.py --data {args.data}{signal}{' --quick' if args.quick else ''} "
-              f"--rounds {args.rounds}`; "
-              f"{parts['train'][0].shape[1]} features; " + "; ".join(f"{k}: {v}" for k, v in shapes.items()) + ".",
-              "Cells: test AP@5 at the mean test cost per document of the model chosen on validation within the budget "
-              f"(budgets: {', '.join(f'{f:g}' for f in BUDGET_FRACTIONS)} x plain LightGBM's validation cost).",
-              ""]
+    rows = sum(part[0].shape[0] for part in parts.values())
     for setting in args.settings.split(","):
-        frame, budgets = run_setting(setting, parts, lazy, args)
-        title = {"i": "setting (i): feature + split cost 1/4, graded labels",
-                 "ii": "setting (ii): feature cost only, labels binarised"}[setting]
-        lines = budget_table(frame, budgets)
-        print("\n".join(lines))
-        report += [f"## {title}", "", *lines, "",
-                   *report_frontier(frame, args.out, f"yahoo_{name}_{setting}", f"{name}: {title}", "AP@5")]
-    write_atomically(args.out / f"yahoo_{name}.md", lambda tmp: Path(tmp).write_text("\n".join(report) + "\n"))
-    print(f"report: {args.out / f'yahoo_{name}.md'}")
+        if setting not in SETTINGS:
+            parser.error(f"--settings takes i and/or ii, got {setting!r}")
+        runs, deep, quick = setting_runs(setting, args, rows)
+        costs = FeatureCosts(lazy=lazy.lazy, split=0.0 if setting == "ii" else 0.25)
+
+        def split(seed: int, setting=setting) -> dict:
+            parts_of = query_split(parts, seed)
+            return binarised(parts_of) if setting == "ii" else parts_of
+
+        signal = " --signal cheap" if name == "synthetic-cheap" else ""
+        queries = f" --queries {args.queries}" if args.data == "synthetic" else ""
+        repeated_frontiers(split, costs, "ranking", runs, args, name=f"yahoo_{name}_{setting}",
+                           title=f"{name}, {SETTINGS[setting]}", metric="ap@5", quick_grids=quick,
+                           trained=("CEGB deep trained to the budget", deep),
+                           command=f"scripts/reproduce_yahoo.py --data {args.data}{signal}{queries} --settings "
+                                   f"{setting} --rounds {args.rounds}")
 
 
 if __name__ == "__main__":

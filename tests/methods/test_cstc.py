@@ -364,12 +364,18 @@ def test_cascades_follow_scikit_learn_conventions(estimator, check):
 
 
 def test_cascade_mslr_script(tmp_path):
-    """scripts/cascade_mslr.py --quick end to end on the bundled MSLR subset: every method has test points."""
-    run_script("cascade_mslr.py", "--quick", "--relevant", "2", "--rounds", "50", "--out", str(tmp_path))
+    """scripts/cascade_mslr.py --quick end to end on the bundled MSLR subset, two query-wise splits: every method
+    has test points in each, and the report the table of means with intervals."""
+    run_script("cascade_mslr.py", "--quick", "--relevant", "2", "--splits", "2", "--rounds", "50", "--out",
+               str(tmp_path))
     frame = pd.read_csv(tmp_path / "cascade_mslr_2.csv")
-    assert set(frame["method"]) == {"LightGBM", "CEGB", "CSCC", "Cronus", "CSTC"}
+    methods = {"LightGBM", "CEGB", "CSCC", "Cronus", "CSTC"}
+    assert set(frame["method"]) - {"CEGB trained to the budget"} == methods and set(frame["split"]) == {0, 1}
+    for _, points in frame.groupby("split"):
+        assert methods <= set(points["method"])
     assert frame["test_quality"].between(0, 1).all() and (frame["test_cost"] >= 0).all()
-    assert "| CSCC |" in (tmp_path / "cascade_mslr_2.md").read_text()
+    report = (tmp_path / "cascade_mslr_2.md").read_text()
+    assert "| CSCC |" in report and " ± " in report and "test P@5" in report
 
 
 def test_files_keep_parameters_names_and_fit_record(tmp_path):

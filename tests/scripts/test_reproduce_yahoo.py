@@ -1,53 +1,79 @@
-"""scripts/reproduce_yahoo.py runs end to end in CI: on the synthetic Yahoo-shaped stand-in (written as 1-based
-SVMlight files with the real cost vector and read back by load_svmlight) and on the bundled MSLR subset."""
+"""scripts/reproduce_yahoo.py runs end to end in CI under the one protocol (two query-wise random splits): on the
+synthetic Yahoo-shaped stand-in (written as 1-based SVMlight files with the real cost vector and read back by
+load_svmlight) and on the bundled MSLR subset; its query-wise splits keep every query whole and deal out the
+parts' numbers of queries."""
 
 from __future__ import annotations
-
-import re
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from common import query_split
+from references import run_script
+from reproduce_yahoo import synthetic
+from scipy import sparse
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "reproduce_yahoo.py"
+TRAINED = "CEGB deep trained to the budget"
 
 
 @pytest.mark.parametrize("data", ["synthetic", "mslr"])
 def test_reproduce_yahoo_quick(tmp_path, data):
-    try:
-        result = subprocess.run([sys.executable, str(SCRIPT), "--data", data, "--quick", "--queries", "120",
-                                 "--rounds", "100", "--out", str(tmp_path)], capture_output=True, text=True,
-                                timeout=1200)
-    except subprocess.TimeoutExpired:
-        pytest.fail("reproduce_yahoo.py timed out after 1200 s")
-    assert result.returncode == 0, result.stderr[-3000:]
-    report = (tmp_path / f"yahoo_{data}.md").read_text()
-    assert report.count("| method | budget") == 2
-    report_sections = dict(zip(("i", "ii"), report.split("## setting")[1:]))
-    trained = "CEGB deep trained to the budget"
-    for setting, methods in (("i", {"LightGBM", "BudgetPrune", "Early Exit", "CEGB 16 leaves, depth 4", "CEGB deep",
-                                    "CEGB deep, breadth-first", "Greedy Miser", trained}),
-                             ("ii", {"LightGBM", "BudgetPrune", "Early Exit", "CEGB", "BudgetRF", "Greedy Miser",
-                                     trained})):
+    run_script("reproduce_yahoo.py", "--data", data, "--quick", "--queries", "120", "--splits", "2", "--rounds", "100",
+               "--out", str(tmp_path))
+    forest = "BudgetPrune (random forest)"
+    for setting, methods in (("i", {"LightGBM", "BudgetPrune", forest, "Early Exit", "CEGB 16 leaves, depth 4",
+                                    "CEGB deep", "CEGB deep, breadth-first", "Greedy Miser", TRAINED}),
+                             ("ii", {"LightGBM", "BudgetPrune", forest, "Early Exit", "CEGB", "BudgetRF",
+                                     "Greedy Miser", TRAINED})):
         frame = pd.read_csv(tmp_path / f"yahoo_{data}_{setting}.csv")
-        assert set(frame["method"]) == methods
+        assert set(frame["method"]) == methods and set(frame["split"]) == {0, 1}
+        for _, points in frame.groupby("split"):
+            assert methods - {TRAINED} <= set(points["method"])
         assert frame["test_quality"].between(0, 1).all() and (frame["test_cost"] >= 0).all()
         assert (tmp_path / f"yahoo_{data}_{setting}.png").stat().st_size > 1000
-        cegb = frame[frame["method"].str.startswith("CEGB")]
-        plain = frame[frame["method"] == "LightGBM"]
-        assert cegb["cost"].min() < plain["cost"].min()  # the trade-off buys cost on validation
-        budgets = [float(b) for b in re.findall(r"budget ([0-9.e+]+)", report_sections[setting])]
-        assert len(budgets) == 3 and (frame[frame["method"] == trained]["cost"] <= max(budgets) + 1e-9).all()
+        report = (tmp_path / f"yahoo_{data}_{setting}.md").read_text()
+        assert "| method | 0.1 x plain | 0.25 x plain | 0.5 x plain | any cost |" in report
+        assert f"--settings {setting} --rounds 100 --splits 2 --quick`" in report and " ± " in report
+        assert "test AP@5" in report and "queries" in report
+        plain = frame[frame["method"] == "LightGBM"].groupby("split")["cost"].max()
+        cegb = frame[frame["method"].str.startswith("CEGB") & (frame["method"] != TRAINED)]
+        assert (cegb.groupby("split")["cost"].min() < plain).all()  # the trade-off buys cost on validation
+        trained = frame[frame["method"] == TRAINED]
+        assert all(row["cost"] <= 0.5 * plain[row["split"]] + 1e-9 for _, row in trained.iterrows())
+
+
+@pytest.mark.parametrize("sparse_X", [False, True])
+def test_query_split_deals_whole_queries(sparse_X):
+    """Every query lands in exactly one part, whole and in its row order, each part gets its own number of
+    queries, the labels follow their rows, and two seeds split differently."""
+    rng = np.random.default_rng(0)
+    sizes = {"train": rng.integers(1, 9, 12), "valid": rng.integers(1, 9, 5), "test": rng.integers(1, 9, 7)}
+    parts, first = {}, 0
+    for name, group in sizes.items():
+        n = int(group.sum())
+        ids = np.arange(first, first + n, dtype=np.float64)  # a row's id in column 0, its query in column 1
+        query = np.repeat(np.arange(len(group)) + 100 * len(parts), group).astype(np.float64)
+        X = np.column_stack([ids, query])
+        parts[name] = (sparse.csr_matrix(X) if sparse_X else X, ids * 2, group)
+        first += n
+    splits = [query_split(parts, seed) for seed in (0, 1)]
+    for split in splits:
+        seen = []
+        for name in ("train", "valid", "test"):
+            X, y, group = split[name]
+            X = X.toarray() if sparse_X else X
+            assert len(group) == len(sizes[name]) and group.sum() == len(y) == X.shape[0]
+            np.testing.assert_array_equal(y, X[:, 0] * 2)
+            for rows in np.split(np.arange(len(y)), np.cumsum(group)[:-1]):
+                assert len(set(X[rows, 1])) == 1 and np.all(np.diff(X[rows, 0]) == 1)  # one query, in order
+                seen.append(X[rows[0], 1])
+        assert sorted(seen) == sorted(set(seen)) and len(seen) == sum(len(g) for g in sizes.values())
+    assert not np.array_equal(splits[0]["train"][1], splits[1]["train"][1])
 
 
 def test_the_stand_in_puts_the_signal_in_the_expensive_or_the_cheap_features(tmp_path):
     """--signal: the mean absolute correlation of a feature with the labels grows with its cost ("expensive",
     the paper's assumption) or shrinks with it ("cheap")."""
-    sys.path.insert(0, str(SCRIPT.parent))
-    from reproduce_yahoo import synthetic
 
     from lightgbm_cegb.datasets import load_svmlight, yahoo_costs
 
