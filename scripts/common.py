@@ -339,18 +339,20 @@ def repeated_frontiers(split, costs: FeatureCosts, task: str, runs: list[tuple],
     budget, the mean test quality over the splits with its 95% interval: ``interval_table``). Returns every
     point."""
     args.out.mkdir(parents=True, exist_ok=True)
-    frames, results = [], []
+    frames, results, rows = [], [], {}
     for seed in range(args.splits):
         print(f"split {seed + 1} of {args.splits} (seed {seed})", flush=True)
         parts = split(seed)
+        for k, v in parts.items():
+            rows.setdefault(k, []).append(len(v[1]))
         frame, budgets = split_frontiers(parts, costs, task, runs, args, quick_grids, metric=metric, trained=trained)
         results += [{**row, "split": seed} for row in best_within(frame, [*budgets, float("inf")])]
         frames.append(frame.assign(split=seed))
     labels = [f"{f:g} x plain" for f in BUDGET_FRACTIONS] + ["any cost"]
     lines = interval_table(pd.DataFrame(results), labels, args.splits, greater=frames[0].attrs["greater_is_better"])
     print("\n".join(lines))
-    shapes = "; ".join(f"{k}: {len(v[1])} rows" + (f", {len(v[2])} queries" if len(v) > 2 else "")
-                       for k, v in parts.items())
+    shapes = "; ".join(f"{k}: {min(rows[k])}{'' if min(rows[k]) == max(rows[k]) else f'-{max(rows[k])}'} rows"
+                       + (f", {len(v[2])} queries" if len(v) > 2 else "") for k, v in parts.items())
     every = pd.concat(frames, ignore_index=True)
     quality = metric.upper() if metric.startswith(("ap@", "ndcg@", "p@")) else metric
     report = [f"## {title}", "",

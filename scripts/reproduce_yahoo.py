@@ -159,12 +159,13 @@ def main() -> None:
     parser.add_argument("--methods", default="lightgbm,cegb,budget_prune,early_exit,budgetrf,greedy_miser",
                         help="which methods to run (BudgetPrune on all of Yahoo's 473k rows takes hours)")
     args = parser.parse_args()
+    unknown = [s for s in args.settings.split(",") if s not in SETTINGS]
+    if unknown:
+        parser.error(f"--settings takes i and/or ii (comma-separated), got {args.settings!r}")
     parts, lazy = load(args)
     name = f"{args.data}-cheap" if args.data == "synthetic" and args.signal == "cheap" else args.data
     rows = sum(part[0].shape[0] for part in parts.values())
     for setting in args.settings.split(","):
-        if setting not in SETTINGS:
-            parser.error(f"--settings takes i and/or ii, got {setting!r}")
         runs, deep, quick = setting_runs(setting, args, rows)
         costs = FeatureCosts(lazy=lazy.lazy, split=0.0 if setting == "ii" else 0.25)
 

@@ -54,7 +54,10 @@ registered methods, each on a documented scale:
   the targets they fit: the labels, or -1 / +1 for binary tasks and for the cascades, whose ranking targets are
   relevant (y > 0) or not; CSTC's ranking regresses the relevance labels) on the outputs of the plain LightGBM
   model's trees (the boosting trick), pruned on the validation rows; binary scores are ``(f + 1) / 2`` clipped
-  to [0, 1] (squared-loss classifiers: accuracy and AUC, not log-loss).
+  to [0, 1] (squared-loss classifiers: accuracy and AUC, not log-loss). ``phi_trees`` (and ``phi_depth``, default
+  4) in a grid point: phi is instead the paper's own boosting trick, that many squared-loss trees of that depth
+  trained on the targets (one model per setting, shared by the trade-offs); the estimator's other parameters
+  (``depth``, ``polish``, ``n_stages``, ...) pass through.
 - ``budgetrf``: ``tradeoff`` (the paper's alpha) of ``BudgetRFClassifier`` (classification; ranking on
   label >= 1).
 - ``cheap_subset``: the baseline; ``width`` (units tried per step, default 4) and ``steps`` (default 20).

@@ -268,6 +268,35 @@ def test_selection_sweeps_the_cstc_family(method, task):
     assert frame["cost"].iloc[0] >= frame["cost"].iloc[1]
 
 
+def test_selection_builds_the_papers_boosting_trick():
+    """phi_trees / phi_depth: phi is that many squared-loss trees of that depth on the -1 / +1 targets (the same
+    trees as LightGBM's regression trained directly), one model shared by the trade-offs of a setting; the
+    estimator's own parameters pass through; a bad setting is refused with its name."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(800, 6))
+    y = ((X[:, 0] + X[:, 1] * (X[:, 2] > 0)) > 0).astype(int)
+    train, valid = (X[:500], y[:500]), (X[500:], y[500:])
+    grid = [{"relative_tradeoff": r, "phi_trees": 12, "phi_depth": 3, "depth": 2, "polish": False}
+            for r in (1e-4, 1e-2)] + [{"relative_tradeoff": 1e-4, "phi_trees": 5}]
+    frame = sweep("cstc", train, valid, FeatureCosts(lazy=np.arange(1.0, 7.0)), task="binary", baseline=False,
+                  grid={"cstc": grid})
+    models = [row["model"].model for _, row in frame.iterrows()]
+    assert [m.phi_booster_.num_trees() for m in models] == [12, 12, 5]
+    assert models[0].phi_booster_ is models[1].phi_booster_  # built once for the setting
+    assert [m.depth for m in models] == [2, 2, 3] and [m.polish for m in models] == [False, False, True]
+    assert list(frame["phi_trees"]) == [12, 12, 5] and list(frame["phi_depth"].iloc[:2]) == [3, 3]
+    direct = lgb.train({"objective": "regression", "max_depth": 3, "num_leaves": 8, "learning_rate": 0.1,
+                        "verbose": -1, "seed": 0, "deterministic": True, "num_threads": 0},
+                       lgb.Dataset(train[0], np.where(train[1] > 0, 1.0, -1.0)), 12)
+    np.testing.assert_array_equal(models[0].phi_booster_.predict(valid[0], pred_leaf=True),
+                                  direct.predict(valid[0], pred_leaf=True))
+    assert models[2].phi_booster_.params["max_depth"] == 4  # phi_depth's default
+    for bad in ({"phi_trees": 0}, {"phi_trees": 2.5}, {"phi_trees": 3, "phi_depth": 0}):
+        with pytest.raises(CEGBError, match="cstc: phi_trees should be an integer >= 1 and phi_depth"):
+            sweep("cstc", train, valid, np.ones(6), task="binary", baseline=False,
+                  grid={"cstc": [{"relative_tradeoff": 1e-3, **bad}]})
+
+
 def skewed(n, seed):
     """8% positives: x0 (cheap) rules most rows out, x1 (expensive) decides among the rest."""
     rng = np.random.default_rng(seed)

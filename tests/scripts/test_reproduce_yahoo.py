@@ -5,10 +5,14 @@ parts' numbers of queries."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pandas as pd
 import pytest
 from common import query_split
+from conftest import ROOT
 from references import run_script
 from reproduce_yahoo import synthetic
 from scipy import sparse
@@ -90,3 +94,9 @@ def test_the_stand_in_puts_the_signal_in_the_expensive_or_the_cheap_features(tmp
         by_cost[signal_in] = (corr[(lazy <= 5) & varied].mean(), corr[(lazy >= 100) & (lazy < 10000) & varied].mean())
     assert by_cost["expensive"][1] > 1.5 * by_cost["expensive"][0]
     assert by_cost["cheap"][0] > 1.5 * by_cost["cheap"][1]
+
+
+def test_a_bad_setting_is_refused_before_any_run():
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "reproduce_yahoo.py"), "--settings", "i,iii"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "--settings takes i and/or ii (comma-separated), got 'i,iii'" in proc.stderr
