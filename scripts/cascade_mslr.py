@@ -23,13 +23,12 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import mslr_parts, protocol_parser, query_split, repeated_frontiers  # noqa: E402
+from common import QUICK, mslr_parts, protocol_parser, query_split, repeated_frontiers  # noqa: E402
 
 RUNS = (("LightGBM", "lightgbm", {"objective": "binary"}), ("CEGB", "cegb", {"objective": "binary"}),
         ("CSCC", "cscc", {"objective": "binary"}), ("Cronus", "cronus", {"objective": "binary"}),
         ("CSTC", "cstc", {"objective": "binary"}))
-QUICK = {"cegb": [{"relative_tradeoff": 0.05}], "cscc": [{"relative_tradeoff": 1e-3}],
-         "cronus": [{"relative_tradeoff": 1e-3}], "cstc": [{"relative_tradeoff": 1e-3}]}
+CASCADE_QUICK = {**QUICK, "cegb": [{"relative_tradeoff": 0.05}]}  # one point per method
 
 
 def main() -> None:
@@ -41,7 +40,7 @@ def main() -> None:
     print("relevant share: " + ", ".join(f"{k} {np.mean(v[1]):.3f}" for k, v in parts.items()), flush=True)
     relevant = int(sum(v[1].sum() for v in parts.values()))
     repeated_frontiers(lambda seed: query_split(parts, seed), costs, "ranking", RUNS, args,
-                       name=f"cascade_mslr_{args.relevant}", metric="p@5", quick_grids=QUICK,
+                       name=f"cascade_mslr_{args.relevant}", metric="p@5", quick_grids=CASCADE_QUICK,
                        trained=("CEGB trained to the budget", {"objective": "binary"}),
                        title=f"MSLR, label >= {args.relevant} ({relevant} relevant documents in all)",
                        command=f"scripts/cascade_mslr.py --relevant {args.relevant} --rounds {args.rounds}")

@@ -206,6 +206,8 @@ QUICK = {"cegb": [{"relative_tradeoff": r} for r in (0.0, 0.05)], "budget_prune"
          **{name: [{"relative_tradeoff": 1e-3}] for name in ("cstc", "cscc", "cronus")},
          "cheap_subset": [{"width": 2, "steps": 2}]}
 RF_TREES = 100
+#: the protocol's "CEGB trained to the budget" run: its label and LightGBM parameters
+TRAINED = ("CEGB trained to the budget", {})
 
 
 def rf_params(train_rows: int) -> dict:
@@ -224,6 +226,8 @@ def rf_params(train_rows: int) -> dict:
 def rf_run(train_rows: int) -> tuple:
     """``repeated_frontiers``' run of BudgetPrune on that forest (``rf_params``, ``RF_TREES`` trees)."""
     return "BudgetPrune (random forest)", "budget_prune", rf_params(train_rows), RF_TREES
+
+
 LABELS = {"lightgbm": "LightGBM", "cegb": "CEGB", "budget_prune": "BudgetPrune", "early_exit": "Early Exit",
           "budgetrf": "BudgetRF", "greedy_miser": "Greedy Miser", "adapt_gbrt": "ADAPT-GBRT",
           "adapt_lin": "ADAPT-LIN", "adapt_l1": "ADAPT's L1 baseline", "cstc": "CSTC", "cscc": "CSCC",
@@ -293,7 +297,7 @@ def query_split(parts: dict, seed: int) -> dict:
 
 def split_frontiers(parts: dict, costs: FeatureCosts, task: str, runs: list[tuple], args,
                     quick_grids: dict | None = None, *, metric: str | None = None,
-                    trained: tuple[str, dict] = ("CEGB trained to the budget", {})) -> tuple[pd.DataFrame, list[float]]:
+                    trained: tuple[str, dict] = TRAINED) -> tuple[pd.DataFrame, list[float]]:
     """Every run's validation Pareto points with their test figures on one split, CEGB trained to each budget
     (``trained``: its label and LightGBM parameters), and the split's budgets. ``runs``: (label, registered method,
     LightGBM parameters[, rounds[, grid]]): rounds None or absent: --method-rounds' or --rounds; grid: the run's own
@@ -332,7 +336,7 @@ def split_frontiers(parts: dict, costs: FeatureCosts, task: str, runs: list[tupl
 
 def repeated_frontiers(split, costs: FeatureCosts, task: str, runs: list[tuple], args, *, name: str, title: str,
                        command: str, quick_grids: dict | None = None, metric: str = "accuracy",
-                       trained: tuple[str, dict] = ("CEGB trained to the budget", {})) -> pd.DataFrame:
+                       trained: tuple[str, dict] = TRAINED) -> pd.DataFrame:
     """The protocol on ``args.splits`` splits (``split(seed)``: {train, valid, test: rows}, e.g. ``random_split`` or
     ``query_split``): every run's points (``split_frontiers``, with ``metric`` and ``trained``) in each, then
     ``out/name.csv`` (every point, with its split), ``.png`` (split 0's test figures) and ``.md`` (per run and

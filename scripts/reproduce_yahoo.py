@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import mslr_parts, protocol_parser, query_split, repeated_frontiers, rf_run  # noqa: E402
+from common import QUICK, mslr_parts, protocol_parser, query_split, repeated_frontiers, rf_run  # noqa: E402
 
 from lightgbm_cegb import FeatureCosts  # noqa: E402
 from lightgbm_cegb.datasets import load_svmlight, yahoo_costs  # noqa: E402
@@ -113,11 +113,9 @@ def setting_runs(setting: str, args, rows: int) -> tuple[list[tuple], dict, dict
     binarise = setting == "ii"
     objective = {"objective": "binary"} if binarise else {"objective": "regression"}
     prune = None if args.quick else [{"budget_fraction": f} for f in (0.2, 0.4, 0.6, 0.8)]  # ~10 max-flows each
-    quick = {"cegb": [{"relative_tradeoff": r} for r in (0.0, 0.01, 0.1)],
+    quick = {**QUICK, "cegb": [{"relative_tradeoff": r} for r in (0.0, 0.01, 0.1)],
              "budget_prune": [{"budget_fraction": f} for f in (0.3, 1.0)],
-             "early_exit": [{"threshold": 0.9 if binarise else 1.0}],
-             "budgetrf": [{"tradeoff": 2.0, "n_estimators": 5, "trees": (1, 5)}],
-             "greedy_miser": [{"relative_tradeoff": r} for r in (0.0, 0.1)]}
+             "early_exit": [{"threshold": 0.9 if binarise else 1.0}]}
     label, _, forest, trees = rf_run(rows)
     runs = [("LightGBM", "lightgbm", {**DEEP, **objective}),
             ("BudgetPrune", "budget_prune", {**DEEP, **objective}, None, prune),
