@@ -34,20 +34,38 @@ cdef inline float64 expit(float64 x) noexcept nogil:
     return 1.0 / (1.0 + exp(-x))
 
 
-cdef inline float64 dot(const float64* a, const float64* b, Py_ssize_t d) noexcept nogil:
-    """a . b with four partial sums (the additions of one chain wait on each other; four chains do not)."""
-    cdef float64 s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0
-    cdef Py_ssize_t c = 0
-    while c + 4 <= d:
-        s0 += a[c] * b[c]
-        s1 += a[c + 1] * b[c + 1]
-        s2 += a[c + 2] * b[c + 2]
-        s3 += a[c + 3] * b[c + 3]
-        c += 4
-    while c < d:
-        s0 += a[c] * b[c]
-        c += 1
-    return (s0 + s1) + (s2 + s3)
+cdef extern from *:
+    """
+    /* On x86-64 Linux, GCC and Clang compile these twice, for AVX2 and for the baseline, and pick one when the
+       module loads. Each lane of the AVX2 code is one of the four partial sums and no multiply-add is fused
+       (AVX2 does not include FMA), so both versions give the same bits. */
+    #if defined(__x86_64__) && defined(__linux__) && (defined(__GNUC__) || defined(__clang__))
+    #define CSTC_CLONES __attribute__((target_clones("avx2", "default")))
+    #else
+    #define CSTC_CLONES
+    #endif
+    CSTC_CLONES static double cstc_dot(const double* a, const double* b, Py_ssize_t d) {
+        double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+        Py_ssize_t c = 0;
+        for (; c + 4 <= d; c += 4) {
+            s0 += a[c] * b[c];
+            s1 += a[c + 1] * b[c + 1];
+            s2 += a[c + 2] * b[c + 2];
+            s3 += a[c + 3] * b[c + 3];
+        }
+        for (; c < d; ++c)
+            s0 += a[c] * b[c];
+        return (s0 + s1) + (s2 + s3);
+    }
+    CSTC_CLONES static void cstc_axpy(double* y, double w, const double* x, Py_ssize_t d) {
+        for (Py_ssize_t a = 0; a < d; ++a)
+            y[a] += w * x[a];
+    }
+    """
+    # a . b with four partial sums (the additions of one chain wait on each other; four chains do not)
+    float64 dot "cstc_dot"(const float64* a, const float64* b, Py_ssize_t d) noexcept nogil
+    # y += w x
+    void axpy "cstc_axpy"(float64* y, float64 w, const float64* x, Py_ssize_t d) noexcept nogil
 
 
 def soft_pass(const float64[:, ::1] Z, float64[:, ::1] scores, int64 fresh, const float64[::1] beta_fresh,
@@ -78,7 +96,6 @@ def soft_pass(const float64[:, ::1] Z, float64[:, ::1] scores, int64 fresh, cons
                          f"{sigmoid.shape[1]})")
     cdef float64 total = 0.0, carry = 0.0, row_total, t, r, ds, wk, vt, th, inv_n = 1.0 / n
     cdef const float64* zi
-    cdef float64* gq
     cdef float64 *Pj
     cdef float64 *Sj
     cdef float64 *Vj
@@ -212,9 +229,7 @@ def soft_pass(const float64[:, ::1] Z, float64[:, ::1] scores, int64 fresh, cons
                 for q in range(nw):
                     wk = W[wanted[q] * BLOCK + b]
                     if wk != 0.0:
-                        gq = &g_out[q, 0]
-                        for a in range(d):
-                            gq[a] += wk * zi[a]
+                        axpy(&g_out[q, 0], wk, zi, d)
     free(buffer)
     return total + carry
 
@@ -272,6 +287,34 @@ def route(const float64[:, ::1] Z, const float64[:, ::1] beta, const float64[::1
             prediction[i] = last_score
 
 
+cdef inline void gathered_dots(const float64* G, Py_ssize_t stride, const int64* which, int count,
+                               const int64* index, const float64* x, int s, float64* out) noexcept nogil:
+    """``out[q]`` = sum_i G[which[q], index[i]] x[i] for the ``count`` (at most 4) rows ``which`` of G (row length
+    ``stride``), each sum one chain in the order of i as a loop per row takes it: the rows' chains run side by
+    side (the additions of one chain wait on each other; four chains do not)."""
+    cdef const float64* r0 = G + which[0] * stride
+    cdef const float64* r1 = G + which[count - 1 if count < 2 else 1] * stride
+    cdef const float64* r2 = G + which[count - 1 if count < 3 else 2] * stride
+    cdef const float64* r3 = G + which[count - 1] * stride
+    cdef float64 s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0, xi
+    cdef int i
+    cdef int64 c
+    for i in range(s):
+        c = index[i]
+        xi = x[i]
+        s0 += r0[c] * xi
+        s1 += r1[c] * xi
+        s2 += r2[c] * xi
+        s3 += r3[c] * xi
+    out[0] = s0
+    if count > 1:
+        out[1] = s1
+    if count > 2:
+        out[2] = s2
+    if count > 3:
+        out[3] = s3
+
+
 cdef int least_squares(const float64[:, ::1] G, const float64[::1] g, float64 yy, float64 n, const int64* index,
                        int s, float64* lu, int* pivot, float64* coef, float64* err) noexcept nogil:
     """Weights ``coef`` over the columns ``index[:s]`` of the Gram matrix G (ridged by 1e-12 times its mean
@@ -279,6 +322,7 @@ cdef int least_squares(const float64[:, ::1] G, const float64[::1] g, float64 yy
     (LAPACK getrf, column-major). Returns getrf's info (0: solved)."""
     cdef int i, j, info = 0, one = 1
     cdef float64 trace = 0.0, ridge, fit = 0.0, quad = 0.0, row
+    cdef float64 rows[4]
     for i in range(s):
         trace += G[index[i], index[i]]
     ridge = trace / s
@@ -292,12 +336,11 @@ cdef int least_squares(const float64[:, ::1] G, const float64[::1] g, float64 yy
     if info != 0:
         return info
     dgetrs(b"N", &s, &one, lu, &s, pivot, coef, &s, &info)
-    for i in range(s):
-        fit += coef[i] * g[index[i]]
-        row = 0.0
-        for j in range(s):
-            row += G[index[i], index[j]] * coef[j]
-        quad += coef[i] * row
+    for i in range(0, s, 4):
+        gathered_dots(&G[0, 0], G.shape[1], &index[i], min(4, s - i), index, coef, s, rows)
+        for j in range(min(4, s - i)):
+            fit += coef[i + j] * g[index[i + j]]
+            quad += coef[i + j] * rows[j]
     row = yy - 2.0 * fit + quad
     err[0] = (row if row > 0.0 else 0.0) / n
     return 0
@@ -341,7 +384,7 @@ def forward_select(const float64[:, ::1] G, const float64[::1] g, float64 yy, fl
     top_arr = np.empty(candidates, dtype=np.int64)
     paid_arr = np.array(paid, dtype=np.uint8)
     chosen_arr = np.zeros(p, dtype=np.uint8)
-    cdef int64[::1] index = index_arr, top = top_arr
+    cdef int64[::1] index = index_arr, top = top_arr, columns_of = np.arange(1, m, dtype=np.int64)  # G's phi rows
     cdef float64[::1] w = work
     cdef int[::1] pivot = pivot_arr
     cdef uint8[::1] is_paid = paid_arr, chosen = chosen_arr
@@ -353,6 +396,7 @@ def forward_select(const float64[:, ::1] G, const float64[::1] g, float64 yy, fl
     cdef float64* norm2 = score + p
     cdef float64* top_gain = norm2 + p
     cdef float64 err = 0.0, fit, schur, residual, saved, gain
+    cdef float64 fits[4]
     with nogil:
         for a in range(p):
             norm2[a] = G[a + 1, a + 1] if G[a + 1, a + 1] > 1e-300 else 1e-300
@@ -366,11 +410,12 @@ def forward_select(const float64[:, ::1] G, const float64[::1] g, float64 yy, fl
                 s += 1
         info = least_squares(G, g, yy, n, &index[0], s, lu, &pivot[0], coef, &err)
         while info == 0:
-            for a in range(p):
-                fit = 0.0
-                for i in range(s):
-                    fit += G[a + 1, index[i]] * coef[i]
-                score[a] = (g[a + 1] - fit) * (g[a + 1] - fit) / norm2[a] / n - lam_share * price[a]
+            for a in range(0, p, 4):
+                gathered_dots(&G[0, 0], G.shape[1], &columns_of[a], min(4, p - a), &index[0], coef, s, fits)
+                for c in range(min(4, p - a)):
+                    fit = fits[c]
+                    score[a + c] = (g[a + c + 1] - fit) * (g[a + c + 1] - fit) / norm2[a + c] / n \
+                        - lam_share * price[a + c]
             # the candidates: the highest finite scores of the columns not chosen, highest first
             top_count = 0
             while top_count < candidates:

@@ -119,7 +119,6 @@ def main(argv: list[str] | None = None) -> None:
     sweeps = [name for name, m in METHODS.items() if "binary" in m.tasks] if args.sweep == "all" else \
         [m for m in args.sweep.split(",") if m]
     for method in sweeps:
-
         seconds, frame = timed(lambda method=method: sweep([method], (X_train, y_train), (X_valid, y_valid),
                                                            FeatureCosts(lazy=np.ones(args.features)), task="binary",
                                                            baseline=False), args.profile == f"sweep:{method}")

@@ -469,10 +469,11 @@ class Problem:
         if self.is_leaf(k):
             self.fit_as_leaf(k, rounds)
             return
-        for _ in range(rounds):
-            # every node's scores and sigmoids: the others' fixed here, node k's recomputed by each pass
-            scores = self._node_scores(self.beta, self.shape.classifiers)
-            _, p_sum, _, _, _, sigmoid = self._pass(self.beta, self.theta, scores, 0, store=True)
+        # every node's scores: the others' fixed here, node k's recomputed by each pass (the first of a round
+        # recomputes them from the weights the round before kept)
+        scores = self._node_scores(self.beta, self.shape.classifiers)
+        for r in range(rounds):
+            _, p_sum, _, _, _, sigmoid = self._pass(self.beta, self.theta, scores, 0, store=True, fresh=k if r else -1)
             bounds = self.tight_bounds(p_sum / self.n)
             live = ~self.frozen[k]
 
@@ -524,7 +525,7 @@ class Problem:
         """``exact_objective`` of the rows' terminal slots and their weighted squared error / n."""
         total = error
         mass = np.bincount(slot, weights=self.s, minlength=len(self.beta))
-        for t in np.flatnonzero(np.bincount(slot, minlength=len(self.beta))).tolist():
+        for t in np.flatnonzero(mass).tolist():  # a terminal whose rows all weigh 0 would add 0
             used = (self.beta[self.shape.path(t), 1:] != 0).any(axis=0)
             total += self.lam * float(mass[t]) / self.n * self.units.path_cost(used)
         return total
@@ -627,7 +628,8 @@ class Problem:
         inner = [k for k in self.shape.classifiers if not self.is_leaf(k)]
         Zt = np.ascontiguousarray(self.Z.T)  # the columns, each contiguous
         P = scores = routed = None
-        reaching_of: dict = {}  # per internal node, the rows that reach it under the current routing
+        reaching_of: dict = {}  # per internal node, the rows that reach it under the current routing, their error
+        weights: dict = {}  # per internal node, its rows' weights s_i p_ij under the current soft reach and their sum
         rejected = set()  # (nodes, column) tried since the last kept change: trying again would change nothing
         for _ in range(passes):
             improved = False
@@ -645,14 +647,19 @@ class Problem:
                             squared = self.s * (routed[1] - self.y) ** 2
                             error = float(np.mean(squared))
                             reaching_of.clear()
+                            weights.clear()
                         if k not in reaching_of:
-                            reaching_of[k] = np.flatnonzero(np.isin(routed[0], self.shape.subtree(k)))
-                        reaching = reaching_of[k]
+                            reaching = np.flatnonzero(np.isin(routed[0], self.shape.subtree(k)))
+                            reaching_of[k] = reaching, float(squared[reaching].sum())
+                        reaching, reaching_squared = reaching_of[k]
                         saved = self.beta.copy(), self.frozen.copy()
                         saved_scores = scores[:, nodes].copy()
                         for j in nodes:
-                            weight = self.s * P[:, j]
-                            shift = self.beta[j, a] * float(weight @ Zt[a]) / max(weight.sum(), 1e-300)
+                            if j not in weights:
+                                weight = self.s * P[:, j]
+                                weights[j] = weight, max(weight.sum(), 1e-300)
+                            weight, mass = weights[j]
+                            shift = self.beta[j, a] * float(weight @ Zt[a]) / mass
                             if self.beta[j, a] != 0:
                                 scores[:, j] += shift - self.beta[j, a] * Zt[a]
                             self.beta[j, 0] += shift
@@ -667,7 +674,7 @@ class Problem:
                         owner = owner[owner != slot[reaching]]
                         exits_error = float(self.s[exits] @ (scores[exits, owner] - self.y[exits]) ** 2) / self.n
                         value = self._slot_objective(
-                            slot, error - float(squared[reaching].sum()) / self.n + leaves_error + exits_error)
+                            slot, error - reaching_squared / self.n + leaves_error + exits_error)
                         if value < best - 1e-9 * max(1.0, abs(best)):
                             best, improved = value, True
                             P = None
