@@ -1,16 +1,20 @@
 #!/usr/bin/env python3
 """Quality-cost frontiers of every method the package has, on classification data, for docs/RESULTS.md.
 
-    .venv/bin/python scripts/frontiers.py --data higgs|letter|mnist [--splits 5] [--quick] [--out docs/results]
+    .venv/bin/python scripts/frontiers.py --data higgs|letter|mnist [--splits 5] [--adapt-authors] [--quick]
+                                          [--out docs/results]
 
 Every registered method of lightgbm_cegb.selection that supports the task (plain LightGBM, CEGB, BudgetPrune,
 Early Exit, BudgetRF, Greedy Miser, ADAPT-GBRT, ADAPT-LIN, CSTC, CSCC, Cronus; a method registered later joins
 by itself) is swept on its default grid on the training rows and measured on the validation rows; its validation
 Pareto points are then measured on the test rows.
 BudgetPrune runs twice: on the plain boosted model and on a LightGBM random forest (its paper's setting). CSTC runs
-twice: with its ``polish`` step (the package's default, a local search of ours) and without it (the paper's
-method). "CEGB trained to the budget" is selection.train_to_budget at each of the table's budgets (one point each).
-``--method-rounds greedy_miser=2000`` gives one method its own round cap.
+four times: on the plain model's trees (the package's default phi) and on its paper's boosting trick (``TRICK``:
+squared-loss trees of depth 4, the CSTC depth chosen on validation among ``TRICK_DEPTHS``), each with its ``polish``
+step (the package's default, a local search of ours) and without it (the paper's method). "CEGB trained to the
+budget" is selection.train_to_budget at each of the table's budgets (one point each).
+``--method-rounds greedy_miser=2000`` gives one method its own round cap; ``--adapt-authors`` adds ADAPT-GBRT on its
+authors' schedule (``ADAPT_AUTHORS``).
 Quality: accuracy; cost: the exact mean feature cost per row (Early Exit: only the trees each row went through).
 The whole protocol is repeated on ``--splits`` random splits of the data's rows (seeds 0, 1, ...); the budgets are
 fractions of plain LightGBM's validation cost in each split.
@@ -40,9 +44,17 @@ from common import DATA, LABELS, QUICK, protocol_parser, random_split, repeated_
 from lightgbm_cegb import FeatureCosts  # noqa: E402
 from lightgbm_cegb.datasets import HIGGS_COSTS, higgs, letter  # noqa: E402
 from lightgbm_cegb.selection import METHODS  # noqa: E402
-from lightgbm_cegb.selection.adapters import CSTC_RELATIVE_TRADEOFFS  # noqa: E402
+from lightgbm_cegb.selection.adapters import ADAPT_GBRT_GRID, CSTC_RELATIVE_TRADEOFFS  # noqa: E402
 
 RESOLUTIONS = (4, 8, 16, 28)
+#: CSTC's phi by its paper's boosting trick (section 5: squared-loss trees of depth 4; the paper's 3,000 trees
+#: would make every leaf solve a 3,000-column system, so fewer), and the CSTC depths the grid chooses among.
+TRICK = {"phi_trees": 300, "phi_depth": 4}
+TRICK_DEPTHS = (2, 3, 4)
+TRICK_QUICK = {"phi_trees": 20, "phi_depth": 2}
+#: ADAPT-GBRT as its authors' code runs it (100 trees of each of the gate and f1 a round, up to 50 rounds; ours
+#: runs all 50), on the default grid's points: 50 times the default's trees (--adapt-authors).
+ADAPT_AUTHORS = {"n_rounds": 50, "trees_per_round": 100}
 
 
 def area_weights(size: int, source: int = 28) -> np.ndarray:
@@ -88,28 +100,43 @@ def load(name: str) -> tuple[np.ndarray, np.ndarray, tuple[int, int], FeatureCos
     return X, y, (1500, 500), FeatureCosts(lazy=np.ones(X.shape[1])), "binary"
 
 
-def frontier_runs(task: str, quick: bool, train_rows: int) -> list[tuple]:
+def frontier_runs(task: str, quick: bool, train_rows: int, adapt_authors: bool = False) -> list[tuple]:
     """The runs of ``repeated_frontiers`` for ``task``: every registered method that does it, BudgetPrune also on a
     random forest of fully grown trees (``rf_params``), CSTC (where it applies: not multiclass) also without
-    polish."""
+    polish and on the boosting trick, with and without polish; with ``adapt_authors``, ADAPT-GBRT also on its
+    authors' schedule (``ADAPT_AUTHORS``)."""
     runs = [(LABELS.get(name, name), name, {}) for name, method in METHODS.items() if task in method.tasks]
     names = [r[1] for r in runs]
     runs.insert(names.index("budget_prune") + 1, rf_run(train_rows))
+    if adapt_authors:
+        runs.insert([r[1] for r in runs].index("adapt_gbrt") + 1, (
+            "ADAPT-GBRT, authors' schedule", "adapt_gbrt", {}, None,
+            [{**point, **ADAPT_AUTHORS} for point in ADAPT_GBRT_GRID]))
     if "cstc" in names:
         tradeoffs = [p["relative_tradeoff"] for p in QUICK["cstc"]] if quick else CSTC_RELATIVE_TRADEOFFS
-        without_polish = [{"relative_tradeoff": r, "polish": False} for r in tradeoffs]  # its own grid, unpolished
-        runs.insert([r[1] for r in runs].index("cstc") + 1, ("CSTC without polish", "cstc", {}, None, without_polish))
+        trick, depths = (TRICK_QUICK, (2,)) if quick else (TRICK, TRICK_DEPTHS)
+        grid = [{"relative_tradeoff": r, **trick, "depth": depth} for r in tradeoffs for depth in depths]
+        at = [r[1] for r in runs].index("cstc") + 1
+        runs[at:at] = [("CSTC without polish", "cstc", {}, None, [{"relative_tradeoff": r, "polish": False}
+                                                                  for r in tradeoffs]),
+                       ("CSTC, boosting trick", "cstc", {}, None, grid),
+                       ("CSTC, boosting trick, without polish", "cstc", {}, None,
+                        [{**point, "polish": False} for point in grid])]
     return runs
 
 
 def main() -> None:
     parser = protocol_parser(__doc__, choices=("higgs", "letter", "mnist"))
+    parser.add_argument("--adapt-authors", action="store_true",
+                        help="ADAPT-GBRT also on its authors' schedule (50 rounds of 100 trees: a few minutes a "
+                             "split on HIGGS, far more on letter and MNIST)")
     args = parser.parse_args()
     X, y, sizes, costs, task = load(args.data)
-    runs = frontier_runs(task, args.quick, sizes[0])
+    runs = frontier_runs(task, args.quick, sizes[0], args.adapt_authors)
     repeated_frontiers(lambda seed: random_split(X, y, sizes, seed), costs, task, runs, args,
                        name=f"frontier_{args.data}", title=args.data,
-                       command=f"scripts/frontiers.py --data {args.data}", quick_grids=QUICK)
+                       command=f"scripts/frontiers.py --data {args.data}" + " --adapt-authors" * args.adapt_authors,
+                       quick_grids=QUICK)
 
 
 if __name__ == "__main__":

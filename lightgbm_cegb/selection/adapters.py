@@ -330,9 +330,12 @@ def _adapt_fit(name: str, estimator: str, relative_key: str, raw_key: str) -> Ca
     return fit
 
 
+#: ADAPT-GBRT's default grid: ``p_full`` x ``relative_tradeoff``.
+ADAPT_GBRT_GRID = tuple({"p_full": p, "relative_tradeoff": r} for p in (0.1, 0.2, 0.3, 0.5) for r in (0.0, 0.01, 0.1))
+
 register("adapt_gbrt", tasks=("binary", "multiclass"), prepare=_adapt_prepare,
-         grid=lambda context: [{"p_full": p, "relative_tradeoff": r} for p in (0.1, 0.2, 0.3, 0.5)
-                               for r in (0.0, 0.01, 0.1)], knob=Knob("relative_tradeoff", "tradeoff", log=True))(
+         grid=lambda context: [dict(point) for point in ADAPT_GBRT_GRID],
+         knob=Knob("relative_tradeoff", "tradeoff", log=True))(
     _adapt_fit("adapt_gbrt", "AdaptGBRT", "relative_tradeoff", "tradeoff"))
 
 

@@ -10,11 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 from common import interval, interval_table, method_rounds, protocol_parser
-from frontiers import frontier_runs
+from frontiers import TRICK, TRICK_DEPTHS, frontier_runs
 from references import run_script
 from scipy import stats
 
-from lightgbm_cegb.selection.adapters import CSTC_RELATIVE_TRADEOFFS
+from lightgbm_cegb.selection.adapters import ADAPT_GBRT_GRID, CSTC_RELATIVE_TRADEOFFS
 
 
 def test_quick_frontiers_on_higgs(tmp_path):
@@ -26,8 +26,9 @@ def test_quick_frontiers_on_higgs(tmp_path):
         assert {"LightGBM", "CEGB", "Greedy Miser", "BudgetRF", "Cheap subset (baseline)"} <= set(points["method"])
     assert set(frame["method"]) == {"LightGBM", "CEGB", "BudgetPrune", "BudgetPrune (random forest)", "Early Exit",
                                    "BudgetRF", "Greedy Miser", "ADAPT-GBRT", "ADAPT-LIN", "ADAPT's L1 baseline", "CSTC",
-                                   "CSTC without polish", "CSCC", "Cronus", "CEGB trained to the budget",
-                                   "Cheap subset (baseline)"}
+                                   "CSTC without polish", "CSTC, boosting trick",
+                                   "CSTC, boosting trick, without polish", "CSCC", "Cronus",
+                                   "CEGB trained to the budget", "Cheap subset (baseline)"}
     assert frame["test_quality"].between(0, 1).all() and frame["test_cost"].between(0, 91).all()
     assert "| Greedy Miser |" in (tmp_path / "frontier_higgs.md").read_text()
     assert frame["cost"].between(0, 91).all()
@@ -38,6 +39,9 @@ def test_quick_frontiers_on_higgs(tmp_path):
     without = frame[frame["method"] == "CSTC without polish"]  # its own grid: the estimator's polish=False
     assert len(without) >= 2 and without["polish"].eq(False).all()
     assert frame.loc[frame["method"] == "CSTC", "polish"].isna().all()
+    trick = frame[frame["method"].str.startswith("CSTC, boosting trick")]  # phi: 20 squared-loss trees
+    assert trick["phi_trees"].eq(20).all() and trick["phi_depth"].eq(2).all()
+    assert trick.loc[trick["method"] == "CSTC, boosting trick, without polish", "polish"].eq(False).all()
     plain = frame[frame["method"] == "LightGBM"].groupby("split")["cost"].max()
     trained = frame[frame["method"] == "CEGB trained to the budget"]
     assert len(trained) >= 1
@@ -46,7 +50,8 @@ def test_quick_frontiers_on_higgs(tmp_path):
 
 
 def test_runs_of_each_task():
-    """Binary data gets CSTC twice (with and without polish) and BudgetPrune twice; multiclass data (letter), which the
+    """Binary data gets CSTC four times (the plain model's trees or the boosting trick as phi, each with and without
+    polish; the trick's runs choose among CSTC depths) and BudgetPrune twice; multiclass data (letter), which the
     CSTC family does not do, gets BudgetPrune twice and no CSTC (the first version looked CSTC up and failed)."""
     binary, multiclass = frontier_runs("binary", False, 4500), frontier_runs("multiclass", False, 10_000)
     labels = [run[0] for run in binary]
@@ -54,6 +59,20 @@ def test_runs_of_each_task():
     assert labels.index("BudgetPrune (random forest)") == labels.index("BudgetPrune") + 1
     assert [run[4] for run in binary if run[0] == "CSTC without polish"][0] == \
         [{"relative_tradeoff": r, "polish": False} for r in CSTC_RELATIVE_TRADEOFFS]
+    assert labels[labels.index("CSTC") + 2:labels.index("CSTC") + 4] == \
+        ["CSTC, boosting trick", "CSTC, boosting trick, without polish"]
+    trick, unpolished = (run[4] for run in binary if run[0].startswith("CSTC, boosting trick"))
+    assert trick == [{"relative_tradeoff": r, **TRICK, "depth": depth} for r in CSTC_RELATIVE_TRADEOFFS
+                     for depth in TRICK_DEPTHS]
+    assert unpolished == [{**point, "polish": False} for point in trick] and len(set(TRICK_DEPTHS)) > 1
+    # ADAPT-GBRT on its authors' schedule only when asked (--adapt-authors): the default grid's points, 50 rounds of
+    # 100 trees each
+    assert "ADAPT-GBRT, authors' schedule" not in labels
+    authors = frontier_runs("binary", False, 4500, adapt_authors=True)
+    labels = [run[0] for run in authors]
+    assert labels.index("ADAPT-GBRT, authors' schedule") == labels.index("ADAPT-GBRT") + 1
+    grid = [run[4] for run in authors if run[0] == "ADAPT-GBRT, authors' schedule"][0]
+    assert grid == [{**point, "n_rounds": 50, "trees_per_round": 100} for point in ADAPT_GBRT_GRID] and len(grid) == 12
     labels = [run[0] for run in multiclass]
     assert "BudgetPrune (random forest)" in labels and not {"CSTC", "CSTC without polish", "CSCC"} & set(labels)
     # the forest's leaves capped at the training rows, which never binds for leaves of one row or more
