@@ -36,10 +36,11 @@ cdef inline float64 expit(float64 x) noexcept nogil:
 
 cdef extern from *:
     """
-    /* On x86-64 Linux, GCC and Clang compile these twice, for AVX2 and for the baseline, and pick one when the
-       module loads. Each lane of the AVX2 code is one of the four partial sums and no multiply-add is fused
-       (AVX2 does not include FMA), so both versions give the same bits. */
-    #if defined(__x86_64__) && defined(__linux__) && (defined(__GNUC__) || defined(__clang__))
+    /* On x86-64 with glibc (whose ifunc picks a version when the module loads), GCC >= 6 and Clang >= 14 compile
+       these twice, for AVX2 and for the baseline. Each lane of the AVX2 code is one of the four partial sums and
+       no multiply-add is fused (AVX2 does not include FMA), so both versions give the same bits. */
+    #if defined(__x86_64__) && defined(__GLIBC__) && \
+        ((defined(__clang__) && __clang_major__ >= 14) || (!defined(__clang__) && defined(__GNUC__) && __GNUC__ >= 6))
     #define CSTC_CLONES __attribute__((target_clones("avx2", "default")))
     #else
     #define CSTC_CLONES
