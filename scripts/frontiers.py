@@ -107,21 +107,25 @@ def frontier_runs(task: str, quick: bool, train_rows: int, adapt_authors: bool =
     authors' schedule (``ADAPT_AUTHORS``)."""
     runs = [(LABELS.get(name, name), name, {}) for name, method in METHODS.items() if task in method.tasks]
     names = [r[1] for r in runs]
-    runs.insert(names.index("budget_prune") + 1, rf_run(train_rows))
+
+    def after(method: str, *added: tuple) -> None:
+        """``added`` right after the run of ``method``."""
+        at = [r[1] for r in runs].index(method) + 1
+        runs[at:at] = added
+
+    after("budget_prune", rf_run(train_rows))
     if adapt_authors:
-        runs.insert([r[1] for r in runs].index("adapt_gbrt") + 1, (
-            "ADAPT-GBRT, authors' schedule", "adapt_gbrt", {}, None,
-            [{**point, **ADAPT_AUTHORS} for point in ADAPT_GBRT_GRID]))
+        after("adapt_gbrt", ("ADAPT-GBRT, authors' schedule", "adapt_gbrt", {}, None,
+                             [{**point, **ADAPT_AUTHORS} for point in ADAPT_GBRT_GRID]))
     if "cstc" in names:
         tradeoffs = [p["relative_tradeoff"] for p in QUICK["cstc"]] if quick else CSTC_RELATIVE_TRADEOFFS
         trick, depths = (TRICK_QUICK, (2,)) if quick else (TRICK, TRICK_DEPTHS)
         grid = [{"relative_tradeoff": r, **trick, "depth": depth} for r in tradeoffs for depth in depths]
-        at = [r[1] for r in runs].index("cstc") + 1
-        runs[at:at] = [("CSTC without polish", "cstc", {}, None, [{"relative_tradeoff": r, "polish": False}
-                                                                  for r in tradeoffs]),
-                       ("CSTC, boosting trick", "cstc", {}, None, grid),
-                       ("CSTC, boosting trick, without polish", "cstc", {}, None,
-                        [{**point, "polish": False} for point in grid])]
+        after("cstc", ("CSTC without polish", "cstc", {}, None, [{"relative_tradeoff": r, "polish": False}
+                                                                 for r in tradeoffs]),
+              ("CSTC, boosting trick", "cstc", {}, None, grid),
+              ("CSTC, boosting trick, without polish", "cstc", {}, None,
+               [{**point, "polish": False} for point in grid]))
     return runs
 
 
