@@ -17,7 +17,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from lightgbm_cegb import CSCC, CSTC, CEGBError, Cronus, CSTCClassifier, FeatureCosts
 from lightgbm_cegb._cstc import forward_select
 from lightgbm_cegb.datasets import quadrants
-from lightgbm_cegb.methods.cstc.optimiser import CLAMP, Problem, Structure, Units
+from lightgbm_cegb.methods.cstc.optimiser import CLAMP, LiveColumns, Problem, Structure, Units
 from lightgbm_cegb.selection import sweep
 
 
@@ -505,6 +505,39 @@ def test_structures_built_by_the_estimators_are_trees():
     cascade.make_leaf(2)  # its exit 3 and node 4 are no longer reached; exit 3 keeps slot 2's weights
     again = cascade.copy()
     assert again.slots == [0, 1, 2] and again.param_of[3] == 2 and again.terminals == [1, 2]
+
+
+@pytest.mark.parametrize("d", [6, 8, 11])  # d + 1 columns with the intercept: 3, 1 and 0 columns past the last four
+@pytest.mark.parametrize("kind", ["tree", "cascade", "cronus"])
+def test_live_columns_give_the_same_bits(kind, d):
+    """update's passes over a copy of node k's live columns: the objective, the node's scores and its
+    gradient in the live columns have the bits of a pass over all of Z (each partial sum of the dot product gets
+    its columns in the same order; the columns left out have zero weight), the gradient is zero elsewhere."""
+    rng = np.random.default_rng(d)
+    compared = 0
+    for seed in range(6):
+        problem, bounds = random_problem(seed, d=d, kind=kind)
+        for k in problem.shape.classifiers:
+            live = rng.random(problem.d) < rng.uniform(0.1, 0.6)
+            live[0] = True
+            beta = problem.beta.copy()
+            beta[k, ~live] = 0.0
+            copy = LiveColumns.of(problem.Z, live)
+            if live.all():
+                assert copy is None
+            if copy is None:  # too few columns left out to be worth a copy
+                continue
+            compared += 1
+            others = problem._node_scores(beta, [j for j in problem.shape.classifiers if j != k])
+            full, mine = others.copy(), others.copy()
+            want = problem._evaluate(beta, problem.theta, bounds, True, fresh=k, scores=full)
+            got = problem._evaluate(beta, problem.theta, bounds, True, fresh=k, scores=mine, columns=copy)
+            assert got[0] == want[0]
+            np.testing.assert_array_equal(mine, full)
+            np.testing.assert_array_equal(got[1][k, live], want[1][k, live])
+            np.testing.assert_array_equal(got[1][k, ~live], 0.0)
+            np.testing.assert_array_equal(got[2], want[2])
+    assert compared >= 5
 
 
 def test_saved_weights_must_fit_the_structure(tmp_path):

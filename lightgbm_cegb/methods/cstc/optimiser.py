@@ -32,6 +32,47 @@ class Units:
         return float(self.cost[(self.member & used).any(axis=1)].sum())
 
 
+class LiveColumns:
+    """One node's live columns of Z (``live``, bool per column; the node's weights are zero elsewhere), copied
+    side by side for the passes of its L-BFGS steps, which then read only those columns of each row.
+
+    ``_cstc.soft_pass``'s dot product keeps four partial sums, column c in sum c % 4 (the last d % 4 columns in
+    sum 0), each in the columns' order. The copy keeps every live column in its sum and in that order: position
+    4 t + l holds sum l's t-th live column, and the shorter sums end in zero columns. A skipped column's term was
+    +-0 (a zero weight) and a zero column's is +0; neither changes a partial sum, which starts at +0 and so is never
+    -0. The scores, and the gradient's sums over rows (each column's in the rows' order), have the same bits as
+    over all of Z."""
+
+    def __init__(self, Z: np.ndarray, index: np.ndarray) -> None:
+        self.index = index  # per position, its column of Z (-1: a zero column)
+        self.filled = index >= 0
+        self.Z = np.take(Z, np.maximum(index, 0), axis=1)
+        self.Z[:, ~self.filled] = 0.0
+
+    @classmethod
+    def of(cls, Z: np.ndarray, live: np.ndarray) -> LiveColumns | None:
+        """The copy of Z's columns ``live``, or None when it would leave out less than an eighth of them (making
+        the copy costs about one pass)."""
+        d = len(live)
+        column = np.flatnonzero(live)
+        lane = np.where(column < d - d % 4, column % 4, 0)
+        sums = [column[lane == q] for q in range(4)]
+        index = np.full((max(len(q) for q in sums), 4), -1, dtype=np.int64)
+        for q, members in enumerate(sums):
+            index[:len(members), q] = members
+        return cls(Z, index.ravel()) if 8 * index.size <= 7 * d else None
+
+    def weights(self, row: np.ndarray) -> np.ndarray:
+        """A weight row over all columns, laid out as the copy's."""
+        return np.where(self.filled, row[np.maximum(self.index, 0)], 0.0)
+
+    def scatter(self, rows: np.ndarray, d: int) -> np.ndarray:
+        """Rows over the copy's columns as rows over all d columns (zero at the columns left out)."""
+        out = np.zeros((len(rows), d))
+        out[:, self.index[self.filled]] = rows[:, self.filled]
+        return out
+
+
 def _integers(name: str, values) -> np.ndarray:
     try:
         arr = np.asarray(values)
@@ -230,22 +271,28 @@ class Problem:
 
     def _pass(self, beta: np.ndarray, theta: np.ndarray, scores: np.ndarray, mode: int, *, fresh: int = -1,
               vtot=None, vgrad=None, wanted=(), store: bool = False, sigmoid: np.ndarray | None = None,
-              live: int = -1):
+              live: int = -1, columns: LiveColumns | None = None):
         """_cstc.soft_pass over the training rows: (objective's per-row part, sum_i s_i p_ij, gradient rows of
         ``wanted``, d/d theta, P, S). ``sigmoid``: the S of a pass over the same scores and thresholds at every node
-        with children but ``live``."""
+        with children but ``live``. ``columns``: the live columns of node ``fresh`` (or of the one wanted node when
+        ``fresh`` is -1), the only ones read; the gradient row is zero at the others."""
         size = len(beta)
         order, kids, param_of, own_loss = self._layout()
         zeros = np.zeros(size)
         wanted = np.asarray(wanted, dtype=np.int64)
-        p_sum, g_out, g_theta = np.zeros(size), np.zeros((len(wanted), self.d)), np.zeros(size)
+        Z = self.Z if columns is None else columns.Z
+        p_sum, g_out, g_theta = np.zeros(size), np.zeros((len(wanted), Z.shape[1])), np.zeros(size)
         P = np.zeros((self.n, size) if store else (0, 0))
         S = np.zeros_like(P)
         beta_fresh = np.ascontiguousarray(beta[fresh] if fresh >= 0 else beta[0], dtype=np.float64)
-        total = soft_pass(self.Z, scores, fresh, beta_fresh, np.ascontiguousarray(theta, dtype=np.float64),
+        if columns is not None:
+            beta_fresh = columns.weights(beta_fresh)
+        total = soft_pass(Z, scores, fresh, beta_fresh, np.ascontiguousarray(theta, dtype=np.float64),
                           np.zeros((0, 0)) if sigmoid is None else sigmoid, live, self.y, self.s, order, kids,
                           param_of, own_loss, zeros if vtot is None else vtot, zeros if vgrad is None else vgrad,
                           wanted, mode, p_sum, g_out, g_theta, P, S)
+        if columns is not None:
+            g_out = columns.scatter(g_out, self.d)
         return total, p_sum, g_out, g_theta, P, S
 
     def reach(self, beta: np.ndarray, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -322,12 +369,13 @@ class Problem:
         return self._evaluate(beta, theta, bounds, gradient=True)
 
     def _evaluate(self, beta, theta, bounds, gradient: bool, *, fresh: int = -1, scores: np.ndarray | None = None,
-                  sigmoid: np.ndarray | None = None):
+                  sigmoid: np.ndarray | None = None, columns: LiveColumns | None = None):
         """(objective, d/d beta, d/d theta), the gradient when ``gradient`` (else None, None). The per-row part in
         one pass over Z (_cstc.soft_pass). ``fresh`` >= 0 and ``scores`` (rows, slots: z.beta_j of every
         other classifier node, as ``_node_scores``): only node ``fresh``'s scores are recomputed and only its
         row of d/d beta is filled (the others are zero); ``sigmoid``: the other nodes' sigmoids (the S of a
-        ``_pass`` over ``scores`` and ``theta``)."""
+        ``_pass`` over ``scores`` and ``theta``); ``columns``: node ``fresh``'s live columns, the only ones read
+        (its row of d/d beta is zero at the others)."""
         live = fresh
         beta = self.beta if beta is None else beta
         theta = self.theta if theta is None else theta
@@ -349,13 +397,13 @@ class Problem:
                                                                (g / eta[e] + eta[e]) / 2)) / self.n
         elif gradient:  # Cronus weighs each node's norm by its mean reach, which the gradient's pass needs first
             entries = self._entries(beta, self._pass(beta, theta, scores, 0, fresh=fresh, sigmoid=sigmoid,
-                                                     live=live)[1] / self.n)
+                                                     live=live, columns=columns)[1] / self.n)
             fresh = -1
             for k, scale in entries[0][2]:
                 vgrad[k] = self.lam * scale * float(self.units.cost @ (self.units.norms2(w[k] ** 2) / eta[0])) / self.n
         part, p_sum, g_rows, g_theta, _, _ = self._pass(beta, theta, scores, 2 if gradient else 1, fresh=fresh,
                                                         vtot=vtot, vgrad=vgrad, wanted=wanted, sigmoid=sigmoid,
-                                                        live=live)
+                                                        live=live, columns=columns)
         total += part
         if entries is None:
             entries = self._entries(beta, p_sum / self.n)
@@ -473,9 +521,11 @@ class Problem:
         # recomputes them from the weights the round before kept)
         scores = self._node_scores(self.beta, self.shape.classifiers)
         for r in range(rounds):
-            _, p_sum, _, _, _, sigmoid = self._pass(self.beta, self.theta, scores, 0, store=True, fresh=k if r else -1)
-            bounds = self.tight_bounds(p_sum / self.n)
             live = ~self.frozen[k]
+            columns = LiveColumns.of(self.Z, live | (self.beta[k] != 0))
+            _, p_sum, _, _, _, sigmoid = self._pass(self.beta, self.theta, scores, 0, store=True, fresh=k if r else -1,
+                                                    columns=columns)
+            bounds = self.tight_bounds(p_sum / self.n)
 
             start = np.append(self.beta[k, live], self.theta[k])
             at_start = []  # f(start): L-BFGS-B's first evaluation
@@ -485,7 +535,8 @@ class Problem:
                 beta, theta = self.beta.copy(), self.theta.copy()
                 beta[k, live], theta[k] = v[:-1], v[-1]  # noqa: B023
                 value, g_beta, g_theta = self._evaluate(beta, theta, bounds, True, fresh=k,  # noqa: B023
-                                                        scores=scores, sigmoid=sigmoid)  # noqa: B023
+                                                        scores=scores, sigmoid=sigmoid,  # noqa: B023
+                                                        columns=columns)  # noqa: B023
                 if not at_start and np.array_equal(v, start):  # noqa: B023
                     at_start.append(value)  # noqa: B023
                 return value, np.append(g_beta[k, live], g_theta[k])  # noqa: B023
