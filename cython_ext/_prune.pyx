@@ -285,12 +285,20 @@ cdef class Network:
             e = self.pool[e].next
         return 0.0
 
+    cdef inline void _moved_back(self, int64_t u, int32_t v, double a, uint8_t* queued, int64_t head,
+                                 int64_t* count) noexcept nogil:
+        """a of pair node u's excess moved to node v, which joins the FIFO (if queued is not NULL)."""
+        self.excess[u] -= a
+        self.excess[v] += a
+        if queued != NULL:
+            self._enqueue(v, queued, head, count)
+
     cdef int64_t _send_back(self, int64_t p, int32_t to_level, double above, double until, uint8_t* queued,
                             int64_t head, int64_t* count) noexcept nogil:
         """Move p's excess back over its flows of more than `above` from nodes at level to_level (any level
         if -1), until the excess is at most `until`; the nodes that receive some join the FIFO (if queued is
         not NULL). Returns the entries scanned."""
-        cdef int64_t u = self.num_nodes + p, scanned = 0, n = self.sink + 1
+        cdef int64_t u = self.num_nodes + p, scanned = 0
         cdef int32_t v, e, previous = -1, next
         cdef double a
         if self.fed_by[p] >= 0:
@@ -299,15 +307,10 @@ cdef class Network:
             if self.fed[p] > above and (to_level < 0 or self.level[v] == to_level):
                 a = min(self.excess[u], self.fed[p])
                 self.fed[p] -= a
-                self.excess[u] -= a
-                self.excess[v] += a
+                self._moved_back(u, v, a, queued, head, count)
                 if self.fed[p] <= 0:
                     self.fed_by[p], self.fed[p] = -1, 0.0
                     self.nonzero[v] -= 1
-                if queued != NULL and not queued[v]:
-                    self.queue[(head + count[0]) % n] = v
-                    count[0] += 1
-                    queued[v] = 1
             return scanned
         e = -2 - self.fed_by[p] if self.fed_by[p] <= -2 else -1
         while e >= 0 and self.excess[u] > until:
@@ -317,12 +320,7 @@ cdef class Network:
             if self.pool[e].flow > above and (to_level < 0 or self.level[v] == to_level):
                 a = min(self.excess[u], self.pool[e].flow)
                 self.pool[e].flow -= a
-                self.excess[u] -= a
-                self.excess[v] += a
-                if queued != NULL and not queued[v]:
-                    self.queue[(head + count[0]) % n] = v
-                    count[0] += 1
-                    queued[v] = 1
+                self._moved_back(u, v, a, queued, head, count)
                 if self.pool[e].flow <= 0:  # unlinked, and onto the free list
                     self.nonzero[v] -= 1
                     if previous < 0:
@@ -587,6 +585,23 @@ cdef class Network:
             r += 1
         return base + r - self.lo[u]
 
+    cdef inline void _enqueue(self, int64_t v, uint8_t* queued, int64_t head, int64_t* count) noexcept nogil:
+        """v joins push-relabel's FIFO (``queue``: count[0] entries from head, cyclic) unless it is in it."""
+        if not queued[v]:
+            self.queue[(head + count[0]) % (self.sink + 1)] = <int32_t>v
+            count[0] += 1
+            queued[v] = 1
+
+    cdef int64_t _refill(self, uint8_t* queued) noexcept nogil:
+        """The FIFO afresh from its start: every node and pair with excess that can still reach the sink, in
+        order. Returns their count."""
+        cdef int64_t u, count = 0
+        for u in range(self.sink):
+            queued[u] = 0
+            if self.excess[u] > self.eps and self.level[u] < self.unreachable:
+                self._enqueue(u, queued, 0, &count)
+        return count
+
     cdef int _push_relabel(self) noexcept nogil:
         """Move all excess to the sink or to nodes that cannot reach it (FIFO push-relabel; a global
         relabelling whenever pushes and relabels have done a sixteenth of the last one's work: measured
@@ -596,17 +611,12 @@ cdef class Network:
         cdef int64_t n = self.sink + 1, m = self.num_nodes, head = 0, count = 0, u, a, h, work = 0, budget
         cdef double cap, amount
         cdef uint8_t* queued = <uint8_t*>calloc(n, 1)
-        cdef int32_t* fifo = &self.queue[0]  # the BFS's queue: refilled after every global relabelling
         if queued == NULL:
             return -1
         budget = self._global_relabel() // 16 + 300000
-        for u in range(self.sink):
-            if self.excess[u] > self.eps and self.level[u] < self.unreachable:
-                fifo[(head + count) % n] = <int32_t>u
-                count += 1
-                queued[u] = 1
+        count = self._refill(queued)
         while count > 0:
-            u = fifo[head]
+            u = self.queue[head]  # the BFS's queue, refilled after every global relabelling
             head = (head + 1) % n
             count -= 1
             queued[u] = 0
@@ -631,23 +641,14 @@ cdef class Network:
                         self.flow += amount
                     else:
                         self.excess[h] += amount
-                        if not queued[h]:
-                            fifo[(head + count) % n] = <int32_t>h
-                            count += 1
-                            queued[h] = 1
+                        self._enqueue(h, queued, head, &count)
                     if self.excess[u] <= self.eps:
                         break
                 self.current[u] += 1
             if work > budget:
                 work = 0
                 budget = self._global_relabel() // 16 + 300000
-                head, count = 0, 0
-                for u in range(self.sink):
-                    queued[u] = 0
-                    if self.excess[u] > self.eps and self.level[u] < self.unreachable:
-                        fifo[count] = <int32_t>u
-                        count += 1
-                        queued[u] = 1
+                head, count = 0, self._refill(queued)
         free(queued)
         return 0
 
