@@ -12,6 +12,11 @@ this process, best of --repeat:
 - ``prediction_cost``: routing and the exact cost, f0's trees walked for the rows sent to it;
 - ``predict_proba``: routing, f1's scores, f0's ``predict`` on its rows.
 The issue's bar: routing and cost at most as slow as the baseline (ratio <= 1).
+
+``--fit ROUNDS,TREES`` (the authors' schedule: 50,100) times instead ``AdaptGBRT.fit`` (tradeoff 0, one thread)
+on the bundled HIGGS training rows (binary) and on the first 10,000 rows of letter (26 classes), against plain
+LightGBM growing the same trees alone: f1's (ROUNDS + 1) x TREES iterations and g's ROUNDS x TREES, of the
+same shape (``miser_params``). The ratio is what the rounds cost beyond growing the trees.
 """
 
 from __future__ import annotations
@@ -30,8 +35,44 @@ from lightgbm_cegb import AdaptGBRT, prediction_cost  # noqa: E402
 from lightgbm_cegb.datasets import HIGGS_COSTS  # noqa: E402
 
 
+def fit_ratio(rounds: int, trees: int, repeat: int) -> None:
+    """``--fit``: AdaptGBRT.fit against growing its trees with plain LightGBM."""
+    from lightgbm_cegb.datasets import higgs, letter
+    from lightgbm_cegb.methods.greedy_miser import miser_params
+
+    X_letter, letters = letter()
+    classes = {c: i for i, c in enumerate(sorted(set(letters)))}
+    sets = (("HIGGS", *higgs("train")),
+            ("letter", X_letter[:10_000], np.array([classes[c] for c in letters[:10_000]])))
+    print(f"AdaptGBRT.fit, {rounds} rounds of {trees} trees, one thread; best of {repeat}")
+    print(f"{'data':<8} {'rows':>7} {'classes':>7} {'fit s':>8} {'trees alone s':>13} {'ratio':>6}")
+    for name, X, y in sets:
+        k = len(np.unique(y))
+        params = {"objective": "multiclass", "num_class": k} if k > 2 else {"objective": "binary"}
+        f0 = lgb.train({**params, "num_leaves": 31, "seed": 0, "num_threads": 1, "verbose": -1},
+                       lgb.Dataset(X, y), 100)
+        model = AdaptGBRT(f0=f0, n_rounds=rounds, trees_per_round=trees, n_jobs=1)
+        fit, _ = best_of(repeat, lambda: model.fit(X, y))  # noqa: B023
+        f1_shape, g_shape = (miser_params(None, 0.0, X.shape[1], classes, max_depth=model.max_depth,
+                                          learning_rate=model.learning_rate, min_samples_leaf=model.min_samples_leaf,
+                                          n_jobs=1) for classes in (k if k > 2 else 1, 1))
+
+        def alone():
+            lgb.train({**f1_shape, **params}, lgb.Dataset(X, y), (rounds + 1) * trees)  # noqa: B023
+            lgb.train({**g_shape, "objective": "binary"}, lgb.Dataset(X, y > 0), rounds * trees)  # noqa: B023
+
+        base, _ = best_of(repeat, alone)
+        print(f"{name:<8} {len(X):>7,} {k:>7} {fit:>8.1f} {base:>13.1f} {fit / base:>6.2f}", flush=True)
+
+
 def main(argv: list[str] | None = None) -> None:
-    args = timing_parser(__doc__).parse_args(argv)
+    parser = timing_parser(__doc__)
+    parser.add_argument("--fit", metavar="ROUNDS,TREES", help="time AdaptGBRT.fit on this schedule instead")
+    args = parser.parse_args(argv)
+    if args.fit:
+        rounds, trees = (int(v) for v in args.fit.split(","))
+        fit_ratio(rounds, trees, args.repeat)
+        return
     X_train, y_train, X = higgs_rows(args.rows)
     f0 = lgb.train({"objective": "binary", "num_leaves": 31, "seed": 0, "deterministic": True, "verbose": -1},
                    lgb.Dataset(X_train, y_train), 100)

@@ -128,6 +128,29 @@ def test_composite_kernel_against_the_reference_on_random_cases(kind, seed):
     np.testing.assert_array_equal(proba[~to_f0], proba_from_raw(raw))
 
 
+@pytest.mark.parametrize("num_class", [1, 3])
+def test_training_scores_are_predict_bit_for_bit(num_class):
+    """fit's scores of f1 and g between rounds come from only the trees grown since the last round (leaf values
+    added in the trees' order): the same bits as ``predict(raw_score=True)`` over every tree, from a first call
+    before any tree on."""
+    from lightgbm_cegb.methods.adapt.gbrt import _TrainingScores
+
+    rng = np.random.default_rng(num_class)
+    X = rng.normal(size=(400, 6))
+    y = rng.integers(0, max(num_class, 2), 400)
+    params = {"objective": "multiclass", "num_class": num_class} if num_class > 1 else {"objective": "binary"}
+    booster = lgb.Booster({**params, "num_leaves": 7, "learning_rate": 0.3, "verbose": -1, "num_threads": 1},
+                          lgb.Dataset(X, y.astype(float)))
+    scores = _TrainingScores(booster, X, num_class)
+    np.testing.assert_array_equal(scores(), 0.0)
+    for grown in (1, 4, 0, 7):
+        for _ in range(grown):
+            booster.update()
+        np.testing.assert_array_equal(scores(), booster.predict(X, raw_score=True))
+    with pytest.raises(ValueError, match="read-only"):
+        scores()[0] = 1.0
+
+
 def test_ends_of_p_full():
     X, y = data(1, n=1200)
     f0 = lgb.LGBMClassifier(n_estimators=30, verbose=-1).fit(X, y)

@@ -203,9 +203,10 @@ class AdaptGBRT(AdaptBase):
                                     free_raw_data=False))
         for _ in range(self.trees_per_round):  # f1 starts as Greedy Miser (every row's weight 1)
             f1.update(fobj=f1_objective)
+        f1_scores, g_scores = _TrainingScores(f1, X, k), _TrainingScores(g, X, 1)
         for _ in range(self.n_rounds if self.p_full < 1 else 0):  # at 1, f0 takes every row
-            f1_score = f1.predict(X, raw_score=True)
-            g_score = offset + (g.predict(X, raw_score=True) if g.current_iteration() else 0.0)
+            f1_score = f1_scores()
+            g_score = offset + g_scores()
             f1_loss = log_loss_per_row(f1_score, codes)
             A = f1_loss + np.logaddexp(0.0, g_score)
             B = f0_loss + np.logaddexp(0.0, -g_score)
@@ -335,6 +336,35 @@ class AdaptGBRT(AdaptBase):
         super()._restore(state, folder, manifest)
         self.gate_ = saved.booster(folder, manifest, "gate", legacy="gate.txt")
         self.f1_ = saved.booster(folder, manifest, "f1", legacy="f1.txt")
+
+
+class _TrainingScores:
+    """A booster's raw scores on its training rows X as ``predict(X, raw_score=True)`` gives them, bit for bit
+    (each tree's leaf value added in the trees' order, from 0), each call routing X through only the trees grown
+    since the last (``predict`` over all the trees at every round would cost the square of the rounds)."""
+
+    def __init__(self, booster: lgb.Booster, X: np.ndarray, k: int) -> None:
+        self.booster, self.X, self.k = booster, X, k
+        self.iterations = 0
+        self.score = np.zeros((X.shape[0], k))
+
+    def __call__(self) -> np.ndarray:
+        """(rows, k) scores, or (rows,) when k is 1: read-only, updated in place by the next call."""
+        grown = self.booster.current_iteration() - self.iterations
+        if grown > 0:
+            leaves = self.booster.predict(self.X, pred_leaf=True, start_iteration=self.iterations,
+                                          num_iteration=grown).reshape(self.X.shape[0], grown * self.k)
+            for t in range(grown * self.k):
+                tree = self.iterations * self.k + t
+                reached = np.unique(leaves[:, t])
+                value = np.zeros(int(reached[-1]) + 1)
+                value[reached] = [self.booster.get_leaf_output(tree, int(leaf)) for leaf in reached]
+                self.score[:, t % self.k] += value[leaves[:, t]]
+            self.iterations += grown
+        score = self.score if self.k > 1 else self.score[:, 0]
+        score = score.view()
+        score.flags.writeable = False
+        return score
 
 
 def _share_bought(*boosters: lgb.Booster) -> None:
