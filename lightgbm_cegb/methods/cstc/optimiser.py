@@ -33,8 +33,8 @@ class Units:
 
 
 class LiveColumns:
-    """One node's live columns of Z (``live``, bool per column; the node's weights are zero elsewhere), copied
-    side by side for the passes of its L-BFGS steps, which then read only those columns of each row.
+    """A copy of one node's live columns of Z (the node's weights are zero at the others) for the passes of its
+    L-BFGS steps, which then read only those columns of each row (the copy: at most 7/8 of Z's size, for a round).
 
     ``_cstc.soft_pass``'s dot product keeps four partial sums, column c in sum c % 4 (the last d % 4 columns in
     sum 0), each in the columns' order. The copy keeps every live column in its sum and in that order: position
