@@ -53,9 +53,9 @@ def fit_ratio(rounds: int, trees: int, repeat: int) -> None:
                        lgb.Dataset(X, y), 100)
         model = AdaptGBRT(f0=f0, n_rounds=rounds, trees_per_round=trees, n_jobs=1)
         fit, _ = best_of(repeat, lambda: model.fit(X, y))  # noqa: B023
-        f1_shape, g_shape = (miser_params(None, 0.0, X.shape[1], classes, max_depth=model.max_depth,
+        f1_shape, g_shape = (miser_params(None, 0.0, X.shape[1], num_class, max_depth=model.max_depth,
                                           learning_rate=model.learning_rate, min_samples_leaf=model.min_samples_leaf,
-                                          n_jobs=1) for classes in (k if k > 2 else 1, 1))
+                                          n_jobs=1) for num_class in (k if k > 2 else 1, 1))
 
         def alone():
             lgb.train({**f1_shape, **params}, lgb.Dataset(X, y), (rounds + 1) * trees)  # noqa: B023
