@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import re
 import time
 from pathlib import Path
 
@@ -133,7 +134,8 @@ def report_frontier(frame: pd.DataFrame, out: Path, name: str, title: str, metri
     """Write ``out/name.csv`` (every point, validation and test figures) and ``out/name.png`` (each method's
     validation Pareto points at their test figures: those of ``plotted``, by default every point); return the
     PNG's markdown line (none without matplotlib)."""
-    table = frame.drop(columns=["model"]).assign(params=frame["params"].map(repr))
+    table = frame.drop(columns=["model"]).assign(params=frame["params"].map(lambda p: p if isinstance(p, str)
+                                                                           else repr(p)))
     write_atomically(out / f"{name}.csv", lambda tmp: table.to_csv(tmp, index=False))
     plt = pyplot()
     if plt is None:
@@ -251,6 +253,11 @@ def protocol_parser(doc: str, choices=None, data_paths: bool = False) -> argpars
     parser.add_argument("--jobs", type=int, default=1, help="grid points trained in parallel")
     parser.add_argument("--quick", action="store_true", help="small grids (the tests run this)")
     parser.add_argument("--out", type=Path, default=Path("."))
+    parser.add_argument("--only", action="append", default=[], metavar="LABEL",
+                        help="re-run only this run (its label in the table, e.g. \"Greedy Miser\"; repeatable) and "
+                             "plain LightGBM, whose cost sets the budgets; every other run's points are those of "
+                             "OUT's earlier CSV of the same command, whose plain LightGBM points must be the same; "
+                             "the report is rewritten from all of them")
     return parser
 
 
@@ -297,13 +304,13 @@ def query_split(parts: dict, seed: int) -> dict:
 
 def split_frontiers(parts: dict, costs: FeatureCosts, task: str, runs: list[tuple], args,
                     quick_grids: dict | None = None, *, metric: str | None = None,
-                    trained: tuple[str, dict] = TRAINED) -> tuple[pd.DataFrame, list[float]]:
+                    trained: tuple[str, dict] | None = TRAINED) -> tuple[pd.DataFrame, list[float]]:
     """Every run's validation Pareto points with their test figures on one split, CEGB trained to each budget
-    (``trained``: its label and LightGBM parameters), and the split's budgets. ``runs``: (label, registered method,
-    LightGBM parameters[, rounds[, grid]]): rounds None or absent: --method-rounds' or --rounds; grid: the run's own
-    points (the method's parameters), instead of its default grid (or --quick's). The first run of ``lightgbm`` is
-    the plain model whose validation cost the budgets are fractions of; ``metric``: the sweeps' (None: the task's
-    default)."""
+    (``trained``: its label and LightGBM parameters; None: not run), and the split's budgets. ``runs``: (label,
+    registered method, LightGBM parameters[, rounds[, grid]]): rounds None or absent: --method-rounds' or --rounds;
+    grid: the run's own points (the method's parameters), instead of its default grid (or --quick's). The first run
+    of ``lightgbm`` is the plain model whose validation cost the budgets are fractions of; ``metric``: the sweeps'
+    (None: the task's default)."""
     frames, plain = [], None
     for run in runs:
         label, name, params = run[:3]
@@ -323,15 +330,75 @@ def split_frontiers(parts: dict, costs: FeatureCosts, task: str, runs: list[tupl
     if plain is None:
         raise CEGBError("the runs need plain LightGBM (the budgets are fractions of its cost)")
     budgets = [round(f * plain, 4) for f in BUDGET_FRACTIONS]
-    start = time.perf_counter()
-    label, params = trained
-    frames.append(trained_to_budgets(parts["train"], parts["valid"], parts["test"], costs, budgets, label, task=task,
-                                     quick=args.quick, params=params, metric=metric, num_boost_round=args.rounds,
-                                     n_jobs=args.jobs))
-    print(f"{label} in {time.perf_counter() - start:.1f} s", flush=True)
+    if trained is not None:
+        start = time.perf_counter()
+        label, params = trained
+        frames.append(trained_to_budgets(parts["train"], parts["valid"], parts["test"], costs, budgets, label,
+                                         task=task, quick=args.quick, params=params, metric=metric,
+                                         num_boost_round=args.rounds, n_jobs=args.jobs))
+        print(f"{label} in {time.perf_counter() - start:.1f} s", flush=True)
     frame = pd.concat(frames, ignore_index=True)
     frame.attrs = dict(frames[0].attrs)
     return frame, budgets
+
+
+def earlier_points(path: Path, labels: list[str], args) -> pd.DataFrame:
+    """--only's points of the runs not re-run: those of ``path`` (a report's CSV of the same command), every split's
+    (``split`` 0 .. --splits - 1), params as written. Refused, naming what is wrong, where --only names no run of
+    ``labels`` or the CSV is missing, holds other splits or lacks a run that is not re-run."""
+    unknown = [label for label in args.only if label not in labels]
+    if unknown:
+        raise CEGBError(f"--only should name runs of this command ({', '.join(map(repr, labels))}), got "
+                        f"{', '.join(map(repr, unknown))}")
+    if not path.is_file():
+        raise CEGBError(f"--only re-runs some runs into an earlier report: {path} should exist, and does not")
+    earlier = pd.read_csv(path)
+    if sorted(set(earlier["split"])) != list(range(args.splits)):
+        raise CEGBError(f"--only: {path} should hold the splits 0 to {args.splits - 1} (--splits {args.splits}), "
+                        f"holds {sorted(set(earlier['split']))}")
+    missing = [label for label in labels if label not in args.only and label not in set(earlier["method"])]
+    if missing:
+        raise CEGBError(f"--only: {path} has no points of {', '.join(map(repr, missing))}: add them to --only")
+    return earlier
+
+
+def earlier_rounds(path: Path, args, rerun: set[str]) -> list[tuple[str, int]]:
+    """The --method-rounds a report merged by --only is made with: those of the earlier report at ``path`` (its
+    command line) for the methods not re-run, this command's for the methods ``rerun``. Refused where the earlier
+    report is missing or was made with(out) --quick when this command is not, or where --method-rounds gives a
+    method that is not re-run a cap other than the earlier report's (its points would not have it)."""
+    if not path.is_file():
+        raise CEGBError(f"--only re-runs some runs into an earlier report: {path} should exist, and does not")
+    command = next((line for line in path.read_text().splitlines() if line.startswith("`")), "")
+    if ("--quick`" in command) != args.quick:
+        raise CEGBError(f"--only: {path} was made {'with' if '--quick`' in command else 'without'} --quick, this "
+                        f"command {'with' if args.quick else 'without'}: run the whole command")
+    before = {name: int(rounds) for name, rounds in re.findall(r"--method-rounds (\w+)=(\d+)", command)}
+    for name, rounds in args.method_rounds:
+        if name not in rerun and before.get(name) != rounds:
+            raise CEGBError(f"--method-rounds {name}={rounds}: no run of {name} is re-run (--only), and its points in "
+                            f"{path} had {f'{before[name]} rounds' if name in before else 'the --rounds'}")
+    return [*((name, rounds) for name, rounds in before.items() if name not in rerun),
+            *((name, rounds) for name, rounds in args.method_rounds if name in rerun)]
+
+
+def merged(fresh: pd.DataFrame, earlier: pd.DataFrame, labels: list[str]) -> pd.DataFrame:
+    """``fresh`` points (plain LightGBM and the runs of --only, params as text) with ``earlier``'s of every other
+    run, in the order of a whole run (split by split, runs in the order of ``labels``). Refused where plain
+    LightGBM's points differ from the earlier ones (another build, data or --rounds: the budgets would move)."""
+    figures = ["quality", "cost", "test_quality", "test_cost", "split"]
+    for part in (fresh, earlier):
+        part.attrs = {}
+    now, before = (part.loc[part["method"] == "LightGBM", figures].reset_index(drop=True) for part in (fresh, earlier))
+    if not now.equals(before):
+        raise CEGBError("--only: plain LightGBM's points should be those of the earlier report, whose budgets the "
+                        "other runs were chosen within; they differ (another build, data or --rounds?): run the "
+                        "whole command")
+    every = pd.concat([fresh, earlier[~earlier["method"].isin(set(fresh["method"]))]], ignore_index=True)
+    rank = every["method"].map({label: i for i, label in enumerate(labels)})
+    order = np.lexsort((np.arange(len(every)), rank.to_numpy(), every["split"].to_numpy()))
+    columns = [*earlier.columns, *(column for column in fresh.columns if column not in earlier.columns)]
+    return every.iloc[order][columns].reset_index(drop=True)
 
 
 def repeated_frontiers(split, costs: FeatureCosts, task: str, runs: list[tuple], args, *, name: str, title: str,
@@ -340,35 +407,53 @@ def repeated_frontiers(split, costs: FeatureCosts, task: str, runs: list[tuple],
     """The protocol on ``args.splits`` splits (``split(seed)``: {train, valid, test: rows}, e.g. ``random_split`` or
     ``query_split``): every run's points (``split_frontiers``, with ``metric`` and ``trained``) in each, then
     ``out/name.csv`` (every point, with its split), ``.png`` (split 0's test figures) and ``.md`` (per run and
-    budget, the mean test quality over the splits with its 95% interval: ``interval_table``). Returns every
-    point."""
+    budget, the mean test quality over the splits with its 95% interval: ``interval_table``). With ``args.only``
+    (labels), only those runs and plain LightGBM run; every other run's points are ``out/name.csv``'s
+    (``earlier_points``, ``merged``). Returns every point."""
     args.out.mkdir(parents=True, exist_ok=True)
-    frames, results, rows = [], [], {}
+    order, rounds = [run[0] for run in runs] + [trained[0]], args.method_rounds
+    if args.only:
+        earlier = earlier_points(args.out / f"{name}.csv", order, args)
+        rerun = {run[1] for run in runs if run[0] in args.only} | {"lightgbm"}
+        rounds = earlier_rounds(args.out / f"{name}.md", args, rerun)
+        plain = next(run for run in runs if run[1] == "lightgbm")
+        runs = [run for run in runs if run is plain or run[0] in args.only]
+        trained = trained if trained[0] in args.only else None
+    frames, budgets, rows = [], [], {}
     for seed in range(args.splits):
         print(f"split {seed + 1} of {args.splits} (seed {seed})", flush=True)
         parts = split(seed)
         for k, v in parts.items():
             rows.setdefault(k, []).append(len(v[1]))
-        frame, budgets = split_frontiers(parts, costs, task, runs, args, quick_grids, metric=metric, trained=trained)
-        results += [{**row, "split": seed} for row in best_within(frame, [*budgets, float("inf")])]
+        frame, within = split_frontiers(parts, costs, task, runs, args, quick_grids, metric=metric, trained=trained)
+        budgets.append([*within, float("inf")])
         frames.append(frame.assign(split=seed))
+    attrs = dict(frames[0].attrs)
+    every = pd.concat(frames, ignore_index=True)
+    every["params"] = every["params"].map(repr)
+    if args.only:
+        every = merged(every, earlier, order)
+    results = []
+    for seed in range(args.splits):
+        points = every[every["split"] == seed]
+        points.attrs = attrs
+        results += [{**row, "split": seed} for row in best_within(points, budgets[seed])]
     labels = [f"{f:g} x plain" for f in BUDGET_FRACTIONS] + ["any cost"]
-    lines = interval_table(pd.DataFrame(results), labels, args.splits, greater=frames[0].attrs["greater_is_better"])
+    lines = interval_table(pd.DataFrame(results), labels, args.splits, greater=attrs["greater_is_better"])
     print("\n".join(lines))
     shapes = "; ".join(f"{k}: {min(rows[k])}{'' if min(rows[k]) == max(rows[k]) else f'-{max(rows[k])}'} rows"
                        + (f", {len(v[2])} queries" if len(v) > 2 else "") for k, v in parts.items())
-    every = pd.concat(frames, ignore_index=True)
     quality = metric.upper() if metric.startswith(("ap@", "ndcg@", "p@")) else metric
     report = [f"## {title}", "",
               f"`{command} --splits {args.splits}{' --quick' if args.quick else ''}"
-              f"{''.join(f' --method-rounds {m}={r}' for m, r in args.method_rounds)}`; "
+              f"{''.join(f' --method-rounds {m}={r}' for m, r in rounds)}`; "
               f"{parts['train'][0].shape[1]} features; "
               f"{shapes}; {args.splits} random splits. Cells: the mean over the splits of the test {quality} of the "
               "model chosen on validation within the budget (fractions of plain LightGBM's validation cost in each "
               "split), ± the half-width of its 95% interval, @ its mean test cost per row; bold: the best mean, "
               "where its interval separates from the runner-up's.", "", *lines, "",
               *report_frontier(every, args.out, name, f"{title}: validation Pareto points on test rows (split 0)",
-                               quality, plotted=frames[0])]
+                               quality, plotted=every[every["split"] == 0])]
     write_atomically(args.out / f"{name}.md", lambda tmp: Path(tmp).write_text("\n".join(report) + "\n"))
     print(f"report: {args.out / f'{name}.md'}")
     return every

@@ -9,11 +9,12 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-from common import interval, interval_table, method_rounds, protocol_parser
+from common import earlier_points, earlier_rounds, interval, interval_table, merged, method_rounds, protocol_parser
 from frontiers import TRICK, TRICK_DEPTHS, frontier_runs
 from references import run_script
 from scipy import stats
 
+from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.selection.adapters import ADAPT_GBRT_GRID, CSTC_RELATIVE_TRADEOFFS
 
 
@@ -47,6 +48,14 @@ def test_quick_frontiers_on_higgs(tmp_path):
     assert len(trained) >= 1
     assert all(row["cost"] <= 0.5 * plain[row["split"]] + 1e-3 for _, row in trained.iterrows())
     assert (tmp_path / "frontier_higgs.png").stat().st_size > 1000
+    # --only re-runs some runs (and plain LightGBM, for the budgets) into this report: with the same points (the
+    # runs are deterministic) every file comes out byte for byte as the whole run wrote it
+    written = {suffix: (tmp_path / f"frontier_higgs.{suffix}").read_bytes() for suffix in ("csv", "md", "png")}
+    run_script("frontiers.py", "--data", "higgs", "--quick", "--splits", "2", "--rounds", "100",
+               "--method-rounds", "greedy_miser=30", "--out", str(tmp_path), "--only", "Early Exit",
+               "--only", "CEGB trained to the budget")
+    for suffix, content in written.items():
+        assert (tmp_path / f"frontier_higgs.{suffix}").read_bytes() == content, suffix
 
 
 def test_runs_of_each_task():
@@ -109,3 +118,63 @@ def test_interval_table_bolds_only_a_separated_best():
     assert table["A"][0].startswith("**0.9020 ± 0.0020 @ 10**")  # separated from B: bold
     assert table["C"][0] == "0.9900 @ 1 (1/5 splits)"  # in one split only: not ranked
     assert not any(cell.startswith("**") for cells in table.values() for cell in [cells[1]])  # A, B overlap
+
+
+def only_args(tmp_path, *only: str, splits: int = 2, extra: tuple = ()):
+    return protocol_parser("doc", choices=("higgs",)).parse_args(
+        ["--splits", str(splits), "--out", str(tmp_path), *(f"--only={label}" for label in only), *extra])
+
+
+def points(method: str, split: int, quality: float, **columns) -> dict:
+    return {"method": method, "quality": quality, "cost": 2.0, "test_quality": quality, "test_cost": 2.0,
+            "split": split, **columns}
+
+
+def test_only_refuses_what_it_cannot_merge(tmp_path):
+    """--only names runs of the command, needs the earlier CSV with the same splits and every run it does not re-run,
+    and refuses to merge where plain LightGBM's points moved (the other runs were chosen within its budgets)."""
+    labels = ["LightGBM", "CEGB", "Greedy Miser"]
+    path = tmp_path / "frontier_higgs.csv"
+    with pytest.raises(CEGBError, match=r"--only should name runs of this command \('LightGBM', 'CEGB', "
+                                        r"'Greedy Miser'\), got 'Greedy'"):
+        earlier_points(path, labels, only_args(tmp_path, "Greedy"))
+    with pytest.raises(CEGBError, match="frontier_higgs.csv should exist, and does not"):
+        earlier_points(path, labels, only_args(tmp_path, "CEGB"))
+    pd.DataFrame([points(m, s, 0.7) for s in (0, 1) for m in ("LightGBM", "CEGB")]).to_csv(path, index=False)
+    with pytest.raises(CEGBError, match=r"should hold the splits 0 to 2 \(--splits 3\), holds \[0, 1\]"):
+        earlier_points(path, labels, only_args(tmp_path, "CEGB", splits=3))
+    with pytest.raises(CEGBError, match="has no points of 'Greedy Miser': add them to --only"):
+        earlier_points(path, labels, only_args(tmp_path, "CEGB"))
+    earlier = earlier_points(path, labels, only_args(tmp_path, "Greedy Miser"))
+    fresh = pd.DataFrame([points(m, s, 0.8, trees=3) for s in (0, 1) for m in ("LightGBM", "Greedy Miser")])
+    with pytest.raises(CEGBError, match="plain LightGBM's points should be those of the earlier report"):
+        merged(fresh, earlier, labels)
+    fresh.loc[fresh["method"] == "LightGBM", ["quality", "test_quality"]] = 0.7
+    every = merged(fresh, earlier, labels)
+    assert list(every["method"]) == labels * 2 and list(every["split"]) == [0, 0, 0, 1, 1, 1]
+    assert list(every.columns) == [*earlier.columns, "trees"]
+    assert every.loc[every["method"] == "Greedy Miser", "quality"].eq(0.8).all()
+
+
+def test_only_keeps_the_earlier_reports_round_caps(tmp_path):
+    """A report merged by --only records each method's --method-rounds as its points had them: the earlier report's
+    for the methods not re-run, this command's for those re-run; a cap given to a method that is not re-run, or a
+    --quick that differs, is refused."""
+    path = tmp_path / "frontier_higgs.md"
+    with pytest.raises(CEGBError, match="frontier_higgs.md should exist, and does not"):
+        earlier_rounds(path, only_args(tmp_path, "CEGB"), {"cegb", "lightgbm"})
+    path.write_text("## higgs\n\n`scripts/frontiers.py --data higgs --splits 2 --method-rounds greedy_miser=2000 "
+                    "--method-rounds cegb=50`; 28 features\n")
+    args = only_args(tmp_path, "CEGB", extra=("--method-rounds", "cegb=80"))
+    assert earlier_rounds(path, args, {"cegb", "lightgbm"}) == [("greedy_miser", 2000), ("cegb", 80)]
+    args = only_args(tmp_path, "CEGB", extra=("--method-rounds", "greedy_miser=2000"))
+    assert earlier_rounds(path, args, {"cegb", "lightgbm"}) == [("greedy_miser", 2000)]
+    args = only_args(tmp_path, "CEGB", extra=("--method-rounds", "greedy_miser=500"))
+    with pytest.raises(CEGBError, match=r"--method-rounds greedy_miser=500: no run of greedy_miser is re-run "
+                                        r"\(--only\), and its points in .* had 2000 rounds"):
+        earlier_rounds(path, args, {"cegb", "lightgbm"})
+    args = only_args(tmp_path, "CEGB", extra=("--method-rounds", "budgetrf=10"))
+    with pytest.raises(CEGBError, match="no run of budgetrf is re-run .* had the --rounds"):
+        earlier_rounds(path, args, {"cegb", "lightgbm"})
+    with pytest.raises(CEGBError, match="was made without --quick, this command with: run the whole command"):
+        earlier_rounds(path, only_args(tmp_path, "CEGB", extra=("--quick",)), {"cegb", "lightgbm"})
