@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
 import re
 import time
 from pathlib import Path
@@ -13,11 +14,13 @@ import numpy as np
 import pandas as pd
 from scipy import sparse
 
+from lightgbm_cegb import __version__
 from lightgbm_cegb.core.costs import FeatureCosts
 from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.datasets import letter, mslr_subset
 from lightgbm_cegb.io.atomic import write_atomically  # noqa: F401 (the scripts' writer)
 from lightgbm_cegb.selection import METHODS, evaluate, pareto, sweep, train_to_budget
+from lightgbm_cegb.selection.metrics import get_metric
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -134,8 +137,8 @@ def report_frontier(frame: pd.DataFrame, out: Path, name: str, title: str, metri
     """Write ``out/name.csv`` (every point, validation and test figures) and ``out/name.png`` (each method's
     validation Pareto points at their test figures: those of ``plotted``, by default every point); return the
     PNG's markdown line (none without matplotlib)."""
-    table = frame.drop(columns=["model"]).assign(params=frame["params"].map(lambda p: p if isinstance(p, str)
-                                                                           else repr(p)))
+    table = frame.drop(columns=["model"], errors="ignore").assign(
+        params=frame["params"].map(lambda p: p if isinstance(p, str) else repr(p)))
     write_atomically(out / f"{name}.csv", lambda tmp: table.to_csv(tmp, index=False))
     plt = pyplot()
     if plt is None:
@@ -258,6 +261,10 @@ def protocol_parser(doc: str, choices=None, data_paths: bool = False) -> argpars
                              "plain LightGBM, whose cost sets the budgets; every other run's points are those of "
                              "OUT's earlier CSV of the same command, whose plain LightGBM points must be the same; "
                              "the report is rewritten from all of them")
+    parser.add_argument("--resume", action="store_true",
+                        help="reuse the splits an interrupted run of the same command finished (the same data, runs, "
+                             "caps and package version): each split's points are saved in OUT as it ends and removed "
+                             "once the report is written")
     return parser
 
 
@@ -302,6 +309,25 @@ def query_split(parts: dict, seed: int) -> dict:
     return out
 
 
+def budgets_of(plain: float) -> list[float]:
+    """The protocol's budgets: ``BUDGET_FRACTIONS`` of plain LightGBM's validation cost ``plain``."""
+    return [round(f * plain, 4) for f in BUDGET_FRACTIONS]
+
+
+def split_key(parts: dict, runs: list[tuple], trained, args, metric: str, quick_grids: dict | None) -> str:
+    """What one split's points depend on, hashed: its rows, the runs (grids and parameters), the caps, --quick's
+    grids, the metric and the package's and LightGBM's versions."""
+    import lightgbm
+
+    digest = hashlib.sha256(repr((runs, trained, args.rounds, sorted(args.method_rounds), args.quick and quick_grids,
+                                  metric, __version__, lightgbm.__version__)).encode())
+    for key in sorted(parts):
+        for array in parts[key]:
+            for part in (array.data, array.indices, array.indptr) if sparse.issparse(array) else (array,):
+                digest.update(np.ascontiguousarray(part).tobytes())
+    return digest.hexdigest()[:16]
+
+
 def split_frontiers(parts: dict, costs: FeatureCosts, task: str, runs: list[tuple], args,
                     quick_grids: dict | None = None, *, metric: str | None = None,
                     trained: tuple[str, dict] | None = TRAINED) -> tuple[pd.DataFrame, list[float]]:
@@ -329,7 +355,7 @@ def split_frontiers(parts: dict, costs: FeatureCosts, task: str, runs: list[tupl
         print(f"{label}: {len(frame)} validation Pareto points in {time.perf_counter() - start:.1f} s", flush=True)
     if plain is None:
         raise CEGBError("the runs need plain LightGBM (the budgets are fractions of its cost)")
-    budgets = [round(f * plain, 4) for f in BUDGET_FRACTIONS]
+    budgets = budgets_of(plain)
     if trained is not None:
         start = time.perf_counter()
         label, params = trained
@@ -387,8 +413,6 @@ def merged(fresh: pd.DataFrame, earlier: pd.DataFrame, labels: list[str]) -> pd.
     run, in the order of a whole run (split by split, runs in the order of ``labels``). Refused where plain
     LightGBM's points differ from the earlier ones (another build, data or --rounds: the budgets would move)."""
     figures = ["quality", "cost", "test_quality", "test_cost", "split"]
-    for part in (fresh, earlier):
-        part.attrs = {}
     now, before = (part.loc[part["method"] == "LightGBM", figures].reset_index(drop=True) for part in (fresh, earlier))
     if not now.equals(before):
         raise CEGBError("--only: plain LightGBM's points should be those of the earlier report, whose budgets the "
@@ -409,7 +433,9 @@ def repeated_frontiers(split, costs: FeatureCosts, task: str, runs: list[tuple],
     ``out/name.csv`` (every point, with its split), ``.png`` (split 0's test figures) and ``.md`` (per run and
     budget, the mean test quality over the splits with its 95% interval: ``interval_table``). With ``args.only``
     (labels), only those runs and plain LightGBM run; every other run's points are ``out/name.csv``'s
-    (``earlier_points``, ``merged``). Returns every point."""
+    (``earlier_points``, ``merged``). Each split's points are saved as it ends (``out/.name.splitK.KEY.csv``, KEY
+    ``split_key``'s; removed with the report written); ``args.resume`` reads a split's back instead of running it
+    again. Returns every point (without the models)."""
     args.out.mkdir(parents=True, exist_ok=True)
     order, rounds = [run[0] for run in runs] + [trained[0]], args.method_rounds
     if args.only:
@@ -419,18 +445,24 @@ def repeated_frontiers(split, costs: FeatureCosts, task: str, runs: list[tuple],
         plain = next(run for run in runs if run[1] == "lightgbm")
         runs = [run for run in runs if run is plain or run[0] in args.only]
         trained = trained if trained[0] in args.only else None
-    frames, budgets, rows = [], [], {}
+    frames, budgets, rows, saved = [], [], {}, []
     for seed in range(args.splits):
         print(f"split {seed + 1} of {args.splits} (seed {seed})", flush=True)
         parts = split(seed)
         for k, v in parts.items():
             rows.setdefault(k, []).append(len(v[1]))
-        frame, within = split_frontiers(parts, costs, task, runs, args, quick_grids, metric=metric, trained=trained)
-        budgets.append([*within, float("inf")])
-        frames.append(frame.assign(split=seed))
-    attrs = dict(frames[0].attrs)
+        saved.append(args.out / f".{name}.split{seed}.{split_key(parts, runs, trained, args, metric, quick_grids)}.csv")
+        if args.resume and saved[-1].is_file():
+            print(f"resumed from {saved[-1]}", flush=True)
+        else:
+            frame, _ = split_frontiers(parts, costs, task, runs, args, quick_grids, metric=metric, trained=trained)
+            points = frame.drop(columns=["model"]).assign(params=frame["params"].map(repr), split=seed)
+            write_atomically(saved[-1], lambda tmp: points.to_csv(tmp, index=False))  # noqa: B023
+        frames.append(pd.read_csv(saved[-1]))  # as the CSV holds them, whether run now or resumed
+        plain = frames[-1].loc[frames[-1]["method"] == runs[[run[1] for run in runs].index("lightgbm")][0], "cost"]
+        budgets.append([*budgets_of(plain.max()), float("inf")])
+    attrs = {"greater_is_better": get_metric(metric, task).greater_is_better}
     every = pd.concat(frames, ignore_index=True)
-    every["params"] = every["params"].map(repr)
     if args.only:
         every = merged(every, earlier, order)
     results = []
@@ -456,4 +488,6 @@ def repeated_frontiers(split, costs: FeatureCosts, task: str, runs: list[tuple],
                                quality, plotted=every[every["split"] == 0])]
     write_atomically(args.out / f"{name}.md", lambda tmp: Path(tmp).write_text("\n".join(report) + "\n"))
     print(f"report: {args.out / f'{name}.md'}")
+    for path in saved:
+        path.unlink(missing_ok=True)
     return every

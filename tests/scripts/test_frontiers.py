@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+import common
 import numpy as np
 import pandas as pd
 import pytest
@@ -56,6 +57,7 @@ def test_quick_frontiers_on_higgs(tmp_path):
                "--only", "CEGB trained to the budget")
     for suffix, content in written.items():
         assert (tmp_path / f"frontier_higgs.{suffix}").read_bytes() == content, suffix
+    assert not list(tmp_path.glob(".frontier_higgs.split*"))  # each split's saved points, gone with the report
 
 
 def test_runs_of_each_task():
@@ -178,3 +180,53 @@ def test_only_keeps_the_earlier_reports_round_caps(tmp_path):
         earlier_rounds(path, args, {"cegb", "lightgbm"})
     with pytest.raises(CEGBError, match="was made without --quick, this command with: run the whole command"):
         earlier_rounds(path, only_args(tmp_path, "CEGB", extra=("--quick",)), {"cegb", "lightgbm"})
+
+
+def test_resume_runs_only_the_splits_left(tmp_path, monkeypatch):
+    """Each split's points are saved as it ends; --resume reads back the splits an interrupted run of the same command
+    finished and runs the others, and the report comes out byte for byte as an uninterrupted run's. A split saved
+    by another command (here --rounds) is not reused."""
+    from lightgbm_cegb.datasets import HIGGS_COSTS, higgs
+
+    X, y = higgs("train")
+    X, y = X[:1200], y[:1200]
+    runs = [("LightGBM", "lightgbm", {})]
+    ran = []
+    run_split = common.split_frontiers
+
+    def recorded(parts, *args, **kwargs):
+        ran.append(len(ran))
+        return run_split(parts, *args, **kwargs)
+
+    monkeypatch.setattr(common, "split_frontiers", recorded)
+
+    def report(out, *extra, fail_at=None):
+        args = protocol_parser("doc", choices=("higgs",)).parse_args(
+            ["--splits", "3", "--quick", "--rounds", "20", "--out", str(out), *extra])
+
+        def split(seed):
+            if seed == fail_at:
+                raise KeyboardInterrupt
+            return common.random_split(X, y, (600, 300, 300), seed)
+
+        common.repeated_frontiers(split, HIGGS_COSTS, "binary", runs, args, name="frontier_t", title="t",
+                                  command="frontiers.py")
+        return {suffix: (out / f"frontier_t.{suffix}").read_bytes() for suffix in ("csv", "md")}
+
+    whole = report(tmp_path / "whole")
+    assert len(ran) == 3
+    ran.clear()
+    with pytest.raises(KeyboardInterrupt):
+        report(tmp_path / "resumed", fail_at=2)
+    assert len(ran) == 2 and len(list((tmp_path / "resumed").glob(".frontier_t.split*"))) == 2
+    ran.clear()
+    assert report(tmp_path / "resumed", "--resume") == whole
+    assert len(ran) == 1  # split 2 only
+    assert not list((tmp_path / "resumed").glob(".frontier_t.split*"))
+    ran.clear()
+    with pytest.raises(KeyboardInterrupt):
+        report(tmp_path / "other", fail_at=1)
+    ran.clear()
+    args = ("--resume", "--rounds", "21")
+    report(tmp_path / "other", *args)
+    assert len(ran) == 3  # another --rounds: nothing reused
