@@ -130,25 +130,38 @@ def test_composite_kernel_against_the_reference_on_random_cases(kind, seed):
 
 @pytest.mark.parametrize("num_class", [1, 3])
 def test_training_scores_are_predict_bit_for_bit(num_class):
-    """fit's scores of f1 and g between rounds come from only the trees grown since the last round (leaf values
-    added in the trees' order): the same bits as ``predict(raw_score=True)`` over every tree, from a first call
-    before any tree on."""
+    """fit's scores of f1 and g between rounds are ``predict(raw_score=True)``'s bits over every tree, from a first
+    call before any tree on: f1's LightGBM's own training scores (objective "none", no init score), g's from only
+    the trees grown since the last round (leaf values added in the trees' order). On rows with missing values,
+    zeros and ties, and with stumps (trees without a split)."""
     from lightgbm_cegb.methods.adapt.gbrt import _TrainingScores
 
     rng = np.random.default_rng(num_class)
-    X = rng.normal(size=(400, 6))
+    X = np.round(rng.normal(size=(400, 6)), 1)
+    X[rng.random(X.shape) < 0.1] = np.nan
+    X[:, 2] = 0.0  # a feature without a split
     y = rng.integers(0, max(num_class, 2), 400)
-    params = {"objective": "multiclass", "num_class": num_class} if num_class > 1 else {"objective": "binary"}
-    booster = lgb.Booster({**params, "num_leaves": 7, "learning_rate": 0.3, "verbose": -1, "num_threads": 1},
-                          lgb.Dataset(X, y.astype(float)))
-    scores = _TrainingScores(booster, X, num_class)
-    np.testing.assert_array_equal(scores(), 0.0)
-    for grown in (1, 4, 0, 7):
-        for _ in range(grown):
-            booster.update()
-        np.testing.assert_array_equal(scores(), booster.predict(X, raw_score=True))
-    with pytest.raises(ValueError, match="read-only"):
-        scores()[0] = 1.0
+    k = max(num_class, 1)
+    onehot = np.eye(max(num_class, 2))[y][:, :k] if k > 1 else y[:, None].astype(float)
+
+    def objective(score, _):  # the log-loss's gradient, hessian 1 (ADAPT's trees)
+        score = score.reshape(len(y), k)
+        p = np.exp(score - score.max(axis=1, keepdims=True)) if k > 1 else 1 / (1 + np.exp(-score))
+        gradient = (p / p.sum(axis=1, keepdims=True) if k > 1 else p) - onehot
+        return gradient.reshape(score.shape) if k > 1 else gradient[:, 0], np.ones(score.shape if k > 1 else len(y))
+
+    for kept in (True, False):
+        params = {"objective": "none", "num_leaves": 7, "learning_rate": 0.3, "min_data_in_leaf": 150,
+                  "verbose": -1, "num_threads": 1, **({"num_class": k} if k > 1 else {})}
+        booster = lgb.Booster(params, lgb.Dataset(X, y.astype(float)))
+        scores = _TrainingScores(booster, X, k, kept=kept)
+        np.testing.assert_array_equal(scores(), 0.0)
+        for grown in (1, 4, 0, 7):
+            for _ in range(grown):
+                booster.update(fobj=objective)
+            np.testing.assert_array_equal(scores(), booster.predict(X, raw_score=True))
+        with pytest.raises(ValueError, match="read-only"):
+            scores()[0] = 1.0
 
 
 def test_ends_of_p_full():

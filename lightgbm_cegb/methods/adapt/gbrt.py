@@ -26,15 +26,17 @@ feature or group) paid once across the models, in one per-row cost state. ADAPT-
 
 from __future__ import annotations
 
+import ctypes
 import math
 
 import lightgbm as lgb
 import numpy as np
+from lightgbm.basic import _LIB, _safe_call
 from scipy.special import expit
 
 from lightgbm_cegb._engine import gated
 from lightgbm_cegb.core.cost_state import CostState
-from lightgbm_cegb.core.errors import check_number
+from lightgbm_cegb.core.errors import CEGBError, check_number
 from lightgbm_cegb.core.forest import Forest
 from lightgbm_cegb.core.parallel import resolve_n_jobs
 from lightgbm_cegb.core.report import CostReport
@@ -203,7 +205,7 @@ class AdaptGBRT(AdaptBase):
                                     free_raw_data=False))
         for _ in range(self.trees_per_round):  # f1 starts as Greedy Miser (every row's weight 1)
             f1.update(fobj=f1_objective)
-        f1_scores, g_scores = _TrainingScores(f1, X, k), _TrainingScores(g, X, 1)
+        f1_scores, g_scores = _TrainingScores(f1, X, k, kept=True), _TrainingScores(g, X, 1)  # g: an init score
         for _ in range(self.n_rounds if self.p_full < 1 else 0):  # at 1, f0 takes every row
             f1_score = f1_scores()
             g_score = offset + g_scores()
@@ -339,28 +341,40 @@ class AdaptGBRT(AdaptBase):
 
 
 class _TrainingScores:
-    """A booster's raw scores on its training rows X as ``predict(X, raw_score=True)`` gives them, bit for bit
-    (each tree's leaf value added in the trees' order, from 0), each call routing X through only the trees grown
-    since the last (``predict`` over all the trees at every round would cost the square of the rounds)."""
+    """A booster's raw scores on its training rows X as ``predict(X, raw_score=True)`` gives them, bit for bit.
 
-    def __init__(self, booster: lgb.Booster, X: np.ndarray, k: int) -> None:
-        self.booster, self.X, self.k = booster, X, k
+    ``kept``: the booster's objective is "none" and its Dataset has no init score, so LightGBM's own training
+    scores (each tree's leaf values added to rows in the trees' order, from 0, as ``predict`` adds them) are read.
+    Otherwise each call routes X through only the trees grown since the last (``predict`` over all the trees at
+    every round would cost the square of the rounds) and adds their leaf values in the trees' order, from 0."""
+
+    def __init__(self, booster: lgb.Booster, X: np.ndarray, k: int, *, kept: bool = False) -> None:
+        self.booster, self.X, self.k, self.kept = booster, X, k, kept
         self.iterations = 0
         self.score = np.zeros((X.shape[0], k))
 
     def __call__(self) -> np.ndarray:
         """(rows, k) scores, or (rows,) when k is 1: read-only, updated in place by the next call."""
         grown = self.booster.current_iteration() - self.iterations
-        if grown > 0:
+        if grown > 0 and self.kept:
+            kept = np.empty(self.score.size)
+            length = ctypes.c_int64(0)
+            _safe_call(_LIB.LGBM_BoosterGetPredict(self.booster._handle, ctypes.c_int(0), ctypes.byref(length),
+                                                   kept.ctypes.data_as(ctypes.POINTER(ctypes.c_double))))
+            if length.value != kept.size:
+                raise CEGBError(f"LightGBM's training scores should be {kept.size} numbers, got {length.value}")
+            self.score[:] = kept.reshape(self.score.shape, order="F")  # LightGBM's scores: class by class
+        elif grown > 0:
             leaves = self.booster.predict(self.X, pred_leaf=True, start_iteration=self.iterations,
                                           num_iteration=grown).reshape(self.X.shape[0], grown * self.k)
+            leaves = np.ascontiguousarray(leaves.T)  # a tree's leaves side by side
+            score = np.ascontiguousarray(self.score.T)
             for t in range(grown * self.k):
                 tree = self.iterations * self.k + t
-                reached = np.unique(leaves[:, t])
-                value = np.zeros(int(reached[-1]) + 1)
-                value[reached] = [self.booster.get_leaf_output(tree, int(leaf)) for leaf in reached]
-                self.score[:, t % self.k] += value[leaves[:, t]]
-            self.iterations += grown
+                value = np.array([self.booster.get_leaf_output(tree, leaf) for leaf in range(leaves[t].max() + 1)])
+                score[t % self.k] += value[leaves[t]]
+            self.score[:] = score.T
+        self.iterations += grown
         score = self.score if self.k > 1 else self.score[:, 0]
         score = score.view()
         score.flags.writeable = False
