@@ -395,9 +395,11 @@ def earlier_rounds(path: Path, args, rerun: set[str]) -> list[tuple[str, int]]:
     method that is not re-run a cap other than the earlier report's (its points would not have it)."""
     if not path.is_file():
         raise CEGBError(f"--only re-runs some runs into an earlier report: {path} should exist, and does not")
-    command = next((line for line in path.read_text().splitlines() if line.startswith("`")), "")
-    if ("--quick`" in command) != args.quick:
-        raise CEGBError(f"--only: {path} was made {'with' if '--quick`' in command else 'without'} --quick, this "
+    line = next((line for line in path.read_text().splitlines() if line.startswith("`")), "``")
+    command = line.split("`")[1]
+    quick = "--quick" in command.split()
+    if quick != args.quick:
+        raise CEGBError(f"--only: {path} was made {'with' if quick else 'without'} --quick, this "
                         f"command {'with' if args.quick else 'without'}: run the whole command")
     before = {name: int(rounds) for name, rounds in re.findall(r"--method-rounds (\w+)=(\d+)", command)}
     for name, rounds in args.method_rounds:
@@ -408,12 +410,13 @@ def earlier_rounds(path: Path, args, rerun: set[str]) -> list[tuple[str, int]]:
             *((name, rounds) for name, rounds in args.method_rounds if name in rerun)]
 
 
-def merged(fresh: pd.DataFrame, earlier: pd.DataFrame, labels: list[str]) -> pd.DataFrame:
-    """``fresh`` points (plain LightGBM and the runs of --only, params as text) with ``earlier``'s of every other
-    run, in the order of a whole run (split by split, runs in the order of ``labels``). Refused where plain
-    LightGBM's points differ from the earlier ones (another build, data or --rounds: the budgets would move)."""
+def merged(fresh: pd.DataFrame, earlier: pd.DataFrame, labels: list[str], plain: str) -> pd.DataFrame:
+    """``fresh`` points (plain LightGBM, labelled ``plain``, and the runs of --only, params as text) with
+    ``earlier``'s of every other run, in the order of a whole run (split by split, runs in the order of ``labels``).
+    Refused where plain LightGBM's points differ from the earlier ones (another build, data or --rounds: the budgets
+    would move)."""
     figures = ["quality", "cost", "test_quality", "test_cost", "split"]
-    now, before = (part.loc[part["method"] == "LightGBM", figures].reset_index(drop=True) for part in (fresh, earlier))
+    now, before = (part.loc[part["method"] == plain, figures].reset_index(drop=True) for part in (fresh, earlier))
     if not now.equals(before):
         raise CEGBError("--only: plain LightGBM's points should be those of the earlier report, whose budgets the "
                         "other runs were chosen within; they differ (another build, data or --rounds?): run the "
@@ -438,11 +441,13 @@ def repeated_frontiers(split, costs: FeatureCosts, task: str, runs: list[tuple],
     again. Returns every point (without the models)."""
     args.out.mkdir(parents=True, exist_ok=True)
     order, rounds = [run[0] for run in runs] + [trained[0]], args.method_rounds
+    plain = next((run for run in runs if run[1] == "lightgbm"), None)
+    if plain is None:
+        raise CEGBError("the runs need plain LightGBM (the budgets are fractions of its cost)")
     if args.only:
         earlier = earlier_points(args.out / f"{name}.csv", order, args)
         rerun = {run[1] for run in runs if run[0] in args.only} | {"lightgbm"}
         rounds = earlier_rounds(args.out / f"{name}.md", args, rerun)
-        plain = next(run for run in runs if run[1] == "lightgbm")
         runs = [run for run in runs if run is plain or run[0] in args.only]
         trained = trained if trained[0] in args.only else None
     frames, budgets, rows, saved = [], [], {}, []
@@ -459,12 +464,11 @@ def repeated_frontiers(split, costs: FeatureCosts, task: str, runs: list[tuple],
             points = frame.drop(columns=["model"]).assign(params=frame["params"].map(repr), split=seed)
             write_atomically(saved[-1], lambda tmp: points.to_csv(tmp, index=False))  # noqa: B023
         frames.append(pd.read_csv(saved[-1]))  # as the CSV holds them, whether run now or resumed
-        plain = frames[-1].loc[frames[-1]["method"] == runs[[run[1] for run in runs].index("lightgbm")][0], "cost"]
-        budgets.append([*budgets_of(plain.max()), float("inf")])
+        budgets.append([*budgets_of(frames[-1].loc[frames[-1]["method"] == plain[0], "cost"].max()), float("inf")])
     attrs = {"greater_is_better": get_metric(metric, task).greater_is_better}
     every = pd.concat(frames, ignore_index=True)
     if args.only:
-        every = merged(every, earlier, order)
+        every = merged(every, earlier, order, plain[0])
     results = []
     for seed in range(args.splits):
         points = every[every["split"] == seed]

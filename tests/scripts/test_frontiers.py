@@ -150,9 +150,9 @@ def test_only_refuses_what_it_cannot_merge(tmp_path):
     earlier = earlier_points(path, labels, only_args(tmp_path, "Greedy Miser"))
     fresh = pd.DataFrame([points(m, s, 0.8, trees=3) for s in (0, 1) for m in ("LightGBM", "Greedy Miser")])
     with pytest.raises(CEGBError, match="plain LightGBM's points should be those of the earlier report"):
-        merged(fresh, earlier, labels)
+        merged(fresh, earlier, labels, "LightGBM")
     fresh.loc[fresh["method"] == "LightGBM", ["quality", "test_quality"]] = 0.7
-    every = merged(fresh, earlier, labels)
+    every = merged(fresh, earlier, labels, "LightGBM")
     assert list(every["method"]) == labels * 2 and list(every["split"]) == [0, 0, 0, 1, 1, 1]
     assert list(every.columns) == [*earlier.columns, "trees"]
     assert every.loc[every["method"] == "Greedy Miser", "quality"].eq(0.8).all()
@@ -180,6 +180,12 @@ def test_only_keeps_the_earlier_reports_round_caps(tmp_path):
         earlier_rounds(path, args, {"cegb", "lightgbm"})
     with pytest.raises(CEGBError, match="was made without --quick, this command with: run the whole command"):
         earlier_rounds(path, only_args(tmp_path, "CEGB", extra=("--quick",)), {"cegb", "lightgbm"})
+    path.write_text("## higgs\n\n`scripts/frontiers.py --data higgs --splits 2 --quick --method-rounds "
+                    "greedy_miser=30`; 28 features\n")  # --quick followed by a cap, as the report writes it
+    args = only_args(tmp_path, "CEGB", extra=("--quick", "--method-rounds", "greedy_miser=30"))
+    assert earlier_rounds(path, args, {"cegb", "lightgbm"}) == [("greedy_miser", 30)]
+    with pytest.raises(CEGBError, match="was made with --quick, this command without: run the whole command"):
+        earlier_rounds(path, only_args(tmp_path, "CEGB"), {"cegb", "lightgbm"})
 
 
 def test_resume_runs_only_the_splits_left(tmp_path, monkeypatch):
