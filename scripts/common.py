@@ -328,6 +328,16 @@ def split_key(parts: dict, runs: list[tuple], trained, args, metric: str, quick_
     return digest.hexdigest()[:16]
 
 
+def plain_run(runs: list[tuple]) -> tuple:
+    """The first run of ``lightgbm`` in ``runs``: the plain model whose validation cost the budgets are fractions
+    of. Refused, before anything is trained, where there is none."""
+    plain = next((run for run in runs if run[1] == "lightgbm"), None)
+    if plain is None:
+        raise CEGBError("the runs need plain LightGBM (the budgets are fractions of its cost); they are "
+                        f"{[run[0] for run in runs]}")
+    return plain
+
+
 def split_frontiers(parts: dict, costs: FeatureCosts, task: str, runs: list[tuple], args,
                     quick_grids: dict | None = None, *, metric: str | None = None,
                     trained: tuple[str, dict] | None = TRAINED) -> tuple[pd.DataFrame, list[float]]:
@@ -337,7 +347,7 @@ def split_frontiers(parts: dict, costs: FeatureCosts, task: str, runs: list[tupl
     grid: the run's own points (the method's parameters), instead of its default grid (or --quick's). The first run
     of ``lightgbm`` is the plain model whose validation cost the budgets are fractions of; ``metric``: the sweeps'
     (None: the task's default)."""
-    frames, plain = [], None
+    frames, first = [], plain_run(runs)
     for run in runs:
         label, name, params = run[:3]
         rounds = run[3] if len(run) > 3 and run[3] is not None else \
@@ -350,11 +360,9 @@ def split_frontiers(parts: dict, costs: FeatureCosts, task: str, runs: list[tupl
         frame = evaluate(pareto(frame), parts["test"])
         frame["method"] = label
         frames.append(frame)
-        if name == "lightgbm" and plain is None:
+        if run is first:
             plain = frame["cost"].max()
         print(f"{label}: {len(frame)} validation Pareto points in {time.perf_counter() - start:.1f} s", flush=True)
-    if plain is None:
-        raise CEGBError("the runs need plain LightGBM (the budgets are fractions of its cost)")
     budgets = budgets_of(plain)
     if trained is not None:
         start = time.perf_counter()
@@ -441,9 +449,7 @@ def repeated_frontiers(split, costs: FeatureCosts, task: str, runs: list[tuple],
     again. Returns every point (without the models)."""
     args.out.mkdir(parents=True, exist_ok=True)
     order, rounds = [run[0] for run in runs] + [trained[0]], args.method_rounds
-    plain = next((run for run in runs if run[1] == "lightgbm"), None)
-    if plain is None:
-        raise CEGBError("the runs need plain LightGBM (the budgets are fractions of its cost)")
+    plain = plain_run(runs)
     if args.only:
         earlier = earlier_points(args.out / f"{name}.csv", order, args)
         rerun = {run[1] for run in runs if run[0] in args.only} | {"lightgbm"}

@@ -236,3 +236,11 @@ def test_resume_runs_only_the_splits_left(tmp_path, monkeypatch):
     args = ("--resume", "--rounds", "21")
     report(tmp_path / "other", *args)
     assert len(ran) == 3  # another --rounds: nothing reused
+
+
+def test_runs_without_plain_lightgbm_are_refused_before_anything_trains(monkeypatch):
+    runs = [("CEGB", "cegb", {}), ("LightGBM", "lightgbm", {}), ("LightGBM again", "lightgbm", {})]
+    assert common.plain_run(runs) is runs[1]
+    monkeypatch.setattr(common, "sweep", lambda *a, **k: pytest.fail("a sweep ran before the runs were checked"))
+    with pytest.raises(CEGBError, match=r"the runs need plain LightGBM .*they are \['CEGB'\]"):
+        common.split_frontiers({}, None, "binary", runs[:1], None)
