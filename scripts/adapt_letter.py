@@ -46,6 +46,7 @@ ACCURACY_POINTS = 0.01
 COST_BAR = 0.69
 METHODS = (("LightGBM (f0)", "lightgbm"), ("ADAPT-GBRT", "adapt_gbrt"), ("ADAPT-LIN", "adapt_lin"), ("CEGB", "cegb"),
            ("BudgetPrune of f0", "budget_prune"))
+ALL_METHODS = [method for _, method in METHODS]
 
 
 def load(task: str) -> dict:
@@ -99,7 +100,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=Path("."))
     parser.add_argument("--rounds", type=int, default=1000, help="f0's and CEGB's boosting rounds (early stopping)")
     parser.add_argument("--quick", action="store_true", help="one or two points per method")
-    parser.add_argument("--methods", nargs="+", choices=[m for _, m in METHODS], default=[m for _, m in METHODS],
+    parser.add_argument("--methods", nargs="+", choices=ALL_METHODS, default=ALL_METHODS,
                         help="the methods to sweep (lightgbm, f0, always runs)")
     args = parser.parse_args(argv)
     parts = load(args.task)
@@ -122,10 +123,13 @@ def main(argv: list[str] | None = None) -> None:
     lines, _ = verdict(frame)
     name = f"adapt_letter_{args.task}"
     task = "A-M against N-Z (the paper's task)" if args.task == "binary" else "26 letters"
+    command = " ".join(["scripts/adapt_letter.py", "--task", args.task, "--rounds", str(args.rounds)]
+                       + ["--quick"] * args.quick
+                       + (["--methods", *args.methods] if set(args.methods) != set(ALL_METHODS) else []))
     lines = [f"# ADAPT on letter, {task}", "",
-             f"`scripts/adapt_letter.py --task {args.task}{' --quick' if args.quick else ''}`: the first 12,000 / next "
-             f"4,000 / last 4,000 rows, 16 unit-cost features; f0 = LightGBM GBDT ({F0['num_leaves']} leaves, learning "
-             f"rate {F0['learning_rate']}, early stopping on validation); AdaptGBRT {ADAPT[args.task]}.", "", *lines,
+             f"`{command}`: the first 12,000 / next 4,000 / last 4,000 rows, 16 unit-cost features; f0 = LightGBM GBDT "
+             f"({F0['num_leaves']} leaves, learning rate {F0['learning_rate']}, early stopping on validation); "
+             f"AdaptGBRT {ADAPT[args.task]}.", "", *lines,
              "| method | parameters | valid accuracy | valid cost | test accuracy | test cost |",
              "|---|---|---|---|---|---|"]
     for _, row in frame.iterrows():

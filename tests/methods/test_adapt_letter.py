@@ -23,6 +23,7 @@ def test_letter_bar(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     report = (tmp_path / "adapt_letter_binary.md").read_text()
     assert "Bar (within 1 point at <= 0.69 of f0's cost): met." in report, report[:2000]
+    assert "`scripts/adapt_letter.py --task binary --rounds 1000 --methods adapt_gbrt`" in report, report[:500]
     frame = pd.read_csv(tmp_path / "adapt_letter_binary.csv")
     assert set(frame["method"]) == {"LightGBM (f0)", "ADAPT-GBRT"}
     f0 = frame[frame["method"] == "LightGBM (f0)"].iloc[0]
