@@ -233,10 +233,13 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
         rows += _execute(jobs, context, n_jobs, client, bar)
     if bar is not None:
         bar.close()
-    capped = sorted({row["method"] for row in rows if row["model"].capped})
+    capped = [row for row in rows if row["model"].capped]
     if capped:
-        warnings.warn(f"sweep: point(s) of {capped} reached num_boost_round={num_boost_round} while the "
-                      "validation metric was still improving: raise num_boost_round", RoundsWarning, stacklevel=2)
+        points = dict.fromkeys(f"{row['method']} {({k: v for k, v in row['params'].items() if k != 'trees'})}"
+                               for row in capped)  # a model's prefixes share its grid point
+        warnings.warn(f"sweep: point(s) of {sorted({row['method'] for row in capped})} reached num_boost_round="
+                      f"{num_boost_round} while the validation metric was still improving ({', '.join(points)}): "
+                      "raise num_boost_round", RoundsWarning, stacklevel=2)
     frame = pd.DataFrame(rows, columns=["method", "quality", "cost", "coupled", "params", "stage", "model"])
     keys = sorted({k for row in rows for k in row["params"]})
     for key in keys:

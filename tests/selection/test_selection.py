@@ -524,6 +524,9 @@ def test_the_round_cap_warns(binary):
     train, valid, _ = binary
     with pytest.warns(RoundsWarning, match=r"point\(s\) of \['lightgbm'\] reached num_boost_round=3 while the"):
         sweep("lightgbm", train, valid, COSTS, task="binary", num_boost_round=3, baseline=False)
+    with pytest.warns(RoundsWarning, match=r"improving \(lightgbm \{'num_leaves': 4\}, lightgbm \{'num_leaves': 8\}\)"):
+        sweep("lightgbm", train, valid, COSTS, task="binary", num_boost_round=3, baseline=False,
+              grid={"lightgbm": [{"num_leaves": 4}, {"num_leaves": 8}]})  # each grid point named once
     with warnings.catch_warnings():
         warnings.simplefilter("error", RoundsWarning)  # the default cap does not bind here
         sweep("lightgbm", train, valid, COSTS, task="binary", params={"num_leaves": 8}, baseline=False)
