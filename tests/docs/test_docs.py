@@ -99,3 +99,33 @@ def test_readme_links_resolve():
     assert targets, "no links found"
     missing = [t for t in targets if t and not (ROOT / t).exists()]
     assert not missing, f"README links to files that do not exist: {missing}"
+
+
+#: RESULTS.md tables that summarise several reports rather than copy one (their first row, the header)
+SUMMARY_TABLES = ("| task | f0 (test accuracy at cost) |",)
+
+
+def markdown_tables(text: str) -> list[tuple[int, str]]:
+    """(line number, text) of each table: a run of lines that start with ``|``."""
+    tables, start, rows = [], 0, []
+    for number, line in enumerate(text.split("\n") + [""], 1):
+        if line.startswith("|"):
+            start, rows = (start, rows + [line]) if rows else (number, [line])
+        elif rows:
+            tables.append((start, "\n".join(rows)))
+            rows = []
+    return tables
+
+
+def test_results_tables_are_the_scripts_reports():
+    """Every table of docs/RESULTS.md is copied, cell for cell, from a report a script wrote in docs/results/ (the
+    command of each report is on its first lines): a table edited by hand, or a report re-run without the page, fails
+    here."""
+    reports = [p.read_text() for p in sorted((ROOT / "docs" / "results").glob("*.md"))]
+    tables = markdown_tables((ROOT / "docs" / "RESULTS.md").read_text())
+    assert len(tables) >= 10, f"found {len(tables)} tables in RESULTS.md"
+    copied = [(line, table) for line, table in tables if not table.startswith(SUMMARY_TABLES)]
+    assert len(copied) == len(tables) - len(SUMMARY_TABLES)
+    differ = [f"RESULTS.md line {line}: {table.splitlines()[0][:80]}" for line, table in copied
+              if not any(table in report for report in reports)]
+    assert not differ, "tables found in no report of docs/results:\n" + "\n".join(differ)
