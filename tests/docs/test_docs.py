@@ -110,7 +110,8 @@ def markdown_tables(text: str) -> list[tuple[int, str]]:
     tables, start, rows = [], 0, []
     for number, line in enumerate(text.split("\n") + [""], 1):
         if line.startswith("|"):
-            start, rows = (start, rows + [line]) if rows else (number, [line])
+            start = start if rows else number
+            rows.append(line)
         elif rows:
             tables.append((start, "\n".join(rows)))
             rows = []
