@@ -265,6 +265,10 @@ def protocol_parser(doc: str, choices=None, data_paths: bool = False) -> argpars
                         help="reuse the splits an interrupted run of the same command finished (the same data, runs, "
                              "caps and package version): each split's points are saved in OUT as it ends and removed "
                              "once the report is written")
+    parser.add_argument("--split", type=int, metavar="K",
+                        help="run split K only (0 to --splits - 1) and save its points in OUT, without a report: the "
+                             "splits spread over processes or machines (each e.g. under `taskset -c N`); the same "
+                             "command with --resume then reads every saved split and writes the report")
     return parser
 
 
@@ -438,7 +442,7 @@ def merged(fresh: pd.DataFrame, earlier: pd.DataFrame, labels: list[str], plain:
 
 def repeated_frontiers(split, costs: FeatureCosts, task: str, runs: list[tuple], args, *, name: str, title: str,
                        command: str, quick_grids: dict | None = None, metric: str = "accuracy",
-                       trained: tuple[str, dict] = TRAINED) -> pd.DataFrame:
+                       trained: tuple[str, dict] = TRAINED) -> pd.DataFrame | None:
     """The protocol on ``args.splits`` splits (``split(seed)``: {train, valid, test: rows}, e.g. ``random_split`` or
     ``query_split``): every run's points (``split_frontiers``, with ``metric`` and ``trained``) in each, then
     ``out/name.csv`` (every point, with its split), ``.png`` (split 0's test figures) and ``.md`` (per run and
@@ -446,7 +450,11 @@ def repeated_frontiers(split, costs: FeatureCosts, task: str, runs: list[tuple],
     (labels), only those runs and plain LightGBM run; every other run's points are ``out/name.csv``'s
     (``earlier_points``, ``merged``). Each split's points are saved as it ends (``out/.name.splitK.KEY.csv``, KEY
     ``split_key``'s; removed with the report written); ``args.resume`` reads a split's back instead of running it
-    again. Returns every point (without the models)."""
+    again; ``args.split`` runs (or reads) that split only and writes no report. Returns every point (without the
+    models; None with ``args.split``)."""
+    if args.split is not None and not 0 <= args.split < args.splits:
+        raise CEGBError(f"--split should be a split of --splits {args.splits} (0 to {args.splits - 1}), got "
+                        f"{args.split}")
     args.out.mkdir(parents=True, exist_ok=True)
     order, rounds = [run[0] for run in runs] + [trained[0]], args.method_rounds
     plain = plain_run(runs)
@@ -457,7 +465,7 @@ def repeated_frontiers(split, costs: FeatureCosts, task: str, runs: list[tuple],
         runs = [run for run in runs if run is plain or run[0] in args.only]
         trained = trained if trained[0] in args.only else None
     frames, budgets, rows, saved = [], [], {}, []
-    for seed in range(args.splits):
+    for seed in range(args.splits) if args.split is None else [args.split]:
         print(f"split {seed + 1} of {args.splits} (seed {seed})", flush=True)
         parts = split(seed)
         for k, v in parts.items():
@@ -471,6 +479,10 @@ def repeated_frontiers(split, costs: FeatureCosts, task: str, runs: list[tuple],
             write_atomically(saved[-1], lambda tmp: points.to_csv(tmp, index=False))  # noqa: B023
         frames.append(pd.read_csv(saved[-1]))  # as the CSV holds them, whether run now or resumed
         budgets.append([*budgets_of(frames[-1].loc[frames[-1]["method"] == plain[0], "cost"].max()), float("inf")])
+    if args.split is not None:
+        print(f"split {args.split} saved in {saved[-1]}; the report: this command with --resume, without --split, "
+              "once every split is saved")
+        return None
     attrs = {"greater_is_better": get_metric(metric, task).greater_is_better}
     every = pd.concat(frames, ignore_index=True)
     if args.only:

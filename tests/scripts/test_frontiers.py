@@ -191,7 +191,8 @@ def test_only_keeps_the_earlier_reports_round_caps(tmp_path):
 def test_resume_runs_only_the_splits_left(tmp_path, monkeypatch):
     """Each split's points are saved as it ends; --resume reads back the splits an interrupted run of the same command
     finished and runs the others, and the report comes out byte for byte as an uninterrupted run's. A split saved
-    by another command (here --rounds) is not reused."""
+    by another command (here --rounds) is not reused. --split K runs one split and saves it without a report (the
+    splits spread over processes); --resume then writes the same report."""
     from lightgbm_cegb.datasets import HIGGS_COSTS, higgs
 
     X, y = higgs("train")
@@ -215,8 +216,11 @@ def test_resume_runs_only_the_splits_left(tmp_path, monkeypatch):
                 raise KeyboardInterrupt
             return common.random_split(X, y, (600, 300, 300), seed)
 
-        common.repeated_frontiers(split, HIGGS_COSTS, "binary", runs, args, name="frontier_t", title="t",
-                                  command="frontiers.py")
+        every = common.repeated_frontiers(split, HIGGS_COSTS, "binary", runs, args, name="frontier_t", title="t",
+                                          command="frontiers.py")
+        if every is None:
+            assert "--split" in extra and not (out / "frontier_t.md").exists()
+            return None
         return {suffix: (out / f"frontier_t.{suffix}").read_bytes() for suffix in ("csv", "md")}
 
     whole = report(tmp_path / "whole")
@@ -236,6 +240,16 @@ def test_resume_runs_only_the_splits_left(tmp_path, monkeypatch):
     args = ("--resume", "--rounds", "21")
     report(tmp_path / "other", *args)
     assert len(ran) == 3  # another --rounds: nothing reused
+    ran.clear()
+    for k in (2, 0):
+        assert report(tmp_path / "spread", "--split", str(k)) is None
+    assert len(ran) == 2 and len(list((tmp_path / "spread").glob(".frontier_t.split*"))) == 2
+    ran.clear()
+    assert report(tmp_path / "spread", "--resume") == whole
+    assert len(ran) == 1  # split 1 only
+    with pytest.raises(CEGBError, match=r"--split should be a split of --splits 3 \(0 to 2\), got 3"):
+        report(tmp_path / "spread", "--split", "3")
+    assert ran == [0]
 
 
 def test_runs_without_plain_lightgbm_are_refused_before_anything_trains(monkeypatch):
