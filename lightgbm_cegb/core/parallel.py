@@ -1,6 +1,8 @@
 """How many threads the Cython kernels use: ``n_jobs`` as scikit-learn reads it, within the CPUs this
-process may run on (its affinity mask and a cgroup CPU quota, as in a container or a CI job); and one BLAS
-thread for the solvers of small products (``one_blas_thread``)."""
+process may run on (its affinity mask and a cgroup CPU quota, as in a container or a CI job) and, for the default,
+``OMP_NUM_THREADS`` (which joblib sets in its workers to their share of the CPUs: a sweep with ``n_jobs=2``
+does not run two threads in each of two processes on two cores); and one BLAS thread for the solvers of small
+products (``one_blas_thread``)."""
 
 from __future__ import annotations
 
@@ -39,18 +41,23 @@ def available_cpus() -> int:
     return max(count, 1)
 
 
+def omp_num_threads() -> int | None:
+    """``OMP_NUM_THREADS`` (its first level, as in ``4,2``) when it is a positive integer, else None."""
+    first = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    return int(first) if first.isdigit() and int(first) > 0 else None
+
+
 def resolve_n_jobs(n_jobs: int | None, rows: int | None = None) -> int:
-    """Threads for ``n_jobs``: None or -1 all available CPUs, k > 0 that many (at most the available
-    ones), -k all but k - 1 (scikit-learn's convention); at most one per ROWS_PER_THREAD of ``rows``
-    (starting threads costs more than routing a few rows)."""
-    cpus = available_cpus() if rows is None else max(1, min(available_cpus(), -(-rows // ROWS_PER_THREAD)))
-    if n_jobs is None:
-        return cpus
-    if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0:
+    """Threads for ``n_jobs``: None or -1 all available CPUs, at most ``OMP_NUM_THREADS`` when it is set;
+    -k all but k - 1 of those; k > 0 that many, at most the available CPUs (scikit-learn's convention); at
+    most one per ROWS_PER_THREAD of ``rows`` (starting threads costs more than routing a few rows)."""
+    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0):
         raise CEGBError(f"n_jobs should be None or a non-zero integer, got {n_jobs!r}")
-    if n_jobs > 0:
+    cpus = available_cpus() if rows is None else max(1, min(available_cpus(), -(-rows // ROWS_PER_THREAD)))
+    if n_jobs is not None and n_jobs > 0:
         return min(n_jobs, cpus)
-    return max(cpus + 1 + n_jobs, 1)
+    default = min(cpus, omp_num_threads() or cpus)
+    return default if n_jobs is None else max(default + 1 + n_jobs, 1)
 
 
 _blas = threading.local()  # depth of the calls under one_blas_thread in this thread
