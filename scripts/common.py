@@ -480,8 +480,8 @@ def repeated_frontiers(split, costs: FeatureCosts, task: str, runs: list[tuple],
         frames.append(pd.read_csv(saved[-1]))  # as the CSV holds them, whether run now or resumed
         budgets.append([*budgets_of(frames[-1].loc[frames[-1]["method"] == plain[0], "cost"].max()), float("inf")])
     if args.split is not None:
-        print(f"split {args.split} saved in {saved[-1]}; the report: this command with --resume, without --split, "
-              "once every split is saved")
+        print(f"--split {args.split} (seed {args.split}) saved in {saved[-1]}; the report: this command with --resume, "
+              "without --split, once every split is saved")
         return None
     attrs = {"greater_is_better": get_metric(metric, task).greater_is_better}
     every = pd.concat(frames, ignore_index=True)
