@@ -21,7 +21,9 @@ from lightgbm_cegb.lgbm import CEGBClassifier, CEGBRanker, CEGBRegressor
 from lightgbm_cegb.methods import (
     CSCC,
     CSTC,
+    AcquisitionResult,
     AdaptGBRT,
+    AdaptiveAcquisitionClassifier,
     AdaptL1,
     AdaptLIN,
     BudgetRFClassifier,
@@ -39,12 +41,12 @@ from lightgbm_cegb.methods import (
 )
 from lightgbm_cegb.serving import LazyFetchError, LazyFetchValueError, LazyPredictor, LazyResult
 
-__all__ = ["CSCC", "CSTC", "PATCHED_LIGHTGBM", "AdaptGBRT", "AdaptL1", "AdaptLIN", "BudgetRFClassifier",
-           "CEGBClassifier", "CEGBError", "CEGBRanker", "CEGBRegressor", "CEGBState", "CSTCClassifier", "CostReport",
-           "CostState", "Cronus", "EarlyExit", "EarlyExitResult", "FeatureCosts", "Forest", "GreedyMiserClassifier",
-           "GreedyMiserRanker", "GreedyMiserRegressor", "LazyFetchError", "LazyFetchValueError", "LazyPredictor",
-           "LazyResult", "NoSplitWarning", "NotFittedError", "PruneResult", "Pruner", "__version__", "budget_prune",
-           "budget_prune_path", "prediction_cost", "to_forest"]
+__all__ = ["CSCC", "CSTC", "PATCHED_LIGHTGBM", "AcquisitionResult", "AdaptGBRT", "AdaptiveAcquisitionClassifier",
+           "AdaptL1", "AdaptLIN", "BudgetRFClassifier", "CEGBClassifier", "CEGBError", "CEGBRanker", "CEGBRegressor",
+           "CEGBState", "CSTCClassifier", "CostReport", "CostState", "Cronus", "EarlyExit", "EarlyExitResult",
+           "FeatureCosts", "Forest", "GreedyMiserClassifier", "GreedyMiserRanker", "GreedyMiserRegressor",
+           "LazyFetchError", "LazyFetchValueError", "LazyPredictor", "LazyResult", "NoSplitWarning", "NotFittedError",
+           "PruneResult", "Pruner", "__version__", "budget_prune", "budget_prune_path", "prediction_cost", "to_forest"]
 
 #: True when the imported lightgbm is the patched build of this project.
 PATCHED_LIGHTGBM = "+cegb." in lightgbm.__version__

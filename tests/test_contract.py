@@ -69,6 +69,9 @@ ESTIMATORS = {
                        "binary", False),
     "CSCC": (lambda: lc.CSCC(n_stages=2, feature_costs=COSTS, tradeoff=0.01, n_iter=2), "binary", False),
     "Cronus": (lambda: lc.Cronus(n_stages=2, feature_costs=COSTS, tradeoff=0.01, n_iter=2), "binary", False),
+    "AdaptiveAcquisitionClassifier": (lambda: lc.AdaptiveAcquisitionClassifier(feature_costs=COSTS, tradeoff=0.002,
+                                                                               n_masks=4, random_state=0),
+                                      "binary", True),
 }
 NAMES = list(ESTIMATORS)
 _fitted: dict = {}

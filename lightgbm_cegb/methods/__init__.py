@@ -4,6 +4,7 @@ Every estimator here follows the contract of :class:`lightgbm_cegb.base.Budgeted
 import :mod:`lightgbm_cegb.selection`: selection adapts them (``tests/test_layers.py``).
 """
 
+from lightgbm_cegb.methods.acquisition import AcquisitionResult, AdaptiveAcquisitionClassifier
 from lightgbm_cegb.methods.adapt import AdaptGBRT, AdaptL1, AdaptLIN
 from lightgbm_cegb.methods.budget_prune import Pruner, PruneResult, budget_prune, budget_prune_path
 from lightgbm_cegb.methods.budgetrf import BudgetRFClassifier
@@ -11,6 +12,6 @@ from lightgbm_cegb.methods.cstc import CSCC, CSTC, Cronus, CSTCClassifier
 from lightgbm_cegb.methods.early_exit import EarlyExit, EarlyExitResult
 from lightgbm_cegb.methods.greedy_miser import GreedyMiserClassifier, GreedyMiserRanker, GreedyMiserRegressor
 
-__all__ = ["CSCC", "CSTC", "AdaptGBRT", "AdaptL1", "AdaptLIN", "BudgetRFClassifier", "CSTCClassifier", "Cronus",
-           "EarlyExit", "EarlyExitResult", "GreedyMiserClassifier", "GreedyMiserRanker", "GreedyMiserRegressor",
-           "PruneResult", "Pruner", "budget_prune", "budget_prune_path"]
+__all__ = ["CSCC", "CSTC", "AcquisitionResult", "AdaptGBRT", "AdaptiveAcquisitionClassifier", "AdaptL1", "AdaptLIN",
+           "BudgetRFClassifier", "CSTCClassifier", "Cronus", "EarlyExit", "EarlyExitResult", "GreedyMiserClassifier",
+           "GreedyMiserRanker", "GreedyMiserRegressor", "PruneResult", "Pruner", "budget_prune", "budget_prune_path"]

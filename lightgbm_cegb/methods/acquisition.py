@@ -1,0 +1,575 @@
+"""Instance-adaptive feature acquisition: for each input, which feature to buy next and when to stop, from the
+values bought so far.
+
+:class:`AdaptiveAcquisitionClassifier` holds one LightGBM classifier that predicts from any subset of the
+features (trained on copies of the training rows with random subsets of the units hidden as missing values, so
+that a missing value means "not acquired") and a greedy policy on top of it. A *unit* is what one purchase
+buys: a feature group of the cost model (all its members at once) or an ungrouped feature.
+
+For a row in state (acquired units S, their values), with class probabilities ``p = model(x_S)``, the policy
+scores every unit u not acquired yet by its expected gain in accuracy per unit of cost,
+
+    gain(u) = sum_a max_c p_c P_u[c, a] - max_c p_c,      value(u) = gain(u) / cost(u),
+
+where ``P_u[c, a]`` is the probability that u shows outcome ``a`` in a row of class c: the training values'
+quantile bins of a feature (its missing values one more bin), or for a group the training rows' joint values
+at a sample of rows, weighted under each class by the product of its members' bin probabilities (members
+independent given the class). ``sum_a max_c p_c P_u[c, a]`` is the accuracy of the Bayes decision after seeing
+u, when u is independent of the units already seen given the class (naive Bayes; the model itself sees every
+dependence; gains below ``GAIN_TOLERANCE``, 1e-12, count as 0). It acquires the unit of the highest value
+while that value is above ``tradeoff`` and the unit fits the row's ``max_cost``, then asks the model again; it
+stops otherwise. The first decision is the same for every
+row (nothing is known yet); later ones differ from row to row. A unit that costs nothing is taken whenever it
+can change the prediction (its value is infinite).
+
+``tradeoff`` and ``max_cost`` are read when predicting: ``set_params`` on a fitted model gives another point of
+the cost-quality curve without fitting again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import lightgbm as lgb
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils import check_random_state
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import validate_data
+
+from lightgbm_cegb.accounting import prediction_cost
+from lightgbm_cegb.base import BudgetedEstimator
+from lightgbm_cegb.core.cost_state import CostState
+from lightgbm_cegb.core.costs import FeatureCosts, resolve_costs
+from lightgbm_cegb.core.errors import CEGBError, check_number
+from lightgbm_cegb.core.parallel import resolve_n_jobs
+from lightgbm_cegb.core.report import CostReport
+from lightgbm_cegb.io import saved
+
+#: cells (rows x features) of the masked training set that ``n_masks="auto"`` aims at
+_AUTO_CELLS = 20_000_000
+#: rows sampled per class for a group's joint outcomes
+_GROUP_ATOMS_PER_CLASS = 8
+#: gains below this are 0: the difference of two sums of probabilities carries rounding noise of about 1e-16, which
+#: must not decide whether a row buys one more unit at ``tradeoff=0``
+GAIN_TOLERANCE = 1e-12
+#: cells of a block of the gain computation (rows x units x classes x outcomes)
+_BLOCK_CELLS = 4_000_000
+
+
+@dataclass(frozen=True)
+class AcquisitionResult:
+    """What the acquisition policy did for each row (:meth:`AdaptiveAcquisitionClassifier.predict_result`).
+
+    Parameters
+    ----------
+    proba : ndarray of shape (n_samples, n_classes)
+        The class probabilities from the units acquired when the row stopped.
+    order : ndarray of int of shape (n_samples, n_units)
+        The units each row acquired, in order (indices into ``units``), -1 after its last.
+    units : list of tuple of int
+        The columns of each unit (a group's members, or one feature).
+    known : ndarray of bool of shape (n_samples, n_features)
+        The features each row acquired.
+    cost : CostReport
+        Each row's cost: the lazy costs of what it acquired (a group's own once), and the split and tree costs of
+        each evaluation of the model (one before the first purchase and one after each).
+    """
+
+    proba: np.ndarray
+    order: np.ndarray
+    units: list
+    known: np.ndarray
+    cost: CostReport
+
+    @property
+    def steps(self) -> np.ndarray:
+        """Number of units each row acquired."""
+        return (self.order >= 0).sum(axis=1)
+
+
+class AdaptiveAcquisitionClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
+    """Classifier that decides per input which feature (or feature group) to acquire next and when to stop.
+
+    See the module's doc for the policy. ``fit`` trains one LightGBM classifier on copies of the training rows
+    with random subsets of the units hidden (``n_masks`` copies per row; the number of hidden units is uniform,
+    then the units uniformly among them), early stopped on the same kind of copies of ``eval_set`` (or of a
+    ``validation_fraction`` of the training rows), and the class-conditional outcome tables of the units.
+
+    Parameters
+    ----------
+    feature_costs : FeatureCosts, lazy costs per column, mapping or pandas Series by name, or None, default=None
+        The cost model (None: every feature costs 1). A unit's price is its lazy cost (a group's own lazy cost
+        plus its members'); when nothing has a lazy cost, its coupled cost.
+    tradeoff : float, default=0.0
+        A row acquires the best unit while its expected accuracy gain per unit of cost is above this (0: while
+        any unit can change the prediction). Read when predicting.
+    max_cost : float or None, default=None
+        A hard cap on each row's acquisition cost: a unit whose price would take the row over it is not bought.
+        Read when predicting.
+    n_masks : int or "auto", default="auto"
+        Copies of each training row, each with its own hidden units ("auto": as many as keep the copies within
+        20 million cells, from 1 to 16).
+    n_bins : int, default=16
+        Quantile bins of a feature's outcome tables (its missing values make one more).
+    n_estimators : int, default=1000
+        Most boosting rounds of the classifier (early stopped).
+    learning_rate : float, default=0.05
+        LightGBM's learning rate.
+    num_leaves : int, default=8
+        LightGBM's leaves per tree.
+    min_child_samples : int, default=10
+        LightGBM's ``min_data_in_leaf``.
+    validation_fraction : float, default=0.2
+        Share of the training rows held out for early stopping when ``fit`` gets no ``eval_set`` (0: no early
+        stopping).
+    early_stopping_rounds : int, default=30
+        Rounds without improvement of the held-out log loss before training stops.
+    random_state : int, RandomState or None, default=None
+        Seed of the masks, the split and LightGBM.
+    n_jobs : int or None, default=None
+        Threads of LightGBM (None: the CPUs this process may use).
+
+    Attributes
+    ----------
+    classifier_ : lightgbm.Booster
+        The classifier that predicts from any subset (unacquired values are missing).
+    classes_ : ndarray of shape (n_classes,)
+        The class labels.
+    costs_ : FeatureCosts
+        The costs aligned to the columns.
+    units_ : list of tuple of int
+        The columns of each unit: the groups of the costs (in their order), then the ungrouped features.
+    unit_cost_ : ndarray of shape (n_units,)
+        Each unit's price.
+    tables_ : ndarray of shape (n_units, n_classes, n_outcomes)
+        ``tables_[u, c, a]``: the probability of outcome a of unit u in a row of class c (zero-padded).
+    prior_ : ndarray of shape (n_classes,)
+        The classifier's probabilities with nothing acquired.
+    n_features_in_ : int
+        Number of features seen by ``fit``.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of the features seen by ``fit`` (a DataFrame's columns).
+
+    Raises
+    ------
+    CEGBError
+        When a parameter is out of range, y holds fewer than two classes, or the costs do not fit X.
+    """
+
+    _tradeoff = "tradeoff"
+    _fitted_attribute = "classifier_"
+
+    def __init__(self, *, feature_costs=None, tradeoff: float = 0.0, max_cost: float | None = None,
+                 n_masks="auto", n_bins: int = 16, n_estimators: int = 1000, learning_rate: float = 0.05,
+                 num_leaves: int = 8, min_child_samples: int = 10, validation_fraction: float = 0.2,
+                 early_stopping_rounds: int = 30, random_state=None, n_jobs: int | None = None) -> None:
+        self.feature_costs = feature_costs
+        self.tradeoff = tradeoff
+        self.max_cost = max_cost
+        self.n_masks = n_masks
+        self.n_bins = n_bins
+        self.n_estimators = n_estimators
+        self.learning_rate = learning_rate
+        self.num_leaves = num_leaves
+        self.min_child_samples = min_child_samples
+        self.validation_fraction = validation_fraction
+        self.early_stopping_rounds = early_stopping_rounds
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True
+        return tags
+
+    # ------------------------------------------------------------------------------------------------ fit
+
+    def _check_params(self) -> None:
+        self._check_policy()
+        if not (self.n_masks == "auto" or (isinstance(self.n_masks, (int, np.integer))
+                                           and not isinstance(self.n_masks, bool) and self.n_masks >= 1)):
+            raise CEGBError(f"n_masks should be an integer >= 1 or 'auto', got {self.n_masks!r}")
+        check_number(self.n_bins, "n_bins", 2, 1024, integer=True)
+        check_number(self.n_estimators, "n_estimators", 1, integer=True)
+        check_number(self.learning_rate, "learning_rate", 0.0, low_open=True)
+        check_number(self.num_leaves, "num_leaves", 2, 131072, integer=True)
+        check_number(self.min_child_samples, "min_child_samples", 1, integer=True)
+        check_number(self.validation_fraction, "validation_fraction", 0.0, 0.9)
+        check_number(self.early_stopping_rounds, "early_stopping_rounds", 1, integer=True)
+
+    def _check_policy(self) -> None:
+        check_number(self.tradeoff, "tradeoff", 0.0)
+        if self.max_cost is not None:
+            check_number(self.max_cost, "max_cost", 0.0)
+
+    def fit(self, X, y, *, eval_set=None):
+        """Train the classifier on masked copies of the rows and build the units' outcome tables.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The training rows (NaN: a missing value).
+        y : array-like of shape (n_samples,)
+            The class labels (two or more classes).
+        eval_set : tuple (X_valid, y_valid), optional
+            Rows for early stopping (masked as the training rows); without it, ``validation_fraction`` of the
+            training rows are held out.
+
+        Returns
+        -------
+        AdaptiveAcquisitionClassifier
+            The fitted estimator.
+        """
+        self._check_params()
+        X, y = validate_data(self, X, y, dtype=np.float64, ensure_all_finite="allow-nan", ensure_min_samples=2)
+        check_classification_targets(y)
+        self.classes_, codes = np.unique(y, return_inverse=True)
+        if len(self.classes_) < 2:
+            raise CEGBError(f"y should hold at least two classes, got {len(self.classes_)}")
+        n, num_features = X.shape
+        costs = FeatureCosts(lazy=np.ones(num_features)) if self.feature_costs is None else self.feature_costs
+        self.costs_ = resolve_costs(costs, num_features, self._names_in())
+        self.units_, self.unit_cost_ = _units(self.costs_, num_features)
+        rng = check_random_state(self.random_state)
+        seed = int(rng.randint(0, 2**31 - 1))
+        if eval_set is not None:
+            X_valid, y_valid = eval_set
+            X_valid = validate_data(self, X_valid, dtype=np.float64, ensure_all_finite="allow-nan", reset=False)
+            valid_codes = self._codes(np.asarray(y_valid))
+            train = np.arange(n)
+        else:
+            held = int(round(self.validation_fraction * n))
+            permutation = rng.permutation(n)
+            train, valid = np.sort(permutation[held:]), np.sort(permutation[:held])
+            X_valid, valid_codes = (X[valid], codes[valid]) if held else (None, None)
+        copies = self._copies(len(train), num_features)
+        num_class = len(self.classes_)
+        params = {"objective": "binary" if num_class == 2 else "multiclass", "learning_rate": self.learning_rate,
+                  "num_leaves": self.num_leaves, "min_data_in_leaf": self.min_child_samples, "seed": seed,
+                  "deterministic": True, "verbose": -1, "num_threads": resolve_n_jobs(self.n_jobs, n),
+                  **({} if num_class == 2 else {"num_class": num_class})}
+        train_set = lgb.Dataset(self._masked(X[train], copies, rng), np.tile(codes[train], copies),
+                                feature_name=self._lightgbm_feature_names(), free_raw_data=True)
+        valid_sets, callbacks = [], []
+        if X_valid is not None and len(X_valid):
+            valid_sets = [lgb.Dataset(self._masked(X_valid, copies, rng), np.tile(valid_codes, copies),
+                                      reference=train_set)]
+            callbacks = [lgb.early_stopping(self.early_stopping_rounds, verbose=False)]
+        booster = lgb.train(params, train_set, self.n_estimators, valid_sets=valid_sets, callbacks=callbacks)
+        if valid_sets:  # keep the best iteration only: the model file holds what the policy uses
+            booster = lgb.Booster(model_str=booster.model_to_string(num_iteration=booster.best_iteration))
+        self.classifier_ = booster
+        self.tables_ = _tables(X[train], codes[train], num_class, self.units_, self.n_bins, rng)
+        self.prior_ = self._proba(np.full((1, num_features), np.nan))[0]
+        return self
+
+    def _codes(self, y: np.ndarray) -> np.ndarray:
+        index = np.searchsorted(self.classes_, y)
+        index = np.minimum(index, len(self.classes_) - 1)
+        if y.ndim != 1 or not (self.classes_[index] == y).all():
+            raise CEGBError(f"eval_set: its labels should be among the training classes {self.classes_.tolist()}")
+        return index
+
+    def _copies(self, n: int, num_features: int) -> int:
+        if self.n_masks != "auto":
+            return int(self.n_masks)
+        return int(np.clip(_AUTO_CELLS // max(n * num_features, 1), 1, 16))
+
+    def _masked(self, X: np.ndarray, copies: int, rng: np.random.RandomState) -> np.ndarray:
+        """``copies`` copies of X (one after the other), each row with a random set of units hidden."""
+        n, num_units = len(X), len(self.units_)
+        hidden_units = rng.randint(0, num_units + 1, size=(n * copies, 1))
+        ranks = rng.random_sample((n * copies, num_units)).argsort(axis=1).argsort(axis=1)
+        unit_hidden = ranks < hidden_units
+        out = np.tile(X, (copies, 1))
+        for u, columns in enumerate(self.units_):
+            out[np.ix_(unit_hidden[:, u], list(columns))] = np.nan
+        return out
+
+    # ----------------------------------------------------------------------------------------- the policy
+
+    def _proba(self, X: np.ndarray) -> np.ndarray:
+        p = self.classifier_.predict(X, num_threads=resolve_n_jobs(self.n_jobs, len(X)))
+        return np.column_stack([1.0 - p, p]) if p.ndim == 1 else p
+
+    def gains(self, proba: np.ndarray) -> np.ndarray:
+        """Each unit's expected gain in accuracy for rows with class probabilities ``proba`` (see the module).
+
+        Parameters
+        ----------
+        proba : ndarray of shape (n_rows, n_classes)
+            The rows' class probabilities.
+
+        Returns
+        -------
+        ndarray of shape (n_rows, n_units)
+            ``sum_a max_c proba_c tables_[u, c, a] - max_c proba_c``, 0 where it is below ``GAIN_TOLERANCE``.
+        """
+        self._check_fitted()
+        tables = self.tables_
+        proba = np.asarray(proba, dtype=np.float64)
+        out = np.empty((len(proba), len(tables)))
+        block = max(1, _BLOCK_CELLS // max(tables.size, 1))
+        for start in range(0, len(proba), block):
+            p = proba[start:start + block]
+            joint = p[:, None, :, None] * tables[None]  # (rows, units, classes, outcomes)
+            out[start:start + block] = joint.max(axis=2).sum(axis=2) - p.max(axis=1)[:, None]
+        out[out < GAIN_TOLERANCE] = 0.0  # rounding noise of a difference of sums: no gain
+        return out
+
+    def _values(self, gains: np.ndarray) -> np.ndarray:
+        """Gain per unit of cost; a free unit's is infinite when it gains something."""
+        cost = self.unit_cost_
+        with np.errstate(divide="ignore", invalid="ignore"):
+            values = gains / cost
+        free = cost == 0
+        values[:, free] = np.where(gains[:, free] > 0, np.inf, 0.0)
+        return values
+
+    def predict_result(self, X) -> AcquisitionResult:
+        """Run the policy on X: the units each row acquires, in order, its prediction and its cost.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The rows, every value known (the policy reads only those it acquires).
+
+        Returns
+        -------
+        AcquisitionResult
+            The probabilities, the order of acquisition, the acquired features and the costs.
+        """
+        self._check_fitted()
+        self._check_policy()
+        X = validate_data(self, X, dtype=np.float64, ensure_all_finite="allow-nan", reset=False)
+        n, num_features = X.shape
+        num_units = len(self.units_)
+        member = np.zeros((num_units, num_features), dtype=bool)
+        for u, columns in enumerate(self.units_):
+            member[u, list(columns)] = True
+        bought = np.zeros((n, num_units), dtype=bool)
+        order = np.full((n, num_units), -1, dtype=np.int64)
+        spent = np.zeros(n)
+        proba = np.tile(self.prior_, (n, 1))
+        cap = np.inf if self.max_cost is None else float(self.max_cost) * (1 + 1e-12)
+        state = CostState(n, self.costs_, num_features)
+        evaluation = _Evaluation(self, n)
+        evaluation.add(np.full((n, num_features), np.nan), np.arange(n))
+        active = np.arange(n)
+        for step in range(num_units):
+            if not len(active):
+                break
+            values = self._values(self.gains(proba[active]))
+            values[bought[active] | (spent[active, None] + self.unit_cost_[None] > cap)] = -np.inf
+            best = values.argmax(axis=1)  # ties: the first unit
+            go = values[np.arange(len(active)), best] > self.tradeoff
+            active, best = active[go], best[go]
+            if not len(active):
+                break
+            bought[active, best] = True
+            order[active, step] = best
+            spent[active] += self.unit_cost_[best]
+            for u in np.unique(best):
+                for f in self.units_[u]:
+                    state.pay(f, active[best == u])
+            known = bought[active] @ member  # the features each active row holds now
+            masked = np.where(known, X[active], np.nan)
+            proba[active] = self._proba(masked)
+            evaluation.add(masked, active)
+        cost = state.report(self.costs_, self._names_in())
+        cost = CostReport(acquisition=cost.acquisition, evaluation=cost.evaluation + evaluation.cost,
+                          coupled=cost.coupled, usage=cost.usage, feature_names=cost.feature_names,
+                          group_usage=cost.group_usage)
+        return AcquisitionResult(proba=proba, order=order, units=list(self.units_), known=bought @ member, cost=cost)
+
+    def predict_proba(self, X) -> np.ndarray:
+        """Class probabilities from the units each row acquires.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The rows.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+            The probabilities of the classes of ``classes_``.
+        """
+        return self.predict_result(X).proba
+
+    def predict(self, X) -> np.ndarray:
+        """The most probable class of each row, from the units it acquires.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The rows.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            Labels from ``classes_``.
+        """
+        proba = self.predict_proba(X)
+        return self.classes_[proba.argmax(axis=1)]
+
+    def prediction_cost(self, X, *, n_jobs: int | None = None) -> CostReport:
+        """The exact per-row cost of what the policy acquires on X (and of the model's evaluations).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The rows.
+        n_jobs : int or None, default=None
+            Unused (the policy's threads are the estimator's ``n_jobs``); accepted as by every estimator.
+
+        Returns
+        -------
+        CostReport
+            ``predict_result(X).cost``.
+        """
+        return self.predict_result(X).cost
+
+    def tradeoff_scale(self, X, y, **fit_params) -> float:
+        """The smallest ``tradeoff`` at which the model fitted on (X, y) acquires nothing: the best value of the
+        first decision, which is the same for every row.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The training rows.
+        y : array-like of shape (n_samples,)
+            The labels.
+        **fit_params : dict
+            As for ``fit``.
+
+        Returns
+        -------
+        float
+            The first decision's best gain per unit of cost (units that cost nothing aside).
+
+        Raises
+        ------
+        CEGBError
+            If no unit with a cost can change the prediction of a row that knows nothing.
+        """
+        from sklearn.base import clone
+        model = clone(self).fit(X, y, **fit_params)
+        return model.first_value()
+
+    def first_value(self) -> float:
+        """The best gain per unit of cost of the first decision (of a fitted model), units that cost nothing aside:
+        the smallest ``tradeoff`` at which no row acquires a unit with a cost.
+
+        Returns
+        -------
+        float
+            The value.
+
+        Raises
+        ------
+        CEGBError
+            If no unit with a cost can change the prediction of a row that knows nothing.
+        """
+        self._check_fitted()
+        gains = self.gains(self.prior_[None])[0]
+        costly = self.unit_cost_ > 0
+        values = gains[costly] / self.unit_cost_[costly]
+        if not len(values) or values.max() <= 0:
+            raise CEGBError("AdaptiveAcquisitionClassifier: no unit with a cost can change the prediction of a row "
+                            "that knows nothing, at any tradeoff")
+        return float(values.max())
+
+    # --------------------------------------------------------------------------------------- save / load
+
+    def _saved_state(self) -> tuple[dict, dict]:
+        return ({"classes": self.classes_, "units": [list(u) for u in self.units_], "unit_cost": self.unit_cost_,
+                 "tables_shape": list(self.tables_.shape), "tables": self.tables_.reshape(-1)},
+                {"classifier": self.classifier_.model_to_string()})
+
+    def _restore(self, state: dict, folder, manifest: dict) -> None:
+        self.classes_ = np.asarray(state["classes"])
+        self.units_ = [tuple(int(f) for f in u) for u in state["units"]]
+        self.unit_cost_ = np.asarray(state["unit_cost"], dtype=np.float64)
+        shape = tuple(int(s) for s in state["tables_shape"])
+        tables = np.asarray(state["tables"], dtype=np.float64)
+        if len(shape) != 3 or tables.size != int(np.prod(shape)) or shape[0] != len(self.units_):
+            raise CEGBError(f"the saved state's tables do not match its units: shape {shape}, {tables.size} values, "
+                            f"{len(self.units_)} units")
+        num_features = int(manifest["n_features_in"])
+        if any(not 0 <= f < num_features for u in self.units_ for f in u):
+            raise CEGBError(f"the saved state's units name columns beyond its {num_features} features")
+        self.tables_ = tables.reshape(shape)
+        self.classifier_ = saved.booster(folder, manifest, "classifier")
+        self.prior_ = self._proba(np.full((1, num_features), np.nan))[0]
+
+
+class _Evaluation:
+    """The split and tree costs of each evaluation of the classifier on the rows' acquired values (zero, without
+    computing anything, when the costs have none)."""
+
+    def __init__(self, model: AdaptiveAcquisitionClassifier, n: int) -> None:
+        costs = model.costs_
+        self.model = model
+        self.cost = np.zeros(n)
+        num_features = model.n_features_in_
+        self.costs = None
+        if costs.tree > 0 or costs.arrays(num_features)[2].any():
+            self.costs = FeatureCosts(split=costs.arrays(num_features)[2], tree=costs.tree)
+
+    def add(self, masked: np.ndarray, rows: np.ndarray) -> None:
+        if self.costs is not None:
+            self.cost[rows] += prediction_cost(self.model.classifier_, masked, self.costs).evaluation
+
+
+def _units(costs: FeatureCosts, num_features: int) -> tuple[list[tuple[int, ...]], np.ndarray]:
+    """The units (groups in their order, then ungrouped features) and their prices."""
+    lazy, coupled, _ = costs.arrays(num_features)
+    group_of, group_lazy, group_coupled = costs.group_arrays(num_features)
+    own, group_own = (lazy, group_lazy) if lazy.any() or group_lazy.any() else (coupled, group_coupled)
+    units, prices = [], []
+    for g in range(len(group_lazy)):
+        members = np.flatnonzero(group_of == g)
+        if len(members):
+            units.append(tuple(int(f) for f in members))
+            prices.append(float(group_own[g] + own[members].sum()))
+    for f in np.flatnonzero(group_of < 0):
+        units.append((int(f),))
+        prices.append(float(own[f]))
+    return units, np.asarray(prices)
+
+
+def _tables(X: np.ndarray, codes: np.ndarray, num_class: int, units, n_bins: int,
+            rng: np.random.RandomState) -> np.ndarray:
+    """``tables[u, c, a]``: the probability of outcome a of unit u in a row of class c (see the module)."""
+    num_features = X.shape[1]
+    bins, counts = [], []  # per feature: each training row's bin, and the smoothed per-class bin probabilities
+    for f in range(num_features):
+        values = X[:, f]
+        present = values[~np.isnan(values)]
+        edges = np.unique(np.quantile(present, np.linspace(0, 1, n_bins + 1)[1:-1])) if len(present) else np.empty(0)
+        row_bin = np.where(np.isnan(values), len(edges) + 1, np.searchsorted(edges, values, side="right"))
+        table = np.zeros((num_class, len(edges) + 2))
+        np.add.at(table, (codes, row_bin), 1.0)
+        table += 1.0 / table.shape[1]  # one pseudo-row per class, spread over the outcomes
+        bins.append(row_bin)
+        counts.append(table / table.sum(axis=1, keepdims=True))
+    atoms = []  # per unit: (classes, outcomes)
+    sample = None
+    for columns in units:
+        if len(columns) == 1:
+            atoms.append(counts[columns[0]])
+            continue
+        if sample is None:  # the same rows for every group: a sample of each class
+            sample = np.concatenate([rng.permutation(np.flatnonzero(codes == c))[:_GROUP_ATOMS_PER_CLASS]
+                                     for c in range(num_class)])
+        likelihood = np.ones((num_class, len(sample)))
+        for f in columns:
+            likelihood *= counts[f][:, bins[f][sample]]
+        atoms.append(likelihood / likelihood.sum(axis=1, keepdims=True))
+    width = max(a.shape[1] for a in atoms)
+    tables = np.zeros((len(units), num_class, width))
+    for u, a in enumerate(atoms):
+        tables[u, :, :a.shape[1]] = a
+    return tables

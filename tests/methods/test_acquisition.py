@@ -1,0 +1,211 @@
+"""AdaptiveAcquisitionClassifier: the policy against an independent row-by-row simulation (Python loops, one
+LightGBM predict per row and step, costs summed by hand), the tables, the cap, the scale, bad input and
+scikit-learn's checks."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from lightgbm_cegb import CEGBError, FeatureCosts
+from lightgbm_cegb.datasets import cube
+from lightgbm_cegb.methods.acquisition import AdaptiveAcquisitionClassifier
+
+
+def simulate(model: AdaptiveAcquisitionClassifier, x: np.ndarray, costs: FeatureCosts):
+    """The policy on one row, written from the module's description: (units in order, probabilities, lazy cost)."""
+    booster, tables, price = model.classifier_, model.tables_, model.unit_cost_
+    num_units, num_class, num_outcomes = tables.shape
+
+    def proba(known):
+        row = np.full((1, len(x)), np.nan)
+        for u in known:
+            for f in model.units_[u]:
+                row[0, f] = x[f]
+        p = booster.predict(row)[0]
+        return [1.0 - p, p] if np.ndim(p) == 0 else list(p)
+
+    bought, spent, p = [], 0.0, proba([])
+    while True:
+        best, best_value = None, -math.inf
+        for u in range(num_units):
+            if u in bought or (model.max_cost is not None and spent + price[u] > model.max_cost * (1 + 1e-12)):
+                continue
+            gain = sum(max(p[c] * tables[u, c, a] for c in range(num_class)) for a in range(num_outcomes)) - max(p)
+            gain = 0.0 if gain < 1e-12 else gain
+            value = (math.inf if gain > 0 else 0.0) if price[u] == 0 else gain / price[u]
+            if value > best_value:
+                best, best_value = u, value
+        if best is None or not best_value > model.tradeoff:
+            break
+        bought.append(best)
+        spent += price[best]
+        p = proba(bought)
+    lazy = costs.arrays(len(x))[0]
+    group_of, group_lazy, _ = costs.group_arrays(len(x))
+    features = {f for u in bought for f in model.units_[u]}
+    groups = {int(group_of[f]) for f in features if group_of[f] >= 0}
+    return bought, np.array(p), sum(lazy[f] for f in features) + sum(group_lazy[g] for g in groups)
+
+
+def random_case(seed: int):
+    rng = np.random.default_rng(seed)
+    n, num_features, num_class = 240, int(rng.integers(3, 8)), int(rng.integers(2, 5))
+    X = rng.normal(size=(n, num_features))
+    X[rng.random(X.shape) < 0.05] = np.nan
+    signal = np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 1]) * (np.nan_to_num(X[:, 2]) > 0)
+    y = np.digitize(signal, np.quantile(signal, np.linspace(0, 1, num_class + 1)[1:-1]))
+    lazy = rng.choice([0.0, 1.0, 2.0, 5.0], size=num_features, p=[0.1, 0.4, 0.3, 0.2])
+    groups = None
+    if num_features >= 4 and rng.random() < 0.6:
+        members = rng.choice(num_features, size=2, replace=False).tolist()
+        groups = {"pair": members}
+    costs = FeatureCosts(lazy=lazy, groups=groups, group_lazy=None if groups is None else [float(rng.integers(1, 4))])
+    return X, y, costs, rng
+
+
+@settings(max_examples=12, deadline=None, derandomize=True)
+@given(st.integers(0, 10_000), st.sampled_from([0.0, 0.003, 0.02, 0.08]), st.sampled_from([None, 2.0, 6.0]))
+def test_the_policy_equals_an_independent_simulation(seed, relative_tradeoff, max_cost):
+    X, y, costs, rng = random_case(seed)
+    model = AdaptiveAcquisitionClassifier(feature_costs=costs, n_masks=4, n_estimators=40, random_state=seed).fit(X, y)
+    scale = model.first_value() if (model.unit_cost_ > 0).any() else 1.0
+    model.set_params(tradeoff=relative_tradeoff * scale, max_cost=max_cost)
+    rows = X[rng.choice(len(X), size=25, replace=False)]
+    result = model.predict_result(rows)
+    for i, x in enumerate(rows):
+        order, proba, cost = simulate(model, x, costs)
+        assert result.order[i][result.order[i] >= 0].tolist() == order, i
+        np.testing.assert_array_equal(result.proba[i], proba)
+        assert result.cost.acquisition[i] == pytest.approx(cost, rel=1e-12, abs=1e-12)
+        if max_cost is not None:
+            assert cost <= max_cost + 1e-9
+        known = np.zeros(X.shape[1], dtype=bool)
+        known[[f for u in order for f in model.units_[u]]] = True
+        np.testing.assert_array_equal(result.known[i], known)
+    np.testing.assert_array_equal(result.cost.evaluation, 0.0)  # no split or tree costs
+    np.testing.assert_array_equal(model.predict_proba(rows), result.proba)
+    np.testing.assert_array_equal(model.prediction_cost(rows).per_instance, result.cost.per_instance)
+
+
+def test_rows_are_independent_of_their_batch():
+    X, y, costs, _ = random_case(3)
+    model = AdaptiveAcquisitionClassifier(feature_costs=costs, n_masks=4, n_estimators=40, tradeoff=0.001,
+                                          random_state=0).fit(X, y)
+    whole = model.predict_result(X[:60])
+    for start in (0, 17, 59):
+        part = model.predict_result(X[start:start + 1])
+        np.testing.assert_array_equal(part.order[0], whole.order[start])
+        np.testing.assert_array_equal(part.proba[0], whole.proba[start])
+
+
+def test_a_group_is_bought_whole_and_paid_once():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 4))
+    y = (X[:, 2] + X[:, 3] > 0).astype(int)
+    costs = FeatureCosts(lazy=[1.0, 1.0, 0.5, 0.5], groups={"g": [2, 3]}, group_lazy=[2.0])
+    model = AdaptiveAcquisitionClassifier(feature_costs=costs, n_masks=8, random_state=0).fit(X, y)
+    assert model.units_ == [(2, 3), (0,), (1,)]
+    np.testing.assert_array_equal(model.unit_cost_, [3.0, 1.0, 1.0])
+    result = model.predict_result(X[:50])
+    took = result.known[:, 2]
+    assert took.all() and (result.known[:, 3] == took).all()  # the signal is in the group: every row buys it
+    assert set(np.unique(result.cost.acquisition[took])) <= {3.0, 4.0, 5.0}
+    assert result.cost.group_usage == {"g": 1.0}
+    assert model.score(X[300:], y[300:]) > 0.85
+
+
+def test_tables_are_class_conditional_distributions():
+    X, y, costs, _ = random_case(5)
+    model = AdaptiveAcquisitionClassifier(feature_costs=costs, n_masks=2, n_estimators=5, n_bins=8,
+                                          random_state=0).fit(X, y)
+    tables = model.tables_
+    assert tables.shape[:2] == (len(model.units_), len(model.classes_))
+    np.testing.assert_allclose(tables.sum(axis=2), 1.0, rtol=1e-12)
+    assert (tables >= 0).all()
+    # a gain is never negative (the Bayes decision after seeing more is at least as good) nor above 1 - max p
+    p = np.random.default_rng(1).dirichlet(np.ones(len(model.classes_)), size=50)
+    gains = model.gains(p)
+    assert (gains >= -1e-12).all() and (gains <= 1 - p.max(axis=1)[:, None] + 1e-12).all()
+
+
+def test_tradeoff_scale_and_the_policy_parameters_read_when_predicting():
+    data = cube(44)
+    X, y = data["train"]
+    model = AdaptiveAcquisitionClassifier(n_masks=4, random_state=0).fit(X, y, eval_set=data["valid"])
+    scale = model.first_value()
+    test = data["test"][0]
+    assert model.set_params(tradeoff=scale * 1.0001).prediction_cost(test).mean == 0.0
+    assert (model.set_params(tradeoff=scale * 0.9999).predict_result(test).steps >= 1).all()
+    costs = [model.set_params(tradeoff=t * scale).prediction_cost(test).mean for t in (0.5, 0.2, 0.05, 0.0)]
+    assert costs == sorted(costs) and costs[-1] > costs[0]
+    capped = model.set_params(tradeoff=0.0, max_cost=3.0).prediction_cost(test)
+    assert capped.acquisition.max() <= 3.0 and capped.acquisition.max() == 3.0
+
+
+def test_split_and_tree_costs_are_charged_per_evaluation():
+    from lightgbm_cegb import prediction_cost
+    X, y, _, _ = random_case(7)
+    costs = FeatureCosts(lazy=np.ones(X.shape[1]), split=0.25, tree=0.5)
+    model = AdaptiveAcquisitionClassifier(feature_costs=costs, n_masks=4, n_estimators=20, tradeoff=0.01,
+                                          random_state=0).fit(X, y)
+    result = model.predict_result(X[:10])
+    only = FeatureCosts(split=np.full(X.shape[1], 0.25), tree=0.5)
+    for i in range(10):
+        expected = prediction_cost(model.classifier_, np.full((1, X.shape[1]), np.nan), only).evaluation[0]
+        bought = []
+        for u in result.order[i][result.order[i] >= 0]:
+            bought += list(model.units_[u])
+            row = np.full((1, X.shape[1]), np.nan)
+            row[0, bought] = X[i, bought]
+            expected += prediction_cost(model.classifier_, row, only).evaluation[0]
+        assert result.cost.evaluation[i] == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("params, match", [
+    ({"tradeoff": -1.0}, "tradeoff"), ({"max_cost": -2.0}, "max_cost"), ({"n_masks": 0}, "n_masks"),
+    ({"n_masks": "many"}, "n_masks"), ({"n_bins": 1}, "n_bins"), ({"learning_rate": 0.0}, "learning_rate"),
+    ({"validation_fraction": 0.95}, "validation_fraction"), ({"num_leaves": 1}, "num_leaves"),
+])
+def test_bad_parameters_are_refused_by_name(params, match):
+    X, y, _, _ = random_case(0)
+    with pytest.raises(CEGBError, match=match):
+        AdaptiveAcquisitionClassifier(**params).fit(X, y)
+
+
+def test_bad_policy_parameters_are_refused_when_predicting_and_labels_of_eval_set():
+    X, y, _, _ = random_case(0)
+    model = AdaptiveAcquisitionClassifier(n_masks=2, n_estimators=5, random_state=0).fit(X, y)
+    with pytest.raises(CEGBError, match="tradeoff"):
+        model.set_params(tradeoff=float("nan")).predict(X)
+    with pytest.raises(CEGBError, match="eval_set"):
+        AdaptiveAcquisitionClassifier(n_estimators=5).fit(X, y, eval_set=(X, y + 10))
+    with pytest.raises(CEGBError, match="two classes"):
+        AdaptiveAcquisitionClassifier(n_estimators=5).fit(X, np.zeros(len(X)))
+
+
+def test_a_saved_state_that_does_not_fit_is_refused(tmp_path):
+    import json
+    X, y, costs, _ = random_case(1)
+    model = AdaptiveAcquisitionClassifier(feature_costs=costs, n_masks=2, n_estimators=5, random_state=0).fit(X, y)
+    model.save(tmp_path / "m")
+    manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
+    manifest["state"]["units"][0] = [0, 99]
+    (tmp_path / "m" / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(CEGBError, match="beyond"):
+        AdaptiveAcquisitionClassifier.load(tmp_path / "m")
+    manifest["state"]["tables"] = manifest["state"]["tables"][:-1]
+    manifest["state"]["units"][0] = [0]
+    (tmp_path / "m" / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(CEGBError, match="tables"):
+        AdaptiveAcquisitionClassifier.load(tmp_path / "m")
+
+
+@parametrize_with_checks([AdaptiveAcquisitionClassifier(n_masks=4, n_estimators=30, random_state=0)])
+def test_scikit_learn_checks(estimator, check):
+    check(estimator)
