@@ -209,7 +209,8 @@ QUICK = {"cegb": [{"relative_tradeoff": r} for r in (0.0, 0.05)], "budget_prune"
          "adapt_lin": [{"p_full": 0.3, "relative_tradeoff": 0.05}],
          "adapt_l1": [{"p_full": 0.3, "relative_tradeoff": 0.05}],
          **{name: [{"relative_tradeoff": 1e-3}] for name in ("cstc", "cscc", "cronus")},
-         "cheap_subset": [{"width": 2, "steps": 2}]}
+         "cheap_subset": [{"width": 2, "steps": 2}],
+         "adaptive_acquisition": [{"relative_tradeoff": r} for r in (0.05, 0.3)]}
 RF_TREES = 100
 #: the protocol's "CEGB trained to the budget" run: its label and LightGBM parameters
 TRAINED = ("CEGB trained to the budget", {})
@@ -236,7 +237,8 @@ def rf_run(train_rows: int) -> tuple:
 LABELS = {"lightgbm": "LightGBM", "cegb": "CEGB", "budget_prune": "BudgetPrune", "early_exit": "Early Exit",
           "budgetrf": "BudgetRF", "greedy_miser": "Greedy Miser", "adapt_gbrt": "ADAPT-GBRT",
           "adapt_lin": "ADAPT-LIN", "adapt_l1": "ADAPT's L1 baseline", "cstc": "CSTC", "cscc": "CSCC",
-          "cronus": "Cronus", "cheap_subset": "Cheap subset (baseline)"}
+          "cronus": "Cronus", "cheap_subset": "Cheap subset (baseline)",
+          "adaptive_acquisition": "Adaptive acquisition"}
 
 
 def protocol_parser(doc: str, choices=None, data_paths: bool = False) -> argparse.ArgumentParser:
@@ -344,13 +346,14 @@ def plain_run(runs: list[tuple]) -> tuple:
 
 def split_frontiers(parts: dict, costs: FeatureCosts, task: str, runs: list[tuple], args,
                     quick_grids: dict | None = None, *, metric: str | None = None,
-                    trained: tuple[str, dict] | None = TRAINED) -> tuple[pd.DataFrame, list[float]]:
+                    trained: tuple[str, dict] | None = TRAINED,
+                    budgets: list[float] | None = None) -> tuple[pd.DataFrame, list[float]]:
     """Every run's validation Pareto points with their test figures on one split, CEGB trained to each budget
     (``trained``: its label and LightGBM parameters; None: not run), and the split's budgets. ``runs``: (label,
     registered method, LightGBM parameters[, rounds[, grid]]): rounds None or absent: --method-rounds' or --rounds;
     grid: the run's own points (the method's parameters), instead of its default grid (or --quick's). The first run
-    of ``lightgbm`` is the plain model whose validation cost the budgets are fractions of; ``metric``: the sweeps'
-    (None: the task's default)."""
+    of ``lightgbm`` is the plain model whose validation cost the budgets are fractions of (``budgets``: fixed ones
+    instead); ``metric``: the sweeps' (None: the task's default)."""
     frames, first = [], plain_run(runs)
     for run in runs:
         label, name, params = run[:3]
@@ -367,7 +370,7 @@ def split_frontiers(parts: dict, costs: FeatureCosts, task: str, runs: list[tupl
         if run is first:
             plain = frame["cost"].max()
         print(f"{label}: {len(frame)} validation Pareto points in {time.perf_counter() - start:.1f} s", flush=True)
-    budgets = budgets_of(plain)
+    budgets = budgets_of(plain) if budgets is None else list(budgets)
     if trained is not None:
         start = time.perf_counter()
         label, params = trained
@@ -442,7 +445,7 @@ def merged(fresh: pd.DataFrame, earlier: pd.DataFrame, labels: list[str], plain:
 
 def repeated_frontiers(split, costs: FeatureCosts, task: str, runs: list[tuple], args, *, name: str, title: str,
                        command: str, quick_grids: dict | None = None, metric: str = "accuracy",
-                       trained: tuple[str, dict] = TRAINED) -> pd.DataFrame | None:
+                       trained: tuple[str, dict] = TRAINED, budgets: list[float] | None = None) -> pd.DataFrame | None:
     """The protocol on ``args.splits`` splits (``split(seed)``: {train, valid, test: rows}, e.g. ``random_split`` or
     ``query_split``): every run's points (``split_frontiers``, with ``metric`` and ``trained``) in each, then
     ``out/name.csv`` (every point, with its split), ``.png`` (split 0's test figures) and ``.md`` (per run and
@@ -450,7 +453,8 @@ def repeated_frontiers(split, costs: FeatureCosts, task: str, runs: list[tuple],
     (labels), only those runs and plain LightGBM run; every other run's points are ``out/name.csv``'s
     (``earlier_points``, ``merged``). Each split's points are saved as it ends (``out/.name.splitK.KEY.csv``, KEY
     ``split_key``'s; removed with the report written); ``args.resume`` reads a split's back instead of running it
-    again; ``args.split`` runs (or reads) that split only and writes no report. Returns every point (without the
+    again; ``args.split`` runs (or reads) that split only and writes no report. ``budgets``: the same mean costs per
+    row in every split instead of ``BUDGET_FRACTIONS`` of plain LightGBM's. Returns every point (without the
     models; None with ``args.split``)."""
     if args.split is not None and not 0 <= args.split < args.splits:
         raise CEGBError(f"--split should be a split of --splits {args.splits} (0 to {args.splits - 1}), got "
@@ -464,7 +468,7 @@ def repeated_frontiers(split, costs: FeatureCosts, task: str, runs: list[tuple],
         rounds = earlier_rounds(args.out / f"{name}.md", args, rerun)
         runs = [run for run in runs if run is plain or run[0] in args.only]
         trained = trained if trained[0] in args.only else None
-    frames, budgets, rows, saved = [], [], {}, []
+    fixed, budgets, frames, rows, saved = budgets, [], [], {}, []
     for seed in range(args.splits) if args.split is None else [args.split]:
         print(f"split {seed + 1} of {args.splits} (seed {seed})", flush=True)
         parts = split(seed)
@@ -474,11 +478,13 @@ def repeated_frontiers(split, costs: FeatureCosts, task: str, runs: list[tuple],
         if args.resume and saved[-1].is_file():
             print(f"resumed from {saved[-1]}", flush=True)
         else:
-            frame, _ = split_frontiers(parts, costs, task, runs, args, quick_grids, metric=metric, trained=trained)
+            frame, _ = split_frontiers(parts, costs, task, runs, args, quick_grids, metric=metric, trained=trained,
+                                       budgets=fixed)
             points = frame.drop(columns=["model"]).assign(params=frame["params"].map(repr), split=seed)
             write_atomically(saved[-1], lambda tmp: points.to_csv(tmp, index=False))  # noqa: B023
         frames.append(pd.read_csv(saved[-1]))  # as the CSV holds them, whether run now or resumed
-        budgets.append([*budgets_of(frames[-1].loc[frames[-1]["method"] == plain[0], "cost"].max()), float("inf")])
+        plain_cost = frames[-1].loc[frames[-1]["method"] == plain[0], "cost"].max()
+        budgets.append([*(budgets_of(plain_cost) if fixed is None else fixed), float("inf")])
     if args.split is not None:
         print(f"--split {args.split} (seed {args.split}) saved in {saved[-1]}; the report: this command with --resume, "
               "without --split, once every split is saved")
@@ -492,7 +498,8 @@ def repeated_frontiers(split, costs: FeatureCosts, task: str, runs: list[tuple],
         points = every[every["split"] == seed]
         points.attrs = attrs
         results += [{**row, "split": seed} for row in best_within(points, budgets[seed])]
-    labels = [f"{f:g} x plain" for f in BUDGET_FRACTIONS] + ["any cost"]
+    labels = [f"{f:g} x plain" for f in BUDGET_FRACTIONS] if fixed is None else [f"<= {b:g}" for b in fixed]
+    labels.append("any cost")
     lines = interval_table(pd.DataFrame(results), labels, args.splits, greater=attrs["greater_is_better"])
     print("\n".join(lines))
     shapes = "; ".join(f"{k}: {min(rows[k])}{'' if min(rows[k]) == max(rows[k]) else f'-{max(rows[k])}'} rows"
@@ -503,8 +510,10 @@ def repeated_frontiers(split, costs: FeatureCosts, task: str, runs: list[tuple],
               f"{''.join(f' --method-rounds {m}={r}' for m, r in rounds)}`; "
               f"{parts['train'][0].shape[1]} features; "
               f"{shapes}; {args.splits} random splits. Cells: the mean over the splits of the test {quality} of the "
-              "model chosen on validation within the budget (fractions of plain LightGBM's validation cost in each "
-              "split), ± the half-width of its 95% interval, @ its mean test cost per row; bold: the best mean, "
+              "model chosen on validation within the budget ("
+              + ("fractions of plain LightGBM's validation cost in each split" if fixed is None else
+                 "a mean validation cost per row") +
+              "), ± the half-width of its 95% interval, @ its mean test cost per row; bold: the best mean, "
               "where its interval separates from the runner-up's.", "", *lines, "",
               *report_frontier(every, args.out, name, f"{title}: validation Pareto points on test rows (split 0)",
                                quality, plotted=every[every["split"] == 0])]

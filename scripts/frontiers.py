@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Quality-cost frontiers of every method the package has, on classification data, for docs/RESULTS.md.
 
-    .venv/bin/python scripts/frontiers.py --data higgs|letter|mnist [--splits 5] [--adapt-authors] [--quick]
+    .venv/bin/python scripts/frontiers.py --data higgs|letter|mnist|cube [--splits 5] [--adapt-authors] [--quick]
                                           [--only LABEL ...] [--resume] [--split K] [--out docs/results]
 
 Every registered method of lightgbm_cegb.selection that supports the task (plain LightGBM, CEGB, BudgetPrune,
@@ -27,6 +27,9 @@ fractions of plain LightGBM's validation cost in each split.
 - letter: UCI Letter Recognition, bundled (10,000 / 3,000 / 7,000 rows, 26 classes, unit costs).
 - mnist: the cost-sensitive MNIST of CSTC's section 6.7 from ../shared/data: digits 3 against 8, each image at
   4x4, 8x8, 16x16 and 28x28 (area-averaged), 1,120 unit-cost features; 1,500 / 500 / the rest.
+- cube: AFABench's CUBE (``datasets.cube``: 20 unit-cost features, 8 classes), split K being AFABench's instance
+  K (seed 42 + K: its own 1,000 rows, 600 / 200 / 200), at AFABench's mean budgets (``CUBE_BUDGETS``) rather than
+  fractions of plain LightGBM's cost; at most 5 splits.
 Writes DIR/frontier_<data>.csv (every point of every split, with its split), .png (split 0's test figures, with
 matplotlib) and .md: per method and budget (3 fractions of plain LightGBM's validation cost, and any cost) the
 mean test accuracy over the splits of the model chosen on validation within the budget, its 95% interval and
@@ -46,7 +49,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import DATA, LABELS, QUICK, protocol_parser, random_split, repeated_frontiers, rf_run  # noqa: E402
 
 from lightgbm_cegb import FeatureCosts  # noqa: E402
-from lightgbm_cegb.datasets import HIGGS_COSTS, higgs, letter  # noqa: E402
+from lightgbm_cegb.core.errors import CEGBError  # noqa: E402
+from lightgbm_cegb.datasets import CUBE_SEEDS, HIGGS_COSTS, cube, higgs, letter  # noqa: E402
 from lightgbm_cegb.selection import METHODS  # noqa: E402
 from lightgbm_cegb.selection.adapters import ADAPT_GBRT_GRID, CSTC_RELATIVE_TRADEOFFS  # noqa: E402
 
@@ -59,6 +63,8 @@ TRICK_QUICK = {"phi_trees": 20, "phi_depth": 2}
 #: ADAPT-GBRT as its authors' code runs it (100 trees of each of the gate and f1 a round, up to 50 rounds; ours
 #: runs all 50), on the default grid's points: 50 times the default's trees (--adapt-authors).
 ADAPT_AUTHORS = {"n_rounds": 50, "trees_per_round": 100}
+#: the mean acquisition costs per row at which AFABench reports CUBE (its soft-budget figure)
+CUBE_BUDGETS = [2.0, 4.0, 6.0, 8.0, 12.0, 20.0]
 
 
 def area_weights(size: int, source: int = 28) -> np.ndarray:
@@ -134,17 +140,24 @@ def frontier_runs(task: str, quick: bool, train_rows: int, adapt_authors: bool =
 
 
 def main() -> None:
-    parser = protocol_parser(__doc__, choices=("higgs", "letter", "mnist"))
+    parser = protocol_parser(__doc__, choices=("higgs", "letter", "mnist", "cube"))
     parser.add_argument("--adapt-authors", action="store_true",
                         help="ADAPT-GBRT also on its authors' schedule (50 rounds of 100 trees: a few minutes a "
                              "split on HIGGS, far more on letter and MNIST)")
     args = parser.parse_args()
+    command = f"scripts/frontiers.py --data {args.data}" + " --adapt-authors" * args.adapt_authors
+    if args.data == "cube":
+        if args.splits > len(CUBE_SEEDS):
+            raise CEGBError(f"--splits: CUBE has AFABench's {len(CUBE_SEEDS)} instances, got {args.splits}")
+        runs = frontier_runs("multiclass", args.quick, 600, args.adapt_authors)
+        repeated_frontiers(lambda k: {part: cube(CUBE_SEEDS[k])[part] for part in ("train", "valid", "test")},
+                           cube(CUBE_SEEDS[0])["costs"], "multiclass", runs, args, name="frontier_cube",
+                           title="cube", command=command, quick_grids=QUICK, budgets=CUBE_BUDGETS)
+        return
     X, y, sizes, costs, task = load(args.data)
     runs = frontier_runs(task, args.quick, sizes[0], args.adapt_authors)
     repeated_frontiers(lambda seed: random_split(X, y, sizes, seed), costs, task, runs, args,
-                       name=f"frontier_{args.data}", title=args.data,
-                       command=f"scripts/frontiers.py --data {args.data}" + " --adapt-authors" * args.adapt_authors,
-                       quick_grids=QUICK)
+                       name=f"frontier_{args.data}", title=args.data, command=command, quick_grids=QUICK)
 
 
 if __name__ == "__main__":

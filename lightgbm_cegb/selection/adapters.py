@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
@@ -433,3 +434,41 @@ def _staged(forest, X, k: int) -> np.ndarray:
     raise CEGBError(f"the forest has fewer than {k} trees")
 
 
+
+
+#: ``relative_tradeoff`` values of the adaptive acquisition's default grid: r x the first decision's best value (1:
+#: nothing is bought). One fit serves every point (the policy reads its tradeoff when predicting).
+ACQUISITION_RELATIVE_TRADEOFFS = (0.0, 0.005, 0.01, 0.02, 0.04, 0.07, 0.1, 0.15, 0.2, 0.3, 0.5, 0.7, 0.9)
+
+
+def _acquisition_prepare(context: Context):
+    """The one fitted AdaptiveAcquisitionClassifier (early stopped on the validation rows) and its scale."""
+    from lightgbm_cegb.methods.acquisition import AdaptiveAcquisitionClassifier
+    model = AdaptiveAcquisitionClassifier(feature_costs=context.costs, random_state=0,
+                                          n_jobs=context.params.get("num_threads") or None,
+                                          early_stopping_rounds=context.early_stopping_rounds)
+    model.fit(context.train.X, context.train.y, eval_set=(context.valid.X, context.valid.y))
+    return model, model.first_value()
+
+
+@register("adaptive_acquisition", tasks=("binary", "multiclass"), prepare=_acquisition_prepare,
+          grid=lambda context: [{"relative_tradeoff": r} for r in ACQUISITION_RELATIVE_TRADEOFFS],
+          knob=Knob("relative_tradeoff", "tradeoff", log=True, cheap_end=1.0))
+def _fit_acquisition(context: Context, state, params: dict) -> list[Candidate]:
+    fitted, scale = state
+    params = dict(params)
+    tradeoff, knob = _scaled_knob("adaptive_acquisition", params, "relative_tradeoff", "tradeoff", scale)
+    _check_keys("adaptive_acquisition", params, {"max_cost"})
+    model = copy.copy(fitted).set_params(tradeoff=tradeoff, **params)  # shares the classifier and the tables
+    return [_AcquisitionCandidate("adaptive_acquisition", {**knob, **params}, model,
+                                  partial(_predict, model, "positive" if context.task == "binary" else "proba", None),
+                                  partial(_own_cost, model))]
+
+
+class _AcquisitionCandidate(Candidate):
+    """The adaptive acquisition: prediction and cost from one run of the policy (``predict_result``)."""
+
+    def measure(self, rows: Rows, metric: Metric) -> tuple[float, float, float]:
+        result = self.model.predict_result(rows.X)
+        score = result.proba[:, 1] if result.proba.shape[1] == 2 else result.proba
+        return metric.fn(rows.y, score, rows.group), float(result.cost.mean), float(result.cost.coupled)
