@@ -340,48 +340,21 @@ class AdaptiveAcquisitionClassifier(BudgetedEstimator, ClassifierMixin, BaseEsti
         AcquisitionResult
             The probabilities, the order of acquisition, the acquired features and the costs.
         """
+        X = validate_data(self, X, dtype=np.float64, ensure_all_finite="allow-nan", reset=False)
+        run = self.__lightgbm_cegb_policy__(len(X))
+        while requests := run.requests():
+            for unit, rows in requests:
+                columns = list(self.units_[unit])
+                run.deliver(unit, rows, X[np.ix_(rows, columns)])
+            run.evaluate()
+        return run.result()
+
+    def __lightgbm_cegb_policy__(self, n: int) -> PolicyRun:
+        """A run of the policy for ``n`` rows that are told the values of the units they ask for: how
+        ``predict_result`` and ``LazyPredictor`` (which fetches them) drive it."""
         self._check_fitted()
         self._check_policy()
-        X = validate_data(self, X, dtype=np.float64, ensure_all_finite="allow-nan", reset=False)
-        n, num_features = X.shape
-        num_units = len(self.units_)
-        member = np.zeros((num_units, num_features), dtype=bool)
-        for u, columns in enumerate(self.units_):
-            member[u, list(columns)] = True
-        bought = np.zeros((n, num_units), dtype=bool)
-        order = np.full((n, num_units), -1, dtype=np.int64)
-        spent = np.zeros(n)
-        proba = np.tile(self.prior_, (n, 1))
-        cap = np.inf if self.max_cost is None else float(self.max_cost) * (1 + 1e-12)
-        state = CostState(n, self.costs_, num_features)
-        evaluation = _Evaluation(self, n)
-        evaluation.add(np.full((n, num_features), np.nan), np.arange(n))
-        active = np.arange(n)
-        for step in range(num_units):
-            if not len(active):
-                break
-            values = self._values(self.gains(proba[active]))
-            values[bought[active] | (spent[active, None] + self.unit_cost_[None] > cap)] = -np.inf
-            best = values.argmax(axis=1)  # ties: the first unit
-            go = values[np.arange(len(active)), best] > self.tradeoff
-            active, best = active[go], best[go]
-            if not len(active):
-                break
-            bought[active, best] = True
-            order[active, step] = best
-            spent[active] += self.unit_cost_[best]
-            for u in np.unique(best):
-                for f in self.units_[u]:
-                    state.pay(f, active[best == u])
-            known = bought[active] @ member  # the features each active row holds now
-            masked = np.where(known, X[active], np.nan)
-            proba[active] = self._proba(masked)
-            evaluation.add(masked, active)
-        cost = state.report(self.costs_, self._names_in())
-        cost = CostReport(acquisition=cost.acquisition, evaluation=cost.evaluation + evaluation.cost,
-                          coupled=cost.coupled, usage=cost.usage, feature_names=cost.feature_names,
-                          group_usage=cost.group_usage)
-        return AcquisitionResult(proba=proba, order=order, units=list(self.units_), known=bought @ member, cost=cost)
+        return PolicyRun(self, n)
 
     def predict_proba(self, X) -> np.ndarray:
         """Class probabilities from the units each row acquires.
@@ -505,6 +478,87 @@ class AdaptiveAcquisitionClassifier(BudgetedEstimator, ClassifierMixin, BaseEsti
         self.prior_ = self._proba(np.full((1, num_features), np.nan))[0]
 
 
+class PolicyRun:
+    """Rows on their way through the policy, step by step: ``requests()`` says which unit each row buys next
+    (rows that stop leave), ``deliver`` hands over the values bought, ``evaluate`` asks the classifier again;
+    ``result()`` once ``requests()`` is empty.
+
+    Parameters
+    ----------
+    model : AdaptiveAcquisitionClassifier
+        The fitted model.
+    n : int
+        Number of rows.
+    """
+
+    def __init__(self, model: AdaptiveAcquisitionClassifier, n: int) -> None:
+        self.model = model
+        num_features, num_units = model.n_features_in_, len(model.units_)
+        self.X = np.full((n, num_features), np.nan)  # the values bought (NaN elsewhere), as the classifier sees them
+        self.bought = np.zeros((n, num_units), dtype=bool)
+        self.order = np.full((n, num_units), -1, dtype=np.int64)
+        self.spent = np.zeros(n)
+        self.proba = np.tile(model.prior_, (n, 1))
+        self.cap = np.inf if model.max_cost is None else float(model.max_cost) * (1 + 1e-12)
+        self.state = CostState(n, model.costs_, num_features)
+        self.evaluation = _Evaluation(model, n)
+        self.evaluation.add(self.X, np.arange(n))
+        self.active = np.arange(n)
+        self.step = 0
+        self.received = np.zeros(n, dtype=bool)
+
+    def requests(self) -> list[tuple[int, np.ndarray]]:
+        """(unit, rows) for every unit some active row buys next, by unit; the rows that stop leave the run."""
+        model, active = self.model, self.active
+        if not len(active) or self.step == len(model.units_):
+            self.active = active[:0]
+            return []
+        values = model._values(model.gains(self.proba[active]))
+        values[self.bought[active] | (self.spent[active, None] + model.unit_cost_[None] > self.cap)] = -np.inf
+        best = values.argmax(axis=1)  # ties: the first unit
+        go = values[np.arange(len(active)), best] > model.tradeoff
+        self.active, best = active[go], best[go]
+        self.order[self.active, self.step] = best
+        return [(int(u), self.active[best == u]) for u in np.unique(best)]
+
+    def deliver(self, unit: int, rows: np.ndarray, values: np.ndarray, *, pay: bool = True) -> None:
+        """Rows ``rows`` (that asked for ``unit``) bought it: its columns' ``values`` (one row each), paid unless
+        ``pay`` is False (values the caller already had)."""
+        columns = list(self.model.units_[unit])
+        self.X[np.ix_(rows, columns)] = values
+        self.bought[rows, unit] = True
+        self.spent[rows] += self.model.unit_cost_[unit]
+        self.received[rows] = True
+        if pay:
+            for f in columns:
+                self.state.pay(f, rows)
+
+    def drop(self, rows: np.ndarray) -> None:
+        """Rows that cannot go on (a failed fetch) leave the run."""
+        self.active = self.active[~np.isin(self.active, rows)]
+
+    def evaluate(self) -> None:
+        """The classifier on what the rows that received something this step hold now; the next step."""
+        rows = np.flatnonzero(self.received)
+        if len(rows):
+            self.proba[rows] = self.model._proba(self.X[rows])
+            self.evaluation.add(self.X[rows], rows)
+        self.received[:] = False
+        self.step += 1
+
+    def result(self) -> AcquisitionResult:
+        model = self.model
+        cost = self.state.report(model.costs_, model._names_in())
+        cost = CostReport(acquisition=cost.acquisition, evaluation=cost.evaluation + self.evaluation.cost,
+                          coupled=cost.coupled, usage=cost.usage, feature_names=cost.feature_names,
+                          group_usage=cost.group_usage)
+        member = np.zeros((len(model.units_), self.X.shape[1]), dtype=bool)
+        for u, columns in enumerate(model.units_):
+            member[u, list(columns)] = True
+        return AcquisitionResult(proba=self.proba, order=self.order, units=list(model.units_),
+                                 known=self.bought @ member, cost=cost)
+
+
 class _Evaluation:
     """The split and tree costs of each evaluation of the classifier on the rows' acquired values (zero, without
     computing anything, when the costs have none)."""
@@ -519,7 +573,7 @@ class _Evaluation:
             self.costs = FeatureCosts(split=costs.arrays(num_features)[2], tree=costs.tree)
 
     def add(self, masked: np.ndarray, rows: np.ndarray) -> None:
-        if self.costs is not None:
+        if self.costs is not None and len(rows):
             self.cost[rows] += prediction_cost(self.model.classifier_, masked, self.costs).evaluation
 
 

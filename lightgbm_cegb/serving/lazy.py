@@ -309,30 +309,45 @@ class LazyPredictor:
         if feature_keys not in ("name", "index"):
             raise CEGBError(f"feature_keys should be 'name' or 'index', got {feature_keys!r}")
         resolve_n_jobs(n_jobs)
-        self.forest = to_forest(model)
-        if self.forest.pandas_categorical:
-            raise CEGBError("model: trained on pandas category columns, which fetched values would have to be "
-                            "mapped to LightGBM's codes; not supported yet (train on the codes instead)")
-        if self.forest.linear is not None:
-            raise CEGBError("model: linear trees are not supported (their leaves read features that no split "
-                            "tests, and prediction_cost does not count)")
-        self.model = lgb.Booster(model_file=os.fspath(model)) if isinstance(model, (str, os.PathLike)) else model
-        if num_iteration is not None and booster_of(self.model) is None and not isinstance(self.model, Forest):
-            raise CEGBError(f"num_iteration: {type(self.model).__name__} predicts with all its trees; "
-                            f"num_iteration applies to LightGBM models only, got {num_iteration!r}")
-        self.num_iteration = num_iteration
-        self.num_trees = num_trees_used(self.model, self.forest, num_iteration)
-        costs = fitted_costs(model) if feature_costs is None else feature_costs
-        if costs is None and FeatureCosts.from_params(self.forest.params) is None:
-            costs = FeatureCosts(lazy=np.zeros(self.forest.num_features))
-        self.costs_ = resolve_costs(costs, self.forest.num_features, self.forest.feature_names, self.forest.params)
+        self.policy = getattr(type(model), "__lightgbm_cegb_policy__", None) is not None
+        if self.policy:  # a model that decides per row what to buy next (AdaptiveAcquisitionClassifier)
+            if num_iteration is not None:
+                raise CEGBError(f"num_iteration: {type(model).__name__} has no iterations to cut, got "
+                                f"{num_iteration!r}")
+            if feature_costs is not None:
+                raise CEGBError(f"feature_costs: {type(model).__name__} buys by the costs it was fitted with "
+                                "(its costs_); give none")
+            model.__lightgbm_cegb_policy__(0)  # refuses an unfitted model here, not at the first request
+            self.forest, self.model, self.num_iteration, self.num_trees = None, model, None, 0
+            num_features = int(model.n_features_in_)
+            given_names = getattr(model, "feature_names_in_", None)
+            names = None if given_names is None else [str(n) for n in given_names]
+            self.costs_ = model.costs_
+        else:
+            self.forest = to_forest(model)
+            if self.forest.pandas_categorical:
+                raise CEGBError("model: trained on pandas category columns, which fetched values would have to be "
+                                "mapped to LightGBM's codes; not supported yet (train on the codes instead)")
+            if self.forest.linear is not None:
+                raise CEGBError("model: linear trees are not supported (their leaves read features that no split "
+                                "tests, and prediction_cost does not count)")
+            self.model = lgb.Booster(model_file=os.fspath(model)) if isinstance(model, (str, os.PathLike)) else model
+            if num_iteration is not None and booster_of(self.model) is None and not isinstance(self.model, Forest):
+                raise CEGBError(f"num_iteration: {type(self.model).__name__} predicts with all its trees; "
+                                f"num_iteration applies to LightGBM models only, got {num_iteration!r}")
+            self.num_iteration = num_iteration
+            self.num_trees = num_trees_used(self.model, self.forest, num_iteration)
+            costs = fitted_costs(model) if feature_costs is None else feature_costs
+            if costs is None and FeatureCosts.from_params(self.forest.params) is None:
+                costs = FeatureCosts(lazy=np.zeros(self.forest.num_features))
+            self.costs_ = resolve_costs(costs, self.forest.num_features, self.forest.feature_names,
+                                        self.forest.params)
+            names, num_features = self.forest.feature_names, self.forest.num_features
         # the fetch order's costs: 0 for every feature when the costs have no lazy part (a model trained with
         # coupled or split penalties only)
-        self._lazy = self.costs_.arrays(self.forest.num_features)[0]
+        self._lazy = self.costs_.arrays(num_features)[0]
         self.fetch, self.order, self.max_workers = fetch, order, max_workers
         self.timeout, self.retries, self.errors, self.n_jobs = timeout, retries, errors, n_jobs
-        names = self.forest.feature_names
-        num_features = self.forest.num_features
         self.keys = list(names) if feature_keys == "name" and names else list(range(num_features))
         # a fetch unit u is feature u (u < num_features) or group u - num_features
         self._group_of, group_lazy, _ = self.costs_.group_arrays(num_features)
@@ -349,15 +364,17 @@ class LazyPredictor:
         self._unit_cost = np.concatenate([self._lazy, group_lazy + members_lazy])
         first = np.array([m.min() if len(m) else num_features for m in self._members], dtype=np.int64)
         self._unit_column = np.concatenate([np.arange(num_features, dtype=np.int64), first])
-        self._own = _own_output(self.model, self.forest)  # None: the model's predict; 0: raw; > 0: sigmoid
+        self._own = None if self.policy else _own_output(self.model, self.forest)  # None: the model's predict;
+        # 0: raw; > 0: sigmoid
 
     # ------------------------------------------------------------------------------------ public API
 
     @property
     def fetch_keys(self) -> list:
         """The keys fetch may be called with: the features in no group that a split of the trees used tests
-        (column order), then the groups with a member so tested (the groups' order)."""
-        used = self.forest.used_features(self.num_trees)
+        (column order), then the groups with a member so tested (the groups' order); for a policy model, every
+        feature in no group and every group with a member."""
+        used = np.arange(len(self.keys)) if self.policy else self.forest.used_features(self.num_trees)
         group_of = self._group_of[used]
         return [self.keys[f] for f in used[group_of < 0]] + \
             [name for g, name in enumerate(self.groups) if (group_of == g).any()]
@@ -399,7 +416,7 @@ class LazyPredictor:
         if _is_async(self.fetch):
             raise CEGBError("fetch is a coroutine function: use aacquire / apredict")
         self._check_method(method, kwargs)
-        run = _Run(self, X, known, ids)
+        run = (_PolicyRun if self.policy else _Run)(self, X, known, ids)
         while requests := run.advance():
             run.deliver(requests, self._fetch_round(requests, run))
         return run.finish(self._predict, method, kwargs)
@@ -436,7 +453,7 @@ class LazyPredictor:
             When the model has no such ``method``, or ``known`` or ``ids`` do not match X.
         """
         self._check_method(method, kwargs)
-        run = _Run(self, X, known, ids)
+        run = (_PolicyRun if self.policy else _Run)(self, X, known, ids)
         limit = asyncio.Semaphore(self.max_workers) if self.max_workers else None
         while requests := await asyncio.to_thread(run.advance):  # routing off the event loop
             outcomes = await asyncio.gather(*(self._fetch_async(unit, rows, run, limit) for unit, rows in requests))
@@ -636,6 +653,11 @@ class LazyPredictor:
 
     def _check_method(self, method: str, kwargs: dict) -> None:
         """Before anything is fetched: the model can predict so, with what the routing fetches."""
+        if self.policy:
+            if method not in ("predict", "predict_proba") or kwargs:
+                raise CEGBError(f"method: {type(self.model).__name__} predicts with 'predict' or 'predict_proba' "
+                                f"without arguments, got {method!r} with {sorted(kwargs)}")
+            return
         if isinstance(self.model, Forest):
             if method != "predict" or kwargs:
                 raise CEGBError(f"method: a Forest predicts its raw score only ('predict' without arguments), got "
@@ -848,6 +870,121 @@ class _Run:
         return LazyResult(prediction=prediction, status=self.status, X=self.X, known=~unknown,
                           fetched=self.fetched, acquisition=self.cost.acquisition,
                           evaluation=self.cost.evaluation, leaves=leaves, rounds=self.rounds,
+                          fetch_calls=self.fetch_calls, failures=self.failures)
+
+
+class _PolicyRun:
+    """One batch through a policy model (``__lightgbm_cegb_policy__``): each round, the units the policy asks for
+    that a row does not have yet are fetched (a group whole, once per row), and the policy sees their values;
+    values given in X are handed to it unfetched and unpaid. The interface of :class:`_Run`."""
+
+    def __init__(self, predictor: LazyPredictor, X, known, ids) -> None:
+        self.predictor = predictor
+        model = predictor.model
+        if hasattr(X, "columns"):
+            names = getattr(model, "feature_names_in_", None)
+            X = X[list(names)] if names is not None else X
+        self.X = np.array(X, dtype=np.float64, order="C")  # a copy: fetched values go in
+        num_features = len(predictor.keys)
+        if self.X.ndim != 2 or self.X.shape[1] != num_features:
+            raise CEGBError(f"X should have {num_features} columns, got shape {self.X.shape}")
+        n = len(self.X)
+        self.known = ~np.isnan(self.X) if known is None else np.asarray(known)
+        if self.known.shape != self.X.shape or self.known.dtype != bool:
+            raise CEGBError(f"known should be a bool array of X's shape {self.X.shape}, got "
+                            f"{self.known.dtype} of shape {self.known.shape}")
+        self.known = self.known.copy()
+        self.ids = np.arange(n) if ids is None else np.asarray(ids)
+        if self.ids.shape != (n,):
+            raise CEGBError(f"ids should hold one id per row of X ({n}), got shape {self.ids.shape}")
+        self.fetched = np.zeros((n, num_features), dtype=bool)
+        self.status = np.full(n, PENDING, dtype=np.int8)
+        self.rounds = self.fetch_calls = 0
+        self.failures: list[FetchFailure] = []
+        self.run = model.__lightgbm_cegb_policy__(n)
+        self.units = model.units_
+        group_of = predictor._group_of
+        # the predictor's fetch unit of each of the policy's units: a feature, or num_features + its group
+        self.unit_of = [columns[0] if group_of[columns[0]] < 0 else num_features + int(group_of[columns[0]])
+                        for columns in self.units]
+        self.policy_unit = {unit: u for u, unit in enumerate(self.unit_of)}
+        self.started = False
+
+    def advance(self) -> list[tuple[int, np.ndarray]]:
+        """The next round's fetches: (unit, rows) of the rows whose next purchase is not in X already."""
+        while True:
+            if self.started:
+                self.run.evaluate()
+            self.started = True
+            wanted = self.run.requests()
+            if not wanted:
+                self.status[self.status == PENDING] = DONE
+                return []
+            requests = []
+            for u, rows in wanted:
+                columns = list(self.units[u])
+                have = self.known[np.ix_(rows, columns)].all(axis=1)
+                if have.any():
+                    self.run.deliver(u, rows[have], self.X[np.ix_(rows[have], columns)], pay=False)
+                if not have.all():
+                    requests.append((self.unit_of[u], rows[~have]))
+            if requests:
+                self.rounds += 1
+                return sorted(requests, key=lambda request: self.predictor._sort_key(request, self.ids))
+
+    def deliver(self, requests, outcomes) -> None:
+        """Store what each fetch returned and hand it to the policy; then handle the failures."""
+        failed = []
+        predictor = self.predictor
+        for (unit, rows), outcome in zip(requests, outcomes):
+            if not isinstance(outcome, BaseException):
+                try:
+                    values = predictor._values(unit, len(rows), outcome)
+                except _Returned as exc:
+                    outcome = exc
+            if isinstance(outcome, BaseException):
+                failed.append(FetchFailure(predictor._unit_keys[unit], rows, outcome))
+                continue
+            u = self.policy_unit[unit]
+            columns = list(self.units[u])
+            block = self.X[np.ix_(rows, columns)]
+            given = self.known[np.ix_(rows, columns)]
+            values = np.where(np.isnan(values), np.nan, values)
+            block = np.where(given, block, values)  # values given in X stay
+            self.X[np.ix_(rows, columns)] = block
+            self.fetched[np.ix_(rows, columns)] |= ~given
+            self.known[np.ix_(rows, columns)] = True
+            self.run.deliver(u, rows, block)
+        if not failed:
+            return
+        self.failures.extend(failed)
+        if predictor.errors == "raise":
+            kind = LazyFetchValueError if isinstance(failed[0].error, _Returned) else LazyFetchError
+            raise kind(failed[0], self.result(None)) from failed[0].error
+        for failure in failed:
+            self.status[failure.rows] = FAILED
+            self.run.drop(failure.rows)
+
+    def finish(self, predict, method: str, kwargs: dict) -> LazyResult:
+        proba = self.run.proba
+        done = self.status == DONE
+        values = proba if method == "predict_proba" else self.predictor.model.classes_[proba.argmax(axis=1)]
+        if done.all():
+            prediction = values
+        elif not done.any():
+            prediction = None
+        else:
+            fill = np.nan if values.dtype.kind in "fc" else None
+            prediction = np.full(values.shape, fill, dtype=values.dtype if fill is not None else object)
+            prediction[done] = values[done]
+        return self.result(prediction)
+
+    def result(self, prediction) -> LazyResult:
+        cost = self.run.result().cost
+        X = np.where(self.known, self.X, np.nan)
+        return LazyResult(prediction=prediction, status=self.status, X=X, known=self.known, fetched=self.fetched,
+                          acquisition=cost.acquisition, evaluation=cost.evaluation,
+                          leaves=np.zeros((len(X), 0), dtype=np.int32), rounds=self.rounds,
                           fetch_calls=self.fetch_calls, failures=self.failures)
 
 

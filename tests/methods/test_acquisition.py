@@ -209,3 +209,92 @@ def test_a_saved_state_that_does_not_fit_is_refused(tmp_path):
 @parametrize_with_checks([AdaptiveAcquisitionClassifier(n_masks=4, n_estimators=30, random_state=0)])
 def test_scikit_learn_checks(estimator, check):
     check(estimator)
+
+
+def grouped_model():
+    X, y, _, rng = random_case(11)
+    costs = FeatureCosts(lazy=np.arange(1.0, X.shape[1] + 1), groups={"pair": [1, 2]}, group_lazy=[1.5])
+    model = AdaptiveAcquisitionClassifier(feature_costs=costs, n_masks=4, n_estimators=40, tradeoff=0.002,
+                                          random_state=0).fit(X, y)
+    return model, X
+
+
+def test_lazy_serving_fetches_what_the_policy_buys_and_predicts_as_the_model():
+    from lightgbm_cegb import LazyPredictor
+    model, X = grouped_model()
+    rows = X[:40]
+    calls = []
+
+    def fetch(key, ids):
+        calls.append((key, list(ids)))
+        if key == "pair":
+            return rows[np.asarray(ids)][:, [1, 2]]
+        return rows[np.asarray(ids), key]
+
+    lazy = LazyPredictor(model, fetch, feature_keys="index")
+    result = lazy.acquire(np.full(rows.shape, np.nan), method="predict_proba")
+    expected = model.predict_result(rows)
+    np.testing.assert_array_equal(result.prediction, expected.proba)
+    first_calls = list(calls)
+    np.testing.assert_array_equal(lazy.predict(np.full(rows.shape, np.nan)), model.predict(rows))
+    np.testing.assert_array_equal(result.acquisition, expected.cost.acquisition)
+    np.testing.assert_array_equal(result.fetched, expected.known)  # exactly what the policy bought
+    assert (result.status == 0).all()
+    # each (row, key) at most once; a group whole, by its name
+    pairs = [(key, i) for key, ids in first_calls for i in ids]
+    assert len(pairs) == len(set(pairs)) == result.fetched[:, [0, *range(3, X.shape[1])]].sum() + \
+        result.fetched[:, 1].sum()
+    assert {key for key, _ in first_calls} <= set(lazy.fetch_keys)
+    assert lazy.fetch_keys == [0, *range(3, X.shape[1]), "pair"]
+
+
+def test_lazy_serving_uses_given_values_without_fetching_or_paying_and_reports_failures():
+    from lightgbm_cegb import LazyFetchError, LazyPredictor
+    model, X = grouped_model()
+    rows = X[:30]
+    expected = model.predict_result(rows)
+    given = np.full(rows.shape, np.nan)
+    first = expected.order[:, 0]
+    for i, u in enumerate(first):  # each row's first purchase given
+        if u >= 0:
+            given[i, list(model.units_[u])] = rows[i, list(model.units_[u])]
+    asked = []
+    lazy = LazyPredictor(model, lambda key, ids: (asked.append(key), rows[np.asarray(ids)][:, [1, 2]] if key == "pair"
+                                                  else rows[np.asarray(ids), key])[1], feature_keys="index")
+    result = lazy.acquire(given, method="predict_proba")
+    np.testing.assert_array_equal(result.prediction, expected.proba)
+    first_cost = np.array([0.0 if u < 0 else model.unit_cost_[u] for u in first])
+    np.testing.assert_allclose(result.acquisition, expected.cost.acquisition - first_cost, atol=1e-12)
+
+    def failing(key, ids):
+        if key == "pair":
+            raise OSError("store down")
+        return rows[np.asarray(ids), key]
+
+    partial = LazyPredictor(model, failing, feature_keys="index", errors="partial").acquire(
+        np.full(rows.shape, np.nan), method="predict_proba")
+    needs_pair = np.array([model.units_.index((1, 2)) in o for o in expected.order])
+    assert needs_pair.any() and (~needs_pair).any()
+    np.testing.assert_array_equal(partial.status, np.where(needs_pair, 1, 0))
+    np.testing.assert_array_equal(partial.prediction[~needs_pair], expected.proba[~needs_pair])
+    with pytest.raises(LazyFetchError, match="store down"):
+        LazyPredictor(model, failing, feature_keys="index").acquire(np.full(rows.shape, np.nan))
+    with pytest.raises(CEGBError, match="feature_costs"):
+        LazyPredictor(model, failing, feature_costs=[1.0] * X.shape[1])
+    with pytest.raises(CEGBError, match="method"):
+        LazyPredictor(model, failing).acquire(rows, method="decision_function")
+
+
+def test_lazy_serving_asynchronously():
+    import asyncio
+
+    from lightgbm_cegb import LazyPredictor
+    model, X = grouped_model()
+    rows = X[:20]
+
+    async def fetch(key, ids):
+        await asyncio.sleep(0)
+        return rows[np.asarray(ids)][:, [1, 2]] if key == "pair" else rows[np.asarray(ids), key]
+
+    lazy = LazyPredictor(model, fetch, feature_keys="index")
+    np.testing.assert_array_equal(asyncio.run(lazy.apredict(np.full(rows.shape, np.nan))), model.predict(rows))
