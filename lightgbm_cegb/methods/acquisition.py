@@ -230,7 +230,7 @@ class AdaptiveAcquisitionClassifier(BudgetedEstimator, ClassifierMixin, BaseEsti
         n, num_features = X.shape
         costs = FeatureCosts(lazy=np.ones(num_features)) if self.feature_costs is None else self.feature_costs
         self.costs_ = resolve_costs(costs, num_features, self._names_in())
-        self.units_, self.unit_cost_ = _units(self.costs_, num_features)
+        self.units_, self.unit_cost_ = unit_prices(self.costs_, num_features)
         rng = check_random_state(self.random_state)
         seed = int(rng.randint(0, 2**31 - 1))
         if eval_set is not None:
@@ -577,8 +577,9 @@ class _Evaluation:
             self.cost[rows] += prediction_cost(self.model.classifier_, masked, self.costs).evaluation
 
 
-def _units(costs: FeatureCosts, num_features: int) -> tuple[list[tuple[int, ...]], np.ndarray]:
-    """The units (groups in their order, then ungrouped features) and their prices."""
+def unit_prices(costs: FeatureCosts, num_features: int) -> tuple[list[tuple[int, ...]], np.ndarray]:
+    """The units of aligned ``costs`` (groups in their order, then ungrouped features) and their prices (see
+    :class:`AdaptiveAcquisitionClassifier`'s ``feature_costs``)."""
     lazy, coupled, _ = costs.arrays(num_features)
     group_of, group_lazy, group_coupled = costs.group_arrays(num_features)
     own, group_own = (lazy, group_lazy) if lazy.any() or group_lazy.any() else (coupled, group_coupled)

@@ -439,6 +439,17 @@ def _staged(forest, X, k: int) -> np.ndarray:
 #: ``relative_tradeoff`` values of the adaptive acquisition's default grid: r x the first decision's best value (1:
 #: nothing is bought). One fit serves every point (the policy reads its tradeoff when predicting).
 ACQUISITION_RELATIVE_TRADEOFFS = (0.0, 0.005, 0.01, 0.02, 0.04, 0.07, 0.1, 0.15, 0.2, 0.3, 0.5, 0.7, 0.9)
+#: and points at ``relative_tradeoff`` 0 with a per-row cap, ``max_cost``, at these fractions of the price of every
+#: unit: the cheap end of the curve, below what the first purchases cost when nothing stops them early
+ACQUISITION_CAPS = (0.05, 0.1, 0.2, 0.3)
+
+
+def _acquisition_grid(context: Context) -> list[dict]:
+    from lightgbm_cegb.methods.acquisition import unit_prices
+    total = float(unit_prices(context.costs, np.shape(context.train.X)[1])[1].sum())
+    return [{"relative_tradeoff": r} for r in ACQUISITION_RELATIVE_TRADEOFFS] + \
+        [{"relative_tradeoff": 0.0, "max_cost": round(f * total, 6)} for f in ACQUISITION_CAPS if total > 0]
+
 
 
 def _acquisition_prepare(context: Context):
@@ -452,8 +463,7 @@ def _acquisition_prepare(context: Context):
 
 
 @register("adaptive_acquisition", tasks=("binary", "multiclass"), prepare=_acquisition_prepare,
-          grid=lambda context: [{"relative_tradeoff": r} for r in ACQUISITION_RELATIVE_TRADEOFFS],
-          knob=Knob("relative_tradeoff", "tradeoff", log=True, cheap_end=1.0))
+          grid=_acquisition_grid, knob=Knob("relative_tradeoff", "tradeoff", log=True, cheap_end=1.0))
 def _fit_acquisition(context: Context, state, params: dict) -> list[Candidate]:
     fitted, scale = state
     params = dict(params)
