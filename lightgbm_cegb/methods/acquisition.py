@@ -125,6 +125,12 @@ class AdaptiveAcquisitionClassifier(BudgetedEstimator, ClassifierMixin, BaseEsti
         stopping).
     early_stopping_rounds : int, default=30
         Rounds without improvement of the held-out log loss before training stops.
+    policy_rounds : int, default=0
+        Times the classifier is trained again with, beside the random subsets, ``n_masks`` states per row that the
+        policy (at ``tradeoff`` 0) passes through with the previous classifier: random prefixes of each row's
+        purchases (as DAgger trains on the states its own policy visits). Measured on one HIGGS split: 1 raises
+        test accuracy by about 0.01 at 17 and 35 features per row; on CUBE's five instances it lowers it by 0.03
+        at equal cost (a surer classifier stops earlier). Hence 0 by default.
     random_state : int, RandomState or None, default=None
         Seed of the masks, the split and LightGBM.
     n_jobs : int or None, default=None
@@ -163,7 +169,8 @@ class AdaptiveAcquisitionClassifier(BudgetedEstimator, ClassifierMixin, BaseEsti
     def __init__(self, *, feature_costs=None, tradeoff: float = 0.0, max_cost: float | None = None,
                  n_masks="auto", n_bins: int = 16, n_estimators: int = 1000, learning_rate: float = 0.05,
                  num_leaves: int = 8, min_child_samples: int = 10, validation_fraction: float = 0.2,
-                 early_stopping_rounds: int = 30, random_state=None, n_jobs: int | None = None) -> None:
+                 early_stopping_rounds: int = 30, policy_rounds: int = 0, random_state=None,
+                 n_jobs: int | None = None) -> None:
         self.feature_costs = feature_costs
         self.tradeoff = tradeoff
         self.max_cost = max_cost
@@ -175,6 +182,7 @@ class AdaptiveAcquisitionClassifier(BudgetedEstimator, ClassifierMixin, BaseEsti
         self.min_child_samples = min_child_samples
         self.validation_fraction = validation_fraction
         self.early_stopping_rounds = early_stopping_rounds
+        self.policy_rounds = policy_rounds
         self.random_state = random_state
         self.n_jobs = n_jobs
 
@@ -197,6 +205,7 @@ class AdaptiveAcquisitionClassifier(BudgetedEstimator, ClassifierMixin, BaseEsti
         check_number(self.min_child_samples, "min_child_samples", 1, integer=True)
         check_number(self.validation_fraction, "validation_fraction", 0.0, 0.9)
         check_number(self.early_stopping_rounds, "early_stopping_rounds", 1, integer=True)
+        check_number(self.policy_rounds, "policy_rounds", 0, 10, integer=True)
 
     def _check_policy(self) -> None:
         check_number(self.tradeoff, "tradeoff", 0.0)
@@ -249,19 +258,27 @@ class AdaptiveAcquisitionClassifier(BudgetedEstimator, ClassifierMixin, BaseEsti
                   "num_leaves": self.num_leaves, "min_data_in_leaf": self.min_child_samples, "seed": seed,
                   "deterministic": True, "verbose": -1, "num_threads": resolve_n_jobs(self.n_jobs, n),
                   **({} if num_class == 2 else {"num_class": num_class})}
-        train_set = lgb.Dataset(self._masked(X[train], copies, rng), np.tile(codes[train], copies),
-                                feature_name=self._lightgbm_feature_names(), free_raw_data=True)
-        valid_sets, callbacks = [], []
-        if X_valid is not None and len(X_valid):
-            valid_sets = [lgb.Dataset(self._masked(X_valid, copies, rng), np.tile(valid_codes, copies),
-                                      reference=train_set)]
-            callbacks = [lgb.early_stopping(self.early_stopping_rounds, verbose=False)]
-        booster = lgb.train(params, train_set, self.n_estimators, valid_sets=valid_sets, callbacks=callbacks)
-        if valid_sets:  # keep the best iteration only: the model file holds what the policy uses
-            booster = lgb.Booster(model_str=booster.model_to_string(num_iteration=booster.best_iteration))
-        self.classifier_ = booster
         self.tables_ = _tables(X[train], codes[train], num_class, self.units_, self.n_bins, rng)
-        self.prior_ = self._proba(np.full((1, num_features), np.nan))[0]
+        X_fit, y_fit = self._masked(X[train], copies, rng), np.tile(codes[train], copies)
+        if X_valid is not None and len(X_valid):
+            X_stop, y_stop = self._masked(X_valid, copies, rng), np.tile(valid_codes, copies)
+        for round_ in range(self.policy_rounds + 1):
+            if round_:  # the states the policy visits, beside the random ones (DAgger-like)
+                X_fit = np.vstack([X_fit, self._visited(X[train], copies, rng)])
+                y_fit = np.concatenate([y_fit, np.repeat(codes[train], copies)])
+                if X_valid is not None and len(X_valid):
+                    X_stop = np.vstack([X_stop, self._visited(X_valid, copies, rng)])
+                    y_stop = np.concatenate([y_stop, np.repeat(valid_codes, copies)])
+            train_set = lgb.Dataset(X_fit, y_fit, feature_name=self._lightgbm_feature_names())
+            valid_sets, callbacks = [], []
+            if X_valid is not None and len(X_valid):
+                valid_sets = [lgb.Dataset(X_stop, y_stop, reference=train_set)]
+                callbacks = [lgb.early_stopping(self.early_stopping_rounds, verbose=False)]
+            booster = lgb.train(params, train_set, self.n_estimators, valid_sets=valid_sets, callbacks=callbacks)
+            if valid_sets:  # keep the best iteration only: the model file holds what the policy uses
+                booster = lgb.Booster(model_str=booster.model_to_string(num_iteration=booster.best_iteration))
+            self.classifier_ = booster
+            self.prior_ = self._proba(np.full((1, num_features), np.nan))[0]
         return self
 
     def _codes(self, y: np.ndarray) -> np.ndarray:
@@ -285,6 +302,25 @@ class AdaptiveAcquisitionClassifier(BudgetedEstimator, ClassifierMixin, BaseEsti
         out = np.tile(X, (copies, 1))
         for u, columns in enumerate(self.units_):
             out[np.ix_(unit_hidden[:, u], list(columns))] = np.nan
+        return out
+
+    def _visited(self, X: np.ndarray, copies: int, rng: np.random.RandomState) -> np.ndarray:
+        """``copies`` states per row of X that the policy (at ``tradeoff`` 0, no cap) passes through with the
+        current classifier: each a random prefix of the row's purchases, the rest hidden (row-major: the copies
+        of row 0 first)."""
+        tradeoff, max_cost = self.tradeoff, self.max_cost
+        self.tradeoff, self.max_cost = 0.0, None
+        try:
+            order = self.predict_result(X).order
+        finally:
+            self.tradeoff, self.max_cost = tradeoff, max_cost
+        steps = (order >= 0).sum(axis=1)
+        prefix = np.floor(rng.random_sample((len(X), copies)) * (steps[:, None] + 1)).astype(np.int64)
+        out = np.full((len(X) * copies, X.shape[1]), np.nan)
+        for i in range(len(X)):
+            for k in range(copies):
+                columns = [f for u in order[i, :prefix[i, k]] for f in self.units_[u]]
+                out[i * copies + k, columns] = X[i, columns]
         return out
 
     # ----------------------------------------------------------------------------------------- the policy

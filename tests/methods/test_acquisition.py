@@ -70,10 +70,12 @@ def random_case(seed: int):
 
 
 @settings(max_examples=12, deadline=None, derandomize=True)
-@given(st.integers(0, 10_000), st.sampled_from([0.0, 0.003, 0.02, 0.08]), st.sampled_from([None, 2.0, 6.0]))
-def test_the_policy_equals_an_independent_simulation(seed, relative_tradeoff, max_cost):
+@given(st.integers(0, 10_000), st.sampled_from([0.0, 0.003, 0.02, 0.08]), st.sampled_from([None, 2.0, 6.0]),
+       st.sampled_from([0, 1]))
+def test_the_policy_equals_an_independent_simulation(seed, relative_tradeoff, max_cost, policy_rounds):
     X, y, costs, rng = random_case(seed)
-    model = AdaptiveAcquisitionClassifier(feature_costs=costs, n_masks=4, n_estimators=40, random_state=seed).fit(X, y)
+    model = AdaptiveAcquisitionClassifier(feature_costs=costs, n_masks=4, n_estimators=40, policy_rounds=policy_rounds,
+                                          random_state=seed).fit(X, y)
     scale = model.first_value() if (model.unit_cost_ > 0).any() else 1.0
     model.set_params(tradeoff=relative_tradeoff * scale, max_cost=max_cost)
     rows = X[rng.choice(len(X), size=25, replace=False)]
@@ -118,6 +120,23 @@ def test_a_group_is_bought_whole_and_paid_once():
     assert set(np.unique(result.cost.acquisition[took])) <= {3.0, 4.0, 5.0}
     assert result.cost.group_usage == {"g": 1.0}
     assert model.score(X[300:], y[300:]) > 0.85
+
+
+def test_policy_rounds_add_the_states_the_policy_visits():
+    X, y, costs, _ = random_case(9)
+    model = AdaptiveAcquisitionClassifier(feature_costs=costs, n_masks=3, n_estimators=20, random_state=0).fit(X, y)
+    visited = model._visited(X[:50], 3, np.random.RandomState(0))
+    order = model.set_params(tradeoff=0.0).predict_result(X[:50]).order
+    for i in range(50):  # each copy holds a prefix of the row's purchases at its own values, the rest hidden
+        bought = [list(model.units_[u]) for u in order[i] if u >= 0]
+        prefixes = [{f for unit in bought[:j] for f in unit if not np.isnan(X[i, f])} for j in range(len(bought) + 1)]
+        for k in range(3):
+            known = np.flatnonzero(~np.isnan(visited[3 * i + k]))
+            assert set(known.tolist()) in prefixes, (i, k)
+            np.testing.assert_array_equal(visited[3 * i + k, known], X[i, known])
+    again = AdaptiveAcquisitionClassifier(feature_costs=costs, n_masks=3, n_estimators=20, policy_rounds=1,
+                                          random_state=0).fit(X, y)
+    assert again.classifier_.model_to_string() != model.classifier_.model_to_string()
 
 
 def test_tables_are_class_conditional_distributions():
@@ -171,6 +190,7 @@ def test_split_and_tree_costs_are_charged_per_evaluation():
     ({"tradeoff": -1.0}, "tradeoff"), ({"max_cost": -2.0}, "max_cost"), ({"n_masks": 0}, "n_masks"),
     ({"n_masks": "many"}, "n_masks"), ({"n_bins": 1}, "n_bins"), ({"learning_rate": 0.0}, "learning_rate"),
     ({"validation_fraction": 0.95}, "validation_fraction"), ({"num_leaves": 1}, "num_leaves"),
+    ({"policy_rounds": -1}, "policy_rounds"),
 ])
 def test_bad_parameters_are_refused_by_name(params, match):
     X, y, _, _ = random_case(0)
