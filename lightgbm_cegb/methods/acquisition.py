@@ -7,23 +7,24 @@ that a missing value means "not acquired") and a greedy policy on top of it. A *
 buys: a feature group of the cost model (all its members at once) or an ungrouped feature.
 
 For a row in state (acquired units S, their values), with class probabilities ``p = model(x_S)``, the policy
-scores every unit u not acquired yet by its expected gain in accuracy per unit of cost,
+scores every unit u not acquired yet by its expected gain per unit of cost, ``value(u) = gain(u) / cost(u)``,
+where, with ``gain="accuracy"`` (the default),
 
-    gain(u) = sum_a max_c p_c P_u[c, a] - max_c p_c,      value(u) = gain(u) / cost(u),
+    gain(u) = sum_a max_c p_c P_u[c, a] - max_c p_c
 
-where ``P_u[c, a]`` is the probability that u shows outcome ``a`` in a row of class c: the training values'
-quantile bins of a feature (its missing values one more bin), or for a group the training rows' joint values
-at a sample of rows, weighted under each class by the product of its members' bin probabilities (members
-independent given the class). ``sum_a max_c p_c P_u[c, a]`` is the accuracy of the Bayes decision after seeing
-u, when u is independent of the units already seen given the class (naive Bayes; the model itself sees every
-dependence; gains below ``GAIN_TOLERANCE``, 1e-12, count as 0). It acquires the unit of the highest value
-while that value is above ``tradeoff`` and the unit fits the row's ``max_cost``, then asks the model again; it
-stops otherwise. The first decision is the same for every
-row (nothing is known yet); later ones differ from row to row. A unit that costs nothing is taken whenever it
-can change the prediction (its value is infinite).
+and with ``gain="entropy"`` the mutual information of u and the class, ``H(p) - sum_a P(a) H(p | a)``.
+``P_u[c, a]`` is the probability that u shows outcome ``a`` in a row of class c: the training values' quantile
+bins of a feature (its missing values one more bin), or for a group the training rows' joint values at a sample
+of rows, weighted under each class by the product of its members' bin probabilities (members independent given
+the class). ``sum_a max_c p_c P_u[c, a]`` is the accuracy of the Bayes decision after seeing u, when u is
+independent of the units already seen given the class (naive Bayes; the model itself sees every dependence;
+gains below ``GAIN_TOLERANCE``, 1e-12, count as 0). The policy acquires the unit of the highest value while that
+value is above ``tradeoff`` and the unit fits the row's ``max_cost``, then asks the model again; it stops
+otherwise. The first decision is the same for every row (nothing is known yet); later ones differ from row to
+row. A unit that costs nothing is taken whenever it can gain something (its value is infinite).
 
-``tradeoff`` and ``max_cost`` are read when predicting: ``set_params`` on a fitted model gives another point of
-the cost-quality curve without fitting again.
+``tradeoff``, ``max_cost`` and ``gain`` are read when predicting: ``set_params`` on a fitted model gives another
+point of the cost-quality curve without fitting again.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 
 import lightgbm as lgb
 import numpy as np
+from scipy.special import xlogy
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
@@ -50,6 +52,8 @@ from lightgbm_cegb.io import saved
 _AUTO_CELLS = 20_000_000
 #: rows sampled per class for a group's joint outcomes
 _GROUP_ATOMS_PER_CLASS = 8
+#: what a purchase is expected to gain: the Bayes decision's accuracy, or the information on the class (nats)
+GAINS = ("accuracy", "entropy")
 #: gains below this are 0: the difference of two sums of probabilities carries rounding noise of about 1e-16, which
 #: must not decide whether a row buys one more unit at ``tradeoff=0``
 GAIN_TOLERANCE = 1e-12
@@ -107,6 +111,10 @@ class AdaptiveAcquisitionClassifier(BudgetedEstimator, ClassifierMixin, BaseEsti
     max_cost : float or None, default=None
         A hard cap on each row's acquisition cost: a unit whose price would take the row over it is not bought.
         Read when predicting.
+    gain : {"accuracy", "entropy"}, default="accuracy"
+        What a purchase is expected to gain: the accuracy of the Bayes decision after it (a row stops once no
+        single purchase can change its prediction), or the information it gives on the class (the expected drop
+        of the entropy of the class probabilities: rows go on buying while they are unsure). Read when predicting.
     n_masks : int or "auto", default="auto"
         Copies of each training row, each with its own hidden units ("auto": as many as keep the copies within
         20 million cells, from 1 to 16).
@@ -167,13 +175,14 @@ class AdaptiveAcquisitionClassifier(BudgetedEstimator, ClassifierMixin, BaseEsti
     _fitted_attribute = "classifier_"
 
     def __init__(self, *, feature_costs=None, tradeoff: float = 0.0, max_cost: float | None = None,
-                 n_masks="auto", n_bins: int = 16, n_estimators: int = 1000, learning_rate: float = 0.05,
-                 num_leaves: int = 8, min_child_samples: int = 10, validation_fraction: float = 0.2,
-                 early_stopping_rounds: int = 30, policy_rounds: int = 0, random_state=None,
-                 n_jobs: int | None = None) -> None:
+                 gain: str = "accuracy", n_masks="auto", n_bins: int = 16, n_estimators: int = 1000,
+                 learning_rate: float = 0.05, num_leaves: int = 8, min_child_samples: int = 10,
+                 validation_fraction: float = 0.2, early_stopping_rounds: int = 30, policy_rounds: int = 0,
+                 random_state=None, n_jobs: int | None = None) -> None:
         self.feature_costs = feature_costs
         self.tradeoff = tradeoff
         self.max_cost = max_cost
+        self.gain = gain
         self.n_masks = n_masks
         self.n_bins = n_bins
         self.n_estimators = n_estimators
@@ -209,6 +218,8 @@ class AdaptiveAcquisitionClassifier(BudgetedEstimator, ClassifierMixin, BaseEsti
 
     def _check_policy(self) -> None:
         check_number(self.tradeoff, "tradeoff", 0.0)
+        if self.gain not in GAINS:
+            raise CEGBError(f"gain should be one of {GAINS}, got {self.gain!r}")
         if self.max_cost is not None:
             check_number(self.max_cost, "max_cost", 0.0)
 
@@ -330,7 +341,7 @@ class AdaptiveAcquisitionClassifier(BudgetedEstimator, ClassifierMixin, BaseEsti
         return np.column_stack([1.0 - p, p]) if p.ndim == 1 else p
 
     def gains(self, proba: np.ndarray) -> np.ndarray:
-        """Each unit's expected gain in accuracy for rows with class probabilities ``proba`` (see the module).
+        """Each unit's expected gain for rows with class probabilities ``proba``, by ``gain`` (see the module).
 
         Parameters
         ----------
@@ -340,7 +351,9 @@ class AdaptiveAcquisitionClassifier(BudgetedEstimator, ClassifierMixin, BaseEsti
         Returns
         -------
         ndarray of shape (n_rows, n_units)
-            ``sum_a max_c proba_c tables_[u, c, a] - max_c proba_c``, 0 where it is below ``GAIN_TOLERANCE``.
+            "accuracy": ``sum_a max_c proba_c tables_[u, c, a] - max_c proba_c``; "entropy": the entropy of
+            ``proba`` minus the expected entropy of the posterior after seeing u (its mutual information with the
+            class); 0 where it is below ``GAIN_TOLERANCE``.
         """
         self._check_fitted()
         tables = self.tables_
@@ -350,7 +363,13 @@ class AdaptiveAcquisitionClassifier(BudgetedEstimator, ClassifierMixin, BaseEsti
         for start in range(0, len(proba), block):
             p = proba[start:start + block]
             joint = p[:, None, :, None] * tables[None]  # (rows, units, classes, outcomes)
-            out[start:start + block] = joint.max(axis=2).sum(axis=2) - p.max(axis=1)[:, None]
+            if self.gain == "accuracy":
+                out[start:start + block] = joint.max(axis=2).sum(axis=2) - p.max(axis=1)[:, None]
+            else:  # H(p) - sum_a P(a) H(p | a) = sum_{c,a} joint log(joint / (p_c P(a)))
+                outcome = joint.sum(axis=2, keepdims=True)
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    ratio = joint / (p[:, None, :, None] * outcome)
+                out[start:start + block] = xlogy(joint, np.where(joint > 0, ratio, 1.0)).sum(axis=(2, 3))
         out[out < GAIN_TOLERANCE] = 0.0  # rounding noise of a difference of sums: no gain
         return out
 

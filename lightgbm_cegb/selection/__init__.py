@@ -61,9 +61,9 @@ registered methods, each on a documented scale:
 - ``budgetrf``: ``tradeoff`` (the paper's alpha) of ``BudgetRFClassifier`` (classification; ranking on
   label >= 1).
 - ``adaptive_acquisition``: ``relative_tradeoff`` r of ``AdaptiveAcquisitionClassifier`` (tradeoff = r x its
-  first decision's best gain per unit of cost, above which nothing is bought) and ``max_cost`` (a per-row cap;
-  default none); one classifier is fitted per sweep (early stopped on the validation rows) and every point reads it
-  with its own tradeoff (classification).
+  first decision's best gain per unit of cost, above which nothing is bought; ``tradeoff`` the raw value),
+  ``max_cost`` (a per-row cap; default none) and ``gain`` ("accuracy" or "entropy"); one classifier is fitted per
+  sweep (early stopped on the validation rows) and every point reads it with its own policy (classification).
 - ``cheap_subset``: the baseline; ``width`` (units tried per step, default 4) and ``steps`` (default 20).
 
 Every boosted or bagged method also takes ``trees``: the prefix lengths that are points (default

@@ -36,7 +36,14 @@ def simulate(model: AdaptiveAcquisitionClassifier, x: np.ndarray, costs: Feature
         for u in range(num_units):
             if u in bought or (model.max_cost is not None and spent + price[u] > model.max_cost * (1 + 1e-12)):
                 continue
-            gain = sum(max(p[c] * tables[u, c, a] for c in range(num_class)) for a in range(num_outcomes)) - max(p)
+            if model.gain == "accuracy":
+                gain = sum(max(p[c] * tables[u, c, a] for c in range(num_class)) for a in range(num_outcomes)) - max(p)
+            else:  # the mutual information of u and the class
+                gain = 0.0
+                for a in range(num_outcomes):
+                    outcome = sum(p[c] * tables[u, c, a] for c in range(num_class))
+                    gain += sum(p[c] * tables[u, c, a] * math.log(tables[u, c, a] / outcome)
+                                for c in range(num_class) if p[c] * tables[u, c, a] > 0)
             gain = 0.0 if gain < 1e-12 else gain
             value = (math.inf if gain > 0 else 0.0) if price[u] == 0 else gain / price[u]
             if value > best_value:
@@ -69,13 +76,14 @@ def random_case(seed: int):
     return X, y, costs, rng
 
 
-@settings(max_examples=12, deadline=None, derandomize=True)
+@settings(max_examples=20, deadline=None, derandomize=True)
 @given(st.integers(0, 10_000), st.sampled_from([0.0, 0.003, 0.02, 0.08]), st.sampled_from([None, 2.0, 6.0]),
-       st.sampled_from([0, 1]))
-def test_the_policy_equals_an_independent_simulation(seed, relative_tradeoff, max_cost, policy_rounds):
+       st.sampled_from([0, 1]), st.sampled_from(["accuracy", "entropy"]))
+def test_the_policy_equals_an_independent_simulation(seed, relative_tradeoff, max_cost, policy_rounds, gain):
     X, y, costs, rng = random_case(seed)
     model = AdaptiveAcquisitionClassifier(feature_costs=costs, n_masks=4, n_estimators=40, policy_rounds=policy_rounds,
                                           random_state=seed).fit(X, y)
+    model.set_params(gain=gain)
     scale = model.first_value() if (model.unit_cost_ > 0).any() else 1.0
     model.set_params(tradeoff=relative_tradeoff * scale, max_cost=max_cost)
     rows = X[rng.choice(len(X), size=25, replace=False)]
@@ -151,6 +159,10 @@ def test_tables_are_class_conditional_distributions():
     p = np.random.default_rng(1).dirichlet(np.ones(len(model.classes_)), size=50)
     gains = model.gains(p)
     assert (gains >= -1e-12).all() and (gains <= 1 - p.max(axis=1)[:, None] + 1e-12).all()
+    # information: never negative nor above the entropy of p
+    information = model.set_params(gain="entropy").gains(p)
+    entropy = -(p * np.log(p)).sum(axis=1)
+    assert (information >= 0).all() and (information <= entropy[:, None] + 1e-12).all() and information.any()
 
 
 def test_tradeoff_scale_and_the_policy_parameters_read_when_predicting():
@@ -190,7 +202,7 @@ def test_split_and_tree_costs_are_charged_per_evaluation():
     ({"tradeoff": -1.0}, "tradeoff"), ({"max_cost": -2.0}, "max_cost"), ({"n_masks": 0}, "n_masks"),
     ({"n_masks": "many"}, "n_masks"), ({"n_bins": 1}, "n_bins"), ({"learning_rate": 0.0}, "learning_rate"),
     ({"validation_fraction": 0.95}, "validation_fraction"), ({"num_leaves": 1}, "num_leaves"),
-    ({"policy_rounds": -1}, "policy_rounds"),
+    ({"policy_rounds": -1}, "policy_rounds"), ({"gain": "gini"}, "gain"),
 ])
 def test_bad_parameters_are_refused_by_name(params, match):
     X, y, _, _ = random_case(0)

@@ -30,7 +30,7 @@ def test_quick_frontiers_on_higgs(tmp_path):
                                    "BudgetRF", "Greedy Miser", "ADAPT-GBRT", "ADAPT-LIN", "ADAPT's L1 baseline", "CSTC",
                                    "CSTC without polish", "CSTC, boosting trick",
                                    "CSTC, boosting trick, without polish", "CSCC", "Cronus",
-                                   "CEGB trained to the budget", "Cheap subset (baseline)"}
+                                   "CEGB trained to the budget", "Cheap subset (baseline)", "Adaptive acquisition"}
     assert frame["test_quality"].between(0, 1).all() and frame["test_cost"].between(0, 91).all()
     assert "| Greedy Miser |" in (tmp_path / "frontier_higgs.md").read_text()
     assert frame["cost"].between(0, 91).all()
@@ -250,6 +250,23 @@ def test_resume_runs_only_the_splits_left(tmp_path, monkeypatch):
     with pytest.raises(CEGBError, match=r"--split should be a split of --splits 3 \(0 to 2\), got 3"):
         report(tmp_path / "spread", "--split", "3")
     assert ran == [0]
+
+
+def test_quick_frontiers_on_cube_at_afabenchs_budgets(tmp_path):
+    """CUBE: AFABench's instances as the splits, its mean budgets as the table's columns (the same in each split)."""
+    run_script("frontiers.py", "--data", "cube", "--quick", "--splits", "2", "--rounds", "50",
+               "--method-rounds", "greedy_miser=20", "--out", str(tmp_path))
+    frame = pd.read_csv(tmp_path / "frontier_cube.csv")
+    assert set(frame["split"]) == {0, 1}
+    assert {"LightGBM", "Adaptive acquisition", "Cheap subset (baseline)"} <= set(frame["method"])
+    assert not any(m.startswith(("CSTC", "CSCC", "Cronus")) for m in set(frame["method"]))  # multiclass
+    report = (tmp_path / "frontier_cube.md").read_text()
+    assert "| method | <= 2 | <= 4 | <= 6 | <= 8 | <= 12 | <= 20 | any cost |" in report
+    assert "a mean validation cost per row" in report and "train: 600 rows; valid: 200 rows; test: 200 rows" in report
+    trained = frame[frame["method"] == "CEGB trained to the budget"]
+    assert (trained["cost"] <= 20 + 1e-9).all()
+    with pytest.raises(AssertionError, match="CUBE has AFABench's 5 instances"):
+        run_script("frontiers.py", "--data", "cube", "--quick", "--splits", "6", "--out", str(tmp_path))
 
 
 def test_runs_without_plain_lightgbm_are_refused_before_anything_trains(monkeypatch):
