@@ -62,8 +62,9 @@ registered methods, each on a documented scale:
   label >= 1).
 - ``adaptive_acquisition``: ``relative_tradeoff`` r of ``AdaptiveAcquisitionClassifier`` (tradeoff = r x its
   first decision's best gain per unit of cost, above which nothing is bought; ``tradeoff`` the raw value),
-  ``max_cost`` (a per-row cap; default none) and ``gain`` ("accuracy" or "entropy"); one classifier is fitted per
-  sweep (early stopped on the validation rows) and every point reads it with its own policy (classification).
+  ``max_cost`` (a per-row cap; default none), ``gain`` ("accuracy" or "entropy") and ``policy_rounds`` (0 or 1,
+  the classifier's); one classifier per ``policy_rounds`` is fitted in a sweep (early stopped on the validation
+  rows, in the process that first needs it) and every point reads it with its own policy (classification).
 - ``cheap_subset``: the baseline; ``width`` (units tried per step, default 4) and ``steps`` (default 20).
 
 Every boosted or bagged method also takes ``trees``: the prefix lengths that are points (default

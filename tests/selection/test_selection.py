@@ -552,12 +552,18 @@ def test_select_warns_of_a_gap_below_the_budget():
 def test_the_adaptive_acquisition_sweeps_one_fit_and_measures_each_policy(binary):
     """One classifier per sweep; each point is its policy (tradeoff, cap, gain), measured exactly on validation."""
     from lightgbm_cegb.methods.acquisition import AdaptiveAcquisitionClassifier
-    from lightgbm_cegb.selection.adapters import ACQUISITION_CAPS, ACQUISITION_ENTROPY_TRADEOFFS
+    from lightgbm_cegb.selection.adapters import (
+        ACQUISITION_CAPS,
+        ACQUISITION_ENTROPY_TRADEOFFS,
+        ACQUISITION_RELATIVE_TRADEOFFS,
+    )
     train, valid, _ = binary
     frame = sweep("adaptive_acquisition", train, valid, COSTS, task="binary", baseline=False)
     models = frame["model"].map(lambda candidate: candidate.model)
-    assert len({id(m.classifier_) for m in models}) == 1
-    assert len(frame) == 13 + len(ACQUISITION_CAPS) + len(ACQUISITION_ENTROPY_TRADEOFFS)
+    assert {m.policy_rounds: id(m.classifier_) for m in models}.keys() == {0, 1}
+    assert len({id(m.classifier_) for m in models}) == 2  # one classifier per policy_rounds, shared by its points
+    assert len(frame) == 2 * (len(ACQUISITION_RELATIVE_TRADEOFFS) + len(ACQUISITION_CAPS)
+                              + len(ACQUISITION_ENTROPY_TRADEOFFS))
     total = sum(COSTS.lazy)
     for (_, row), model in zip(frame.iterrows(), models):
         assert isinstance(model, AdaptiveAcquisitionClassifier)
@@ -565,6 +571,7 @@ def test_the_adaptive_acquisition_sweeps_one_fit_and_measures_each_policy(binary
         assert row["cost"] == pytest.approx(result.cost.mean, rel=1e-12)
         assert row["quality"] == pytest.approx(np.mean(result.proba.argmax(axis=1) == valid[1]), rel=1e-12)
         assert model.gain == row["params"].get("gain", "accuracy")
+        assert model.policy_rounds == row["params"]["policy_rounds"]
         assert model.tradeoff == pytest.approx(row["params"]["relative_tradeoff"] * model.first_value(), rel=1e-12)
         if "max_cost" in row["params"]:
             assert row["params"]["max_cost"] in [round(f * total, 6) for f in ACQUISITION_CAPS]
