@@ -794,19 +794,10 @@ class _Run:
 
     def deliver(self, requests, outcomes) -> None:
         """Store what each fetch returned; then handle the failures (all successes are kept first)."""
-        failed = []
         predictor = self.predictor
         num_features = self.X.shape[1]
-        for (unit, rows), outcome in zip(requests, outcomes):
-            if not isinstance(outcome, BaseException):
-                try:
-                    values = predictor._values(unit, len(rows), outcome)
-                except _Returned as exc:
-                    outcome = exc
-            if isinstance(outcome, BaseException):
-                failed.append(FetchFailure(predictor._unit_keys[unit], rows, outcome))
-                continue
-            values = np.where(np.isnan(values), np.nan, values)  # never the bits of UNKNOWN
+        received, failed = _received(predictor, requests, outcomes)
+        for unit, rows, values in received:
             if unit < num_features:
                 self.X[rows, unit] = values[:, 0]
                 self.fetched[rows, unit] = True
@@ -818,16 +809,10 @@ class _Run:
                 self.held[rows[new], f] = values[new, j]
                 self.fetched[rows[new], f] = True
         self.read_held(self.need)  # the members the rows stopped at
-        if not failed:
-            return
-        self.failures.extend(failed)
-        if predictor.errors == "raise":
-            kind = LazyFetchValueError if isinstance(failed[0].error, _Returned) else LazyFetchError
-            raise kind(failed[0], self.result(None)) from failed[0].error
-        for failure in failed:
-            self.status[failure.rows] = FAILED
-            self.active[failure.rows] = False
-        self.pending &= _row_bits(self.active)[:, None]
+        if failed:
+            for rows in _failed(self, failed):
+                self.active[rows] = False
+            self.pending &= _row_bits(self.active)[:, None]
 
     def leaves(self) -> np.ndarray:
         """The leaf each row reached in each tree, -1 where it has not; the routing state becomes this (once
@@ -849,14 +834,7 @@ class _Run:
             leaves = self.leaves()
             if not done.all():
                 filled, leaves = filled[done], leaves[done]
-            values = np.asarray(predict(filled, leaves, method, kwargs))
-            if done.all():
-                prediction = values
-            else:
-                fill = np.nan if values.dtype.kind in "fc" else None
-                prediction = np.full((len(done),) + values.shape[1:], fill,
-                                     dtype=values.dtype if fill is not None else object)
-                prediction[done] = values
+            prediction = _spread(np.asarray(predict(filled, leaves, method, kwargs)), done)
         return self.result(prediction)
 
     def result(self, prediction) -> LazyResult:
@@ -934,49 +912,27 @@ class _PolicyRun:
 
     def deliver(self, requests, outcomes) -> None:
         """Store what each fetch returned and hand it to the policy; then handle the failures."""
-        failed = []
-        predictor = self.predictor
-        for (unit, rows), outcome in zip(requests, outcomes):
-            if not isinstance(outcome, BaseException):
-                try:
-                    values = predictor._values(unit, len(rows), outcome)
-                except _Returned as exc:
-                    outcome = exc
-            if isinstance(outcome, BaseException):
-                failed.append(FetchFailure(predictor._unit_keys[unit], rows, outcome))
-                continue
+        received, failed = _received(self.predictor, requests, outcomes)
+        for unit, rows, values in received:
             u = self.policy_unit[unit]
             columns = list(self.units[u])
-            block = self.X[np.ix_(rows, columns)]
             given = self.known[np.ix_(rows, columns)]
-            values = np.where(np.isnan(values), np.nan, values)
-            block = np.where(given, block, values)  # values given in X stay
+            block = np.where(given, self.X[np.ix_(rows, columns)], values)  # values given in X stay
             self.X[np.ix_(rows, columns)] = block
             self.fetched[np.ix_(rows, columns)] |= ~given
             self.known[np.ix_(rows, columns)] = True
             self.run.deliver(u, rows, block)
-        if not failed:
-            return
-        self.failures.extend(failed)
-        if predictor.errors == "raise":
-            kind = LazyFetchValueError if isinstance(failed[0].error, _Returned) else LazyFetchError
-            raise kind(failed[0], self.result(None)) from failed[0].error
-        for failure in failed:
-            self.status[failure.rows] = FAILED
-            self.run.drop(failure.rows)
+        if failed:
+            for rows in _failed(self, failed):
+                self.run.drop(rows)
 
     def finish(self, predict, method: str, kwargs: dict) -> LazyResult:
-        proba = self.run.proba
         done = self.status == DONE
-        values = proba if method == "predict_proba" else self.predictor.model.classes_[proba.argmax(axis=1)]
-        if done.all():
-            prediction = values
-        elif not done.any():
-            prediction = None
-        else:
-            fill = np.nan if values.dtype.kind in "fc" else None
-            prediction = np.full(values.shape, fill, dtype=values.dtype if fill is not None else object)
-            prediction[done] = values[done]
+        prediction = None
+        if done.any() or not len(done):
+            proba = self.run.proba[done]
+            values = proba if method == "predict_proba" else self.predictor.model.classes_[proba.argmax(axis=1)]
+            prediction = _spread(values, done)
         return self.result(prediction)
 
     def result(self, prediction) -> LazyResult:
@@ -986,6 +942,46 @@ class _PolicyRun:
                           acquisition=cost.acquisition, evaluation=cost.evaluation,
                           leaves=np.zeros((len(X), 0), dtype=np.int32), rounds=self.rounds,
                           fetch_calls=self.fetch_calls, failures=self.failures)
+
+
+def _received(predictor: LazyPredictor, requests, outcomes) -> tuple[list, list[FetchFailure]]:
+    """A round's fetch outcomes: (unit, rows, values) of the calls that returned what their contract allows (a NaN
+    never with the bits of UNKNOWN), and a FetchFailure for each other call."""
+    received, failed = [], []
+    for (unit, rows), outcome in zip(requests, outcomes):
+        if not isinstance(outcome, BaseException):
+            try:
+                values = predictor._values(unit, len(rows), outcome)
+            except _Returned as exc:
+                outcome = exc
+        if isinstance(outcome, BaseException):
+            failed.append(FetchFailure(predictor._unit_keys[unit], rows, outcome))
+        else:
+            received.append((unit, rows, np.where(np.isnan(values), np.nan, values)))
+    return received, failed
+
+
+def _failed(run, failed: list[FetchFailure]) -> list[np.ndarray]:
+    """Record a round's failed fetches on ``run`` (a _Run or _PolicyRun): with errors="raise", raise the first
+    (LazyFetchValueError where fetch broke its contract); else mark their rows FAILED and return them."""
+    run.failures.extend(failed)
+    if run.predictor.errors == "raise":
+        kind = LazyFetchValueError if isinstance(failed[0].error, _Returned) else LazyFetchError
+        raise kind(failed[0], run.result(None)) from failed[0].error
+    for failure in failed:
+        run.status[failure.rows] = FAILED
+    return [failure.rows for failure in failed]
+
+
+def _spread(values: np.ndarray, done: np.ndarray) -> np.ndarray:
+    """The predictions ``values`` of the DONE rows in an array of every row: NaN elsewhere (None in an object
+    array, for values that are not numbers)."""
+    if done.all():
+        return values
+    fill = np.nan if values.dtype.kind in "fc" else None
+    spread = np.full((len(done),) + values.shape[1:], fill, dtype=values.dtype if fill is not None else object)
+    spread[done] = values
+    return spread
 
 
 def _numbers(outcome, where: str = "") -> np.ndarray:
