@@ -1,7 +1,7 @@
-"""Training speed of ADAPT-LIN and CSTC against plain LightGBM on the same data (issue 29: a fit costs at most 20x
-a plain LightGBM fit).
+"""Training speed of ADAPT-LIN, CSTC and the adaptive acquisition against plain LightGBM on the same data (issue 29:
+a fit costs at most 20x a plain LightGBM fit; issue 44: the adaptive acquisition fits in minutes on 100,000 rows).
 
-    .venv/bin/python scripts/bench_methods.py [--rows 40000] [--features 54] [--methods adapt_lin,cstc]
+    .venv/bin/python scripts/bench_methods.py [--rows 40000] [--features 54] [--methods adapt_lin,cstc,acquisition]
                                               [--profile adapt_lin] [--sweep cstc]
 
 Data: synthetic and forest-cover-like (seed 0): a fifth of the columns continuous, the rest binary indicators,
@@ -9,6 +9,8 @@ a binary label from a few of each with noise; unit costs; three quarters of the 
 validates (CSTC's pruning and early stopping, as the selection sweep fits it). Plain LightGBM: 100 rounds of 31
 leaves on one thread, the median of 3 fits. ADAPT-LIN: p_full 0.3, tradeoff 0.05 x ``tradeoff_scale``, f0 the
 plain model. CSTC: CSTCClassifier (depth 3) at tradeoff 1e-3 x ``tradeoff_scale``, phi the plain model's trees.
+Adaptive acquisition: AdaptiveAcquisitionClassifier with its defaults on one thread, early stopped on the
+validation rows; its notes add the time of its policy (tradeoff 0.1 x its scale) on the validation rows.
 Each line: the fit's wall time and its ratio to plain LightGBM's. ``--profile`` prints cProfile's top entries
 of that method's fit. ``--sweep cstc`` also times ``lightgbm_cegb.selection.sweep(["cstc"], ...)`` on the same
 split (its default grid and phi, task binary, unit costs, ``baseline=False``: the method's points only);
@@ -30,7 +32,7 @@ import lightgbm as lgb
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from lightgbm_cegb import AdaptLIN, CSTCClassifier  # noqa: E402
+from lightgbm_cegb import AdaptiveAcquisitionClassifier, AdaptLIN, CSTCClassifier  # noqa: E402
 
 PARAMS = {"objective": "binary", "num_leaves": 31, "learning_rate": 0.1, "num_threads": 1, "seed": 0,
           "deterministic": True, "verbose": -1}
@@ -83,14 +85,23 @@ def fit_cstc(f0, X_train, y_train, X_valid, y_valid, profile: bool) -> tuple[flo
     return seconds, f"{model.n_iter_} sweeps, {len(model.terminals_)} terminals"
 
 
-FITS = {"adapt_lin": fit_adapt_lin, "cstc": fit_cstc}
+def fit_acquisition(f0, X_train, y_train, X_valid, y_valid, profile: bool) -> tuple[float, str]:
+    seconds, model = timed(lambda: AdaptiveAcquisitionClassifier(random_state=0, n_jobs=1).fit(
+        X_train, y_train, eval_set=(X_valid, y_valid)), profile)
+    model.set_params(tradeoff=0.1 * model.first_value())
+    policy, result = timed(lambda: model.predict_result(X_valid), False)
+    return seconds, f"{model.classifier_.current_iteration()} iterations; its policy on the {len(X_valid):,} " \
+        f"validation rows {policy:.1f} s, {result.cost.mean:.1f} features per row"
+
+
+FITS = {"adapt_lin": fit_adapt_lin, "cstc": fit_cstc, "acquisition": fit_acquisition}
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=40_000)
     parser.add_argument("--features", type=int, default=54)
-    parser.add_argument("--methods", default="adapt_lin,cstc", help="comma-separated: adapt_lin, cstc")
+    parser.add_argument("--methods", default="adapt_lin,cstc", help="comma-separated: adapt_lin, cstc, acquisition")
     parser.add_argument("--profile", default="", help="a method whose fit to profile")
     parser.add_argument("--sweep", default="", help="comma-separated selection methods to time a default sweep "
                                                     "of, or 'all' (every registered method for binary labels)")
