@@ -23,7 +23,9 @@ Parameters that cannot be encoded (a fitted model, a callable) are not saved: ``
 arguments, and says which ones it needs.
 
 Saving is atomic: the artifacts are written first under new names, then the manifest replaces the old one
-(``os.replace``), then artifacts no manifest names are deleted. A save that fails at any point leaves the
+(``os.replace``), then artifacts the new manifest does not name are deleted: files named ``<name>-<16 hex
+digits>.txt`` whose digits begin the sha256 of their content (what a save writes); no other file of the folder is
+ever touched. A save that fails at any point leaves the
 previous save as it was; the manifest is encoded before anything is written, so a value JSON cannot hold
 fails before the folder is touched.
 
@@ -36,6 +38,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -138,9 +141,18 @@ def save(path: str | os.PathLike, estimator, *, params: Mapping, state: Mapping,
         if not (folder / file_name).exists():
             write_atomically(folder / file_name, lambda tmp, body=texts[name]: Path(tmp).write_text(body))
     write_atomically(folder / MANIFEST, lambda tmp: Path(tmp).write_text(text))
-    for stale in folder.glob("*-" + "?" * 16 + ".txt"):
-        if stale.name not in named.values():
+    for stale in folder.iterdir():
+        if stale.name not in named.values() and _is_artifact(stale):
             stale.unlink()
+
+
+def _is_artifact(path: Path) -> bool:
+    """Whether ``path`` is an artifact a save wrote: ``<name>-<16 hex digits>.txt`` whose digits begin the sha256 of
+    its content. Nothing else in a folder is ever deleted (a user's ``log-2024-11-27_12-30.txt`` stays)."""
+    match = re.fullmatch(r".+-([0-9a-f]{16})\.txt", path.name)
+    if match is None or not path.is_file():
+        return False
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16] == match.group(1)
 
 
 def read(path: str | os.PathLike, estimator: str | None = None) -> tuple[dict, Path]:

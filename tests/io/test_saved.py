@@ -174,3 +174,32 @@ def test_group_names_round_trip_through_save_and_load(tmp_path):
     old = lc.CEGBRegressor.load(tmp_path / "m")
     assert old.costs_ == model.costs_ and list(old.prediction_cost(X).group_usage) == ["wild", "soil"]
     assert list(prediction_cost(old.booster_, X).group_usage) == ["0", "1"]
+
+
+def test_a_save_deletes_only_the_artifacts_saves_wrote(tmp_path):
+    """Issue 48 (6): stale artifacts were found by a name pattern alone, so a save into a folder of results deleted
+    the user's files whose names fit it (log-2024-11-27_12-30.txt). Only files whose name ends in the first 16 hex
+    digits of their content's sha256 are a save's."""
+    import hashlib
+    X = np.random.default_rng(0).normal(size=(200, 3))
+    y = (X[:, 0] > 0).astype(int)
+    folder = tmp_path / "results"
+    folder.mkdir()
+    theirs = {"log-2024-11-27_12-30.txt": "a run's log\n", "notes-0123456789abcdef.txt": "hex-like, not its hash\n",
+              "model-ABCDEF0123456789.txt": "upper case\n"}
+    for name, text in theirs.items():
+        (folder / name).write_text(text)
+    first = lc.GreedyMiserClassifier(tradeoff=0.1, n_estimators=5).fit(X, y)
+    first.save(folder)
+    old = set(json.loads((folder / "manifest.json").read_text())["files"].values())
+    second = lc.GreedyMiserClassifier(tradeoff=0.2, n_estimators=3).fit(X, y)
+    second.save(folder)
+    new = set(json.loads((folder / "manifest.json").read_text())["files"].values())
+    assert old != new and not any((folder / name).exists() for name in old - new)  # the earlier save's artifacts go
+    for name, text in theirs.items():
+        assert (folder / name).read_text() == text, name
+    orphan = "booster-" + hashlib.sha256(b"left by a save that failed\n").hexdigest()[:16] + ".txt"
+    (folder / orphan).write_text("left by a save that failed\n")
+    second.save(folder)
+    assert not (folder / orphan).exists()  # a save's own file, named by no manifest
+    assert {p.name for p in folder.iterdir()} == {"manifest.json", *new, *theirs}
