@@ -232,7 +232,10 @@ class LazyPredictor:
           a mapping (a dict, a pandas DataFrame) from each member's key to its values. A group is fetched
           whole for a row that needs any member, once per row; its members are never fetched one by one.
 
-        A coroutine function is awaited by ``aacquire``/``apredict``.
+        Values are in the order of the row ids, except a pandas Series or DataFrame (or a mapping's Series)
+        with an index other than a RangeIndex: it is read by its index, which must hold each row id asked for
+        once (a store's ``pd.read_sql(..., index_col="id")`` in its own order works). A coroutine function is
+        awaited by ``aacquire``/``apredict``.
     feature_costs : FeatureCosts, lazy costs per column or by name, optional
         As ``prediction_cost`` (None: the model's cegb_* parameters or a package estimator's fitted costs;
         no costs at all: everything costs 0). Its groups are the groups fetch is called with; a group's
@@ -620,9 +623,12 @@ class LazyPredictor:
         return {"cheapest": (cost, column, unit), "costliest": (-cost, column, unit),
                 "most_rows": (-len(rows), column, unit), "model": (column, unit)}[self.order]
 
-    def _values(self, unit: int, n: int, outcome) -> np.ndarray:
-        """What fetch returned for ``n`` row ids of ``unit``, as float64 of shape (n, its features); a
-        _Returned error saying what was expected otherwise."""
+    def _values(self, unit: int, ids: np.ndarray, outcome) -> np.ndarray:
+        """What fetch returned for the row ids ``ids`` of ``unit``, as float64 of shape (len(ids), its features),
+        pandas objects aligned to the ids by their index (_by_id); a _Returned error saying what was expected
+        otherwise."""
+        n = len(ids)
+        outcome = _by_id(outcome, ids)
         num_features = len(self.keys)
         if unit < num_features:
             values = _numbers(outcome)
@@ -637,7 +643,7 @@ class LazyPredictor:
                                 f"{name!r}: {members}")
             columns = []
             for member in members:
-                values = _numbers(outcome[member], f"for member {member!r} ")
+                values = _numbers(_by_id(outcome[member], ids), f"for member {member!r} ")
                 if values.shape != (n,):
                     raise _Returned(f"returned shape {values.shape} for member {member!r} of group {name!r}, "
                                     f"expected ({n},): one value per row id")
@@ -796,7 +802,7 @@ class _Run:
         """Store what each fetch returned; then handle the failures (all successes are kept first)."""
         predictor = self.predictor
         num_features = self.X.shape[1]
-        received, failed = _received(predictor, requests, outcomes)
+        received, failed = _received(predictor, self.ids, requests, outcomes)
         for unit, rows, values in received:
             if unit < num_features:
                 self.X[rows, unit] = values[:, 0]
@@ -912,7 +918,7 @@ class _PolicyRun:
 
     def deliver(self, requests, outcomes) -> None:
         """Store what each fetch returned and hand it to the policy; then handle the failures."""
-        received, failed = _received(self.predictor, requests, outcomes)
+        received, failed = _received(self.predictor, self.ids, requests, outcomes)
         for unit, rows, values in received:
             u = self.policy_unit[unit]
             columns = list(self.units[u])
@@ -944,14 +950,14 @@ class _PolicyRun:
                           fetch_calls=self.fetch_calls, failures=self.failures)
 
 
-def _received(predictor: LazyPredictor, requests, outcomes) -> tuple[list, list[FetchFailure]]:
-    """A round's fetch outcomes: (unit, rows, values) of the calls that returned what their contract allows (a NaN
-    never with the bits of UNKNOWN), and a FetchFailure for each other call."""
+def _received(predictor: LazyPredictor, ids: np.ndarray, requests, outcomes) -> tuple[list, list[FetchFailure]]:
+    """A round's fetch outcomes (the batch's row ``ids``): (unit, rows, values) of the calls that returned what
+    their contract allows (a NaN never with the bits of UNKNOWN), and a FetchFailure for each other call."""
     received, failed = [], []
     for (unit, rows), outcome in zip(requests, outcomes):
         if not isinstance(outcome, BaseException):
             try:
-                values = predictor._values(unit, len(rows), outcome)
+                values = predictor._values(unit, ids[rows], outcome)
             except _Returned as exc:
                 outcome = exc
         if isinstance(outcome, BaseException):
@@ -982,6 +988,24 @@ def _spread(values: np.ndarray, done: np.ndarray) -> np.ndarray:
     spread = np.full((len(done),) + values.shape[1:], fill, dtype=values.dtype if fill is not None else object)
     spread[done] = values
     return spread
+
+
+def _by_id(outcome, ids: np.ndarray):
+    """A pandas Series or DataFrame that fetch returned, in the order of the row ids asked for: by its index, which
+    must hold exactly those ids (a store's ``pd.read_sql(..., index_col="id")`` in its own order); by position
+    where the index is a RangeIndex (a frame built from values in the ids' order). Anything else as it is."""
+    index = getattr(outcome, "index", None)
+    if index is None or not hasattr(outcome, "reindex"):
+        return outcome
+    import pandas as pd
+
+    if isinstance(index, pd.RangeIndex):
+        return outcome
+    if len(index) != len(ids) or index.has_duplicates or not index.isin(ids).all():
+        shown = ", ".join(map(repr, index[:5].tolist())) + (", ..." if len(index) > 5 else "")
+        raise _Returned(f"returned a pandas {type(outcome).__name__} indexed by [{shown}]: its index should hold "
+                        f"each of the {len(ids)} row ids asked for once (or be a RangeIndex, read by position)")
+    return outcome.loc[ids]
 
 
 def _numbers(outcome, where: str = "") -> np.ndarray:

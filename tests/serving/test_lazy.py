@@ -20,7 +20,15 @@ from references import leaf_paths, model_and_data
 from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
 
 from lightgbm_cegb import CEGBError, FeatureCosts, budget_prune, prediction_cost, to_forest
-from lightgbm_cegb.serving.lazy import DONE, FAILED, PENDING, UNKNOWN, LazyFetchError, LazyPredictor
+from lightgbm_cegb.serving.lazy import (
+    DONE,
+    FAILED,
+    PENDING,
+    UNKNOWN,
+    LazyFetchError,
+    LazyFetchValueError,
+    LazyPredictor,
+)
 
 
 class Store:
@@ -795,3 +803,40 @@ def test_a_group_named_as_a_feature_outside_it_is_refused():
     prediction = LazyPredictor(booster, store, feature_costs=own).predict(np.full_like(X, np.nan))
     np.testing.assert_array_equal(prediction, booster.predict(X))
     assert LazyPredictor(booster, Store(X), feature_costs=costs, feature_keys="index").groups == {"Column_0": [1, 2]}
+
+
+@pytest.mark.parametrize("returns", ["series", "frame", "dict of series"])
+def test_pandas_values_are_read_by_their_index_not_their_position(returns):
+    """Issue 48 (3): a store answering WHERE id IN (...) in its own order, indexed by id, had its values assigned
+    to other rows. A pandas object is read by its index (the row ids), or by position for a RangeIndex."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(300, 4))
+    y = X[:, 0] + X[:, 1] * X[:, 2] - X[:, 3]
+    booster = lgb.train({"objective": "regression", "num_leaves": 8, "verbose": -1}, lgb.Dataset(X, y), 20)
+    ids = np.array([f"row-{i}" for i in rng.permutation(1000)[:len(X)]])
+    position = {row_id: i for i, row_id in enumerate(ids)}
+    groups = {"pair": [1, 2]}
+
+    def fetch(key, asked):
+        shuffled = rng.permutation(asked)  # the store's own order, indexed by id
+        rows = [position[a] for a in shuffled]
+        if key != "pair":
+            return pd.Series(X[rows, key], index=shuffled)
+        frame = pd.DataFrame({1: X[rows, 1], 2: X[rows, 2]}, index=shuffled)
+        if returns == "series":  # the group as a plain array in the order asked
+            return X[[position[a] for a in asked]][:, [1, 2]]
+        return frame if returns == "frame" else {1: frame[1], 2: frame[2]}
+
+    predictor = LazyPredictor(booster, fetch, feature_costs=FeatureCosts(lazy=np.ones(4), groups=groups,
+                                                                         group_lazy=[1.0]), feature_keys="index")
+    result = predictor.acquire(np.full(X.shape, np.nan), ids=ids)
+    np.testing.assert_array_equal(result.prediction, booster.predict(X))
+    np.testing.assert_array_equal(result.X[result.known], X[result.known])
+
+    positional = LazyPredictor(booster, lambda key, asked: pd.Series(X[[position[a] for a in asked], key]),
+                               feature_keys="index")
+    np.testing.assert_array_equal(positional.predict(np.full(X.shape, np.nan), ids=ids), booster.predict(X))
+    wrong = LazyPredictor(booster, lambda key, asked: pd.Series(np.zeros(len(asked)), index=np.arange(len(asked)) + 7),
+                          feature_keys="index")
+    with pytest.raises(LazyFetchValueError, match=r"indexed by \[7, 8, 9, 10, 11, \.\.\.\]: its index should hold"):
+        wrong.predict(np.full(X.shape, np.nan), ids=ids)
