@@ -50,9 +50,10 @@ cdef inline int32 child(const Ensemble* e, int64 tree, const Node* nd, float64 f
     if nd.zero_matters and fabs(fval) <= zero:
         fval = 0.0
     if d & CATEGORICAL_MASK:
-        # LightGBM: NaN and negative categories go right; static_cast<int> of larger values is undefined
-        # in C++ and in practice INT_MIN there (negative): they go right too
-        if isnan(fval) or fval < 0 or fval >= 2147483648.0:
+        # LightGBM: NaN goes right, and so does a value whose static_cast<int> (truncation toward zero) is
+        # negative: -1 and below, not -0.5 (category 0); static_cast<int> of values of 2^31 and above is
+        # undefined in C++ and in practice INT_MIN there (negative): they go right too
+        if isnan(fval) or fval <= -1.0 or fval >= 2147483648.0:
             return nd.right
         ival = <int64> fval
         cat = e.cat_offset[tree] + <int64> nd.threshold

@@ -112,10 +112,11 @@ def model_and_data(draw):
         params["linear_tree"] = True
     ds = lgb.Dataset(X, y, categorical_feature=[X.shape[1] - 1] if categorical else "auto")
     booster = lgb.train(params, ds, draw(st.integers(1, 12)))
-    # rows to score: fresh values from the same distribution, plus categories never seen and negative
+    # rows to score: fresh values from the same distribution, plus categories never seen, negative, and fractions
+    # in (-1, 0) that LightGBM truncates to category 0 (issue 48, item 2)
     Xt = X[rng.permutation(n)[:120]].copy()
     if categorical:
-        Xt[:10, -1] = rng.choice([-3.0, 55.0, 1e10, 31.7], 10)
+        Xt[:14, -1] = rng.choice([-3.0, 55.0, 1e10, 31.7, -0.5, -0.999, -1.0, 0.7], 14)
     return booster, Xt, rng
 
 
