@@ -163,7 +163,7 @@ class AdaptiveAcquisitionClassifier(BudgetedEstimator, ClassifierMixin, BaseEsti
         The classifier's probabilities with nothing acquired.
     n_features_in_ : int
         Number of features seen by ``fit``.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (n_features,)
         Names of the features seen by ``fit`` (a DataFrame's columns).
 
     Raises
