@@ -255,6 +255,9 @@ class AdaptiveAcquisitionClassifier(BudgetedEstimator, ClassifierMixin, BaseEsti
         rng = check_random_state(self.random_state)
         seed = int(rng.randint(0, 2**31 - 1))
         if eval_set is not None:
+            if not (isinstance(eval_set, tuple) and len(eval_set) == 2):
+                raise CEGBError(f"eval_set should be a tuple (X_valid, y_valid), got {type(eval_set).__name__}"
+                                + (f" of length {len(eval_set)}" if isinstance(eval_set, (tuple, list)) else ""))
             X_valid, y_valid = eval_set
             X_valid = validate_data(self, X_valid, dtype=np.float64, ensure_all_finite="allow-nan", reset=False)
             valid_codes = self._codes(np.asarray(y_valid))

@@ -217,6 +217,8 @@ def test_bad_policy_parameters_are_refused_when_predicting_and_labels_of_eval_se
         model.set_params(tradeoff=float("nan")).predict(X)
     with pytest.raises(CEGBError, match="eval_set"):
         AdaptiveAcquisitionClassifier(n_estimators=5).fit(X, y, eval_set=(X, y + 10))
+    with pytest.raises(CEGBError, match=r"eval_set should be a tuple \(X_valid, y_valid\), got list of length 1"):
+        AdaptiveAcquisitionClassifier(n_estimators=5).fit(X, y, eval_set=[(X, y)])
     with pytest.raises(CEGBError, match="two classes"):
         AdaptiveAcquisitionClassifier(n_estimators=5).fit(X, np.zeros(len(X)))
 
