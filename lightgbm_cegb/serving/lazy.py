@@ -216,13 +216,12 @@ class LazyPredictor:
 
     Parameters
     ----------
-    model : lightgbm.Booster, LGBMModel, model file path, fitted scikit-learn tree model, PruneResult, Forest, or a
-            policy model (AdaptiveAcquisitionClassifier)
+    model : lightgbm.Booster, LGBMModel, model file, fitted scikit-learn tree model, PruneResult, Forest or policy
         Anything ``prediction_cost`` takes. A Forest has no ``predict``: its raw score is returned (as
-        LightGBM's ``predict(raw_score=True)``). Linear
-        trees are refused (their leaves read features no split tests). A policy model (one with
-        ``__lightgbm_cegb_policy__``) decides itself what each row buys next: fetch is called with the units it
-        asks for, round by round, and ``predict``/``predict_proba`` equal its own.
+        LightGBM's ``predict(raw_score=True)``). Linear trees are refused (their leaves read features no split
+        tests). A policy model (one with ``__lightgbm_cegb_policy__``: AdaptiveAcquisitionClassifier) decides itself
+        what each row buys next: fetch is called with the units it asks for, round by round, and
+        ``predict``/``predict_proba`` equal its own.
     fetch : callable ``fetch(key, row_ids) -> values``
         Called once per key per round with the ids of the rows that need it (``ids`` given to ``acquire``,
         default the rows' positions in the batch). NaN is a missing value, as for ``predict``.
