@@ -537,6 +537,29 @@ class FeatureCosts:
         return (group_of, zeros if self._group_lazy is None else self._group_lazy,
                 zeros if self._group_coupled is None else self._group_coupled)
 
+    def units(self, num_features: int) -> list[tuple[str | None, tuple[int, ...], float]]:
+        """What one purchase buys, with its nominal price per row: each group with a member (its name, its columns),
+        then each feature in no group (None, its column). The price is the lazy cost (a group's own plus its
+        members'); when no feature or group has a lazy cost, the coupled cost (likewise).
+
+        Parameters
+        ----------
+        num_features : int
+            The model's number of features.
+
+        Returns
+        -------
+        list of (str or None, tuple of int, float)
+            (group name or None, columns, price) of each unit, groups first in their order.
+        """
+        lazy, coupled, _ = self.arrays(num_features)
+        group_of, group_lazy, group_coupled = self.group_arrays(num_features)
+        own, group_own = (lazy, group_lazy) if lazy.any() or group_lazy.any() else (coupled, group_coupled)
+        found = [(name, tuple(int(f) for f in np.flatnonzero(group_of == g)), float(group_own[g] +
+                                                                                   own[group_of == g].sum()))
+                 for g, name in enumerate(self._groups or {}) if (group_of == g).any()]
+        return found + [(None, (int(f),), float(own[f])) for f in np.flatnonzero(group_of < 0)]
+
     def per_row(self) -> FeatureCosts:
         """The per-row part of these costs: the lazy costs of the features and groups (what BudgetPrune
         prunes for), without coupled, split and tree costs.

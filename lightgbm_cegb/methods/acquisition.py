@@ -29,6 +29,7 @@ point of the cost-quality curve without fitting again.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 import lightgbm as lgb
@@ -251,7 +252,8 @@ class AdaptiveAcquisitionClassifier(BudgetedEstimator, ClassifierMixin, BaseEsti
         n, num_features = X.shape
         costs = FeatureCosts(lazy=np.ones(num_features)) if self.feature_costs is None else self.feature_costs
         self.costs_ = resolve_costs(costs, num_features, self._names_in())
-        self.units_, self.unit_cost_ = unit_prices(self.costs_, num_features)
+        units = self.costs_.units(num_features)
+        self.units_, self.unit_cost_ = [columns for _, columns, _ in units], np.array([p for _, _, p in units])
         rng = check_random_state(self.random_state)
         seed = int(rng.randint(0, 2**31 - 1))
         if eval_set is not None:
@@ -275,18 +277,19 @@ class AdaptiveAcquisitionClassifier(BudgetedEstimator, ClassifierMixin, BaseEsti
                   **({} if num_class == 2 else {"num_class": num_class})}
         self.tables_ = _tables(X[train], codes[train], num_class, self.units_, self.n_bins, rng)
         X_fit, y_fit = self._masked(X[train], copies, rng), np.tile(codes[train], copies)
-        if X_valid is not None and len(X_valid):
+        stopping = X_valid is not None and len(X_valid) > 0  # early stopping on masked copies of X_valid
+        if stopping:
             X_stop, y_stop = self._masked(X_valid, copies, rng), np.tile(valid_codes, copies)
         for round_ in range(self.policy_rounds + 1):
             if round_:  # the states the policy visits, beside the random ones (DAgger-like)
                 X_fit = np.vstack([X_fit, self._visited(X[train], copies, rng)])
                 y_fit = np.concatenate([y_fit, np.repeat(codes[train], copies)])
-                if X_valid is not None and len(X_valid):
+                if stopping:
                     X_stop = np.vstack([X_stop, self._visited(X_valid, copies, rng)])
                     y_stop = np.concatenate([y_stop, np.repeat(valid_codes, copies)])
             train_set = lgb.Dataset(X_fit, y_fit, feature_name=self._lightgbm_feature_names())
             valid_sets, callbacks = [], []
-            if X_valid is not None and len(X_valid):
+            if stopping:
                 valid_sets = [lgb.Dataset(X_stop, y_stop, reference=train_set)]
                 callbacks = [lgb.early_stopping(self.early_stopping_rounds, verbose=False)]
             booster = lgb.train(params, train_set, self.n_estimators, valid_sets=valid_sets, callbacks=callbacks)
@@ -323,12 +326,8 @@ class AdaptiveAcquisitionClassifier(BudgetedEstimator, ClassifierMixin, BaseEsti
         """``copies`` states per row of X that the policy (accuracy gain, ``tradeoff`` 0, no cap) passes through
         with the current classifier: each a random prefix of the row's purchases, the rest hidden (row-major: the copies
         of row 0 first)."""
-        policy = self.tradeoff, self.max_cost, self.gain
-        self.tradeoff, self.max_cost, self.gain = 0.0, None, "accuracy"  # bounded: it stops when nothing can help
-        try:
-            order = self.predict_result(X).order
-        finally:
-            self.tradeoff, self.max_cost, self.gain = policy
+        policy = copy.copy(self).set_params(tradeoff=0.0, max_cost=None, gain="accuracy")
+        order = policy.predict_result(X).order  # bounded: the accuracy gain stops when no purchase can help
         steps = (order >= 0).sum(axis=1)
         prefix = np.floor(rng.random_sample((len(X), copies)) * (steps[:, None] + 1)).astype(np.int64)
         out = np.full((len(X) * copies, X.shape[1]), np.nan)
@@ -634,24 +633,6 @@ class _Evaluation:
     def add(self, masked: np.ndarray, rows: np.ndarray) -> None:
         if self.costs is not None and len(rows):
             self.cost[rows] += prediction_cost(self.model.classifier_, masked, self.costs).evaluation
-
-
-def unit_prices(costs: FeatureCosts, num_features: int) -> tuple[list[tuple[int, ...]], np.ndarray]:
-    """The units of aligned ``costs`` (groups in their order, then ungrouped features) and their prices (see
-    :class:`AdaptiveAcquisitionClassifier`'s ``feature_costs``)."""
-    lazy, coupled, _ = costs.arrays(num_features)
-    group_of, group_lazy, group_coupled = costs.group_arrays(num_features)
-    own, group_own = (lazy, group_lazy) if lazy.any() or group_lazy.any() else (coupled, group_coupled)
-    units, prices = [], []
-    for g in range(len(group_lazy)):
-        members = np.flatnonzero(group_of == g)
-        if len(members):
-            units.append(tuple(int(f) for f in members))
-            prices.append(float(group_own[g] + own[members].sum()))
-    for f in np.flatnonzero(group_of < 0):
-        units.append((int(f),))
-        prices.append(float(own[f]))
-    return units, np.asarray(prices)
 
 
 def _tables(X: np.ndarray, codes: np.ndarray, num_class: int, units, n_bins: int,

@@ -453,8 +453,7 @@ ACQUISITION_POLICY_ROUNDS = (0, 1)
 
 
 def _acquisition_grid(context: Context) -> list[dict]:
-    from lightgbm_cegb.methods.acquisition import unit_prices
-    total = float(unit_prices(context.costs, np.shape(context.train.X)[1])[1].sum())
+    total = sum(price for _, _, price in context.costs.units(np.shape(context.train.X)[1]))
     policies = [{"relative_tradeoff": r} for r in ACQUISITION_RELATIVE_TRADEOFFS] + \
         [{"relative_tradeoff": 0.0, "max_cost": round(f * total, 6)} for f in ACQUISITION_CAPS if total > 0] + \
         [{"relative_tradeoff": r, "gain": "entropy"} for r in ACQUISITION_ENTROPY_TRADEOFFS]

@@ -37,16 +37,11 @@ class Unit:
 
 
 def units(context: Context, num_features: int) -> list[Unit]:
-    """The units of the sweep's costs over ``num_features`` columns, groups first."""
-    lazy, coupled, _ = context.costs.arrays(num_features)
-    group_of, group_lazy, group_coupled = context.costs.group_arrays(num_features)
-    own, group_own = (lazy, group_lazy) if lazy.any() or group_lazy.any() else (coupled, group_coupled)
+    """The units of the sweep's costs over ``num_features`` columns, groups first (``FeatureCosts.units``)."""
     names = context.train.X.columns.astype(str).tolist() if hasattr(context.train.X, "columns") else \
         [f"Column_{j}" for j in range(num_features)]
-    found = [Unit(str(name), tuple(np.flatnonzero(group_of == g).tolist()),
-                  float(group_own[g] + own[group_of == g].sum()))
-             for g, name in enumerate(context.costs.groups or {}) if (group_of == g).any()]
-    return found + [Unit(names[j], (j,), float(own[j])) for j in np.flatnonzero(group_of < 0)]
+    return [Unit(names[columns[0]] if group is None else str(group), columns, price)
+            for group, columns, price in context.costs.units(num_features)]
 
 
 def hidden(X, columns: list[int]):

@@ -710,19 +710,10 @@ class _Run:
         self.predictor = predictor
         self.X = np.array(forest.dense(X), dtype=np.float64, order="C")  # a copy: fetched values go in
         n, num_features = self.X.shape
-        if known is None:
-            known = ~np.isnan(self.X)
-        else:
-            known = np.asarray(known)
-            if known.shape != self.X.shape or known.dtype != bool:
-                raise CEGBError(f"known should be a bool array of X's shape {self.X.shape}, got "
-                                f"{known.dtype} of shape {known.shape}")
+        known, self.ids = _known_and_ids(self.X, known, ids)
         self.X[known & np.isnan(self.X)] = np.nan  # missing values: never the bits of UNKNOWN
         self.X[~known] = UNKNOWN
         self.any_known = known.any(axis=1)
-        self.ids = np.arange(n) if ids is None else np.asarray(ids)
-        if self.ids.shape != (n,):
-            raise CEGBError(f"ids should hold one id per row of X ({n}), got shape {self.ids.shape}")
         self.cost = CostState(n, predictor.costs_, num_features)  # paid: read after this call fetched it
         self.fetched = np.zeros((n, num_features), dtype=bool)
         # a group's fetch: [i, g] row i has group g; held: its members' values that no path of the row has read
@@ -875,14 +866,8 @@ class _PolicyRun:
         if self.X.ndim != 2 or self.X.shape[1] != num_features:
             raise CEGBError(f"X should have {num_features} columns, got shape {self.X.shape}")
         n = len(self.X)
-        self.known = ~np.isnan(self.X) if known is None else np.asarray(known)
-        if self.known.shape != self.X.shape or self.known.dtype != bool:
-            raise CEGBError(f"known should be a bool array of X's shape {self.X.shape}, got "
-                            f"{self.known.dtype} of shape {self.known.shape}")
-        self.known = self.known.copy()
-        self.ids = np.arange(n) if ids is None else np.asarray(ids)
-        if self.ids.shape != (n,):
-            raise CEGBError(f"ids should hold one id per row of X ({n}), got shape {self.ids.shape}")
+        known, self.ids = _known_and_ids(self.X, known, ids)
+        self.known = known.copy()  # a fetched value becomes known
         self.fetched = np.zeros((n, num_features), dtype=bool)
         self.status = np.full(n, PENDING, dtype=np.int8)
         self.rounds = self.fetch_calls = 0
@@ -950,6 +935,22 @@ class _PolicyRun:
                           acquisition=cost.acquisition, evaluation=cost.evaluation,
                           leaves=np.zeros((len(X), 0), dtype=np.int32), rounds=self.rounds,
                           fetch_calls=self.fetch_calls, failures=self.failures)
+
+
+def _known_and_ids(X: np.ndarray, known, ids) -> tuple[np.ndarray, np.ndarray]:
+    """acquire's ``known`` (default: X's non-NaN values) and ``ids`` (default: the rows' positions), checked
+    against the batch X."""
+    if known is None:
+        known = ~np.isnan(X)
+    else:
+        known = np.asarray(known)
+        if known.shape != X.shape or known.dtype != bool:
+            raise CEGBError(f"known should be a bool array of X's shape {X.shape}, got {known.dtype} of shape "
+                            f"{known.shape}")
+    ids = np.arange(len(X)) if ids is None else np.asarray(ids)
+    if ids.shape != (len(X),):
+        raise CEGBError(f"ids should hold one id per row of X ({len(X)}), got shape {ids.shape}")
+    return known, ids
 
 
 def _received(predictor: LazyPredictor, ids: np.ndarray, requests, outcomes) -> tuple[list, list[FetchFailure]]:

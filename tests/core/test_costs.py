@@ -251,3 +251,13 @@ def test_lightgbm_feature_names():
     with pytest.raises(CEGBError, match=r"LightGBM writes spaces as underscores, which makes names the same: "
                                         r"\['a_b'\]"):
         lightgbm_feature_names(["a b", "a_b"])
+
+
+def test_units_are_the_purchases_with_their_prices():
+    """FeatureCosts.units: each group with a member (whole), then each ungrouped feature; lazy prices, or coupled ones
+    when nothing has a lazy cost (the cheap-subset baseline's and the adaptive acquisition's units)."""
+    costs = FeatureCosts(lazy=[1.0, 2.0, 0.5, 0.5, 3.0], groups={"pair": [2, 3], "none": [], "one": [4]},
+                         group_lazy=[2.0, 9.0, 1.0])
+    assert costs.units(5) == [("pair", (2, 3), 3.0), ("one", (4,), 4.0), (None, (0,), 1.0), (None, (1,), 2.0)]
+    coupled = FeatureCosts(coupled=[5.0, 1.0, 2.0], groups={"g": [0, 2]}, group_coupled=[4.0])
+    assert coupled.units(3) == [("g", (0, 2), 11.0), (None, (1,), 1.0)]
