@@ -217,7 +217,10 @@ class SQLiteStore:
         statements: list[str] = []
         with closing(self.connect()) as db:
             db.set_trace_callback(statements.append)
-            rows = db.execute(f"SELECT id, {', '.join(map(quoted, columns))} FROM {quoted(table)} WHERE id IN "
+            # qualified names: SQLite reads an unknown "column" alone as the string 'column' (a column dropped or
+            # renamed while the service runs would score its name); "table"."column" is an error instead
+            names = ", ".join(f"{quoted(table)}.{quoted(name)}" for name in ["id", *columns])
+            rows = db.execute(f"SELECT {names} FROM {quoted(table)} WHERE {quoted(table)}.\"id\" IN "
                               "(SELECT value FROM json_each(?))", (json.dumps(ids.tolist()),)).fetchall()
         if self.log is not None:
             line = json.dumps({"key": key, "table": table, "ids": ids.tolist(), "sql": statements})

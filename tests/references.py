@@ -1,5 +1,6 @@
 """Independent references shared by the tests: leaf paths read from LightGBM's model text, per-row costs
-rebuilt from them in Python, and random LightGBM models with the rows to score them on; running a script."""
+rebuilt from them in Python, and random LightGBM and scikit-learn models with the rows to score them on;
+running a script."""
 
 from __future__ import annotations
 
@@ -38,19 +39,25 @@ def leaf_paths(booster: lgb.Booster) -> list[dict[int, list[int]]]:
 
 def row_paths(model, X) -> list[list[list[int]]]:
     """Per row, per tree, the features of the split nodes the row passes: from LightGBM's pred_leaf and the
-    model text (a Booster, or an estimator with booster_) or scikit-learn's decision_path (its forests)."""
+    model text (a Booster, or an estimator with booster_) or each scikit-learn tree's decision_path."""
     booster = model if isinstance(model, lgb.Booster) else getattr(model, "booster_", None)
     if booster is not None:
         tree_paths = leaf_paths(booster)
         leaves = booster.predict(X, pred_leaf=True).reshape(len(X), -1)
         return [[tree_paths[t][leaves[i, t]] for t in range(leaves.shape[1])] for i in range(len(X))]
-    indicator, offsets = model.decision_path(X.astype(np.float32))
-    features = np.concatenate([tree.tree_.feature for tree in model.estimators_])
-    rows = []
-    for i in range(len(X)):
-        nodes = indicator.indices[indicator.indptr[i]:indicator.indptr[i + 1]]
-        rows.append([[int(features[v]) for v in nodes[(nodes >= a) & (nodes < b)] if features[v] >= 0]
-                     for a, b in zip(offsets[:-1], offsets[1:])])
+    estimators = np.ravel(getattr(model, "estimators_", [model]))
+    subsets = getattr(model, "estimators_features_", None) or [None] * len(estimators)
+    X = np.asarray(X, dtype=np.float32)
+    rows: list[list[list[int]]] = [[] for _ in range(len(X))]
+    for estimator, subset in zip(estimators, subsets):  # each tree's own decision_path, on the columns it saw
+        indicator = estimator.decision_path(X if subset is None else X[:, subset])
+        leaf = estimator.tree_.children_left < 0
+        features = np.where(leaf, -1, estimator.tree_.feature)
+        if subset is not None:
+            features[~leaf] = np.asarray(subset)[features[~leaf]]
+        for i in range(len(X)):
+            nodes = indicator.indices[indicator.indptr[i]:indicator.indptr[i + 1]]
+            rows[i].append([int(features[v]) for v in nodes if not leaf[v]])
     return rows
 
 
@@ -118,6 +125,48 @@ def model_and_data(draw):
     if categorical:
         Xt[:14, -1] = rng.choice([-3.0, 55.0, 1e10, 31.7, -0.5, -0.999, -1.0, 0.7], 14)
     return booster, Xt, rng
+
+
+@st.composite
+def sklearn_model_and_data(draw):
+    """A random fitted scikit-learn tree model of a kind the package reads and rows to score it on, with values
+    on both sides of each threshold's float32 rounding boundary: scikit-learn compares float32(x) <= threshold, so
+    x just above a threshold can still go left, and x at it can go right (issue 48, item 1)."""
+    from sklearn.ensemble import (
+        BaggingClassifier,
+        ExtraTreesRegressor,
+        GradientBoostingClassifier,
+        RandomForestClassifier,
+    )
+    from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
+
+    seed = draw(st.integers(0, 2**31 - 1))
+    rng = np.random.default_rng(seed)
+    n, num_features = 200, draw(st.integers(1, 5))
+    X = rng.normal(size=(n, num_features)) * rng.choice([1e-3, 1.0, 1e4], num_features)
+    y = (X[:, 0] + rng.normal(0, 0.5 * np.abs(X[:, 0]).mean(), n) > 0).astype(int)
+    kind = draw(st.sampled_from(["tree", "regression tree", "forest", "extra trees", "boosting", "bagging"]))
+    if kind in ("tree", "forest") and draw(st.booleans()):  # scikit-learn's trees learn where NaN goes
+        X[rng.random(X.shape) < 0.1] = np.nan
+    model = {"tree": lambda: DecisionTreeClassifier(max_depth=6, random_state=seed),
+             "regression tree": lambda: DecisionTreeRegressor(max_depth=6, random_state=seed),
+             "forest": lambda: RandomForestClassifier(n_estimators=4, max_depth=5, random_state=seed),
+             "extra trees": lambda: ExtraTreesRegressor(n_estimators=4, max_depth=5, random_state=seed),
+             "boosting": lambda: GradientBoostingClassifier(n_estimators=4, max_depth=3, random_state=seed),
+             "bagging": lambda: BaggingClassifier(DecisionTreeClassifier(max_depth=4), n_estimators=3,
+                                                  max_features=0.7, random_state=seed)}[kind]().fit(X, y)
+    estimators = getattr(model, "estimators_", [model])
+    subsets = getattr(model, "estimators_features_", None) or [None] * np.size(estimators)
+    Xt = X[rng.permutation(n)[:80]].copy()
+    for estimator, subset in zip(np.ravel(estimators), subsets):
+        tree = estimator.tree_
+        for j in np.flatnonzero((tree.children_left >= 0) & (np.abs(tree.threshold) < 1e30)):  # not NaN-only splits
+            t, f = tree.threshold[j], tree.feature[j]
+            f = f if subset is None else subset[f]
+            near = [t, np.nextafter(t, np.inf), np.nextafter(t, -np.inf), float(np.float32(t)),
+                    float(np.nextafter(np.float32(t), np.float32(np.inf)))]
+            Xt[rng.integers(0, len(Xt), 2), f] = rng.choice(near, 2)
+    return model, Xt, rng
 
 
 def greedy_miser_reference(X, y, *, costs, lam, depth, trees, step=0.1, min_leaf=1, weight=None, num_class=1,

@@ -1,5 +1,5 @@
-"""The exceptions and warnings of lightgbm_cegb, and the checks of a numeric parameter, of row weights and of a
-text file's encoding.
+"""The exceptions and warnings of lightgbm_cegb, and the checks of a numeric parameter, of row weights, of a
+frame's column order and of a text file's encoding.
 
 Errors: ``CEGBError`` (a ValueError) for invalid input; ``NotFittedError`` (also scikit-learn's, so
 ``except sklearn.exceptions.NotFittedError`` catches it) when a model is used before ``fit``. Warnings derive
@@ -111,6 +111,30 @@ def checked_weights(weight, n: int, name: str = "sample_weight") -> np.ndarray:
     if weight.shape != (n,) or not np.isfinite(weight).all() or (weight < 0).any() or not weight.any():
         raise CEGBError(f"{name} should hold {n} finite weights >= 0, not all zero")
     return weight
+
+
+def check_column_order(X, names, name: str, expected: str = "the model's features") -> None:
+    """Refuse a pandas DataFrame ``X`` whose columns are ``names`` in another order: read by position, as
+    LightGBM's ``predict`` reads a frame, its values would go to other features without an error. Column names
+    compare as strings, also with spaces as "_" (LightGBM's renaming). Anything else passes.
+
+    Raises
+    ------
+    CEGBError
+        Naming ``name``, the first column out of place and the order expected.
+    """
+    columns = getattr(X, "columns", None)
+    if columns is None or names is None:
+        return
+    names = [str(n) for n in names]
+    for given in ([str(c) for c in columns], [str(c).replace(" ", "_") for c in columns]):
+        if given == names:
+            return
+        if sorted(given) == sorted(names):
+            at = next(i for i, (a, b) in enumerate(zip(given, names)) if a != b)
+            shown = ", ".join(map(repr, names[:6])) + (", ..." if len(names) > 6 else "")
+            raise CEGBError(f"{name}: its columns are {expected} in another order (column {at} is "
+                            f"{list(columns)[at]!r}, expected {names[at]!r}): reorder them as [{shown}]")
 
 
 def read_utf8(path: str | os.PathLike, what: str) -> str:

@@ -24,7 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from lightgbm_cegb._engine import FlatEnsemble, check_structure, path_marks, raw_scores
-from lightgbm_cegb.core.errors import CEGBError
+from lightgbm_cegb.core.errors import CEGBError, check_column_order
 from lightgbm_cegb.core.parallel import resolve_n_jobs
 
 KNOWN_DECISION_BITS = 0b1111  # categorical, default-left, 2 bits of missing type
@@ -486,6 +486,7 @@ class Forest:
 
     def _frame_blocks(self, frame) -> Iterator[tuple[int, np.ndarray]]:
         self._check_shape(frame.shape)
+        check_column_order(frame, self.feature_names, "X")
         step = max(1, BLOCK_VALUES // max(frame.shape[1], 1))
         for start in range(0, frame.shape[0], step):
             part = frame.iloc[start:start + step]
@@ -506,9 +507,13 @@ class Forest:
             raise CEGBError(f"X has {shape[1]} features but the model has {self.num_features}")
 
     def _dense(self, X: np.ndarray) -> np.ndarray:
-        if not self.drop_tiny:  # scikit-learn predicts on float32 values
-            X = X.astype(np.float32)
-        return np.ascontiguousarray(X, dtype=np.float64)
+        return np.ascontiguousarray(self.as_read(X), dtype=np.float64)
+
+    def as_read(self, values: np.ndarray) -> np.ndarray:
+        """``values`` as this forest's splits compare them: scikit-learn's trees round to float32 first (a value
+        just above a threshold can go left); LightGBM's read doubles (its own reading of tiny values is the
+        routing kernel's)."""
+        return values.astype(np.float32) if not self.drop_tiny else values
 
     def apply(self, X, num_trees: int | None = None, *, n_jobs: int | None = None) -> np.ndarray:
         """Leaf index reached in each of the first ``num_trees`` trees: int32[n_rows, num_trees] (as

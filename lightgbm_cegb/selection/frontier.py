@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from lightgbm_cegb.core.errors import BudgetWarning, CEGBError, check_number
+from lightgbm_cegb.core.errors import BudgetWarning, CEGBError, check_column_order, check_number
 from lightgbm_cegb.selection.adapters import CEGB_RELATIVE_TRADEOFFS
 from lightgbm_cegb.selection.metrics import Metric, get_metric
 from lightgbm_cegb.selection.registry import METHODS, TASKS, Candidate, Rows, encoded
@@ -72,7 +72,9 @@ def evaluate(frame: pd.DataFrame, rows, *, prefix: str = "test_") -> pd.DataFram
 
 
 def _sweep_labels(frame: pd.DataFrame, rows: Rows, name: str) -> Rows:
-    """Rows labelled as the sweep's methods saw its labels (classification: indices in its classes)."""
+    """Rows labelled as the sweep's methods saw its labels (classification: indices in its classes); a frame of
+    the sweep's training columns in another order is refused."""
+    check_column_order(rows.X, frame.attrs.get("columns"), name, "the sweep's training columns")
     classes = frame.attrs.get("classes")
     return encoded(rows, None if classes is None else np.asarray(classes), name)
 

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from lightgbm_cegb.core.costs import FeatureCosts
-from lightgbm_cegb.core.errors import CEGBError, RoundsWarning, check_number
+from lightgbm_cegb.core.errors import CEGBError, RoundsWarning, check_column_order, check_number
 from lightgbm_cegb.selection.metrics import Metric, get_metric
 from lightgbm_cegb.selection.registry import METHODS, TASKS, Context, Method, Rows, class_labels, encoded
 
@@ -161,13 +161,15 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
         One row per fitted point: ``method``, ``quality``, ``cost`` (mean per validation row), ``coupled``,
         ``params`` (dict) and its keys as columns, ``stage`` ("grid" or "refine"), ``model`` (a Candidate:
         ``.model``, ``.predict``, ``.cost``). ``frame.attrs`` holds ``metric``, ``greater_is_better``, ``task``,
-        ``classes``, ``budget`` and ``metric_object``. The frame pickles, its models with it.
+        ``classes``, ``budget``, ``columns`` (train's column names, or None) and ``metric_object``. The frame
+        pickles, its models with it.
 
     Raises
     ------
     CEGBError
         When a method is unknown or does not support the task, ``grid`` names a method not swept, a number is
-        out of range, the labels do not fit the task, ranking rows lack their query sizes, or costs by name
+        out of range, the labels do not fit the task, ranking rows lack their query sizes, valid's columns are
+        train's in another order, or costs by name
         meet an X without column names.
 
     Warns
@@ -197,6 +199,8 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
         check_number(budget, "budget", 0.0)
         budget = float(budget)
     train, valid = Rows.of(train, "train"), Rows.of(valid, "valid")
+    columns = list(train.X.columns) if hasattr(train.X, "columns") else None
+    check_column_order(valid.X, columns, "valid", "train's columns")
     classes = class_labels(task, train, valid)
     train, valid = encoded(train, classes, "train"), encoded(valid, classes, "valid")
     if task == "ranking" and (train.group is None or valid.group is None):
@@ -245,6 +249,6 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
     for key in keys:
         frame[key] = [row["params"].get(key) for row in rows]
     frame.attrs.update(metric=metric.name, greater_is_better=metric.greater_is_better, task=task,
-                       classes=None if classes is None else classes.tolist(), budget=budget)
+                       classes=None if classes is None else classes.tolist(), budget=budget, columns=columns)
     frame.attrs["metric_object"] = metric
     return frame

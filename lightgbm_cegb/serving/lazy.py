@@ -797,6 +797,7 @@ class _Run:
         num_features = self.X.shape[1]
         received, failed = _received(predictor, self.ids, requests, outcomes)
         for unit, rows, values in received:
+            values = self.forest.as_read(values)  # as the values given in X were read (forest.dense)
             if unit < num_features:
                 self.X[rows, unit] = values[:, 0]
                 self.fetched[rows, unit] = True

@@ -359,6 +359,33 @@ def test_from_a_dataframe_costs_by_name_and_a_budget(binary):
         sweep("cegb", (X, y), (Xv, yv), costs, task="binary")
 
 
+def test_frames_with_the_columns_in_another_order_are_refused(binary):
+    """Issue 48, item 4: test rows whose columns are the training columns in another order were read by
+    position (LightGBM's predict reads a frame so): test accuracy ~0.5 and another cost, no error."""
+    (X, y), (Xv, yv), (Xt, yt) = binary
+    names = ["age", "bmi", "blood test", "ecg", "mri", "ct"]  # a space: LightGBM's model names it blood_test
+    frame = lambda A, order=names: pd.DataFrame(A, columns=names)[order]  # noqa: E731
+    shuffled = ["ct", *names[:-1]]
+    frontier = sweep(["lightgbm", "cegb"], (frame(X), y), (frame(Xv), yv), dict(zip(names, COSTS.lazy)),
+                     task="binary", num_boost_round=30, grid={"cegb": [{"relative_tradeoff": 0.3}]})
+    assert frontier.attrs["columns"] == names
+    message = r"test: its columns are the sweep's training columns in another order \(column 0 is 'ct', expected 'age'"
+    with pytest.raises(CEGBError, match=message):
+        select(frontier, budget=100.0, test=(frame(Xt, shuffled), yt))
+    with pytest.raises(CEGBError, match=message):
+        evaluate(frontier, (frame(Xt, shuffled), yt), prefix="test_")
+    with pytest.raises(CEGBError, match=r"valid: its columns are train's columns in another order"):
+        sweep("lightgbm", (frame(X), y), (frame(Xv, shuffled), yv), COSTS, task="binary", num_boost_round=5)
+    best = select(frontier, budget=100.0, test=(frame(Xt), yt))
+    assert best.test_quality > 0.8
+    with pytest.raises(CEGBError, match=r"X: its columns are the model's features in another order \(column 0 is "
+                                        r"'ct', expected 'age'\): reorder them as \['age', 'bmi', 'blood_test'"):
+        prediction_cost(best.model, frame(Xt, shuffled), COSTS)
+    assert prediction_cost(best.model, frame(Xt), COSTS).mean == pytest.approx(best.test_cost, rel=1e-12)
+    other = pd.DataFrame(Xt, columns=[f"x{i}" for i in range(6)])  # other names: read by position, as LightGBM
+    assert prediction_cost(best.model, other, COSTS).mean == pytest.approx(best.test_cost, rel=1e-12)
+
+
 def test_a_tradeoff_without_split_warns(binary):
     train, valid, _ = binary
     with pytest.warns(UserWarning, match=r"cegb: cegb_tradeoff=\S+ leaves the model without a split"):

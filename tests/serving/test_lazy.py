@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from references import leaf_paths, model_and_data
+from references import leaf_paths, model_and_data, row_paths, sklearn_model_and_data
 from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
 
 from lightgbm_cegb import CEGBError, FeatureCosts, budget_prune, prediction_cost, to_forest
@@ -100,6 +100,33 @@ def test_exact_on_random_models(case, split_cost, known_share):
     np.testing.assert_array_equal(result.acquisition, (on_path & ~known) @ lazy)
     if known_share == 0:
         np.testing.assert_array_equal(result.acquisition, report.acquisition)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(sklearn_model_and_data(), st.sampled_from([0.0, 0.3]))
+def test_exact_on_random_sklearn_models_at_float32_boundaries(case, known_share):
+    """scikit-learn's trees compare float32(x) <= threshold: a fetched value is read as the given ones are, so
+    the lazy run follows the model's own paths (values at every threshold's rounding boundary)."""
+    model, X, rng = case
+    num_features = X.shape[1]
+    costs = FeatureCosts(lazy=rng.integers(0, 20, num_features).astype(float), split=0.5)
+    known = rng.random(X.shape) < known_share
+    store = Store(X)
+    result = LazyPredictor(model, store, feature_costs=costs, feature_keys="index").acquire(
+        np.where(known, X, np.nan), known)
+    assert (result.status == DONE).all()
+    np.testing.assert_array_equal(result.prediction, model.predict(X))
+    on_path = np.zeros(X.shape, dtype=bool)
+    for i, paths in enumerate(row_paths(model, X)):
+        for path in paths:
+            on_path[i, path] = True
+    np.testing.assert_array_equal(result.fetched, on_path & ~known)
+    np.testing.assert_array_equal(result.acquisition, (on_path & ~known) @ costs.lazy)
+    report = prediction_cost(model, X, costs)
+    np.testing.assert_allclose(result.evaluation, report.evaluation, rtol=1e-12)
+    if known_share == 0:
+        np.testing.assert_array_equal(result.acquisition, report.acquisition)
+        np.testing.assert_array_equal(report.acquisition, on_path @ costs.lazy)
 
 
 def test_higgs_like_costs_and_fetch_order():

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import shutil
 import socket
 import sqlite3
 import subprocess
@@ -253,6 +254,26 @@ def test_a_model_file_with_a_group_behind_a_sqlite_store(generated, sqlite_servi
 def test_unknown_ids_are_404(sqlite_service):
     status, answer = call(sqlite_service.url + "/score", {"ids": [FIRST_ID, 5]})
     assert status == 404 and re.search(r"no row with id \[5\] in table '(cheap|f2|scan)'", answer["error"]), answer
+
+
+def test_a_column_renamed_while_serving_is_an_error_not_its_name(generated, tmp_path):
+    """Issue 48, item 5: the store quoted column names with double quotes, which SQLite reads as a string when no
+    such column exists: after a rename, feature "f2" scored the value 'f2' -> HTTP 200 and a wrong score."""
+    folder, booster, X, _ = generated
+    for name in ("model.txt", "costs.json", "store.sqlite"):
+        shutil.copy(folder / name, tmp_path / name)
+    service = Service(["--model", str(tmp_path / "model.txt"), "--costs", str(tmp_path / "costs.json"),
+                       "--store", str(tmp_path / "store.sqlite")], tmp_path, tmp_path / "log.txt")
+    try:
+        ids = [FIRST_ID + i for i in range(40)]
+        status, answer = call(service.url + "/score", {"ids": ids})
+        assert status == 200 and answer["predictions"] == booster.predict(X[:40]).tolist()
+        with closing(sqlite3.connect(tmp_path / "store.sqlite")) as db, db:
+            db.execute("ALTER TABLE f2 RENAME COLUMN f2 TO f2_old")
+        status, answer = call(service.url + "/score", {"ids": ids})
+        assert status == 502 and "no such column: f2.f2" in answer["error"], answer
+    finally:
+        service.stop()
 
 
 FETCH_MODULE = '''
