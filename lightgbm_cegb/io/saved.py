@@ -17,17 +17,23 @@ Specification (format version 2; ``docs/SAVED_MODELS.md`` holds the same text fo
     }
 
 Encoded values: JSON numbers, strings, booleans, null and lists as themselves (numpy scalars and arrays as
-numbers and lists); a mapping with keys that are not strings as ``{"__items__": [[key, value], ...]}``; a
-FeatureCosts as ``{"__FeatureCosts__": its constructor's arguments}`` (by name or by column, as given).
+numbers and lists); a number JSON cannot hold (infinite, NaN) as ``{"__float__": "inf" | "-inf" | "nan"}``; a
+mapping with keys that are not strings as ``{"__items__": [[key, value], ...]}``; a FeatureCosts as
+``{"__FeatureCosts__": its constructor's arguments}`` (by name or by column, as given).
 Parameters that cannot be encoded (a fitted model, a callable) are not saved: ``load`` takes them as keyword
 arguments, and says which ones it needs.
 
 Saving is atomic: the artifacts are written first under new names, then the manifest replaces the old one
 (``os.replace``), then artifacts the new manifest does not name are deleted: files named ``<name>-<16 hex
 digits>.txt`` whose digits begin the sha256 of their content (what a save writes); no other file of the folder is
-ever touched. A save that fails at any point leaves the
-previous save as it was; the manifest is encoded before anything is written, so a value JSON cannot hold
-fails before the folder is touched.
+ever touched. A save that fails at any point leaves the previous save as it was; the manifest is encoded before
+anything is written, so a value JSON cannot hold fails before the folder is touched.
+
+Reading: the manifest's fields are checked (types, ranges; each estimator checks its state's arrays against one
+another), then every artifact it names is read at once and verified against its name (``<name>-<digits>.txt``,
+the digits beginning the sha256 of its bytes) and LightGBM model files by the package's reader, before LightGBM
+sees them. An artifact that vanished because a save replaced the manifest meanwhile makes the read start again
+on the new manifest: a load concurrent with a save returns the old model or the new one.
 
 Versions: a reader refuses a ``format_version`` newer than its own (naming both); older versions are read by
 the estimator's ``_upgrade`` (version 1: the per-class manifests of lightgbm_cegb 0.1.0, ADAPT's and CSTC's).
@@ -37,6 +43,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import numbers
 import os
 import re
 from collections.abc import Mapping
@@ -47,8 +55,9 @@ import numpy as np
 
 from lightgbm_cegb._version import __version__
 from lightgbm_cegb.core.costs import FeatureCosts
-from lightgbm_cegb.core.errors import CEGBError
+from lightgbm_cegb.core.errors import CEGBError, read_utf8
 from lightgbm_cegb.io.atomic import write_atomically
+from lightgbm_cegb.io.lightgbm_text import read_text
 
 FORMAT = "lightgbm_cegb"
 FORMAT_VERSION = 2
@@ -57,11 +66,12 @@ MANIFEST = "manifest.json"
 
 class Fields(dict):
     """A mapping read from a manifest (the manifest, its ``state``, its ``costs``): a key it lacks is a CEGBError
-    that names the key and the file, not a bare KeyError."""
+    that names the key and the file, not a bare KeyError. A manifest's ``texts``: its artifacts, as read."""
 
     def __init__(self, values: Mapping, where: str) -> None:
         super().__init__(values)
         self.where = where
+        self.texts: dict[str, str] | None = None
 
     def __missing__(self, key):
         raise CEGBError(f"{self.where} lacks the key {key!r}: the file is damaged, or was not written by "
@@ -73,7 +83,8 @@ def encode(value):
     if value is None or isinstance(value, (bool, str)):
         return value
     if isinstance(value, (int, float, np.integer, np.floating, np.bool_)):
-        return value.item() if isinstance(value, np.generic) else value
+        value = value.item() if isinstance(value, np.generic) else value
+        return {"__float__": str(value)} if isinstance(value, float) and not math.isfinite(value) else value
     if isinstance(value, np.ndarray):
         return encode(value.tolist())
     if isinstance(value, FeatureCosts):
@@ -106,11 +117,19 @@ def decode(value):
     if isinstance(value, dict):
         if "__FeatureCosts__" in value:
             return FeatureCosts(**decode(value["__FeatureCosts__"]))
+        if "__float__" in value:
+            return _float(value["__float__"])
         if "__items__" in value:
             return {_hashable(decode(k)): decode(v) for k, v in value["__items__"]}
         decoded = {k: decode(v) for k, v in value.items()}
         return Fields(decoded, value.where) if isinstance(value, Fields) else decoded
     return value
+
+
+def _float(text) -> float:
+    if text not in ("inf", "-inf", "nan"):
+        raise CEGBError(f"a saved number {{'__float__': {text!r:.20}}} should be 'inf', '-inf' or 'nan'")
+    return float(text)
 
 
 def _hashable(value):
@@ -138,9 +157,9 @@ def save(path: str | os.PathLike, estimator, *, params: Mapping, state: Mapping,
         raise CEGBError(f"path: a model is saved into a folder; {str(folder)!r} is a file")
     folder.mkdir(parents=True, exist_ok=True)
     for name, file_name in named.items():
-        if not (folder / file_name).exists():
-            write_atomically(folder / file_name, lambda tmp, body=texts[name]: Path(tmp).write_text(body))
-    write_atomically(folder / MANIFEST, lambda tmp: Path(tmp).write_text(text))
+        if not (folder / file_name).exists():  # the bytes hashed: UTF-8, newlines as they are
+            write_atomically(folder / file_name, lambda tmp, body=texts[name]: Path(tmp).write_bytes(body.encode()))
+    write_atomically(folder / MANIFEST, lambda tmp: Path(tmp).write_bytes(text.encode()))
     for stale in folder.iterdir():
         if stale.name not in named.values() and _is_artifact(stale):
             stale.unlink()
@@ -152,23 +171,71 @@ def _is_artifact(path: Path) -> bool:
     match = re.fullmatch(r".+-([0-9a-f]{16})\.txt", path.name)
     if match is None or not path.is_file():
         return False
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:16] == match.group(1)
+    return _digest(path.read_bytes()) == match.group(1)
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+#: How many times :func:`read` starts again when a save replaced the model while it was being read.
+READ_ATTEMPTS = 20
+
+
+class _Replaced(Exception):
+    """An artifact vanished while the model was read, and the manifest has changed since: read it again."""
 
 
 def read(path: str | os.PathLike, estimator: str | None = None) -> tuple[dict, Path]:
-    """(the manifest of the model saved in ``path``, the folder); ``estimator``: the class it must be."""
+    """(the manifest of the model saved in ``path``, the folder); ``estimator``: the class it must be.
+
+    The manifest's fields are checked (their types and ranges), and in format version 2 every artifact it names
+    is read at once (``manifest.texts``) and verified against its name: a file changed after saving is refused
+    by name before LightGBM reads it. A save into the folder while it is read (it deletes the artifacts the old
+    manifest names) makes the read start again on the new manifest: a reader sees the old model or the new one.
+    """
     folder = Path(path)
+    for _ in range(READ_ATTEMPTS):
+        raw, identity = _manifest_bytes(folder)
+        manifest = _parsed(raw, folder, estimator)
+        if manifest["format_version"] < 2:
+            return manifest, folder
+        try:
+            manifest.texts = _artifacts(folder, manifest, identity)
+        except _Replaced:
+            continue
+        return manifest, folder
+    raise CEGBError(f"path: the model in {str(folder)!r} was replaced {READ_ATTEMPTS} times while it was read "
+                    "(saves into the folder without a pause): load it again once they stop")
+
+
+def _manifest_bytes(folder: Path) -> tuple[bytes, tuple]:
+    """The manifest's bytes and the identity of the file they were read from (a save replaces the file: a new
+    inode; the same bytes may come back, as when two models are saved in turn)."""
     try:
-        manifest = json.loads((folder / MANIFEST).read_text())
+        with open(folder / MANIFEST, "rb") as file:
+            status = os.fstat(file.fileno())
+            return file.read(), (status.st_ino, status.st_mtime_ns, status.st_size)
     except FileNotFoundError:
         raise CEGBError(f"path: {str(folder)!r} holds no saved model (no {MANIFEST})") from None
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
+        raise CEGBError(f"path: {str(folder / MANIFEST)!r} cannot be read: {exc}") from None
+
+
+def _parsed(raw: bytes, folder: Path, estimator: str | None) -> Fields:
+    """The manifest ``raw`` as Fields, its top-level fields checked."""
+    try:
+        manifest = json.loads(raw.decode("utf-8"))
+    except ValueError as exc:
         raise CEGBError(f"path: {str(folder / MANIFEST)!r} cannot be read as JSON: {exc}") from None
     if not isinstance(manifest, dict):
         raise CEGBError(f"path: {str(folder / MANIFEST)!r} is not a model manifest")
     if manifest.get("format") == FORMAT:
         version = manifest.get("format_version")
-        if not isinstance(version, int) or version > FORMAT_VERSION:
+        if not isinstance(version, int) or isinstance(version, bool) or not 2 <= version:
+            raise CEGBError(f"path: {str(folder)!r}: format_version should be an integer from 2 to "
+                            f"{FORMAT_VERSION}, got {version!r}")
+        if version > FORMAT_VERSION:
             raise CEGBError(f"path: {str(folder)!r} was saved in format version {version!r}; this "
                             f"lightgbm_cegb reads versions up to {FORMAT_VERSION} (upgrade lightgbm_cegb)")
         kind = manifest.get("estimator")
@@ -182,27 +249,133 @@ def read(path: str | os.PathLike, estimator: str | None = None) -> tuple[dict, P
         raise CEGBError(f"path: {str(folder)!r} is not {_a(estimator)} model (it holds {_a(kind)} model)")
     where = f"path: the manifest {str(folder / MANIFEST)!r}"
     manifest = Fields(manifest, where)
+    _check_fields(manifest, where)
     for key in ("state", "costs"):
         if isinstance(manifest.get(key), dict):
             manifest[key] = Fields(manifest[key], f"{where} ({key})")
-    return manifest, folder
+    return manifest
+
+
+def _check_fields(manifest: Fields, where: str) -> None:
+    """The types of the fields every estimator reads (a missing one is named when it is read)."""
+    def refuse(key: str, expected: str) -> None:
+        raise CEGBError(f"{where}: {key} should be {expected}, got {manifest[key]!r:.80}")
+
+    n = manifest.get("n_features_in")
+    if "n_features_in" in manifest and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
+        refuse("n_features_in", "an integer >= 1")
+    names = manifest.get("feature_names_in")
+    if names is not None and (not isinstance(names, list) or not all(isinstance(v, str) for v in names)
+                              or (isinstance(n, int) and len(names) != n)):
+        refuse("feature_names_in", f"null or a list of {n} strings")
+    for key, kind in (("params", dict), ("state", dict), ("costs", (dict, type(None)))):
+        if key in manifest and not isinstance(manifest[key], kind):
+            refuse(key, "a mapping" if key != "costs" else "null or a mapping")
+    if manifest["format_version"] >= 2 and "files" in manifest and (
+            not isinstance(manifest["files"], dict)
+            or not all(isinstance(v, str) for v in manifest["files"].values())):
+        refuse("files", "a mapping of artifact names to file names")
+
+
+def _artifacts(folder: Path, manifest: Fields, identity: tuple) -> dict[str, str]:
+    """The text of every artifact ``manifest`` names, each verified against its name. _Replaced where one has
+    vanished because a save replaced the manifest (the file of ``identity``) meanwhile."""
+    texts = {}
+    for name, file_name in manifest["files"].items():
+        match = re.fullmatch(re.escape(name) + r"-([0-9a-f]{16})\.txt", file_name)
+        if match is None:
+            raise CEGBError(f"path: the saved model in {str(folder)!r} names its file {file_name!r} for {name!r}: "
+                            f"expected {name}-<16 hex digits>.txt (the file is damaged)")
+        try:
+            data = (folder / file_name).read_bytes()
+        except FileNotFoundError:
+            try:
+                now = os.stat(folder / MANIFEST)
+            except OSError:
+                now = None
+            if now is not None and (now.st_ino, now.st_mtime_ns, now.st_size) != identity:
+                raise _Replaced from None
+            raise CEGBError(f"path: the saved model in {str(folder)!r} lacks its file {file_name!r}") from None
+        except OSError as exc:
+            raise CEGBError(f"path: the saved model's file {str(folder / file_name)!r} cannot be read: {exc}") from None
+        if _digest(data) != match.group(1):
+            raise CEGBError(f"path: the saved model's file {str(folder / file_name)!r} does not hold what was saved "
+                            f"(the SHA-256 of its content begins {_digest(data)}, its name says {match.group(1)}): "
+                            "it was changed after saving")
+        try:
+            texts[name] = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise CEGBError(f"path: the saved model's file {str(folder / file_name)!r} is not UTF-8 text ({exc})") \
+                from None
+    return texts
 
 
 def _a(name: str) -> str:
     return f"{'an' if name[:1] in 'AEIOU' else 'a'} {name}"
 
 
+def damaged(state: Mapping, message: str) -> CEGBError:
+    """The error for a saved state's field that is not what the estimator wrote: ``message`` after the file's
+    name (``state``: the manifest's Fields; a state built in memory is "saved state")."""
+    return CEGBError(f"{getattr(state, 'where', 'saved state')}: {message}")
+
+
+def array(state: Mapping, key: str, shape: tuple, dtype=np.float64, *, low: float | None = None,
+          finite: bool = True) -> np.ndarray:
+    """``state[key]`` (JSON numbers) as an array of ``dtype`` and ``shape`` (None: any size on that axis), every
+    value finite (``finite=False``: or infinite; never NaN) and >= ``low``; a CEGBError naming the key and the file
+    otherwise."""
+    expected = f"an array of shape ({', '.join('n' if d is None else str(d) for d in shape)}{',' * (len(shape) == 1)})"
+    try:
+        values = np.asarray(state[key])
+    except ValueError:  # ragged lists
+        values = np.asarray(None)
+    if values.dtype.kind not in "iuf":
+        raise damaged(state, f"{key} should be {expected} of numbers, got {state[key]!r:.80}")
+    if values.ndim != len(shape) or any(d is not None and d != v for d, v in zip(shape, values.shape)):
+        raise damaged(state, f"{key} should be {expected}, got shape {values.shape}")
+    values = values.astype(np.float64)
+    bad = np.isnan(values) | (np.isinf(values) if finite else False) | (values < low if low is not None else False)
+    if np.dtype(dtype).kind in "iu":
+        bad |= ~np.isfinite(values) | (values != np.round(values))
+    if bad.any():
+        kind = "integers" if np.dtype(dtype).kind in "iu" else "finite numbers" if finite else "numbers (not NaN)"
+        raise damaged(state, f"{key} should hold {kind}{'' if low is None else f' >= {low:g}'}")
+    return values.astype(dtype)
+
+
+def integer(state: Mapping, key: str, low: int) -> int:
+    """``state[key]`` as an int >= ``low`` (a JSON integer, not a bool); a CEGBError naming the key otherwise."""
+    value = state[key]
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < low:
+        raise damaged(state, f"{key} should be an integer >= {low}, got {value!r:.40}")
+    return int(value)
+
+
 def text_of(folder: Path, manifest: Mapping, name: str, legacy: str | None = None) -> str:
-    """The artifact ``name`` of a saved model (``legacy``: its file name in format version 1)."""
-    file_name = manifest["files"][name] if manifest["format_version"] >= 2 else legacy
-    path = folder / str(file_name)
-    if Path(file_name).name != file_name or not path.is_file():
-        raise CEGBError(f"path: the saved model in {str(folder)!r} lacks its file {file_name!r}")
-    return path.read_text()
+    """The artifact ``name`` of a saved model, as :func:`read` verified it (``legacy``: its file name in format
+    version 1, read now)."""
+    if manifest["format_version"] >= 2:
+        texts = getattr(manifest, "texts", None) or {}
+        if name not in texts:
+            raise CEGBError(f"path: the saved model in {str(folder)!r} lacks its file for {name!r}")
+        return texts[name]
+    path = folder / str(legacy)
+    if not path.is_file():
+        raise CEGBError(f"path: the saved model in {str(folder)!r} lacks its file {legacy!r}")
+    return read_utf8(path, "path")
 
 
 def booster(folder: Path, manifest: Mapping, name: str, legacy: str | None = None) -> lgb.Booster:
-    """The LightGBM model saved as the artifact ``name``."""
-    return lgb.Booster(model_str=text_of(folder, manifest, name, legacy))
-
-
+    """The LightGBM model saved as the artifact ``name``, read by the package's checked reader first (LightGBM's
+    own aborts the process on some damaged texts)."""
+    text = text_of(folder, manifest, name, legacy)
+    try:
+        forest = read_text(text)
+    except CEGBError as exc:
+        raise CEGBError(f"path: the saved model's file for {name!r} in {str(folder)!r} is not a LightGBM model "
+                        f"this package reads: {exc}") from None
+    if forest.num_features != manifest["n_features_in"]:
+        raise CEGBError(f"path: the saved model's file for {name!r} in {str(folder)!r} reads {forest.num_features} "
+                        f"features, the manifest's n_features_in is {manifest['n_features_in']}")
+    return lgb.Booster(model_str=text)

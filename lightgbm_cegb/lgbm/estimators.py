@@ -157,9 +157,16 @@ class _CEGBMixin(BudgetedEstimator):
     def _restore(self, state: dict, folder, manifest: dict) -> None:
         """The fitted attributes LightGBM's ``fit`` sets (its estimators have no other way to load)."""
         self._Booster = saved.booster(folder, manifest, "booster")
+        if not isinstance(state["objective"], str):
+            raise saved.damaged(state, f"objective should be a string, got {state['objective']!r:.40}")
         self._objective = state["objective"]
-        self._best_iteration = state["best_iteration"]
+        self._best_iteration = saved.integer(state, "best_iteration", -1)
+        if self._best_iteration > self._Booster.current_iteration():
+            raise saved.damaged(state, f"best_iteration should be at most the model's "
+                                       f"{self._Booster.current_iteration()} iterations, got {self._best_iteration}")
         self._best_score, self._evals_result = {}, {}
+        if state["fit_costs"] is not None and not isinstance(state["fit_costs"], dict):
+            raise saved.damaged(state, f"fit_costs should be null or a mapping, got {state['fit_costs']!r:.40}")
         self._fit_costs = None if state["fit_costs"] is None else FeatureCosts(**state["fit_costs"])
         self.costs_ = self._fit_costs
         if state["classes"] is not None:

@@ -520,18 +520,23 @@ class AdaptiveAcquisitionClassifier(BudgetedEstimator, ClassifierMixin, BaseEsti
                 {"classifier": self.classifier_.model_to_string()})
 
     def _restore(self, state: dict, folder, manifest: dict) -> None:
+        num_features = self.n_features_in_
         self.classes_ = np.asarray(state["classes"])
-        self.units_ = [tuple(int(f) for f in u) for u in state["units"]]
-        self.unit_cost_ = np.asarray(state["unit_cost"], dtype=np.float64)
-        shape = tuple(int(s) for s in state["tables_shape"])
-        tables = np.asarray(state["tables"], dtype=np.float64)
-        if len(shape) != 3 or tables.size != int(np.prod(shape)) or shape[0] != len(self.units_):
-            raise CEGBError(f"the saved state's tables do not match its units: shape {shape}, {tables.size} values, "
-                            f"{len(self.units_)} units")
-        num_features = int(manifest["n_features_in"])
-        if any(not 0 <= f < num_features for u in self.units_ for f in u):
-            raise CEGBError(f"the saved state's units name columns beyond its {num_features} features")
-        self.tables_ = tables.reshape(shape)
+        if self.classes_.ndim != 1 or len(self.classes_) < 2 or len(np.unique(self.classes_)) != len(self.classes_):
+            raise saved.damaged(state, f"classes should be 2 or more distinct labels, got {state['classes']!r:.80}")
+        units = state["units"]
+        if not isinstance(units, list) or not units or any(
+                not isinstance(u, list) or not u or any(isinstance(f, bool) or not isinstance(f, int)
+                                                        or not 0 <= f < num_features for f in u) for u in units):
+            raise saved.damaged(state, f"units should be lists of column indices below {num_features}, got "
+                                       f"{units!r:.80}")
+        self.units_ = [tuple(u) for u in units]
+        self.unit_cost_ = saved.array(state, "unit_cost", (len(units),), low=0.0)
+        shape = tuple(saved.array(state, "tables_shape", (3,), np.int64, low=1))
+        if shape[:2] != (len(units), len(self.classes_)):
+            raise saved.damaged(state, f"tables_shape should be [{len(units)} units, {len(self.classes_)} classes, "
+                                       f"outcomes], got {list(shape)}")
+        self.tables_ = saved.array(state, "tables", (int(np.prod(shape)),), low=0.0).reshape(shape)
         self.classifier_ = saved.booster(folder, manifest, "classifier")
         self.prior_ = self._proba(np.full((1, num_features), np.nan))[0]
 

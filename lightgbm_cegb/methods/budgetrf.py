@@ -28,6 +28,7 @@ from lightgbm_cegb.core.errors import CEGBError, check_number
 from lightgbm_cegb.core.forest import Forest
 from lightgbm_cegb.core.parallel import resolve_n_jobs
 from lightgbm_cegb.core.report import CostReport
+from lightgbm_cegb.io import saved
 from lightgbm_cegb.io.lightgbm_text import write_text
 
 
@@ -357,17 +358,28 @@ class BudgetRFClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
                 "leaf_counts": self.leaf_counts_}, {}
 
     def _restore(self, state: dict, folder, manifest: dict) -> None:
-        nodes, leaves = np.asarray(state["node_offset"]), np.asarray(state["leaf_offset"])
-        arrays = {k: np.asarray(state[k], dtype=dtype) for k, dtype in
+        """The fitted forest from its arrays (checked where they enter: shapes, offsets, finite values; the tree
+        structure by Forest)."""
+        classes = np.asarray(state["classes"])
+        if classes.ndim != 1 or len(classes) < 2 or len(np.unique(classes)) != len(classes):
+            raise saved.damaged(state, f"classes should be 2 or more distinct labels, got {state['classes']!r:.80}")
+        nodes, leaves = (saved.array(state, key, (None,), np.int64, low=0) for key in ("node_offset", "leaf_offset"))
+        arrays = {k: saved.array(state, k, (None,), dtype) for k, dtype in
                   (("feature", np.int32), ("threshold", np.float64), ("left", np.int32), ("right", np.int32))}
-        counts = np.asarray(state["leaf_counts"], dtype=np.float64).reshape(len(state["leaf_counts"]), -1)
+        counts = saved.array(state, "leaf_counts", (None, len(classes)), low=0.0)
+        n_trees = saved.integer(state, "n_estimators", 1)
+        if (len(nodes) != n_trees + 1 or len(leaves) != n_trees + 1 or nodes[0] != 0 or leaves[0] != 0
+                or (np.diff(nodes) < 0).any() or (np.diff(leaves) != np.diff(nodes) + 1).any()
+                or leaves[-1] != len(counts) or any(len(a) != nodes[-1] for a in arrays.values())):
+            raise saved.damaged(state, f"the forest's arrays do not match its n_estimators ({n_trees}), offsets and "
+                                       "one another")
         trees = [(*(arrays[k][nodes[t]:nodes[t + 1]] for k in ("feature", "threshold", "left", "right")),
-                  counts[leaves[t]:leaves[t + 1]]) for t in range(len(nodes) - 1)]
+                  counts[leaves[t]:leaves[t + 1]]) for t in range(n_trees)]
         names = None if getattr(self, "feature_names_in_", None) is None else [str(n) for n in self.feature_names_in_]
         self.forest_ = _forest(trees, self.n_features_in_, names)
         self.leaf_counts_ = counts
-        self.classes_ = np.asarray(state["classes"])
-        self.n_estimators_ = int(state["n_estimators"])
+        self.classes_ = classes
+        self.n_estimators_ = n_trees
         self.valid_cost_ = state["valid_cost"]
 
     def to_lightgbm(self) -> str:

@@ -215,7 +215,10 @@ class _GreedyMiser(BudgetedEstimator, BaseEstimator):
 
     def _restore(self, state: dict, folder, manifest: dict) -> None:
         self.booster_ = saved.booster(folder, manifest, "booster")
-        self.best_iteration_ = int(state["best_iteration"])
+        self.best_iteration_ = saved.integer(state, "best_iteration", 0)
+        if self.best_iteration_ > self.booster_.current_iteration():
+            raise saved.damaged(state, f"best_iteration should be at most the model's "
+                                       f"{self.booster_.current_iteration()} iterations, got {self.best_iteration_}")
         if "classes" in state:
             self.classes_ = np.asarray(state["classes"])
 

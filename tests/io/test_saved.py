@@ -5,7 +5,10 @@ version and foreign folders are refused by name, and values round-trip through t
 from __future__ import annotations
 
 import json
+import re
 import shutil
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -83,7 +86,8 @@ def test_a_missing_artifact_is_named(tmp_path):
         lc.GreedyMiserRegressor.load(tmp_path / "m")
     manifest["files"]["booster"] = "../outside.txt"
     (tmp_path / "m" / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(CEGBError, match="lacks its file '../outside.txt'"):
+    with pytest.raises(CEGBError, match=r"names its file '../outside.txt' for 'booster': expected "
+                                        r"booster-<16 hex digits>.txt"):
         lc.GreedyMiserRegressor.load(tmp_path / "m")
 
 
@@ -168,8 +172,9 @@ def test_group_names_round_trip_through_save_and_load(tmp_path):
         """), stock=True)
     assert result.returncode == 0, result.stderr
     np.testing.assert_array_equal(np.load(tmp_path / "p.npy"), model.predict(X))
-    # an earlier save: no names line, no costs in the manifest
-    artifact.write_text(with_group_names(artifact.read_text(), None))
+    # an earlier save: no names line (the artifact named by its content, as every save names it), no costs
+    _rename_as_saved(tmp_path / "m", "booster", with_group_names(artifact.read_text(), None))
+    manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
     (tmp_path / "m" / "manifest.json").write_text(json.dumps({**manifest, "costs": None}))
     old = lc.CEGBRegressor.load(tmp_path / "m")
     assert old.costs_ == model.costs_ and list(old.prediction_cost(X).group_usage) == ["wild", "soil"]
@@ -203,3 +208,183 @@ def test_a_save_deletes_only_the_artifacts_saves_wrote(tmp_path):
     second.save(folder)
     assert not (folder / orphan).exists()  # a save's own file, named by no manifest
     assert {p.name for p in folder.iterdir()} == {"manifest.json", *new, *theirs}
+
+
+def _rename_as_saved(folder: Path, name: str, text: str) -> None:
+    """Write ``text`` as the artifact ``name`` under the name a save would give it (its hash), in the manifest."""
+    import hashlib
+    manifest = json.loads((folder / "manifest.json").read_text())
+    (folder / manifest["files"][name]).unlink()
+    file_name = f"{name}-{hashlib.sha256(text.encode()).hexdigest()[:16]}.txt"
+    (folder / file_name).write_text(text)
+    manifest["files"][name] = file_name
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+
+
+def test_an_artifact_changed_after_saving_is_refused_before_lightgbm_reads_it(tmp_path):
+    """Issue 48 (8): an artifact edited so that a tree's byte length changes aborted the process (SIGABRT in
+    LightGBM) in every estimator's load: the content hashes were never verified, nor the text read by the
+    package's checked reader before LightGBM's."""
+    model, X = fitted_greedy_miser(tmp_path)
+    folder = tmp_path / "m"
+    file_name = json.loads((folder / "manifest.json").read_text())["files"]["booster"]
+    text = (folder / file_name).read_text()
+    edited = text.replace("leaf_value=", "leaf_value=0.000", 1)  # one tree 4 bytes longer: tree_sizes is wrong
+    (folder / file_name).write_text(edited)
+    with pytest.raises(CEGBError, match=rf"file '.*{file_name}' does not hold what was saved \(the SHA-256 of its "
+                                        r"content begins [0-9a-f]{16}, its name says [0-9a-f]{16}\): it was changed "
+                                        "after saving"):
+        lc.GreedyMiserRegressor.load(folder)
+    _rename_as_saved(folder, "booster", edited)  # the hash matches: the package's reader still refuses it
+    code = textwrap.dedent(f"""
+        import lightgbm_cegb as lc
+        try:
+            lc.GreedyMiserRegressor.load({str(folder)!r})
+        except lc.CEGBError as exc:
+            print(exc)
+    """)
+    done = run_python(code)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "the saved model's file for 'booster'" in done.stdout and "is not a LightGBM model this package reads" \
+        in done.stdout and "tree_sizes" in done.stdout, done.stdout
+    other = lgb.train({"objective": "regression", "verbose": -1}, lgb.Dataset(X[:, :3], X[:, 0]), 3)
+    _rename_as_saved(folder, "booster", other.model_to_string())  # a valid model of 3 features for 4
+    with pytest.raises(CEGBError, match="file for 'booster' .* reads 3 features, the manifest's n_features_in is 4"):
+        lc.GreedyMiserRegressor.load(folder)
+
+
+def _fitted(kind: str, tmp_path: Path):
+    """(a fitted model of ``kind`` saved in tmp_path / "m", the class, arguments load needs)."""
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(300, 4))
+    y = (X[:, 0] + X[:, 1] > 0).astype(int)
+    given = {}
+    if kind == "BudgetRF":
+        model = lc.BudgetRFClassifier(n_estimators=3, feature_costs=[1, 1, 1, 1], random_state=0).fit(X, y)
+    elif kind == "AdaptLIN":
+        f0 = lgb.LGBMClassifier(n_estimators=5, verbose=-1).fit(X, y)
+        model, given = lc.AdaptLIN(f0=f0, feature_costs=[1, 1, 1, 1], p_full=0.3).fit(X, y), {"f0": f0}
+    elif kind == "CSTC":
+        model = lc.CSTCClassifier(phi=5, feature_costs=[1, 1, 1, 1], tradeoff=0.01).fit(X, y)
+    elif kind == "Acquisition":
+        model = lc.AdaptiveAcquisitionClassifier(feature_costs=[1, 1, 1, 1], n_estimators=20, random_state=0).fit(X, y)
+    else:
+        model = lc.GreedyMiserClassifier(tradeoff=0.1, n_estimators=5).fit(X, y)
+    model.save(tmp_path / "m")
+    return model, type(model), given, X
+
+
+def _edit(tmp_path: Path, path: tuple, value) -> None:
+    manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
+    part = manifest
+    for key in path[:-1]:
+        part = part[key]
+    if value is _DELETE:
+        del part[path[-1]]
+    else:
+        part[path[-1]] = value(part[path[-1]]) if callable(value) else value
+    (tmp_path / "m" / "manifest.json").write_text(json.dumps(manifest))  # NaN as JSON's NaN token, as json reads
+
+
+_DELETE = object()
+
+
+@pytest.mark.parametrize(("kind", "path", "value", "message"), [
+    ("GreedyMiser", ("format_version",), 0, r"format_version should be an integer from 2 to 2, got 0"),
+    ("GreedyMiser", ("format_version",), -7, r"format_version should be an integer from 2 to 2, got -7"),
+    ("GreedyMiser", ("format_version",), "2", r"format_version should be an integer from 2 to 2, got '2'"),
+    ("GreedyMiser", ("format_version",), True, r"format_version should be an integer from 2 to 2, got True"),
+    ("GreedyMiser", ("n_features_in",), "4", r"n_features_in should be an integer >= 1, got '4'"),
+    ("GreedyMiser", ("n_features_in",), 4.7, r"n_features_in should be an integer >= 1, got 4.7"),
+    ("GreedyMiser", ("n_features_in",), 0, r"n_features_in should be an integer >= 1, got 0"),
+    ("GreedyMiser", ("feature_names_in",), ["a", "b"], r"feature_names_in should be null or a list of 4 strings"),
+    ("GreedyMiser", ("files",), [], r"files should be a mapping of artifact names to file names, got \[\]"),
+    ("GreedyMiser", ("state",), [], r"state should be a mapping, got \[\]"),
+    ("GreedyMiser", ("state", "best_iteration"), 10**9, r"best_iteration should be at most the model's 5 iterations"),
+    ("GreedyMiser", ("state", "best_iteration"), "3", r"best_iteration should be an integer >= 0, got '3'"),
+    ("BudgetRF", ("state", "n_estimators"), 10**9, r"the forest's arrays do not match its n_estimators \(1000000000\)"),
+    ("BudgetRF", ("state", "threshold"), lambda t: [float("nan")] + t[1:], r"\(state\): threshold should hold finite"),
+    ("BudgetRF", ("state", "classes"), [0, 1, 2], r"leaf_counts should be an array of shape \(n, 3\), got shape"),
+    ("BudgetRF", ("state", "classes"), [0, 0], r"classes should be 2 or more distinct labels, got \[0, 0\]"),
+    ("BudgetRF", ("state", "node_offset"), lambda o: [0] + [v + 1 for v in o[1:]], r"do not match its n_estimators"),
+    ("BudgetRF", ("state", "feature"), lambda f: [7] + f[1:], r"feature"),
+    ("AdaptLIN", ("state", "gate_coef"), [1.0, 2.0], r"gate_coef should be an array of shape \(4,\), got shape \(2,\)"),
+    ("AdaptLIN", ("state", "f1_coef"), lambda c: [row[:1] + row for row in c],
+     r"f1_coef should be an array of shape \(4, 1\), got shape \(4, 2\)"),
+    ("AdaptLIN", ("state", "scale"), [1.0, 0.0, 1.0, 1.0], r"scale should hold numbers > 0"),
+    ("AdaptLIN", ("state", "gate_threshold"), "high", r"gate_threshold should be an array of shape \(\) of numbers"),
+    ("CSTC", ("files",), {}, r"files should name the artifact 'phi' \(a model on the trees of phi\), got \{\}"),
+    ("CSTC", ("state", "coef"), lambda c: c[:-1], r"coef should be an array of shape"),
+    ("Acquisition", ("state", "units"), [[0], [9]], r"units should be lists of column indices below 4"),
+    ("Acquisition", ("state", "tables_shape"), lambda s: [s[0], s[1] + 1, s[2]], r"tables_shape should be \[4 units, "
+                                                                                  r"2 classes, outcomes\]"),
+    ("Acquisition", ("state", "unit_cost"), [1, 1, 1, -1], r"unit_cost should hold finite numbers >= 0"),
+])
+def test_manifest_fields_are_checked_where_they_enter(tmp_path, kind, path, value, message):
+    """Issue 48 (9): manifest fields were used without a check (a forest of 10**9 trees, NaN thresholds, a binary
+    forest with 3 classes, coefficients of the wrong shape, CSTC without its phi loading on raw features, format
+    versions 0 or -7, n_features_in "5" or 5.7 accepted): each is a CEGBError naming the file and the field."""
+    _, cls, given, _ = _fitted(kind, tmp_path)
+    _edit(tmp_path, path, value)
+    with pytest.raises(CEGBError, match=r"manifest\.json|format_version|Forest") as info:
+        cls.load(tmp_path / "m", **given)
+    assert re.search(message, str(info.value)), str(info.value)
+
+
+SAVER = """
+import sys
+import numpy as np
+import lightgbm_cegb as lc
+folder, seconds = sys.argv[1], float(sys.argv[2])
+rng = np.random.default_rng(0)
+X = rng.normal(size=(200, 3))
+y = (X[:, 0] > 0).astype(int)
+models = [lc.GreedyMiserClassifier(tradeoff=t, n_estimators=n).fit(X, y) for t, n in ((0.1, 5), (0.3, 3))]
+models[0].save(folder)
+print("ready", flush=True)
+import time
+end, k = time.monotonic() + seconds, 0
+while time.monotonic() < end:
+    k += 1
+    models[k % 2].save(folder)
+print(k)
+"""
+
+
+def test_loads_concurrent_with_saves_see_the_old_model_or_the_new_one(tmp_path):
+    """Issue 48 (10): a load concurrent with a save over the same folder (another process) failed 1-2% of the
+    time: an artifact deleted between reading the manifest and the file. Now a read starts again on the new
+    manifest, and returns the old model or the new one."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    y = (X[:, 0] > 0).astype(int)
+    expected = {n: lc.GreedyMiserClassifier(tradeoff=t, n_estimators=n).fit(X, y).predict_proba(X)
+                for t, n in ((0.1, 5), (0.3, 3))}
+    folder = tmp_path / "m"
+    saver = subprocess.Popen([sys.executable, "-c", SAVER, str(folder), "600"], stdout=subprocess.PIPE, text=True)
+    errors, loads = [], 0
+    try:
+        assert saver.stdout.readline().strip() == "ready"
+        while loads < 400 and saver.poll() is None:
+            loads += 1
+            try:
+                loaded = lc.GreedyMiserClassifier.load(folder)
+            except CEGBError as exc:
+                errors.append(str(exc))
+                continue
+            np.testing.assert_array_equal(loaded.predict_proba(X), expected[loaded.n_estimators])
+    finally:
+        saver.kill()
+        saver.wait()
+    assert loads == 400, f"the saving process ended early (returncode {saver.returncode})"
+    assert not errors, f"{len(errors)} of {loads} loads failed: {errors[:2]}"
+
+
+def test_infinite_numbers_save_and_load():
+    """An ADAPT gate's threshold is infinite at p_full 0 and 1: the manifest could not hold it (a bare
+    ValueError from json at save)."""
+    for value in (np.inf, -np.inf, [1.0, -np.inf]):
+        back = saved.decode(json.loads(json.dumps(saved.encode(value), allow_nan=False)))
+        assert back == (value if not isinstance(value, float) else float(value))
+    with pytest.raises(CEGBError, match=r"should be 'inf', '-inf' or 'nan'"):
+        saved.decode({"__float__": "big"})

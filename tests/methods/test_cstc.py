@@ -546,8 +546,8 @@ def test_saved_weights_must_fit_the_structure(tmp_path):
     manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
     manifest["state"]["coef"] = manifest["state"]["coef"][:2]
     (tmp_path / "m" / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(CEGBError, match=r"saved state: coef should be \[3 slots, 7\] and threshold \[3\], got shapes "
-                                        r"\(2, 7\) and \(3,\)"):
+    with pytest.raises(CEGBError, match=r"manifest.json' \(state\): coef should be an array of shape \(3, 7\), got "
+                                        r"shape \(2, 7\)"):
         CSTC.load(tmp_path / "m")
 
 

@@ -31,6 +31,7 @@ from lightgbm_cegb.core.cost_state import CostState
 from lightgbm_cegb.core.errors import check_number
 from lightgbm_cegb.core.parallel import one_blas_thread
 from lightgbm_cegb.core.report import CostReport
+from lightgbm_cegb.io import saved
 from lightgbm_cegb.methods.adapt.base import AdaptBase, routing_weights
 from lightgbm_cegb.methods.greedy_miser import log_loss_per_row, proba_from_raw
 
@@ -353,14 +354,17 @@ class AdaptLIN(AdaptBase):
 
     def _restore(self, state: dict, folder, manifest: dict) -> None:
         super()._restore(state, folder, manifest)
-        self.gate_coef_ = np.asarray(state["gate_coef"], dtype=np.float64)
-        self.gate_intercept_ = float(state["gate_intercept"])
-        self.f1_coef_ = np.asarray(state["f1_coef"], dtype=np.float64)
-        self.f1_intercept_ = np.asarray(state["f1_intercept"], dtype=np.float64)
-        self.mean_ = np.asarray(state["mean"], dtype=np.float64)
-        self.scale_ = np.asarray(state["scale"], dtype=np.float64)
+        n = self.n_features_in_
+        self.gate_coef_ = saved.array(state, "gate_coef", (n,))
+        self.gate_intercept_ = float(saved.array(state, "gate_intercept", ()))
+        self.f1_intercept_ = saved.array(state, "f1_intercept", (None,))
+        self.f1_coef_ = saved.array(state, "f1_coef", (n, len(self.f1_intercept_)))
+        self.mean_ = saved.array(state, "mean", (n,))
+        self.scale_ = saved.array(state, "scale", (n,))
+        if not (self.scale_ > 0).all():
+            raise saved.damaged(state, "scale should hold numbers > 0")
         if "n_iter" in state:  # not in lightgbm_cegb 0.1.0's files
-            self.n_iter_ = int(state["n_iter"])
+            self.n_iter_ = saved.integer(state, "n_iter", 0)
 
 
 class AdaptL1(AdaptLIN):
@@ -459,7 +463,9 @@ class AdaptL1(AdaptLIN):
 
     def _restore(self, state: dict, folder, manifest: dict) -> None:
         super()._restore(state, folder, manifest)
-        self.support_ = np.asarray(state["support"], dtype=np.int64)
+        self.support_ = saved.array(state, "support", (None,), np.int64, low=0)
+        if (self.support_ >= self.n_features_in_).any() or (np.diff(self.support_) <= 0).any():
+            raise saved.damaged(state, f"support should hold increasing column indices below {self.n_features_in_}")
 
 
 def _standardise(X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -313,20 +313,23 @@ class _Base(BudgetedEstimator, BaseEstimator):
         return params
 
     def _restore(self, state: dict, folder, manifest: dict) -> None:
-        booster = saved.booster(folder, manifest, "phi", legacy="phi.txt") if "phi" in manifest["files"] else None
+        trees = bool(state["phi_given"]) or self.phi is not None  # phi: a given LightGBM model or trained trees
+        if trees != ("phi" in manifest["files"]):
+            raise saved.damaged(manifest, f"files should {'' if trees else 'not '}name the artifact 'phi' (a model on "
+                                          f"{'the trees of phi' if trees else 'the raw features'}), got "
+                                          f"{manifest['files']!r:.80}")
+        booster = saved.booster(folder, manifest, "phi", legacy="phi.txt") if trees else None
         if state["phi_given"]:
             self.phi = booster  # phi=int keeps training new trees
         self.phi_booster_ = booster
         self._phi_ = _Phi(self.costs_, self.n_features_in_, None if booster is None else to_forest(booster))
         self.structure_ = Structure(state["kids"], state["param_of"], state["own_loss"])  # checked: a tree
-        self.coef_ = np.asarray(state["coef"], dtype=np.float64)
-        self.threshold_ = np.asarray(state["threshold"], dtype=np.float64)
         slots, columns = len(self.structure_.param_of), 1 + self._phi_.num_columns
-        if self.coef_.shape != (slots, columns) or self.threshold_.shape != (slots,):
-            raise CEGBError(f"saved state: coef should be [{slots} slots, {columns}] and threshold [{slots}], got "
-                            f"shapes {self.coef_.shape} and {self.threshold_.shape}")
-        self.n_iter_, self.best_iteration_, self.objective_ = (state["n_iter"], state["best_iteration"],
-                                                                state["objective"])
+        self.coef_ = saved.array(state, "coef", (slots, columns))
+        self.threshold_ = saved.array(state, "threshold", (slots,), finite=False)
+        self.n_iter_ = saved.integer(state, "n_iter", 0)
+        self.best_iteration_ = saved.integer(state, "best_iteration", 0)
+        self.objective_ = state["objective"]
         if state["classes"] is not None:
             self.classes_ = np.asarray(state["classes"])
 
