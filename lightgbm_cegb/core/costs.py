@@ -560,6 +560,28 @@ class FeatureCosts:
                  for g, name in enumerate(self._groups or {}) if (group_of == g).any()]
         return found + [(None, (int(f),), float(own[f])) for f in np.flatnonzero(group_of < 0)]
 
+    def penalised(self, num_features: int, *, split: bool = True) -> np.ndarray:
+        """The features whose use costs something: a lazy or coupled cost of their own or of their group, or (with
+        ``split``) a split cost. A trade-off weighs nothing else: a model that reads only the other features is
+        free.
+
+        Parameters
+        ----------
+        num_features : int
+            The model's number of features.
+        split : bool, default=True
+            Whether split costs count (a method that leaves them to the accounting passes False).
+
+        Returns
+        -------
+        ndarray of bool of shape (num_features,)
+            True for each feature whose use costs something.
+        """
+        lazy, coupled, split_cost = self.arrays(num_features)
+        group_of, group_lazy, group_coupled = self.group_arrays(num_features)
+        group_cost = np.append(group_lazy + group_coupled, 0.0)[group_of]  # -1: no group, no cost
+        return (lazy + coupled + group_cost + (split_cost if split else 0.0)) > 0
+
     def per_row(self) -> FeatureCosts:
         """The per-row part of these costs: the lazy costs of the features and groups (what BudgetPrune
         prunes for), without coupled, split and tree costs.

@@ -24,6 +24,11 @@ class CEGBError(ValueError):
     """
 
 
+class NothingToTradeOff(CEGBError):
+    """A trade-off's scale was asked for costs that give it nothing to weigh (every feature free to the method):
+    :func:`~lightgbm_cegb.selection.sweep` then leaves the method out with a warning."""
+
+
 class NotFittedError(_SklearnNotFittedError, CEGBError):
     """The model is used before it was fitted (scikit-learn's NotFittedError and a CEGBError).
 

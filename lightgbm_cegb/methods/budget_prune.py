@@ -219,13 +219,16 @@ def _sklearn_problem(model, forest: Forest, X, y, n_jobs: int | None) -> _Proble
 # ------------------------------------------------------------------------------------------------ LightGBM
 
 LIGHTGBM_OBJECTIVES = ("regression", "binary", "multiclass")
+_SQUARED_ERROR = ("regression", "regression_l2", "l2", "mean_squared_error", "mse")
+#: The objective names (LightGBM's, with their aliases) whose training loss BudgetPrune evaluates.
+PRUNE_OBJECTIVES = (*_SQUARED_ERROR, "binary", "multiclass", "softmax")
 
 
 def _objective_loss(objective: str, y: np.ndarray, score: np.ndarray):
     """loss(rows, k, delta): the training loss of ``rows`` of y, for the model's objective, when the raw score
     of class k (column k of ``score``, one row per row of y) moves by ``delta`` (one value per row)."""
     name = objective.split()[0] if objective else ""
-    if name in ("regression", "regression_l2", "l2", "mean_squared_error", "mse"):
+    if name in _SQUARED_ERROR:
         return lambda rows, k, delta: (score[rows, 0] + delta - y[rows]) ** 2
     if name == "binary":
         if not np.isin(y, (0, 1)).all():

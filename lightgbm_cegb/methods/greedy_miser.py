@@ -33,12 +33,12 @@ from sklearn.utils.validation import validate_data
 from lightgbm_cegb.accounting import prediction_cost
 from lightgbm_cegb.base import BudgetedEstimator
 from lightgbm_cegb.core.costs import FeatureCosts, resolve_costs
-from lightgbm_cegb.core.errors import CEGBError, check_number, checked_weights
+from lightgbm_cegb.core.errors import CEGBError, NothingToTradeOff, check_number, checked_weights
 from lightgbm_cegb.core.metrics import ndcg_at_k
 from lightgbm_cegb.core.parallel import resolve_n_jobs
 from lightgbm_cegb.core.report import CostReport
 from lightgbm_cegb.io import saved
-from lightgbm_cegb.io.models import has_split, to_forest
+from lightgbm_cegb.io.models import to_forest
 
 __all__ = ["GreedyMiserClassifier", "GreedyMiserRanker", "GreedyMiserRegressor"]
 
@@ -205,7 +205,15 @@ class _GreedyMiser(BudgetedEstimator, BaseEstimator):
         return to_forest(self.booster_)
 
     def _reads_features(self, X) -> bool:
-        return has_split(self.booster_, self.best_iteration_)
+        """Whether the model (to ``best_iteration_``) splits on a feature its trade-off weighs: one with a lazy or
+        coupled cost, its own or its group's (split costs are the accounting's only). NothingToTradeOff when no
+        feature has one (tradeoff_scale's first probe)."""
+        penalised = self.costs_.penalised(self.n_features_in_, split=False)
+        if not penalised.any():
+            raise NothingToTradeOff(f"{type(self).__name__}.tradeoff_scale: no feature or group has a lazy or "
+                                    "coupled cost; there is nothing to trade off")
+        forest = to_forest(self.booster_)
+        return bool(penalised[forest.feature[:forest.node_offset[forest.num_trees_for(self.best_iteration_)]]].any())
 
     def _saved_state(self) -> tuple[dict, dict]:
         state = {"best_iteration": self.best_iteration_}

@@ -12,7 +12,7 @@ import numpy as np
 
 from lightgbm_cegb.accounting import prediction_cost
 from lightgbm_cegb.core.costs import FeatureCosts
-from lightgbm_cegb.core.errors import CEGBError, NoSplitWarning
+from lightgbm_cegb.core.errors import CEGBError, NoSplitWarning, NothingToTradeOff
 from lightgbm_cegb.io.models import has_split
 from lightgbm_cegb.lgbm.scales import cegb_tradeoff_scale
 from lightgbm_cegb.selection.metrics import Metric
@@ -172,9 +172,22 @@ def _scaled_knob(method: str, params: dict, relative_key: str, raw_key: str, sca
     return value, {**({} if relative is None else {relative_key: relative}), raw_key: value}
 
 
+def _weighs_nothing(context: Context) -> bool:
+    """Whether no feature's use costs anything that cegb_tradeoff weighs (free features, tree costs only)."""
+    return not context.costs.penalised(np.shape(context.train.X)[1]).any()
+
+
 def _cegb_prepare(context: Context) -> float:
+    """The unit of ``relative_tradeoff``: cegb_tradeoff_scale; 0 when the costs give it nothing to weigh (then
+    every cegb_tradeoff trains the same model, tradeoff 0 with the costs recorded)."""
+    if _weighs_nothing(context):
+        return 0.0
     cost_params = context.costs.to_params(tradeoff=1.0)
     return cegb_tradeoff_scale(lightgbm_params(context, **cost_params), _dataset(context.train))
+
+
+def _cegb_grid(context: Context) -> list[dict]:
+    return [{"relative_tradeoff": r} for r in ((0.0,) if _weighs_nothing(context) else CEGB_RELATIVE_TRADEOFFS)]
 
 
 #: ``relative_tradeoff`` values of CEGB's default grid (0 is plain LightGBM with the costs recorded). Where
@@ -186,8 +199,8 @@ CEGB_RELATIVE_TRADEOFFS = (0.0, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5
                            0.995)
 
 
-@register("cegb", grid=lambda context: [{"relative_tradeoff": r} for r in CEGB_RELATIVE_TRADEOFFS],
-          prepare=_cegb_prepare, knob=Knob("relative_tradeoff", "cegb_tradeoff", log=True, cheap_end=1.0))
+@register("cegb", grid=_cegb_grid, prepare=_cegb_prepare,
+          knob=Knob("relative_tradeoff", "cegb_tradeoff", log=True, cheap_end=1.0))
 def _fit_cegb(context: Context, scale: float, params: dict) -> list[Candidate]:
     from lightgbm_cegb.lgbm.callbacks import budget_stopping
     params = dict(params)
@@ -462,7 +475,10 @@ def _acquisition_grid(context: Context) -> list[dict]:
 
 def _acquisition_prepare(context: Context) -> dict:
     """{policy_rounds: its AdaptiveAcquisitionClassifier}, fitted when a point first needs it (early stopped on the
-    validation rows)."""
+    validation rows). NothingToTradeOff when every unit is free (its policy would buy whatever helps)."""
+    if not any(price > 0 for _, _, price in context.costs.units(np.shape(context.train.X)[1])):
+        raise NothingToTradeOff("no feature or group has a lazy or coupled cost: every purchase is free, there is "
+                                "nothing to trade off")
     return {}
 
 

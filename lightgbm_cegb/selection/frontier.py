@@ -212,7 +212,10 @@ def fit_within_budget(train, valid, costs, budget: float, *, task: str, methods:
     task : str
         "binary", "multiclass", "regression" or "ranking" (see :func:`sweep`).
     methods : sequence of str, optional
-        The methods swept (default: those of :data:`BUDGET_METHODS` that support the task).
+        The methods swept (default: those of :data:`BUDGET_METHODS` that support the task; for ranking, BudgetPrune
+        only with a pointwise ``objective`` in ``params`` and Early Exit only with a ranking or binary one). A
+        method whose trade-off the costs give nothing to weigh (every feature free to it) is left out with a
+        CEGBWarning.
     test : tuple or Rows, optional
         Test rows, (X, y) or (X, y, group): the chosen point is measured on them.
     refine : int, default=4
@@ -235,6 +238,12 @@ def fit_within_budget(train, valid, costs, budget: float, *, task: str, methods:
     budget = float(budget)
     if methods is None:
         methods = [m for m in BUDGET_METHODS if task in METHODS[m].tasks] if task in TASKS else list(BUDGET_METHODS)
+        if task == "ranking":  # BudgetPrune ranks with a pointwise objective, Early Exit with a ranking one
+            from lightgbm_cegb.methods.budget_prune import PRUNE_OBJECTIVES
+            from lightgbm_cegb.methods.early_exit import CLASSIFICATION_OBJECTIVES, RANKING_OBJECTIVES
+            objective = dict(options.get("params") or {}).get("objective", "lambdarank")
+            reads = {"budget_prune": PRUNE_OBJECTIVES, "early_exit": RANKING_OBJECTIVES + CLASSIFICATION_OBJECTIVES}
+            methods = [m for m in methods if objective in reads.get(m, (objective,))]
     frame = sweep(methods, train, valid, costs, task=task, budget=budget, refine=refine, **options)
     if (frame["cost"] <= budget).any():
         chosen = select(frame, budget, test)

@@ -10,7 +10,14 @@ import numpy as np
 import pandas as pd
 
 from lightgbm_cegb.core.costs import FeatureCosts
-from lightgbm_cegb.core.errors import CEGBError, RoundsWarning, check_column_order, check_number
+from lightgbm_cegb.core.errors import (
+    CEGBError,
+    CEGBWarning,
+    NothingToTradeOff,
+    RoundsWarning,
+    check_column_order,
+    check_number,
+)
 from lightgbm_cegb.selection.metrics import Metric, get_metric
 from lightgbm_cegb.selection.registry import METHODS, TASKS, Context, Method, Rows, class_labels, encoded
 
@@ -217,7 +224,11 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
     states, jobs = {}, []
     for name in names:
         method = METHODS[name]
-        states[name] = method.prepare(context)
+        try:
+            states[name] = method.prepare(context)
+        except NothingToTradeOff as exc:  # every feature free to the method: its points would all be plain models
+            warnings.warn(f"sweep: {name} left out: {exc}", CEGBWarning, stacklevel=2)
+            continue
         jobs += [(method, states[name], point, "grid")
                  for point in (grid[name] if name in grid else method.grid(context))]
     show = sys.stderr.isatty() if progress is None else progress
@@ -228,7 +239,7 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
     rows = _execute(jobs, context, n_jobs, client, bar)
     sign = 1.0 if metric.greater_is_better else -1.0
     for _ in range(refine if budget is not None else 0):
-        jobs = [(METHODS[name], states[name], point, "refine") for name in names if METHODS[name].knob is not None
+        jobs = [(METHODS[name], states[name], point, "refine") for name in states if METHODS[name].knob is not None
                 for point in _refinements(METHODS[name], [r for r in rows if r["method"] == name], budget, sign)]
         if not jobs:
             break

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lightgbm_cegb import FeatureCosts, prediction_cost
-from lightgbm_cegb.core.errors import CEGBError
+from lightgbm_cegb.core.errors import CEGBError, NothingToTradeOff
 from lightgbm_cegb.core.metrics import ndcg_at_k
 from lightgbm_cegb.lgbm.scales import cegb_tradeoff_scale
 from lightgbm_cegb.selection import (
@@ -26,6 +26,7 @@ from lightgbm_cegb.selection import (
     Rows,
     cost_scorer,
     evaluate,
+    fit_within_budget,
     pareto,
     register,
     select,
@@ -173,6 +174,68 @@ def test_tradeoff_scale_of_costs_without_a_stock_penalty(binary, costs):
     trees = {t: lgb.train({**params, "cegb_tradeoff": t}, lgb.Dataset(X, y), 1).dump_model()["tree_info"][0]
              for t in (scale, scale / 1.01)}
     assert trees[scale]["num_leaves"] == 1 and trees[scale / 1.01]["num_leaves"] > 1
+
+
+@pytest.mark.parametrize("costs", [
+    FeatureCosts(lazy=[0.0, 1.0, 5.0, 5.0, 20.0, 20.0]),  # one free feature
+    FeatureCosts(lazy=[0.0] * 6),  # every feature free
+    FeatureCosts(split=[1.0] * 6),  # split costs only: Greedy Miser's trade-off weighs none
+    FeatureCosts(lazy=[0.0] * 6, tree=1.0),  # tree costs only
+], ids=["one_free", "all_free", "split_only", "tree_only"])
+def test_costs_a_trade_off_cannot_weigh_still_give_points(binary, costs):
+    """Issue 48 (11): a feature of cost 0 (or split- or tree-only costs) made the trade-off-scale search of CEGB and
+    Greedy Miser raise, and fit_within_budget/train_to_budget returned no point at all. A free feature's splits no
+    longer count in the scale (CEGB's point at relative_tradeoff 1 may split on it, on nothing else); a method the
+    costs give nothing to weigh is left out with a warning (CEGB: its one point, tradeoff 0)."""
+    train, valid, _ = binary
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        chosen = fit_within_budget(train, valid, costs, budget=8.0, task="binary", num_boost_round=40)
+    frame = chosen.frontier
+    assert chosen.within_budget and chosen.valid_cost <= 8.0 and chosen.valid_quality > 0.8
+    left_out = {str(w.message).split()[1] for w in caught if "left out" in str(w.message)}
+    free = not costs.penalised(6).any()
+    bought = costs.penalised(6, split=False).any()  # what Greedy Miser's trade-off and a purchase's price weigh
+    assert left_out == (set() if bought else {"greedy_miser", "adaptive_acquisition"})
+    assert set(frame["method"]) >= {"lightgbm", "cegb", "budget_prune", "early_exit"}
+    cegb = frame[frame["method"] == "cegb"]
+    if free:
+        assert set(cegb["cegb_tradeoff"]) == {0.0}
+    else:  # the knob moves the cost
+        assert cegb["cegb_tradeoff"].max() > 0 and cegb["cost"].min() < cegb["cost"].max() / 2
+    chosen = train_to_budget(train, valid, costs, budget=8.0, task="binary", num_boost_round=40, refine=1)
+    assert chosen.method == "cegb" and chosen.valid_cost <= 8.0
+
+
+def test_the_scale_counts_only_costly_splits(binary):
+    """cegb_tradeoff_scale with a free feature: past the scale the first tree may split on it, on no other."""
+    (X, y), _, _ = binary
+    costs = FeatureCosts(lazy=[0.0, 1.0, 5.0, 5.0, 20.0, 20.0])
+    params = {"objective": "binary", "num_leaves": 8, "verbose": -1, **costs.to_params(tradeoff=1.0)}
+    scale = cegb_tradeoff_scale(params, lgb.Dataset(X, y), rel_tol=1e-4)
+
+    def features(tradeoff):
+        booster = lgb.train({**params, "cegb_tradeoff": tradeoff}, lgb.Dataset(X, y), 1)
+        return set(booster.trees_to_dataframe()["split_feature"].dropna())
+    assert features(scale) == {"Column_0"} and features(scale * (1 - 2e-4)) - {"Column_0"}
+    with pytest.raises(NothingToTradeOff, match="params set none of .* there is nothing to trade off"):
+        cegb_tradeoff_scale({**params, **FeatureCosts(lazy=[0.0] * 6).to_params(tradeoff=1.0)}, lgb.Dataset(X, y))
+
+
+def test_fit_within_budget_ranks_with_its_defaults():
+    """Issue 48 (11): fit_within_budget(task="ranking") could not succeed with its defaults (BudgetPrune refuses
+    lambdarank); it now sweeps BudgetPrune for ranking only with a pointwise objective."""
+    rng = np.random.default_rng(3)
+    sizes = rng.integers(5, 15, 120)
+    X = rng.normal(size=(sizes.sum(), 5))
+    y = np.clip(np.round(X[:, 0] + 0.5 * X[:, 3] + rng.normal(0, 0.5, len(X)) + 1), 0, 4)
+    cut, cut2 = sizes[:80].sum(), sizes[:100].sum()
+    train, valid = (X[:cut], y[:cut], sizes[:80]), (X[cut:cut2], y[cut:cut2], sizes[80:100])
+    chosen = fit_within_budget(train, valid, [10, 1, 1, 30, 1], budget=20.0, task="ranking", num_boost_round=30)
+    assert chosen.valid_cost <= 20.0 and "budget_prune" not in set(chosen.frontier["method"])
+    chosen = fit_within_budget(train, valid, [10, 1, 1, 30, 1], budget=20.0, task="ranking", num_boost_round=30,
+                               params={"objective": "regression"})
+    assert "budget_prune" in set(chosen.frontier["method"]) and "early_exit" not in set(chosen.frontier["method"])
 
 
 def test_train_to_budget(binary):
