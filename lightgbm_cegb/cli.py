@@ -27,6 +27,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -153,19 +154,36 @@ def read_rows(fh, label_column: int | str | None, header: bool, num_features: in
             yield block
 
 
-def read_config(path: Path) -> dict[str, str]:
-    """The key = value settings of a LightGBM CLI config file (``#`` comments; later lines win)."""
-    settings = {}
-    for line in read_utf8(path, "config file").splitlines():
-        key, sep, value = line.split("#", 1)[0].partition("=")
-        if sep:
-            settings[key.strip()] = value.strip()
+def read_config(path: Path, overrides: Sequence[str] = ()) -> dict[str, str]:
+    """The settings of LightGBM's CLI given ``overrides`` (command-line key=value) and the config file ``path``,
+    as its ``Application::LoadParameters`` reads them: the overrides first, then the file's lines (``#`` starts a
+    comment); a key set twice keeps its first value."""
+    settings: dict[str, str] = {}
+    for line in [*overrides, *(line.split("#", 1)[0] for line in read_utf8(path, "config file").splitlines())]:
+        pair = _key_value(line)
+        if pair is not None:
+            settings.setdefault(*pair)
     return settings
 
 
-def _setting(settings: dict[str, str], *aliases: str) -> str | None:
-    """The value of a LightGBM parameter under any of its aliases."""
-    return next((settings[a] for a in aliases if a in settings), None)
+def _key_value(text: str) -> tuple[str, str] | None:
+    """``key=value`` as LightGBM's ``Config::KV2Map`` reads it: split at "=" (empty pieces dropped), one or two
+    pieces, each trimmed of white space then of quotes; None for anything else (LightGBM warns and skips it)."""
+    pieces = [piece for piece in text.split("=") if piece]
+    if len(pieces) not in (1, 2):
+        return None
+    key, value = (piece.strip(" \f\n\r\t\v").strip("'\"") for piece in (*pieces, "")[:2])
+    return (key, value) if key else None
+
+
+def _setting(settings: dict[str, str], name: str, *aliases: str) -> str | None:
+    """The value of the LightGBM parameter ``name`` set under itself or one of its ``aliases``, as LightGBM's
+    ``ParameterAlias::KeyAliasTransform`` chooses: the name itself, else the shortest alias (then the first in
+    alphabetical order)."""
+    if name in settings:
+        return settings[name]
+    given = sorted((a for a in aliases if a in settings), key=lambda a: (len(a), a))
+    return settings[given[0]] if given else None
 
 
 def _file_settings(args) -> tuple[int | str | None, bool]:
@@ -333,8 +351,7 @@ def cmd_train(args) -> int:
     if bad:
         raise CEGBError(f"overrides should be key=value, got {bad[0]!r}")
     text = read_utf8(config, "config file")
-    settings = {**read_config(config), **dict(o.split("=", 1) for o in overrides)}
-    settings = {key.strip(): value.strip() for key, value in settings.items()}
+    settings = read_config(config, overrides)
     given = sorted(set(settings) & ({*CEGB_KEYS, "cegb_tradeoff"} - set(GROUP_KEYS)))
     if given:
         raise CEGBError(f"{config} or the overrides already set {given}; remove them or drop --costs/--tradeoff")

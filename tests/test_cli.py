@@ -358,6 +358,38 @@ def test_train_and_cost_with_group_lines_in_the_cost_file(soil, capsys, monkeypa
     assert re.search(rf"mean cost per row +{expected.mean:.6g}\n", table)
 
 
+def test_train_reads_duplicated_keys_and_aliases_as_lightgbm_does(soil, monkeypatch):
+    """Issue 48 (12): train kept the last value of a duplicated key and preferred an alias over its canonical name,
+    where LightGBM keeps the first value (command-line overrides before the file's lines) and the canonical name
+    (else the shortest alias): a duplicated output_model ended a successful training in an error and a model
+    without its group names."""
+    tmp, X, *_ = soil
+    monkeypatch.chdir(tmp)
+    names = "[cegb_group_names=soil,wild: ]\n"
+    cases = [  # (config's extra lines, overrides, the file LightGBM writes, files it must not write)
+        ("output_model = second.txt\n", [], "first.txt", ["second.txt"]),
+        ("model_out = alias.txt\n", [], "first.txt", ["alias.txt"]),
+        ("", ["output_model=over.txt", "output_model=later.txt"], "over.txt", ["later.txt", "first.txt"]),
+        ("", ["model_output=long_alias.txt", "model_out=short_alias.txt"], "first.txt", ["short_alias.txt"]),
+        ("'output_model' = \"quoted.txt\"\nignored = a = b\n", ["output_model=quoted.txt"], "quoted.txt",
+         ["first.txt"]),
+    ]
+    for extra, overrides, written, absent in cases:
+        for name in {written, *absent}:
+            (tmp / name).unlink(missing_ok=True)
+        conf = _config(tmp / "dup.conf", "first.txt", extra)
+        assert main(["train", str(conf), "--costs", "grouped.txt", "--tradeoff", "0.001", *overrides]) == 0, extra
+        assert names in (tmp / written).read_text(), (extra, overrides)
+        assert not any((tmp / name).exists() for name in absent), (extra, overrides)
+    from lightgbm_cegb.cli import _key_value, _setting, read_config
+    assert _key_value("  a = 'b'  ") == ("a", "b") and _key_value("a=b=c") is None and _key_value("a==b") == ("a", "b")
+    assert _key_value("flag") == ("flag", "") and _key_value("=") is None
+    assert read_config(conf, ["x=1", "x=2"])["x"] == "1"
+    assert _setting({"train_data_file": "a", "data_filename": "b", "train": "c"}, "data", "train_data_file",
+                    "data_filename", "train") == "c"
+    assert _setting({"train_data_file": "a", "data_filename": "b"}, "data", "train_data_file", "data_filename") == "b"
+
+
 def test_train_with_group_keys_in_the_config(soil, capsys, monkeypatch):
     """A config (or overrides) may set cegb_feature_group and the group penalties next to a per-feature cost
     file; the cost command then takes the model's groups with the file's per-feature costs."""
