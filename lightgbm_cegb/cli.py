@@ -35,7 +35,7 @@ import scipy.sparse as sp
 
 from lightgbm_cegb.accounting import prediction_cost
 from lightgbm_cegb.core.costs import CEGB_KEYS, GROUP_KEYS, FeatureCosts
-from lightgbm_cegb.core.errors import CEGBError, read_utf8
+from lightgbm_cegb.core.errors import CEGBError, check_number, read_utf8
 from lightgbm_cegb.core.report import CostReport
 from lightgbm_cegb.io.atomic import write_atomically
 from lightgbm_cegb.io.lightgbm_text import with_group_names
@@ -352,6 +352,8 @@ def cmd_train(args) -> int:
         raise CEGBError(f"overrides should be key=value, got {bad[0]!r}")
     text = read_utf8(config, "config file")
     settings = read_config(config, overrides)
+    if args.tradeoff is not None:
+        check_number(args.tradeoff, "--tradeoff", 0.0)  # before LightGBM's own check, which names its source
     given = sorted(set(settings) & ({*CEGB_KEYS, "cegb_tradeoff"} - set(GROUP_KEYS)))
     if given:
         raise CEGBError(f"{config} or the overrides already set {given}; remove them or drop --costs/--tradeoff")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import warnings
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from urllib.parse import quote, unquote
@@ -94,6 +95,19 @@ def _feature_names(features) -> list[str]:
     return names
 
 
+def _numbers(name: str, values) -> np.ndarray:
+    """``values`` (a number or a sequence of numbers) as float64; a CEGBError naming the costs ``name`` when they
+    are not numbers (a string such as "1.5€", None, a complex number, a set)."""
+    try:
+        if values is None:
+            raise TypeError("None is not a number")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", np.exceptions.ComplexWarning)  # 1j would lose its imaginary part
+            return np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError, np.exceptions.ComplexWarning) as exc:
+        raise CEGBError(f"{name} costs should be numbers, got {values!r:.80} ({exc})") from None
+
+
 def _check_values(name: str, values: np.ndarray, what: str = "feature") -> np.ndarray:
     bad = ~np.isfinite(values) | (values < 0)
     if bad.any():
@@ -158,7 +172,7 @@ def _group_costs(kind: str, values, names: list[str] | None, num_ids: int | None
     if _is_named_series(values):
         values = dict(zip(map(str, values.index), values.to_numpy()))
     if num_ids is not None and not isinstance(values, Mapping):
-        arr = np.asarray(values, dtype=np.float64)
+        arr = _numbers(kind, values)
         if arr.ndim != 1 or len(arr) != num_ids:
             raise CEGBError(f"{kind} costs should have one value per group id 0..{num_ids - 1} ({num_ids} values, "
                             f"the largest id + 1), got shape {arr.shape}")
@@ -172,9 +186,9 @@ def _group_costs(kind: str, values, names: list[str] | None, num_ids: int | None
         if unknown:
             raise CEGBError(f"{kind} costs name unknown groups {unknown[:10]}; the groups are {names[:10]}")
         values = {str(k): v for k, v in values.items()}
-        arr = np.array([float(values.get(name, 0.0)) for name in names])
+        arr = _numbers(kind, [values.get(name, 0.0) for name in names])
     else:
-        arr = np.asarray(values, dtype=np.float64)
+        arr = _numbers(kind, values)
         if arr.ndim != 1 or len(arr) != len(names):
             raise CEGBError(f"{kind} costs should have one value per group ({len(names)}), got shape {arr.shape}")
     return _check_values(kind, arr.copy(), "group")
@@ -320,7 +334,7 @@ class FeatureCosts:
         names = None if self._groups is None else list(self._groups)
         self._group_lazy = _group_costs("group_lazy", group_lazy, names, num_ids)
         self._group_coupled = _group_costs("group_coupled", group_coupled, names, num_ids)
-        split_arr = np.asarray(split, dtype=np.float64)
+        split_arr = _numbers("split", split)
         if split_arr.ndim > 1:
             raise CEGBError(f"split should be a number or one value per feature, got shape {split_arr.shape}")
         self._split = _check_values("split", split_arr.reshape(-1)).reshape(split_arr.shape)
@@ -345,11 +359,15 @@ class FeatureCosts:
         if isinstance(values, Mapping):
             out = {}
             for key, value in values.items():
-                cost = float(value)
-                _check_values(name, np.array([cost]))
-                out[str(key)] = cost
+                cost = _numbers(f"{name} ({key!r})", value)
+                if cost.ndim:
+                    raise CEGBError(f"{name} costs by name should be one number per feature, got {value!r:.40} "
+                                    f"for feature {key!r}")
+                if not (math.isfinite(cost) and cost >= 0):
+                    raise CEGBError(f"{name} costs should be finite and >= 0, got {float(cost)!r} for feature {key!r}")
+                out[str(key)] = float(cost)
             return out
-        arr = np.asarray(values, dtype=np.float64)
+        arr = _numbers(name, values)
         if arr.ndim != 1:
             raise CEGBError(f"{name} should be one value per feature, got an array of shape {arr.shape}")
         return _check_values(name, arr.copy())
@@ -671,7 +689,18 @@ class FeatureCosts:
         -------
         FeatureCosts
             The costs, by column.
+
+        Raises
+        ------
+        CEGBError
+            When ``values`` is not such a mapping (naming the keys it has).
         """
+        keys = ("lazy", "coupled", "split", "tree")
+        if not isinstance(values, Mapping) or any(k not in values for k in keys) or \
+                ("groups" not in values and "group_of" not in values):
+            given = sorted(map(str, values)) if isinstance(values, Mapping) else type(values).__name__
+            raise CEGBError(f"FeatureCosts.from_dict: expected the mapping FeatureCosts.to_dict writes (the keys "
+                            f"{', '.join(keys)}, groups, group_lazy and group_coupled), got {given}")
         groups = values["groups"] if "groups" in values else \
             (values["group_of"] if any(g >= 0 for g in values["group_of"]) else None)
         grouped = bool(groups)

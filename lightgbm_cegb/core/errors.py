@@ -143,8 +143,8 @@ def check_column_order(X, names, name: str, expected: str = "the model's feature
 
 
 def read_utf8(path: str | os.PathLike, what: str) -> str:
-    """The text of a file that should be UTF-8 (a model file, a cost file, a data file's lines), or a CEGBError
-    naming the file and where it is not.
+    """The text of a file that should be UTF-8 (a model file, a cost file, a data file's lines), without a leading
+    byte order mark (as editors on Windows write one), or a CEGBError naming the file and what is wrong.
 
     Parameters
     ----------
@@ -161,11 +161,19 @@ def read_utf8(path: str | os.PathLike, what: str) -> str:
     Raises
     ------
     CEGBError
-        When the file is not UTF-8: the message gives the first bad byte, its line and offset.
+        When the file does not exist, cannot be read or is not UTF-8 (the message gives the first bad byte, its
+        line and offset).
     """
-    data = Path(path).read_bytes()
     try:
-        return data.decode("utf-8")
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise CEGBError(f"{what} {str(path)!r} does not exist") from None
+    except IsADirectoryError:
+        raise CEGBError(f"{what} {str(path)!r} is a directory, not a file") from None
+    except OSError as exc:
+        raise CEGBError(f"{what} {str(path)!r} cannot be read: {exc.strerror or exc}") from None
+    try:
+        return data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         raise CEGBError(f"{what} {str(path)!r} should be UTF-8 text, got byte 0x{data[exc.start]:02x} on line "

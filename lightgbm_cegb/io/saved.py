@@ -152,7 +152,7 @@ def save(path: str | os.PathLike, estimator, *, params: Mapping, state: Mapping,
                 "costs": None if costs is None else costs.to_dict(int(estimator.n_features_in_)),
                 "state": encode(dict(state)), "files": named}
     text = json.dumps(manifest, indent=1, allow_nan=False)  # before anything is written
-    folder = Path(path)
+    folder = _folder(path)
     if folder.exists() and not folder.is_dir():
         raise CEGBError(f"path: a model is saved into a folder; {str(folder)!r} is a file")
     folder.mkdir(parents=True, exist_ok=True)
@@ -163,6 +163,14 @@ def save(path: str | os.PathLike, estimator, *, params: Mapping, state: Mapping,
     for stale in folder.iterdir():
         if stale.name not in named.values() and _is_artifact(stale):
             stale.unlink()
+
+
+def _folder(path) -> Path:
+    """The folder of a saved model: a path (str or os.PathLike) that names one (not "", which would be the
+    working directory)."""
+    if not isinstance(path, (str, os.PathLike)) or str(path) == "":
+        raise CEGBError(f"path should name a folder (a str or os.PathLike), got {path!r:.60}")
+    return Path(path)
 
 
 def _is_artifact(path: Path) -> bool:
@@ -194,7 +202,7 @@ def read(path: str | os.PathLike, estimator: str | None = None) -> tuple[dict, P
     by name before LightGBM reads it. A save into the folder while it is read (it deletes the artifacts the old
     manifest names) makes the read start again on the new manifest: a reader sees the old model or the new one.
     """
-    folder = Path(path)
+    folder = _folder(path)
     for _ in range(READ_ATTEMPTS):
         raw, identity = _manifest_bytes(folder)
         manifest = _parsed(raw, folder, estimator)

@@ -16,7 +16,7 @@ from sklearn.preprocessing import LabelEncoder
 from lightgbm_cegb.accounting import prediction_cost
 from lightgbm_cegb.base import BudgetedEstimator
 from lightgbm_cegb.core.costs import FeatureCosts
-from lightgbm_cegb.core.errors import CEGBError, NoSplitWarning
+from lightgbm_cegb.core.errors import CEGBError, NoSplitWarning, check_number
 from lightgbm_cegb.core.report import CostReport
 from lightgbm_cegb.io import saved
 from lightgbm_cegb.io.lightgbm_text import with_group_names
@@ -43,7 +43,11 @@ class _CEGBMixin(BudgetedEstimator):
             raise CEGBError(f"feature_costs should be a FeatureCosts, a mapping or pandas Series from feature name "
                             f"to lazy cost, or None, got {type(costs).__name__}")
         costs = FeatureCosts.coerce(costs)
-        if costs.is_aligned:  # by column index: LightGBM checks the count against the data
+        if costs.is_aligned:  # by column index: as many as X has columns
+            shape = np.shape(X) if not hasattr(X, "shape") else X.shape
+            if len(shape) == 2 and costs.num_features not in (None, shape[1]):
+                raise CEGBError(f"feature_costs: the costs are for {costs.num_features} features but X has "
+                                f"{shape[1]} columns")
             return costs
         # the names LightGBM will give the columns: fit's feature_name=, else the DataFrame's, else Column_i
         if isinstance(feature_name, (list, tuple)):
@@ -89,8 +93,9 @@ class _CEGBMixin(BudgetedEstimator):
         Raises
         ------
         CEGBError
-            If ``feature_costs`` is not a FeatureCosts, a mapping, a pandas Series or None; if costs given by
-            feature name do not match the columns' names; if every weight of ``sample_weight`` is zero.
+            If ``cegb_tradeoff`` is not a finite number >= 0; if ``feature_costs`` is not a FeatureCosts, a
+            mapping, a pandas Series or None; if costs given by feature name do not match the columns' names, or
+            by column are for another number of columns; if every weight of ``sample_weight`` is zero.
 
         Warns
         -----
@@ -98,6 +103,7 @@ class _CEGBMixin(BudgetedEstimator):
             When, with ``feature_costs`` and ``cegb_tradeoff > 0``, the model has no split (the penalty of a
             split outweighs every gain).
         """
+        check_number(self.cegb_tradeoff, "cegb_tradeoff", 0.0)  # LightGBM's own check names its C++ source
         # sample_weight named, as in LightGBM's signature: scikit-learn looks for it there (has_fit_parameter)
         if sample_weight is not None:
             weights = np.asarray(sample_weight, dtype=np.float64)

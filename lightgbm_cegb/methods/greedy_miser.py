@@ -158,13 +158,15 @@ class _GreedyMiser(BudgetedEstimator, BaseEstimator):
 
         params = {**self._params(X.shape[1], num_class), "objective": objective}
         valid_sets, callbacks, feval = [], [], None
-        if eval_set:
-            X_valid, y_valid = eval_set[0]
+        if eval_set is not None and len(eval_set):
+            eval_set, eval_sample_weight, eval_group = _first_eval(eval_set, eval_sample_weight, eval_group)
+            X_valid, y_valid = eval_set
             X_valid = validate_data(self, X_valid, reset=False, accept_sparse=["csr", "csc"], dtype=np.float64,
                                     ensure_all_finite="allow-nan")
             y_valid = self._encode(np.asarray(y_valid))
-            valid_weight = None if not eval_sample_weight else np.asarray(eval_sample_weight[0], dtype=np.float64)
-            valid_group = None if not eval_group else eval_group[0]
+            valid_weight = None if eval_sample_weight is None else \
+                checked_weights(eval_sample_weight, len(y_valid), "eval_sample_weight")
+            valid_group = eval_group
             valid_sets = [lgb.Dataset(X_valid, y_valid, weight=valid_weight, group=valid_group, feature_name=names,
                                       reference=train)]
             name, higher_better = self._metric_name
@@ -588,3 +590,24 @@ class GreedyMiserRanker(_GreedyMiser):
             The scores.
         """
         return self._raw(X, num_iteration)
+
+
+def _first_eval(eval_set, eval_sample_weight, eval_group) -> tuple:
+    """The first validation set of ``fit``'s arguments, as LightGBM takes them: ``eval_set`` a list of (X, y) or
+    one (X, y); ``eval_sample_weight`` and ``eval_group`` lists with one entry per set (or None). Returns
+    ((X, y), its weights or None, its query sizes or None); a CEGBError naming the argument otherwise."""
+    first = eval_set
+    if isinstance(eval_set, list) or (isinstance(eval_set, tuple) and len(eval_set) and
+                                      isinstance(eval_set[0], tuple)):
+        first = eval_set[0]
+    if not isinstance(first, tuple) or len(first) != 2:
+        raise CEGBError(f"eval_set should be a list of (X, y) pairs or one (X, y), got {type(eval_set).__name__}")
+
+    def entry(values, name):
+        if values is None:
+            return None
+        if not isinstance(values, (list, tuple)):
+            raise CEGBError(f"{name} should be a list with one entry per set of eval_set, got "
+                            f"{type(values).__name__}")
+        return values[0] if len(values) else None
+    return first, entry(eval_sample_weight, "eval_sample_weight"), entry(eval_group, "eval_group")

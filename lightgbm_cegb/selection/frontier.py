@@ -245,6 +245,9 @@ def fit_within_budget(train, valid, costs, budget: float, *, task: str, methods:
             reads = {"budget_prune": PRUNE_OBJECTIVES, "early_exit": RANKING_OBJECTIVES + CLASSIFICATION_OBJECTIVES}
             methods = [m for m in methods if objective in reads.get(m, (objective,))]
     frame = sweep(methods, train, valid, costs, task=task, budget=budget, refine=refine, **options)
+    if frame.empty:
+        raise CEGBError(f"fit_within_budget: no method gave a point (methods {list(methods)}, "
+                        f"baseline={options.get('baseline', True)})")
     if (frame["cost"] <= budget).any():
         chosen = select(frame, budget, test)
     else:

@@ -52,17 +52,28 @@ class Rows:
         Raises
         ------
         CEGBError
-            When ``rows`` is none of these, or y is not 1-d with one label per row of X.
+            When ``rows`` is none of these, X is not 2-dimensional with rows, y is not 1-d with one label per row
+            of X, or the query sizes do not sum to the rows.
         """
         if isinstance(rows, Rows):
             return rows
         if isinstance(rows, tuple) and len(rows) in (2, 3):
             X, y, *group = rows
+            if not hasattr(X, "shape"):  # a list of rows: as numpy, as scikit-learn reads it
+                X = np.asarray(X)
+            if len(X.shape) != 2 or X.shape[0] == 0:
+                raise CEGBError(f"{name}: X should be 2-dimensional with at least one row, got shape {X.shape}")
             y = np.asarray(y)
-            if y.ndim != 1 or y.shape[0] != np.shape(X)[0]:
-                raise CEGBError(f"{name}: y should be 1-d with one label per row of X ({np.shape(X)[0]}), "
+            if y.ndim != 1 or y.shape[0] != X.shape[0]:
+                raise CEGBError(f"{name}: y should be 1-d with one label per row of X ({X.shape[0]}), "
                                 f"got shape {y.shape}")
-            return cls(X, y, np.asarray(group[0]) if group and group[0] is not None else None)
+            group = np.asarray(group[0]) if group and group[0] is not None else None
+            if group is not None and (group.ndim != 1 or group.dtype.kind not in "iu" or (group < 1).any()
+                                      or group.sum() != X.shape[0]):
+                raise CEGBError(f"{name}: group should hold the sizes (integers >= 1) of the consecutive queries, "
+                                f"summing to the {X.shape[0]} rows of X, got {group!r:.60}"
+                                f"{f' (sum {group.sum()})' if group.dtype.kind in 'iu' else ''}")
+            return cls(X, y, group)
         raise CEGBError(f"{name} should be (X, y) or (X, y, group), got {type(rows).__name__}")
 
 

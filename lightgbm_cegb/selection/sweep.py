@@ -186,6 +186,8 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
     """
     if task not in TASKS:
         raise CEGBError(f"task should be one of {TASKS}, got {task!r}")
+    if not isinstance(methods, (str, Sequence)) or not all(isinstance(m, str) for m in methods):
+        raise CEGBError(f"methods should be a method's name or a list of names, got {methods!r:.60}")
     names = [methods] if isinstance(methods, str) else list(methods)
     unknown = [m for m in names if m not in METHODS]
     if unknown:
@@ -196,11 +198,24 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
     if unfit:
         raise CEGBError(f"method(s) {unfit} do not support task={task!r} "
                         f"({', '.join(f'{m}: {METHODS[m].tasks}' for m in unfit)})")
+    if grid is not None and not isinstance(grid, Mapping):
+        raise CEGBError(f"grid should be a mapping {{method: [params, ...]}}, got {type(grid).__name__}")
     grid = dict(grid or {})
     extra = sorted(set(grid) - set(names))
     if extra:
         raise CEGBError(f"grid names method(s) {extra} that are not swept ({names})")
+    for name, points in grid.items():
+        if isinstance(points, Mapping) or not isinstance(points, Sequence) or \
+                not all(isinstance(point, Mapping) for point in points):
+            raise CEGBError(f"grid[{name!r}] should be a list of parameter mappings, e.g. [{{'num_leaves': 8}}], "
+                            f"got {points!r:.60}")
+    if params is not None and not isinstance(params, Mapping):
+        raise CEGBError(f"params should be a mapping of LightGBM parameters, got {params!r:.60}")
     check_number(num_boost_round, "num_boost_round", 1, integer=True)
+    if early_stopping_rounds is not None:
+        check_number(early_stopping_rounds, "early_stopping_rounds", 1, integer=True)
+    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0):
+        raise CEGBError(f"n_jobs should be a nonzero integer (-1: every CPU) or None, got {n_jobs!r}")
     check_number(refine, "refine", 0, integer=True)
     if budget is not None:
         check_number(budget, "budget", 0.0)

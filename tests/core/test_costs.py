@@ -72,7 +72,17 @@ def test_yahoo_cost_file(tmp_path):
 @pytest.mark.parametrize(("make", "message"), [
     (lambda: FeatureCosts(lazy=[1.0, -1.0]), r"lazy costs should be finite and >= 0, got -1\.0 for feature 1"),
     (lambda: FeatureCosts(coupled=[np.nan]), r"coupled costs should be finite and >= 0, got nan for feature 0"),
-    (lambda: FeatureCosts(lazy={"a": np.inf}), r"lazy costs should be finite and >= 0, got inf"),
+    (lambda: FeatureCosts(lazy={"a": np.inf}), r"lazy costs should be finite and >= 0, got inf for feature 'a'"),
+    # issue 48 (13): values that are not numbers were bare ValueErrors/TypeErrors naming no cost
+    (lambda: FeatureCosts(lazy={"age": "1.5€"}), r"lazy \('age'\) costs should be numbers, got '1.5€' \(could not "
+                                                 r"convert string to float"),
+    (lambda: FeatureCosts(lazy={"age": None}), r"lazy \('age'\) costs should be numbers, got None"),
+    (lambda: FeatureCosts(lazy=["1", "n/a", "3"]), r"lazy costs should be numbers, got \['1', 'n/a', '3'\]"),
+    (lambda: FeatureCosts(lazy=[1j, 2]), r"lazy costs should be numbers, got \[1j, 2\]"),
+    (lambda: FeatureCosts(lazy={1, 2}), r"lazy costs should be numbers, got \{1, 2\}"),
+    (lambda: FeatureCosts(split="a"), r"split costs should be numbers, got 'a'"),
+    (lambda: FeatureCosts(lazy=[1, 2], groups={"g": [0, 1]}, group_lazy={"g": "x"}),
+     r"group_lazy costs should be numbers, got \['x'\]"),
     (lambda: FeatureCosts(split=-0.5), r"split costs should be finite and >= 0, got -0\.5"),
     (lambda: FeatureCosts(lazy=[[1.0]]), r"lazy should be one value per feature, got an array of shape \(1, 1\)"),
     (lambda: FeatureCosts(lazy=[1, 2], coupled=[1, 2, 3]), r"should give the same number of features, got \[2, 3\]"),
@@ -261,3 +271,21 @@ def test_units_are_the_purchases_with_their_prices():
     assert costs.units(5) == [("pair", (2, 3), 3.0), ("one", (4,), 4.0), (None, (0,), 1.0), (None, (1,), 2.0)]
     coupled = FeatureCosts(coupled=[5.0, 1.0, 2.0], groups={"g": [0, 2]}, group_coupled=[4.0])
     assert coupled.units(3) == [("g", (0, 2), 11.0), (None, (1,), 1.0)]
+
+
+def test_cost_files_and_dicts_that_are_not_costs_are_named(tmp_path):
+    """Issue 48 (13): a missing cost file was a bare FileNotFoundError (the CLI said "[Errno 2] ..." without naming
+    --costs), a directory IsADirectoryError, a file with a byte order mark "expected a number, got '\\ufeff1'";
+    from_dict of a mapping without its keys a KeyError on 'group_of'."""
+    with pytest.raises(CEGBError, match=r"cost file '.*nope.txt' does not exist"):
+        FeatureCosts.from_file(tmp_path / "nope.txt")
+    with pytest.raises(CEGBError, match=r"cost file '.*' is a directory, not a file"):
+        FeatureCosts.from_file(tmp_path)
+    (tmp_path / "bom.txt").write_bytes("\ufeff1\n2.5\n".encode())  # as Excel or Notepad writes UTF-8
+    np.testing.assert_array_equal(FeatureCosts.from_file(tmp_path / "bom.txt").lazy, [1.0, 2.5])
+    for values, got in (({"lazy": [1.0, 2.0]}, r"\['lazy'\]"), (None, "NoneType"), ([1, 2], "list")):
+        with pytest.raises(CEGBError, match=r"FeatureCosts.from_dict: expected the mapping FeatureCosts.to_dict "
+                                            rf"writes \(the keys lazy, coupled, split, tree, .*\), got {got}"):
+            FeatureCosts.from_dict(values)
+    costs = FeatureCosts(lazy=[1, 2], groups={"g": [0, 1]}, group_lazy=[3], tree=0.5)
+    assert FeatureCosts.from_dict(costs.to_dict(2)).to_dict(2) == costs.to_dict(2)

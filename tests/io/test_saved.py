@@ -388,3 +388,15 @@ def test_infinite_numbers_save_and_load():
         assert back == (value if not isinstance(value, float) else float(value))
     with pytest.raises(CEGBError, match=r"should be 'inf', '-inf' or 'nan'"):
         saved.decode({"__float__": "big"})
+
+
+@pytest.mark.parametrize("path", ["", None, 3])
+def test_a_path_that_names_no_folder_is_refused(path, tmp_path, monkeypatch):
+    """Issue 48 (13): save("") wrote the model into the working directory; None or 3 were bare TypeErrors."""
+    monkeypatch.chdir(tmp_path)
+    model, _ = fitted_greedy_miser(tmp_path)
+    with pytest.raises(CEGBError, match=rf"path should name a folder \(a str or os.PathLike\), got {path!r}"):
+        model.save(path)
+    with pytest.raises(CEGBError, match=rf"path should name a folder \(a str or os.PathLike\), got {path!r}"):
+        lc.GreedyMiserRegressor.load(path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m"]

@@ -192,9 +192,12 @@ def test_estimator_bad_costs(data):
         CEGBRegressor(feature_costs=[1, 2, 3, 4, 5], verbose=-1).fit(X, y)
     with pytest.raises(CEGBError, match=r"lazy costs name unknown features \['x9'\]"):
         CEGBRegressor(feature_costs={"x9": 1.0}, verbose=-1).fit(X, y)
-    with pytest.raises(lgb.basic.LightGBMError, match=r"cegb_penalty_feature_lazy should have one value per "
-                                                      r"feature of the training data: expected 5 values, got 2"):
+    # issue 48 (13): LightGBM's messages before, naming its parameter or its C++ source
+    with pytest.raises(CEGBError, match=r"feature_costs: the costs are for 2 features but X has 5 columns"):
         CEGBClassifier(feature_costs=FeatureCosts(lazy=[1, 2]), verbose=-1).fit(X, y > 0)
+    for tradeoff in (-0.1, np.nan, "0.1", None):
+        with pytest.raises(CEGBError, match=r"cegb_tradeoff should be a finite number >= 0, got"):
+            CEGBClassifier(feature_costs=FeatureCosts(lazy=[1] * 5), cegb_tradeoff=tradeoff, verbose=-1).fit(X, y > 0)
 
 
 @parametrize_with_checks([CEGBRegressor(), CEGBClassifier(),

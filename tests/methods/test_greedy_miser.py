@@ -269,3 +269,27 @@ def test_a_prefix_is_the_model_of_its_first_iterations():
     assert model.best_iteration_ == 20 and small.booster_.current_iteration() == 7
     with pytest.raises(CEGBError, match=r"n_iterations should be an integer in \[1, 20\], got 0"):
         model.prefix(0)
+
+
+def test_eval_set_as_lightgbm_takes_it():
+    """Issue 48 (13): eval_set=(X, y) (one pair, as LightGBM takes it) raised "too many values to unpack", and
+    eval_sample_weight given as one array "The truth value of an array ... is ambiguous"."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 4))
+    y = (X[:, 0] + rng.normal(0, 0.5, 300) > 0).astype(int)
+    train, valid = slice(0, 200), slice(200, 300)
+
+    def fitted(**kwargs):
+        return GreedyMiserClassifier(tradeoff=0.1, n_estimators=300, early_stopping_rounds=3).fit(
+            X[train], y[train], **kwargs)
+    listed = fitted(eval_set=[(X[valid], y[valid])], eval_sample_weight=[np.ones(100)])
+    one = fitted(eval_set=(X[valid], y[valid]))
+    assert one.best_iteration_ == listed.best_iteration_ < 300
+    assert one.booster_.model_to_string() == listed.booster_.model_to_string()
+    with pytest.raises(CEGBError, match=r"eval_sample_weight should be a list with one entry per set of eval_set, "
+                                        r"got ndarray"):
+        fitted(eval_set=[(X[valid], y[valid])], eval_sample_weight=np.ones(100))
+    with pytest.raises(CEGBError, match=r"eval_sample_weight should hold 100 finite weights >= 0"):
+        fitted(eval_set=[(X[valid], y[valid])], eval_sample_weight=[np.ones(7)])
+    with pytest.raises(CEGBError, match=r"eval_set should be a list of \(X, y\) pairs or one \(X, y\), got dict"):
+        fitted(eval_set={"valid": (X[valid], y[valid])})

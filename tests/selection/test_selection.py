@@ -222,6 +222,13 @@ def test_the_scale_counts_only_costly_splits(binary):
         cegb_tradeoff_scale({**params, **FeatureCosts(lazy=[0.0] * 6).to_params(tradeoff=1.0)}, lgb.Dataset(X, y))
 
 
+def test_fit_within_budget_without_a_point_says_so(binary):
+    """Issue 48 (13): no method and no baseline ended in numpy's "attempt to get argmin of an empty sequence"."""
+    train, valid, _ = binary
+    with pytest.raises(CEGBError, match=r"fit_within_budget: no method gave a point \(methods \[\], baseline=False\)"):
+        fit_within_budget(train, valid, COSTS, budget=5.0, task="binary", methods=[], baseline=False)
+
+
 def test_fit_within_budget_ranks_with_its_defaults():
     """Issue 48 (11): fit_within_budget(task="ranking") could not succeed with its defaults (BudgetPrune refuses
     lambdarank); it now sweeps BudgetPrune for ranking only with a pointwise objective."""
@@ -328,6 +335,19 @@ def test_a_new_method_joins_with_one_registration(binary):
      r"early_exit: unknown parameter\(s\) \['speed'\]"),
     ({"metric": "f1"}, r"metric should be one of .* got 'f1'"),
     ({"train": [1, 2]}, r"train should be \(X, y\) or \(X, y, group\), got list"),
+    # issue 48 (13): bare numpy/joblib/LightGBM errors before
+    ({"valid": (np.zeros((0, 6)), np.zeros(0))}, r"valid: X should be 2-dimensional with at least one row, got "
+                                                 r"shape \(0, 6\)"),
+    ({"train": (np.zeros(900), np.zeros(900))}, r"train: X should be 2-dimensional .* got shape \(900,\)"),
+    ({"grid": {"cegb": {"relative_tradeoff": 0.1}}}, r"grid\['cegb'\] should be a list of parameter mappings"),
+    ({"grid": {"cegb": [0.1, 0.2]}}, r"grid\['cegb'\] should be a list of parameter mappings"),
+    ({"grid": [1, 2]}, r"grid should be a mapping \{method: \[params, ...\]\}, got list"),
+    ({"params": "num_leaves=4"}, r"params should be a mapping of LightGBM parameters, got 'num_leaves=4'"),
+    ({"n_jobs": 0}, r"n_jobs should be a nonzero integer \(-1: every CPU\) or None, got 0"),
+    ({"early_stopping_rounds": "5"}, r"early_stopping_rounds should be an integer"),
+    ({"methods": None}, r"methods should be a method's name or a list of names, got None"),
+    ({"task": "ranking", "train": (np.zeros((900, 6)), np.zeros(900), [500, 500])},
+     r"train: group should hold the sizes .* summing to the 900 rows of X, got .* \(sum 1000\)"),
 ])
 def test_bad_input(binary, kwargs, message):
     train, valid, _ = binary
