@@ -32,6 +32,7 @@ def pareto(frame: pd.DataFrame) -> pd.DataFrame:
     pandas.DataFrame
         The rows of the Pareto frontier, by increasing cost, with ``frame``'s ``attrs``.
     """
+    _check_frame(frame, "pareto", ("cost", "quality"), ())
     sign = 1.0 if frame.attrs.get("greater_is_better", True) else -1.0
     ordered = frame.assign(_q=sign * frame["quality"]).sort_values(["cost", "_q"], ascending=[True, False],
                                                                    kind="stable")
@@ -63,12 +64,29 @@ def evaluate(frame: pd.DataFrame, rows, *, prefix: str = "test_") -> pd.DataFram
         A copy of ``frame`` with the columns ``test_quality`` and ``test_cost`` (mean cost per row; ``prefix``
         names them), with ``frame``'s ``attrs``.
     """
+    _check_frame(frame, "evaluate", ("model",), ("metric_object",))
+    if not isinstance(prefix, str):
+        raise CEGBError(f"evaluate: prefix should be a string, got {prefix!r:.40}")
     name = prefix.rstrip("_") or "rows"
     rows, metric = _sweep_labels(frame, Rows.of(rows, name), name), frame.attrs["metric_object"]
     figures = [row["model"].measure(rows, metric)[:2] for _, row in frame.iterrows()]
     out = frame.assign(**{f"{prefix}quality": [q for q, _ in figures], f"{prefix}cost": [c for _, c in figures]})
     out.attrs = dict(frame.attrs)
     return out
+
+
+def _check_frame(frame, caller: str, columns: tuple, attrs: tuple) -> None:
+    """``frame`` is a sweep's frame for ``caller``: a DataFrame with ``columns`` (numbers for cost and quality) and
+    ``attrs`` (pandas drops them in a merge, and a CSV has none: use the sweep's frame or a copy of it)."""
+    if not isinstance(frame, pd.DataFrame):
+        raise CEGBError(f"{caller}: frame should be a sweep's pandas DataFrame, got {type(frame).__name__}")
+    missing = [c for c in columns if c not in frame.columns] + [f"attrs[{a!r}]" for a in attrs if a not in frame.attrs]
+    if missing:
+        raise CEGBError(f"{caller}: the frame lacks {missing}: pass the frame sweep returned (or rows of it; a merge, "
+                        "a concat or a CSV loses the attrs and models)")
+    for column in ("cost", "quality"):
+        if column in columns and len(frame) and not pd.api.types.is_numeric_dtype(frame[column]):
+            raise CEGBError(f"{caller}: the frame's column {column!r} should hold numbers, got {frame[column].dtype}")
 
 
 def _sweep_labels(frame: pd.DataFrame, rows: Rows, name: str) -> Rows:
@@ -159,6 +177,8 @@ def select(frame: pd.DataFrame, budget: float, test=None, *, metric: str | Metri
     """
     check_number(budget, "budget", 0.0)  # any real number: numpy's float32 too
     budget = float(budget)
+    _check_frame(frame, "select", ("method", "params", "cost", "quality", "model"),
+                 ("metric_object",) if test is not None and metric is None else ())
     if len(frame) == 0:
         raise CEGBError("the frontier is empty")
     within = frame[frame["cost"] <= budget]

@@ -71,6 +71,10 @@ METRICS = {
 DEFAULT_METRIC = {"binary": "accuracy", "multiclass": "accuracy", "regression": "rmse", "ranking": "ndcg@5"}
 
 
+#: The metrics that score the documents of each query (task "ranking" only).
+RANKING_PREFIXES = ("ndcg@", "p@", "ap@")
+
+
 def get_metric(metric: str | Metric | None, task: str) -> Metric:
     """``metric`` by name, a Metric, or the task's default.
 
@@ -90,19 +94,24 @@ def get_metric(metric: str | Metric | None, task: str) -> Metric:
     Raises
     ------
     CEGBError
-        When ``metric`` names no known metric.
+        When ``metric`` names no known metric, or a ranking metric for another task.
     """
     if isinstance(metric, Metric):
         return metric
     name = DEFAULT_METRIC[task] if metric is None else metric
+    found = None
     for prefix, fn in (("ndcg@", ndcg_at_k), ("p@", precision_at_k)):
         if isinstance(name, str) and name.startswith(prefix) and name[len(prefix):].isdigit() and \
                 int(name[len(prefix):]) > 0:
-            k = int(name[len(prefix):])
-            return Metric(name, partial(_at_k, fn, k))
-    if name not in METRICS:
-        raise CEGBError(f"metric should be one of {sorted(METRICS) + ['ndcg@K', 'p@K']} or a Metric, got "
-                        f"{metric!r}")
-    return METRICS[name]
+            found = Metric(name, partial(_at_k, fn, int(name[len(prefix):])))
+    if found is None:
+        if name not in METRICS:
+            raise CEGBError(f"metric should be one of {sorted(METRICS) + ['ndcg@K', 'p@K']} or a Metric, got "
+                            f"{metric!r}")
+        found = METRICS[name]
+    if task in ("binary", "multiclass", "regression") and found.name.startswith(RANKING_PREFIXES):
+        raise CEGBError(f"metric {found.name!r} ranks the documents of each query: it needs task='ranking' (with "
+                        f"the query sizes), got task={task!r}")
+    return found
 
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from lightgbm_cegb.accounting import prediction_cost
 from lightgbm_cegb.core.errors import CEGBError, check_number
-from lightgbm_cegb.selection.metrics import Metric, get_metric
+from lightgbm_cegb.selection.metrics import RANKING_PREFIXES, Metric, get_metric
 
 
 # ---------------------------------------------------------------------------------------------- scorers
@@ -42,14 +42,14 @@ def cost_scorer(costs=None, *, metric: str | Metric = "accuracy", budget: float 
     CEGBError
         When the metric is unknown or a ranking metric, or ``penalty`` or ``budget`` is not a finite number >= 0.
     """
+    name = metric.name if isinstance(metric, Metric) else metric
+    if isinstance(name, str) and name.startswith(RANKING_PREFIXES):
+        raise CEGBError(f"cost_scorer: metric {name!r} needs the queries, which a scikit-learn scorer does not "
+                        "get; use sweep(..., task='ranking')")
     used = get_metric(metric, "binary")
     check_number(penalty, "penalty", 0.0)
     if budget is not None:  # nan compared False with every cost: the budget was silently ignored
         check_number(budget, "budget", 0.0)
-
-    if used.name.startswith(("ndcg@", "ap@", "p@")):
-        raise CEGBError(f"cost_scorer: metric {used.name!r} needs the queries, which a scikit-learn scorer does not "
-                        "get; use sweep(..., task='ranking')")
 
     def score(estimator, X, y) -> float:
         cost = prediction_cost(estimator, X, costs).mean

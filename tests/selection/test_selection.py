@@ -222,6 +222,29 @@ def test_the_scale_counts_only_costly_splits(binary):
         cegb_tradeoff_scale({**params, **FeatureCosts(lazy=[0.0] * 6).to_params(tradeoff=1.0)}, lgb.Dataset(X, y))
 
 
+def test_frames_that_are_not_a_sweeps_and_ranking_metrics_elsewhere_are_named(frontier, binary):
+    """Issue 48 (13): a frame read back from CSV or merged (pandas drops attrs) gave KeyError 'metric_object' or
+    'model'; a ranking metric on a binary task "group should hold query sizes ..., got None"."""
+    _, _, test = binary
+    with pytest.raises(CEGBError, match=r"evaluate: the frame lacks \[\"attrs\['metric_object'\]\"\]: pass the "
+                                        r"frame sweep returned"):
+        evaluate(pd.DataFrame(frontier.to_dict()), test)  # a frame rebuilt from its values has no attrs
+    with pytest.raises(CEGBError, match=r"select: the frame lacks \['params', 'model'\]"):
+        select(pd.DataFrame({"method": ["m"], "cost": [1.0], "quality": [0.9]}), budget=2.0)
+    with pytest.raises(CEGBError, match=r"select: frame should be a sweep's pandas DataFrame, got NoneType"):
+        select(None, 3.0)
+    with pytest.raises(CEGBError, match=r"pareto: the frame's column 'quality' should hold numbers, got (object|str)"):
+        pareto(pd.DataFrame({"cost": [1.0, 2.0], "quality": ["a", "b"]}))
+    with pytest.raises(CEGBError, match=r"evaluate: prefix should be a string, got 3"):
+        evaluate(frontier, test, prefix=3)
+    for metric in ("ndcg@5", "p@3", "ap@5"):
+        with pytest.raises(CEGBError, match=rf"metric '{metric}' ranks the documents of each query: it needs "
+                                            r"task='ranking' \(with the query sizes\), got task='binary'"):
+            select(frontier, 100.0, test=test, metric=metric)
+    with pytest.raises(CEGBError, match=r"cost_scorer: metric 'ndcg@5' needs the queries"):
+        cost_scorer(COSTS, metric="ndcg@5")
+
+
 def test_fit_within_budget_without_a_point_says_so(binary):
     """Issue 48 (13): no method and no baseline ended in numpy's "attempt to get argmin of an empty sequence"."""
     train, valid, _ = binary
