@@ -221,6 +221,13 @@ def load_svmlight(path: str | os.PathLike, costs: str | os.PathLike | FeatureCos
     """
     if isinstance(costs, (str, os.PathLike)):
         costs = FeatureCosts.from_file(costs)
+    elif costs is not None and not isinstance(costs, FeatureCosts):
+        raise CEGBError(f"costs should be a cost file or FeatureCosts by column, got {type(costs).__name__}")
+    if num_features is not None:
+        check_number(num_features, "num_features", 1, integer=True)
+    if not Path(path).is_file():
+        raise CEGBError(f"SVMlight file {os.fspath(path)!r} does not exist" if not Path(path).exists() else
+                        f"SVMlight file {os.fspath(path)!r} is not a file")
     width = num_features if costs is None else costs.num_features
     if costs is not None and num_features is not None and num_features != width:
         raise CEGBError(f"num_features={num_features} but the costs list {width} features")
@@ -232,6 +239,8 @@ def load_svmlight(path: str | os.PathLike, costs: str | os.PathLike | FeatureCos
             raise CEGBError(f"{os.fspath(path)}: a feature id beyond the {width} {cover} "
                             f"({'0' if zero_based else '1'}-based ids): {exc}") from None
         raise CEGBError(f"{os.fspath(path)}: {exc}") from None
+    if len(y) == 0:
+        raise CEGBError(f"{os.fspath(path)}: the file holds no row")
     starts = np.flatnonzero(np.r_[True, qid[1:] != qid[:-1]])
     query_file = _query_file(path, query)
     if query_file is not None:

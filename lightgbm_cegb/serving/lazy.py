@@ -217,7 +217,9 @@ class LazyPredictor:
     Parameters
     ----------
     model : lightgbm.Booster, LGBMModel, model file, fitted scikit-learn tree model, PruneResult, Forest or policy
-        Anything ``prediction_cost`` takes. A Forest has no ``predict``: its raw score is returned (as
+        The tree models ``prediction_cost`` takes, not a Pipeline (its steps transform the values before the
+        trees see them, so the trees' splits name no column to fetch). A Forest has no ``predict``: its raw score
+        is returned (as
         LightGBM's ``predict(raw_score=True)``). Linear trees are refused (their leaves read features no split
         tests). A policy model (one with ``__lightgbm_cegb_policy__``: AdaptiveAcquisitionClassifier) decides itself
         what each row buys next: fetch is called with the units it asks for, round by round, and
@@ -297,6 +299,10 @@ class LazyPredictor:
                  retries: int = 0, errors: str = "raise", feature_keys: str = "name",
                  n_jobs: int | None = None) -> None:
         model = unwrap(model)
+        if hasattr(model, "steps") and hasattr(model, "named_steps"):  # a scikit-learn Pipeline
+            raise CEGBError("model: a Pipeline's steps transform the values before its trees see them, so a split "
+                            "names no column to fetch: serve its final estimator (model[-1]) on the transformed "
+                            "features, or a model trained on the raw columns")
         if not callable(fetch):
             raise CEGBError(f"fetch should be a callable fetch(key, row_ids) -> values, got {type(fetch).__name__}")
         if not (callable(order) or order in ORDERS):

@@ -318,3 +318,22 @@ def test_mslr_bad_folders(tmp_path):
     write_mslr_fold(tmp_path / "split", 1, split)
     with pytest.raises(CEGBError, match=r"test.txt: the rows of query 1 are not consecutive"):
         mslr(tmp_path / "split")
+
+
+def test_odd_svmlight_arguments_are_named(tmp_path):
+    """Issue 48 (13): an empty file was an IndexError, a missing one scikit-learn's FileNotFoundError, costs as a
+    list an AttributeError, num_features=0 "a feature id beyond the 0 of num_features"."""
+    (tmp_path / "empty.txt").write_text("")
+    (tmp_path / "rank.txt").write_text("1 qid:1 1:0.5\n0 qid:1 2:1.0\n")
+    cases = [
+        (lambda: load_svmlight(tmp_path / "empty.txt", num_features=2), r"empty.txt: the file holds no row"),
+        (lambda: load_svmlight(tmp_path / "nope.txt"), r"SVMlight file '.*nope.txt' does not exist"),
+        (lambda: load_svmlight(tmp_path), r"SVMlight file '.*' is not a file"),
+        (lambda: load_svmlight(tmp_path / "rank.txt", costs=[1, 2]),
+         r"costs should be a cost file or FeatureCosts by column, got list"),
+        (lambda: load_svmlight(tmp_path / "rank.txt", num_features=0), r"num_features should be an integer >= 1"),
+        (lambda: load_svmlight(tmp_path / "rank.txt", num_features="3"), r"num_features should be an integer"),
+    ]
+    for call, message in cases:
+        with pytest.raises(CEGBError, match=message):
+            call()

@@ -375,6 +375,18 @@ def test_bad_arguments(kwargs, message):
         LazyPredictor(**arguments)
 
 
+def test_a_pipeline_is_refused_by_what_it_does():
+    """Issue 48 (13): a Pipeline got "model should be a LightGBM Booster ..., got Pipeline" though the docstring
+    said anything prediction_cost takes (which reads a Pipeline's final trees)."""
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 4))
+    pipeline = make_pipeline(StandardScaler(), lgb.LGBMClassifier(n_estimators=3, verbose=-1)).fit(X, X[:, 0] > 0)
+    with pytest.raises(CEGBError, match=r"model: a Pipeline's steps transform the values before its trees see them"):
+        LazyPredictor(pipeline, Store(X))
+
+
 def test_bad_batches():
     booster, X, _ = higgs_like(n=50)
     predictor = LazyPredictor(booster, Store(X))
