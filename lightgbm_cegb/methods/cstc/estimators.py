@@ -81,6 +81,8 @@ class _Base(BudgetedEstimator, BaseEstimator):
         check_number(self.tol, "tol", 0.0, math.inf)
         if not isinstance(self.polish, bool):
             raise CEGBError(f"polish should be True or False, got {self.polish!r}")
+        if self.random_state is not None:  # the seed of phi's trees: an integer (LightGBM's seed)
+            check_number(self.random_state, "random_state", -2**31, 2**31 - 1, integer=True)
         if not (self.phi is None or isinstance(self.phi, (lgb.Booster, lgb.LGBMModel)) or
                 (isinstance(self.phi, int) and not isinstance(self.phi, bool) and self.phi >= 1)):
             raise CEGBError("phi should be None (the raw features), a LightGBM Booster or fitted LightGBM model "
