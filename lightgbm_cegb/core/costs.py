@@ -15,7 +15,7 @@ from urllib.parse import quote, unquote
 import lightgbm as lgb
 import numpy as np
 
-from lightgbm_cegb.core.errors import CEGBError, read_utf8
+from lightgbm_cegb.core.errors import CEGBError, check_number, read_utf8
 
 #: The Yahoo! LTR cost file's cost of the feature ids that never occur in set 1.
 UNUSED_ID_COST = 10000.0
@@ -874,8 +874,9 @@ class FeatureCosts:
         """
         if kind not in ("lazy", "coupled"):
             raise CEGBError(f"kind should be 'lazy' or 'coupled', got {kind!r}")
-        if first_column < 0:
-            raise CEGBError(f"first_column should be >= 0, got {first_column}")
+        check_number(first_column, "first_column", 0, integer=True)
+        if num_features is not None:
+            check_number(num_features, "num_features", 1, integer=True)
         values: list[float] = []
         groups: dict[str, tuple[int, float, list[tuple[int, int]]]] = {}  # name -> (line, cost, column ranges)
         for lineno, line in enumerate(read_utf8(path, "cost file").splitlines(), 1):

@@ -143,6 +143,8 @@ def quadrants(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, FeatureCos
     costs : FeatureCosts
         Lazy costs 1, 1, 10, 10, 10, 10.
     """
+    check_number(n, "n", 0, integer=True)
+    check_number(seed, "seed", 0, integer=True)
     rng = np.random.default_rng(seed)
     signs = np.sign(rng.uniform(-1, 1, (n, 2)))
     signs[signs == 0] = 1

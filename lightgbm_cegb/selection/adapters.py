@@ -12,7 +12,7 @@ import numpy as np
 
 from lightgbm_cegb.accounting import prediction_cost
 from lightgbm_cegb.core.costs import FeatureCosts
-from lightgbm_cegb.core.errors import CEGBError, NoSplitWarning, NothingToTradeOff
+from lightgbm_cegb.core.errors import CEGBError, NoSplitWarning, NothingToTradeOff, check_number
 from lightgbm_cegb.io.models import has_split
 from lightgbm_cegb.lgbm.scales import cegb_tradeoff_scale
 from lightgbm_cegb.selection.metrics import Metric
@@ -167,6 +167,8 @@ def _scaled_knob(method: str, params: dict, relative_key: str, raw_key: str, sca
     if relative is not None and raw_key in params:
         raise CEGBError(f"{method}: give {relative_key} or {raw_key}, not both")
     value = params.pop(raw_key, None)
+    if relative is not None:
+        check_number(relative, f"{method}: {relative_key}", 0.0)
     if value is None:
         value = float(relative or 0.0) * scale
     return value, {**({} if relative is None else {relative_key: relative}), raw_key: value}

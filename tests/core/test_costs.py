@@ -281,6 +281,11 @@ def test_cost_files_and_dicts_that_are_not_costs_are_named(tmp_path):
         FeatureCosts.from_file(tmp_path / "nope.txt")
     with pytest.raises(CEGBError, match=r"cost file '.*' is a directory, not a file"):
         FeatureCosts.from_file(tmp_path)
+    (tmp_path / "two.txt").write_text("1\n2\n")
+    with pytest.raises(CEGBError, match=r"num_features should be an integer >= 1, got '3'"):
+        FeatureCosts.from_file(tmp_path / "two.txt", num_features="3")
+    with pytest.raises(CEGBError, match=r"first_column should be an integer >= 0, got 1.5"):
+        FeatureCosts.from_file(tmp_path / "two.txt", first_column=1.5)
     (tmp_path / "bom.txt").write_bytes("\ufeff1\n2.5\n".encode())  # as Excel or Notepad writes UTF-8
     np.testing.assert_array_equal(FeatureCosts.from_file(tmp_path / "bom.txt").lazy, [1.0, 2.5])
     for values, got in (({"lazy": [1.0, 2.0]}, r"\['lazy'\]"), (None, "NoneType"), ([1, 2], "list")):

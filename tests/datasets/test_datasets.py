@@ -337,3 +337,14 @@ def test_odd_svmlight_arguments_are_named(tmp_path):
     for call, message in cases:
         with pytest.raises(CEGBError, match=message):
             call()
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"n": -5}, r"n should be an integer >= 0, got -5"), ({"n": "10"}, r"n should be an integer >= 0, got '10'"),
+    ({"n": 10, "seed": "x"}, r"seed should be an integer >= 0, got 'x'"),
+])
+def test_quadrants_names_its_arguments(kwargs, message):
+    """Issue 48 (13): numpy's "negative dimensions are not allowed" or "cannot be interpreted as an integer"."""
+    from lightgbm_cegb.datasets import quadrants
+    with pytest.raises(CEGBError, match=message):
+        quadrants(**kwargs)

@@ -369,6 +369,10 @@ def test_a_new_method_joins_with_one_registration(binary):
     ({"n_jobs": 0}, r"n_jobs should be a nonzero integer \(-1: every CPU\) or None, got 0"),
     ({"early_stopping_rounds": "5"}, r"early_stopping_rounds should be an integer"),
     ({"methods": None}, r"methods should be a method's name or a list of names, got None"),
+    ({"grid": {"cegb": [{"relative_tradeoff": "x"}]}}, r"cegb: relative_tradeoff should be a finite number >= 0, "
+                                                         r"got 'x'"),
+    ({"grid": {"cegb": [{"relative_tradeoff": -1}]}}, r"cegb: relative_tradeoff should be a finite number >= 0, "
+                                                        r"got -1"),
     ({"task": "ranking", "train": (np.zeros((900, 6)), np.zeros(900), [500, 500])},
      r"train: group should hold the sizes .* summing to the 900 rows of X, got .* \(sum 1000\)"),
 ])
