@@ -398,14 +398,49 @@ class AdaptiveAcquisitionClassifier(BudgetedEstimator, ClassifierMixin, BaseEsti
         AcquisitionResult
             The probabilities, the order of acquisition, the acquired features and the costs.
         """
+        return self._trace(X, record=False).result()
+
+    def predict_results(self, X, tradeoffs) -> list[AcquisitionResult]:
+        """:meth:`predict_result` at each of ``tradeoffs`` (the model's other settings as they are), from one run of
+        the policy.
+
+        A row's purchases at a trade-off are the first ones of its purchases at a smaller trade-off: it buys the
+        same units in the same order, and stops at the first whose value is not above the trade-off. One run at
+        the smallest trade-off, which records each purchase's value, the probabilities after it and the
+        evaluation's cost, answers every one: each result equals ``predict_result`` with ``tradeoff`` set to that
+        value, to the bit (the payments are replayed in the run's order).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The rows, every value known (the policy reads only those it acquires).
+        tradeoffs : sequence of float
+            The trade-offs (each a finite number >= 0).
+
+        Returns
+        -------
+        list of AcquisitionResult
+            One per trade-off, in their order.
+        """
+        for tradeoff in tradeoffs:
+            check_number(tradeoff, "tradeoffs", 0.0)
+        if not len(tradeoffs):
+            return []
+        trace = copy.copy(self).set_params(tradeoff=float(min(tradeoffs)))._trace(X)
+        return [trace.result(float(tradeoff)) for tradeoff in tradeoffs]
+
+    def _trace(self, X, record: bool = True) -> PolicyRun:
+        """The policy run on X (at this model's tradeoff); with ``record``, recording what :meth:`PolicyRun.result`
+        needs to answer any larger tradeoff."""
         X = validate_data(self, X, dtype=np.float64, ensure_all_finite="allow-nan", reset=False)
         run = self.__lightgbm_cegb_policy__(len(X))
+        if record:
+            run.record()
         while requests := run.requests():
             for unit, rows in requests:
-                columns = list(self.units_[unit])
-                run.deliver(unit, rows, X[np.ix_(rows, columns)])
+                run.deliver(unit, rows, X[np.ix_(rows, list(self.units_[unit]))])
             run.evaluate()
-        return run.result()
+        return run
 
     def __lightgbm_cegb_policy__(self, n: int) -> PolicyRun:
         """A run of the policy for ``n`` rows that are told the values of the units they ask for: how
@@ -569,6 +604,7 @@ class PolicyRun:
         self.active = np.arange(n)
         self.step = 0
         self.received = np.zeros(n, dtype=bool)
+        self.recording: dict | None = None
 
     def requests(self) -> list[tuple[int, np.ndarray]]:
         """(unit, rows) for every unit some active row buys next, by unit; the rows that stop leave the run."""
@@ -579,9 +615,12 @@ class PolicyRun:
         values = model._values(model.gains(self.proba[active]))
         values[self.bought[active] | (self.spent[active, None] + model.unit_cost_[None] > self.cap)] = -np.inf
         best = values.argmax(axis=1)  # ties: the first unit
-        go = values[np.arange(len(active)), best] > model.tradeoff
+        chosen = values[np.arange(len(active)), best]
+        go = chosen > model.tradeoff
         self.active, best = active[go], best[go]
         self.order[self.active, self.step] = best
+        if self.recording is not None:
+            self.recording["value"][self.active, self.step] = chosen[go]
         return [(int(u), self.active[best == u]) for u in np.unique(best)]
 
     def deliver(self, unit: int, rows: np.ndarray, values: np.ndarray, *, pay: bool = True) -> None:
@@ -605,21 +644,60 @@ class PolicyRun:
         rows = np.flatnonzero(self.received)
         if len(rows):
             self.proba[rows] = self.model._proba(self.X[rows])
-            self.evaluation.add(self.X[rows], rows)
+            added = self.evaluation.add(self.X[rows], rows)
+            if self.recording is not None:
+                self.recording["steps"].append((rows, self.proba[rows], added))
         self.received[:] = False
         self.step += 1
 
-    def result(self) -> AcquisitionResult:
+    def record(self) -> None:
+        """From now on (before the first step), keep the value of each purchase, and per step the rows that
+        bought, their probabilities and the evaluation's cost after it: ``result(tradeoff)`` then answers any
+        tradeoff at or above the run's."""
+        self.recording = {"value": np.full(self.order.shape, np.nan), "steps": [],
+                          "evaluation": self.evaluation.cost.copy()}
+
+    def result(self, tradeoff: float | None = None) -> AcquisitionResult:
+        """What the run did; with ``tradeoff`` (a recorded run, ``tradeoff`` at or above the model's), what a run
+        at that tradeoff would have done: each row's purchases up to the first whose value is not above it, the
+        probabilities after the last, the evaluations and the payments replayed in the run's order."""
         model = self.model
-        cost = self.state.report(model.costs_, model._names_in())
-        cost = CostReport(acquisition=cost.acquisition, evaluation=cost.evaluation + self.evaluation.cost,
+        if tradeoff is None:
+            return self._result(self.proba, self.order, self.bought, self.state, self.evaluation.cost)
+        if self.recording is None or not tradeoff >= model.tradeoff:
+            raise CEGBError(f"tradeoff: a recorded run answers tradeoffs at or above its own ({model.tradeoff:g}), "
+                            f"got {tradeoff!r}")
+        above = self.recording["value"] > tradeoff  # NaN (no purchase) is not
+        steps = np.where(above.all(axis=1), above.shape[1], above.argmin(axis=1))
+        order = np.where(np.arange(above.shape[1]) < steps[:, None], self.order, -1)
+        proba, evaluation = np.tile(model.prior_, (len(steps), 1)), self.recording["evaluation"].copy()
+        for step, (rows, step_proba, added) in enumerate(self.recording["steps"]):
+            took = steps[rows] > step
+            proba[rows[took]] = step_proba[took]
+            if added is not None:
+                evaluation[rows[took]] += added[took]
+        state = CostState(len(steps), model.costs_, self.X.shape[1])
+        for step in range(int(steps.max(initial=0))):
+            rows = np.flatnonzero(steps > step)
+            for unit in np.unique(order[rows, step]):  # as deliver paid them: by unit, rows in order
+                for f in model.units_[unit]:
+                    state.pay(f, rows[order[rows, step] == unit])
+        bought = np.zeros(self.bought.shape, dtype=bool)
+        rows, steps_taken = np.nonzero(order >= 0)
+        bought[rows, order[rows, steps_taken]] = True
+        return self._result(proba, order, bought, state, evaluation)
+
+    def _result(self, proba: np.ndarray, order: np.ndarray, bought: np.ndarray, state: CostState,
+                evaluation: np.ndarray) -> AcquisitionResult:
+        model = self.model
+        cost = state.report(model.costs_, model._names_in())
+        cost = CostReport(acquisition=cost.acquisition, evaluation=cost.evaluation + evaluation,
                           coupled=cost.coupled, usage=cost.usage, feature_names=cost.feature_names,
                           group_usage=cost.group_usage)
         member = np.zeros((len(model.units_), self.X.shape[1]), dtype=bool)
         for u, columns in enumerate(model.units_):
             member[u, list(columns)] = True
-        return AcquisitionResult(proba=self.proba, order=self.order, units=list(model.units_),
-                                 known=self.bought @ member, cost=cost)
+        return AcquisitionResult(proba=proba, order=order, units=list(model.units_), known=bought @ member, cost=cost)
 
 
 class _Evaluation:
@@ -635,9 +713,13 @@ class _Evaluation:
         if costs.tree > 0 or costs.arrays(num_features)[2].any():
             self.costs = FeatureCosts(split=costs.arrays(num_features)[2], tree=costs.tree)
 
-    def add(self, masked: np.ndarray, rows: np.ndarray) -> None:
-        if self.costs is not None and len(rows):
-            self.cost[rows] += prediction_cost(self.model.classifier_, masked, self.costs).evaluation
+    def add(self, masked: np.ndarray, rows: np.ndarray) -> np.ndarray | None:
+        """Charge ``rows`` one evaluation on their ``masked`` values; returns what each paid (None: nothing)."""
+        if self.costs is None or not len(rows):
+            return None
+        added = prediction_cost(self.model.classifier_, masked, self.costs).evaluation
+        self.cost[rows] += added
+        return added
 
 
 def _tables(X: np.ndarray, codes: np.ndarray, num_class: int, units, n_bins: int,

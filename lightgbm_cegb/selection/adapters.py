@@ -475,17 +475,40 @@ def _acquisition_grid(context: Context) -> list[dict]:
     return [{**policy, "policy_rounds": rounds} for rounds in ACQUISITION_POLICY_ROUNDS for policy in policies]
 
 
+class _Traces:
+    """Recorded policy runs at tradeoff 0 (``AdaptiveAcquisitionClassifier._trace``), one per (classifier, gain,
+    cap) and rows: every tradeoff of a point's grid is answered from it (``PolicyRun.result(tradeoff)``, equal to
+    its own run to the bit) instead of a run per point. Shared by a sweep's points; pickled empty (a frame keeps
+    its models, not the runs)."""
+
+    def __init__(self) -> None:
+        self.runs: list[tuple[tuple, object, object]] = []  # (key, rows' X, run): X compared by identity
+
+    def __reduce__(self):
+        return (_Traces, ())
+
+    def result(self, model, X):
+        key = (id(model.classifier_), model.gain, model.max_cost)
+        run = next((run for k, x, run in self.runs if k == key and x is X), None)
+        if run is None:
+            run = copy.copy(model).set_params(tradeoff=0.0)._trace(X)
+            self.runs.append((key, X, run))
+        return run.result(float(model.tradeoff))
+
+
 def _acquisition_prepare(context: Context) -> dict:
-    """{policy_rounds: its AdaptiveAcquisitionClassifier}, fitted when a point first needs it (early stopped on the
-    validation rows). NothingToTradeOff when every unit is free (its policy would buy whatever helps)."""
+    """{"classifiers": {policy_rounds: its AdaptiveAcquisitionClassifier}, fitted when a point first needs it (early
+    stopped on the validation rows), "traces": the points' shared runs}. NothingToTradeOff when every unit is free
+    (its policy would buy whatever helps)."""
     if not any(price > 0 for _, _, price in context.costs.units(np.shape(context.train.X)[1])):
         raise NothingToTradeOff("no feature or group has a lazy or coupled cost: every purchase is free, there is "
                                 "nothing to trade off")
-    return {}
+    return {"classifiers": {}, "traces": _Traces()}
 
 
-def _acquisition_classifier(context: Context, fitted: dict, policy_rounds: int):
+def _acquisition_classifier(context: Context, state: dict, policy_rounds: int):
     from lightgbm_cegb.methods.acquisition import AdaptiveAcquisitionClassifier
+    fitted = state["classifiers"]
     if policy_rounds not in fitted:
         model = AdaptiveAcquisitionClassifier(feature_costs=context.costs, random_state=0, policy_rounds=policy_rounds,
                                               n_jobs=context.params.get("num_threads") or None,
@@ -497,23 +520,28 @@ def _acquisition_classifier(context: Context, fitted: dict, policy_rounds: int):
 
 @register("adaptive_acquisition", tasks=("binary", "multiclass"), prepare=_acquisition_prepare,
           grid=_acquisition_grid, knob=Knob("relative_tradeoff", "tradeoff", log=True, cheap_end=1.0))
-def _fit_acquisition(context: Context, fitted: dict, params: dict) -> list[Candidate]:
+def _fit_acquisition(context: Context, state: dict, params: dict) -> list[Candidate]:
     params = dict(params)
     _check_keys("adaptive_acquisition", params, {"relative_tradeoff", "tradeoff", "max_cost", "gain", "policy_rounds"})
-    classifier = _acquisition_classifier(context, fitted, params.get("policy_rounds", 0))
+    classifier = _acquisition_classifier(context, state, params.get("policy_rounds", 0))
     model = copy.copy(classifier).set_params(**{k: params[k] for k in ("max_cost", "gain") if k in params})
     scale = model.first_value() if "relative_tradeoff" in params else 0.0
     tradeoff, knob = _scaled_knob("adaptive_acquisition", params, "relative_tradeoff", "tradeoff", scale)
     model.set_params(tradeoff=tradeoff)  # a copy: shares the classifier and the tables
-    return [_AcquisitionCandidate("adaptive_acquisition", {**knob, **params}, model,
-                                  partial(_predict, model, "positive" if context.task == "binary" else "proba", None),
-                                  partial(_own_cost, model))]
+    candidate = _AcquisitionCandidate("adaptive_acquisition", {**knob, **params}, model,
+                                      partial(_predict, model, "positive" if context.task == "binary" else "proba",
+                                              None), partial(_own_cost, model))
+    candidate.traces = state["traces"]
+    return [candidate]
 
 
 class _AcquisitionCandidate(Candidate):
-    """The adaptive acquisition: prediction and cost from one run of the policy (``predict_result``)."""
+    """The adaptive acquisition: prediction and cost from the policy's run on the rows, answered from the run at
+    tradeoff 0 its grid's points share (``_Traces``; the same as ``predict_result``, to the bit)."""
+
+    traces: _Traces | None = None
 
     def measure(self, rows: Rows, metric: Metric) -> tuple[float, float, float]:
-        result = self.model.predict_result(rows.X)
+        result = self.model.predict_result(rows.X) if self.traces is None else self.traces.result(self.model, rows.X)
         score = result.proba[:, 1] if result.proba.shape[1] == 2 else result.proba
         return metric.fn(rows.y, score, rows.group), float(result.cost.mean), float(result.cost.coupled)

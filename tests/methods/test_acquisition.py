@@ -4,6 +4,7 @@ scikit-learn's checks."""
 
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -101,6 +102,35 @@ def test_the_policy_equals_an_independent_simulation(seed, relative_tradeoff, ma
     np.testing.assert_array_equal(result.cost.evaluation, 0.0)  # no split or tree costs
     np.testing.assert_array_equal(model.predict_proba(rows), result.proba)
     np.testing.assert_array_equal(model.prediction_cost(rows).per_instance, result.cost.per_instance)
+
+
+@settings(max_examples=12, deadline=None, derandomize=True)
+@given(st.integers(0, 10_000), st.sampled_from([None, 3.0]), st.sampled_from(["accuracy", "entropy"]),
+       st.booleans())
+def test_one_run_answers_every_tradeoff_to_the_bit(seed, max_cost, gain, evaluation_costs):
+    """predict_results: one recorded run at the smallest tradeoff gives, for each tradeoff, exactly what
+    predict_result gives at it (purchases, probabilities, known features, every cost, split and tree costs too)."""
+    X, y, costs, rng = random_case(seed)
+    if evaluation_costs:
+        costs = FeatureCosts(**{**costs.fields(), "split": rng.uniform(0, 0.3, X.shape[1]), "tree": 0.05})
+    model = AdaptiveAcquisitionClassifier(feature_costs=costs, n_masks=4, n_estimators=40, random_state=seed,
+                                          gain=gain, max_cost=max_cost).fit(X, y)
+    scale = model.first_value() if (model.unit_cost_ > 0).any() else 1.0
+    tradeoffs = [0.3 * scale, 0.0, 0.01 * scale, scale, 2 * scale, 0.1 * scale]
+    rows = X[rng.choice(len(X), size=60, replace=False)]
+    results = model.predict_results(rows, tradeoffs)
+    for tradeoff, result in zip(tradeoffs, results):
+        expected = copy.copy(model).set_params(tradeoff=tradeoff).predict_result(rows)
+        np.testing.assert_array_equal(result.order, expected.order)
+        np.testing.assert_array_equal(result.proba, expected.proba)
+        np.testing.assert_array_equal(result.known, expected.known)
+        for field in ("acquisition", "evaluation", "coupled", "per_instance", "usage"):
+            np.testing.assert_array_equal(getattr(result.cost, field), getattr(expected.cost, field), field)
+        assert result.cost.group_usage == expected.cost.group_usage
+    assert [r.steps.sum() for r in results[1:3]] >= [r.steps.sum() for r in results[2:4]]  # dearer: fewer steps
+    with pytest.raises(CEGBError, match=r"tradeoffs should be a finite number >= 0, got -1"):
+        model.predict_results(rows, [0.1, -1])
+    assert model.predict_results(rows, []) == []
 
 
 def test_rows_are_independent_of_their_batch():

@@ -686,8 +686,11 @@ def test_select_warns_of_a_gap_below_the_budget():
         select(frame, 10.0)
 
 
-def test_the_adaptive_acquisition_sweeps_one_fit_and_measures_each_policy(binary):
-    """One classifier per sweep; each point is its policy (tradeoff, cap, gain), measured exactly on validation."""
+def test_the_adaptive_acquisition_sweeps_one_fit_and_measures_each_policy(binary, monkeypatch):
+    """One classifier per sweep; each point is its policy (tradeoff, cap, gain), measured exactly on validation,
+    from one recorded run per classifier, gain and cap (the tradeoffs of a gain share it)."""
+    import pickle
+
     from lightgbm_cegb.methods.acquisition import AdaptiveAcquisitionClassifier
     from lightgbm_cegb.selection.adapters import (
         ACQUISITION_CAPS,
@@ -695,7 +698,14 @@ def test_the_adaptive_acquisition_sweeps_one_fit_and_measures_each_policy(binary
         ACQUISITION_RELATIVE_TRADEOFFS,
     )
     train, valid, _ = binary
+    runs = []
+    trace = AdaptiveAcquisitionClassifier._trace
+    monkeypatch.setattr(AdaptiveAcquisitionClassifier, "_trace",
+                        lambda self, X, record=True: runs.append(record) or trace(self, X, record))
     frame = sweep("adaptive_acquisition", train, valid, COSTS, task="binary", baseline=False)
+    assert runs.count(True) == 2 * (1 + len(ACQUISITION_CAPS) + 1)  # per classifier: accuracy, each cap, entropy
+    again = pickle.loads(pickle.dumps(frame))
+    assert again["model"].iloc[0].traces.runs == [] and frame["model"].iloc[0].traces.runs  # pickled empty
     models = frame["model"].map(lambda candidate: candidate.model)
     assert {m.policy_rounds: id(m.classifier_) for m in models}.keys() == {0, 1}
     assert len({id(m.classifier_) for m in models}) == 2  # one classifier per policy_rounds, shared by its points
@@ -704,9 +714,9 @@ def test_the_adaptive_acquisition_sweeps_one_fit_and_measures_each_policy(binary
     total = sum(COSTS.lazy)
     for (_, row), model in zip(frame.iterrows(), models):
         assert isinstance(model, AdaptiveAcquisitionClassifier)
-        result = model.predict_result(valid[0])
-        assert row["cost"] == pytest.approx(result.cost.mean, rel=1e-12)
-        assert row["quality"] == pytest.approx(np.mean(result.proba.argmax(axis=1) == valid[1]), rel=1e-12)
+        result = model.predict_result(valid[0])  # its own run: the shared one answers it to the bit
+        assert row["cost"] == result.cost.mean
+        assert row["quality"] == np.mean(result.proba.argmax(axis=1) == valid[1])
         assert model.gain == row["params"].get("gain", "accuracy")
         assert model.policy_rounds == row["params"]["policy_rounds"]
         assert model.tradeoff == pytest.approx(row["params"]["relative_tradeoff"] * model.first_value(), rel=1e-12)
