@@ -799,11 +799,12 @@ class FeatureCosts:
             value = params.get(key)
             if value is None or (isinstance(value, str) and not value.strip()):
                 return None
-            if isinstance(value, str):
-                return [float(v) for v in value.split(",")]
-            return value
+            return _numbers(key, value.split(",") if isinstance(value, str) else value)
         lazy, coupled = values("cegb_penalty_feature_lazy"), values("cegb_penalty_feature_coupled")
-        split = float(params.get("cegb_penalty_split", 0.0) or 0.0)
+        split = values("cegb_penalty_split")
+        if split is not None and split.size != 1:
+            raise CEGBError(f"cegb_penalty_split should be one number, got {params['cegb_penalty_split']!r:.60}")
+        split = 0.0 if split is None else float(split.reshape(-1)[0])
         per_feature_split = values("cegb_penalty_feature_split")
         if per_feature_split is not None:  # the two add up, as in training
             split = np.asarray(per_feature_split, dtype=np.float64) + split

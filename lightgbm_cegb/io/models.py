@@ -237,7 +237,8 @@ def to_forest(model, *, cache: bool = True) -> Forest:
         except OSError as exc:  # e.g. a name too long for the file system
             raise CEGBError(f"model file {str(path)[:200]!r} cannot be read: {exc.strerror or exc}") from None
         if not exists:
-            raise CEGBError(f"model file {str(path)!r} does not exist")
+            raise CEGBError(f"model file {str(path)!r} " + ("is a directory, not a file" if path.is_dir() else
+                                                            "does not exist"))
         stat = path.stat()
         key = (stat.st_size, stat.st_mtime_ns)
         cached = _file_cache.get(str(path.resolve()))

@@ -623,6 +623,14 @@ class LazyPredictor:
                 outcome = exc
         return outcome
 
+    def _in_order(self, requests: list, ids: np.ndarray) -> list:
+        """A round's requests in the order fetch is called (``order``)."""
+        try:
+            return sorted(requests, key=lambda request: self._sort_key(request, ids))
+        except TypeError as exc:  # the keys an order callable returned cannot be compared (None, str with int)
+            raise CEGBError(f"order: the keys the callable returned for this round's fetches cannot be compared "
+                            f"({exc}); return numbers (or tuples of them)") from None
+
     def _sort_key(self, request, ids: np.ndarray):
         unit, rows = request
         if callable(self.order):
@@ -777,7 +785,7 @@ class _Run:
         for g in np.unique(group_of[wanted][group_of[wanted] >= 0]):
             members = self.predictor._members[g]
             requests.append((num_features + int(g), np.flatnonzero(need[members].any(axis=0))))
-        return sorted(requests, key=lambda request: self.predictor._sort_key(request, self.ids))
+        return self.predictor._in_order(requests, self.ids)
 
     def read_held(self, need: np.ndarray) -> np.ndarray:
         """Rows stopped at a member of a group they already have (need[f, i] set) read it from ``held``: into
@@ -908,7 +916,7 @@ class _PolicyRun:
                     requests.append((self.unit_of[u], rows[~have]))
             if requests:
                 self.rounds += 1
-                return sorted(requests, key=lambda request: self.predictor._sort_key(request, self.ids))
+                return self.predictor._in_order(requests, self.ids)
 
     def deliver(self, requests, outcomes) -> None:
         """Store what each fetch returned and hand it to the policy; then handle the failures."""

@@ -294,3 +294,21 @@ def test_cost_files_and_dicts_that_are_not_costs_are_named(tmp_path):
             FeatureCosts.from_dict(values)
     costs = FeatureCosts(lazy=[1, 2], groups={"g": [0, 1]}, group_lazy=[3], tree=0.5)
     assert FeatureCosts.from_dict(costs.to_dict(2)).to_dict(2) == costs.to_dict(2)
+
+
+def test_cost_parameters_that_are_not_numbers_are_named(tmp_path):
+    """Issue 48 (13): from_params read "1,x" or a trailing comma with a bare ValueError; a directory given as a
+    model file "does not exist"."""
+    from lightgbm_cegb import prediction_cost
+    for params, message in (({"cegb_penalty_feature_lazy": "1,x"}, r"cegb_penalty_feature_lazy costs should be "
+                                                                    r"numbers, got \['1', 'x'\]"),
+                            ({"cegb_penalty_feature_lazy": "1,2,"}, r"cegb_penalty_feature_lazy costs should be "
+                                                                    r"numbers, got \['1', '2', ''\]"),
+                            ({"cegb_penalty_split": [1, 2]}, r"cegb_penalty_split should be one number, got \[1, 2\]")):
+        with pytest.raises(CEGBError, match=message):
+            FeatureCosts.from_params(params)
+    costs = FeatureCosts.from_params({"cegb_penalty_feature_lazy": "1,2", "cegb_penalty_split": "0.5"})
+    np.testing.assert_array_equal(costs.arrays(2)[0], [1.0, 2.0])
+    np.testing.assert_array_equal(costs.arrays(2)[2], [0.5, 0.5])
+    with pytest.raises(CEGBError, match=r"model file '.*' is a directory, not a file"):
+        prediction_cost(str(tmp_path), np.zeros((1, 1)), [1.0])

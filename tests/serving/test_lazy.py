@@ -375,6 +375,16 @@ def test_bad_arguments(kwargs, message):
         LazyPredictor(**arguments)
 
 
+def test_an_order_callable_whose_keys_cannot_be_compared_is_named():
+    """Issue 48 (13): "'<' not supported between instances of 'NoneType' and 'NoneType'" from inside a round."""
+    booster, X, costs = higgs_like()
+    predictor = LazyPredictor(booster, Store(X), feature_costs=costs, feature_keys="index",
+                              order=lambda key, ids: None)
+    with pytest.raises(CEGBError, match=r"order: the keys the callable returned for this round's fetches cannot be "
+                                        r"compared \(.*\); return numbers"):
+        predictor.predict(np.full(X.shape, np.nan))
+
+
 def test_a_pipeline_is_refused_by_what_it_does():
     """Issue 48 (13): a Pipeline got "model should be a LightGBM Booster ..., got Pipeline" though the docstring
     said anything prediction_cost takes (which reads a Pipeline's final trees)."""
