@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import lightgbm
@@ -30,6 +31,26 @@ def pytest_configure(config):
     if not ON_STOCK and not patched:
         pytest.exit(f"lightgbm {lightgbm.__version__} from {lightgbm.__file__} is not the patched build: "
                     "run the tests with 'make test'", 2)
+
+
+#: Code for a child process (``run_python``, after ``import lightgbm as lgb``): ``refuse(booster, params)`` prints
+#: "REFUSED <the error's first line>" or "ACCEPTED"; ``in_step(refused, reference, updates)`` updates both boosters
+#: and asserts that they stay identical. The tests of a refused reset_parameter (patches 0007 and 0009).
+RESET_TOOLS = textwrap.dedent("""
+    def refuse(booster, params):
+        try:
+            booster.reset_parameter(params)
+        except lgb.basic.LightGBMError as exc:
+            print("REFUSED", str(exc).splitlines()[0])
+        else:
+            print("ACCEPTED")
+
+    def in_step(refused, reference, updates):
+        for _ in range(updates):
+            finished = refused.update(), reference.update()
+            assert finished[0] == finished[1], finished
+        assert refused.model_to_string() == reference.model_to_string()
+""")
 
 
 def run_python(code: str, stock: bool = False, timeout: float = 180) -> subprocess.CompletedProcess:

@@ -11,10 +11,11 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from conftest import run_python
+from conftest import RESET_TOOLS, run_python
 
 RESET = textwrap.dedent("""
     import lightgbm as lgb, numpy as np
+""") + RESET_TOOLS + textwrap.dedent("""
     rng = np.random.default_rng(0)
     X = rng.normal(size=(30, 3)); y = X[:, 0] + rng.normal(0, 0.1, 30)
     # 30 rows: LightGBM drops every feature when it builds the Dataset (min_data_in_bin), so its tree
@@ -28,15 +29,8 @@ RESET = textwrap.dedent("""
     for b in (refused, reference):
         b.update()
     for bad in ({"min_data_in_leaf": 20}, {"learning_rate": 0.05}):
-        try:
-            refused.reset_parameter(bad)
-        except lgb.basic.LightGBMError as exc:
-            print("REFUSED", str(exc).splitlines()[0])
-        else:
-            print("ACCEPTED")
-        for _ in range(3):
-            assert refused.update() == reference.update()
-        assert refused.model_to_string() == reference.model_to_string()
+        refuse(refused, bad)
+        in_step(refused, reference, 3)
     print("OK")
 """)
 

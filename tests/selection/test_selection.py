@@ -255,12 +255,7 @@ def test_fit_within_budget_without_a_point_says_so(binary):
 def test_fit_within_budget_ranks_with_its_defaults():
     """Issue 48 (11): fit_within_budget(task="ranking") could not succeed with its defaults (BudgetPrune refuses
     lambdarank); it now sweeps BudgetPrune for ranking only with a pointwise objective."""
-    rng = np.random.default_rng(3)
-    sizes = rng.integers(5, 15, 120)
-    X = rng.normal(size=(sizes.sum(), 5))
-    y = np.clip(np.round(X[:, 0] + 0.5 * X[:, 3] + rng.normal(0, 0.5, len(X)) + 1), 0, 4)
-    cut, cut2 = sizes[:80].sum(), sizes[:100].sum()
-    train, valid = (X[:cut], y[:cut], sizes[:80]), (X[cut:cut2], y[cut:cut2], sizes[80:100])
+    train, valid, _ = ranking_rows()
     chosen = fit_within_budget(train, valid, [10, 1, 1, 30, 1], budget=20.0, task="ranking", num_boost_round=30)
     assert chosen.valid_cost <= 20.0 and "budget_prune" not in set(chosen.frontier["method"])
     chosen = fit_within_budget(train, valid, [10, 1, 1, 30, 1], budget=20.0, task="ranking", num_boost_round=30,
@@ -298,13 +293,18 @@ def test_parallel_and_dask_sweeps_agree(binary):
         pd.testing.assert_frame_equal(serial.drop(columns="model"), other.drop(columns="model"))
 
 
-def test_ranking_sweep():
+def ranking_rows():
+    """Train, validation and test rows of 120 queries of 5 to 14 documents (relevance 0..4), with their sizes."""
     rng = np.random.default_rng(3)
     sizes = rng.integers(5, 15, 120)
     X = rng.normal(size=(sizes.sum(), 5))
     y = np.clip(np.round(X[:, 0] + 0.5 * X[:, 3] + rng.normal(0, 0.5, len(X)) + 1), 0, 4)
     cut, cut2 = sizes[:80].sum(), sizes[:100].sum()
-    train, valid = (X[:cut], y[:cut], sizes[:80]), (X[cut:cut2], y[cut:cut2], sizes[80:100])
+    return (X[:cut], y[:cut], sizes[:80]), (X[cut:cut2], y[cut:cut2], sizes[80:100]), (X[cut2:], y[cut2:], sizes[100:])
+
+
+def test_ranking_sweep():
+    train, valid, test = ranking_rows()
     costs = FeatureCosts(lazy=[10, 1, 1, 30, 1])
     frame = sweep(["cegb", "early_exit"], train, valid, costs, task="ranking", num_boost_round=30,
                   grid={"cegb": [{"relative_tradeoff": 0.0}], "early_exit": [{"threshold": 1.0}]})
@@ -325,7 +325,6 @@ def test_ranking_sweep():
     # with a regression objective, BudgetPrune ranks too; the test figures of evaluate are select's
     frame = sweep("budget_prune", train, valid, costs, task="ranking", num_boost_round=20,
                   params={"objective": "regression"}, grid={"budget_prune": [{"budget_fraction": 0.5}]})
-    test = (X[cut2:], y[cut2:], sizes[100:])
     measured = evaluate(frame, test)
     chosen = select(frame, float(frame["cost"].iloc[0]), test=test)
     assert (measured["test_quality"].iloc[0], measured["test_cost"].iloc[0]) == (chosen.test_quality, chosen.test_cost)
