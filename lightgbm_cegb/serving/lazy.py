@@ -708,12 +708,15 @@ class LazyPredictor:
         predict = getattr(model, method)
         if booster_of(model) is not None:
             kwargs = {"num_iteration": self.num_iteration, **kwargs}
+        rows = len(X)
+        if not rows:  # scikit-learn's estimators refuse no rows: their answer's type and shape, for none
+            X = np.zeros((1, X.shape[1]))
         names = getattr(model, "feature_names_in_", None)
         if names is not None:  # as the model was fitted (pandas category models are refused)
             import pandas as pd
 
             X = pd.DataFrame(X, columns=names, copy=False)
-        return predict(X, **kwargs)
+        return predict(X, **kwargs) if rows else np.asarray(predict(X, **kwargs))[:0]
 
 
 class _Run:

@@ -385,6 +385,19 @@ def test_an_order_callable_whose_keys_cannot_be_compared_is_named():
         predictor.predict(np.full(X.shape, np.nan))
 
 
+def test_no_rows_give_an_empty_answer_of_the_models_kind():
+    """Issue 48 (13): acquire of 0 rows on a scikit-learn-API model raised scikit-learn's "Found array with 0
+    sample(s)" from deep inside; a Booster returned []."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 4))
+    classifier = lgb.LGBMClassifier(n_estimators=3, verbose=-1).fit(X, (X[:, 0] > 0).astype(int) + (X[:, 1] > 0))
+    forest = RandomForestClassifier(n_estimators=2, random_state=0).fit(X, X[:, 0] > 0)
+    for model, method, shape in ((classifier, "predict_proba", (0, 3)), (classifier, "predict", (0,)),
+                                 (forest, "predict_proba", (0, 2)), (classifier.booster_, "predict", (0, 3))):
+        none = LazyPredictor(model, Store(X), feature_keys="index").acquire(np.full((0, 4), np.nan), method=method)
+        assert none.prediction.shape == shape and none.per_instance.shape == (0,), (model, method)
+
+
 def test_a_pipeline_is_refused_by_what_it_does():
     """Issue 48 (13): a Pipeline got "model should be a LightGBM Booster ..., got Pipeline" though the docstring
     said anything prediction_cost takes (which reads a Pipeline's final trees)."""
