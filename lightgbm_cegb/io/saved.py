@@ -143,7 +143,7 @@ def save(path: str | os.PathLike, estimator, *, params: Mapping, state: Mapping,
     costs = getattr(estimator, "costs_", None)
     names = getattr(estimator, "feature_names_in_", None)
     texts = dict(files or {})
-    named = {name: f"{name}-{hashlib.sha256(text.encode()).hexdigest()[:16]}.txt" for name, text in texts.items()}
+    named = {name: f"{name}-{_digest(text.encode())}.txt" for name, text in texts.items()}
     manifest = {"format": FORMAT, "format_version": FORMAT_VERSION, "estimator": type(estimator).__name__,
                 "package_version": __version__, "lightgbm_version": lgb.__version__,
                 "params": _encode_params(params),
