@@ -77,13 +77,13 @@ def evaluate(frame: pd.DataFrame, rows, *, prefix: str = "test_") -> pd.DataFram
 
 def _check_frame(frame, caller: str, columns: tuple, attrs: tuple) -> None:
     """``frame`` is a sweep's frame for ``caller``: a DataFrame with ``columns`` (numbers for cost and quality) and
-    ``attrs`` (pandas drops them in a merge, and a CSV has none: use the sweep's frame or a copy of it)."""
+    ``attrs`` (a frame read from CSV, or rebuilt from the values, has neither its models nor its attrs)."""
     if not isinstance(frame, pd.DataFrame):
         raise CEGBError(f"{caller}: frame should be a sweep's pandas DataFrame, got {type(frame).__name__}")
     missing = [c for c in columns if c not in frame.columns] + [f"attrs[{a!r}]" for a in attrs if a not in frame.attrs]
     if missing:
-        raise CEGBError(f"{caller}: the frame lacks {missing}: pass the frame sweep returned (or rows of it; a merge, "
-                        "a concat or a CSV loses the attrs and models)")
+        raise CEGBError(f"{caller}: the frame lacks {missing}: pass the frame sweep returned, or rows of it (a frame "
+                        "read from CSV, or rebuilt from the values, has neither its models nor its attrs)")
     for column in ("cost", "quality"):
         if column in columns and len(frame) and not pd.api.types.is_numeric_dtype(frame[column]):
             raise CEGBError(f"{caller}: the frame's column {column!r} should hold numbers, got {frame[column].dtype}")
