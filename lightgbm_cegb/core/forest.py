@@ -510,9 +510,20 @@ class Forest:
         return np.ascontiguousarray(self.as_read(X), dtype=np.float64)
 
     def as_read(self, values: np.ndarray) -> np.ndarray:
-        """``values`` as this forest's splits compare them: scikit-learn's trees round to float32 first (a value
-        just above a threshold can go left); LightGBM's read doubles (its own reading of tiny values is the
-        routing kernel's)."""
+        """``values`` as this forest's splits compare them.
+
+        Parameters
+        ----------
+        values : ndarray
+            Feature values (float64).
+
+        Returns
+        -------
+        ndarray
+            For scikit-learn's trees, the values rounded to float32 (they compare ``float32(x) <= threshold``: a
+            value just above a threshold can go left); for LightGBM's, ``values`` as they are (its own reading of
+            tiny values is the routing kernel's).
+        """
         return values.astype(np.float32) if not self.drop_tiny else values
 
     def apply(self, X, num_trees: int | None = None, *, n_jobs: int | None = None) -> np.ndarray:
