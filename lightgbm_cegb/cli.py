@@ -159,11 +159,16 @@ def read_config(path: Path, overrides: Sequence[str] = ()) -> dict[str, str]:
     as its ``Application::LoadParameters`` reads them: the overrides first, then the file's lines (``#`` starts a
     comment); a key set twice keeps its first value."""
     settings: dict[str, str] = {}
-    for line in [*overrides, *(line.split("#", 1)[0] for line in read_utf8(path, "config file").splitlines())]:
+    lines = re.split(r"[\r\n]", read_utf8(path, "config file"))  # TextReader's lines: \n or \r ends one
+    for line in [*overrides, *(line.split("#", 1)[0].strip(SPACE) for line in lines)]:
         pair = _key_value(line)
         if pair is not None:
             settings.setdefault(*pair)
     return settings
+
+
+#: What LightGBM's Common::Trim strips.
+SPACE = " \f\n\r\t\v"
 
 
 def _key_value(text: str) -> tuple[str, str] | None:
@@ -172,7 +177,7 @@ def _key_value(text: str) -> tuple[str, str] | None:
     pieces = [piece for piece in text.split("=") if piece]
     if len(pieces) not in (1, 2):
         return None
-    key, value = (piece.strip(" \f\n\r\t\v").strip("'\"") for piece in (*pieces, "")[:2])
+    key, value = (piece.strip(SPACE).strip("'\"") for piece in (*pieces, "")[:2])
     return (key, value) if key else None
 
 

@@ -385,6 +385,9 @@ def test_train_reads_duplicated_keys_and_aliases_as_lightgbm_does(soil, monkeypa
     assert _key_value("  a = 'b'  ") == ("a", "b") and _key_value("a=b=c") is None and _key_value("a==b") == ("a", "b")
     assert _key_value("flag") == ("flag", "") and _key_value("=") is None
     assert read_config(conf, ["x=1", "x=2"])["x"] == "1"
+    odd = tmp / "odd.conf"
+    odd.write_bytes(b"data=train.csv= \r num_leaves = 7 # a comment\rverbose=-1\n")  # LightGBM trims, then splits
+    assert read_config(odd) == {"data": "train.csv", "num_leaves": "7", "verbose": "-1"}
     assert _setting({"train_data_file": "a", "data_filename": "b", "train": "c"}, "data", "train_data_file",
                     "data_filename", "train") == "c"
     assert _setting({"train_data_file": "a", "data_filename": "b"}, "data", "train_data_file", "data_filename") == "b"

@@ -306,6 +306,8 @@ def _artifacts(folder: Path, manifest: Fields, identity: tuple) -> dict[str, str
             raise CEGBError(f"path: the saved model in {str(folder)!r} lacks its file {file_name!r}") from None
         except OSError as exc:
             raise CEGBError(f"path: the saved model's file {str(folder / file_name)!r} cannot be read: {exc}") from None
+        if _digest(data) != match.group(1) and _digest(data.replace(b"\r\n", b"\n")) == match.group(1):
+            data = data.replace(b"\r\n", b"\n")  # saved before 0.2.0's bytes on Windows: write_text wrote \r\n
         if _digest(data) != match.group(1):
             raise CEGBError(f"path: the saved model's file {str(folder / file_name)!r} does not hold what was saved "
                             f"(the SHA-256 of its content begins {_digest(data)}, its name says {match.group(1)}): "

@@ -477,23 +477,25 @@ def _acquisition_grid(context: Context) -> list[dict]:
 
 class _Traces:
     """Recorded policy runs at tradeoff 0 (``AdaptiveAcquisitionClassifier._trace``), one per (classifier, gain,
-    cap) and rows: every tradeoff of a point's grid is answered from it (``PolicyRun.result(tradeoff)``, equal to
-    its own run to the bit) instead of a run per point. Shared by a sweep's points; pickled empty (a frame keeps
-    its models, not the runs)."""
+    cap) on the rows measured: every tradeoff of a point's grid is answered from it (``PolicyRun.result``, equal
+    to its own run to the bit) instead of a run per point. Shared by a sweep's points when they run in this
+    process (parallel jobs each record their own); the runs of one set of rows at a time are kept (validation,
+    then test: a run holds arrays of rows x units); pickled empty (a frame keeps its models, not the runs)."""
 
     def __init__(self) -> None:
-        self.runs: list[tuple[tuple, object, object]] = []  # (key, rows' X, run): X compared by identity
+        self.rows = None  # the X the runs are of, compared by identity (kept alive with them)
+        self.runs: dict[tuple, object] = {}  # (classifier's id, gain, cap) -> run
 
     def __reduce__(self):
         return (_Traces, ())
 
     def result(self, model, X):
+        if self.rows is not X:
+            self.rows, self.runs = X, {}
         key = (id(model.classifier_), model.gain, model.max_cost)
-        run = next((run for k, x, run in self.runs if k == key and x is X), None)
-        if run is None:
-            run = copy.copy(model).set_params(tradeoff=0.0)._trace(X)
-            self.runs.append((key, X, run))
-        return run.result(float(model.tradeoff))
+        if key not in self.runs:  # the classifier stays alive with the candidates: its id is not reused
+            self.runs[key] = copy.copy(model).set_params(tradeoff=0.0)._trace(X)
+        return self.runs[key].result(float(model.tradeoff))
 
 
 def _acquisition_prepare(context: Context) -> dict:

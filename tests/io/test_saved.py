@@ -305,7 +305,7 @@ _DELETE = object()
     ("BudgetRF", ("state", "n_estimators"), 10**9, r"the forest's arrays do not match its n_estimators \(1000000000\)"),
     ("BudgetRF", ("state", "threshold"), lambda t: [float("nan")] + t[1:], r"\(state\): threshold should hold finite"),
     ("BudgetRF", ("state", "classes"), [0, 1, 2], r"leaf_counts should be an array of shape \(n, 3\), got shape"),
-    ("BudgetRF", ("state", "classes"), [0, 0], r"classes should be 2 or more distinct labels, got \[0, 0\]"),
+    ("BudgetRF", ("state", "classes"), [0, 0], r"classes should be distinct labels, got \[0, 0\]"),
     ("BudgetRF", ("state", "node_offset"), lambda o: [0] + [v + 1 for v in o[1:]], r"do not match its n_estimators"),
     ("BudgetRF", ("state", "feature"), lambda f: [7] + f[1:], r"feature"),
     ("AdaptLIN", ("state", "gate_coef"), [1.0, 2.0], r"gate_coef should be an array of shape \(4,\), got shape \(2,\)"),
@@ -400,3 +400,29 @@ def test_a_path_that_names_no_folder_is_refused(path, tmp_path, monkeypatch):
     with pytest.raises(CEGBError, match=rf"path should name a folder \(a str or os.PathLike\), got {path!r}"):
         lc.GreedyMiserRegressor.load(path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m"]
+
+
+def test_one_class_models_save_load_and_cut(tmp_path):
+    """BudgetRF and ADAPT fit on one class (as scikit-learn's trees do): their saves load, and BudgetRF's prefix
+    (which restores a state) works."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 3))
+    y = np.zeros(60, dtype=int)
+    forest = lc.BudgetRFClassifier(n_estimators=2, random_state=0).fit(X, y)
+    forest.save(tmp_path / "rf")
+    np.testing.assert_array_equal(lc.BudgetRFClassifier.load(tmp_path / "rf").predict(X), forest.predict(X))
+    np.testing.assert_array_equal(forest.prefix(1).predict(X), y)
+    f0 = lgb.LGBMClassifier(n_estimators=2, verbose=-1).fit(X, (X[:, 0] > 0).astype(int))
+    adapt = lc.AdaptLIN(f0=f0, feature_costs=[1, 1, 1]).fit(X, y)
+    adapt.save(tmp_path / "lin")
+    np.testing.assert_array_equal(lc.AdaptLIN.load(tmp_path / "lin", f0=f0).predict(X), adapt.predict(X))
+
+
+def test_an_artifact_saved_with_windows_newlines_still_loads(tmp_path):
+    """Saves before 0.2.0 wrote artifacts with Path.write_text, which writes \\r\\n on Windows, but named them by the
+    hash of the text with \\n: the verification reads those bytes as they were named."""
+    model, X = fitted_greedy_miser(tmp_path)
+    folder = tmp_path / "m"
+    path = folder / json.loads((folder / "manifest.json").read_text())["files"]["booster"]
+    path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
+    np.testing.assert_array_equal(lc.GreedyMiserRegressor.load(folder).predict(X), model.predict(X))

@@ -704,7 +704,7 @@ def test_the_adaptive_acquisition_sweeps_one_fit_and_measures_each_policy(binary
     frame = sweep("adaptive_acquisition", train, valid, COSTS, task="binary", baseline=False)
     assert runs.count(True) == 2 * (1 + len(ACQUISITION_CAPS) + 1)  # per classifier: accuracy, each cap, entropy
     again = pickle.loads(pickle.dumps(frame))
-    assert again["model"].iloc[0].traces.runs == [] and frame["model"].iloc[0].traces.runs  # pickled empty
+    assert again["model"].iloc[0].traces.runs == {} and frame["model"].iloc[0].traces.runs  # pickled empty
     models = frame["model"].map(lambda candidate: candidate.model)
     assert {m.policy_rounds: id(m.classifier_) for m in models}.keys() == {0, 1}
     assert len({id(m.classifier_) for m in models}) == 2  # one classifier per policy_rounds, shared by its points
