@@ -696,8 +696,11 @@ class FeatureCosts:
             When ``values`` is not such a mapping (naming the keys it has).
         """
         keys = ("lazy", "coupled", "split", "tree")
-        if not isinstance(values, Mapping) or any(k not in values for k in keys) or \
-                ("groups" not in values and "group_of" not in values):
+        missing = None if not isinstance(values, Mapping) else \
+            [k for k in keys if k not in values] + ([] if "groups" in values or "group_of" in values else ["groups"])
+        if missing is None or missing:
+            if missing and hasattr(values, "__missing__"):  # a manifest's fields name their file and the key
+                values[missing[0]]
             given = sorted(map(str, values)) if isinstance(values, Mapping) else type(values).__name__
             raise CEGBError(f"FeatureCosts.from_dict: expected the mapping FeatureCosts.to_dict writes (the keys "
                             f"{', '.join(keys)}, groups, group_lazy and group_coupled), got {given}")

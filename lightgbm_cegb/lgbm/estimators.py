@@ -44,8 +44,8 @@ class _CEGBMixin(BudgetedEstimator):
                             f"to lazy cost, or None, got {type(costs).__name__}")
         costs = FeatureCosts.coerce(costs)
         if costs.is_aligned:  # by column index: as many as X has columns
-            shape = np.shape(X) if not hasattr(X, "shape") else X.shape
-            if len(shape) == 2 and costs.num_features not in (None, shape[1]):
+            shape = () if costs.num_features is None else X.shape if hasattr(X, "shape") else np.asarray(X).shape
+            if len(shape) == 2 and costs.num_features != shape[1]:
                 raise CEGBError(f"feature_costs: the costs are for {costs.num_features} features but X has "
                                 f"{shape[1]} columns")
             return costs
