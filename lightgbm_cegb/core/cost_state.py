@@ -208,7 +208,8 @@ class CostState:
         """X's row blocks, converted once and kept for the next trees (sparse X: converted each time)."""
         if sp.issparse(X):
             return forest.row_blocks(X)
-        key = (X, forest.drop_tiny, repr(forest.pandas_categorical))  # how the forest's library reads X
+        # how the forest's library reads X
+        key = (X, forest.drop_tiny, forest.float32, repr(forest.pandas_categorical))
         if self._blocks_of is None or self._blocks_of[0] is not X or self._blocks_of[1:] != key[1:]:
             self._blocks = list(forest.row_blocks(X))
             self._blocks_of = key

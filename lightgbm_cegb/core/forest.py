@@ -114,8 +114,11 @@ class Forest:
     average_output : bool, default=False
         The model averages its trees' outputs (LightGBM's random forest mode).
     drop_tiny : bool, default=True
-        Read values as LightGBM does (``|x| <= 1e-35`` as 0); False: compare float32 values, as scikit-learn
-        does.
+        Read values as LightGBM does (``|x| <= 1e-35`` as 0); False: compare them as they are (float64, as
+        scikit-learn's HistGradientBoosting does) or rounded to float32 (``float32``).
+    float32 : bool, optional
+        Compare the values rounded to float32, as scikit-learn's trees, XGBoost and CatBoost do (None: when
+        ``drop_tiny`` is False).
     linear : dict, optional
         The per-leaf linear models of a ``linear_tree`` model: ``leaf_const``, ``indptr``, ``features``,
         ``coeff``.
@@ -172,6 +175,7 @@ class Forest:
     feature_names: list[str] | None = None
     average_output: bool = False
     drop_tiny: bool = True  # LightGBM reads |x| <= 1e-35 as 0; scikit-learn compares float32 values
+    float32: bool | None = None  # values compared rounded to float32 (None: not drop_tiny)
     linear: dict | None = None  # per-leaf linear models of linear_tree models (leaf_const, indptr, features, coeff)
     params: dict = field(default_factory=dict)  # training parameters written in a LightGBM model
     internal_value: np.ndarray | None = None  # per split node
@@ -202,6 +206,10 @@ class Forest:
             self._optional(name, len(self.feature))
         for name in ("leaf_weight", "leaf_count"):
             self._optional(name, len(self.leaf_value))
+        self.drop_tiny = bool(self.drop_tiny)
+        self.float32 = not self.drop_tiny if self.float32 is None else bool(self.float32)
+        if self.drop_tiny and self.float32:
+            raise CEGBError("Forest: drop_tiny (LightGBM's reading) and float32 exclude each other")
         self._check()
         self._flat: FlatEnsemble | None = None
         self._used: dict[int, np.ndarray] = {}
@@ -429,8 +437,8 @@ class Forest:
     def row_blocks(self, X) -> Iterator[tuple[int, np.ndarray]]:
         """(first row, C-contiguous float64 rows) blocks of X, read as the model's library reads them:
         LightGBM maps a DataFrame's category columns to its codes (its ``pandas_categorical``) and reads
-        sparse zeros as 0.0; scikit-learn compares float32 values. Sparse X and DataFrames are converted
-        BLOCK_VALUES values at a time, never as a whole.
+        sparse zeros as 0.0; scikit-learn's trees, XGBoost and CatBoost compare float32 values. Sparse X and
+        DataFrames are converted BLOCK_VALUES values at a time, never as a whole.
 
         Parameters
         ----------
@@ -520,11 +528,11 @@ class Forest:
         Returns
         -------
         ndarray
-            For scikit-learn's trees, the values rounded to float32 (they compare ``float32(x) <= threshold``: a
-            value just above a threshold can go left); for LightGBM's, ``values`` as they are (its own reading of
-            tiny values is the routing kernel's).
+            With ``float32`` (scikit-learn's trees, XGBoost, CatBoost), the values rounded to float32 (they
+            compare ``float32(x) <= threshold``: a value just above a threshold can go left); otherwise ``values``
+            as they are (LightGBM's own reading of tiny values is the routing kernel's).
         """
-        return values.astype(np.float32) if not self.drop_tiny else values
+        return values.astype(np.float32) if self.float32 else values
 
     def apply(self, X, num_trees: int | None = None, *, n_jobs: int | None = None) -> np.ndarray:
         """Leaf index reached in each of the first ``num_trees`` trees: int32[n_rows, num_trees] (as
@@ -824,7 +832,8 @@ class Forest:
             cat_offset=np.asarray(cat_offset), cat_boundaries=join(cat_parts, np.int64),
             cat_threshold=join(words, np.uint32), num_features=self.num_features,
             trees_per_iteration=self.trees_per_iteration, feature_names=self.feature_names,
-            average_output=self.average_output, drop_tiny=self.drop_tiny, params=dict(self.params),
+            average_output=self.average_output, drop_tiny=self.drop_tiny, float32=self.float32,
+            params=dict(self.params),
             internal_value=join(node_parts["internal_value"]), internal_weight=join(node_parts["internal_weight"]),
             internal_count=join(node_parts["internal_count"]), split_gain=join(node_parts["split_gain"]),
             leaf_weight=join(leaf_parts["leaf_weight"]), leaf_count=join(leaf_parts["leaf_count"]),

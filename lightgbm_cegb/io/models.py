@@ -3,8 +3,10 @@
 A method of the package joins by exposing its fitted ``Forest`` as the attribute ``forest_`` (and the
 ``FeatureCosts`` it was fitted with as ``costs_``: the costs used when none are given).
 
-LightGBM Boosters and scikit-learn-API models are read from their model text, model files from disk,
-fitted scikit-learn trees from their ``tree_`` arrays. The forest of a Booster is cached (weakly, with the
+LightGBM Boosters and scikit-learn-API models are read from their model text, XGBoost and CatBoost models
+from their JSON model (``xgboost_json``, ``catboost_json``), model files from disk (LightGBM text, XGBoost
+JSON or UBJSON, CatBoost JSON or binary), fitted scikit-learn trees from their ``tree_`` arrays and
+HistGradientBoosting from its predictors (``sklearn_trees``). The forest of a Booster is cached (weakly, with the
 Booster) until its handle, iteration count or tree count changes, so that ``prediction_cost`` on a few rows
 costs about what ``predict`` does; a model file's until its size or modification time changes. Editing a
 Booster's trees in place without changing their number (``set_leaf_output``, ``shuffle_models``) is not
@@ -13,14 +15,18 @@ seen: pass ``to_forest(model, cache=False)``'s result instead.
 
 from __future__ import annotations
 
+import importlib
+import json
 import os
 import weakref
 from pathlib import Path
 
 import lightgbm as lgb
 
+import lightgbm_cegb.io.catboost_json as catboost_model
 import lightgbm_cegb.io.lightgbm_text as lightgbm_model
 import lightgbm_cegb.io.sklearn_trees as sklearn_model
+import lightgbm_cegb.io.xgboost_json as xgboost_model
 from lightgbm_cegb.core.costs import FeatureCosts
 from lightgbm_cegb.core.errors import CEGBError, NotFittedError, read_utf8
 from lightgbm_cegb.core.forest import Forest
@@ -175,11 +181,43 @@ def fitted_costs(model):
     return costs if isinstance(costs, FeatureCosts) else None
 
 
+def library_of(model) -> str | None:
+    """The library of a model from XGBoost or CatBoost (by its class's module, without importing either), or
+    scikit-learn's HistGradientBoosting: "xgboost", "catboost", "hist"; None for any other model.
+
+    Parameters
+    ----------
+    model : object
+        Any model.
+
+    Returns
+    -------
+    str or None
+        The library's name.
+    """
+    root = type(model).__module__.split(".")[0]
+    if root in ("xgboost", "catboost"):
+        return root
+    return "hist" if root == "sklearn" and sklearn_model.is_hist(model) else None
+
+
 def _fingerprint(model) -> tuple:
     booster = booster_of(model)
     if booster is not None:
         handle = getattr(booster._handle, "value", None)
         return ("lightgbm", handle, booster.current_iteration(), booster.num_trees())
+    library = library_of(model)
+    # the objects themselves (held by the cache, so never another's id), and what grows when they train on
+    if library == "xgboost":
+        if not hasattr(model, "get_booster"):  # a Booster: the cache's weak key is the object itself
+            return ("xgboost", None, model.num_boosted_rounds())
+        booster = model.get_booster() if model.__sklearn_is_fitted__() else None
+        return ("xgboost", booster, booster and booster.num_boosted_rounds())
+    if library == "catboost":  # fitting again trains the same object: never cached
+        return ("catboost", object())
+    if library == "hist":
+        predictors = getattr(model, "_predictors", None)
+        return ("hist", predictors, len(predictors or ()))
     estimators = getattr(model, "estimators_", None)
     trees = [model] if estimators is None else list(getattr(estimators, "ravel", lambda: estimators)())
     return ("sklearn", tuple((id(getattr(e, "tree_", None)), getattr(getattr(e, "tree_", None), "node_count", 0))
@@ -190,23 +228,77 @@ def _read(model) -> Forest:
     booster = booster_of(model)
     if booster is not None:
         return lightgbm_model.read_text(booster.model_to_string(num_iteration=-1))
+    library = library_of(model)
+    if library == "xgboost":
+        return xgboost_model.read_model(model)
+    if library == "catboost":
+        return catboost_model.read_model(model)
+    if library == "hist":
+        return sklearn_model.read_hist(model)
     return sklearn_model.read_model(model)
 
 
+def _read_file(path: Path) -> Forest:
+    """The Forest of a model file: LightGBM's text, XGBoost's JSON or UBJSON, CatBoost's JSON or binary."""
+    try:
+        with open(path, "rb") as file:
+            head = file.read(64)
+    except OSError as exc:
+        raise CEGBError(f"model file {str(path)!r} cannot be read: {exc.strerror or exc}") from None
+    if head.startswith(b"CBM1"):  # CatBoost's binary model
+        catboost = _library("catboost", path)
+        model = catboost.CatBoost()
+        try:
+            model.load_model(str(path))
+        except catboost.CatBoostError as exc:
+            raise CEGBError(f"model file {str(path)!r}: CatBoost cannot read it: {exc}") from None
+        return catboost_model.read_model(model)
+    if head.startswith(b"{L") or head.startswith(b"{U") or head.startswith(b"{i") or head.startswith(b"{$"):
+        xgboost = _library("xgboost", path)  # UBJSON: XGBoost's binary model
+        try:
+            return xgboost_model.read_model(xgboost.Booster(model_file=str(path)))
+        except xgboost.core.XGBoostError as exc:
+            raise CEGBError(f"model file {str(path)!r}: XGBoost cannot read it: {str(exc).splitlines()[0]}") from None
+    text = read_utf8(path, "model file")
+    if text.lstrip().startswith("{"):
+        try:
+            parsed = json.loads(text)
+        except ValueError as exc:
+            raise CEGBError(f"model file {str(path)!r}: not a LightGBM model, and not JSON ({exc})") from None
+        if isinstance(parsed, dict) and "learner" in parsed:
+            return xgboost_model.read_json(parsed)
+        if isinstance(parsed, dict) and "features_info" in parsed:
+            return catboost_model.read_json(parsed)
+        raise CEGBError(f"model file {str(path)!r}: JSON that is neither an XGBoost model (no 'learner') nor a "
+                        "CatBoost model (no 'features_info')")
+    return lightgbm_model.read_text(text)
+
+
+def _library(name: str, path: Path):
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        raise CEGBError(f"model file {str(path)!r} is a {name} binary model: reading it needs {name} (pip install "
+                        f"lightgbm-cegb[{name}]), or save the model as JSON") from None
+
+
 def to_forest(model, *, cache: bool = True) -> Forest:
-    """The Forest of a LightGBM Booster or sklearn-API model, a LightGBM model file, or a fitted
-    scikit-learn tree model (a Forest is returned as it is).
+    """The Forest of a LightGBM Booster or sklearn-API model, an XGBoost Booster or estimator, a CatBoost
+    model, a fitted scikit-learn tree model (HistGradientBoosting too), or a model file of LightGBM, XGBoost
+    (JSON, UBJSON) or CatBoost (JSON, binary) (a Forest is returned as it is).
 
     A package estimator's fitted ``forest_`` is returned as it is. The forest of a Booster is cached
-    (weakly, with the Booster) until its handle, iteration count or tree count changes; a model file's until
+    (weakly, with the Booster) until its handle, iteration count or tree count changes (an XGBoost model's
+    until its booster or round count changes; a CatBoost model's is read each time); a model file's until
     its size or modification time changes (the last file read only). Editing a Booster's trees in place
     without changing their number (``set_leaf_output``, ``shuffle_models``) is not seen by the cache: pass
     ``cache=False``.
 
     Parameters
     ----------
-    model : lightgbm.Booster, LGBMModel, str or os.PathLike, Forest, or fitted scikit-learn tree model
-        The model, or the path of a LightGBM model file.
+    model : lightgbm.Booster, LGBMModel, xgboost.Booster, XGBModel, CatBoost, str or os.PathLike, Forest, \
+or fitted scikit-learn tree model
+        The model, or the path of a model file.
     cache : bool, default=True
         Use (and fill) the cache; False parses the model again.
 
@@ -244,7 +336,7 @@ def to_forest(model, *, cache: bool = True) -> Forest:
         cached = _file_cache.get(str(path.resolve()))
         if cache and cached is not None and cached[0] == key:
             return cached[1]
-        forest = lightgbm_model.read_text(read_utf8(path, "model file"))
+        forest = _read_file(path)
         if cache:
             _file_cache.clear()  # keep one file's forest: enough for repeated calls on one model
             _file_cache[str(path.resolve())] = (key, forest)

@@ -1,11 +1,13 @@
 """Fitted scikit-learn trees <-> ``Forest``.
 
 ``read_model`` converts DecisionTree* / ExtraTree*, RandomForest* / ExtraTrees*, GradientBoosting*,
-Bagging* of trees and IsolationForest. Ensembles that fit each tree on a subset of the columns
-(``max_features < 1`` in Bagging* and IsolationForest: ``estimators_features_``) have their trees' feature
-indices mapped back to the columns of X. Split node j of a tree is its j-th internal node in scikit-learn's
-numbering and leaf l its l-th leaf, so ``node_ids`` translates the one numbering of ``Forest`` to
-scikit-learn's node ids; ``cut_model`` writes a cut forest back into a copy of the estimator.
+Bagging* of trees and IsolationForest; ``read_hist`` HistGradientBoosting* (numeric splits: it compares the
+float64 value with ``<=``, a missing value goes where the node says; its baseline added to the first
+iteration's leaves, so the forest's raw score is its ``_raw_predict``, to the bit). Ensembles that fit each
+tree on a subset of the columns (``max_features < 1`` in Bagging* and IsolationForest: ``estimators_features_``)
+have their trees' feature indices mapped back to the columns of X. Split node j of a tree is its j-th internal
+node in scikit-learn's numbering and leaf l its l-th leaf, so ``node_ids`` translates the one numbering of
+``Forest`` to scikit-learn's node ids; ``cut_model`` writes a cut forest back into a copy of the estimator.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import numpy as np
 
 from lightgbm_cegb.core.errors import CEGBError, NotFittedError
 from lightgbm_cegb.core.forest import MISSING_TYPE_NAN, Forest
+from lightgbm_cegb.io.tree_arrays import renumber
 
 
 def _trees(model) -> tuple[list, list, int, bool]:
@@ -91,6 +94,69 @@ def read_model(model) -> Forest:
                   cat_threshold=np.zeros(0, dtype=np.uint32), num_features=num_features,
                   trees_per_iteration=per_iteration, feature_names=names, average_output=average, drop_tiny=False,
                   **arrays)
+
+
+def is_hist(model) -> bool:
+    """Whether ``model`` is a scikit-learn HistGradientBoosting estimator.
+
+    Parameters
+    ----------
+    model : object
+        Any model.
+
+    Returns
+    -------
+    bool
+        True for HistGradientBoostingClassifier and HistGradientBoostingRegressor (fitted or not).
+    """
+    from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
+
+    return isinstance(model, (HistGradientBoostingClassifier, HistGradientBoostingRegressor))
+
+
+def read_hist(model) -> Forest:
+    """A Forest from a fitted HistGradientBoostingClassifier or HistGradientBoostingRegressor (see the module);
+    categorical splits are refused."""
+    if not hasattr(model, "_predictors"):
+        raise NotFittedError(f"model: this {type(model).__name__} is not fitted yet: call fit first")
+    baseline = np.asarray(model._baseline_prediction, dtype=np.float64).reshape(-1)
+    per_iteration = len(baseline)
+    keys = ("feature", "threshold", "decision", "left", "right", "internal_value", "internal_count", "split_gain",
+            "leaf_value", "leaf_count")
+    parts: dict[str, list] = {k: [] for k in keys}
+    node_offset, leaf_offset = [0], [0]
+    for i, predictors in enumerate(model._predictors):
+        if len(predictors) != per_iteration:
+            raise CEGBError(f"model: iteration {i} has {len(predictors)} trees, expected {per_iteration}")
+        for k, predictor in enumerate(predictors):
+            nodes = predictor.nodes
+            where = f"{type(model).__name__}: tree {k} of iteration {i}"
+            is_leaf = nodes["is_leaf"].astype(bool)
+            splits, leaves, left, right = renumber(nodes["left"], nodes["right"], is_leaf, where)
+            if nodes["is_categorical"][splits].any():
+                raise CEGBError(f"model: {where} has a categorical split: not supported yet (train with "
+                                "categorical_features=None on numeric codes)")
+            parts["feature"].append(nodes["feature_idx"][splits])
+            parts["threshold"].append(nodes["num_threshold"][splits])
+            parts["decision"].append((MISSING_TYPE_NAN << 2)
+                                     | (nodes["missing_go_to_left"][splits].astype(np.int64) << 1))
+            parts["left"].append(left)
+            parts["right"].append(right)
+            parts["internal_value"].append(nodes["value"][splits])
+            parts["internal_count"].append(nodes["count"][splits])
+            parts["split_gain"].append(nodes["gain"][splits])
+            # as _raw_predict adds: baseline + first tree's value, then the next trees' (the same bits)
+            parts["leaf_value"].append(nodes["value"][leaves] + (baseline[k] if i == 0 else 0.0))
+            parts["leaf_count"].append(nodes["count"][leaves])
+            node_offset.append(node_offset[-1] + len(splits))
+            leaf_offset.append(leaf_offset[-1] + len(leaves))
+    arrays = {k: np.concatenate(v) for k, v in parts.items()}
+    names = [str(n) for n in model.feature_names_in_] if hasattr(model, "feature_names_in_") else None
+    num_trees = len(node_offset) - 1
+    return Forest(node_offset=np.asarray(node_offset), leaf_offset=np.asarray(leaf_offset),
+                  cat_offset=np.zeros(num_trees + 1, dtype=np.int64), cat_boundaries=np.zeros(0, dtype=np.int64),
+                  cat_threshold=np.zeros(0, dtype=np.uint32), num_features=int(model.n_features_in_),
+                  trees_per_iteration=per_iteration, feature_names=names, drop_tiny=False, float32=False, **arrays)
 
 
 def cut_model(model, leaves: list[np.ndarray], kept: list[np.ndarray]):

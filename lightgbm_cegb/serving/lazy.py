@@ -43,7 +43,7 @@ from lightgbm_cegb.core.costs import FeatureCosts, resolve_costs
 from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.forest import Forest
 from lightgbm_cegb.core.parallel import resolve_n_jobs
-from lightgbm_cegb.io.models import booster_of, fitted_costs, num_trees_used, to_forest, unwrap
+from lightgbm_cegb.io.models import booster_of, fitted_costs, library_of, num_trees_used, to_forest, unwrap
 
 #: status of a row in a LazyResult
 DONE, FAILED, PENDING = 0, 1, 2
@@ -716,6 +716,10 @@ class LazyPredictor:
             import pandas as pd
 
             X = pd.DataFrame(X, columns=names, copy=False)
+        elif library_of(model) == "xgboost" and not hasattr(model, "get_booster"):  # a Booster predicts a DMatrix
+            import xgboost as xgb
+
+            X = xgb.DMatrix(X, feature_names=model.feature_names, feature_types=model.feature_types)
         return predict(X, **kwargs) if rows else np.asarray(predict(X, **kwargs))[:0]
 
 

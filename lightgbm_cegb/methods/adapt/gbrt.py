@@ -235,7 +235,7 @@ class AdaptGBRT(AdaptBase):
         rows = gate.dense(X)
         to_f0, _, raw = gated(gate.flat, gate.leaf_value, gate.leaf_offset, self.gate_threshold_, f1.flat,
                               f1.leaf_value, f1.leaf_offset, None if f0 is None else f0.flat, rows,
-                              rows if f0 is None or f0.drop_tiny else f0.dense(X), state.lazy, state.split,
+                              rows if f0 is None or not f0.float32 else f0.dense(X), state.lazy, state.split,
                               state.group_of, state.group_lazy, state.paid, state.acquisition, state.evaluation,
                               resolve_n_jobs(n_jobs, X.shape[0]))
         trees = gate.num_trees + np.where(to_f0, 0 if f0 is None else f0.num_trees, f1.num_trees)

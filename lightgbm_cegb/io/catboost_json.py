@@ -1,0 +1,203 @@
+"""CatBoost models -> ``Forest``.
+
+``read_json`` reads CatBoost's JSON model (``save_model(path, format="json")``): symmetric (oblivious) trees on
+float features, binary, multiclass and regression. An oblivious tree of depth d tests the same d splits on
+every path; it becomes a complete binary tree of depth d whose level l tests split l, the right child where
+``float32(x) > border`` (the bit l of CatBoost's leaf index). A missing value goes where the feature's
+``nan_value_treatment`` sends it (``AsTrue``: right; ``AsFalse`` and ``AsIs``: left, as CatBoost compares NaN).
+A multiclass tree (a vector per leaf) becomes one tree per class, one iteration. The model's ``scale_and_bias``
+is folded into the leaves (scaled, the bias added to the first iteration's trees), so the forest's raw score is
+``predict(prediction_type="RawFormulaVal")`` (to the rounding of the order of the additions).
+
+Split costs count once per class's tree in a multiclass model (its trees share their splits in CatBoost).
+Refused, naming the field: categorical, text and embedding features in splits (one-hot and CTR splits have
+no single column to account), non-symmetric trees (``grow_policy`` other than ``SymmetricTree``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from lightgbm_cegb.core.errors import CEGBError, NotFittedError
+from lightgbm_cegb.core.forest import MISSING_TYPE_NAN, Forest
+
+
+def read_model(model) -> Forest:
+    """The Forest of a fitted CatBoost model (``CatBoost``, ``CatBoostClassifier``, ``CatBoostRegressor``, ...).
+
+    Parameters
+    ----------
+    model : catboost.CatBoost
+        The fitted model.
+
+    Returns
+    -------
+    Forest
+        Its trees (see the module).
+
+    Raises
+    ------
+    NotFittedError
+        For a model that is not fitted.
+    CEGBError
+        For what the module refuses.
+    """
+    if not model.is_fitted():
+        raise NotFittedError(f"model: this {type(model).__name__} is not fitted yet: call fit first")
+    with tempfile.TemporaryDirectory(prefix="lightgbm-cegb-catboost-") as folder:
+        path = os.path.join(folder, "model.json")
+        model.save_model(path, format="json")
+        return read_json(Path(path).read_text(encoding="utf-8"))
+
+
+def _field(mapping, key: str, where: str):
+    if not isinstance(mapping, dict) or key not in mapping:
+        raise CEGBError(f"CatBoost model: {where} has no field {key!r}")
+    return mapping[key]
+
+
+def _floats(values, where: str, count: int | None = None) -> np.ndarray:
+    try:
+        out = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise CEGBError(f"CatBoost model: {where} should hold numbers") from None
+    if out.ndim != 1 or (count is not None and len(out) != count) or not np.isfinite(out).all():
+        raise CEGBError(f"CatBoost model: {where} should hold {count or 'a list of'} finite numbers, got "
+                        f"{np.shape(values)}")
+    return out
+
+
+def read_json(text) -> Forest:
+    """The Forest of a CatBoost JSON model.
+
+    Parameters
+    ----------
+    text : str, bytes or dict
+        The JSON text, or its parsed value.
+
+    Returns
+    -------
+    Forest
+        Its trees (see the module).
+
+    Raises
+    ------
+    CEGBError
+        When the text is not a CatBoost JSON model, or for what the module refuses.
+    """
+    if isinstance(text, (str, bytes)):
+        try:
+            text = json.loads(text)
+        except ValueError as exc:
+            raise CEGBError(f"CatBoost model: not JSON ({exc})") from None
+    info = _field(text, "features_info", "the model")
+    if "oblivious_trees" not in text:
+        raise CEGBError("CatBoost model: no oblivious_trees: only symmetric trees (grow_policy='SymmetricTree', "
+                        "the default) are supported")
+    floats = _field(info, "float_features", "features_info")
+    flat, nan_right = {}, {}
+    for k, feature in enumerate(floats):
+        index = _field(feature, "feature_index", f"float feature {k}")
+        flat[index] = _field(feature, "flat_feature_index", f"float feature {k}")
+        nan_right[index] = feature.get("nan_value_treatment", "AsIs") == "AsTrue"
+    others = [key for key in ("categorical_features", "text_features", "embedding_features") if info.get(key)]
+    columns = [int(c) for c in flat.values()] + [int(f["flat_feature_index"]) for key in others for f in info[key]]
+    num_features = max(columns, default=-1) + 1
+    if num_features < 1:
+        raise CEGBError("CatBoost model: features_info lists no feature")
+    scale, bias = text.get("scale_and_bias", [1.0, [0.0]])
+    scale = float(scale)
+    bias = _floats(bias if isinstance(bias, list) else [bias], "scale_and_bias's bias")
+    dim = len(bias)
+    parts: dict[str, list] = {key: [] for key in ("feature", "threshold", "decision", "left", "right",
+                                                  "leaf_value", "leaf_weight")}
+    trees = _field(text, "oblivious_trees", "the model")
+    for t, tree in enumerate(trees):
+        where = f"tree {t}"
+        splits = _field(tree, "splits", where)
+        depth = len(splits)
+        if depth > 16:
+            raise CEGBError(f"CatBoost model: {where} has depth {depth}; CatBoost's trees are at most 16 deep")
+        feature, border, right_nan = [], [], []
+        for s, split in enumerate(splits):
+            kind = split.get("split_type", "FloatFeature")
+            if kind != "FloatFeature":
+                raise CEGBError(f"CatBoost model: {where}'s split {s} is a {kind!r} split: only float features are "
+                                "supported (one-hot and CTR splits of categorical features have no single column "
+                                "to account)")
+            index = _field(split, "float_feature_index", f"{where}'s split {s}")
+            if index not in flat:
+                raise CEGBError(f"CatBoost model: {where}'s split {s} tests float feature {index!r}, which "
+                                "features_info does not list")
+            feature.append(int(flat[index]))
+            border.append(float(np.float32(_field(split, "border", f"{where}'s split {s}"))))
+            right_nan.append(nan_right[index])
+        values = _floats(_field(tree, "leaf_values", where), f"{where}'s leaf_values", dim << depth)
+        weights = tree.get("leaf_weights")
+        weights = np.zeros(1 << depth) if weights is None else _floats(weights, f"{where}'s leaf_weights", 1 << depth)
+        shape = _complete_tree(np.asarray(feature), np.asarray(border), np.asarray(right_nan, dtype=bool))
+        for k in range(dim):
+            leaf_value = values.reshape(1 << depth, dim)[shape["leaf_index"], k] * scale
+            if t == 0:
+                leaf_value = leaf_value + bias[k]
+            for key in ("feature", "threshold", "decision", "left", "right"):
+                parts[key].append(shape[key])
+            parts["leaf_value"].append(leaf_value)
+            parts["leaf_weight"].append(weights[shape["leaf_index"]])
+    if not trees:  # no tree: one leaf per output holding the bias
+        parts = {key: [np.zeros(0)] for key in parts}
+        parts["leaf_value"], parts["leaf_weight"] = [bias], [np.zeros(dim)]
+        node_counts = np.zeros(dim, dtype=np.int64)
+    else:
+        node_counts = np.asarray([len(f) for f in parts["feature"]], dtype=np.int64)
+    arrays = {key: np.concatenate(value) for key, value in parts.items()}
+    num_trees = len(node_counts)
+    names = _names(floats, num_features)
+    return Forest(node_offset=np.concatenate([[0], np.cumsum(node_counts)]),
+                  leaf_offset=np.concatenate([[0], np.cumsum(node_counts + 1)]),
+                  cat_offset=np.zeros(num_trees + 1, dtype=np.int64), cat_boundaries=np.zeros(0, dtype=np.int64),
+                  cat_threshold=np.zeros(0, dtype=np.uint32), num_features=num_features, trees_per_iteration=dim,
+                  feature_names=names, drop_tiny=False, float32=True, **arrays)
+
+
+def _names(floats: list, num_features: int) -> list[str] | None:
+    """The features' names, when CatBoost kept one for every column (``feature_id``)."""
+    names = {int(f["flat_feature_index"]): f.get("feature_id") for f in floats}
+    if len(names) != num_features or not all(isinstance(n, str) and n for n in names.values()):
+        return None
+    return [names[c] for c in range(num_features)]
+
+
+def _complete_tree(feature: np.ndarray, border: np.ndarray, right_nan: np.ndarray) -> dict:
+    """The complete binary tree of an oblivious tree (split l at level l), numbered depth first (a split node
+    before its children, the left child first), and CatBoost's leaf index of each of its leaves."""
+    depth = len(feature)
+    out: dict[str, list] = {key: [] for key in ("feature", "threshold", "decision", "left", "right")}
+    leaf_index: list[int] = []
+
+    def grow(level: int, index: int) -> int:
+        """Numbers the subtree below a node at ``level`` whose path so far sets the bits ``index``; returns its
+        id (>= 0 a split node, < 0 the leaf ~id)."""
+        if level == depth:
+            leaf_index.append(index)
+            return ~(len(leaf_index) - 1)
+        node = len(out["feature"])
+        out["feature"].append(feature[level])
+        out["threshold"].append(border[level])
+        out["decision"].append((MISSING_TYPE_NAN << 2) | (0 if right_nan[level] else 2))
+        out["left"].append(0)
+        out["right"].append(0)
+        out["left"][node] = grow(level + 1, index)
+        out["right"][node] = grow(level + 1, index | (1 << level))
+        return node
+
+    grow(0, 0)
+    shape = {key: np.asarray(value, dtype=np.float64 if key == "threshold" else np.int64)
+             for key, value in out.items()}
+    shape["leaf_index"] = np.asarray(leaf_index, dtype=np.int64)
+    return shape

@@ -1,0 +1,250 @@
+"""XGBoost models -> ``Forest``.
+
+``read_json`` reads XGBoost's JSON model (``Booster.save_raw("json")``, ``save_model("model.json")``; the
+format of XGBoost 2 and 3): boosters ``gbtree`` and ``dart`` (each tree's ``weight_drop`` folded into its
+leaves), one output per tree (binary, multiclass, regression, ranking, several targets), default directions for
+missing values. XGBoost compares ``float32(x) < split_condition`` in float32; the forest reads X as float32
+and its threshold is the float32 just below the condition, so ``<=`` makes the same decision for every value.
+The model's intercept (``base_score``, turned into a margin by the objective's link, as XGBoost does) is added
+to the leaves of the first iteration's trees, so the forest's raw score is ``predict(output_margin=True)``
+(XGBoost adds in float32: the two agree to its rounding). A tree of the forest is one of XGBoost's; with
+``num_parallel_tree`` P, one of XGBoost's iterations is P of the forest's.
+
+Refused, naming the field: ``gblinear``, categorical splits, vector leaves (``multi_strategy=
+"multi_output_tree"``), objectives whose intercept link is not known here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+
+from lightgbm_cegb.core.errors import CEGBError, NotFittedError
+from lightgbm_cegb.core.forest import MISSING_TYPE_NAN, Forest
+from lightgbm_cegb.io.tree_arrays import renumber
+
+#: objectives whose ``base_score`` is a probability (the margin is its logit) or a mean (its log)
+_LOGIT = {"binary:logistic", "reg:logistic"}
+_LOG = {"count:poisson", "reg:gamma", "reg:tweedie", "survival:cox", "survival:aft"}
+#: objectives whose ``base_score`` is already the margin
+_IDENTITY = {"reg:squarederror", "reg:squaredlogerror", "reg:pseudohubererror", "reg:absoluteerror",
+             "reg:quantileerror", "reg:linear", "multi:softmax", "multi:softprob", "rank:pairwise", "rank:ndcg",
+             "rank:map", "binary:logitraw", "binary:hinge"}
+
+
+def read_model(model) -> Forest:
+    """The Forest of an ``xgboost.Booster`` or a fitted XGBoost scikit-learn estimator (its JSON model).
+
+    Parameters
+    ----------
+    model : xgboost.Booster or xgboost.XGBModel
+        The model.
+
+    Returns
+    -------
+    Forest
+        Its trees (see the module).
+
+    Raises
+    ------
+    NotFittedError
+        For an XGBoost estimator that is not fitted.
+    CEGBError
+        For what the module refuses.
+    """
+    import xgboost as xgb
+
+    if isinstance(model, xgb.XGBModel):
+        if not model.__sklearn_is_fitted__():
+            raise NotFittedError(f"model: this {type(model).__name__} is not fitted yet: call fit first")
+        model = model.get_booster()
+    return read_json(bytes(model.save_raw("json")).decode("utf-8"))
+
+
+def _field(mapping, key: str, where: str):
+    if not isinstance(mapping, dict) or key not in mapping:
+        raise CEGBError(f"XGBoost model: {where} has no field {key!r}")
+    return mapping[key]
+
+
+def _number_list(text, where: str) -> list[float]:
+    """A field XGBoost writes as a number, a string of a number or a string "[a,b,...]"."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return [float(text)]
+    if isinstance(text, str):
+        parts = text.strip().strip("[]").split(",")
+        try:
+            return [float(part) for part in parts if part.strip()]
+        except ValueError:
+            pass
+    raise CEGBError(f"XGBoost model: {where} should be a number or a list of numbers, got {text!r:.60}")
+
+
+def _integer(text, where: str, low: int = 0) -> int:
+    try:
+        value = int(text)
+    except (TypeError, ValueError):
+        raise CEGBError(f"XGBoost model: {where} should be an integer, got {text!r:.60}") from None
+    if value < low:
+        raise CEGBError(f"XGBoost model: {where} should be >= {low}, got {value}")
+    return value
+
+
+def _margin(base: float, objective: str) -> float:
+    if objective in _IDENTITY:
+        return base
+    if objective in _LOGIT:
+        if not 0 < base < 1:
+            raise CEGBError(f"XGBoost model: base_score {base!r} of objective {objective!r} should be a probability")
+        return math.log(base / (1 - base))
+    if objective in _LOG:
+        if not base > 0:
+            raise CEGBError(f"XGBoost model: base_score {base!r} of objective {objective!r} should be positive")
+        return math.log(base)
+    raise CEGBError(f"XGBoost model: objective {objective!r}: how its base_score becomes a margin is not known here "
+                    f"(supported: {sorted(_IDENTITY | _LOGIT | _LOG)})")
+
+
+def read_json(text) -> Forest:
+    """The Forest of an XGBoost JSON model.
+
+    Parameters
+    ----------
+    text : str, bytes or dict
+        The JSON text, or its parsed value.
+
+    Returns
+    -------
+    Forest
+        Its trees (see the module).
+
+    Raises
+    ------
+    CEGBError
+        When the text is not an XGBoost JSON model, or for what the module refuses.
+    """
+    if isinstance(text, (str, bytes)):
+        try:
+            text = json.loads(text)
+        except ValueError as exc:
+            raise CEGBError(f"XGBoost model: not JSON ({exc})") from None
+    learner = _field(text, "learner", "the model")
+    param = _field(learner, "learner_model_param", "learner")
+    num_features = _integer(_field(param, "num_feature", "learner_model_param"), "num_feature", 1)
+    num_class = _integer(param.get("num_class", 0), "num_class")
+    num_target = _integer(param.get("num_target", 1), "num_target", 1)
+    outputs = max(num_class, num_target, 1)
+    objective = _field(_field(learner, "objective", "learner"), "name", "objective")
+    booster = _field(learner, "gradient_booster", "learner")
+    name = _field(booster, "name", "gradient_booster")
+    if name == "dart":
+        weights = _number_list(str(_field(booster, "weight_drop", "dart")), "weight_drop")
+        booster = _field(booster, "gbtree", "dart")
+    elif name == "gbtree":
+        weights = None
+    else:
+        raise CEGBError(f"XGBoost model: booster {name!r} has no trees (supported: 'gbtree', 'dart')")
+    model = _field(booster, "model", "gbtree")
+    trees = _field(model, "trees", "gbtree model")
+    tree_info = _field(model, "tree_info", "gbtree model")
+    if not isinstance(trees, list) or not isinstance(tree_info, list) or len(tree_info) != len(trees):
+        raise CEGBError(f"XGBoost model: tree_info should give the output of each of the {len(trees)} trees")
+    if weights is not None and len(weights) != len(trees):
+        raise CEGBError(f"XGBoost model: weight_drop should have {len(trees)} values, got {len(weights)}")
+    base = _number_list(param.get("base_score", 0.5), "base_score")
+    if len(base) not in (1, outputs):
+        raise CEGBError(f"XGBoost model: base_score should hold 1 or {outputs} values, got {len(base)}")
+    base = [_margin(b, objective) for b in (base * outputs if len(base) == 1 else base)]
+    by_output: list[list[int]] = [[] for _ in range(outputs)]
+    for t, k in enumerate(tree_info):
+        k = _integer(k, f"tree_info[{t}]")
+        if k >= outputs:
+            raise CEGBError(f"XGBoost model: tree_info[{t}] is {k}, outside its {outputs} outputs")
+        by_output[k].append(t)
+    rounds = {len(ts) for ts in by_output}
+    if len(rounds) > 1:
+        raise CEGBError(f"XGBoost model: its outputs have different numbers of trees {sorted(rounds)}")
+    order = [by_output[k][i] for i in range(rounds.pop()) for k in range(outputs)]  # iteration-major
+    parts: dict[str, list] = {key: [] for key in ("feature", "threshold", "decision", "left", "right", "leaf_value",
+                                                  "internal_value", "internal_weight", "leaf_weight", "split_gain")}
+    node_offset, leaf_offset = [0], [0]
+    for position, t in enumerate(order):
+        tree = _tree(trees[t], t, num_features)
+        leaf_value = tree["leaf_value"] * (1.0 if weights is None else weights[t])
+        if position < outputs:
+            leaf_value = leaf_value + base[position]
+        tree["leaf_value"] = leaf_value
+        for key in parts:
+            parts[key].append(tree[key])
+        node_offset.append(node_offset[-1] + len(tree["feature"]))
+        leaf_offset.append(leaf_offset[-1] + len(tree["leaf_value"]))
+    if not order:  # no tree: one leaf per output holding the intercept
+        parts = {key: [np.zeros(0)] for key in parts}
+        parts["leaf_value"] = [np.asarray(base, dtype=np.float64)]
+        parts["leaf_weight"] = [np.zeros(outputs)]
+        node_offset, leaf_offset = [0] * (outputs + 1), list(range(outputs + 1))
+    arrays = {key: np.concatenate(value) for key, value in parts.items()}
+    names = learner.get("feature_names") or None
+    if names is not None and len(names) != num_features:
+        raise CEGBError(f"XGBoost model: feature_names should name the {num_features} features, got {len(names)}")
+    num_trees = len(node_offset) - 1
+    return Forest(node_offset=np.asarray(node_offset), leaf_offset=np.asarray(leaf_offset),
+                  cat_offset=np.zeros(num_trees + 1, dtype=np.int64), cat_boundaries=np.zeros(0, dtype=np.int64),
+                  cat_threshold=np.zeros(0, dtype=np.uint32), num_features=num_features, trees_per_iteration=outputs,
+                  feature_names=None if names is None else [str(n) for n in names], drop_tiny=False, float32=True,
+                  **arrays)
+
+
+def _array(tree: dict, key: str, count: int, where: str, dtype=np.float64) -> np.ndarray:
+    values = _field(tree, key, where)
+    try:
+        out = np.asarray(values, dtype=dtype)
+    except (TypeError, ValueError):
+        raise CEGBError(f"XGBoost model: {where}'s {key} should hold numbers") from None
+    if out.shape != (count,):
+        raise CEGBError(f"XGBoost model: {where}'s {key} should hold {count} values, got shape {out.shape}")
+    return out
+
+
+def _tree(tree: dict, t: int, num_features: int) -> dict:
+    """One XGBoost tree's split nodes and leaves, renumbered (see tree_arrays.renumber)."""
+    where = f"tree {t}"
+    param = _field(tree, "tree_param", where)
+    if _integer(param.get("size_leaf_vector", 1), f"{where}'s size_leaf_vector") > 1:
+        raise CEGBError(f"XGBoost model: {where} has vector leaves (multi_strategy='multi_output_tree'): not "
+                        "supported; train with multi_strategy='one_output_per_tree'")
+    count = _integer(_field(param, "num_nodes", f"{where}'s tree_param"), f"{where}'s num_nodes", 1)
+    left = _array(tree, "left_children", count, where, np.int64)
+    right = _array(tree, "right_children", count, where, np.int64)
+    feature = _array(tree, "split_indices", count, where, np.int64)
+    condition = _array(tree, "split_conditions", count, where)
+    default_left = _array(tree, "default_left", count, where, np.int64)
+    split_type = _array(tree, "split_type", count, where, np.int64) if "split_type" in tree else np.zeros(count)
+    is_leaf = left == -1
+    if ((right == -1) != is_leaf).any():
+        raise CEGBError(f"XGBoost model: {where}: node {int(np.flatnonzero((right == -1) != is_leaf)[0])} has one "
+                        "child")
+    splits, leaves, new_left, new_right = renumber(left, right, is_leaf, f"XGBoost model: {where}")
+    if (split_type[splits] != 0).any():
+        raise CEGBError(f"XGBoost model: {where} has a categorical split (node "
+                        f"{int(splits[split_type[splits] != 0][0])}): not supported yet; train on numeric codes")
+    bad = (feature[splits] < 0) | (feature[splits] >= num_features)
+    if bad.any():
+        raise CEGBError(f"XGBoost model: {where}: split feature {int(feature[splits][bad][0])} outside "
+                        f"0..{num_features - 1}")
+    cut = condition[splits]
+    if np.isnan(cut).any():
+        raise CEGBError(f"XGBoost model: {where} has a NaN split condition")
+    # x < c in float32  <=>  x <= the float32 just below c (x a float32)
+    threshold = np.nextafter(cut.astype(np.float32), np.float32(-np.inf)).astype(np.float64)
+    weights = _array(tree, "base_weights", count, where) if "base_weights" in tree else np.zeros(count)
+    hessian = _array(tree, "sum_hessian", count, where) if "sum_hessian" in tree else np.zeros(count)
+    gain = _array(tree, "loss_changes", count, where) if "loss_changes" in tree else np.zeros(count)
+    return {"feature": feature[splits], "threshold": threshold,
+            "decision": (MISSING_TYPE_NAN << 2) | ((default_left[splits] != 0).astype(np.int64) << 1),
+            "left": new_left, "right": new_right, "leaf_value": condition[leaves].astype(np.float32).astype(np.float64),
+            "internal_value": weights[splits], "internal_weight": hessian[splits], "leaf_weight": hessian[leaves],
+            "split_gain": gain[splits]}
+
