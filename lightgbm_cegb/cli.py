@@ -462,7 +462,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="lightgbm-cegb", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p_cost = sub.add_parser("cost", help="prediction cost of a model on a data file")
-    p_cost.add_argument("model", help="LightGBM model file")
+    p_cost.add_argument("model", help="model file: LightGBM text, XGBoost JSON or UBJSON, CatBoost JSON or binary")
     p_cost.add_argument("data", help="data file: CSV/TSV (label in --label-column) or LibSVM")
     p_cost.add_argument("--costs", help=f"{COSTS_HELP}, lazy costs; without group lines, the groups are the "
                                          "model's; default: the model's own cegb_* parameters")

@@ -157,6 +157,11 @@ def read_json(text) -> Forest:
     if len(base) not in (1, outputs):
         raise CEGBError(f"XGBoost model: base_score should hold 1 or {outputs} values, got {len(base)}")
     base = [_margin(b, objective) for b in (base * outputs if len(base) == 1 else base)]
+    for t, tree in enumerate(trees):
+        size = _field(tree, "tree_param", f"tree {t}").get("size_leaf_vector", 1)
+        if _integer(size, f"tree {t}'s size_leaf_vector") > 1:
+            raise CEGBError(f"XGBoost model: tree {t} has vector leaves (multi_strategy='multi_output_tree'): not "
+                            "supported; train with multi_strategy='one_output_per_tree'")
     by_output: list[list[int]] = [[] for _ in range(outputs)]
     for t, k in enumerate(tree_info):
         k = _integer(k, f"tree_info[{t}]")
@@ -212,9 +217,6 @@ def _tree(tree: dict, t: int, num_features: int) -> dict:
     """One XGBoost tree's split nodes and leaves, renumbered (see tree_arrays.renumber)."""
     where = f"tree {t}"
     param = _field(tree, "tree_param", where)
-    if _integer(param.get("size_leaf_vector", 1), f"{where}'s size_leaf_vector") > 1:
-        raise CEGBError(f"XGBoost model: {where} has vector leaves (multi_strategy='multi_output_tree'): not "
-                        "supported; train with multi_strategy='one_output_per_tree'")
     count = _integer(_field(param, "num_nodes", f"{where}'s tree_param"), f"{where}'s num_nodes", 1)
     left = _array(tree, "left_children", count, where, np.int64)
     right = _array(tree, "right_children", count, where, np.int64)

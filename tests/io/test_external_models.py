@@ -1,0 +1,334 @@
+"""XGBoost, CatBoost and scikit-learn's HistGradientBoosting models in the Forest, checked against each library's
+own answers on random models (binary, multiclass, regression; depth >= 6; missing values; test values at every
+threshold's float32 and float64 rounding boundaries): the leaf each row reaches in each tree (the library's own
+leaf ids, mapped by an independent walk of its model), the raw scores, the per-row cost of the features on
+the library's own paths, and LazyPredictor's predictions against the library's predict on the full rows."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import catboost as cb
+import numpy as np
+import pytest
+import xgboost as xgb
+from conftest import ROOT
+from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
+
+from lightgbm_cegb import CEGBError, FeatureCosts, LazyPredictor, prediction_cost, to_forest
+from lightgbm_cegb.serving.lazy import DONE
+
+MODELS = 30  # random models per library
+
+
+def _data(rng: np.random.Generator, task: str, n: int = 300):
+    num_features = int(rng.integers(4, 10))
+    X = rng.normal(size=(n, num_features)) * rng.choice([1.0, 1e-3, 100.0], num_features)
+    X[:, 0] = np.round(X[:, 0], 1)  # repeated values: thresholds between them
+    X[rng.random(X.shape) < rng.uniform(0.0, 0.3)] = np.nan
+    signal = np.nan_to_num(X[:, :3] / (np.nanstd(X[:, :3], axis=0) + 1e-12)) @ rng.normal(size=3)
+    if task == "regression":
+        y = signal + rng.normal(size=n)
+    elif task == "binary":
+        y = (signal + rng.normal(size=n) * 0.5 > 0).astype(int)
+    else:
+        y = np.digitize(signal + rng.normal(size=n) * 0.5, np.quantile(signal, [0.33, 0.66]))
+    return X, y
+
+
+def _at_boundaries(X: np.ndarray, feature: np.ndarray, threshold: np.ndarray, rng: np.random.Generator):
+    """X's rows with, in about a third of the cells, a value at a threshold of the cell's feature: the threshold
+    as float64, the float32 at it and the float32 values on each side, the float64 values on each side."""
+    X = X.copy()
+    for f in np.unique(feature):
+        t = threshold[feature == f]
+        with np.errstate(over="ignore"):  # thresholds beyond float32's range: infinite there
+            t32 = t.astype(np.float32)
+            up, down = np.nextafter(t32, np.float32(np.inf)), np.nextafter(t32, np.float32(-np.inf))
+            candidates = np.concatenate([t, t32, up, down, np.nextafter(t, np.inf), np.nextafter(t, -np.inf)])
+        candidates = candidates[np.isfinite(candidates)]
+        rows = rng.random(len(X)) < 0.35
+        X[rows, f] = rng.choice(candidates, rows.sum())
+    return X
+
+
+def _check_paths_and_costs(model, X: np.ndarray, paths: list[list[list]], raw: np.ndarray, *, rtol: float):
+    """The forest's raw score against the library's, and prediction_cost against the features on the library's
+    paths (``paths[i][t]``: the feature of each split node row i's path in tree t passes)."""
+    forest = to_forest(model)
+    leaves = forest.apply(X)
+    ours = forest.raw_score(X, leaves)
+    if rtol == 0:
+        np.testing.assert_array_equal(ours, raw)
+    else:  # the library adds in float32
+        np.testing.assert_allclose(ours, raw, rtol=rtol, atol=rtol * np.abs(forest.leaf_value).max())
+    rng = np.random.default_rng(len(X))
+    costs = FeatureCosts(lazy=rng.integers(0, 9, X.shape[1]).astype(float), split=0.25)
+    report = prediction_cost(model, X, costs)
+    used = np.zeros(X.shape, dtype=bool)
+    for i, row in enumerate(paths):
+        for path in row:
+            used[i, list(path)] = True
+    np.testing.assert_array_equal(report.acquisition, used @ costs.lazy)
+    np.testing.assert_allclose(report.evaluation, 0.25 * np.array([sum(len(p) for p in row) for row in paths]),
+                               rtol=1e-12)
+    return forest, leaves
+
+
+# ------------------------------------------------------------------------------------------------ XGBoost
+
+
+def _xgb_model(seed: int):
+    rng = np.random.default_rng(seed)
+    task = ("binary", "multiclass", "regression")[seed % 3]
+    X, y = _data(rng, task)
+    params = {"max_depth": int(rng.integers(6, 9)), "eta": float(rng.uniform(0.1, 0.5)), "seed": seed,
+              "subsample": float(rng.uniform(0.6, 1.0)), "min_child_weight": 0.1, "nthread": 1,
+              "objective": {"binary": "binary:logistic", "multiclass": "multi:softprob",
+                            "regression": "reg:squarederror"}[task]}
+    if task == "multiclass":
+        params["num_class"] = 3
+    if seed % 5 == 1:
+        params.update(booster="dart", rate_drop=0.3, skip_drop=0.2)
+    if seed % 7 == 2:
+        params["num_parallel_tree"] = 3
+    booster = xgb.train(params, xgb.DMatrix(X, y), int(rng.integers(3, 20)))
+    return booster, _at_boundaries(X, *_xgb_splits(booster), rng)
+
+
+def _xgb_splits(booster) -> tuple[np.ndarray, np.ndarray]:
+    trees = json.loads(booster.save_raw("json"))["learner"]["gradient_booster"]
+    trees = (trees["gbtree"] if trees["name"] == "dart" else trees)["model"]["trees"]
+    split = [(f, c) for tree in trees for f, c, left in zip(tree["split_indices"], tree["split_conditions"],
+                                                           tree["left_children"]) if left != -1]
+    feature, condition = zip(*split) if split else ((), ())
+    return np.asarray(feature, dtype=np.int64), np.asarray(condition, dtype=np.float64)
+
+
+def _xgb_reference(booster, X):
+    """Per forest tree, XGBoost's node id of each of its leaves in the forest's order (depth first, left child
+    first, trees iteration-major by output), and each row's path features from XGBoost's own leaf ids."""
+    model = json.loads(booster.save_raw("json"))["learner"]["gradient_booster"]
+    model = (model["gbtree"] if model["name"] == "dart" else model)["model"]
+    trees, info = model["trees"], model["tree_info"]
+    outputs = max(info) + 1
+    order = [t for i in range(len(info) // outputs) for t in [[u for u in range(len(info)) if info[u] == k][i]
+                                                             for k in range(outputs)]]
+
+    def leaves_of(tree, node=0):
+        if tree["left_children"][node] == -1:
+            return [node]
+        return leaves_of(tree, tree["left_children"][node]) + leaves_of(tree, tree["right_children"][node])
+
+    leaf_ids = booster.predict(xgb.DMatrix(X), pred_leaf=True).astype(np.int64).reshape(len(X), -1)
+    paths = []
+    for i in range(len(X)):
+        row = []
+        for t in order:
+            tree, node, features = trees[t], int(leaf_ids[i, t]), []
+            while tree["parents"][node] != 2147483647:
+                node = tree["parents"][node]
+                features.append(tree["split_indices"][node])
+            row.append(features)
+        paths.append(row)
+    return order, [leaves_of(trees[t]) for t in order], leaf_ids, paths
+
+
+@pytest.mark.parametrize("seed", range(MODELS))
+def test_xgboost_routing_scores_and_costs(seed):
+    booster, X = _xgb_model(seed)
+    order, leaf_nodes, leaf_ids, paths = _xgb_reference(booster, X)
+    margin = booster.predict(xgb.DMatrix(X), output_margin=True).reshape(len(X), -1)
+    _, leaves = _check_paths_and_costs(booster, X, paths, margin, rtol=2e-6)
+    for position, t in enumerate(order):
+        np.testing.assert_array_equal(np.asarray(leaf_nodes[position])[leaves[:, position]], leaf_ids[:, t])
+
+
+# ------------------------------------------------------------------------------------------------ CatBoost
+
+
+def _cb_model(seed: int):
+    rng = np.random.default_rng(1000 + seed)
+    task = ("binary", "multiclass", "regression")[seed % 3]
+    X, y = _data(rng, task)
+    kind = cb.CatBoostRegressor if task == "regression" else cb.CatBoostClassifier
+    model = kind(iterations=int(rng.integers(3, 15)), depth=int(rng.integers(6, 9)), random_seed=seed, verbose=0,
+                 thread_count=1, nan_mode=("Min", "Max")[seed % 2], allow_writing_files=False,
+                 learning_rate=float(rng.uniform(0.1, 0.5))).fit(X, y)
+    borders = [(f, b) for f, feature in enumerate(json.loads(_cb_json(model))["features_info"]["float_features"])
+               for b in feature["borders"]]
+    feature, border = zip(*borders) if borders else ((), ())
+    return model, _at_boundaries(X, np.asarray(feature, dtype=np.int64), np.asarray(border), rng)
+
+
+def _cb_json(model) -> str:
+    import os
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "m.json")
+        model.save_model(path, format="json")
+        with open(path, encoding="utf-8") as file:
+            return file.read()
+
+
+@pytest.mark.parametrize("seed", range(MODELS))
+def test_catboost_routing_scores_and_costs(seed):
+    model, X = _cb_model(seed)
+    trees = json.loads(_cb_json(model))["oblivious_trees"]
+    index = model.calc_leaf_indexes(X)  # CatBoost's leaf of each row in each of its trees
+    paths = [[[s["float_feature_index"] for s in tree["splits"]] for tree in trees] for _ in range(len(X))]
+    raw = model.predict(X, prediction_type="RawFormulaVal").reshape(len(X), -1)
+    classes = raw.shape[1]
+    paths = [[p for p in row for _ in range(classes)] for row in paths]  # one forest tree per class
+    _, leaves = _check_paths_and_costs(model, X, paths, raw, rtol=1e-12)
+    for t, tree in enumerate(trees):
+        depth = len(tree["splits"])
+        # the forest numbers leaves depth first with split 0 at the root: leaf j's bits are CatBoost's reversed
+        reversed_bits = np.array([int(format(j, f"0{depth}b")[::-1], 2) if depth else 0 for j in range(1 << depth)])
+        for k in range(classes):
+            np.testing.assert_array_equal(reversed_bits[leaves[:, t * classes + k]], index[:, t])
+
+
+# ------------------------------------------------------------------------------------ HistGradientBoosting
+
+
+def _hist_model(seed: int):
+    rng = np.random.default_rng(2000 + seed)
+    task = ("binary", "multiclass", "regression")[seed % 3]
+    X, y = _data(rng, task)
+    kind = HistGradientBoostingRegressor if task == "regression" else HistGradientBoostingClassifier
+    model = kind(max_iter=int(rng.integers(3, 15)), max_depth=int(rng.integers(6, 9)), max_leaf_nodes=None,
+                 min_samples_leaf=3, learning_rate=float(rng.uniform(0.1, 0.5)), early_stopping=False,
+                 random_state=seed).fit(X, y)
+    nodes = np.concatenate([p.nodes for ps in model._predictors for p in ps])
+    inner = nodes["is_leaf"] == 0
+    return model, _at_boundaries(X, nodes["feature_idx"][inner], nodes["num_threshold"][inner], rng)
+
+
+def _hist_paths(model, X) -> list[list[list]]:
+    """Each row's features on its path in each tree, walking scikit-learn's nodes as its predictor does."""
+    out = []
+    for x in X:
+        row = []
+        for predictors in model._predictors:
+            for predictor in predictors:
+                nodes, node, features = predictor.nodes, 0, []
+                while not nodes["is_leaf"][node]:
+                    f = int(nodes["feature_idx"][node])
+                    features.append(f)
+                    left = nodes["missing_go_to_left"][node] if np.isnan(x[f]) else x[f] <= nodes["num_threshold"][node]
+                    node = nodes["left"][node] if left else nodes["right"][node]
+                row.append(features)
+        out.append(row)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(MODELS))
+def test_hist_gradient_boosting_routing_scores_and_costs(seed):
+    model, X = _hist_model(seed)
+    raw = model._raw_predict(X).reshape(len(X), -1)
+    _check_paths_and_costs(model, X, _hist_paths(model, X), raw, rtol=0)  # to the bit
+
+
+# --------------------------------------------------------------------------------------- serving and files
+
+
+@pytest.mark.parametrize("make", [_xgb_model, _cb_model, _hist_model])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_lazy_predictions_equal_the_library_s(make, seed):
+    model, X = make(seed)
+    rng = np.random.default_rng(seed)
+    groups = {"pair": [0, 1]}
+    costs = FeatureCosts(lazy=rng.integers(1, 9, X.shape[1]).astype(float), groups=groups, group_lazy=[3.0])
+    calls = []
+
+    def fetch(key, ids):
+        calls.append(key)
+        return X[np.ix_(ids, groups[key])] if key in groups else X[ids, key]
+
+    known = rng.random(X.shape) < 0.2
+    result = LazyPredictor(model, fetch, feature_costs=costs, feature_keys="index").acquire(
+        np.where(known, X, np.nan), known)
+    assert (result.status == DONE).all()
+    expected = model.predict(xgb.DMatrix(X)) if isinstance(model, xgb.Booster) else model.predict(X)
+    np.testing.assert_array_equal(result.prediction, expected)
+    report = prediction_cost(model, X, costs)
+    assert (result.acquisition <= report.acquisition + 1e-9).all()  # values given in X are not paid
+    full = LazyPredictor(model, fetch, feature_costs=costs, feature_keys="index").acquire(np.full_like(X, np.nan))
+    np.testing.assert_allclose(full.per_instance, report.per_instance, rtol=1e-12)
+
+
+def test_model_files_of_each_library(tmp_path):
+    booster, X = _xgb_model(3)
+    for suffix in ("json", "ubj"):
+        booster.save_model(tmp_path / f"model.{suffix}")
+        forest = to_forest(tmp_path / f"model.{suffix}")
+        np.testing.assert_array_equal(forest.apply(X), to_forest(booster).apply(X))
+        np.testing.assert_array_equal(forest.leaf_value, to_forest(booster).leaf_value)
+    model, X = _cb_model(4)
+    for fmt, name in (("json", "model.json"), ("cbm", "model.cbm")):
+        model.save_model(str(tmp_path / name), format=fmt)
+        forest = to_forest(tmp_path / name)
+        np.testing.assert_array_equal(forest.raw_score(X, forest.apply(X)),
+                                      to_forest(model).raw_score(X, to_forest(model).apply(X)))
+    (tmp_path / "other.json").write_text('{"a": 1}')
+    with pytest.raises(CEGBError, match="neither an XGBoost model"):
+        to_forest(tmp_path / "other.json")
+
+
+def test_cli_cost_reads_an_xgboost_file(tmp_path):
+    booster, X = _xgb_model(0)
+    booster.save_model(tmp_path / "model.json")
+    data = tmp_path / "data.csv"
+    np.savetxt(data, np.column_stack([np.zeros(len(X)), X]), delimiter=",")
+    costs = tmp_path / "costs.txt"
+    costs.write_text("\n".join("1" for _ in range(X.shape[1])) + "\n")
+    command = [sys.executable, "-m", "lightgbm_cegb.cli", "cost", str(tmp_path / "model.json"), str(data),
+               "--costs", str(costs), "--format", "json"]
+    proc = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    np.testing.assert_allclose(report["mean"], prediction_cost(booster, X, FeatureCosts(lazy=np.ones(X.shape[1]))).mean)
+
+
+# ------------------------------------------------------------------------------------------------ refusals
+
+
+def test_refusals_name_what_is_not_supported():
+    rng = np.random.default_rng(0)
+    X, y = _data(rng, "binary")
+    linear = xgb.train({"booster": "gblinear"}, xgb.DMatrix(X, y), 2)
+    with pytest.raises(CEGBError, match="booster 'gblinear' has no trees"):
+        to_forest(linear)
+    codes = rng.integers(0, 4, len(X))
+    import pandas as pd
+
+    frame = pd.DataFrame({"c": pd.Categorical(codes), "x": X[:, 1]})
+    categorical = xgb.train({"max_depth": 3}, xgb.DMatrix(frame, y, enable_categorical=True), 3)
+    with pytest.raises(CEGBError, match="categorical split"):
+        to_forest(categorical)
+    vector = xgb.train({"multi_strategy": "multi_output_tree", "tree_method": "hist", "objective": "multi:softprob",
+                        "num_class": 3}, xgb.DMatrix(X, codes % 3), 2)
+    with pytest.raises(CEGBError, match="vector leaves"):
+        to_forest(vector)
+    with pytest.raises(CEGBError, match="not fitted"):
+        to_forest(xgb.XGBClassifier())
+    cat_model = cb.CatBoostClassifier(iterations=3, verbose=0, allow_writing_files=False).fit(
+        pd.DataFrame({"c": codes.astype(str), "x": X[:, 1]}), y, cat_features=["c"])
+    with pytest.raises(CEGBError, match="'OneHotFeature' split|'OnlineCtr' split"):
+        to_forest(cat_model)
+    depthwise = cb.CatBoostClassifier(iterations=3, verbose=0, grow_policy="Depthwise",
+                                      allow_writing_files=False).fit(X, y)
+    with pytest.raises(CEGBError, match="only symmetric trees"):
+        to_forest(depthwise)
+    with pytest.raises(CEGBError, match="not fitted"):
+        to_forest(cb.CatBoostClassifier())
+    hist = HistGradientBoostingClassifier(max_iter=3, categorical_features=[0]).fit(
+        np.column_stack([codes, X[:, 1]]), y)
+    with pytest.raises(CEGBError, match="categorical split"):
+        to_forest(hist)
+    with pytest.raises(CEGBError, match="not fitted"):
+        to_forest(HistGradientBoostingClassifier())
