@@ -75,6 +75,7 @@ import lightgbm_cegb
 from lightgbm_cegb import CEGBError, FeatureCosts, LazyFetchError, LazyPredictor, to_forest
 from lightgbm_cegb.datasets import HIGGS_COSTS, HIGGS_FEATURES, NUM_LOW_LEVEL, higgs
 from lightgbm_cegb.io.atomic import write_atomically
+from lightgbm_cegb.io.models import load_file
 from lightgbm_cegb.io.saved import read as read_saved
 
 HIGGS_TABLES = {"detector": HIGGS_FEATURES[:NUM_LOW_LEVEL], "reconstruction": HIGGS_FEATURES[NUM_LOW_LEVEL:]}
@@ -97,7 +98,8 @@ class UnknownRows(LookupError):
 
 
 def load_model(path: Path):
-    """A LightGBM model file, or the estimator saved in a folder (its class named by the manifest)."""
+    """A model file (LightGBM, XGBoost, CatBoost), or the estimator saved in a folder (its class named by the
+    manifest)."""
     try:
         if path.is_dir():
             manifest, _ = read_saved(path)
@@ -106,10 +108,10 @@ def load_model(path: Path):
                 raise CEGBError(f"{str(path)!r} holds a {manifest['estimator']!r}, not an estimator of lightgbm_cegb")
             return estimator.load(path)
         if not path.exists():
-            raise CEGBError(f"expected a LightGBM model file or a folder saved by an estimator's save(), got "
+            raise CEGBError(f"expected a model file or a folder saved by an estimator's save(), got "
                             f"{str(path)!r}, which does not exist")
         to_forest(path)  # a clear error for a file that is not a model
-        return lgb.Booster(model_file=str(path))
+        return load_file(path)
     except CEGBError as exc:
         raise OptionError("--model", str(exc)) from None
 

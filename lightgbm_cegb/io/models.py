@@ -238,48 +238,91 @@ def _read(model) -> Forest:
     return sklearn_model.read_model(model)
 
 
-def _read_file(path: Path) -> Forest:
-    """The Forest of a model file: LightGBM's text, XGBoost's JSON or UBJSON, CatBoost's JSON or binary."""
+def _file_format(path: Path) -> tuple[str, dict | None]:
+    """(format, parsed JSON or None) of a model file: "lightgbm" (text), "xgboost" (JSON), "xgboost-ubjson",
+    "catboost" (JSON), "catboost-binary"."""
     try:
         with open(path, "rb") as file:
             head = file.read(64)
     except OSError as exc:
         raise CEGBError(f"model file {str(path)!r} cannot be read: {exc.strerror or exc}") from None
-    if head.startswith(b"CBM1"):  # CatBoost's binary model
-        catboost = _library("catboost", path)
-        model = catboost.CatBoost()
+    if head.startswith(b"CBM1"):
+        return "catboost-binary", None
+    if head[:2] in (b"{L", b"{U", b"{i", b"{$", b"{#"):  # UBJSON: a map whose first key's length is typed
+        return "xgboost-ubjson", None
+    text = read_utf8(path, "model file")
+    if not text.lstrip().startswith("{"):
+        return "lightgbm", None
+    try:
+        parsed = json.loads(text)
+    except ValueError as exc:
+        raise CEGBError(f"model file {str(path)!r}: not a LightGBM model, and not JSON ({exc})") from None
+    if isinstance(parsed, dict) and "learner" in parsed:
+        return "xgboost", parsed
+    if isinstance(parsed, dict) and "features_info" in parsed:
+        return "catboost", parsed
+    raise CEGBError(f"model file {str(path)!r}: JSON that is neither an XGBoost model (no 'learner') nor a "
+                    "CatBoost model (no 'features_info')")
+
+
+def _read_file(path: Path) -> Forest:
+    """The Forest of a model file: LightGBM's text, XGBoost's JSON or UBJSON, CatBoost's JSON or binary."""
+    kind, parsed = _file_format(path)
+    if kind == "xgboost":
+        return xgboost_model.read_json(parsed)
+    if kind == "catboost":
+        return catboost_model.read_json(parsed)
+    if kind == "lightgbm":
+        return lightgbm_model.read_text(read_utf8(path, "model file"))
+    return _read(load_file(path))
+
+
+def load_file(path: str | os.PathLike):
+    """The model in a model file, as its library loads it: a ``lightgbm.Booster`` (LightGBM text), an
+    ``xgboost.Booster`` (JSON or UBJSON) or a ``catboost.CatBoost`` (JSON or binary); what ``LazyPredictor``
+    predicts with when given a path.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The model file.
+
+    Returns
+    -------
+    lightgbm.Booster, xgboost.Booster or catboost.CatBoost
+        The model.
+
+    Raises
+    ------
+    CEGBError
+        When the file cannot be read, is not a model of these libraries, or its library is not installed.
+    """
+    path = Path(path)
+    kind, _ = _file_format(path)
+    if kind == "lightgbm":
+        return lgb.Booster(model_file=str(path))
+    if kind.startswith("xgboost"):
+        xgboost = _library("xgboost", path)
         try:
-            model.load_model(str(path))
-        except catboost.CatBoostError as exc:
-            raise CEGBError(f"model file {str(path)!r}: CatBoost cannot read it: {exc}") from None
-        return catboost_model.read_model(model)
-    if head.startswith(b"{L") or head.startswith(b"{U") or head.startswith(b"{i") or head.startswith(b"{$"):
-        xgboost = _library("xgboost", path)  # UBJSON: XGBoost's binary model
-        try:
-            return xgboost_model.read_model(xgboost.Booster(model_file=str(path)))
+            return xgboost.Booster(model_file=str(path))
         except xgboost.core.XGBoostError as exc:
             raise CEGBError(f"model file {str(path)!r}: XGBoost cannot read it: {str(exc).splitlines()[0]}") from None
-    text = read_utf8(path, "model file")
-    if text.lstrip().startswith("{"):
-        try:
-            parsed = json.loads(text)
-        except ValueError as exc:
-            raise CEGBError(f"model file {str(path)!r}: not a LightGBM model, and not JSON ({exc})") from None
-        if isinstance(parsed, dict) and "learner" in parsed:
-            return xgboost_model.read_json(parsed)
-        if isinstance(parsed, dict) and "features_info" in parsed:
-            return catboost_model.read_json(parsed)
-        raise CEGBError(f"model file {str(path)!r}: JSON that is neither an XGBoost model (no 'learner') nor a "
-                        "CatBoost model (no 'features_info')")
-    return lightgbm_model.read_text(text)
+    catboost = _library("catboost", path)
+    model = catboost.CatBoost()
+    try:
+        model.load_model(str(path), format="json" if kind == "catboost" else "cbm")
+    except catboost.CatBoostError as exc:
+        raise CEGBError(f"model file {str(path)!r}: CatBoost cannot read it: {exc}") from None
+    return model
 
 
 def _library(name: str, path: Path):
     try:
         return importlib.import_module(name)
     except ImportError:
-        raise CEGBError(f"model file {str(path)!r} is a {name} binary model: reading it needs {name} (pip install "
-                        f"lightgbm-cegb[{name}]), or save the model as JSON") from None
+        raise CEGBError(f"model file {str(path)!r} is a {name} model: loading it needs {name} (pip install "
+                        f"lightgbm-cegb[{name}]); without it, the package reads {name}'s JSON models for their "
+                        "costs") from None
 
 
 def to_forest(model, *, cache: bool = True) -> Forest:

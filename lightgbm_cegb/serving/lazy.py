@@ -43,7 +43,7 @@ from lightgbm_cegb.core.costs import FeatureCosts, resolve_costs
 from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.forest import Forest
 from lightgbm_cegb.core.parallel import resolve_n_jobs
-from lightgbm_cegb.io.models import booster_of, fitted_costs, library_of, num_trees_used, to_forest, unwrap
+from lightgbm_cegb.io.models import booster_of, fitted_costs, library_of, load_file, num_trees_used, to_forest, unwrap
 
 #: status of a row in a LazyResult
 DONE, FAILED, PENDING = 0, 1, 2
@@ -342,7 +342,7 @@ class LazyPredictor:
             if self.forest.linear is not None:
                 raise CEGBError("model: linear trees are not supported (their leaves read features that no split "
                                 "tests, and prediction_cost does not count)")
-            self.model = lgb.Booster(model_file=os.fspath(model)) if isinstance(model, (str, os.PathLike)) else model
+            self.model = load_file(model) if isinstance(model, (str, os.PathLike)) else model
             if num_iteration is not None and booster_of(self.model) is None and not isinstance(self.model, Forest):
                 raise CEGBError(f"num_iteration: {type(self.model).__name__} predicts with all its trees; "
                                 f"num_iteration applies to LightGBM models only, got {num_iteration!r}")

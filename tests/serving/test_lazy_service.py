@@ -399,3 +399,38 @@ def test_bad_options_name_the_option(script, generated, tmp_path, capsys, monkey
     assert info.value.code == 2
     error = capsys.readouterr().err
     assert re.search("error: " + message, error), error
+
+
+@pytest.mark.parametrize("library", ["xgboost", "catboost"])
+def test_a_model_file_of_another_library(generated, library, tmp_path):
+    """Issue 45: the service reads an XGBoost JSON model or a CatBoost binary model as it reads LightGBM's."""
+    folder, _, X, costs = generated
+    y = (np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 4]) > 0).astype(int)
+    frame = pd.DataFrame(X, columns=NAMES)
+    if library == "xgboost":
+        import xgboost as xgb
+
+        model = xgb.train({"max_depth": 4, "objective": "binary:logistic", "nthread": 1},
+                          xgb.DMatrix(frame, y), 10)
+        path = tmp_path / "model.json"
+        model.save_model(path)
+        expected = model.predict(xgb.DMatrix(frame))
+    else:
+        import catboost as cb
+
+        model = cb.CatBoost({"iterations": 10, "depth": 4, "loss_function": "Logloss", "verbose": 0,
+                             "thread_count": 1, "allow_writing_files": False}).fit(frame, y)
+        path = tmp_path / "model.cbm"
+        model.save_model(str(path))
+        expected = model.predict(frame)
+    service = Service(["--model", str(path), "--costs", str(folder / "costs.json"), "--store",
+                       str(folder / "store.sqlite")], folder, tmp_path / "log.txt")
+    try:
+        positions = np.arange(1, len(X), 3)
+        status, answer = call(service.url + "/score", {"ids": (FIRST_ID + positions).tolist()})
+        assert status == 200, answer
+        np.testing.assert_allclose(answer["predictions"], expected[positions], rtol=1e-12)
+        np.testing.assert_allclose(answer["cost"], prediction_cost(model, X[positions], costs).per_instance,
+                                   rtol=1e-12)
+    finally:
+        service.stop()
