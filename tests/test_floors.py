@@ -55,26 +55,47 @@ frame = sweep(["lightgbm", "cegb"], (X[:1500], y[:1500]), (X[1500:], y[1500:]), 
               grid={"cegb": [{"relative_tradeoff": r} for r in (0.3, 0.9)]}, num_boost_round=20)
 best = select(frame, budget=frame["cost"].max())
 assert best.valid_cost <= frame["cost"].max() and best.model.predict(X[:5]).shape[0] == 5
+import catboost
+import xgboost
+
+small_X, small_y = X[:500], y[:500]
+boosted = xgboost.XGBClassifier(n_estimators=5, max_depth=6, n_jobs=1).fit(small_X, small_y)
+forest = lc.to_forest(boosted)
+margin = boosted.predict(small_X, output_margin=True)
+assert np.allclose(forest.raw_score(small_X, forest.apply(small_X))[:, 0], margin, rtol=1e-5, atol=1e-6)
+symmetric = catboost.CatBoostClassifier(iterations=5, depth=6, verbose=0, thread_count=1,
+                                        allow_writing_files=False).fit(small_X, small_y)
+forest = lc.to_forest(symmetric)
+raw = symmetric.predict(small_X, prediction_type="RawFormulaVal")
+assert np.allclose(forest.raw_score(small_X, forest.apply(small_X))[:, 0], raw, rtol=1e-12)
 L, letters = letter()
 assert L.shape == (20000, 16) and letters.shape == (20000,)
 print("smoke ok")
 '''
 
 
+#: the extras whose floors are checked too (the model readers), and the distribution installed for each requirement
+#: (XGBoost's floor as xgboost-cpu: the same Python package without the CUDA libraries)
+EXTRAS = ("xgboost", "catboost")
+INSTALLED_AS = {"xgboost": "xgboost-cpu"}
+
+
 def floors() -> dict[str, str]:
-    """{distribution: its declared minimum} for every runtime dependency with a floor."""
+    """{distribution installed: its declared minimum} for every runtime dependency with a floor and every
+    requirement of EXTRAS."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     out = {}
-    for requirement in project["dependencies"]:
+    requirements = project["dependencies"] + [r for extra in EXTRAS for r in project["optional-dependencies"][extra]]
+    for requirement in requirements:
         match = re.fullmatch(r"([A-Za-z0-9_.-]+)>=([0-9][0-9A-Za-z.]*)", requirement.replace(" ", ""))
         if match:
-            out[match.group(1)] = match.group(2)
+            out[INSTALLED_AS.get(match.group(1), match.group(1))] = match.group(2)
     return out
 
 
 def test_the_package_runs_on_its_declared_minimum_versions(tmp_path):
     pins = floors()
-    assert {"numpy", "scipy", "scikit-learn", "pandas"} <= set(pins), pins
+    assert {"numpy", "scipy", "scikit-learn", "pandas", "xgboost-cpu", "catboost"} <= set(pins), pins
     build = lgbm_source.build(2)  # the cached patched LightGBM (wheel and CLI)
     wheel = next(build.glob("lightgbm-*.whl"))
     sources = sorted(p for p in (ROOT / "lightgbm_cegb").rglob("*") if p.is_file() and p.suffix in (".py", ""))
