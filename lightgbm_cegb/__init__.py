@@ -36,6 +36,7 @@ from lightgbm_cegb.methods import (
     GreedyMiserRegressor,
     Pruner,
     PruneResult,
+    StagedAcquisitionClassifier,
     budget_prune,
     budget_prune_path,
 )
@@ -46,7 +47,8 @@ __all__ = ["CSCC", "CSTC", "PATCHED_LIGHTGBM", "AcquisitionResult", "AdaptGBRT",
            "CEGBState", "CSTCClassifier", "CostReport", "CostState", "Cronus", "EarlyExit", "EarlyExitResult",
            "FeatureCosts", "Forest", "GreedyMiserClassifier", "GreedyMiserRanker", "GreedyMiserRegressor",
            "LazyFetchError", "LazyFetchValueError", "LazyPredictor", "LazyResult", "NoSplitWarning", "NotFittedError",
-           "PruneResult", "Pruner", "__version__", "budget_prune", "budget_prune_path", "prediction_cost", "to_forest"]
+           "PruneResult", "Pruner", "StagedAcquisitionClassifier",
+           "__version__", "budget_prune", "budget_prune_path", "prediction_cost", "to_forest"]
 
 #: True when the imported lightgbm is the patched build of this project.
 PATCHED_LIGHTGBM = "+cegb." in lightgbm.__version__

@@ -72,6 +72,9 @@ ESTIMATORS = {
     "AdaptiveAcquisitionClassifier": (lambda: lc.AdaptiveAcquisitionClassifier(feature_costs=COSTS, tradeoff=0.002,
                                                                                n_masks=4, random_state=0),
                                       "binary", True),
+    "StagedAcquisitionClassifier": (lambda: lc.StagedAcquisitionClassifier(feature_costs=COSTS, tradeoff=0.1,
+                                                                           stages=5, random_state=0),
+                                    "binary", True),
 }
 NAMES = list(ESTIMATORS)
 _fitted: dict = {}

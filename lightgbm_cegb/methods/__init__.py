@@ -11,7 +11,9 @@ from lightgbm_cegb.methods.budgetrf import BudgetRFClassifier
 from lightgbm_cegb.methods.cstc import CSCC, CSTC, Cronus, CSTCClassifier
 from lightgbm_cegb.methods.early_exit import EarlyExit, EarlyExitResult
 from lightgbm_cegb.methods.greedy_miser import GreedyMiserClassifier, GreedyMiserRanker, GreedyMiserRegressor
+from lightgbm_cegb.methods.staged import StagedAcquisitionClassifier
 
 __all__ = ["CSCC", "CSTC", "AcquisitionResult", "AdaptGBRT", "AdaptiveAcquisitionClassifier", "AdaptL1", "AdaptLIN",
            "BudgetRFClassifier", "CSTCClassifier", "Cronus", "EarlyExit", "EarlyExitResult", "GreedyMiserClassifier",
-           "GreedyMiserRanker", "GreedyMiserRegressor", "PruneResult", "Pruner", "budget_prune", "budget_prune_path"]
+           "GreedyMiserRanker", "GreedyMiserRegressor", "PruneResult", "Pruner", "StagedAcquisitionClassifier",
+           "budget_prune", "budget_prune_path"]

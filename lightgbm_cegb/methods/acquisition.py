@@ -244,31 +244,10 @@ class AdaptiveAcquisitionClassifier(BudgetedEstimator, ClassifierMixin, BaseEsti
             The fitted estimator.
         """
         self._check_params()
-        X, y = validate_data(self, X, y, dtype=np.float64, ensure_all_finite="allow-nan", ensure_min_samples=2)
-        check_classification_targets(y)
-        self.classes_, codes = np.unique(y, return_inverse=True)
-        if len(self.classes_) < 2:
-            raise CEGBError(f"y should hold at least two classes, got {len(self.classes_)}")
+        X, codes, train, X_valid, valid_codes, rng, seed = fit_inputs(self, X, y, eval_set)
         n, num_features = X.shape
-        costs = FeatureCosts(lazy=np.ones(num_features)) if self.feature_costs is None else self.feature_costs
-        self.costs_ = resolve_costs(costs, num_features, self._names_in())
         units = self.costs_.units(num_features)
         self.units_, self.unit_cost_ = [columns for _, columns, _ in units], np.array([p for _, _, p in units])
-        rng = check_random_state(self.random_state)
-        seed = int(rng.randint(0, 2**31 - 1))
-        if eval_set is not None:
-            if not (isinstance(eval_set, tuple) and len(eval_set) == 2):
-                raise CEGBError(f"eval_set should be a tuple (X_valid, y_valid), got {type(eval_set).__name__}"
-                                + (f" of length {len(eval_set)}" if isinstance(eval_set, (tuple, list)) else ""))
-            X_valid, y_valid = eval_set
-            X_valid = validate_data(self, X_valid, dtype=np.float64, ensure_all_finite="allow-nan", reset=False)
-            valid_codes = self._codes(np.asarray(y_valid))
-            train = np.arange(n)
-        else:
-            held = int(round(self.validation_fraction * n))
-            permutation = rng.permutation(n)
-            train, valid = np.sort(permutation[held:]), np.sort(permutation[:held])
-            X_valid, valid_codes = (X[valid], codes[valid]) if held else (None, None)
         copies = self._copies(len(train), num_features)
         num_class = len(self.classes_)
         params = {"objective": "binary" if num_class == 2 else "multiclass", "learning_rate": self.learning_rate,
@@ -298,13 +277,6 @@ class AdaptiveAcquisitionClassifier(BudgetedEstimator, ClassifierMixin, BaseEsti
             self.classifier_ = booster
             self.prior_ = self._proba(np.full((1, num_features), np.nan))[0]
         return self
-
-    def _codes(self, y: np.ndarray) -> np.ndarray:
-        index = np.searchsorted(self.classes_, y)
-        index = np.minimum(index, len(self.classes_) - 1)
-        if y.ndim != 1 or not (self.classes_[index] == y).all():
-            raise CEGBError(f"eval_set: its labels should be among the training classes {self.classes_.tolist()}")
-        return index
 
     def _copies(self, n: int, num_features: int) -> int:
         if self.n_masks != "auto":
@@ -599,7 +571,7 @@ class PolicyRun:
         self.proba = np.tile(model.prior_, (n, 1))
         self.cap = np.inf if model.max_cost is None else float(model.max_cost) * (1 + 1e-12)
         self.state = CostState(n, model.costs_, num_features)
-        self.evaluation = _Evaluation(model, n)
+        self.evaluation = EvaluationCost(model.classifier_, model.costs_, model.n_features_in_, n)
         self.evaluation.add(self.X, np.arange(n))
         self.active = np.arange(n)
         self.step = 0
@@ -700,26 +672,106 @@ class PolicyRun:
         return AcquisitionResult(proba=proba, order=order, units=list(model.units_), known=bought @ member, cost=cost)
 
 
-class _Evaluation:
-    """The split and tree costs of each evaluation of the classifier on the rows' acquired values (zero, without
-    computing anything, when the costs have none)."""
+class EvaluationCost:
+    """The split and tree costs of each evaluation of a classifier on rows' acquired values (zero, without computing
+    anything, when the costs have none).
 
-    def __init__(self, model: AdaptiveAcquisitionClassifier, n: int) -> None:
-        costs = model.costs_
-        self.model = model
+    Parameters
+    ----------
+    booster : lightgbm.Booster
+        The classifier.
+    costs : FeatureCosts
+        The costs, aligned to its columns.
+    num_features : int
+        Its number of columns.
+    n : int
+        Number of rows.
+    """
+
+    def __init__(self, booster, costs: FeatureCosts, num_features: int, n: int) -> None:
+        self.booster = booster
         self.cost = np.zeros(n)
-        num_features = model.n_features_in_
-        self.costs = None
-        if costs.tree > 0 or costs.arrays(num_features)[2].any():
-            self.costs = FeatureCosts(split=costs.arrays(num_features)[2], tree=costs.tree)
+        split = costs.arrays(num_features)[2]
+        self.costs = FeatureCosts(split=split, tree=costs.tree) if costs.tree > 0 or split.any() else None
 
     def add(self, masked: np.ndarray, rows: np.ndarray) -> np.ndarray | None:
-        """Charge ``rows`` one evaluation on their ``masked`` values; returns what each paid (None: nothing)."""
+        """Charge ``rows`` one evaluation on their ``masked`` values.
+
+        Parameters
+        ----------
+        masked : ndarray of shape (len(rows), num_features)
+            The rows' values, NaN where not acquired.
+        rows : ndarray of int
+            The rows (positions in the run).
+
+        Returns
+        -------
+        ndarray or None
+            What each row paid (None: the costs have no split or tree cost).
+        """
         if self.costs is None or not len(rows):
             return None
-        added = prediction_cost(self.model.classifier_, masked, self.costs).evaluation
+        added = prediction_cost(self.booster, masked, self.costs).evaluation
         self.cost[rows] += added
         return added
+
+
+def fit_inputs(estimator, X, y, eval_set) -> tuple:
+    """What the fit of an acquisition classifier starts from: X and y checked (``validate_data``; NaN allowed), the
+    classes (``classes_``), the costs (``costs_``, every feature costing 1 without ``feature_costs``), and the rows
+    that stop early: ``eval_set``, or a held-out ``validation_fraction`` of the training rows.
+
+    Parameters
+    ----------
+    estimator : AdaptiveAcquisitionClassifier or CascadeClassifier
+        The estimator being fitted (its ``feature_costs``, ``validation_fraction``, ``random_state``).
+    X : array-like of shape (n_samples, n_features)
+        The training rows.
+    y : array-like of shape (n_samples,)
+        Their labels (two or more classes).
+    eval_set : tuple (X_valid, y_valid) or None
+        Rows for early stopping.
+
+    Returns
+    -------
+    tuple
+        (X as float64, the labels' class indices, the training rows' positions, X_valid or None, its class
+        indices or None, the RandomState of ``random_state``, LightGBM's seed drawn from it before the held-out
+        rows).
+
+    Raises
+    ------
+    CEGBError
+        When y holds fewer than two classes, eval_set is not a pair or holds other labels, or the costs do not
+        fit X.
+    """
+    X, y = validate_data(estimator, X, y, dtype=np.float64, ensure_all_finite="allow-nan", ensure_min_samples=2)
+    check_classification_targets(y)
+    estimator.classes_, codes = np.unique(y, return_inverse=True)
+    if len(estimator.classes_) < 2:
+        raise CEGBError(f"y should hold at least two classes, got {len(estimator.classes_)}")
+    n, num_features = X.shape
+    costs = FeatureCosts(lazy=np.ones(num_features)) if estimator.feature_costs is None else estimator.feature_costs
+    estimator.costs_ = resolve_costs(costs, num_features, estimator._names_in())
+    rng = check_random_state(estimator.random_state)
+    seed = int(rng.randint(0, 2**31 - 1))
+    if eval_set is not None:
+        if not (isinstance(eval_set, tuple) and len(eval_set) == 2):
+            raise CEGBError(f"eval_set should be a tuple (X_valid, y_valid), got {type(eval_set).__name__}"
+                            + (f" of length {len(eval_set)}" if isinstance(eval_set, (tuple, list)) else ""))
+        X_valid, y_valid = eval_set
+        X_valid = validate_data(estimator, X_valid, dtype=np.float64, ensure_all_finite="allow-nan", reset=False)
+        y_valid = np.asarray(y_valid)
+        index = np.minimum(np.searchsorted(estimator.classes_, y_valid), len(estimator.classes_) - 1)
+        if y_valid.ndim != 1 or not (estimator.classes_[index] == y_valid).all():
+            raise CEGBError(f"eval_set: its labels should be among the training classes "
+                            f"{estimator.classes_.tolist()}")
+        return X, codes, np.arange(n), X_valid, index, rng, seed
+    held = int(round(estimator.validation_fraction * n))
+    permutation = rng.permutation(n)
+    train, valid = np.sort(permutation[held:]), np.sort(permutation[:held])
+    X_valid, valid_codes = (X[valid], codes[valid]) if held else (None, None)
+    return X, codes, train, X_valid, valid_codes, rng, seed
 
 
 def _tables(X: np.ndarray, codes: np.ndarray, num_class: int, units, n_bins: int,

@@ -65,6 +65,10 @@ registered methods, each on a documented scale:
   ``max_cost`` (a per-row cap; default none), ``gain`` ("accuracy" or "entropy") and ``policy_rounds`` (0 or 1,
   the classifier's); one classifier per ``policy_rounds`` is fitted in a sweep (early stopped on the validation
   rows, in the process that first needs it) and every point reads it with its own policy (classification).
+- ``staged_acquisition``: ``relative_tradeoff`` r of ``StagedAcquisitionClassifier`` (a row stops at the first
+  stage whose top class probability is at least 1 - r x (1 - the most frequent class's share); ``tradeoff`` the
+  raw value) and ``max_cost`` (a per-row cap; default none); one model is fitted in a sweep (early stopped on the
+  validation rows) and every point reads it with its own exit rule (classification).
 - ``cheap_subset``: the baseline; ``width`` (units tried per step, default 4) and ``steps`` (default 20).
 
 Every boosted or bagged method also takes ``trees``: the prefix lengths that are points (default

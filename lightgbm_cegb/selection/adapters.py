@@ -538,12 +538,81 @@ def _fit_acquisition(context: Context, state: dict, params: dict) -> list[Candid
 
 
 class _AcquisitionCandidate(Candidate):
-    """The adaptive acquisition: prediction and cost from the policy's run on the rows, answered from the run at
-    tradeoff 0 its grid's points share (``_Traces``; the same as ``predict_result``, to the bit)."""
+    """The adaptive and the staged acquisition: prediction and cost from the policy's run on the rows, answered from
+    what the grid's points share (``_Traces``: the run at tradeoff 0; ``_StagePasses``: the stages' pass), the same
+    as ``predict_result``, to the bit."""
 
-    traces: _Traces | None = None
+    traces: _Traces | _StagePasses | None = None
 
     def measure(self, rows: Rows, metric: Metric) -> tuple[float, float, float]:
         result = self.model.predict_result(rows.X) if self.traces is None else self.traces.result(self.model, rows.X)
         score = result.proba[:, 1] if result.proba.shape[1] == 2 else result.proba
         return metric.fn(rows.y, score, rows.group), float(result.cost.mean), float(result.cost.coupled)
+
+
+#: ``relative_tradeoff`` values of the staged acquisition's default grid: a row stops where its top class
+#: probability reaches 1 - r x (1 - the most frequent class's share); 1: at stage 0. Dense near 0, where a binary
+#: problem's rows stop at 0.99 or above (MNIST) and a 26-class one's near 0.6 (letter)
+STAGED_RELATIVE_TRADEOFFS = (0.0, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7,
+                              0.8, 0.9)
+#: caps (``max_cost``) at these fractions of the price of every unit, beside no cap: the last stage within each
+STAGED_CAPS = (0.01, 0.02, 0.04, 0.07, 0.1, 0.15, 0.2, 0.3, 0.45, 0.7)
+
+
+def _staged_grid(context: Context) -> list[dict]:
+    total = sum(price for _, _, price in context.costs.units(np.shape(context.train.X)[1]))
+    caps = [None] + [round(f * total, 6) for f in STAGED_CAPS if total > 0]
+    return [{"relative_tradeoff": r, **({} if cap is None else {"max_cost": cap})}
+            for cap in caps for r in STAGED_RELATIVE_TRADEOFFS]
+
+
+class _StagePasses:
+    """One pass of a fitted staged acquisition's stage classifiers over a set of rows (every stage's probabilities
+    and evaluation costs): each grid point's result is replayed from it (``StagedAcquisitionClassifier._replayed``),
+    equal to its own run to the bit. The passes of one set of rows at a time are kept; pickled empty."""
+
+    def __init__(self) -> None:
+        self.rows = None  # the X the passes are of, compared by identity (kept alive with them)
+        self.passes: dict[int, tuple] = {}
+
+    def __reduce__(self):
+        return (_StagePasses, ())
+
+    def result(self, model, X):
+        if self.rows is not X:
+            self.rows, self.passes = X, {}
+        key = id(model.stages_)  # the fitted list stays alive with the candidates: its id is not reused
+        if key not in self.passes:
+            self.passes[key] = copy.copy(model).set_params(max_cost=None)._passes(X)
+        return model._replayed(*self.passes[key])
+
+
+def _staged_prepare(context: Context) -> dict:
+    """{"model": the StagedAcquisitionClassifier, fitted when a point first needs it (early stopped on the
+    validation rows), "passes": the points' shared passes}. NothingToTradeOff when every unit is free."""
+    if not any(price > 0 for _, _, price in context.costs.units(np.shape(context.train.X)[1])):
+        raise NothingToTradeOff("no feature or group has a lazy or coupled cost: every purchase is free, there is "
+                                "nothing to trade off")
+    return {"model": None, "passes": _StagePasses()}
+
+
+@register("staged_acquisition", tasks=("binary", "multiclass"), prepare=_staged_prepare, grid=_staged_grid,
+          knob=Knob("relative_tradeoff", "tradeoff", cheap_end=1.0))
+def _fit_staged(context: Context, state: dict, params: dict) -> list[Candidate]:
+    from lightgbm_cegb.methods.staged import StagedAcquisitionClassifier
+    params = dict(params)
+    _check_keys("staged_acquisition", params, {"relative_tradeoff", "tradeoff", "max_cost"})
+    if state["model"] is None:
+        state["model"] = StagedAcquisitionClassifier(feature_costs=context.costs, random_state=0,
+                                           n_jobs=context.params.get("num_threads") or None,
+                                           early_stopping_rounds=context.early_stopping_rounds).fit(
+            context.train.X, context.train.y, eval_set=(context.valid.X, context.valid.y))
+    fitted = state["model"]
+    scale = fitted.first_value() if "relative_tradeoff" in params else 0.0
+    tradeoff, knob = _scaled_knob("staged_acquisition", params, "relative_tradeoff", "tradeoff", scale)
+    model = copy.copy(fitted).set_params(tradeoff=min(tradeoff, 1.0), max_cost=params.get("max_cost"))
+    candidate = _AcquisitionCandidate("staged_acquisition", {**knob, **params}, model,
+                                      partial(_predict, model, "positive" if context.task == "binary" else "proba",
+                                              None), partial(_own_cost, model))
+    candidate.traces = state["passes"]
+    return [candidate]

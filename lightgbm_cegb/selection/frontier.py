@@ -206,7 +206,8 @@ def _chosen(frame: pd.DataFrame, best: pd.Series, test, metric) -> Selection:
 
 #: The methods :func:`fit_within_budget` sweeps by default: those that train in seconds on 100,000 rows (the
 #: cheap-subset baseline joins every sweep). Pass ``methods`` for others (ADAPT, CSTC, BudgetRF, ...).
-BUDGET_METHODS = ("lightgbm", "cegb", "greedy_miser", "budget_prune", "early_exit", "adaptive_acquisition")
+BUDGET_METHODS = ("lightgbm", "cegb", "greedy_miser", "budget_prune", "early_exit", "adaptive_acquisition",
+                  "staged_acquisition")
 
 
 def fit_within_budget(train, valid, costs, budget: float, *, task: str, methods: Sequence[str] | None = None,
