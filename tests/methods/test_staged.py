@@ -1,0 +1,197 @@
+"""StagedAcquisitionClassifier: the cascade against an independent row-by-row simulation (Python loops, one
+LightGBM predict per row and stage, lazy costs summed by hand, split costs from LightGBM's own leaves), one
+pass answering every setting to the bit, the ladder, lazy serving, the sweep, bad input and scikit-learn's
+checks."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from references import reference_costs
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from lightgbm_cegb import CEGBError, FeatureCosts, LazyPredictor
+from lightgbm_cegb.methods.staged import StagedAcquisitionClassifier
+from lightgbm_cegb.selection import fit_within_budget, sweep
+from lightgbm_cegb.selection.frontier import BUDGET_METHODS
+
+
+def random_case(seed: int):
+    rng = np.random.default_rng(seed)
+    n, num_features, num_class = 300, int(rng.integers(3, 9)), int(rng.integers(2, 5))
+    X = rng.normal(size=(n, num_features))
+    X[rng.random(X.shape) < 0.05] = np.nan
+    signal = np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 1]) * (np.nan_to_num(X[:, 2]) > 0)
+    y = np.digitize(signal + rng.normal(size=n) * 0.3, np.quantile(signal, np.linspace(0, 1, num_class + 1)[1:-1]))
+    lazy = rng.choice([0.0, 1.0, 2.0, 5.0], size=num_features, p=[0.1, 0.4, 0.3, 0.2])
+    groups = None
+    if num_features >= 4 and rng.random() < 0.6:
+        groups = {"pair": rng.choice(num_features, size=2, replace=False).tolist()}
+    costs = FeatureCosts(lazy=lazy, groups=groups, split=rng.choice([0.0, 0.1]),
+                         group_lazy=None if groups is None else [float(rng.integers(1, 4))])
+    return X, y, costs, rng
+
+
+def simulate(model: StagedAcquisitionClassifier, x: np.ndarray, costs: FeatureCosts):
+    """The cascade on one row, written from the module's description: (stage it stops at, probabilities, lazy
+    cost, split cost)."""
+    prices = np.concatenate([[0.0], np.cumsum(model.unit_cost_[model.order_])])[model.stage_units_]
+    last = len(prices) - 1
+    if model.max_cost is not None:
+        last = max(k for k in range(len(prices)) if prices[k] <= model.max_cost * (1 + 1e-12))
+    split = costs.arrays(len(x))[2]
+    k, p, evaluation = 0, np.asarray(model.prior_, dtype=float), 0.0
+    while k < last and p.max() < 1.0 - model.tradeoff:
+        k += 1
+        row = np.full((1, len(x)), np.nan)
+        for u in model.order_[:model.stage_units_[k]]:
+            for f in model.units_[u]:
+                row[0, f] = x[f]
+        booster = model.stages_[k - 1]
+        q = booster.predict(row)[0]
+        p = np.array([1.0 - q, q]) if np.ndim(q) == 0 else np.asarray(q)
+        trees = booster.num_model_per_iteration()
+        evaluation += reference_costs(booster, row, np.zeros(len(x)), split, trees)[1][0]
+    lazy = costs.arrays(len(x))[0]
+    group_of, group_lazy, _ = costs.group_arrays(len(x))
+    features = {f for u in model.order_[:model.stage_units_[k]] for f in model.units_[u]}
+    groups = {int(group_of[f]) for f in features if group_of[f] >= 0}
+    return k, p, sum(lazy[f] for f in features) + sum(group_lazy[g] for g in groups), evaluation
+
+
+@settings(max_examples=15, deadline=None, derandomize=True)
+@given(st.integers(0, 10_000), st.sampled_from([0.0, 0.05, 0.2, 0.5]), st.sampled_from([None, 2.0, 6.0]))
+def test_the_cascade_equals_an_independent_simulation(seed, tradeoff, max_cost):
+    X, y, costs, _ = random_case(seed)
+    model = StagedAcquisitionClassifier(feature_costs=costs, stages=6, n_estimators=30, random_state=seed,
+                                        tradeoff=tradeoff, max_cost=max_cost).fit(X, y)
+    result = model.predict_result(X[:60])
+    for i, x in enumerate(X[:60]):
+        k, p, lazy, evaluation = simulate(model, x, costs)
+        np.testing.assert_allclose(result.proba[i], p, rtol=1e-12, atol=1e-15)
+        assert result.steps[i] == model.stage_units_[k]
+        assert result.cost.acquisition[i] == pytest.approx(lazy, rel=1e-12, abs=1e-12)
+        assert result.cost.evaluation[i] == pytest.approx(evaluation, rel=1e-12, abs=1e-12)
+        assert set(np.flatnonzero(result.known[i])) == {f for u in model.order_[:model.stage_units_[k]]
+                                                        for f in model.units_[u]}
+
+
+@settings(max_examples=10, deadline=None, derandomize=True)
+@given(st.integers(0, 10_000))
+def test_one_pass_answers_every_setting_to_the_bit(seed):
+    X, y, costs, rng = random_case(seed)
+    model = StagedAcquisitionClassifier(feature_costs=costs, stages=8, n_estimators=30, random_state=seed).fit(X, y)
+    settings_ = [{"tradeoff": float(t), "max_cost": c} for t in rng.uniform(0, 0.6, 4) for c in (None, 1.0, 4.0)]
+    for setting, result in zip(settings_, model.predict_results(X, settings_)):
+        own = copy.copy(model).set_params(**setting).predict_result(X)
+        for field in ("proba", "order", "known"):
+            np.testing.assert_array_equal(getattr(result, field), getattr(own, field))
+        np.testing.assert_array_equal(result.cost.acquisition, own.cost.acquisition)
+        np.testing.assert_array_equal(result.cost.evaluation, own.cost.evaluation)
+
+
+def test_the_ladder_and_the_order():
+    X, y, costs, _ = random_case(3)
+    model = StagedAcquisitionClassifier(feature_costs=costs, stages=4, n_estimators=30, random_state=0).fit(X, y)
+    assert model.stage_units_[0] == 0 and (np.diff(model.stage_units_) > 0).all()
+    assert model.stage_units_[-1] == len(model.order_) and len(model.stages_) == len(model.stage_units_) - 1
+    prices = model.stage_costs()
+    assert prices[0] == 0 and (np.diff(prices) >= 0).all()
+    gain = model.stages_[-1].feature_importance("gain")
+    assert all(gain[list(model.units_[u])].sum() >= 0 for u in model.order_)
+    # tradeoff 1 - max(prior): every row stops at stage 0, buying nothing
+    scale = model.first_value()
+    nothing = copy.copy(model).set_params(tradeoff=scale).predict_result(X)
+    assert nothing.cost.acquisition.sum() == 0 and (nothing.steps == 0).all()
+    assert model.tradeoff_scale(X, y) == pytest.approx(scale)
+    assert copy.copy(model).set_params(max_cost=0.0).predict_result(X).cost.acquisition.max() <= 0.0 + \
+        sum(p for p in model.unit_cost_ if p == 0)
+
+
+def test_lazy_serving_fetches_the_stages_units_and_predicts_as_the_model():
+    X, y, _, _ = random_case(5)
+    costs = FeatureCosts(lazy=np.arange(1.0, X.shape[1] + 1), groups={"pair": [1, 2]}, group_lazy=[1.5])
+    model = StagedAcquisitionClassifier(feature_costs=costs, stages=6, n_estimators=30, tradeoff=0.2,
+                                        random_state=0).fit(X, y)
+    rows = X[:50]
+    calls = []
+
+    def fetch(key, ids):
+        calls.append((key, list(ids)))
+        return rows[np.asarray(ids)][:, [1, 2]] if key == "pair" else rows[np.asarray(ids), key]
+
+    lazy = LazyPredictor(model, fetch, feature_keys="index")
+    result = lazy.acquire(np.full(rows.shape, np.nan), method="predict_proba")
+    expected = model.predict_result(rows)
+    np.testing.assert_array_equal(result.prediction, expected.proba)
+    np.testing.assert_allclose(result.acquisition, expected.cost.acquisition, rtol=1e-12)
+    np.testing.assert_array_equal(result.fetched, expected.known)
+    pairs = [(key, i) for key, ids in calls for i in ids]
+    assert len(pairs) == len(set(pairs))  # each (row, key) once; the group whole
+    assert not {key for key, _ in calls} & {1, 2}
+    # values given in X are neither fetched nor paid
+    calls.clear()
+    given = np.zeros(rows.shape, dtype=bool)
+    given[:, 0] = True
+    partial = lazy.acquire(np.where(given, rows, np.nan), given)
+    np.testing.assert_array_equal(partial.prediction, model.predict(rows))
+    assert all(key != 0 for key, _ in calls)
+    assert (partial.acquisition <= expected.cost.acquisition + 1e-12).all()
+
+
+def test_save_and_load(tmp_path):
+    X, y, costs, _ = random_case(7)
+    model = StagedAcquisitionClassifier(feature_costs=costs, stages=5, n_estimators=30, tradeoff=0.1,
+                                        random_state=0).fit(X, y)
+    model.save(tmp_path / "m")
+    again = StagedAcquisitionClassifier.load(tmp_path / "m")
+    np.testing.assert_array_equal(again.predict_proba(X), model.predict_proba(X))
+    np.testing.assert_array_equal(again.prediction_cost(X).per_instance, model.prediction_cost(X).per_instance)
+
+
+@pytest.mark.parametrize("params, match", [
+    ({"tradeoff": -0.1}, "tradeoff"), ({"tradeoff": 1.5}, "tradeoff"), ({"max_cost": -1.0}, "max_cost"),
+    ({"stages": 0}, "stages"), ({"learning_rate": 0.0}, "learning_rate"), ({"num_leaves": 1}, "num_leaves"),
+    ({"validation_fraction": 0.95}, "validation_fraction")])
+def test_bad_parameters_are_refused_by_name(params, match):
+    X, y, _, _ = random_case(1)
+    with pytest.raises(CEGBError, match=match):
+        StagedAcquisitionClassifier(**params).fit(X, y)
+
+
+def test_bad_settings_are_refused_by_name():
+    X, y, costs, _ = random_case(2)
+    model = StagedAcquisitionClassifier(feature_costs=costs, stages=3, n_estimators=20, random_state=0).fit(X, y)
+    with pytest.raises(CEGBError, match="tradeoff and max_cost only"):
+        model.predict_results(X, [{"threshold": 0.9}])
+    with pytest.raises(CEGBError, match="max_cost"):
+        model.predict_results(X, [{"max_cost": -2.0}])
+
+
+def test_the_sweep_and_fit_within_budget_run_it():
+    assert "staged_acquisition" in BUDGET_METHODS
+    X, y, costs, _ = random_case(9)
+    train, valid = (X[:200], y[:200]), (X[200:], y[200:])
+    frame = sweep(["staged_acquisition"], train, valid, costs, task="multiclass" if len(np.unique(y)) > 2 else
+                  "binary", progress=False)
+    points = frame[frame["method"] == "staged_acquisition"]
+    assert len(points) > 10 and points["cost"].min() < points["cost"].max()
+    for _, point in points.sample(5, random_state=0).iterrows():  # each point is its own model's run
+        model = point["model"].fitted_model()
+        assert point["cost"] == pytest.approx(model.prediction_cost(valid[0]).mean, rel=1e-12)
+    budget = float(points["cost"].median())
+    chosen = fit_within_budget(train, valid, costs, budget, task="multiclass" if len(np.unique(y)) > 2 else
+                               "binary", methods=["staged_acquisition"], progress=False)
+    assert chosen.valid_cost <= budget * (1 + 1e-9)
+    swept = chosen.frontier[(chosen.frontier["method"] == "staged_acquisition")
+                            & (chosen.frontier["cost"] <= budget * (1 + 1e-9))]
+    assert len(swept) and chosen.valid_quality >= swept["quality"].max()  # the cheap-subset baseline may win
+
+
+@parametrize_with_checks([StagedAcquisitionClassifier(stages=4, n_estimators=20, random_state=0)])
+def test_scikit_learn_checks(estimator, check):
+    check(estimator)
