@@ -30,7 +30,8 @@ def test_quick_frontiers_on_higgs(tmp_path):
                                    "BudgetRF", "Greedy Miser", "ADAPT-GBRT", "ADAPT-LIN", "ADAPT's L1 baseline", "CSTC",
                                    "CSTC without polish", "CSTC, boosting trick",
                                    "CSTC, boosting trick, without polish", "CSCC", "Cronus",
-                                   "CEGB trained to the budget", "Cheap subset (baseline)", "Adaptive acquisition"}
+                                   "CEGB trained to the budget", "Cheap subset (baseline)", "Adaptive acquisition",
+                                   "Staged acquisition"}
     assert frame["test_quality"].between(0, 1).all() and frame["test_cost"].between(0, 91).all()
     assert "| Greedy Miser |" in (tmp_path / "frontier_higgs.md").read_text()
     assert frame["cost"].between(0, 91).all()
