@@ -261,8 +261,8 @@ def _file_format(path: Path) -> tuple[str, dict | None]:
         return "xgboost", parsed
     if isinstance(parsed, dict) and "features_info" in parsed:
         return "catboost", parsed
-    raise CEGBError(f"model file {str(path)!r}: JSON that is neither an XGBoost model (no 'learner') nor a "
-                    "CatBoost model (no 'features_info')")
+    raise CEGBError(f"model file {str(path)!r}: a JSON file that is not a model of LightGBM (text), XGBoost (no "
+                    "'learner') or CatBoost (no 'features_info')")
 
 
 def _read_file(path: Path) -> Forest:

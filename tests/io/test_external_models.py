@@ -275,7 +275,7 @@ def test_model_files_of_each_library(tmp_path):
         np.testing.assert_array_equal(forest.raw_score(X, forest.apply(X)),
                                       to_forest(model).raw_score(X, to_forest(model).apply(X)))
     (tmp_path / "other.json").write_text('{"a": 1}')
-    with pytest.raises(CEGBError, match="neither an XGBoost model"):
+    with pytest.raises(CEGBError, match="not a model of LightGBM"):
         to_forest(tmp_path / "other.json")
 
 

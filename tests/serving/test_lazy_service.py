@@ -353,9 +353,10 @@ def bad_store(folder: Path) -> Path:
     (["--store", "{store}"], "--store: needs --model"),
     (["--method", "predict_proba"], "--method: needs --model"),
     (["--model", "{model}"], "--model: needs a feature store: --store FILE.sqlite or --fetch MODULE:FUNCTION"),
-    (["--model", "{missing}", "--store", "{store}"], r"--model: expected a LightGBM model file or a folder saved by "
+    (["--model", "{missing}", "--store", "{store}"], r"--model: expected a model file or a folder saved by "
                                                      r"an estimator's save\(\), got '.*missing.txt', which does not"),
-    (["--model", "{costs}", "--store", "{store}"], "--model: not a LightGBM model"),
+    (["--model", "{costs}", "--store", "{store}"], r"--model: model file '.*costs.json': a JSON file that is not a "
+                                                   r"model of LightGBM \(text\), XGBoost"),
     (["--model", "{folder}", "--store", "{store}"], "--model: path: '.*' holds no saved model"),
     (["--model", "{model}", "--store", "{missing}"], "--store: expected a SQLite file, got '.*missing.txt'"),
     (["--model", "{model}", "--store", "{costs}"], "--store: '.*costs.json' is not a SQLite database"),
