@@ -16,7 +16,6 @@ no single column to account), non-symmetric trees (``grow_policy`` other than ``
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from pathlib import Path
@@ -25,6 +24,7 @@ import numpy as np
 
 from lightgbm_cegb.core.errors import CEGBError, NotFittedError
 from lightgbm_cegb.core.forest import MISSING_TYPE_NAN, Forest
+from lightgbm_cegb.io.tree_arrays import field, numeric_forest, parsed
 
 
 def read_model(model) -> Forest:
@@ -56,9 +56,7 @@ def read_model(model) -> Forest:
 
 
 def _field(mapping, key: str, where: str):
-    if not isinstance(mapping, dict) or key not in mapping:
-        raise CEGBError(f"CatBoost model: {where} has no field {key!r}")
-    return mapping[key]
+    return field(mapping, key, where, "CatBoost")
 
 
 def _floats(values, where: str, count: int | None = None) -> np.ndarray:
@@ -90,11 +88,7 @@ def read_json(text) -> Forest:
     CEGBError
         When the text is not a CatBoost JSON model, or for what the module refuses.
     """
-    if isinstance(text, (str, bytes)):
-        try:
-            text = json.loads(text)
-        except ValueError as exc:
-            raise CEGBError(f"CatBoost model: not JSON ({exc})") from None
+    text = parsed(text, "CatBoost")
     info = _field(text, "features_info", "the model")
     if "oblivious_trees" not in text:
         raise CEGBError("CatBoost model: no oblivious_trees: only symmetric trees (grow_policy='SymmetricTree', "
@@ -156,13 +150,9 @@ def read_json(text) -> Forest:
     else:
         node_counts = np.asarray([len(f) for f in parts["feature"]], dtype=np.int64)
     arrays = {key: np.concatenate(value) for key, value in parts.items()}
-    num_trees = len(node_counts)
-    names = _names(floats, num_features)
-    return Forest(node_offset=np.concatenate([[0], np.cumsum(node_counts)]),
-                  leaf_offset=np.concatenate([[0], np.cumsum(node_counts + 1)]),
-                  cat_offset=np.zeros(num_trees + 1, dtype=np.int64), cat_boundaries=np.zeros(0, dtype=np.int64),
-                  cat_threshold=np.zeros(0, dtype=np.uint32), num_features=num_features, trees_per_iteration=dim,
-                  feature_names=names, drop_tiny=False, float32=True, **arrays)
+    return numeric_forest(np.concatenate([[0], np.cumsum(node_counts)]),
+                          np.concatenate([[0], np.cumsum(node_counts + 1)]), num_features, trees_per_iteration=dim,
+                          feature_names=_names(floats, num_features), drop_tiny=False, float32=True, **arrays)
 
 
 def _names(floats: list, num_features: int) -> list[str] | None:

@@ -18,7 +18,7 @@ import numpy as np
 
 from lightgbm_cegb.core.errors import CEGBError, NotFittedError
 from lightgbm_cegb.core.forest import MISSING_TYPE_NAN, Forest
-from lightgbm_cegb.io.tree_arrays import renumber
+from lightgbm_cegb.io.tree_arrays import numeric_forest, renumber
 
 
 def _trees(model) -> tuple[list, list, int, bool]:
@@ -89,11 +89,8 @@ def read_model(model) -> Forest:
         leaf_offset.append(leaf_offset[-1] + len(leaves))
     arrays = {k: np.concatenate(v) for k, v in parts.items()}
     names = [str(n) for n in model.feature_names_in_] if hasattr(model, "feature_names_in_") else None
-    return Forest(node_offset=np.asarray(node_offset), leaf_offset=np.asarray(leaf_offset),
-                  cat_offset=np.zeros(len(estimators) + 1, dtype=np.int64), cat_boundaries=np.zeros(0, dtype=np.int64),
-                  cat_threshold=np.zeros(0, dtype=np.uint32), num_features=num_features,
-                  trees_per_iteration=per_iteration, feature_names=names, average_output=average, drop_tiny=False,
-                  **arrays)
+    return numeric_forest(node_offset, leaf_offset, num_features, trees_per_iteration=per_iteration,
+                          feature_names=names, average_output=average, drop_tiny=False, **arrays)
 
 
 def is_hist(model) -> bool:
@@ -152,11 +149,8 @@ def read_hist(model) -> Forest:
             leaf_offset.append(leaf_offset[-1] + len(leaves))
     arrays = {k: np.concatenate(v) for k, v in parts.items()}
     names = [str(n) for n in model.feature_names_in_] if hasattr(model, "feature_names_in_") else None
-    num_trees = len(node_offset) - 1
-    return Forest(node_offset=np.asarray(node_offset), leaf_offset=np.asarray(leaf_offset),
-                  cat_offset=np.zeros(num_trees + 1, dtype=np.int64), cat_boundaries=np.zeros(0, dtype=np.int64),
-                  cat_threshold=np.zeros(0, dtype=np.uint32), num_features=int(model.n_features_in_),
-                  trees_per_iteration=per_iteration, feature_names=names, drop_tiny=False, float32=False, **arrays)
+    return numeric_forest(node_offset, leaf_offset, int(model.n_features_in_), trees_per_iteration=per_iteration,
+                          feature_names=names, drop_tiny=False, float32=False, **arrays)
 
 
 def cut_model(model, leaves: list[np.ndarray], kept: list[np.ndarray]):

@@ -1,5 +1,6 @@
-"""One tree given as node arrays (children, features, thresholds) -> the split nodes and leaves of a ``Forest``
-tree: what the readers of other libraries' models share.
+"""What the readers of other libraries' models share: one tree given as node arrays (children, features,
+thresholds) -> the split nodes and leaves of a ``Forest`` tree (``renumber``), a forest of numeric splits
+(``numeric_forest``), and a JSON model's fields read with messages naming the library (``parsed``, ``field``).
 
 A library numbers a tree's nodes its own way (XGBoost and scikit-learn's HistGradientBoosting: one array of
 split nodes and leaves, children by index; a removed node may stay in the arrays unreached). ``renumber``
@@ -10,9 +11,92 @@ range or a node reached twice is refused, naming the tree and the node.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 
 from lightgbm_cegb.core.errors import CEGBError
+from lightgbm_cegb.core.forest import Forest
+
+
+def parsed(text, library: str):
+    """A JSON model's parsed value (``text``: str, bytes, or the parsed value already).
+
+    Parameters
+    ----------
+    text : str, bytes or object
+        The JSON text, or its parsed value.
+    library : str
+        The library, for the message ("XGBoost", "CatBoost").
+
+    Returns
+    -------
+    object
+        The parsed value.
+
+    Raises
+    ------
+    CEGBError
+        When the text is not JSON.
+    """
+    if not isinstance(text, (str, bytes)):
+        return text
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise CEGBError(f"{library} model: not JSON ({exc})") from None
+
+
+def field(mapping, key: str, where: str, library: str):
+    """``mapping[key]``, or a CEGBError naming the library, the place and the missing field.
+
+    Parameters
+    ----------
+    mapping : object
+        A parsed JSON object (anything else has no field).
+    key : str
+        The field.
+    where : str
+        The place of ``mapping`` in the model, for the message.
+    library : str
+        The library, for the message.
+
+    Returns
+    -------
+    object
+        The field's value.
+
+    Raises
+    ------
+    CEGBError
+        When ``mapping`` is not a JSON object or has no field ``key``.
+    """
+    if not isinstance(mapping, dict) or key not in mapping:
+        raise CEGBError(f"{library} model: {where} has no field {key!r}")
+    return mapping[key]
+
+
+def numeric_forest(node_offset, leaf_offset, num_features: int, **arrays) -> Forest:
+    """A Forest without categorical splits (``arrays``: its other arguments).
+
+    Parameters
+    ----------
+    node_offset, leaf_offset : array-like of int
+        As for Forest.
+    num_features : int
+        The model's number of features.
+    **arrays : dict
+        Forest's other arguments (feature, threshold, decision, left, right, leaf_value, reading mode, ...).
+
+    Returns
+    -------
+    Forest
+        The forest (checked by its constructor).
+    """
+    num_trees = len(node_offset) - 1
+    return Forest(node_offset=np.asarray(node_offset), leaf_offset=np.asarray(leaf_offset),
+                  cat_offset=np.zeros(num_trees + 1, dtype=np.int64), cat_boundaries=np.zeros(0, dtype=np.int64),
+                  cat_threshold=np.zeros(0, dtype=np.uint32), num_features=num_features, **arrays)
 
 
 def renumber(left: np.ndarray, right: np.ndarray, is_leaf: np.ndarray, where: str) -> tuple[np.ndarray, np.ndarray,

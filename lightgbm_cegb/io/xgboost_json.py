@@ -16,14 +16,13 @@ Refused, naming the field: ``gblinear``, categorical splits, vector leaves (``mu
 
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
 
 from lightgbm_cegb.core.errors import CEGBError, NotFittedError
 from lightgbm_cegb.core.forest import MISSING_TYPE_NAN, Forest
-from lightgbm_cegb.io.tree_arrays import renumber
+from lightgbm_cegb.io.tree_arrays import field, numeric_forest, parsed, renumber
 
 #: objectives whose ``base_score`` is a probability (the margin is its logit) or a mean (its log)
 _LOGIT = {"binary:logistic", "reg:logistic"}
@@ -64,9 +63,7 @@ def read_model(model) -> Forest:
 
 
 def _field(mapping, key: str, where: str):
-    if not isinstance(mapping, dict) or key not in mapping:
-        raise CEGBError(f"XGBoost model: {where} has no field {key!r}")
-    return mapping[key]
+    return field(mapping, key, where, "XGBoost")
 
 
 def _number_list(text, where: str) -> list[float]:
@@ -125,12 +122,7 @@ def read_json(text) -> Forest:
     CEGBError
         When the text is not an XGBoost JSON model, or for what the module refuses.
     """
-    if isinstance(text, (str, bytes)):
-        try:
-            text = json.loads(text)
-        except ValueError as exc:
-            raise CEGBError(f"XGBoost model: not JSON ({exc})") from None
-    learner = _field(text, "learner", "the model")
+    learner = _field(parsed(text, "XGBoost"), "learner", "the model")
     param = _field(learner, "learner_model_param", "learner")
     num_features = _integer(_field(param, "num_feature", "learner_model_param"), "num_feature", 1)
     num_class = _integer(param.get("num_class", 0), "num_class")
@@ -194,12 +186,8 @@ def read_json(text) -> Forest:
     names = learner.get("feature_names") or None
     if names is not None and len(names) != num_features:
         raise CEGBError(f"XGBoost model: feature_names should name the {num_features} features, got {len(names)}")
-    num_trees = len(node_offset) - 1
-    return Forest(node_offset=np.asarray(node_offset), leaf_offset=np.asarray(leaf_offset),
-                  cat_offset=np.zeros(num_trees + 1, dtype=np.int64), cat_boundaries=np.zeros(0, dtype=np.int64),
-                  cat_threshold=np.zeros(0, dtype=np.uint32), num_features=num_features, trees_per_iteration=outputs,
-                  feature_names=None if names is None else [str(n) for n in names], drop_tiny=False, float32=True,
-                  **arrays)
+    return numeric_forest(node_offset, leaf_offset, num_features, trees_per_iteration=outputs, drop_tiny=False,
+                          float32=True, feature_names=None if names is None else [str(n) for n in names], **arrays)
 
 
 def _array(tree: dict, key: str, count: int, where: str, dtype=np.float64) -> np.ndarray:

@@ -93,7 +93,122 @@ class AcquisitionResult:
         return (self.order >= 0).sum(axis=1)
 
 
-class AdaptiveAcquisitionClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
+class PolicyClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
+    """The base of the package's classifiers that decide per row what to buy: :class:`AdaptiveAcquisitionClassifier`
+    and :class:`~lightgbm_cegb.methods.staged.StagedAcquisitionClassifier`.
+
+    A subclass fits ``classes_``, ``units_`` and ``unit_cost_``, checks the parameters read when predicting in
+    ``_check_policy`` and gives its run in ``_run(n)``: an object with ``requests()`` ((unit, rows) pairs, empty
+    when every row has stopped), ``deliver(unit, rows, values, pay=True)``, ``evaluate()``, ``drop(rows)``,
+    ``proba`` and ``result()`` (an :class:`AcquisitionResult`), which ``predict_result`` drives with the values
+    of X and ``LazyPredictor`` with the values it fetches.
+    """
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True
+        return tags
+
+    def __lightgbm_cegb_policy__(self, n: int):
+        """A run for ``n`` rows that are told the values of the units they ask for: how ``predict_result`` and
+        ``LazyPredictor`` (which fetches them) drive it."""
+        self._check_fitted()
+        self._check_policy()
+        return self._run(n)
+
+    def _drive(self, X: np.ndarray, run):
+        """``run`` through the rows X (checked), each told the values of the units it asks for."""
+        while requests := run.requests():
+            for unit, rows in requests:
+                run.deliver(unit, rows, X[np.ix_(rows, list(self.units_[unit]))])
+            run.evaluate()
+        return run
+
+    def _checked_rows(self, X) -> np.ndarray:
+        self._check_fitted()
+        return validate_data(self, X, dtype=np.float64, ensure_all_finite="allow-nan", reset=False)
+
+    def predict_result(self, X) -> AcquisitionResult:
+        """What each row buys, in order, its prediction and its cost.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The rows, every value known (only those bought are read).
+
+        Returns
+        -------
+        AcquisitionResult
+            The probabilities, the order of acquisition, the acquired features and the costs.
+        """
+        X = self._checked_rows(X)
+        return self._drive(X, self.__lightgbm_cegb_policy__(len(X))).result()
+
+    def predict_proba(self, X) -> np.ndarray:
+        """Class probabilities from what each row buys.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The rows.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+            The probabilities of the classes of ``classes_``.
+        """
+        return self.predict_result(X).proba
+
+    def predict(self, X) -> np.ndarray:
+        """The most probable class of each row, from what it buys.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The rows.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            Labels from ``classes_``.
+        """
+        proba = self.predict_proba(X)  # first: an unfitted model has no classes_
+        return self.classes_[proba.argmax(axis=1)]
+
+    def prediction_cost(self, X, *, n_jobs: int | None = None) -> CostReport:
+        """The exact per-row cost of what each row buys on X (and of the classifiers' evaluations).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The rows.
+        n_jobs : int or None, default=None
+            Unused (the classifiers' threads are the estimator's ``n_jobs``); accepted as by every estimator.
+
+        Returns
+        -------
+        CostReport
+            ``predict_result(X).cost``.
+        """
+        return self.predict_result(X).cost
+
+    def _restore_units(self, state: dict) -> None:
+        """``classes_``, ``units_`` and ``unit_cost_`` of a saved state, checked."""
+        num_features = self.n_features_in_
+        self.classes_ = np.asarray(state["classes"])
+        if self.classes_.ndim != 1 or len(self.classes_) < 2 or len(np.unique(self.classes_)) != len(self.classes_):
+            raise saved.damaged(state, f"classes should be 2 or more distinct labels, got {state['classes']!r:.80}")
+        units = state["units"]
+        if not isinstance(units, list) or not units or any(
+                not isinstance(u, list) or not u or any(isinstance(f, bool) or not isinstance(f, int)
+                                                        or not 0 <= f < num_features for f in u) for u in units):
+            raise saved.damaged(state, f"units should be lists of column indices below {num_features}, got "
+                                       f"{units!r:.80}")
+        self.units_ = [tuple(u) for u in units]
+        self.unit_cost_ = saved.array(state, "unit_cost", (len(units),), low=0.0)
+
+
+class AdaptiveAcquisitionClassifier(PolicyClassifier):
     """Classifier that decides per input which feature (or feature group) to acquire next and when to stop.
 
     See the module's doc for the policy. ``fit`` trains one LightGBM classifier on copies of the training rows
@@ -196,11 +311,6 @@ class AdaptiveAcquisitionClassifier(BudgetedEstimator, ClassifierMixin, BaseEsti
         self.policy_rounds = policy_rounds
         self.random_state = random_state
         self.n_jobs = n_jobs
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.allow_nan = True
-        return tags
 
     # ------------------------------------------------------------------------------------------------ fit
 
@@ -357,21 +467,6 @@ class AdaptiveAcquisitionClassifier(BudgetedEstimator, ClassifierMixin, BaseEsti
         values[:, free] = np.where(gains[:, free] > 0, np.inf, 0.0)
         return values
 
-    def predict_result(self, X) -> AcquisitionResult:
-        """Run the policy on X: the units each row acquires, in order, its prediction and its cost.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            The rows, every value known (the policy reads only those it acquires).
-
-        Returns
-        -------
-        AcquisitionResult
-            The probabilities, the order of acquisition, the acquired features and the costs.
-        """
-        return self._trace(X, record=False).result()
-
     def predict_results(self, X, tradeoffs) -> list[AcquisitionResult]:
         """:meth:`predict_result` at each of ``tradeoffs`` (the model's other settings as they are), from one run of
         the policy.
@@ -404,70 +499,14 @@ class AdaptiveAcquisitionClassifier(BudgetedEstimator, ClassifierMixin, BaseEsti
     def _trace(self, X, record: bool = True) -> PolicyRun:
         """The policy run on X (at this model's tradeoff); with ``record``, recording what :meth:`PolicyRun.result`
         needs to answer any larger tradeoff."""
-        X = validate_data(self, X, dtype=np.float64, ensure_all_finite="allow-nan", reset=False)
+        X = self._checked_rows(X)
         run = self.__lightgbm_cegb_policy__(len(X))
         if record:
             run.record()
-        while requests := run.requests():
-            for unit, rows in requests:
-                run.deliver(unit, rows, X[np.ix_(rows, list(self.units_[unit]))])
-            run.evaluate()
-        return run
+        return self._drive(X, run)
 
-    def __lightgbm_cegb_policy__(self, n: int) -> PolicyRun:
-        """A run of the policy for ``n`` rows that are told the values of the units they ask for: how
-        ``predict_result`` and ``LazyPredictor`` (which fetches them) drive it."""
-        self._check_fitted()
-        self._check_policy()
+    def _run(self, n: int) -> PolicyRun:
         return PolicyRun(self, n)
-
-    def predict_proba(self, X) -> np.ndarray:
-        """Class probabilities from the units each row acquires.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            The rows.
-
-        Returns
-        -------
-        ndarray of shape (n_samples, n_classes)
-            The probabilities of the classes of ``classes_``.
-        """
-        return self.predict_result(X).proba
-
-    def predict(self, X) -> np.ndarray:
-        """The most probable class of each row, from the units it acquires.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            The rows.
-
-        Returns
-        -------
-        ndarray of shape (n_samples,)
-            Labels from ``classes_``.
-        """
-        proba = self.predict_proba(X)
-        return self.classes_[proba.argmax(axis=1)]
-
-    def prediction_cost(self, X, *, n_jobs: int | None = None) -> CostReport:
-        """The exact per-row cost of what the policy acquires on X (and of the model's evaluations).
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            The rows.
-        n_jobs : int or None, default=None
-            Unused (the policy's threads are the estimator's ``n_jobs``); accepted as by every estimator.
-
-        Returns
-        -------
-        CostReport
-            ``predict_result(X).cost``.
-        """
-        return self.predict_result(X).cost
 
     def tradeoff_scale(self, X, y, **fit_params) -> float:
         """The smallest ``tradeoff`` at which the model fitted on (X, y) acquires nothing: the best value of the
@@ -528,17 +567,8 @@ class AdaptiveAcquisitionClassifier(BudgetedEstimator, ClassifierMixin, BaseEsti
 
     def _restore(self, state: dict, folder, manifest: dict) -> None:
         num_features = self.n_features_in_
-        self.classes_ = np.asarray(state["classes"])
-        if self.classes_.ndim != 1 or len(self.classes_) < 2 or len(np.unique(self.classes_)) != len(self.classes_):
-            raise saved.damaged(state, f"classes should be 2 or more distinct labels, got {state['classes']!r:.80}")
-        units = state["units"]
-        if not isinstance(units, list) or not units or any(
-                not isinstance(u, list) or not u or any(isinstance(f, bool) or not isinstance(f, int)
-                                                        or not 0 <= f < num_features for f in u) for u in units):
-            raise saved.damaged(state, f"units should be lists of column indices below {num_features}, got "
-                                       f"{units!r:.80}")
-        self.units_ = [tuple(u) for u in units]
-        self.unit_cost_ = saved.array(state, "unit_cost", (len(units),), low=0.0)
+        self._restore_units(state)
+        units = self.units_
         shape = tuple(saved.array(state, "tables_shape", (3,), np.int64, low=1))
         if shape[:2] != (len(units), len(self.classes_)):
             raise saved.damaged(state, f"tables_shape should be [{len(units)} units, {len(self.classes_)} classes, "

@@ -28,19 +28,16 @@ import copy
 
 import lightgbm as lgb
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.utils.validation import validate_data
 
-from lightgbm_cegb.base import BudgetedEstimator
 from lightgbm_cegb.core.cost_state import CostState
 from lightgbm_cegb.core.errors import CEGBError, check_number
 from lightgbm_cegb.core.parallel import resolve_n_jobs
 from lightgbm_cegb.core.report import CostReport
 from lightgbm_cegb.io import saved
-from lightgbm_cegb.methods.acquisition import AcquisitionResult, EvaluationCost, fit_inputs
+from lightgbm_cegb.methods.acquisition import AcquisitionResult, EvaluationCost, PolicyClassifier, fit_inputs
 
 
-class StagedAcquisitionClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
+class StagedAcquisitionClassifier(PolicyClassifier):
     """Classifier that buys nested feature sets stage by stage, per input, while its prediction is unsure.
 
     See the module's doc for the stages and the exit rule.
@@ -124,11 +121,6 @@ class StagedAcquisitionClassifier(BudgetedEstimator, ClassifierMixin, BaseEstima
         self.early_stopping_rounds = early_stopping_rounds
         self.random_state = random_state
         self.n_jobs = n_jobs
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.allow_nan = True
-        return tags
 
     # ------------------------------------------------------------------------------------------------ fit
 
@@ -246,27 +238,6 @@ class StagedAcquisitionClassifier(BudgetedEstimator, ClassifierMixin, BaseEstima
         p = self.stages_[k - 1].predict(masked, num_threads=resolve_n_jobs(self.n_jobs, len(masked)))
         return np.column_stack([1.0 - p, p]) if p.ndim == 1 else p
 
-    def predict_result(self, X) -> AcquisitionResult:
-        """Run the cascade on X: the units each row buys, in order, its prediction and its cost.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            The rows, every value known (the cascade reads only those it buys).
-
-        Returns
-        -------
-        AcquisitionResult
-            The probabilities, the order of acquisition, the acquired features and the costs.
-        """
-        X = validate_data(self, X, dtype=np.float64, ensure_all_finite="allow-nan", reset=False)
-        run = self.__lightgbm_cegb_policy__(len(X))
-        while requests := run.requests():
-            for unit, rows in requests:
-                run.deliver(unit, rows, X[np.ix_(rows, list(self.units_[unit]))])
-            run.evaluate()
-        return run.result()
-
     def predict_results(self, X, settings) -> list[AcquisitionResult]:
         """:meth:`predict_result` at each of ``settings`` (dicts of ``tradeoff`` and ``max_cost``, the model's own
         where a dict does not say), from one pass of every stage's classifier over X: each result equals
@@ -299,8 +270,7 @@ class StagedAcquisitionClassifier(BudgetedEstimator, ClassifierMixin, BaseEstima
     def _passes(self, X, deepest: int | None = None) -> tuple[list, list]:
         """Every stage's probabilities on every row of X (up to stage ``deepest``; None: the last within
         ``max_cost``), and what each stage's evaluation costs each row (None: nothing)."""
-        self._check_fitted()
-        X = validate_data(self, X, dtype=np.float64, ensure_all_finite="allow-nan", reset=False)
+        X = self._checked_rows(X)
         deepest = self._last_stage() if deepest is None else deepest
         proba, added = [], []
         for k in range(deepest + 1):
@@ -336,60 +306,8 @@ class StagedAcquisitionClassifier(BudgetedEstimator, ClassifierMixin, BaseEstima
             run.proba[stop == k] = proba[k][stop == k]
         return run.result()
 
-    def __lightgbm_cegb_policy__(self, n: int) -> StagedRun:
-        """A run of the cascade for ``n`` rows that are told the values of the units they ask for: how
-        ``predict_result`` and ``LazyPredictor`` (which fetches them) drive it."""
-        self._check_fitted()
-        self._check_policy()
+    def _run(self, n: int) -> StagedRun:
         return StagedRun(self, n)
-
-    def predict_proba(self, X) -> np.ndarray:
-        """Class probabilities of the stage where each row stops.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            The rows.
-
-        Returns
-        -------
-        ndarray of shape (n_samples, n_classes)
-            The probabilities of the classes of ``classes_``.
-        """
-        return self.predict_result(X).proba
-
-    def predict(self, X) -> np.ndarray:
-        """The most probable class of each row, at the stage where it stops.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            The rows.
-
-        Returns
-        -------
-        ndarray of shape (n_samples,)
-            Labels from ``classes_``.
-        """
-        proba = self.predict_proba(X)  # first: an unfitted model has no classes_
-        return self.classes_[proba.argmax(axis=1)]
-
-    def prediction_cost(self, X, *, n_jobs: int | None = None) -> CostReport:
-        """The exact per-row cost of what the cascade buys on X (and of its classifiers' evaluations).
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            The rows.
-        n_jobs : int or None, default=None
-            Unused (the classifiers' threads are the estimator's ``n_jobs``); accepted as by every estimator.
-
-        Returns
-        -------
-        CostReport
-            ``predict_result(X).cost``.
-        """
-        return self.predict_result(X).cost
 
     def tradeoff_scale(self, X, y, **fit_params) -> float:
         """The smallest ``tradeoff`` at which the model fitted on (X, y) buys nothing: every row stops at stage 0,
@@ -431,18 +349,8 @@ class StagedAcquisitionClassifier(BudgetedEstimator, ClassifierMixin, BaseEstima
                 {f"stage_{k}": booster.model_to_string() for k, booster in enumerate(self.stages_, start=1)})
 
     def _restore(self, state: dict, folder, manifest: dict) -> None:
-        num_features = self.n_features_in_
-        self.classes_ = np.asarray(state["classes"])
-        if self.classes_.ndim != 1 or len(self.classes_) < 2 or len(np.unique(self.classes_)) != len(self.classes_):
-            raise saved.damaged(state, f"classes should be 2 or more distinct labels, got {state['classes']!r:.80}")
-        units = state["units"]
-        if not isinstance(units, list) or any(
-                not isinstance(u, list) or not u or any(isinstance(f, bool) or not isinstance(f, int)
-                                                        or not 0 <= f < num_features for f in u) for u in units):
-            raise saved.damaged(state, f"units should be lists of column indices below {num_features}, got "
-                                       f"{units!r:.80}")
-        self.units_ = [tuple(u) for u in units]
-        self.unit_cost_ = saved.array(state, "unit_cost", (len(units),), low=0.0)
+        self._restore_units(state)
+        units = self.units_
         order = saved.array(state, "order", (None,), np.int64, low=0)
         if len(np.unique(order)) != len(order) or (order >= len(units)).any():
             raise saved.damaged(state, f"order should hold distinct units below {len(units)}")
