@@ -264,6 +264,9 @@ def protocol_parser(doc: str, choices=None, data_paths: bool = False) -> argpars
                              "plain LightGBM, whose cost sets the budgets; every other run's points are those of "
                              "OUT's earlier CSV of the same command, whose plain LightGBM points must be the same; "
                              "the report is rewritten from all of them")
+    parser.add_argument("--skip", action="append", default=[], metavar="LABEL",
+                        help="leave this run out (its label in the table; repeatable): no points, no row, and the "
+                             "report says so (e.g. a run not measured on this data yet, with --only)")
     parser.add_argument("--resume", action="store_true",
                         help="reuse the splits an interrupted run of the same command finished (the same data, runs, "
                              "caps and package version): each split's points are saved in OUT as it ends and removed "
@@ -461,6 +464,11 @@ def repeated_frontiers(split, costs: FeatureCosts, task: str, runs: list[tuple],
         raise CEGBError(f"--split should be a split of --splits {args.splits} (0 to {args.splits - 1}), got "
                         f"{args.split}")
     args.out.mkdir(parents=True, exist_ok=True)
+    unknown = [label for label in args.skip if label not in [run[0] for run in runs]]
+    if unknown or plain_run(runs)[0] in args.skip or set(args.skip) & set(args.only):
+        raise CEGBError(f"--skip should name runs of this command other than plain LightGBM and --only's, got "
+                        f"{', '.join(map(repr, args.skip))}")
+    runs = [run for run in runs if run[0] not in args.skip]
     order, rounds = [run[0] for run in runs] + [trained[0]], args.method_rounds
     plain = plain_run(runs)
     if args.only:
@@ -515,7 +523,8 @@ def repeated_frontiers(split, costs: FeatureCosts, task: str, runs: list[tuple],
               + ("fractions of plain LightGBM's validation cost in each split" if fixed is None else
                  "a mean validation cost per row") +
               "), ± the half-width of its 95% interval, @ its mean test cost per row; bold: the best mean, "
-              "where its interval separates from the runner-up's.", "", *lines, "",
+              "where its interval separates from the runner-up's."
+              + (f" Left out (--skip): {', '.join(args.skip)}." if args.skip else ""), "", *lines, "",
               *report_frontier(every, args.out, name, f"{title}: validation Pareto points on test rows (split 0)",
                                quality, plotted=every[every["split"] == 0])]
     write_atomically(args.out / f"{name}.md", lambda tmp: Path(tmp).write_text("\n".join(report) + "\n"))
