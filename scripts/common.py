@@ -473,6 +473,7 @@ def repeated_frontiers(split, costs: FeatureCosts, task: str, runs: list[tuple],
     plain = plain_run(runs)
     if args.only:
         earlier = earlier_points(args.out / f"{name}.csv", order, args)
+        earlier = earlier[~earlier["method"].isin(args.skip)]
         rerun = {run[1] for run in runs if run[0] in args.only} | {"lightgbm"}
         rounds = earlier_rounds(args.out / f"{name}.md", args, rerun)
         runs = [run for run in runs if run is plain or run[0] in args.only]

@@ -59,6 +59,18 @@ def test_quick_frontiers_on_higgs(tmp_path):
     for suffix, content in written.items():
         assert (tmp_path / f"frontier_higgs.{suffix}").read_bytes() == content, suffix
     assert not list(tmp_path.glob(".frontier_higgs.split*"))  # each split's saved points, gone with the report
+    # --skip leaves a run out: its points and row are gone, the report says so, every other row is the same
+    run_script("frontiers.py", "--data", "higgs", "--quick", "--splits", "2", "--rounds", "100",
+               "--method-rounds", "greedy_miser=30", "--out", str(tmp_path), "--only", "Early Exit",
+               "--skip", "Staged acquisition")
+    skipped = (tmp_path / "frontier_higgs.md").read_text()
+    assert "| Staged acquisition |" not in skipped and "Left out (--skip): Staged acquisition." in skipped
+    rows = [line for line in written["md"].decode().splitlines() if line.startswith("| ") and "Staged" not in line]
+    assert [line for line in skipped.splitlines() if line.startswith("| ")] == rows
+    assert "Staged acquisition" not in set(pd.read_csv(tmp_path / "frontier_higgs.csv")["method"])
+    with pytest.raises(AssertionError, match="--skip should name runs"):
+        run_script("frontiers.py", "--data", "higgs", "--quick", "--splits", "2", "--out", str(tmp_path),
+                   "--skip", "LightGBM")
 
 
 def test_runs_of_each_task():
