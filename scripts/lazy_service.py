@@ -38,7 +38,7 @@ job), and a CEGB model trained on the bundled training events with those costs. 
 
     GET  /health            {"status": "ok", "model": ..., "features": [...], "groups": {...}, "fetch_keys": [...]}
     POST /score {"ids": [...]}
-        {"predictions": [...], "cost": [...], "mean_cost": ..., "eager_cost": ..., "fetched": {feature: rows},
+        {"predictions": [...], "cost": [...], "mean_cost": ..., "eager_cost": ..., "fetched": {feature: ids},
          "rounds": ..., "fetch_calls": ..., "latency_ms": ...}
 
 ``cost`` is each row's cost (the lazy costs of the features its paths read, each group's once, the split
@@ -335,7 +335,8 @@ def make_app(predictor: LazyPredictor, description: str, method: str = "predict"
             result = await predictor.aacquire(unknown, ids=np.asarray(ids, dtype=np.int64), method=method)
         except LazyFetchError as exc:
             return JSONResponse({"error": str(exc)}, status_code=404 if isinstance(exc.__cause__, LookupError) else 502)
-        fetched = {names[f]: np.flatnonzero(result.fetched[:, f]).tolist() for f in range(num_features)
+        asked = np.asarray(ids, dtype=np.int64)
+        fetched = {names[f]: asked[result.fetched[:, f]].tolist() for f in range(num_features)
                    if result.fetched[:, f].any()}
         return JSONResponse({"predictions": result.prediction.tolist(), "cost": result.per_instance.tolist(),
                              "mean_cost": result.mean, "eager_cost": eager_cost, "fetched": fetched,

@@ -58,7 +58,7 @@ UNKNOWN = np.array([UNKNOWN_BITS], dtype=np.uint64).view(np.float64)[0]
 @dataclass(frozen=True)
 class FetchFailure:
     """A fetch call that failed: its key as passed to fetch (a feature, or a group's name), the batch
-    positions of its rows, why.
+    positions of its rows, why, and the row ids fetch was called with.
 
     Parameters
     ----------
@@ -68,16 +68,20 @@ class FetchFailure:
         The batch positions of the rows the call was for.
     error : BaseException
         Why it failed: what fetch raised, a ``TimeoutError``, or what was wrong with what it returned.
+    ids : ndarray or None, default=None
+        The row ids fetch was called with (``acquire``'s ``ids`` of ``rows``), which the message names.
     """
 
     feature: object
     rows: np.ndarray
     error: BaseException
+    ids: np.ndarray | None = None
 
     def __str__(self) -> str:
-        shown = ", ".join(map(str, self.rows[:5].tolist())) + (", ..." if len(self.rows) > 5 else "")
+        named = self.rows if self.ids is None else self.ids
+        shown = ", ".join(map(str, np.asarray(named)[:5].tolist())) + (", ..." if len(named) > 5 else "")
         why = str(self.error) or f"it raised {type(self.error).__name__}"  # an exception without a message
-        return f"fetch({self.feature!r}) for {len(self.rows)} row(s) [{shown}] failed: {why}"
+        return f"fetch({self.feature!r}) for {len(self.rows)} row(s) [ids {shown}] failed: {why}"
 
 
 @dataclass
@@ -986,7 +990,7 @@ def _received(predictor: LazyPredictor, ids: np.ndarray, requests, outcomes) -> 
             except _Returned as exc:
                 outcome = exc
         if isinstance(outcome, BaseException):
-            failed.append(FetchFailure(predictor._unit_keys[unit], rows, outcome))
+            failed.append(FetchFailure(predictor._unit_keys[unit], rows, outcome, ids[rows]))
         else:
             received.append((unit, rows, np.where(np.isnan(values), np.nan, values)))
     return received, failed

@@ -240,6 +240,16 @@ def test_raise_then_resume_without_fetching_twice():
     np.testing.assert_array_equal(resumed.prediction, booster.predict(X))
     after = store.pairs()
     assert all(count == 1 for count in after.values()) and set(before) <= set(after)
+    # the message names the ids fetch was called with (issue 47), not the rows' positions in the batch
+    broken.add(names[5])
+    ids = np.arange(len(X)) * 7 + 1000
+    with pytest.raises(LazyFetchError) as info:
+        LazyPredictor(booster, lambda feature, asked: fetch(feature, (asked - 1000) // 7)).acquire(
+            np.full_like(X, np.nan), ids=ids)
+    failure = info.value.failure
+    np.testing.assert_array_equal(failure.ids, ids[failure.rows])
+    shown = ", ".join(map(str, failure.ids[:5].tolist()))
+    assert f"[ids {shown}" in str(info.value)
 
 
 @pytest.mark.parametrize(("returned", "message"), [

@@ -28,8 +28,8 @@ import pandas as pd
 import pytest
 from references import row_paths
 
-from lightgbm_cegb import FeatureCosts, GreedyMiserClassifier, prediction_cost
-from lightgbm_cegb.datasets import HIGGS_COSTS, higgs
+from lightgbm_cegb import FeatureCosts, GreedyMiserClassifier, LazyPredictor, prediction_cost
+from lightgbm_cegb.datasets import HIGGS_COSTS, HIGGS_FEATURES, higgs
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "lazy_service.py"
 START_TIMEOUT = 180  # seconds: imports and training on a loaded machine
@@ -122,6 +122,11 @@ def test_bundled_scores_equal_the_model_on_full_rows(bundled):
     assert 0 < answer["rounds"] and answer["latency_ms"] > 0
     fetched = sum(len(rows) for rows in answer["fetched"].values())
     assert fetched < len(ids) * 28
+    # issue 47: the ids asked for, not the rows' positions in the request (0, 1, 2, ...)
+    local = LazyPredictor(booster, lambda name, rows: X[rows, HIGGS_FEATURES.index(name)], feature_costs=HIGGS_COSTS)
+    result = local.acquire(np.full((len(ids), 28), np.nan), ids=np.asarray(ids))
+    assert answer["fetched"] == {name: np.asarray(ids)[result.fetched[:, f]].tolist()
+                                 for f, name in enumerate(HIGGS_FEATURES) if result.fetched[:, f].any()}
 
 
 def test_bundled_concurrent_requests(bundled):
