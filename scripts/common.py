@@ -211,7 +211,8 @@ QUICK = {"cegb": [{"relative_tradeoff": r} for r in (0.0, 0.05)], "budget_prune"
          **{name: [{"relative_tradeoff": 1e-3}] for name in ("cstc", "cscc", "cronus")},
          "cheap_subset": [{"width": 2, "steps": 2}],
          "adaptive_acquisition": [{"relative_tradeoff": r} for r in (0.05, 0.3)],
-         "staged_acquisition": [{"relative_tradeoff": r} for r in (0.05, 0.3)]}
+         "staged_acquisition": [{"relative_tradeoff": r} for r in (0.05, 0.3)],
+         "catboost": [{"penalties_coefficient": c} for c in (1e-5, 1e-3)]}
 RF_TREES = 100
 #: the protocol's "CEGB trained to the budget" run: its label and LightGBM parameters
 TRAINED = ("CEGB trained to the budget", {})
@@ -239,7 +240,8 @@ LABELS = {"lightgbm": "LightGBM", "cegb": "CEGB", "budget_prune": "BudgetPrune",
           "budgetrf": "BudgetRF", "greedy_miser": "Greedy Miser", "adapt_gbrt": "ADAPT-GBRT",
           "adapt_lin": "ADAPT-LIN", "adapt_l1": "ADAPT's L1 baseline", "cstc": "CSTC", "cscc": "CSCC",
           "cronus": "Cronus", "cheap_subset": "Cheap subset (baseline)",
-          "adaptive_acquisition": "Adaptive acquisition", "staged_acquisition": "Staged acquisition"}
+          "adaptive_acquisition": "Adaptive acquisition", "staged_acquisition": "Staged acquisition",
+          "catboost": "CatBoost (feature penalties)"}
 
 
 def protocol_parser(doc: str, choices=None, data_paths: bool = False) -> argparse.ArgumentParser:

@@ -31,7 +31,7 @@ def test_quick_frontiers_on_higgs(tmp_path):
                                    "CSTC without polish", "CSTC, boosting trick",
                                    "CSTC, boosting trick, without polish", "CSCC", "Cronus",
                                    "CEGB trained to the budget", "Cheap subset (baseline)", "Adaptive acquisition",
-                                   "Staged acquisition"}
+                                   "Staged acquisition", "CatBoost (feature penalties)"}
     assert frame["test_quality"].between(0, 1).all() and frame["test_cost"].between(0, 91).all()
     assert "| Greedy Miser |" in (tmp_path / "frontier_higgs.md").read_text()
     assert frame["cost"].between(0, 91).all()
