@@ -15,6 +15,7 @@ block of trees per exit for the rows still in).
 
 from __future__ import annotations
 
+import json
 import numbers
 from dataclasses import dataclass
 
@@ -24,7 +25,7 @@ from lightgbm_cegb.core.cost_state import CostState
 from lightgbm_cegb.core.costs import resolve_costs
 from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.report import CostReport
-from lightgbm_cegb.io.models import booster_of, num_trees_used, to_forest
+from lightgbm_cegb.io.models import booster_of, library_of, num_trees_used, to_forest
 
 RANKING_OBJECTIVES = ("lambdarank", "rank_xendcg")
 CLASSIFICATION_OBJECTIVES = ("binary", "multiclass", "multiclassova")
@@ -55,7 +56,8 @@ class EarlyExitResult:
 
 
 class EarlyExit:
-    """Early exits on a fitted LightGBM ranker or classifier (Booster or scikit-learn API model).
+    """Early exits on a fitted LightGBM ranker or classifier (Booster or scikit-learn API model), or an additive
+    classifier or ranker of another library (XGBoost, CatBoost, scikit-learn's HistGradientBoostingClassifier).
 
     Exits are placed every ``every`` iterations (and after the last one, the best iteration if the model has
     one); at each exit, rows that are already decided stop (see the Notes). ``predict`` returns the
@@ -63,9 +65,13 @@ class EarlyExit:
 
     Parameters
     ----------
-    model : lightgbm.Booster, LGBMRanker or LGBMClassifier
-        The fitted model, with a ranking objective (``lambdarank``, ``rank_xendcg``) or a classification one
-        (``binary``, ``multiclass``, ``multiclassova``).
+    model : lightgbm.Booster, LGBMRanker, LGBMClassifier, XGBoost or CatBoost model, HistGradientBoostingClassifier
+        The fitted model, with a ranking objective (``lambdarank``, ``rank_xendcg``; XGBoost's ``rank:*``,
+        CatBoost's ranking losses) or a classification one (``binary``, ``multiclass``, ``multiclassova``;
+        XGBoost's ``binary:logistic``, ``multi:softprob``, ``multi:softmax``; CatBoost's ``Logloss``,
+        ``CrossEntropy``, ``MultiClass``). Another library's exits read its own ``predict`` with the iterations so
+        far (XGBoost's ``iteration_range``, CatBoost's ``ntree_end``, ``staged_predict_proba``); an XGBoost model
+        with ``num_parallel_tree`` > 1 is refused.
     threshold : float
         Classification: a probability in (0, 1]; rows whose top class probability reaches it stop. Ranking:
         the proximity margin s >= 0 (0 stops every document below the fifth best at the first exit).
@@ -76,8 +82,8 @@ class EarlyExit:
 
     Attributes
     ----------
-    booster : lightgbm.Booster
-        The model's booster.
+    booster : lightgbm.Booster or None
+        The model's booster (None for another library's model).
     forest : Forest
         The model's trees.
     kind : {"rank", "classify"}
@@ -109,18 +115,20 @@ class EarlyExit:
     """
 
     def __init__(self, model, *, threshold: float, every: int = 10, feature_costs=None) -> None:
-        booster = booster_of(model)
-        if booster is None:
-            raise CEGBError(f"model should be a LightGBM Booster or scikit-learn API model, got {type(model).__name__}")
-        self.booster, self.forest = booster, to_forest(model)
-        objective = (self.forest.objective or "").split(" ")[0]
-        if objective in RANKING_OBJECTIVES:
-            self.kind = "rank"
-        elif objective in CLASSIFICATION_OBJECTIVES:
-            self.kind = "classify"
+        self.booster, self.forest = booster_of(model), None
+        if self.booster is None:
+            self._other = _OtherLibrary(model)  # XGBoost, CatBoost, HistGradientBoosting; refuses anything else
+            self.forest, self.kind = self._other.forest, self._other.kind
         else:
-            raise CEGBError(f"model: objective {objective or None!r} is neither a ranking one {RANKING_OBJECTIVES} "
-                            f"nor a classification one {CLASSIFICATION_OBJECTIVES}")
+            self.forest = to_forest(model)
+            objective = (self.forest.objective or "").split(" ")[0]
+            if objective in RANKING_OBJECTIVES:
+                self.kind = "rank"
+            elif objective in CLASSIFICATION_OBJECTIVES:
+                self.kind = "classify"
+            else:
+                raise CEGBError(f"model: objective {objective or None!r} is neither a ranking one "
+                                f"{RANKING_OBJECTIVES} nor a classification one {CLASSIFICATION_OBJECTIVES}")
         if isinstance(every, bool) or not isinstance(every, numbers.Integral) or every < 1:
             raise CEGBError(f"every should be an integer >= 1, got {every!r}")
         valid = isinstance(threshold, numbers.Real) and not isinstance(threshold, bool) and np.isfinite(threshold)
@@ -189,7 +197,10 @@ class EarlyExit:
         """
         X = self.forest.dense(X)
         tpi = self.forest.trees_per_iteration
-        n, iterations = len(X), num_trees_used(self.booster, self.forest, None) // tpi  # as predict: best iteration
+        n = len(X)
+        # as predict does: the best iteration, if any
+        iterations = self._other.iterations if self.booster is None else \
+            num_trees_used(self.booster, self.forest, None) // tpi
         if n == 0:
             raise CEGBError("X should hold at least one row")
         queries = self._queries(group, n)
@@ -204,7 +215,8 @@ class EarlyExit:
             start = stop
             if not len(active):
                 break
-            partial = self.booster.predict(X[active], num_iteration=stop, raw_score=self.kind == "rank")
+            partial = self._other.predict(X[active], stop) if self.booster is None else \
+                self.booster.predict(X[active], num_iteration=stop, raw_score=self.kind == "rank")
             if prediction is None:
                 prediction = np.zeros((n,) + partial.shape[1:])
             prediction[active] = partial
@@ -254,3 +266,69 @@ class EarlyExit:
         sorted_queries = queries[order]
         rank[order] = np.arange(len(order)) - np.searchsorted(sorted_queries, sorted_queries, side="left")
         return rank
+
+
+#: XGBoost's and CatBoost's objectives (loss functions) that Early Exit reads as classification or ranking
+XGBOOST_CLASSIFICATION = ("binary:logistic", "multi:softprob", "multi:softmax")
+CATBOOST_CLASSIFICATION = ("Logloss", "CrossEntropy", "MultiClass")
+CATBOOST_RANKING = ("YetiRank", "YetiRankPairwise", "PairLogit", "PairLogitPairwise", "QueryRMSE", "QuerySoftMax",
+                    "LambdaMart", "StochasticRank")
+
+
+class _OtherLibrary:
+    """Early Exit's view of a model of XGBoost, CatBoost or scikit-learn's HistGradientBoostingClassifier:
+    its forest, ``kind``, the iterations its ``predict`` uses and ``predict(X, stop)``, the library's own
+    prediction with its first ``stop`` iterations (classification: class probabilities, two classes the
+    second's; ranking: the raw score)."""
+
+    def __init__(self, model) -> None:
+        library = library_of(model)
+        self.model, self.library, self.forest = model, library, to_forest(model) if library else None
+        if library == "xgboost":
+            booster = model.get_booster() if hasattr(model, "get_booster") else model
+            self.objective = json.loads(booster.save_config())["learner"]["objective"]["name"]
+            self.kind = "classify" if self.objective in XGBOOST_CLASSIFICATION else \
+                "rank" if self.objective.startswith("rank:") else None
+            rounds = booster.num_boosted_rounds()
+            if self.forest.num_trees != rounds * self.forest.trees_per_iteration:
+                raise CEGBError("model: an XGBoost model of several trees per output and round (num_parallel_tree "
+                                "> 1) has no exit between its trees' groups; not supported")
+            best = getattr(model, "best_iteration", None) if hasattr(model, "get_booster") else None
+            self.iterations, self.booster = rounds if best is None else best + 1, booster
+        elif library == "catboost":
+            self.objective = str(model.get_all_params()["loss_function"]).split(":")[0]
+            self.kind = "classify" if self.objective in CATBOOST_CLASSIFICATION else \
+                "rank" if self.objective in CATBOOST_RANKING else None
+            self.iterations = model.tree_count_
+        elif library == "hist":
+            from sklearn.base import is_classifier
+            self.objective = type(model).__name__
+            self.kind = "classify" if is_classifier(model) else None
+            self.iterations = model.n_iter_
+        else:
+            raise CEGBError(f"model should be a LightGBM, XGBoost or CatBoost model or a HistGradientBoosting"
+                            f"Classifier, got {type(model).__name__}")
+        if self.kind is None:
+            raise CEGBError(f"model: {library}'s objective {self.objective!r} is neither a ranking nor a "
+                            "classification one")
+
+    def predict(self, X: np.ndarray, stop: int) -> np.ndarray:
+        if self.library == "xgboost":
+            import xgboost as xgb
+
+            margin = self.kind == "rank" or self.objective == "multi:softmax"
+            out = self.booster.predict(xgb.DMatrix(X, feature_names=self.booster.feature_names),
+                                       iteration_range=(0, stop), output_margin=margin)
+            if self.objective == "multi:softmax":  # its predict gives labels: the probabilities of softprob
+                out = np.exp(out - out.max(axis=1, keepdims=True))
+                out /= out.sum(axis=1, keepdims=True)
+            return out
+        if self.library == "catboost":
+            if self.kind == "rank":
+                return self.model.predict(X, prediction_type="RawFormulaVal", ntree_end=stop)
+            proba = self.model.predict(X, prediction_type="Probability", ntree_end=stop)
+            return proba[:, 1] if proba.shape[1] == 2 else proba
+        for k, proba in enumerate(self.model.staged_predict_proba(X), start=1):
+            if k == stop:
+                return proba[:, 1] if proba.shape[1] == 2 else proba
+        raise CEGBError(f"internal error: the model has fewer than {stop} iterations; please report this")

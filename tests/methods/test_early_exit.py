@@ -97,7 +97,8 @@ def test_ranker_exits_match_the_reference(threshold):
 @pytest.mark.parametrize(("make", "kwargs", "message"), [
     (lambda X, y: lgb.train({"objective": "regression", "verbose": -1}, lgb.Dataset(X, y), 3), {"threshold": 0.5},
      "neither a ranking one"),
-    (lambda X, y: "model.txt", {"threshold": 0.5}, "should be a LightGBM Booster"),
+    (lambda X, y: "model.txt", {"threshold": 0.5},
+     "should be a LightGBM, XGBoost or CatBoost model or a HistGradientBoostingClassifier, got str"),
     (lambda X, y: lgb.train({"objective": "binary", "verbose": -1}, lgb.Dataset(X, y > 0), 3),
      {"threshold": 1.5}, r"threshold should be a probability in \(0, 1\]"),
     (lambda X, y: lgb.train({"objective": "binary", "verbose": -1}, lgb.Dataset(X, y > 0), 3),
@@ -145,3 +146,79 @@ def test_predict_returns_the_array_and_prediction_cost_the_report():
     assert isinstance(prediction, np.ndarray)
     np.testing.assert_array_equal(prediction, result.prediction)
     np.testing.assert_array_equal(model.prediction_cost(X).per_instance, result.cost.per_instance)
+
+
+def _library_models(classes: int):
+    """(model, its own prediction with its first k iterations) of XGBoost, CatBoost and HistGradientBoosting."""
+    import catboost as cb
+    import xgboost as xgb
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    X, score = data(classes + 10, n=500)
+    X[::7, 1] = np.nan
+    y = np.digitize(score, [0.0] if classes == 2 else [-0.5, 0.5])
+    boosted = xgb.XGBClassifier(n_estimators=30, max_depth=3, n_jobs=1).fit(X, y)
+    symmetric = cb.CatBoostClassifier(iterations=30, depth=3, verbose=0, thread_count=1,
+                                      allow_writing_files=False).fit(X, y)
+    hist = HistGradientBoostingClassifier(max_iter=30, max_depth=3, early_stopping=False).fit(X, y)
+
+    def second(p):
+        return p[:, 1] if p.shape[1] == 2 else p
+    own = [(boosted, lambda rows, k: second(boosted.predict_proba(rows, iteration_range=(0, k)))),
+           (symmetric, lambda rows, k: second(symmetric.predict_proba(rows, ntree_end=k))),
+           (hist, lambda rows, k: second(list(hist.staged_predict_proba(rows))[k - 1]))]
+    return X, own
+
+
+@pytest.mark.parametrize("classes", [2, 3])
+def test_exits_of_other_libraries(classes):
+    """Issue 45: Early Exit on XGBoost, CatBoost and HistGradientBoosting classifiers (additive models): each row
+    stops at the first exit where the library's own probabilities with the iterations so far pass the threshold
+    (a row-by-row reference), with those probabilities and the cost of the trees it went through."""
+    X, own = _library_models(classes)
+    for model, predict in own:
+        result = EarlyExit(model, threshold=0.8, every=5, feature_costs=COSTS).predict_result(X)
+        for i in range(len(X)):
+            stop = 30
+            for exit_at in range(5, 30, 5):
+                p = predict(X[i:i + 1], exit_at)[0]
+                if (max(p, 1 - p) if classes == 2 else p.max()) >= 0.8:
+                    stop = exit_at
+                    break
+            assert result.iterations[i] == stop, (type(model).__name__, i)
+        for k in np.unique(result.iterations):
+            rows = result.iterations == k
+            np.testing.assert_allclose(result.prediction[rows], predict(X[rows], int(k)), rtol=1e-6, atol=1e-7)
+            forest_rows = lc_cost_of_first(model, X[rows], int(k) * (1 if classes == 2 else 3))
+            np.testing.assert_allclose(result.cost.per_instance[rows], forest_rows, rtol=1e-12)
+        assert (result.iterations < 30).any(), type(model).__name__
+
+
+def lc_cost_of_first(model, X, trees: int) -> np.ndarray:
+    """The package's per-row cost of the model's first ``trees`` trees (a Forest cut to them)."""
+    from dataclasses import replace
+
+    from lightgbm_cegb import to_forest
+    forest = to_forest(model)
+    cut = replace(forest, node_offset=forest.node_offset[:trees + 1], leaf_offset=forest.leaf_offset[:trees + 1],
+                  cat_offset=forest.cat_offset[:trees + 1], feature=forest.feature[:forest.node_offset[trees]],
+                  threshold=forest.threshold[:forest.node_offset[trees]],
+                  decision=forest.decision[:forest.node_offset[trees]], left=forest.left[:forest.node_offset[trees]],
+                  right=forest.right[:forest.node_offset[trees]],
+                  leaf_value=forest.leaf_value[:forest.leaf_offset[trees]], internal_value=None, internal_weight=None,
+                  internal_count=None, split_gain=None, leaf_weight=None, leaf_count=None)
+    return prediction_cost(cut, X, COSTS).per_instance
+
+
+def test_other_libraries_refused_by_name():
+    import xgboost as xgb
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    X, score = data(1, n=200)
+    with pytest.raises(CEGBError, match="objective 'reg:squarederror' is neither"):
+        EarlyExit(xgb.XGBRegressor(n_estimators=3).fit(X, score), threshold=0.9)
+    with pytest.raises(CEGBError, match="neither a ranking nor a classification"):
+        EarlyExit(HistGradientBoostingRegressor(max_iter=3).fit(X, score), threshold=0.9)
+    forest = xgb.XGBClassifier(n_estimators=3, num_parallel_tree=2).fit(X, score > 0)
+    with pytest.raises(CEGBError, match="num_parallel_tree"):
+        EarlyExit(forest, threshold=0.9)
