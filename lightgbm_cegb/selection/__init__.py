@@ -69,6 +69,11 @@ registered methods, each on a documented scale:
   stage whose top class probability is at least 1 - r x (1 - the most frequent class's share); ``tradeoff`` the
   raw value) and ``max_cost`` (a per-row cap; default none); one model is fitted in a sweep (early stopped on the
   validation rows) and every point reads it with its own exit rule (classification).
+- ``catboost``: ``penalties_coefficient`` of CatBoost (CPU) with the lazy costs as its
+  ``per_object_feature_penalties`` and the coupled ones as its ``first_feature_use_penalties`` (a group's own costs
+  spread over its members; CatBoost has no groups), early stopped on the validation rows; ``depth``,
+  ``learning_rate``, ``l2_leaf_reg`` pass through. The protocol's peer of CEGB (needs the extra ``catboost``;
+  not among :func:`fit_within_budget`'s defaults).
 - ``cheap_subset``: the baseline; ``width`` (units tried per step, default 4) and ``steps`` (default 20).
 
 Every boosted or bagged method also takes ``trees``: the prefix lengths that are points (default
