@@ -13,7 +13,7 @@ import numpy as np
 from lightgbm_cegb.accounting import prediction_cost
 from lightgbm_cegb.core.costs import FeatureCosts
 from lightgbm_cegb.core.errors import CEGBError, NoSplitWarning, NothingToTradeOff, check_number
-from lightgbm_cegb.io.models import has_split
+from lightgbm_cegb.io.models import has_split, library_of
 from lightgbm_cegb.lgbm.scales import cegb_tradeoff_scale
 from lightgbm_cegb.selection.metrics import Metric
 from lightgbm_cegb.selection.registry import Candidate, Context, Knob, Rows, register
@@ -58,7 +58,7 @@ def _predict(model, output: str, k: int | None, X):
     ``output`` "predict", "proba" (every class), "positive" (class 1's probability), "staged" (a BudgetRF's
     first k trees: probabilities), "ranking" (a BudgetRF's score of relevance), "decision"
     (``decision_function``), "cstc" ((f + 1) / 2 of it, in [0, 1])."""
-    at = {} if k is None else {"num_iteration": k}
+    at = {} if k is None else {"ntree_end": k} if library_of(model) == "catboost" else {"num_iteration": k}
     if output == "predict":
         return model.predict(X, **at)
     if output == "proba":
@@ -94,6 +94,8 @@ def _candidate(method: str, params: dict, model, output: str, costs: FeatureCost
 
 def _iterations(model) -> int:
     """The iterations a boosted or bagged model predicts with: its best (early stopped) or all."""
+    if library_of(model) == "catboost":  # use_best_model keeps the best iterations only
+        return model.tree_count_
     if isinstance(model, lgb.Booster):
         return model.best_iteration if model.best_iteration > 0 else model.current_iteration()
     return model.best_iteration_ if hasattr(model, "best_iteration_") else model.n_estimators_
@@ -122,6 +124,10 @@ def _truncated(model, k: int):
         return lgb.Booster(model_str=model.model_to_string(num_iteration=k))
     if hasattr(model, "prefix"):  # the package's estimators with prefixes (Greedy Miser, BudgetRF)
         return model.prefix(k)
+    if library_of(model) == "catboost":
+        shrunk = model.copy()
+        shrunk.shrink(ntree_end=k)  # in place
+        return shrunk
     raise CEGBError(f"cannot take a prefix of a {type(model).__name__}")
 
 
@@ -666,4 +672,4 @@ def _fit_catboost(context: Context, penalties: dict, params: dict) -> list[Candi
                  random_seed=0, thread_count=context.params.get("num_threads") or -1, verbose=0,
                  allow_writing_files=False, **extra)
     model.fit(context.train.X, context.train.y, eval_set=(context.valid.X, context.valid.y), use_best_model=True)
-    return [_candidate("catboost", params, model, output, context.costs)]
+    return _check_capped("catboost", context, model.tree_count_, _prefixes(context, "catboost", params, model, output))
