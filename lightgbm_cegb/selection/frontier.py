@@ -9,7 +9,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from lightgbm_cegb.core.costs import FeatureCosts
 from lightgbm_cegb.core.errors import BudgetWarning, CEGBError, check_column_order, check_number
+from lightgbm_cegb.core.report import CostReport
 from lightgbm_cegb.selection.adapters import CEGB_RELATIVE_TRADEOFFS
 from lightgbm_cegb.selection.metrics import Metric, get_metric
 from lightgbm_cegb.selection.registry import METHODS, TASKS, Candidate, Rows, encoded
@@ -124,6 +126,9 @@ class Selection:
         The sweep it was chosen from (:func:`fit_within_budget`).
     within_budget : bool, default=True
         False when no point was within the budget and this is the cheapest one.
+    costs : FeatureCosts or None, default=None
+        The sweep's costs, aligned to its columns: what the point was measured with (a plain LightGBM model does
+        not hold them; :meth:`prediction_cost` uses them).
     """
 
     method: str
@@ -136,6 +141,23 @@ class Selection:
     test_cost: float | None = None
     frontier: pd.DataFrame | None = field(default=None, repr=False)
     within_budget: bool = True
+    costs: FeatureCosts | None = field(default=None, repr=False)
+
+    def prediction_cost(self, X) -> CostReport:
+        """The exact per-row cost of the chosen point on rows X, as the sweep measured it (the point's own accounting
+        with the sweep's costs, whatever its model holds).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_rows, n_features)
+            The rows.
+
+        Returns
+        -------
+        CostReport
+            The point's per-row costs.
+        """
+        return self.candidate.cost(X)
 
 
 #: A frontier "has a gap" below a budget when its best point within the budget costs less than this fraction of
@@ -196,7 +218,7 @@ def select(frame: pd.DataFrame, budget: float, test=None, *, metric: str | Metri
 def _chosen(frame: pd.DataFrame, best: pd.Series, test, metric) -> Selection:
     candidate = best["model"]
     chosen = Selection(best["method"], dict(best["params"]), candidate.fitted_model(), candidate,
-                       float(best["quality"]), float(best["cost"]))
+                       float(best["quality"]), float(best["cost"]), costs=frame.attrs.get("costs"))
     if test is not None:
         used = get_metric(metric, frame.attrs["task"]) if metric is not None else frame.attrs["metric_object"]
         chosen.test_quality, chosen.test_cost, _ = candidate.measure(

@@ -275,6 +275,7 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
     for key in keys:
         frame[key] = [row["params"].get(key) for row in rows]
     frame.attrs.update(metric=metric.name, greater_is_better=metric.greater_is_better, task=task,
-                       classes=None if classes is None else classes.tolist(), budget=budget, columns=columns)
+                       classes=None if classes is None else classes.tolist(), budget=budget, columns=columns,
+                       costs=costs)
     frame.attrs["metric_object"] = metric
     return frame

@@ -193,6 +193,9 @@ def test_costs_a_trade_off_cannot_weigh_still_give_points(binary, costs):
         chosen = fit_within_budget(train, valid, costs, budget=8.0, task="binary", num_boost_round=40)
     frame = chosen.frontier
     assert chosen.within_budget and chosen.valid_cost <= 8.0 and chosen.valid_quality > 0.8
+    # issue 46: the choice carries the sweep's costs; its own prediction_cost is what the sweep measured
+    assert chosen.costs is not None and chosen.costs.fields() == frame.attrs["costs"].fields()
+    assert chosen.prediction_cost(valid[0]).mean == pytest.approx(chosen.valid_cost, rel=1e-12)
     left_out = {str(w.message).split()[1] for w in caught if "left out" in str(w.message)}
     free = not costs.penalised(6).any()
     bought = costs.penalised(6, split=False).any()  # what Greedy Miser's trade-off and a purchase's price weigh
