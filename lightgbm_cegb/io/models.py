@@ -15,6 +15,7 @@ seen: pass ``to_forest(model, cache=False)``'s result instead.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import json
 import os
@@ -22,6 +23,7 @@ import weakref
 from pathlib import Path
 
 import lightgbm as lgb
+import numpy as np
 
 import lightgbm_cegb.io.catboost_json as catboost_model
 import lightgbm_cegb.io.lightgbm_text as lightgbm_model
@@ -33,6 +35,7 @@ from lightgbm_cegb.core.forest import Forest
 
 _cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _file_cache: dict[str, tuple[tuple, Forest]] = {}
+_identity_cache: dict[int, tuple] = {}  # id -> (weak reference, fingerprint, forest): see _by_identity
 
 
 def unwrap(model):
@@ -213,8 +216,11 @@ def _fingerprint(model) -> tuple:
             return ("xgboost", None, model.num_boosted_rounds())
         booster = model.get_booster() if model.__sklearn_is_fitted__() else None
         return ("xgboost", booster, booster and booster.num_boosted_rounds())
-    if library == "catboost":  # fitting again trains the same object: never cached
-        return ("catboost", object())
+    if library == "catboost":  # fitting again trains the same object: its trees and leaf values say whether it did
+        if not model.is_fitted():
+            return ("catboost", None)
+        leaves = np.ascontiguousarray(model.get_leaf_values())
+        return ("catboost", model.tree_count_, hashlib.sha256(leaves.tobytes()).hexdigest())
     if library == "hist":
         predictors = getattr(model, "_predictors", None)
         return ("hist", predictors, len(predictors or ()))
@@ -325,6 +331,21 @@ def _library(name: str, path: Path):
                         "costs") from None
 
 
+def _by_identity(model, fingerprint: tuple) -> Forest:
+    """``to_forest``'s cache for models that cannot be weak keys, by identity: the entry goes with the model."""
+    key = id(model)
+    entry = _identity_cache.get(key)
+    if entry is not None and entry[0]() is model and entry[1] == fingerprint:
+        return entry[2]
+    forest = _read(model)
+    try:
+        ref = weakref.ref(model, lambda _, key=key: _identity_cache.pop(key, None))
+    except TypeError:  # not weakly referenceable: not cached
+        return forest
+    _identity_cache[key] = (ref, fingerprint, forest)
+    return forest
+
+
 def to_forest(model, *, cache: bool = True) -> Forest:
     """The Forest of a LightGBM Booster or sklearn-API model, an XGBoost Booster or estimator, a CatBoost
     model, a fitted scikit-learn tree model (HistGradientBoosting too), or a model file of LightGBM, XGBoost
@@ -332,10 +353,10 @@ def to_forest(model, *, cache: bool = True) -> Forest:
 
     A package estimator's fitted ``forest_`` is returned as it is. The forest of a Booster is cached
     (weakly, with the Booster) until its handle, iteration count or tree count changes (an XGBoost model's
-    until its booster or round count changes; a CatBoost model's is read each time); a model file's until
-    its size or modification time changes (the last file read only). Editing a Booster's trees in place
-    without changing their number (``set_leaf_output``, ``shuffle_models``) is not seen by the cache: pass
-    ``cache=False``.
+    until its booster or round count changes; a CatBoost model's until its tree count or leaf values change); a
+    model file's until its size or modification time changes (the last file read only). Editing a Booster's trees
+    in place without changing their number (``set_leaf_output``, ``shuffle_models``) is not seen by the cache:
+    pass ``cache=False``.
 
     Parameters
     ----------
@@ -389,8 +410,8 @@ or fitted scikit-learn tree model
     fingerprint = _fingerprint(model)
     try:
         cached = _cache.get(model)
-    except TypeError:  # not weakly referenceable
-        return _read(model)
+    except TypeError:  # not hashable (CatBoost's models compare by content) or not weakly referenceable
+        return _by_identity(model, fingerprint)
     if cached is not None and cached[0] == fingerprint:
         return cached[1]
     forest = _read(model)

@@ -332,3 +332,16 @@ def test_refusals_name_what_is_not_supported():
         to_forest(hist)
     with pytest.raises(CEGBError, match="not fitted"):
         to_forest(HistGradientBoostingClassifier())
+
+
+def test_catboost_forests_are_cached_until_the_model_changes():
+    """CatBoost's models compare by content (no hash): their forests are cached by identity, and fitting the model
+    again (the same object) is seen."""
+    model, X = _cb_model(2)
+    first = to_forest(model)
+    assert to_forest(model) is first
+    model.fit(X, np.arange(len(X)) % 2)
+    again = to_forest(model)
+    assert again is not first
+    np.testing.assert_allclose(again.raw_score(X, again.apply(X))[:, 0],
+                               model.predict(X, prediction_type="RawFormulaVal"), rtol=1e-12)
