@@ -28,9 +28,11 @@ def prediction_cost(model, X, costs=None, *, num_iteration: int | None = None,
 
     Parameters
     ----------
-    model : lightgbm.Booster, LGBMModel, model file path, Forest, or fitted scikit-learn tree model
-        scikit-learn: DecisionTree*, ExtraTree*, RandomForest*, ExtraTrees*, GradientBoosting*, Bagging* of
-        trees, IsolationForest. A fitted scikit-learn Pipeline whose last step is one of these: X goes
+    model : lightgbm.Booster, LGBMModel, XGBoost or CatBoost model, model file path, Forest, or scikit-learn trees
+        scikit-learn: DecisionTree*, ExtraTree*, RandomForest*, ExtraTrees*, GradientBoosting*,
+        HistGradientBoosting*, Bagging* of trees, IsolationForest. XGBoost: a Booster or its scikit-learn
+        estimators; CatBoost: its models with symmetric trees on float features; files: LightGBM text, XGBoost
+        JSON or UBJSON, CatBoost JSON or binary. A fitted scikit-learn Pipeline whose last step is one of these: X goes
         through the steps before it, and costs are those of the columns the last step sees (by position, or
         by the names ``get_feature_names_out`` gives them: a scaler or an imputer keeps X's names).
     X : array-like of shape (n_rows, n_features)

@@ -220,8 +220,10 @@ class LazyPredictor:
 
     Parameters
     ----------
-    model : lightgbm.Booster, LGBMModel, model file, fitted scikit-learn tree model, PruneResult, Forest or policy
-        The tree models ``prediction_cost`` takes, not a Pipeline (its steps transform the values before the
+    model : lightgbm.Booster, LGBMModel, XGBoost or CatBoost model, model file, fitted scikit-learn tree model, \
+PruneResult, Forest or policy
+        The tree models ``prediction_cost`` takes (a model file of LightGBM, XGBoost or CatBoost is loaded with its
+        library to predict), not a Pipeline (its steps transform the values before the
         trees see them, so the trees' splits name no column to fetch). A Forest has no ``predict``: its raw score
         is returned (as
         LightGBM's ``predict(raw_score=True)``). Linear trees are refused (their leaves read features no split
