@@ -185,7 +185,7 @@ def fitted_costs(model):
 
 
 def library_of(model) -> str | None:
-    """The library of a model from XGBoost or CatBoost (by its class's module, without importing either), or
+    """The library of a model from XGBoost or CatBoost (by its classes' modules, without importing either), or
     scikit-learn's HistGradientBoosting: "xgboost", "catboost", "hist"; None for any other model.
 
     Parameters
@@ -198,10 +198,11 @@ def library_of(model) -> str | None:
     str or None
         The library's name.
     """
-    root = type(model).__module__.split(".")[0]
-    if root in ("xgboost", "catboost"):
-        return root
-    return "hist" if root == "sklearn" and sklearn_model.is_hist(model) else None
+    roots = {cls.__module__.split(".")[0] for cls in type(model).__mro__}  # a user's subclass too
+    for library in ("xgboost", "catboost"):
+        if library in roots:
+            return library
+    return "hist" if "sklearn" in roots and sklearn_model.is_hist(model) else None
 
 
 def _fingerprint(model) -> tuple:
