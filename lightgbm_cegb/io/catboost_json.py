@@ -24,7 +24,7 @@ import numpy as np
 
 from lightgbm_cegb.core.errors import CEGBError, NotFittedError
 from lightgbm_cegb.core.forest import MISSING_TYPE_NAN, Forest
-from lightgbm_cegb.io.tree_arrays import field, numeric_forest, parsed
+from lightgbm_cegb.io.tree_arrays import field, listed, numbers, numeric_forest, optional, parsed, whole
 
 
 def read_model(model) -> Forest:
@@ -60,14 +60,7 @@ def _field(mapping, key: str, where: str):
 
 
 def _floats(values, where: str, count: int | None = None) -> np.ndarray:
-    try:
-        out = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise CEGBError(f"CatBoost model: {where} should hold numbers") from None
-    if out.ndim != 1 or (count is not None and len(out) != count) or not np.isfinite(out).all():
-        raise CEGBError(f"CatBoost model: {where} should hold {count or 'a list of'} finite numbers, got "
-                        f"{np.shape(values)}")
-    return out
+    return numbers(values, f"CatBoost model: {where}", count)
 
 
 def read_json(text) -> Forest:
@@ -93,46 +86,61 @@ def read_json(text) -> Forest:
     if "oblivious_trees" not in text:
         raise CEGBError("CatBoost model: no oblivious_trees: only symmetric trees (grow_policy='SymmetricTree', "
                         "the default) are supported")
-    floats = _field(info, "float_features", "features_info")
+    floats = listed(_field(info, "float_features", "features_info"), "CatBoost model: float_features")
     flat, nan_right = {}, {}
     for k, feature in enumerate(floats):
-        index = _field(feature, "feature_index", f"float feature {k}")
-        flat[index] = _field(feature, "flat_feature_index", f"float feature {k}")
-        nan_right[index] = feature.get("nan_value_treatment", "AsIs") == "AsTrue"
-    others = [key for key in ("categorical_features", "text_features", "embedding_features") if info.get(key)]
-    columns = [int(c) for c in flat.values()] + [int(f["flat_feature_index"]) for key in others for f in info[key]]
+        index = whole(_field(feature, "feature_index", f"float feature {k}"), f"CatBoost model: float feature {k}'s "
+                      "feature_index")
+        flat[index] = whole(_field(feature, "flat_feature_index", f"float feature {k}"),
+                            f"CatBoost model: float feature {k}'s flat_feature_index")
+        nan_right[index] = optional(feature, "nan_value_treatment", "AsIs", f"float feature {k}",
+                                    "CatBoost") == "AsTrue"
+    columns = list(flat.values())
+    for key in ("categorical_features", "text_features", "embedding_features"):
+        for k, feature in enumerate(listed(optional(info, key, None, "features_info", "CatBoost") or [],
+                                           f"CatBoost model: {key}")):
+            columns.append(whole(_field(feature, "flat_feature_index", f"{key} {k}"),
+                                 f"CatBoost model: {key} {k}'s flat_feature_index"))
     num_features = max(columns, default=-1) + 1
     if num_features < 1:
         raise CEGBError("CatBoost model: features_info lists no feature")
-    scale, bias = text.get("scale_and_bias", [1.0, [0.0]])
-    scale = float(scale)
+    scale_and_bias = listed(optional(text, "scale_and_bias", [1.0, [0.0]], "the model", "CatBoost"),
+                            "CatBoost model: scale_and_bias")
+    if len(scale_and_bias) != 2:
+        raise CEGBError(f"CatBoost model: scale_and_bias should be [scale, bias], got {str(scale_and_bias)[:60]}")
+    scale = float(_floats([scale_and_bias[0]], "scale_and_bias's scale", 1)[0])
+    bias = scale_and_bias[1]
     bias = _floats(bias if isinstance(bias, list) else [bias], "scale_and_bias's bias")
     dim = len(bias)
+    if dim < 1:
+        raise CEGBError("CatBoost model: scale_and_bias's bias should hold one value per output, got none")
     parts: dict[str, list] = {key: [] for key in ("feature", "threshold", "decision", "left", "right",
                                                   "leaf_value", "leaf_weight")}
-    trees = _field(text, "oblivious_trees", "the model")
+    trees = listed(_field(text, "oblivious_trees", "the model"), "CatBoost model: oblivious_trees")
     for t, tree in enumerate(trees):
         where = f"tree {t}"
-        splits = _field(tree, "splits", where)
+        splits = listed(_field(tree, "splits", where), f"CatBoost model: {where}'s splits")
         depth = len(splits)
         if depth > 16:
             raise CEGBError(f"CatBoost model: {where} has depth {depth}; CatBoost's trees are at most 16 deep")
         feature, border, right_nan = [], [], []
         for s, split in enumerate(splits):
-            kind = split.get("split_type", "FloatFeature")
+            kind = optional(split, "split_type", "FloatFeature", f"{where}'s split {s}", "CatBoost")
             if kind != "FloatFeature":
                 raise CEGBError(f"CatBoost model: {where}'s split {s} is a {kind!r} split: only float features are "
                                 "supported (one-hot and CTR splits of categorical features have no single column "
                                 "to account)")
-            index = _field(split, "float_feature_index", f"{where}'s split {s}")
+            index = whole(_field(split, "float_feature_index", f"{where}'s split {s}"),
+                          f"CatBoost model: {where}'s split {s}'s float_feature_index")
             if index not in flat:
                 raise CEGBError(f"CatBoost model: {where}'s split {s} tests float feature {index!r}, which "
                                 "features_info does not list")
             feature.append(int(flat[index]))
-            border.append(float(np.float32(_field(split, "border", f"{where}'s split {s}"))))
+            cut = _floats([_field(split, "border", f"{where}'s split {s}")], f"{where}'s split {s}'s border", 1)[0]
+            border.append(float(np.float32(cut)))
             right_nan.append(nan_right[index])
         values = _floats(_field(tree, "leaf_values", where), f"{where}'s leaf_values", dim << depth)
-        weights = tree.get("leaf_weights")
+        weights = optional(tree, "leaf_weights", None, where, "CatBoost")
         weights = np.zeros(1 << depth) if weights is None else _floats(weights, f"{where}'s leaf_weights", 1 << depth)
         shape = _complete_tree(np.asarray(feature), np.asarray(border), np.asarray(right_nan, dtype=bool))
         for k in range(dim):
@@ -157,7 +165,7 @@ def read_json(text) -> Forest:
 
 def _names(floats: list, num_features: int) -> list[str] | None:
     """The features' names, when CatBoost kept one for every column (``feature_id``)."""
-    names = {int(f["flat_feature_index"]): f.get("feature_id") for f in floats}
+    names = {int(f["flat_feature_index"]): f.get("feature_id") for f in floats}  # checked by read_json
     if len(names) != num_features or not all(isinstance(n, str) and n for n in names.values()):
         return None
     return [names[c] for c in range(num_features)]

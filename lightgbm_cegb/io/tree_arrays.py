@@ -76,6 +76,136 @@ def field(mapping, key: str, where: str, library: str):
     return mapping[key]
 
 
+def optional(mapping, key: str, default, where: str, library: str):
+    """``mapping[key]`` or ``default`` when absent; a CEGBError when ``mapping`` is not a JSON object.
+
+    Parameters
+    ----------
+    mapping : object
+        A parsed JSON object.
+    key : str
+        The field.
+    default : object
+        Its value when absent.
+    where : str
+        The place of ``mapping`` in the model, for the message.
+    library : str
+        The library, for the message.
+
+    Returns
+    -------
+    object
+        The field's value, or ``default``.
+
+    Raises
+    ------
+    CEGBError
+        When ``mapping`` is not a JSON object.
+    """
+    if not isinstance(mapping, dict):
+        raise CEGBError(f"{library} model: {where} should be a JSON object, got {type(mapping).__name__}")
+    return mapping.get(key, default)
+
+
+def listed(value, where: str) -> list:
+    """``value`` when it is a JSON list, else a CEGBError naming ``where``.
+
+    Parameters
+    ----------
+    value : object
+        A parsed JSON value.
+    where : str
+        The field, for the message (with the library).
+
+    Returns
+    -------
+    list
+        The value.
+
+    Raises
+    ------
+    CEGBError
+        When ``value`` is not a list.
+    """
+    if not isinstance(value, list):
+        raise CEGBError(f"{where} should be a list, got {type(value).__name__}")
+    return value
+
+
+def whole(value, where: str, low: int = 0) -> int:
+    """A JSON integer (or a string of one: XGBoost writes its parameters so) >= ``low``, else a CEGBError.
+
+    Parameters
+    ----------
+    value : object
+        A parsed JSON value.
+    where : str
+        The field, for the message (with the library).
+    low : int, default=0
+        The smallest value allowed.
+
+    Returns
+    -------
+    int
+        The value.
+
+    Raises
+    ------
+    CEGBError
+        When ``value`` is not a whole number >= ``low``.
+    """
+    try:
+        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+            raise ValueError
+        number = int(value)
+    except (TypeError, ValueError, OverflowError):
+        raise CEGBError(f"{where} should be an integer, got {value!r:.60}") from None
+    if number < low:
+        raise CEGBError(f"{where} should be >= {low}, got {number}")
+    return number
+
+
+def numbers(values, where: str, count: int | None = None, *, integer: bool = False) -> np.ndarray:
+    """A JSON list of finite numbers as float64 (``integer``: whole numbers, as int64), or a CEGBError naming
+    ``where``.
+
+    Parameters
+    ----------
+    values : object
+        The parsed JSON value.
+    where : str
+        The field, for the message (e.g. ``"XGBoost model: tree 3's left_children"``).
+    count : int or None, default=None
+        The length it should have (None: any).
+    integer : bool, default=False
+        Whole numbers within int64's exact range only.
+
+    Returns
+    -------
+    ndarray of float64 or int64
+        The values.
+
+    Raises
+    ------
+    CEGBError
+        When the value is not a list of finite numbers (of ``count``; whole with ``integer``).
+    """
+    try:
+        out = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError, OverflowError):
+        raise CEGBError(f"{where} should hold numbers, got {str(values)[:60]}") from None
+    if out.ndim != 1 or (count is not None and len(out) != count):
+        raise CEGBError(f"{where} should hold {'a list of' if count is None else count} numbers, got shape "
+                        f"{out.shape}")
+    if not np.isfinite(out).all():
+        raise CEGBError(f"{where} should hold finite numbers")
+    if integer:
+        if (out != np.trunc(out)).any() or (np.abs(out) > 2**53).any():
+            raise CEGBError(f"{where} should hold whole numbers")
+        return out.astype(np.int64)
+    return out
+
+
 def numeric_forest(node_offset, leaf_offset, num_features: int, **arrays) -> Forest:
     """A Forest without categorical splits (``arrays``: its other arguments).
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from lightgbm_cegb.core.errors import CEGBError, NotFittedError
 from lightgbm_cegb.core.forest import MISSING_TYPE_NAN, Forest
-from lightgbm_cegb.io.tree_arrays import field, numeric_forest, parsed, renumber
+from lightgbm_cegb.io.tree_arrays import field, listed, numbers, numeric_forest, optional, parsed, renumber, whole
 
 #: objectives whose ``base_score`` is a probability (the margin is its logit) or a mean (its log)
 _LOGIT = {"binary:logistic", "reg:logistic"}
@@ -80,13 +80,7 @@ def _number_list(text, where: str) -> list[float]:
 
 
 def _integer(text, where: str, low: int = 0) -> int:
-    try:
-        value = int(text)
-    except (TypeError, ValueError):
-        raise CEGBError(f"XGBoost model: {where} should be an integer, got {text!r:.60}") from None
-    if value < low:
-        raise CEGBError(f"XGBoost model: {where} should be >= {low}, got {value}")
-    return value
+    return whole(text, f"XGBoost model: {where}", low)
 
 
 def _margin(base: float, objective: str) -> float:
@@ -125,8 +119,8 @@ def read_json(text) -> Forest:
     learner = _field(parsed(text, "XGBoost"), "learner", "the model")
     param = _field(learner, "learner_model_param", "learner")
     num_features = _integer(_field(param, "num_feature", "learner_model_param"), "num_feature", 1)
-    num_class = _integer(param.get("num_class", 0), "num_class")
-    num_target = _integer(param.get("num_target", 1), "num_target", 1)
+    num_class = _integer(optional(param, "num_class", 0, "learner_model_param", "XGBoost"), "num_class")
+    num_target = _integer(optional(param, "num_target", 1, "learner_model_param", "XGBoost"), "num_target", 1)
     outputs = max(num_class, num_target, 1)
     objective = _field(_field(learner, "objective", "learner"), "name", "objective")
     booster = _field(learner, "gradient_booster", "learner")
@@ -139,18 +133,19 @@ def read_json(text) -> Forest:
     else:
         raise CEGBError(f"XGBoost model: booster {name!r} has no trees (supported: 'gbtree', 'dart')")
     model = _field(booster, "model", "gbtree")
-    trees = _field(model, "trees", "gbtree model")
-    tree_info = _field(model, "tree_info", "gbtree model")
-    if not isinstance(trees, list) or not isinstance(tree_info, list) or len(tree_info) != len(trees):
+    trees = listed(_field(model, "trees", "gbtree model"), "XGBoost model: trees")
+    tree_info = listed(_field(model, "tree_info", "gbtree model"), "XGBoost model: tree_info")
+    if len(tree_info) != len(trees):
         raise CEGBError(f"XGBoost model: tree_info should give the output of each of the {len(trees)} trees")
     if weights is not None and len(weights) != len(trees):
         raise CEGBError(f"XGBoost model: weight_drop should have {len(trees)} values, got {len(weights)}")
-    base = _number_list(param.get("base_score", 0.5), "base_score")
+    base = _number_list(optional(param, "base_score", 0.5, "learner_model_param", "XGBoost"), "base_score")
     if len(base) not in (1, outputs):
         raise CEGBError(f"XGBoost model: base_score should hold 1 or {outputs} values, got {len(base)}")
     base = [_margin(b, objective) for b in (base * outputs if len(base) == 1 else base)]
     for t, tree in enumerate(trees):
-        size = _field(tree, "tree_param", f"tree {t}").get("size_leaf_vector", 1)
+        size = optional(_field(tree, "tree_param", f"tree {t}"), "size_leaf_vector", 1, f"tree {t}'s tree_param",
+                        "XGBoost")
         if _integer(size, f"tree {t}'s size_leaf_vector") > 1:
             raise CEGBError(f"XGBoost model: tree {t} has vector leaves (multi_strategy='multi_output_tree'): not "
                             "supported; train with multi_strategy='one_output_per_tree'")
@@ -183,22 +178,17 @@ def read_json(text) -> Forest:
         parts["leaf_weight"] = [np.zeros(outputs)]
         node_offset, leaf_offset = [0] * (outputs + 1), list(range(outputs + 1))
     arrays = {key: np.concatenate(value) for key, value in parts.items()}
-    names = learner.get("feature_names") or None
-    if names is not None and len(names) != num_features:
-        raise CEGBError(f"XGBoost model: feature_names should name the {num_features} features, got {len(names)}")
+    names = optional(learner, "feature_names", None, "learner", "XGBoost") or None
+    if names is not None and (not isinstance(names, list) or len(names) != num_features):
+        raise CEGBError(f"XGBoost model: feature_names should name the {num_features} features, got "
+                        f"{str(names)[:60]}")
     return numeric_forest(node_offset, leaf_offset, num_features, trees_per_iteration=outputs, drop_tiny=False,
                           float32=True, feature_names=None if names is None else [str(n) for n in names], **arrays)
 
 
 def _array(tree: dict, key: str, count: int, where: str, dtype=np.float64) -> np.ndarray:
-    values = _field(tree, key, where)
-    try:
-        out = np.asarray(values, dtype=dtype)
-    except (TypeError, ValueError):
-        raise CEGBError(f"XGBoost model: {where}'s {key} should hold numbers") from None
-    if out.shape != (count,):
-        raise CEGBError(f"XGBoost model: {where}'s {key} should hold {count} values, got shape {out.shape}")
-    return out
+    return numbers(_field(tree, key, where), f"XGBoost model: {where}'s {key}", count,
+                   integer=np.dtype(dtype).kind == "i")
 
 
 def _tree(tree: dict, t: int, num_features: int) -> dict:

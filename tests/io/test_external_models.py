@@ -345,3 +345,57 @@ def test_catboost_forests_are_cached_until_the_model_changes():
     assert again is not first
     np.testing.assert_allclose(again.raw_score(X, again.apply(X))[:, 0],
                                model.predict(X, prediction_type="RawFormulaVal"), rtol=1e-12)
+
+
+def _mutated(document, rng: np.random.Generator):
+    """A deep copy of a parsed JSON model with one random field replaced, deleted or truncated."""
+    document = json.loads(json.dumps(document))
+    paths, stack = [], [((), document)]
+    while stack:  # every (container, key) below the root
+        path, node = stack.pop()
+        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        for key, value in items:
+            paths.append(path + (key,))
+            if isinstance(value, (dict, list)) and len(paths) < 20000:
+                stack.append((path + (key,), value))
+    path = paths[int(rng.integers(len(paths)))]
+    parent = document
+    for key in path[:-1]:
+        parent = parent[key]
+    key = path[-1]
+    kind = int(rng.integers(6))
+    if kind == 0 and isinstance(parent, dict):
+        del parent[key]
+    elif kind == 1 and isinstance(parent[key], list) and parent[key]:
+        parent[key] = parent[key][:int(rng.integers(len(parent[key])))]
+    else:
+        parent[key] = [None, "x", -1, 2**40, -(2**40), float("nan"), float("inf"), 0.5, [], {}, True,
+                       int(rng.integers(-3, 50))][int(rng.integers(12))]
+    return document
+
+
+@pytest.mark.parametrize("library", ["xgboost", "catboost"])
+def test_a_damaged_json_model_is_refused_by_name_or_read_safely(library):
+    """The readers are a trust boundary: a JSON model with a field deleted, truncated or replaced (wrong types, out
+    of range, NaN) gives a CEGBError, or a Forest that routes rows without crashing; no other exception."""
+    from lightgbm_cegb.io import catboost_json, xgboost_json
+
+    if library == "xgboost":
+        booster, X = _xgb_model(4)
+        document, reader = json.loads(booster.save_raw("json")), xgboost_json.read_json
+    else:
+        model, X = _cb_model(5)
+        document, reader = json.loads(_cb_json(model)), catboost_json.read_json
+    rng = np.random.default_rng(0)
+    outcomes = {"refused": 0, "read": 0}
+    for _ in range(300):
+        damaged = _mutated(document, rng)
+        try:
+            forest = reader(damaged)
+        except CEGBError:
+            outcomes["refused"] += 1
+            continue
+        outcomes["read"] += 1
+        if forest.num_features == X.shape[1]:
+            forest.raw_score(X, forest.apply(X))
+    assert outcomes["refused"] > 20 and outcomes["read"] > 20, outcomes
