@@ -87,7 +87,7 @@ def read_json(text) -> Forest:
         raise CEGBError("CatBoost model: no oblivious_trees: only symmetric trees (grow_policy='SymmetricTree', "
                         "the default) are supported")
     floats = listed(_field(info, "float_features", "features_info"), "CatBoost model: float_features")
-    flat, nan_right = {}, {}
+    flat, nan_right, ids = {}, {}, {}  # by float feature: its column, NaN's side; by column: its name
     for k, feature in enumerate(floats):
         index = whole(_field(feature, "feature_index", f"float feature {k}"), f"CatBoost model: float feature {k}'s "
                       "feature_index")
@@ -95,6 +95,7 @@ def read_json(text) -> Forest:
                             f"CatBoost model: float feature {k}'s flat_feature_index")
         nan_right[index] = optional(feature, "nan_value_treatment", "AsIs", f"float feature {k}",
                                     "CatBoost") == "AsTrue"
+        ids[flat[index]] = optional(feature, "feature_id", None, f"float feature {k}", "CatBoost")
     columns = list(flat.values())
     for key in ("categorical_features", "text_features", "embedding_features"):
         for k, feature in enumerate(listed(optional(info, key, None, "features_info", "CatBoost") or [],
@@ -135,7 +136,7 @@ def read_json(text) -> Forest:
             if index not in flat:
                 raise CEGBError(f"CatBoost model: {where}'s split {s} tests float feature {index!r}, which "
                                 "features_info does not list")
-            feature.append(int(flat[index]))
+            feature.append(flat[index])
             cut = _floats([_field(split, "border", f"{where}'s split {s}")], f"{where}'s split {s}'s border", 1)[0]
             border.append(float(np.float32(cut)))
             right_nan.append(nan_right[index])
@@ -160,15 +161,14 @@ def read_json(text) -> Forest:
     arrays = {key: np.concatenate(value) for key, value in parts.items()}
     return numeric_forest(np.concatenate([[0], np.cumsum(node_counts)]),
                           np.concatenate([[0], np.cumsum(node_counts + 1)]), num_features, trees_per_iteration=dim,
-                          feature_names=_names(floats, num_features), drop_tiny=False, float32=True, **arrays)
+                          feature_names=_names(ids, num_features), drop_tiny=False, float32=True, **arrays)
 
 
-def _names(floats: list, num_features: int) -> list[str] | None:
-    """The features' names, when CatBoost kept one for every column (``feature_id``)."""
-    names = {int(f["flat_feature_index"]): f.get("feature_id") for f in floats}  # checked by read_json
-    if len(names) != num_features or not all(isinstance(n, str) and n for n in names.values()):
+def _names(ids: dict, num_features: int) -> list[str] | None:
+    """The features' names, when CatBoost kept one (``feature_id``) for every column."""
+    if len(ids) != num_features or not all(isinstance(n, str) and n for n in ids.values()):
         return None
-    return [names[c] for c in range(num_features)]
+    return [ids[c] for c in range(num_features)]
 
 
 def _complete_tree(feature: np.ndarray, border: np.ndarray, right_nan: np.ndarray) -> dict:

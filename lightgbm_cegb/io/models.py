@@ -245,9 +245,9 @@ def _read(model) -> Forest:
     return sklearn_model.read_model(model)
 
 
-def _file_format(path: Path) -> tuple[str, dict | None]:
-    """(format, parsed JSON or None) of a model file: "lightgbm" (text), "xgboost" (JSON), "xgboost-ubjson",
-    "catboost" (JSON), "catboost-binary"."""
+def _file_format(path: Path) -> tuple[str, object]:
+    """(format, content) of a model file: "lightgbm" (its text), "xgboost" or "catboost" (the parsed JSON),
+    "xgboost-ubjson" or "catboost-binary" (None: only the library reads them)."""
     try:
         with open(path, "rb") as file:
             head = file.read(64)
@@ -259,7 +259,7 @@ def _file_format(path: Path) -> tuple[str, dict | None]:
         return "xgboost-ubjson", None
     text = read_utf8(path, "model file")
     if not text.lstrip().startswith("{"):
-        return "lightgbm", None
+        return "lightgbm", text
     try:
         parsed = json.loads(text)
     except ValueError as exc:
@@ -274,14 +274,14 @@ def _file_format(path: Path) -> tuple[str, dict | None]:
 
 def _read_file(path: Path) -> Forest:
     """The Forest of a model file: LightGBM's text, XGBoost's JSON or UBJSON, CatBoost's JSON or binary."""
-    kind, parsed = _file_format(path)
+    kind, content = _file_format(path)
     if kind == "xgboost":
-        return xgboost_model.read_json(parsed)
+        return xgboost_model.read_json(content)
     if kind == "catboost":
-        return catboost_model.read_json(parsed)
+        return catboost_model.read_json(content)
     if kind == "lightgbm":
-        return lightgbm_model.read_text(read_utf8(path, "model file"))
-    return _read(load_file(path))
+        return lightgbm_model.read_text(content)
+    return _read(_load(path, kind))
 
 
 def load_file(path: str | os.PathLike):
@@ -305,7 +305,11 @@ def load_file(path: str | os.PathLike):
         When the file cannot be read, is not a model of these libraries, or its library is not installed.
     """
     path = Path(path)
-    kind, _ = _file_format(path)
+    return _load(path, _file_format(path)[0])
+
+
+def _load(path: Path, kind: str):
+    """The model of the file ``path`` of format ``kind`` (``_file_format``'s), loaded by its library."""
     if kind == "lightgbm":
         return lgb.Booster(model_file=str(path))
     if kind.startswith("xgboost"):

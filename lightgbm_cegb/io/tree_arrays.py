@@ -18,6 +18,8 @@ import numpy as np
 from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.forest import Forest
 
+_ABSENT = object()  # a field a JSON object does not have
+
 
 def parsed(text, library: str):
     """A JSON model's parsed value (``text``: str, bytes, or the parsed value already).
@@ -71,9 +73,10 @@ def field(mapping, key: str, where: str, library: str):
     CEGBError
         When ``mapping`` is not a JSON object or has no field ``key``.
     """
-    if not isinstance(mapping, dict) or key not in mapping:
+    value = optional(mapping, key, _ABSENT, where, library)
+    if value is _ABSENT:
         raise CEGBError(f"{library} model: {where} has no field {key!r}")
-    return mapping[key]
+    return value
 
 
 def optional(mapping, key: str, default, where: str, library: str):

@@ -67,16 +67,18 @@ def _field(mapping, key: str, where: str):
 
 
 def _number_list(text, where: str) -> list[float]:
-    """A field XGBoost writes as a number, a string of a number or a string "[a,b,...]"."""
-    if isinstance(text, (int, float)) and not isinstance(text, bool):
-        return [float(text)]
+    """A field XGBoost writes as a number, a string of a number or a string "[a,b,...]": finite numbers."""
     if isinstance(text, str):
-        parts = text.strip().strip("[]").split(",")
         try:
-            return [float(part) for part in parts if part.strip()]
+            text = [float(part) for part in text.strip().strip("[]").split(",") if part.strip()]
         except ValueError:
-            pass
-    raise CEGBError(f"XGBoost model: {where} should be a number or a list of numbers, got {text!r:.60}")
+            raise CEGBError(f"XGBoost model: {where} should be a number or a list of numbers, got {text!r:.60}") \
+                from None
+    elif isinstance(text, (int, float)) and not isinstance(text, bool):
+        text = [text]
+    else:
+        raise CEGBError(f"XGBoost model: {where} should be a number or a list of numbers, got {text!r:.60}")
+    return numbers(text, f"XGBoost model: {where}").tolist()
 
 
 def _integer(text, where: str, low: int = 0) -> int:
@@ -126,7 +128,7 @@ def read_json(text) -> Forest:
     booster = _field(learner, "gradient_booster", "learner")
     name = _field(booster, "name", "gradient_booster")
     if name == "dart":
-        weights = _number_list(str(_field(booster, "weight_drop", "dart")), "weight_drop")
+        weights = numbers(_field(booster, "weight_drop", "dart"), "XGBoost model: weight_drop")
         booster = _field(booster, "gbtree", "dart")
     elif name == "gbtree":
         weights = None
@@ -186,9 +188,8 @@ def read_json(text) -> Forest:
                           float32=True, feature_names=None if names is None else [str(n) for n in names], **arrays)
 
 
-def _array(tree: dict, key: str, count: int, where: str, dtype=np.float64) -> np.ndarray:
-    return numbers(_field(tree, key, where), f"XGBoost model: {where}'s {key}", count,
-                   integer=np.dtype(dtype).kind == "i")
+def _array(tree: dict, key: str, count: int, where: str, *, integer: bool = False) -> np.ndarray:
+    return numbers(_field(tree, key, where), f"XGBoost model: {where}'s {key}", count, integer=integer)
 
 
 def _tree(tree: dict, t: int, num_features: int) -> dict:
@@ -196,12 +197,12 @@ def _tree(tree: dict, t: int, num_features: int) -> dict:
     where = f"tree {t}"
     param = _field(tree, "tree_param", where)
     count = _integer(_field(param, "num_nodes", f"{where}'s tree_param"), f"{where}'s num_nodes", 1)
-    left = _array(tree, "left_children", count, where, np.int64)
-    right = _array(tree, "right_children", count, where, np.int64)
-    feature = _array(tree, "split_indices", count, where, np.int64)
+    left = _array(tree, "left_children", count, where, integer=True)
+    right = _array(tree, "right_children", count, where, integer=True)
+    feature = _array(tree, "split_indices", count, where, integer=True)
     condition = _array(tree, "split_conditions", count, where)
-    default_left = _array(tree, "default_left", count, where, np.int64)
-    split_type = _array(tree, "split_type", count, where, np.int64) if "split_type" in tree else np.zeros(count)
+    default_left = _array(tree, "default_left", count, where, integer=True)
+    split_type = _array(tree, "split_type", count, where, integer=True) if "split_type" in tree else np.zeros(count)
     is_leaf = left == -1
     if ((right == -1) != is_leaf).any():
         raise CEGBError(f"XGBoost model: {where}: node {int(np.flatnonzero((right == -1) != is_leaf)[0])} has one "
@@ -214,11 +215,8 @@ def _tree(tree: dict, t: int, num_features: int) -> dict:
     if bad.any():
         raise CEGBError(f"XGBoost model: {where}: split feature {int(feature[splits][bad][0])} outside "
                         f"0..{num_features - 1}")
-    cut = condition[splits]
-    if np.isnan(cut).any():
-        raise CEGBError(f"XGBoost model: {where} has a NaN split condition")
-    # x < c in float32  <=>  x <= the float32 just below c (x a float32)
-    threshold = np.nextafter(cut.astype(np.float32), np.float32(-np.inf)).astype(np.float64)
+    # x < c in float32  <=>  x <= the float32 just below c (x a float32; c finite: _array refuses NaN and inf)
+    threshold = np.nextafter(condition[splits].astype(np.float32), np.float32(-np.inf)).astype(np.float64)
     weights = _array(tree, "base_weights", count, where) if "base_weights" in tree else np.zeros(count)
     hessian = _array(tree, "sum_hessian", count, where) if "sum_hessian" in tree else np.zeros(count)
     gain = _array(tree, "loss_changes", count, where) if "loss_changes" in tree else np.zeros(count)
