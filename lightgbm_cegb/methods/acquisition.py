@@ -192,6 +192,20 @@ class PolicyClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
         """
         return self.predict_result(X).cost
 
+    def _pay(self, state: CostState, unit: int, rows: np.ndarray) -> None:
+        """Charge ``rows`` of ``state`` for ``unit``'s columns (a group's own cost once per row)."""
+        for f in self.units_[unit]:
+            state.pay(f, rows)
+
+    def _result(self, proba: np.ndarray, order: np.ndarray, known: np.ndarray, state: CostState,
+                evaluation: np.ndarray) -> AcquisitionResult:
+        """A run's result: its lazy costs from ``state``, plus the classifiers' ``evaluation`` costs."""
+        cost = state.report(self.costs_, self._names_in())
+        cost = CostReport(acquisition=cost.acquisition, evaluation=cost.evaluation + evaluation,
+                          coupled=cost.coupled, usage=cost.usage, feature_names=cost.feature_names,
+                          group_usage=cost.group_usage)
+        return AcquisitionResult(proba=proba, order=order, units=list(self.units_), known=known, cost=cost)
+
     def _restore_units(self, state: dict) -> None:
         """``classes_``, ``units_`` and ``unit_cost_`` of a saved state, checked."""
         num_features = self.n_features_in_
@@ -634,8 +648,7 @@ class PolicyRun:
         self.spent[rows] += self.model.unit_cost_[unit]
         self.received[rows] = True
         if pay:
-            for f in columns:
-                self.state.pay(f, rows)
+            self.model._pay(self.state, unit, rows)
 
     def drop(self, rows: np.ndarray) -> None:
         """Rows that cannot go on (a failed fetch) leave the run."""
@@ -682,8 +695,7 @@ class PolicyRun:
         for step in range(int(steps.max(initial=0))):
             rows = np.flatnonzero(steps > step)
             for unit in np.unique(order[rows, step]):  # as deliver paid them: by unit, rows in order
-                for f in model.units_[unit]:
-                    state.pay(f, rows[order[rows, step] == unit])
+                model._pay(state, unit, rows[order[rows, step] == unit])
         bought = np.zeros(self.bought.shape, dtype=bool)
         rows, steps_taken = np.nonzero(order >= 0)
         bought[rows, order[rows, steps_taken]] = True
@@ -692,14 +704,10 @@ class PolicyRun:
     def _result(self, proba: np.ndarray, order: np.ndarray, bought: np.ndarray, state: CostState,
                 evaluation: np.ndarray) -> AcquisitionResult:
         model = self.model
-        cost = state.report(model.costs_, model._names_in())
-        cost = CostReport(acquisition=cost.acquisition, evaluation=cost.evaluation + evaluation,
-                          coupled=cost.coupled, usage=cost.usage, feature_names=cost.feature_names,
-                          group_usage=cost.group_usage)
         member = np.zeros((len(model.units_), self.X.shape[1]), dtype=bool)
         for u, columns in enumerate(model.units_):
             member[u, list(columns)] = True
-        return AcquisitionResult(proba=proba, order=order, units=list(model.units_), known=bought @ member, cost=cost)
+        return model._result(proba, order, bought @ member, state, evaluation)
 
 
 class EvaluationCost:

@@ -34,7 +34,6 @@ import numpy as np
 from lightgbm_cegb.core.cost_state import CostState
 from lightgbm_cegb.core.errors import CEGBError, check_number
 from lightgbm_cegb.core.parallel import resolve_n_jobs
-from lightgbm_cegb.core.report import CostReport
 from lightgbm_cegb.io import saved
 from lightgbm_cegb.methods.acquisition import AcquisitionResult, EvaluationCost, PolicyClassifier, fit_inputs
 
@@ -299,7 +298,7 @@ class StagedAcquisitionClassifier(PolicyClassifier):
         for k in range(1, last + 1):
             rows = np.flatnonzero(stop >= k)
             for unit in self.order_[self.stage_units_[k - 1]:self.stage_units_[k]]:
-                run.pay(int(unit), rows)
+                self._pay(run.state, int(unit), rows)
             if added[k] is not None:
                 run.evaluation.cost[rows] += added[k][rows]
         run.stage = stop
@@ -409,12 +408,7 @@ class StagedRun:
         self.X[np.ix_(rows, list(self.model.units_[unit]))] = values
         self.received[rows] = True
         if pay:
-            self.pay(unit, rows)
-
-    def pay(self, unit: int, rows: np.ndarray) -> None:
-        """Charge ``rows`` for ``unit`` (a group's own cost once per row)."""
-        for f in self.model.units_[unit]:
-            self.state.pay(f, rows)
+            self.model._pay(self.state, unit, rows)
 
     def drop(self, rows: np.ndarray) -> None:
         """Rows that cannot go on (a failed fetch) leave the run."""
@@ -444,8 +438,4 @@ class StagedRun:
         known = np.zeros((n, model.n_features_in_), dtype=bool)
         for m in np.unique(steps):
             known[np.ix_(steps == m, model._columns(int(m)))] = True
-        cost = self.state.report(model.costs_, model._names_in())
-        cost = CostReport(acquisition=cost.acquisition, evaluation=cost.evaluation + self.evaluation.cost,
-                          coupled=cost.coupled, usage=cost.usage, feature_names=cost.feature_names,
-                          group_usage=cost.group_usage)
-        return AcquisitionResult(proba=self.proba, order=order, units=list(model.units_), known=known, cost=cost)
+        return model._result(self.proba, order, known, self.state, self.evaluation.cost)

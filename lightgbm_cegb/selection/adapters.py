@@ -473,8 +473,13 @@ ACQUISITION_ENTROPY_TRADEOFFS = (0.002, 0.005, 0.01, 0.02, 0.05, 0.2)
 ACQUISITION_POLICY_ROUNDS = (0, 1)
 
 
+def _unit_prices(context: Context) -> list[float]:
+    """The price of each purchase a per-row acquisition can make on the sweep's columns (``FeatureCosts.units``)."""
+    return [price for _, _, price in context.costs.units(np.shape(context.train.X)[1])]
+
+
 def _acquisition_grid(context: Context) -> list[dict]:
-    total = sum(price for _, _, price in context.costs.units(np.shape(context.train.X)[1]))
+    total = sum(_unit_prices(context))
     policies = [{"relative_tradeoff": r} for r in ACQUISITION_RELATIVE_TRADEOFFS] + \
         [{"relative_tradeoff": 0.0, "max_cost": round(f * total, 6)} for f in ACQUISITION_CAPS if total > 0] + \
         [{"relative_tradeoff": r, "gain": "entropy"} for r in ACQUISITION_ENTROPY_TRADEOFFS]
@@ -508,7 +513,7 @@ def _acquisition_prepare(context: Context) -> dict:
     """{"classifiers": {policy_rounds: its AdaptiveAcquisitionClassifier}, fitted when a point first needs it (early
     stopped on the validation rows), "traces": the points' shared runs}. NothingToTradeOff when every unit is free
     (its policy would buy whatever helps)."""
-    if not any(price > 0 for _, _, price in context.costs.units(np.shape(context.train.X)[1])):
+    if not any(price > 0 for price in _unit_prices(context)):
         raise NothingToTradeOff("no feature or group has a lazy or coupled cost: every purchase is free, there is "
                                 "nothing to trade off")
     return {"classifiers": {}, "traces": _Traces()}
@@ -566,7 +571,7 @@ STAGED_CAPS = (0.01, 0.02, 0.04, 0.07, 0.1, 0.15, 0.2, 0.3, 0.45, 0.7)
 
 
 def _staged_grid(context: Context) -> list[dict]:
-    total = sum(price for _, _, price in context.costs.units(np.shape(context.train.X)[1]))
+    total = sum(_unit_prices(context))
     caps = [None] + [round(f * total, 6) for f in STAGED_CAPS if total > 0]
     return [{"relative_tradeoff": r, **({} if cap is None else {"max_cost": cap})}
             for cap in caps for r in STAGED_RELATIVE_TRADEOFFS]
@@ -596,7 +601,7 @@ class _StagePasses:
 def _staged_prepare(context: Context) -> dict:
     """{"model": the StagedAcquisitionClassifier, fitted when a point first needs it (early stopped on the
     validation rows), "passes": the points' shared passes}. NothingToTradeOff when every unit is free."""
-    if not any(price > 0 for _, _, price in context.costs.units(np.shape(context.train.X)[1])):
+    if not any(price > 0 for price in _unit_prices(context)):
         raise NothingToTradeOff("no feature or group has a lazy or coupled cost: every purchase is free, there is "
                                 "nothing to trade off")
     return {"model": None, "passes": _StagePasses()}
@@ -609,10 +614,10 @@ def _fit_staged(context: Context, state: dict, params: dict) -> list[Candidate]:
     params = dict(params)
     _check_keys("staged_acquisition", params, {"relative_tradeoff", "tradeoff", "max_cost"})
     if state["model"] is None:
-        state["model"] = StagedAcquisitionClassifier(feature_costs=context.costs, random_state=0,
-                                           n_jobs=context.params.get("num_threads") or None,
-                                           early_stopping_rounds=context.early_stopping_rounds).fit(
-            context.train.X, context.train.y, eval_set=(context.valid.X, context.valid.y))
+        model = StagedAcquisitionClassifier(feature_costs=context.costs, random_state=0,
+                                            n_jobs=context.params.get("num_threads") or None,
+                                            early_stopping_rounds=context.early_stopping_rounds)
+        state["model"] = model.fit(context.train.X, context.train.y, eval_set=(context.valid.X, context.valid.y))
     fitted = state["model"]
     scale = fitted.first_value() if "relative_tradeoff" in params else 0.0
     tradeoff, knob = _scaled_knob("staged_acquisition", params, "relative_tradeoff", "tradeoff", scale)
