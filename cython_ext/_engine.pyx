@@ -9,18 +9,24 @@ faster than LightGBM's row-by-row predictor. The kernels trust the arrays they a
 """
 
 from cython.parallel cimport parallel, prange, threadid
-from libc.math cimport exp
+from libc.math cimport NAN, exp, isnan
 from libc.string cimport memset
 
 import numpy as np
 
+cimport numpy as cnp
+
+cnp.import_array()
+
 from _routing cimport CATEGORICAL_MASK, Ensemble, Node, child, zero_threshold
-from _typedefs cimport float64, int32, int64, uint8, uint32, uint64
+from _typedefs cimport float64, int8, int32, int64, uint8, uint32, uint64
 
 #: the bits of the NaN that marks a value not known yet in lazy routing (a quiet NaN with a payload: NaN
 #: to numpy and LightGBM, and unlike the NaN numpy, LightGBM or a fetch produce)
 UNKNOWN_BITS = 0x7FF8_0000_0BAD_F00D
 cdef uint64 UNKNOWN = UNKNOWN_BITS
+#: LazyBatch.fetch_round's outcome of a call whose values it stored
+STORED = object()
 
 
 cdef extern from *:
@@ -286,78 +292,530 @@ cdef class FlatEnsemble:
                 accumulate(&self.e, X, start, stop, t0, t1, lazy, split, group_of, group_lazy, &paid[start, 0],
                            acquisition, evaluation)
 
-    def advance(self, const float64[:, ::1] X, int32[:, ::1] state, uint64[:, ::1] pending,
-                const uint64[::1] routed, const float64[::1] split, float64[::1] evaluation, uint8[:, ::1] need,
-                int num_threads):
-        """Lazy routing: move rows down the trees as far as their known values allow; a value not known yet is
-        the NaN whose bits are UNKNOWN (any other NaN is a missing value).
 
-        Rows go in blocks of 64: bit r of pending[b, t] says row 64 b + r is still inside tree t, where
-        state[i, t] >= 0 is the node it stands at (< 0: the leaf ~state[i, t] it reached); only the rows
-        whose bit is set in routed[b] move in this call. A row passing a node testing f pays split[f] to
-        evaluation[i]; it stops at a node whose value it does not know and sets need[f, i] (need is zero on
-        entry; by feature: a row of it lists the rows to fetch f for). Returns uint64[n_blocks]: the rows of
-        each block that stopped in some tree."""
-        cdef Py_ssize_t n = X.shape[0], n_features = X.shape[1], n_blocks = (n + 63) // 64, k
-        cdef int64 num_trees = state.shape[1], t
-        self._check(X, 0, num_trees)
-        if split.shape[0] != n_features:
-            raise ValueError(f"split costs need {n_features} values")
-        if need.shape[0] != n_features or need.shape[1] != n or state.shape[0] != n or evaluation.shape[0] != n \
-                or pending.shape[0] != n_blocks or pending.shape[1] != num_trees or routed.shape[0] != n_blocks:
-            raise ValueError("lazy routing arrays do not match the rows, trees and features")
-        blocked_arr = np.zeros(n_blocks, dtype=np.uint64)
-        if n == 0:
-            return blocked_arr
-        cdef uint64[::1] blocked = blocked_arr
-        cdef const Ensemble* e = &self.e
-        cdef Py_ssize_t block, i
-        cdef int32 node, f
+#: a row's status in LazyBatch.status (serving/lazy.py's DONE, FAILED, PENDING)
+DEF DONE = 0
+DEF FAILED = 1
+DEF PENDING = 2
+
+
+cdef inline void* data(cnp.ndarray array) noexcept:
+    return cnp.PyArray_DATA(array)
+
+
+cdef cnp.ndarray owned(object array, object dtype, Py_ssize_t size):
+    """array as a C-contiguous array of dtype (a copy when it is not one) of `size` elements, or a ValueError."""
+    cdef cnp.ndarray out = np.ascontiguousarray(array, dtype=dtype)
+    if out.size != size:
+        raise ValueError(f"expected {size} values, got {out.size}")
+    return out
+
+
+cdef class LazyPlan:
+    """What every batch of one LazyPredictor shares: the forest's first num_trees trees, the costs (lazy and
+    split per feature, each feature's group or -1, each group's lazy cost, the cost of a tree), the groups'
+    members (group g: member[member_offset[g]:member_offset[g + 1]], in a group fetch's column order), the
+    order of the fetch units in a round's requests (unit u < num_features: feature u; num_features + g: group
+    g), whether values are rounded to float32 as the model reads them, and the leaf values the raw score
+    sums. Every index is checked here, once."""
+
+    cdef FlatEnsemble flat
+    cdef object keep
+    cdef const float64* lazy
+    cdef const float64* split
+    cdef const int32* group_of
+    cdef const float64* group_lazy
+    cdef const int64* member_offset
+    cdef const int64* member
+    cdef const int64* unit_order
+    cdef const int64* leaf_offset
+    cdef const float64* leaf_value
+    cdef readonly Py_ssize_t num_features, num_groups, num_units
+    cdef readonly int64 num_trees
+    cdef float64 tree_cost
+    cdef bint float32, has_split
+
+    def __cinit__(self, FlatEnsemble flat, int64 num_trees, lazy, split, group_of, group_lazy, member_offset,
+                  member, unit_order, float64 tree_cost, bint float32, leaf_offset, leaf_value):
+        cdef Py_ssize_t F = flat.num_features, G, k
+        if not 0 <= num_trees <= flat.num_trees:
+            raise ValueError(f"{num_trees} trees of the forest's {flat.num_trees}")
+        cdef cnp.ndarray lazy_ = owned(lazy, np.float64, F), split_ = owned(split, np.float64, F)
+        cdef cnp.ndarray group_of_ = owned(group_of, np.int32, F)
+        cdef cnp.ndarray group_lazy_ = np.ascontiguousarray(group_lazy, dtype=np.float64)
+        G = group_lazy_.size
+        cdef cnp.ndarray offset_ = owned(member_offset, np.int64, G + 1)
+        cdef cnp.ndarray member_ = np.ascontiguousarray(member, dtype=np.int64)
+        cdef cnp.ndarray order_ = np.ascontiguousarray(unit_order, dtype=np.int64)
+        cdef cnp.ndarray leaf_offset_ = owned(leaf_offset, np.int64, flat.num_trees + 1)
+        cdef cnp.ndarray leaf_value_ = np.ascontiguousarray(leaf_value, dtype=np.float64)
+        self.keep = (lazy_, split_, group_of_, group_lazy_, offset_, member_, order_, leaf_offset_, leaf_value_)
+        self.flat, self.num_trees, self.num_features, self.num_groups, self.num_units = flat, num_trees, F, G, F + G
+        self.lazy, self.split = <const float64*> data(lazy_), <const float64*> data(split_)
+        self.group_of, self.group_lazy = <const int32*> data(group_of_), <const float64*> data(group_lazy_)
+        self.member_offset, self.member = <const int64*> data(offset_), <const int64*> data(member_)
+        self.unit_order = <const int64*> data(order_)
+        self.leaf_offset, self.leaf_value = <const int64*> data(leaf_offset_), <const float64*> data(leaf_value_)
+        self.tree_cost, self.float32 = tree_cost, float32
+        for k in range(F):
+            if not -1 <= self.group_of[k] < G:
+                raise ValueError(f"feature {k}'s group {self.group_of[k]} is not one of the {G} groups")
+        if self.member_offset[0] != 0 or self.member_offset[G] != member_.size:
+            raise ValueError("member offsets do not match the members")
+        for k in range(G):
+            if self.member_offset[k + 1] < self.member_offset[k]:
+                raise ValueError(f"group {k}'s member offsets decrease")
+        for k in range(member_.size):
+            if not 0 <= self.member[k] < F:
+                raise ValueError(f"group member {self.member[k]} is not one of the {F} features")
+        if order_.size != F + G:
+            raise ValueError(f"unit_order should list the {F + G} units")
+        for k in range(F + G):
+            if not 0 <= self.unit_order[k] < F + G:
+                raise ValueError(f"unit {self.unit_order[k]} is not one of the {F + G} units")
+        if self.leaf_offset[0] != 0 or self.leaf_offset[flat.num_trees] != leaf_value_.size:
+            raise ValueError("leaf offsets do not match the leaf values")
+        for k in range(flat.num_trees):
+            if self.leaf_offset[k + 1] - self.leaf_offset[k] != \
+                    flat.e.node_offset[k + 1] - flat.e.node_offset[k] + 1:
+                raise ValueError(f"tree {k} should have one leaf more than split nodes")
+        self.has_split = False
+        for k in range(F):
+            self.has_split = self.has_split or self.split[k] != 0
+
+
+cdef class LazyBatch:
+    """One batch of rows in lazy routing under a LazyPlan: the values known so far, where each row stands in each
+    tree, what it has paid, and which rows need each fetch unit.
+
+    X[i, f] is the value, or the NaN whose bits are UNKNOWN until it is known (any other NaN is a missing
+    value). route[i, t] >= 0 is the node row i stands at in tree t, < 0 the leaf ~route[i, t] it reached; bit r
+    of pending[b, t] says row 64 b + r is still inside tree t. A row passing a node testing f pays split[f]; a
+    feature's lazy cost (and its group's, the first time) is paid when a path of the row reads the value. A
+    group's fetch puts its members' values in held[i, f] (UNKNOWN elsewhere); a path that reaches a member
+    reads it from there (into X, paid). The caller drives the rounds: advance() routes the rows as far as their
+    values go and returns the round's fetches, deliver() (or fetch_round(), which calls fetch) stores what a
+    fetch returned, read_held() lets rows stopped at a member of a group they have read it, fail() drops rows.
+    Every row index given is checked.
+    """
+
+    cdef LazyPlan plan
+    cdef readonly object X, held, has_group, fetched, paid, acquisition, evaluation, route, status
+    cdef object scratch
+    cdef float64* x
+    cdef float64* h
+    cdef uint8* hg
+    cdef uint8* fe
+    cdef uint8* pd
+    cdef uint8* need
+    cdef float64* acq
+    cdef float64* ev
+    cdef int32* rt
+    cdef uint64* pending
+    cdef uint64* move
+    cdef uint8* active
+    cdef uint8* blocked
+    cdef uint8* any_need
+    cdef int8* st
+    cdef readonly Py_ssize_t n
+    cdef Py_ssize_t F, G, T, n_blocks
+    cdef readonly bint leaves_ready
+
+    def __cinit__(self, LazyPlan plan, X, known):
+        """X: the rows' values, float64[n, num_features] (copied); known: uint8[n, num_features] of the values X
+        gives, or None for its non-NaN ones; a NaN given is a missing value."""
+        cdef Py_ssize_t F = plan.num_features, G = plan.num_groups, i, f
+        cdef int64 T = plan.num_trees, t
+        cdef cnp.ndarray values = np.array(X, dtype=np.float64, order="C")
+        if values.ndim != 2 or values.shape[1] != F:
+            raise ValueError(f"X should have {F} columns, got shape {np.shape(X)}")
+        cdef Py_ssize_t n = values.shape[0], n_blocks = (n + 63) // 64
+        cdef cnp.ndarray known_
+        cdef const uint8* kn = NULL
+        if known is not None:
+            known_ = np.ascontiguousarray(known, dtype=np.uint8)
+            if known_.ndim != 2 or known_.shape[0] != n or known_.shape[1] != F:
+                raise ValueError("known does not match X")
+            kn = <const uint8*> data(known_)
+        self.plan, self.n, self.F, self.G, self.T, self.n_blocks = plan, n, F, G, T, n_blocks
+        self.X = values
+        self.held = np.empty((n if G else 0, F), dtype=np.float64)
+        self.has_group = np.zeros((n, G), dtype=np.uint8)
+        self.fetched = np.zeros((n, F), dtype=np.uint8)
+        self.paid = np.zeros((n, F + G), dtype=np.uint8)
+        self.acquisition = np.zeros(n, dtype=np.float64)
+        self.evaluation = np.full(n, plan.tree_cost * T, dtype=np.float64)
+        self.route = np.zeros((n, T), dtype=np.int32)
+        self.status = np.full(n, PENDING, dtype=np.int8)
+        # pending, the rows to move (per block), then active, blocked, any_need (per row), need (per unit, row)
+        self.scratch = np.zeros(n_blocks * T * 8 + n_blocks * 8 + 3 * n + F * n, dtype=np.uint8)
+        self.x, self.h = <float64*> data(self.X), <float64*> data(self.held)
+        self.hg, self.fe, self.pd = <uint8*> data(self.has_group), <uint8*> data(self.fetched), <uint8*> data(self.paid)
+        self.acq, self.ev = <float64*> data(self.acquisition), <float64*> data(self.evaluation)
+        self.rt, self.st = <int32*> data(self.route), <int8*> data(self.status)
+        self.pending = <uint64*> data(self.scratch)
+        self.move = self.pending + n_blocks * T
+        self.active = <uint8*> (self.move + n_blocks)
+        self.blocked = self.active + n
+        self.any_need = self.blocked + n
+        self.need = self.any_need + n
+        cdef uint64* v
+        with nogil:
+            memset(self.active, 1, n)
+            for i in range(n):
+                v = <uint64*> (self.x + i * F)
+                for f in range(F):
+                    if kn == NULL:
+                        if isnan(self.x[i * F + f]):
+                            v[f] = UNKNOWN
+                    elif not kn[i * F + f]:
+                        v[f] = UNKNOWN
+                    elif isnan(self.x[i * F + f]):
+                        self.x[i * F + f] = NAN  # a missing value: never the bits of UNKNOWN
+                if G:
+                    for f in range(F):
+                        (<uint64*> self.h)[i * F + f] = UNKNOWN
+            for t in range(T):
+                if plan.flat.e.node_offset[t + 1] == plan.flat.e.node_offset[t]:  # one leaf: every row at leaf 0
+                    for i in range(n):
+                        self.rt[i * T + t] = -1
+                else:
+                    for i in range(n):
+                        self.pending[(i >> 6) * T + t] |= (<uint64> 1) << (i & 63)
+        self.leaves_ready = False
+
+    cdef inline void _pay(self, Py_ssize_t i, Py_ssize_t f) noexcept nogil:
+        """Row i reads feature f: its lazy cost, and its group's the first time, as the cost kernel charges."""
+        cdef int32 g
+        cdef uint8* row_paid = self.pd + i * (self.F + self.G)
+        if row_paid[f]:
+            return
+        row_paid[f] = 1
+        self.acq[i] += self.plan.lazy[f]
+        g = self.plan.group_of[f]
+        if g >= 0 and not row_paid[self.F + g]:
+            row_paid[self.F + g] = 1
+            self.acq[i] += self.plan.group_lazy[g]
+
+    cdef void _route_block(self, Py_ssize_t block) noexcept nogil:
+        """Move the rows move[block] of a block of 64 down every tree they are inside, as far as their values go;
+        blocked[i] = 1 for a row that stopped in some tree (need[f, i] = 1 for the feature it waits for)."""
+        cdef const Ensemble* e = &self.plan.flat.e
+        cdef const float64* split = self.plan.split
+        cdef bint has_split = self.plan.has_split
         cdef const Node* tree_nodes
         cdef const Node* nd
-        cdef const uint64* x
-        cdef float64 value, paid
-        cdef uint64 moving, rest, stopped, stopped_any, bit
-        cdef uint64 last = (~(<uint64> 0)) >> (64 - (n - (n_blocks - 1) * 64))  # rows of the last block
-        cdef bint has_split = False
-        for k in range(n_features):
-            has_split = has_split or split[k] != 0
+        cdef const uint64* row
+        cdef uint64 moving = self.move[block], rest, bit, stopped, stopped_any = 0
+        cdef uint64* pending = self.pending + block * self.T
+        cdef Py_ssize_t i, n = self.n
+        cdef int64 t, T = self.T
+        cdef int32 node, f
+        cdef float64 paid
+        for t in range(T):
+            rest = pending[t] & moving
+            if rest == 0:
+                continue
+            tree_nodes = e.nodes + e.node_offset[t]
+            stopped = 0
+            while rest:
+                bit = rest & (~rest + 1)
+                rest = rest ^ bit
+                i = block * 64 + ctz64(bit)
+                node = self.rt[i * T + t]
+                row = <const uint64*> (self.x + i * self.F)
+                paid = 0.0
+                while node >= 0:
+                    nd = tree_nodes + node
+                    f = nd.feature
+                    if row[f] == UNKNOWN:
+                        self.need[f * n + i] = 1
+                        stopped = stopped | bit
+                        break
+                    if has_split:
+                        paid = paid + split[f]
+                    node = child(e, t, nd, (<const float64*> row)[f])
+                self.rt[i * T + t] = node
+                if has_split:
+                    self.ev[i] += paid
+            pending[t] = (pending[t] & ~moving) | stopped
+            stopped_any = stopped_any | stopped
+        rest = moving
+        while rest:
+            bit = rest & (~rest + 1)
+            rest = rest ^ bit
+            self.blocked[block * 64 + ctz64(bit)] = (stopped_any & bit) != 0
+
+    cdef Py_ssize_t _read_held(self) noexcept nogil:
+        """Rows stopped at a member of a group they have read it (into X, paid); their other needs are cleared
+        (found again when they move on) and any_need[i] = 1 marks them. Returns how many rows read something."""
+        cdef Py_ssize_t i, f, n = self.n, read = 0
+        cdef int32 g
+        if not self.G:
+            return 0
+        memset(self.any_need, 0, n)
+        for f in range(self.F):
+            g = self.plan.group_of[f]
+            if g < 0:
+                continue
+            for i in range(n):
+                if self.need[f * n + i] and self.hg[i * self.G + g]:
+                    self.x[i * self.F + f] = self.h[i * self.F + f]
+                    (<uint64*> self.h)[i * self.F + f] = UNKNOWN
+                    self._pay(i, f)
+                    if not self.any_need[i]:
+                        self.any_need[i] = 1
+                        read += 1
+        if read:
+            for f in range(self.F):
+                for i in range(n):
+                    if self.any_need[i]:
+                        self.need[f * n + i] = 0
+        return read
+
+    def read_held(self):
+        """Let the rows stopped at a member of a group they have read it (after a round's deliveries)."""
         with nogil:
-            # a block of 64 rows tree by tree (one tree's nodes stay in cache), visiting only its pending rows
-            for block in prange(n_blocks, schedule="static", num_threads=max(num_threads, 1)):
-                moving = routed[block] & (last if block == n_blocks - 1 else ~(<uint64> 0))
-                stopped_any = 0
-                for t in range(num_trees):
-                    rest = pending[block, t] & moving
-                    if rest == 0:
-                        continue
-                    tree_nodes = e.nodes + e.node_offset[t]
-                    stopped = 0
-                    while rest:
-                        bit = rest & (~rest + 1)
-                        rest = rest ^ bit
-                        i = block * 64 + ctz64(bit)
-                        node = state[i, t]
-                        x = <const uint64*> &X[i, 0]
-                        paid = 0.0
-                        while node >= 0:
-                            nd = tree_nodes + node
-                            f = nd.feature
-                            if x[f] == UNKNOWN:
-                                need[f, i] = 1
-                                stopped = stopped | bit
-                                break
-                            if has_split:
-                                paid = paid + split[f]
-                            value = (<const float64*> x)[f]  # assigned, so private to the thread
-                            node = child(e, t, nd, value)
-                        state[i, t] = node
-                        if has_split:
-                            evaluation[i] += paid
-                    pending[block, t] = (pending[block, t] & ~moving) | stopped
-                    stopped_any = stopped_any | stopped
-                blocked[block] = stopped_any
-        return blocked_arr
+            self._read_held()
+
+    def advance(self, int num_threads):
+        """Route the active rows as far as their values (and the groups they have) take them; rows that reach a
+        leaf in every tree become DONE. Returns the round's fetches, [(unit, rows int64[...])], the units in the
+        plan's order (a group for the rows stopped at any of its members); [] when no row waits for a value."""
+        cdef Py_ssize_t n = self.n, F = self.F, n_blocks = self.n_blocks, block, i, f, k, m, count, g
+        cdef int64 u
+        cdef const uint8* flags
+        cdef bint any_active = False, any_blocked = False
+        cdef int threads = max(1, min(num_threads, <int> n_blocks))
+        with nogil:
+            for i in range(n):
+                any_active = any_active or self.active[i]
+        if not any_active:
+            return []
+        with nogil:
+            memset(self.need, 0, F * n)
+            memset(self.move, 0, n_blocks * 8)
+            for i in range(n):
+                if self.active[i]:
+                    self.move[i >> 6] |= (<uint64> 1) << (i & 63)
+            while True:
+                if threads == 1:
+                    for block in range(n_blocks):
+                        if self.move[block]:
+                            self._route_block(block)
+                else:
+                    for block in prange(n_blocks, schedule="static", num_threads=threads):
+                        if self.move[block]:
+                            self._route_block(block)
+                if not self._read_held():
+                    break
+                memset(self.move, 0, n_blocks * 8)
+                for i in range(n):
+                    if self.any_need[i]:
+                        self.move[i >> 6] |= (<uint64> 1) << (i & 63)
+            for i in range(n):
+                if self.active[i]:
+                    if self.blocked[i]:
+                        any_blocked = True
+                    else:
+                        self.st[i] = DONE
+                        self.active[i] = 0
+        if not any_blocked:
+            return []
+        requests = []
+        cdef cnp.ndarray rows
+        cdef int64* out
+        for k in range(self.plan.num_units):
+            u = self.plan.unit_order[k]
+            if u < F:
+                if self.plan.group_of[u] >= 0:
+                    continue
+                flags = self.need + u * n
+            else:
+                g = u - F
+                memset(self.any_need, 0, n)
+                for m in range(self.plan.member_offset[g], self.plan.member_offset[g + 1]):
+                    f = self.plan.member[m]
+                    for i in range(n):
+                        self.any_need[i] |= self.need[f * n + i]
+                flags = self.any_need
+            count = 0
+            for i in range(n):
+                count += flags[i]
+            if count:
+                rows = np.empty(count, dtype=np.int64)
+                out = <int64*> data(rows)
+                count = 0
+                for i in range(n):
+                    if flags[i]:
+                        out[count] = i
+                        count += 1
+                requests.append((u, rows))
+        return requests
+
+    def fetch_round(self, list requests, fetch, list keys, ids):
+        """Call fetch(keys[unit], row ids) for each request (unit, rows) of advance in turn (row ids: ids[rows],
+        or rows when ids is None). A feature's values returned as a C-contiguous float64 array of one value per
+        row are stored at once, as deliver stores them; anything else (a group's values, other types, the
+        exception fetch raised) is left to the caller. Returns each call's outcome, STORED for those stored."""
+        cdef Py_ssize_t j
+        cdef int64 unit
+        cdef cnp.ndarray array
+        outcomes = [None] * len(requests)
+        for j in range(len(requests)):
+            unit, rows = requests[j]
+            try:
+                values = fetch(keys[unit], rows if ids is None else ids[rows])
+            except Exception as exc:  # the user's fetch: the caller reports it with its key and rows
+                outcomes[j] = exc
+                continue
+            if unit < self.F and type(values) is np.ndarray:
+                array = values
+                if (cnp.PyArray_TYPE(array) == cnp.NPY_DOUBLE and cnp.PyArray_NDIM(array) == 1
+                        and cnp.PyArray_DIM(array, 0) == len(rows) and cnp.PyArray_ISCARRAY_RO(array)
+                        and cnp.PyArray_ISNOTSWAPPED(array)):
+                    self._store(unit, rows, <const float64*> data(array), len(rows))
+                    outcomes[j] = STORED
+                    continue
+            outcomes[j] = values
+        return outcomes
+
+    def deliver(self, int64 unit, rows, values):
+        """Store what a fetch of `unit` returned for `rows`: values (float64, flattened) [j * width + c] for
+        rows[j] and the unit's c-th feature (width 1 for a feature, the group's members for a group). Any NaN is
+        stored as a missing value; with float32, values are rounded to float32 (as such models read them). A
+        feature is paid at once (the row stopped at it); a group's members go to held (the values given in X
+        stay) and are paid when a path reads them."""
+        cdef cnp.ndarray flat = np.ascontiguousarray(values, dtype=np.float64).reshape(-1)
+        self._store(unit, rows, <const float64*> data(flat), flat.size)
+
+    cdef void _store(self, int64 unit, rows_given, const float64* values, Py_ssize_t count) except *:
+        cdef Py_ssize_t F = self.F, j, c, width = 1, g = -1, m
+        cdef int64 i, f
+        cdef float64 value
+        cdef const int64* member = self.plan.member
+        cdef bint float32 = self.plan.float32
+        cdef cnp.ndarray rows = self._rows(rows_given)
+        cdef const int64* r = <const int64*> data(rows)
+        m = rows.size
+        if unit < 0 or unit >= self.plan.num_units:
+            raise ValueError(f"unit {unit} is not one of the {self.plan.num_units} units")
+        if unit >= F:
+            g = unit - F
+            width = self.plan.member_offset[g + 1] - self.plan.member_offset[g]
+            member = member + self.plan.member_offset[g]
+        if count != m * width:
+            raise ValueError(f"{count} values for {m} rows of width {width}")
+        with nogil:
+            for j in range(m):
+                i = r[j]
+                for c in range(width):
+                    value = values[j * width + c]
+                    if isnan(value):
+                        value = NAN
+                    elif float32:
+                        value = <float64> (<float> value)
+                    if g < 0:
+                        self.x[i * F + unit] = value
+                        self.fe[i * F + unit] = 1
+                        self._pay(i, unit)
+                    else:
+                        f = member[c]
+                        if (<uint64*> self.x)[i * F + f] == UNKNOWN:
+                            self.h[i * F + f] = value
+                            self.fe[i * F + f] = 1
+                if g >= 0:
+                    self.hg[i * self.G + g] = 1
+
+    cdef cnp.ndarray _rows(self, rows_given):
+        """rows_given as int64 row indices of this batch (advance's arrays as they are), or a ValueError."""
+        cdef cnp.ndarray rows
+        if type(rows_given) is np.ndarray and cnp.PyArray_TYPE(rows_given) == cnp.NPY_INT64 \
+                and cnp.PyArray_NDIM(rows_given) == 1 and cnp.PyArray_ISCARRAY_RO(rows_given) \
+                and cnp.PyArray_ISNOTSWAPPED(rows_given):
+            rows = rows_given
+        else:
+            rows = np.ascontiguousarray(rows_given, dtype=np.int64).reshape(-1)
+        cdef const int64* r = <const int64*> data(rows)
+        cdef Py_ssize_t j
+        for j in range(rows.size):
+            if not 0 <= r[j] < self.n:
+                raise ValueError(f"row {r[j]} is not one of the batch's {self.n}")
+        return rows
+
+    def fail(self, rows_given):
+        """Rows whose fetch failed: FAILED, routed no further."""
+        cdef cnp.ndarray rows = self._rows(rows_given)
+        cdef const int64* r = <const int64*> data(rows)
+        cdef Py_ssize_t j
+        cdef int64 i, t
+        with nogil:
+            for j in range(rows.shape[0]):
+                i = r[j]
+                self.st[i] = FAILED
+                self.active[i] = 0
+                for t in range(self.T):
+                    self.pending[(i >> 6) * self.T + t] &= ~((<uint64> 1) << (i & 63))
+
+    def leaves(self):
+        """The leaf each row reached in each tree, -1 where it has not: the routing state becomes this (call it
+        when the routing is over)."""
+        cdef Py_ssize_t k
+        cdef int32 node
+        if not self.leaves_ready:
+            with nogil:
+                for k in range(self.n * self.T):
+                    node = self.rt[k]
+                    self.rt[k] = ~node if node < 0 else -1
+            self.leaves_ready = True
+        return self.route
+
+    def raw_score(self, bint average):
+        """The raw scores, float64[n, trees per iteration], of the DONE rows from the leaves they reached (0.0 for
+        the others), summed as LightGBM's GBDT::PredictRaw sums them (tree t's output to class t % trees per
+        iteration, in tree order from 0.0); average (rf): divided by the number of iterations."""
+        self.leaves()
+        cdef int64 tpi = self.plan.flat.trees_per_iteration, T = self.T, t, k
+        out_ = np.zeros((self.n, tpi), dtype=np.float64)
+        cdef float64* out = <float64*> data(out_)
+        cdef float64 iterations = <float64> (T // tpi)
+        cdef Py_ssize_t i
+        with nogil:
+            for i in range(self.n):
+                if self.st[i] != DONE:
+                    continue
+                for t in range(T):
+                    out[i * tpi + t % tpi] += self.plan.leaf_value[self.plan.leaf_offset[t] + self.rt[i * T + t]]
+                if average and T:
+                    for k in range(tpi):
+                        out[i * tpi + k] /= iterations
+        return out_
+
+    def filled(self):
+        """X with 0.0 for the values not known (no split the rows passed reads them)."""
+        out_ = np.array(self.X)
+        cdef uint64* out = <uint64*> data(out_)
+        cdef Py_ssize_t k
+        with nogil:
+            for k in range(self.n * self.F):
+                if out[k] == UNKNOWN:
+                    out[k] = 0
+        return out_
+
+    def values(self):
+        """(X, known) as a result reports them: the members fetched with a group and read by no path known all
+        the same, NaN where nothing is known. X becomes this (call it when the run is over)."""
+        known_ = np.ones((self.n, self.F), dtype=np.uint8)
+        cdef uint8* known = <uint8*> data(known_)
+        cdef Py_ssize_t k
+        with nogil:
+            for k in range(self.n * self.F):
+                if self.G and (<uint64*> self.h)[k] != UNKNOWN:
+                    self.x[k] = self.h[k]
+                if (<uint64*> self.x)[k] == UNKNOWN:
+                    self.x[k] = NAN
+                    known[k] = 0
+        return self.X, known_.view(bool)
 
 
 cdef void accumulate(const Ensemble* e, const float64[:, ::1] X, Py_ssize_t start, Py_ssize_t stop,

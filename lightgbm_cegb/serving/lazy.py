@@ -37,8 +37,7 @@ from dataclasses import dataclass, field
 import lightgbm as lgb
 import numpy as np
 
-from lightgbm_cegb._engine import UNKNOWN_BITS, sigmoid
-from lightgbm_cegb.core.cost_state import CostState
+from lightgbm_cegb._engine import STORED, UNKNOWN_BITS, LazyBatch, LazyPlan, sigmoid
 from lightgbm_cegb.core.costs import FeatureCosts, resolve_costs
 from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.forest import Forest
@@ -51,7 +50,7 @@ ORDERS = ("cheapest", "costliest", "most_rows", "model")
 #: LightGBM objectives whose ``predict`` is the raw score (written without options: no ``sqrt``)
 RAW_OBJECTIVES = frozenset({"regression", "regression_l1", "huber", "fair", "quantile", "mape", "lambdarank",
                             "rank_xendcg"})
-#: a value not known yet: the NaN with the bits UNKNOWN_BITS (see FlatEnsemble.advance)
+#: a value not known yet: the NaN with the bits UNKNOWN_BITS (see LazyBatch)
 UNKNOWN = np.array([UNKNOWN_BITS], dtype=np.uint64).view(np.float64)[0]
 
 
@@ -381,6 +380,20 @@ PruneResult, Forest or policy
         self._unit_cost = np.concatenate([self._lazy, group_lazy + members_lazy])
         first = np.array([m.min() if len(m) else num_features for m in self._members], dtype=np.int64)
         self._unit_column = np.concatenate([np.arange(num_features, dtype=np.int64), first])
+        # a round's fetches come out of LazyBatch in the order of a fixed sort key; "most_rows" and a callable
+        # order sort each round
+        self._sorted = callable(order) or order == "most_rows"
+        units = range(len(self._unit_keys))
+        if not self._sorted:
+            units = sorted(units, key=lambda u: self._sort_key((u, ()), None))
+        self._unit_order = np.array(units, dtype=np.int64)
+        if not self.policy:
+            lazy, _, split = self.costs_.arrays(num_features)
+            forest = self.forest
+            self._plan = LazyPlan(forest.flat, self.num_trees, lazy, split, self._group_of, group_lazy,
+                                  np.cumsum([0] + [len(m) for m in self._members]),
+                                  np.concatenate([np.zeros(0, dtype=np.int64), *self._members]), self._unit_order,
+                                  float(self.costs_.tree), forest.float32, forest.leaf_offset, forest.leaf_value)
         self._own = None if self.policy else _own_output(self.model, self.forest)  # None: the model's predict;
         # 0: raw; > 0: sigmoid
 
@@ -436,7 +449,7 @@ PruneResult, Forest or policy
         run = (_PolicyRun if self.policy else _Run)(self, X, known, ids)
         while requests := run.advance():
             run.deliver(requests, self._fetch_round(requests, run))
-        return run.finish(self._predict, method, kwargs)
+        return run.finish(method, kwargs)
 
     async def aacquire(self, X, known=None, *, ids=None, method: str = "predict", **kwargs) -> LazyResult:
         """``acquire`` for asyncio: a round's fetch calls run concurrently (at most ``max_workers`` at a time
@@ -475,7 +488,7 @@ PruneResult, Forest or policy
         while requests := await asyncio.to_thread(run.advance):  # routing off the event loop
             outcomes = await asyncio.gather(*(self._fetch_async(unit, rows, run, limit) for unit, rows in requests))
             run.deliver(requests, outcomes)
-        return await asyncio.to_thread(run.finish, self._predict, method, kwargs)
+        return await asyncio.to_thread(run.finish, method, kwargs)
 
     def predict(self, X, known=None, *, ids=None, **kwargs) -> np.ndarray:
         """The model's ``predict`` on the full rows, fetching only what the rows' paths need.
@@ -560,14 +573,20 @@ PruneResult, Forest or policy
     def _fetch_round(self, requests, run) -> list:
         """Outcome (values or the exception) of each request, retried as configured. With max_workers or a
         timeout, each call runs on a thread of its own (max_workers at a time), timed from its start: a call
-        that times out keeps its thread, never another call's."""
+        that times out keeps its thread, never another call's. Without them, a _Run's calls are made by its
+        LazyBatch, which stores a feature's float64 values at once (outcome STORED)."""
         outcomes: list = [None] * len(requests)
         pending = list(range(len(requests)))
-        for _ in range(self.retries + 1):
+        for attempt in range(self.retries + 1):
             run.fetch_calls += len(pending)
             if not self.max_workers and self.timeout is None:
-                for j in pending:
-                    outcomes[j] = self._call(requests[j], run.ids)
+                if attempt == 0 and isinstance(run, _Run):
+                    outcomes = [outcome if outcome is STORED or isinstance(outcome, BaseException)
+                                else self._returned(outcome) for outcome in
+                                run.batch.fetch_round(requests, self.fetch, self._unit_keys, run.fetch_ids)]
+                else:
+                    for j in pending:
+                        outcomes[j] = self._call(requests[j], run.ids)
             else:
                 width = self.max_workers or 1
                 for w in range(0, len(pending), width):
@@ -601,7 +620,12 @@ PruneResult, Forest or policy
             values = self.fetch(self._unit_keys[unit], ids[rows])
         except Exception as exc:  # the user's fetch: any failure is reported with its key and rows
             return exc
-        if inspect.isawaitable(values):
+        return self._returned(values)
+
+    @staticmethod
+    def _returned(values):
+        """What a synchronous fetch returned, or the error of an awaitable (closed: never awaited)."""
+        if type(values) is not np.ndarray and inspect.isawaitable(values):
             getattr(values, "close", lambda: None)()
             return _Returned("fetch returned an awaitable: use aacquire / apredict for asynchronous fetches")
         return values
@@ -650,8 +674,11 @@ PruneResult, Forest or policy
         pandas objects aligned to the ids by their index (_by_id); a _Returned error saying what was expected
         otherwise."""
         n = len(ids)
-        outcome = _by_id(outcome, ids)
         num_features = len(self.keys)
+        if unit < num_features and type(outcome) is np.ndarray and outcome.dtype == np.float64 \
+                and outcome.shape == (n,):  # what a fetch from an array returns, as it is
+            return outcome[:, None]
+        outcome = _by_id(outcome, ids)
         if unit < num_features:
             values = _numbers(outcome)
             if values.shape != (n,):
@@ -699,18 +726,22 @@ PruneResult, Forest or policy
                                    "the rows fetch what the first num_iteration iterations' paths need, and "
                                    f"{key} would read other trees or nodes"))
 
-    def _predict(self, X: np.ndarray, leaves: np.ndarray, method: str, kwargs: dict) -> np.ndarray:
-        """The model's prediction on rows X (unfetched values 0.0) that reached ``leaves``. A Forest, and a
-        Booster whose output is its raw score or binary's sigmoid, are predicted from the leaves with
-        LightGBM's own arithmetic (see _own_output): the same bits as ``predict``, without routing again."""
+    def _predict(self, batch: LazyBatch, done: np.ndarray, method: str, kwargs: dict) -> np.ndarray:
+        """The model's prediction on the ``done`` rows of ``batch``. A Forest, and a Booster whose output is its
+        raw score or binary's sigmoid, are predicted from the leaves the rows reached with LightGBM's own
+        arithmetic (see _own_output): the same bits as ``predict``, without routing again. Other models predict
+        on the rows with 0.0 for the values nobody fetched (no split the rows passed reads them)."""
         model, forest = self.model, self.forest
+        every = done.all()
         own = isinstance(model, Forest) or (self._own is not None and method == "predict"
                                             and set(kwargs) <= {"raw_score"})
         if own:
             raw = isinstance(model, Forest) or kwargs.get("raw_score")  # as predict(raw_score=True)
-            score = forest.raw_score(X, leaves, averaged=not raw, n_jobs=self.n_jobs)
+            score = batch.raw_score(not raw and forest.average_output)
+            score = score if every else score[done]
             score = score[:, 0] if forest.trees_per_iteration == 1 else score
             return score if raw or self._own == 0 else sigmoid(score, self._own)
+        X = batch.filled() if every else batch.filled()[done]
         predict = getattr(model, method)
         if booster_of(model) is not None:
             kwargs = {"num_iteration": self.num_iteration, **kwargs}
@@ -730,151 +761,60 @@ PruneResult, Forest or policy
 
 
 class _Run:
-    """One batch on its way through the model: values, the routing state, the per-row cost state."""
+    """One batch on its way through the model: its rows' compiled state (values, routing, costs: LazyBatch) and
+    what the run reports (rounds, fetch calls, failures)."""
 
     def __init__(self, predictor: LazyPredictor, X, known, ids) -> None:
         forest = self.forest = predictor.forest
         self.predictor = predictor
-        self.X = np.array(forest.dense(X), dtype=np.float64, order="C")  # a copy: fetched values go in
-        n, num_features = self.X.shape
-        known, self.ids = _known_and_ids(self.X, known, ids)
-        self.X[known & np.isnan(self.X)] = np.nan  # missing values: never the bits of UNKNOWN
-        self.X[~known] = UNKNOWN
-        self.any_known = known.any(axis=1)
-        self.cost = CostState(n, predictor.costs_, num_features)  # paid: read after this call fetched it
-        self.fetched = np.zeros((n, num_features), dtype=bool)
-        # a group's fetch: [i, g] row i has group g; held: its members' values that no path of the row has read
-        # yet (UNKNOWN elsewhere), moved into X (and paid) when one does
-        groups = len(predictor._members)
-        self.has_group = np.zeros((n, groups), dtype=bool)
-        self.held = np.full((n, num_features), UNKNOWN) if groups else None
-        self.grouped = np.flatnonzero(predictor._group_of >= 0)
-        self.need: np.ndarray | None = None  # [f, i]: row i stopped at a split on f (advance's last round)
-        num_trees = predictor.num_trees
-        self.cost.evaluation += predictor.costs_.tree * num_trees  # every row goes through every tree
-        has_splits = np.diff(forest.node_offset[:num_trees + 1]) > 0
-        self.route = np.zeros((n, num_trees), dtype=np.int32)
-        self.route[:, ~has_splits] = -1  # one-leaf trees: at leaf 0
-        self.root_features = np.unique(forest.feature[forest.node_offset[:num_trees][has_splits]])
-        # bit r of pending[b, t]: row 64 b + r is still inside tree t (see FlatEnsemble.advance)
-        self.pending = np.where(has_splits, _row_bits(np.ones(n, dtype=bool))[:, None], np.uint64(0))
-        self.status = np.full(n, PENDING, dtype=np.int8)
-        self.active = np.ones(n, dtype=bool)
+        if type(X) is np.ndarray and X.dtype == np.float64 and not forest.float32:  # read as it is
+            forest._check_shape(X.shape)
+        else:
+            X = forest.dense(X)
+        known, self.ids = _known_and_ids(X, known, ids)
+        self.fetch_ids = None if ids is None else self.ids  # None: the rows' positions, fetch_round's rows
+        known = None if known is None else np.ascontiguousarray(known).view(np.uint8)
+        self.batch = LazyBatch(predictor._plan, X, known)
+        self.status = self.batch.status
         self.rounds = self.fetch_calls = 0
         self.failures: list[FetchFailure] = []
-        self.route_is_leaves = False
+        self.threads = resolve_n_jobs(predictor.n_jobs, len(X))
 
     def advance(self) -> list[tuple[int, np.ndarray]]:
         """Route the active rows as far as they can go; the fetches they wait for, in the predictor's order:
         (unit, rows), unit a feature in no group or num_features + a group."""
-        n, num_features = self.X.shape
-        if not self.active.any():
-            return []
-        need = self.need = np.zeros((num_features, n), dtype=np.uint8)
-        moving = self.active.copy()
-        blocked = np.zeros(n, dtype=bool)
-        if self.rounds == 0 and len(self.root_features):  # a row that knows nothing stops at every root
-            idle = ~self.any_known
-            moving &= ~idle
-            blocked |= idle
-            need[np.ix_(self.root_features, np.flatnonzero(idle))] = 1
-        while True:
-            stopped = self.forest.flat.advance(self.X, self.route, self.pending, _row_bits(moving), self.cost.split,
-                                               self.cost.evaluation, need,
-                                               resolve_n_jobs(self.predictor.n_jobs, int(moving.sum())))
-            stopped = np.unpackbits(stopped.astype("<u8").view(np.uint8), bitorder="little")[:n].view(bool)
-            blocked[moving] = stopped[moving]
-            moving = self.read_held(need)  # rows stopped at a member of a group they have: on they go
-            if not moving.any():
-                break
-        self.status[self.active & ~blocked] = DONE
-        self.active = blocked
-        if not blocked.any():
-            return []
+        requests = self.batch.advance(self.threads)
+        if not requests:
+            return requests
         self.rounds += 1
-        wanted = np.flatnonzero(need.any(axis=1))
-        group_of = self.predictor._group_of
-        requests = [(int(f), np.flatnonzero(need[f])) for f in wanted if group_of[f] < 0]
-        for g in np.unique(group_of[wanted][group_of[wanted] >= 0]):
-            members = self.predictor._members[g]
-            requests.append((num_features + int(g), np.flatnonzero(need[members].any(axis=0))))
-        return self.predictor._in_order(requests, self.ids)
-
-    def read_held(self, need: np.ndarray) -> np.ndarray:
-        """Rows stopped at a member of a group they already have (need[f, i] set) read it from ``held``: into
-        X, paid, its need cleared (as are the other needs of those rows, found again when they move on).
-        Returns the rows that read something."""
-        read = np.zeros(need.shape[1], dtype=bool)
-        if self.held is None:
-            return read
-        group_of = self.predictor._group_of
-        for f in self.grouped[need[self.grouped].any(axis=1)]:
-            rows = np.flatnonzero(need[f].view(bool) & self.has_group[:, group_of[f]])
-            if len(rows):
-                self.X[rows, f] = self.held[rows, f]
-                self.held[rows, f] = UNKNOWN
-                self.cost.pay(f, rows)
-                read[rows] = True
-        need[:, read] = 0
-        return read
+        return self.predictor._in_order(requests, self.ids) if self.predictor._sorted else requests
 
     def deliver(self, requests, outcomes) -> None:
-        """Store what each fetch returned; then handle the failures (all successes are kept first)."""
-        predictor = self.predictor
-        num_features = self.X.shape[1]
-        received, failed = _received(predictor, self.ids, requests, outcomes)
+        """Store what each fetch returned (the members the rows stopped at read from their group's values);
+        then handle the failures (all successes are kept first)."""
+        received, failed = _received(self.predictor, self.ids, requests, outcomes)
         for unit, rows, values in received:
-            values = self.forest.as_read(values)  # as the values given in X were read (forest.dense)
-            if unit < num_features:
-                self.X[rows, unit] = values[:, 0]
-                self.fetched[rows, unit] = True
-                self.cost.pay(unit, rows)
-                continue
-            self.has_group[rows, unit - num_features] = True
-            for j, f in enumerate(predictor._members[unit - num_features]):
-                new = self.X[rows, f].view(np.uint64) == UNKNOWN_BITS  # values given in X stay
-                self.held[rows[new], f] = values[new, j]
-                self.fetched[rows[new], f] = True
-        self.read_held(self.need)  # the members the rows stopped at
+            self.batch.deliver(unit, rows, values.ravel())
+        self.batch.read_held()
         if failed:
             for rows in _failed(self, failed):
-                self.active[rows] = False
-            self.pending &= _row_bits(self.active)[:, None]
+                self.batch.fail(rows)
 
-    def leaves(self) -> np.ndarray:
-        """The leaf each row reached in each tree, -1 where it has not; the routing state becomes this (once
-        the run is over)."""
-        if not self.route_is_leaves:
-            np.invert(self.route, out=self.route)  # a leaf l was stored as ~l, a node j where a row stopped
-            np.maximum(self.route, -1, out=self.route)  # as j >= 0: it becomes ~j < 0, no leaf yet
-            self.route_is_leaves = True
-        return self.route
-
-    def unknown(self) -> np.ndarray:
-        return self.X.view(np.uint64) == UNKNOWN_BITS
-
-    def finish(self, predict, method: str, kwargs: dict) -> LazyResult:
+    def finish(self, method: str, kwargs: dict) -> LazyResult:
         done = self.status == DONE
         prediction = None
         if done.any() or not len(done):
-            filled = np.where(self.unknown(), 0.0, self.X)
-            leaves = self.leaves()
-            if not done.all():
-                filled, leaves = filled[done], leaves[done]
-            prediction = _spread(np.asarray(predict(filled, leaves, method, kwargs)), done)
+            prediction = _spread(np.asarray(self.predictor._predict(self.batch, done, method, kwargs)), done)
         return self.result(prediction)
 
     def result(self, prediction) -> LazyResult:
         """The run's result; the run ends here (its arrays are handed over, not copied)."""
-        leaves = self.leaves()
-        if self.held is not None:  # fetched with their group, read by no path: known all the same
-            got = self.held.view(np.uint64) != UNKNOWN_BITS
-            self.X[got] = self.held[got]
-        unknown = self.unknown()
-        self.X[unknown] = np.nan
-        return LazyResult(prediction=prediction, status=self.status, X=self.X, known=~unknown,
-                          fetched=self.fetched, acquisition=self.cost.acquisition,
-                          evaluation=self.cost.evaluation, leaves=leaves, rounds=self.rounds,
+        batch = self.batch
+        leaves = batch.leaves()
+        X, known = batch.values()
+        return LazyResult(prediction=prediction, status=self.status, X=X, known=known,
+                          fetched=batch.fetched.view(bool), acquisition=batch.acquisition,
+                          evaluation=batch.evaluation, leaves=leaves, rounds=self.rounds,
                           fetch_calls=self.fetch_calls, failures=self.failures)
 
 
@@ -895,7 +835,7 @@ class _PolicyRun:
             raise CEGBError(f"X should have {num_features} columns, got shape {self.X.shape}")
         n = len(self.X)
         known, self.ids = _known_and_ids(self.X, known, ids)
-        self.known = known.copy()  # a fetched value becomes known
+        self.known = ~np.isnan(self.X) if known is None else known.copy()  # a fetched value becomes known
         self.fetched = np.zeros((n, num_features), dtype=bool)
         self.status = np.full(n, PENDING, dtype=np.int8)
         self.rounds = self.fetch_calls = 0
@@ -938,6 +878,7 @@ class _PolicyRun:
             u = self.policy_unit[unit]
             columns = list(self.units[u])
             given = self.known[np.ix_(rows, columns)]
+            values = np.where(np.isnan(values), np.nan, values)
             block = np.where(given, self.X[np.ix_(rows, columns)], values)  # values given in X stay
             self.X[np.ix_(rows, columns)] = block
             self.fetched[np.ix_(rows, columns)] |= ~given
@@ -947,7 +888,7 @@ class _PolicyRun:
             for rows in _failed(self, failed):
                 self.run.drop(rows)
 
-    def finish(self, predict, method: str, kwargs: dict) -> LazyResult:
+    def finish(self, method: str, kwargs: dict) -> LazyResult:
         done = self.status == DONE
         prediction = None
         if done.any() or not len(done):
@@ -966,11 +907,9 @@ class _PolicyRun:
 
 
 def _known_and_ids(X: np.ndarray, known, ids) -> tuple[np.ndarray, np.ndarray]:
-    """acquire's ``known`` (default: X's non-NaN values) and ``ids`` (default: the rows' positions), checked
+    """acquire's ``known`` (None: X's non-NaN values) and ``ids`` (default: the rows' positions), checked
     against the batch X."""
-    if known is None:
-        known = ~np.isnan(X)
-    else:
+    if known is not None:
         known = np.asarray(known)
         if known.shape != X.shape or known.dtype != bool:
             raise CEGBError(f"known should be a bool array of X's shape {X.shape}, got {known.dtype} of shape "
@@ -982,10 +921,14 @@ def _known_and_ids(X: np.ndarray, known, ids) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _received(predictor: LazyPredictor, ids: np.ndarray, requests, outcomes) -> tuple[list, list[FetchFailure]]:
-    """A round's fetch outcomes (the batch's row ``ids``): (unit, rows, values) of the calls that returned what
-    their contract allows (a NaN never with the bits of UNKNOWN), and a FetchFailure for each other call."""
+    """A round's fetch outcomes (the batch's row ``ids``): (unit, rows, values: float64 of shape (len(rows), the
+    unit's features)) of the calls that returned what their contract allows, and a FetchFailure for each other
+    call. A NaN among the values may have any bits (the caller stores it as a missing value, never as
+    UNKNOWN)."""
     received, failed = [], []
     for (unit, rows), outcome in zip(requests, outcomes):
+        if outcome is STORED:
+            continue
         if not isinstance(outcome, BaseException):
             try:
                 values = predictor._values(unit, ids[rows], outcome)
@@ -994,7 +937,7 @@ def _received(predictor: LazyPredictor, ids: np.ndarray, requests, outcomes) -> 
         if isinstance(outcome, BaseException):
             failed.append(FetchFailure(predictor._unit_keys[unit], rows, outcome, ids[rows]))
         else:
-            received.append((unit, rows, np.where(np.isnan(values), np.nan, values)))
+            received.append((unit, rows, values))
     return received, failed
 
 
@@ -1047,13 +990,6 @@ def _numbers(outcome, where: str = "") -> np.ndarray:
         return values.astype(np.float64)
     except (TypeError, ValueError) as exc:
         raise _Returned(f"returned values {where}that are not numbers ({exc})") from None
-
-
-def _row_bits(rows: np.ndarray) -> np.ndarray:
-    """A bool per row -> uint64 per block of 64 rows, bit r for row 64 b + r."""
-    padded = np.zeros(-(-len(rows) // 64) * 64, dtype=bool)
-    padded[:len(rows)] = rows
-    return np.packbits(padded, bitorder="little").view("<u8").astype(np.uint64)
 
 
 def _own_output(model, forest: Forest) -> float | None:
