@@ -18,7 +18,8 @@ cimport numpy as cnp
 
 cnp.import_array()
 
-from _routing cimport CATEGORICAL_MASK, Ensemble, Node, child, zero_threshold
+from _routing cimport (CATEGORICAL_MASK, DEFAULT_LEFT_MASK, MISSING_NAN, MISSING_NONE, Ensemble, Node, child,
+                      zero_threshold)
 from _typedefs cimport float64, int8, int32, int64, uint8, uint32, uint64
 
 #: the bits of the NaN that marks a value not known yet in lazy routing (a quiet NaN with a payload: NaN
@@ -131,6 +132,7 @@ cdef class FlatEnsemble:
                   const int64[::1] cat_offset, const int64[::1] cat_boundaries,
                   const uint32[::1] cat_threshold, int64 trees_per_iteration, bint drop_tiny, int64 num_features):
         cdef Py_ssize_t n = feature.shape[0], k
+        cdef int missing
         cdef float64 zero = zero_threshold()
         self.source = (np.asarray(node_offset), np.asarray(feature), np.asarray(threshold), np.asarray(decision),
                        np.asarray(left), np.asarray(right), np.asarray(cat_offset), np.asarray(cat_boundaries),
@@ -147,6 +149,11 @@ cdef class FlatEnsemble:
             # only a numerical threshold in [-1e-35, 1e-35) tells x apart from 0.0 for |x| <= 1e-35
             nodes[k].zero_matters = (drop_tiny and not (decision[k] & CATEGORICAL_MASK)
                                      and -zero <= threshold[k] < zero)
+            missing = (decision[k] >> 2) & 3
+            nodes[k].plain = (not (decision[k] & CATEGORICAL_MASK) and not nodes[k].zero_matters
+                              and missing in (MISSING_NONE, MISSING_NAN))
+            nodes[k].nan_left = ((decision[k] & DEFAULT_LEFT_MASK) != 0 if missing == MISSING_NAN
+                                 else 0.0 <= threshold[k])
         # keep the buffers referenced for as long as the pointers below are used
         self.arrays = (packed, node_offset, cat_offset, cat_boundaries, cat_threshold)
         self.num_trees = node_offset.shape[0] - 1
@@ -330,6 +337,8 @@ cdef class LazyPlan:
     cdef const int64* unit_order
     cdef const int64* leaf_offset
     cdef const float64* leaf_value
+    cdef const int32* root_feature
+    cdef Py_ssize_t num_roots
     cdef readonly Py_ssize_t num_features, num_groups, num_units
     cdef readonly int64 num_trees
     cdef float64 tree_cost
@@ -382,6 +391,13 @@ cdef class LazyPlan:
         self.has_split = False
         for k in range(F):
             self.has_split = self.has_split or self.split[k] != 0
+        roots = np.zeros(F, dtype=bool)
+        for k in range(num_trees):
+            if flat.e.node_offset[k + 1] > flat.e.node_offset[k]:
+                roots[flat.e.nodes[flat.e.node_offset[k]].feature] = True
+        cdef cnp.ndarray root_feature_ = np.flatnonzero(roots).astype(np.int32)
+        self.keep += (root_feature_,)
+        self.root_feature, self.num_roots = <const int32*> data(root_feature_), root_feature_.size
 
 
 cdef class LazyBatch:
@@ -419,11 +435,14 @@ cdef class LazyBatch:
     cdef int8* st
     cdef readonly Py_ssize_t n
     cdef Py_ssize_t F, G, T, n_blocks
+    cdef int threads
+    cdef bint started
     cdef readonly bint leaves_ready
 
-    def __cinit__(self, LazyPlan plan, X, known):
+    def __cinit__(self, LazyPlan plan, X, known, int num_threads):
         """X: the rows' values, float64[n, num_features] (copied); known: uint8[n, num_features] of the values X
-        gives, or None for its non-NaN ones; a NaN given is a missing value."""
+        gives, or None for its non-NaN ones; a NaN given is a missing value. num_threads: of the routing and the
+        bookkeeping of large batches."""
         cdef Py_ssize_t F = plan.num_features, G = plan.num_groups, i, f
         cdef int64 T = plan.num_trees, t
         cdef cnp.ndarray values = np.array(X, dtype=np.float64, order="C")
@@ -438,6 +457,7 @@ cdef class LazyBatch:
                 raise ValueError("known does not match X")
             kn = <const uint8*> data(known_)
         self.plan, self.n, self.F, self.G, self.T, self.n_blocks = plan, n, F, G, T, n_blocks
+        self.threads, self.started = max(1, min(num_threads, <int> n_blocks)), False
         self.X = values
         self.held = np.empty((n if G else 0, F), dtype=np.float64)
         self.has_group = np.zeros((n, G), dtype=np.uint8)
@@ -499,7 +519,9 @@ cdef class LazyBatch:
 
     cdef void _route_block(self, Py_ssize_t block) noexcept nogil:
         """Move the rows move[block] of a block of 64 down every tree they are inside, as far as their values go;
-        blocked[i] = 1 for a row that stopped in some tree (need[f, i] = 1 for the feature it waits for)."""
+        blocked[i] = 1 for a row that stopped in some tree (need[f, i] = 1 for the feature it waits for). Every
+        array is read through a local pointer: a write through need (bytes, which alias anything) would otherwise
+        make the compiler load them again from self at every node."""
         cdef const Ensemble* e = &self.plan.flat.e
         cdef const float64* split = self.plan.split
         cdef bint has_split = self.plan.has_split
@@ -508,10 +530,15 @@ cdef class LazyBatch:
         cdef const uint64* row
         cdef uint64 moving = self.move[block], rest, bit, stopped, stopped_any = 0
         cdef uint64* pending = self.pending + block * self.T
-        cdef Py_ssize_t i, n = self.n
+        cdef Py_ssize_t i, n = self.n, F = self.F
         cdef int64 t, T = self.T
-        cdef int32 node, f
-        cdef float64 paid
+        cdef int32 node, f, following
+        cdef float64 paid, value
+        cdef uint64 unknown = UNKNOWN
+        cdef int32* rt = self.rt
+        cdef const float64* x = self.x
+        cdef uint8* need = self.need
+        cdef float64* ev = self.ev
         for t in range(T):
             rest = pending[t] & moving
             if rest == 0:
@@ -522,22 +549,30 @@ cdef class LazyBatch:
                 bit = rest & (~rest + 1)
                 rest = rest ^ bit
                 i = block * 64 + ctz64(bit)
-                node = self.rt[i * T + t]
-                row = <const uint64*> (self.x + i * self.F)
+                node = rt[i * T + t]
+                row = <const uint64*> (x + i * F)
                 paid = 0.0
                 while node >= 0:
                     nd = tree_nodes + node
                     f = nd.feature
-                    if row[f] == UNKNOWN:
-                        self.need[f * n + i] = 1
+                    value = (<const float64*> row)[f]
+                    # child()'s short path first, the check for a value not known only where it compares as NaN
+                    if nd.plain and value <= nd.threshold:
+                        following = nd.left
+                    elif nd.plain and not isnan(value):
+                        following = nd.right
+                    elif row[f] == unknown:
+                        need[f * n + i] = 1
                         stopped = stopped | bit
                         break
+                    else:
+                        following = child(e, t, nd, value)
                     if has_split:
                         paid = paid + split[f]
-                    node = child(e, t, nd, (<const float64*> row)[f])
-                self.rt[i * T + t] = node
+                    node = following
+                rt[i * T + t] = node
                 if has_split:
-                    self.ev[i] += paid
+                    ev[i] += paid
             pending[t] = (pending[t] & ~moving) | stopped
             stopped_any = stopped_any | stopped
         rest = moving
@@ -578,15 +613,16 @@ cdef class LazyBatch:
         with nogil:
             self._read_held()
 
-    def advance(self, int num_threads):
+    def advance(self):
         """Route the active rows as far as their values (and the groups they have) take them; rows that reach a
         leaf in every tree become DONE. Returns the round's fetches, [(unit, rows int64[...])], the units in the
         plan's order (a group for the rows stopped at any of its members); [] when no row waits for a value."""
         cdef Py_ssize_t n = self.n, F = self.F, n_blocks = self.n_blocks, block, i, f, k, m, count, g
         cdef int64 u
         cdef const uint8* flags
-        cdef bint any_active = False, any_blocked = False
-        cdef int threads = max(1, min(num_threads, <int> n_blocks))
+        cdef bint any_active = False, any_blocked = False, idle
+        cdef int threads = self.threads
+        cdef LazyPlan plan = self.plan
         with nogil:
             for i in range(n):
                 any_active = any_active or self.active[i]
@@ -596,8 +632,21 @@ cdef class LazyBatch:
             memset(self.need, 0, F * n)
             memset(self.move, 0, n_blocks * 8)
             for i in range(n):
-                if self.active[i]:
-                    self.move[i >> 6] |= (<uint64> 1) << (i & 63)
+                if not self.active[i]:
+                    continue
+                if not self.started and plan.num_roots:  # a row that knows nothing stops at every root
+                    idle = True
+                    for f in range(F):
+                        if (<uint64*> self.x)[i * F + f] != UNKNOWN:
+                            idle = False
+                            break
+                    if idle:
+                        for k in range(plan.num_roots):
+                            self.need[plan.root_feature[k] * n + i] = 1
+                        self.blocked[i] = 1
+                        continue
+                self.move[i >> 6] |= (<uint64> 1) << (i & 63)
+            self.started = True
             while True:
                 if threads == 1:
                     for block in range(n_blocks):
@@ -674,7 +723,7 @@ cdef class LazyBatch:
                 if (cnp.PyArray_TYPE(array) == cnp.NPY_DOUBLE and cnp.PyArray_NDIM(array) == 1
                         and cnp.PyArray_DIM(array, 0) == len(rows) and cnp.PyArray_ISCARRAY_RO(array)
                         and cnp.PyArray_ISNOTSWAPPED(array)):
-                    self._store(unit, rows, <const float64*> data(array), len(rows))
+                    self._store(unit, rows, <const float64*> data(array), len(rows), self.threads)
                     outcomes[j] = STORED
                     continue
             outcomes[j] = values
@@ -687,14 +736,12 @@ cdef class LazyBatch:
         feature is paid at once (the row stopped at it); a group's members go to held (the values given in X
         stay) and are paid when a path reads them."""
         cdef cnp.ndarray flat = np.ascontiguousarray(values, dtype=np.float64).reshape(-1)
-        self._store(unit, rows, <const float64*> data(flat), flat.size)
+        self._store(unit, rows, <const float64*> data(flat), flat.size, 1)
 
-    cdef void _store(self, int64 unit, rows_given, const float64* values, Py_ssize_t count) except *:
-        cdef Py_ssize_t F = self.F, j, c, width = 1, g = -1, m
-        cdef int64 i, f
-        cdef float64 value
+    cdef void _store(self, int64 unit, rows_given, const float64* values, Py_ssize_t count, int threads) except *:
+        """deliver's work; with threads > 1 (rows each once: advance's), the rows of a large fetch in parallel."""
+        cdef Py_ssize_t F = self.F, width = 1, g = -1, m
         cdef const int64* member = self.plan.member
-        cdef bint float32 = self.plan.float32
         cdef cnp.ndarray rows = self._rows(rows_given)
         cdef const int64* r = <const int64*> data(rows)
         m = rows.size
@@ -706,26 +753,40 @@ cdef class LazyBatch:
             member = member + self.plan.member_offset[g]
         if count != m * width:
             raise ValueError(f"{count} values for {m} rows of width {width}")
-        with nogil:
-            for j in range(m):
-                i = r[j]
-                for c in range(width):
-                    value = values[j * width + c]
-                    if isnan(value):
-                        value = NAN
-                    elif float32:
-                        value = <float64> (<float> value)
-                    if g < 0:
-                        self.x[i * F + unit] = value
-                        self.fe[i * F + unit] = 1
-                        self._pay(i, unit)
-                    else:
-                        f = member[c]
-                        if (<uint64*> self.x)[i * F + f] == UNKNOWN:
-                            self.h[i * F + f] = value
-                            self.fe[i * F + f] = 1
-                if g >= 0:
-                    self.hg[i * self.G + g] = 1
+        cdef Py_ssize_t chunk = 4 * BLOCK, k
+        if threads > 1 and m >= chunk * threads:
+            with nogil:
+                for k in prange((m + chunk - 1) // chunk, schedule="static", num_threads=threads):
+                    self._store_rows(unit, g, member, width, r, values, k * chunk, min(m, (k + 1) * chunk))
+        else:
+            with nogil:
+                self._store_rows(unit, g, member, width, r, values, 0, m)
+
+    cdef void _store_rows(self, int64 unit, Py_ssize_t g, const int64* member, Py_ssize_t width, const int64* r,
+                          const float64* values, Py_ssize_t j0, Py_ssize_t j1) noexcept nogil:
+        cdef Py_ssize_t F = self.F, j, c
+        cdef int64 i, f
+        cdef float64 value
+        cdef bint float32 = self.plan.float32
+        for j in range(j0, j1):
+            i = r[j]
+            for c in range(width):
+                value = values[j * width + c]
+                if isnan(value):
+                    value = NAN
+                elif float32:
+                    value = <float64> (<float> value)
+                if g < 0:
+                    self.x[i * F + unit] = value
+                    self.fe[i * F + unit] = 1
+                    self._pay(i, unit)
+                else:
+                    f = member[c]
+                    if (<uint64*> self.x)[i * F + f] == UNKNOWN:
+                        self.h[i * F + f] = value
+                        self.fe[i * F + f] = 1
+            if g >= 0:
+                self.hg[i * self.G + g] = 1
 
     cdef cnp.ndarray _rows(self, rows_given):
         """rows_given as int64 row indices of this batch (advance's arrays as they are), or a ValueError."""
@@ -775,21 +836,29 @@ cdef class LazyBatch:
         the others), summed as LightGBM's GBDT::PredictRaw sums them (tree t's output to class t % trees per
         iteration, in tree order from 0.0); average (rf): divided by the number of iterations."""
         self.leaves()
-        cdef int64 tpi = self.plan.flat.trees_per_iteration, T = self.T, t, k
-        out_ = np.zeros((self.n, tpi), dtype=np.float64)
+        out_ = np.zeros((self.n, self.plan.flat.trees_per_iteration), dtype=np.float64)
         cdef float64* out = <float64*> data(out_)
+        cdef Py_ssize_t block
+        with nogil:
+            if self.threads == 1:
+                self._raw_score(out, average, 0, self.n)
+            else:
+                for block in prange(self.n_blocks, schedule="static", num_threads=self.threads):
+                    self._raw_score(out, average, block * 64, min(self.n, block * 64 + 64))
+        return out_
+
+    cdef void _raw_score(self, float64* out, bint average, Py_ssize_t start, Py_ssize_t stop) noexcept nogil:
+        cdef int64 tpi = self.plan.flat.trees_per_iteration, T = self.T, t, k
         cdef float64 iterations = <float64> (T // tpi)
         cdef Py_ssize_t i
-        with nogil:
-            for i in range(self.n):
-                if self.st[i] != DONE:
-                    continue
-                for t in range(T):
-                    out[i * tpi + t % tpi] += self.plan.leaf_value[self.plan.leaf_offset[t] + self.rt[i * T + t]]
-                if average and T:
-                    for k in range(tpi):
-                        out[i * tpi + k] /= iterations
-        return out_
+        for i in range(start, stop):
+            if self.st[i] != DONE:
+                continue
+            for t in range(T):
+                out[i * tpi + t % tpi] += self.plan.leaf_value[self.plan.leaf_offset[t] + self.rt[i * T + t]]
+            if average and T:
+                for k in range(tpi):
+                    out[i * tpi + k] /= iterations
 
     def filled(self):
         """X with 0.0 for the values not known (no split the rows passed reads them)."""

@@ -28,6 +28,8 @@ cdef struct Node:
     int32 right
     uint8 decision      # decision-type bits
     uint8 zero_matters  # reading |x| <= 1e-35 as 0.0 can change this node's decision
+    uint8 plain         # numerical, missing type None or NaN, zero_matters unset: child()'s short path
+    uint8 nan_left      # for a plain node: a NaN goes left (type NaN: the default; None: NaN is read as 0.0)
 
 # Nodes of tree t are nodes[node_offset[t] : node_offset[t + 1]], numbered locally from 0 (the root); a
 # tree without split nodes is one leaf (leaf 0).
@@ -43,6 +45,8 @@ cdef struct Ensemble:
 
 cdef inline int32 child(const Ensemble* e, int64 tree, const Node* nd, float64 fval) noexcept nogil:
     """The child of node nd that a row whose value of the node's feature is fval goes to."""
+    if nd.plain:  # a NaN compares false
+        return nd.left if fval <= nd.threshold or (nd.nan_left and isnan(fval)) else nd.right
     cdef uint8 d = nd.decision
     cdef int missing
     cdef int64 ival, cat, lo, hi

@@ -774,16 +774,15 @@ class _Run:
         known, self.ids = _known_and_ids(X, known, ids)
         self.fetch_ids = None if ids is None else self.ids  # None: the rows' positions, fetch_round's rows
         known = None if known is None else np.ascontiguousarray(known).view(np.uint8)
-        self.batch = LazyBatch(predictor._plan, X, known)
+        self.batch = LazyBatch(predictor._plan, X, known, resolve_n_jobs(predictor.n_jobs, len(X)))
         self.status = self.batch.status
         self.rounds = self.fetch_calls = 0
         self.failures: list[FetchFailure] = []
-        self.threads = resolve_n_jobs(predictor.n_jobs, len(X))
 
     def advance(self) -> list[tuple[int, np.ndarray]]:
         """Route the active rows as far as they can go; the fetches they wait for, in the predictor's order:
         (unit, rows), unit a feature in no group or num_features + a group."""
-        requests = self.batch.advance(self.threads)
+        requests = self.batch.advance()
         if not requests:
             return requests
         self.rounds += 1
