@@ -50,6 +50,10 @@ class Store:
         return Counter((self.column(f), int(i)) for f, ids in self.calls for i in ids)
 
 
+#: every kind of fetch order: which (row, key) pairs are fetched, what is paid and predicted never depend on it
+FETCH_ORDERS = ["cheapest", "costliest", "most_rows", "model", lambda key, ids: -len(str(key)) - ids.sum()]
+
+
 def higgs_like(n=600, seed=0, objective="binary"):
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n, 8))
@@ -64,8 +68,9 @@ def higgs_like(n=600, seed=0, objective="binary"):
 
 
 @settings(max_examples=120, deadline=None, derandomize=True)
-@given(model_and_data(), st.sampled_from([0.0, 0.3]), st.sampled_from([0.0, 0.5]))
-def test_exact_on_random_models(case, split_cost, known_share):
+@given(model_and_data(), st.sampled_from([0.0, 0.3]), st.sampled_from([0.0, 0.5]), st.sampled_from(FETCH_ORDERS),
+       st.sampled_from([1, 2]))
+def test_exact_on_random_models(case, split_cost, known_share, order, n_jobs):
     booster, X, rng = case
     n_features = booster.num_feature()
     lazy = rng.integers(0, 20, n_features).astype(float)  # integers: sums exact in any order
@@ -77,7 +82,8 @@ def test_exact_on_random_models(case, split_cost, known_share):
         return
     known = rng.random(X.shape) < known_share
     given_X = np.where(known, X, np.nan)
-    result = LazyPredictor(booster, store, feature_costs=costs, feature_keys="index").acquire(given_X, known)
+    result = LazyPredictor(booster, store, feature_costs=costs, feature_keys="index", order=order,
+                           n_jobs=n_jobs).acquire(given_X, known)
     assert (result.status == DONE).all()
     np.testing.assert_array_equal(result.prediction, booster.predict(X))
     leaves = booster.predict(X, pred_leaf=True).reshape(len(X), -1)
@@ -646,8 +652,9 @@ def random_groups(rng, num_features: int) -> dict[str, list[int]]:
 
 
 @settings(max_examples=60, deadline=None, derandomize=True)
-@given(model_and_data(), st.sampled_from([0.0, 0.3]), st.sampled_from(["array", "dict", "frame"]))
-def test_groups_fetched_once_per_row_on_random_models_and_groupings(case, known_share, returns):
+@given(model_and_data(), st.sampled_from([0.0, 0.3]), st.sampled_from(["array", "dict", "frame"]),
+       st.sampled_from(FETCH_ORDERS), st.sampled_from([1, 2]))
+def test_groups_fetched_once_per_row_on_random_models_and_groupings(case, known_share, returns, order, n_jobs):
     booster, X, rng = case
     if to_forest(booster).linear is not None:
         return
@@ -662,7 +669,7 @@ def test_groups_fetched_once_per_row_on_random_models_and_groupings(case, known_
         group_of[members] = g
     store = GroupStore(X, groups, returns=returns)
     known = rng.random(X.shape) < known_share
-    predictor = LazyPredictor(booster, store, feature_costs=costs, feature_keys="index")
+    predictor = LazyPredictor(booster, store, feature_costs=costs, feature_keys="index", order=order, n_jobs=n_jobs)
     assert predictor.groups == groups
     result = predictor.acquire(np.where(known, X, np.nan), known)
     assert (result.status == DONE).all()
@@ -912,3 +919,23 @@ def test_pandas_values_are_read_by_their_index_not_their_position(returns):
                           feature_keys="index")
     with pytest.raises(LazyFetchValueError, match=r"indexed by \[7, 8, 9, 10, 11, \.\.\.\]: its index should hold"):
         wrong.predict(np.full(X.shape, np.nan), ids=ids)
+
+
+@pytest.mark.parametrize("grouped", [False, True])
+def test_large_batches_on_threads_equal_one_thread(grouped):
+    """Batches large enough for the kernel's parallel paths (routing, storing a fetch's values, the raw scores):
+    every array of the result as with one thread, and the predictions LightGBM's own."""
+    if grouped:
+        booster, X = grouped_higgs_like(4000)
+        costs = None
+    else:
+        booster, X, costs = higgs_like(4000)
+    known = np.random.default_rng(1).random(X.shape) < 0.2
+    groups = LazyPredictor(booster, Store(X)).groups
+    assert bool(groups) == grouped
+    results = [LazyPredictor(booster, GroupStore(X, groups, booster.feature_name()), feature_costs=costs,
+                             n_jobs=n_jobs).acquire(np.where(known, X, np.nan), known) for n_jobs in (1, 2)]
+    np.testing.assert_array_equal(results[0].prediction, booster.predict(X))
+    for name in ("prediction", "status", "X", "known", "fetched", "acquisition", "evaluation", "leaves"):
+        np.testing.assert_array_equal(getattr(results[1], name), getattr(results[0], name), err_msg=name)
+    assert results[1].rounds == results[0].rounds and results[1].fetch_calls == results[0].fetch_calls
