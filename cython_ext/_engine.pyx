@@ -211,12 +211,7 @@ cdef class FlatEnsemble:
                         for i in range(start, stop):
                             out[i, t] = 0
                         continue
-                    for i in range(start, stop):
-                        x = &X[0, 0] + i * n_cols
-                        node = 0
-                        while node >= 0:
-                            node = child(e, t, tree_nodes + node, x[tree_nodes[node].feature])
-                        out[i, t] = ~node
+                    route_rows(e, t, tree_nodes, &X[0, 0], n_cols, start, stop, &out[0, 0] + t, num_trees)
         return out_arr
 
     def cost(self, const float64[:, ::1] X, int64 num_trees, const float64[::1] lazy,
@@ -231,9 +226,9 @@ cdef class FlatEnsemble:
         """
         self._check(X, 0, num_trees)
         self._check_costs(lazy, split, group_of, group_lazy)
-        cdef Py_ssize_t n = X.shape[0]
+        cdef Py_ssize_t n = X.shape[0], n_blocks = (n + BLOCK - 1) // BLOCK
         cdef Py_ssize_t n_features = lazy.shape[0] + group_lazy.shape[0]  # paid flags per row: features, groups
-        cdef int n_slots = max(num_threads, 1)
+        cdef int n_slots = max(1, min(num_threads, <int> n_blocks))
         cdef int64 tpi = self.trees_per_iteration
         cdef int64 n_iter = (num_trees + tpi - 1) // tpi if per_iteration else 0
         acquisition_arr = np.zeros(n, dtype=np.float64)
@@ -247,35 +242,21 @@ cdef class FlatEnsemble:
         cdef uint8[:, ::1] paid_all = paid_arr
         cdef int64[:, ::1] rows_using = rows_using_arr
         cdef float64[:, ::1] curve = curve_arr
-        cdef Py_ssize_t block, i, start, stop, slot, f
-        cdef int64 it, t0, t1
-        cdef float64 total
-        cdef uint8* paid
-        with nogil, parallel(num_threads=n_slots):
-            slot = threadid()
-            paid = &paid_all[slot, 0]
-            for block in prange((n + BLOCK - 1) // BLOCK, schedule="static"):
-                start = block * BLOCK
-                stop = min(start + BLOCK, n)
-                memset(paid, 0, BLOCK * n_features)
-                if not per_iteration:
-                    accumulate(&self.e, X, start, stop, 0, num_trees, lazy, split, group_of, group_lazy, paid,
-                               acquisition, evaluation)
-                else:
-                    for it in range(n_iter):
-                        t0 = it * tpi
-                        t1 = min(t0 + tpi, num_trees)
-                        accumulate(&self.e, X, start, stop, t0, t1, lazy, split, group_of, group_lazy, paid,
-                                   acquisition, evaluation)
-                        total = 0.0
-                        for i in range(start, stop):
-                            total = total + acquisition[i] + evaluation[i]
-                        curve[slot, it] += total
-                for i in range(start, stop):
-                    for f in range(n_features):
-                        rows_using[slot, f] += paid[(i - start) * n_features + f]
+        cdef Py_ssize_t block, slot
+        if n_slots == 1:  # without a parallel region (what starting one costs matters for a few rows)
+            with nogil:
+                for block in range(n_blocks):
+                    cost_block(&self.e, X, block, num_trees, tpi, n_iter, lazy, split, group_of, group_lazy,
+                               &paid_all[0, 0], &rows_using[0, 0], &curve[0, 0], acquisition, evaluation)
+        else:
+            with nogil, parallel(num_threads=n_slots):
+                slot = threadid()
+                for block in prange(n_blocks, schedule="static"):
+                    cost_block(&self.e, X, block, num_trees, tpi, n_iter, lazy, split, group_of, group_lazy,
+                               &paid_all[slot, 0], &rows_using[slot, 0], &curve[slot, 0], acquisition, evaluation)
         curve_out = curve_arr.sum(axis=0)[:n_iter] if per_iteration else None
-        return acquisition_arr, evaluation_arr, rows_using_arr.sum(axis=0), curve_out
+        return acquisition_arr, evaluation_arr, rows_using_arr[0] if n_slots == 1 else rows_using_arr.sum(axis=0), \
+            curve_out
 
     def cost_update(self, const float64[:, ::1] X, int64 t0, int64 t1, const float64[::1] lazy,
                     const float64[::1] split, const int32[::1] group_of, const float64[::1] group_lazy,
@@ -887,6 +868,71 @@ cdef class LazyBatch:
         return self.X, known_.view(bool)
 
 
+DEF LANES = 8
+
+
+cdef inline void route_rows(const Ensemble* e, int64 t, const Node* tree_nodes, const float64* X, Py_ssize_t n_cols,
+                            Py_ssize_t start, Py_ssize_t stop, int32* out, Py_ssize_t stride) noexcept nogil:
+    """Rows [start, stop) of X through tree t from its root: out[i * stride] = the leaf row i reaches. LANES rows
+    at a time, each one level per step, a plain node's child chosen without a branch: the rows' paths overlap in
+    the processor instead of each waiting for its own mispredicted branches."""
+    cdef int32 node[LANES]
+    cdef const float64* x[LANES]
+    cdef Py_ssize_t i, k, m
+    cdef const Node* nd
+    cdef float64 v
+    cdef bint moving
+    cdef int right
+    for i in range(start, stop, LANES):
+        m = min(<Py_ssize_t> LANES, stop - i)
+        for k in range(m):
+            node[k] = 0
+            x[k] = X + (i + k) * n_cols
+        moving = True
+        while moving:
+            moving = False
+            for k in range(m):
+                if node[k] < 0:
+                    continue
+                nd = tree_nodes + node[k]
+                v = x[k][nd.feature]
+                if nd.plain:
+                    right = (not (v <= nd.threshold)) & (not (nd.nan_left & (v != v)))
+                    node[k] = (&nd.left)[right]
+                else:
+                    node[k] = child(e, t, nd, v)
+                moving = True
+        for k in range(m):
+            out[(i + k) * stride] = ~node[k]
+
+
+cdef void cost_block(const Ensemble* e, const float64[:, ::1] X, Py_ssize_t block, int64 num_trees, int64 tpi,
+                     int64 n_iter, const float64[::1] lazy, const float64[::1] split, const int32[::1] group_of,
+                     const float64[::1] group_lazy, uint8* paid, int64* rows_using, float64* curve,
+                     float64[::1] acquisition, float64[::1] evaluation) noexcept nogil:
+    """FlatEnsemble.cost on the rows of one block of BLOCK, with a thread's scratch: paid (BLOCK rows' paid flags),
+    rows_using and curve (added to; curve with n_iter > 0 only: the rows' total after each iteration)."""
+    cdef Py_ssize_t n = X.shape[0], n_features = lazy.shape[0] + group_lazy.shape[0], i, f
+    cdef Py_ssize_t start = block * BLOCK, stop = min(start + BLOCK, n)
+    cdef int64 it, t0, t1
+    cdef float64 total
+    memset(paid, 0, BLOCK * n_features)
+    if n_iter == 0:
+        accumulate(e, X, start, stop, 0, num_trees, lazy, split, group_of, group_lazy, paid, acquisition, evaluation)
+    else:
+        for it in range(n_iter):
+            t0 = it * tpi
+            t1 = min(t0 + tpi, num_trees)
+            accumulate(e, X, start, stop, t0, t1, lazy, split, group_of, group_lazy, paid, acquisition, evaluation)
+            total = 0.0
+            for i in range(start, stop):
+                total = total + acquisition[i] + evaluation[i]
+            curve[it] += total
+    for i in range(start, stop):
+        for f in range(n_features):
+            rows_using[f] += paid[(i - start) * n_features + f]
+
+
 cdef void accumulate(const Ensemble* e, const float64[:, ::1] X, Py_ssize_t start, Py_ssize_t stop,
                      int64 t0, int64 t1, const float64[::1] lazy, const float64[::1] split,
                      const int32[::1] group_of, const float64[::1] group_lazy, uint8* paid,
@@ -897,38 +943,78 @@ cdef void accumulate(const Ensemble* e, const float64[:, ::1] X, Py_ssize_t star
     paid + (i - start) * (num_features + num_groups) holds row i's paid flags (features, then groups); tree by
     tree, so a tree stays in cache. With side, only the rows i whose side[i] == want. With leaf_value, tree t's
     output is added to scores[i * num_scores + t % num_scores] (in tree order, as LightGBM's PredictRaw)."""
-    cdef Py_ssize_t n_cols = X.shape[1], n_features = lazy.shape[0], width = n_features + group_lazy.shape[0], i
+    cdef Py_ssize_t n_cols = X.shape[1], n_features = lazy.shape[0], width = n_features + group_lazy.shape[0], i, f
     cdef int64 t
-    cdef int32 node, root, f, g
+    cdef int32 root, g
     cdef const Node* tree_nodes
     cdef const Node* nd
-    cdef const float64* x
     cdef uint8* row_paid
+    # the arrays through local pointers (a write through paid, bytes that alias anything, would otherwise make the
+    # compiler load them again); a row's evaluation cost is summed in a register in the order of the nodes, so to
+    # the same bits as adding each node's cost in memory, and not at all when no split costs anything
+    cdef const float64* rows = &X[0, 0]
+    cdef const float64* split_cost = &split[0] if n_features else NULL
+    cdef const float64* lazy_cost = &lazy[0] if n_features else NULL
+    cdef const int32* group = &group_of[0] if n_features else NULL
+    cdef float64* acq = &acquisition[0]
+    cdef float64* ev = &evaluation[0]
+    cdef bint has_split = False
+    for f in range(n_features):
+        has_split = has_split or split_cost[f] != 0
+    cdef int32 node[LANES]
+    cdef float64 spending[LANES]
+    cdef Py_ssize_t row[LANES]
+    cdef Py_ssize_t k, m, j
+    cdef bint moving
+    cdef int right
+    cdef float64 v
     for t in range(t0, t1):
         tree_nodes = e.nodes + e.node_offset[t]
         root = 0 if e.node_offset[t + 1] > e.node_offset[t] else ~0  # a tree without splits: leaf 0
         if root < 0 and leaf_value == NULL:
             continue
-        for i in range(start, stop):
-            if side != NULL and side[i] != want:
-                continue
-            node = root
-            x = &X[0, 0] + i * n_cols
-            row_paid = paid + (i - start) * width
-            while node >= 0:
-                nd = tree_nodes + node
-                f = nd.feature
-                evaluation[i] += split[f]
-                if not row_paid[f]:
-                    row_paid[f] = 1
-                    acquisition[i] += lazy[f]
-                    g = group_of[f]
-                    if g >= 0 and not row_paid[n_features + g]:
-                        row_paid[n_features + g] = 1
-                        acquisition[i] += group_lazy[g]
-                node = child(e, t, nd, x[f])
-            if leaf_value != NULL:
-                scores[i * num_scores + t % num_scores] += leaf_value[leaf_offset[t] + ~node]
+        # LANES rows at a time, each one node per step (see route_rows)
+        j = start
+        while j < stop:
+            m = 0
+            while m < LANES and j < stop:
+                if side == NULL or side[j] == want:
+                    row[m] = j
+                    node[m] = root
+                    spending[m] = ev[j]
+                    m += 1
+                j += 1
+            moving = True
+            while moving:
+                moving = False
+                for k in range(m):
+                    if node[k] < 0:
+                        continue
+                    i = row[k]
+                    nd = tree_nodes + node[k]
+                    f = nd.feature
+                    if has_split:
+                        spending[k] = spending[k] + split_cost[f]
+                    row_paid = paid + (i - start) * width
+                    if not row_paid[f]:
+                        row_paid[f] = 1
+                        acq[i] += lazy_cost[f]
+                        g = group[f]
+                        if g >= 0 and not row_paid[n_features + g]:
+                            row_paid[n_features + g] = 1
+                            acq[i] += group_lazy[g]
+                    v = rows[i * n_cols + f]
+                    if nd.plain:
+                        right = (not (v <= nd.threshold)) & (not (nd.nan_left & (v != v)))
+                        node[k] = (&nd.left)[right]
+                    else:
+                        node[k] = child(e, t, nd, v)
+                    moving = True
+            for k in range(m):
+                i = row[k]
+                ev[i] = spending[k]
+                if leaf_value != NULL:
+                    scores[i * num_scores + t % num_scores] += leaf_value[leaf_offset[t] + ~node[k]]
 
 
 def gated(FlatEnsemble gate, const float64[::1] gate_leaf_value, const int64[::1] gate_leaf_offset,

@@ -509,11 +509,15 @@ class FeatureCosts:
             When the costs are given by name (call :meth:`align` first) or are for another number of
             features.
         """
-        self._require_aligned(num_features)
-        zeros = np.zeros(num_features)
-        lazy = zeros if self._lazy is None else self._lazy
-        coupled = zeros if self._coupled is None else self._coupled
-        return lazy, coupled, np.broadcast_to(self._split, (num_features,)).astype(np.float64)
+        memo = self._memo()
+        if ("arrays", num_features) not in memo:  # the costs never change: computed once per number of features
+            self._require_aligned(num_features)
+            zeros = np.zeros(num_features)
+            lazy = zeros if self._lazy is None else self._lazy
+            coupled = zeros if self._coupled is None else self._coupled
+            memo["arrays", num_features] = (lazy, coupled,
+                                            np.broadcast_to(self._split, (num_features,)).astype(np.float64))
+        return memo["arrays", num_features]
 
     @property
     def groups(self) -> dict[str, list] | None:
@@ -544,16 +548,24 @@ class FeatureCosts:
             When the costs are given by name, are for another number of features, or a group names a column
             beyond ``num_features``.
         """
-        self._require_aligned(num_features)
-        group_of = np.full(num_features, -1, dtype=np.int32)
-        for g, members in enumerate((self._groups or {}).values()):
-            for member in members:
-                if member >= num_features:
-                    raise CEGBError(f"groups: column {member} is beyond the model's {num_features} features")
-                group_of[member] = g
-        zeros = np.zeros(len(self._groups or {}))
-        return (group_of, zeros if self._group_lazy is None else self._group_lazy,
-                zeros if self._group_coupled is None else self._group_coupled)
+        memo = self._memo()
+        if ("group_arrays", num_features) not in memo:
+            self._require_aligned(num_features)
+            group_of = np.full(num_features, -1, dtype=np.int32)
+            for g, members in enumerate((self._groups or {}).values()):
+                for member in members:
+                    if member >= num_features:
+                        raise CEGBError(f"groups: column {member} is beyond the model's {num_features} features")
+                    group_of[member] = g
+            zeros = np.zeros(len(self._groups or {}))
+            memo["group_arrays", num_features] = (group_of, zeros if self._group_lazy is None else self._group_lazy,
+                                                  zeros if self._group_coupled is None else self._group_coupled)
+        return memo["group_arrays", num_features]
+
+    def _memo(self) -> dict:
+        """What :meth:`arrays` and :meth:`group_arrays` computed, by number of features (the arrays are shared:
+        never write into them)."""
+        return self.__dict__.setdefault("_arrays_memo", {})
 
     def units(self, num_features: int) -> list[tuple[str | None, tuple[int, ...], float]]:
         """What one purchase buys, with its nominal price per row: each group with a member (its name, its columns),
@@ -629,8 +641,11 @@ class FeatureCosts:
         """
         _, coupled, _ = self.arrays(num_features)
         group_of, _, group_coupled = self.group_arrays(num_features)
-        groups = np.unique(group_of[used])
-        return float(coupled[used].sum() + group_coupled[groups[groups >= 0]].sum())
+        cost = float(coupled[used].sum())
+        if len(group_coupled):
+            groups = np.unique(group_of[used])
+            cost += float(group_coupled[groups[groups >= 0]].sum())
+        return cost
 
     def to_dict(self, num_features: int) -> dict:
         """The aligned costs of ``num_features`` features as JSON-ready lists (:meth:`from_dict` reads them).
@@ -834,6 +849,7 @@ class FeatureCosts:
             raise CEGBError(f"{GROUP_NAMES_KEY} should give each group its own name, got {duplicated[:10]} for "
                             "several groups")
         self._groups = dict(zip(taken, self._groups.values()))
+        self._memo().clear()
 
     @classmethod
     def from_file(cls, path: str | os.PathLike, kind: str = "lazy", num_features: int | None = None, *,

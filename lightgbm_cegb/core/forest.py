@@ -607,16 +607,25 @@ class Forest:
         group_of = np.full(self.num_features, -1, dtype=np.int32) if group_of is None else \
             np.ascontiguousarray(group_of, dtype=np.int32)
         group_lazy = np.zeros(0) if group_lazy is None else np.ascontiguousarray(group_lazy, dtype=np.float64)
+        if type(X) is np.ndarray and X.dtype == np.float64 and X.ndim == 2 and not self.float32:  # read as it is
+            self._check_shape(X.shape)
+            blocks = [np.ascontiguousarray(X)]
+        else:
+            blocks = (rows for _, rows in self.row_blocks(X))
         parts = [self.flat.cost(rows, num_trees, lazy, split, group_of, group_lazy, per_iteration,
-                                resolve_n_jobs(n_jobs, len(rows)))
-                 for _, rows in self.row_blocks(X)]
+                                resolve_n_jobs(n_jobs, len(rows))) for rows in blocks]
         if not parts:
             return np.zeros(0), np.zeros(0), np.zeros(self.num_features + len(group_lazy), dtype=np.int64), \
                 (np.zeros(math.ceil(num_trees / self.trees_per_iteration)) if per_iteration else None)
-        acquisition = np.concatenate([p[0] for p in parts])
-        evaluation = np.concatenate([p[1] for p in parts]) + tree * num_trees
-        rows_using = sum(p[2] for p in parts)
-        curve = sum(p[3] for p in parts) if per_iteration else None
+        if len(parts) == 1:
+            acquisition, evaluation, rows_using, curve = parts[0]
+        else:
+            acquisition = np.concatenate([p[0] for p in parts])
+            evaluation = np.concatenate([p[1] for p in parts])
+            rows_using = sum(p[2] for p in parts)
+            curve = sum(p[3] for p in parts) if per_iteration else None
+        if tree:
+            evaluation += tree * num_trees
         if per_iteration and tree:
             trees_done = np.minimum(np.arange(1, len(curve) + 1) * self.trees_per_iteration, num_trees)
             curve = curve + tree * len(acquisition) * trees_done
