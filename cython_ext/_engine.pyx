@@ -37,6 +37,8 @@ cdef extern from *:
     int ctz64(unsigned long long v) nogil
 
 DEF BLOCK = 64
+#: rows routed together through a tree, each one node per step (route_rows)
+DEF LANES = 8
 
 
 def check_structure(const int64[::1] node_offset, const int32[::1] left, const int32[::1] right):
@@ -513,9 +515,16 @@ cdef class LazyBatch:
         cdef uint64* pending = self.pending + block * self.T
         cdef Py_ssize_t i, n = self.n, F = self.F
         cdef int64 t, T = self.T
-        cdef int32 node, f, following
-        cdef float64 paid, value
+        cdef int32 f, following
+        cdef float64 value
         cdef uint64 unknown = UNKNOWN
+        cdef int32 node[LANES]
+        cdef float64 spent[LANES]
+        cdef Py_ssize_t lane_row[LANES]
+        cdef uint64 lane_bit[LANES]
+        cdef bint live[LANES]
+        cdef Py_ssize_t k, m
+        cdef bint going
         cdef int32* rt = self.rt
         cdef const float64* x = self.x
         cdef uint8* need = self.need
@@ -526,34 +535,45 @@ cdef class LazyBatch:
                 continue
             tree_nodes = e.nodes + e.node_offset[t]
             stopped = 0
-            while rest:
-                bit = rest & (~rest + 1)
-                rest = rest ^ bit
-                i = block * 64 + ctz64(bit)
-                node = rt[i * T + t]
-                row = <const uint64*> (x + i * F)
-                paid = 0.0
-                while node >= 0:
-                    nd = tree_nodes + node
-                    f = nd.feature
-                    value = (<const float64*> row)[f]
-                    # child()'s short path first, the check for a value not known only where it compares as NaN
-                    if nd.plain and value <= nd.threshold:
-                        following = nd.left
-                    elif nd.plain and not isnan(value):
-                        following = nd.right
-                    elif row[f] == unknown:
-                        need[f * n + i] = 1
-                        stopped = stopped | bit
-                        break
-                    else:
-                        following = child(e, t, nd, value)
+            while rest:  # LANES rows at a time, each one node per step (see route_rows)
+                m = 0
+                while m < LANES and rest:
+                    bit = rest & (~rest + 1)
+                    rest = rest ^ bit
+                    i = block * 64 + ctz64(bit)
+                    lane_row[m], lane_bit[m], node[m], spent[m] = i, bit, rt[i * T + t], 0.0
+                    live[m] = node[m] >= 0
+                    m += 1
+                going = True
+                while going:
+                    going = False
+                    for k in range(m):
+                        if not live[k]:
+                            continue
+                        i = lane_row[k]
+                        row = <const uint64*> (x + i * F)
+                        nd = tree_nodes + node[k]
+                        f = nd.feature
+                        value = (<const float64*> row)[f]
+                        if nd.plain and value == value:  # child()'s short path, without a branch on the direction
+                            following = (&nd.left)[not (value <= nd.threshold)]
+                        elif row[f] == unknown:  # checked only where a value compares as NaN
+                            need[f * n + i] = 1
+                            stopped = stopped | lane_bit[k]
+                            live[k] = False
+                            continue
+                        else:
+                            following = child(e, t, nd, value)
+                        if has_split:
+                            spent[k] = spent[k] + split[f]
+                        node[k] = following
+                        live[k] = following >= 0
+                        going = True
+                for k in range(m):
+                    i = lane_row[k]
+                    rt[i * T + t] = node[k]
                     if has_split:
-                        paid = paid + split[f]
-                    node = following
-                rt[i * T + t] = node
-                if has_split:
-                    ev[i] += paid
+                        ev[i] += spent[k]
             pending[t] = (pending[t] & ~moving) | stopped
             stopped_any = stopped_any | stopped
         rest = moving
@@ -866,9 +886,6 @@ cdef class LazyBatch:
                     self.x[k] = NAN
                     known[k] = 0
         return self.X, known_.view(bool)
-
-
-DEF LANES = 8
 
 
 cdef inline void route_rows(const Ensemble* e, int64 t, const Node* tree_nodes, const float64* X, Py_ssize_t n_cols,
