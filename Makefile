@@ -5,11 +5,11 @@ demo:
 	bash scripts/bootstrap.sh
 	.venv/bin/python -m lightgbm_cegb.demo
 
-# The example service of lazy feature acquisition (scripts/lazy_service.py): the bundled HIGGS example, or
+# The service of lazy feature acquisition (lightgbm-cegb serve): the bundled HIGGS example, or
 # e.g. make serve SERVE_ARGS="--model model.txt --costs costs.json --store store.sqlite"
 serve:
 	bash scripts/bootstrap.sh
-	.venv/bin/python scripts/lazy_service.py $(SERVE_ARGS)
+	.venv/bin/lightgbm-cegb serve $(SERVE_ARGS)
 
 # The documentation site into docs/_build/html, with warnings as errors; the examples gallery runs while it builds
 # (tests/docs/test_docs.py builds it the same way in make test).

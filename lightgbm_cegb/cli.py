@@ -1,8 +1,11 @@
-"""``lightgbm-cegb``: prediction cost of a model on a data file, and CEGB training with LightGBM's CLI.
+"""``lightgbm-cegb``: prediction cost of a model on a data file, CEGB training with LightGBM's CLI, and a service
+of lazy feature acquisition.
 
     lightgbm-cegb cost MODEL DATA [--costs FILE [--one-based]] [--split ALPHA] [--config CONFIG | --header
                        --label-column N] [--format table|json]
     lightgbm-cegb train CONFIG --costs FILE [--one-based] [--kind lazy|coupled] [--tradeoff LAMBDA] [key=value ...]
+    lightgbm-cegb serve [--model MODEL [--costs FILE] (--store STORE.sqlite | --fetch MODULE:FUNCTION)] [--eager]
+                        [--host 127.0.0.1] [--port 8000]
 
 Paths are relative to the directory the command runs in, as for ``lightgbm config=FILE``.
 
@@ -450,6 +453,231 @@ def run_child(command: list[str]) -> int:
     return 128 - status if status < 0 else status
 
 
+# ---------------------------------------------------------------------------------------------- serve
+
+
+class OptionError(Exception):
+    """A ``serve`` option's value cannot be used: reported as argparse reports its errors (status 2)."""
+
+    def __init__(self, option: str, message: str) -> None:
+        super().__init__(f"{option}: {message}")
+
+
+def _estimator_named(name: str):
+    """The package's estimator class of that name (a saved folder's manifest names it), or None."""
+    from lightgbm_cegb import methods  # noqa: F401 (defines the methods' estimators)
+    from lightgbm_cegb.base import BudgetedEstimator
+    from lightgbm_cegb.lgbm import estimators  # noqa: F401 (defines CEGB's)
+
+    classes, seen = [BudgetedEstimator], []
+    while classes:
+        cls = classes.pop()
+        seen.append(cls)
+        classes.extend(cls.__subclasses__())
+    return next((cls for cls in seen if cls.__name__ == name and callable(getattr(cls, "load", None))), None)
+
+
+def _serve_model(path: Path):
+    """A model file (LightGBM, XGBoost, CatBoost), or the estimator saved in a folder (its class named by the
+    manifest)."""
+    from lightgbm_cegb.io.models import load_file
+    from lightgbm_cegb.io.saved import read as read_saved
+
+    try:
+        if path.is_dir():
+            manifest, _ = read_saved(path)
+            estimator = _estimator_named(str(manifest["estimator"]))
+            if estimator is None:
+                raise CEGBError(f"{str(path)!r} holds a {manifest['estimator']!r}, not an estimator of lightgbm_cegb")
+            return estimator.load(path)
+        if not path.exists():
+            raise CEGBError(f"expected a model file or a folder saved by an estimator's save(), got {str(path)!r}, "
+                            "which does not exist")
+        to_forest(path)  # a clear error for a file that is not a model
+        return load_file(path)
+    except CEGBError as exc:
+        raise OptionError("--model", str(exc)) from None
+
+
+SERVE_COST_FIELDS = ("lazy", "coupled", "split", "groups", "group_lazy", "group_coupled", "tree")
+
+
+def _serve_costs(path: Path, num_features: int) -> FeatureCosts:
+    """FeatureCosts from a JSON object of its arguments, or from the command line's cost file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise OptionError("--costs", f"cannot read {str(path)!r}: {exc}") from None
+    try:
+        if not text.lstrip().startswith("{"):
+            return FeatureCosts.from_file(path, num_features=num_features)
+        try:
+            fields = json.loads(text)
+        except ValueError as exc:
+            raise CEGBError(f"{str(path)!r} is not valid JSON ({exc})") from None
+        unknown = sorted(set(fields) - set(SERVE_COST_FIELDS)) if isinstance(fields, dict) else None
+        if unknown is None or unknown:
+            raise CEGBError(f"{str(path)!r} should hold a JSON object of FeatureCosts' arguments "
+                            f"{list(SERVE_COST_FIELDS)}, got "
+                            + (f"the keys {unknown}" if unknown else f"a JSON {type(fields).__name__}"))
+        return FeatureCosts(**fields)
+    except (CEGBError, TypeError, ValueError) as exc:
+        raise OptionError("--costs", str(exc)) from None
+
+
+def _serve_function(spec: str):
+    """The function ``module:function`` or ``path/to/file.py:function``."""
+    import importlib
+    import importlib.util
+
+    module_name, _, name = spec.rpartition(":")
+    if not module_name or not name:
+        raise OptionError("--fetch", f"expected MODULE:FUNCTION or path/to/file.py:FUNCTION, got {spec!r}")
+    try:
+        if module_name.endswith(".py"):
+            path = Path(module_name)
+            if not path.is_file():
+                raise OptionError("--fetch", f"expected MODULE:FUNCTION or path/to/file.py:FUNCTION, got {spec!r}, "
+                                             f"and {module_name} does not exist")
+            loader = importlib.util.spec_from_file_location(path.stem, path)
+            module = importlib.util.module_from_spec(loader)
+            loader.loader.exec_module(module)
+        else:
+            if os.getcwd() not in sys.path:  # a module next to where the service starts, as `python -m` finds it
+                sys.path.insert(0, os.getcwd())
+            module = importlib.import_module(module_name)
+    except OptionError:
+        raise
+    except Exception as exc:  # the user's module: whatever importing it raised
+        raise OptionError("--fetch", f"cannot import {module_name} ({type(exc).__name__}: {exc})") from None
+    function = getattr(module, name, None)
+    if not callable(function):
+        raise OptionError("--fetch", f"{module_name} has no function {name!r}")
+    return function
+
+
+def _check_serve(args) -> None:
+    """Options that cannot go together, or values out of range: OptionError."""
+    if not 0 <= args.port <= 65535:
+        raise OptionError("--port", f"expected a port number in 0..65535, got {args.port}")
+    if args.latency_ms is not None and not args.latency_ms >= 0:
+        raise OptionError("--latency-ms", f"expected a number of milliseconds >= 0, got {args.latency_ms}")
+    if args.model is None:
+        for option, value in (("--costs", args.costs), ("--store", args.store), ("--fetch", args.fetch),
+                              ("--method", None if args.method == "predict" else args.method)):
+            if value is not None:
+                raise OptionError(option, "needs --model (without --model the bundled HIGGS example runs, with its "
+                                          "own costs and store)")
+        return
+    if args.store is None and args.fetch is None:
+        raise OptionError("--model", "needs a feature store: --store FILE.sqlite or --fetch MODULE:FUNCTION")
+    if args.workdir is not None:
+        raise OptionError("--workdir", "holds the bundled example's files; with --model the service writes none")
+    if args.fetch is not None:
+        for option, value in (("--query-log", args.query_log), ("--latency-ms", args.latency_ms)):
+            if value is not None:
+                raise OptionError(option, "applies to a SQLite --store, not to a --fetch function")
+
+
+def _serve_predictor(args, workdir: Path | None):
+    """The predictor the options describe, its store bound, and a description of the model."""
+    from lightgbm_cegb.serving import LazyPredictor
+    from lightgbm_cegb.serving.service import SQLiteStore, bundled_example
+
+    if args.model is None:
+        latency = 20.0 if args.latency_ms is None else args.latency_ms
+        return bundled_example(workdir, latency, args.query_log)
+    model = _serve_model(args.model)
+    if args.fetch is not None:
+        fetch = _serve_function(args.fetch)
+    else:
+        try:
+            fetch = SQLiteStore(args.store, latency=(args.latency_ms or 0.0) / 1000, log=args.query_log)
+        except CEGBError as exc:
+            raise OptionError("--store", str(exc)) from None
+    try:
+        predictor = LazyPredictor(model, fetch)
+    except CEGBError as exc:
+        raise OptionError("--model", f"{args.model}: {exc}") from None
+    if args.costs is not None:
+        costs = _serve_costs(args.costs, len(predictor.keys))
+        try:
+            predictor = LazyPredictor(model, fetch, feature_costs=costs)
+        except CEGBError as exc:
+            raise OptionError("--costs", f"{args.costs}: {exc}") from None
+    if not callable(getattr(predictor.model, args.method, None)):
+        raise OptionError("--method", f"{type(predictor.model).__name__} has no method {args.method!r}")
+    if args.eager and predictor.forest is None:
+        raise OptionError("--eager", f"{type(predictor.model).__name__} decides itself what each row buys: it has "
+                                     "no full-row prediction to compare with")
+    if isinstance(fetch, SQLiteStore):
+        try:
+            fetch.bind(predictor)
+        except CEGBError as exc:
+            raise OptionError("--store", str(exc)) from None
+    return predictor, f"{type(model).__name__} from {args.model}"
+
+
+def _stop(signum, frame) -> None:
+    raise SystemExit(0)
+
+
+def cmd_serve(args) -> int:
+    """Start the service (lightgbm_cegb.serving.service) and run until stopped (SIGTERM, SIGINT)."""
+    try:
+        import uvicorn
+    except ImportError:
+        raise CEGBError("serve needs starlette and uvicorn: pip install 'lightgbm-cegb[serve]'") from None
+    from lightgbm_cegb.serving.service import make_app
+
+    _check_serve(args)
+    with tempfile.TemporaryDirectory(prefix="lightgbm-cegb-serve-") as tmp:
+        workdir = None
+        if args.model is None:
+            workdir = args.workdir or Path(tmp)
+            workdir.mkdir(parents=True, exist_ok=True)
+        predictor, description = _serve_predictor(args, workdir)
+        files = "" if workdir is None else f"; working files in {workdir}" + \
+            ("" if args.workdir else " (removed on exit)")
+        mode = " (eager: every feature fetched)" if args.eager else ""
+        print(f"serving {description}{mode} on http://{args.host}:{args.port}{files}", file=sys.stderr, flush=True)
+        # uvicorn re-raises the SIGTERM it stopped on once it is done: an exit through this handler lets the
+        # temporary folder be removed (the default action would end the process at once)
+        signal.signal(signal.SIGTERM, _stop)
+        uvicorn.run(make_app(predictor, description, args.method, eager=args.eager), host=args.host,
+                    port=args.port, log_level="warning")
+    return 0
+
+
+def _serve_parser(sub) -> argparse.ArgumentParser:
+    p_serve = sub.add_parser("serve", help="score rows by id with lazy feature acquisition from a feature store",
+                             description="Score rows by id over HTTP, fetching from a feature store only the features "
+                                         "each row's paths need (docs/guide/service.md).",
+                             epilog="Without --model: the bundled HIGGS example (a SQLite store of the bundled test "
+                                    "events, a CEGB model with the demo's costs).")
+    p_serve.add_argument("--model", type=Path, help="model file (LightGBM, XGBoost, CatBoost), or a folder saved by "
+                                                    "an estimator's save()")
+    p_serve.add_argument("--costs", type=Path, help="costs and groups: JSON of FeatureCosts' arguments, or the CLI's "
+                                                    "cost file (default: the model's own)")
+    source = p_serve.add_mutually_exclusive_group()
+    source.add_argument("--store", type=Path, help="SQLite feature store: tables with an id column and one column "
+                                                   "per feature; a group's members in one table")
+    source.add_argument("--fetch", help="MODULE:FUNCTION or path/to/file.py:FUNCTION, called as fetch(key, ids)")
+    p_serve.add_argument("--method", default="predict", help="the model's method that predicts, e.g. predict_proba "
+                                                             "(default: %(default)s)")
+    p_serve.add_argument("--eager", action="store_true", help="fetch every feature of the rows, then predict on full "
+                                                              "rows (the baseline of lazy acquisition)")
+    p_serve.add_argument("--query-log", type=Path, help="append a JSON line per store query to this file")
+    p_serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s, this "
+                                                             "machine only)")
+    p_serve.add_argument("--port", type=int, default=8000, help="(default: %(default)s)")
+    p_serve.add_argument("--workdir", type=Path, help="the bundled example's store and model (default: a temporary "
+                                                      "folder removed on exit)")
+    p_serve.add_argument("--latency-ms", type=float, help="simulated latency of each query: of the bundled store's "
+                                                          "reconstruction table (default 20), of a --store (default 0)")
+    return p_serve
+
+
 COSTS_HELP = ("cost file: one value per feature, one per line (Yahoo! LTR format), and optional lines "
               "'group NAME COST COLUMNS' (columns from 0, e.g. 'group soil 100 2-41,45': the group's cost is paid "
               "once, by the first member used)")
@@ -492,14 +720,20 @@ def main(argv: list[str] | None = None) -> int:
     p_train.add_argument("--lightgbm", help="path of the patched lightgbm program")
     p_train.epilog = ("Settings key=value after the options (or after --) are passed to lightgbm "
                       "and win over the config.")
+    p_serve = _serve_parser(sub)
     argv, rest = list(sys.argv[1:] if argv is None else argv), []
     if "--" in argv:
         argv, rest = argv[:argv.index("--")], argv[argv.index("--") + 1:]
     args, unknown = parser.parse_known_args(argv)
     args.overrides = [u for u in unknown if not u.startswith("-")] + rest
-    if args.command == "cost" and args.overrides or any(u.startswith("-") for u in unknown):
+    if args.command in ("cost", "serve") and args.overrides or any(u.startswith("-") for u in unknown):
         parser.error(f"unrecognized arguments: {' '.join(unknown + rest)}")
     try:
+        if args.command == "serve":
+            try:
+                return cmd_serve(args)
+            except OptionError as exc:
+                p_serve.error(str(exc))
         return cmd_cost(args) if args.command == "cost" else cmd_train(args)
     except (CEGBError, OSError) as exc:
         print(f"lightgbm-cegb: error: {exc}", file=sys.stderr)

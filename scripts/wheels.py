@@ -39,7 +39,7 @@ DIST = ROOT / "dist"
 #: what a build of lightgbm_cegb reads from the clone (the copy the sdist is made from)
 SOURCE_IGNORE = shutil.ignore_patterns(".git", ".venv", "build", "dist", "docs", "tests", "__pycache__", "*.so",
                                        "*.c", "*.egg-info", ".pytest_cache", ".hypothesis", ".asan",
-                                       ".lazy_service", ".ruff_cache")
+                                       ".ruff_cache")
 #: the files of ours in dist/ that a new build replaces
 OUR_FILES = ("lightgbm-*.whl", "lightgbm_cegb-*.whl", "lightgbm_cegb-*.tar.gz")
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import os
+import queue
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -47,6 +48,9 @@ from lightgbm_cegb.io.models import booster_of, fitted_costs, library_of, load_f
 #: status of a row in a LazyResult
 DONE, FAILED, PENDING = 0, 1, 2
 ORDERS = ("cheapest", "costliest", "most_rows", "model")
+#: aacquire routes batches of at most this many rows on the event loop (in microseconds; handing them to a thread
+#: would take longer), larger ones on a thread
+INLINE_ROWS = 64
 #: LightGBM objectives whose ``predict`` is the raw score (written without options: no ``sqrt``)
 RAW_OBJECTIVES = frozenset({"regression", "regression_l1", "huber", "fair", "quantile", "mape", "lambdarank",
                             "rank_xendcg"})
@@ -485,10 +489,14 @@ PruneResult, Forest or policy
         self._check_method(method, kwargs)
         run = (_PolicyRun if self.policy else _Run)(self, X, known, ids)
         limit = asyncio.Semaphore(self.max_workers) if self.max_workers else None
-        while requests := await asyncio.to_thread(run.advance):  # routing off the event loop
+
+        async def off_loop(function, *args):  # the routing of a large batch off the event loop; a few rows at once
+            return function(*args) if len(run.ids) <= INLINE_ROWS else await asyncio.to_thread(function, *args)
+
+        while requests := await off_loop(run.advance):
             outcomes = await asyncio.gather(*(self._fetch_async(unit, rows, run, limit) for unit, rows in requests))
             run.deliver(requests, outcomes)
-        return await asyncio.to_thread(run.finish, method, kwargs)
+        return await off_loop(run.finish, method, kwargs)
 
     def predict(self, X, known=None, *, ids=None, **kwargs) -> np.ndarray:
         """The model's ``predict`` on the full rows, fetching only what the rows' paths need.
@@ -638,7 +646,7 @@ PruneResult, Forest or policy
                 if limit is not None:
                     await limit.acquire()
                 try:
-                    call = self.fetch(key, run.ids[rows]) if _is_async(self.fetch) else _in_thread(self.fetch, key,
+                    call = self.fetch(key, run.ids[rows]) if _is_async(self.fetch) else in_thread(self.fetch, key,
                                                                                                  run.ids[rows])
                     values = await asyncio.wait_for(call, self.timeout)
                     if inspect.isawaitable(values):  # an async callable that did not say so
@@ -741,7 +749,27 @@ PruneResult, Forest or policy
             score = score if every else score[done]
             score = score[:, 0] if forest.trees_per_iteration == 1 else score
             return score if raw or self._own == 0 else sigmoid(score, self._own)
-        X = batch.filled() if every else batch.filled()[done]
+        return self.predict_rows(batch.filled() if every else batch.filled()[done], method, **kwargs)
+
+    def predict_rows(self, X: np.ndarray, method: str = "predict", **kwargs) -> np.ndarray:
+        """The model's own ``method`` on rows whose values are all given (nothing fetched): X as the model reads it
+        (a DataFrame of its feature names, an XGBoost DMatrix), the model's ``num_iteration``.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n_rows, n_features)
+            The full rows.
+        method : str, default="predict"
+            The model's method.
+        **kwargs : dict
+            Its arguments.
+
+        Returns
+        -------
+        ndarray
+            Its answer (of no rows too).
+        """
+        model = self.model
         predict = getattr(model, method)
         if booster_of(model) is not None:
             kwargs = {"num_iteration": self.num_iteration, **kwargs}
@@ -1014,9 +1042,47 @@ def _is_async(fetch) -> bool:
         getattr(fetch, "__call__", None))  # noqa: B004
 
 
-def _in_thread(function, *args) -> asyncio.Future:
-    """function(*args) on a new daemon thread: unlike the event loop's default executor, a call that never
-    returns does not hold a worker that later calls would queue behind."""
+class _Workers:
+    """Daemon threads for aacquire's synchronous fetch calls: a call goes to an idle worker, or to a new one when
+    none is idle, so a call that never returns holds its own thread only, never one that a later call would wait
+    for (the event loop's default executor queues calls behind its busy workers); a worker idle for ``idle``
+    seconds ends. Threads are reused: starting one per call costs more than a fast store's query."""
+
+    def __init__(self, idle: float = 30.0) -> None:
+        self.idle_seconds = idle
+        self.lock = threading.Lock()
+        self.waiting = 0  # workers waiting for a task that no submit has counted on yet
+        self.tasks: queue.SimpleQueue = queue.SimpleQueue()
+
+    def submit(self, task: Callable[[], None]) -> None:
+        with self.lock:
+            reuse = self.waiting > 0
+            self.waiting -= reuse
+        self.tasks.put(task)
+        if not reuse:
+            threading.Thread(target=self._work, daemon=True).start()
+
+    def _work(self) -> None:
+        while True:
+            try:
+                task = self.tasks.get(timeout=self.idle_seconds)
+            except queue.Empty:
+                with self.lock:
+                    if self.waiting > 0:  # not counted on by a submit: end
+                        self.waiting -= 1
+                        return
+                continue  # a submit counted on this worker: its task is on the way
+            task()
+            with self.lock:
+                self.waiting += 1
+
+
+_WORKERS = _Workers()
+
+
+def in_thread(function, *args) -> asyncio.Future:
+    """function(*args) on a worker thread (never behind another call; see _Workers), awaited on the running event
+    loop: how ``aacquire`` calls a synchronous fetch (and the service's eager fetches)."""
     loop = asyncio.get_running_loop()
     future = loop.create_future()
 
@@ -1034,5 +1100,5 @@ def _in_thread(function, *args) -> asyncio.Future:
         except RuntimeError:  # the loop has closed: nobody waits for this call any more
             pass
 
-    threading.Thread(target=run, daemon=True).start()
+    _WORKERS.submit(run)
     return future

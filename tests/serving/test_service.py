@@ -1,12 +1,11 @@
-"""The example service (scripts/lazy_service.py), started on loopback as a user starts it, then sent
-requests: the bundled HIGGS example with no arguments, a generated model with a feature group behind a SQLite
-store, and a saved estimator behind a Python fetch function. Predictions equal the model's own on the full
-rows, costs equal prediction_cost, the store answers a group in one query per round, bad requests and bad
-options get clear errors, and the service leaves no file behind."""
+"""The service (``lightgbm-cegb serve``, lightgbm_cegb/serving/service.py), started on loopback as a user
+starts it, then sent requests: the bundled HIGGS example with no arguments, a generated model with a feature
+group behind a SQLite store, and a saved estimator behind a Python fetch function. Predictions equal the model's
+own on the full rows, costs equal prediction_cost, the store answers a group in one query per round, bad
+requests and bad options get clear errors, and the service leaves no file behind."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import shutil
@@ -28,10 +27,10 @@ import pandas as pd
 import pytest
 from references import row_paths
 
-from lightgbm_cegb import FeatureCosts, GreedyMiserClassifier, LazyPredictor, prediction_cost
+from lightgbm_cegb import FeatureCosts, GreedyMiserClassifier, LazyPredictor, cli, prediction_cost
 from lightgbm_cegb.datasets import HIGGS_COSTS, HIGGS_FEATURES, higgs
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "lazy_service.py"
+COMMAND = [sys.executable, "-m", "lightgbm_cegb.cli", "serve"]
 START_TIMEOUT = 180  # seconds: imports and training on a loaded machine
 FIRST_ID = 1000  # the generated rows' ids: not their positions
 
@@ -52,15 +51,15 @@ def call(url: str, body=None, timeout: float = 60):
 
 
 class Service:
-    """The script running in a subprocess (in ``cwd``) on a free port of 127.0.0.1."""
+    """``lightgbm-cegb serve`` running in a subprocess (in ``cwd``) on a free port of 127.0.0.1."""
 
     def __init__(self, args: list[str], cwd: Path, log: Path) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log
         self.log = open(log, "w")
-        self.process = subprocess.Popen([sys.executable, str(SCRIPT), "--port", str(self.port), *args], cwd=cwd,
-                                        stdout=self.log, stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen([*COMMAND, "--port", str(self.port), *args], cwd=cwd, stdout=self.log,
+                                        stderr=subprocess.STDOUT)
         deadline = time.monotonic() + START_TIMEOUT
         while True:
             if self.process.poll() is not None:
@@ -254,6 +253,38 @@ def test_a_model_file_with_a_group_behind_a_sqlite_store(generated, sqlite_servi
     assert max(pairs.values()) == 1
     asked = {i - FIRST_ID for q in queries if q["key"] == "scan" for i in q["ids"]}
     assert asked == set(positions[group_readers(booster, X[positions])].tolist())
+    # the answer names the ids asked for: each feature's list holds the ids its values were fetched for
+    assert answer["ids"] == (FIRST_ID + positions).tolist()
+    fetched_ids = {(q["key"], i) for q in queries for i in q["ids"]}
+    for name, ids in answer["fetched"].items():
+        key = "scan" if name in GROUP else name
+        assert {(key, i) for i in ids} <= fetched_ids and set(ids) <= set(answer["ids"])
+
+
+def test_eager_fetches_every_feature_and_predicts_the_full_rows(generated, tmp_path):
+    """--eager, the baseline of the load test: every feature of every row fetched (one call per key), the model's
+    own predict on the full rows, each row priced with every lazy cost and its paths' split costs."""
+    folder, booster, X, costs = generated
+    service = Service(["--model", str(folder / "model.txt"), "--costs", str(folder / "costs.json"), "--store",
+                       str(folder / "store.sqlite"), "--eager"], folder, tmp_path / "log.txt")
+    try:
+        status, health = call(service.url + "/health")
+        assert status == 200 and health["eager"] is True
+        positions = np.arange(1, len(X), 3)
+        status, answer = call(service.url + "/score", {"ids": (FIRST_ID + positions).tolist()})
+        assert status == 200, answer
+        np.testing.assert_array_equal(answer["predictions"], booster.predict(X[positions]))
+        report = prediction_cost(booster, X[positions], FeatureCosts(lazy=np.zeros(len(NAMES)), split=0.5))
+        np.testing.assert_allclose(answer["cost"], report.per_instance + 7.0 + 20.0, rtol=1e-12)
+        assert answer["fetch_calls"] == len(health["fetch_keys"]) and answer["rounds"] == 1
+        keys = health["fetch_keys"]
+        columns = {m for key in keys for m in (GROUP if key == "scan" else [key])}
+        assert set(answer["fetched"]) == columns and "scan" in keys
+        assert all(ids == answer["ids"] for ids in answer["fetched"].values())
+        status, answer = call(service.url + "/score", {"ids": [FIRST_ID, 5]})
+        assert status == 404 and "no row with id [5]" in answer["error"], answer
+    finally:
+        service.stop()
 
 
 def test_unknown_ids_are_404(sqlite_service):
@@ -336,14 +367,6 @@ def test_a_saved_estimator_behind_a_fetch_function(generated, tmp_path):
 # ---------------------------------------------------------------------------------------------- bad options
 
 
-@pytest.fixture(scope="module")
-def script():
-    spec = importlib.util.spec_from_file_location("lazy_service", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def bad_store(folder: Path) -> Path:
     """The generated store without the group's table."""
     path = folder / "no_scan.sqlite"
@@ -386,7 +409,7 @@ def bad_store(folder: Path) -> Path:
     (["--model", "{model}", "--store", "{store}", "--fetch", "json:loads"], "argument --fetch: not allowed with "
                                                                             "argument --store"),
 ])
-def test_bad_options_name_the_option(script, generated, tmp_path, capsys, monkeypatch, args, message):
+def test_bad_options_name_the_option(generated, tmp_path, capsys, monkeypatch, args, message):
     folder, *_ = generated
 
     def serve(*args, **kwargs):
@@ -401,7 +424,7 @@ def test_bad_options_name_the_option(script, generated, tmp_path, capsys, monkey
              "bad_costs": tmp_path / "bad.json", "short_costs": tmp_path / "short.txt",
              "unknown_group": tmp_path / "unknown.json"}
     with pytest.raises(SystemExit) as info:
-        script.main([arg.format(**paths) for arg in args])
+        cli.main(["serve", *(arg.format(**paths) for arg in args)])
     assert info.value.code == 2
     error = capsys.readouterr().err
     assert re.search("error: " + message, error), error
