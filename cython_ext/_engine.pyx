@@ -400,7 +400,7 @@ cdef class LazyBatch:
 
     cdef LazyPlan plan
     cdef readonly object X, held, has_group, fetched, paid, acquisition, evaluation, route, status
-    cdef object scratch
+    cdef object scratch, every_row
     cdef float64* x
     cdef float64* h
     cdef uint8* hg
@@ -692,7 +692,12 @@ cdef class LazyBatch:
             count = 0
             for i in range(n):
                 count += flags[i]
-            if count:
+            if count == n:  # every row: one array for every such request (read-only: fetch may see it)
+                if self.every_row is None:
+                    self.every_row = np.arange(n, dtype=np.int64)
+                    self.every_row.setflags(write=False)
+                requests.append((u, self.every_row))
+            elif count:
                 rows = np.empty(count, dtype=np.int64)
                 out = <int64*> data(rows)
                 count = 0
@@ -707,10 +712,12 @@ cdef class LazyBatch:
         """Call fetch(keys[unit], row ids) for each request (unit, rows) of advance in turn (row ids: ids[rows],
         or rows when ids is None). A feature's values returned as a C-contiguous float64 array of one value per
         row are stored at once, as deliver stores them; anything else (a group's values, other types, the
-        exception fetch raised) is left to the caller. Returns each call's outcome, STORED for those stored."""
+        exception fetch raised) is left to the caller. Returns each call's outcome, STORED for those stored; None
+        when every call's values were stored."""
         cdef Py_ssize_t j
         cdef int64 unit
         cdef cnp.ndarray array
+        cdef bint every = True
         outcomes = [None] * len(requests)
         for j in range(len(requests)):
             unit, rows = requests[j]
@@ -718,6 +725,7 @@ cdef class LazyBatch:
                 values = fetch(keys[unit], rows if ids is None else ids[rows])
             except Exception as exc:  # the user's fetch: the caller reports it with its key and rows
                 outcomes[j] = exc
+                every = False
                 continue
             if unit < self.F and type(values) is np.ndarray:
                 array = values
@@ -728,7 +736,8 @@ cdef class LazyBatch:
                     outcomes[j] = STORED
                     continue
             outcomes[j] = values
-        return outcomes
+            every = False
+        return None if every else outcomes
 
     def deliver(self, int64 unit, rows, values):
         """Store what a fetch of `unit` returned for `rows`: values (float64, flattened) [j * width + c] for

@@ -53,6 +53,8 @@ def resolve_n_jobs(n_jobs: int | None, rows: int | None = None) -> int:
     most one per ROWS_PER_THREAD of ``rows`` (starting threads costs more than routing a few rows)."""
     if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0):
         raise CEGBError(f"n_jobs should be None or a non-zero integer, got {n_jobs!r}")
+    if rows is not None and rows <= ROWS_PER_THREAD:  # one thread, whatever n_jobs says
+        return 1
     cpus = available_cpus() if rows is None else max(1, min(available_cpus(), -(-rows // ROWS_PER_THREAD)))
     if n_jobs is not None and n_jobs > 0:
         return min(n_jobs, cpus)

@@ -328,7 +328,7 @@ PruneResult, Forest or policy
             raise CEGBError(f"errors should be 'raise' or 'partial', got {errors!r}")
         if feature_keys not in ("name", "index"):
             raise CEGBError(f"feature_keys should be 'name' or 'index', got {feature_keys!r}")
-        resolve_n_jobs(n_jobs)
+        self._threads = resolve_n_jobs(n_jobs)  # the batch uses at most one per block of 64 rows
         self.policy = getattr(type(model), "__lightgbm_cegb_policy__", None) is not None
         if self.policy:  # a model that decides per row what to buy next (AdaptiveAcquisitionClassifier)
             if num_iteration is not None:
@@ -367,6 +367,7 @@ PruneResult, Forest or policy
         # coupled or split penalties only)
         self._lazy = self.costs_.arrays(num_features)[0]
         self.fetch, self.order, self.max_workers = fetch, order, max_workers
+        self._async = _is_async(fetch)
         self.timeout, self.retries, self.errors, self.n_jobs = timeout, retries, errors, n_jobs
         self.keys = list(names) if feature_keys == "name" and names else list(range(num_features))
         # a fetch unit u is feature u (u < num_features) or group u - num_features
@@ -447,7 +448,7 @@ PruneResult, Forest or policy
             When fetch is a coroutine function (use :meth:`aacquire`), the model has no such ``method``, or
             ``known`` or ``ids`` do not match X.
         """
-        if _is_async(self.fetch):
+        if self._async:
             raise CEGBError("fetch is a coroutine function: use aacquire / apredict")
         self._check_method(method, kwargs)
         run = (_PolicyRun if self.policy else _Run)(self, X, known, ids)
@@ -589,9 +590,11 @@ PruneResult, Forest or policy
             run.fetch_calls += len(pending)
             if not self.max_workers and self.timeout is None:
                 if attempt == 0 and isinstance(run, _Run):
+                    outcomes = run.batch.fetch_round(requests, self.fetch, self._unit_keys, run.fetch_ids)
+                    if outcomes is None:  # every call's values stored
+                        return None
                     outcomes = [outcome if outcome is STORED or isinstance(outcome, BaseException)
-                                else self._returned(outcome) for outcome in
-                                run.batch.fetch_round(requests, self.fetch, self._unit_keys, run.fetch_ids)]
+                                else self._returned(outcome) for outcome in outcomes]
                 else:
                     for j in pending:
                         outcomes[j] = self._call(requests[j], run.ids)
@@ -646,8 +649,8 @@ PruneResult, Forest or policy
                 if limit is not None:
                     await limit.acquire()
                 try:
-                    call = self.fetch(key, run.ids[rows]) if _is_async(self.fetch) else in_thread(self.fetch, key,
-                                                                                                 run.ids[rows])
+                    ids = run.ids[rows]
+                    call = self.fetch(key, ids) if self._async else in_thread(self.fetch, key, ids)
                     values = await asyncio.wait_for(call, self.timeout)
                     if inspect.isawaitable(values):  # an async callable that did not say so
                         values = await asyncio.wait_for(values, self.timeout)
@@ -799,13 +802,17 @@ class _Run:
             forest._check_shape(X.shape)
         else:
             X = forest.dense(X)
-        known, self.ids = _known_and_ids(X, known, ids)
-        self.fetch_ids = None if ids is None else self.ids  # None: the rows' positions, fetch_round's rows
+        known, self.fetch_ids = _known_and_ids(X, known, ids, positions=False)  # None: the rows' positions
         known = None if known is None else np.ascontiguousarray(known).view(np.uint8)
-        self.batch = LazyBatch(predictor._plan, X, known, resolve_n_jobs(predictor.n_jobs, len(X)))
+        self.batch = LazyBatch(predictor._plan, X, known, predictor._threads)
         self.status = self.batch.status
         self.rounds = self.fetch_calls = 0
         self.failures: list[FetchFailure] = []
+
+    @property
+    def ids(self) -> np.ndarray:
+        """The row ids fetch is called with (the rows' positions when acquire was given none)."""
+        return np.arange(self.batch.n) if self.fetch_ids is None else self.fetch_ids
 
     def advance(self) -> list[tuple[int, np.ndarray]]:
         """Route the active rows as far as they can go; the fetches they wait for, in the predictor's order:
@@ -818,7 +825,10 @@ class _Run:
 
     def deliver(self, requests, outcomes) -> None:
         """Store what each fetch returned (the members the rows stopped at read from their group's values);
-        then handle the failures (all successes are kept first)."""
+        then handle the failures (all successes are kept first). outcomes None: every fetch's values stored."""
+        if outcomes is None:
+            self.batch.read_held()
+            return
         received, failed = _received(self.predictor, self.ids, requests, outcomes)
         for unit, rows, values in received:
             self.batch.deliver(unit, rows, values.ravel())
@@ -933,15 +943,17 @@ class _PolicyRun:
                           fetch_calls=self.fetch_calls, failures=self.failures)
 
 
-def _known_and_ids(X: np.ndarray, known, ids) -> tuple[np.ndarray, np.ndarray]:
-    """acquire's ``known`` (None: X's non-NaN values) and ``ids`` (default: the rows' positions), checked
-    against the batch X."""
+def _known_and_ids(X: np.ndarray, known, ids, positions: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """acquire's ``known`` (None: X's non-NaN values) and ``ids`` (default: the rows' positions; None with
+    ``positions=False``), checked against the batch X."""
     if known is not None:
         known = np.asarray(known)
         if known.shape != X.shape or known.dtype != bool:
             raise CEGBError(f"known should be a bool array of X's shape {X.shape}, got {known.dtype} of shape "
                             f"{known.shape}")
-    ids = np.arange(len(X)) if ids is None else np.asarray(ids)
+    if ids is None:
+        return known, np.arange(len(X)) if positions else None
+    ids = np.asarray(ids)
     if ids.shape != (len(X),):
         raise CEGBError(f"ids should hold one id per row of X ({len(X)}), got shape {ids.shape}")
     return known, ids
