@@ -1,5 +1,6 @@
-"""A bounded load test of ``lightgbm-cegb serve`` on loopback: lazy acquisition against the same service fetching
-every feature (``--eager``), on the bundled HIGGS example.
+"""A bounded load test of ``lightgbm-cegb serve`` on loopback: lazy acquisition (a round's fetch calls concurrent,
+or a request's sequential) against the same service fetching every feature (``--eager``), on the bundled HIGGS
+example.
 
     .venv/bin/python scripts/bench_service.py [--clients 8] [--seconds 10] [--rows 1] [--latency-ms 20]
 
@@ -29,6 +30,10 @@ from pathlib import Path
 import numpy as np
 
 START_TIMEOUT = 300  # seconds: training the bundled model on a loaded machine
+#: the services compared: lazy acquisition with a round's fetch calls concurrent (the default) or a request's
+#: sequential, and the baseline fetching every feature
+SERVICES = {"lazy": [], "lazy, sequential calls": ["--fetch-calls", "sequential"],
+            "eager (every feature)": ["--eager"]}
 
 
 def free_port() -> int:
@@ -43,10 +48,10 @@ def post(connection: http.client.HTTPConnection, ids: list[int]) -> tuple[int, d
     return response.status, json.loads(response.read())
 
 
-def start(args, eager: bool, workdir: Path, log: Path) -> tuple[subprocess.Popen, int]:
+def start(args, options: list[str], workdir: Path, log: Path) -> tuple[subprocess.Popen, int]:
     port = free_port()
     command = [sys.executable, "-m", "lightgbm_cegb.cli", "serve", "--port", str(port), "--workdir", str(workdir),
-               "--latency-ms", str(args.latency_ms), *(["--eager"] if eager else [])]
+               "--latency-ms", str(args.latency_ms), *options]
     process = subprocess.Popen(command, stdout=log.open("w"), stderr=subprocess.STDOUT)
     deadline = time.monotonic() + START_TIMEOUT
     while True:
@@ -121,24 +126,23 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("expected --clients >= 1, --seconds > 0, --rows in 1..500, --latency-ms >= 0")
     results, answers = {}, {}
     with tempfile.TemporaryDirectory(prefix="bench_service-") as tmp:
-        for eager in (False, True):
-            name = "eager (every feature)" if eager else "lazy"
-            process, port = start(args, eager, Path(tmp), Path(tmp) / f"{'eager' if eager else 'lazy'}.log")
+        for name, options in SERVICES.items():
+            process, port = start(args, options, Path(tmp), Path(tmp) / f"{len(results)}.log")
             try:
-                answers[eager] = post(http.client.HTTPConnection("127.0.0.1", port, timeout=60), list(range(50)))[1]
+                answers[name] = post(http.client.HTTPConnection("127.0.0.1", port, timeout=60), list(range(50)))[1]
                 results[name] = load(port, args)
             finally:
                 process.terminate()
                 process.wait(30)
-    if answers[False]["predictions"] != answers[True]["predictions"]:
-        raise SystemExit("the eager service's predictions differ from the lazy one's: a bug")
+    if any(answer["predictions"] != answers["lazy"]["predictions"] for answer in answers.values()):
+        raise SystemExit("the services' predictions differ: a bug")
     print(f"{args.clients} clients x {args.seconds:g} s, {args.rows} id(s) per request, reconstruction queries "
           f"sleep {args.latency_ms:g} ms")
-    header = (f"{'service':<22} {'requests':>8} {'errors':>6} {'req/s':>7} {'p50 ms':>7} {'p99 ms':>7} "
+    header = (f"{'service':<24} {'requests':>8} {'errors':>6} {'req/s':>7} {'p50 ms':>7} {'p99 ms':>7} "
               f"{'served ms':>9} {'cost/row':>8} {'calls':>5}")
     print(header + "\n" + "-" * len(header))
     for name, r in results.items():
-        print(f"{name:<22} {r['requests']:>8} {r['errors']:>6} {r['per_second']:>7.1f} {r['p50']:>7.2f} "
+        print(f"{name:<24} {r['requests']:>8} {r['errors']:>6} {r['per_second']:>7.1f} {r['p50']:>7.2f} "
               f"{r['p99']:>7.2f} {r['served_ms']:>9.2f} {r['cost']:>8.2f} {r['calls']:>5.1f}")
 
 

@@ -177,9 +177,12 @@ def bundled_example(workdir: Path, latency_ms: float = 20.0,
     return predictor, f"the bundled HIGGS model ({model_path})"
 
 
-def make_app(predictor: LazyPredictor, description: str, method: str = "predict", *, eager: bool = False):
+def make_app(predictor: LazyPredictor, description: str, method: str = "predict", *, eager: bool = False,
+             sequential: bool = False):
     """The Starlette application serving ``predictor`` (see the module's doc); ``eager``: fetch every feature
-    of the rows, then predict on the full rows."""
+    of the rows, then predict on the full rows; ``sequential``: a request's fetch calls one after the other on one
+    thread (``acquire``), not a round's concurrently (``aacquire``): faster with a store that answers in
+    microseconds, slower with one whose queries wait."""
     from starlette.applications import Starlette
     from starlette.responses import JSONResponse
     from starlette.routing import Route
@@ -192,7 +195,8 @@ def make_app(predictor: LazyPredictor, description: str, method: str = "predict"
     async def health(request) -> JSONResponse:
         return JSONResponse({"status": "ok", "model": description, "features": names,
                              "groups": {name: list(map(str, members)) for name, members in predictor.groups.items()},
-                             "fetch_keys": list(map(str, predictor.fetch_keys)), "eager": eager})
+                             "fetch_keys": list(map(str, predictor.fetch_keys)), "eager": eager,
+                             "fetch": "sequential" if sequential else "concurrent"})
 
     async def score(request) -> JSONResponse:
         expected = f'the body should be {{"ids": [row ids]}} with 1..{MAX_IDS} integer ids >= 0'
@@ -228,7 +232,9 @@ def make_app(predictor: LazyPredictor, description: str, method: str = "predict"
                              "latency_ms": (time.perf_counter() - start) * 1000})
 
     async def _lazy(predictor: LazyPredictor, ids: np.ndarray, method: str):
-        result = await predictor.aacquire(np.full((len(ids), num_features), np.nan), ids=ids, method=method)
+        unknown = np.full((len(ids), num_features), np.nan)
+        result = await (asyncio.to_thread(predictor.acquire, unknown, ids=ids, method=method) if sequential else
+                        predictor.aacquire(unknown, ids=ids, method=method))
         return result.fetched, result.per_instance, result.rounds, result.fetch_calls, result.prediction
 
     async def _eager(predictor: LazyPredictor, ids: np.ndarray, method: str):

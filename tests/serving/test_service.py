@@ -463,3 +463,22 @@ def test_a_model_file_of_another_library(generated, library, tmp_path):
                                    rtol=1e-12)
     finally:
         service.stop()
+
+
+def test_sequential_fetch_calls_answer_as_concurrent_ones(generated, tmp_path):
+    """--fetch-calls sequential: a request's calls one after the other (acquire on a thread), the same answers."""
+    folder, booster, X, costs = generated
+    service = Service(["--model", str(folder / "model.txt"), "--costs", str(folder / "costs.json"), "--store",
+                       str(folder / "store.sqlite"), "--fetch-calls", "sequential"], folder, tmp_path / "log.txt")
+    try:
+        assert call(service.url + "/health")[1]["fetch"] == "sequential"
+        positions = np.arange(2, len(X), 4)
+        status, answer = call(service.url + "/score", {"ids": (FIRST_ID + positions).tolist()})
+        assert status == 200, answer
+        np.testing.assert_array_equal(answer["predictions"], booster.predict(X[positions]))
+        np.testing.assert_allclose(answer["cost"], prediction_cost(booster, X[positions], costs).per_instance,
+                                   rtol=1e-12)
+        status, answer = call(service.url + "/score", {"ids": [5]})
+        assert status == 404 and "no row with id [5]" in answer["error"], answer
+    finally:
+        service.stop()
