@@ -14,7 +14,7 @@ from sklearn.pipeline import Pipeline
 
 from lightgbm_cegb.core.costs import resolve_costs
 from lightgbm_cegb.core.report import CostReport
-from lightgbm_cegb.io.models import fitted_costs, num_trees_used, to_forest
+from lightgbm_cegb.io.models import fitted_costs, num_trees_used, to_forest, unwrap
 
 
 def prediction_cost(model, X, costs=None, *, num_iteration: int | None = None,
@@ -69,6 +69,9 @@ def prediction_cost(model, X, costs=None, *, num_iteration: int | None = None,
     CostState : The same accounting, kept across several models or added to tree by tree.
     """
     names = None
+    if costs is None:  # a Selection carries the costs its point was measured with
+        costs = fitted_costs(model)
+    model = unwrap(model)
     if isinstance(model, Pipeline):
         model, X, names = _last_step(model, X)
     forest = to_forest(model)

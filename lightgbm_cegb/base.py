@@ -181,9 +181,8 @@ class BudgetedEstimator:
         CEGBError
             If ``path`` is a file.
         """
-        self._check_fitted()
-        state, files = self._saved_state()
-        saved.save(path, self, params=self._saved_params(), state=state, files=files)
+        params, state, files = self._saved_parts()
+        saved.save(path, self, params=params, state=state, files=files)
 
     @classmethod
     def load(cls, path: str | os.PathLike, **given):
@@ -212,6 +211,17 @@ class BudgetedEstimator:
             raise CEGBError(f"{cls.__name__}.load: unexpected arguments {unknown}; it takes "
                             f"{list(cls._given_at_load) or 'none'}")
         manifest, folder = saved.read(path, cls.__name__)
+        return cls._from_manifest(manifest, folder, given)
+
+    def _saved_parts(self) -> tuple[dict, dict, dict]:
+        """(params, state, files) as :meth:`save` writes them (a Selection saves its estimator with its own)."""
+        self._check_fitted()
+        state, files = self._saved_state()
+        return self._saved_params(), state, files
+
+    @classmethod
+    def _from_manifest(cls, manifest, folder, given: dict):
+        """The estimator a manifest describes (read from ``folder``; ``given``: the parameters given at load)."""
         if manifest["format_version"] == 1:
             manifest = cls._upgrade(manifest)
         params = {**saved.decode(manifest["params"]), **given}

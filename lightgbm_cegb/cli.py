@@ -463,30 +463,19 @@ class OptionError(Exception):
         super().__init__(f"{option}: {message}")
 
 
-def _estimator_named(name: str):
-    """The package's estimator class of that name (a saved folder's manifest names it), or None."""
-    from lightgbm_cegb import methods  # noqa: F401 (defines the methods' estimators)
-    from lightgbm_cegb.base import BudgetedEstimator
-    from lightgbm_cegb.lgbm import estimators  # noqa: F401 (defines CEGB's)
-
-    classes, seen = [BudgetedEstimator], []
-    while classes:
-        cls = classes.pop()
-        seen.append(cls)
-        classes.extend(cls.__subclasses__())
-    return next((cls for cls in seen if cls.__name__ == name and callable(getattr(cls, "load", None))), None)
-
-
 def _serve_model(path: Path):
-    """A model file (LightGBM, XGBoost, CatBoost), or the estimator saved in a folder (its class named by the
-    manifest)."""
+    """A model file (LightGBM, XGBoost, CatBoost), or the estimator or Selection saved in a folder (its class named
+    by the manifest)."""
     from lightgbm_cegb.io.models import load_file
     from lightgbm_cegb.io.saved import read as read_saved
+    from lightgbm_cegb.selection import Selection, estimator_class
 
     try:
         if path.is_dir():
             manifest, _ = read_saved(path)
-            estimator = _estimator_named(str(manifest["estimator"]))
+            if manifest["estimator"] == "Selection":
+                return Selection.load(path)
+            estimator = estimator_class(str(manifest["estimator"]))
             if estimator is None:
                 raise CEGBError(f"{str(path)!r} holds a {manifest['estimator']!r}, not an estimator of lightgbm_cegb")
             return estimator.load(path)
@@ -657,7 +646,7 @@ def _serve_parser(sub) -> argparse.ArgumentParser:
                              epilog="Without --model: the bundled HIGGS example (a SQLite store of the bundled test "
                                     "events, a CEGB model with the demo's costs).")
     p_serve.add_argument("--model", type=Path, help="model file (LightGBM, XGBoost, CatBoost), or a folder saved by "
-                                                    "an estimator's save()")
+                                                    "an estimator's or a Selection's save()")
     p_serve.add_argument("--costs", type=Path, help="costs and groups: JSON of FeatureCosts' arguments, or the CLI's "
                                                     "cost file (default: the model's own)")
     source = p_serve.add_mutually_exclusive_group()

@@ -307,7 +307,7 @@ PruneResult, Forest or policy
                  order="cheapest", max_workers: int | None = None, timeout: float | None = None,
                  retries: int = 0, errors: str = "raise", feature_keys: str = "name",
                  n_jobs: int | None = None) -> None:
-        model = unwrap(model)
+        given, model = model, unwrap(model)  # a Selection stands for its model, and carries its costs
         if hasattr(model, "steps") and hasattr(model, "named_steps"):  # a scikit-learn Pipeline
             raise CEGBError("model: a Pipeline's steps transform the values before its trees see them, so a split "
                             "names no column to fetch: serve its final estimator (model[-1]) on the transformed "
@@ -357,7 +357,9 @@ PruneResult, Forest or policy
                                 f"num_iteration applies to LightGBM models only, got {num_iteration!r}")
             self.num_iteration = num_iteration
             self.num_trees = num_trees_used(self.model, self.forest, num_iteration)
-            costs = fitted_costs(model) if feature_costs is None else feature_costs
+            costs = feature_costs
+            if costs is None:
+                costs = fitted_costs(given) if fitted_costs(given) is not None else fitted_costs(model)
             if costs is None and FeatureCosts.from_params(self.forest.params) is None:
                 costs = FeatureCosts(lazy=np.zeros(self.forest.num_features))
             self.costs_ = resolve_costs(costs, self.forest.num_features, self.forest.feature_names,

@@ -29,6 +29,7 @@ from references import row_paths
 
 from lightgbm_cegb import FeatureCosts, GreedyMiserClassifier, LazyPredictor, cli, prediction_cost
 from lightgbm_cegb.datasets import HIGGS_COSTS, HIGGS_FEATURES, higgs
+from lightgbm_cegb.selection import Selection
 
 COMMAND = [sys.executable, "-m", "lightgbm_cegb.cli", "serve"]
 START_TIMEOUT = 180  # seconds: imports and training on a loaded machine
@@ -480,5 +481,30 @@ def test_sequential_fetch_calls_answer_as_concurrent_ones(generated, tmp_path):
                                    rtol=1e-12)
         status, answer = call(service.url + "/score", {"ids": [5]})
         assert status == 404 and "no row with id [5]" in answer["error"], answer
+    finally:
+        service.stop()
+
+
+def test_a_saved_selection_serves_with_its_costs(generated, tmp_path):
+    """A saved Selection is served with the costs its point was measured with, given no --costs: its Booster, plain
+    LightGBM's, holds none (the group comes from the Selection's costs alone)."""
+    folder, _, X, costs = generated
+    y = (np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 4]) > 0).astype(float)
+    booster = lgb.train({"objective": "binary", "num_leaves": 7, "verbose": -1, "seed": 0, "num_threads": 1},
+                        lgb.Dataset(X, y, feature_name=NAMES), 15)
+    assert booster.feature_importance()[[NAMES.index(m) for m in GROUP]].sum() > 0, "the model should read the group"
+    aligned = costs.align(NAMES)
+    Selection("cegb", {"relative_tradeoff": 0.1}, booster, None, 0.9, 12.0, costs=aligned).save(tmp_path / "choice")
+    service = Service(["--model", str(tmp_path / "choice"), "--store", str(folder / "store.sqlite")], folder,
+                      tmp_path / "log.txt")
+    try:
+        status, health = call(service.url + "/health")
+        assert status == 200 and health["groups"] == {"scan": GROUP} and "Selection" in health["model"]
+        positions = np.arange(0, len(X), 5)
+        status, answer = call(service.url + "/score", {"ids": (FIRST_ID + positions).tolist()})
+        assert status == 200, answer
+        np.testing.assert_array_equal(answer["predictions"], booster.predict(X[positions]))
+        np.testing.assert_allclose(answer["cost"], prediction_cost(booster, X[positions], aligned).per_instance,
+                                   rtol=1e-12)
     finally:
         service.stop()

@@ -1,0 +1,103 @@
+"""Selection.save / load: the chosen model of every kind the format holds comes back predicting and costing as it
+did, with its method, parameters, figures and costs; LazyPredictor and prediction_cost take a Selection with its
+costs; a model the format does not hold, and a damaged folder, are refused by name."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.ensemble import RandomForestClassifier
+
+from lightgbm_cegb import FeatureCosts, LazyPredictor, prediction_cost
+from lightgbm_cegb.core.errors import CEGBError
+from lightgbm_cegb.selection import Selection, select, sweep
+
+COSTS = FeatureCosts(lazy=[1.0, 1.0, 5.0, 5.0, 20.0, 20.0], split=0.5)
+
+
+@pytest.fixture(scope="module")
+def rows():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(1500, 6))  # no missing values: Greedy Miser and BudgetRF take none (issue 46)
+    y = ((X[:, 0] + X[:, 2] + 0.5 * X[:, 4] + rng.normal(0, 0.5, 1500)) > 0).astype(int)
+    return (X[:900], y[:900]), (X[900:1200], y[900:1200]), (X[1200:], y[1200:])
+
+
+@pytest.fixture(scope="module")
+def frontier(rows):
+    train, valid, _ = rows
+    grid = {"cegb": [{"relative_tradeoff": 0.1}], "greedy_miser": [{"relative_tradeoff": 0.3}],
+            "budgetrf": [{"tradeoff": 2.0, "n_estimators": 4, "trees": (4,)}],
+            "staged_acquisition": [{"relative_tradeoff": 0.5, "max_cost": 30.0}]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return sweep(["lightgbm", "cegb", "greedy_miser", "budgetrf", "staged_acquisition"], train, valid, COSTS,
+                     task="binary", grid=grid, params={"num_leaves": 8}, num_boost_round=30)
+
+
+def predictions(model, X):
+    proba = getattr(model, "predict_proba", None)
+    return np.asarray(proba(X) if callable(proba) else model.predict(X))
+
+
+@pytest.mark.parametrize("method", ["lightgbm", "cegb", "greedy_miser", "budgetrf", "staged_acquisition"])
+def test_every_kind_of_chosen_model_round_trips(frontier, rows, method, tmp_path):
+    points = frontier[frontier["method"] == method]
+    assert len(points), f"the sweep has no {method} point"
+    X_test, _ = rows[2]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        chosen = select(points, 1e9, test=rows[2])
+    chosen.save(tmp_path / "choice")
+    loaded = Selection.load(tmp_path / "choice")
+    assert (loaded.method, loaded.params, loaded.within_budget) == (chosen.method, chosen.params, chosen.within_budget)
+    assert (loaded.valid_quality, loaded.valid_cost, loaded.test_quality, loaded.test_cost) == \
+        (chosen.valid_quality, chosen.valid_cost, chosen.test_quality, chosen.test_cost)
+    assert loaded.costs.to_dict(6) == chosen.costs.to_dict(6) and loaded.candidate is None and loaded.frontier is None
+    assert type(loaded.model) is type(chosen.model)
+    np.testing.assert_array_equal(predictions(loaded.model, X_test), predictions(chosen.model, X_test))
+    np.testing.assert_array_equal(loaded.prediction_cost(X_test).per_instance,
+                                  chosen.prediction_cost(X_test).per_instance)
+    # a Selection carries its costs into serving and accounting
+    lazy = LazyPredictor(loaded, lambda key, ids: X_test[ids, key], feature_keys="index")
+    assert lazy.costs_.to_dict(6) == chosen.costs.to_dict(6)
+    result = lazy.acquire(np.full_like(X_test, np.nan))
+    if method != "staged_acquisition":
+        np.testing.assert_array_equal(result.prediction, np.asarray(chosen.model.predict(X_test)))
+        np.testing.assert_allclose(result.per_instance, prediction_cost(loaded, X_test).per_instance, rtol=1e-12)
+        np.testing.assert_array_equal(prediction_cost(loaded, X_test).per_instance,
+                                      prediction_cost(chosen.model, X_test, chosen.costs).per_instance)
+    else:  # a policy: it buys by its own fitted costs
+        np.testing.assert_array_equal(result.prediction, chosen.model.predict(X_test))
+
+
+def test_a_model_the_format_does_not_hold_is_refused_by_name(rows, tmp_path):
+    (X, y), _, _ = rows
+    forest = RandomForestClassifier(n_estimators=3, random_state=0).fit(X, y)
+    choice = Selection("sklearn", {}, forest, None, 0.5, 1.0, costs=COSTS)
+    with pytest.raises(CEGBError, match="the chosen model is a RandomForestClassifier, which the package's format "
+                                        "does not hold"):
+        choice.save(tmp_path / "choice")
+    assert not (tmp_path / "choice").exists()
+
+
+def test_a_damaged_saved_selection_is_refused_by_name(frontier, tmp_path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        chosen = select(frontier[frontier["method"] == "greedy_miser"], 1e9)
+    chosen.save(tmp_path / "choice")
+    manifest_path = tmp_path / "choice" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    for change, message in [(("model", "estimator"), "the chosen model is a 'NoSuchEstimator', not an estimator"),
+                            (("model", "kind"), "model kind should be 'booster' or 'estimator'")]:
+        damaged = json.loads(json.dumps(manifest))
+        damaged["state"][change[0]][change[1]] = "NoSuchEstimator" if change[1] == "estimator" else "pickle"
+        manifest_path.write_text(json.dumps(damaged))
+        with pytest.raises(CEGBError, match=message):
+            Selection.load(tmp_path / "choice")
+    manifest_path.write_text(json.dumps({**manifest, "estimator": "GreedyMiserClassifier"}))
+    with pytest.raises(CEGBError, match="Selection"):
+        Selection.load(tmp_path / "choice")
