@@ -367,7 +367,7 @@ def to_forest(model, *, cache: bool = True) -> Forest:
     ----------
     model : lightgbm.Booster, LGBMModel, xgboost.Booster, XGBModel, CatBoost, str or os.PathLike, Forest, \
 or fitted scikit-learn tree model
-        The model, or the path of a model file.
+        The model, or the path of a model file (or an object standing for a model: a Selection, a PruneResult).
     cache : bool, default=True
         Use (and fill) the cache; False parses the model again.
 
@@ -383,6 +383,7 @@ or fitted scikit-learn tree model
         when the model is not fitted (a :class:`NotFittedError`, which scikit-learn's ``except NotFittedError``
         catches too), or when it is not supported.
     """
+    model = unwrap(model)  # a method's result or a Selection: the model it stands for
     if isinstance(model, Forest):
         return model
     if isinstance(getattr(model, "forest_", None), Forest):  # the package's own estimators (BudgetRF, ...)

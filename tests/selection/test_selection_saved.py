@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from sklearn.ensemble import RandomForestClassifier
 
-from lightgbm_cegb import FeatureCosts, LazyPredictor, prediction_cost
+from lightgbm_cegb import FeatureCosts, LazyPredictor, prediction_cost, to_forest
 from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.selection import Selection, select, sweep
 
@@ -61,6 +61,8 @@ def test_every_kind_of_chosen_model_round_trips(frontier, rows, method, tmp_path
     np.testing.assert_array_equal(predictions(loaded.model, X_test), predictions(chosen.model, X_test))
     np.testing.assert_array_equal(loaded.prediction_cost(X_test).per_instance,
                                   chosen.prediction_cost(X_test).per_instance)
+    if method != "staged_acquisition":  # a policy, not a forest
+        assert to_forest(loaded).num_trees == to_forest(chosen.model).num_trees
     # a Selection carries its costs into serving and accounting
     lazy = LazyPredictor(loaded, lambda key, ids: X_test[ids, key], feature_keys="index")
     assert lazy.costs_.to_dict(6) == chosen.costs.to_dict(6)
