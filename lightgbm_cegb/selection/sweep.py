@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 import warnings
 from collections.abc import Mapping, Sequence
@@ -23,6 +24,8 @@ from lightgbm_cegb.selection.registry import METHODS, TASKS, Context, Method, Ro
 
 # ------------------------------------------------------------------------------------------------ sweep
 #: The baseline every sweep includes unless ``baseline=False`` (lightgbm_cegb.selection.baseline)
+#: each fitted grid point is logged here (INFO): its method, parameters, points and best quality
+LOG = logging.getLogger("lightgbm_cegb.selection")
 BASELINE = "cheap_subset"
 #: num_boost_round's default: a cap for early stopping that does not bind on the bundled data sets (a point that
 #: reaches it while still improving is reported by a RoundsWarning)
@@ -39,7 +42,8 @@ def _run(method: Method, context: Context, state, params: dict, stage: str) -> l
 
 
 def _execute(jobs: list, context: Context, n_jobs: int, client, bar) -> list[dict]:
-    """The rows of every job (method, state, params, stage), in the order of the jobs."""
+    """The rows of every job (method, state, params, stage), in the order of the jobs; each job done is logged
+    (``lightgbm_cegb.selection``, INFO) and shown on the progress bar with its method and point."""
     if client is not None:
         from distributed import as_completed
         futures = [client.submit(_run, method, context, state, point, stage, pure=False)
@@ -47,16 +51,42 @@ def _execute(jobs: list, context: Context, n_jobs: int, client, bar) -> list[dic
         order = {future.key: i for i, future in enumerate(futures)}
         results = [None] * len(futures)
         for future in as_completed(futures):
-            results[order[future.key]] = future.result()
-            bar is not None and bar.update()
+            i = order[future.key]
+            results[i] = future.result()
+            _done(jobs[i], results[i], bar, context.metric)
     else:
         from joblib import Parallel, delayed
         results = []
-        for result in Parallel(n_jobs=n_jobs, return_as="generator")(
-                delayed(_run)(method, context, state, point, stage) for method, state, point, stage in jobs):
+        for job, result in zip(jobs, Parallel(n_jobs=n_jobs, return_as="generator")(
+                delayed(_run)(method, context, state, point, stage) for method, state, point, stage in jobs)):
             results.append(result)
-            bar is not None and bar.update()
+            _done(job, result, bar, context.metric)
     return [row for result in results for row in result]
+
+
+def _done(job, rows: list[dict], bar, metric) -> None:
+    """Report a finished job: a log record and the progress bar's text."""
+    method, _, point, stage = job
+    shown = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in point.items()
+                      if k != "trees")
+    if rows:
+        sign = 1.0 if metric.greater_is_better else -1.0
+        best = max(rows, key=lambda row: sign * row["quality"])
+        LOG.info("sweep: %s (%s) %s: %d point(s), best %s %.4g at cost %.4g", method.name, shown or "defaults",
+                 stage, len(rows), metric.name, best["quality"], best["cost"])
+    else:
+        LOG.info("sweep: %s (%s) %s: no point", method.name, shown or "defaults", stage)
+    if bar is not None:
+        bar.set_postfix_str(f"{method.name} {shown}"[:60], refresh=False)
+        bar.update()
+
+
+def _show_progress() -> bool:
+    """The progress bar's default: on a terminal, or in a Jupyter notebook (whose stderr is no terminal)."""
+    if sys.stderr.isatty():
+        return True
+    shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
+    return type(shell).__name__ == "ZMQInteractiveShell"
 
 
 def _key(value):
@@ -160,7 +190,9 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
     client : distributed.Client, optional
         A dask.distributed Client to run the grid points on instead of joblib.
     progress : bool, optional
-        A tqdm bar over the grid points (default: when stderr is a terminal).
+        A tqdm bar over the grid points, showing the method and point last fitted (default: when stderr is a
+        terminal or in a Jupyter notebook). Each fitted point is also logged to the ``lightgbm_cegb.selection``
+        logger at INFO level (``logging.basicConfig(level=logging.INFO)`` or a file handler shows them).
 
     Returns
     -------
@@ -246,7 +278,7 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
             continue
         jobs += [(method, states[name], point, "grid")
                  for point in (grid[name] if name in grid else method.grid(context))]
-    show = sys.stderr.isatty() if progress is None else progress
+    show = _show_progress() if progress is None else progress
     bar = None
     if show:
         from tqdm.auto import tqdm

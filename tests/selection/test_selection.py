@@ -3,6 +3,7 @@ budget, the normalised trade-off scale, the cost-aware scorer, parallel and Dask
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 import warnings
@@ -731,3 +732,22 @@ def test_the_adaptive_acquisition_sweeps_one_fit_and_measures_each_policy(binary
     with pytest.raises(CEGBError, match="unknown parameter"):
         sweep("adaptive_acquisition", train, valid, COSTS, task="binary", baseline=False,
               grid={"adaptive_acquisition": [{"relative_tradeoff": 0.1, "depth": 3}]})
+
+
+def test_a_sweep_logs_each_point_and_shows_it_on_its_bar(binary, caplog, capsys):
+    """Progress a person sees: each fitted grid point logged (lightgbm_cegb.selection, INFO) with its method,
+    parameters and best quality; with progress=True the bar names the method and point last fitted."""
+    train, valid, _ = binary
+    grid = {"cegb": [{"relative_tradeoff": 0.1}], "lightgbm": [{}]}
+    with caplog.at_level(logging.INFO, logger="lightgbm_cegb.selection"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the few rounds' RoundsWarning
+        frame = sweep(["lightgbm", "cegb"], train, valid, COSTS, task="binary", grid=grid, params={"num_leaves": 4},
+                      num_boost_round=20, baseline=False, progress=True)
+    records = [r.getMessage() for r in caplog.records if r.name == "lightgbm_cegb.selection"]
+    assert len(records) == 2, records
+    assert any(re.match(r"sweep: cegb \(relative_tradeoff=0\.1\) grid: \d+ point\(s\), best accuracy [\d.]+ at "
+                        r"cost [\d.]+$", m) for m in records), records
+    assert any(m.startswith("sweep: lightgbm (defaults) grid:") for m in records), records
+    assert len(frame) >= 2
+    error = capsys.readouterr().err
+    assert "sweep" in error and "cegb relative_tradeoff=0.1" in error, error
