@@ -273,11 +273,11 @@ class _ExitCandidate(Candidate):
     query (the score is minus its rank); its ``predict``/``cost`` callables need no queries only for a
     classifier."""
 
-    def measure(self, rows: Rows, metric: Metric) -> tuple[float, float, float]:
+    def measure(self, rows: Rows, metric: Metric, *, choose: bool = False) -> tuple[float, float, float]:
         ranker = self.model.kind == "rank"
         result = self.model.predict_result(rows.X, group=rows.group if ranker else None)
         score = -result.rank.astype(np.float64) if ranker else result.prediction
-        return metric.fn(rows.y, score, rows.group), float(result.cost.mean), float(result.cost.coupled)
+        return self.quality(rows, score, metric, choose), float(result.cost.mean), float(result.cost.coupled)
 
 
 @register("budgetrf", tasks=("binary", "multiclass", "ranking"),
@@ -555,10 +555,10 @@ class _AcquisitionCandidate(Candidate):
 
     traces: _Traces | _StagePasses | None = None
 
-    def measure(self, rows: Rows, metric: Metric) -> tuple[float, float, float]:
+    def measure(self, rows: Rows, metric: Metric, *, choose: bool = False) -> tuple[float, float, float]:
         result = self.model.predict_result(rows.X) if self.traces is None else self.traces.result(self.model, rows.X)
         score = result.proba[:, 1] if result.proba.shape[1] == 2 else result.proba
-        return metric.fn(rows.y, score, rows.group), float(result.cost.mean), float(result.cost.coupled)
+        return self.quality(rows, score, metric, choose), float(result.cost.mean), float(result.cost.coupled)
 
 
 #: ``relative_tradeoff`` values of the staged acquisition's default grid: a row stops where its top class

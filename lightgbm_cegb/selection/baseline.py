@@ -24,6 +24,7 @@ import scipy.sparse as sp
 
 from lightgbm_cegb.core.errors import CEGBError, check_number
 from lightgbm_cegb.selection.adapters import PREFIX_TREES, booster_points, lightgbm_params, plain_model, train_lightgbm
+from lightgbm_cegb.selection.metrics import validation_quality
 from lightgbm_cegb.selection.registry import Candidate, Context, register
 
 
@@ -73,7 +74,7 @@ def _constant_quality(context: Context, metric) -> float:
         prediction = np.tile(frequencies, (n, 1))
     else:
         prediction = np.full(n, 0.0 if context.task == "ranking" else float(np.mean(y)))
-    return metric.fn(context.valid.y, prediction, context.valid.group)
+    return validation_quality(metric, context.valid.y, prediction, context.valid.group)
 
 
 @register("cheap_subset", grid=lambda context: [{}], prepare=plain_model)
@@ -102,7 +103,8 @@ def _fit_cheap_subset(context: Context, plain, params: dict) -> list[Candidate]:
         point = {"features": tuple(u.name for u in taken), "width": width, "steps": steps}
         points = booster_points("cheap_subset", context, point, booster, trees)
         whole = points[-1]  # the most trees
-        return points, sign * metric.fn(context.valid.y, whole.predict(context.valid.X), context.valid.group)
+        return points, sign * validation_quality(metric, context.valid.y, whole.predict(context.valid.X),
+                                                 context.valid.group)
 
     quality = sign * _constant_quality(context, metric)
     if chosen:

@@ -137,6 +137,10 @@ class Selection:
     costs : FeatureCosts or None, default=None
         The sweep's costs, aligned to its columns: what the point was measured with (a plain LightGBM model does
         not hold them; :meth:`prediction_cost` uses them).
+    decision_threshold : float or None, default=None
+        With a threshold metric (``f1``, ``balanced_accuracy``): the decision threshold the point chose on the
+        validation rows, with which the test figures were measured; label new rows positive where the model's
+        score is above it (``model.predict(X) > decision_threshold`` for a Booster).
     """
 
     method: str
@@ -150,6 +154,7 @@ class Selection:
     frontier: pd.DataFrame | None = field(default=None, repr=False)
     within_budget: bool = True
     costs: FeatureCosts | None = field(default=None, repr=False)
+    decision_threshold: float | None = None
 
     def prediction_cost(self, X) -> CostReport:
         """The exact per-row cost of the chosen point on rows X, as the sweep measured it (the point's own accounting
@@ -215,7 +220,8 @@ class Selection:
             When the model is of another kind, or ``path`` is a file.
         """
         figures = {"valid_quality": self.valid_quality, "valid_cost": self.valid_cost,
-                   "test_quality": self.test_quality, "test_cost": self.test_cost}
+                   "test_quality": self.test_quality, "test_cost": self.test_cost,
+                   "decision_threshold": self.decision_threshold}
         booster = booster_of(self.model)
         if isinstance(self.model, lgb.Booster):
             state, files = {**figures, "model": {"kind": "booster"}}, {"model": booster.model_to_string()}
@@ -286,8 +292,8 @@ class Selection:
             raise saved.damaged(manifest, f"model kind should be 'booster' or 'estimator', got "
                                           f"{described.get('kind')!r:.40}")
         costs = None if manifest["costs"] is None else FeatureCosts.from_dict(manifest["costs"])
-        figures = {key: None if state[key] is None else float(state[key])
-                   for key in ("valid_quality", "valid_cost", "test_quality", "test_cost")}
+        figures = {key: None if state.get(key) is None else float(state[key])
+                   for key in ("valid_quality", "valid_cost", "test_quality", "test_cost", "decision_threshold")}
         return cls(params["method"], dict(params["params"]), model, None, within_budget=params["within_budget"],
                    costs=costs, **figures)
 
@@ -371,7 +377,8 @@ def select(frame: pd.DataFrame, budget: float, test=None, *, metric: str | Metri
 def _chosen(frame: pd.DataFrame, best: pd.Series, test, metric) -> Selection:
     candidate = best["model"]
     chosen = Selection(best["method"], dict(best["params"]), candidate.fitted_model(), candidate,
-                       float(best["quality"]), float(best["cost"]), costs=frame.attrs.get("costs"))
+                       float(best["quality"]), float(best["cost"]), costs=frame.attrs.get("costs"),
+                       decision_threshold=candidate.decision_threshold)
     if test is not None:
         used = get_metric(metric, frame.attrs["task"]) if metric is not None else frame.attrs["metric_object"]
         chosen.test_quality, chosen.test_cost, _ = candidate.measure(

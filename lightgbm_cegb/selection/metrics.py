@@ -28,11 +28,16 @@ class Metric:
         ``fn(y, prediction, group) -> float`` (``group``: the query sizes, None without queries).
     greater_is_better : bool, default=True
         Whether a higher value is better.
+    threshold : bool, default=False
+        A metric of labels (binary tasks): ``fn(y, labels, group)`` reads the 0/1 labels ``score > t``, with the
+        decision threshold ``t`` chosen for each point on the validation rows (:func:`best_threshold`) and used as
+        it is on test rows.
     """
 
     name: str
     fn: Callable
     greater_is_better: bool = True
+    threshold: bool = False
 
 
 def _labels(prediction: np.ndarray) -> np.ndarray:
@@ -56,6 +61,70 @@ def _auc(y, p, _):
     return float(roc_auc_score(y, p))
 
 
+def _f1(y, labels, _):
+    from sklearn.metrics import f1_score
+    return float(f1_score(y, labels, zero_division=0.0))
+
+
+def _balanced_accuracy(y, labels, _):
+    from sklearn.metrics import balanced_accuracy_score
+    return float(balanced_accuracy_score(y, labels))
+
+
+#: A threshold metric tries every distinct score as the decision threshold up to this many distinct scores; beyond,
+#: this many quantiles of the scores (and 0.5)
+THRESHOLD_CANDIDATES = 512
+
+
+def best_threshold(metric: Metric, y, scores, group=None) -> tuple[float, float]:
+    """The decision threshold of a threshold metric on rows (y, scores): (t, the metric of ``scores > t``) for the
+    best t among the distinct scores (every one, up to THRESHOLD_CANDIDATES; beyond, that many quantiles) and 0.5,
+    below every score (all positive) included; ties: the t nearest 0.5.
+
+    Parameters
+    ----------
+    metric : Metric
+        A metric with ``threshold=True``.
+    y : ndarray of shape (n,)
+        The 0/1 labels.
+    scores : ndarray of shape (n,)
+        The positive class's scores.
+    group : ndarray or None, default=None
+        Passed to the metric.
+
+    Returns
+    -------
+    threshold : float
+        The decision threshold: a row is positive when its score is above it.
+    quality : float
+        The metric at that threshold.
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    distinct = np.unique(scores)
+    if len(distinct) > THRESHOLD_CANDIDATES:
+        distinct = np.unique(np.quantile(scores, np.linspace(0, 1, THRESHOLD_CANDIDATES)))
+    below = np.nextafter(distinct[0], -np.inf) if len(distinct) else 0.0
+    candidates = np.unique(np.concatenate([[below, 0.5], distinct]))
+    sign = 1.0 if metric.greater_is_better else -1.0
+    best = None
+    for t in candidates:
+        quality = metric.fn(y, (scores > t).astype(int), group)
+        key = (sign * quality, -abs(t - 0.5))
+        if best is None or key > best[0]:
+            best = (key, float(t), quality)
+    return best[1], best[2]
+
+
+def thresholded(metric: Metric, y, scores, group, threshold: float) -> float:
+    """A threshold metric at ``threshold`` (a row is positive when its score is above it)."""
+    return metric.fn(y, (np.asarray(scores) > threshold).astype(int), group)
+
+
+def validation_quality(metric: Metric, y, prediction, group=None) -> float:
+    """The metric of a prediction on validation rows: a threshold metric's at the best threshold there."""
+    return best_threshold(metric, y, prediction, group)[1] if metric.threshold else metric.fn(y, prediction, group)
+
+
 def _logloss(y, p, _):
     from sklearn.metrics import log_loss
     return float(log_loss(y, p, labels=np.arange(p.shape[1]) if p.ndim == 2 else [0, 1]))
@@ -67,6 +136,8 @@ METRICS = {
     "logloss": Metric("logloss", _logloss, greater_is_better=False),
     "rmse": Metric("rmse", _rmse, greater_is_better=False),
     "ap@5": Metric("ap@5", average_precision_at_5),
+    "f1": Metric("f1", _f1, threshold=True),
+    "balanced_accuracy": Metric("balanced_accuracy", _balanced_accuracy, threshold=True),
 }
 DEFAULT_METRIC = {"binary": "accuracy", "multiclass": "accuracy", "regression": "rmse", "ranking": "ndcg@5"}
 
@@ -81,8 +152,10 @@ def get_metric(metric: str | Metric | None, task: str) -> Metric:
     Parameters
     ----------
     metric : str, Metric or None
-        A name (``accuracy``, ``auc``, ``logloss``, ``rmse``, ``ap@5``, ``ndcg@K``, ``p@K``), a Metric (returned as
-        it is), or None for the task's default (accuracy; rmse for regression; ndcg@5 for ranking).
+        A name (``accuracy``, ``auc``, ``logloss``, ``rmse``, ``ap@5``, ``ndcg@K``, ``p@K``; binary: ``f1`` and
+        ``balanced_accuracy``, threshold metrics whose decision threshold each point chooses on the validation rows),
+        a Metric (returned as it is), or None for the task's default (accuracy; rmse for regression; ndcg@5 for
+        ranking).
     task : str
         "binary", "multiclass", "regression" or "ranking".
 
@@ -109,6 +182,9 @@ def get_metric(metric: str | Metric | None, task: str) -> Metric:
             raise CEGBError(f"metric should be one of {sorted(METRICS) + ['ndcg@K', 'p@K']} or a Metric, got "
                             f"{metric!r}")
         found = METRICS[name]
+    if found.threshold and task != "binary":
+        raise CEGBError(f"metric {found.name!r} reads labels decided by a threshold on a binary score: it needs "
+                        f"task='binary', got task={task!r}")
     if task in ("binary", "multiclass", "regression") and found.name.startswith(RANKING_PREFIXES):
         raise CEGBError(f"metric {found.name!r} ranks the documents of each query: it needs task='ranking' (with "
                         f"the query sizes), got task={task!r}")

@@ -10,7 +10,7 @@ import numpy as np
 
 from lightgbm_cegb.core.costs import FeatureCosts
 from lightgbm_cegb.core.errors import CEGBError
-from lightgbm_cegb.selection.metrics import Metric
+from lightgbm_cegb.selection.metrics import Metric, best_threshold, thresholded
 
 TASKS = ("binary", "multiclass", "regression", "ranking")
 
@@ -144,6 +144,9 @@ class Candidate:
         Its training reached the sweep's num_boost_round while the validation metric still improved.
     prefix : callable or None, default=None
         For a prefix of ``model`` (shared by the points of one training), builds the model of this point alone.
+    decision_threshold : float or None, default=None
+        With a threshold metric: the decision threshold chosen on the validation rows (a row is positive when its
+        score is above it).
     """
 
     method: str
@@ -155,6 +158,8 @@ class Candidate:
     capped: bool = False
     # for a prefix of ``model`` (shared by the points of one training), builds the model of this point alone
     prefix: Callable | None = field(default=None, repr=False)
+    # a threshold metric's decision threshold, chosen on the validation rows (measure(..., choose=True))
+    decision_threshold: float | None = None
 
     def fitted_model(self):
         """The model of this point: ``model``, or for a prefix a copy holding only its trees.
@@ -166,7 +171,7 @@ class Candidate:
         """
         return self.model if self.prefix is None else self.prefix()
 
-    def measure(self, rows: Rows, metric: Metric) -> tuple[float, float, float]:
+    def measure(self, rows: Rows, metric: Metric, *, choose: bool = False) -> tuple[float, float, float]:
         """(quality, mean cost per row, coupled cost) on ``rows``.
 
         Parameters
@@ -175,6 +180,9 @@ class Candidate:
             The rows to measure on (labels as the sweep's methods see them).
         metric : Metric
             The quality measure.
+        choose : bool, default=False
+            With a threshold metric: choose :attr:`decision_threshold` on these rows (the validation rows);
+            otherwise the metric reads the labels at the threshold chosen (0.5 when none was).
 
         Returns
         -------
@@ -186,7 +194,35 @@ class Candidate:
             The coupled cost (once per model, not per row).
         """
         report = self.cost(rows.X)
-        return metric.fn(rows.y, self.predict(rows.X), rows.group), float(report.mean), float(report.coupled)
+        return self.quality(rows, self.predict(rows.X), metric, choose), float(report.mean), float(report.coupled)
+
+    def quality(self, rows: Rows, prediction, metric: Metric, choose: bool = False) -> float:
+        """The metric of ``prediction`` on ``rows``: a threshold metric's at :attr:`decision_threshold`, chosen here
+        with ``choose`` (see :meth:`measure`).
+
+        Parameters
+        ----------
+        rows : Rows
+            The rows (their labels and query sizes).
+        prediction : ndarray
+            What the metric reads.
+        metric : Metric
+            The quality measure.
+        choose : bool, default=False
+            With a threshold metric, choose :attr:`decision_threshold` on these rows.
+
+        Returns
+        -------
+        float
+            The metric's value.
+        """
+        if not metric.threshold:
+            return metric.fn(rows.y, prediction, rows.group)
+        if choose:
+            self.decision_threshold, quality = best_threshold(metric, rows.y, prediction, rows.group)
+            return quality
+        threshold = 0.5 if self.decision_threshold is None else self.decision_threshold
+        return thresholded(metric, rows.y, prediction, rows.group, threshold)
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ NUM_BOOST_ROUND = 5000
 def _run(method: Method, context: Context, state, params: dict, stage: str) -> list[dict]:
     rows = []
     for candidate in method.fit(context, state, dict(params)):
-        quality, cost, coupled = candidate.measure(context.valid, context.metric)
+        quality, cost, coupled = candidate.measure(context.valid, context.metric, choose=True)
         rows.append({"method": method.name, "quality": quality, "cost": cost, "coupled": coupled,
                      "params": candidate.params, "stage": stage, "model": candidate})
     return rows
@@ -303,6 +303,8 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
                       f"{num_boost_round} while the validation metric was still improving ({', '.join(points)}): "
                       "raise num_boost_round", RoundsWarning, stacklevel=2)
     frame = pd.DataFrame(rows, columns=["method", "quality", "cost", "coupled", "params", "stage", "model"])
+    if metric.threshold:  # each point's decision threshold, chosen on the validation rows
+        frame.insert(4, "decision_threshold", [row["model"].decision_threshold for row in rows])
     keys = sorted({k for row in rows for k in row["params"]})
     for key in keys:
         frame[key] = [row["params"].get(key) for row in rows]

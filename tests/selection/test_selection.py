@@ -359,7 +359,7 @@ def test_a_new_method_joins_with_one_registration(binary):
      r"budget_prune: give budget_fraction or tradeoff"),
     ({"grid": {"early_exit": [{"threshold": 0.9, "every": 5, "speed": 1}]}, "methods": "early_exit"},
      r"early_exit: unknown parameter\(s\) \['speed'\]"),
-    ({"metric": "f1"}, r"metric should be one of .* got 'f1'"),
+    ({"metric": "f2"}, r"metric should be one of .* got 'f2'"),  # f1 is a metric since issue 46
     ({"train": [1, 2]}, r"train should be \(X, y\) or \(X, y, group\), got list"),
     # issue 48 (13): bare numpy/joblib/LightGBM errors before
     ({"valid": (np.zeros((0, 6)), np.zeros(0))}, r"valid: X should be 2-dimensional with at least one row, got "
