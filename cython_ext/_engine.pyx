@@ -19,7 +19,7 @@ cimport numpy as cnp
 cnp.import_array()
 
 from _routing cimport (CATEGORICAL_MASK, DEFAULT_LEFT_MASK, MISSING_NAN, MISSING_NONE, Ensemble, Node, child,
-                      zero_threshold)
+                      lane_child, zero_threshold)
 from _typedefs cimport float64, int8, int32, int64, uint8, uint32, uint64
 
 #: the bits of the NaN that marks a value not known yet in lazy routing (a quiet NaN with a payload: NaN
@@ -899,16 +899,13 @@ cdef class LazyBatch:
 
 cdef inline void route_rows(const Ensemble* e, int64 t, const Node* tree_nodes, const float64* X, Py_ssize_t n_cols,
                             Py_ssize_t start, Py_ssize_t stop, int32* out, Py_ssize_t stride) noexcept nogil:
-    """Rows [start, stop) of X through tree t from its root: out[i * stride] = the leaf row i reaches. LANES rows
-    at a time, each one level per step, a plain node's child chosen without a branch: the rows' paths overlap in
-    the processor instead of each waiting for its own mispredicted branches."""
+    """Rows [start, stop) of X through tree t from its root: out[i * stride] = the leaf row i reaches; LANES rows
+    at a time, each one node per step (lane_child)."""
     cdef int32 node[LANES]
     cdef const float64* x[LANES]
     cdef Py_ssize_t i, k, m
     cdef const Node* nd
-    cdef float64 v
     cdef bint moving
-    cdef int right
     for i in range(start, stop, LANES):
         m = min(<Py_ssize_t> LANES, stop - i)
         for k in range(m):
@@ -921,12 +918,7 @@ cdef inline void route_rows(const Ensemble* e, int64 t, const Node* tree_nodes, 
                 if node[k] < 0:
                     continue
                 nd = tree_nodes + node[k]
-                v = x[k][nd.feature]
-                if nd.plain:
-                    right = (not (v <= nd.threshold)) & (not (nd.nan_left & (v != v)))
-                    node[k] = (&nd.left)[right]
-                else:
-                    node[k] = child(e, t, nd, v)
+                node[k] = lane_child(e, t, nd, x[k][nd.feature])
                 moving = True
         for k in range(m):
             out[(i + k) * stride] = ~node[k]
@@ -992,8 +984,6 @@ cdef void accumulate(const Ensemble* e, const float64[:, ::1] X, Py_ssize_t star
     cdef Py_ssize_t row[LANES]
     cdef Py_ssize_t k, m, j
     cdef bint moving
-    cdef int right
-    cdef float64 v
     for t in range(t0, t1):
         tree_nodes = e.nodes + e.node_offset[t]
         root = 0 if e.node_offset[t + 1] > e.node_offset[t] else ~0  # a tree without splits: leaf 0
@@ -1029,12 +1019,7 @@ cdef void accumulate(const Ensemble* e, const float64[:, ::1] X, Py_ssize_t star
                         if g >= 0 and not row_paid[n_features + g]:
                             row_paid[n_features + g] = 1
                             acq[i] += group_lazy[g]
-                    v = rows[i * n_cols + f]
-                    if nd.plain:
-                        right = (not (v <= nd.threshold)) & (not (nd.nan_left & (v != v)))
-                        node[k] = (&nd.left)[right]
-                    else:
-                        node[k] = child(e, t, nd, v)
+                    node[k] = lane_child(e, t, nd, rows[i * n_cols + f])
                     moving = True
             for k in range(m):
                 i = row[k]

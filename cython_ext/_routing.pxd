@@ -73,3 +73,14 @@ cdef inline int32 child(const Ensemble* e, int64 tree, const Node* nd, float64 f
             missing == MISSING_NAN and isnan(fval)):
         return nd.left if d & DEFAULT_LEFT_MASK else nd.right
     return nd.left if fval <= nd.threshold else nd.right
+
+
+cdef inline int32 lane_child(const Ensemble* e, int64 tree, const Node* nd, float64 fval) noexcept nogil:
+    """child() for rows routed in lanes (several rows one node per step): a plain node's child chosen without a
+    branch on the direction (left and right are adjacent; a NaN compares false), so that the lanes' paths overlap
+    in the processor instead of each waiting for its own mispredicted branches."""
+    cdef int right
+    if nd.plain:
+        right = (not (fval <= nd.threshold)) & (not (nd.nan_left & (fval != fval)))
+        return (&nd.left)[right]
+    return child(e, tree, nd, fval)
