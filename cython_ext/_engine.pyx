@@ -426,7 +426,7 @@ cdef class LazyBatch:
         """X: the rows' values, float64[n, num_features] (copied); known: uint8[n, num_features] of the values X
         gives, or None for its non-NaN ones; a NaN given is a missing value. num_threads: of the routing and the
         bookkeeping of large batches."""
-        cdef Py_ssize_t F = plan.num_features, G = plan.num_groups, i, f
+        cdef Py_ssize_t F = plan.num_features, G = plan.num_groups, i, f, b
         cdef int64 T = plan.num_trees, t
         cdef cnp.ndarray values = np.array(X, dtype=np.float64, order="C")
         if values.ndim != 2 or values.shape[1] != F:
@@ -482,9 +482,10 @@ cdef class LazyBatch:
                 if plan.flat.e.node_offset[t + 1] == plan.flat.e.node_offset[t]:  # one leaf: every row at leaf 0
                     for i in range(n):
                         self.rt[i * T + t] = -1
-                else:
-                    for i in range(n):
-                        self.pending[(i >> 6) * T + t] |= (<uint64> 1) << (i & 63)
+                else:  # every row inside the tree: whole words, the last block's rows only
+                    for b in range(n_blocks):
+                        self.pending[b * T + t] = ~(<uint64> 0) if b < n_blocks - 1 else \
+                            (~(<uint64> 0)) >> (64 - (n - b * 64))
         self.leaves_ready = False
 
     cdef inline void _pay(self, Py_ssize_t i, Py_ssize_t f) noexcept nogil:
@@ -845,23 +846,30 @@ cdef class LazyBatch:
         """The raw scores, float64[n, trees per iteration], of the DONE rows from the leaves they reached (0.0 for
         the others), summed as LightGBM's GBDT::PredictRaw sums them (tree t's output to class t % trees per
         iteration, in tree order from 0.0); average (rf): divided by the number of iterations."""
-        self.leaves()
         out_ = np.zeros((self.n, self.plan.flat.trees_per_iteration), dtype=np.float64)
         cdef float64* out = <float64*> data(out_)
         cdef Py_ssize_t block
+        cdef bint convert = not self.leaves_ready  # the routing state becomes the leaves in the same pass
         with nogil:
             if self.threads == 1:
-                self._raw_score(out, average, 0, self.n)
+                self._raw_score(out, average, convert, 0, self.n)
             else:
                 for block in prange(self.n_blocks, schedule="static", num_threads=self.threads):
-                    self._raw_score(out, average, block * 64, min(self.n, block * 64 + 64))
+                    self._raw_score(out, average, convert, block * 64, min(self.n, block * 64 + 64))
+        self.leaves_ready = True
         return out_
 
-    cdef void _raw_score(self, float64* out, bint average, Py_ssize_t start, Py_ssize_t stop) noexcept nogil:
+    cdef void _raw_score(self, float64* out, bint average, bint convert, Py_ssize_t start,
+                         Py_ssize_t stop) noexcept nogil:
         cdef int64 tpi = self.plan.flat.trees_per_iteration, T = self.T, t, k
         cdef float64 iterations = <float64> (T // tpi)
         cdef Py_ssize_t i
+        cdef int32 node
         for i in range(start, stop):
+            if convert:  # as leaves() does
+                for t in range(T):
+                    node = self.rt[i * T + t]
+                    self.rt[i * T + t] = ~node if node < 0 else -1
             if self.st[i] != DONE:
                 continue
             for t in range(T):
