@@ -243,8 +243,10 @@ def make_app(predictor: LazyPredictor, description: str, method: str = "predict"
         X = np.zeros((len(ids), num_features))
         fetched = np.zeros(X.shape, dtype=bool)
         for key, values in zip(keys, answers):
-            columns = [predictor.keys.index(m) for m in predictor.groups[key]] if key in predictor.groups else \
-                [predictor.keys.index(key)]
+            members = predictor.groups.get(key, [key])
+            if key in predictor.groups and hasattr(values, "keys"):  # a group answered as a mapping: by member
+                values = np.column_stack([np.asarray(values[member], dtype=np.float64) for member in members])
+            columns = [predictor.keys.index(member) for member in members]
             X[:, columns] = np.asarray(values, dtype=np.float64).reshape(len(ids), len(columns))
             fetched[:, columns] = True
         # what the full rows cost: every feature read, and the split costs of their paths

@@ -363,6 +363,15 @@ def test_a_saved_estimator_behind_a_fetch_function(generated, tmp_path):
         assert status == 404 and "unknown ids" in answer["error"], answer
     finally:
         service.stop()
+    # --eager with the same function, which answers the group as a mapping member -> values
+    service = Service(["--model", str(tmp_path / "model"), "--fetch", f"{tmp_path / 'store.py'}:fetch",
+                       "--method", "predict_proba", "--eager"], tmp_path, tmp_path / "eager.txt")
+    try:
+        status, answer = call(service.url + "/score", {"ids": ids})
+        assert status == 200, answer
+        np.testing.assert_array_equal(answer["predictions"], model.predict_proba(frame))
+    finally:
+        service.stop()
 
 
 # ---------------------------------------------------------------------------------------------- bad options
