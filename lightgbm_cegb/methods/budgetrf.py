@@ -5,6 +5,11 @@ Trees are grown by GreedyTree (``cython_ext/_budgetrf.pyx``, without the GIL, se
 samples and added while the forest's mean feature cost per row on validation data, computed exactly with
 the package's per-row cost state, stays within the budget. The fitted forest is a ``Forest`` (``forest_``),
 so that everything else in the package reads it: ``prediction_cost``, ``LazyPredictor``.
+
+Missing values (NaN) are read as 0.0, in fit as in prediction: the rule of LightGBM's missing type None, which
+the fitted forest's splits carry (so LightGBM, ``to_lightgbm``'s text and every router of the package read a
+NaN the same way). A row whose path passes a split on a feature it misses pays for that feature all the same:
+it acquired the feature to find it missing.
 """
 
 from __future__ import annotations
@@ -130,7 +135,7 @@ class BudgetRFClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
-            The training rows (read as float32; no NaN).
+            The training rows (read as float32; a NaN is read as 0.0, see the module doc).
         y : array-like of shape (n_samples,)
             The class labels.
         X_valid : array-like of shape (n_valid_samples, n_features) or None, default=None
@@ -148,7 +153,7 @@ class BudgetRFClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
             costs more than the budget.
         """
         self._check_params()
-        X, y = validate_data(self, X, y, dtype=np.float32, ensure_min_samples=2)
+        X, y = validate_data(self, X, y, dtype=np.float32, ensure_min_samples=2, ensure_all_finite="allow-nan")
         check_classification_targets(y)
         self.classes_, codes = np.unique(y, return_inverse=True)
         num_features = X.shape[1]
@@ -164,8 +169,10 @@ class BudgetRFClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
             if X_valid is None:
                 raise CEGBError("budget: the budget bounds the mean cost on validation rows; pass "
                                 "fit(X, y, X_valid=...)")
-            valid = validate_data(self, X_valid, dtype=np.float32, reset=False).astype(np.float64)
+            valid = validate_data(self, X_valid, dtype=np.float32, reset=False,
+                                  ensure_all_finite="allow-nan").astype(np.float64)
         X64 = np.asfortranarray(X, dtype=np.float64)  # GreedyTree reads columns
+        X64[np.isnan(X64)] = 0.0  # as the forest's splits (missing type None) read a NaN
         codes = codes.astype(np.int32)
         rng = check_random_state(self.random_state)
         seeds = rng.randint(1, 2**62, size=self.n_estimators, dtype=np.int64).astype(np.uint64)
@@ -211,7 +218,7 @@ class BudgetRFClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
 
     def _leaves(self, X):
         self._check_fitted()
-        X = validate_data(self, X, dtype=np.float32, reset=False)
+        X = validate_data(self, X, dtype=np.float32, reset=False, ensure_all_finite="allow-nan")
         return self.forest_.apply(X.astype(np.float64), n_jobs=self.n_jobs) + self.forest_.leaf_offset[:-1]
 
     def _votes(self, X):
@@ -428,7 +435,7 @@ class BudgetRFClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.input_tags.allow_nan = False
+        tags.input_tags.allow_nan = True  # read as 0.0 (the module doc)
         return tags
 
 

@@ -92,7 +92,8 @@ def reference_cost(model, f0, X, costs):
     text, or scikit-learn's decision_path), each feature and group once; f0's split and tree costs."""
     lazy, _, split = costs.arrays(X.shape[1])
     group_of, group_lazy, _ = costs.group_arrays(X.shape[1])
-    to_f0 = X @ model.gate_coef_ + model.gate_intercept_ > model.gate_threshold_
+    filled = np.where(np.isnan(X), model.mean_, X)  # the gate reads a missing value as its training mean
+    to_f0 = filled @ model.gate_coef_ + model.gate_intercept_ > model.gate_threshold_
     f0_paths = row_paths(f0, X)
     out = np.zeros(len(X))
     gate = set(np.flatnonzero(model.gate_coef_))
@@ -178,9 +179,34 @@ def test_bad_input(kwargs, message):
     f0 = lgb.LGBMClassifier(n_estimators=5, verbose=-1).fit(X, y)
     with pytest.raises(CEGBError, match=message):
         AdaptLIN(f0=f0, **kwargs).fit(X, y)
-    X[3, 2] = np.nan
-    with pytest.raises(ValueError, match="Input X contains NaN"):
+    X[3, 2] = np.inf
+    with pytest.raises(ValueError, match="Input X contains infinity"):
         AdaptLIN(f0=f0).fit(X, y)
+
+
+@pytest.mark.parametrize("cls", [AdaptLIN, AdaptL1])
+def test_a_missing_value_reads_as_its_training_mean(cls):
+    """30% NaN: the gate and f1 centre and scale each feature by its mean and deviation over the training rows
+    that know it, and read a missing value as that mean, in fit and in prediction; f0 reads the NaN itself;
+    a missing value of a feature the row's models read is paid as a known one (the reference's routing)."""
+    X, y = data(7)
+    rng = np.random.default_rng(7)
+    X[rng.random(X.shape) < 0.3] = np.nan
+    f0 = lgb.LGBMClassifier(n_estimators=20, num_leaves=7, verbose=-1).fit(X[:1000], y[:1000])
+    model = cls(f0=f0, p_full=0.3, tradeoff=0.01, feature_costs=GROUPED).fit(X[:1000], y[:1000])
+    np.testing.assert_allclose(model.mean_, np.nanmean(X[:1000], axis=0), rtol=1e-12)
+    np.testing.assert_allclose(model.scale_, np.nanstd(X[:1000], axis=0), rtol=1e-12)
+    test = X[1000:]
+    filled = np.where(np.isnan(test), model.mean_, test)
+    expected, to_f0 = reference_cost(model, f0, test, GROUPED)
+    assert 0 < to_f0.mean() < 1 and model.f1_features_.size > 0
+    np.testing.assert_array_equal(model.route(test), np.where(to_f0, 0, 1))
+    np.testing.assert_array_equal(model.decision_function_f1(test), model.decision_function_f1(filled))
+    proba = model.predict_proba(test)
+    np.testing.assert_array_equal(proba[to_f0], f0.predict_proba(test[to_f0]))
+    np.testing.assert_allclose(proba[~to_f0], proba_from_raw(model.decision_function_f1(filled[~to_f0])), rtol=1e-12)
+    np.testing.assert_allclose(model.prediction_cost(test).per_instance, expected, rtol=1e-12, atol=1e-12)
+    assert (model.predict(test) == y[1000:]).mean() > 0.7
 
 
 @parametrize_with_checks([AdaptLIN(f0=LogisticRegression(), n_rounds=1, max_iter=50),

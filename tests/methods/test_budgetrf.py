@@ -189,11 +189,26 @@ def test_bad_input(xor_data, kwargs, fit_kwargs, message):
         BudgetRFClassifier(**kwargs).fit(X, y, **fit_kwargs)
 
 
-def test_nan_is_refused(xor_data):
-    X, y = xor_data[0].copy(), xor_data[1]
-    X[3, 2] = np.nan
-    with pytest.raises(ValueError, match="NaN"):
-        BudgetRFClassifier().fit(X, y)
+def test_a_missing_value_is_read_as_zero_in_fit_prediction_and_cost(xor_data):
+    """30% NaN: the forest grown on the rows is the one grown on them with 0.0 in place of each NaN (the rule of
+    missing type None, which its splits carry), and a row with NaN predicts, routes and pays as that row with
+    0.0: a split on a feature the row misses is paid all the same."""
+    X, y, Xv = xor_data[0].copy(), xor_data[1], xor_data[2].copy()
+    rng = np.random.default_rng(3)
+    X[rng.random(X.shape) < 0.3] = np.nan
+    Xv[rng.random(Xv.shape) < 0.3] = np.nan
+    zero_X, zero_Xv = np.nan_to_num(X), np.nan_to_num(Xv)
+    costs = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    kwargs = {"feature_costs": costs, "n_estimators": 8, "budget": 40.0, "random_state": 0}
+    missing = BudgetRFClassifier(**kwargs).fit(X, y, X_valid=Xv)
+    zeros = BudgetRFClassifier(**kwargs).fit(zero_X, y, X_valid=zero_Xv)
+    assert missing.n_estimators_ == zeros.n_estimators_ and missing.valid_cost_ == zeros.valid_cost_
+    for field in ("feature", "threshold", "left", "right", "leaf_value"):
+        np.testing.assert_array_equal(getattr(missing.forest_, field), getattr(zeros.forest_, field))
+    np.testing.assert_array_equal(missing.predict_proba(Xv), zeros.predict_proba(zero_Xv))
+    np.testing.assert_array_equal(missing.forest_.apply(Xv), missing.forest_.apply(zero_Xv))
+    np.testing.assert_array_equal(missing.prediction_cost(Xv).per_instance,
+                                  missing.prediction_cost(zero_Xv).per_instance)
 
 
 @parametrize_with_checks([BudgetRFClassifier(n_estimators=5, random_state=0)])
@@ -214,7 +229,9 @@ def test_lightgbm_export_predicts_identically_in_stock_lightgbm(tmp_path, classe
     values = np.concatenate([edge, np.nextafter(edge, -np.inf), np.nextafter(edge, np.inf), threshold])
     Xt = rng.normal(size=(len(values), 4))
     Xt[np.arange(len(values)), np.tile(model.forest_.feature, 4)] = values
-    Xt = np.vstack([Xt, rng.normal(size=(500, 4))])
+    missing = rng.normal(size=(300, 4))
+    missing[rng.random(missing.shape) < 0.3] = np.nan  # read as 0.0 by both
+    Xt = np.vstack([Xt, rng.normal(size=(500, 4)), missing])
     path = tmp_path / "budgetrf.txt"
     path.write_text(model.to_lightgbm())
     np.save(tmp_path / "X.npy", Xt)

@@ -10,6 +10,7 @@ import numpy as np
 from scipy.special import expit
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.exceptions import NotFittedError
+from sklearn.utils import get_tags
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -73,14 +74,24 @@ class AdaptBase(BudgetedEstimator, ClassifierMixin, BaseEstimator):
     """What ADAPT's estimators share: f0 and its classes, the cost model, the gate's threshold, the cost of the
     rows sent to f0, the prediction and the files' cost manifest."""
 
-    _finite_X = False  # the linear models need finite values
     _fitted_attribute = "gate_threshold_"
     _given_at_load = ("f0", "f0_usage")
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.input_tags.allow_nan = not self._finite_X  # the trees read NaN as LightGBM does
+        # the gate and f1 read NaN (the trees as LightGBM does, ADAPT-LIN's linear models as the training mean):
+        # a NaN is as good as f0 takes it
+        tags.input_tags.allow_nan = self._f0_reads_nan()
         return tags
+
+    def _f0_reads_nan(self) -> bool:
+        """Whether f0 takes NaN (a Booster, or a scikit-learn estimator that says so): X may hold NaN then."""
+        return isinstance(self.f0, lgb.Booster) or (
+            hasattr(self.f0, "__sklearn_tags__") and get_tags(self.f0).input_tags.allow_nan)
+
+    def _nan_rule(self) -> bool | str:
+        """validate_data's ensure_all_finite: NaN allowed when f0 takes it."""
+        return "allow-nan" if self._f0_reads_nan() else True
 
     def _check_common(self) -> None:
         if not isinstance(self.f0, lgb.Booster) and not hasattr(self.f0, "predict_proba"):
@@ -120,7 +131,7 @@ class AdaptBase(BudgetedEstimator, ClassifierMixin, BaseEstimator):
     def _start(self, X, y) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Validate (X, y) against f0; set classes_, costs_. Returns (X, the class codes of y, f0's log-loss
         per row)."""
-        X, y = validate_data(self, X, y, dtype=np.float64, ensure_all_finite=self._finite_X or "allow-nan",
+        X, y = validate_data(self, X, y, dtype=np.float64, ensure_all_finite=self._nan_rule(),
                              ensure_min_samples=2)
         check_classification_targets(y)
         self.f0_ = f0 = self._fitted_f0(X, y)
@@ -161,7 +172,7 @@ class AdaptBase(BudgetedEstimator, ClassifierMixin, BaseEstimator):
 
     def _validated(self, X) -> np.ndarray:
         self._check_fitted()
-        return validate_data(self, X, reset=False, dtype=np.float64, ensure_all_finite=self._finite_X or "allow-nan")
+        return validate_data(self, X, reset=False, dtype=np.float64, ensure_all_finite=self._nan_rule())
 
     def _f0_forest(self) -> Forest | None:
         """f0 as a Forest for its exact cost, or None when ``f0_usage`` gives it."""

@@ -14,6 +14,10 @@ accelerated proximal gradient (FISTA with backtracking; the group shrinkage give
 the cost-weighted group-sparse logistic regression on every row (q = 0), g at 0. The features are centred and
 scaled by the training rows' standard deviations inside the models (which does not change the features they
 read).
+Missing values (NaN): g and f1 read a missing value as its feature's mean on the training rows (where it is
+known), i.e. 0 after centring, in fit and in prediction; f0 reads NaN as it was trained to (LightGBM: its
+learned default child). A missing value costs what a known one costs: the row acquired the feature to find it
+missing, so a model that reads the feature pays for it on every row it reads it for.
 
 A row pays the features of the gate (those with a non-zero weight), then those of the model it goes to: f1's,
 or f0's (exactly for a tree ensemble, else ``f0_usage``), each (row, feature or group) once. Split and tree
@@ -44,7 +48,8 @@ class AdaptLIN(AdaptBase):
 
     ``fit`` alternates the q-step and the fit of g and f1 by accelerated proximal gradient on the cost-weighted
     L2,1 penalty (module :mod:`lightgbm_cegb.methods.adapt.lin`); a row goes to f0 when g's score passes
-    ``gate_threshold_``, else to f1. X should hold finite values.
+    ``gate_threshold_``, else to f1. A missing value (NaN) reads as its feature's training mean in g and f1 (see
+    the module doc).
 
     Parameters
     ----------
@@ -88,7 +93,8 @@ class AdaptLIN(AdaptBase):
     f1_intercept_ : ndarray of shape (n_scores,)
         f1's intercepts.
     mean_ : ndarray of shape (n_features,)
-        The training rows' means (the centring inside the models).
+        The training rows' means (the centring inside the models; a missing value reads as its feature's mean, 0
+        for a feature missing on every training row), over the rows where the feature is known.
     scale_ : ndarray of shape (n_features,)
         The training rows' standard deviations (1 for a constant column).
     n_iter_ : int
@@ -111,8 +117,6 @@ class AdaptLIN(AdaptBase):
     --------
     AdaptGBRT : The version with boosted trees.
     """
-
-    _finite_X = True
 
     def __init__(self, *, f0=None, p_full: float = 0.3, tradeoff: float = 0.01, feature_costs=None,
                  n_rounds: int = 10, max_iter: int = 300, tol: float = 1e-6, f0_usage=None, random_state=None,
@@ -153,7 +157,7 @@ class AdaptLIN(AdaptBase):
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
-            The training rows (finite values).
+            The training rows (NaN: a missing value).
         y : array-like of shape (n_samples,)
             The labels, among f0's classes (at least two).
 
@@ -214,7 +218,7 @@ class AdaptLIN(AdaptBase):
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
-            The training rows (finite values).
+            The training rows (NaN: a missing value).
         y : array-like of shape (n_samples,)
             The labels, among f0's classes.
 
@@ -237,14 +241,19 @@ class AdaptLIN(AdaptBase):
 
     # ---------------------------------------------------------------------------------- prediction
 
+    def _filled(self, X: np.ndarray) -> np.ndarray:
+        """X with each missing value (NaN) replaced by its feature's training mean (X itself when none is)."""
+        missing = np.isnan(X)
+        return np.where(missing, self.mean_, X) if missing.any() else X
+
     def _gate_score(self, X: np.ndarray) -> np.ndarray:
-        return X @ self.gate_coef_ + self.gate_intercept_
+        return self._filled(X) @ self.gate_coef_ + self.gate_intercept_
 
     def _to_f0(self, X: np.ndarray) -> np.ndarray:
         return self._gate_score(X) > self.gate_threshold_
 
     def _f1_raw(self, X: np.ndarray) -> np.ndarray:
-        return _squeeze(X @ self.f1_coef_ + self.f1_intercept_)
+        return _squeeze(self._filled(X) @ self.f1_coef_ + self.f1_intercept_)
 
     @property
     def gate_features_(self) -> np.ndarray:
@@ -417,7 +426,7 @@ class AdaptL1(AdaptLIN):
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
-            The training rows (finite values).
+            The training rows (NaN: a missing value).
         y : array-like of shape (n_samples,)
             The labels, among f0's classes (at least two).
 
@@ -469,10 +478,22 @@ class AdaptL1(AdaptLIN):
 
 
 def _standardise(X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(X centred and scaled by its standard deviations (1 for a constant column), the means, the scales)."""
-    mean, scale = X.mean(axis=0), X.std(axis=0)
+    """(X centred and scaled by its standard deviations (1 for a constant column), the means, the scales), both
+    over the rows where a feature is known (mean 0, scale 1 for a feature known on no row); a missing value
+    (NaN) becomes 0, its feature's mean."""
+    missing = np.isnan(X)
+    if not missing.any():
+        mean, scale = X.mean(axis=0), X.std(axis=0)
+    else:
+        known = (~missing).sum(axis=0)
+        mean = np.where(known > 0, np.where(missing, 0.0, X).sum(axis=0) / np.maximum(known, 1), 0.0)
+        centred = np.where(missing, 0.0, X - mean)
+        scale = np.sqrt((centred ** 2).sum(axis=0) / np.maximum(known, 1))
     scale = np.where(scale > 0, scale, 1.0)
-    return (X - mean) / scale, mean, scale
+    Z = (X - mean) / scale
+    if missing.any():
+        Z[missing] = 0.0
+    return Z, mean, scale
 
 
 def _squeeze(score: np.ndarray) -> np.ndarray:
