@@ -104,15 +104,16 @@ def _iterations(model) -> int:
 def _prefixes(context: Context, method: str, point: dict, model, output: str, trees: Sequence[int] = PREFIX_TREES,
               costs: FeatureCosts | None = None) -> list[Candidate]:
     """``model`` and its prefixes as points (``trees``: the prefix lengths, see PREFIX_TREES), each recording
-    ``trees``; with the sweep's budget, also the longest prefix within it on the validation rows."""
+    ``trees``; with the sweep's budgets, also the longest prefix within each on the validation rows (one pass)."""
     costs = context.costs if costs is None else costs
     total = _iterations(model)
     ks = {k for k in trees if k < total} | {total}
-    if context.budget is not None:
+    if context.budgets:
         curve = prediction_cost(model, context.valid.X, costs, num_iteration=total, per_iteration=True).curve
-        within = np.flatnonzero(curve <= context.budget * (1 + 1e-12))
-        if len(within):
-            ks.add(int(within[-1]) + 1)
+        for budget in context.budgets:
+            within = np.flatnonzero(curve <= budget * (1 + 1e-12))
+            if len(within):
+                ks.add(int(within[-1]) + 1)
     return [Candidate(method, {**point, "trees": k}, model, partial(_predict, model, output, k),
                       partial(_cost, model, costs, k), prefix=None if k == total else partial(_truncated, model, k))
             for k in sorted(ks)]

@@ -23,7 +23,7 @@ from lightgbm_cegb.io.models import booster_of
 from lightgbm_cegb.selection.adapters import CEGB_RELATIVE_TRADEOFFS
 from lightgbm_cegb.selection.metrics import Metric, get_metric
 from lightgbm_cegb.selection.registry import METHODS, TASKS, Candidate, Rows, encoded
-from lightgbm_cegb.selection.sweep import sweep
+from lightgbm_cegb.selection.sweep import in_gap, sweep, swept_budgets
 
 
 def pareto(frame: pd.DataFrame) -> pd.DataFrame:
@@ -319,11 +319,6 @@ def estimator_class(name):
     return next((cls for cls in seen if cls.__name__ == name and callable(getattr(cls, "load", None))), None)
 
 
-#: A frontier "has a gap" below a budget when its best point within the budget costs less than this fraction of
-#: the budget while dearer points exist: a point nearer the budget may well be better (select warns).
-GAP = 0.8
-
-
 def select(frame: pd.DataFrame, budget: float, test=None, *, metric: str | Metric | None = None) -> Selection:
     """The point of ``frame`` with the best validation quality among those whose mean validation cost is at most
     ``budget`` (ties: the cheaper); with ``test`` rows, its test figures too.
@@ -367,7 +362,9 @@ def select(frame: pd.DataFrame, budget: float, test=None, *, metric: str | Metri
         raise CEGBError(f"no point is within budget={budget:g}: the cheapest costs {frame['cost'].min():g} "
                         "per validation row; sweep further (a larger trade-off, a smaller budget_fraction)")
     best = pareto(within).iloc[-1]
-    if best["cost"] < GAP * budget and (frame["cost"] > budget).any() and frame.attrs.get("budget") != budget:
+    sign = 1.0 if frame.attrs.get("greater_is_better", True) else -1.0
+    if budget not in swept_budgets(frame.attrs.get("budget")) and \
+            in_gap(frame["cost"].to_numpy(float), frame["quality"].to_numpy(float), budget, sign):
         warnings.warn(f"select: the best point within budget={budget:g} costs {best['cost']:g} and no point was "
                       f"swept between it and the budget; sweep(..., budget={budget:g}) or fit_within_budget refine "
                       "the methods' knobs there", BudgetWarning, stacklevel=2)
@@ -392,15 +389,19 @@ BUDGET_METHODS = ("lightgbm", "cegb", "greedy_miser", "budget_prune", "early_exi
                   "staged_acquisition")
 
 
-def fit_within_budget(train, valid, costs, budget: float, *, task: str, methods: Sequence[str] | None = None,
-                      test=None, refine: int = 4, **options) -> Selection:
+def fit_within_budget(train, valid, costs, budget: float | Sequence[float], *, task: str,
+                      methods: Sequence[str] | None = None, test=None, refine: int = 4,
+                      **options) -> Selection | list[Selection]:
     """The best model any method reaches within ``budget`` (mean prediction cost per validation row).
 
     One call for the budget workflow: :func:`sweep` of ``methods`` (default :data:`BUDGET_METHODS` that
     support the task, with the cheap-subset baseline) for this budget (each method's knob refined around it,
     each model's longest prefix within it a point), then :func:`select`. The returned Selection holds the whole
     sweep as ``frontier``. When no point is within the budget, a BudgetWarning says so and the cheapest point
-    is returned with ``within_budget=False``.
+    is returned with ``within_budget=False``. Given several budgets, one sweep serves them all (the grid fitted
+    once, the knobs refined around each budget): one Selection per budget, in the order given, sharing the
+    frontier; ``select(selection.frontier, b)`` answers any other budget ``b`` from it without fitting (and warns
+    when ``b`` falls in a gap between the points swept).
 
     Parameters
     ----------
@@ -410,8 +411,8 @@ def fit_within_budget(train, valid, costs, budget: float, *, task: str, methods:
         The validation rows, the same way: early stopping, the knobs' refinement and the selection.
     costs : FeatureCosts, or lazy costs per column
         The cost model (by feature name when X is a DataFrame), as :func:`sweep` takes it.
-    budget : float
-        The largest mean prediction cost per validation row.
+    budget : float or sequence of float
+        The largest mean prediction cost per validation row; several: a Selection for each, from one sweep.
     task : str
         "binary", "multiclass", "regression" or "ranking" (see :func:`sweep`).
     methods : sequence of str, optional
@@ -428,17 +429,16 @@ def fit_within_budget(train, valid, costs, budget: float, *, task: str, methods:
 
     Returns
     -------
-    Selection
-        The chosen point, with the whole sweep as ``frontier``.
+    Selection or list of Selection
+        The chosen point, with the whole sweep as ``frontier``; for a sequence of budgets, one per budget.
 
     Warns
     -----
     BudgetWarning
-        When no point is within the budget (the cheapest point is returned, ``within_budget=False``), or as
+        When no point is within a budget (the cheapest point is returned, ``within_budget=False``), or as
         :func:`select` warns.
     """
-    check_number(budget, "budget", 0.0)
-    budget = float(budget)
+    budgets = swept_budgets(budget)
     if methods is None:
         methods = [m for m in BUDGET_METHODS if task in METHODS[m].tasks] if task in TASKS else list(BUDGET_METHODS)
         if task == "ranking":  # BudgetPrune ranks with a pointwise objective, Early Exit with a ranking one
@@ -447,17 +447,25 @@ def fit_within_budget(train, valid, costs, budget: float, *, task: str, methods:
             objective = dict(options.get("params") or {}).get("objective", "lambdarank")
             reads = {"budget_prune": PRUNE_OBJECTIVES, "early_exit": RANKING_OBJECTIVES + CLASSIFICATION_OBJECTIVES}
             methods = [m for m in methods if objective in reads.get(m, (objective,))]
-    frame = sweep(methods, train, valid, costs, task=task, budget=budget, refine=refine, **options)
+    several = np.ndim(budget) != 0
+    frame = sweep(methods, train, valid, costs, task=task, budget=list(budgets) if several else budgets[0],
+                  refine=refine, **options)
     if frame.empty:
         raise CEGBError(f"fit_within_budget: no method gave a point (methods {list(methods)}, "
                         f"baseline={options.get('baseline', True)})")
+    chosen = [_within(frame, float(b), test) for b in (budget if several else [budget])]
+    return chosen if several else chosen[0]
+
+
+def _within(frame: pd.DataFrame, budget: float, test) -> Selection:
+    """fit_within_budget's choice for one budget from its sweep."""
     if (frame["cost"] <= budget).any():
         chosen = select(frame, budget, test)
     else:
         cheapest = frame.loc[frame["cost"].idxmin()]
         warnings.warn(f"fit_within_budget: budget={budget:g} is below every method's cheapest point (the "
                       f"cheapest, {cheapest['method']}, costs {cheapest['cost']:g} per validation row); returning "
-                      "that point", BudgetWarning, stacklevel=2)
+                      "that point", BudgetWarning, stacklevel=3)
         chosen = _chosen(frame, cheapest, test, None)
         chosen.within_budget = False
     chosen.frontier = frame

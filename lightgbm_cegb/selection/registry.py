@@ -353,8 +353,8 @@ class Context:
         The patience of early stopping on the validation rows.
     metric : Metric or None, default=None
         The sweep's metric (a baseline that chooses features reads it).
-    budget : float or None, default=None
-        The sweep's budget: the longest prefix within it is a point too.
+    budgets : tuple of float, default=()
+        The sweep's budgets: the longest prefix within each is a point too (none: the grid only).
     """
 
     task: str
@@ -365,6 +365,12 @@ class Context:
     num_boost_round: int
     early_stopping_rounds: int
     metric: Metric | None = None  # the sweep's metric (a baseline that chooses features reads it)
-    budget: float | None = None  # the sweep's budget: the longest prefix within it is a point too
+    budgets: tuple[float, ...] = ()  # the sweep's budgets: the longest prefix within each is a point too
+
+    @property
+    def budget(self) -> float | None:
+        """The largest of the sweep's budgets (None without one): what a method that searches within one budget
+        (the cheap-subset baseline's feature path, whose every step is a point) searches within."""
+        return max(self.budgets) if self.budgets else None
 
 

@@ -41,9 +41,10 @@ def _run(method: Method, context: Context, state, params: dict, stage: str) -> l
     return rows
 
 
-def _execute(jobs: list, context: Context, n_jobs: int, client, bar) -> list[dict]:
-    """The rows of every job (method, state, params, stage), in the order of the jobs; each job done is logged
-    (``lightgbm_cegb.selection``, INFO) and shown on the progress bar with its method and point."""
+def _execute(jobs: list, context: Context, n_jobs: int, client, bar, *, flat: bool = True) -> list:
+    """The rows of every job (method, state, params, stage), in the order of the jobs (flat=False: a list of rows
+    per job); each job done is logged (``lightgbm_cegb.selection``, INFO) and shown on the progress bar with its
+    method and point."""
     if client is not None:
         from distributed import as_completed
         futures = [client.submit(_run, method, context, state, point, stage, pure=False)
@@ -61,7 +62,35 @@ def _execute(jobs: list, context: Context, n_jobs: int, client, bar) -> list[dic
                 delayed(_run)(method, context, state, point, stage) for method, state, point, stage in jobs)):
             results.append(result)
             _done(job, result, bar, context.metric)
-    return [row for result in results for row in result]
+    return [row for result in results for row in result] if flat else results
+
+
+def _go_on_from(frontier: pd.DataFrame, context: Context, budgets: tuple[float, ...],
+                sign: float) -> tuple[list[dict], list[float]]:
+    """sweep(frontier=): the frame's points as rows (after checking it was swept as this sweep is), and the
+    budgets to refine: those in a gap of its points (each budget's verdict logged)."""
+    if not isinstance(frontier, pd.DataFrame) or "metric_object" not in frontier.attrs:
+        raise CEGBError(f"frontier should be a frame that sweep returned, got {type(frontier).__name__}")
+    attrs = frontier.attrs
+    for key, value, mine in (("task", attrs.get("task"), context.task),
+                             ("metric", attrs.get("metric"), context.metric.name),
+                             ("costs", attrs.get("costs"), context.costs)):
+        if value != mine:
+            raise CEGBError(f"frontier: swept with {key} {value!r:.80}, this sweep has {mine!r:.80}")
+    fields = ("method", "quality", "cost", "coupled", "params", "stage", "model")
+    previous = [dict(zip(fields, values)) for values in zip(*(frontier[f] for f in fields))]
+    swept, costs, qualities = swept_budgets(attrs.get("budget")), frontier["cost"].to_numpy(float), \
+        frontier["quality"].to_numpy(float)
+    refined = []
+    for budget in budgets:
+        if budget in swept:
+            LOG.info("sweep: budget %g: the frontier given was swept for it", budget)
+        elif in_gap(costs, qualities, budget, sign):
+            LOG.info("sweep: budget %g falls in a gap of the frontier given: refining the knobs there", budget)
+            refined.append(budget)
+        else:
+            LOG.info("sweep: budget %g: the frontier given has points close below it, no refinement", budget)
+    return previous, refined
 
 
 def _done(job, rows: list[dict], bar, metric) -> None:
@@ -96,6 +125,109 @@ def _key(value):
         return value
     except TypeError:
         return repr(value)
+
+
+def swept_budgets(budget) -> tuple[float, ...]:
+    """``budget`` as sweep and select take it (None, a number or a sequence of numbers >= 0) as a tuple of
+    distinct floats in increasing order (empty for None); a CEGBError names what is wrong."""
+    if budget is None:
+        return ()
+    if np.ndim(budget) == 0:
+        check_number(budget, "budget", 0.0)
+        return (float(budget),)
+    if isinstance(budget, (str, bytes, Mapping)) or np.ndim(budget) != 1 or len(budget) == 0:
+        raise CEGBError(f"budget should be a number >= 0 or a non-empty list of them, got {budget!r:.60}")
+    for value in budget:
+        check_number(value, "budget", 0.0)
+    return tuple(sorted({float(value) for value in budget}))
+
+
+#: A frontier "has a gap" below a budget when its best point within the budget costs less than this fraction of
+#: the budget while dearer points exist: a point nearer the budget may well be better (select warns, and a sweep
+#: going on from the frontier refines there).
+GAP = 0.8
+
+
+def in_gap(costs: np.ndarray, qualities: np.ndarray, budget: float, sign: float) -> bool:
+    """Whether ``budget`` falls in a gap of the points (``costs``, ``qualities``; ``sign`` 1 when greater is
+    better): the best point within it (ties: the cheapest) costs less than GAP x budget while some point costs
+    more than the budget. No point within it: not a gap (a refinement towards the cheap end finds those)."""
+    within = costs <= budget
+    if not within.any() or not (costs > budget).any():
+        return False
+    best = np.max(sign * qualities[within])
+    return bool(np.min(costs[within][sign * qualities[within] == best]) < GAP * budget)
+
+
+#: sweep(focus=True): a method behind the leader within a budget is no longer refined there after a round that
+#: brought it nothing better when it trails by more than CLOSE x the spread of the qualities within the budget,
+#: else after PATIENCE such rounds in a row
+CLOSE, PATIENCE = 0.05, 2
+
+
+def _spread_within(rows: list[dict], budget: float, sign: float) -> float:
+    """The best minus the worst validation quality (times ``sign``) of the points within ``budget``."""
+    qualities = [sign * row["quality"] for row in rows if row["cost"] <= budget]
+    return max(qualities) - min(qualities) if qualities else 0.0
+
+
+def _refine(rows: list[dict], pairs: set, states: dict, context: Context, rounds: int, focus: bool, sign: float,
+            execution: tuple) -> list[dict]:
+    """The rows of the refinement rounds around the budgets of ``pairs`` (method, budget), after ``rows``.
+
+    Each budget's bisection reads the points of ``rows`` (the grid's, the frontier's) and those refined for
+    that budget, as a sweep for that budget alone would; a point several budgets ask for is fitted once. With
+    ``focus``, a (method, budget) pair is refined while its rounds improve the method's best point within the
+    budget, it leads the methods there, or it has no point within the budget yet; a method behind the leader is
+    not refined there again after a round that brought it nothing better when it trails far (CLOSE), else after
+    PATIENCE such rounds (most of a sweep's time otherwise)."""
+    new: list[dict] = []
+    own: dict[float, list[dict]] = {budget: [] for _, budget in pairs}  # the rows refined for each budget
+    fitted: dict[tuple, list[dict]] = {}  # the rows of each refinement point fitted
+    active, idle = set(pairs), dict.fromkeys(pairs, 0)
+
+    def best(pair) -> float:
+        return _best_within(rows + own[pair[1]], *pair, sign)
+
+    for _ in range(rounds):
+        before = {pair: best(pair) for pair in pairs}
+        wanted: dict[tuple, tuple[str, dict, list[float]]] = {}
+        shared = False
+        for name, budget in sorted(active):
+            seen = [row for row in rows + own[budget] if row["method"] == name]
+            for point in _refinements(METHODS[name], seen, budget, sign):
+                key = (name, tuple(sorted((k, _key(v)) for k, v in point.items())))
+                if key in fitted:  # fitted for another budget: this one reads it too
+                    own[budget] += fitted[key]
+                    shared = True
+                else:
+                    wanted.setdefault(key, (name, point, []))[2].append(budget)
+        if not wanted and not shared:
+            break
+        jobs = [(METHODS[name], states[name], point, "refine") for name, point, _ in wanted.values()]
+        if jobs and execution[2] is not None:
+            execution[2].total += len(jobs)
+        for (key, (_, _, budgets)), result in zip(wanted.items(), _execute(jobs, context, *execution, flat=False)):
+            fitted[key] = result
+            new += result
+            for budget in budgets:
+                own[budget] += result
+        if focus:
+            after = {pair: best(pair) for pair in pairs}
+            leading = {budget: max(q for (_, b), q in after.items() if b == budget) for _, budget in pairs}
+            close = {budget: CLOSE * _spread_within(rows + own[budget], budget, sign) for _, budget in pairs}
+            for pair in active:
+                idle[pair] = 0 if after[pair] > before[pair] or after[pair] >= leading[pair[1]] \
+                    or before[pair] == -np.inf else idle[pair] + 1  # none within yet: walking to the cheap end
+            active = {pair for pair in active if idle[pair] == 0
+                      or (idle[pair] < PATIENCE and leading[pair[1]] - after[pair] <= close[pair[1]])}
+    return new
+
+
+def _best_within(rows: list[dict], method: str, budget: float, sign: float) -> float:
+    """The best validation quality (times ``sign``) of ``method``'s points within ``budget`` (-inf: none)."""
+    return max((sign * row["quality"] for row in rows if row["method"] == method and row["cost"] <= budget),
+               default=-np.inf)
 
 
 def _refinements(method: Method, rows: list[dict], budget: float, sign: float) -> list[dict]:
@@ -135,9 +267,10 @@ def _refinements(method: Method, rows: list[dict], budget: float, sign: float) -
 
 def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid: Mapping | None = None,
           metric: str | Metric | None = None, params: Mapping | None = None,
-          num_boost_round: int = NUM_BOOST_ROUND, early_stopping_rounds: int = 20, budget: float | None = None,
-          refine: int = 4, baseline: bool = True, n_jobs: int = 1, client=None,
-          progress: bool | None = None) -> pd.DataFrame:
+          num_boost_round: int = NUM_BOOST_ROUND, early_stopping_rounds: int = 20,
+          budget: float | Sequence[float] | None = None,
+          refine: int = 4, focus: bool = True, baseline: bool = True, n_jobs: int = 1, client=None,
+          progress: bool | None = None, frontier: pd.DataFrame | None = None) -> pd.DataFrame:
     """Train every grid point of each method on ``train`` and measure it on ``valid``.
 
     Every method gets the same kinds of points under one protocol: each grid point trained on ``train`` (the
@@ -175,13 +308,21 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
         still improved at the cap is reported by a RoundsWarning: raise the cap.
     early_stopping_rounds : int, default=20
         The patience of early stopping on ``valid``'s first LightGBM metric.
-    budget : float, optional
+    budget : float or sequence of float, optional
         The mean validation cost per row the sweep is for: each method's knob is refined around it (``refine``
         rounds of bisection between the best point within the budget and its neighbours, the new points marked
-        ``stage == "refine"``), and each boosted or bagged model's longest prefix within it is a point. None:
-        the grid only.
+        ``stage == "refine"``), and each boosted or bagged model's longest prefix within it is a point. Several
+        budgets: one sweep for all of them (the grid fitted once, each round refining around every budget, the
+        points shared), whose frame :func:`select` answers each budget from. None: the grid only.
     refine : int, default=4
-        The rounds of refinement around ``budget`` (none without a budget).
+        The rounds of refinement around each budget (none without a budget).
+    focus : bool, default=True
+        Refine a method around a budget only while it pays: while its rounds improve its best point within the
+        budget, it leads the methods there, or it has no point within the budget yet. A method behind the
+        leader is not refined there again after a round that brought it nothing better when it trails by more
+        than 5% of the spread of the qualities within the budget, else after two such rounds. False: every
+        method every round (the exhaustive sweep, several times slower where slow methods trail;
+        ``scripts/bench_budget_workflow.py`` compares the two).
     baseline : bool, default=True
         Include the cheap-subset baseline (``cheap_subset``: plain LightGBM on a greedily chosen cost-aware
         subset of the features or groups), which any budgeted method should beat.
@@ -193,6 +334,12 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
         A tqdm bar over the grid points, showing the method and point last fitted (default: when stderr is a
         terminal or in a Jupyter notebook). Each fitted point is also logged to the ``lightgbm_cegb.selection``
         logger at INFO level (``logging.basicConfig(level=logging.INFO)`` or a file handler shows them).
+    frontier : pandas.DataFrame, optional
+        A sweep's frame of the same rows, costs, task and metric to go on from: its points are kept, and its
+        methods' grids are not fitted again; each budget is refined only where it falls in a gap of the points
+        (the best point within it costs less than 80% of it while dearer points exist, and the frame was not
+        swept for it), which the ``lightgbm_cegb.selection`` logger says at INFO level for every budget, and
+        ``frame.attrs["refined"]`` lists. Methods not in it are swept in full.
 
     Returns
     -------
@@ -200,7 +347,8 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
         One row per fitted point: ``method``, ``quality``, ``cost`` (mean per validation row), ``coupled``,
         ``params`` (dict) and its keys as columns, ``stage`` ("grid" or "refine"), ``model`` (a Candidate:
         ``.model``, ``.predict``, ``.cost``). ``frame.attrs`` holds ``metric``, ``greater_is_better``, ``task``,
-        ``classes``, ``budget``, ``columns`` (train's column names, or None) and ``metric_object``. The frame
+        ``classes``, ``budget`` (as given: None, a number, or a list), ``columns`` (train's column names, or None)
+        and ``metric_object``. The frame
         pickles, its models with it.
 
     Raises
@@ -249,9 +397,11 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
     if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0):
         raise CEGBError(f"n_jobs should be a nonzero integer (-1: every CPU) or None, got {n_jobs!r}")
     check_number(refine, "refine", 0, integer=True)
+    if not isinstance(focus, (bool, np.bool_)):
+        raise CEGBError(f"focus should be True or False, got {focus!r:.60}")
+    budgets = swept_budgets(budget)
     if budget is not None:
-        check_number(budget, "budget", 0.0)
-        budget = float(budget)
+        budget = budgets[0] if np.ndim(budget) == 0 else list(budgets)
     train, valid = Rows.of(train, "train"), Rows.of(valid, "valid")
     columns = list(train.X.columns) if hasattr(train.X, "columns") else None
     check_column_order(valid.X, columns, "valid", "train's columns")
@@ -267,35 +417,38 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
         costs = costs.align(train.X)
     metric = get_metric(metric, task)
     context = Context(task, train, valid, costs, dict(params or {}), num_boost_round, early_stopping_rounds,
-                      metric, budget)
+                      metric, budgets)
+    sign = 1.0 if metric.greater_is_better else -1.0
+    previous, refined = [], list(budgets)
+    if frontier is not None:
+        previous, refined = _go_on_from(frontier, context, budgets, sign)
+    done = {row["method"] for row in previous}  # methods of the frontier given: no grid, refined where in a gap
     states, jobs = {}, []
     for name in names:
         method = METHODS[name]
+        if name in done and not (refined and method.knob is not None):
+            continue
         try:
             states[name] = method.prepare(context)
         except NothingToTradeOff as exc:  # every feature free to the method: its points would all be plain models
             warnings.warn(f"sweep: {name} left out: {exc}", CEGBWarning, stacklevel=2)
             continue
-        jobs += [(method, states[name], point, "grid")
-                 for point in (grid[name] if name in grid else method.grid(context))]
+        if name not in done:
+            jobs += [(method, states[name], point, "grid")
+                     for point in (grid[name] if name in grid else method.grid(context))]
     show = _show_progress() if progress is None else progress
     bar = None
     if show:
         from tqdm.auto import tqdm
         bar = tqdm(total=len(jobs), desc="sweep", unit="fit")
-    rows = _execute(jobs, context, n_jobs, client, bar)
-    sign = 1.0 if metric.greater_is_better else -1.0
-    for _ in range(refine if budget is not None else 0):
-        jobs = [(METHODS[name], states[name], point, "refine") for name in states if METHODS[name].knob is not None
-                for point in _refinements(METHODS[name], [r for r in rows if r["method"] == name], budget, sign)]
-        if not jobs:
-            break
-        if bar is not None:
-            bar.total += len(jobs)
-        rows += _execute(jobs, context, n_jobs, client, bar)
+    rows = previous + _execute(jobs, context, n_jobs, client, bar)
+    swept_anew = {job[0].name for job in jobs}  # a method new to the frontier given: refined for every budget
+    pairs = {(name, budget) for name in states if METHODS[name].knob is not None
+             for budget in (budgets if name in swept_anew else refined)}
+    rows += _refine(rows, pairs, states, context, refine if budgets else 0, focus, sign, (n_jobs, client, bar))
     if bar is not None:
         bar.close()
-    capped = [row for row in rows if row["model"].capped]
+    capped = [row for row in rows[len(previous):] if row["model"].capped]
     if capped:
         points = dict.fromkeys(f"{row['method']} {({k: v for k, v in row['params'].items() if k != 'trees'})}"
                                for row in capped)  # a model's prefixes share its grid point
@@ -311,5 +464,8 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
     frame.attrs.update(metric=metric.name, greater_is_better=metric.greater_is_better, task=task,
                        classes=None if classes is None else classes.tolist(), budget=budget, columns=columns,
                        costs=costs)
+    if frontier is not None:  # swept for its budgets and these
+        every = sorted(set(swept_budgets(frontier.attrs.get("budget"))) | set(budgets))
+        frame.attrs.update(budget=every[0] if len(every) == 1 else every or None, refined=list(refined))
     frame.attrs["metric_object"] = metric
     return frame
