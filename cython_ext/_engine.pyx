@@ -832,15 +832,19 @@ cdef class LazyBatch:
     def leaves(self):
         """The leaf each row reached in each tree, -1 where it has not: the routing state becomes this (call it
         when the routing is over)."""
-        cdef Py_ssize_t k
-        cdef int32 node
         if not self.leaves_ready:
             with nogil:
-                for k in range(self.n * self.T):
-                    node = self.rt[k]
-                    self.rt[k] = ~node if node < 0 else -1
+                self._to_leaves(0, self.n)
             self.leaves_ready = True
         return self.route
+
+    cdef void _to_leaves(self, Py_ssize_t start, Py_ssize_t stop) noexcept nogil:
+        """The routing state of rows [start, stop) becomes the leaves: ~node where a row reached a leaf, else -1."""
+        cdef Py_ssize_t k
+        cdef int32 node
+        for k in range(start * self.T, stop * self.T):
+            node = self.rt[k]
+            self.rt[k] = ~node if node < 0 else -1
 
     def raw_score(self, bint average):
         """The raw scores, float64[n, trees per iteration], of the DONE rows from the leaves they reached (0.0 for
@@ -864,12 +868,9 @@ cdef class LazyBatch:
         cdef int64 tpi = self.plan.flat.trees_per_iteration, T = self.T, t, k
         cdef float64 iterations = <float64> (T // tpi)
         cdef Py_ssize_t i
-        cdef int32 node
+        if convert:
+            self._to_leaves(start, stop)
         for i in range(start, stop):
-            if convert:  # as leaves() does
-                for t in range(T):
-                    node = self.rt[i * T + t]
-                    self.rt[i * T + t] = ~node if node < 0 else -1
             if self.st[i] != DONE:
                 continue
             for t in range(T):
