@@ -312,8 +312,9 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
         The mean validation cost per row the sweep is for: each method's knob is refined around it (``refine``
         rounds of bisection between the best point within the budget and its neighbours, the new points marked
         ``stage == "refine"``), and each boosted or bagged model's longest prefix within it is a point. Several
-        budgets: one sweep for all of them (the grid fitted once, each round refining around every budget, the
-        points shared), whose frame :func:`select` answers each budget from. None: the grid only.
+        budgets: one sweep for all of them (the grid fitted once; in each round, each budget's bisection reads
+        the grid's points and its own, as a sweep for it alone would, a point several ask for fitted once), whose
+        frame :func:`select` answers each budget from. None: the grid only.
     refine : int, default=4
         The rounds of refinement around each budget (none without a budget).
     focus : bool, default=True
@@ -347,9 +348,9 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
         One row per fitted point: ``method``, ``quality``, ``cost`` (mean per validation row), ``coupled``,
         ``params`` (dict) and its keys as columns, ``stage`` ("grid" or "refine"), ``model`` (a Candidate:
         ``.model``, ``.predict``, ``.cost``). ``frame.attrs`` holds ``metric``, ``greater_is_better``, ``task``,
-        ``classes``, ``budget`` (as given: None, a number, or a list), ``columns`` (train's column names, or None)
-        and ``metric_object``. The frame
-        pickles, its models with it.
+        ``classes``, ``budget`` (None, the number given, or the list given, sorted), ``columns`` (train's column
+        names, or None) and ``metric_object``; going on from a frontier, ``budget`` holds its budgets and these,
+        and ``refined`` the budgets refined. The frame pickles, its models with it.
 
     Raises
     ------
