@@ -242,12 +242,9 @@ def make_app(predictor: LazyPredictor, description: str, method: str = "predict"
         answers = await asyncio.gather(*(in_thread(predictor.fetch, key, ids) for key in keys))
         X = np.zeros((len(ids), num_features))
         fetched = np.zeros(X.shape, dtype=bool)
-        for key, values in zip(keys, answers):
-            members = predictor.groups.get(key, [key])
-            if key in predictor.groups and hasattr(values, "keys"):  # a group answered as a mapping: by member
-                values = np.column_stack([np.asarray(values[member], dtype=np.float64) for member in members])
-            columns = [predictor.keys.index(member) for member in members]
-            X[:, columns] = np.asarray(values, dtype=np.float64).reshape(len(ids), len(columns))
+        for key, outcome in zip(keys, answers):  # each answer read as the lazy path reads it (_values)
+            columns = [predictor.keys.index(member) for member in predictor.groups.get(key, [key])]
+            X[:, columns] = predictor._values(predictor._unit_keys.index(key), ids, outcome)
             fetched[:, columns] = True
         # what the full rows cost: every feature read, and the split costs of their paths
         evaluation = predictor.forest.cost(X, np.zeros(num_features), predictor.costs_.arrays(num_features)[2],
