@@ -149,8 +149,11 @@ def booster_points(method: str, context: Context, point: dict, booster: lgb.Boos
 
 
 def plain_model(context: Context) -> lgb.Booster:
-    """Plain LightGBM (no costs) on the sweep's rows and parameters: the base of several methods."""
-    return train_lightgbm(context, lightgbm_params(context))
+    """Plain LightGBM (no costs) on the sweep's rows and parameters: the base of several methods, trained once per
+    sweep and process (deterministic training: each would train the same model)."""
+    if "plain" not in context.shared:
+        context.shared["plain"] = train_lightgbm(context, lightgbm_params(context))
+    return context.shared["plain"]
 
 
 def _check_keys(method: str, params: Mapping, allowed: set[str]) -> None:
@@ -163,7 +166,7 @@ def _check_keys(method: str, params: Mapping, allowed: set[str]) -> None:
 def _fit_lightgbm(context: Context, state, params: dict) -> list[Candidate]:
     params = dict(params)
     trees = params.pop("trees", PREFIX_TREES)
-    booster = train_lightgbm(context, lightgbm_params(context, **params))
+    booster = train_lightgbm(context, lightgbm_params(context, **params)) if params else plain_model(context)
     return booster_points("lightgbm", context, params, booster, trees)
 
 

@@ -81,9 +81,10 @@ def _constant_quality(context: Context, metric) -> float:
 def _fit_cheap_subset(context: Context, plain, params: dict) -> list[Candidate]:
     """``plain``: the plain model on every feature (its gain importance ranks the units)."""
     params = dict(params)
-    unknown = sorted(set(params) - {"width", "steps", "trees"})
+    unknown = sorted(set(params) - {"features", "width", "steps", "trees"})
     if unknown:
-        raise CEGBError(f"cheap_subset: unknown parameter(s) {unknown}; it takes ['steps', 'trees', 'width']")
+        raise CEGBError(f"cheap_subset: unknown parameter(s) {unknown}; it takes ['features', 'steps', 'trees', "
+                        "'width']")
     width, steps = params.get("width", 4), params.get("steps", 20)
     check_number(width, "cheap_subset: width", 1, integer=True)
     check_number(steps, "cheap_subset: steps", 1, integer=True)
@@ -106,6 +107,14 @@ def _fit_cheap_subset(context: Context, plain, params: dict) -> list[Candidate]:
         return points, sign * validation_quality(metric, context.valid.y, whole.predict(context.valid.X),
                                                  context.valid.group)
 
+    if "features" in params:  # one subset, as a path's step recorded it: its model alone
+        by_name = {u.name: u for u in units(context, plain.num_feature())}
+        named = params["features"]
+        if isinstance(named, str) or not isinstance(named, (list, tuple)) or not named or \
+                not all(isinstance(name, str) and name in by_name for name in named):
+            raise CEGBError(f"cheap_subset: features should be a non-empty list of unit names (groups or ungrouped "
+                            f"features, e.g. {list(by_name)[:3]}), got {named!r:.80}")
+        return fit([by_name[name] for name in named])[0]
     quality = sign * _constant_quality(context, metric)
     if chosen:
         points, quality = fit(chosen)

@@ -355,6 +355,9 @@ class Context:
         The sweep's metric (a baseline that chooses features reads it).
     budgets : tuple of float, default=()
         The sweep's budgets: the longest prefix within each is a point too (none: the grid only).
+    shared : dict
+        What the fits of one sweep share in this process, e.g. the plain model several methods start from
+        (:func:`~lightgbm_cegb.selection.adapters.plain_model`); not compared, and each process has its own.
     """
 
     task: str
@@ -366,6 +369,7 @@ class Context:
     early_stopping_rounds: int
     metric: Metric | None = None  # the sweep's metric (a baseline that chooses features reads it)
     budgets: tuple[float, ...] = ()  # the sweep's budgets: the longest prefix within each is a point too
+    shared: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def budget(self) -> float | None:

@@ -6,6 +6,7 @@ import logging
 import sys
 import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -44,7 +45,9 @@ def _run(method: Method, context: Context, state, params: dict, stage: str) -> l
 def _execute(jobs: list, context: Context, n_jobs: int, client, bar, *, flat: bool = True) -> list:
     """The rows of every job (method, state, params, stage), in the order of the jobs (flat=False: a list of rows
     per job); each job done is logged (``lightgbm_cegb.selection``, INFO) and shown on the progress bar with its
-    method and point."""
+    method and point (whose total grows by the jobs)."""
+    if bar is not None:
+        bar.total += len(jobs)
     if client is not None:
         from distributed import as_completed
         futures = [client.submit(_run, method, context, state, point, stage, pure=False)
@@ -172,7 +175,7 @@ def _spread_within(rows: list[dict], budget: float, sign: float) -> float:
 
 
 def _refine(rows: list[dict], pairs: set, states: dict, context: Context, rounds: int, focus: bool, sign: float,
-            execution: tuple) -> list[dict]:
+            execution: tuple, stage: str = "refine") -> list[dict]:
     """The rows of the refinement rounds around the budgets of ``pairs`` (method, budget), after ``rows``.
 
     Each budget's bisection reads the points of ``rows`` (the grid's, the frontier's) and those refined for
@@ -204,9 +207,7 @@ def _refine(rows: list[dict], pairs: set, states: dict, context: Context, rounds
                     wanted.setdefault(key, (name, point, []))[2].append(budget)
         if not wanted and not shared:
             break
-        jobs = [(METHODS[name], states[name], point, "refine") for name, point, _ in wanted.values()]
-        if jobs and execution[2] is not None:
-            execution[2].total += len(jobs)
+        jobs = [(METHODS[name], states[name], point, stage) for name, point, _ in wanted.values()]
         for (key, (_, _, budgets)), result in zip(wanted.items(), _execute(jobs, context, *execution, flat=False)):
             fitted[key] = result
             new += result
@@ -265,12 +266,140 @@ def _refinements(method: Method, rows: list[dict], budget: float, sign: float) -
     return new
 
 
+def _prepared(names, context: Context) -> dict:
+    """Each method's state for the sweep (``Method.prepare``), by name; a method every feature is free to is left
+    out with a CEGBWarning (its points would all be plain models)."""
+    states = {}
+    for name in names:
+        try:
+            states[name] = METHODS[name].prepare(context)
+        except NothingToTradeOff as exc:
+            warnings.warn(f"sweep: {name} left out: {exc}", CEGBWarning, stacklevel=3)
+    return states
+
+
+# ------------------------------------------------------------------------------------------------ screening
+#: sweep(screen=None): the training rows of the screen's subsample, and how many training rows a sweep with a
+#: budget needs before it screens (below, a full sweep costs little more than the screen)
+SCREEN_ROWS, SCREEN_FROM = 5_000, 20_000
+#: the validation rows the screen measures on, at most (the per-row policies' runs cost as many as the fits)
+SCREEN_VALID = 5_000
+#: the methods of the best screened points within each budget that are refitted on every training row
+SCREEN_KEEP = 2
+#: the settings of a finalist's other parameters (e.g. the acquisitions' caps) whose best screened points are
+#: refitted on every training row
+SCREEN_SETTINGS = 2
+#: the rounds of refinement on every training row after a screen (the screen's points bracket the knob already)
+SCREEN_REFINE = 2
+
+
+def _screen_size(screen, rows: int, budgets: tuple, frontier) -> int:
+    """The training rows a sweep screens on (0: no screen), from ``screen`` as sweep takes it."""
+    if screen is None:
+        return SCREEN_ROWS if budgets and frontier is None and rows >= SCREEN_FROM else 0
+    if screen is False:
+        return 0
+    size = SCREEN_ROWS if screen is True else screen
+    check_number(size, "screen", 2, integer=True)
+    if not budgets or frontier is not None:
+        raise CEGBError(f"screen={screen!r}: a screen chooses the methods to fit on every row by their points "
+                        "within a budget: it needs budget= and no frontier=")
+    return int(size) if size < rows else 0
+
+
+def _subsample(rows: Rows, size: int, task: str) -> Rows:
+    """About ``size`` of ``rows`` (seeded), in their order: whole queries for ranking, each class in proportion (at
+    least one row) for classification."""
+    rng = np.random.default_rng(0)
+    group = None
+    if rows.group is not None:
+        starts = np.concatenate([[0], np.cumsum(rows.group)[:-1]])
+        order = rng.permutation(len(rows.group))
+        queries = np.sort(order[:int(np.searchsorted(np.cumsum(rows.group[order]), size)) + 1])
+        index = np.concatenate([np.arange(starts[q], starts[q] + rows.group[q]) for q in queries])
+        group = rows.group[queries]
+    elif task in ("binary", "multiclass"):
+        index = np.sort(np.concatenate([
+            rng.choice(members, max(1, round(size * len(members) / len(rows.y))), replace=False)
+            for members in (np.flatnonzero(rows.y == label) for label in np.unique(rows.y))]))
+    else:
+        index = np.sort(rng.choice(len(rows.y), size, replace=False))
+    return Rows(rows.X.iloc[index] if hasattr(rows.X, "iloc") else rows.X[index], rows.y[index], group)
+
+
+def _screen(names: list[str], context: Context, grid: dict, size: int, refine: int, focus: bool, sign: float,
+            execution: tuple) -> tuple[list[tuple[str, dict]], dict[float, list[str]]]:
+    """Sweep on a subsample of ``size`` training rows and of SCREEN_VALID validation rows (grids and refinement);
+    returns the points to refit on every training row, as (method, params), and each budget's finalists: the
+    SCREEN_KEEP methods of the best points within it (none within: of the cheapest points), whose points
+    :func:`_finalist_points` chooses."""
+    valid = _subsample(context.valid, SCREEN_VALID, context.task) if len(context.valid.y) > SCREEN_VALID else \
+        context.valid
+    sub = replace(context, train=_subsample(context.train, size, context.task), valid=valid, shared={})
+    LOG.info("sweep: screening on %d of the %d training rows and %d of the %d validation rows", len(sub.train.y),
+             len(context.train.y), len(valid.y), len(context.valid.y))
+    states = _prepared(names, sub)
+    jobs = [(METHODS[name], states[name], point, "screen") for name in states
+            for point in (grid[name] if name in grid else METHODS[name].grid(sub))]
+    rows = _execute(jobs, sub, *execution)
+    pairs = {(name, budget) for name in states if METHODS[name].knob is not None for budget in context.budgets}
+    rows += _refine(rows, pairs, states, sub, refine, focus, sign, execution, stage="screen refine")
+    finalists, points = {}, {}
+    for budget in context.budgets:
+        best: dict[str, float] = {}
+        for row in rows:
+            if row["cost"] <= budget:
+                best[row["method"]] = max(best.get(row["method"], -np.inf), sign * row["quality"])
+        kept = sorted(best, key=lambda name: -best[name]) if best else \
+            list(dict.fromkeys(row["method"] for row in sorted(rows, key=lambda row: row["cost"])))
+        finalists[budget] = kept[:SCREEN_KEEP]
+        LOG.info("sweep: budget %g: the screen keeps %s", budget, ", ".join(finalists[budget]))
+        for name in finalists[budget]:
+            for point in _finalist_points(METHODS[name], [row for row in rows if row["method"] == name], budget, sign):
+                points.setdefault((name, tuple(sorted((k, _key(v)) for k, v in point.items()))), (name, point))
+    return list(points.values()), finalists
+
+
+def _finalist_points(method: Method, rows: list[dict], budget: float, sign: float) -> list[dict]:
+    """The parameters of ``method``'s best screened point within ``budget`` (none within: its cheapest), each with
+    its knob's nearest grid values on either side, in each of the SCREEN_SETTINGS settings of its other parameters
+    whose best points within the budget are best."""
+    knob = method.knob
+    drop = {"trees"} | ({knob.record} if knob is not None and knob.record else set())
+
+    def own(row) -> dict:  # what fits the point again: its parameters without the prefix and the knob's record
+        return {k: v for k, v in row["params"].items() if k not in drop}
+
+    def setting(row) -> tuple:
+        return tuple(sorted((k, _key(v)) for k, v in own(row).items() if knob is None or k != knob.name))
+
+    within = [row for row in rows if row["cost"] <= budget] or [min(rows, key=lambda row: row["cost"])]
+    best: dict[tuple, dict] = {}  # each setting's best point within the budget
+    for row in sorted(within, key=lambda row: (-sign * row["quality"], row["cost"])):
+        best.setdefault(setting(row), row)
+    points = []
+    for key, row in list(best.items())[:SCREEN_SETTINGS]:
+        point = own(row)
+        points.append(point)
+        if knob is None or knob.name not in point:
+            continue
+        value = float(point[knob.name])
+        grid = {float(other["params"][knob.name]) for other in rows if other["stage"] == "screen"
+                and knob.name in other["params"] and setting(other) == key}
+        rest = {k: v for k, v in point.items() if k != knob.name}
+        points += [{**rest, knob.name: v} for v in (max((v for v in grid if v < value), default=None),
+                                                    min((v for v in grid if v > value), default=None))
+                   if v is not None]
+    return points
+
+
 def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid: Mapping | None = None,
           metric: str | Metric | None = None, params: Mapping | None = None,
           num_boost_round: int = NUM_BOOST_ROUND, early_stopping_rounds: int = 20,
           budget: float | Sequence[float] | None = None,
           refine: int = 4, focus: bool = True, baseline: bool = True, n_jobs: int = 1, client=None,
-          progress: bool | None = None, frontier: pd.DataFrame | None = None) -> pd.DataFrame:
+          progress: bool | None = None, frontier: pd.DataFrame | None = None,
+          screen: bool | int | None = None) -> pd.DataFrame:
     """Train every grid point of each method on ``train`` and measure it on ``valid``.
 
     Every method gets the same kinds of points under one protocol: each grid point trained on ``train`` (the
@@ -341,24 +470,36 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
         (the best point within it costs less than 80% of it while dearer points exist, and the frame was not
         swept for it), which the ``lightgbm_cegb.selection`` logger says at INFO level for every budget, and
         ``frame.attrs["refined"]`` lists. Methods not in it are swept in full.
+    screen : bool or int, optional
+        Screen the methods on a subsample before fitting on every training row: every method's grid is swept and
+        refined on ``screen`` training rows (True: SCREEN_ROWS = 5,000; classes in proportion, whole queries),
+        each point measured on every validation row; for each budget, the SCREEN_KEEP = 2 methods of the best
+        points within it are kept, and only their best points and the nearest grid values of their knobs on
+        either side are fitted on every training row (stage "finalist"), then refined there for at most
+        SCREEN_REFINE = 2 rounds. The frame holds these points only; ``frame.attrs["screen"]`` gives the
+        subsample's size and each budget's finalists (the ``lightgbm_cegb.selection`` logger says them too).
+        None (default): screen when a budget is given, no ``frontier``, and the training rows number at least
+        SCREEN_FROM = 20,000 (there a full sweep costs many times the screen: ``scripts/bench_budget_workflow.py
+        --data large`` measures both). False: never. Needs a budget and no frontier.
 
     Returns
     -------
     pandas.DataFrame
         One row per fitted point: ``method``, ``quality``, ``cost`` (mean per validation row), ``coupled``,
-        ``params`` (dict) and its keys as columns, ``stage`` ("grid" or "refine"), ``model`` (a Candidate:
-        ``.model``, ``.predict``, ``.cost``). ``frame.attrs`` holds ``metric``, ``greater_is_better``, ``task``,
-        ``classes``, ``budget`` (None, the number given, or the list given, sorted), ``columns`` (train's column
-        names, or None) and ``metric_object``; going on from a frontier, ``budget`` holds its budgets and these,
-        and ``refined`` the budgets refined. The frame pickles, its models with it.
+        ``params`` (dict) and its keys as columns, ``stage`` ("grid", "refine" or, after a screen, "finalist"),
+        ``model`` (a Candidate: ``.model``, ``.predict``, ``.cost``). ``frame.attrs`` holds ``metric``,
+        ``greater_is_better``, ``task``, ``classes``, ``budget`` (None, the number given, or the list given,
+        sorted), ``columns`` (train's column names, or None) and ``metric_object``; going on from a frontier,
+        ``budget`` holds its budgets and these, and ``refined`` the budgets refined; after a screen, ``screen``.
+        The frame pickles, its models with it.
 
     Raises
     ------
     CEGBError
         When a method is unknown or does not support the task, ``grid`` names a method not swept, a number is
         out of range, the labels do not fit the task, ranking rows lack their query sizes, valid's columns are
-        train's in another order, or costs by name
-        meet an X without column names.
+        train's in another order, costs by name meet an X without column names, or ``screen`` is given without a
+        budget or with a frontier.
 
     Warns
     -----
@@ -423,30 +564,32 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
     previous, refined = [], list(budgets)
     if frontier is not None:
         previous, refined = _go_on_from(frontier, context, budgets, sign)
-    done = {row["method"] for row in previous}  # methods of the frontier given: no grid, refined where in a gap
-    states, jobs = {}, []
-    for name in names:
-        method = METHODS[name]
-        if name in done and not (refined and method.knob is not None):
-            continue
-        try:
-            states[name] = method.prepare(context)
-        except NothingToTradeOff as exc:  # every feature free to the method: its points would all be plain models
-            warnings.warn(f"sweep: {name} left out: {exc}", CEGBWarning, stacklevel=2)
-            continue
-        if name not in done:
-            jobs += [(method, states[name], point, "grid")
-                     for point in (grid[name] if name in grid else method.grid(context))]
     show = _show_progress() if progress is None else progress
     bar = None
     if show:
         from tqdm.auto import tqdm
-        bar = tqdm(total=len(jobs), desc="sweep", unit="fit")
-    rows = previous + _execute(jobs, context, n_jobs, client, bar)
-    swept_anew = {job[0].name for job in jobs}  # a method new to the frontier given: refined for every budget
-    pairs = {(name, budget) for name in states if METHODS[name].knob is not None
-             for budget in (budgets if name in swept_anew else refined)}
-    rows += _refine(rows, pairs, states, context, refine if budgets else 0, focus, sign, (n_jobs, client, bar))
+        bar = tqdm(total=0, desc="sweep", unit="fit")
+    execution = (n_jobs, client, bar)
+    size = _screen_size(screen, len(train.y), budgets, frontier)
+    if size:
+        points, finalists = _screen(names, context, grid, size, refine, focus, sign, execution)
+        states = _prepared(dict.fromkeys(name for name, _ in points), context)
+        jobs = [(METHODS[name], states[name], point, "finalist") for name, point in points if name in states]
+        pairs = {(name, budget) for budget, kept in finalists.items() for name in kept
+                 if name in states and METHODS[name].knob is not None}
+        rounds = min(refine, SCREEN_REFINE)
+    else:
+        done = {row["method"] for row in previous}  # methods of the frontier given: no grid, refined where in a gap
+        states = _prepared([name for name in names if name not in done or (refined and METHODS[name].knob is not None)],
+                           context)
+        jobs = [(METHODS[name], states[name], point, "grid") for name in states if name not in done
+                for point in (grid[name] if name in grid else METHODS[name].grid(context))]
+        swept_anew = {job[0].name for job in jobs}  # a method new to the frontier given: refined for every budget
+        pairs = {(name, budget) for name in states if METHODS[name].knob is not None
+                 for budget in (budgets if name in swept_anew else refined)}
+        rounds = refine if budgets else 0
+    rows = previous + _execute(jobs, context, *execution)
+    rows += _refine(rows, pairs, states, context, rounds, focus, sign, execution)
     if bar is not None:
         bar.close()
     capped = [row for row in rows[len(previous):] if row["model"].capped]
@@ -465,6 +608,8 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
     frame.attrs.update(metric=metric.name, greater_is_better=metric.greater_is_better, task=task,
                        classes=None if classes is None else classes.tolist(), budget=budget, columns=columns,
                        costs=costs)
+    if size:
+        frame.attrs["screen"] = {"rows": size, "finalists": {budget: list(kept) for budget, kept in finalists.items()}}
     if frontier is not None:  # swept for its budgets and these
         every = sorted(set(swept_budgets(frontier.attrs.get("budget"))) | set(budgets))
         frame.attrs.update(budget=every[0] if len(every) == 1 else every or None, refined=list(refined))

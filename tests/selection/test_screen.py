@@ -1,0 +1,194 @@
+"""The screen of a sweep on many rows (issue 46): every method's grid swept on a subsample, only the leaders within
+each budget fitted on every training row. Checked against a full sweep of the same subsample (the reference for
+which methods lead and which points are refitted), and the subsample's properties; and the plain model a sweep's
+methods share."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+from lightgbm_cegb import FeatureCosts
+from lightgbm_cegb.core.errors import CEGBError
+from lightgbm_cegb.selection import METHODS, fit_within_budget, sweep
+from lightgbm_cegb.selection.registry import Rows
+from lightgbm_cegb.selection.sweep import SCREEN_KEEP, SCREEN_SETTINGS, _finalist_points, _key, _subsample
+
+COSTS = FeatureCosts(lazy=[1.0, 1.0, 5.0, 5.0, 20.0, 20.0])
+FAST = {"task": "binary", "params": {"num_leaves": 8, "num_threads": 1}, "num_boost_round": 150,
+        "progress": False}
+NAMES = ["lightgbm", "cegb", "greedy_miser", "early_exit"]
+BUDGETS = [4.0, 12.0]
+
+
+@pytest.fixture(scope="module")
+def binary():
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(3000, 6))
+    y = ((X[:, 0] + X[:, 2] + 0.5 * X[:, 4] + rng.normal(0, 0.5, 3000)) > 0).astype(int)
+    return (X[:2400], y[:2400]), (X[2400:], y[2400:])
+
+
+@pytest.fixture(scope="module")
+def screened(binary):
+    """A sweep screened on 600 of its 2,400 training rows, and the full sweep of that subsample (the reference)."""
+    train, valid = binary
+    sub = _subsample(Rows(*train), 600, "binary")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        frame = sweep(NAMES, train, valid, COSTS, budget=BUDGETS, screen=600, **FAST)
+        reference = sweep(NAMES, (sub.X, sub.y), valid, COSTS, budget=BUDGETS, **FAST)
+    return frame, reference
+
+
+def _params(frame, stage):
+    return {(method, tuple(sorted((k, _key(v)) for k, v in params.items() if k != "trees")))
+            for method, params, s in zip(frame["method"], frame["params"], frame["stage"]) if s == stage}
+
+
+def test_the_leaders_within_each_budget_on_the_subsample_are_refitted_on_every_row(screened):
+    frame, reference = screened
+    sign = 1.0  # accuracy
+    finalists = frame.attrs["screen"]["finalists"]
+    assert frame.attrs["screen"]["rows"] == 600 and sorted(finalists) == BUDGETS
+    expected_points = set()
+    for budget in BUDGETS:
+        within = reference[reference["cost"] <= budget]
+        best = within.groupby("method")["quality"].max().sort_values(ascending=False, kind="stable")
+        assert finalists[budget] == list(best.index[:SCREEN_KEEP])
+        for name in finalists[budget]:
+            rows = [dict(row, stage="screen" if row["stage"] == "grid" else row["stage"])
+                    for row in reference[reference["method"] == name].to_dict("records")]
+            expected_points |= {(name, tuple(sorted((k, _key(v)) for k, v in p.items())))
+                                for p in _finalist_points(METHODS[name], rows, budget, sign)}
+    # the refitted points are the reference's choices, with their record of the raw trade-off dropped
+    refitted = {(m, tuple(kv for kv in p if kv[0] not in ("cegb_tradeoff", "tradeoff")))
+                for m, p in _params(frame, "finalist")}
+    assert refitted == expected_points
+    # no method but the finalists was fitted on every row, and no subsample point is in the frame
+    assert set(frame["method"]) <= {name for kept in finalists.values() for name in kept}
+    assert set(frame["stage"]) <= {"finalist", "refine"}
+
+
+def test_a_finalists_points_bracket_its_best_along_the_knob():
+    method = METHODS["cegb"]
+    rows = [{"method": "cegb", "quality": q, "cost": c, "stage": "screen",
+             "params": {"relative_tradeoff": r, "cegb_tradeoff": 10 * r, "trees": 50}}
+            for r, q, c in [(0.0, 0.9, 30.0), (0.1, 0.88, 20.0), (0.3, 0.85, 9.0), (0.5, 0.8, 5.0)]]
+    rows.append({"method": "cegb", "quality": 0.86, "cost": 9.5, "stage": "screen refine",
+                 "params": {"relative_tradeoff": 0.2, "cegb_tradeoff": 2.0, "trees": 50}})
+    points = _finalist_points(method, rows, 10.0, 1.0)
+    assert points == [{"relative_tradeoff": 0.2}, {"relative_tradeoff": 0.1}, {"relative_tradeoff": 0.3}]
+    # nothing within the budget: the cheapest point and its neighbour
+    assert _finalist_points(method, rows, 1.0, 1.0) == [{"relative_tradeoff": 0.5}, {"relative_tradeoff": 0.3}]
+
+
+def test_a_finalists_two_best_settings_are_refitted():
+    """The staged acquisition's caps are settings of its other parameters: the best point of each of the
+    SCREEN_SETTINGS best caps within the budget, with its knob's grid neighbours in that cap."""
+    assert SCREEN_SETTINGS == 2
+    method = METHODS["staged_acquisition"]
+    rows = [{"method": "staged_acquisition", "quality": q, "cost": c, "stage": "screen",
+             "params": {"relative_tradeoff": r, "tradeoff": r / 2, **({} if cap is None else {"max_cost": cap})}}
+            for cap, r, q, c in [(None, 0.1, 0.95, 30.0), (None, 0.2, 0.93, 12.0), (None, 0.3, 0.9, 8.0),
+                                 (5.0, 0.1, 0.91, 9.0), (5.0, 0.2, 0.9, 7.0),
+                                 (9.0, 0.1, 0.92, 11.0), (9.0, 0.2, 0.89, 9.5), (9.0, 0.3, 0.87, 8.0)]]
+    assert _finalist_points(method, rows, 10.0, 1.0) == [
+        {"relative_tradeoff": 0.1, "max_cost": 5.0}, {"relative_tradeoff": 0.2, "max_cost": 5.0},
+        {"relative_tradeoff": 0.3}, {"relative_tradeoff": 0.2}]
+
+
+@pytest.mark.parametrize("task", ["binary", "multiclass", "regression", "ranking"])
+def test_the_subsample_keeps_order_classes_and_whole_queries(task):
+    rng = np.random.default_rng(1)
+    group = rng.integers(1, 30, 200) if task == "ranking" else None
+    n = int(group.sum()) if group is not None else 5000
+    y = rng.choice(5 if task == "multiclass" else 2, n, p=[0.5, 0.3, 0.1, 0.07, 0.03] if task == "multiclass"
+                   else [0.9, 0.1]) if task != "regression" else rng.normal(size=n)
+    X = np.arange(n, dtype=float)[:, None]
+    sub = _subsample(Rows(X, y, group), 1000, task)
+    index = sub.X[:, 0].astype(int)
+    assert np.all(np.diff(index) > 0) and np.array_equal(sub.y, y[index])
+    if task == "ranking":
+        starts = np.concatenate([[0], np.cumsum(group)[:-1]])
+        assert sub.group.sum() == len(index) >= 1000
+        taken = {int(q) for q in np.searchsorted(starts, index, side="right") - 1}
+        assert sorted(sub.group.tolist()) == sorted(group[sorted(taken)].tolist())
+    else:
+        assert abs(len(index) - 1000) <= 5
+    if task in ("binary", "multiclass"):
+        assert set(np.unique(sub.y)) == set(np.unique(y))
+        for label in np.unique(y):
+            assert abs(np.mean(sub.y == label) - np.mean(y == label)) < 0.01
+
+
+def test_the_screen_is_on_by_default_for_many_rows_only(binary, monkeypatch, caplog):
+    sweep_module = sys.modules["lightgbm_cegb.selection.sweep"]  # the package's name sweep is the function
+    train, valid = binary
+    monkeypatch.setattr(sweep_module, "SCREEN_FROM", 2000)
+    monkeypatch.setattr(sweep_module, "SCREEN_ROWS", 500)
+    with warnings.catch_warnings(), caplog.at_level(logging.INFO, "lightgbm_cegb.selection"):
+        warnings.simplefilter("ignore")
+        chosen = fit_within_budget(train, valid, COSTS, 6.0, methods=["lightgbm", "cegb"], **FAST)
+        plain = sweep(["cegb"], train, valid, COSTS, **FAST)  # no budget: no screen
+    assert chosen.frontier.attrs["screen"]["rows"] == 500 and "screen" not in plain.attrs
+    assert "screening on 500 of the 2400 training rows" in caplog.text
+    assert "budget 6: the screen keeps" in caplog.text
+    small = (train[0][:1500], train[1][:1500])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert "screen" not in sweep(["cegb"], small, valid, COSTS, budget=6.0, **FAST).attrs
+        # a screen of as many rows as there are is no screen; False: none
+        assert "screen" not in sweep(["cegb"], small, valid, COSTS, budget=6.0, screen=1500, **FAST).attrs
+        assert "screen" not in sweep(["cegb"], train, valid, COSTS, budget=6.0, screen=False, **FAST).attrs
+
+
+def test_bad_screens_are_refused(binary):
+    train, valid = binary
+    with pytest.raises(CEGBError, match="screen=True: a screen chooses .* needs budget="):
+        sweep(["cegb"], train, valid, COSTS, screen=True, **FAST)
+    with pytest.raises(CEGBError, match="screen should be"):
+        sweep(["cegb"], train, valid, COSTS, budget=5.0, screen=1, **FAST)
+    with pytest.raises(CEGBError, match="screen should be"):
+        sweep(["cegb"], train, valid, COSTS, budget=5.0, screen=2.5, **FAST)
+
+
+def test_a_cheap_subset_of_named_features_is_the_paths_step(binary):
+    train, valid = binary
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        path = sweep(["cheap_subset"], train, valid, COSTS, baseline=False, **FAST)
+        features = path["features"].iloc[-1]
+        alone = sweep(["cheap_subset"], train, valid, COSTS, baseline=False,
+                      grid={"cheap_subset": [{"features": features}]}, **FAST)
+    step = path[path["features"] == features]
+    assert list(alone["quality"]) == list(step["quality"]) and list(alone["cost"]) == list(step["cost"])
+    X = valid[0]
+    np.testing.assert_array_equal(alone["model"].iloc[-1].predict(X), step["model"].iloc[-1].predict(X))
+    with pytest.raises(CEGBError, match="features should be a non-empty list of unit names"):
+        sweep(["cheap_subset"], train, valid, COSTS, baseline=False, grid={"cheap_subset": [{"features": ["x"]}]},
+              **FAST)
+
+
+def test_the_methods_of_a_sweep_share_one_plain_model(binary, monkeypatch):
+    """lightgbm, early_exit and cheap_subset start from the same plain model: one training of it per sweep (the
+    cheap subset's own subsets are trained apart)."""
+    from lightgbm_cegb.selection import adapters
+    plain_trainings = []
+    train_lightgbm = adapters.train_lightgbm
+
+    def counted(context, params, callbacks=(), X=None):
+        if X is None and params == adapters.lightgbm_params(context):
+            plain_trainings.append(1)
+        return train_lightgbm(context, params, callbacks, X)
+
+    monkeypatch.setattr(adapters, "train_lightgbm", counted)
+    train, valid = binary
+    frame = sweep(["lightgbm", "early_exit"], train, valid, COSTS, grid={"early_exit": [{"threshold": 0.9}]}, **FAST)
+    assert len(plain_trainings) == 1 and set(frame["method"]) == {"lightgbm", "early_exit", "cheap_subset"}
+    plain = frame[frame["method"] == "lightgbm"]["model"].iloc[-1].model
+    assert frame[frame["method"] == "early_exit"]["model"].iloc[0].model.booster is plain
