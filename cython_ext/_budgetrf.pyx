@@ -13,7 +13,7 @@ the all-free case where every risk is 0, go to the smaller max(1 / (F(S) - F(L))
 lower F is never taken; a node with F = 0, at max_depth, smaller than min_samples_split or without such
 a split is a leaf.
 
-Trees are written as lightgbm_cegb.Forest numbers them: split nodes parents first (preorder), a child
+Trees are written as lightgbm_cegb.core.Forest numbers them: split nodes parents first (preorder), a child
 c >= 0 a split node, c < 0 the leaf ~c; x <= threshold goes left.
 """
 

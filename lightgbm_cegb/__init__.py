@@ -15,8 +15,18 @@ import lightgbm
 
 from lightgbm_cegb._version import __version__
 from lightgbm_cegb.accounting import prediction_cost
-from lightgbm_cegb.core import CEGBError, CostReport, CostState, FeatureCosts, Forest, NoSplitWarning, NotFittedError
-from lightgbm_cegb.io import CEGBState, to_forest
+from lightgbm_cegb.core import (
+    BudgetWarning,
+    CEGBError,
+    CEGBWarning,
+    CostReport,
+    FeatureCosts,
+    LightGBMCEGBError,
+    NoSplitWarning,
+    NotFittedError,
+    RoundsWarning,
+)
+from lightgbm_cegb.io import to_forest
 from lightgbm_cegb.lgbm import CEGBClassifier, CEGBRanker, CEGBRegressor
 from lightgbm_cegb.methods import (
     CSCC,
@@ -42,13 +52,14 @@ from lightgbm_cegb.methods import (
 )
 from lightgbm_cegb.serving import LazyFetchError, LazyFetchValueError, LazyPredictor, LazyResult
 
-__all__ = ["CSCC", "CSTC", "PATCHED_LIGHTGBM", "AcquisitionResult", "AdaptGBRT", "AdaptiveAcquisitionClassifier",
-           "AdaptL1", "AdaptLIN", "BudgetRFClassifier", "CEGBClassifier", "CEGBError", "CEGBRanker", "CEGBRegressor",
-           "CEGBState", "CSTCClassifier", "CostReport", "CostState", "Cronus", "EarlyExit", "EarlyExitResult",
-           "FeatureCosts", "Forest", "GreedyMiserClassifier", "GreedyMiserRanker", "GreedyMiserRegressor",
-           "LazyFetchError", "LazyFetchValueError", "LazyPredictor", "LazyResult", "NoSplitWarning", "NotFittedError",
-           "PruneResult", "Pruner", "StagedAcquisitionClassifier",
-           "__version__", "budget_prune", "budget_prune_path", "prediction_cost", "to_forest"]
+__all__ = ["AcquisitionResult", "AdaptGBRT", "AdaptL1", "AdaptLIN", "AdaptiveAcquisitionClassifier",
+           "BudgetRFClassifier", "BudgetWarning", "CEGBClassifier", "CEGBError", "CEGBRanker", "CEGBRegressor",
+           "CEGBWarning", "CSCC", "CSTC", "CSTCClassifier", "CostReport", "Cronus", "EarlyExit", "EarlyExitResult",
+           "FeatureCosts", "GreedyMiserClassifier", "GreedyMiserRanker", "GreedyMiserRegressor", "LazyFetchError",
+           "LazyFetchValueError", "LazyPredictor", "LazyResult", "LightGBMCEGBError", "NoSplitWarning",
+           "NotFittedError", "PATCHED_LIGHTGBM", "PruneResult", "Pruner", "RoundsWarning",
+           "StagedAcquisitionClassifier", "__version__", "budget_prune", "budget_prune_path", "prediction_cost",
+           "to_forest"]
 
 #: True when the imported lightgbm is the patched build of this project.
 PATCHED_LIGHTGBM = "+cegb." in lightgbm.__version__

@@ -24,8 +24,7 @@ import warnings
 import lightgbm as lgb
 import matplotlib.pyplot as plt
 
-from lightgbm_cegb import prediction_cost
-from lightgbm_cegb.core.errors import BudgetWarning
+from lightgbm_cegb import BudgetWarning, prediction_cost
 from lightgbm_cegb.datasets import HIGGS_COSTS, higgs
 from lightgbm_cegb.lgbm import budget_stopping, cegb_tradeoff_scale, record_cost
 from lightgbm_cegb.selection import fit_within_budget

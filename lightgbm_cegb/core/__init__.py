@@ -5,8 +5,17 @@ The bottom layer of the package: it imports nothing of lightgbm_cegb above it (`
 
 from lightgbm_cegb.core.cost_state import CostState
 from lightgbm_cegb.core.costs import FeatureCosts
-from lightgbm_cegb.core.errors import CEGBError, NoSplitWarning, NotFittedError
+from lightgbm_cegb.core.errors import (
+    BudgetWarning,
+    CEGBError,
+    CEGBWarning,
+    LightGBMCEGBError,
+    NoSplitWarning,
+    NotFittedError,
+    RoundsWarning,
+)
 from lightgbm_cegb.core.forest import Forest
 from lightgbm_cegb.core.report import CostReport
 
-__all__ = ["CEGBError", "CostReport", "CostState", "FeatureCosts", "Forest", "NoSplitWarning", "NotFittedError"]
+__all__ = ["BudgetWarning", "CEGBError", "CEGBWarning", "CostReport", "CostState", "FeatureCosts", "Forest",
+           "LightGBMCEGBError", "NoSplitWarning", "NotFittedError", "RoundsWarning"]

@@ -17,7 +17,12 @@ import numpy as np
 from sklearn.exceptions import NotFittedError as _SklearnNotFittedError
 
 
-class CEGBError(ValueError):
+class LightGBMCEGBError(Exception):
+    """The root of the package's exceptions: ``except LightGBMCEGBError`` catches every error lightgbm_cegb raises
+    on purpose (invalid input, :class:`CEGBError`; a failed fetch, ``LazyFetchError``)."""
+
+
+class CEGBError(LightGBMCEGBError, ValueError):
     """Invalid input to lightgbm_cegb; the message names the parameter, what was expected and what was got.
 
     A subclass of ``ValueError``: ``except ValueError`` catches it too.

@@ -22,6 +22,11 @@ Predictions equal the model's ``predict`` on the full rows, bit for bit: compute
 reached with LightGBM's own operations for Boosters whose output is the raw score or binary's sigmoid
 (_own_output), otherwise by the model's ``predict`` on the rows with the values nobody fetched set to 0.0,
 which no split reads.
+
+This module is the predictor: its fetch rounds (in turn, on threads with timeouts, or awaited) and its checks of
+what fetch returns stay with the one class whose state they read, hence its length. A batch's rounds are in
+``runs``, what a call returns and raises in ``results``, the threads of synchronous fetches under asyncio in
+``workers``.
 """
 
 from __future__ import annotations
@@ -29,11 +34,9 @@ from __future__ import annotations
 import asyncio
 import inspect
 import os
-import queue
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 
 import lightgbm as lgb
 import numpy as np
@@ -44,9 +47,10 @@ from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.forest import Forest
 from lightgbm_cegb.core.parallel import resolve_n_jobs
 from lightgbm_cegb.io.models import booster_of, fitted_costs, library_of, load_file, num_trees_used, to_forest, unwrap
+from lightgbm_cegb.serving.results import FetchInterrupted, LazyResult, Malformed
+from lightgbm_cegb.serving.runs import PolicyModelRun, RoutingRun
+from lightgbm_cegb.serving.workers import in_thread, is_async
 
-#: status of a row in a LazyResult
-DONE, FAILED, PENDING = 0, 1, 2
 ORDERS = ("cheapest", "costliest", "most_rows", "model")
 #: aacquire routes batches of at most this many rows on the event loop (in microseconds; handing them to a thread
 #: would take longer), larger ones on a thread
@@ -56,165 +60,6 @@ RAW_OBJECTIVES = frozenset({"regression", "regression_l1", "huber", "fair", "qua
                             "rank_xendcg"})
 #: a value not known yet: the NaN with the bits UNKNOWN_BITS (see LazyBatch)
 UNKNOWN = np.array([UNKNOWN_BITS], dtype=np.uint64).view(np.float64)[0]
-
-
-@dataclass(frozen=True)
-class FetchFailure:
-    """A fetch call that failed: its key as passed to fetch (a feature, or a group's name), the batch
-    positions of its rows, why, and the row ids fetch was called with.
-
-    Parameters
-    ----------
-    feature : object
-        The key as passed to fetch: a feature's name or column, or a group's name.
-    rows : ndarray of int
-        The batch positions of the rows the call was for.
-    error : BaseException
-        Why it failed: what fetch raised, a ``TimeoutError``, or what was wrong with what it returned.
-    ids : ndarray or None, default=None
-        The row ids fetch was called with (``acquire``'s ``ids`` of ``rows``), which the message names.
-    """
-
-    feature: object
-    rows: np.ndarray
-    error: BaseException
-    ids: np.ndarray | None = None
-
-    def __str__(self) -> str:
-        named = self.rows if self.ids is None else self.ids
-        shown = ", ".join(map(str, np.asarray(named)[:5].tolist())) + (", ..." if len(named) > 5 else "")
-        why = str(self.error) or f"it raised {type(self.error).__name__}"  # an exception without a message
-        return f"fetch({self.feature!r}) for {len(self.rows)} row(s) [ids {shown}] failed: {why}"
-
-
-@dataclass
-class LazyResult:
-    """What a lazy prediction computed for each row of a batch.
-
-    ``status[i]`` is DONE (row i reached a leaf in every tree; ``prediction[i]`` is set), FAILED (a fetch it
-    needed failed: see ``failures``) or PENDING (the call stopped at a failure before the row was done).
-    ``X`` holds the values given and fetched (NaN where unknown), ``known`` which ones are known and
-    ``fetched`` which ones this call fetched (a group's members all, when the group was fetched);
-    ``acquisition[i]`` is the lazy cost of the fetched values row i's paths read (and of each group once,
-    with its first member read) and ``evaluation[i]`` the split costs of the nodes it passed. To resume after
-    a failure, call ``acquire(result.X, result.known)``: nothing fetched is fetched again (a member fetched
-    with its group and read only after the resume is known then, so its own cost is not charged).
-
-    Parameters
-    ----------
-    prediction : ndarray or None
-        The prediction of each row (where a row is not DONE: NaN, or None in an object array); None when no
-        row is done, or in the ``result`` of a LazyFetchError.
-    status : ndarray of int8 of shape (n_rows,)
-        Each row's status: DONE (0), FAILED (1) or PENDING (2).
-    X : ndarray of shape (n_rows, n_features)
-        The values given and fetched (NaN where unknown).
-    known : ndarray of bool of shape (n_rows, n_features)
-        Which values are known.
-    fetched : ndarray of bool of shape (n_rows, n_features)
-        Which values this call fetched.
-    acquisition : ndarray of shape (n_rows,)
-        Each row's lazy cost of the fetched values its paths read (and of each group once).
-    evaluation : ndarray of shape (n_rows,)
-        Each row's split costs of the nodes it passed, and the trees' costs.
-    leaves : ndarray of int32 of shape (n_rows, num_trees)
-        The leaf each row reached in each tree, -1 where not reached yet.
-    rounds : int
-        Number of fetch rounds.
-    fetch_calls : int
-        Number of calls of fetch, retries included.
-    failures : list of FetchFailure, optional
-        The failed fetch calls (default: none).
-    """
-
-    prediction: np.ndarray | None
-    status: np.ndarray
-    X: np.ndarray
-    known: np.ndarray
-    fetched: np.ndarray
-    acquisition: np.ndarray
-    evaluation: np.ndarray
-    leaves: np.ndarray  # int32[n_rows, num_trees]: the leaf reached, -1 where not reached yet
-    rounds: int  # fetch rounds
-    fetch_calls: int  # calls of fetch, retries included
-    failures: list[FetchFailure] = field(default_factory=list)
-
-    @property
-    def ok(self) -> np.ndarray:
-        """Whether each row is DONE (its prediction is set)."""
-        return self.status == DONE
-
-    @property
-    def per_instance(self) -> np.ndarray:
-        """Each row's cost: ``acquisition + evaluation``."""
-        return self.acquisition + self.evaluation
-
-    @property
-    def mean(self) -> float:
-        """Mean per-row cost (0.0 without rows)."""
-        return float(self.per_instance.mean()) if len(self.status) else 0.0
-
-
-class FetchInterrupted(RuntimeError):
-    """fetch raised KeyboardInterrupt or SystemExit on a worker thread (``max_workers``, ``timeout``, or a plain
-    function under ``aacquire``): that call's failure, not an interrupt of the program (signals reach the main
-    thread only). The exception fetch raised is its ``__cause__``."""
-
-    def __init__(self, error: BaseException) -> None:
-        super().__init__(f"it raised {type(error).__name__}" + (f": {error}" if str(error) else ""))
-        self.__cause__ = error
-
-
-class LazyFetchError(RuntimeError):
-    """A fetch failed (raised, timed out or returned the wrong shape) with ``errors="raise"``. ``result``
-    holds everything computed so far (values fetched, costs paid, rows already done).
-
-    The exception fetch raised is its ``__cause__``.
-
-    Parameters
-    ----------
-    failure : FetchFailure
-        The (first) failed fetch call: its key, its rows and the error.
-    result : LazyResult
-        Everything computed so far (its ``prediction`` is None).
-
-    Attributes
-    ----------
-    failure : FetchFailure
-        As given.
-    result : LazyResult
-        As given: resume with ``acquire(result.X, result.known)``.
-    """
-
-    def __init__(self, failure: FetchFailure, result: LazyResult) -> None:
-        super().__init__(str(failure))
-        self.failure = failure
-        self.result = result
-
-
-class _Returned(CEGBError):
-    """What fetch returned breaks its contract (found here, not raised by fetch)."""
-
-
-class LazyFetchValueError(LazyFetchError, CEGBError):
-    """A fetch returned what its contract does not allow (the wrong shape, values that are not numbers, a
-    mapping without a group's members, an awaitable to ``acquire``): a LazyFetchError that is also a CEGBError,
-    its message naming the key, what was expected and what was received.
-
-    Parameters
-    ----------
-    failure : FetchFailure
-        The (first) failed fetch call: its key, its rows and the error.
-    result : LazyResult
-        Everything computed so far (its ``prediction`` is None).
-
-    Attributes
-    ----------
-    failure : FetchFailure
-        As given.
-    result : LazyResult
-        As given: resume with ``acquire(result.X, result.known)``.
-    """
 
 
 class LazyPredictor:
@@ -369,7 +214,7 @@ PruneResult, Forest or policy
         # coupled or split penalties only)
         self._lazy = self.costs_.arrays(num_features)[0]
         self.fetch, self.order, self.max_workers = fetch, order, max_workers
-        self._async = _is_async(fetch)
+        self._async = is_async(fetch)
         self.timeout, self.retries, self.errors, self.n_jobs = timeout, retries, errors, n_jobs
         self.keys = list(names) if feature_keys == "name" and names else list(range(num_features))
         # a fetch unit u is feature u (u < num_features) or group u - num_features
@@ -453,7 +298,7 @@ PruneResult, Forest or policy
         if self._async:
             raise CEGBError("fetch is a coroutine function: use aacquire / apredict")
         self._check_method(method, kwargs)
-        run = (_PolicyRun if self.policy else _Run)(self, X, known, ids)
+        run = (PolicyModelRun if self.policy else RoutingRun)(self, X, known, ids)
         while requests := run.advance():
             run.deliver(requests, self._fetch_round(requests, run))
         return run.finish(method, kwargs)
@@ -490,7 +335,7 @@ PruneResult, Forest or policy
             When the model has no such ``method``, or ``known`` or ``ids`` do not match X.
         """
         self._check_method(method, kwargs)
-        run = (_PolicyRun if self.policy else _Run)(self, X, known, ids)
+        run = (PolicyModelRun if self.policy else RoutingRun)(self, X, known, ids)
         limit = asyncio.Semaphore(self.max_workers) if self.max_workers else None
 
         async def off_loop(function, *args):  # the routing of a large batch off the event loop; a few rows at once
@@ -584,14 +429,14 @@ PruneResult, Forest or policy
     def _fetch_round(self, requests, run) -> list:
         """Outcome (values or the exception) of each request, retried as configured. With max_workers or a
         timeout, each call runs on a thread of its own (max_workers at a time), timed from its start: a call
-        that times out keeps its thread, never another call's. Without them, a _Run's calls are made by its
+        that times out keeps its thread, never another call's. Without them, a RoutingRun's calls are made by its
         LazyBatch, which stores a feature's float64 values at once (outcome STORED)."""
         outcomes: list = [None] * len(requests)
         pending = list(range(len(requests)))
         for attempt in range(self.retries + 1):
             run.fetch_calls += len(pending)
             if not self.max_workers and self.timeout is None:
-                if attempt == 0 and isinstance(run, _Run):
+                if attempt == 0 and isinstance(run, RoutingRun):
                     outcomes = run.batch.fetch_round(requests, self.fetch, self._unit_keys, run.fetch_ids)
                     if outcomes is None:  # every call's values stored
                         return None
@@ -640,7 +485,7 @@ PruneResult, Forest or policy
         """What a synchronous fetch returned, or the error of an awaitable (closed: never awaited)."""
         if type(values) is not np.ndarray and inspect.isawaitable(values):
             getattr(values, "close", lambda: None)()
-            return _Returned("fetch returned an awaitable: use aacquire / apredict for asynchronous fetches")
+            return Malformed("fetch returned an awaitable: use aacquire / apredict for asynchronous fetches")
         return values
 
     async def _fetch_async(self, unit, rows, run, limit):
@@ -684,7 +529,7 @@ PruneResult, Forest or policy
 
     def _values(self, unit: int, ids: np.ndarray, outcome) -> np.ndarray:
         """What fetch returned for the row ids ``ids`` of ``unit``, as float64 of shape (len(ids), its features),
-        pandas objects aligned to the ids by their index (_by_id); a _Returned error saying what was expected
+        pandas objects aligned to the ids by their index (_by_id); a Malformed error saying what was expected
         otherwise."""
         n = len(ids)
         num_features = len(self.keys)
@@ -695,25 +540,25 @@ PruneResult, Forest or policy
         if unit < num_features:
             values = _numbers(outcome)
             if values.shape != (n,):
-                raise _Returned(f"returned shape {values.shape}, expected ({n},): one value per row id")
+                raise Malformed(f"returned shape {values.shape}, expected ({n},): one value per row id")
             return values[:, None]
         name, members = self._unit_keys[unit], self.groups[self._unit_keys[unit]]
         if isinstance(outcome, Mapping) or hasattr(outcome, "columns"):  # a dict, a pandas DataFrame
             given = list(outcome.keys())
             if len(given) != len(members) or any(member not in given for member in members):
-                raise _Returned(f"returned a mapping with the keys {given[:10]}, expected the members of group "
+                raise Malformed(f"returned a mapping with the keys {given[:10]}, expected the members of group "
                                 f"{name!r}: {members}")
             columns = []
             for member in members:
                 values = _numbers(_by_id(outcome[member], ids), f"for member {member!r} ")
                 if values.shape != (n,):
-                    raise _Returned(f"returned shape {values.shape} for member {member!r} of group {name!r}, "
+                    raise Malformed(f"returned shape {values.shape} for member {member!r} of group {name!r}, "
                                     f"expected ({n},): one value per row id")
                 columns.append(values)
             return np.column_stack(columns) if columns else np.zeros((n, 0))
         values = _numbers(outcome)
         if values.shape != (n, len(members)):
-            raise _Returned(f"returned shape {values.shape} for group {name!r}, expected ({n}, {len(members)}): one "
+            raise Malformed(f"returned shape {values.shape} for group {name!r}, expected ({n}, {len(members)}): one "
                             f"row per row id, one column per member {members} (or a mapping member -> values)")
         return values
 
@@ -793,218 +638,6 @@ PruneResult, Forest or policy
         return predict(X, **kwargs) if rows else np.asarray(predict(X, **kwargs))[:0]
 
 
-class _Run:
-    """One batch on its way through the model: its rows' compiled state (values, routing, costs: LazyBatch) and
-    what the run reports (rounds, fetch calls, failures)."""
-
-    def __init__(self, predictor: LazyPredictor, X, known, ids) -> None:
-        forest = self.forest = predictor.forest
-        self.predictor = predictor
-        if type(X) is np.ndarray and X.dtype == np.float64 and not forest.float32:  # read as it is
-            forest._check_shape(X.shape)
-        else:
-            X = forest.dense(X)
-        known, self.fetch_ids = _known_and_ids(X, known, ids, positions=False)  # None: the rows' positions
-        known = None if known is None else np.ascontiguousarray(known).view(np.uint8)
-        self.batch = LazyBatch(predictor._plan, X, known, predictor._threads)
-        self.status = self.batch.status
-        self.rounds = self.fetch_calls = 0
-        self.failures: list[FetchFailure] = []
-
-    @property
-    def ids(self) -> np.ndarray:
-        """The row ids fetch is called with (the rows' positions when acquire was given none)."""
-        return np.arange(self.batch.n) if self.fetch_ids is None else self.fetch_ids
-
-    def advance(self) -> list[tuple[int, np.ndarray]]:
-        """Route the active rows as far as they can go; the fetches they wait for, in the predictor's order:
-        (unit, rows), unit a feature in no group or num_features + a group."""
-        requests = self.batch.advance()
-        if not requests:
-            return requests
-        self.rounds += 1
-        return self.predictor._in_order(requests, self.ids) if self.predictor._sorted else requests
-
-    def deliver(self, requests, outcomes) -> None:
-        """Store what each fetch returned (the members the rows stopped at read from their group's values);
-        then handle the failures (all successes are kept first). outcomes None: every fetch's values stored."""
-        if outcomes is None:
-            self.batch.read_held()
-            return
-        received, failed = _received(self.predictor, self.ids, requests, outcomes)
-        for unit, rows, values in received:
-            self.batch.deliver(unit, rows, values.ravel())
-        self.batch.read_held()
-        if failed:
-            for rows in _failed(self, failed):
-                self.batch.fail(rows)
-
-    def finish(self, method: str, kwargs: dict) -> LazyResult:
-        done = self.status == DONE
-        prediction = None
-        if done.any() or not len(done):
-            prediction = _spread(np.asarray(self.predictor._predict(self.batch, done, method, kwargs)), done)
-        return self.result(prediction)
-
-    def result(self, prediction) -> LazyResult:
-        """The run's result; the run ends here (its arrays are handed over, not copied)."""
-        batch = self.batch
-        leaves = batch.leaves()
-        X, known = batch.values()
-        return LazyResult(prediction=prediction, status=self.status, X=X, known=known,
-                          fetched=batch.fetched.view(bool), acquisition=batch.acquisition,
-                          evaluation=batch.evaluation, leaves=leaves, rounds=self.rounds,
-                          fetch_calls=self.fetch_calls, failures=self.failures)
-
-
-class _PolicyRun:
-    """One batch through a policy model (``__lightgbm_cegb_policy__``): each round, the units the policy asks for
-    that a row does not have yet are fetched (a group whole, once per row), and the policy sees their values;
-    values given in X are handed to it unfetched and unpaid. The interface of :class:`_Run`."""
-
-    def __init__(self, predictor: LazyPredictor, X, known, ids) -> None:
-        self.predictor = predictor
-        model = predictor.model
-        if hasattr(X, "columns"):
-            names = getattr(model, "feature_names_in_", None)
-            X = X[list(names)] if names is not None else X
-        self.X = np.array(X, dtype=np.float64, order="C")  # a copy: fetched values go in
-        num_features = len(predictor.keys)
-        if self.X.ndim != 2 or self.X.shape[1] != num_features:
-            raise CEGBError(f"X should have {num_features} columns, got shape {self.X.shape}")
-        n = len(self.X)
-        known, self.ids = _known_and_ids(self.X, known, ids)
-        self.known = ~np.isnan(self.X) if known is None else known.copy()  # a fetched value becomes known
-        self.fetched = np.zeros((n, num_features), dtype=bool)
-        self.status = np.full(n, PENDING, dtype=np.int8)
-        self.rounds = self.fetch_calls = 0
-        self.failures: list[FetchFailure] = []
-        self.run = model.__lightgbm_cegb_policy__(n)
-        self.units = model.units_
-        group_of = predictor._group_of
-        # the predictor's fetch unit of each of the policy's units: a feature, or num_features + its group
-        self.unit_of = [columns[0] if group_of[columns[0]] < 0 else num_features + int(group_of[columns[0]])
-                        for columns in self.units]
-        self.policy_unit = {unit: u for u, unit in enumerate(self.unit_of)}
-        self.started = False
-
-    def advance(self) -> list[tuple[int, np.ndarray]]:
-        """The next round's fetches: (unit, rows) of the rows whose next purchase is not in X already."""
-        while True:
-            if self.started:
-                self.run.evaluate()
-            self.started = True
-            wanted = self.run.requests()
-            if not wanted:
-                self.status[self.status == PENDING] = DONE
-                return []
-            requests = []
-            for u, rows in wanted:
-                columns = list(self.units[u])
-                have = self.known[np.ix_(rows, columns)].all(axis=1)
-                if have.any():
-                    self.run.deliver(u, rows[have], self.X[np.ix_(rows[have], columns)], pay=False)
-                if not have.all():
-                    requests.append((self.unit_of[u], rows[~have]))
-            if requests:
-                self.rounds += 1
-                return self.predictor._in_order(requests, self.ids)
-
-    def deliver(self, requests, outcomes) -> None:
-        """Store what each fetch returned and hand it to the policy; then handle the failures."""
-        received, failed = _received(self.predictor, self.ids, requests, outcomes)
-        for unit, rows, values in received:
-            u = self.policy_unit[unit]
-            columns = list(self.units[u])
-            given = self.known[np.ix_(rows, columns)]
-            values = np.where(np.isnan(values), np.nan, values)
-            block = np.where(given, self.X[np.ix_(rows, columns)], values)  # values given in X stay
-            self.X[np.ix_(rows, columns)] = block
-            self.fetched[np.ix_(rows, columns)] |= ~given
-            self.known[np.ix_(rows, columns)] = True
-            self.run.deliver(u, rows, block)
-        if failed:
-            for rows in _failed(self, failed):
-                self.run.drop(rows)
-
-    def finish(self, method: str, kwargs: dict) -> LazyResult:
-        done = self.status == DONE
-        prediction = None
-        if done.any() or not len(done):
-            proba = self.run.proba[done]
-            values = proba if method == "predict_proba" else self.predictor.model.classes_[proba.argmax(axis=1)]
-            prediction = _spread(values, done)
-        return self.result(prediction)
-
-    def result(self, prediction) -> LazyResult:
-        cost = self.run.result().cost
-        X = np.where(self.known, self.X, np.nan)
-        return LazyResult(prediction=prediction, status=self.status, X=X, known=self.known, fetched=self.fetched,
-                          acquisition=cost.acquisition, evaluation=cost.evaluation,
-                          leaves=np.zeros((len(X), 0), dtype=np.int32), rounds=self.rounds,
-                          fetch_calls=self.fetch_calls, failures=self.failures)
-
-
-def _known_and_ids(X: np.ndarray, known, ids, positions: bool = True) -> tuple[np.ndarray, np.ndarray]:
-    """acquire's ``known`` (None: X's non-NaN values) and ``ids`` (default: the rows' positions; None with
-    ``positions=False``), checked against the batch X."""
-    if known is not None:
-        known = np.asarray(known)
-        if known.shape != X.shape or known.dtype != bool:
-            raise CEGBError(f"known should be a bool array of X's shape {X.shape}, got {known.dtype} of shape "
-                            f"{known.shape}")
-    if ids is None:
-        return known, np.arange(len(X)) if positions else None
-    ids = np.asarray(ids)
-    if ids.shape != (len(X),):
-        raise CEGBError(f"ids should hold one id per row of X ({len(X)}), got shape {ids.shape}")
-    return known, ids
-
-
-def _received(predictor: LazyPredictor, ids: np.ndarray, requests, outcomes) -> tuple[list, list[FetchFailure]]:
-    """A round's fetch outcomes (the batch's row ``ids``): (unit, rows, values: float64 of shape (len(rows), the
-    unit's features)) of the calls that returned what their contract allows, and a FetchFailure for each other
-    call. A NaN among the values may have any bits (the caller stores it as a missing value, never as
-    UNKNOWN)."""
-    received, failed = [], []
-    for (unit, rows), outcome in zip(requests, outcomes):
-        if outcome is STORED:
-            continue
-        if not isinstance(outcome, BaseException):
-            try:
-                values = predictor._values(unit, ids[rows], outcome)
-            except _Returned as exc:
-                outcome = exc
-        if isinstance(outcome, BaseException):
-            failed.append(FetchFailure(predictor._unit_keys[unit], rows, outcome, ids[rows]))
-        else:
-            received.append((unit, rows, values))
-    return received, failed
-
-
-def _failed(run, failed: list[FetchFailure]) -> list[np.ndarray]:
-    """Record a round's failed fetches on ``run`` (a _Run or _PolicyRun): with errors="raise", raise the first
-    (LazyFetchValueError where fetch broke its contract); else mark their rows FAILED and return them."""
-    run.failures.extend(failed)
-    if run.predictor.errors == "raise":
-        kind = LazyFetchValueError if isinstance(failed[0].error, _Returned) else LazyFetchError
-        raise kind(failed[0], run.result(None)) from failed[0].error
-    for failure in failed:
-        run.status[failure.rows] = FAILED
-    return [failure.rows for failure in failed]
-
-
-def _spread(values: np.ndarray, done: np.ndarray) -> np.ndarray:
-    """The predictions ``values`` of the DONE rows in an array of every row: NaN elsewhere (None in an object
-    array, for values that are not numbers)."""
-    if done.all():
-        return values
-    fill = np.nan if values.dtype.kind in "fc" else None
-    spread = np.full((len(done),) + values.shape[1:], fill, dtype=values.dtype if fill is not None else object)
-    spread[done] = values
-    return spread
-
-
 def _by_id(outcome, ids: np.ndarray):
     """A pandas Series or DataFrame that fetch returned, in the order of the row ids asked for: by its index, which
     must hold exactly those ids (a store's ``pd.read_sql(..., index_col="id")`` in its own order); by position
@@ -1018,7 +651,7 @@ def _by_id(outcome, ids: np.ndarray):
         return outcome
     if len(index) != len(ids) or index.has_duplicates or not index.isin(ids).all():
         shown = ", ".join(map(repr, index[:5].tolist())) + (", ..." if len(index) > 5 else "")
-        raise _Returned(f"returned a pandas {type(outcome).__name__} indexed by [{shown}]: its index should hold "
+        raise Malformed(f"returned a pandas {type(outcome).__name__} indexed by [{shown}]: its index should hold "
                         f"each of the {len(ids)} row ids asked for once (or be a RangeIndex, read by position)")
     return outcome.loc[ids]
 
@@ -1030,7 +663,7 @@ def _numbers(outcome, where: str = "") -> np.ndarray:
             raise TypeError(f"got {values.dtype} values")
         return values.astype(np.float64)
     except (TypeError, ValueError) as exc:
-        raise _Returned(f"returned values {where}that are not numbers ({exc})") from None
+        raise Malformed(f"returned values {where}that are not numbers ({exc})") from None
 
 
 def _own_output(model, forest: Forest) -> float | None:
@@ -1048,71 +681,3 @@ def _own_output(model, forest: Forest) -> float | None:
         given = (model.params or {}).get("sigmoid", scale)
         return scale if scale > 0 and float(given) == scale else None
     return None
-
-
-def _is_async(fetch) -> bool:
-    # getattr reads a callable object's __call__ method (is it async?); not a callable test, hence the noqa
-    return inspect.iscoroutinefunction(fetch) or inspect.iscoroutinefunction(
-        getattr(fetch, "__call__", None))  # noqa: B004
-
-
-class _Workers:
-    """Daemon threads for aacquire's synchronous fetch calls: a call goes to an idle worker, or to a new one when
-    none is idle, so a call that never returns holds its own thread only, never one that a later call would wait
-    for (the event loop's default executor queues calls behind its busy workers); a worker idle for ``idle``
-    seconds ends. Threads are reused: starting one per call costs more than a fast store's query."""
-
-    def __init__(self, idle: float = 30.0) -> None:
-        self.idle_seconds = idle
-        self.lock = threading.Lock()
-        self.waiting = 0  # workers waiting for a task that no submit has counted on yet
-        self.tasks: queue.SimpleQueue = queue.SimpleQueue()
-
-    def submit(self, task: Callable[[], None]) -> None:
-        with self.lock:
-            reuse = self.waiting > 0
-            self.waiting -= reuse
-        self.tasks.put(task)
-        if not reuse:
-            threading.Thread(target=self._work, daemon=True).start()
-
-    def _work(self) -> None:
-        while True:
-            try:
-                task = self.tasks.get(timeout=self.idle_seconds)
-            except queue.Empty:
-                with self.lock:
-                    if self.waiting > 0:  # not counted on by a submit: end
-                        self.waiting -= 1
-                        return
-                continue  # a submit counted on this worker: its task is on the way
-            task()
-            with self.lock:
-                self.waiting += 1
-
-
-_WORKERS = _Workers()
-
-
-def in_thread(function, *args) -> asyncio.Future:
-    """function(*args) on a worker thread (never behind another call; see _Workers), awaited on the running event
-    loop: how ``aacquire`` calls a synchronous fetch (and the service's eager fetches)."""
-    loop = asyncio.get_running_loop()
-    future = loop.create_future()
-
-    def run():
-        try:
-            result = function(*args)
-            settle = lambda: future.done() or future.set_result(result)  # noqa: E731
-        except BaseException as exc:  # handed to the awaiting coroutine
-            # a KeyboardInterrupt / SystemExit of this thread is the function's own: re-raised by the await, it
-            # would stop the event loop as a real interrupt does
-            error = exc if isinstance(exc, Exception) else FetchInterrupted(exc)  # 'exc' is unbound after
-            settle = lambda: future.done() or future.set_exception(error)  # noqa: E731
-        try:
-            loop.call_soon_threadsafe(settle)
-        except RuntimeError:  # the loop has closed: nobody waits for this call any more
-            pass
-
-    _WORKERS.submit(run)
-    return future

@@ -37,7 +37,9 @@ import numpy as np
 from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.datasets import HIGGS_COSTS, HIGGS_FEATURES, NUM_LOW_LEVEL, higgs
 from lightgbm_cegb.io.atomic import write_atomically
-from lightgbm_cegb.serving.lazy import LazyFetchError, LazyPredictor, in_thread
+from lightgbm_cegb.serving.lazy import LazyPredictor
+from lightgbm_cegb.serving.results import LazyFetchError
+from lightgbm_cegb.serving.workers import in_thread
 
 #: the bundled example's tables: the low-level measurements (cheap) and the invariant masses (reconstructed)
 HIGGS_TABLES = {"detector": HIGGS_FEATURES[:NUM_LOW_LEVEL], "reconstruction": HIGGS_FEATURES[NUM_LOW_LEVEL:]}

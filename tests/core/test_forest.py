@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 from conftest import run_python, with_tree_sizes
 
-from lightgbm_cegb import CEGBError, FeatureCosts, Forest, budget_prune, prediction_cost, to_forest
+from lightgbm_cegb import CEGBError, FeatureCosts, budget_prune, prediction_cost, to_forest
+from lightgbm_cegb.core import Forest
 from lightgbm_cegb.io.lightgbm_text import read_text, write_text
 
 
@@ -64,6 +65,7 @@ def child_outcome(code: str, timeout: float = 120) -> str:
     script = textwrap.dedent("""
         import numpy as np, lightgbm as lgb
         from lightgbm_cegb import *
+        from lightgbm_cegb.core import Forest
         from lightgbm_cegb.io.lightgbm_text import read_text
         try:
     """) + textwrap.indent(textwrap.dedent(code), "    ") + textwrap.dedent("""

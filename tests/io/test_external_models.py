@@ -18,7 +18,7 @@ from conftest import ROOT
 from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
 
 from lightgbm_cegb import CEGBError, FeatureCosts, LazyPredictor, prediction_cost, to_forest
-from lightgbm_cegb.serving.lazy import DONE
+from lightgbm_cegb.serving import DONE
 
 MODELS = 30  # random models per library
 

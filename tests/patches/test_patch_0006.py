@@ -1,4 +1,4 @@
-"""Patch 0006: CEGB's per-row ledger (Booster.get_cegb_state / set_cegb_state; lightgbm_cegb.CEGBState and the
+"""Patch 0006: CEGB's per-row ledger (Booster.get_cegb_state / set_cegb_state; lightgbm_cegb.io.CEGBState and the
 start_from callback): what the training rows paid and the model bought, shared between boosters, declared by
 hand, saved and restored."""
 
@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from test_patch_0005 import BASE, before_parameters, check_charges, make_data
 
-from lightgbm_cegb import CEGBError, CEGBState
+from lightgbm_cegb import CEGBError
+from lightgbm_cegb.io import CEGBState
 from lightgbm_cegb.lgbm.callbacks import start_from
 
 COSTS = {"cegb_tradeoff": 0.05, "cegb_feature_group": [0, 0, 1, 1, -1, 2, 2, -1],

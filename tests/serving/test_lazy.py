@@ -20,15 +20,8 @@ from references import leaf_paths, model_and_data, row_paths, sklearn_model_and_
 from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
 
 from lightgbm_cegb import CEGBError, FeatureCosts, budget_prune, prediction_cost, to_forest
-from lightgbm_cegb.serving.lazy import (
-    DONE,
-    FAILED,
-    PENDING,
-    UNKNOWN,
-    LazyFetchError,
-    LazyFetchValueError,
-    LazyPredictor,
-)
+from lightgbm_cegb.serving import DONE, FAILED, PENDING, LazyFetchError, LazyFetchValueError, LazyPredictor
+from lightgbm_cegb.serving.lazy import UNKNOWN
 
 
 class Store:

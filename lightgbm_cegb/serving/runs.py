@@ -1,0 +1,232 @@
+"""One batch's way through a model, round by round (the state machine of a lazy prediction): ``RoutingRun`` over the
+compiled routing (``LazyBatch``), ``PolicyModelRun`` over a policy model's own loop. A LazyPredictor (``predictor``
+below) drives either, one fetch round at a time."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lightgbm_cegb._engine import STORED, LazyBatch
+from lightgbm_cegb.core.errors import CEGBError
+from lightgbm_cegb.serving.results import (
+    DONE,
+    FAILED,
+    PENDING,
+    FetchFailure,
+    LazyFetchError,
+    LazyFetchValueError,
+    LazyResult,
+    Malformed,
+)
+
+
+class RoutingRun:
+    """One batch on its way through the model: its rows' compiled state (values, routing, costs: LazyBatch) and
+    what the run reports (rounds, fetch calls, failures)."""
+
+    def __init__(self, predictor, X, known, ids) -> None:
+        forest = self.forest = predictor.forest
+        self.predictor = predictor
+        if type(X) is np.ndarray and X.dtype == np.float64 and not forest.float32:  # read as it is
+            forest._check_shape(X.shape)
+        else:
+            X = forest.dense(X)
+        known, self.fetch_ids = _known_and_ids(X, known, ids, positions=False)  # None: the rows' positions
+        known = None if known is None else np.ascontiguousarray(known).view(np.uint8)
+        self.batch = LazyBatch(predictor._plan, X, known, predictor._threads)
+        self.status = self.batch.status
+        self.rounds = self.fetch_calls = 0
+        self.failures: list[FetchFailure] = []
+
+    @property
+    def ids(self) -> np.ndarray:
+        """The row ids fetch is called with (the rows' positions when acquire was given none)."""
+        return np.arange(self.batch.n) if self.fetch_ids is None else self.fetch_ids
+
+    def advance(self) -> list[tuple[int, np.ndarray]]:
+        """Route the active rows as far as they can go; the fetches they wait for, in the predictor's order:
+        (unit, rows), unit a feature in no group or num_features + a group."""
+        requests = self.batch.advance()
+        if not requests:
+            return requests
+        self.rounds += 1
+        return self.predictor._in_order(requests, self.ids) if self.predictor._sorted else requests
+
+    def deliver(self, requests, outcomes) -> None:
+        """Store what each fetch returned (the members the rows stopped at read from their group's values);
+        then handle the failures (all successes are kept first). outcomes None: every fetch's values stored."""
+        if outcomes is None:
+            self.batch.read_held()
+            return
+        received, failed = _received(self.predictor, self.ids, requests, outcomes)
+        for unit, rows, values in received:
+            self.batch.deliver(unit, rows, values.ravel())
+        self.batch.read_held()
+        if failed:
+            for rows in _failed(self, failed):
+                self.batch.fail(rows)
+
+    def finish(self, method: str, kwargs: dict) -> LazyResult:
+        done = self.status == DONE
+        prediction = None
+        if done.any() or not len(done):
+            prediction = _spread(np.asarray(self.predictor._predict(self.batch, done, method, kwargs)), done)
+        return self.result(prediction)
+
+    def result(self, prediction) -> LazyResult:
+        """The run's result; the run ends here (its arrays are handed over, not copied)."""
+        batch = self.batch
+        leaves = batch.leaves()
+        X, known = batch.values()
+        return LazyResult(prediction=prediction, status=self.status, X=X, known=known,
+                          fetched=batch.fetched.view(bool), acquisition=batch.acquisition,
+                          evaluation=batch.evaluation, leaves=leaves, rounds=self.rounds,
+                          fetch_calls=self.fetch_calls, failures=self.failures)
+
+
+class PolicyModelRun:
+    """One batch through a policy model (``__lightgbm_cegb_policy__``): each round, the units the policy asks for
+    that a row does not have yet are fetched (a group whole, once per row), and the policy sees their values;
+    values given in X are handed to it unfetched and unpaid. The interface of :class:`RoutingRun`."""
+
+    def __init__(self, predictor, X, known, ids) -> None:
+        self.predictor = predictor
+        model = predictor.model
+        if hasattr(X, "columns"):
+            names = getattr(model, "feature_names_in_", None)
+            X = X[list(names)] if names is not None else X
+        self.X = np.array(X, dtype=np.float64, order="C")  # a copy: fetched values go in
+        num_features = len(predictor.keys)
+        if self.X.ndim != 2 or self.X.shape[1] != num_features:
+            raise CEGBError(f"X should have {num_features} columns, got shape {self.X.shape}")
+        n = len(self.X)
+        known, self.ids = _known_and_ids(self.X, known, ids)
+        self.known = ~np.isnan(self.X) if known is None else known.copy()  # a fetched value becomes known
+        self.fetched = np.zeros((n, num_features), dtype=bool)
+        self.status = np.full(n, PENDING, dtype=np.int8)
+        self.rounds = self.fetch_calls = 0
+        self.failures: list[FetchFailure] = []
+        self.run = model.__lightgbm_cegb_policy__(n)
+        self.units = model.units_
+        group_of = predictor._group_of
+        # the predictor's fetch unit of each of the policy's units: a feature, or num_features + its group
+        self.unit_of = [columns[0] if group_of[columns[0]] < 0 else num_features + int(group_of[columns[0]])
+                        for columns in self.units]
+        self.policy_unit = {unit: u for u, unit in enumerate(self.unit_of)}
+        self.started = False
+
+    def advance(self) -> list[tuple[int, np.ndarray]]:
+        """The next round's fetches: (unit, rows) of the rows whose next purchase is not in X already."""
+        while True:
+            if self.started:
+                self.run.evaluate()
+            self.started = True
+            wanted = self.run.requests()
+            if not wanted:
+                self.status[self.status == PENDING] = DONE
+                return []
+            requests = []
+            for u, rows in wanted:
+                columns = list(self.units[u])
+                have = self.known[np.ix_(rows, columns)].all(axis=1)
+                if have.any():
+                    self.run.deliver(u, rows[have], self.X[np.ix_(rows[have], columns)], pay=False)
+                if not have.all():
+                    requests.append((self.unit_of[u], rows[~have]))
+            if requests:
+                self.rounds += 1
+                return self.predictor._in_order(requests, self.ids)
+
+    def deliver(self, requests, outcomes) -> None:
+        """Store what each fetch returned and hand it to the policy; then handle the failures."""
+        received, failed = _received(self.predictor, self.ids, requests, outcomes)
+        for unit, rows, values in received:
+            u = self.policy_unit[unit]
+            columns = list(self.units[u])
+            given = self.known[np.ix_(rows, columns)]
+            values = np.where(np.isnan(values), np.nan, values)
+            block = np.where(given, self.X[np.ix_(rows, columns)], values)  # values given in X stay
+            self.X[np.ix_(rows, columns)] = block
+            self.fetched[np.ix_(rows, columns)] |= ~given
+            self.known[np.ix_(rows, columns)] = True
+            self.run.deliver(u, rows, block)
+        if failed:
+            for rows in _failed(self, failed):
+                self.run.drop(rows)
+
+    def finish(self, method: str, kwargs: dict) -> LazyResult:
+        done = self.status == DONE
+        prediction = None
+        if done.any() or not len(done):
+            proba = self.run.proba[done]
+            values = proba if method == "predict_proba" else self.predictor.model.classes_[proba.argmax(axis=1)]
+            prediction = _spread(values, done)
+        return self.result(prediction)
+
+    def result(self, prediction) -> LazyResult:
+        cost = self.run.result().cost
+        X = np.where(self.known, self.X, np.nan)
+        return LazyResult(prediction=prediction, status=self.status, X=X, known=self.known, fetched=self.fetched,
+                          acquisition=cost.acquisition, evaluation=cost.evaluation,
+                          leaves=np.zeros((len(X), 0), dtype=np.int32), rounds=self.rounds,
+                          fetch_calls=self.fetch_calls, failures=self.failures)
+
+
+def _known_and_ids(X: np.ndarray, known, ids, positions: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """acquire's ``known`` (None: X's non-NaN values) and ``ids`` (default: the rows' positions; None with
+    ``positions=False``), checked against the batch X."""
+    if known is not None:
+        known = np.asarray(known)
+        if known.shape != X.shape or known.dtype != bool:
+            raise CEGBError(f"known should be a bool array of X's shape {X.shape}, got {known.dtype} of shape "
+                            f"{known.shape}")
+    if ids is None:
+        return known, np.arange(len(X)) if positions else None
+    ids = np.asarray(ids)
+    if ids.shape != (len(X),):
+        raise CEGBError(f"ids should hold one id per row of X ({len(X)}), got shape {ids.shape}")
+    return known, ids
+
+
+def _received(predictor, ids: np.ndarray, requests, outcomes) -> tuple[list, list[FetchFailure]]:
+    """A round's fetch outcomes (the batch's row ``ids``): (unit, rows, values: float64 of shape (len(rows), the
+    unit's features)) of the calls that returned what their contract allows, and a FetchFailure for each other
+    call. A NaN among the values may have any bits (the caller stores it as a missing value, never as
+    UNKNOWN)."""
+    received, failed = [], []
+    for (unit, rows), outcome in zip(requests, outcomes):
+        if outcome is STORED:
+            continue
+        if not isinstance(outcome, BaseException):
+            try:
+                values = predictor._values(unit, ids[rows], outcome)
+            except Malformed as exc:
+                outcome = exc
+        if isinstance(outcome, BaseException):
+            failed.append(FetchFailure(predictor._unit_keys[unit], rows, outcome, ids[rows]))
+        else:
+            received.append((unit, rows, values))
+    return received, failed
+
+
+def _failed(run, failed: list[FetchFailure]) -> list[np.ndarray]:
+    """Record a round's failed fetches on ``run`` (a RoutingRun or PolicyModelRun): with errors="raise", raise the first
+    (LazyFetchValueError where fetch broke its contract); else mark their rows FAILED and return them."""
+    run.failures.extend(failed)
+    if run.predictor.errors == "raise":
+        kind = LazyFetchValueError if isinstance(failed[0].error, Malformed) else LazyFetchError
+        raise kind(failed[0], run.result(None)) from failed[0].error
+    for failure in failed:
+        run.status[failure.rows] = FAILED
+    return [failure.rows for failure in failed]
+
+
+def _spread(values: np.ndarray, done: np.ndarray) -> np.ndarray:
+    """The predictions ``values`` of the DONE rows in an array of every row: NaN elsewhere (None in an object
+    array, for values that are not numbers)."""
+    if done.all():
+        return values
+    fill = np.nan if values.dtype.kind in "fc" else None
+    spread = np.full((len(done),) + values.shape[1:], fill, dtype=values.dtype if fill is not None else object)
+    spread[done] = values
+    return spread
