@@ -130,6 +130,11 @@ def _key(value):
         return repr(value)
 
 
+def _frozen(params: Mapping) -> tuple:
+    """A hashable stand-in for parameters, whatever the order of their keys."""
+    return tuple(sorted((k, _key(v)) for k, v in params.items()))
+
+
 def swept_budgets(budget) -> tuple[float, ...]:
     """``budget`` as sweep and select take it (None, a number or a sequence of numbers >= 0) as a tuple of
     distinct floats in increasing order (empty for None); a CEGBError names what is wrong."""
@@ -199,7 +204,7 @@ def _refine(rows: list[dict], pairs: set, states: dict, context: Context, rounds
         for name, budget in sorted(active):
             seen = [row for row in rows + own[budget] if row["method"] == name]
             for point in _refinements(METHODS[name], seen, budget, sign):
-                key = (name, tuple(sorted((k, _key(v)) for k, v in point.items())))
+                key = (name, _frozen(point))
                 if key in fitted:  # fitted for another budget: this one reads it too
                     own[budget] += fitted[key]
                     shared = True
@@ -243,7 +248,7 @@ def _refinements(method: Method, rows: list[dict], budget: float, sign: float) -
         if knob.name not in params:  # a raw knob (e.g. cegb_tradeoff) given instead: not refined
             continue
         rest = {k: v for k, v in params.items() if k not in (knob.name, knob.record, "trees")}
-        setting = settings.setdefault(tuple(sorted((k, _key(v)) for k, v in rest.items())),
+        setting = settings.setdefault(_frozen(rest),
                                       {"rest": rest, "values": {}})
         best = setting["values"].setdefault(float(params[knob.name]), -np.inf)
         if row["cost"] <= budget:
@@ -264,6 +269,13 @@ def _refinements(method: Method, rows: list[dict], budget: float, sign: float) -
             if all(abs(target - v) > 1e-9 * max(abs(v), 1e-12) for v in values):
                 new.append({knob.name: target, **setting["rest"]})
     return new
+
+
+def _grid_jobs(states: dict, grid: dict, context: Context, stage: str, skip=()) -> list[tuple]:
+    """The jobs (method, state, params, stage) of each prepared method's grid (``grid``'s, else its default),
+    but for the methods in ``skip``."""
+    return [(METHODS[name], state, point, stage) for name, state in states.items() if name not in skip
+            for point in (grid[name] if name in grid else METHODS[name].grid(context))]
 
 
 def _prepared(names, context: Context) -> dict:
@@ -339,24 +351,21 @@ def _screen(names: list[str], context: Context, grid: dict, size: int, refine: i
     LOG.info("sweep: screening on %d of the %d training rows and %d of the %d validation rows", len(sub.train.y),
              len(context.train.y), len(valid.y), len(context.valid.y))
     states = _prepared(names, sub)
-    jobs = [(METHODS[name], states[name], point, "screen") for name in states
-            for point in (grid[name] if name in grid else METHODS[name].grid(sub))]
+    jobs = _grid_jobs(states, grid, sub, "screen")
     rows = _execute(jobs, sub, *execution)
     pairs = {(name, budget) for name in states if METHODS[name].knob is not None for budget in context.budgets}
     rows += _refine(rows, pairs, states, sub, refine, focus, sign, execution, stage="screen refine")
     finalists, points = {}, {}
     for budget in context.budgets:
-        best: dict[str, float] = {}
-        for row in rows:
-            if row["cost"] <= budget:
-                best[row["method"]] = max(best.get(row["method"], -np.inf), sign * row["quality"])
+        best = {name: _best_within(rows, name, budget, sign)
+                for name in dict.fromkeys(row["method"] for row in rows if row["cost"] <= budget)}
         kept = sorted(best, key=lambda name: -best[name]) if best else \
             list(dict.fromkeys(row["method"] for row in sorted(rows, key=lambda row: row["cost"])))
         finalists[budget] = kept[:SCREEN_KEEP]
         LOG.info("sweep: budget %g: the screen keeps %s", budget, ", ".join(finalists[budget]))
         for name in finalists[budget]:
             for point in _finalist_points(METHODS[name], [row for row in rows if row["method"] == name], budget, sign):
-                points.setdefault((name, tuple(sorted((k, _key(v)) for k, v in point.items()))), (name, point))
+                points.setdefault((name, _frozen(point)), (name, point))
     return list(points.values()), finalists
 
 
@@ -371,7 +380,7 @@ def _finalist_points(method: Method, rows: list[dict], budget: float, sign: floa
         return {k: v for k, v in row["params"].items() if k not in drop}
 
     def setting(row) -> tuple:
-        return tuple(sorted((k, _key(v)) for k, v in own(row).items() if knob is None or k != knob.name))
+        return _frozen({k: v for k, v in own(row).items() if knob is None or k != knob.name})
 
     within = [row for row in rows if row["cost"] <= budget] or [min(rows, key=lambda row: row["cost"])]
     best: dict[tuple, dict] = {}  # each setting's best point within the budget
@@ -473,10 +482,12 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
     screen : bool or int, optional
         Screen the methods on a subsample before fitting on every training row: every method's grid is swept and
         refined on ``screen`` training rows (True: SCREEN_ROWS = 5,000; classes in proportion, whole queries),
-        each point measured on every validation row; for each budget, the SCREEN_KEEP = 2 methods of the best
-        points within it are kept, and only their best points and the nearest grid values of their knobs on
-        either side are fitted on every training row (stage "finalist"), then refined there for at most
-        SCREEN_REFINE = 2 rounds. The frame holds these points only; ``frame.attrs["screen"]`` gives the
+        each point measured on at most SCREEN_VALID = 5,000 of the validation rows; for each budget, the
+        SCREEN_KEEP = 2 methods of the best points within it are kept, and only their best points in the
+        SCREEN_SETTINGS = 2 best settings of their other parameters (e.g. the staged acquisition's caps), each with
+        the nearest grid values of the knob on either side, are fitted on every training row (stage "finalist")
+        and measured on every validation row, then refined there for at most SCREEN_REFINE = 2 rounds. The frame
+        holds these points only; ``frame.attrs["screen"]`` gives the
         subsample's size and each budget's finalists (the ``lightgbm_cegb.selection`` logger says them too).
         None (default): screen when a budget is given, no ``frontier``, and the training rows number at least
         SCREEN_FROM = 20,000 (there a full sweep costs many times the screen: ``scripts/bench_budget_workflow.py
@@ -582,8 +593,7 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
         done = {row["method"] for row in previous}  # methods of the frontier given: no grid, refined where in a gap
         states = _prepared([name for name in names if name not in done or (refined and METHODS[name].knob is not None)],
                            context)
-        jobs = [(METHODS[name], states[name], point, "grid") for name in states if name not in done
-                for point in (grid[name] if name in grid else METHODS[name].grid(context))]
+        jobs = _grid_jobs(states, grid, context, "grid", skip=done)
         swept_anew = {job[0].name for job in jobs}  # a method new to the frontier given: refined for every budget
         pairs = {(name, budget) for name in states if METHODS[name].knob is not None
                  for budget in (budgets if name in swept_anew else refined)}
