@@ -43,9 +43,14 @@ def make_data():
 
 
 def on_two_workers(client, X, y):
-    """Dask arrays whose first half lives on one worker and second half on the other."""
-    workers = sorted(client.scheduler_info()["workers"])
-    assert len(workers) == 2
+    """Dask arrays whose first half lives on one worker and second half on the other.
+
+    The workers are asked of the scheduler (`nthreads`), not read from `scheduler_info()`: that returns the
+    client's cache, which a periodic refresh can replace with one listing no workers (seen in CI, distributed
+    2026.8)."""
+    client.wait_for_workers(2, timeout=120)
+    workers = sorted(client.nthreads())
+    assert len(workers) == 2, workers
     half = len(X) // 2
     parts_X, parts_y = [], []
     for worker, rows in zip(workers, (slice(0, half), slice(half, None))):
