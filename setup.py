@@ -1,8 +1,8 @@
 """The Cython extensions of lightgbm_cegb (cython_ext/*.pyx -> lightgbm_cegb/*.so); the rest of the
 package's metadata is in pyproject.toml.
 
-The patched LightGBM itself is not built here: scripts/lgbm_source.py builds it from the pinned sdist
-and patches/, and scripts/bootstrap.sh installs both into .venv/.
+The patched LightGBM itself is not built here: scripts/build/lgbm_source.py builds it from the pinned sdist
+and patches/, and scripts/build/bootstrap.sh installs both into .venv/.
 """
 
 import sys

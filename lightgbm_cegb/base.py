@@ -29,7 +29,7 @@ from sklearn.base import clone
 from lightgbm_cegb.core.costs import FeatureCosts, lightgbm_feature_names
 from lightgbm_cegb.core.errors import CEGBError, NoSplitWarning, NotFittedError
 from lightgbm_cegb.core.report import CostReport
-from lightgbm_cegb.core.scales import no_split_scale
+from lightgbm_cegb.core.tradeoff_scales import no_split_scale
 from lightgbm_cegb.io import saved
 
 __all__ = ["BudgetedEstimator", "check_fitted"]

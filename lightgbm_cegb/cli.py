@@ -38,8 +38,9 @@ import scipy.sparse as sp
 
 from lightgbm_cegb.accounting import prediction_cost
 from lightgbm_cegb.core.costs import CEGB_KEYS, GROUP_KEYS, FeatureCosts
-from lightgbm_cegb.core.errors import CEGBError, check_number, read_utf8
+from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.report import CostReport
+from lightgbm_cegb.core.validation import check_number, read_utf8
 from lightgbm_cegb.io.atomic import write_atomically
 from lightgbm_cegb.io.lightgbm_text import with_group_names
 from lightgbm_cegb.io.models import to_forest

@@ -2,7 +2,7 @@
 """ADAPT-GBRT and ADAPT-LIN on letter (Nan and Saligrama, NIPS 2017, its Letters experiment) against CEGB and
 BudgetPrune of the same f0.
 
-    .venv/bin/python scripts/adapt_letter.py [--task binary|multiclass] [--out docs/results] [--quick]
+    .venv/bin/python -m scripts.adapt_letter [--task binary|multiclass] [--out docs/results] [--quick]
                                               [--methods adapt_gbrt ...]
 
 Data: UCI Letter Recognition (bundled: lightgbm_cegb.datasets.letter), 16 unit-cost features, the paper's
@@ -25,19 +25,17 @@ reduction). Writes DIR/adapt_letter_<task>.csv, .md (the verdict and every point
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import report_frontier, write_atomically  # noqa: E402
-
-from lightgbm_cegb import FeatureCosts  # noqa: E402
-from lightgbm_cegb.datasets import letter  # noqa: E402
-from lightgbm_cegb.selection import evaluate, pareto, sweep  # noqa: E402
+from lightgbm_cegb import FeatureCosts
+from lightgbm_cegb.datasets import letter
+from lightgbm_cegb.io.atomic import write_atomically
+from lightgbm_cegb.selection import evaluate, pareto, sweep
+from scripts.protocol import report_frontier
 
 F0 = {"num_leaves": 31, "learning_rate": 0.1}
 ADAPT = {"binary": {"max_depth": 6, "learning_rate": 0.5, "n_rounds": 5, "trees_per_round": 100},
@@ -123,7 +121,7 @@ def main(argv: list[str] | None = None) -> None:
     lines, _ = verdict(frame)
     name = f"adapt_letter_{args.task}"
     task = "A-M against N-Z (the paper's task)" if args.task == "binary" else "26 letters"
-    command = " ".join(["scripts/adapt_letter.py", "--task", args.task, "--rounds", str(args.rounds)]
+    command = " ".join(["python -m scripts.adapt_letter", "--task", args.task, "--rounds", str(args.rounds)]
                        + ["--quick"] * args.quick
                        + (["--methods", *args.methods] if set(args.methods) != set(ALL_METHODS) else []))
     lines = [f"# ADAPT on letter, {task}", "",

@@ -7,7 +7,7 @@ their ratios (prediction_cost / predict; issue 47's bar for the batch: <= 0.5), 
 first call on a fresh Booster (parsing included). Timings on shared machines are noisy: read the ratios, not
 the seconds.
 
-    .venv/bin/python scripts/bench_accounting.py [--rows 100000] [--features 100] [--trees 500] [--small-rows 1 10]
+    .venv/bin/python -m scripts.bench_accounting [--rows 100000] [--features 100] [--trees 500] [--small-rows 1 10]
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Speed of ADAPT-GBRT's composite (one Cython pass: the gate, then f1 or f0) against predicting with the
 three models it is made of.
 
-    .venv/bin/python scripts/bench_adapt.py [--rows 100000] [--repeat 3]
+    .venv/bin/python -m scripts.bench_adapt [--rows 100000] [--repeat 3]
 
 Data: the bundled HIGGS events with the demo's costs, drawn with replacement up to --rows. f0: LightGBM,
 100 rounds of 31 leaves; the composite: AdaptGBRT(p_full=0.3, tradeoff=3, 3 rounds of 30 trees). Timed in
@@ -21,18 +21,12 @@ same shape (``miser_params``). The ratio is what the rounds cost beyond growing 
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import lightgbm as lgb
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import best_of, higgs_rows, timing_parser  # noqa: E402
-
-from lightgbm_cegb import AdaptGBRT, prediction_cost  # noqa: E402
-from lightgbm_cegb.datasets import HIGGS_COSTS  # noqa: E402
+from lightgbm_cegb import AdaptGBRT, prediction_cost
+from lightgbm_cegb.datasets import HIGGS_COSTS
+from scripts.timing import best_of, higgs_rows, timing_parser
 
 
 def fit_ratio(rounds: int, trees: int, repeat: int) -> None:

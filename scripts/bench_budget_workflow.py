@@ -2,7 +2,7 @@
 screened on a subsample above 20,000 training rows) against the exhaustive sweep of each budget alone, its time
 in plain LightGBM fits and its choices.
 
-    .venv/bin/python scripts/bench_budget_workflow.py [--data cube higgs large]
+    .venv/bin/python -m scripts.bench_budget_workflow [--data cube higgs large]
 
 For each data set, the unit of time is one plain LightGBM fit of the sweep's ``lightgbm`` point (its defaults,
 early stopped on the validation rows, in this process). Then ``fit_within_budget(train, valid, costs, budgets)``
@@ -24,18 +24,15 @@ sweep takes most of an hour on 2 cores), 50,000 / 10,000 rows (of 70,000) x 54 f
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 import warnings
-from pathlib import Path
 
 import lightgbm as lgb
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from lightgbm_cegb import prediction_cost  # noqa: E402
-from lightgbm_cegb.datasets import HIGGS_COSTS, cube, higgs  # noqa: E402
-from lightgbm_cegb.selection import fit_within_budget  # noqa: E402
+from lightgbm_cegb import prediction_cost
+from lightgbm_cegb.datasets import HIGGS_COSTS, cube, higgs
+from lightgbm_cegb.selection import fit_within_budget
 
 CUBE_BUDGETS = [2.0, 4.0, 6.0, 8.0, 12.0, 20.0]  # AFABench's (scripts/frontiers.py's)
 

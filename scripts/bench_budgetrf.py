@@ -1,6 +1,6 @@
 """BudgetRF's training time against scikit-learn's RandomForestClassifier on the same data.
 
-    .venv/bin/python scripts/bench_budgetrf.py [--rows 100000] [--features 50] [--trees 100]
+    .venv/bin/python -m scripts.bench_budgetrf [--rows 100000] [--features 50] [--trees 100]
         [--max-features sqrt|none|both] [--jobs 1] [--repeats 3]
 
 Data: a random linear rule with noise (numpy seed 0), rows x features; both forests grow --trees trees on
@@ -15,15 +15,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 from sklearn.ensemble import RandomForestClassifier
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from lightgbm_cegb.methods.budgetrf import BudgetRFClassifier  # noqa: E402
+from lightgbm_cegb.methods.budgetrf import BudgetRFClassifier
 
 
 def _fit_seconds(model, X, y) -> float:

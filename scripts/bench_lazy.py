@@ -1,6 +1,6 @@
 """Lazy acquisition against eager prediction on the HIGGS demo models.
 
-    .venv/bin/python scripts/bench_lazy.py [--rows 100000] [--repeat 3] [--small 1 10 100]
+    .venv/bin/python -m scripts.bench_lazy [--rows 100000] [--repeat 3] [--small 1 10 100]
 
 Rows: the bundled HIGGS events (7,500) drawn with replacement up to --rows. For each model (plain LightGBM
 and CEGB at the demo's tradeoffs, 100 rounds of 31 leaves), ``LazyPredictor.predict`` on rows that arrive
@@ -18,19 +18,14 @@ the lazy time spent inside the fetch function itself. The script checks that eve
 from __future__ import annotations
 
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import lightgbm as lgb
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import best_of, higgs_rows, timing_parser  # noqa: E402
-
-from lightgbm_cegb.datasets import HIGGS_COSTS  # noqa: E402
-from lightgbm_cegb.serving.lazy import LazyPredictor  # noqa: E402
+from lightgbm_cegb.datasets import HIGGS_COSTS
+from lightgbm_cegb.serving.lazy import LazyPredictor
+from scripts.timing import best_of, higgs_rows, timing_parser
 
 
 class ColumnStore:

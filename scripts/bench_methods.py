@@ -1,7 +1,7 @@
 """Training speed of ADAPT-LIN, CSTC and the adaptive acquisition against plain LightGBM on the same data (issue 29:
 a fit costs at most 20x a plain LightGBM fit; issue 44: the adaptive acquisition fits in minutes on 100,000 rows).
 
-    .venv/bin/python scripts/bench_methods.py [--rows 40000] [--features 54] [--methods adapt_lin,cstc,acquisition]
+    .venv/bin/python -m scripts.bench_methods [--rows 40000] [--features 54] [--methods adapt_lin,cstc,acquisition]
                                               [--profile adapt_lin] [--sweep cstc]
 
 Data: synthetic and forest-cover-like (seed 0): a fifth of the columns continuous, the rest binary indicators,
@@ -24,15 +24,12 @@ import argparse
 import cProfile
 import pstats
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import lightgbm as lgb
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from lightgbm_cegb import AdaptiveAcquisitionClassifier, AdaptLIN, CSTCClassifier  # noqa: E402
+from lightgbm_cegb import AdaptiveAcquisitionClassifier, AdaptLIN, CSTCClassifier
 
 PARAMS = {"objective": "binary", "num_leaves": 31, "learning_rate": 0.1, "num_threads": 1, "seed": 0,
           "deterministic": True, "verbose": -1}

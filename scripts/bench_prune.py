@@ -8,11 +8,11 @@ that its peak resident memory (getrusage) is its own; the time is budget_prune's
 Rows grow at --base-trees trees, trees grow at --base-rows rows. --path times budget_prune_path over
 PATH_LAMS (one network, warm-started flows) against budget_prune at each trade-off alone, at --rows[0].
 
-    .venv/bin/python scripts/bench_prune.py [--rows 200000] [--trees 40] [--features 28] [--solver maxflow]
-    .venv/bin/python scripts/bench_prune.py --rows 3500000
-    .venv/bin/python scripts/bench_prune.py --rows 50000 100000 200000 500000 1000000 --trees 10 20 100 200
-    .venv/bin/python scripts/bench_prune.py --rows 50000 --path
-    .venv/bin/python scripts/bench_prune.py --big-trees 16384
+    .venv/bin/python -m scripts.bench_prune [--rows 200000] [--trees 40] [--features 28] [--solver maxflow]
+    .venv/bin/python -m scripts.bench_prune --rows 3500000
+    .venv/bin/python -m scripts.bench_prune --rows 50000 100000 200000 500000 1000000 --trees 10 20 100 200
+    .venv/bin/python -m scripts.bench_prune --rows 50000 --path
+    .venv/bin/python -m scripts.bench_prune --big-trees 16384
 """
 
 from __future__ import annotations

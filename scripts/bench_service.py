@@ -2,7 +2,7 @@
 or a request's sequential) against the same service fetching every feature (``--eager``), on the bundled HIGGS
 example.
 
-    .venv/bin/python scripts/bench_service.py [--clients 8] [--seconds 10] [--rows 1] [--latency-ms 20]
+    .venv/bin/python -m scripts.bench_service [--clients 8] [--seconds 10] [--rows 1] [--latency-ms 20]
 
 Each service is started in turn (never both at once) on a free port of 127.0.0.1; --clients threads, each on a
 connection of its own, send ``POST /score`` with --rows ids drawn from the bundled store's 500 test events for

@@ -13,9 +13,9 @@ within each repeat; prints the median of ``--repeats`` timings and the ratios; r
 timings on shared machines are noisy.
 Run it under the stock wheel for stock figures (stock LightGBM ignores the group parameters of patch 0005, so
 its lazy-group and coupled-group rows train plain LightGBM):
-    PYTHONPATH=$(python3 scripts/lgbm_source.py stock) .venv/bin/python scripts/bench_training.py
+    PYTHONPATH=$(python3 scripts/build/lgbm_source.py stock) .venv/bin/python -m scripts.bench_training
 
-    .venv/bin/python scripts/bench_training.py [--shape small|yahoo] [--repeats 3]
+    .venv/bin/python -m scripts.bench_training [--shape small|yahoo] [--repeats 3]
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Accuracy-cost frontier of BudgetPrune on real data: a random forest pruned at a sweep of trade-offs.
 
-    .venv/bin/python scripts/budget_prune_frontier.py --data letter [--trees 20 --depth 8] [--out DIR]
-    .venv/bin/python scripts/budget_prune_frontier.py --data mslr
+    .venv/bin/python -m scripts.budget_prune_frontier --data letter [--trees 20 --depth 8] [--out DIR]
+    .venv/bin/python -m scripts.budget_prune_frontier --data mslr
 
 letter: UCI Letter Recognition (26 classes, 16 features, unit costs); 10,000 rows train the forest, 3,000
 are the pruning data, 7,000 measure test accuracy and cost. mslr: the MSLR-WEB subset (label >= 1 is
@@ -21,11 +21,12 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import DATA, load_letter, pyplot, write_atomically, write_table
 from sklearn.datasets import load_svmlight_file
 from sklearn.ensemble import RandomForestClassifier
 
 from lightgbm_cegb import FeatureCosts, budget_prune_path, prediction_cost
+from lightgbm_cegb.io.atomic import write_atomically
+from scripts.protocol import DATA, load_letter, pyplot, write_table
 
 # trade-offs per data set: the error term sums the trees' error rates (up to the number of trees), the cost
 # term is per row (letter: at most 16, MSLR: thousands)

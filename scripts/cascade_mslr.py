@@ -2,11 +2,11 @@
 """CSCC and Cronus against CEGB on a skewed ranking set (Xu et al. 2014, section 6.3's LTR-Skewed, built from the
 bundled MSLR-WEB subset): precision@5 against the mean feature cost per document.
 
-    .venv/bin/python scripts/cascade_mslr.py [--relevant 3] [--splits 5] [--out docs/results] [--quick]
+    .venv/bin/python -m scripts.cascade_mslr [--relevant 3] [--splits 5] [--out docs/results] [--quick]
 
 Data: lightgbm_cegb.datasets.mslr_subset with its cost vector; a document is relevant when its label is >=
 --relevant (3, the issue's choice: 1.6% of the training documents, 2.6% of the test ones; 2: about 10%). The one
-protocol of scripts/common.py (``repeated_frontiers``) on ``--splits`` query-wise random splits (``query_split``:
+protocol of scripts/protocol.py (``repeated_frontiers``) on ``--splits`` query-wise random splits (``query_split``:
 the subset's queries dealt out again as its parts hold them: 29 train, 14 valid, 43 test). Methods through
 lightgbm_cegb.selection on the ranking task (metric p@5): plain LightGBM (binary objective: the phi of the CSTC
 family), CEGB (its relative trade-off grid), CSCC and Cronus (5 stages, their relative trade-off grid, on the
@@ -17,13 +17,9 @@ LightGBM's validation cost and any cost: the mean test precision@5 with its 95% 
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import QUICK, mslr_parts, protocol_parser, query_split, repeated_frontiers  # noqa: E402
+from scripts.protocol import QUICK, mslr_parts, protocol_parser, query_split, repeated_frontiers
 
 RUNS = (("LightGBM", "lightgbm", {"objective": "binary"}), ("CEGB", "cegb", {"objective": "binary"}),
         ("CSCC", "cscc", {"objective": "binary"}), ("Cronus", "cronus", {"objective": "binary"}),
@@ -43,7 +39,7 @@ def main() -> None:
                        name=f"cascade_mslr_{args.relevant}", metric="p@5", quick_grids=CASCADE_QUICK,
                        trained=("CEGB trained to the budget", {"objective": "binary"}),
                        title=f"MSLR, label >= {args.relevant} ({relevant} relevant documents in all)",
-                       command=f"scripts/cascade_mslr.py --relevant {args.relevant} --rounds {args.rounds}")
+                       command=f"python -m scripts.cascade_mslr --relevant {args.relevant} --rounds {args.rounds}")
 
 
 if __name__ == "__main__":

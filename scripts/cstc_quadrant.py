@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """CSTC on the synthetic quadrant data of its paper (Xu et al., JMLR 2014, section 6.1).
 
-    .venv/bin/python scripts/cstc_quadrant.py [--out docs/results] [--seeds 5]
+    .venv/bin/python -m scripts.cstc_quadrant [--out docs/results] [--seeds 5]
 
 Data: lightgbm_cegb.datasets.quadrants (2,000 training, 1,000 validation, 4,000 test rows per seed; columns
 sign(x), sign(z) at cost 1, four quadrant columns at cost 10; labels N(quadrant mean, 1)). The best tree pays
@@ -13,17 +13,14 @@ row over the seeds. Writes DIR/cstc_quadrant.md.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import write_atomically  # noqa: E402
-
-from lightgbm_cegb import CSTC  # noqa: E402
-from lightgbm_cegb.datasets import quadrants  # noqa: E402
+from lightgbm_cegb import CSTC
+from lightgbm_cegb.datasets import quadrants
+from lightgbm_cegb.io.atomic import write_atomically
 
 TRADEOFFS = (0.001, 0.003, 0.01, 0.02, 0.05, 0.1)
 
@@ -34,8 +31,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("."))
     args = parser.parse_args()
     lines = ["# CSTC on its paper's quadrant data", "",
-             f"`scripts/cstc_quadrant.py --seeds {args.seeds}`: 2,000 / 1,000 / 4,000 rows a seed, depth 3, pruned on "
-             "the validation rows; the means over the seeds.", "",
+             f"`python -m scripts.cstc_quadrant --seeds {args.seeds}`: 2,000 / 1,000 / 4,000 rows a seed, depth 3, "
+             "pruned on the validation rows; the means over the seeds.", "",
              "| tradeoff | polish | test MSE | mean cost per row | seeds at cost 12 and MSE < 0.1 |",
              "|---|---|---|---|---|"]
     start = time.perf_counter()

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Quality-cost frontiers of every method the package has, on classification data, for docs/RESULTS.md.
 
-    .venv/bin/python scripts/frontiers.py --data higgs|letter|mnist|cube [--splits 5] [--adapt-authors] [--quick]
+    .venv/bin/python -m scripts.frontiers --data higgs|letter|mnist|cube [--splits 5] [--adapt-authors] [--quick]
                                           [--only LABEL ...] [--resume] [--split K] [--out docs/results]
 
 Every registered method of lightgbm_cegb.selection that supports the task (plain LightGBM, CEGB, BudgetPrune,
@@ -40,19 +40,15 @@ ranking data (Yahoo! LTR, MSLR) see scripts/reproduce_yahoo.py.
 from __future__ import annotations
 
 import gzip
-import sys
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import DATA, LABELS, QUICK, protocol_parser, random_split, repeated_frontiers, rf_run  # noqa: E402
-
-from lightgbm_cegb import FeatureCosts  # noqa: E402
-from lightgbm_cegb.core.errors import CEGBError  # noqa: E402
-from lightgbm_cegb.datasets import CUBE_SEEDS, HIGGS_COSTS, cube, higgs, letter  # noqa: E402
-from lightgbm_cegb.selection import METHODS  # noqa: E402
-from lightgbm_cegb.selection.adapters import ADAPT_GBRT_GRID, CSTC_RELATIVE_TRADEOFFS  # noqa: E402
+from lightgbm_cegb import FeatureCosts
+from lightgbm_cegb.core.errors import CEGBError
+from lightgbm_cegb.datasets import CUBE_SEEDS, HIGGS_COSTS, cube, higgs, letter
+from lightgbm_cegb.selection import METHODS
+from lightgbm_cegb.selection.adapters import ADAPT_GBRT_GRID, CSTC_RELATIVE_TRADEOFFS
+from scripts.protocol import DATA, LABELS, QUICK, protocol_parser, random_split, repeated_frontiers, rf_run
 
 RESOLUTIONS = (4, 8, 16, 28)
 #: CSTC's phi by its paper's boosting trick (section 5: squared-loss trees of depth 4; the paper's 3,000 trees
@@ -145,7 +141,7 @@ def main() -> None:
                         help="ADAPT-GBRT also on its authors' schedule (50 rounds of 100 trees: a few minutes a "
                              "split on HIGGS, far more on letter and MNIST)")
     args = parser.parse_args()
-    command = f"scripts/frontiers.py --data {args.data}" + " --adapt-authors" * args.adapt_authors
+    command = f"python -m scripts.frontiers --data {args.data}" + " --adapt-authors" * args.adapt_authors
     if args.data == "cube":
         if args.splits > len(CUBE_SEEDS):
             raise CEGBError(f"--splits: CUBE has AFABench's {len(CUBE_SEEDS)} instances, got {args.splits}")

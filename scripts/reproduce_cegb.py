@@ -3,14 +3,14 @@
 "Cost efficient gradient boosting", NIPS 2017, section 5): figure 2c (MiniBooNE), 2d (Forest Covertype, two
 classes), 2e and 2f (HEPMASS-1000, HEPMASS-not1000), on your copy of each data set.
 
-    .venv/bin/python scripts/reproduce_cegb.py --data miniboone MiniBooNE_PID.txt [--splits 5] [--out DIR]
-    .venv/bin/python scripts/reproduce_cegb.py --data covertype covtype.data.gz
-    .venv/bin/python scripts/reproduce_cegb.py --data hepmass 1000_train.csv.gz 1000_test.csv.gz
+    .venv/bin/python -m scripts.reproduce_cegb --data miniboone MiniBooNE_PID.txt [--splits 5] [--out DIR]
+    .venv/bin/python -m scripts.reproduce_cegb --data covertype covtype.data.gz
+    .venv/bin/python -m scripts.reproduce_cegb --data hepmass 1000_train.csv.gz 1000_test.csv.gz
 
 As the paper: every feature costs 1 and only feature acquisition counts (its setting (ii), alpha = 0); the
 methods it compares, CEGB, Greedy Miser and BudgetPrune (of a random forest of fully grown trees, as
 BudgetPrune's paper runs it), beside plain LightGBM, whose validation cost is the budgets' unit. Unlike the
-paper, the one protocol of scripts/common.py: --splits random splits of the paper's sizes (the paper used one),
+paper, the one protocol of scripts/protocol.py: --splits random splits of the paper's sizes (the paper used one),
 every boosted or bagged model a point at each of its tree prefixes, the table the mean test accuracy within each
 budget with its 95% interval. The paper's sizes (train / valid / test):
 - miniboone: 45,523 / 19,510 / 65,031, all 130,064 rows of MiniBooNE_PID.txt (lightgbm_cegb.datasets.miniboone);
@@ -24,17 +24,12 @@ DIR/cegb_<data>.csv, .png and .md as scripts/frontiers.py does.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import LABELS, QUICK, protocol_parser, random_split, repeated_frontiers, rf_run  # noqa: E402
-
-from lightgbm_cegb import FeatureCosts  # noqa: E402
-from lightgbm_cegb.core.errors import CEGBError  # noqa: E402
-from lightgbm_cegb.datasets import covertype, hepmass, miniboone  # noqa: E402
+from lightgbm_cegb import FeatureCosts
+from lightgbm_cegb.core.errors import CEGBError
+from lightgbm_cegb.datasets import covertype, hepmass, miniboone
+from scripts.protocol import LABELS, QUICK, protocol_parser, random_split, repeated_frontiers, rf_run
 
 SIZES = {"miniboone": (45_523, 19_510, 65_031), "covertype": (36_603, 15_688, 58_101),
          "hepmass": (3_500_000, 1_400_000, 5_600_000)}
@@ -72,7 +67,7 @@ def main() -> None:
     costs = FeatureCosts(lazy=np.ones(X.shape[1]))
     repeated_frontiers(lambda seed: random_split(X, y, sizes, seed), costs, "binary", runs(sizes[0]), args,
                        name=f"cegb_{name}", title=f"{name} (CEGB paper, figure {FIGURES[name]})",
-                       command=f"scripts/reproduce_cegb.py --data {name} PATH", quick_grids=QUICK)
+                       command=f"python -m scripts.reproduce_cegb --data {name} PATH", quick_grids=QUICK)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """The CEGB paper's Yahoo! Learning to Rank experiments (Peter et al., NIPS 2017, section 5 and figures 2a/2b).
 
-    .venv/bin/python scripts/reproduce_yahoo.py --data yahoo --train set1.train.txt --valid set1.valid.txt \\
+    .venv/bin/python -m scripts.reproduce_yahoo --data yahoo --train set1.train.txt --valid set1.valid.txt \\
         --test set1.test.txt [--splits 5] [--rounds 500] [--out DIR]
-    .venv/bin/python scripts/reproduce_yahoo.py --data mslr        # the bundled MSLR-WEB subset, its costs
-    .venv/bin/python scripts/reproduce_yahoo.py --synthetic        # a Yahoo-shaped stand-in (runs in CI)
-    .venv/bin/python scripts/reproduce_yahoo.py --synthetic --signal cheap   # the cheap features informative
+    .venv/bin/python -m scripts.reproduce_yahoo --data mslr        # the bundled MSLR-WEB subset, its costs
+    .venv/bin/python -m scripts.reproduce_yahoo --synthetic        # a Yahoo-shaped stand-in (runs in CI)
+    .venv/bin/python -m scripts.reproduce_yahoo --synthetic --signal cheap   # the cheap features informative
 
 Yahoo! LTR set 1 is not redistributable: bring your own copy (SVMlight files, 1-based ids, qid). Costs: the real
 Yahoo cost vector bundled with the package (``lightgbm_cegb.datasets.yahoo_costs``). Two settings, as the paper:
@@ -18,8 +18,8 @@ Yahoo cost vector bundled with the package (``lightgbm_cegb.datasets.yahoo_costs
      cost in its accounting only).
 (ii) feature costs only (alpha = 0), labels binarised (y > 0): CEGB (deep trees, binary objective), plain
      LightGBM, BudgetPrune (of both), Early Exit, BudgetRF and Greedy Miser.
-Metric: the papers' Average Precision@5 (lightgbm_cegb.core.metrics) on the test queries. The one protocol of
-scripts/common.py (``repeated_frontiers``), as scripts/frontiers.py: on each of ``--splits`` random query-wise
+Metric: the papers' Average Precision@5 (lightgbm_cegb.core.ranking_metrics) on the test queries. The one protocol of
+scripts/protocol.py (``repeated_frontiers``), as scripts/frontiers.py: on each of ``--splits`` random query-wise
 splits (the queries of the given train/valid/test parts pooled and dealt out again in the parts' numbers of
 queries, seeds 0, 1, ...), each method is swept (lightgbm_cegb.selection: its grid, every boosted or bagged model
 a point at each tree prefix, early stopping on the validation queries) on the training queries and measured on the
@@ -34,17 +34,14 @@ rounds.
 
 from __future__ import annotations
 
-import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import QUICK, mslr_parts, protocol_parser, query_split, repeated_frontiers, rf_run  # noqa: E402
-
-from lightgbm_cegb import FeatureCosts  # noqa: E402
-from lightgbm_cegb.datasets import load_svmlight, yahoo_costs  # noqa: E402
+from lightgbm_cegb import FeatureCosts
+from lightgbm_cegb.datasets import load_svmlight, yahoo_costs
+from scripts.protocol import QUICK, mslr_parts, protocol_parser, query_split, repeated_frontiers, rf_run
 
 SHALLOW = {"num_leaves": 16, "max_depth": 4}
 DEEP = {"num_leaves": 64}
@@ -176,7 +173,7 @@ def main() -> None:
         repeated_frontiers(split, costs, "ranking", runs, args, name=f"yahoo_{name}_{setting}",
                            title=f"{name}, {SETTINGS[setting]}", metric="ap@5", quick_grids=quick,
                            trained=("CEGB deep trained to the budget", deep),
-                           command=f"scripts/reproduce_yahoo.py --data {args.data}{signal}{queries} --settings "
+                           command=f"python -m scripts.reproduce_yahoo --data {args.data}{signal}{queries} --settings "
                                    f"{setting} --rounds {args.rounds}")
 
 

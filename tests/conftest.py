@@ -14,10 +14,9 @@ import lightgbm
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
+from scripts.build import lgbm_source
 
-import lgbm_source  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 ON_STOCK = os.environ.get("LIGHTGBM_CEGB_STOCK") == "1"
 #: the patched command-line program: the venv's, or LIGHTGBM_CEGB_CLI's (the sanitized build of make asan)

@@ -267,12 +267,18 @@ def tree_output(tree, n: int) -> np.ndarray:
     return out
 
 
+def script(name: str) -> list[str]:
+    """The command that runs the experiment script ``scripts.<name>`` (as a module: cwd must be the clone's root)."""
+    return [sys.executable, "-m", f"scripts.{name}"]
+
+
 def run_script(name: str, *args: str, timeout: float = 1200):
-    """scripts/``name`` run with ``args`` in a child Python; a clear failure when it times out or fails."""
-    script = Path(__file__).resolve().parents[1] / "scripts" / name
+    """``scripts.<name>`` run with ``args`` in a child Python from the clone's root; a clear failure when it times out
+    or fails."""
     try:
-        result = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=timeout)
+        result = subprocess.run([*script(name), *args], capture_output=True, text=True, timeout=timeout,
+                                cwd=Path(__file__).resolve().parents[1])
     except subprocess.TimeoutExpired:
-        pytest.fail(f"{name} timed out after {timeout:g} s")
+        pytest.fail(f"scripts.{name} timed out after {timeout:g} s")
     assert result.returncode == 0, result.stderr[-3000:]
     return result

@@ -1,5 +1,6 @@
 """The package's architecture, enforced: parts import only parts below them, the module graph has no cycle,
-and no module (of the package or of scripts/) imports another module's private names.
+and no module (of the package or of scripts/) imports another module's private names; no script edits sys.path;
+the core imports no LightGBM.
 
 Every import counts, function-level ones included. The layers (lowest first):
 
@@ -72,6 +73,8 @@ def violations(root: Path, scripts: Path | None = None) -> list[str]:
             continue
         graph[module] = set()
         for target, names, line in imports(path, module, path.name == "__init__.py"):
+            if part == "core" and target.split(".")[0] == "lightgbm":
+                found.append(f"{module}:{line} imports {target}: the core does not depend on LightGBM")
             if not (target == PACKAGE or target.startswith(PACKAGE + ".")):
                 continue
             # "from package.part import name" may name a submodule: count it as that module
@@ -87,13 +90,19 @@ def violations(root: Path, scripts: Path | None = None) -> list[str]:
                         and f"{target}.{name}" not in files:
                     found.append(f"{module}:{line} imports the private name {name} of {target}")
     if scripts is not None:
-        for path in sorted(scripts.glob("*.py")):
+        for path in sorted(scripts.rglob("*.py")):
+            name = f"scripts/{path.relative_to(scripts).as_posix()}"
             for target, names, line in imports(path, path.stem, False):
                 if target.startswith(PACKAGE):
-                    found += [f"scripts/{path.name}:{line} imports the private name {n} of {target}"
+                    found += [f"{name}:{line} imports the private name {n} of {target}"
                               for n in names if n.startswith("_") and not n.startswith("__")]
-                    found += [f"scripts/{path.name}:{line} imports the private module {target}"
+                    found += [f"{name}:{line} imports the private module {target}"
                               for part in target.split(".")[1:] if part.startswith("_")]
+            # the scripts are modules of the package scripts (python -m scripts.NAME): none finds its imports
+            # by editing the search path
+            found += [f"{name}:{node.lineno} edits sys.path" for node in ast.walk(ast.parse(path.read_text()))
+                      if isinstance(node, ast.Attribute) and node.attr == "path"
+                      and isinstance(node.value, ast.Name) and node.value.id == "sys"]
     found += [f"import cycle: {' -> '.join(cycle)}" for cycle in cycles(graph)]
     return found
 
@@ -152,6 +161,13 @@ def test_a_planted_upward_import_fails(copy):
     assert any(v.startswith("import cycle") for v in found), found
 
 
+def test_a_planted_lightgbm_import_in_the_core_fails(copy):
+    plant(copy, "lightgbm_cegb.core.forest", "from lightgbm.basic import _data_from_pandas")
+    line = len((copy / PACKAGE / "core" / "forest.py").read_text().splitlines())
+    assert violations(copy) == [f"lightgbm_cegb.core.forest:{line} imports lightgbm.basic: the core does not "
+                                "depend on LightGBM"]
+
+
 def test_a_planted_cycle_within_a_part_fails(copy):
     plant(copy, "lightgbm_cegb.core.errors", "from lightgbm_cegb.core.forest import Forest")
     found = violations(copy)
@@ -161,11 +177,23 @@ def test_a_planted_cycle_within_a_part_fails(copy):
 
 def test_methods_never_import_selection_and_private_names_are_refused(copy, tmp_path):
     plant(copy, "lightgbm_cegb.methods.greedy_miser", "from lightgbm_cegb.selection.metrics import get_metric")
-    plant(copy, "lightgbm_cegb.methods.budgetrf", "from lightgbm_cegb.methods.cstc.estimators import _plain")
+    plant(copy, "lightgbm_cegb.methods.budgetrf", "from lightgbm_cegb.methods.cstc.cstc_estimators import _plain")
     scripts = tmp_path / "scripts"
     scripts.mkdir()
     (scripts / "x.py").write_text("from lightgbm_cegb.io.models import _read\n")
+    (scripts / "build").mkdir()
+    (scripts / "build" / "y.py").write_text("import sys\n\nsys.path.insert(0, 'scripts')\n")
     found = violations(copy, scripts)
     assert any("methods.greedy_miser" in v and "selection" in v for v in found), found
     assert any("private name _plain" in v for v in found), found
     assert any("scripts/x.py" in v and "_read" in v for v in found), found
+    assert "scripts/build/y.py:3 edits sys.path" in found, found
+
+
+def test_no_two_modules_share_a_file_name():
+    """A file name finds its module (package __init__ files aside)."""
+    names: dict[str, list[str]] = {}
+    for path in (ROOT / PACKAGE).rglob("*.py"):
+        if path.name != "__init__.py":
+            names.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
+    assert {name: paths for name, paths in names.items() if len(paths) > 1} == {}

@@ -1,4 +1,4 @@
-"""The distribution files of ``make wheels`` (scripts/wheels.py) install and run: a fresh virtual environment in a
+"""The distribution files of ``make wheels`` (scripts/build/wheels.py) install and run: a fresh virtual environment in a
 temporary folder outside the clone gets ``pip install --find-links DIST "lightgbm-cegb[plot]"`` and nothing
 else, and a smoke script run from another folder outside the clone trains with CEGB, accounts, sweeps and
 selects, predicts lazily, and runs both command-line programs (``lightgbm-cegb`` and the patched ``lightgbm``
@@ -23,8 +23,9 @@ import zipfile
 from pathlib import Path
 
 import tomllib
-import wheels
 from conftest import ROOT, lgbm_source
+
+from scripts.build import wheels
 
 SMOKE = r'''
 import importlib.metadata as md
@@ -123,13 +124,13 @@ def test_the_lightgbm_pin_is_the_patched_build_of_the_series():
 
 
 def built_dist() -> Path:
-    """The files of make wheels, built with scripts/wheels.py once per key and cached."""
+    """The files of make wheels, built with scripts/build/wheels.py once per key and cached."""
     build = lgbm_source.build(2)
     dist = lgbm_source.cache_dir() / f"wheels-{wheels.key(build)}"
     if not (dist / "DONE").exists():
         tmp = Path(tempfile.mkdtemp(prefix="wheels-", dir=lgbm_source.cache_dir()))
         try:
-            run(sys.executable, ROOT / "scripts" / "wheels.py", "--out", tmp / "dist", "-j", "2")
+            run(sys.executable, "-m", "scripts.build.wheels", "--out", tmp / "dist", "-j", "2", cwd=ROOT)
             (tmp / "dist" / "DONE").write_text("ok")
             shutil.rmtree(dist, ignore_errors=True)
             os.replace(tmp / "dist", dist)

@@ -7,15 +7,16 @@ from __future__ import annotations
 import math
 import os
 import re
+import sys
 import warnings
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from urllib.parse import quote, unquote
 
-import lightgbm as lgb
 import numpy as np
 
-from lightgbm_cegb.core.errors import CEGBError, check_number, read_utf8
+from lightgbm_cegb.core.errors import CEGBError
+from lightgbm_cegb.core.validation import check_number, read_utf8
 
 #: The Yahoo! LTR cost file's cost of the feature ids that never occur in set 1.
 UNUSED_ID_COST = 10000.0
@@ -72,9 +73,16 @@ def decode_group_names(value) -> list[str]:
                     f"{type(value).__name__}")
 
 
+def _is_lightgbm_dataset(features) -> bool:
+    """Whether ``features`` is a lightgbm Dataset (without importing LightGBM: the core does not depend on it; a
+    Dataset exists only where lightgbm was imported)."""
+    lgb = sys.modules.get("lightgbm")
+    return lgb is not None and isinstance(features, lgb.Dataset)
+
+
 def _feature_names(features) -> list[str]:
     """Names from a list of names, a pandas DataFrame, or a lightgbm Dataset (constructed or not)."""
-    if isinstance(features, lgb.Dataset):
+    if _is_lightgbm_dataset(features):
         if features._handle is not None:  # constructed: LightGBM's own names
             return list(features.get_feature_name())
         data = features.data

@@ -24,8 +24,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from lightgbm_cegb._engine import FlatEnsemble, check_structure, path_marks, raw_scores
-from lightgbm_cegb.core.errors import CEGBError, check_column_order
+from lightgbm_cegb.core.errors import CEGBError
+from lightgbm_cegb.core.frames import lightgbm_frame_values
 from lightgbm_cegb.core.parallel import resolve_n_jobs
+from lightgbm_cegb.core.validation import check_column_order
 
 KNOWN_DECISION_BITS = 0b1111  # categorical, default-left, 2 bits of missing type
 CATEGORICAL = 1
@@ -499,13 +501,7 @@ class Forest:
         for start in range(0, frame.shape[0], step):
             part = frame.iloc[start:start + step]
             if self.drop_tiny:  # LightGBM: its own mapping of pandas category columns
-                from lightgbm.basic import _data_from_pandas
-
-                try:
-                    part = _data_from_pandas(part, feature_name="auto", categorical_feature="auto",
-                                             pandas_categorical=self.pandas_categorical)[0]
-                except ValueError as exc:
-                    raise CEGBError(f"X: {exc}") from None
+                part = lightgbm_frame_values(part, self.pandas_categorical)
             yield start, self._dense(np.asarray(part))
 
     def _check_shape(self, shape) -> None:

@@ -28,7 +28,8 @@ import random
 import numpy as np
 
 from lightgbm_cegb.core.costs import FeatureCosts
-from lightgbm_cegb.core.errors import CEGBError, check_number
+from lightgbm_cegb.core.errors import CEGBError
+from lightgbm_cegb.core.validation import check_number
 
 _F = np.float32
 CUBE_FEATURES = 20

@@ -18,7 +18,8 @@ import scipy.sparse as sp
 from sklearn.datasets import load_svmlight_file
 
 from lightgbm_cegb.core.costs import FeatureCosts
-from lightgbm_cegb.core.errors import CEGBError, check_number
+from lightgbm_cegb.core.errors import CEGBError
+from lightgbm_cegb.core.validation import check_number
 
 
 @dataclass(frozen=True)

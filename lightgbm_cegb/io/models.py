@@ -30,8 +30,9 @@ import lightgbm_cegb.io.lightgbm_text as lightgbm_model
 import lightgbm_cegb.io.sklearn_trees as sklearn_model
 import lightgbm_cegb.io.xgboost_json as xgboost_model
 from lightgbm_cegb.core.costs import FeatureCosts
-from lightgbm_cegb.core.errors import CEGBError, NotFittedError, read_utf8
+from lightgbm_cegb.core.errors import CEGBError, NotFittedError
 from lightgbm_cegb.core.forest import Forest
+from lightgbm_cegb.core.validation import read_utf8
 
 _cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _file_cache: dict[str, tuple[tuple, Forest]] = {}

@@ -55,7 +55,8 @@ import numpy as np
 
 from lightgbm_cegb._version import __version__
 from lightgbm_cegb.core.costs import FeatureCosts
-from lightgbm_cegb.core.errors import CEGBError, read_utf8
+from lightgbm_cegb.core.errors import CEGBError
+from lightgbm_cegb.core.validation import read_utf8
 from lightgbm_cegb.io.atomic import write_atomically
 from lightgbm_cegb.io.lightgbm_text import read_text
 

@@ -44,9 +44,10 @@ from lightgbm_cegb.accounting import prediction_cost
 from lightgbm_cegb.base import BudgetedEstimator
 from lightgbm_cegb.core.cost_state import CostState
 from lightgbm_cegb.core.costs import FeatureCosts, resolve_costs
-from lightgbm_cegb.core.errors import CEGBError, check_number
+from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.parallel import resolve_n_jobs
 from lightgbm_cegb.core.report import CostReport
+from lightgbm_cegb.core.validation import check_number
 from lightgbm_cegb.io import saved
 
 #: cells (rows x features) of the masked training set that ``n_masks="auto"`` aims at

@@ -33,10 +33,11 @@ from sklearn.utils.validation import validate_data
 from lightgbm_cegb.accounting import prediction_cost
 from lightgbm_cegb.base import BudgetedEstimator
 from lightgbm_cegb.core.costs import FeatureCosts, resolve_costs
-from lightgbm_cegb.core.errors import CEGBError, NothingToTradeOff, check_number, checked_weights
-from lightgbm_cegb.core.metrics import ndcg_at_k
+from lightgbm_cegb.core.errors import CEGBError, NothingToTradeOff
 from lightgbm_cegb.core.parallel import resolve_n_jobs
+from lightgbm_cegb.core.ranking_metrics import ndcg_at_k
 from lightgbm_cegb.core.report import CostReport
+from lightgbm_cegb.core.validation import check_number, checked_weights
 from lightgbm_cegb.io import saved
 from lightgbm_cegb.io.models import to_forest
 

@@ -32,8 +32,9 @@ import lightgbm as lgb
 import numpy as np
 
 from lightgbm_cegb.core.cost_state import CostState
-from lightgbm_cegb.core.errors import CEGBError, check_number
+from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.parallel import resolve_n_jobs
+from lightgbm_cegb.core.validation import check_number
 from lightgbm_cegb.io import saved
 from lightgbm_cegb.methods.acquisition import AcquisitionResult, EvaluationCost, PolicyClassifier, fit_inputs
 

@@ -86,6 +86,7 @@ from lightgbm_cegb.selection.adapters import PREFIX_TREES  # (importing it regis
 from lightgbm_cegb.selection.frontier import (
     BUDGET_METHODS,
     Selection,
+    best_point,
     estimator_class,
     evaluate,
     fit_within_budget,
@@ -99,5 +100,5 @@ from lightgbm_cegb.selection.scorer import cost_scorer
 from lightgbm_cegb.selection.sweep import sweep
 
 __all__ = ["BUDGET_METHODS", "METHODS", "METRICS", "PREFIX_TREES", "TASKS", "Candidate", "Context", "Knob", "Method",
-           "Metric", "Rows", "Selection", "cost_scorer", "estimator_class", "evaluate", "fit_within_budget",
-           "get_metric", "pareto", "register", "select", "sweep", "train_to_budget"]
+           "Metric", "Rows", "Selection", "best_point", "cost_scorer", "estimator_class", "evaluate",
+           "fit_within_budget", "get_metric", "pareto", "register", "select", "sweep", "train_to_budget"]

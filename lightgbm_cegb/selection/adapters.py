@@ -12,9 +12,10 @@ import numpy as np
 
 from lightgbm_cegb.accounting import prediction_cost
 from lightgbm_cegb.core.costs import FeatureCosts
-from lightgbm_cegb.core.errors import CEGBError, NoSplitWarning, NothingToTradeOff, check_number
+from lightgbm_cegb.core.errors import CEGBError, NoSplitWarning, NothingToTradeOff
+from lightgbm_cegb.core.validation import check_number
 from lightgbm_cegb.io.models import has_split, library_of
-from lightgbm_cegb.lgbm.scales import cegb_tradeoff_scale
+from lightgbm_cegb.lgbm.cegb_tradeoff_scale import cegb_tradeoff_scale
 from lightgbm_cegb.selection.metrics import Metric
 from lightgbm_cegb.selection.registry import Candidate, Context, Knob, Rows, register
 

@@ -22,7 +22,8 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from lightgbm_cegb.core.errors import CEGBError, check_number
+from lightgbm_cegb.core.errors import CEGBError
+from lightgbm_cegb.core.validation import check_number
 from lightgbm_cegb.selection.adapters import PREFIX_TREES, booster_points, lightgbm_params, plain_model, train_lightgbm
 from lightgbm_cegb.selection.metrics import validation_quality
 from lightgbm_cegb.selection.registry import Candidate, Context, register

@@ -11,13 +11,14 @@ import lightgbm as lgb
 import numpy as np
 import pandas as pd
 
-import lightgbm_cegb.lgbm.estimators  # noqa: F401 (defines CEGB's estimators, which estimator_class finds)
+import lightgbm_cegb.lgbm.cegb_estimators  # noqa: F401 (defines CEGB's estimators, which estimator_class finds)
 import lightgbm_cegb.methods  # noqa: F401 (defines the methods' estimators)
 from lightgbm_cegb.accounting import prediction_cost
 from lightgbm_cegb.base import BudgetedEstimator
 from lightgbm_cegb.core.costs import FeatureCosts
-from lightgbm_cegb.core.errors import BudgetWarning, CEGBError, check_column_order, check_number
+from lightgbm_cegb.core.errors import BudgetWarning, CEGBError
 from lightgbm_cegb.core.report import CostReport
+from lightgbm_cegb.core.validation import check_column_order, check_number
 from lightgbm_cegb.io import saved
 from lightgbm_cegb.io.models import booster_of
 from lightgbm_cegb.selection.adapters import CEGB_RELATIVE_TRADEOFFS
@@ -54,6 +55,28 @@ def pareto(frame: pd.DataFrame) -> pd.DataFrame:
     out = ordered.loc[keep].drop(columns="_q")
     out.attrs = dict(frame.attrs)
     return out
+
+
+def best_point(frame: pd.DataFrame, budget: float) -> pd.Series | None:
+    """The point :func:`select` chooses within ``budget``: the best validation quality among the points whose
+    validation cost is at most ``budget`` (ties: the cheaper), or None when no point is within it.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        Points with columns ``cost`` and ``quality`` (a :func:`sweep` result, or one method's points of it; any
+        other columns, such as a test figure's, come with the row); ``frame.attrs["greater_is_better"]`` (default
+        True) says which quality is better.
+    budget : float
+        The largest mean prediction cost per validation row.
+
+    Returns
+    -------
+    pandas.Series or None
+        The chosen row of ``frame``.
+    """
+    within = frame[frame["cost"] <= budget]
+    return pareto(within).iloc[-1] if len(within) else None
 
 
 def evaluate(frame: pd.DataFrame, rows, *, prefix: str = "test_") -> pd.DataFrame:
@@ -357,11 +380,10 @@ def select(frame: pd.DataFrame, budget: float, test=None, *, metric: str | Metri
                  ("metric_object",) if test is not None and metric is None else ())
     if len(frame) == 0:
         raise CEGBError("the frontier is empty")
-    within = frame[frame["cost"] <= budget]
-    if len(within) == 0:
+    best = best_point(frame, budget)
+    if best is None:
         raise CEGBError(f"no point is within budget={budget:g}: the cheapest costs {frame['cost'].min():g} "
                         "per validation row; sweep further (a larger trade-off, a smaller budget_fraction)")
-    best = pareto(within).iloc[-1]
     sign = 1.0 if frame.attrs.get("greater_is_better", True) else -1.0
     if budget not in swept_budgets(frame.attrs.get("budget")) and \
             in_gap(frame["cost"].to_numpy(float), frame["quality"].to_numpy(float), budget, sign):

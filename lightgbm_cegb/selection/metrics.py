@@ -9,7 +9,7 @@ from functools import partial
 import numpy as np
 
 from lightgbm_cegb.core.errors import CEGBError
-from lightgbm_cegb.core.metrics import average_precision_at_5, ndcg_at_k, precision_at_k
+from lightgbm_cegb.core.ranking_metrics import average_precision_at_5, ndcg_at_k, precision_at_k
 
 
 # ---------------------------------------------------------------------------------------------- metrics

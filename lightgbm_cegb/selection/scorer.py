@@ -8,7 +8,8 @@ from collections.abc import Callable
 import numpy as np
 
 from lightgbm_cegb.accounting import prediction_cost
-from lightgbm_cegb.core.errors import CEGBError, check_number
+from lightgbm_cegb.core.errors import CEGBError
+from lightgbm_cegb.core.validation import check_number
 from lightgbm_cegb.selection.metrics import RANKING_PREFIXES, Metric, get_metric
 
 

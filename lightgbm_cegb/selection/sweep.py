@@ -12,14 +12,8 @@ import numpy as np
 import pandas as pd
 
 from lightgbm_cegb.core.costs import FeatureCosts
-from lightgbm_cegb.core.errors import (
-    CEGBError,
-    CEGBWarning,
-    NothingToTradeOff,
-    RoundsWarning,
-    check_column_order,
-    check_number,
-)
+from lightgbm_cegb.core.errors import CEGBError, CEGBWarning, NothingToTradeOff, RoundsWarning
+from lightgbm_cegb.core.validation import check_column_order, check_number
 from lightgbm_cegb.selection.metrics import Metric, get_metric
 from lightgbm_cegb.selection.registry import METHODS, TASKS, Context, Method, Rows, class_labels, encoded
 

@@ -411,7 +411,7 @@ def test_estimators_costs_from_any_way_penalties_were_given():
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    from lightgbm_cegb.lgbm.estimators import CEGBClassifier, CEGBRegressor
+    from lightgbm_cegb.lgbm.cegb_estimators import CEGBClassifier, CEGBRegressor
 
     rng = np.random.default_rng(5)
     X = rng.normal(size=(300, 3))

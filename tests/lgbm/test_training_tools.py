@@ -13,7 +13,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from lightgbm_cegb import CEGBError, FeatureCosts, prediction_cost
 from lightgbm_cegb.lgbm.callbacks import budget_stopping, record_cost
-from lightgbm_cegb.lgbm.estimators import CEGBClassifier, CEGBRanker, CEGBRegressor
+from lightgbm_cegb.lgbm.cegb_estimators import CEGBClassifier, CEGBRanker, CEGBRegressor
 
 COSTS = FeatureCosts(lazy=[1.0, 2.0, 4.0, 8.0, 16.0], split=0.1)
 

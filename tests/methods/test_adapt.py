@@ -18,7 +18,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from lightgbm_cegb import FeatureCosts, prediction_cost
 from lightgbm_cegb.core.errors import CEGBError, NoSplitWarning
-from lightgbm_cegb.methods.adapt.base import routing_weights, threshold_for
+from lightgbm_cegb.methods.adapt.adapt_base import routing_weights, threshold_for
 from lightgbm_cegb.methods.adapt.gbrt import AdaptGBRT
 from lightgbm_cegb.methods.greedy_miser import proba_from_raw
 

@@ -4,26 +4,15 @@ accuracy at <= 0.69 of its mean cost."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import pandas as pd
-import pytest
-
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "adapt_letter.py"
+from references import run_script
 
 
 def test_letter_bar(tmp_path):
-    try:
-        result = subprocess.run([sys.executable, str(SCRIPT), "--methods", "adapt_gbrt", "--out", str(tmp_path)],
-                                capture_output=True, text=True, timeout=1800)
-    except subprocess.TimeoutExpired:
-        pytest.fail("adapt_letter.py timed out after 1800 s")
-    assert result.returncode == 0, result.stderr[-3000:]
+    run_script("adapt_letter", "--methods", "adapt_gbrt", "--out", str(tmp_path), timeout=1800)
     report = (tmp_path / "adapt_letter_binary.md").read_text()
     assert "Bar (within 1 point at <= 0.69 of f0's cost): met." in report, report[:2000]
-    assert "`scripts/adapt_letter.py --task binary --rounds 1000 --methods adapt_gbrt`" in report, report[:500]
+    assert "`python -m scripts.adapt_letter --task binary --rounds 1000 --methods adapt_gbrt`" in report, report[:500]
     frame = pd.read_csv(tmp_path / "adapt_letter_binary.csv")
     assert set(frame["method"]) == {"LightGBM (f0)", "ADAPT-GBRT"}
     f0 = frame[frame["method"] == "LightGBM (f0)"].iloc[0]

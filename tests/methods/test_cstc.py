@@ -398,7 +398,7 @@ def test_cascades_follow_scikit_learn_conventions(estimator, check):
 def test_cascade_mslr_script(tmp_path):
     """scripts/cascade_mslr.py --quick end to end on the bundled MSLR subset, two query-wise splits: every method
     has test points in each, and the report the table of means with intervals."""
-    run_script("cascade_mslr.py", "--quick", "--relevant", "2", "--splits", "2", "--rounds", "50", "--out",
+    run_script("cascade_mslr", "--quick", "--relevant", "2", "--splits", "2", "--rounds", "50", "--out",
                str(tmp_path))
     frame = pd.read_csv(tmp_path / "cascade_mslr_2.csv")
     methods = {"LightGBM", "CEGB", "CSCC", "Cronus", "CSTC"}

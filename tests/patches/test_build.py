@@ -123,7 +123,7 @@ def test_series_rejects_bad_names(tmp_path):
 
 def test_scripts_are_importable_without_the_venv():
     """lgbm_source.py needs only the standard library (no site-packages), so any Python 3.10+ runs it."""
-    proc = subprocess.run([sys.executable, "-I", "-S", str(ROOT / "scripts" / "lgbm_source.py"), "key"],
+    proc = subprocess.run([sys.executable, "-I", "-S", str(ROOT / "scripts" / "build" / "lgbm_source.py"), "key"],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == lgbm_source.series_key()

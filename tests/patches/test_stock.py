@@ -1,6 +1,6 @@
 """Every test marked ``upstream_bug`` must fail on the stock LightGBM 4.7.0 wheel: that is what shows it
 reproduces a real upstream bug rather than passing vacuously. This re-runs them under the stock wheel
-(pinned sha256, unpacked by scripts/lgbm_source.py) and reads the outcome of each from a JUnit report."""
+(pinned sha256, unpacked by scripts/build/lgbm_source.py) and reads the outcome of each from a JUnit report."""
 
 from __future__ import annotations
 

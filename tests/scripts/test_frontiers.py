@@ -6,21 +6,29 @@ from __future__ import annotations
 
 import re
 
-import common
 import numpy as np
 import pandas as pd
 import pytest
-from common import earlier_points, earlier_rounds, interval, interval_table, merged, method_rounds, protocol_parser
-from frontiers import TRICK, TRICK_DEPTHS, frontier_runs
 from references import run_script
 from scipy import stats
 
 from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.selection.adapters import ADAPT_GBRT_GRID, CSTC_RELATIVE_TRADEOFFS
+from scripts import protocol
+from scripts.frontiers import TRICK, TRICK_DEPTHS, frontier_runs
+from scripts.protocol import (
+    earlier_points,
+    earlier_rounds,
+    interval,
+    interval_table,
+    merged,
+    method_rounds,
+    protocol_parser,
+)
 
 
 def test_quick_frontiers_on_higgs(tmp_path):
-    run_script("frontiers.py", "--data", "higgs", "--quick", "--splits", "2", "--rounds", "100",
+    run_script("frontiers", "--data", "higgs", "--quick", "--splits", "2", "--rounds", "100",
                "--method-rounds", "greedy_miser=30", "--out", str(tmp_path))
     frame = pd.read_csv(tmp_path / "frontier_higgs.csv")
     assert set(frame["split"]) == {0, 1}
@@ -53,14 +61,14 @@ def test_quick_frontiers_on_higgs(tmp_path):
     # --only re-runs some runs (and plain LightGBM, for the budgets) into this report: with the same points (the
     # runs are deterministic) every file comes out byte for byte as the whole run wrote it
     written = {suffix: (tmp_path / f"frontier_higgs.{suffix}").read_bytes() for suffix in ("csv", "md", "png")}
-    run_script("frontiers.py", "--data", "higgs", "--quick", "--splits", "2", "--rounds", "100",
+    run_script("frontiers", "--data", "higgs", "--quick", "--splits", "2", "--rounds", "100",
                "--method-rounds", "greedy_miser=30", "--out", str(tmp_path), "--only", "Early Exit",
                "--only", "CEGB trained to the budget")
     for suffix, content in written.items():
         assert (tmp_path / f"frontier_higgs.{suffix}").read_bytes() == content, suffix
     assert not list(tmp_path.glob(".frontier_higgs.split*"))  # each split's saved points, gone with the report
     # --skip leaves a run out: its points and row are gone, the report says so, every other row is the same
-    run_script("frontiers.py", "--data", "higgs", "--quick", "--splits", "2", "--rounds", "100",
+    run_script("frontiers", "--data", "higgs", "--quick", "--splits", "2", "--rounds", "100",
                "--method-rounds", "greedy_miser=30", "--out", str(tmp_path), "--only", "Early Exit",
                "--skip", "Staged acquisition")
     skipped = (tmp_path / "frontier_higgs.md").read_text()
@@ -69,7 +77,7 @@ def test_quick_frontiers_on_higgs(tmp_path):
     assert [line for line in skipped.splitlines() if line.startswith("| ")] == rows
     assert "Staged acquisition" not in set(pd.read_csv(tmp_path / "frontier_higgs.csv")["method"])
     with pytest.raises(AssertionError, match="--skip should name runs"):
-        run_script("frontiers.py", "--data", "higgs", "--quick", "--splits", "2", "--out", str(tmp_path),
+        run_script("frontiers", "--data", "higgs", "--quick", "--splits", "2", "--out", str(tmp_path),
                    "--skip", "LightGBM")
 
 
@@ -178,8 +186,8 @@ def test_only_keeps_the_earlier_reports_round_caps(tmp_path):
     path = tmp_path / "frontier_higgs.md"
     with pytest.raises(CEGBError, match="frontier_higgs.md should exist, and does not"):
         earlier_rounds(path, only_args(tmp_path, "CEGB"), {"cegb", "lightgbm"})
-    path.write_text("## higgs\n\n`scripts/frontiers.py --data higgs --splits 2 --method-rounds greedy_miser=2000 "
-                    "--method-rounds cegb=50`; 28 features\n")
+    path.write_text("## higgs\n\n`python -m scripts.frontiers --data higgs --splits 2 "
+                    "--method-rounds greedy_miser=2000 --method-rounds cegb=50`; 28 features\n")
     args = only_args(tmp_path, "CEGB", extra=("--method-rounds", "cegb=80"))
     assert earlier_rounds(path, args, {"cegb", "lightgbm"}) == [("greedy_miser", 2000), ("cegb", 80)]
     args = only_args(tmp_path, "CEGB", extra=("--method-rounds", "greedy_miser=2000"))
@@ -193,7 +201,7 @@ def test_only_keeps_the_earlier_reports_round_caps(tmp_path):
         earlier_rounds(path, args, {"cegb", "lightgbm"})
     with pytest.raises(CEGBError, match="was made without --quick, this command with: run the whole command"):
         earlier_rounds(path, only_args(tmp_path, "CEGB", extra=("--quick",)), {"cegb", "lightgbm"})
-    path.write_text("## higgs\n\n`scripts/frontiers.py --data higgs --splits 2 --quick --method-rounds "
+    path.write_text("## higgs\n\n`python -m scripts.frontiers --data higgs --splits 2 --quick --method-rounds "
                     "greedy_miser=30`; 28 features\n")  # --quick followed by a cap, as the report writes it
     args = only_args(tmp_path, "CEGB", extra=("--quick", "--method-rounds", "greedy_miser=30"))
     assert earlier_rounds(path, args, {"cegb", "lightgbm"}) == [("greedy_miser", 30)]
@@ -212,13 +220,13 @@ def test_resume_runs_only_the_splits_left(tmp_path, monkeypatch):
     X, y = X[:1200], y[:1200]
     runs = [("LightGBM", "lightgbm", {})]
     ran = []
-    run_split = common.split_frontiers
+    run_split = protocol.split_frontiers
 
     def recorded(parts, *args, **kwargs):
         ran.append(len(ran))
         return run_split(parts, *args, **kwargs)
 
-    monkeypatch.setattr(common, "split_frontiers", recorded)
+    monkeypatch.setattr(protocol, "split_frontiers", recorded)
 
     def report(out, *extra, fail_at=None):
         args = protocol_parser("doc", choices=("higgs",)).parse_args(
@@ -227,9 +235,9 @@ def test_resume_runs_only_the_splits_left(tmp_path, monkeypatch):
         def split(seed):
             if seed == fail_at:
                 raise KeyboardInterrupt
-            return common.random_split(X, y, (600, 300, 300), seed)
+            return protocol.random_split(X, y, (600, 300, 300), seed)
 
-        every = common.repeated_frontiers(split, HIGGS_COSTS, "binary", runs, args, name="frontier_t", title="t",
+        every = protocol.repeated_frontiers(split, HIGGS_COSTS, "binary", runs, args, name="frontier_t", title="t",
                                           command="frontiers.py")
         if every is None:
             assert "--split" in extra and not (out / "frontier_t.md").exists()
@@ -267,7 +275,7 @@ def test_resume_runs_only_the_splits_left(tmp_path, monkeypatch):
 
 def test_quick_frontiers_on_cube_at_afabenchs_budgets(tmp_path):
     """CUBE: AFABench's instances as the splits, its mean budgets as the table's columns (the same in each split)."""
-    run_script("frontiers.py", "--data", "cube", "--quick", "--splits", "2", "--rounds", "50",
+    run_script("frontiers", "--data", "cube", "--quick", "--splits", "2", "--rounds", "50",
                "--method-rounds", "greedy_miser=20", "--out", str(tmp_path))
     frame = pd.read_csv(tmp_path / "frontier_cube.csv")
     assert set(frame["split"]) == {0, 1}
@@ -279,12 +287,12 @@ def test_quick_frontiers_on_cube_at_afabenchs_budgets(tmp_path):
     trained = frame[frame["method"] == "CEGB trained to the budget"]
     assert (trained["cost"] <= 20 + 1e-9).all()
     with pytest.raises(AssertionError, match="CUBE has AFABench's 5 instances"):
-        run_script("frontiers.py", "--data", "cube", "--quick", "--splits", "6", "--out", str(tmp_path))
+        run_script("frontiers", "--data", "cube", "--quick", "--splits", "6", "--out", str(tmp_path))
 
 
 def test_runs_without_plain_lightgbm_are_refused_before_anything_trains(monkeypatch):
     runs = [("CEGB", "cegb", {}), ("LightGBM", "lightgbm", {}), ("LightGBM again", "lightgbm", {})]
-    assert common.plain_run(runs) is runs[1]
-    monkeypatch.setattr(common, "sweep", lambda *a, **k: pytest.fail("a sweep ran before the runs were checked"))
+    assert protocol.plain_run(runs) is runs[1]
+    monkeypatch.setattr(protocol, "sweep", lambda *a, **k: pytest.fail("a sweep ran before the runs were checked"))
     with pytest.raises(CEGBError, match=r"the runs need plain LightGBM .*they are \['CEGB'\]"):
-        common.split_frontiers({}, None, "binary", runs[:1], None)
+        protocol.split_frontiers({}, None, "binary", runs[:1], None)

@@ -5,12 +5,11 @@ with intervals; and it names a bad --data."""
 from __future__ import annotations
 
 import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
 from conftest import ROOT
-from references import run_script
+from references import run_script, script
 
 
 def miniboone_file(path, n_signal=300, n_background=300):
@@ -25,7 +24,7 @@ def miniboone_file(path, n_signal=300, n_background=300):
 
 def test_miniboone_experiment(tmp_path):
     data = miniboone_file(tmp_path / "MiniBooNE_PID.txt")
-    run_script("reproduce_cegb.py", "--data", "miniboone", str(data), "--sizes", "240", "120", "120", "--quick",
+    run_script("reproduce_cegb", "--data", "miniboone", str(data), "--sizes", "240", "120", "120", "--quick",
                "--splits", "2", "--rounds", "30", "--out", str(tmp_path))
     frame = pd.read_csv(tmp_path / "cegb_miniboone.csv")
     expected = {"LightGBM", "CEGB", "Greedy Miser", "BudgetPrune (random forest)", "CEGB trained to the budget"}
@@ -38,9 +37,9 @@ def test_miniboone_experiment(tmp_path):
 
 
 def test_bad_data_is_named(tmp_path):
-    script = ROOT / "scripts" / "reproduce_cegb.py"
-    proc = subprocess.run([sys.executable, str(script), "--data", "iris", "x.txt"], capture_output=True, text=True)
+    proc = subprocess.run([*script("reproduce_cegb"), "--data", "iris", "x.txt"], capture_output=True, text=True,
+                          cwd=ROOT)
     assert proc.returncode == 2 and "--data takes a name (miniboone, covertype, hepmass)" in proc.stderr
-    proc = subprocess.run([sys.executable, str(script), "--data", "miniboone", str(tmp_path / "missing.txt")],
-                          capture_output=True, text=True)
+    proc = subprocess.run([*script("reproduce_cegb"), "--data", "miniboone", str(tmp_path / "missing.txt")],
+                          capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode != 0 and "missing.txt' does not exist" in proc.stderr

@@ -6,23 +6,23 @@ parts' numbers of queries."""
 from __future__ import annotations
 
 import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
 import pytest
-from common import query_split
 from conftest import ROOT
-from references import run_script
-from reproduce_yahoo import synthetic
+from references import run_script, script
 from scipy import sparse
+
+from scripts.protocol import query_split
+from scripts.reproduce_yahoo import synthetic
 
 TRAINED = "CEGB deep trained to the budget"
 
 
 @pytest.mark.parametrize("data", ["synthetic", "mslr"])
 def test_reproduce_yahoo_quick(tmp_path, data):
-    run_script("reproduce_yahoo.py", "--data", data, "--quick", "--queries", "120", "--splits", "2", "--rounds", "100",
+    run_script("reproduce_yahoo", "--data", data, "--quick", "--queries", "120", "--splits", "2", "--rounds", "100",
                "--out", str(tmp_path))
     forest = "BudgetPrune (random forest)"
     for setting, methods in (("i", {"LightGBM", "BudgetPrune", forest, "Early Exit", "CEGB 16 leaves, depth 4",
@@ -97,6 +97,6 @@ def test_the_stand_in_puts_the_signal_in_the_expensive_or_the_cheap_features(tmp
 
 
 def test_a_bad_setting_is_refused_before_any_run():
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "reproduce_yahoo.py"), "--settings", "i,iii"],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([*script("reproduce_yahoo"), "--settings", "i,iii"], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT)
     assert proc.returncode == 2 and "--settings takes i and/or ii (comma-separated), got 'i,iii'" in proc.stderr

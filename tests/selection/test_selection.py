@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from lightgbm_cegb import FeatureCosts, prediction_cost
 from lightgbm_cegb.core.errors import CEGBError, NothingToTradeOff
-from lightgbm_cegb.core.metrics import ndcg_at_k
-from lightgbm_cegb.lgbm.scales import cegb_tradeoff_scale
+from lightgbm_cegb.core.ranking_metrics import ndcg_at_k
+from lightgbm_cegb.lgbm.cegb_tradeoff_scale import cegb_tradeoff_scale
 from lightgbm_cegb.selection import (
     METHODS,
     PREFIX_TREES,
@@ -390,7 +390,7 @@ def test_bad_input(binary, kwargs, message):
 def test_cost_scorer_in_grid_search(binary):
     from sklearn.model_selection import GridSearchCV
 
-    from lightgbm_cegb.lgbm.estimators import CEGBClassifier
+    from lightgbm_cegb.lgbm.cegb_estimators import CEGBClassifier
 
     (X, y), _, _ = binary
     budget = 10.0

@@ -36,14 +36,15 @@ from scipy.special import expit
 
 from lightgbm_cegb._engine import gated
 from lightgbm_cegb.core.cost_state import CostState
-from lightgbm_cegb.core.errors import CEGBError, check_number
+from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.forest import Forest
 from lightgbm_cegb.core.parallel import resolve_n_jobs
 from lightgbm_cegb.core.report import CostReport
+from lightgbm_cegb.core.validation import check_number
 from lightgbm_cegb.io import saved
 from lightgbm_cegb.io.ledger import CEGBState
 from lightgbm_cegb.io.models import to_forest
-from lightgbm_cegb.methods.adapt.base import GATE_LIMIT, AdaptBase, routing_weights
+from lightgbm_cegb.methods.adapt.adapt_base import GATE_LIMIT, AdaptBase, routing_weights
 from lightgbm_cegb.methods.greedy_miser import (
     GreedyMiserClassifier,
     log_loss_per_row,

@@ -32,11 +32,11 @@ import numpy as np
 from scipy.special import expit
 
 from lightgbm_cegb.core.cost_state import CostState
-from lightgbm_cegb.core.errors import check_number
 from lightgbm_cegb.core.parallel import one_blas_thread
 from lightgbm_cegb.core.report import CostReport
+from lightgbm_cegb.core.validation import check_number
 from lightgbm_cegb.io import saved
-from lightgbm_cegb.methods.adapt.base import AdaptBase, routing_weights
+from lightgbm_cegb.methods.adapt.adapt_base import AdaptBase, routing_weights
 from lightgbm_cegb.methods.greedy_miser import log_loss_per_row, proba_from_raw
 
 __all__ = ["AdaptL1", "AdaptLIN"]

@@ -40,6 +40,6 @@ more coarsely than that: a used tree's every feature (the F matrix, an upper bou
 the tree reads) and ``costs.tree`` per tree; split costs are accounted, not optimised.
 """
 
-from lightgbm_cegb.methods.cstc.estimators import CSCC, CSTC, Cronus, CSTCClassifier
+from lightgbm_cegb.methods.cstc.cstc_estimators import CSCC, CSTC, Cronus, CSTCClassifier
 
 __all__ = ["CSCC", "CSTC", "CSTCClassifier", "Cronus"]

@@ -17,8 +17,9 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from lightgbm_cegb.base import BudgetedEstimator
 from lightgbm_cegb.core.cost_state import CostState
 from lightgbm_cegb.core.costs import FeatureCosts, resolve_costs
-from lightgbm_cegb.core.errors import CEGBError, NoSplitWarning, check_number
+from lightgbm_cegb.core.errors import CEGBError, NoSplitWarning
 from lightgbm_cegb.core.forest import Forest
+from lightgbm_cegb.core.validation import check_number
 from lightgbm_cegb.io import saved
 from lightgbm_cegb.io.models import to_forest
 from lightgbm_cegb.methods.greedy_miser import class_codes

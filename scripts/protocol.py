@@ -1,5 +1,9 @@
-"""Helpers shared by the scripts: where the shared data lies, atomic writes, timing, and the report of a
-frontier (CSV of every point, PNG of the test figures, markdown table of the best model within budgets)."""
+"""The benchmark protocol the experiment scripts share: the data they read (``DATA``: the shared data folder) and
+how they split it (random and query-wise splits), the sweeps of every method on each split (budgets as fractions of
+plain LightGBM's validation cost, ``--resume``/``--split``/``--only``), and the report of a frontier (CSV of every
+point, PNG of the test figures, a markdown table of each method's test figures within each budget: the mean over
+the splits with its 95% Student-t interval, bold where it separates from the runner-up's). The point a method
+reaches within a budget is the one ``lightgbm_cegb.selection.select`` would choose (``best_point``)."""
 
 from __future__ import annotations
 
@@ -18,39 +22,11 @@ from lightgbm_cegb import __version__
 from lightgbm_cegb.core.costs import FeatureCosts
 from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.datasets import letter, mslr_subset
-from lightgbm_cegb.io.atomic import write_atomically  # noqa: F401 (the scripts' writer)
-from lightgbm_cegb.selection import METHODS, evaluate, pareto, sweep, train_to_budget
+from lightgbm_cegb.io.atomic import write_atomically
+from lightgbm_cegb.selection import METHODS, best_point, evaluate, pareto, sweep, train_to_budget
 from lightgbm_cegb.selection.metrics import get_metric
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-
-
-def timing_parser(doc: str) -> argparse.ArgumentParser:
-    """The speed benchmarks' command line: --rows (HIGGS events drawn) and --repeat (best of)."""
-    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
-    parser.add_argument("--rows", type=int, default=100_000)
-    parser.add_argument("--repeat", type=int, default=3)
-    return parser
-
-
-def higgs_rows(rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(the bundled HIGGS training rows and labels, ``rows`` events drawn with replacement from the training
-    and test rows, seed 0)."""
-    from lightgbm_cegb.datasets import higgs
-
-    X_train, y_train = higgs("train")
-    pool = np.vstack([X_train, higgs("test")[0]])
-    return X_train, y_train, pool[np.random.default_rng(0).integers(0, len(pool), rows)]
-
-
-def best_of(repeat: int, run) -> tuple[float, object]:
-    """(the shortest wall time of ``repeat`` calls of run(), its last result)."""
-    times, out = [], None
-    for _ in range(repeat):
-        start = time.perf_counter()
-        out = run()
-        times.append(time.perf_counter() - start)
-    return min(times), out
 
 
 def write_table(path: Path, rows: list[dict]) -> None:
@@ -77,16 +53,14 @@ def pyplot():
 
 
 def best_within(frame: pd.DataFrame, budgets: list[float]) -> list[dict]:
-    """Per method and budget: the test figures of its best validation point within the budget (on the validation
-    cost, as select() chooses; no row where no point is within it). ``frame``: a sweep with test_* columns."""
+    """Per method and budget: the test figures of the point ``select`` would choose among the method's points
+    (``best_point``; no row where no point is within the budget). ``frame``: a sweep with test_* columns."""
     rows = []
     for method, points in frame.groupby("method", sort=False):
-        points = points.copy()
         points.attrs = dict(frame.attrs)
         for i, budget in enumerate(budgets):
-            within = points[points["cost"] <= budget]
-            if len(within):
-                best = pareto(within).iloc[-1]
+            best = best_point(points, budget)
+            if best is not None:
                 rows.append({"method": method, "budget": i, "test_quality": float(best["test_quality"]),
                              "test_cost": float(best["test_cost"])})
     return rows

@@ -13,9 +13,10 @@ from sklearn.utils.validation import validate_data
 from lightgbm_cegb.base import BudgetedEstimator
 from lightgbm_cegb.core.cost_state import CostState
 from lightgbm_cegb.core.costs import FeatureCosts, resolve_costs
-from lightgbm_cegb.core.errors import CEGBError, check_number, checked_weights
+from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.parallel import one_blas_thread
 from lightgbm_cegb.core.report import CostReport
+from lightgbm_cegb.core.validation import check_number, checked_weights
 from lightgbm_cegb.io import saved
 from lightgbm_cegb.io.models import booster_of, to_forest
 from lightgbm_cegb.methods.cstc.optimiser import Problem, Structure, Units

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from lightgbm_cegb import CEGBError
-from lightgbm_cegb.core.metrics import average_precision_at_5, ndcg_at_k, precision_at_k
+from lightgbm_cegb.core.ranking_metrics import average_precision_at_5, ndcg_at_k, precision_at_k
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """Build the distribution files into ``dist/`` (``make wheels``).
 
-- ``lightgbm-4.7.0+cegb.N-py3-none-manylinux_*.whl``: the patched LightGBM of ``scripts/lgbm_source.py build``
+- ``lightgbm-4.7.0+cegb.N-py3-none-manylinux_*.whl``: the patched LightGBM of ``scripts/build/lgbm_source.py build``
   (the cached build), with the ``lightgbm`` command-line program added as a script (upstream's wheel has no
   program). ``auditwheel repair`` vendors libgomp and moves the program into ``lightgbm.scripts/`` of
   site-packages, leaving a Python shim named ``lightgbm`` on PATH that execs it.
@@ -14,7 +13,7 @@ The package pins ``lightgbm==4.7.0+cegb.N``, which no index serves: install both
 ``pip install --find-links dist lightgbm-cegb``. Intermediate files go to a temporary directory; ``dist/``
 keeps only the files of the last build.
 
-    python scripts/wheels.py [--out DIR] [-j JOBS]
+    python -m scripts.build.wheels [--out DIR] [-j JOBS]
 """
 
 from __future__ import annotations
@@ -31,8 +30,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import lgbm_source  # noqa: E402
+from scripts.build import lgbm_source
 
 ROOT = lgbm_source.ROOT
 DIST = ROOT / "dist"
@@ -66,7 +64,7 @@ def source_files() -> list[Path]:
              if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".so", ".pyc")]
     files += [p for p in (ROOT / "cython_ext").iterdir() if p.suffix in (".pyx", ".pxd")]
     files += [ROOT / name for name in ("pyproject.toml", "setup.py", "MANIFEST.in", "LICENSE", "NOTICE")]
-    files += [Path(__file__).resolve(), ROOT / "scripts" / "lgbm_source.py"]
+    files += [Path(__file__).resolve(), Path(lgbm_source.__file__).resolve()]
     return sorted(files)
 
 

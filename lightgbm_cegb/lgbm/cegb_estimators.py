@@ -16,8 +16,9 @@ from sklearn.preprocessing import LabelEncoder
 from lightgbm_cegb.accounting import prediction_cost
 from lightgbm_cegb.base import BudgetedEstimator
 from lightgbm_cegb.core.costs import FeatureCosts
-from lightgbm_cegb.core.errors import CEGBError, NoSplitWarning, check_number
+from lightgbm_cegb.core.errors import CEGBError, NoSplitWarning
 from lightgbm_cegb.core.report import CostReport
+from lightgbm_cegb.core.validation import check_number
 from lightgbm_cegb.io import saved
 from lightgbm_cegb.io.lightgbm_text import with_group_names
 from lightgbm_cegb.io.models import has_split, to_forest

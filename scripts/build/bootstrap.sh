@@ -2,10 +2,10 @@
 # Create or reuse .venv/ and install everything into it: the dependencies, the patched LightGBM (built
 # from the pinned sdist + patches/, cached outside the clone) and lightgbm_cegb with its Cython
 # extensions. Idempotent: each step is skipped while the stamp of what went into it is unchanged.
-#   scripts/bootstrap.sh          what the demo needs
-#   scripts/bootstrap.sh --test   plus the test dependencies and the stock LightGBM wheel the tests compare to
+#   scripts/build/bootstrap.sh          what the demo needs
+#   scripts/build/bootstrap.sh --test   plus the test dependencies and the stock LightGBM wheel the tests compare to
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 with_tests=0
 [ "${1:-}" = "--test" ] && with_tests=1
 
@@ -31,7 +31,7 @@ if ! stamp_ok "deps-$with_tests" "$key"; then
 fi
 
 # the patched LightGBM: wheel + CLI, built once per (sdist, patches, recipe) and cached
-build_dir=$("$venv_python" scripts/lgbm_source.py build)
+build_dir=$("$venv_python" scripts/build/lgbm_source.py build)
 key=$(cat "$build_dir/DONE")
 if ! stamp_ok lightgbm "$key"; then
     echo "[bootstrap] installing $(cat "$build_dir/VERSION") from $build_dir"
@@ -48,5 +48,5 @@ if ! stamp_ok package "$key"; then
 fi
 
 if [ $with_tests = 1 ]; then
-    "$venv_python" scripts/lgbm_source.py stock > /dev/null
+    "$venv_python" scripts/build/lgbm_source.py stock > /dev/null
 fi

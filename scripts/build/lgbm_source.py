@@ -48,7 +48,7 @@ STOCK_WHEEL_SHA256 = "d23e922acd891e77212e4d0fbcee9ba973c96dee479491341d05ba5953
 # Bump when the way artifacts are built changes (flags, targets, wheel layout): it is part of the cache key.
 BUILD_RECIPE = "cmake-release-cli+lib-v1"
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PATCHES = ROOT / "patches"
 PATCH_NAME = re.compile(r"^\d{4}-[A-Za-z0-9._-]+\.patch$")
 
@@ -272,7 +272,7 @@ def refresh(tree: Path, patches: Path = PATCHES) -> None:
     stale = {p.name for p in patches.glob("*.patch")} - set(names)
     for name in sorted(stale):
         log(f"warning: {name} is no longer in the series; delete it if that is intended")
-    lines = [f"# version: {version}", "# Applied in order with patch -p1 --fuzz=0 (scripts/lgbm_source.py).",
+    lines = [f"# version: {version}", "# Applied in order with patch -p1 --fuzz=0 (scripts/build/lgbm_source.py).",
              *names]
     write_atomic(patches / "series", "\n".join(lines) + "\n")
     log(f"refreshed {len(names)} patch(es); bump '# version:' in patches/series when the series changes")

@@ -10,7 +10,7 @@ import numpy as np
 
 from lightgbm_cegb.core.costs import FeatureCosts
 from lightgbm_cegb.core.errors import NothingToTradeOff
-from lightgbm_cegb.core.scales import no_split_scale
+from lightgbm_cegb.core.tradeoff_scales import no_split_scale
 from lightgbm_cegb.io.models import to_forest
 
 #: The penalties cegb_tradeoff weighs: stock LightGBM's three and patch 0005's per-feature split and group ones.

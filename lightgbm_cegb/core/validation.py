@@ -1,0 +1,137 @@
+"""The checks of the package's input: a numeric parameter, row weights, a frame's column order and a text file's
+encoding; each raises a CEGBError that names the parameter, what was expected and what was received."""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+from pathlib import Path
+
+import numpy as np
+
+from lightgbm_cegb.core.errors import CEGBError
+
+
+def check_number(value, name: str, low: float, high: float | None = None, *, low_open: bool = False,
+                 integer: bool = False) -> None:
+    """``value`` is a finite number (an integer with ``integer``) >= ``low`` (> with ``low_open``) and, given
+    ``high``, <= ``high`` (``math.inf``: unbounded, said as the interval [low, inf]).
+
+    Parameters
+    ----------
+    value : object
+        The value checked (a bool is refused).
+    name : str
+        The parameter's name, for the message.
+    low : float
+        The lower bound.
+    high : float, optional
+        The upper bound, inclusive (None: none).
+    low_open : bool, default=False
+        ``value`` must be > ``low`` rather than >= ``low``.
+    integer : bool, default=False
+        ``value`` must be an integer.
+
+    Raises
+    ------
+    CEGBError
+        When ``value`` is not such a number; the message names ``name``, the bounds and the value.
+    """
+    kind = numbers.Integral if integer else numbers.Real
+    if isinstance(value, bool) or not isinstance(value, kind) or not math.isfinite(value) or \
+            (value <= low if low_open else value < low) or (high is not None and value > high):
+        what = "an integer" if integer else "a finite number" if high is None else "a number"
+        bound = f"{'>' if low_open else '>='} {low:g}" if high is None else \
+            f"in [{low:g}, {'inf' if math.isinf(high) else f'{high:g}'}]"
+        raise CEGBError(f"{name} should be {what} {bound}, got {value!r}")
+
+
+def checked_weights(weight, n: int, name: str = "sample_weight") -> np.ndarray:
+    """``weight`` (None: all 1) as n finite float64 weights >= 0, not all zero.
+
+    Parameters
+    ----------
+    weight : array-like of shape (n,) or None
+        The row weights.
+    n : int
+        The number of rows.
+    name : str, default="sample_weight"
+        The parameter's name, for the message.
+
+    Returns
+    -------
+    ndarray of shape (n,)
+        The weights as float64.
+
+    Raises
+    ------
+    CEGBError
+        When the weights are not n finite numbers >= 0, or all zero.
+    """
+    weight = np.ones(n) if weight is None else np.asarray(weight, dtype=np.float64)
+    if weight.shape != (n,) or not np.isfinite(weight).all() or (weight < 0).any() or not weight.any():
+        raise CEGBError(f"{name} should hold {n} finite weights >= 0, not all zero")
+    return weight
+
+
+def check_column_order(X, names, name: str, expected: str = "the model's features") -> None:
+    """Refuse a pandas DataFrame ``X`` whose columns are ``names`` in another order: read by position, as
+    LightGBM's ``predict`` reads a frame, its values would go to other features without an error. Column names
+    compare as strings, also with spaces as "_" (LightGBM's renaming). Anything else passes.
+
+    Raises
+    ------
+    CEGBError
+        Naming ``name``, the first column out of place and the order expected.
+    """
+    columns = getattr(X, "columns", None)
+    if columns is None or names is None:
+        return
+    names = [str(n) for n in names]
+    for given in ([str(c) for c in columns], [str(c).replace(" ", "_") for c in columns]):
+        if given == names:
+            return
+        if sorted(given) == sorted(names):
+            at = next(i for i, (a, b) in enumerate(zip(given, names)) if a != b)
+            shown = ", ".join(map(repr, names[:6])) + (", ..." if len(names) > 6 else "")
+            raise CEGBError(f"{name}: its columns are {expected} in another order (column {at} is "
+                            f"{list(columns)[at]!r}, expected {names[at]!r}): reorder them as [{shown}]")
+
+
+def read_utf8(path: str | os.PathLike, what: str) -> str:
+    """The text of a file that should be UTF-8 (a model file, a cost file, a data file's lines), without a leading
+    byte order mark (as editors on Windows write one), or a CEGBError naming the file and what is wrong.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file.
+    what : str
+        What the file is ("model file", "cost file", ...), for the message.
+
+    Returns
+    -------
+    str
+        The file's text.
+
+    Raises
+    ------
+    CEGBError
+        When the file does not exist, cannot be read or is not UTF-8 (the message gives the first bad byte, its
+        line and offset).
+    """
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise CEGBError(f"{what} {str(path)!r} does not exist") from None
+    except IsADirectoryError:
+        raise CEGBError(f"{what} {str(path)!r} is a directory, not a file") from None
+    except OSError as exc:
+        raise CEGBError(f"{what} {str(path)!r} cannot be read: {exc.strerror or exc}") from None
+    try:
+        return data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise CEGBError(f"{what} {str(path)!r} should be UTF-8 text, got byte 0x{data[exc.start]:02x} on line "
+                        f"{line} (offset {exc.start})") from None
