@@ -26,7 +26,7 @@ import warnings
 import numpy as np
 from sklearn.base import clone
 
-from lightgbm_cegb.core.costs import FeatureCosts, lightgbm_feature_names
+from lightgbm_cegb.core.costs import FeatureCosts, lightgbm_feature_names, resolve_costs
 from lightgbm_cegb.core.errors import CEGBError, NoSplitWarning, NotFittedError
 from lightgbm_cegb.core.report import CostReport
 from lightgbm_cegb.core.tradeoff_scales import no_split_scale
@@ -88,6 +88,11 @@ class BudgetedEstimator:
         """The names of fit's columns (``feature_names_in_``: a DataFrame's), None for X without names."""
         names = getattr(self, "feature_names_in_", None)
         return None if names is None else [str(n) for n in names]
+
+    def _resolved_costs(self, num_features: int) -> FeatureCosts:
+        """``feature_costs`` for fit's ``num_features`` columns (by name: fit's DataFrame's), through the one
+        resolver; None prices every feature at 1 (``core.costs.UNPRICED``)."""
+        return resolve_costs(self.feature_costs, num_features, self._names_in(), unpriced="unit")
 
     def _lightgbm_feature_names(self) -> list[str] | str:
         """``feature_name`` for the Datasets of the LightGBM models the estimator trains: the names of fit's

@@ -16,6 +16,9 @@ Cost file (both commands read the same; docs/CLI.md): one cost per line, line i 
 the groups' names into the model file, where ``cost`` reads them. A cost file without group lines may come with
 a config (or overrides) setting ``cegb_feature_group`` and ``cegb_penalty_group_*``; ``cost`` then takes the
 model's groups.
+
+Its length: three commands (``cost``, ``train``, ``serve``) and the readers of the files they take (LibSVM and CSV
+rows, LightGBM configs, cost files); each command's checks stay beside its parser.
 """
 
 from __future__ import annotations

@@ -197,3 +197,13 @@ def test_no_two_modules_share_a_file_name():
         if path.name != "__init__.py":
             names.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
     assert {name: paths for name, paths in names.items() if len(paths) > 1} == {}
+
+
+def test_a_long_module_says_why():
+    """A module of the package over 600 lines says why in its docstring ("Its length: ...")."""
+    long = []
+    for path in sorted((ROOT / PACKAGE).rglob("*.py")):
+        text = path.read_text()
+        if len(text.splitlines()) > 600 and "Its length:" not in (ast.get_docstring(ast.parse(text)) or ""):
+            long.append(str(path.relative_to(ROOT)))
+    assert long == []

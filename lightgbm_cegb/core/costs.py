@@ -1,6 +1,11 @@
 """The cost model of cost-efficient gradient boosting (CEGB: S. Peter, F. Diego, F. A. Hamprecht and B. Nadler,
 "Cost efficient gradient boosting", NIPS 2017): per-instance (lazy) and per-model (coupled) feature costs and an
-evaluation cost per split node."""
+evaluation cost per split node.
+
+Its length: one class, FeatureCosts, with every form costs come in (arrays, names, groups, cost files, LightGBM
+parameters, JSON) and the one resolver (``resolve_costs``); each form builds or reads the same checked state
+(aligned, finite, non-negative costs), which would otherwise be checked in several modules.
+"""
 
 from __future__ import annotations
 
@@ -995,45 +1000,70 @@ class FeatureCosts:
                 f"split={show(self._split)}{groups}{tree})")
 
 
-def resolve_costs(costs, num_features: int, feature_names: list[str] | None = None,
-                  params: Mapping | None = None) -> FeatureCosts:
-    """The one resolution of costs for a model of ``num_features`` features, used by every entry point:
-    FeatureCosts, lazy costs by column, or by name (a mapping or a pandas Series: aligned to
-    ``feature_names`` with LightGBM's renaming); None reads the cegb_* training ``params``.
+#: What ``costs=None`` means, by kind of entry point (the one policy: ``resolve_costs``'s ``unpriced``)
+UNPRICED = {
+    "params": "the model's own cegb_* training parameters (refused for a model trained without them): "
+              "prediction_cost, LazyPredictor, budget_prune, EarlyExit and the callbacks, which read a model",
+    "unit": "every feature costs 1 (a count of the features read): the methods' estimators and sweep, which fit",
+    "none": "no costs: the CEGB estimators, which then train as LightGBM does",
+}
+
+
+def resolve_costs(costs, num_features: int, names=None, params: Mapping | None = None, *,
+                  unpriced: str = "params", given_as: str | None = None) -> FeatureCosts | None:
+    """The one resolution of costs for ``num_features`` columns, used by every entry point: FeatureCosts, lazy
+    costs by column, or by name (a mapping or a pandas Series: aligned to the columns' names with LightGBM's
+    renaming); what None means is ``unpriced`` (:data:`UNPRICED`).
 
     Parameters
     ----------
     costs : FeatureCosts, array-like, mapping, pandas.Series or None
         The costs as given.
     num_features : int
-        The model's number of features.
-    feature_names : list of str, optional
-        The model's feature names, to align costs given by name.
+        The number of columns (the model's, or X's when fitting).
+    names : list of str, pandas.DataFrame or lightgbm.Dataset, optional
+        The columns' names, to align costs given by name.
     params : mapping, optional
-        The model's training parameters, read when ``costs`` is None.
+        The model's training parameters, read when ``costs`` is None and ``unpriced="params"``.
+    unpriced : {"params", "unit", "none"}, default="params"
+        What ``costs=None`` means: the cegb_* ``params``; every feature at 1; no costs (None is returned).
+    given_as : str, optional
+        The parameter the costs were given as when an estimator fits on X (e.g. "feature_costs"); the errors
+        name it and X's columns.
 
     Returns
     -------
-    FeatureCosts
-        The costs, aligned to the model's columns.
+    FeatureCosts or None
+        The costs, aligned to the columns (None only with ``unpriced="none"``).
 
     Raises
     ------
     CEGBError
-        When ``costs`` is None and ``params`` hold no ``cegb_*`` cost, when costs by name meet a model without
-        feature names, or when the costs are for another number of features.
+        When ``costs`` is None, ``unpriced="params"`` and ``params`` hold no ``cegb_*`` cost, when costs by name
+        meet columns without names, or when the costs are for another number of columns.
     """
+    if unpriced not in UNPRICED:
+        raise CEGBError(f"unpriced should be one of {sorted(UNPRICED)}, got {unpriced!r}")
     if costs is None:
-        costs = FeatureCosts.from_params(params or {})
+        if unpriced == "none":
+            return None
+        costs = FeatureCosts(lazy=np.ones(num_features)) if unpriced == "unit" else \
+            FeatureCosts.from_params(params or {})
         if costs is None:
             raise CEGBError("costs is None and the model was not trained with cegb_* parameters: "
                             "pass costs=FeatureCosts(...)")
     costs = FeatureCosts.coerce(costs)
     if not costs.is_aligned:
-        if feature_names is None:
+        if names is None:
+            if given_as is not None:
+                raise CEGBError(f"{given_as} name features, but X has no column names (pass a pandas DataFrame, or "
+                                "give the costs by column)")
             raise CEGBError("costs are given by feature name but the model has no feature names (fit it on a "
                             "DataFrame, or give costs by column)")
-        costs = costs.align(feature_names)
+        costs = costs.align(names)
     if costs.num_features not in (None, num_features):
+        if given_as is not None:
+            raise CEGBError(f"{given_as}: the costs are for {costs.num_features} features but X has {num_features} "
+                            "columns")
         raise CEGBError(f"costs are for {costs.num_features} features but the model has {num_features}")
     return costs

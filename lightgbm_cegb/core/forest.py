@@ -12,6 +12,9 @@ range and acyclic, features, categorical thresholds and bitset ranges, trees per
 ``Forest`` can never crash or hang the kernels; leaf indices given to it (``raw_score``, ``leaf_values``)
 are checked where they enter (``checked_leaves``). Readers: ``lightgbm_model`` (LightGBM model text) and
 ``sklearn_model`` (fitted scikit-learn trees); ``models.to_forest`` picks one for any supported model.
+
+Its length: one class whose constructor is the kernels' trust boundary; its readers of X (dense, sparse, a
+DataFrame) and its views (parents, leaf values, a cut to fewer trees) stay with the checked arrays they read.
 """
 
 from __future__ import annotations

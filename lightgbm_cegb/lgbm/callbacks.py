@@ -17,6 +17,7 @@ from lightgbm.callback import CallbackEnv, EarlyStopException
 from lightgbm_cegb.core.cost_state import CostState
 from lightgbm_cegb.core.costs import FeatureCosts, resolve_costs
 from lightgbm_cegb.core.errors import BudgetWarning, CEGBError
+from lightgbm_cegb.core.validation import check_number
 from lightgbm_cegb.io.ledger import CEGBState
 from lightgbm_cegb.io.lightgbm_text import read_text
 
@@ -98,10 +99,8 @@ class _BudgetStoppingCallback(_CostCallback):
     def __init__(self, X, costs, budget: float, verbose: bool, n_jobs: int | None) -> None:
         super().__init__(X, costs, n_jobs)
         self.order = 29  # just before LightGBM's early_stopping (30); an instance attribute (see record_cost's)
-        budget = float(budget)
-        if not np.isfinite(budget) or budget < 0:
-            raise CEGBError(f"budget should be a finite number >= 0, got {budget!r}")
-        self.budget = budget
+        check_number(budget, "budget", 0.0)
+        self.budget = float(budget)
         self.verbose = verbose
         self.before_iteration = False
         self._within: list[tuple[int, list]] = []

@@ -15,7 +15,7 @@ from sklearn.preprocessing import LabelEncoder
 
 from lightgbm_cegb.accounting import prediction_cost
 from lightgbm_cegb.base import BudgetedEstimator
-from lightgbm_cegb.core.costs import FeatureCosts
+from lightgbm_cegb.core.costs import FeatureCosts, resolve_costs
 from lightgbm_cegb.core.errors import CEGBError, NoSplitWarning
 from lightgbm_cegb.core.report import CostReport
 from lightgbm_cegb.core.validation import check_number
@@ -35,6 +35,8 @@ class _CEGBMixin(BudgetedEstimator):
     _probe = {"n_estimators": 1}  # tradeoff_scale: the first tree, as lightgbm_cegb.lgbm.cegb_tradeoff_scale
 
     def _aligned_costs(self, X, feature_name) -> FeatureCosts | None:
+        """``feature_costs`` through the one resolver (None: no costs), by name aligned to the names LightGBM gives
+        the columns: fit's ``feature_name=``, else the DataFrame's, else ``Column_i``."""
         costs = self.feature_costs
         if costs is None:
             return None
@@ -43,30 +45,20 @@ class _CEGBMixin(BudgetedEstimator):
         if not isinstance(costs, (FeatureCosts, Mapping, pd.Series)):
             raise CEGBError(f"feature_costs should be a FeatureCosts, a mapping or pandas Series from feature name "
                             f"to lazy cost, or None, got {type(costs).__name__}")
-        costs = FeatureCosts.coerce(costs)
-        if costs.is_aligned:  # by column index: as many as X has columns
-            shape = () if costs.num_features is None else X.shape if hasattr(X, "shape") else np.asarray(X).shape
-            if len(shape) == 2 and costs.num_features != shape[1]:
-                raise CEGBError(f"feature_costs: the costs are for {costs.num_features} features but X has "
-                                f"{shape[1]} columns")
-            return costs
-        # the names LightGBM will give the columns: fit's feature_name=, else the DataFrame's, else Column_i
-        if isinstance(feature_name, (list, tuple)):
-            names = [str(n) for n in feature_name]
-        elif hasattr(X, "columns"):
-            names = [str(c) for c in X.columns]
-        else:
-            shape = np.shape(X)
-            if len(shape) != 2:
-                raise CEGBError(f"X should be 2-dimensional, got shape {shape}")
-            names = [f"Column_{i}" for i in range(shape[1])]
-            try:
-                return costs.align(names)
-            except CEGBError as exc:
+        shape = X.shape if hasattr(X, "shape") else np.asarray(X).shape
+        if len(shape) != 2:
+            raise CEGBError(f"X should be 2-dimensional, got shape {shape}")
+        unnamed = not isinstance(feature_name, (list, tuple)) and not hasattr(X, "columns")
+        names = [str(n) for n in feature_name] if isinstance(feature_name, (list, tuple)) else \
+            X if hasattr(X, "columns") else [f"Column_{i}" for i in range(shape[1])]
+        try:
+            return resolve_costs(costs, shape[1], names, unpriced="none", given_as="feature_costs")
+        except CEGBError as exc:
+            if unnamed and not FeatureCosts.coerce(costs).is_aligned:
                 raise CEGBError(f"{exc}. X came without column names (a numpy array, e.g. from a Pipeline step): "
                                 "pass fit(..., feature_name=[...]), or set_output(transform='pandas') on the "
                                 "pipeline so that the names reach this estimator") from None
-        return costs.align(names)
+            raise
 
     def fit(self, X, y, sample_weight=None, **kwargs):
         """Build the model from the training set (X, y), with ``feature_costs`` as LightGBM's cegb penalties.

@@ -25,6 +25,10 @@ row. A unit that costs nothing is taken whenever it can gain something (its valu
 
 ``tradeoff``, ``max_cost`` and ``gain`` are read when predicting: ``set_params`` on a fitted model gives another
 point of the cost-quality curve without fitting again.
+
+Its length: the classifier, its policy's rounds (``PolicyRun``) and what both acquisition classifiers share
+(``PolicyClassifier``, ``AcquisitionResult``, ``fit_inputs``, ``EvaluationCost``; ``methods.staged`` builds on
+them): one policy's parts, which read the same outcome tables.
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ from sklearn.utils.validation import validate_data
 from lightgbm_cegb.accounting import prediction_cost
 from lightgbm_cegb.base import BudgetedEstimator
 from lightgbm_cegb.core.cost_state import CostState
-from lightgbm_cegb.core.costs import FeatureCosts, resolve_costs
+from lightgbm_cegb.core.costs import FeatureCosts
 from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.parallel import resolve_n_jobs
 from lightgbm_cegb.core.report import CostReport
@@ -790,8 +794,7 @@ def fit_inputs(estimator, X, y, eval_set) -> tuple:
     if len(estimator.classes_) < 2:
         raise CEGBError(f"y should hold at least two classes, got {len(estimator.classes_)}")
     n, num_features = X.shape
-    costs = FeatureCosts(lazy=np.ones(num_features)) if estimator.feature_costs is None else estimator.feature_costs
-    estimator.costs_ = resolve_costs(costs, num_features, estimator._names_in())
+    estimator.costs_ = estimator._resolved_costs(num_features)
     rng = check_random_state(estimator.random_state)
     seed = int(rng.randint(0, 2**31 - 1))
     if eval_set is not None:

@@ -39,6 +39,10 @@ Models and their ``e_h``:
   their ``leaf_value``) and every other tree is unchanged. The pruned model is a ``lightgbm.Booster``
   (a model file stock LightGBM loads) whose pruned leaves hold those values; for a LightGBM scikit-learn
   estimator, a copy of the estimator holding that booster.
+
+Its length: one problem, built from two kinds of model (scikit-learn forests, LightGBM boosters), solved two
+ways (max-flow, HiGHS as the reference) and written back as the model it came from; the pieces share the
+problem's layout.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ from lightgbm_cegb._budgetrf import grow_tree
 from lightgbm_cegb.accounting import prediction_cost
 from lightgbm_cegb.base import BudgetedEstimator
 from lightgbm_cegb.core.cost_state import CostState
-from lightgbm_cegb.core.costs import FeatureCosts, lightgbm_feature_name, resolve_costs
+from lightgbm_cegb.core.costs import lightgbm_feature_name
 from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.forest import Forest
 from lightgbm_cegb.core.parallel import resolve_n_jobs
@@ -158,9 +158,7 @@ class BudgetRFClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
         check_classification_targets(y)
         self.classes_, codes = np.unique(y, return_inverse=True)
         num_features = X.shape[1]
-        names = [str(n) for n in getattr(self, "feature_names_in_", [])] or None
-        costs = FeatureCosts(lazy=np.ones(num_features)) if self.feature_costs is None else self.feature_costs
-        self.costs_ = resolve_costs(costs, num_features, names)
+        self.costs_ = self._resolved_costs(num_features)
         lazy = np.ascontiguousarray(self.costs_.arrays(num_features)[0], dtype=np.float64)
         group_of, group_lazy, _ = self.costs_.group_arrays(num_features)
         group_of = np.ascontiguousarray(group_of, dtype=np.int32)
@@ -198,7 +196,7 @@ class BudgetRFClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
         if not trees:
             raise CEGBError(f"budget: the first tree alone costs more than {self.budget} per validation row; "
                             "raise the budget or tradeoff, or lower max_depth")
-        self.forest_ = _forest(trees, num_features, names)
+        self.forest_ = _forest(trees, num_features, self._names_in())
         self.leaf_counts_ = np.concatenate([tree[4] for tree in trees])
         self.n_estimators_ = len(trees)
         self.valid_cost_ = None if state is None else float(state.per_instance.mean())

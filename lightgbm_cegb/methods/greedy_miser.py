@@ -17,6 +17,9 @@ checks their trees against an independent NumPy implementation of the paper's al
 and coupled cost of a feature (of a group) add up to its ``c``; split and tree costs (``FeatureCosts(split=,
 tree=)``, the paper's evaluation cost ``e`` per tree) are in the accounting only, as in the paper, where
 the number of trees is the evaluation budget.
+
+Its length: three estimators (regressor, classifier, ranker) over one training loop on the patched LightGBM,
+with the loss pieces each task needs.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from sklearn.utils.validation import validate_data
 
 from lightgbm_cegb.accounting import prediction_cost
 from lightgbm_cegb.base import BudgetedEstimator
-from lightgbm_cegb.core.costs import FeatureCosts, resolve_costs
+from lightgbm_cegb.core.costs import FeatureCosts
 from lightgbm_cegb.core.errors import CEGBError, NothingToTradeOff
 from lightgbm_cegb.core.parallel import resolve_n_jobs
 from lightgbm_cegb.core.ranking_metrics import ndcg_at_k
@@ -131,10 +134,6 @@ class _GreedyMiser(BudgetedEstimator, BaseEstimator):
         check_number(self.max_bin, "max_bin", 2, integer=True)
         return loss
 
-    def _costs(self, num_features: int) -> FeatureCosts:
-        names = [str(n) for n in getattr(self, "feature_names_in_", [])] or None
-        costs = FeatureCosts(lazy=np.ones(num_features)) if self.feature_costs is None else self.feature_costs
-        return resolve_costs(costs, num_features, names)
 
     def _params(self, num_features: int, num_class: int) -> dict:
         return miser_params(self.costs_, self.tradeoff, num_features, num_class, max_depth=self.max_depth,
@@ -146,7 +145,7 @@ class _GreedyMiser(BudgetedEstimator, BaseEstimator):
              num_class: int = 1):
         """Train ``booster_``: the gradient of ``self._gradient``, hessian the row weights; early stopping on
         the first validation set's ``self._metric``."""
-        self.costs_ = self._costs(X.shape[1])
+        self.costs_ = self._resolved_costs(X.shape[1])
         weight = checked_weights(sample_weight, len(y)) * self._row_weight(y)
         names = self._lightgbm_feature_names()
         train = lgb.Dataset(X, y, weight=weight, group=group, feature_name=names, free_raw_data=False)

@@ -1,4 +1,8 @@
-"""The registered methods of a sweep: one fit per method, each turning a grid point into candidates."""
+"""The registered methods of a sweep: one fit per method, each turning a grid point into candidates.
+
+Its length: one fit per registered method (all but the cheap-subset baseline), each a few functions; they share
+the LightGBM training, prefix and candidate helpers at the top.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""sweep(): every registered method's grid fitted and measured on the same validation rows."""
+"""sweep(): every registered method's grid fitted and measured on the same validation rows.
+
+Its length: the sweep's stages (grid, refinement, the screen on a subsample) share its job runner and the rule
+that reads a method's best point within a budget; one stage alone is not a public step.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from lightgbm_cegb.core.costs import FeatureCosts
+from lightgbm_cegb.core.costs import resolve_costs
 from lightgbm_cegb.core.errors import CEGBError, CEGBWarning, NothingToTradeOff, RoundsWarning
 from lightgbm_cegb.core.validation import check_column_order, check_number
 from lightgbm_cegb.selection.metrics import Metric, get_metric
@@ -419,8 +423,9 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
         The training rows: (X, y) or (X, y, group) with ``group`` the query sizes (ranking).
     valid : tuple or Rows
         The validation rows, the same way: early stopping and every point's measures.
-    costs : FeatureCosts, or lazy costs per column
-        The cost model; by feature name (a mapping or a FeatureCosts of names) when X is a DataFrame.
+    costs : FeatureCosts, lazy costs per column, or None
+        The cost model; by feature name (a mapping or a FeatureCosts of names) when X is a DataFrame; None prices
+        every feature at 1.
     task : str
         "binary", "multiclass", "regression" or "ranking". binary: labels of exactly two classes, any two
         values ({0, 1}, {-1, +1}, {2, 5}, two strings), the larger being the positive class (as scikit-learn's
@@ -556,12 +561,9 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
     train, valid = encoded(train, classes, "train"), encoded(valid, classes, "valid")
     if task == "ranking" and (train.group is None or valid.group is None):
         raise CEGBError("task='ranking' needs the query sizes: train=(X, y, group) and valid=(X, y, group)")
-    costs = FeatureCosts.coerce(costs)
-    if not costs.is_aligned:  # costs by feature name: to train's columns (LightGBM's parameters are by column)
-        if not hasattr(train.X, "columns"):
-            raise CEGBError("costs name features, but train's X has no column names: pass a pandas DataFrame or "
-                            "costs by column position")
-        costs = costs.align(train.X)
+    # by feature name: aligned to train's columns (LightGBM's parameters are by column); None: every feature at 1
+    costs = resolve_costs(costs, train.X.shape[1], train.X if hasattr(train.X, "columns") else None,
+                          unpriced="unit", given_as="costs")
     metric = get_metric(metric, task)
     context = Context(task, train, valid, costs, dict(params or {}), num_boost_round, early_stopping_rounds,
                       metric, budgets)

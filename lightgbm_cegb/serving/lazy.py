@@ -23,8 +23,8 @@ reached with LightGBM's own operations for Boosters whose output is the raw scor
 (_own_output), otherwise by the model's ``predict`` on the rows with the values nobody fetched set to 0.0,
 which no split reads.
 
-This module is the predictor: its fetch rounds (in turn, on threads with timeouts, or awaited) and its checks of
-what fetch returns stay with the one class whose state they read, hence its length. A batch's rounds are in
+Its length: this module is the predictor; its fetch rounds (in turn, on threads with timeouts, or awaited) and its
+checks of what fetch returns stay with the one class whose state they read. A batch's rounds are in
 ``runs``, what a call returns and raises in ``results``, the threads of synchronous fetches under asyncio in
 ``workers``.
 """

@@ -312,3 +312,48 @@ def test_cost_parameters_that_are_not_numbers_are_named(tmp_path):
     np.testing.assert_array_equal(costs.arrays(2)[2], [0.5, 0.5])
     with pytest.raises(CEGBError, match=r"model file '.*' is a directory, not a file"):
         prediction_cost(str(tmp_path), np.zeros((1, 1)), [1.0])
+
+
+def test_the_one_resolver_and_its_policy_for_no_costs():
+    """resolve_costs: costs by column or by name (from a list, a DataFrame or a lightgbm Dataset); None means
+    what ``unpriced`` says (core.costs.UNPRICED); the errors name what was given."""
+    import lightgbm as lgb
+    import pandas as pd
+
+    frame = pd.DataFrame(np.zeros((4, 3)), columns=["a", "b c", "d"])
+    by_name = {"b c": 2.0, "d": 5.0}
+    for names in (["a", "b c", "d"], frame, lgb.Dataset(frame, np.zeros(4)),
+                  lgb.Dataset(frame.to_numpy(), np.zeros(4), feature_name=["a", "b c", "d"])):
+        np.testing.assert_array_equal(resolve_costs(by_name, 3, names).lazy, [0.0, 2.0, 5.0])
+    np.testing.assert_array_equal(resolve_costs([1.0, 2.0, 3.0], 3).lazy, [1.0, 2.0, 3.0])
+    np.testing.assert_array_equal(resolve_costs(None, 3, unpriced="unit").lazy, [1.0, 1.0, 1.0])
+    assert resolve_costs(None, 3, unpriced="none") is None
+    params = FeatureCosts(lazy=[0.0, 4.0, 0.0]).to_params(tradeoff=1.0)
+    np.testing.assert_array_equal(resolve_costs(None, 3, params=params).lazy, [0.0, 4.0, 0.0])
+    with pytest.raises(CEGBError, match=r"costs is None and the model was not trained with cegb_\* parameters"):
+        resolve_costs(None, 3, params={})
+    with pytest.raises(CEGBError, match=r"unpriced should be one of \['none', 'params', 'unit'\], got 'zero'"):
+        resolve_costs(None, 3, unpriced="zero")
+    with pytest.raises(CEGBError, match="costs are given by feature name but the model has no feature names"):
+        resolve_costs(by_name, 3)
+    with pytest.raises(CEGBError, match="feature_costs name features, but X has no column names"):
+        resolve_costs(by_name, 3, given_as="feature_costs")
+    with pytest.raises(CEGBError, match="costs are for 2 features but the model has 3"):
+        resolve_costs([1.0, 2.0], 3)
+    with pytest.raises(CEGBError, match="feature_costs: the costs are for 2 features but X has 3 columns"):
+        resolve_costs([1.0, 2.0], 3, given_as="feature_costs")
+
+
+def test_no_entry_point_resolves_costs_on_its_own():
+    """Outside core.costs, costs reach an aligned FeatureCosts only through resolve_costs: no module aligns them
+    (``.align(``) or decides a default (``FeatureCosts(lazy=np.ones(...))``) itself. (The CUBE loader's costs are
+    data, not a default.)"""
+    import re
+    from pathlib import Path
+
+    package = Path(__file__).resolve().parents[2] / "lightgbm_cegb"
+    found = [f"{path.relative_to(package)}:{number}: {line.strip()}"
+             for path in package.rglob("*.py") if path.name != "costs.py"
+             for number, line in enumerate(path.read_text().splitlines(), 1)
+             if re.search(r"\.align\(|FeatureCosts\(lazy=np\.ones", line) and "datasets/cube.py" not in str(path)]
+    assert found == []

@@ -16,7 +16,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from lightgbm_cegb.base import BudgetedEstimator
 from lightgbm_cegb.core.cost_state import CostState
-from lightgbm_cegb.core.costs import FeatureCosts, resolve_costs
+from lightgbm_cegb.core.costs import FeatureCosts
 from lightgbm_cegb.core.errors import CEGBError, NoSplitWarning
 from lightgbm_cegb.core.forest import Forest
 from lightgbm_cegb.core.validation import check_number
@@ -149,9 +149,7 @@ class AdaptBase(BudgetedEstimator, ClassifierMixin, BaseEstimator):
             raise CEGBError(f"y should hold at least two classes, got {self.classes_.tolist()}")
         if f0_features is not None and f0_features != X.shape[1]:
             raise CEGBError(f"f0 was fitted on {f0_features} features, X has {X.shape[1]}")
-        names = [str(n) for n in getattr(self, "feature_names_in_", [])] or None
-        self.costs_ = resolve_costs(FeatureCosts(lazy=np.ones(X.shape[1])) if self.feature_costs is None
-                                    else self.feature_costs, X.shape[1], names)
+        self.costs_ = self._resolved_costs(X.shape[1])
         f0_loss = -np.log(np.clip(self._f0_proba(X)[np.arange(len(y)), codes], 1e-15, 1.0))
         return X, codes, f0_loss
 

@@ -22,6 +22,9 @@ missing, so a model that reads the feature pays for it on every row it reads it 
 A row pays the features of the gate (those with a non-zero weight), then those of the model it goes to: f1's,
 or f0's (exactly for a tree ensemble, else ``f0_usage``), each (row, feature or group) once. Split and tree
 costs of the cost model apply to trees only: f0's.
+
+Its length: two estimators (ADAPT-LIN and the paper's L1 baseline) over one convex problem (``_Problem``: its
+objective, gradient and proximal steps), whose derivation the docstrings carry.
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""CSTC, CSTCClassifier, CSCC and Cronus: the scikit-learn estimators over the shared optimiser."""
+"""CSTC, CSTCClassifier, CSCC and Cronus: the scikit-learn estimators over the shared optimiser.
+
+Its length: four estimators (CSTC, CSTCClassifier, CSCC, Cronus) over one base; each is short, the shared base
+and the boosting trick's features (``_Phi``) are the rest.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from sklearn.utils.validation import validate_data
 
 from lightgbm_cegb.base import BudgetedEstimator
 from lightgbm_cegb.core.cost_state import CostState
-from lightgbm_cegb.core.costs import FeatureCosts, resolve_costs
+from lightgbm_cegb.core.costs import FeatureCosts
 from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.parallel import one_blas_thread
 from lightgbm_cegb.core.report import CostReport
@@ -123,10 +127,7 @@ class _Base(BudgetedEstimator, BaseEstimator):
     def _fit(self, X, target: np.ndarray, sample_weight, eval_set) -> _Base:
         self._check_params()
         structure = self._structure()
-        names = [str(n) for n in getattr(self, "feature_names_in_", [])] or None
-        d = X.shape[1]
-        self.costs_ = resolve_costs(FeatureCosts(lazy=np.ones(d)) if self.feature_costs is None else self.feature_costs,
-                                    d, names)
+        self.costs_ = self._resolved_costs(X.shape[1])
         negative, positive = self._class_weights(target)
         weight = checked_weights(sample_weight, len(target)) * np.where(target > 0, positive, negative)
         self.phi_booster_ = None

@@ -1,4 +1,8 @@
-"""The training problem of CSTC, CSCC and Cronus: cost units, the structure, the relaxed objective and its optimiser."""
+"""The training problem of CSTC, CSCC and Cronus: cost units, the structure, the relaxed objective and its optimiser.
+
+Its length: the structure, the relaxed objective and the block coordinate descent share one problem's arrays
+(units, live columns, the tree's nodes); the estimators are in ``cstc_estimators``.
+"""
 
 from __future__ import annotations
 
