@@ -30,6 +30,7 @@ from lightgbm_cegb.core.costs import FeatureCosts, lightgbm_feature_names, resol
 from lightgbm_cegb.core.errors import CEGBError, NoSplitWarning, NotFittedError
 from lightgbm_cegb.core.report import CostReport
 from lightgbm_cegb.core.tradeoff_scales import no_split_scale
+from lightgbm_cegb.core.validation import CheckedElsewhere, NoneOr, Number, check_params
 from lightgbm_cegb.io import saved
 
 __all__ = ["BudgetedEstimator", "check_fitted"]
@@ -54,6 +55,14 @@ def check_fitted(estimator, attribute: str) -> None:
         raise NotFittedError(f"this {type(estimator).__name__} is not fitted yet: call fit first")
 
 
+#: ``feature_costs``: checked by the one cost resolver (``core.costs.resolve_costs``) when ``fit`` resolves them
+COSTS = CheckedElsewhere("the cost resolver, core.costs.resolve_costs")
+#: ``random_state`` given to LightGBM as its seed: None (0) or an integer of its range
+SEED = NoneOr(Number(-2**31, 2**31 - 1, integer=True))
+#: ``random_state`` read by scikit-learn's ``check_random_state`` (None, an integer or a RandomState)
+RANDOM_STATE = CheckedElsewhere("scikit-learn's check_random_state")
+
+
 class BudgetedEstimator:
     """Mixin of the contract of the package's budgeted estimators (see the module's doc).
 
@@ -71,6 +80,9 @@ class BudgetedEstimator:
         Parameters that make the fits of :meth:`tradeoff_scale`'s bisection cheap (e.g. one tree).
     ``_given_at_load`` : tuple of str
         Parameters the saved format does not hold (a costly model, a callable): ``load`` takes them.
+    ``_constraints`` : dict
+        Every ``__init__`` parameter's constraint (``core.validation``), checked by ``_check_params`` when
+        ``fit`` starts.
 
     and implements ``prediction_cost``, ``_saved_state() -> (state, files)`` and ``_restore(state, folder,
     manifest)``.
@@ -80,6 +92,11 @@ class BudgetedEstimator:
     _fitted_attribute = "costs_"
     _probe: dict = {}
     _given_at_load: tuple[str, ...] = ()
+    _constraints: dict = {}
+
+    def _check_params(self) -> None:
+        """Check every declared parameter (``_constraints``); a CEGBError names the first bad one."""
+        check_params(self)
 
     def _check_fitted(self) -> None:
         check_fitted(self, self._fitted_attribute)

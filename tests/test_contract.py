@@ -23,6 +23,7 @@ import lightgbm_cegb as lc
 from lightgbm_cegb import CEGBError, FeatureCosts, NotFittedError, prediction_cost
 from lightgbm_cegb.base import BudgetedEstimator
 from lightgbm_cegb.core.errors import CEGBWarning
+from lightgbm_cegb.core.validation import Constraint, Number
 from lightgbm_cegb.lgbm import CEGBClassifier, CEGBRanker, CEGBRegressor
 
 COSTS = FeatureCosts(lazy=[1.0, 2.0, 4.0, 8.0, 3.0])
@@ -105,6 +106,34 @@ def test_init_takes_keyword_arguments_named_by_the_table(name):
     assert {"feature_costs", "random_state", "n_jobs", cls._tradeoff} <= set(params)
     assert cls._tradeoff == ("cegb_tradeoff" if name.startswith("CEGB") else "tradeoff")
     assert "costs" not in params and "lam" not in params and "alpha" not in params
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_parameter_is_declared_once(name):
+    """``_constraints`` (core.validation) declares every parameter of the class's own ``__init__`` (the CEGB
+    estimators' LightGBM parameters, taken as **kwargs, are LightGBM's to check), and nothing else."""
+    cls = type(ESTIMATORS[name][0]())
+    own = [p.name for p in inspect.signature(cls.__init__).parameters.values()
+           if p.name != "self" and p.kind != p.VAR_KEYWORD]
+    assert sorted(cls._constraints) == sorted(own)
+    assert all(isinstance(c, Constraint) for c in cls._constraints.values())
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_declared_constraints_refuse_what_they_say(name):
+    """Each value a parameter's declaration says is invalid (``Constraint.invalid``) makes ``fit`` refuse the
+    estimator with a CEGBError that names the parameter, before any training; the declared defaults fit (the
+    estimator of the table, fitted by the other tests)."""
+    factory, kind, _ = ESTIMATORS[name]
+    X, y, fit_params = data(kind, n=60)
+    tried = 0
+    for parameter, constraint in type(factory())._constraints.items():
+        for bad in constraint.invalid():
+            model = factory().set_params(**{parameter: bad})
+            with pytest.raises(CEGBError, match=rf"^{parameter} should be "):
+                model.fit(X, y, **fit_params)
+            tried += 1
+    assert tried >= 4 * len([c for c in type(factory())._constraints.values() if isinstance(c, Number)])
 
 
 @pytest.mark.parametrize("name", NAMES)

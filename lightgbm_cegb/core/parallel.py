@@ -14,7 +14,7 @@ from pathlib import Path
 
 from threadpoolctl import threadpool_limits
 
-from lightgbm_cegb.core.errors import CEGBError
+from lightgbm_cegb.core.validation import Satisfies
 
 ROWS_PER_THREAD = 256
 
@@ -47,12 +47,17 @@ def omp_num_threads() -> int | None:
     return int(first) if first.isdigit() and int(first) > 0 else None
 
 
+#: what every ``n_jobs`` parameter may be (the estimators declare it: core.validation)
+N_JOBS = Satisfies(lambda n_jobs: n_jobs is None or (isinstance(n_jobs, int) and not isinstance(n_jobs, bool)
+                                                     and n_jobs != 0),
+                   "None or a non-zero integer", bad=(0, 1.5, "2", True))
+
+
 def resolve_n_jobs(n_jobs: int | None, rows: int | None = None) -> int:
     """Threads for ``n_jobs``: None or -1 all available CPUs, at most ``OMP_NUM_THREADS`` when it is set;
     -k all but k - 1 of those; k > 0 that many, at most the available CPUs (scikit-learn's convention); at
     most one per ROWS_PER_THREAD of ``rows`` (starting threads costs more than routing a few rows)."""
-    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0):
-        raise CEGBError(f"n_jobs should be None or a non-zero integer, got {n_jobs!r}")
+    N_JOBS.check(n_jobs, "n_jobs")
     if rows is not None and rows <= ROWS_PER_THREAD:  # one thread, whatever n_jobs says
         return 1
     cpus = available_cpus() if rows is None else max(1, min(available_cpus(), -(-rows // ROWS_PER_THREAD)))

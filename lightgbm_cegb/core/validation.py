@@ -1,11 +1,20 @@
 """The checks of the package's input: a numeric parameter, row weights, a frame's column order and a text file's
-encoding; each raises a CEGBError that names the parameter, what was expected and what was received."""
+encoding; each raises a CEGBError that names the parameter, what was expected and what was received.
+
+The estimators declare their parameters once (as scikit-learn's estimators do in ``_parameter_constraints``, a
+name with another format there, hence ours): a class attribute ``_constraints = {name: constraint}`` over every
+parameter of ``__init__``, checked by :func:`check_params` when ``fit`` starts. A constraint checks a value
+(:meth:`Constraint.check`) and gives values that break it (:meth:`Constraint.invalid`), from which
+``tests/test_contract.py`` makes its bad parameters.
+"""
 
 from __future__ import annotations
 
 import math
 import numbers
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -41,10 +50,14 @@ def check_number(value, name: str, low: float, high: float | None = None, *, low
     kind = numbers.Integral if integer else numbers.Real
     if isinstance(value, bool) or not isinstance(value, kind) or not math.isfinite(value) or \
             (value <= low if low_open else value < low) or (high is not None and value > high):
-        what = "an integer" if integer else "a finite number" if high is None else "a number"
-        bound = f"{'>' if low_open else '>='} {low:g}" if high is None else \
-            f"in [{low:g}, {'inf' if math.isinf(high) else f'{high:g}'}]"
-        raise CEGBError(f"{name} should be {what} {bound}, got {value!r}")
+        raise CEGBError(f"{name} should be {_number_words(low, high, low_open, integer)}, got {value!r}")
+
+
+def _number_words(low: float, high: float | None, low_open: bool, integer: bool) -> str:
+    what = "an integer" if integer else "a finite number" if high is None else "a number"
+    bound = f"{'>' if low_open else '>='} {low:g}" if high is None else \
+        f"in [{low:g}, {'inf' if math.isinf(high) else f'{high:g}'}]"
+    return f"{what} {bound}"
 
 
 def checked_weights(weight, n: int, name: str = "sample_weight") -> np.ndarray:
@@ -135,3 +148,137 @@ def read_utf8(path: str | os.PathLike, what: str) -> str:
         line = data.count(b"\n", 0, exc.start) + 1
         raise CEGBError(f"{what} {str(path)!r} should be UTF-8 text, got byte 0x{data[exc.start]:02x} on line "
                         f"{line} (offset {exc.start})") from None
+
+
+class Constraint:
+    """What a parameter may be (see the module's doc)."""
+
+    def check(self, value, name: str) -> None:  # pragma: no cover - abstract
+        """Raise a CEGBError naming ``name``, what it should be and ``value`` when ``value`` breaks the constraint."""
+        raise NotImplementedError
+
+    def invalid(self) -> list:  # pragma: no cover - abstract
+        """Values that break the constraint (none where no value can be made up: a constraint checked elsewhere)."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Number(Constraint):
+    """A real number (an integer with ``integer``) >= ``low`` (> with ``low_open``), <= ``high`` given one
+    (``math.inf``: said as the interval [low, inf]); a bool is no number. :func:`check_number`'s words."""
+
+    low: float
+    high: float | None = None
+    low_open: bool = False
+    integer: bool = False
+
+    def check(self, value, name: str) -> None:
+        check_number(value, name, self.low, self.high, low_open=self.low_open, integer=self.integer)
+
+    def words(self) -> str:
+        return _number_words(self.low, self.high, self.low_open, self.integer)
+
+    def invalid(self) -> list:
+        out = [self.low if self.low_open else self.low - 1, str(self.low + 1), True, math.nan, None]
+        if self.high is not None and math.isfinite(self.high):
+            out.append(self.high + 1)
+        if self.integer:
+            out.append(self.low + 1.5)
+        return out
+
+
+@dataclass(frozen=True)
+class OneOf(Constraint):
+    """One of ``options`` (compared by equality and type: True is not 1)."""
+
+    options: tuple
+
+    def check(self, value, name: str) -> None:
+        if not any(type(value) is type(option) and value == option for option in self.options):
+            raise CEGBError(f"{name} should be one of {list(self.options)}, got {value!r}")
+
+    def invalid(self) -> list:
+        return ["no such option", None, 1]
+
+
+@dataclass(frozen=True)
+class NoneOr(Constraint):
+    """None, or what ``inner`` allows; the words: "None or <inner's words>"."""
+
+    inner: Number
+
+    def check(self, value, name: str) -> None:
+        if value is None:
+            return
+        try:
+            self.inner.check(value, name)
+        except CEGBError:
+            raise CEGBError(f"{name} should be None or {self.inner.words()}, got {value!r}") from None
+
+    def invalid(self) -> list:
+        return [v for v in self.inner.invalid() if v is not None]
+
+
+@dataclass(frozen=True)
+class Flag(Constraint):
+    """True or False (not 0, 1 or a string)."""
+
+    def check(self, value, name: str) -> None:
+        if not isinstance(value, bool):
+            raise CEGBError(f"{name} should be True or False, got {value!r}")
+
+    def invalid(self) -> list:
+        return [1, "yes", None]
+
+
+@dataclass(frozen=True)
+class Satisfies(Constraint):
+    """What ``test(value)`` accepts, said as ``words``; the message shows the value (its type's name with
+    ``show_type``). ``bad``: values that break it."""
+
+    test: Callable[[object], bool]
+    words: str
+    bad: tuple = ()
+    show_type: bool = False
+
+    def check(self, value, name: str) -> None:
+        if not self.test(value):
+            shown = type(value).__name__ if self.show_type else repr(value)
+            raise CEGBError(f"{name} should be {self.words}, got {shown}")
+
+    def invalid(self) -> list:
+        return list(self.bad)
+
+
+@dataclass(frozen=True)
+class CheckedElsewhere(Constraint):
+    """A parameter checked where it is used (``where`` says by what: the cost resolver, the thread count, a check
+    that needs the data); no value is made up for it."""
+
+    where: str
+
+    def check(self, value, name: str) -> None:
+        return None
+
+    def invalid(self) -> list:
+        return []
+
+
+def check_params(estimator, names=None) -> None:
+    """Check the parameters ``type(estimator)._constraints`` declares (only ``names`` when given).
+
+    Parameters
+    ----------
+    estimator : object
+        An estimator whose class declares ``_constraints``.
+    names : iterable of str, optional
+        The parameters to check (default: every declared one).
+
+    Raises
+    ------
+    CEGBError
+        For the first parameter whose value breaks its constraint.
+    """
+    constraints = type(estimator)._constraints
+    for name in constraints if names is None else names:
+        constraints[name].check(getattr(estimator, name), name)

@@ -18,12 +18,20 @@ from lightgbm_cegb.base import BudgetedEstimator
 from lightgbm_cegb.core.costs import FeatureCosts, resolve_costs
 from lightgbm_cegb.core.errors import CEGBError, NoSplitWarning
 from lightgbm_cegb.core.report import CostReport
-from lightgbm_cegb.core.validation import check_number
+from lightgbm_cegb.core.validation import Number, Satisfies
 from lightgbm_cegb.io import saved
 from lightgbm_cegb.io.lightgbm_text import with_group_names
 from lightgbm_cegb.io.models import has_split, to_forest
 
 __all__ = ["CEGBClassifier", "CEGBRanker", "CEGBRegressor"]
+
+
+def _costs_kind(costs) -> bool:
+    """Whether ``feature_costs`` is of a kind the CEGB estimators take: None, a FeatureCosts, or lazy costs by
+    feature name (a mapping or a pandas Series)."""
+    import pandas as pd
+
+    return costs is None or isinstance(costs, (FeatureCosts, Mapping, pd.Series))
 
 
 class _CEGBMixin(BudgetedEstimator):
@@ -33,6 +41,12 @@ class _CEGBMixin(BudgetedEstimator):
     _tradeoff = "cegb_tradeoff"
     _fitted_attribute = "fitted_"
     _probe = {"n_estimators": 1}  # tradeoff_scale: the first tree, as lightgbm_cegb.lgbm.cegb_tradeoff_scale
+    # the package's own parameters; LightGBM checks its own (LGBMModel's)
+    _constraints = {
+        "feature_costs": Satisfies(_costs_kind, "a FeatureCosts, a mapping or pandas Series from feature name to "
+                                   "lazy cost, or None", bad=([1.0, 2.0], "costs", 3), show_type=True),
+        "cegb_tradeoff": Number(0.0),  # LightGBM's own check names its C++ source
+    }
 
     def _aligned_costs(self, X, feature_name) -> FeatureCosts | None:
         """``feature_costs`` through the one resolver (None: no costs), by name aligned to the names LightGBM gives
@@ -40,11 +54,6 @@ class _CEGBMixin(BudgetedEstimator):
         costs = self.feature_costs
         if costs is None:
             return None
-        import pandas as pd
-
-        if not isinstance(costs, (FeatureCosts, Mapping, pd.Series)):
-            raise CEGBError(f"feature_costs should be a FeatureCosts, a mapping or pandas Series from feature name "
-                            f"to lazy cost, or None, got {type(costs).__name__}")
         shape = X.shape if hasattr(X, "shape") else np.asarray(X).shape
         if len(shape) != 2:
             raise CEGBError(f"X should be 2-dimensional, got shape {shape}")
@@ -96,7 +105,7 @@ class _CEGBMixin(BudgetedEstimator):
             When, with ``feature_costs`` and ``cegb_tradeoff > 0``, the model has no split (the penalty of a
             split outweighs every gain).
         """
-        check_number(self.cegb_tradeoff, "cegb_tradeoff", 0.0)  # LightGBM's own check names its C++ source
+        self._check_params()
         # sample_weight named, as in LightGBM's signature: scikit-learn looks for it there (has_fit_parameter)
         if sample_weight is not None:
             weights = np.asarray(sample_weight, dtype=np.float64)

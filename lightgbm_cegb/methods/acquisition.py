@@ -45,13 +45,13 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
 from lightgbm_cegb.accounting import prediction_cost
-from lightgbm_cegb.base import BudgetedEstimator
+from lightgbm_cegb.base import COSTS, RANDOM_STATE, BudgetedEstimator
 from lightgbm_cegb.core.cost_state import CostState
 from lightgbm_cegb.core.costs import FeatureCosts
 from lightgbm_cegb.core.errors import CEGBError
-from lightgbm_cegb.core.parallel import resolve_n_jobs
+from lightgbm_cegb.core.parallel import N_JOBS, resolve_n_jobs
 from lightgbm_cegb.core.report import CostReport
-from lightgbm_cegb.core.validation import check_number
+from lightgbm_cegb.core.validation import NoneOr, Number, OneOf, Satisfies, check_number, check_params
 from lightgbm_cegb.io import saved
 
 #: cells (rows x features) of the masked training set that ``n_masks="auto"`` aims at
@@ -102,17 +102,24 @@ class PolicyClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
     """The base of the package's classifiers that decide per row what to buy: :class:`AdaptiveAcquisitionClassifier`
     and :class:`~lightgbm_cegb.methods.staged.StagedAcquisitionClassifier`.
 
-    A subclass fits ``classes_``, ``units_`` and ``unit_cost_``, checks the parameters read when predicting in
-    ``_check_policy`` and gives its run in ``_run(n)``: an object with ``requests()`` ((unit, rows) pairs, empty
-    when every row has stopped), ``deliver(unit, rows, values, pay=True)``, ``evaluate()``, ``drop(rows)``,
-    ``proba`` and ``result()`` (an :class:`AcquisitionResult`), which ``predict_result`` drives with the values
-    of X and ``LazyPredictor`` with the values it fetches.
+    A subclass fits ``classes_``, ``units_`` and ``unit_cost_``, names the parameters read when predicting in
+    ``_policy_params`` (checked again there: ``set_params`` changes them on a fitted model) and gives its run in
+    ``_run(n)``: an object with ``requests()`` ((unit, rows) pairs, empty when every row has stopped),
+    ``deliver(unit, rows, values, pay=True)``, ``evaluate()``, ``drop(rows)``, ``proba`` and ``result()`` (an
+    :class:`AcquisitionResult`), which ``predict_result`` drives with the values of X and ``LazyPredictor`` with
+    the values it fetches.
     """
+
+    _policy_params: tuple[str, ...] = ()
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = True
         return tags
+
+    def _check_policy(self) -> None:
+        """Check the parameters read when predicting (``_policy_params``)."""
+        check_params(self, self._policy_params)
 
     def __lightgbm_cegb_policy__(self, n: int):
         """A run for ``n`` rows that are told the values of the units they ask for: how ``predict_result`` and
@@ -310,6 +317,19 @@ class AdaptiveAcquisitionClassifier(PolicyClassifier):
     _tradeoff = "tradeoff"
     _fitted_attribute = "classifier_"
 
+    _policy_params = ("tradeoff", "max_cost", "gain")
+    _constraints = {
+        "feature_costs": COSTS, "tradeoff": Number(0.0), "max_cost": NoneOr(Number(0.0)), "gain": OneOf(GAINS),
+        "n_masks": Satisfies(lambda n: n == "auto" if isinstance(n, str) else
+                             isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 1,
+                             "an integer >= 1 or 'auto'", bad=(0, "all", 1.5, True)),
+        "n_bins": Number(2, 1024, integer=True), "n_estimators": Number(1, integer=True),
+        "learning_rate": Number(0.0, low_open=True), "num_leaves": Number(2, 131072, integer=True),
+        "min_child_samples": Number(1, integer=True), "validation_fraction": Number(0.0, 0.9),
+        "early_stopping_rounds": Number(1, integer=True), "policy_rounds": Number(0, 10, integer=True),
+        "random_state": RANDOM_STATE, "n_jobs": N_JOBS,
+    }
+
     def __init__(self, *, feature_costs=None, tradeoff: float = 0.0, max_cost: float | None = None,
                  gain: str = "accuracy", n_masks="auto", n_bins: int = 16, n_estimators: int = 1000,
                  learning_rate: float = 0.05, num_leaves: int = 8, min_child_samples: int = 10,
@@ -332,27 +352,6 @@ class AdaptiveAcquisitionClassifier(PolicyClassifier):
         self.n_jobs = n_jobs
 
     # ------------------------------------------------------------------------------------------------ fit
-
-    def _check_params(self) -> None:
-        self._check_policy()
-        if not (self.n_masks == "auto" or (isinstance(self.n_masks, (int, np.integer))
-                                           and not isinstance(self.n_masks, bool) and self.n_masks >= 1)):
-            raise CEGBError(f"n_masks should be an integer >= 1 or 'auto', got {self.n_masks!r}")
-        check_number(self.n_bins, "n_bins", 2, 1024, integer=True)
-        check_number(self.n_estimators, "n_estimators", 1, integer=True)
-        check_number(self.learning_rate, "learning_rate", 0.0, low_open=True)
-        check_number(self.num_leaves, "num_leaves", 2, 131072, integer=True)
-        check_number(self.min_child_samples, "min_child_samples", 1, integer=True)
-        check_number(self.validation_fraction, "validation_fraction", 0.0, 0.9)
-        check_number(self.early_stopping_rounds, "early_stopping_rounds", 1, integer=True)
-        check_number(self.policy_rounds, "policy_rounds", 0, 10, integer=True)
-
-    def _check_policy(self) -> None:
-        check_number(self.tradeoff, "tradeoff", 0.0)
-        if self.gain not in GAINS:
-            raise CEGBError(f"gain should be one of {GAINS}, got {self.gain!r}")
-        if self.max_cost is not None:
-            check_number(self.max_cost, "max_cost", 0.0)
 
     def fit(self, X, y, *, eval_set=None):
         """Train the classifier on masked copies of the rows and build the units' outcome tables.

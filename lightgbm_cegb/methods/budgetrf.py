@@ -15,7 +15,6 @@ it acquired the feature to find it missing.
 from __future__ import annotations
 
 import copy
-import numbers
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -26,14 +25,14 @@ from sklearn.utils.validation import validate_data
 
 from lightgbm_cegb._budgetrf import grow_tree
 from lightgbm_cegb.accounting import prediction_cost
-from lightgbm_cegb.base import BudgetedEstimator
+from lightgbm_cegb.base import COSTS, RANDOM_STATE, BudgetedEstimator
 from lightgbm_cegb.core.cost_state import CostState
 from lightgbm_cegb.core.costs import lightgbm_feature_name
 from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.forest import Forest
-from lightgbm_cegb.core.parallel import resolve_n_jobs
+from lightgbm_cegb.core.parallel import N_JOBS, resolve_n_jobs
 from lightgbm_cegb.core.report import CostReport
-from lightgbm_cegb.core.validation import check_number
+from lightgbm_cegb.core.validation import Flag, NoneOr, Number, check_number
 from lightgbm_cegb.io import saved
 from lightgbm_cegb.io.lightgbm_text import write_text
 
@@ -99,6 +98,12 @@ class BudgetRFClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
 
     _fitted_attribute = "forest_"
     _probe = {"n_estimators": 1, "budget": None}  # tradeoff_scale: the first tree
+    _constraints = {
+        "feature_costs": COSTS, "budget": NoneOr(Number(0.0, low_open=True)), "n_estimators": Number(1, integer=True),
+        "tradeoff": Number(0.0), "max_depth": NoneOr(Number(1, integer=True)),
+        "min_samples_split": Number(2, integer=True), "free_path": Flag(), "random_state": RANDOM_STATE,
+        "n_jobs": N_JOBS,
+    }
 
     def __init__(self, *, feature_costs=None, budget: float | None = None, n_estimators: int = 100,
                  tradeoff: float = 0.0, max_depth: int | None = None, min_samples_split: int = 2,
@@ -112,23 +117,6 @@ class BudgetRFClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
         self.free_path = free_path
         self.random_state = random_state
         self.n_jobs = n_jobs
-
-    def _check_params(self) -> None:
-        def integer(name, minimum, none_ok=False):
-            value = getattr(self, name)
-            if value is None and none_ok:
-                return
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-                raise CEGBError(f"{name} should be an integer >= {minimum}{' or None' if none_ok else ''}, "
-                                f"got {value!r}")
-
-        integer("n_estimators", 1)
-        integer("max_depth", 1, none_ok=True)
-        integer("min_samples_split", 2)
-        check_number(self.tradeoff, "tradeoff", 0.0)
-        if self.budget is not None and (isinstance(self.budget, bool) or not isinstance(self.budget, numbers.Real)
-                                        or not self.budget > 0 or not np.isfinite(self.budget)):
-            raise CEGBError(f"budget should be None or a finite number > 0, got {self.budget!r}")
 
     def fit(self, X, y, *, X_valid=None) -> BudgetRFClassifier:
         """Grow the forest.

@@ -34,13 +34,13 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
 from lightgbm_cegb.accounting import prediction_cost
-from lightgbm_cegb.base import BudgetedEstimator
+from lightgbm_cegb.base import COSTS, SEED, BudgetedEstimator
 from lightgbm_cegb.core.costs import FeatureCosts
 from lightgbm_cegb.core.errors import CEGBError, NothingToTradeOff
-from lightgbm_cegb.core.parallel import resolve_n_jobs
+from lightgbm_cegb.core.parallel import N_JOBS, resolve_n_jobs
 from lightgbm_cegb.core.ranking_metrics import ndcg_at_k
 from lightgbm_cegb.core.report import CostReport
-from lightgbm_cegb.core.validation import check_number, checked_weights
+from lightgbm_cegb.core.validation import NoneOr, Number, Satisfies, check_number, checked_weights
 from lightgbm_cegb.io import saved
 from lightgbm_cegb.io.models import to_forest
 
@@ -97,6 +97,21 @@ class _GreedyMiser(BudgetedEstimator, BaseEstimator):
     """The estimators' shared fit: the paper's algorithm as a LightGBM configuration."""
 
     _losses: tuple[str, ...] = ()
+    _constraints = {
+        "feature_costs": COSTS, "tradeoff": Number(0.0), "n_estimators": Number(1, integer=True),
+        "max_depth": Number(1, 30, integer=True),  # num_leaves = 2 ** max_depth
+        "learning_rate": Number(0.0, low_open=True), "early_stopping_rounds": NoneOr(Number(1, integer=True)),
+        "min_samples_leaf": Number(1, integer=True), "max_bin": Number(2, integer=True), "random_state": SEED,
+        "n_jobs": N_JOBS,
+    }
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        """Each estimator's ``loss``: one of its class's losses, or None (the first)."""
+        super().__init_subclass__(**kwargs)
+        losses = cls._losses
+        cls._constraints = {**cls._constraints, "loss": Satisfies(
+            lambda loss: loss is None or (isinstance(loss, str) and loss in losses),
+            f"one of {list(losses)} for {cls.__name__}", bad=("hinge", 1))}
     _fitted_attribute = "booster_"
     _probe = {"n_estimators": 1, "early_stopping_rounds": None}  # tradeoff_scale: the first tree
 
@@ -117,22 +132,6 @@ class _GreedyMiser(BudgetedEstimator, BaseEstimator):
         self.n_jobs = n_jobs
 
     # ------------------------------------------------------------------------------- configuration
-
-    def _check_params(self) -> str:
-        loss = self._losses[0] if self.loss is None else self.loss
-        if loss not in self._losses:
-            raise CEGBError(f"loss should be one of {list(self._losses)} for {type(self).__name__}, got {loss!r}")
-        check_number(self.tradeoff, "tradeoff", 0.0)
-        check_number(self.n_estimators, "n_estimators", 1, integer=True)
-        check_number(self.max_depth, "max_depth", 1, integer=True)
-        if self.max_depth > 30:
-            raise CEGBError(f"max_depth should be at most 30 (num_leaves = 2 ** max_depth), got {self.max_depth}")
-        check_number(self.learning_rate, "learning_rate", 0.0, low_open=True)
-        if self.early_stopping_rounds is not None:
-            check_number(self.early_stopping_rounds, "early_stopping_rounds", 1, integer=True)
-        check_number(self.min_samples_leaf, "min_samples_leaf", 1, integer=True)
-        check_number(self.max_bin, "max_bin", 2, integer=True)
-        return loss
 
 
     def _params(self, num_features: int, num_class: int) -> dict:
@@ -513,6 +512,7 @@ class GreedyMiserRanker(_GreedyMiser):
                                               "label-0 document (> 0).\n"))
 
     _losses = ("squared",)
+    _constraints = {**_GreedyMiser._constraints, "irrelevant_weight": Number(0.0, low_open=True)}
     _metric_name = ("ndcg@5", True)
 
     def __init__(self, *, feature_costs=None, tradeoff: float = 0.0, n_estimators: int = 500, max_depth: int = 4,
@@ -557,7 +557,6 @@ class GreedyMiserRanker(_GreedyMiser):
             If a parameter is out of range, or ``group`` (or, with ``eval_set``, ``eval_group``) is missing.
         """
         self._check_params()
-        check_number(self.irrelevant_weight, "irrelevant_weight", 0.0, low_open=True)
         if group is None:
             raise CEGBError("group: a ranker needs the query sizes of the training rows (group=[...])")
         if eval_set and not eval_group:

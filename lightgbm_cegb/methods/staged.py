@@ -31,10 +31,11 @@ import copy
 import lightgbm as lgb
 import numpy as np
 
+from lightgbm_cegb.base import COSTS, RANDOM_STATE
 from lightgbm_cegb.core.cost_state import CostState
 from lightgbm_cegb.core.errors import CEGBError
-from lightgbm_cegb.core.parallel import resolve_n_jobs
-from lightgbm_cegb.core.validation import check_number
+from lightgbm_cegb.core.parallel import N_JOBS, resolve_n_jobs
+from lightgbm_cegb.core.validation import NoneOr, Number
 from lightgbm_cegb.io import saved
 from lightgbm_cegb.methods.acquisition import AcquisitionResult, EvaluationCost, PolicyClassifier, fit_inputs
 
@@ -107,6 +108,15 @@ class StagedAcquisitionClassifier(PolicyClassifier):
     _tradeoff = "tradeoff"
     _fitted_attribute = "stages_"
 
+    _policy_params = ("tradeoff", "max_cost")
+    _constraints = {
+        "feature_costs": COSTS, "tradeoff": Number(0.0, 1.0), "max_cost": NoneOr(Number(0.0)),
+        "stages": Number(1, 1000, integer=True), "n_estimators": Number(1, integer=True),
+        "learning_rate": Number(0.0, low_open=True), "num_leaves": Number(2, 131072, integer=True),
+        "min_child_samples": Number(1, integer=True), "validation_fraction": Number(0.0, 0.9),
+        "early_stopping_rounds": Number(1, integer=True), "random_state": RANDOM_STATE, "n_jobs": N_JOBS,
+    }
+
     def __init__(self, *, feature_costs=None, tradeoff: float = 0.0, max_cost: float | None = None, stages: int = 30,
                  n_estimators: int = 1000, learning_rate: float = 0.1, num_leaves: int = 15,
                  min_child_samples: int = 10, validation_fraction: float = 0.2, early_stopping_rounds: int = 30,
@@ -126,11 +136,6 @@ class StagedAcquisitionClassifier(PolicyClassifier):
 
     # ------------------------------------------------------------------------------------------------ fit
 
-    def _check_policy(self) -> None:
-        check_number(self.tradeoff, "tradeoff", 0.0, 1.0)
-        if self.max_cost is not None:
-            check_number(self.max_cost, "max_cost", 0.0)
-
     def fit(self, X, y, *, eval_set=None):
         """Order the units, cut the order into stages and train each stage's classifier.
 
@@ -148,14 +153,7 @@ class StagedAcquisitionClassifier(PolicyClassifier):
         StagedAcquisitionClassifier
             The fitted estimator.
         """
-        self._check_policy()
-        check_number(self.stages, "stages", 1, 1000, integer=True)
-        check_number(self.n_estimators, "n_estimators", 1, integer=True)
-        check_number(self.learning_rate, "learning_rate", 0.0, low_open=True)
-        check_number(self.num_leaves, "num_leaves", 2, 131072, integer=True)
-        check_number(self.min_child_samples, "min_child_samples", 1, integer=True)
-        check_number(self.validation_fraction, "validation_fraction", 0.0, 0.9)
-        check_number(self.early_stopping_rounds, "early_stopping_rounds", 1, integer=True)
+        self._check_params()
         X, codes, train, X_valid, valid_codes, _, seed = fit_inputs(self, X, y, eval_set)
         n, num_features = X.shape
         units = self.costs_.units(num_features)

@@ -179,7 +179,7 @@ def test_reproducible_and_served_lazily(xor_data):
     ({"budget": 0}, {}, "budget should be None or a finite number > 0, got 0"),
     ({"budget": 5.0}, {}, r"pass fit\(X, y, X_valid=...\)"),
     ({"tradeoff": -1}, {}, "tradeoff should be a finite number >= 0, got -1"),
-    ({"max_depth": 0}, {}, "max_depth should be an integer >= 1 or None, got 0"),
+    ({"max_depth": 0}, {}, "max_depth should be None or an integer >= 1, got 0"),
     ({"n_estimators": 0}, {}, "n_estimators should be an integer >= 1, got 0"),
     ({"feature_costs": [1.0, 2.0]}, {}, "costs are for 2 features but the model has 6"),
 ])

@@ -219,8 +219,8 @@ def test_bad_input():
         CSTC(phi=booster).fit(X, y)
     with pytest.raises(CEGBError, match="phi should be None"):
         CSTC(phi="trees").fit(X, y)
-    with pytest.raises(CEGBError, match=r"random_state should be an integer in \[-2\.14748e\+09, 2\.14748e\+09\], "
-                                        r"got 'x'"):
+    with pytest.raises(CEGBError, match=r"random_state should be None or an integer in \[-2\.14748e\+09, "
+                                        r"2\.14748e\+09\], got 'x'"):
         CSTC(phi=3, random_state="x").fit(X, y)  # was int("x")'s ValueError, naming nothing
     with pytest.raises(CEGBError,
                        match="Only binary classification is supported. The type of the target is multiclass"):

@@ -224,7 +224,8 @@ def test_model_text_loads_in_lightgbm():
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"loss": "hinge"}, r"loss should be one of \['squared'\] for GreedyMiserRegressor, got 'hinge'"),
-    ({"max_depth": 0}, "max_depth should be an integer >= 1, got 0"),
+    ({"max_depth": 0}, r"max_depth should be an integer in \[1, 30\], got 0"),
+    ({"max_depth": 31}, r"max_depth should be an integer in \[1, 30\], got 31"),
     ({"tradeoff": -1.0}, "tradeoff should be a finite number >= 0, got -1.0"),
     ({"learning_rate": 0.0}, "learning_rate should be a finite number > 0, got 0.0"),
     ({"n_estimators": 2.5}, "n_estimators should be an integer >= 1, got 2.5"),

@@ -14,12 +14,13 @@ from sklearn.utils import get_tags
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from lightgbm_cegb.base import BudgetedEstimator
+from lightgbm_cegb.base import COSTS, BudgetedEstimator
 from lightgbm_cegb.core.cost_state import CostState
 from lightgbm_cegb.core.costs import FeatureCosts
 from lightgbm_cegb.core.errors import CEGBError, NoSplitWarning
 from lightgbm_cegb.core.forest import Forest
-from lightgbm_cegb.core.validation import check_number
+from lightgbm_cegb.core.parallel import N_JOBS
+from lightgbm_cegb.core.validation import Number, Satisfies
 from lightgbm_cegb.io import saved
 from lightgbm_cegb.io.models import to_forest
 from lightgbm_cegb.methods.greedy_miser import class_codes
@@ -77,6 +78,15 @@ class AdaptBase(BudgetedEstimator, ClassifierMixin, BaseEstimator):
 
     _fitted_attribute = "gate_threshold_"
     _given_at_load = ("f0", "f0_usage")
+    _constraints = {
+        "f0": Satisfies(lambda f0: isinstance(f0, lgb.Booster) or hasattr(f0, "predict_proba"),
+                        "a classifier with predict_proba (fitted, or a scikit-learn one that fit trains) or a LightGBM "
+                        "classification Booster", bad=(None, 3), show_type=True),
+        "p_full": Number(0.0, 1.0), "n_rounds": Number(1, math.inf, integer=True), "feature_costs": COSTS,
+        "f0_usage": Satisfies(lambda usage: usage is None or callable(usage),
+                              "a callable X -> bool array (rows, features)", bad=(3, "usage"), show_type=True),
+        "n_jobs": N_JOBS,
+    }
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -93,16 +103,6 @@ class AdaptBase(BudgetedEstimator, ClassifierMixin, BaseEstimator):
     def _nan_rule(self) -> bool | str:
         """validate_data's ensure_all_finite: NaN allowed when f0 takes it."""
         return "allow-nan" if self._f0_reads_nan() else True
-
-    def _check_common(self) -> None:
-        if not isinstance(self.f0, lgb.Booster) and not hasattr(self.f0, "predict_proba"):
-            raise CEGBError(f"f0 should be a classifier with predict_proba (fitted, or a scikit-learn one that fit "
-                            f"trains) or a LightGBM classification Booster, got {type(self.f0).__name__}")
-        check_number(self.p_full, "p_full", 0.0, 1.0)
-        check_number(self.n_rounds, "n_rounds", 1, math.inf, integer=True)
-        if self.f0_usage is not None and not callable(self.f0_usage):
-            raise CEGBError(f"f0_usage should be a callable X -> bool array (rows, features), got "
-                            f"{type(self.f0_usage).__name__}")
 
     def _fitted_f0(self, X: np.ndarray, y: np.ndarray):
         """f0 as given when it is fitted (a Booster, a fitted scikit-learn model, or any object with

@@ -35,12 +35,13 @@ from lightgbm.basic import _LIB, _safe_call
 from scipy.special import expit
 
 from lightgbm_cegb._engine import gated
+from lightgbm_cegb.base import SEED
 from lightgbm_cegb.core.cost_state import CostState
 from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.forest import Forest
 from lightgbm_cegb.core.parallel import resolve_n_jobs
 from lightgbm_cegb.core.report import CostReport
-from lightgbm_cegb.core.validation import check_number
+from lightgbm_cegb.core.validation import Number
 from lightgbm_cegb.io import saved
 from lightgbm_cegb.io.ledger import CEGBState
 from lightgbm_cegb.io.models import to_forest
@@ -121,6 +122,13 @@ class AdaptGBRT(AdaptBase):
     AdaptLIN : The linear version.
     """
 
+    _constraints = {
+        **AdaptBase._constraints, "tradeoff": Number(0.0, math.inf),
+        "trees_per_round": Number(1, math.inf, integer=True), "max_depth": Number(1, 30, integer=True),
+        "min_samples_leaf": Number(1, math.inf, integer=True), "learning_rate": Number(0.0, low_open=True),
+        "random_state": SEED,
+    }
+
     def __init__(self, *, f0=None, p_full: float = 0.3, tradeoff: float = 0.0, feature_costs=None, n_rounds: int = 5,
                  trees_per_round: int = 20, max_depth: int = 4, learning_rate: float = 0.1, min_samples_leaf: int = 1,
                  f0_usage=None, random_state: int | None = None, n_jobs: int | None = None) -> None:
@@ -138,14 +146,6 @@ class AdaptGBRT(AdaptBase):
         self.n_jobs = n_jobs
 
     # ------------------------------------------------------------------------------------- fitting
-
-    def _check_params(self) -> None:
-        self._check_common()
-        check_number(self.tradeoff, "tradeoff", 0.0, math.inf)
-        check_number(self.trees_per_round, "trees_per_round", 1, math.inf, integer=True)
-        check_number(self.max_depth, "max_depth", 1, 30, integer=True)
-        check_number(self.min_samples_leaf, "min_samples_leaf", 1, math.inf, integer=True)
-        check_number(self.learning_rate, "learning_rate", 0.0, low_open=True)
 
     def fit(self, X, y) -> AdaptGBRT:
         """Learn g and f1 on (X, y) around the fitted f0.

@@ -37,7 +37,7 @@ from scipy.special import expit
 from lightgbm_cegb.core.cost_state import CostState
 from lightgbm_cegb.core.parallel import one_blas_thread
 from lightgbm_cegb.core.report import CostReport
-from lightgbm_cegb.core.validation import check_number
+from lightgbm_cegb.core.validation import CheckedElsewhere, Number
 from lightgbm_cegb.io import saved
 from lightgbm_cegb.methods.adapt.adapt_base import AdaptBase, routing_weights
 from lightgbm_cegb.methods.greedy_miser import log_loss_per_row, proba_from_raw
@@ -121,6 +121,12 @@ class AdaptLIN(AdaptBase):
     AdaptGBRT : The version with boosted trees.
     """
 
+    _constraints = {
+        **AdaptBase._constraints, "tradeoff": Number(0.0, math.inf),
+        "max_iter": Number(1, math.inf, integer=True), "tol": Number(0.0, math.inf),
+        "random_state": CheckedElsewhere("nowhere: unused, the fit draws nothing"),
+    }
+
     def __init__(self, *, f0=None, p_full: float = 0.3, tradeoff: float = 0.01, feature_costs=None,
                  n_rounds: int = 10, max_iter: int = 300, tol: float = 1e-6, f0_usage=None, random_state=None,
                  n_jobs: int | None = None) -> None:
@@ -134,12 +140,6 @@ class AdaptLIN(AdaptBase):
         self.f0_usage = f0_usage
         self.random_state = random_state
         self.n_jobs = n_jobs
-
-    def _check_params(self) -> None:
-        self._check_common()
-        check_number(self.tradeoff, "tradeoff", 0.0, math.inf)
-        check_number(self.max_iter, "max_iter", 1, math.inf, integer=True)
-        check_number(self.tol, "tol", 0.0, math.inf)
 
     def _penalty_weights(self, num_features: int) -> np.ndarray:
         """c_j: feature j's lazy and coupled cost plus its group's, shared among the group's members."""
@@ -408,8 +408,8 @@ class AdaptL1(AdaptLIN):
         FISTA iterations of each of the three fits.
     tol : float, default=1e-6
         FISTA's stopping tolerance (largest weight change relative to the largest weight).
-    f0_usage : array-like or None, default=None
-        For an f0 that is not a tree ensemble: the share of rows for which f0 reads each feature.
+    f0_usage : callable, optional
+        For an f0 that ``to_forest`` cannot read: ``f0_usage(X)`` -> bool array (rows, features).
     random_state : int or None, default=None
         Unused (the fits are deterministic); the estimator contract's parameter.
     n_jobs : int or None, default=None

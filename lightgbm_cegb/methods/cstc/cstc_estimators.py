@@ -14,13 +14,13 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import validate_data
 
-from lightgbm_cegb.base import BudgetedEstimator
+from lightgbm_cegb.base import COSTS, SEED, BudgetedEstimator
 from lightgbm_cegb.core.cost_state import CostState
 from lightgbm_cegb.core.costs import FeatureCosts
 from lightgbm_cegb.core.errors import CEGBError
-from lightgbm_cegb.core.parallel import one_blas_thread
+from lightgbm_cegb.core.parallel import N_JOBS, one_blas_thread
 from lightgbm_cegb.core.report import CostReport
-from lightgbm_cegb.core.validation import check_number, checked_weights
+from lightgbm_cegb.core.validation import CheckedElsewhere, Flag, Number, Satisfies, checked_weights
 from lightgbm_cegb.io import saved
 from lightgbm_cegb.io.models import booster_of, to_forest
 from lightgbm_cegb.methods.cstc.optimiser import Problem, Structure, Units
@@ -65,6 +65,16 @@ class _Base(BudgetedEstimator, BaseEstimator):
 
     _cronus = False
     _fitted_attribute = "coef_"
+    _constraints = {
+        "tradeoff": Number(0.0, math.inf), "rho": Number(0.0, math.inf), "feature_costs": COSTS,
+        "phi": Satisfies(lambda phi: phi is None or isinstance(phi, (lgb.Booster, lgb.LGBMModel)) or
+                         (isinstance(phi, int) and not isinstance(phi, bool) and phi >= 1),
+                         "None (the raw features), a LightGBM Booster or fitted LightGBM model (the outputs of its "
+                         "trees) or a number of trees >= 1 to train", bad=(0, "trees", True)),
+        "n_iter": Number(0, math.inf, integer=True), "tol": Number(0.0, math.inf), "polish": Flag(),
+        "random_state": SEED,  # the seed of phi's trees
+        "n_jobs": N_JOBS,
+    }
 
     def _set(self, tradeoff, rho, feature_costs, phi, n_iter, tol, polish, random_state, n_jobs) -> None:
         self.tradeoff = tradeoff
@@ -78,20 +88,6 @@ class _Base(BudgetedEstimator, BaseEstimator):
         self.n_jobs = n_jobs
 
     # ------------------------------------------------------------------------------------- fitting
-
-    def _check_params(self) -> None:
-        check_number(self.tradeoff, "tradeoff", 0.0, math.inf)
-        check_number(self.rho, "rho", 0.0, math.inf)
-        check_number(self.n_iter, "n_iter", 0, math.inf, integer=True)
-        check_number(self.tol, "tol", 0.0, math.inf)
-        if not isinstance(self.polish, bool):
-            raise CEGBError(f"polish should be True or False, got {self.polish!r}")
-        if self.random_state is not None:  # the seed of phi's trees: an integer (LightGBM's seed)
-            check_number(self.random_state, "random_state", -2**31, 2**31 - 1, integer=True)
-        if not (self.phi is None or isinstance(self.phi, (lgb.Booster, lgb.LGBMModel)) or
-                (isinstance(self.phi, int) and not isinstance(self.phi, bool) and self.phi >= 1)):
-            raise CEGBError("phi should be None (the raw features), a LightGBM Booster or fitted LightGBM model "
-                            f"(the outputs of its trees) or a number of trees >= 1 to train, got {self.phi!r}")
 
     def _validated(self, X, reset: bool = False) -> np.ndarray:
         return validate_data(self, X, reset=reset, **self._reading(), ensure_min_samples=2 if reset else 1)
@@ -424,6 +420,8 @@ _ATTRIBUTES = """    Attributes
 class _Tree(_Base):
     """The tree's parameter (``depth``)."""
 
+    _constraints = {**_Base._constraints, "depth": Number(1, 16, integer=True)}
+
     def __init__(self, *, depth: int = 3, tradeoff: float = 0.01, rho: float = 0.0, feature_costs=None, phi=None,
                  n_iter: int = 10, tol: float = 1e-6, polish: bool = True, random_state: int | None = None,
                  n_jobs: int | None = None) -> None:
@@ -431,7 +429,6 @@ class _Tree(_Base):
         self._set(tradeoff, rho, feature_costs, phi, n_iter, tol, polish, random_state, n_jobs)
 
     def _structure(self) -> Structure:
-        check_number(self.depth, "depth", 1, 16, integer=True)
         return Structure.tree(self.depth)
 
 
@@ -636,6 +633,9 @@ class CSCC(_Binary, ClassifierMixin, _Base):
 {_ATTRIBUTES}
     """
 
+    _constraints = {**_Base._constraints, "n_stages": Number(1, 64, integer=True),
+                              "class_weight": CheckedElsewhere("fit, against the classes (_class_weights)")}
+
     def __init__(self, *, n_stages: int = 5, class_weight=None, tradeoff: float = 0.01, rho: float = 0.0,
                  feature_costs=None, phi=None, n_iter: int = 10, tol: float = 1e-6, polish: bool = True,
                  random_state: int | None = None, n_jobs: int | None = None) -> None:
@@ -644,7 +644,6 @@ class CSCC(_Binary, ClassifierMixin, _Base):
         self._set(tradeoff, rho, feature_costs, phi, n_iter, tol, polish, random_state, n_jobs)
 
     def _structure(self) -> Structure:
-        check_number(self.n_stages, "n_stages", 1, 64, integer=True)
         return Structure.cascade(self.n_stages)
 
     def _class_weights(self, target: np.ndarray) -> tuple[float, float]:
