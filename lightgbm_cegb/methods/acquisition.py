@@ -98,6 +98,12 @@ class AcquisitionResult:
         return (self.order >= 0).sum(axis=1)
 
 
+def auto_masks(rows: int, num_features: int) -> int:
+    """The copies per training row ``n_masks="auto"`` makes of ``rows`` x ``num_features``: as many as keep them
+    within 20 million cells, from 1 to 16."""
+    return int(np.clip(_AUTO_CELLS // max(rows * num_features, 1), 1, 16))
+
+
 class PolicyClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
     """The base of the package's classifiers that decide per row what to buy: :class:`AdaptiveAcquisitionClassifier`
     and :class:`~lightgbm_cegb.methods.staged.StagedAcquisitionClassifier`.
@@ -407,9 +413,7 @@ class AdaptiveAcquisitionClassifier(PolicyClassifier):
         return self
 
     def _copies(self, n: int, num_features: int) -> int:
-        if self.n_masks != "auto":
-            return int(self.n_masks)
-        return int(np.clip(_AUTO_CELLS // max(n * num_features, 1), 1, 16))
+        return int(self.n_masks) if self.n_masks != "auto" else auto_masks(n, num_features)
 
     def _masked(self, X: np.ndarray, copies: int, rng: np.random.RandomState) -> np.ndarray:
         """``copies`` copies of X (one after the other), each row with a random set of units hidden."""

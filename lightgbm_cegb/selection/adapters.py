@@ -529,11 +529,13 @@ def _acquisition_prepare(context: Context) -> dict:
 
 
 def _acquisition_classifier(context: Context, state: dict, policy_rounds: int):
-    from lightgbm_cegb.methods.acquisition import AdaptiveAcquisitionClassifier
+    from lightgbm_cegb.methods.acquisition import AdaptiveAcquisitionClassifier, auto_masks
     fitted = state["classifiers"]
     if policy_rounds not in fitted:
+        # screened: the copies the classifier makes on the sweep's every row (a subsample's "auto" would make more)
+        masks = "auto" if context.screen_of is None else auto_masks(context.screen_of, np.shape(context.train.X)[1])
         model = AdaptiveAcquisitionClassifier(feature_costs=context.costs, random_state=0, policy_rounds=policy_rounds,
-                                              n_jobs=context.params.get("num_threads") or None,
+                                              n_jobs=context.params.get("num_threads") or None, n_masks=masks,
                                               early_stopping_rounds=context.early_stopping_rounds)
         fitted[policy_rounds] = model.fit(context.train.X, context.train.y,
                                           eval_set=(context.valid.X, context.valid.y))

@@ -358,6 +358,9 @@ class Context:
     shared : dict
         What the fits of one sweep share in this process, e.g. the plain model several methods start from
         (:func:`~lightgbm_cegb.selection.adapters.plain_model`); not compared, and each process has its own.
+    screen_of : int or None, default=None
+        In the context of a sweep's screen (its subsample), the number of training rows of the sweep: a method
+        whose recipe depends on the rows (the adaptive acquisition's masked copies) follows the full sweep's.
     """
 
     task: str
@@ -370,6 +373,7 @@ class Context:
     metric: Metric | None = None  # the sweep's metric (a baseline that chooses features reads it)
     budgets: tuple[float, ...] = ()  # the sweep's budgets: the longest prefix within each is a point too
     shared: dict = field(default_factory=dict, compare=False, repr=False)
+    screen_of: int | None = None  # a screen's context: the training rows of the sweep its subsample is drawn from
 
     @property
     def budget(self) -> float | None:

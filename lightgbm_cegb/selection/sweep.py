@@ -345,7 +345,8 @@ def _screen(names: list[str], context: Context, grid: dict, size: int, refine: i
     :func:`_finalist_points` chooses."""
     valid = _subsample(context.valid, SCREEN_VALID, context.task) if len(context.valid.y) > SCREEN_VALID else \
         context.valid
-    sub = replace(context, train=_subsample(context.train, size, context.task), valid=valid, shared={})
+    sub = replace(context, train=_subsample(context.train, size, context.task), valid=valid, shared={},
+                  screen_of=len(context.train.y))
     LOG.info("sweep: screening on %d of the %d training rows and %d of the %d validation rows", len(sub.train.y),
              len(context.train.y), len(valid.y), len(context.valid.y))
     states = _prepared(names, sub)

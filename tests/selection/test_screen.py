@@ -192,3 +192,29 @@ def test_the_methods_of_a_sweep_share_one_plain_model(binary, monkeypatch):
     assert len(plain_trainings) == 1 and set(frame["method"]) == {"lightgbm", "early_exit", "cheap_subset"}
     plain = frame[frame["method"] == "lightgbm"]["model"].iloc[-1].model
     assert frame[frame["method"] == "early_exit"]["model"].iloc[0].model.booster is plain
+
+
+def test_the_screens_acquisition_classifier_makes_the_full_sweeps_copies(binary, monkeypatch):
+    """n_masks="auto" keeps rows x copies within a number of cells, so a subsample would get more copies per row
+    than the sweep's every row does: the screen's adaptive acquisition makes the copies of the full sweep's rows."""
+    from lightgbm_cegb.methods import acquisition
+    sweep_module = sys.modules["lightgbm_cegb.selection.sweep"]
+    made = []
+    fit = acquisition.AdaptiveAcquisitionClassifier.fit
+
+    def recorded(model, X, y, **kwargs):
+        made.append((len(y), model.n_masks, model._copies(len(y), X.shape[1])))
+        return fit(model, X, y, **kwargs)
+
+    monkeypatch.setattr(acquisition.AdaptiveAcquisitionClassifier, "fit", recorded)
+    monkeypatch.setattr(acquisition, "_AUTO_CELLS", 2400 * 6 * 2)  # the sweep's 2,400 rows: 2 copies; 600 rows: 8
+    monkeypatch.setattr(sweep_module, "SCREEN_FROM", 2000)
+    train, valid = binary
+    grid = {"adaptive_acquisition": [{"relative_tradeoff": 0.1, "policy_rounds": 0}]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sweep(["adaptive_acquisition"], train, valid, COSTS, budget=6.0, screen=600, grid=grid, baseline=False,
+              **FAST)
+    screen = [m for m in made if m[0] == 600]
+    assert screen and all(masks == 2 and copies == 2 for _, masks, copies in screen), made
+    assert acquisition.auto_masks(600, 6) == 8  # what "auto" would have made of the subsample
