@@ -432,8 +432,8 @@ def fit_within_budget(train, valid, costs, budget: float | Sequence[float], *, t
         The training rows, (X, y) or (X, y, group) with ``group`` the query sizes (ranking).
     valid : tuple or Rows
         The validation rows, the same way: early stopping, the knobs' refinement and the selection.
-    costs : FeatureCosts, or lazy costs per column
-        The cost model (by feature name when X is a DataFrame), as :func:`sweep` takes it.
+    costs : FeatureCosts, lazy costs per column, or None
+        The cost model (by feature name when X is a DataFrame; None: every feature at 1), as :func:`sweep` takes it.
     budget : float or sequence of float
         The largest mean prediction cost per validation row; several: a Selection for each, from one sweep.
     task : str
@@ -512,8 +512,8 @@ def train_to_budget(train, valid, costs, budget: float, *, task: str, test=None,
         The training rows, (X, y) or (X, y, group) with ``group`` the query sizes (ranking).
     valid : tuple or Rows
         The validation rows, the same way.
-    costs : FeatureCosts, or lazy costs per column
-        The cost model (by feature name when X is a DataFrame), as :func:`sweep` takes it.
+    costs : FeatureCosts, lazy costs per column, or None
+        The cost model (by feature name when X is a DataFrame; None: every feature at 1), as :func:`sweep` takes it.
     budget : float
         The largest mean prediction cost per validation row.
     task : str
