@@ -1010,7 +1010,7 @@ UNPRICED = {
 
 
 def resolve_costs(costs, num_features: int, names=None, params: Mapping | None = None, *,
-                  unpriced: str = "params", given_as: str | None = None) -> FeatureCosts | None:
+                  unpriced: str = "params", given_as: str | None = None, rows: str = "X") -> FeatureCosts | None:
     """The one resolution of costs for ``num_features`` columns, used by every entry point: FeatureCosts, lazy
     costs by column, or by name (a mapping or a pandas Series: aligned to the columns' names with LightGBM's
     renaming); what None means is ``unpriced`` (:data:`UNPRICED`).
@@ -1029,7 +1029,9 @@ def resolve_costs(costs, num_features: int, names=None, params: Mapping | None =
         What ``costs=None`` means: the cegb_* ``params``; every feature at 1; no costs (None is returned).
     given_as : str, optional
         The parameter the costs were given as when an estimator fits on X (e.g. "feature_costs"); the errors
-        name it and X's columns.
+        name it and the columns of ``rows``.
+    rows : str, default="X"
+        What the errors call the rows whose columns the costs are for (e.g. "train's X"), with ``given_as``.
 
     Returns
     -------
@@ -1056,14 +1058,14 @@ def resolve_costs(costs, num_features: int, names=None, params: Mapping | None =
     if not costs.is_aligned:
         if names is None:
             if given_as is not None:
-                raise CEGBError(f"{given_as} name features, but X has no column names (pass a pandas DataFrame, or "
-                                "give the costs by column)")
+                raise CEGBError(f"{given_as} name features, but {rows} has no column names (pass a pandas "
+                                "DataFrame, or give the costs by column)")
             raise CEGBError("costs are given by feature name but the model has no feature names (fit it on a "
                             "DataFrame, or give costs by column)")
         costs = costs.align(names)
     if costs.num_features not in (None, num_features):
         if given_as is not None:
-            raise CEGBError(f"{given_as}: the costs are for {costs.num_features} features but X has {num_features} "
-                            "columns")
+            raise CEGBError(f"{given_as}: the costs are for {costs.num_features} features but {rows} has "
+                            f"{num_features} columns")
         raise CEGBError(f"costs are for {costs.num_features} features but the model has {num_features}")
     return costs

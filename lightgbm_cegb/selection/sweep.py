@@ -564,7 +564,7 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
         raise CEGBError("task='ranking' needs the query sizes: train=(X, y, group) and valid=(X, y, group)")
     # by feature name: aligned to train's columns (LightGBM's parameters are by column); None: every feature at 1
     costs = resolve_costs(costs, train.X.shape[1], train.X if hasattr(train.X, "columns") else None,
-                          unpriced="unit", given_as="costs")
+                          unpriced="unit", given_as="costs", rows="train's X")
     metric = get_metric(metric, task)
     context = Context(task, train, valid, costs, dict(params or {}), num_boost_round, early_stopping_rounds,
                       metric, budgets)

@@ -342,6 +342,10 @@ def test_the_one_resolver_and_its_policy_for_no_costs():
         resolve_costs([1.0, 2.0], 3)
     with pytest.raises(CEGBError, match="feature_costs: the costs are for 2 features but X has 3 columns"):
         resolve_costs([1.0, 2.0], 3, given_as="feature_costs")
+    with pytest.raises(CEGBError, match="costs name features, but train's X has no column names"):
+        resolve_costs(by_name, 3, given_as="costs", rows="train's X")
+    with pytest.raises(CEGBError, match="costs: the costs are for 2 features but train's X has 3 columns"):
+        resolve_costs([1.0, 2.0], 3, given_as="costs", rows="train's X")
 
 
 def test_no_entry_point_resolves_costs_on_its_own():
