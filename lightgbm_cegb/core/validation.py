@@ -189,12 +189,14 @@ class Number(Constraint):
 
 @dataclass(frozen=True)
 class OneOf(Constraint):
-    """One of ``options`` (compared by equality and type: True is not 1)."""
+    """One of ``options``: equal to one, and of its type or a subclass (numpy's str_ from a parameter grid is a
+    str), a bool only for a bool (True is not 1)."""
 
     options: tuple
 
     def check(self, value, name: str) -> None:
-        if not any(type(value) is type(option) and value == option for option in self.options):
+        if not any(isinstance(value, type(option)) and isinstance(value, bool) == isinstance(option, bool)
+                   and value == option for option in self.options):
             raise CEGBError(f"{name} should be one of {list(self.options)}, got {value!r}")
 
     def invalid(self) -> list:
