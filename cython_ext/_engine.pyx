@@ -454,7 +454,8 @@ cdef class LazyBatch:
         self.route = np.empty((n, T), dtype=np.int32)
         self.status = np.full(n, PENDING, dtype=np.int8)
         # pending, the rows to move (per block), then active, blocked, any_need (per row), need (per unit, row)
-        self.scratch = np.empty(n_blocks * T * 8 + n_blocks * 8 + 3 * n + F * n, dtype=np.uint8)
+        cdef Py_ssize_t scratch_bytes = n_blocks * T * 8 + n_blocks * 8 + 3 * n + F * n
+        self.scratch = np.empty(scratch_bytes, dtype=np.uint8)
         self.x, self.h = <float64*> data(self.X), <float64*> data(self.held)
         self.hg, self.fe, self.pd = <uint8*> data(self.has_group), <uint8*> data(self.fetched), <uint8*> data(self.paid)
         self.acq, self.ev = <float64*> data(self.acquisition), <float64*> data(self.evaluation)
@@ -471,7 +472,7 @@ cdef class LazyBatch:
             memset(self.fe, 0, n * F)
             memset(self.pd, 0, n * (F + G))
             memset(self.rt, 0, n * T * sizeof(int32))
-            memset(self.pending, 0, n_blocks * T * 8 + n_blocks * 8 + 3 * n + F * n)
+            memset(self.pending, 0, scratch_bytes)
             memset(self.active, 1, n)
             for i in range(n):
                 v = <uint64*> (self.x + i * F)
