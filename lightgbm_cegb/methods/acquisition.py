@@ -377,6 +377,14 @@ class AdaptiveAcquisitionClassifier(PolicyClassifier):
         AdaptiveAcquisitionClassifier
             The fitted estimator.
         """
+        for _ in self._fitted_rounds(X, y, eval_set):
+            pass
+        return self
+
+    def _fitted_rounds(self, X, y, eval_set):
+        """``fit``, one training of the classifier at a time: after each, yields the round's number (0: on the
+        random subsets only); this estimator is then fitted as with ``policy_rounds`` set to that number, to the
+        bit (a sweep reads round 0 on its way to round 1 instead of fitting both)."""
         self._check_params()
         X, codes, train, X_valid, valid_codes, rng, seed = fit_inputs(self, X, y, eval_set)
         n, num_features = X.shape
@@ -410,7 +418,7 @@ class AdaptiveAcquisitionClassifier(PolicyClassifier):
                 booster = lgb.Booster(model_str=booster.model_to_string(num_iteration=booster.best_iteration))
             self.classifier_ = booster
             self.prior_ = self._proba(np.full((1, num_features), np.nan))[0]
-        return self
+            yield round_
 
     def _copies(self, n: int, num_features: int) -> int:
         return int(self.n_masks) if self.n_masks != "auto" else auto_masks(n, num_features)

@@ -266,7 +266,7 @@ def _early_exit_grid(context: Context) -> list[dict]:
 
 
 @register("early_exit", tasks=("binary", "multiclass", "ranking"), prepare=plain_model,
-          grid=_early_exit_grid, knob=Knob("threshold"))
+          grid=_early_exit_grid, knob=Knob("threshold", read_at_predict=True))
 def _fit_early_exit(context: Context, booster, params: dict) -> list[Candidate]:
     from lightgbm_cegb.methods.early_exit import EarlyExit
     _check_keys("early_exit", params, {"threshold", "every"})
@@ -492,7 +492,9 @@ def _acquisition_grid(context: Context) -> list[dict]:
     policies = [{"relative_tradeoff": r} for r in ACQUISITION_RELATIVE_TRADEOFFS] + \
         [{"relative_tradeoff": 0.0, "max_cost": round(f * total, 6)} for f in ACQUISITION_CAPS if total > 0] + \
         [{"relative_tradeoff": r, "gain": "entropy"} for r in ACQUISITION_ENTROPY_TRADEOFFS]
-    return [{**policy, "policy_rounds": rounds} for rounds in ACQUISITION_POLICY_ROUNDS for policy in policies]
+    # the most rounds first: fitting that classifier passes through the others (_acquisition_classifier)
+    return [{**policy, "policy_rounds": rounds} for rounds in sorted(ACQUISITION_POLICY_ROUNDS, reverse=True)
+            for policy in policies]
 
 
 class _Traces:
@@ -520,7 +522,8 @@ class _Traces:
 
 def _acquisition_prepare(context: Context) -> dict:
     """{"classifiers": {policy_rounds: its AdaptiveAcquisitionClassifier}, fitted when a point first needs it (early
-    stopped on the validation rows), "traces": the points' shared runs}. NothingToTradeOff when every unit is free
+    stopped on the validation rows; fitting one keeps the classifiers of fewer rounds it passes through), "traces":
+    the points' shared runs}. NothingToTradeOff when every unit is free
     (its policy would buy whatever helps)."""
     if not any(price > 0 for price in _unit_prices(context)):
         raise NothingToTradeOff("no feature or group has a lazy or coupled cost: every purchase is free, there is "
@@ -537,13 +540,15 @@ def _acquisition_classifier(context: Context, state: dict, policy_rounds: int):
         model = AdaptiveAcquisitionClassifier(feature_costs=context.costs, random_state=0, policy_rounds=policy_rounds,
                                               n_jobs=context.params.get("num_threads") or None, n_masks=masks,
                                               early_stopping_rounds=context.early_stopping_rounds)
-        fitted[policy_rounds] = model.fit(context.train.X, context.train.y,
-                                          eval_set=(context.valid.X, context.valid.y))
+        for done in model._fitted_rounds(context.train.X, context.train.y,
+                                         eval_set=(context.valid.X, context.valid.y)):
+            fitted.setdefault(done, copy.copy(model).set_params(policy_rounds=done))  # each round's, as fit gives it
     return fitted[policy_rounds]
 
 
 @register("adaptive_acquisition", tasks=("binary", "multiclass"), prepare=_acquisition_prepare,
-          grid=_acquisition_grid, knob=Knob("relative_tradeoff", "tradeoff", log=True, cheap_end=1.0))
+          grid=_acquisition_grid,
+          knob=Knob("relative_tradeoff", "tradeoff", log=True, cheap_end=1.0, read_at_predict=True))
 def _fit_acquisition(context: Context, state: dict, params: dict) -> list[Candidate]:
     params = dict(params)
     _check_keys("adaptive_acquisition", params, {"relative_tradeoff", "tradeoff", "max_cost", "gain", "policy_rounds"})
@@ -619,7 +624,7 @@ def _staged_prepare(context: Context) -> dict:
 
 
 @register("staged_acquisition", tasks=("binary", "multiclass"), prepare=_staged_prepare, grid=_staged_grid,
-          knob=Knob("relative_tradeoff", "tradeoff", cheap_end=1.0))
+          knob=Knob("relative_tradeoff", "tradeoff", cheap_end=1.0, read_at_predict=True))
 def _fit_staged(context: Context, state: dict, params: dict) -> list[Candidate]:
     from lightgbm_cegb.methods.staged import StagedAcquisitionClassifier
     params = dict(params)

@@ -241,12 +241,16 @@ class Knob:
         Bisect geometrically.
     cheap_end : float or None, default=None
         The value of the cheapest model (where to look when every point is over the budget).
+    read_at_predict : bool, default=False
+        A setting of a model the method's state fits once (e.g. the staged acquisition's trade-off): a new value
+        costs no fit, so after a screen the finalists' knob is refined for every round of ``refine``.
     """
 
     name: str
     record: str | None = None
     log: bool = False
     cheap_end: float | None = None
+    read_at_predict: bool = False
 
     def between(self, a: float, b: float) -> float:
         """The midpoint of two knob values (geometric for a log knob when both are positive).

@@ -178,8 +178,9 @@ def _spread_within(rows: list[dict], budget: float, sign: float) -> float:
 
 
 def _refine(rows: list[dict], pairs: set, states: dict, context: Context, rounds: int, focus: bool, sign: float,
-            execution: tuple, stage: str = "refine") -> list[dict]:
-    """The rows of the refinement rounds around the budgets of ``pairs`` (method, budget), after ``rows``.
+            execution: tuple, stage: str = "refine", free_rounds: int | None = None) -> list[dict]:
+    """The rows of the refinement rounds around the budgets of ``pairs`` (method, budget), after ``rows``: ``rounds``
+    of them, ``free_rounds`` (default ``rounds``) for a method whose knob is read at prediction.
 
     Each budget's bisection reads the points of ``rows`` (the grid's, the frontier's) and those refined for
     that budget, as a sweep for that budget alone would; a point several budgets ask for is fitted once. With
@@ -195,7 +196,10 @@ def _refine(rows: list[dict], pairs: set, states: dict, context: Context, rounds
     def best(pair) -> float:
         return _best_within(rows + own[pair[1]], *pair, sign)
 
-    for _ in range(rounds):
+    free_rounds = rounds if free_rounds is None else free_rounds
+    limit = {name: free_rounds if METHODS[name].knob.read_at_predict else rounds for name, _ in pairs}
+    for round_ in range(max(limit.values(), default=0)):
+        active = {pair for pair in active if round_ < limit[pair[0]]}
         before = {pair: best(pair) for pair in pairs}
         wanted: dict[tuple, tuple[str, dict, list[float]]] = {}
         shared = False
@@ -299,7 +303,8 @@ SCREEN_KEEP = 2
 #: the settings of a finalist's other parameters (e.g. the acquisitions' caps) whose best screened points are
 #: refitted on every training row
 SCREEN_SETTINGS = 2
-#: the rounds of refinement on every training row after a screen (the screen's points bracket the knob already)
+#: the rounds of refinement on every training row after a screen (the screen's points bracket the knob already); a
+#: knob read at prediction (``Knob.read_at_predict``: no fit per value) is refined for every round of ``refine``
 SCREEN_REFINE = 2
 
 
@@ -370,8 +375,8 @@ def _screen(names: list[str], context: Context, grid: dict, size: int, refine: i
 
 def _finalist_points(method: Method, rows: list[dict], budget: float, sign: float) -> list[dict]:
     """The parameters of ``method``'s best screened point within ``budget`` (none within: its cheapest), each with
-    its knob's nearest grid values on either side, in each of the SCREEN_SETTINGS settings of its other parameters
-    whose best points within the budget are best."""
+    its knob's nearest grid values on either side (a knob read at prediction: every grid value), in each of the
+    SCREEN_SETTINGS settings of its other parameters whose best points within the budget are best."""
     knob = method.knob
     drop = {"trees"} | ({knob.record} if knob is not None and knob.record else set())
 
@@ -395,9 +400,12 @@ def _finalist_points(method: Method, rows: list[dict], budget: float, sign: floa
         grid = {float(other["params"][knob.name]) for other in rows if other["stage"] == "screen"
                 and knob.name in other["params"] and setting(other) == key}
         rest = {k: v for k, v in point.items() if k != knob.name}
-        points += [{**rest, knob.name: v} for v in (max((v for v in grid if v < value), default=None),
-                                                    min((v for v in grid if v > value), default=None))
-                   if v is not None]
+        if knob.read_at_predict:  # no fit per value: every grid value (the full rows' costs may leave the bracket)
+            near = sorted(grid - {value})
+        else:
+            near = [v for v in (max((v for v in grid if v < value), default=None),
+                                min((v for v in grid if v > value), default=None)) if v is not None]
+        points += [{**rest, knob.name: v} for v in near]
     return points
 
 
@@ -585,7 +593,7 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
         jobs = [(METHODS[name], states[name], point, "finalist") for name, point in points if name in states]
         pairs = {(name, budget) for budget, kept in finalists.items() for name in kept
                  if name in states and METHODS[name].knob is not None}
-        rounds = min(refine, SCREEN_REFINE)
+        rounds, free_rounds = min(refine, SCREEN_REFINE), refine
     else:
         done = {row["method"] for row in previous}  # methods of the frontier given: no grid, refined where in a gap
         states = _prepared([name for name in names if name not in done or (refined and METHODS[name].knob is not None)],
@@ -594,9 +602,9 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
         swept_anew = {job[0].name for job in jobs}  # a method new to the frontier given: refined for every budget
         pairs = {(name, budget) for name in states if METHODS[name].knob is not None
                  for budget in (budgets if name in swept_anew else refined)}
-        rounds = refine if budgets else 0
+        rounds = free_rounds = refine if budgets else 0
     rows = previous + _execute(jobs, context, *execution)
-    rows += _refine(rows, pairs, states, context, rounds, focus, sign, execution)
+    rows += _refine(rows, pairs, states, context, rounds, focus, sign, execution, free_rounds=free_rounds)
     if bar is not None:
         bar.close()
     capped = [row for row in rows[len(previous):] if row["model"].capped]

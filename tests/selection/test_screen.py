@@ -89,7 +89,9 @@ def test_a_finalists_points_bracket_its_best_along_the_knob():
 
 def test_a_finalists_two_best_settings_are_refitted():
     """The staged acquisition's caps are settings of its other parameters: the best point of each of the
-    SCREEN_SETTINGS best caps within the budget, with its knob's grid neighbours in that cap."""
+    SCREEN_SETTINGS best caps within the budget, with every grid value of its knob in that cap (a knob read at
+    prediction costs no fit per value; a fitted knob's finalists take its grid neighbours only, as above)."""
+    assert METHODS["staged_acquisition"].knob.read_at_predict and not METHODS["cegb"].knob.read_at_predict
     assert SCREEN_SETTINGS == 2
     method = METHODS["staged_acquisition"]
     rows = [{"method": "staged_acquisition", "quality": q, "cost": c, "stage": "screen",
@@ -99,7 +101,27 @@ def test_a_finalists_two_best_settings_are_refitted():
                                  (9.0, 0.1, 0.92, 11.0), (9.0, 0.2, 0.89, 9.5), (9.0, 0.3, 0.87, 8.0)]]
     assert _finalist_points(method, rows, 10.0, 1.0) == [
         {"relative_tradeoff": 0.1, "max_cost": 5.0}, {"relative_tradeoff": 0.2, "max_cost": 5.0},
-        {"relative_tradeoff": 0.3}, {"relative_tradeoff": 0.2}]
+        {"relative_tradeoff": 0.3}, {"relative_tradeoff": 0.1}, {"relative_tradeoff": 0.2}]
+
+
+def test_after_the_screen_a_knob_read_at_prediction_is_refined_every_round(binary, monkeypatch):
+    """On every row, a fitted knob (CEGB's) is refined for SCREEN_REFINE rounds, the staged acquisition's (one fit,
+    its trade-off read when predicting) for every round of ``refine``."""
+    from lightgbm_cegb.selection.sweep import SCREEN_REFINE
+    module = sys.modules["lightgbm_cegb.selection.sweep"]  # the package's name "sweep" is the function
+    rounds = []
+    execute = module._execute
+    monkeypatch.setattr(module, "_execute", lambda jobs, *args, **kwargs: rounds.append(
+        {job[0].name for job in jobs if job[3] == "refine"}) or execute(jobs, *args, **kwargs))
+    train, valid = binary
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        frame = sweep(["cegb", "staged_acquisition"], train, valid, COSTS, budget=6.0, screen=600, refine=5,
+                      focus=False, baseline=False, **FAST)
+    assert sorted(frame.attrs["screen"]["finalists"][6.0]) == ["cegb", "staged_acquisition"]
+    refined = [names for names in rounds if names]
+    assert sum("cegb" in names for names in refined) == SCREEN_REFINE < 5
+    assert sum("staged_acquisition" in names for names in refined) > SCREEN_REFINE
 
 
 @pytest.mark.parametrize("task", ["binary", "multiclass", "regression", "ranking"])
@@ -200,13 +222,13 @@ def test_the_screens_acquisition_classifier_makes_the_full_sweeps_copies(binary,
     from lightgbm_cegb.methods import acquisition
     sweep_module = sys.modules["lightgbm_cegb.selection.sweep"]
     made = []
-    fit = acquisition.AdaptiveAcquisitionClassifier.fit
+    fit = acquisition.AdaptiveAcquisitionClassifier._fitted_rounds  # what fit and the sweep train by
 
-    def recorded(model, X, y, **kwargs):
+    def recorded(model, X, y, *args, **kwargs):
         made.append((len(y), model.n_masks, model._copies(len(y), X.shape[1])))
-        return fit(model, X, y, **kwargs)
+        return fit(model, X, y, *args, **kwargs)
 
-    monkeypatch.setattr(acquisition.AdaptiveAcquisitionClassifier, "fit", recorded)
+    monkeypatch.setattr(acquisition.AdaptiveAcquisitionClassifier, "_fitted_rounds", recorded)
     monkeypatch.setattr(acquisition, "_AUTO_CELLS", 2400 * 6 * 2)  # the sweep's 2,400 rows: 2 copies; 600 rows: 8
     monkeypatch.setattr(sweep_module, "SCREEN_FROM", 2000)
     train, valid = binary

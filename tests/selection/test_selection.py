@@ -705,6 +705,10 @@ def test_the_adaptive_acquisition_sweeps_one_fit_and_measures_each_policy(binary
     trace = AdaptiveAcquisitionClassifier._trace
     monkeypatch.setattr(AdaptiveAcquisitionClassifier, "_trace",
                         lambda self, X, record=True: runs.append(record) or trace(self, X, record))
+    trainings = []
+    rounds = AdaptiveAcquisitionClassifier._fitted_rounds
+    monkeypatch.setattr(AdaptiveAcquisitionClassifier, "_fitted_rounds", lambda self, *args, **kwargs:
+                        trainings.append(self.policy_rounds) or rounds(self, *args, **kwargs))
     frame = sweep("adaptive_acquisition", train, valid, COSTS, task="binary", baseline=False)
     assert runs.count(True) == 2 * (1 + len(ACQUISITION_CAPS) + 1)  # per classifier: accuracy, each cap, entropy
     again = pickle.loads(pickle.dumps(frame))
@@ -712,6 +716,11 @@ def test_the_adaptive_acquisition_sweeps_one_fit_and_measures_each_policy(binary
     models = frame["model"].map(lambda candidate: candidate.model)
     assert {m.policy_rounds: id(m.classifier_) for m in models}.keys() == {0, 1}
     assert len({id(m.classifier_) for m in models}) == 2  # one classifier per policy_rounds, shared by its points
+    assert trainings == [1]  # one fit to policy_rounds=1, its round 0 kept as the policy_rounds=0 classifier
+    for model in {m.policy_rounds: m for m in models}.values():  # each as fitted alone, to the bit
+        alone = AdaptiveAcquisitionClassifier(feature_costs=COSTS, random_state=0, policy_rounds=model.policy_rounds,
+                                              early_stopping_rounds=20).fit(*train, eval_set=valid)
+        assert model.classifier_.model_to_string() == alone.classifier_.model_to_string()
     assert len(frame) == 2 * (len(ACQUISITION_RELATIVE_TRADEOFFS) + len(ACQUISITION_CAPS)
                               + len(ACQUISITION_ENTROPY_TRADEOFFS))
     total = sum(COSTS.lazy)
