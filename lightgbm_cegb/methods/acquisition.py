@@ -38,12 +38,12 @@ from dataclasses import dataclass
 
 import lightgbm as lgb
 import numpy as np
-from scipy.special import xlogy
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
+from lightgbm_cegb._acquisition import gains as gains_kernel
 from lightgbm_cegb.accounting import prediction_cost
 from lightgbm_cegb.base import COSTS, RANDOM_STATE, BudgetedEstimator
 from lightgbm_cegb.core.cost_state import CostState
@@ -63,8 +63,6 @@ GAINS = ("accuracy", "entropy")
 #: gains below this are 0: the difference of two sums of probabilities carries rounding noise of about 1e-16, which
 #: must not decide whether a row buys one more unit at ``tradeoff=0``
 GAIN_TOLERANCE = 1e-12
-#: cells of a block of the gain computation (rows x units x classes x outcomes)
-_BLOCK_CELLS = 4_000_000
 
 
 @dataclass(frozen=True)
@@ -471,21 +469,13 @@ class AdaptiveAcquisitionClassifier(PolicyClassifier):
             class); 0 where it is below ``GAIN_TOLERANCE``.
         """
         self._check_fitted()
-        tables = self.tables_
-        proba = np.asarray(proba, dtype=np.float64)
-        out = np.empty((len(proba), len(tables)))
-        block = max(1, _BLOCK_CELLS // max(tables.size, 1))
-        for start in range(0, len(proba), block):
-            p = proba[start:start + block]
-            joint = p[:, None, :, None] * tables[None]  # (rows, units, classes, outcomes)
-            if self.gain == "accuracy":
-                out[start:start + block] = joint.max(axis=2).sum(axis=2) - p.max(axis=1)[:, None]
-            else:  # H(p) - sum_a P(a) H(p | a) = sum_{c,a} joint log(joint / (p_c P(a)))
-                outcome = joint.sum(axis=2, keepdims=True)
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    ratio = joint / (p[:, None, :, None] * outcome)
-                out[start:start + block] = xlogy(joint, np.where(joint > 0, ratio, 1.0)).sum(axis=(2, 3))
-        out[out < GAIN_TOLERANCE] = 0.0  # rounding noise of a difference of sums: no gain
+        proba = np.ascontiguousarray(proba, dtype=np.float64)
+        if proba.ndim != 2 or proba.shape[1] != self.tables_.shape[1] or not np.isfinite(proba).all():
+            raise CEGBError(f"proba should be finite, of shape (n_rows, {self.tables_.shape[1]} classes), got "
+                            f"shape {proba.shape}{'' if np.isfinite(proba).all() else ' with non-finite values'}")
+        out = np.empty((len(proba), len(self.tables_)))
+        gains_kernel(proba, np.ascontiguousarray(self.tables_), out, self.gain == "entropy", GAIN_TOLERANCE,
+                     resolve_n_jobs(self.n_jobs, len(proba)))
         return out
 
     def _values(self, gains: np.ndarray) -> np.ndarray:

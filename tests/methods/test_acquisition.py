@@ -15,7 +15,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from lightgbm_cegb import CEGBError, FeatureCosts
 from lightgbm_cegb.datasets import cube
-from lightgbm_cegb.methods.acquisition import AdaptiveAcquisitionClassifier
+from lightgbm_cegb.methods.acquisition import GAIN_TOLERANCE, AdaptiveAcquisitionClassifier
 
 
 def simulate(model: AdaptiveAcquisitionClassifier, x: np.ndarray, costs: FeatureCosts):
@@ -206,6 +206,44 @@ def test_tables_are_class_conditional_distributions():
     information = model.set_params(gain="entropy").gains(p)
     entropy = -(p * np.log(p)).sum(axis=1)
     assert (information >= 0).all() and (information <= entropy[:, None] + 1e-12).all() and information.any()
+
+
+def numpy_gains(proba: np.ndarray, tables: np.ndarray, gain: str) -> np.ndarray:
+    """The gains of every unit for every row, from the formulas with numpy's broadcasting (the reference)."""
+    from scipy.special import xlogy
+    joint = proba[:, None, :, None] * tables[None]  # (rows, units, classes, outcomes)
+    if gain == "accuracy":
+        out = joint.max(axis=2).sum(axis=2) - proba.max(axis=1)[:, None]
+    else:
+        outcome = joint.sum(axis=2, keepdims=True)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = joint / (proba[:, None, :, None] * outcome)
+        out = xlogy(joint, np.where(joint > 0, ratio, 1.0)).sum(axis=(2, 3))
+    return np.where(out < GAIN_TOLERANCE, 0.0, out)
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(st.integers(0, 10_000), st.sampled_from(["accuracy", "entropy"]), st.sampled_from([1, 2]))
+def test_the_gains_kernel_against_numpy(seed, gain, n_jobs):
+    """The compiled gains against the formulas in numpy, on random tables (zeros among them) and probabilities
+    (certain rows among them), 2 to 5 classes; sums in another order: equal to rounding."""
+    X, y, costs, rng = random_case(seed)
+    model = AdaptiveAcquisitionClassifier(feature_costs=costs, n_masks=2, n_estimators=5, random_state=seed,
+                                          gain=gain, n_jobs=n_jobs).fit(X, y)
+    num_units, num_class, num_outcomes = model.tables_.shape
+    tables = rng.dirichlet(np.ones(num_outcomes), size=(num_units, num_class))
+    tables[rng.random(tables.shape) < 0.2] = 0.0
+    model.tables_ = tables / np.maximum(tables.sum(axis=2, keepdims=True), 1e-300)
+    proba = rng.dirichlet(np.full(num_class, 0.5), size=300)
+    proba[:5] = np.eye(num_class)[rng.integers(0, num_class, 5)]
+    expected = numpy_gains(proba, model.tables_, gain)
+    got = model.gains(proba)
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-15)
+    assert ((got == 0) == (expected == 0)).mean() > 0.999  # the tolerance's cut, but for values at 1e-12
+    with pytest.raises(CEGBError, match=r"proba should be finite, of shape \(n_rows, \d classes\), got shape \(\d,\)"):
+        model.gains(proba[0])
+    with pytest.raises(CEGBError, match="with non-finite values"):
+        model.gains(np.full((2, num_class), np.nan))
 
 
 def test_tradeoff_scale_and_the_policy_parameters_read_when_predicting():
