@@ -58,6 +58,10 @@ class StagedAcquisitionClassifier(PolicyClassifier):
         Read when predicting.
     stages : int, default=30
         Levels of the stage ladder (stages that would hold the same units are one).
+    max_stage_cost : float or None, default=None
+        Stages priced above it are not trained (None: every stage). The model then predicts as the one with every
+        stage does with ``max_cost`` at most this, to the bit (the stages are trained independently): a model that
+        is only ever used under a cap needs no more (``selection`` fits its capped finalists so).
     n_estimators : int, default=1000
         Most boosting rounds of each stage's classifier (early stopped).
     learning_rate : float, default=0.1
@@ -111,20 +115,22 @@ class StagedAcquisitionClassifier(PolicyClassifier):
     _policy_params = ("tradeoff", "max_cost")
     _constraints = {
         "feature_costs": COSTS, "tradeoff": Number(0.0, 1.0), "max_cost": NoneOr(Number(0.0)),
-        "stages": Number(1, 1000, integer=True), "n_estimators": Number(1, integer=True),
+        "stages": Number(1, 1000, integer=True), "max_stage_cost": NoneOr(Number(0.0)),
+        "n_estimators": Number(1, integer=True),
         "learning_rate": Number(0.0, low_open=True), "num_leaves": Number(2, 131072, integer=True),
         "min_child_samples": Number(1, integer=True), "validation_fraction": Number(0.0, 0.9),
         "early_stopping_rounds": Number(1, integer=True), "random_state": RANDOM_STATE, "n_jobs": N_JOBS,
     }
 
     def __init__(self, *, feature_costs=None, tradeoff: float = 0.0, max_cost: float | None = None, stages: int = 30,
-                 n_estimators: int = 1000, learning_rate: float = 0.1, num_leaves: int = 15,
-                 min_child_samples: int = 10, validation_fraction: float = 0.2, early_stopping_rounds: int = 30,
-                 random_state=None, n_jobs: int | None = None) -> None:
+                 max_stage_cost: float | None = None, n_estimators: int = 1000, learning_rate: float = 0.1,
+                 num_leaves: int = 15, min_child_samples: int = 10, validation_fraction: float = 0.2,
+                 early_stopping_rounds: int = 30, random_state=None, n_jobs: int | None = None) -> None:
         self.feature_costs = feature_costs
         self.tradeoff = tradeoff
         self.max_cost = max_cost
         self.stages = stages
+        self.max_stage_cost = max_stage_cost
         self.n_estimators = n_estimators
         self.learning_rate = learning_rate
         self.num_leaves = num_leaves
@@ -189,6 +195,8 @@ class StagedAcquisitionClassifier(PolicyClassifier):
         useful = np.flatnonzero(unit_gain > 0)
         self.order_ = useful[np.lexsort((useful, -value[useful]))]  # ties: the unit's index
         self.stage_units_ = self._ladder()
+        if self.max_stage_cost is not None:
+            self.stage_units_ = self.stage_units_[self._prices() <= float(self.max_stage_cost) * (1 + 1e-12)]
         self.stages_ = [full if m == len(self.order_) and len(self.order_) == len(self.units_) else
                         train_on(self._columns(m)) for m in self.stage_units_[1:]]
         return self
@@ -223,6 +231,9 @@ class StagedAcquisitionClassifier(PolicyClassifier):
             The prices, rising.
         """
         self._check_fitted()
+        return self._prices()
+
+    def _prices(self) -> np.ndarray:
         return np.concatenate([[0.0], np.cumsum(self.unit_cost_[self.order_])])[self.stage_units_]
 
     def _last_stage(self) -> int:

@@ -492,9 +492,7 @@ def _acquisition_grid(context: Context) -> list[dict]:
     policies = [{"relative_tradeoff": r} for r in ACQUISITION_RELATIVE_TRADEOFFS] + \
         [{"relative_tradeoff": 0.0, "max_cost": round(f * total, 6)} for f in ACQUISITION_CAPS if total > 0] + \
         [{"relative_tradeoff": r, "gain": "entropy"} for r in ACQUISITION_ENTROPY_TRADEOFFS]
-    # the most rounds first: fitting that classifier passes through the others (_acquisition_classifier)
-    return [{**policy, "policy_rounds": rounds} for rounds in sorted(ACQUISITION_POLICY_ROUNDS, reverse=True)
-            for policy in policies]
+    return [{**policy, "policy_rounds": rounds} for rounds in ACQUISITION_POLICY_ROUNDS for policy in policies]
 
 
 class _Traces:
@@ -522,13 +520,18 @@ class _Traces:
 
 def _acquisition_prepare(context: Context) -> dict:
     """{"classifiers": {policy_rounds: its AdaptiveAcquisitionClassifier}, fitted when a point first needs it (early
-    stopped on the validation rows; fitting one keeps the classifiers of fewer rounds it passes through), "traces":
-    the points' shared runs}. NothingToTradeOff when every unit is free
-    (its policy would buy whatever helps)."""
+    stopped on the validation rows; to the most rounds a batch asks for, keeping each round's classifier on the
+    way), "traces": the points' shared runs, "rounds": the most rounds planned}. NothingToTradeOff when every unit
+    is free (its policy would buy whatever helps)."""
     if not any(price > 0 for price in _unit_prices(context)):
         raise NothingToTradeOff("no feature or group has a lazy or coupled cost: every purchase is free, there is "
                                 "nothing to trade off")
-    return {"classifiers": {}, "traces": _Traces()}
+    return {"classifiers": {}, "traces": _Traces(), "rounds": 0}
+
+
+def _acquisition_plan(context: Context, state: dict, points: list[dict]) -> None:
+    """The most policy_rounds a batch asks for: fitting that classifier passes through the others'."""
+    state["rounds"] = max([state["rounds"]] + [point.get("policy_rounds", 0) for point in points])
 
 
 def _acquisition_classifier(context: Context, state: dict, policy_rounds: int):
@@ -537,7 +540,8 @@ def _acquisition_classifier(context: Context, state: dict, policy_rounds: int):
     if policy_rounds not in fitted:
         # screened: the copies the classifier makes on the sweep's every row (a subsample's "auto" would make more)
         masks = "auto" if context.screen_of is None else auto_masks(context.screen_of, np.shape(context.train.X)[1])
-        model = AdaptiveAcquisitionClassifier(feature_costs=context.costs, random_state=0, policy_rounds=policy_rounds,
+        rounds = max(policy_rounds, state["rounds"])
+        model = AdaptiveAcquisitionClassifier(feature_costs=context.costs, random_state=0, policy_rounds=rounds,
                                               n_jobs=context.params.get("num_threads") or None, n_masks=masks,
                                               early_stopping_rounds=context.early_stopping_rounds)
         for done in model._fitted_rounds(context.train.X, context.train.y,
@@ -547,7 +551,7 @@ def _acquisition_classifier(context: Context, state: dict, policy_rounds: int):
 
 
 @register("adaptive_acquisition", tasks=("binary", "multiclass"), prepare=_acquisition_prepare,
-          grid=_acquisition_grid,
+          plan=_acquisition_plan, grid=_acquisition_grid,
           knob=Knob("relative_tradeoff", "tradeoff", log=True, cheap_end=1.0, read_at_predict=True))
 def _fit_acquisition(context: Context, state: dict, params: dict) -> list[Candidate]:
     params = dict(params)
@@ -616,22 +620,38 @@ class _StagePasses:
 
 def _staged_prepare(context: Context) -> dict:
     """{"model": the StagedAcquisitionClassifier, fitted when a point first needs it (early stopped on the
-    validation rows), "passes": the points' shared passes}. NothingToTradeOff when every unit is free."""
+    validation rows; its stages up to the largest cap planned, ``max_stage_cost``), "passes": the points' shared
+    passes, "ceiling": that cap}. NothingToTradeOff when every unit is free."""
     if not any(price > 0 for price in _unit_prices(context)):
         raise NothingToTradeOff("no feature or group has a lazy or coupled cost: every purchase is free, there is "
                                 "nothing to trade off")
-    return {"model": None, "passes": _StagePasses()}
+    return {"model": None, "passes": _StagePasses(), "ceiling": 0.0}
 
 
-@register("staged_acquisition", tasks=("binary", "multiclass"), prepare=_staged_prepare, grid=_staged_grid,
+def _staged_plan(context: Context, state: dict, points: list[dict]) -> None:
+    """The largest cap a batch asks for (None: a point without one): the stages above it are not fitted."""
+    for point in points:
+        state["ceiling"] = _higher(state["ceiling"], point.get("max_cost"))
+
+
+def _higher(a: float | None, b: float | None) -> float | None:
+    """The larger of two caps, None (no cap) being the largest."""
+    return None if a is None or b is None else max(a, b)
+
+
+@register("staged_acquisition", tasks=("binary", "multiclass"), prepare=_staged_prepare, plan=_staged_plan,
+          grid=_staged_grid,
           knob=Knob("relative_tradeoff", "tradeoff", cheap_end=1.0, read_at_predict=True))
 def _fit_staged(context: Context, state: dict, params: dict) -> list[Candidate]:
     from lightgbm_cegb.methods.staged import StagedAcquisitionClassifier
     params = dict(params)
     _check_keys("staged_acquisition", params, {"relative_tradeoff", "tradeoff", "max_cost"})
-    if state["model"] is None:
+    fitted = state["model"]
+    if fitted is None or fitted.max_stage_cost is not None and \
+            _higher(fitted.max_stage_cost, params.get("max_cost")) != fitted.max_stage_cost:
         model = StagedAcquisitionClassifier(feature_costs=context.costs, random_state=0,
                                             n_jobs=context.params.get("num_threads") or None,
+                                            max_stage_cost=_higher(state["ceiling"], params.get("max_cost")),
                                             early_stopping_rounds=context.early_stopping_rounds)
         state["model"] = model.fit(context.train.X, context.train.y, eval_set=(context.valid.X, context.valid.y))
     fitted = state["model"]

@@ -274,6 +274,10 @@ def _no_state(context) -> None:
     return None
 
 
+def _no_plan(context, state, points) -> None:
+    return None
+
+
 @dataclass(frozen=True)
 class Method:
     """A registered method (:func:`register` makes them).
@@ -293,6 +297,10 @@ class Method:
         state (None).
     knob : Knob or None, default=None
         The knob a sweep with a budget refines (None: none).
+    plan : callable, optional
+        ``plan(context, state, points)``: shown every point (params) of a batch of fits before they run, in the
+        process that prepared the state; a state that fits one model for many points fits what they all need
+        (e.g. the staged acquisition's stages up to their largest cap). By default nothing.
     """
 
     name: str
@@ -301,6 +309,7 @@ class Method:
     tasks: tuple[str, ...]
     prepare: Callable = _no_state
     knob: Knob | None = None
+    plan: Callable = _no_plan
 
 
 #: The methods every sweep, plot and script knows, by name. Add one with :func:`register`.
@@ -308,7 +317,7 @@ METHODS: dict[str, Method] = {}
 
 
 def register(name: str, *, grid: Callable, tasks: Sequence[str] = TASKS, prepare: Callable | None = None,
-             knob: Knob | None = None):
+             knob: Knob | None = None, plan: Callable | None = None):
     """Decorator registering ``fit(context, state, params) -> list[Candidate]`` as method ``name``.
 
     Parameters
@@ -323,6 +332,8 @@ def register(name: str, *, grid: Callable, tasks: Sequence[str] = TASKS, prepare
         ``prepare(context) -> state``, once per sweep (None: no state).
     knob : Knob or None, default=None
         The grid parameter a sweep with a budget refines around it (see :class:`Knob`).
+    plan : callable or None, default=None
+        ``plan(context, state, points)``, before each batch of the method's fits (see :class:`Method`).
 
     Returns
     -------
@@ -330,7 +341,7 @@ def register(name: str, *, grid: Callable, tasks: Sequence[str] = TASKS, prepare
         The decorator: it registers ``fit`` in :data:`METHODS` and returns it unchanged.
     """
     def decorate(fit: Callable) -> Callable:
-        METHODS[name] = Method(name, fit, grid, tuple(tasks), prepare or _no_state, knob)
+        METHODS[name] = Method(name, fit, grid, tuple(tasks), prepare or _no_state, knob, plan or _no_plan)
         return fit
     return decorate
 

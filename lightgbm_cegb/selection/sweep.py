@@ -46,6 +46,11 @@ def _execute(jobs: list, context: Context, n_jobs: int, client, bar, *, flat: bo
     method and point (whose total grows by the jobs)."""
     if bar is not None:
         bar.total += len(jobs)
+    batches: dict[str, tuple] = {}  # each method's state and points, shown to its plan before the fits
+    for method, state, point, _ in jobs:
+        batches.setdefault(method.name, (method, state, []))[2].append(point)
+    for method, state, points in batches.values():
+        method.plan(context, state, points)
     if client is not None:
         from distributed import as_completed
         futures = [client.submit(_run, method, context, state, point, stage, pure=False)

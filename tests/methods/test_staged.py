@@ -94,6 +94,28 @@ def test_one_pass_answers_every_setting_to_the_bit(seed):
         np.testing.assert_array_equal(result.cost.evaluation, own.cost.evaluation)
 
 
+@settings(max_examples=10, deadline=None, derandomize=True)
+@given(st.integers(0, 10_000), st.floats(0.0, 1.0))
+def test_stages_above_max_stage_cost_are_not_trained_and_the_capped_runs_are_the_same(seed, fraction):
+    """A model fitted with max_stage_cost holds the first stages of the full ladder (the same boosters) and runs as
+    the full model at any max_cost up to it, to the bit; without a cap, as the full model at that cap."""
+    X, y, costs, rng = random_case(seed)
+    full = StagedAcquisitionClassifier(feature_costs=costs, stages=8, n_estimators=30, random_state=seed).fit(X, y)
+    ceiling = float(fraction * full.stage_costs()[-1])
+    capped = StagedAcquisitionClassifier(feature_costs=costs, stages=8, n_estimators=30, random_state=seed,
+                                         max_stage_cost=ceiling).fit(X, y)
+    kept = int(np.sum(full.stage_costs() <= ceiling * (1 + 1e-12)))
+    np.testing.assert_array_equal(capped.stage_units_, full.stage_units_[:kept])
+    assert [b.model_to_string() for b in capped.stages_] == [b.model_to_string() for b in full.stages_[:kept - 1]]
+    for max_cost in (None, ceiling, ceiling * float(rng.uniform(0, 1))):
+        got = copy.copy(capped).set_params(tradeoff=0.1, max_cost=max_cost).predict_result(X)
+        own = copy.copy(full).set_params(tradeoff=0.1, max_cost=ceiling if max_cost is None else max_cost)
+        expected = own.predict_result(X)
+        for field in ("proba", "order", "known"):
+            np.testing.assert_array_equal(getattr(got, field), getattr(expected, field))
+        np.testing.assert_array_equal(got.cost.per_instance, expected.cost.per_instance)
+
+
 def test_the_ladder_and_the_order():
     X, y, costs, _ = random_case(3)
     model = StagedAcquisitionClassifier(feature_costs=costs, stages=4, n_estimators=30, random_state=0).fit(X, y)
@@ -155,7 +177,8 @@ def test_save_and_load(tmp_path):
 
 @pytest.mark.parametrize("params, match", [
     ({"tradeoff": -0.1}, "tradeoff"), ({"tradeoff": 1.5}, "tradeoff"), ({"max_cost": -1.0}, "max_cost"),
-    ({"stages": 0}, "stages"), ({"learning_rate": 0.0}, "learning_rate"), ({"num_leaves": 1}, "num_leaves"),
+    ({"stages": 0}, "stages"), ({"max_stage_cost": -1.0}, "max_stage_cost"),
+    ({"learning_rate": 0.0}, "learning_rate"), ({"num_leaves": 1}, "num_leaves"),
     ({"validation_fraction": 0.95}, "validation_fraction")])
 def test_bad_parameters_are_refused_by_name(params, match):
     X, y, _, _ = random_case(1)

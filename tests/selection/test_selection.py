@@ -3,6 +3,7 @@ budget, the normalised trade-off scale, the cost-aware scorer, parallel and Dask
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 import re
@@ -687,6 +688,31 @@ def test_select_warns_of_a_gap_below_the_budget():
         select(frame, 6.0)  # 5 is within 80% of it
         frame.attrs["budget"] = 10.0  # swept for this budget: refined there already
         select(frame, 10.0)
+
+
+def test_the_staged_acquisition_fits_its_stages_up_to_the_largest_cap_of_the_points(binary):
+    """A batch whose points all have a cap fits the stages up to the largest (max_stage_cost); each point measures
+    as the model with every stage under its cap, to the bit; a point without a cap needs every stage."""
+    from lightgbm_cegb.methods.staged import StagedAcquisitionClassifier
+    train, valid, _ = binary
+    full = StagedAcquisitionClassifier(feature_costs=COSTS, random_state=0, early_stopping_rounds=20).fit(
+        *train, eval_set=valid)
+    caps = [12.0, 30.0]
+    grid = {"staged_acquisition": [{"relative_tradeoff": r, "max_cost": c} for c in caps for r in (0.0, 0.3)]}
+    frame = sweep("staged_acquisition", train, valid, COSTS, task="binary", baseline=False, grid=grid,
+                  progress=False)
+    models = [candidate.model for candidate in frame["model"]]
+    assert {m.max_stage_cost for m in models} == {30.0} and len({id(m.stages_) for m in models}) == 1
+    assert len(models[0].stages_) < len(full.stages_)
+    for row, model in zip(frame.to_dict("records"), models):
+        expected = copy.copy(full).set_params(tradeoff=model.tradeoff, max_cost=model.max_cost).predict_result(
+            valid[0])
+        assert row["cost"] == expected.cost.mean
+        assert row["quality"] == np.mean(expected.proba.argmax(axis=1) == valid[1])
+    grid["staged_acquisition"].append({"relative_tradeoff": 0.3})  # no cap: every stage
+    frame = sweep("staged_acquisition", train, valid, COSTS, task="binary", baseline=False, grid=grid,
+                  progress=False)
+    assert {candidate.model.max_stage_cost for candidate in frame["model"]} == {None}
 
 
 def test_the_adaptive_acquisition_sweeps_one_fit_and_measures_each_policy(binary, monkeypatch):
