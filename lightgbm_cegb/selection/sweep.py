@@ -300,9 +300,9 @@ def _prepared(names, context: Context) -> dict:
 # ------------------------------------------------------------------------------------------------ screening
 #: sweep(screen=None): the training rows of the screen's subsample, and how many training rows a sweep with a
 #: budget needs before it screens (below, a full sweep costs little more than the screen)
-SCREEN_ROWS, SCREEN_FROM = 5_000, 20_000
+SCREEN_ROWS, SCREEN_FROM = 2_500, 20_000
 #: the validation rows the screen measures on, at most (the per-row policies' runs cost as many as the fits)
-SCREEN_VALID = 5_000
+SCREEN_VALID = 2_500
 #: the methods of the best screened points within each budget that are refitted on every training row
 SCREEN_KEEP = 2
 #: the settings of a finalist's other parameters (e.g. the acquisitions' caps) whose best screened points are
@@ -494,13 +494,14 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
         ``frame.attrs["refined"]`` lists. Methods not in it are swept in full.
     screen : bool or int, optional
         Screen the methods on a subsample before fitting on every training row: every method's grid is swept and
-        refined on ``screen`` training rows (True: SCREEN_ROWS = 5,000; classes in proportion, whole queries),
-        each point measured on at most SCREEN_VALID = 5,000 of the validation rows; for each budget, the
+        refined on ``screen`` training rows (True: SCREEN_ROWS = 2,500; classes in proportion, whole queries),
+        each point measured on at most SCREEN_VALID = 2,500 of the validation rows; for each budget, the
         SCREEN_KEEP = 2 methods of the best points within it are kept, and only their best points in the
         SCREEN_SETTINGS = 2 best settings of their other parameters (e.g. the staged acquisition's caps), each with
-        the nearest grid values of the knob on either side, are fitted on every training row (stage "finalist")
-        and measured on every validation row, then refined there for at most SCREEN_REFINE = 2 rounds. The frame
-        holds these points only; ``frame.attrs["screen"]`` gives the
+        the nearest grid values of the knob on either side (a knob read at prediction, ``Knob.read_at_predict``:
+        every grid value, which costs no fit), are fitted on every training row (stage "finalist") and measured on
+        every validation row, then refined there for at most SCREEN_REFINE = 2 rounds (a knob read at prediction:
+        ``refine`` rounds). The frame holds these points only; ``frame.attrs["screen"]`` gives the
         subsample's size and each budget's finalists (the ``lightgbm_cegb.selection`` logger says them too).
         None (default): screen when a budget is given, no ``frontier``, and the training rows number at least
         SCREEN_FROM = 20,000 (there a full sweep costs many times the screen: ``scripts/bench_budget_workflow.py
