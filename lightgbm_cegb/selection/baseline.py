@@ -78,9 +78,10 @@ def _constant_quality(context: Context, metric) -> float:
     return validation_quality(metric, context.valid.y, prediction, context.valid.group)
 
 
-@register("cheap_subset", grid=lambda context: [{}], prepare=plain_model)
-def _fit_cheap_subset(context: Context, plain, params: dict) -> list[Candidate]:
-    """``plain``: the plain model on every feature (its gain importance ranks the units)."""
+@register("cheap_subset", grid=lambda context: [{}])
+def _fit_cheap_subset(context: Context, state, params: dict) -> list[Candidate]:
+    """A path of subsets, the units ranked by the plain model's gain importance per cost; given ``features``, that
+    subset's model alone (no plain model: a screen's finalist)."""
     params = dict(params)
     unknown = sorted(set(params) - {"features", "width", "steps", "trees"})
     if unknown:
@@ -92,11 +93,7 @@ def _fit_cheap_subset(context: Context, plain, params: dict) -> list[Candidate]:
     trees = params.get("trees", PREFIX_TREES)
     metric = context.metric
     sign = 1.0 if metric.greater_is_better else -1.0
-    gain = plain.feature_importance("gain")
-    pool = [u for u in units(context, plain.num_feature()) if gain[list(u.columns)].sum() > 0]
-    chosen = [u for u in pool if u.cost == 0]
-    pool = [u for u in pool if u.cost > 0]
-    pool.sort(key=lambda u: -gain[list(u.columns)].sum() / u.cost)
+    num_features = np.shape(context.train.X)[1]
     candidates: list[Candidate] = []
 
     def fit(taken: list[Unit]):
@@ -109,13 +106,18 @@ def _fit_cheap_subset(context: Context, plain, params: dict) -> list[Candidate]:
                                                  context.valid.group)
 
     if "features" in params:  # one subset, as a path's step recorded it: its model alone
-        by_name = {u.name: u for u in units(context, plain.num_feature())}
+        by_name = {u.name: u for u in units(context, num_features)}
         named = params["features"]
         if isinstance(named, str) or not isinstance(named, (list, tuple)) or not named or \
                 not all(isinstance(name, str) and name in by_name for name in named):
             raise CEGBError(f"cheap_subset: features should be a non-empty list of unit names (groups or ungrouped "
                             f"features, e.g. {list(by_name)[:3]}), got {named!r:.80}")
         return fit([by_name[name] for name in named])[0]
+    gain = plain_model(context).feature_importance("gain")
+    pool = [u for u in units(context, num_features) if gain[list(u.columns)].sum() > 0]
+    chosen = [u for u in pool if u.cost == 0]
+    pool = [u for u in pool if u.cost > 0]
+    pool.sort(key=lambda u: -gain[list(u.columns)].sum() / u.cost)
     quality = sign * _constant_quality(context, metric)
     if chosen:
         points, quality = fit(chosen)

@@ -179,12 +179,14 @@ def test_bad_screens_are_refused(binary):
         sweep(["cegb"], train, valid, COSTS, budget=5.0, screen=2.5, **FAST)
 
 
-def test_a_cheap_subset_of_named_features_is_the_paths_step(binary):
+def test_a_cheap_subset_of_named_features_is_the_paths_step(binary, monkeypatch):
     train, valid = binary
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         path = sweep(["cheap_subset"], train, valid, COSTS, baseline=False, **FAST)
         features = path["features"].iloc[-1]
+        from lightgbm_cegb.selection import baseline
+        monkeypatch.setattr(baseline, "plain_model", None)  # a named subset (a finalist) needs no plain model
         alone = sweep(["cheap_subset"], train, valid, COSTS, baseline=False,
                       grid={"cheap_subset": [{"features": features}]}, **FAST)
     step = path[path["features"] == features]
