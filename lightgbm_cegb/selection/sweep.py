@@ -305,6 +305,8 @@ SCREEN_ROWS, SCREEN_FROM = 2_500, 20_000
 SCREEN_VALID = 2_500
 #: the methods of the best screened points within each budget that are refitted on every training row
 SCREEN_KEEP = 2
+#: the methods the screen refines around a budget: those of its best grid points within it (one more than are kept)
+SCREEN_CONTENDERS = SCREEN_KEEP + 1
 #: the settings of a finalist's other parameters (e.g. the acquisitions' caps) whose best screened points are
 #: refitted on every training row
 SCREEN_SETTINGS = 2
@@ -349,7 +351,8 @@ def _subsample(rows: Rows, size: int, task: str) -> Rows:
 
 def _screen(names: list[str], context: Context, grid: dict, size: int, refine: int, focus: bool, sign: float,
             execution: tuple) -> tuple[list[tuple[str, dict]], dict[float, list[str]]]:
-    """Sweep on a subsample of ``size`` training rows and of SCREEN_VALID validation rows (grids and refinement);
+    """Sweep on a subsample of ``size`` training rows and of SCREEN_VALID validation rows (grids, and refinement of
+    each budget's contenders);
     returns the points to refit on every training row, as (method, params), and each budget's finalists: the
     SCREEN_KEEP methods of the best points within it (none within: of the cheapest points), whose points
     :func:`_finalist_points` chooses."""
@@ -362,7 +365,8 @@ def _screen(names: list[str], context: Context, grid: dict, size: int, refine: i
     states = _prepared(names, sub)
     jobs = _grid_jobs(states, grid, sub, "screen")
     rows = _execute(jobs, sub, *execution)
-    pairs = {(name, budget) for name in states if METHODS[name].knob is not None for budget in context.budgets}
+    pairs = {(name, budget) for budget in context.budgets for name in _contenders(rows, budget, sign)
+             if name in states and METHODS[name].knob is not None}
     rows += _refine(rows, pairs, states, sub, refine, focus, sign, execution, stage="screen refine")
     finalists, points = {}, {}
     for budget in context.budgets:
@@ -376,6 +380,15 @@ def _screen(names: list[str], context: Context, grid: dict, size: int, refine: i
             for point in _finalist_points(METHODS[name], [row for row in rows if row["method"] == name], budget, sign):
                 points.setdefault((name, _frozen(point)), (name, point))
     return list(points.values()), finalists
+
+
+def _contenders(rows: list[dict], budget: float, sign: float) -> list[str]:
+    """The methods the screen refines around ``budget``: the SCREEN_CONTENDERS whose grid points are best within it,
+    and those with no point within it yet (their refinement walks towards the knob's cheap end)."""
+    methods = list(dict.fromkeys(row["method"] for row in rows))
+    best = {name: _best_within(rows, name, budget, sign) for name in methods}
+    within = sorted((name for name in methods if best[name] > -np.inf), key=lambda name: -best[name])
+    return within[:SCREEN_CONTENDERS] + [name for name in methods if best[name] == -np.inf]
 
 
 def _finalist_points(method: Method, rows: list[dict], budget: float, sign: float) -> list[dict]:
@@ -493,9 +506,11 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
         swept for it), which the ``lightgbm_cegb.selection`` logger says at INFO level for every budget, and
         ``frame.attrs["refined"]`` lists. Methods not in it are swept in full.
     screen : bool or int, optional
-        Screen the methods on a subsample before fitting on every training row: every method's grid is swept and
-        refined on ``screen`` training rows (True: SCREEN_ROWS = 2,500; classes in proportion, whole queries),
-        each point measured on at most SCREEN_VALID = 2,500 of the validation rows; for each budget, the
+        Screen the methods on a subsample before fitting on every training row: every method's grid is swept on
+        ``screen`` training rows (True: SCREEN_ROWS = 2,500; classes in proportion, whole queries), each point
+        measured on at most SCREEN_VALID = 2,500 of the validation rows, and refined there around each budget for
+        the SCREEN_CONTENDERS = 3 methods of the best grid points within it (and any with no point within it); for
+        each budget, the
         SCREEN_KEEP = 2 methods of the best points within it are kept, and only their best points in the
         SCREEN_SETTINGS = 2 best settings of their other parameters (e.g. the staged acquisition's caps), each with
         the nearest grid values of the knob on either side (a knob read at prediction, ``Knob.read_at_predict``:

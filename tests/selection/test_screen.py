@@ -74,6 +74,36 @@ def test_the_leaders_within_each_budget_on_the_subsample_are_refitted_on_every_r
     assert set(frame["stage"]) <= {"finalist", "refine"}
 
 
+def test_the_screen_refines_the_contenders_within_each_budget_only(binary, monkeypatch):
+    """After the screen's grid, each budget's SCREEN_CONTENDERS best methods within it (and those with no point
+    within it) are refined there; the others keep their grid points."""
+    from lightgbm_cegb.selection.sweep import SCREEN_CONTENDERS, _contenders
+    assert SCREEN_CONTENDERS == SCREEN_KEEP + 1
+    rows = [{"method": m, "quality": q, "cost": c} for m, q, c in [
+        ("a", 0.9, 5.0), ("a", 0.95, 20.0), ("b", 0.8, 3.0), ("c", 0.85, 9.0), ("d", 0.7, 1.0), ("e", 0.99, 50.0)]]
+    assert _contenders(rows, 10.0, 1.0) == ["a", "c", "b", "e"]  # d trails; e has no point within 10
+    assert _contenders(rows, 10.0, -1.0) == ["d", "b", "c", "e"]  # smaller is better
+    module = sys.modules["lightgbm_cegb.selection.sweep"]
+    refined = []
+    refine = module._refine
+
+    def recorded(rows, pairs, *args, **kwargs):
+        if kwargs.get("stage") == "screen refine":
+            refined.append((list(rows), set(pairs)))
+        return refine(rows, pairs, *args, **kwargs)
+
+    monkeypatch.setattr(module, "_refine", recorded)
+    train, valid = binary
+    names = NAMES + ["budget_prune", "staged_acquisition"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sweep(names, train, valid, COSTS, budget=12.0, screen=600, **FAST)
+    (grid_rows, pairs), = refined
+    expected = {(name, 12.0) for name in _contenders(grid_rows, 12.0, 1.0) if METHODS[name].knob is not None}
+    assert pairs == expected
+    assert {name for name in names if METHODS[name].knob is not None} - {name for name, _ in pairs}  # not vacuous
+
+
 def test_a_finalists_points_bracket_its_best_along_the_knob():
     method = METHODS["cegb"]
     rows = [{"method": "cegb", "quality": q, "cost": c, "stage": "screen",
