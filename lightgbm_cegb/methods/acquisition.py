@@ -440,11 +440,14 @@ class AdaptiveAcquisitionClassifier(PolicyClassifier):
         order = policy.predict_result(X).order  # bounded: the accuracy gain stops when no purchase can help
         steps = (order >= 0).sum(axis=1)
         prefix = np.floor(rng.random_sample((len(X), copies)) * (steps[:, None] + 1)).astype(np.int64)
-        out = np.full((len(X) * copies, X.shape[1]), np.nan)
-        for i in range(len(X)):
-            for k in range(copies):
-                columns = [f for u in order[i, :prefix[i, k]] for f in self.units_[u]]
-                out[i * copies + k, columns] = X[i, columns]
+        bought_at = np.full((len(X), len(self.units_)), np.iinfo(np.int64).max)  # each unit's step in each row
+        rows, taken = np.nonzero(order >= 0)
+        bought_at[rows, order[rows, taken]] = taken
+        unit_of = np.empty(X.shape[1], dtype=np.int64)
+        for u, columns in enumerate(self.units_):
+            unit_of[list(columns)] = u
+        out = np.repeat(X, copies, axis=0)
+        out[(bought_at[:, None, unit_of] >= prefix[:, :, None]).reshape(len(out), -1)] = np.nan
         return out
 
     # ----------------------------------------------------------------------------------------- the policy

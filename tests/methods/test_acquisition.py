@@ -165,6 +165,16 @@ def test_policy_rounds_add_the_states_the_policy_visits():
     model = AdaptiveAcquisitionClassifier(feature_costs=costs, n_masks=3, n_estimators=20, random_state=0).fit(X, y)
     visited = model._visited(X[:50], 3, np.random.RandomState(0))
     order = model.set_params(tradeoff=0.0).predict_result(X[:50]).order
+    rng = np.random.RandomState(0)  # the same draws, row by row (the reference of the vectorised copies)
+    steps = (order >= 0).sum(axis=1)
+    prefix = np.floor(rng.random_sample((50, 3)) * (steps[:, None] + 1)).astype(np.int64)
+    expected = np.full((150, X.shape[1]), np.nan)
+    for i in range(50):
+        for k in range(3):
+            columns = [f for u in order[i, :prefix[i, k]] for f in model.units_[u]]
+            expected[3 * i + k, columns] = X[i, columns]
+    np.testing.assert_array_equal(visited, expected)
+    assert (prefix > 0).any() and (prefix < steps[:, None]).any()  # partial prefixes among the copies
     for i in range(50):  # each copy holds a prefix of the row's purchases at its own values, the rest hidden
         bought = [list(model.units_[u]) for u in order[i] if u >= 0]
         prefixes = [{f for unit in bought[:j] for f in unit if not np.isnan(X[i, f])} for j in range(len(bought) + 1)]
