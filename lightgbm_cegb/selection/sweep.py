@@ -370,9 +370,7 @@ def _screen(names: list[str], context: Context, grid: dict, size: int, refine: i
     rows += _refine(rows, pairs, states, sub, refine, focus, sign, execution, stage="screen refine")
     finalists, points = {}, {}
     for budget in context.budgets:
-        best = {name: _best_within(rows, name, budget, sign)
-                for name in dict.fromkeys(row["method"] for row in rows if row["cost"] <= budget)}
-        kept = sorted(best, key=lambda name: -best[name]) if best else \
+        kept = _leaders(rows, budget, sign) or \
             list(dict.fromkeys(row["method"] for row in sorted(rows, key=lambda row: row["cost"])))
         finalists[budget] = kept[:SCREEN_KEEP]
         LOG.info("sweep: budget %g: the screen keeps %s", budget, ", ".join(finalists[budget]))
@@ -382,13 +380,19 @@ def _screen(names: list[str], context: Context, grid: dict, size: int, refine: i
     return list(points.values()), finalists
 
 
+def _leaders(rows: list[dict], budget: float, sign: float) -> list[str]:
+    """The methods with a point within ``budget``, the one of the best such point first (ties: in the rows' order)."""
+    best = {name: _best_within(rows, name, budget, sign)
+            for name in dict.fromkeys(row["method"] for row in rows if row["cost"] <= budget)}
+    return sorted(best, key=lambda name: -best[name])
+
+
 def _contenders(rows: list[dict], budget: float, sign: float) -> list[str]:
     """The methods the screen refines around ``budget``: the SCREEN_CONTENDERS whose grid points are best within it,
     and those with no point within it yet (their refinement walks towards the knob's cheap end)."""
-    methods = list(dict.fromkeys(row["method"] for row in rows))
-    best = {name: _best_within(rows, name, budget, sign) for name in methods}
-    within = sorted((name for name in methods if best[name] > -np.inf), key=lambda name: -best[name])
-    return within[:SCREEN_CONTENDERS] + [name for name in methods if best[name] == -np.inf]
+    leaders = _leaders(rows, budget, sign)
+    return leaders[:SCREEN_CONTENDERS] + [name for name in dict.fromkeys(row["method"] for row in rows)
+                                          if name not in leaders]
 
 
 def _finalist_points(method: Method, rows: list[dict], budget: float, sign: float) -> list[dict]:
