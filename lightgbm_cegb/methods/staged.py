@@ -37,7 +37,15 @@ from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.parallel import N_JOBS, resolve_n_jobs
 from lightgbm_cegb.core.validation import NoneOr, Number
 from lightgbm_cegb.io import saved
-from lightgbm_cegb.methods.acquisition import AcquisitionResult, EvaluationCost, PolicyClassifier, fit_inputs
+from lightgbm_cegb.methods.acquisition import (
+    CLASS_WEIGHT,
+    NUM_LEAVES,
+    AcquisitionResult,
+    EvaluationCost,
+    PolicyClassifier,
+    class_weights,
+    fit_inputs,
+)
 
 
 class StagedAcquisitionClassifier(PolicyClassifier):
@@ -62,14 +70,21 @@ class StagedAcquisitionClassifier(PolicyClassifier):
         Stages priced above it are not trained (None: every stage). The model then predicts as the one with every
         stage does with ``max_cost`` at most this, to the bit (the stages are trained independently): a model that
         is only ever used under a cap needs no more (``selection`` fits its capped finalists so).
-    n_estimators : int, default=1000
-        Most boosting rounds of each stage's classifier (early stopped).
+    n_estimators : int, default=5000
+        Most boosting rounds of each stage's classifier (early stopped; a RoundsWarning names a stage that still
+        improved at the cap).
     learning_rate : float, default=0.1
         LightGBM's learning rate.
-    num_leaves : int, default=15
-        LightGBM's leaves per tree.
+    num_leaves : int or "auto", default="auto"
+        LightGBM's leaves per tree ("auto": 15 below 20,000 training rows, 31 below 200,000, 63 from there on).
     min_child_samples : int, default=10
         LightGBM's ``min_data_in_leaf``.
+    class_weight : None, "balanced" or dict, default=None
+        The weight of a training row by its class (the rows that stop early too), as scikit-learn's classifiers
+        take it: none, "balanced" (each class weighs the same in all; stage 0 then predicts equal probabilities)
+        or a dict by class label. A row's top probability is then that of balanced
+        classes: on a 10%-positive set a row is not sure of the majority class before it buys anything. For
+        metrics that weigh the classes equally (F1, balanced accuracy).
     validation_fraction : float, default=0.2
         Share of the training rows held out for early stopping when ``fit`` gets no ``eval_set`` (0: no early
         stopping).
@@ -93,7 +108,7 @@ class StagedAcquisitionClassifier(PolicyClassifier):
     unit_cost_ : ndarray of shape (n_units,)
         Each unit's price.
     prior_ : ndarray of shape (n_classes,)
-        Stage 0's probabilities: the training classes' frequencies.
+        Stage 0's probabilities: the training classes' frequencies (weighted by ``class_weight``).
     classes_ : ndarray of shape (n_classes,)
         The class labels.
     costs_ : FeatureCosts
@@ -111,21 +126,23 @@ class StagedAcquisitionClassifier(PolicyClassifier):
 
     _tradeoff = "tradeoff"
     _fitted_attribute = "stages_"
+    _auto_leaves = (15, 31, 63)
 
     _policy_params = ("tradeoff", "max_cost")
     _constraints = {
         "feature_costs": COSTS, "tradeoff": Number(0.0, 1.0), "max_cost": NoneOr(Number(0.0)),
         "stages": Number(1, 1000, integer=True), "max_stage_cost": NoneOr(Number(0.0)),
         "n_estimators": Number(1, integer=True),
-        "learning_rate": Number(0.0, low_open=True), "num_leaves": Number(2, 131072, integer=True),
+        "learning_rate": Number(0.0, low_open=True), "num_leaves": NUM_LEAVES, "class_weight": CLASS_WEIGHT,
         "min_child_samples": Number(1, integer=True), "validation_fraction": Number(0.0, 0.9),
         "early_stopping_rounds": Number(1, integer=True), "random_state": RANDOM_STATE, "n_jobs": N_JOBS,
     }
 
     def __init__(self, *, feature_costs=None, tradeoff: float = 0.0, max_cost: float | None = None, stages: int = 30,
-                 max_stage_cost: float | None = None, n_estimators: int = 1000, learning_rate: float = 0.1,
-                 num_leaves: int = 15, min_child_samples: int = 10, validation_fraction: float = 0.2,
-                 early_stopping_rounds: int = 30, random_state=None, n_jobs: int | None = None) -> None:
+                 max_stage_cost: float | None = None, n_estimators: int = 5000, learning_rate: float = 0.1,
+                 num_leaves="auto", min_child_samples: int = 10, class_weight=None,
+                 validation_fraction: float = 0.2, early_stopping_rounds: int = 30, random_state=None,
+                 n_jobs: int | None = None) -> None:
         self.feature_costs = feature_costs
         self.tradeoff = tradeoff
         self.max_cost = max_cost
@@ -135,6 +152,7 @@ class StagedAcquisitionClassifier(PolicyClassifier):
         self.learning_rate = learning_rate
         self.num_leaves = num_leaves
         self.min_child_samples = min_child_samples
+        self.class_weight = class_weight
         self.validation_fraction = validation_fraction
         self.early_stopping_rounds = early_stopping_rounds
         self.random_state = random_state
@@ -165,27 +183,22 @@ class StagedAcquisitionClassifier(PolicyClassifier):
         units = self.costs_.units(num_features)
         self.units_, self.unit_cost_ = [columns for _, columns, _ in units], np.array([p for _, _, p in units])
         num_class = len(self.classes_)
-        params = {"objective": "binary" if num_class == 2 else "multiclass", "learning_rate": self.learning_rate,
-                  "num_leaves": self.num_leaves, "min_data_in_leaf": self.min_child_samples, "seed": seed,
-                  "deterministic": True, "verbose": -1, "num_threads": resolve_n_jobs(self.n_jobs, n),
-                  **({} if num_class == 2 else {"num_class": num_class})}
-        self.prior_ = np.bincount(codes[train], minlength=num_class) / len(train)
+        params = self._lightgbm_params(num_class, seed, len(train))
+        weights = class_weights(self.class_weight, self.classes_, codes[train])
+        counts = np.bincount(codes[train], minlength=num_class) * (1.0 if weights is None else weights)
+        self.prior_ = counts / counts.sum()
 
         def train_on(columns: list[int]) -> lgb.Booster:
             hide = np.setdiff1d(np.arange(num_features), columns)
             fit_rows = X[train].copy()
             fit_rows[:, hide] = np.nan
-            train_set = lgb.Dataset(fit_rows, codes[train], feature_name=self._lightgbm_feature_names())
-            valid_sets, callbacks = [], []
+            stop = None
             if X_valid is not None and len(X_valid):
                 stop_rows = X_valid.copy()
                 stop_rows[:, hide] = np.nan
-                valid_sets = [lgb.Dataset(stop_rows, valid_codes, reference=train_set)]
-                callbacks = [lgb.early_stopping(self.early_stopping_rounds, verbose=False)]
-            booster = lgb.train(params, train_set, self.n_estimators, valid_sets=valid_sets, callbacks=callbacks)
-            if valid_sets:  # the best iteration only: the model file holds what predicts
-                booster = lgb.Booster(model_str=booster.model_to_string(num_iteration=booster.best_iteration))
-            return booster
+                stop = (stop_rows, valid_codes)
+            return self._boosted(params, (fit_rows, codes[train]), stop,
+                                 f"the stage of {len(columns)} of the {num_features} columns")
 
         full = train_on(list(range(num_features)))
         gain = full.feature_importance("gain")

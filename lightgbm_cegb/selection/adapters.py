@@ -7,8 +7,10 @@ the LightGBM training, prefix and candidate helpers at the top.
 from __future__ import annotations
 
 import copy
+import logging
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import contextmanager
 from functools import partial
 
 import lightgbm as lgb
@@ -16,12 +18,14 @@ import numpy as np
 
 from lightgbm_cegb.accounting import prediction_cost
 from lightgbm_cegb.core.costs import FeatureCosts
-from lightgbm_cegb.core.errors import CEGBError, NoSplitWarning, NothingToTradeOff
+from lightgbm_cegb.core.errors import CEGBError, NoSplitWarning, NothingToTradeOff, RoundsWarning
 from lightgbm_cegb.core.validation import check_number
 from lightgbm_cegb.io.models import has_split, library_of
 from lightgbm_cegb.lgbm.cegb_tradeoff_scale import cegb_tradeoff_scale
 from lightgbm_cegb.selection.metrics import Metric
 from lightgbm_cegb.selection.registry import Candidate, Context, Knob, Rows, register
+
+LOG = logging.getLogger("lightgbm_cegb.selection")
 
 #: Numbers of iterations (trees; per class in multiclass) at which every boosted or bagged model of a sweep is
 #: also a point, below its best iteration (boosting: early stopped on the validation rows) or its size
@@ -543,11 +547,39 @@ def _acquisition_classifier(context: Context, state: dict, policy_rounds: int):
         rounds = max(policy_rounds, state["rounds"])
         model = AdaptiveAcquisitionClassifier(feature_costs=context.costs, random_state=0, policy_rounds=rounds,
                                               n_jobs=context.params.get("num_threads") or None, n_masks=masks,
-                                              early_stopping_rounds=context.early_stopping_rounds)
-        for done in model._fitted_rounds(context.train.X, context.train.y,
-                                         eval_set=(context.valid.X, context.valid.y)):
-            fitted.setdefault(done, copy.copy(model).set_params(policy_rounds=done))  # each round's, as fit gives it
+                                              **_acquisition_capacity(context))
+        with _rounds_capped(state):
+            for done in model._fitted_rounds(context.train.X, context.train.y,
+                                             eval_set=(context.valid.X, context.valid.y)):
+                # each round's classifier, as fit gives it
+                fitted.setdefault(done, copy.copy(model).set_params(policy_rounds=done))
     return fitted[policy_rounds]
+
+
+#: metrics that weigh the classes equally: the acquisitions' classifiers are trained with balanced class weights
+#: for them (on a 10%-positive set, unweighted, no single purchase changes the prediction of a row that knows
+#: nothing, and the adaptive acquisition's accuracy gain buys nothing)
+BALANCED_METRICS = ("f1", "balanced_accuracy")
+
+
+def _acquisition_capacity(context: Context) -> dict:
+    """The acquisitions' training settings in a sweep: its round cap and patience, class weights by its metric."""
+    return {"n_estimators": context.num_boost_round, "early_stopping_rounds": context.early_stopping_rounds,
+            "class_weight": "balanced" if context.metric.name in BALANCED_METRICS else None}
+
+
+@contextmanager
+def _rounds_capped(state: dict):
+    """Within it, an acquisition's RoundsWarning marks its state ``state["capped"] = True`` (its points are marked
+    capped: :func:`sweep` warns once for all of them) instead of being shown; other warnings pass on."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    for warning in caught:
+        if issubclass(warning.category, RoundsWarning):
+            state["capped"] = True
+        else:
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
 
 
 @register("adaptive_acquisition", tasks=("binary", "multiclass"), prepare=_acquisition_prepare,
@@ -558,13 +590,18 @@ def _fit_acquisition(context: Context, state: dict, params: dict) -> list[Candid
     _check_keys("adaptive_acquisition", params, {"relative_tradeoff", "tradeoff", "max_cost", "gain", "policy_rounds"})
     classifier = _acquisition_classifier(context, state, params.get("policy_rounds", 0))
     model = copy.copy(classifier).set_params(**{k: params[k] for k in ("max_cost", "gain") if k in params})
-    scale = model.first_value() if "relative_tradeoff" in params else 0.0
+    try:
+        scale = model.first_value() if "relative_tradeoff" in params else 0.0
+    except NothingToTradeOff as exc:  # e.g. the accuracy gain on unweighted imbalanced classes: its points buy nothing
+        LOG.info("adaptive_acquisition %s: no point (%s)", params, exc)
+        return []
     tradeoff, knob = _scaled_knob("adaptive_acquisition", params, "relative_tradeoff", "tradeoff", scale)
     model.set_params(tradeoff=tradeoff)  # a copy: shares the classifier and the tables
     candidate = _AcquisitionCandidate("adaptive_acquisition", {**knob, **params}, model,
                                       partial(_predict, model, "positive" if context.task == "binary" else "proba",
                                               None), partial(_own_cost, model))
     candidate.traces = state["traces"]
+    candidate.capped = state.get("capped", False)
     return [candidate]
 
 
@@ -652,8 +689,9 @@ def _fit_staged(context: Context, state: dict, params: dict) -> list[Candidate]:
         model = StagedAcquisitionClassifier(feature_costs=context.costs, random_state=0,
                                             n_jobs=context.params.get("num_threads") or None,
                                             max_stage_cost=_higher(state["ceiling"], params.get("max_cost")),
-                                            early_stopping_rounds=context.early_stopping_rounds)
-        state["model"] = model.fit(context.train.X, context.train.y, eval_set=(context.valid.X, context.valid.y))
+                                            **_acquisition_capacity(context))
+        with _rounds_capped(state):
+            state["model"] = model.fit(context.train.X, context.train.y, eval_set=(context.valid.X, context.valid.y))
     fitted = state["model"]
     scale = fitted.first_value() if "relative_tradeoff" in params else 0.0
     tradeoff, knob = _scaled_knob("staged_acquisition", params, "relative_tradeoff", "tradeoff", scale)
@@ -662,6 +700,7 @@ def _fit_staged(context: Context, state: dict, params: dict) -> list[Candidate]:
                                       partial(_predict, model, "positive" if context.task == "binary" else "proba",
                                               None), partial(_own_cost, model))
     candidate.traces = state["passes"]
+    candidate.capped = state.get("capped", False)
     return [candidate]
 
 

@@ -520,8 +520,11 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
         the nearest grid values of the knob on either side (a knob read at prediction, ``Knob.read_at_predict``:
         every grid value, which costs no fit), are fitted on every training row (stage "finalist") and measured on
         every validation row, then refined there for at most SCREEN_REFINE = 2 rounds (a knob read at prediction:
-        ``refine`` rounds). The frame holds these points only; ``frame.attrs["screen"]`` gives the
-        subsample's size and each budget's finalists (the ``lightgbm_cegb.selection`` logger says them too).
+        ``refine`` rounds). The baseline (``cheap_subset``, when swept) is never screened out: its whole path is
+        fitted on every training row too, so the answer within a budget is never below it on the validation rows
+        (on a subsample its order can miss a group that only pays at size). The frame holds these points only;
+        ``frame.attrs["screen"]`` gives the subsample's size, each budget's finalists and the methods the screen
+        ``left_out`` (the ``lightgbm_cegb.selection`` logger says them too).
         None (default): screen when a budget is given, no ``frontier``, and the training rows number at least
         SCREEN_FROM = 20,000 (there a full sweep costs many times the screen: ``scripts/bench_budget_workflow.py
         --data large`` measures both). False: never. Needs a budget and no frontier.
@@ -614,6 +617,9 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
     size = _screen_size(screen, len(train.y), budgets, frontier)
     if size:
         points, finalists = _screen(names, context, grid, size, refine, focus, sign, execution)
+        if BASELINE in names:  # never dropped: its path on every row (a subsample's may miss what only shows at size)
+            points += [(BASELINE, point) for point in (grid[BASELINE] if BASELINE in grid else
+                                                       METHODS[BASELINE].grid(context))]
         states = _prepared(dict.fromkeys(name for name, _ in points), context)
         jobs = [(METHODS[name], states[name], point, "finalist") for name, point in points if name in states]
         pairs = {(name, budget) for budget, kept in finalists.items() for name in kept
@@ -649,7 +655,9 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
                        classes=None if classes is None else classes.tolist(), budget=budget, columns=columns,
                        costs=costs)
     if size:
-        frame.attrs["screen"] = {"rows": size, "finalists": {budget: list(kept) for budget, kept in finalists.items()}}
+        kept = {name for names_kept in finalists.values() for name in names_kept} | {BASELINE}
+        frame.attrs["screen"] = {"rows": size, "finalists": {budget: list(kept) for budget, kept in finalists.items()},
+                                 "left_out": [name for name in names if name not in kept]}
     if frontier is not None:  # swept for its budgets and these
         every = sorted(set(swept_budgets(frontier.attrs.get("budget"))) | set(budgets))
         frame.attrs.update(budget=every[0] if len(every) == 1 else every or None, refined=list(refined))

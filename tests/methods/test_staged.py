@@ -179,6 +179,9 @@ def test_save_and_load(tmp_path):
     ({"tradeoff": -0.1}, "tradeoff"), ({"tradeoff": 1.5}, "tradeoff"), ({"max_cost": -1.0}, "max_cost"),
     ({"stages": 0}, "stages"), ({"max_stage_cost": -1.0}, "max_stage_cost"),
     ({"learning_rate": 0.0}, "learning_rate"), ({"num_leaves": 1}, "num_leaves"),
+    ({"num_leaves": "many"}, "num_leaves"),
+    ({"class_weight": "auto"}, "class_weight"),
+    ({"class_weight": {7: 2.0}}, "class_weight should be .* by class label"),
     ({"validation_fraction": 0.95}, "validation_fraction")])
 def test_bad_parameters_are_refused_by_name(params, match):
     X, y, _, _ = random_case(1)
@@ -218,3 +221,44 @@ def test_the_sweep_and_fit_within_budget_run_it():
 @parametrize_with_checks([StagedAcquisitionClassifier(stages=4, n_estimators=20, random_state=0)])
 def test_scikit_learn_checks(estimator, check):
     check(estimator)
+
+
+def test_a_stage_still_improving_at_the_round_cap_warns_and_auto_leaves_grow_with_the_rows():
+    from lightgbm_cegb.core.errors import RoundsWarning
+    from lightgbm_cegb.methods.acquisition import AUTO_LEAVES_FROM, auto_leaves
+    X, y, costs, _ = random_case(3)
+    with pytest.warns(RoundsWarning, match=r"StagedAcquisitionClassifier: the stage of \d+ of the \d+ columns reached "
+                                           r"n_estimators=3 while its held-out log loss was still improving"):
+        StagedAcquisitionClassifier(feature_costs=costs, stages=3, n_estimators=3, learning_rate=0.01,
+                                    random_state=0).fit(X, y)
+    ladder = StagedAcquisitionClassifier._auto_leaves
+    assert [auto_leaves(n, ladder) for n in (300, AUTO_LEAVES_FROM[0] - 1, AUTO_LEAVES_FROM[0],
+                                             AUTO_LEAVES_FROM[1] - 1, AUTO_LEAVES_FROM[1])] == [15, 15, 31, 31, 63]
+    model = StagedAcquisitionClassifier(feature_costs=costs, stages=3, n_estimators=30, random_state=0).fit(X, y)
+    leaves = [tree["num_leaves"] for booster in model.stages_ for tree in booster.dump_model()["tree_info"]]
+    assert max(leaves) <= 15 < 31  # 240 training rows: the bundled sets' 15 leaves
+    wider = StagedAcquisitionClassifier(feature_costs=costs, stages=3, n_estimators=30, num_leaves=31,
+                                        min_child_samples=2, random_state=0).fit(X, y)
+    assert max(tree["num_leaves"] for booster in wider.stages_ for tree in booster.dump_model()["tree_info"]) > 15
+
+
+def test_balanced_class_weights_make_stage_0_unsure_on_imbalanced_classes():
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(2000, 4))
+    y = (X[:, 0] + 0.5 * rng.normal(size=2000) > 1.6).astype(int)  # about 7% positive
+    costs = FeatureCosts(lazy=[1.0, 2.0, 3.0, 4.0])
+    plain = StagedAcquisitionClassifier(feature_costs=costs, stages=3, random_state=0).fit(X, y)
+    balanced = StagedAcquisitionClassifier(feature_costs=costs, stages=3, class_weight="balanced",
+                                           random_state=0).fit(X, y)
+    assert plain.prior_[1] < 0.1
+    np.testing.assert_allclose(balanced.prior_, [0.5, 0.5], rtol=1e-12)
+    # at the same tradeoff the unweighted cascade stops every row at stage 0 (0.93 >= 1 - 0.1), the balanced one buys
+    at = {"tradeoff": 0.1}
+    assert plain.set_params(**at).predict_result(X).cost.mean == 0.0
+    result = balanced.set_params(**at).predict_result(X)
+    assert result.cost.mean > 0 and result.steps.max() > 0
+    # the weighted stages see the positives: balanced accuracy above the unweighted cascade's at no tradeoff
+    from sklearn.metrics import balanced_accuracy_score
+    full = {"tradeoff": 0.0}
+    assert balanced_accuracy_score(y, balanced.set_params(**full).predict(X)) > \
+        balanced_accuracy_score(y, plain.set_params(**full).predict(X))
