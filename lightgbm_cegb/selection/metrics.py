@@ -32,12 +32,17 @@ class Metric:
         A metric of labels (binary tasks): ``fn(y, labels, group)`` reads the 0/1 labels ``score > t``, with the
         decision threshold ``t`` chosen for each point on the validation rows (:func:`best_threshold`) and used as
         it is on test rows.
+    counts : callable or None, default=None
+        A threshold metric of the confusion counts alone: ``counts(tp, fp, fn, tn)`` on arrays of them (one entry
+        per threshold), equal to ``fn`` to the bit; :func:`best_threshold` then scores every threshold at once
+        (without it, one ``fn`` call per threshold).
     """
 
     name: str
     fn: Callable
     greater_is_better: bool = True
     threshold: bool = False
+    counts: Callable | None = None
 
 
 def _labels(prediction: np.ndarray) -> np.ndarray:
@@ -69,6 +74,20 @@ def _f1(y, labels, _):
 def _balanced_accuracy(y, labels, _):
     from sklearn.metrics import balanced_accuracy_score
     return float(balanced_accuracy_score(y, labels))
+
+
+def _f1_counts(tp, fp, fn, tn):
+    """scikit-learn's F1 (``zero_division=0``) from the counts: ``2 tp / ((tp + fn) + (tp + fp))``."""
+    denominator = (tp + fn) + (tp + fp)
+    return np.where(denominator > 0, 2.0 * tp / np.maximum(denominator, 1), 0.0)
+
+
+def _balanced_accuracy_counts(tp, fp, fn, tn):
+    """scikit-learn's balanced accuracy from the counts: the mean recall of the classes present in y."""
+    negatives, positives = tn + fp, tp + fn  # the same for every threshold
+    recalls = [r for r, present in ((tn / np.maximum(negatives, 1), negatives[0] > 0),
+                                    (tp / np.maximum(positives, 1), positives[0] > 0)) if present]
+    return np.mean(recalls, axis=0)
 
 
 #: A threshold metric tries every distinct score as the decision threshold up to this many distinct scores; beyond,
@@ -106,6 +125,8 @@ def best_threshold(metric: Metric, y, scores, group=None) -> tuple[float, float]
     below = np.nextafter(distinct[0], -np.inf) if len(distinct) else 0.0
     candidates = np.unique(np.concatenate([[below, 0.5], distinct]))
     sign = 1.0 if metric.greater_is_better else -1.0
+    if metric.counts is not None and len(scores):
+        return _best_of_counts(metric, np.asarray(y), scores, candidates, sign)
     best = None
     for t in candidates:
         quality = metric.fn(y, (scores > t).astype(int), group)
@@ -113,6 +134,24 @@ def best_threshold(metric: Metric, y, scores, group=None) -> tuple[float, float]
         if best is None or key > best[0]:
             best = (key, float(t), quality)
     return best[1], best[2]
+
+
+def _best_of_counts(metric: Metric, y: np.ndarray, scores: np.ndarray, candidates: np.ndarray,
+                    sign: float) -> tuple[float, float]:
+    """``best_threshold`` of a metric of the confusion counts: every candidate threshold at once (the rows sorted by
+    score once), the same choice as the loop over them."""
+    order = np.argsort(scores, kind="stable")
+    positive = (y[order] == 1).astype(np.int64)
+    at_or_below = np.searchsorted(scores[order], candidates, side="right")  # rows with score <= t: negative
+    positives_below = np.concatenate([[0], np.cumsum(positive)])[at_or_below]
+    total_positive = int(positive.sum())
+    tp = total_positive - positives_below
+    fp = (len(y) - at_or_below) - tp
+    fn = total_positive - tp
+    tn = at_or_below - positives_below
+    quality = np.asarray(metric.counts(tp, fp, fn, tn), dtype=np.float64)
+    index = np.lexsort((-np.arange(len(candidates)), -np.abs(candidates - 0.5), sign * quality))[-1]
+    return float(candidates[index]), float(quality[index])
 
 
 def thresholded(metric: Metric, y, scores, group, threshold: float) -> float:
@@ -136,8 +175,9 @@ METRICS = {
     "logloss": Metric("logloss", _logloss, greater_is_better=False),
     "rmse": Metric("rmse", _rmse, greater_is_better=False),
     "ap@5": Metric("ap@5", average_precision_at_5),
-    "f1": Metric("f1", _f1, threshold=True),
-    "balanced_accuracy": Metric("balanced_accuracy", _balanced_accuracy, threshold=True),
+    "f1": Metric("f1", _f1, threshold=True, counts=_f1_counts),
+    "balanced_accuracy": Metric("balanced_accuracy", _balanced_accuracy, threshold=True,
+                                counts=_balanced_accuracy_counts),
 }
 DEFAULT_METRIC = {"binary": "accuracy", "multiclass": "accuracy", "regression": "rmse", "ranking": "ndcg@5"}
 

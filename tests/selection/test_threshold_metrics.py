@@ -3,6 +3,7 @@ test figures use it; on imbalanced data where 0.5 is far from the best threshold
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 
 import numpy as np
@@ -41,6 +42,14 @@ def test_the_best_threshold_is_the_best_of_every_cut(pairs, name):
     assert quality == metric.fn(y, (scores > threshold).astype(int), None)
     cuts = np.concatenate([[-1.0], np.unique(scores)])
     assert quality == max(metric.fn(y, (scores > t).astype(int), None) for t in cuts)
+    # the counts' choice is the loop's over the same candidates with scikit-learn's function: ties nearest 0.5
+    loop = best_threshold(dataclasses.replace(metric, counts=None), y, scores)
+    assert (threshold, quality) == loop
+    if len(np.unique(y)) == 1:  # one class only: the counts' rules for an absent class are scikit-learn's
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert metric.counts(*(np.array([v]) for v in (0, 0, int(y.sum()), len(y) - int(y.sum()))))[0] == \
+                metric.fn(y, np.zeros_like(y), None)
 
 
 def test_points_choose_their_threshold_on_validation_and_test_uses_it(imbalanced):
