@@ -50,7 +50,8 @@ def _params(frame, stage):
             for method, params, s in zip(frame["method"], frame["params"], frame["stage"]) if s == stage}
 
 
-def test_the_leaders_within_each_budget_on_the_subsample_are_refitted_on_every_row(screened):
+def test_the_leaders_within_each_budget_on_the_subsample_are_refitted_on_every_row(binary, screened):
+    train, valid = binary
     frame, reference = screened
     sign = 1.0  # accuracy
     finalists = frame.attrs["screen"]["finalists"]
@@ -65,12 +66,21 @@ def test_the_leaders_within_each_budget_on_the_subsample_are_refitted_on_every_r
                     for row in reference[reference["method"] == name].to_dict("records")]
             expected_points |= {(name, tuple(sorted((k, _key(v)) for k, v in p.items())))
                                 for p in _finalist_points(METHODS[name], rows, budget, sign)}
-    # the refitted points are the reference's choices, with their record of the raw trade-off dropped
+    # the refitted points are the reference's choices, with their record of the raw trade-off dropped, and the
+    # baseline's whole path on every row (never screened out)
     refitted = {(m, tuple(kv for kv in p if kv[0] not in ("cegb_tradeoff", "tradeoff")))
                 for m, p in _params(frame, "finalist")}
-    assert refitted == expected_points
-    # no method but the finalists was fitted on every row, and no subsample point is in the frame
-    assert set(frame["method"]) <= {name for kept in finalists.values() for name in kept}
+    baseline = frame[(frame["method"] == "cheap_subset") & (frame["stage"] == "finalist")]
+    path = sweep(["cheap_subset"], train, valid, COSTS, budget=BUDGETS, baseline=False, screen=False, **FAST)
+    def measured(rows):
+        return {(_key(p), q, c) for p, q, c in zip(rows["params"], rows["quality"], rows["cost"])}
+    assert len(path) and measured(path) <= measured(baseline)
+    assert refitted - _params(path, "grid") == expected_points - _params(path, "grid")
+    assert expected_points <= refitted
+    # no method but the finalists and the baseline was fitted on every row, and no subsample point is in the frame
+    kept = {name for kept in finalists.values() for name in kept} | {"cheap_subset"}
+    assert set(frame["method"]) <= kept
+    assert frame.attrs["screen"]["left_out"] == [name for name in NAMES + ["cheap_subset"] if name not in kept]
     assert set(frame["stage"]) <= {"finalist", "refine"}
 
 
