@@ -74,7 +74,7 @@ registered methods, each on a documented scale:
   spread over its members; CatBoost has no groups), early stopped on the validation rows; ``depth``,
   ``learning_rate``, ``l2_leaf_reg`` pass through. The protocol's peer of CEGB (needs the extra ``catboost``;
   not among :func:`fit_within_budget`'s defaults).
-- ``cheap_subset``: the baseline; ``width`` (units tried per step, default 4) and ``steps`` (default 20).
+- ``cheap_subset``: the baseline, the subset search's path (``selection.baseline``); ``steps`` (default 20).
 
 Every boosted or bagged method also takes ``trees``: the prefix lengths that are points (default
 ``PREFIX_TREES``).
@@ -87,6 +87,7 @@ from lightgbm_cegb.selection.frontier import (
     BUDGET_METHODS,
     Selection,
     best_point,
+    best_subset,
     estimator_class,
     evaluate,
     fit_within_budget,
@@ -100,5 +101,5 @@ from lightgbm_cegb.selection.scorer import cost_scorer
 from lightgbm_cegb.selection.sweep import sweep
 
 __all__ = ["BUDGET_METHODS", "METHODS", "METRICS", "PREFIX_TREES", "TASKS", "Candidate", "Context", "Knob", "Method",
-           "Metric", "Rows", "Selection", "best_point", "cost_scorer", "estimator_class", "evaluate",
+           "Metric", "Rows", "Selection", "best_point", "best_subset", "cost_scorer", "estimator_class", "evaluate",
            "fit_within_budget", "get_metric", "pareto", "register", "select", "sweep", "train_to_budget"]

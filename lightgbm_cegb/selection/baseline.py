@@ -1,30 +1,42 @@
-"""The obvious baseline every sweep includes: plain LightGBM on a cost-aware subset of the features.
+"""The obvious baseline every sweep includes: plain LightGBM on a cost-aware subset of the features, found by a
+search that measures subsets.
 
-``cheap_subset`` grows a subset of "units" (a feature group, whose members are read together, or an
-ungrouped feature) greedily: at each step it tries the ``width`` units not yet taken with the largest gain
-importance per unit of cost in the plain model (trained once on every feature), keeps the one whose
-addition gives the largest validation gain per unit of cost, and makes each step's model (and its prefixes)
-a point. Units that cost nothing are taken first; with the sweep's budget, a unit whose nominal cost would
-take the subset over it is not tried. It stops when no unit improves the validation quality (after the
-first, which is a point in any case), after ``steps`` steps, or when no unit fits.
+``cheap_subset`` searches subsets of "units" (a feature group, whose members are read together, or an ungrouped
+feature) forward, by validation quality: units that cost nothing first, then at each step the unit whose addition
+gains the most validation quality per unit of its cost (or, in a second run, the most quality: the better of the
+two is within a constant factor of the best subset for submodular gains, Leskovec et al.'s CELF, KDD 2007), each
+gain measured by a LightGBM model of the subset with it: no single model's importance order decides, and a group
+that pays only with its members together is tried as one. The search is lazy (Minoux's): every unit is measured
+at the first step, later only those whose last measured score could still beat the others' (a unit's gain rarely
+grows as the subset does; when it does, the unit is measured again before it is passed over). A run stops when no
+unit improves the validation quality (after the first unit, a step in any case), after ``steps`` steps, or when
+no unit fits its budget; then backward pruning drops each unit of its last subset, the costliest first, whose
+absence loses nothing, and the run goes on forward from the pruned subset once. Both runs are made within each
+of the sweep's budgets (none: without a budget); the measures are shared.
 
-A unit's nominal cost is what reading it costs a row: its lazy cost (a group's own lazy cost plus its
-members'); when no feature has a lazy cost, its coupled cost. Each point is then measured exactly, like every
-other point of the sweep. The other features are hidden from LightGBM as missing values (a column of one
-value cannot be split on), so the model keeps the data's columns and predicts on the full rows.
+The subsets are measured on at most SEARCH_ROWS training and SEARCH_VALID validation rows (classes in proportion,
+whole queries: ``Rows.subsample``), so the search holds at any training size. Each subset a run reaches is a point
+(with its prefixes), measured on every validation row like every other point of the sweep; when the search's rows
+are a subsample, only each run's answer (its best measured subset) is fitted on every training row.
+:func:`lightgbm_cegb.selection.best_subset` answers "which features should I buy?" with it.
+
+A unit's nominal cost is what reading it costs a row: its lazy cost (a group's own lazy cost plus its members');
+when no feature has a lazy cost, its coupled cost. The other features are hidden from LightGBM as missing values
+(a column of one value cannot be split on), so the model keeps the data's columns and predicts on the full rows.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+import lightgbm as lgb
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
 from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.validation import check_number
-from lightgbm_cegb.selection.adapters import PREFIX_TREES, booster_points, lightgbm_params, plain_model, train_lightgbm
+from lightgbm_cegb.selection.adapters import PREFIX_TREES, booster_points, lightgbm_params, train_lightgbm
 from lightgbm_cegb.selection.metrics import validation_quality
 from lightgbm_cegb.selection.registry import Candidate, Context, register
 
@@ -78,32 +90,116 @@ def _constant_quality(context: Context, metric) -> float:
     return validation_quality(metric, context.valid.y, prediction, context.valid.group)
 
 
+#: the training and the validation rows the subset search measures subsets on, at most (``Rows.subsample``)
+SEARCH_ROWS, SEARCH_VALID = 5_000, 5_000
+
+
+class _Search:
+    """The forward search with backward pruning of the module's doc on ``context``'s rows (subsampled).
+
+    ``measure(units)`` is the sign-adjusted validation quality of plain LightGBM on their columns (memoised by
+    columns; the boosters kept when the search's rows are the sweep's, where a step's point needs no refit)."""
+
+    def __init__(self, context: Context, num_features: int) -> None:
+        train, valid = context.train, context.valid
+        self.subsampled = len(train.y) > SEARCH_ROWS or len(valid.y) > SEARCH_VALID
+        if self.subsampled:
+            context = replace(context, train=train.subsample(SEARCH_ROWS, context.task) if len(train.y) >
+                              SEARCH_ROWS else train, valid=valid.subsample(SEARCH_VALID, context.task) if
+                              len(valid.y) > SEARCH_VALID else valid, shared={})
+        self.context = context
+        self.sign = 1.0 if context.metric.greater_is_better else -1.0
+        self.measured: dict[tuple[int, ...], tuple[float, lgb.Booster | None]] = {}
+
+    def measure(self, taken: list[Unit]) -> float:
+        columns = tuple(sorted(j for u in taken for j in u.columns))
+        if columns not in self.measured:
+            context = self.context
+            booster = train_lightgbm(context, lightgbm_params(context), X=hidden(context.train.X, list(columns)))
+            quality = self.sign * validation_quality(context.metric, context.valid.y, booster.predict(context.valid.X),
+                                                     context.valid.group)
+            self.measured[columns] = (quality, None if self.subsampled else booster)
+        return self.measured[columns][0]
+
+    def booster(self, taken: list[Unit]) -> lgb.Booster | None:
+        """The search's model of a measured subset when it was trained on the sweep's rows, else None."""
+        return self.measured[tuple(sorted(j for u in taken for j in u.columns))][1]
+
+    def forward(self, chosen: list[Unit], quality: float, pool: list[Unit], budget: float | None, steps: int,
+                path: list[list[Unit]], by_ratio: bool) -> float:
+        """Add units to ``chosen`` (in place, each step's subset appended to ``path``) while one gains, the one of
+        the largest gain per unit of cost (``by_ratio``) or of the largest gain; returns the last subset's
+        quality."""
+        bound = {u: np.inf for u in pool}  # each unit's last measured score: an upper bound, by the rule
+        fresh: set[Unit] = set()  # the units measured against the current subset
+        while len(path) < steps:
+            spent = sum(u.cost for u in chosen)
+            fits = sorted((u for u in pool if u not in chosen and (budget is None or spent + u.cost <= budget)),
+                          key=lambda u: (-bound[u], pool.index(u)))
+            picked = None
+            while fits:
+                unit = fits[0]
+                if unit in fresh:
+                    picked = unit
+                    break
+                bound[unit] = (self.measure(chosen + [unit]) - quality) / (unit.cost if by_ratio else 1.0)
+                fresh.add(unit)
+                fits.sort(key=lambda u: (-bound[u], pool.index(u)))
+            if picked is None or (bound[picked] <= 0 and chosen):  # the first unit is a step in any case
+                break
+            chosen.append(picked)
+            quality = self.measure(chosen)
+            path.append(list(chosen))
+            fresh.clear()
+        return quality
+
+    def prune(self, chosen: list[Unit], quality: float, path: list[list[Unit]]) -> tuple[list[Unit], float]:
+        """Drop each unit of ``chosen`` (the costliest first) whose absence loses nothing; the pruned subset is a
+        step of ``path`` when it differs."""
+        kept = list(chosen)
+        for unit in sorted(chosen, key=lambda u: (-u.cost, chosen.index(u))):
+            rest = [u for u in kept if u is not unit]
+            if rest and unit.cost > 0 and self.measure(rest) >= quality:
+                kept, quality = rest, self.measure(rest)
+        if len(kept) < len(chosen):
+            path.append(list(kept))
+        return kept, quality
+
+    def run(self, pool: list[Unit], budget: float | None, steps: int, by_ratio: bool) -> list[list[Unit]]:
+        """One search within ``budget``: forward, backward pruning, forward again once if it pruned; its path."""
+        chosen = [u for u in pool if u.cost == 0]
+        pool = [u for u in pool if u.cost > 0]
+        path: list[list[Unit]] = []
+        quality = self.sign * _constant_quality(self.context, self.context.metric)
+        if chosen:
+            quality = self.measure(chosen)
+            path.append(list(chosen))
+        quality = self.forward(chosen, quality, pool, budget, steps, path, by_ratio)
+        pruned, quality = self.prune(chosen, quality, path)
+        if len(pruned) < len(chosen) and len(path) < steps:  # the budget freed: forward again, once
+            self.forward(pruned, quality, pool, budget, steps, path, by_ratio)
+        return path
+
+
 @register("cheap_subset", grid=lambda context: [{}])
 def _fit_cheap_subset(context: Context, state, params: dict) -> list[Candidate]:
-    """A path of subsets, the units ranked by the plain model's gain importance per cost; given ``features``, that
-    subset's model alone (no plain model: a screen's finalist)."""
+    """The search's path of subsets (see the module), each step a point; given ``features``, that subset's model
+    alone (no search: a screen's finalist)."""
     params = dict(params)
-    unknown = sorted(set(params) - {"features", "width", "steps", "trees"})
+    unknown = sorted(set(params) - {"features", "steps", "trees"})
     if unknown:
-        raise CEGBError(f"cheap_subset: unknown parameter(s) {unknown}; it takes ['features', 'steps', 'trees', "
-                        "'width']")
-    width, steps = params.get("width", 4), params.get("steps", 20)
-    check_number(width, "cheap_subset: width", 1, integer=True)
+        raise CEGBError(f"cheap_subset: unknown parameter(s) {unknown}; it takes ['features', 'steps', 'trees']")
+    steps = params.get("steps", 20)
     check_number(steps, "cheap_subset: steps", 1, integer=True)
     trees = params.get("trees", PREFIX_TREES)
-    metric = context.metric
-    sign = 1.0 if metric.greater_is_better else -1.0
     num_features = np.shape(context.train.X)[1]
-    candidates: list[Candidate] = []
 
-    def fit(taken: list[Unit]):
-        columns = sorted(j for u in taken for j in u.columns)
-        booster = train_lightgbm(context, lightgbm_params(context), X=hidden(context.train.X, columns))
-        point = {"features": tuple(u.name for u in taken), "width": width, "steps": steps}
-        points = booster_points("cheap_subset", context, point, booster, trees)
-        whole = points[-1]  # the most trees
-        return points, sign * validation_quality(metric, context.valid.y, whole.predict(context.valid.X),
-                                                 context.valid.group)
+    def points(taken: list[Unit], booster: lgb.Booster | None = None) -> list[Candidate]:
+        if booster is None:
+            columns = sorted(j for u in taken for j in u.columns)
+            booster = train_lightgbm(context, lightgbm_params(context), X=hidden(context.train.X, columns))
+        return booster_points("cheap_subset", context, {"features": tuple(u.name for u in taken), "steps": steps},
+                              booster, trees)
 
     if "features" in params:  # one subset, as a path's step recorded it: its model alone
         by_name = {u.name: u for u in units(context, num_features)}
@@ -112,28 +208,18 @@ def _fit_cheap_subset(context: Context, state, params: dict) -> list[Candidate]:
                 not all(isinstance(name, str) and name in by_name for name in named):
             raise CEGBError(f"cheap_subset: features should be a non-empty list of unit names (groups or ungrouped "
                             f"features, e.g. {list(by_name)[:3]}), got {named!r:.80}")
-        return fit([by_name[name] for name in named])[0]
-    gain = plain_model(context).feature_importance("gain")
-    pool = [u for u in units(context, num_features) if gain[list(u.columns)].sum() > 0]
-    chosen = [u for u in pool if u.cost == 0]
-    pool = [u for u in pool if u.cost > 0]
-    pool.sort(key=lambda u: -gain[list(u.columns)].sum() / u.cost)
-    quality = sign * _constant_quality(context, metric)
-    if chosen:
-        points, quality = fit(chosen)
-        candidates += points
-    spent = sum(u.cost for u in chosen)
-    for _ in range(steps):
-        tried = [u for u in pool if context.budget is None or spent + u.cost <= context.budget][:width]
-        if not tried:
-            break
-        results = [(u, *fit(chosen + [u])) for u in tried]
-        unit, points, better = max(results, key=lambda r: (r[2] - quality) / r[0].cost)
-        if better <= quality and candidates:  # the first unit is a point even when it does not beat the constant
-            break
-        chosen.append(unit)
-        pool.remove(unit)
-        spent += unit.cost
-        quality = better
-        candidates += points
+        return points([by_name[name] for name in named])
+    search = _Search(context, num_features)
+    pool = units(context, num_features)
+    found: dict[tuple[str, ...], list[Unit]] = {}  # every subset a run reached, in the order reached
+    for budget in sorted(context.budgets) or [None]:
+        for by_ratio in (True, False):
+            path = search.run(pool, budget, steps, by_ratio)
+            if search.subsampled and path:  # every row: the run's answer only (the best measured of its path)
+                path = [max(path, key=lambda step: (search.measure(step), -sum(u.cost for u in step)))]
+            for step in path:
+                found.setdefault(tuple(u.name for u in step), step)
+    candidates: list[Candidate] = []
+    for taken in found.values():
+        candidates += points(taken, search.booster(taken))
     return candidates

@@ -480,6 +480,53 @@ def fit_within_budget(train, valid, costs, budget: float | Sequence[float], *, t
     return chosen if several else chosen[0]
 
 
+def best_subset(train, valid, costs, budget: float | Sequence[float], *, task: str, test=None,
+                **options) -> Selection | list[Selection]:
+    """Which features to buy within ``budget``: the best feature subset the cheap-subset baseline's search finds
+    (forward by validation gain per unit of cost, groups as units, backward pruning; see
+    :mod:`lightgbm_cegb.selection.baseline`), with plain LightGBM on it.
+
+    :func:`fit_within_budget` with ``methods=["cheap_subset"]`` and no screen: the returned Selection's
+    ``params["features"]`` names the units bought (groups by name, ungrouped features by column name), its model
+    reads only their columns (the others hidden as missing values), and its frontier holds the search's path.
+
+    Parameters
+    ----------
+    train : tuple or Rows
+        The training rows, (X, y) or (X, y, group).
+    valid : tuple or Rows
+        The validation rows: the search's measures, early stopping and the choice.
+    costs : FeatureCosts, lazy costs per column, or None
+        The cost model, as :func:`sweep` takes it.
+    budget : float or sequence of float
+        The largest mean prediction cost per validation row; several: a Selection for each, from one search (within
+        the largest).
+    task : str
+        "binary", "multiclass", "regression" or "ranking".
+    test : tuple or Rows, optional
+        Test rows: the chosen subset's model is measured on them.
+    **options : dict
+        Passed on to :func:`sweep` (``params``, ``metric``, ``grid={"cheap_subset": [{"steps": n}]}``, ...).
+
+    Returns
+    -------
+    Selection or list of Selection
+        The chosen subset's model; for a sequence of budgets, one per budget.
+
+    Examples
+    --------
+    >>> from lightgbm_cegb.datasets import HIGGS_COSTS, higgs
+    >>> from lightgbm_cegb.selection import best_subset
+    >>> X, y = higgs("train")
+    >>> chosen = best_subset((X[:5000], y[:5000]), (X[5000:], y[5000:]), HIGGS_COSTS, 40.0, task="binary",
+    ...                      progress=False)
+    >>> chosen.valid_cost <= 40.0 and len(chosen.params["features"]) > 0
+    True
+    """
+    return fit_within_budget(train, valid, costs, budget, task=task, methods=["cheap_subset"], test=test,
+                             screen=False, **options)
+
+
 def _within(frame: pd.DataFrame, budget: float, test) -> Selection:
     """fit_within_budget's choice for one budget from its sweep."""
     if (frame["cost"] <= budget).any():

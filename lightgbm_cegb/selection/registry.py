@@ -76,6 +76,38 @@ class Rows:
             return cls(X, y, group)
         raise CEGBError(f"{name} should be (X, y) or (X, y, group), got {type(rows).__name__}")
 
+    def subsample(self, size: int, task: str) -> Rows:
+        """About ``size`` of the rows (seeded), in their order: whole queries for ranking, each class in proportion
+        (at least one row) for classification (a sweep's screen; the subset search).
+
+        Parameters
+        ----------
+        size : int
+            The rows wanted (ranking: whole queries up to the first that reaches it).
+        task : str
+            The sweep's task.
+
+        Returns
+        -------
+        Rows
+            The subsample.
+        """
+        rng = np.random.default_rng(0)
+        group = None
+        if self.group is not None:
+            starts = np.concatenate([[0], np.cumsum(self.group)[:-1]])
+            order = rng.permutation(len(self.group))
+            queries = np.sort(order[:int(np.searchsorted(np.cumsum(self.group[order]), size)) + 1])
+            index = np.concatenate([np.arange(starts[q], starts[q] + self.group[q]) for q in queries])
+            group = self.group[queries]
+        elif task in ("binary", "multiclass"):
+            index = np.sort(np.concatenate([
+                rng.choice(members, max(1, round(size * len(members) / len(self.y))), replace=False)
+                for members in (np.flatnonzero(self.y == label) for label in np.unique(self.y))]))
+        else:
+            index = np.sort(rng.choice(len(self.y), size, replace=False))
+        return Rows(self.X.iloc[index] if hasattr(self.X, "iloc") else self.X[index], self.y[index], group)
+
 
 def class_labels(task: str, train: Rows, valid: Rows) -> np.ndarray | None:
     """The sorted classes of a classification task's labels (train's and valid's), or None for regression and

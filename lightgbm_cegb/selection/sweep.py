@@ -329,26 +329,6 @@ def _screen_size(screen, rows: int, budgets: tuple, frontier) -> int:
     return int(size) if size < rows else 0
 
 
-def _subsample(rows: Rows, size: int, task: str) -> Rows:
-    """About ``size`` of ``rows`` (seeded), in their order: whole queries for ranking, each class in proportion (at
-    least one row) for classification."""
-    rng = np.random.default_rng(0)
-    group = None
-    if rows.group is not None:
-        starts = np.concatenate([[0], np.cumsum(rows.group)[:-1]])
-        order = rng.permutation(len(rows.group))
-        queries = np.sort(order[:int(np.searchsorted(np.cumsum(rows.group[order]), size)) + 1])
-        index = np.concatenate([np.arange(starts[q], starts[q] + rows.group[q]) for q in queries])
-        group = rows.group[queries]
-    elif task in ("binary", "multiclass"):
-        index = np.sort(np.concatenate([
-            rng.choice(members, max(1, round(size * len(members) / len(rows.y))), replace=False)
-            for members in (np.flatnonzero(rows.y == label) for label in np.unique(rows.y))]))
-    else:
-        index = np.sort(rng.choice(len(rows.y), size, replace=False))
-    return Rows(rows.X.iloc[index] if hasattr(rows.X, "iloc") else rows.X[index], rows.y[index], group)
-
-
 def _screen(names: list[str], context: Context, grid: dict, size: int, refine: int, focus: bool, sign: float,
             execution: tuple) -> tuple[list[tuple[str, dict]], dict[float, list[str]]]:
     """Sweep on a subsample of ``size`` training rows and of SCREEN_VALID validation rows (grids, and refinement of
@@ -356,9 +336,9 @@ def _screen(names: list[str], context: Context, grid: dict, size: int, refine: i
     returns the points to refit on every training row, as (method, params), and each budget's finalists: the
     SCREEN_KEEP methods of the best points within it (none within: of the cheapest points), whose points
     :func:`_finalist_points` chooses."""
-    valid = _subsample(context.valid, SCREEN_VALID, context.task) if len(context.valid.y) > SCREEN_VALID else \
+    valid = context.valid.subsample(SCREEN_VALID, context.task) if len(context.valid.y) > SCREEN_VALID else \
         context.valid
-    sub = replace(context, train=_subsample(context.train, size, context.task), valid=valid, shared={},
+    sub = replace(context, train=context.train.subsample(size, context.task), valid=valid, shared={},
                   screen_of=len(context.train.y))
     LOG.info("sweep: screening on %d of the %d training rows and %d of the %d validation rows", len(sub.train.y),
              len(context.train.y), len(valid.y), len(context.valid.y))

@@ -9,6 +9,8 @@ import lightgbm as lgb
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lightgbm_cegb import FeatureCosts, prediction_cost
 from lightgbm_cegb.core.errors import BudgetWarning, CEGBError
@@ -47,7 +49,8 @@ def test_the_baseline_finds_the_cheap_columns(strong_cheap):
     subsets = frame[frame["method"] == "cheap_subset"]
     first = [tuple(f) for f in subsets["features"].drop_duplicates()]
     assert set(first[2]) == {"Column_0", "Column_1", "Column_2"}  # the three strong cheap columns first
-    assert all(set(a) < set(b) for a, b in zip(first, first[1:]))  # a path: each step adds one unit
+    # the first run is a path: each step adds one unit (the next run, by gain, and pruning start elsewhere)
+    assert all(set(a) < set(b) and len(b) == len(a) + 1 for a, b in zip(first[:3], first[1:3]))
     for _, row in subsets.iterrows():  # a point's model reads its units' columns only, costed exactly
         booster, k = row["model"].model, row["trees"]
         read = set(np.flatnonzero(booster.feature_importance("split", iteration=k)).tolist())
@@ -118,3 +121,102 @@ def test_fit_within_budget_below_every_point_warns():
         # one tree reading one feature costs 2 per row
         assert fit_within_budget((X[:300], y[:300]), (X[300:], y[300:]), costs, 2.5, task="binary",
                                  params=PARAMS, methods=["lightgbm"], refine=1).within_budget
+
+
+def _whole(frame, features) -> float:
+    """The validation quality of a subset's whole model (its most trees) in a sweep's frame."""
+    points = frame[frame["features"] == tuple(features)]
+    return points.loc[points["trees"].idxmax(), "quality"]
+
+
+def _coverage_search(weights, covers, costs):
+    """A _Search whose subsets' quality is a weighted coverage (submodular): the sum of the weights of the elements
+    its units cover."""
+    from lightgbm_cegb.selection.baseline import Unit, _Search
+    search = object.__new__(_Search)
+    search.sign = 1.0
+    pool = [Unit(f"u{i}", (i,), float(c)) for i, c in enumerate(costs)]
+
+    def measure(taken):
+        covered = set().union(*(covers[u.columns[0]] for u in taken)) if taken else set()
+        return float(sum(weights[e] for e in covered))
+    search.measure = measure
+    return search, pool, measure
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(st.integers(0, 10_000), st.booleans(), st.sampled_from([None, 3.0, 6.0]))
+def test_the_lazy_search_is_the_greedy_search_on_submodular_gains(seed, by_ratio, budget):
+    """On a coverage function (gains shrink as the subset grows) the lazy search measures fewer subsets and takes
+    the units the plain greedy search (every unit measured at every step) takes."""
+    rng = np.random.default_rng(seed)
+    n_units, n_elements = int(rng.integers(2, 8)), 12
+    weights = rng.integers(1, 10, n_elements).astype(float)
+    covers = [set(rng.choice(n_elements, int(rng.integers(1, 5)), replace=False).tolist()) for _ in range(n_units)]
+    costs = rng.choice([0.5, 1.0, 2.0, 3.0], n_units)
+    search, pool, measure = _coverage_search(weights, covers, costs)
+    path: list = []
+    search.forward([], 0.0, pool, budget, 20, path, by_ratio)
+    chosen, quality, expected = [], 0.0, []  # the plain greedy search
+    while True:
+        spent = sum(u.cost for u in chosen)
+        scores = [((measure(chosen + [u]) - quality) / (u.cost if by_ratio else 1.0), -i, u) for i, u in enumerate(pool)
+                  if u not in chosen and (budget is None or spent + u.cost <= budget)]
+        if not scores:
+            break
+        score, _, unit = max(scores, key=lambda s: s[:2])
+        if score <= 0 and chosen:
+            break
+        chosen.append(unit)
+        quality = measure(chosen)
+        expected.append(list(chosen))
+    assert [[u.name for u in step] for step in path] == [[u.name for u in step] for step in expected]
+
+
+def test_pruning_drops_a_unit_the_later_ones_made_useless():
+    from lightgbm_cegb.selection.baseline import Unit, _Search
+    search = object.__new__(_Search)
+    search.sign = 1.0
+    a, b, c = Unit("a", (0,), 3.0), Unit("b", (1,), 1.0), Unit("c", (2,), 1.0)
+    quality = {frozenset("a"): 0.6, frozenset("b"): 0.5, frozenset("c"): 0.5, frozenset("ab"): 0.7,
+               frozenset("ac"): 0.7, frozenset("bc"): 0.8, frozenset("abc"): 0.8}
+    search.measure = lambda taken: quality[frozenset(u.name for u in taken)]
+    path = [[a], [a, b], [a, b, c]]
+    kept, q = search.prune([a, b, c], 0.8, path)
+    assert [u.name for u in kept] == ["b", "c"] and q == 0.8 and [u.name for u in path[-1]] == ["b", "c"]
+    assert search.prune([b, c], 0.8, path)[0] == [b, c] and len(path) == 4  # nothing to drop: no new step
+
+
+def test_the_search_finds_a_group_that_an_importance_order_passes_over():
+    """A costly group carries most of the signal (an interaction of two members), twelve cheap columns a little
+    each. Per unit of cost the cheap columns lead the plain model's importance order, and after five of them the
+    group no longer fits the budget: the search before this one (the units tried in that order, four at a time)
+    answered 0.523 with two cheap columns. The search's second run, by gain, takes the group first."""
+    rng = np.random.default_rng(0)
+    n = 4000
+    X = rng.normal(size=(n, 16))
+    signal = 2.0 * np.sign(X[:, 12] * X[:, 13]) + 0.3 * X[:, :12].sum(axis=1)
+    y = (signal + rng.normal(0, 0.5, n) > 0).astype(int)
+    costs = FeatureCosts(lazy=[1.0] * 12 + [0.0] * 4, groups={"survey": [12, 13, 14, 15]}, group_lazy=[100.0])
+    train, valid = (X[:2000], y[:2000]), (X[2000:3000], y[2000:3000])
+    from lightgbm_cegb.selection import best_subset
+    chosen = best_subset(train, valid, costs, 104.0, task="binary", params=PARAMS, progress=False)
+    assert "survey" in chosen.params["features"] and chosen.valid_cost <= 104.0
+    assert chosen.valid_quality > _plain_on(list(range(12)), train, valid) + 0.1  # above every cheap column at once
+    columns = sorted({12, 13, 14, 15} | {int(f.split("_")[1]) for f in chosen.params["features"] if f != "survey"})
+    assert _whole(chosen.frontier, chosen.params["features"]) == _plain_on(columns, train, valid)  # plain LightGBM
+
+
+def test_on_a_subsample_each_runs_answer_is_refitted_on_every_row(strong_cheap, monkeypatch):
+    from lightgbm_cegb.selection import baseline
+    monkeypatch.setattr(baseline, "SEARCH_ROWS", 600)
+    monkeypatch.setattr(baseline, "SEARCH_VALID", 400)
+    train, valid, _, costs = strong_cheap
+    frame = sweep("cheap_subset", train, valid, costs, task="binary", params=PARAMS, budget=[3.5, 12.0],
+                  baseline=False, progress=False)
+    subsets = {tuple(f) for f in frame["features"]}
+    assert 1 <= len(subsets) <= 4  # two runs per budget, one answer each
+    for features in subsets:
+        columns = sorted({8, 9, 10, 11} if "survey" in features else set()) + \
+            sorted(int(f.split("_")[1]) for f in features if f.startswith("Column_"))
+        assert _whole(frame, features) == _plain_on(sorted(columns), train, valid)

@@ -16,7 +16,7 @@ from lightgbm_cegb import FeatureCosts
 from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.selection import METHODS, fit_within_budget, sweep
 from lightgbm_cegb.selection.registry import Rows
-from lightgbm_cegb.selection.sweep import SCREEN_KEEP, SCREEN_SETTINGS, _finalist_points, _key, _subsample
+from lightgbm_cegb.selection.sweep import SCREEN_KEEP, SCREEN_SETTINGS, _finalist_points, _key
 
 COSTS = FeatureCosts(lazy=[1.0, 1.0, 5.0, 5.0, 20.0, 20.0])
 FAST = {"task": "binary", "params": {"num_leaves": 8, "num_threads": 1}, "num_boost_round": 150,
@@ -37,7 +37,7 @@ def binary():
 def screened(binary):
     """A sweep screened on 600 of its 2,400 training rows, and the full sweep of that subsample (the reference)."""
     train, valid = binary
-    sub = _subsample(Rows(*train), 600, "binary")
+    sub = Rows(*train).subsample(600, "binary")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         frame = sweep(NAMES, train, valid, COSTS, budget=BUDGETS, screen=600, **FAST)
@@ -172,7 +172,7 @@ def test_the_subsample_keeps_order_classes_and_whole_queries(task):
     y = rng.choice(5 if task == "multiclass" else 2, n, p=[0.5, 0.3, 0.1, 0.07, 0.03] if task == "multiclass"
                    else [0.9, 0.1]) if task != "regression" else rng.normal(size=n)
     X = np.arange(n, dtype=float)[:, None]
-    sub = _subsample(Rows(X, y, group), 1000, task)
+    sub = Rows(X, y, group).subsample(1000, task)
     index = sub.X[:, 0].astype(int)
     assert np.all(np.diff(index) > 0) and np.array_equal(sub.y, y[index])
     if task == "ranking":
@@ -226,7 +226,7 @@ def test_a_cheap_subset_of_named_features_is_the_paths_step(binary, monkeypatch)
         path = sweep(["cheap_subset"], train, valid, COSTS, baseline=False, **FAST)
         features = path["features"].iloc[-1]
         from lightgbm_cegb.selection import baseline
-        monkeypatch.setattr(baseline, "plain_model", None)  # a named subset (a finalist) needs no plain model
+        monkeypatch.setattr(baseline, "_Search", None)  # a named subset (a finalist) runs no search
         alone = sweep(["cheap_subset"], train, valid, COSTS, baseline=False,
                       grid={"cheap_subset": [{"features": features}]}, **FAST)
     step = path[path["features"] == features]
@@ -239,8 +239,8 @@ def test_a_cheap_subset_of_named_features_is_the_paths_step(binary, monkeypatch)
 
 
 def test_the_methods_of_a_sweep_share_one_plain_model(binary, monkeypatch):
-    """lightgbm, early_exit and cheap_subset start from the same plain model: one training of it per sweep (the
-    cheap subset's own subsets are trained apart)."""
+    """lightgbm and early_exit start from the same plain model: one training of it per sweep (the cheap subset's
+    search trains its subsets apart)."""
     from lightgbm_cegb.selection import adapters
     plain_trainings = []
     train_lightgbm = adapters.train_lightgbm
