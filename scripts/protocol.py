@@ -183,7 +183,7 @@ QUICK = {"cegb": [{"relative_tradeoff": r} for r in (0.0, 0.05)], "budget_prune"
          "adapt_lin": [{"p_full": 0.3, "relative_tradeoff": 0.05}],
          "adapt_l1": [{"p_full": 0.3, "relative_tradeoff": 0.05}],
          **{name: [{"relative_tradeoff": 1e-3}] for name in ("cstc", "cscc", "cronus")},
-         "cheap_subset": [{"width": 2, "steps": 2}],
+         "cheap_subset": [{"steps": 2}],
          "adaptive_acquisition": [{"relative_tradeoff": r} for r in (0.05, 0.3)],
          "staged_acquisition": [{"relative_tradeoff": r} for r in (0.05, 0.3)],
          "catboost": [{"penalties_coefficient": c} for c in (1e-5, 1e-3)]}

@@ -82,9 +82,9 @@ class StagedAcquisitionClassifier(PolicyClassifier):
     class_weight : None, "balanced" or dict, default=None
         The weight of a training row by its class (the rows that stop early too), as scikit-learn's classifiers
         take it: none, "balanced" (each class weighs the same in all; stage 0 then predicts equal probabilities)
-        or a dict by class label. A row's top probability is then that of balanced
-        classes: on a 10%-positive set a row is not sure of the majority class before it buys anything. For
-        metrics that weigh the classes equally (F1, balanced accuracy).
+        or a dict by class label. Balanced, a row's top probability is that of balanced classes: on a 10%-positive
+        set a row is not sure of the majority class before it buys anything. For metrics that weigh the classes
+        equally (F1, balanced accuracy).
     validation_fraction : float, default=0.2
         Share of the training rows held out for early stopping when ``fit`` gets no ``eval_set`` (0: no early
         stopping).

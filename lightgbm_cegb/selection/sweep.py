@@ -247,7 +247,9 @@ def _refinements(method: Method, rows: list[dict], budget: float, sign: float) -
     """New knob values for ``method`` around the budget: for each setting of its other parameters, the knob
     value whose points (any prefix) reach the best validation quality within the budget, and the midpoints
     between it and its neighbours among the values tried (as a bisection: each round halves the gaps around
-    the best). When no point of a setting is within the budget, the midpoint towards the knob's cheap end."""
+    the best). When no point of a setting is within the budget, the midpoint towards the knob's cheap end; when
+    only prefixes are (every whole model over the budget, as a subsample's bracket can leave a finalist on every
+    row), that midpoint too: a model trained for the budget is usually better than a cut-down costlier one."""
     knob = method.knob
     settings: dict[tuple, dict] = {}
     for row in rows:
@@ -256,22 +258,25 @@ def _refinements(method: Method, rows: list[dict], budget: float, sign: float) -
             continue
         rest = {k: v for k, v in params.items() if k not in (knob.name, knob.record, "trees")}
         setting = settings.setdefault(_frozen(rest),
-                                      {"rest": rest, "values": {}})
-        best = setting["values"].setdefault(float(params[knob.name]), -np.inf)
+                                      {"rest": rest, "values": {}, "whole": {}})
+        value = float(params[knob.name])
+        best = setting["values"].setdefault(value, -np.inf)
         if row["cost"] <= budget:
-            setting["values"][float(params[knob.name])] = max(best, sign * row["quality"])
+            setting["values"][value] = max(best, sign * row["quality"])
+        trees = params.get("trees", np.inf)  # the whole model: the most trees of the value's points
+        if trees >= setting["whole"].get(value, (-np.inf, 0.0))[0]:
+            setting["whole"][value] = (trees, row["cost"])
     new = []
     for setting in settings.values():
         values = sorted(setting["values"])
         qualities = [setting["values"][v] for v in values]
+        targets = []
         if max(qualities) > -np.inf:
             i = int(np.argmax(qualities))
             targets = [knob.between(values[i], values[j]) for j in (i - 1, i + 1) if 0 <= j < len(values)]
-        elif knob.cheap_end is not None:
+        if knob.cheap_end is not None and all(cost > budget for _, cost in setting["whole"].values()):
             nearest = min(values, key=lambda v: abs(v - knob.cheap_end))
-            targets = [knob.between(nearest, knob.cheap_end)]
-        else:
-            targets = []
+            targets.append(knob.between(nearest, knob.cheap_end))
         for target in targets:
             if all(abs(target - v) > 1e-9 * max(abs(v), 1e-12) for v in values):
                 new.append({knob.name: target, **setting["rest"]})

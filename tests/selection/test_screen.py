@@ -282,3 +282,22 @@ def test_the_screens_acquisition_classifier_makes_the_full_sweeps_copies(binary,
     screen = [m for m in made if m[0] == 600]
     assert screen and all(masks == 2 and copies == 2 for _, masks, copies in screen), made
     assert acquisition.auto_masks(600, 6) == 8  # what "auto" would have made of the subsample
+
+
+def test_the_refinement_walks_to_the_cheap_end_while_only_prefixes_are_within_the_budget():
+    """CEGB's finalists fitted at relative trade-offs 0.01 and 0.02 on every row cost 28 and 45 per row, their
+    prefixes 12 to 19: within budget 20 only prefixes, the bisection between 0.01 and 0.02 stays away from the
+    budget, so the midpoint towards the cheap end is fitted too; once a whole model is within, the bisection
+    alone."""
+    from lightgbm_cegb.selection.sweep import _refinements
+    method = METHODS["cegb"]
+    knob = method.knob
+    rows = [{"method": "cegb", "params": {"relative_tradeoff": r, "trees": k}, "quality": q, "cost": c}
+            for r, k, q, c in [(0.01, 100, 0.90, 45.0), (0.01, 5, 0.86, 19.0), (0.02, 100, 0.89, 28.0),
+                               (0.02, 10, 0.87, 18.0)]]
+    targets = sorted(point["relative_tradeoff"] for point in _refinements(method, rows, 20.0, 1.0))
+    assert targets == sorted([knob.between(0.01, 0.02), knob.between(0.02, knob.cheap_end)])
+    rows.append({"method": "cegb", "params": {"relative_tradeoff": 0.07, "trees": 100}, "quality": 0.875,
+                 "cost": 19.5})
+    targets = sorted(point["relative_tradeoff"] for point in _refinements(method, rows, 20.0, 1.0))
+    assert targets == [knob.between(0.02, 0.07)]  # the best within (0.07) and its neighbour

@@ -1,0 +1,195 @@
+"""Never lose to a person picking features by hand (issue 60): ``fit_within_budget`` with its defaults against an
+independent reference search of feature subsets, at three budgets per data set.
+
+    .venv/bin/python -m scripts.bench_quality [--data letter covertype covertype7] [--covertype PATH]
+
+Per budget, three answers, each with its validation and test quality and its mean cost per test row:
+
+- ``fit_within_budget(train, valid, costs, budgets, task=...)`` with its defaults (every default method, the
+  cheap-subset baseline, the screen above 20,000 training rows), and the method it chose;
+- ``best_subset`` (the package's subset search alone);
+- the reference search, independent of the package's: every union of units (a group, or an ungrouped feature)
+  whose nominal cost is within the budget, each measured by plain LightGBM (31 leaves, learning rate 0.1, early
+  stopped on the validation rows' log loss) on a subsample of REFERENCE_ROWS training and validation rows; the
+  REFERENCE_REFITS best refitted on every training row the same way (its columns alone, the others dropped), and the
+  best of those on the validation rows is the reference's answer. Its cost is the subset's exact mean cost per row
+  (every row reads every unit of the subset).
+
+The bar (issue 60): fit_within_budget's validation quality at or above the reference's at every budget, its test
+quality within 0.003 of it or above.
+
+Data:
+
+- ``letter`` (bundled UCI Letter Recognition, 20,000 rows): the letters H, K and X positive (12%), the metric F1
+  (each point's decision threshold chosen on the validation rows); the first eight columns (the box's position and
+  size, its pixel count, the mean x and y, x's variance) cost 1 each, the last eight (the other moments and the
+  edge counts) 4 each; budgets 3, 6 and 10 (every feature: 40). Rows split 60 / 20 / 20 (seeded, classes in
+  proportion).
+- ``covertype`` and ``covertype7`` (UCI Forest Covertype, the user's ``covtype.data[.gz]`` by ``--covertype``; not
+  on this machine): a seeded sample of 80,000 rows (``covertype``: classes 1 and 2 only, binary; ``covertype7``: the
+  seven classes) split 60 / 20 / 20, accuracy. The cost model (COVERTYPE_COSTS): elevation, aspect and slope from a
+  digital elevation model, 1 each; the four distances (hydrology horizontal and vertical, roadways, fire points),
+  3 each, a GIS query apiece; the three hillshade indices 1 each; the four wilderness-area columns one group, a
+  lookup of 4; the forty soil-type columns one group, a field survey of 30. Every feature: 55. Budgets 10, 20 and 30.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+
+import lightgbm as lgb
+import numpy as np
+
+from lightgbm_cegb import FeatureCosts
+from lightgbm_cegb.datasets import covertype, letter
+from lightgbm_cegb.selection import best_subset, fit_within_budget, get_metric
+from lightgbm_cegb.selection.metrics import best_threshold, thresholded, validation_quality
+
+#: the reference measures each subset on this many training and validation rows (classes in proportion)
+REFERENCE_ROWS = 2_500
+#: the reference's best subsets on the subsample that are refitted on every training row
+REFERENCE_REFITS = 20
+#: the reference refuses to enumerate more subsets than this
+REFERENCE_LIMIT = 5_000
+
+COVERTYPE_COSTS = FeatureCosts(
+    lazy=[1.0, 1.0, 1.0, 3.0, 3.0, 3.0, 1.0, 1.0, 1.0, 3.0] + [0.0] * 44,
+    groups={"wilderness": list(range(10, 14)), "soil": list(range(14, 54))}, group_lazy=[4.0, 30.0])
+LETTER_COSTS = FeatureCosts(lazy=[1.0] * 8 + [4.0] * 8)
+
+
+def split(X, y, seed: int = 0):
+    """60 / 20 / 20 of the rows, seeded, each class in proportion."""
+    rng = np.random.default_rng(seed)
+    parts = [[], [], []]
+    for label in np.unique(y):
+        rows = rng.permutation(np.flatnonzero(y == label))
+        cut = np.round(np.array([0.6, 0.8]) * len(rows)).astype(int)
+        for part, chunk in zip(parts, np.split(rows, cut)):
+            part.append(chunk)
+    return [(X[np.sort(np.concatenate(p))], y[np.sort(np.concatenate(p))]) for p in parts]
+
+
+def data_sets(names: list[str], covertype_path: str | None):
+    """(name, train, valid, test, costs, task, metric, budgets) of each data set asked for."""
+    for name in names:
+        if name == "letter":
+            X, letters = letter()
+            y = np.isin(letters, ["H", "K", "X"]).astype(int)
+            yield (name, *split(X, y), LETTER_COSTS, "binary", "f1", [3.0, 6.0, 10.0])
+        elif name in ("covertype", "covertype7"):
+            if covertype_path is None:
+                raise SystemExit(f"--data {name}: give the UCI file with --covertype PATH (covtype.data[.gz])")
+            X, y = covertype(covertype_path)
+            if name == "covertype":
+                keep = np.isin(y, [1, 2])
+                X, y = X[keep], (y[keep] == 2).astype(int)
+            rows = np.sort(np.random.default_rng(0).choice(len(y), min(80_000, len(y)), replace=False))
+            task = "binary" if name == "covertype" else "multiclass"
+            yield (name, *split(X[rows], y[rows]), COVERTYPE_COSTS, task, "accuracy", [10.0, 20.0, 30.0])
+        else:
+            raise SystemExit(f"--data: unknown data set {name!r} (letter, covertype, covertype7)")
+
+
+def plain(task: str, num_class: int, train, valid, columns: list[int]) -> lgb.Booster:
+    """Plain LightGBM at full capacity on ``columns`` of the rows (the others dropped), early stopped on valid."""
+    params = {"objective": "binary" if task == "binary" else "multiclass", "num_leaves": 31, "learning_rate": 0.1,
+              "verbose": -1, "seed": 0, "deterministic": True, **({"num_class": num_class} if num_class > 2 else {})}
+    data = lgb.Dataset(train[0][:, columns], train[1])
+    return lgb.train(params, data, 10_000, valid_sets=[lgb.Dataset(valid[0][:, columns], valid[1], reference=data)],
+                     callbacks=[lgb.early_stopping(30, verbose=False)])
+
+
+def subsets_within(units: list[tuple], budget: float) -> list[tuple[int, ...]]:
+    """Every non-empty set of units (indices) whose prices add up to at most ``budget``."""
+    found = []
+
+    def grow(start: int, taken: tuple[int, ...], spent: float) -> None:
+        for u in range(start, len(units)):
+            cost = spent + units[u][2]
+            if cost <= budget * (1 + 1e-12):
+                found.append(taken + (u,))
+                if len(found) > REFERENCE_LIMIT:
+                    raise SystemExit(f"the reference would measure more than {REFERENCE_LIMIT} subsets within "
+                                     f"{budget:g}: a smaller budget or coarser units")
+                grow(u + 1, taken + (u,), cost)
+
+    grow(0, (), 0.0)
+    return found
+
+
+def reference(task, metric, costs: FeatureCosts, train, valid, test, budgets: list[float]) -> dict:
+    """The reference search's answer per budget: {budget: (units' names, valid, test, cost per row)}."""
+    units = costs.units(train[0].shape[1])
+    num_class = int(train[1].max()) + 1
+    rng = np.random.default_rng(1)
+    sub = [(X[rows], y[rows]) for X, y in (train, valid)
+           for rows in [np.sort(rng.choice(len(y), min(REFERENCE_ROWS, len(y)), replace=False))]]
+
+    def score(booster, rows, columns, threshold=None):
+        prediction = booster.predict(rows[0][:, columns])
+        if threshold is not None:
+            return thresholded(metric, rows[1], prediction, None, threshold)
+        return validation_quality(metric, rows[1], prediction)
+
+    measured = {}
+    for subset in subsets_within(units, max(budgets)):
+        columns = sorted(f for u in subset for f in units[u][1])
+        measured[subset] = score(plain(task, num_class, *sub, columns), sub[1], columns)
+    answers = {}
+    for budget in budgets:
+        within = [s for s in measured if sum(units[u][2] for u in s) <= budget * (1 + 1e-12)]
+        best = sorted(within, key=lambda s: -measured[s])[:REFERENCE_REFITS]
+        results = []
+        for subset in best:
+            columns = sorted(f for u in subset for f in units[u][1])
+            booster = plain(task, num_class, train, valid, columns)
+            prediction = booster.predict(valid[0][:, columns])
+            if metric.threshold:
+                threshold, quality = best_threshold(metric, valid[1], prediction)
+            else:
+                threshold, quality = None, validation_quality(metric, valid[1], prediction)
+            names = tuple(units[u][0] or f"Column_{units[u][1][0]}" for u in subset)
+            results.append((quality, -sum(units[u][2] for u in subset), names,
+                            score(booster, test, columns, threshold)))
+        quality, negative_cost, names, test_quality = max(results, key=lambda r: r[:2])
+        answers[budget] = (names, quality, test_quality, -negative_cost)
+    return answers
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", nargs="+", default=["letter"])
+    parser.add_argument("--covertype", help="the UCI covtype.data[.gz] file")
+    args = parser.parse_args(argv)
+    warnings.simplefilter("ignore")  # rounds caps and budget gaps: the figures are the point here
+    for name, train, valid, test, costs, task, metric_name, budgets in data_sets(args.data, args.covertype):
+        metric = get_metric(metric_name, task)
+        common = {"task": task, "metric": metric_name, "test": test, "progress": False}
+        start = time.perf_counter()
+        chosen = fit_within_budget(train, valid, costs, budgets, **common)
+        workflow = time.perf_counter() - start
+        start = time.perf_counter()
+        subset = best_subset(train, valid, costs, budgets, **common)
+        searched = time.perf_counter() - start
+        start = time.perf_counter()
+        answers = reference(task, metric, costs, train, valid, test, budgets)
+        referenced = time.perf_counter() - start
+        print(f"\n{name} ({len(train[1])} / {len(valid[1])} / {len(test[1])} rows, {metric_name}): "
+              f"fit_within_budget {workflow:.0f} s, best_subset {searched:.0f} s, the reference {referenced:.0f} s")
+        print(f"{'budget':>6} | {'fit_within_budget':<22} {'valid':>7} {'test':>7} {'cost':>6} | "
+              f"{'best_subset':>7} {'test':>7} {'cost':>6} | {'reference':>7} {'test':>7} {'cost':>6} | bar")
+        for budget, ours, alone in zip(budgets, chosen, subset):
+            names, quality, test_quality, cost = answers[budget]
+            bar = ours.valid_quality >= quality and ours.test_quality >= test_quality - 0.003
+            print(f"{budget:>6g} | {ours.method:<22} {ours.valid_quality:>7.4f} {ours.test_quality:>7.4f} "
+                  f"{ours.test_cost:>6.2f} | {alone.valid_quality:>7.4f} {alone.test_quality:>7.4f} "
+                  f"{alone.test_cost:>6.2f} | {quality:>7.4f} {test_quality:>7.4f} {cost:>6.2f} | "
+                  f"{'met' if bar else 'MISSED'}")
+            print(f"{'':>6}   reference units: {', '.join(names)}; best_subset: {', '.join(alone.params['features'])}")
+
+
+if __name__ == "__main__":
+    main()
