@@ -505,9 +505,10 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
         the nearest grid values of the knob on either side (a knob read at prediction, ``Knob.read_at_predict``:
         every grid value, which costs no fit), are fitted on every training row (stage "finalist") and measured on
         every validation row, then refined there for at most SCREEN_REFINE = 2 rounds (a knob read at prediction:
-        ``refine`` rounds). The baseline (``cheap_subset``, when swept) is never screened out: its whole path is
-        fitted on every training row too, so the answer within a budget is never below it on the validation rows
-        (on a subsample its order can miss a group that only pays at size). The frame holds these points only;
+        ``refine`` rounds). The baseline (``cheap_subset``, when swept) is not screened: its search runs on every
+        training row's sweep (its own subsample, see ``selection.baseline``) whatever the screen finds, so the answer
+        within a budget is never below it on the validation rows (on the screen's subsample a group that only pays at
+        size can look worthless), and the finalists are the other methods. The frame holds these points only;
         ``frame.attrs["screen"]`` gives the subsample's size, each budget's finalists and the methods the screen
         ``left_out`` (the ``lightgbm_cegb.selection`` logger says them too).
         None (default): screen when a budget is given, no ``frontier``, and the training rows number at least
@@ -601,8 +602,11 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
     execution = (n_jobs, client, bar)
     size = _screen_size(screen, len(train.y), budgets, frontier)
     if size:
-        points, finalists = _screen(names, context, grid, size, refine, focus, sign, execution)
-        if BASELINE in names:  # never dropped: its path on every row (a subsample's may miss what only shows at size)
+        # the baseline is not screened: its search runs on every row whatever the screen finds (on a subsample its
+        # order can miss a group that only pays at size), and the finalists' places go to the other methods
+        points, finalists = _screen([name for name in names if name != BASELINE], context, grid, size, refine, focus,
+                                    sign, execution)
+        if BASELINE in names:
             points += [(BASELINE, point) for point in (grid[BASELINE] if BASELINE in grid else
                                                        METHODS[BASELINE].grid(context))]
         states = _prepared(dict.fromkeys(name for name, _ in points), context)
