@@ -328,7 +328,7 @@ def test_ranking_sweep():
     with pytest.raises(CEGBError, match=r"budget_prune supports LightGBM objectives .* got 'lambdarank'"):
         sweep("budget_prune", train, valid, costs, task="ranking", num_boost_round=5)
     # with a regression objective, BudgetPrune ranks too; the test figures of evaluate are select's
-    frame = sweep("budget_prune", train, valid, costs, task="ranking", num_boost_round=20,
+    frame = sweep("budget_prune", train, valid, costs, task="ranking", num_boost_round=20, baseline=False,
                   params={"objective": "regression"}, grid={"budget_prune": [{"budget_fraction": 0.5}]})
     measured = evaluate(frame, test)
     chosen = select(frame, float(frame["cost"].iloc[0]), test=test)
