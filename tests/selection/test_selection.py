@@ -786,3 +786,24 @@ def test_a_sweep_logs_each_point_and_shows_it_on_its_bar(binary, caplog, capsys)
     assert len(frame) >= 2
     error = capsys.readouterr().err
     assert "sweep" in error and "cegb relative_tradeoff=0.1" in error, error
+
+
+def test_adapt_lin_joins_the_default_methods_on_few_rows(monkeypatch):
+    """Issue 60 (5): below LINEAR_ROWS training rows a classification task's defaults add ADAPT-LIN; not above it,
+    nor for regression."""
+    from lightgbm_cegb.selection import frontier
+    swept = []
+
+    def recorded(methods, *args, **kwargs):
+        swept.append(list(methods))
+        raise CEGBError("recorded")
+
+    monkeypatch.setattr(frontier, "sweep", recorded)
+    rng = np.random.default_rng(0)
+    for rows, task in ((frontier.LINEAR_ROWS - 1, "binary"), (frontier.LINEAR_ROWS, "binary"),
+                       (frontier.LINEAR_ROWS - 1, "regression")):
+        X, y = rng.normal(size=(rows, 3)), rng.integers(0, 2, rows)
+        with pytest.raises(CEGBError, match="recorded"):
+            fit_within_budget((X, y), (X[:10], y[:10]), None, 1.0, task=task)
+    assert swept[0] == list(frontier.BUDGET_METHODS) + ["adapt_lin"]
+    assert swept[1] == list(frontier.BUDGET_METHODS) and "adapt_lin" not in swept[2]
