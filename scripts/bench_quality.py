@@ -1,7 +1,9 @@
 """Never lose to a person picking features by hand (issue 60): ``fit_within_budget`` with its defaults against an
 independent reference search of feature subsets, at three budgets per data set.
 
-    .venv/bin/python -m scripts.bench_quality [--data letter covertype covertype7] [--covertype PATH]
+    .venv/bin/python -m scripts.bench_quality [--data letter covertype covertype7] [--covertype PATH] [--out DIR]
+
+Writes DIR/quality_<data>.md (default docs/results): the command, the times and the table RESULTS.md copies.
 
 Per budget, three answers, each with its validation and test quality and its mean cost per test row:
 
@@ -30,7 +32,7 @@ Data:
   seven classes) split 60 / 20 / 20, accuracy. The cost model (COVERTYPE_COSTS): elevation, aspect and slope from a
   digital elevation model, 1 each; the four distances (hydrology horizontal and vertical, roadways, fire points),
   3 each, a GIS query apiece; the three hillshade indices 1 each; the four wilderness-area columns one group, a
-  lookup of 4; the forty soil-type columns one group, a field survey of 30. Every feature: 55. Budgets 10, 20 and 30.
+  lookup of 4; the forty soil-type columns one group, a field survey of 30. Every feature: 52. Budgets 10, 20 and 30.
 """
 
 from __future__ import annotations
@@ -38,12 +40,14 @@ from __future__ import annotations
 import argparse
 import time
 import warnings
+from pathlib import Path
 
 import lightgbm as lgb
 import numpy as np
 
 from lightgbm_cegb import FeatureCosts
 from lightgbm_cegb.datasets import covertype, letter
+from lightgbm_cegb.io.atomic import write_atomically
 from lightgbm_cegb.selection import best_subset, fit_within_budget, get_metric
 from lightgbm_cegb.selection.metrics import best_threshold, thresholded, validation_quality
 
@@ -163,8 +167,10 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", nargs="+", default=["letter"])
     parser.add_argument("--covertype", help="the UCI covtype.data[.gz] file")
+    parser.add_argument("--out", type=Path, default=Path("docs/results"), help="the reports' folder")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")  # rounds caps and budget gaps: the figures are the point here
+    args.out.mkdir(parents=True, exist_ok=True)
     for name, train, valid, test, costs, task, metric_name, budgets in data_sets(args.data, args.covertype):
         metric = get_metric(metric_name, task)
         common = {"task": task, "metric": metric_name, "test": test, "progress": False}
@@ -177,18 +183,24 @@ def main(argv: list[str] | None = None) -> None:
         start = time.perf_counter()
         answers = reference(task, metric, costs, train, valid, test, budgets)
         referenced = time.perf_counter() - start
-        print(f"\n{name} ({len(train[1])} / {len(valid[1])} / {len(test[1])} rows, {metric_name}): "
-              f"fit_within_budget {workflow:.0f} s, best_subset {searched:.0f} s, the reference {referenced:.0f} s")
-        print(f"{'budget':>6} | {'fit_within_budget':<22} {'valid':>7} {'test':>7} {'cost':>6} | "
-              f"{'best_subset':>7} {'test':>7} {'cost':>6} | {'reference':>7} {'test':>7} {'cost':>6} | bar")
+        lines = [f"# fit_within_budget against a reference subset search: {name}", "",
+                 f"`python -m scripts.bench_quality --data {name}`: {len(train[1])} / {len(valid[1])} / "
+                 f"{len(test[1])} rows, {metric_name}; fit_within_budget {workflow:.0f} s, best_subset {searched:.0f} "
+                 f"s, the reference {referenced:.0f} s (one run, 2 cores).", "",
+                 f"| budget | fit_within_budget's choice | valid {metric_name} | test {metric_name} | test cost | "
+                 "best_subset valid / test | reference valid / test | bar |", "|---|---|---|---|---|---|---|---|"]
+        units = []
         for budget, ours, alone in zip(budgets, chosen, subset):
             names, quality, test_quality, cost = answers[budget]
             bar = ours.valid_quality >= quality and ours.test_quality >= test_quality - 0.003
-            print(f"{budget:>6g} | {ours.method:<22} {ours.valid_quality:>7.4f} {ours.test_quality:>7.4f} "
-                  f"{ours.test_cost:>6.2f} | {alone.valid_quality:>7.4f} {alone.test_quality:>7.4f} "
-                  f"{alone.test_cost:>6.2f} | {quality:>7.4f} {test_quality:>7.4f} {cost:>6.2f} | "
-                  f"{'met' if bar else 'MISSED'}")
-            print(f"{'':>6}   reference units: {', '.join(names)}; best_subset: {', '.join(alone.params['features'])}")
+            lines.append(f"| {budget:g} | {ours.method} | {ours.valid_quality:.4f} | {ours.test_quality:.4f} | "
+                         f"{ours.test_cost:.2f} | {alone.valid_quality:.4f} / {alone.test_quality:.4f} | "
+                         f"{quality:.4f} / {test_quality:.4f} | {'met' if bar else 'missed'} |")
+            units.append(f"- within {budget:g}: the reference's units {', '.join(names)} (cost {cost:g}); "
+                         f"best_subset's {', '.join(alone.params['features'])}")
+        report = "\n".join(lines + [""] + units) + "\n"
+        print(report)
+        write_atomically(args.out / f"quality_{name}.md", lambda tmp, text=report: Path(tmp).write_text(text))
 
 
 if __name__ == "__main__":

@@ -58,8 +58,9 @@ from lightgbm_cegb.io import saved
 #: cells (rows x features) of the masked training set that ``n_masks="auto"`` aims at
 _AUTO_CELLS = 20_000_000
 #: training rows from which ``num_leaves="auto"`` takes the second and the third value of a classifier's ladder (the
-#: first serves the bundled sets, up to 20,000 rows, as before it: at 47,533 rows of Forest Covertype a staged
-#: stage of 15 leaves stopped at 1,000 rounds, 0.891 against plain LightGBM's 0.920 at 31 leaves)
+#: first serves the bundled sets, up to 20,000 rows, as before it; issue 60: at 47,533 rows of Forest Covertype a
+#: staged stage of 15 leaves stopped at 1,000 rounds, 0.891 against plain LightGBM's 0.920 at 31 leaves; on 50,000
+#: rows of make_classification 4 of 13 stages stopped at the cap, none with 31 leaves)
 AUTO_LEAVES_FROM = (20_000, 200_000)
 #: what ``class_weight`` takes: None (every row weighs 1), "balanced" or a dict of weights by class label (the labels
 #: and the weights are checked against y's classes at fit)
@@ -257,9 +258,10 @@ class PolicyClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
                           group_usage=cost.group_usage)
         return AcquisitionResult(proba=proba, order=order, units=list(self.units_), known=known, cost=cost)
 
-    def _lightgbm_params(self, num_class: int, seed: int, n: int) -> dict:
-        """LightGBM's parameters of the classifiers, for ``n`` training rows (``num_leaves="auto"`` resolved)."""
-        leaves = auto_leaves(n, self._auto_leaves) if self.num_leaves == "auto" else int(self.num_leaves)
+    def _lightgbm_params(self, num_class: int, seed: int, n: int, train_rows: int) -> dict:
+        """LightGBM's parameters of the classifiers for X of ``n`` rows, ``train_rows`` of them trained on (what
+        ``num_leaves="auto"`` reads)."""
+        leaves = auto_leaves(train_rows, self._auto_leaves) if self.num_leaves == "auto" else int(self.num_leaves)
         return {"objective": "binary" if num_class == 2 else "multiclass", "learning_rate": self.learning_rate,
                 "num_leaves": leaves, "min_data_in_leaf": self.min_child_samples, "seed": seed,
                 "deterministic": True, "verbose": -1, "num_threads": resolve_n_jobs(self.n_jobs, n),
@@ -461,7 +463,7 @@ class AdaptiveAcquisitionClassifier(PolicyClassifier):
         self.units_, self.unit_cost_ = [columns for _, columns, _ in units], np.array([p for _, _, p in units])
         copies = self._copies(len(train), num_features)
         num_class = len(self.classes_)
-        params = self._lightgbm_params(num_class, seed, len(train))
+        params = self._lightgbm_params(num_class, seed, n, len(train))
         self.tables_ = _tables(X[train], codes[train], num_class, self.units_, self.n_bins, rng)
         X_fit, y_fit = self._masked(X[train], copies, rng), np.tile(codes[train], copies)
         stopping = X_valid is not None and len(X_valid) > 0  # early stopping on masked copies of X_valid

@@ -183,7 +183,7 @@ class StagedAcquisitionClassifier(PolicyClassifier):
         units = self.costs_.units(num_features)
         self.units_, self.unit_cost_ = [columns for _, columns, _ in units], np.array([p for _, _, p in units])
         num_class = len(self.classes_)
-        params = self._lightgbm_params(num_class, seed, len(train))
+        params = self._lightgbm_params(num_class, seed, n, len(train))
         weights = class_weights(self.class_weight, self.classes_, codes[train])
         counts = np.bincount(codes[train], minlength=num_class) * (1.0 if weights is None else weights)
         self.prior_ = counts / counts.sum()

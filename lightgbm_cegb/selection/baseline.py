@@ -100,7 +100,7 @@ class _Search:
     ``measure(units)`` is the sign-adjusted validation quality of plain LightGBM on their columns (memoised by
     columns; the boosters kept when the search's rows are the sweep's, where a step's point needs no refit)."""
 
-    def __init__(self, context: Context, num_features: int) -> None:
+    def __init__(self, context: Context) -> None:
         train, valid = context.train, context.valid
         self.subsampled = len(train.y) > SEARCH_ROWS or len(valid.y) > SEARCH_VALID
         if self.subsampled:
@@ -209,7 +209,7 @@ def _fit_cheap_subset(context: Context, state, params: dict) -> list[Candidate]:
             raise CEGBError(f"cheap_subset: features should be a non-empty list of unit names (groups or ungrouped "
                             f"features, e.g. {list(by_name)[:3]}), got {named!r:.80}")
         return points([by_name[name] for name in named])
-    search = _Search(context, num_features)
+    search = _Search(context)
     pool = units(context, num_features)
     found: dict[tuple[str, ...], list[Unit]] = {}  # every subset a run reached, in the order reached
     for budget in sorted(context.budgets) or [None]:
