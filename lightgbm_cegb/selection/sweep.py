@@ -505,10 +505,10 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
         the nearest grid values of the knob on either side (a knob read at prediction, ``Knob.read_at_predict``:
         every grid value, which costs no fit), are fitted on every training row (stage "finalist") and measured on
         every validation row, then refined there for at most SCREEN_REFINE = 2 rounds (a knob read at prediction:
-        ``refine`` rounds). The baseline (``cheap_subset``, when swept) is not screened: its search runs on every
-        training row's sweep (its own subsample, see ``selection.baseline``) whatever the screen finds, so the answer
-        within a budget is never below it on the validation rows (on the screen's subsample a group that only pays at
-        size can look worthless), and the finalists are the other methods. The frame holds these points only;
+        ``refine`` rounds). The baseline (``cheap_subset``, when swept) is not screened: its search runs with the
+        finalists on every row (on its own subsample, see ``selection.baseline``) whatever the screen finds, so the
+        answer within a budget is never below it on the validation rows (on the screen's subsample a group that only
+        pays at size can look worthless), and the finalists are the other methods. The frame holds these points only;
         ``frame.attrs["screen"]`` gives the subsample's size, each budget's finalists and the methods the screen
         ``left_out`` (the ``lightgbm_cegb.selection`` logger says them too).
         None (default): screen when a budget is given, no ``frontier``, and the training rows number at least
@@ -644,9 +644,9 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
                        classes=None if classes is None else classes.tolist(), budget=budget, columns=columns,
                        costs=costs)
     if size:
-        kept = {name for names_kept in finalists.values() for name in names_kept} | {BASELINE}
+        fitted = {name for kept in finalists.values() for name in kept} | {BASELINE}  # on every training row
         frame.attrs["screen"] = {"rows": size, "finalists": {budget: list(kept) for budget, kept in finalists.items()},
-                                 "left_out": [name for name in names if name not in kept]}
+                                 "left_out": [name for name in names if name not in fitted]}
     if frontier is not None:  # swept for its budgets and these
         every = sorted(set(swept_budgets(frontier.attrs.get("budget"))) | set(budgets))
         frame.attrs.update(budget=every[0] if len(every) == 1 else every or None, refined=list(refined))
