@@ -94,6 +94,11 @@ def _constant_quality(context: Context, metric) -> float:
 SEARCH_ROWS, SEARCH_VALID = 5_000, 5_000
 
 
+def _columns(taken: list[Unit]) -> list[int]:
+    """The columns the units ``taken`` read, sorted."""
+    return sorted(j for u in taken for j in u.columns)
+
+
 class _Search:
     """The forward search with backward pruning of the module's doc on ``context``'s rows (subsampled).
 
@@ -112,7 +117,7 @@ class _Search:
         self.measured: dict[tuple[int, ...], tuple[float, lgb.Booster | None]] = {}
 
     def measure(self, taken: list[Unit]) -> float:
-        columns = tuple(sorted(j for u in taken for j in u.columns))
+        columns = tuple(_columns(taken))
         if columns not in self.measured:
             context = self.context
             booster = train_lightgbm(context, lightgbm_params(context), X=hidden(context.train.X, list(columns)))
@@ -123,7 +128,7 @@ class _Search:
 
     def booster(self, taken: list[Unit]) -> lgb.Booster | None:
         """The search's model of a measured subset when it was trained on the sweep's rows, else None."""
-        return self.measured[tuple(sorted(j for u in taken for j in u.columns))][1]
+        return self.measured[tuple(_columns(taken))][1]
 
     def forward(self, chosen: list[Unit], quality: float, pool: list[Unit], budget: float | None, steps: int,
                 path: list[list[Unit]], by_ratio: bool) -> float:
@@ -196,8 +201,7 @@ def _fit_cheap_subset(context: Context, state, params: dict) -> list[Candidate]:
 
     def points(taken: list[Unit], booster: lgb.Booster | None = None) -> list[Candidate]:
         if booster is None:
-            columns = sorted(j for u in taken for j in u.columns)
-            booster = train_lightgbm(context, lightgbm_params(context), X=hidden(context.train.X, columns))
+            booster = train_lightgbm(context, lightgbm_params(context), X=hidden(context.train.X, _columns(taken)))
         return booster_points("cheap_subset", context, {"features": tuple(u.name for u in taken), "steps": steps},
                               booster, trees)
 
