@@ -10,6 +10,7 @@ import numpy as np
 
 from lightgbm_cegb.core.costs import FeatureCosts
 from lightgbm_cegb.core.errors import CEGBError
+from lightgbm_cegb.core.subsets import subsample_index
 from lightgbm_cegb.selection.metrics import Metric, best_threshold, thresholded
 
 TASKS = ("binary", "multiclass", "regression", "ranking")
@@ -92,20 +93,15 @@ class Rows:
         Rows
             The subsample.
         """
-        rng = np.random.default_rng(0)
         group = None
         if self.group is not None:
             starts = np.concatenate([[0], np.cumsum(self.group)[:-1]])
-            order = rng.permutation(len(self.group))
+            order = np.random.default_rng(0).permutation(len(self.group))
             queries = np.sort(order[:int(np.searchsorted(np.cumsum(self.group[order]), size)) + 1])
             index = np.concatenate([np.arange(starts[q], starts[q] + self.group[q]) for q in queries])
             group = self.group[queries]
-        elif task in ("binary", "multiclass"):
-            index = np.sort(np.concatenate([
-                rng.choice(members, max(1, round(size * len(members) / len(self.y))), replace=False)
-                for members in (np.flatnonzero(self.y == label) for label in np.unique(self.y))]))
         else:
-            index = np.sort(rng.choice(len(self.y), size, replace=False))
+            index = subsample_index(self.y, size, task in ("binary", "multiclass"))
         return Rows(self.X.iloc[index] if hasattr(self.X, "iloc") else self.X[index], self.y[index], group)
 
 

@@ -9,8 +9,6 @@ import lightgbm as lgb
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from lightgbm_cegb import FeatureCosts, prediction_cost
 from lightgbm_cegb.core.errors import BudgetWarning, CEGBError
@@ -127,64 +125,6 @@ def _whole(frame, features) -> float:
     """The validation quality of a subset's whole model (its most trees) in a sweep's frame."""
     points = frame[frame["features"] == tuple(features)]
     return points.loc[points["trees"].idxmax(), "quality"]
-
-
-def _coverage_search(weights, covers, costs):
-    """A _Search whose subsets' quality is a weighted coverage (submodular): the sum of the weights of the elements
-    its units cover."""
-    from lightgbm_cegb.selection.baseline import Unit, _Search
-    search = object.__new__(_Search)
-    search.sign = 1.0
-    pool = [Unit(f"u{i}", (i,), float(c)) for i, c in enumerate(costs)]
-
-    def measure(taken):
-        covered = set().union(*(covers[u.columns[0]] for u in taken)) if taken else set()
-        return float(sum(weights[e] for e in covered))
-    search.measure = measure
-    return search, pool, measure
-
-
-@settings(max_examples=60, deadline=None, derandomize=True)
-@given(st.integers(0, 10_000), st.booleans(), st.sampled_from([None, 3.0, 6.0]))
-def test_the_lazy_search_is_the_greedy_search_on_submodular_gains(seed, by_ratio, budget):
-    """On a coverage function (gains shrink as the subset grows) the lazy search measures fewer subsets and takes
-    the units the plain greedy search (every unit measured at every step) takes."""
-    rng = np.random.default_rng(seed)
-    n_units, n_elements = int(rng.integers(2, 8)), 12
-    weights = rng.integers(1, 10, n_elements).astype(float)
-    covers = [set(rng.choice(n_elements, int(rng.integers(1, 5)), replace=False).tolist()) for _ in range(n_units)]
-    costs = rng.choice([0.5, 1.0, 2.0, 3.0], n_units)
-    search, pool, measure = _coverage_search(weights, covers, costs)
-    path: list = []
-    search.forward([], 0.0, pool, budget, 20, path, by_ratio)
-    chosen, quality, expected = [], 0.0, []  # the plain greedy search
-    while True:
-        spent = sum(u.cost for u in chosen)
-        scores = [((measure(chosen + [u]) - quality) / (u.cost if by_ratio else 1.0), -i, u) for i, u in enumerate(pool)
-                  if u not in chosen and (budget is None or spent + u.cost <= budget)]
-        if not scores:
-            break
-        score, _, unit = max(scores, key=lambda s: s[:2])
-        if score <= 0 and chosen:
-            break
-        chosen.append(unit)
-        quality = measure(chosen)
-        expected.append(list(chosen))
-    assert [[u.name for u in step] for step in path] == [[u.name for u in step] for step in expected]
-
-
-def test_pruning_drops_a_unit_the_later_ones_made_useless():
-    from lightgbm_cegb.selection.baseline import Unit, _Search
-    search = object.__new__(_Search)
-    search.sign = 1.0
-    a, b, c = Unit("a", (0,), 3.0), Unit("b", (1,), 1.0), Unit("c", (2,), 1.0)
-    quality = {frozenset("a"): 0.6, frozenset("b"): 0.5, frozenset("c"): 0.5, frozenset("ab"): 0.7,
-               frozenset("ac"): 0.7, frozenset("bc"): 0.8, frozenset("abc"): 0.8}
-    search.measure = lambda taken: quality[frozenset(u.name for u in taken)]
-    path = [[a], [a, b], [a, b, c]]
-    kept, q = search.prune([a, b, c], 0.8, path)
-    assert [u.name for u in kept] == ["b", "c"] and q == 0.8 and [u.name for u in path[-1]] == ["b", "c"]
-    assert search.prune([b, c], 0.8, path)[0] == [b, c] and len(path) == 4  # nothing to drop: no new step
 
 
 def test_the_search_finds_a_group_that_an_importance_order_passes_over():

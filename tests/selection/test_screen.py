@@ -227,7 +227,7 @@ def test_a_cheap_subset_of_named_features_is_the_paths_step(binary, monkeypatch)
         path = sweep(["cheap_subset"], train, valid, COSTS, baseline=False, **FAST)
         features = path["features"].iloc[-1]
         from lightgbm_cegb.selection import baseline
-        monkeypatch.setattr(baseline, "_Search", None)  # a named subset (a finalist) runs no search
+        monkeypatch.setattr(baseline, "_search", None)  # a named subset (a finalist) runs no search
         alone = sweep(["cheap_subset"], train, valid, COSTS, baseline=False,
                       grid={"cheap_subset": [{"features": features}]}, **FAST)
     step = path[path["features"] == features]

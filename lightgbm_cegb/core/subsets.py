@@ -1,0 +1,132 @@
+"""The search for a feature subset that measures subsets: forward selection by measured gain (per unit of cost, or
+not), lazy, within a budget, with backward pruning. What it measures is the caller's (a model of the subset scored
+on held-out rows): the cheap-subset baseline (``selection``) and the staged acquisition's stage order use it.
+
+A "unit" is what is bought at once: a feature group of the cost model or an ungrouped feature. A run starts from
+the units that cost nothing; at each step it adds the unit whose addition gains the most measured quality per unit
+of its cost (``by_ratio``) or the most quality: the better of the two runs is within a constant factor of the best
+subset for submodular gains (Leskovec et al.'s CELF, KDD 2007). The search is lazy (Minoux's): every unit is
+measured at the first step, later only those whose last measured score could still beat the others' (a unit's
+gain rarely grows as the subset does; when it does, the unit is measured again before it is passed over). A run
+stops when no unit gains (after the first unit, a step in any case), after ``steps`` steps, or when no unit fits
+its budget; backward pruning then drops each unit of its subset, the costliest first, whose absence loses nothing,
+and the run goes on forward from the pruned subset once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Unit:
+    """A group or an ungrouped feature: its name, its columns, its nominal cost per row."""
+
+    name: str
+    columns: tuple[int, ...]
+    cost: float
+
+
+def columns_of(taken: list[Unit]) -> list[int]:
+    """The columns the units ``taken`` read, sorted."""
+    return sorted(j for u in taken for j in u.columns)
+
+
+def subsample_index(y: np.ndarray, size: int, classes: bool) -> np.ndarray:
+    """The sorted positions of about ``size`` of the rows of labels ``y`` (seeded, the same every call): each class
+    in proportion with at least one row (``classes``), or uniformly."""
+    rng = np.random.default_rng(0)
+    if not classes:
+        return np.sort(rng.choice(len(y), size, replace=False))
+    return np.sort(np.concatenate([rng.choice(members, max(1, round(size * len(members) / len(y))), replace=False)
+                                   for members in (np.flatnonzero(y == label) for label in np.unique(y))]))
+
+
+class SubsetSearch:
+    """The forward search with backward pruning of the module's doc.
+
+    Parameters
+    ----------
+    score : callable
+        ``score(columns)`` for a sorted tuple of column indices: (quality, anything to keep with it), the quality
+        greater for better subsets. Called once per subset of columns (memoised).
+    empty : float
+        The quality of the empty subset (a run's first gain is measured from it).
+    """
+
+    def __init__(self, score: Callable[[tuple[int, ...]], tuple[float, object]], empty: float) -> None:
+        self.score = score
+        self.empty = float(empty)
+        self.measured: dict[Hashable, tuple[float, object]] = {}
+
+    def _scored(self, taken: list[Unit]) -> tuple[float, object]:
+        columns = tuple(columns_of(taken))
+        if columns not in self.measured:
+            self.measured[columns] = self.score(columns)
+        return self.measured[columns]
+
+    def measure(self, taken: list[Unit]) -> float:
+        """The quality of the units ``taken`` (measured once)."""
+        return self._scored(taken)[0]
+
+    def kept(self, taken: list[Unit]) -> object:
+        """What ``score`` returned with the quality of a measured subset."""
+        return self._scored(taken)[1]
+
+    def forward(self, chosen: list[Unit], quality: float, pool: list[Unit], budget: float | None, steps: int,
+                path: list[list[Unit]], by_ratio: bool) -> float:
+        """Add units to ``chosen`` (in place, each step's subset appended to ``path``) while one gains, the one of
+        the largest gain per unit of cost (``by_ratio``) or of the largest gain; returns the last subset's
+        quality."""
+        bound = {u: np.inf for u in pool}  # each unit's last measured score: an upper bound, by the rule
+        fresh: set[Unit] = set()  # the units measured against the current subset
+        while len(path) < steps:
+            spent = sum(u.cost for u in chosen)
+            fits = sorted((u for u in pool if u not in chosen and (budget is None or spent + u.cost <= budget)),
+                          key=lambda u: (-bound[u], pool.index(u)))
+            picked = None
+            while fits:
+                unit = fits[0]
+                if unit in fresh:
+                    picked = unit
+                    break
+                bound[unit] = (self.measure(chosen + [unit]) - quality) / (unit.cost if by_ratio else 1.0)
+                fresh.add(unit)
+                fits.sort(key=lambda u: (-bound[u], pool.index(u)))
+            if picked is None or (bound[picked] <= 0 and chosen):  # the first unit is a step in any case
+                break
+            chosen.append(picked)
+            quality = self.measure(chosen)
+            path.append(list(chosen))
+            fresh.clear()
+        return quality
+
+    def prune(self, chosen: list[Unit], quality: float, path: list[list[Unit]]) -> tuple[list[Unit], float]:
+        """Drop each unit of ``chosen`` (the costliest first) whose absence loses nothing; the pruned subset is a
+        step of ``path`` when it differs."""
+        kept = list(chosen)
+        for unit in sorted(chosen, key=lambda u: (-u.cost, chosen.index(u))):
+            rest = [u for u in kept if u is not unit]
+            if rest and unit.cost > 0 and self.measure(rest) >= quality:
+                kept, quality = rest, self.measure(rest)
+        if len(kept) < len(chosen):
+            path.append(list(kept))
+        return kept, quality
+
+    def run(self, pool: list[Unit], budget: float | None, steps: int, by_ratio: bool) -> list[list[Unit]]:
+        """One search within ``budget``: forward, backward pruning, forward again once if it pruned; its path."""
+        chosen = [u for u in pool if u.cost == 0]
+        pool = [u for u in pool if u.cost > 0]
+        path: list[list[Unit]] = []
+        quality = self.empty
+        if chosen:
+            quality = self.measure(chosen)
+            path.append(list(chosen))
+        quality = self.forward(chosen, quality, pool, budget, steps, path, by_ratio)
+        pruned, quality = self.prune(chosen, quality, path)
+        if len(pruned) < len(chosen) and len(path) < steps:  # the budget freed: forward again, once
+            self.forward(pruned, quality, pool, budget, steps, path, by_ratio)
+        return path

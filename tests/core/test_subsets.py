@@ -1,0 +1,89 @@
+"""The subset search of core.subsets on set functions whose best answers are known (the cheap-subset baseline and
+the staged acquisition's order measure LightGBM models with it: tests/selection/test_baseline.py,
+tests/methods/test_staged.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lightgbm_cegb.core.subsets import SubsetSearch, Unit, columns_of, subsample_index
+
+
+def _coverage_search(weights, covers, costs):
+    """A search whose subsets' quality is a weighted coverage (submodular): the sum of the weights of the elements
+    its units' columns cover."""
+    pool = [Unit(f"u{i}", (i,), float(c)) for i, c in enumerate(costs)]
+
+    def score(columns):
+        covered = set().union(*(covers[j] for j in columns)) if columns else set()
+        return float(sum(weights[e] for e in covered)), None
+    return SubsetSearch(score, 0.0), pool, lambda taken: score(tuple(columns_of(taken)))[0]
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(st.integers(0, 10_000), st.booleans(), st.sampled_from([None, 3.0, 6.0]))
+def test_the_lazy_search_is_the_greedy_search_on_submodular_gains(seed, by_ratio, budget):
+    """On a coverage function (gains shrink as the subset grows) the lazy search measures fewer subsets and takes
+    the units the plain greedy search (every unit measured at every step) takes."""
+    rng = np.random.default_rng(seed)
+    n_units, n_elements = int(rng.integers(2, 8)), 12
+    weights = rng.integers(1, 10, n_elements).astype(float)
+    covers = [set(rng.choice(n_elements, int(rng.integers(1, 5)), replace=False).tolist()) for _ in range(n_units)]
+    costs = rng.choice([0.5, 1.0, 2.0, 3.0], n_units)
+    search, pool, measure = _coverage_search(weights, covers, costs)
+    path: list = []
+    search.forward([], 0.0, pool, budget, 20, path, by_ratio)
+    chosen, quality, expected = [], 0.0, []  # the plain greedy search
+    while True:
+        spent = sum(u.cost for u in chosen)
+        scores = [((measure(chosen + [u]) - quality) / (u.cost if by_ratio else 1.0), -i, u) for i, u in enumerate(pool)
+                  if u not in chosen and (budget is None or spent + u.cost <= budget)]
+        if not scores:
+            break
+        score, _, unit = max(scores, key=lambda s: s[:2])
+        if score <= 0 and chosen:
+            break
+        chosen.append(unit)
+        quality = measure(chosen)
+        expected.append(list(chosen))
+    assert [[u.name for u in step] for step in path] == [[u.name for u in step] for step in expected]
+
+
+def test_pruning_drops_a_unit_the_later_ones_made_useless():
+    a, b, c = Unit("a", (0,), 3.0), Unit("b", (1,), 1.0), Unit("c", (2,), 1.0)
+    quality = {frozenset("a"): 0.6, frozenset("b"): 0.5, frozenset("c"): 0.5, frozenset("ab"): 0.7,
+               frozenset("ac"): 0.7, frozenset("bc"): 0.8, frozenset("abc"): 0.8}
+    names = {0: "a", 1: "b", 2: "c"}
+    search = SubsetSearch(lambda columns: (quality[frozenset(names[j] for j in columns)], None), 0.0)
+    path = [[a], [a, b], [a, b, c]]
+    kept, q = search.prune([a, b, c], 0.8, path)
+    assert [u.name for u in kept] == ["b", "c"] and q == 0.8 and [u.name for u in path[-1]] == ["b", "c"]
+    assert search.prune([b, c], 0.8, path)[0] == [b, c] and len(path) == 4  # nothing to drop: no new step
+
+
+def test_every_subset_is_measured_once():
+    calls = []
+
+    def score(columns):
+        calls.append(columns)
+        return float(len(columns)), columns
+    search = SubsetSearch(score, 0.0)
+    a, b = Unit("a", (3,), 1.0), Unit("b", (1, 2), 2.0)
+    assert search.measure([a, b]) == search.measure([b, a]) == 3.0 and search.kept([a, b]) == (1, 2, 3)
+    assert calls == [(1, 2, 3)]
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(st.integers(0, 10_000), st.integers(1, 200), st.booleans())
+def test_a_subsample_holds_each_class_in_proportion(seed, size, classes):
+    y = np.random.default_rng(seed).choice([0, 1, 1, 2, 2, 2, 2], 400)
+    index = subsample_index(y, size, classes)
+    assert (np.diff(index) > 0).all() and np.array_equal(index, subsample_index(y, size, classes))
+    if classes:
+        for label in np.unique(y):
+            share = size * np.mean(y == label)
+            assert np.sum(y[index] == label) == max(1, round(share))
+    else:
+        assert len(index) == size
