@@ -113,7 +113,10 @@ class Forest:
         The model's number of features (>= 1).
     trees_per_iteration : int, default=1
         Trees per boosting iteration (LightGBM's ``num_tree_per_iteration``: the classes of a multiclass
-        model).
+        model); tree t adds to output ``t % trees_per_iteration``.
+    parallel_trees : int, default=1
+        Consecutive groups of ``trees_per_iteration`` trees that make one iteration (XGBoost's
+        ``num_parallel_tree``): an iteration is ``trees_per_iteration * parallel_trees`` trees.
     feature_names : list of str, optional
         The features' names, one per feature.
     average_output : bool, default=False
@@ -124,6 +127,10 @@ class Forest:
     float32 : bool, optional
         Compare the values rounded to float32, as scikit-learn's trees, XGBoost and CatBoost do (None: when
         ``drop_tiny`` is False).
+    missing_value : float, optional
+        A value read as missing besides NaN (XGBoost's ``missing``; compared as the splits compare values).
+    sparse_missing : bool, default=False
+        The entries a scipy sparse matrix does not store are missing (XGBoost), not 0.0 (LightGBM, scikit-learn).
     linear : dict, optional
         The per-leaf linear models of a ``linear_tree`` model: ``leaf_const``, ``indptr``, ``features``,
         ``coeff``.
@@ -177,10 +184,13 @@ class Forest:
     cat_threshold: np.ndarray  # uint32: category bitsets
     num_features: int
     trees_per_iteration: int = 1
+    parallel_trees: int = 1  # XGBoost's num_parallel_tree: groups of trees_per_iteration trees per iteration
     feature_names: list[str] | None = None
     average_output: bool = False
     drop_tiny: bool = True  # LightGBM reads |x| <= 1e-35 as 0; scikit-learn compares float32 values
     float32: bool | None = None  # values compared rounded to float32 (None: not drop_tiny)
+    missing_value: float | None = None  # XGBoost's missing: a value read as missing besides NaN
+    sparse_missing: bool = False  # XGBoost: the entries a sparse matrix does not store are missing
     linear: dict | None = None  # per-leaf linear models of linear_tree models (leaf_const, indptr, features, coeff)
     params: dict = field(default_factory=dict)  # training parameters written in a LightGBM model
     internal_value: np.ndarray | None = None  # per split node
@@ -240,13 +250,22 @@ class Forest:
             raise CEGBError(f"Forest: trees_per_iteration (LightGBM's num_tree_per_iteration) should be an "
                             f"integer >= 1, got {tpi!r}")
         self.trees_per_iteration = int(tpi)
+        parallel = self.parallel_trees
+        if isinstance(parallel, bool) or not isinstance(parallel, (int, np.integer)) or parallel < 1:
+            raise CEGBError(f"Forest: parallel_trees (XGBoost's num_parallel_tree) should be an integer >= 1, got "
+                            f"{parallel!r}")
+        self.parallel_trees = int(parallel)
+        if self.missing_value is not None:
+            if isinstance(self.missing_value, bool) or not isinstance(self.missing_value, (int, float, np.number)):
+                raise CEGBError(f"Forest: missing_value should be a number or None, got {self.missing_value!r}")
+            self.missing_value = None if np.isnan(self.missing_value) else float(self.missing_value)
         offsets, leaf_offsets = self.node_offset, self.leaf_offset
         if len(offsets) < 1 or offsets[0] != 0 or (np.diff(offsets) < 0).any() or offsets[-1] != len(self.feature):
             raise CEGBError(f"Forest: node_offset should rise from 0 to the {len(self.feature)} split nodes")
         num_trees = len(offsets) - 1
-        if num_trees % self.trees_per_iteration:
+        if num_trees % (self.trees_per_iteration * self.parallel_trees):
             raise CEGBError(f"Forest: {num_trees} trees are not whole iterations of trees_per_iteration="
-                            f"{self.trees_per_iteration}")
+                            f"{self.trees_per_iteration} x parallel_trees={self.parallel_trees}")
         for name in ("threshold", "decision", "left", "right"):
             if len(getattr(self, name)) != len(self.feature):
                 raise CEGBError(f"Forest: {name} should have {len(self.feature)} values (one per split node), "
@@ -329,8 +348,8 @@ class Forest:
 
     @property
     def num_iterations(self) -> int:
-        """Number of iterations (trees / ``trees_per_iteration``)."""
-        return self.num_trees // self.trees_per_iteration
+        """Number of iterations (trees / (``trees_per_iteration`` x ``parallel_trees``))."""
+        return self.num_trees // (self.trees_per_iteration * self.parallel_trees)
 
     def num_trees_for(self, num_iteration: int | None) -> int:
         """Trees used by the first ``num_iteration`` iterations (None or <= 0: all).
@@ -356,7 +375,7 @@ class Forest:
                             f"{num_iteration!r}")
         if num_iteration is None or num_iteration <= 0 or num_iteration >= self.num_iterations:
             return self.num_trees
-        return int(num_iteration) * self.trees_per_iteration
+        return int(num_iteration) * self.trees_per_iteration * self.parallel_trees
 
     def used_features(self, num_trees: int | None = None) -> np.ndarray:
         """Sorted features tested by at least one split node of the first ``num_trees`` trees.
@@ -439,16 +458,19 @@ class Forest:
                                       self.trees_per_iteration, self.drop_tiny, self.num_features)
         return self._flat
 
-    def row_blocks(self, X) -> Iterator[tuple[int, np.ndarray]]:
+    def row_blocks(self, X, *, missing: bool = True) -> Iterator[tuple[int, np.ndarray]]:
         """(first row, C-contiguous float64 rows) blocks of X, read as the model's library reads them:
         LightGBM maps a DataFrame's category columns to its codes (its ``pandas_categorical``) and reads
-        sparse zeros as 0.0; scikit-learn's trees, XGBoost and CatBoost compare float32 values. Sparse X and
-        DataFrames are converted BLOCK_VALUES values at a time, never as a whole.
+        sparse zeros as 0.0; scikit-learn's trees, XGBoost and CatBoost compare float32 values; XGBoost reads the
+        entries a sparse matrix does not store, and its ``missing`` value, as missing (``sparse_missing``,
+        ``missing_value``). Sparse X and DataFrames are converted BLOCK_VALUES values at a time, never as a whole.
 
         Parameters
         ----------
         X : array-like of shape (n_rows, num_features)
             numpy array, scipy sparse matrix or pandas DataFrame.
+        missing : bool, default=True
+            Read ``missing_value`` as NaN (False: as the number it is).
 
         Yields
         ------
@@ -463,14 +485,14 @@ class Forest:
             When X is not 2-d with ``num_features`` columns, or does not hold numbers.
         """
         if hasattr(X, "columns") and hasattr(X, "dtypes"):
-            yield from self._frame_blocks(X)
+            yield from self._frame_blocks(X, missing)
             return
         if sp.issparse(X):
             X = X.tocsr()
             self._check_shape(X.shape)
             step = max(1, BLOCK_VALUES // max(X.shape[1], 1))
             for start in range(0, X.shape[0], step):
-                yield start, self._dense(X[start:start + step].toarray())
+                yield start, self._dense(self._sparse_block(X[start:start + step]), missing)
             return
         X = np.asarray(X)
         if X.dtype == object or X.dtype.kind in "USV":
@@ -479,25 +501,27 @@ class Forest:
             except (TypeError, ValueError):
                 raise CEGBError("X should hold numbers") from None
         self._check_shape(X.shape)
-        yield 0, self._dense(X)
+        yield 0, self._dense(X, missing)
 
-    def dense(self, X) -> np.ndarray:
+    def dense(self, X, *, missing: bool = True) -> np.ndarray:
         """X as one C-contiguous float64 array, read as ``row_blocks`` reads it.
 
         Parameters
         ----------
         X : array-like of shape (n_rows, num_features)
             numpy array, scipy sparse matrix or pandas DataFrame.
+        missing : bool, default=True
+            As for ``row_blocks``.
 
         Returns
         -------
         ndarray of shape (n_rows, num_features)
             The rows as C-contiguous float64.
         """
-        parts = [block for _, block in self.row_blocks(X)]
+        parts = [block for _, block in self.row_blocks(X, missing=missing)]
         return np.concatenate(parts) if parts else np.zeros((0, self.num_features))
 
-    def _frame_blocks(self, frame) -> Iterator[tuple[int, np.ndarray]]:
+    def _frame_blocks(self, frame, missing: bool) -> Iterator[tuple[int, np.ndarray]]:
         self._check_shape(frame.shape)
         check_column_order(frame, self.feature_names, "X")
         step = max(1, BLOCK_VALUES // max(frame.shape[1], 1))
@@ -505,7 +529,7 @@ class Forest:
             part = frame.iloc[start:start + step]
             if self.drop_tiny:  # LightGBM: its own mapping of pandas category columns
                 part = lightgbm_frame_values(part, self.pandas_categorical)
-            yield start, self._dense(np.asarray(part))
+            yield start, self._dense(np.asarray(part), missing)
 
     def _check_shape(self, shape) -> None:
         if len(shape) != 2:
@@ -513,8 +537,20 @@ class Forest:
         if shape[1] != self.num_features:
             raise CEGBError(f"X has {shape[1]} features but the model has {self.num_features}")
 
-    def _dense(self, X: np.ndarray) -> np.ndarray:
-        return np.ascontiguousarray(self.as_read(X), dtype=np.float64)
+    def _sparse_block(self, block) -> np.ndarray:
+        """A CSR block as dense values: the entries it does not store 0.0, or missing (``sparse_missing``)."""
+        if not self.sparse_missing:
+            return block.toarray()
+        block = block.copy()
+        block.sum_duplicates()
+        out = np.full(block.shape, np.nan)
+        rows = np.repeat(np.arange(block.shape[0]), np.diff(block.indptr))
+        out[rows, block.indices] = block.data
+        return out
+
+    def _dense(self, X: np.ndarray, missing: bool) -> np.ndarray:
+        values = self.as_read(X) if missing else X.astype(np.float32) if self.float32 else X
+        return np.ascontiguousarray(values, dtype=np.float64)
 
     def as_read(self, values: np.ndarray) -> np.ndarray:
         """``values`` as this forest's splits compare them.
@@ -529,9 +565,30 @@ class Forest:
         ndarray
             With ``float32`` (scikit-learn's trees, XGBoost, CatBoost), the values rounded to float32 (they
             compare ``float32(x) <= threshold``: a value just above a threshold can go left); otherwise ``values``
-            as they are (LightGBM's own reading of tiny values is the routing kernel's).
+            as they are (LightGBM's own reading of tiny values is the routing kernel's); ``missing_value`` as NaN
+            (``with_missing``).
         """
-        return values.astype(np.float32) if self.float32 else values
+        return self.with_missing(values.astype(np.float32) if self.float32 else values)
+
+    def with_missing(self, values: np.ndarray) -> np.ndarray:
+        """``values`` with every value that ``missing_value`` makes missing (compared as the splits compare,
+        in float32 with ``float32``) as NaN.
+
+        Parameters
+        ----------
+        values : ndarray
+            Feature values.
+
+        Returns
+        -------
+        ndarray
+            ``values`` itself when there is no ``missing_value``, else a copy of its dtype.
+        """
+        if self.missing_value is None:
+            return values
+        if self.float32:
+            return np.where(np.asarray(values, dtype=np.float32) == np.float32(self.missing_value), np.nan, values)
+        return np.where(values == self.missing_value, np.nan, values)
 
     def apply(self, X, num_trees: int | None = None, *, n_jobs: int | None = None) -> np.ndarray:
         """Leaf index reached in each of the first ``num_trees`` trees: int32[n_rows, num_trees] (as
@@ -839,8 +896,9 @@ class Forest:
             leaf_offset=np.asarray(leaf_offset), leaf_value=join(leaf_parts["leaf_value"]),
             cat_offset=np.asarray(cat_offset), cat_boundaries=join(cat_parts, np.int64),
             cat_threshold=join(words, np.uint32), num_features=self.num_features,
-            trees_per_iteration=self.trees_per_iteration, feature_names=self.feature_names,
-            average_output=self.average_output, drop_tiny=self.drop_tiny, float32=self.float32,
+            trees_per_iteration=self.trees_per_iteration, parallel_trees=self.parallel_trees,
+            feature_names=self.feature_names, average_output=self.average_output, drop_tiny=self.drop_tiny,
+            float32=self.float32, missing_value=self.missing_value, sparse_missing=self.sparse_missing,
             params=dict(self.params),
             internal_value=join(node_parts["internal_value"]), internal_weight=join(node_parts["internal_weight"]),
             internal_count=join(node_parts["internal_count"]), split_gain=join(node_parts["split_gain"]),

@@ -10,8 +10,13 @@ is folded into the leaves (scaled, the bias added to the first iteration's trees
 ``predict(prediction_type="RawFormulaVal")`` (to the rounding of the order of the additions).
 
 Split costs count once per class's tree in a multiclass model (its trees share their splits in CatBoost).
+A float feature is the one at its position in ``float_features`` (as CatBoost reads them: their
+``feature_index`` field is not read), and a split's border the one its ``split_index`` names among the features'
+``borders``.
+
 Refused, naming the field: categorical, text and embedding features in splits (one-hot and CTR splits have
-no single column to account), non-symmetric trees (``grow_policy`` other than ``SymmetricTree``).
+no single column to account), non-symmetric trees (``grow_policy`` other than ``SymmetricTree``), a split whose
+``border`` and ``split_index`` disagree, two features of one column.
 """
 
 from __future__ import annotations
@@ -51,8 +56,8 @@ def read_model(model) -> Forest:
         raise NotFittedError(f"model: this {type(model).__name__} is not fitted yet: call fit first")
     with tempfile.TemporaryDirectory(prefix="lightgbm-cegb-catboost-") as folder:
         path = os.path.join(folder, "model.json")
-        model.save_model(path, format="json")
-        return read_json(Path(path).read_text(encoding="utf-8"))
+        model.save_model(path, format="json")  # its fields' bytes as they are (a binary model's guid: any bytes)
+        return read_json(Path(path).read_text(encoding="utf-8", errors="replace"))
 
 
 def _field(mapping, key: str, where: str):
@@ -88,14 +93,15 @@ def read_json(text) -> Forest:
                         "the default) are supported")
     floats = listed(_field(info, "float_features", "features_info"), "CatBoost model: float_features")
     flat, nan_right, ids = {}, {}, {}  # by float feature: its column, NaN's side; by column: its name
-    for k, feature in enumerate(floats):
-        index = whole(_field(feature, "feature_index", f"float feature {k}"), f"CatBoost model: float feature {k}'s "
-                      "feature_index")
-        flat[index] = whole(_field(feature, "flat_feature_index", f"float feature {k}"),
-                            f"CatBoost model: float feature {k}'s flat_feature_index")
-        nan_right[index] = optional(feature, "nan_value_treatment", "AsIs", f"float feature {k}",
-                                    "CatBoost") == "AsTrue"
-        ids[flat[index]] = optional(feature, "feature_id", None, f"float feature {k}", "CatBoost")
+    borders, first = [], [0]  # by float feature (its position, as CatBoost numbers them): its borders; the
+    for k, feature in enumerate(floats):  # index of its first border among every float feature's (split_index)
+        flat[k] = whole(_field(feature, "flat_feature_index", f"float feature {k}"),
+                        f"CatBoost model: float feature {k}'s flat_feature_index")
+        nan_right[k] = optional(feature, "nan_value_treatment", "AsIs", f"float feature {k}", "CatBoost") == "AsTrue"
+        ids[flat[k]] = optional(feature, "feature_id", None, f"float feature {k}", "CatBoost")
+        borders.append(_floats(optional(feature, "borders", [], f"float feature {k}", "CatBoost"),
+                               f"float feature {k}'s borders").astype(np.float32))
+        first.append(first[-1] + len(borders[-1]))
     columns = list(flat.values())
     for key in ("categorical_features", "text_features", "embedding_features"):
         for k, feature in enumerate(listed(optional(info, key, None, "features_info", "CatBoost") or [],
@@ -105,6 +111,8 @@ def read_json(text) -> Forest:
     num_features = max(columns, default=-1) + 1
     if num_features < 1:
         raise CEGBError("CatBoost model: features_info lists no feature")
+    if len(set(columns)) != len(columns):
+        raise CEGBError("CatBoost model: features_info gives two features one flat_feature_index")
     scale_and_bias = listed(optional(text, "scale_and_bias", [1.0, [0.0]], "the model", "CatBoost"),
                             "CatBoost model: scale_and_bias")
     if len(scale_and_bias) != 2:
@@ -137,8 +145,7 @@ def read_json(text) -> Forest:
                 raise CEGBError(f"CatBoost model: {where}'s split {s} tests float feature {index!r}, which "
                                 "features_info does not list")
             feature.append(flat[index])
-            cut = _floats([_field(split, "border", f"{where}'s split {s}")], f"{where}'s split {s}'s border", 1)[0]
-            border.append(float(np.float32(cut)))
+            border.append(_border(split, f"{where}'s split {s}", index, borders[index], first[index]))
             right_nan.append(nan_right[index])
         values = _floats(_field(tree, "leaf_values", where), f"{where}'s leaf_values", dim << depth)
         weights = optional(tree, "leaf_weights", None, where, "CatBoost")
@@ -162,6 +169,23 @@ def read_json(text) -> Forest:
     return numeric_forest(np.concatenate([[0], np.cumsum(node_counts)]),
                           np.concatenate([[0], np.cumsum(node_counts + 1)]), num_features, trees_per_iteration=dim,
                           feature_names=_names(ids, num_features), drop_tiny=False, float32=True, **arrays)
+
+
+def _border(split: dict, where: str, index: int, borders: np.ndarray, first: int) -> float:
+    """The border a split compares with, as float32: CatBoost reads it from its ``split_index`` among every float
+    feature's borders (its ``border`` field only repeats it). A split whose ``split_index`` is not a border of
+    its feature, or whose ``border`` is not that one, is refused: CatBoost would read another split."""
+    cut = _floats([_field(split, "border", where)], f"{where}'s border", 1)[0]
+    if not len(borders):  # a model without its features' borders: the split's own
+        return float(np.float32(cut))
+    at = whole(_field(split, "split_index", where), f"CatBoost model: {where}'s split_index") - first
+    if not 0 <= at < len(borders):
+        raise CEGBError(f"CatBoost model: {where}'s split_index {at + first} is not one of float feature {index}'s "
+                        f"borders (split_index {first}..{first + len(borders) - 1})")
+    if np.float32(cut) != borders[at]:
+        raise CEGBError(f"CatBoost model: {where}'s border {cut!r} is not float feature {index}'s border "
+                        f"{float(borders[at])!r} that its split_index {at + first} names")
+    return float(borders[at])
 
 
 def _names(ids: dict, num_features: int) -> list[str] | None:

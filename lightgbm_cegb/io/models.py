@@ -7,10 +7,11 @@ LightGBM Boosters and scikit-learn-API models are read from their model text, XG
 from their JSON model (``xgboost_json``, ``catboost_json``), model files from disk (LightGBM text, XGBoost
 JSON or UBJSON, CatBoost JSON or binary), fitted scikit-learn trees from their ``tree_`` arrays and
 HistGradientBoosting from its predictors (``sklearn_trees``). The forest of a Booster is cached (weakly, with the
-Booster) until its handle, iteration count or tree count changes, so that ``prediction_cost`` on a few rows
-costs about what ``predict`` does; a model file's until its size or modification time changes. Editing a
-Booster's trees in place without changing their number (``set_leaf_output``, ``shuffle_models``) is not
-seen: pass ``to_forest(model, cache=False)``'s result instead.
+Booster) until it holds another model (``model_from_string``), its iteration or tree count changes or its last
+iteration's trees do (``rollback_one_iter`` then ``update``), so that ``prediction_cost`` on a few rows costs about
+what ``predict`` does; a model file's until its size or modification time changes. Editing an earlier tree of a
+Booster in place (``set_leaf_output``, ``shuffle_models``) is not seen: pass ``to_forest(model, cache=False)``'s
+result instead.
 """
 
 from __future__ import annotations
@@ -84,8 +85,7 @@ def booster_of(model) -> lgb.Booster | None:
 
 
 def num_trees_used(model, forest: Forest, num_iteration: int | None) -> int:
-    """Trees that ``predict`` uses: the first ``num_iteration`` iterations; None: as ``Booster.predict``,
-    the best iteration if the booster has one, otherwise all.
+    """Trees that ``predict`` uses: the first ``num_iteration`` iterations; None: as the model's ``predict``.
 
     Parameters
     ----------
@@ -94,7 +94,8 @@ def num_trees_used(model, forest: Forest, num_iteration: int | None) -> int:
     forest : Forest
         Its forest.
     num_iteration : int or None
-        Iterations used (None: the best iteration, if any; <= 0: all).
+        Iterations used (None: as the model's ``predict``: a LightGBM Booster's best iteration, an early-stopped
+        XGBoost estimator's best round (an XGBoost Booster predicts with all), otherwise all; <= 0: all).
 
     Returns
     -------
@@ -104,6 +105,9 @@ def num_trees_used(model, forest: Forest, num_iteration: int | None) -> int:
     booster = booster_of(model)
     if num_iteration is None and booster is not None:
         num_iteration = booster.best_iteration
+    elif num_iteration is None and library_of(model) == "xgboost" and hasattr(model, "get_booster"):
+        best = getattr(model, "best_iteration", None)  # an early-stopped estimator predicts with its best rounds
+        num_iteration = None if best is None else int(best) + 1
     return forest.num_trees_for(num_iteration)
 
 
@@ -209,15 +213,14 @@ def library_of(model) -> str | None:
 def _fingerprint(model) -> tuple:
     booster = booster_of(model)
     if booster is not None:
-        handle = getattr(booster._handle, "value", None)
-        return ("lightgbm", handle, booster.current_iteration(), booster.num_trees())
+        return ("lightgbm", *_lightgbm_identity(booster))
     library = library_of(model)
     # the objects themselves (held by the cache, so never another's id), and what grows when they train on
     if library == "xgboost":
         if not hasattr(model, "get_booster"):  # a Booster: the cache's weak key is the object itself
             return ("xgboost", None, model.num_boosted_rounds())
         booster = model.get_booster() if model.__sklearn_is_fitted__() else None
-        return ("xgboost", booster, booster and booster.num_boosted_rounds())
+        return ("xgboost", booster, booster and booster.num_boosted_rounds(), repr(model.missing))
     if library == "catboost":  # fitting again trains the same object: its trees and leaf values say whether it did
         if not model.is_fitted():
             return ("catboost", None)
@@ -230,6 +233,15 @@ def _fingerprint(model) -> tuple:
     trees = [model] if estimators is None else list(getattr(estimators, "ravel", lambda: estimators)())
     return ("sklearn", tuple((id(getattr(e, "tree_", None)), getattr(getattr(e, "tree_", None), "node_count", 0))
                              for e in trees))
+
+
+def _lightgbm_identity(booster: lgb.Booster) -> tuple:
+    """What tells a Booster's trees apart: its handle object (a new one for every model it loads; held by the
+    cache, so never reused), its iteration and tree counts, and its last iteration's text (``rollback_one_iter``
+    then ``update`` keeps the counts and the handle)."""
+    iterations = booster.current_iteration()
+    last = booster.model_to_string(num_iteration=1, start_iteration=iterations - 1) if iterations else ""
+    return (booster._handle, iterations, booster.num_trees(), hashlib.sha256(last.encode()).hexdigest())
 
 
 def _read(model) -> Forest:
@@ -358,11 +370,11 @@ def to_forest(model, *, cache: bool = True) -> Forest:
     (JSON, UBJSON) or CatBoost (JSON, binary) (a Forest is returned as it is).
 
     A package estimator's fitted ``forest_`` is returned as it is. The forest of a Booster is cached
-    (weakly, with the Booster) until its handle, iteration count or tree count changes (an XGBoost model's
-    until its booster or round count changes; a CatBoost model's until its tree count or leaf values change); a
-    model file's until its size or modification time changes (the last file read only). Editing a Booster's trees
-    in place without changing their number (``set_leaf_output``, ``shuffle_models``) is not seen by the cache:
-    pass ``cache=False``.
+    (weakly, with the Booster) until it loads another model, or its iteration count, tree count or last
+    iteration's trees change (an XGBoost model's until its booster, round count or ``missing`` changes; a CatBoost
+    model's until its tree count or leaf values change); a model file's until its size or modification time
+    changes (the last file read only). Editing an earlier tree of a Booster in place (``set_leaf_output``,
+    ``shuffle_models``) is not seen by the cache: pass ``cache=False``.
 
     Parameters
     ----------

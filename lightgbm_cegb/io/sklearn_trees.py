@@ -111,11 +111,26 @@ def is_hist(model) -> bool:
     return isinstance(model, (HistGradientBoostingClassifier, HistGradientBoostingRegressor))
 
 
+def _hist_columns(model) -> np.ndarray:
+    """The column of X that each column of a HistGradientBoosting model's trees is: with categorical features,
+    its preprocessor puts them first (in X's order), then the others (in X's order)."""
+    num_features = int(model.n_features_in_)
+    if getattr(model, "_preprocessor", None) is None:
+        return np.arange(num_features)
+    categorical = np.asarray(model.is_categorical_, dtype=bool)
+    if categorical.shape != (num_features,):
+        raise CEGBError(f"model: {type(model).__name__}'s is_categorical_ should mark its {num_features} features, "
+                        f"got shape {categorical.shape}")
+    return np.concatenate([np.flatnonzero(categorical), np.flatnonzero(~categorical)])
+
+
 def read_hist(model) -> Forest:
     """A Forest from a fitted HistGradientBoostingClassifier or HistGradientBoostingRegressor (see the module);
-    categorical splits are refused."""
+    categorical splits are refused. With categorical features, the trees' columns are its preprocessor's (the
+    categorical ones first): they are mapped back to X's."""
     if not hasattr(model, "_predictors"):
         raise NotFittedError(f"model: this {type(model).__name__} is not fitted yet: call fit first")
+    columns = _hist_columns(model)
     baseline = np.asarray(model._baseline_prediction, dtype=np.float64).reshape(-1)
     per_iteration = len(baseline)
     keys = ("feature", "threshold", "decision", "left", "right", "internal_value", "internal_count", "split_gain",
@@ -133,7 +148,7 @@ def read_hist(model) -> Forest:
             if nodes["is_categorical"][splits].any():
                 raise CEGBError(f"model: {where} has a categorical split: not supported yet (train with "
                                 "categorical_features=None on numeric codes)")
-            parts["feature"].append(nodes["feature_idx"][splits])
+            parts["feature"].append(columns[nodes["feature_idx"][splits]])
             parts["threshold"].append(nodes["num_threshold"][splits])
             parts["decision"].append((MISSING_TYPE_NAN << 2)
                                      | (nodes["missing_go_to_left"][splits].astype(np.int64) << 1))

@@ -191,8 +191,12 @@ def numbers(values, where: str, count: int | None = None, *, integer: bool = Fal
     Raises
     ------
     CEGBError
-        When the value is not a list of finite numbers (of ``count``; whole with ``integer``).
+        When the value is not a list of finite numbers (of ``count``; whole with ``integer``): strings and
+        booleans are not numbers here (the libraries refuse them).
     """
+    if not isinstance(values, (list, np.ndarray)) or any(
+            isinstance(v, bool) or not isinstance(v, (int, float, np.number)) for v in values):
+        raise CEGBError(f"{where} should be a list of numbers (not strings or booleans), got {str(values)[:60]}")
     try:
         out = np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError, OverflowError):

@@ -7,16 +7,22 @@ missing values. XGBoost compares ``float32(x) < split_condition`` in float32; th
 and its threshold is the float32 just below the condition, so ``<=`` makes the same decision for every value.
 The model's intercept (``base_score``, turned into a margin by the objective's link, as XGBoost does) is added
 to the leaves of the first iteration's trees, so the forest's raw score is ``predict(output_margin=True)``
-(XGBoost adds in float32: the two agree to its rounding). A tree of the forest is one of XGBoost's; with
-``num_parallel_tree`` P, one of XGBoost's iterations is P of the forest's.
+(XGBoost adds in float32: the two agree to its rounding). A tree of the forest is one of XGBoost's, placed by
+its ``id`` as XGBoost places it; with ``num_parallel_tree`` P, one of XGBoost's iterations is P groups of the
+forest's trees (``Forest.parallel_trees``), so ``num_iteration`` counts XGBoost's rounds. XGBoost reads the
+entries a sparse matrix does not store as missing, and an estimator's ``missing`` value too: the forest reads
+them so (``Forest.sparse_missing``, ``Forest.missing_value``).
 
 Refused, naming the field: ``gblinear``, categorical splits, vector leaves (``multi_strategy=
-"multi_output_tree"``), objectives whose intercept link is not known here.
+"multi_output_tree"``), objectives whose intercept link is not known here; fields XGBoost would read with
+another meaning or refuse (trees whose ids are not 0..n-1 once each, ``default_left`` other than 0 or 1,
+strings or booleans where numbers belong).
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import numpy as np
 
@@ -55,11 +61,13 @@ def read_model(model) -> Forest:
     """
     import xgboost as xgb
 
+    missing = None
     if isinstance(model, xgb.XGBModel):
         if not model.__sklearn_is_fitted__():
             raise NotFittedError(f"model: this {type(model).__name__} is not fitted yet: call fit first")
+        missing = model.missing
         model = model.get_booster()
-    return read_json(bytes(model.save_raw("json")).decode("utf-8"))
+    return read_json(bytes(model.save_raw("json")).decode("utf-8"), missing=missing)
 
 
 def _field(mapping, key: str, where: str):
@@ -100,13 +108,15 @@ def _margin(base: float, objective: str) -> float:
                     f"(supported: {sorted(_IDENTITY | _LOGIT | _LOG)})")
 
 
-def read_json(text) -> Forest:
+def read_json(text, *, missing: float | None = None) -> Forest:
     """The Forest of an XGBoost JSON model.
 
     Parameters
     ----------
     text : str, bytes or dict
         The JSON text, or its parsed value.
+    missing : float or None, default=None
+        The value XGBoost is told is missing besides NaN (an estimator's ``missing``; None or NaN: NaN only).
 
     Returns
     -------
@@ -135,7 +145,7 @@ def read_json(text) -> Forest:
     else:
         raise CEGBError(f"XGBoost model: booster {name!r} has no trees (supported: 'gbtree', 'dart')")
     model = _field(booster, "model", "gbtree")
-    trees = listed(_field(model, "trees", "gbtree model"), "XGBoost model: trees")
+    trees = _placed(listed(_field(model, "trees", "gbtree model"), "XGBoost model: trees"))
     tree_info = listed(_field(model, "tree_info", "gbtree model"), "XGBoost model: tree_info")
     if len(tree_info) != len(trees):
         raise CEGBError(f"XGBoost model: tree_info should give the output of each of the {len(trees)} trees")
@@ -160,6 +170,7 @@ def read_json(text) -> Forest:
     rounds = {len(ts) for ts in by_output}
     if len(rounds) > 1:
         raise CEGBError(f"XGBoost model: its outputs have different numbers of trees {sorted(rounds)}")
+    parallel = _parallel_trees(model, len(trees), outputs)
     order = [by_output[k][i] for i in range(rounds.pop()) for k in range(outputs)]  # iteration-major
     parts: dict[str, list] = {key: [] for key in ("feature", "threshold", "decision", "left", "right", "leaf_value",
                                                   "internal_value", "internal_weight", "leaf_weight", "split_gain")}
@@ -184,8 +195,45 @@ def read_json(text) -> Forest:
     if names is not None and (not isinstance(names, list) or len(names) != num_features):
         raise CEGBError(f"XGBoost model: feature_names should name the {num_features} features, got "
                         f"{str(names)[:60]}")
+    if missing is not None and (isinstance(missing, bool) or not isinstance(missing, (int, float, np.number))):
+        raise CEGBError(f"missing should be a number (XGBoost's missing value), got {missing!r:.60}")
     return numeric_forest(node_offset, leaf_offset, num_features, trees_per_iteration=outputs, drop_tiny=False,
-                          float32=True, feature_names=None if names is None else [str(n) for n in names], **arrays)
+                          float32=True, feature_names=None if names is None else [str(n) for n in names],
+                          parallel_trees=parallel, missing_value=missing, sparse_missing=True, **arrays)
+
+
+def _placed(trees: list) -> list:
+    """The trees in the order of their ``id`` (XGBoost puts tree ``id`` at that index; ids repeated or missing
+    would leave an index empty)."""
+    ids = [_integer(_field(tree, "id", f"tree {t}"), f"tree {t}'s id") for t, tree in enumerate(trees)]
+    if sorted(ids) != list(range(len(trees))):
+        repeated = sorted(i for i, times in Counter(ids).items() if times > 1)
+        outside = sorted(i for i in ids if i >= len(trees))
+        raise CEGBError(f"XGBoost model: the trees' ids should be 0..{len(trees) - 1}, each once, got "
+                        + (f"{repeated[:5]} repeated" if repeated else f"{outside[:5]}"))
+    placed = [None] * len(trees)
+    for i, tree in zip(ids, trees):
+        placed[i] = tree
+    return placed
+
+
+def _parallel_trees(model: dict, num_trees: int, outputs: int) -> int:
+    """XGBoost's ``num_parallel_tree``: trees per output in one round (``gbtree_model_param``; its
+    ``iteration_indptr``, the rounds' first trees, agreeing when present)."""
+    param = optional(model, "gbtree_model_param", {}, "gbtree model", "XGBoost")
+    parallel = _integer(optional(param, "num_parallel_tree", 1, "gbtree_model_param", "XGBoost"),
+                        "num_parallel_tree", 1)
+    if num_trees % (outputs * parallel):
+        raise CEGBError(f"XGBoost model: {num_trees} trees are not whole rounds of num_parallel_tree={parallel} "
+                        f"trees for each of {outputs} output(s)")
+    indptr = optional(model, "iteration_indptr", None, "gbtree model", "XGBoost")
+    if indptr is not None:
+        indptr = numbers(indptr, "XGBoost model: iteration_indptr", integer=True)
+        expected = np.arange(0, num_trees + 1, outputs * parallel)
+        if not np.array_equal(indptr, expected):
+            raise CEGBError(f"XGBoost model: iteration_indptr should mark rounds of {outputs * parallel} trees "
+                            f"(num_parallel_tree={parallel} x {outputs} output(s)), got {indptr[:6].tolist()}")
+    return parallel
 
 
 def _array(tree: dict, key: str, count: int, where: str, *, integer: bool = False) -> np.ndarray:
@@ -202,6 +250,9 @@ def _tree(tree: dict, t: int, num_features: int) -> dict:
     feature = _array(tree, "split_indices", count, where, integer=True)
     condition = _array(tree, "split_conditions", count, where)
     default_left = _array(tree, "default_left", count, where, integer=True)
+    if ((default_left != 0) & (default_left != 1)).any():
+        raise CEGBError(f"XGBoost model: {where}'s default_left should hold 0 or 1, got "
+                        f"{int(default_left[(default_left != 0) & (default_left != 1)][0])}")
     split_type = _array(tree, "split_type", count, where, integer=True) if "split_type" in tree else np.zeros(count)
     is_leaf = left == -1
     if ((right == -1) != is_leaf).any():

@@ -290,7 +290,7 @@ class _OtherLibrary:
             self.kind = "classify" if self.objective in XGBOOST_CLASSIFICATION else \
                 "rank" if self.objective.startswith("rank:") else None
             rounds = booster.num_boosted_rounds()
-            if self.forest.num_trees != rounds * self.forest.trees_per_iteration:
+            if self.forest.parallel_trees > 1:
                 raise CEGBError("model: an XGBoost model of several trees per output and round (num_parallel_tree "
                                 "> 1) has no exit between its trees' groups; not supported")
             best = getattr(model, "best_iteration", None) if hasattr(model, "get_booster") else None

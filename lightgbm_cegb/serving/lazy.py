@@ -430,13 +430,14 @@ PruneResult, Forest or policy
         """Outcome (values or the exception) of each request, retried as configured. With max_workers or a
         timeout, each call runs on a thread of its own (max_workers at a time), timed from its start: a call
         that times out keeps its thread, never another call's. Without them, a RoutingRun's calls are made by its
-        LazyBatch, which stores a feature's float64 values at once (outcome STORED)."""
+        LazyBatch, which stores a feature's float64 values at once (outcome STORED), unless the model reads a value
+        as missing (``Forest.missing_value``: RoutingRun.deliver maps it)."""
         outcomes: list = [None] * len(requests)
         pending = list(range(len(requests)))
         for attempt in range(self.retries + 1):
             run.fetch_calls += len(pending)
             if not self.max_workers and self.timeout is None:
-                if attempt == 0 and isinstance(run, RoutingRun):
+                if attempt == 0 and isinstance(run, RoutingRun) and run.forest.missing_value is None:
                     outcomes = run.batch.fetch_round(requests, self.fetch, self._unit_keys, run.fetch_ids)
                     if outcomes is None:  # every call's values stored
                         return None

@@ -27,10 +27,13 @@ class RoutingRun:
     def __init__(self, predictor, X, known, ids) -> None:
         forest = self.forest = predictor.forest
         self.predictor = predictor
-        if type(X) is np.ndarray and X.dtype == np.float64 and not forest.float32:  # read as it is
-            forest._check_shape(X.shape)
+        if type(X) is np.ndarray and X.dtype == np.float64 and not forest.float32 and forest.missing_value is None:
+            forest._check_shape(X.shape)  # read as it is
         else:
-            X = forest.dense(X)
+            X = forest.dense(X, missing=False)
+            if known is None and forest.missing_value is not None:  # a value given as missing is known
+                known = ~np.isnan(X)
+            X = forest.with_missing(X)
         known, self.fetch_ids = _known_and_ids(X, known, ids, positions=False)  # None: the rows' positions
         known = None if known is None else np.ascontiguousarray(known).view(np.uint8)
         self.batch = LazyBatch(predictor._plan, X, known, predictor._threads)
@@ -60,7 +63,7 @@ class RoutingRun:
             return
         received, failed = _received(self.predictor, self.ids, requests, outcomes)
         for unit, rows, values in received:
-            self.batch.deliver(unit, rows, values.ravel())
+            self.batch.deliver(unit, rows, self.forest.with_missing(values.ravel()))
         self.batch.read_held()
         if failed:
             for rows in _failed(self, failed):

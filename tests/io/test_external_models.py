@@ -399,3 +399,273 @@ def test_a_damaged_json_model_is_refused_by_name_or_read_safely(library):
         if forest.num_features == X.shape[1]:
             forest.raw_score(X, forest.apply(X))
     assert outcomes["refused"] > 20 and outcomes["read"] > 20, outcomes
+
+
+# ------------------------------------------------- each library's reading of its input (issue 61, items 1-8)
+
+
+def _xgb_path_features(booster, dmatrix, rounds: int | None = None) -> list[list[list]]:
+    """Each row's path features in each of the first ``rounds`` rounds' trees (None: all), from XGBoost's own
+    leaf ids of ``dmatrix`` (which carries the input's missing values as XGBoost reads them)."""
+    model = json.loads(booster.save_raw("json"))["learner"]["gradient_booster"]["model"]
+    trees = model["trees"]
+    leaf_ids = booster.predict(dmatrix, pred_leaf=True, iteration_range=(0, rounds or 0)).astype(np.int64)
+    leaf_ids = leaf_ids.reshape(dmatrix.num_row(), -1)
+    paths = []
+    for leaves in leaf_ids:
+        row = []
+        for t, node in enumerate(leaves):
+            tree, node, features = trees[t], int(node), []
+            while tree["parents"][node] != 2147483647:
+                node = tree["parents"][node]
+                features.append(tree["split_indices"][node])
+            row.append(features)
+        paths.append(row)
+    return paths
+
+
+def _costs_on_paths(model, X, paths, *, num_iteration=None) -> None:
+    """prediction_cost against the features on the library's paths."""
+    costs = FeatureCosts(lazy=np.arange(1.0, X.shape[1] + 1), split=0.25)
+    report = prediction_cost(model, X, costs, num_iteration=num_iteration)
+    used = np.zeros(X.shape, dtype=bool)
+    for i, row in enumerate(paths):
+        for path in row:
+            used[i, list(path)] = True
+    np.testing.assert_array_equal(report.acquisition, used @ costs.lazy)
+    np.testing.assert_allclose(report.evaluation, 0.25 * np.array([sum(len(p) for p in row) for row in paths]),
+                               rtol=1e-12)
+
+
+def _lazy_equals_predict(model, X, predict) -> None:
+    """LazyPredictor, fetching every value, predicts as the library does."""
+    costs = FeatureCosts(lazy=np.ones(X.shape[1]))
+    dense = X.toarray() if hasattr(X, "toarray") else X
+    result = LazyPredictor(model, lambda key, ids: dense[ids, key], feature_costs=costs,
+                           feature_keys="index").acquire(np.full(dense.shape, np.nan))
+    assert (result.status == DONE).all()
+    np.testing.assert_array_equal(result.prediction, predict)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_xgboost_missing_value_is_read_as_xgboost_reads_it(seed):
+    """An estimator's ``missing=`` value is missing to XGBoost: the forest routes it where XGBoost's default
+    directions send it (it was routed as a number: costs and lazy predictions wrong)."""
+    rng = np.random.default_rng(seed)
+    task = ("binary", "regression")[seed % 2]
+    X, y = _data(rng, task)
+    X = np.where(rng.random(X.shape) < 0.3, 0.0, np.nan_to_num(X, nan=1.5))
+    kind = xgb.XGBClassifier if task == "binary" else xgb.XGBRegressor
+    model = kind(n_estimators=int(rng.integers(3, 12)), max_depth=4, missing=0.0, n_jobs=1).fit(X, y)
+    margin = model.predict(X, output_margin=True).reshape(len(X), -1)
+    forest = to_forest(model)
+    np.testing.assert_allclose(forest.raw_score(X, forest.apply(X)), margin, rtol=2e-6,
+                               atol=2e-6 * np.abs(forest.leaf_value).max())
+    _costs_on_paths(model, X, _xgb_path_features(model.get_booster(), xgb.DMatrix(X, missing=0.0)))
+    _lazy_equals_predict(model, X, model.predict(X))
+    from lightgbm_cegb.methods.early_exit import EarlyExit
+    if task == "binary":
+        costs = FeatureCosts(lazy=np.arange(1.0, X.shape[1] + 1))
+        exits = EarlyExit(model, threshold=1.0, every=1000, feature_costs=costs).predict_result(X)  # at the end
+        np.testing.assert_array_equal(exits.prediction, model.predict_proba(X)[:, 1])
+        np.testing.assert_array_equal(exits.cost.acquisition, prediction_cost(model, X, costs).acquisition)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_xgboost_on_a_sparse_matrix_reads_absent_entries_as_missing(seed):
+    import scipy.sparse as sparse
+
+    rng = np.random.default_rng(seed)
+    X, y = _data(rng, ("binary", "regression")[seed % 2])
+    X = np.where(rng.random(X.shape) < 0.4, 0.0, np.nan_to_num(X, nan=0.7))
+    params = {"max_depth": 4, "nthread": 1, "objective": "binary:logistic" if seed % 2 == 0 else
+              "reg:squarederror"}
+    csr = sparse.csr_matrix(X)
+    booster = xgb.train(params, xgb.DMatrix(csr, y), int(rng.integers(3, 12)))
+    forest = to_forest(booster)
+    margin = booster.predict(xgb.DMatrix(csr), output_margin=True).reshape(len(X), -1)
+    np.testing.assert_allclose(forest.raw_score(csr, forest.apply(csr)), margin, rtol=2e-6,
+                               atol=2e-6 * np.abs(forest.leaf_value).max())
+    _costs_on_paths(booster, csr, _xgb_path_features(booster, xgb.DMatrix(csr)))
+
+
+def test_an_early_stopped_xgboost_estimator_is_priced_for_the_rounds_it_predicts_with():
+    rng = np.random.default_rng(3)
+    X, y = _data(rng, "binary", 600)
+    model = xgb.XGBClassifier(n_estimators=300, early_stopping_rounds=5, max_depth=4, n_jobs=1).fit(
+        X[:400], y[:400], eval_set=[(X[400:], y[400:])], verbose=False)
+    rounds = model.best_iteration + 1
+    assert rounds < model.get_booster().num_boosted_rounds()
+    _costs_on_paths(model, X, _xgb_path_features(model.get_booster(), xgb.DMatrix(X), rounds))
+    _lazy_equals_predict(model, X, model.predict(X))
+    booster = model.get_booster()  # a Booster predicts with every round
+    _costs_on_paths(booster, X, _xgb_path_features(booster, xgb.DMatrix(X)))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_xgboost_num_iteration_counts_rounds_of_parallel_trees(seed):
+    rng = np.random.default_rng(seed)
+    task = ("binary", "multiclass")[seed % 2]
+    X, y = _data(rng, task)
+    params = {"max_depth": 3, "nthread": 1, "num_parallel_tree": int(rng.integers(2, 5)), "subsample": 0.7,
+              "objective": "binary:logistic" if task == "binary" else "multi:softprob",
+              **({"num_class": 3} if task == "multiclass" else {})}
+    booster = xgb.train(params, xgb.DMatrix(X, y), 6)
+    for rounds in (1, 2, 5):
+        _costs_on_paths(booster, X, _xgb_path_features(booster, xgb.DMatrix(X), rounds), num_iteration=rounds)
+    assert to_forest(booster).num_iterations == 6
+
+
+@pytest.mark.parametrize("categorical", ["list", "mask", "from_dtype"])
+def test_hist_gradient_boosting_with_categorical_features_reads_x_s_columns(categorical):
+    """scikit-learn puts the categorical columns first before its trees see them: a model whose trees make no
+    categorical split (the categorical columns hold one category each) is read on X's columns."""
+    import pandas as pd
+
+    rng = np.random.default_rng(1)
+    X, y = _data(rng, "binary")
+    X[:, 1] = 2.0
+    X[:, 3] = 5.0
+    marks = [1, 3]
+    if categorical == "from_dtype":
+        frame = pd.DataFrame(X, columns=[f"f{j}" for j in range(X.shape[1])])
+        for j in marks:
+            frame[f"f{j}"] = pd.Categorical(frame[f"f{j}"])
+        model = HistGradientBoostingClassifier(max_iter=8, categorical_features="from_dtype", random_state=0)
+        model.fit(frame, y)
+        X = frame
+    else:
+        features = marks if categorical == "list" else np.isin(np.arange(X.shape[1]), marks)
+        model = HistGradientBoostingClassifier(max_iter=8, categorical_features=features, random_state=0).fit(X, y)
+    forest = to_forest(model)
+    assert not set(forest.used_features().tolist()) & set(marks)
+    values = np.asarray(X, dtype=np.float64)
+    np.testing.assert_array_equal(forest.raw_score(values, forest.apply(values)),
+                                  model._raw_predict(X).reshape(len(values), -1))
+    _lazy_equals_predict(model, values, model.predict(X))
+
+
+def test_a_booster_s_cache_never_serves_the_trees_of_another_model():
+    """A Booster that loads another model (often at the same handle address) or rolls back and trains again (the
+    same counts) is read again."""
+    import lightgbm as lgb
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(500, 6))
+    y = X[:, 0] + X[:, 1] * X[:, 2]
+
+    def check(booster):
+        forest = to_forest(booster)
+        np.testing.assert_allclose(forest.raw_score(X, forest.apply(X))[:, 0], booster.predict(X, raw_score=True),
+                                   rtol=1e-12, atol=1e-12)
+
+    booster = lgb.train({"verbose": -1, "num_leaves": 7}, lgb.Dataset(X, y), 5)
+    for seed in range(10):
+        columns = rng.permutation(6)
+        other = lgb.train({"verbose": -1, "num_leaves": 7, "seed": seed}, lgb.Dataset(X[:, columns], y), 5)
+        to_forest(booster)
+        booster.model_from_string(other.model_to_string())
+        check(booster)
+    booster = lgb.train({"verbose": -1, "num_leaves": 7}, lgb.Dataset(X, y, free_raw_data=False), 5,
+                        keep_training_booster=True)
+    check(booster)
+    to_forest(booster)
+    booster.rollback_one_iter()
+    booster.reset_parameter({"learning_rate": 0.9})
+    booster.update()
+    check(booster)
+
+
+def _xgb_document(edit):
+    booster, _ = _xgb_model(0)
+    document = json.loads(booster.save_raw("json"))
+    edit(document["learner"]["gradient_booster"]["model"]["trees"])
+    return document
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda trees: trees[0]["default_left"].__setitem__(0, 2), "default_left should hold 0 or 1"),
+    (lambda trees: trees[0].__setitem__("split_conditions", [str(c) for c in trees[0]["split_conditions"]]),
+     "not strings or booleans"),
+    (lambda trees: trees[0].__setitem__("split_indices", [bool(i) for i in trees[0]["split_indices"]]),
+     "not strings or booleans"),
+    (lambda trees: trees[1].__setitem__("id", 0), r"ids should be 0\.\.\d+, each once, got \[0\] repeated"),
+])
+def test_an_edited_xgboost_json_that_xgboost_reads_otherwise_is_refused(edit, message):
+    from lightgbm_cegb.io import xgboost_json
+
+    with pytest.raises(CEGBError, match=message):
+        xgboost_json.read_json(_xgb_document(edit))
+
+
+def test_xgboost_trees_are_placed_by_their_id():
+    booster, X = _xgb_model(0)
+    document = json.loads(booster.save_raw("json"))
+    model = document["learner"]["gradient_booster"]["model"]
+    model["trees"] = model["trees"][::-1]  # XGBoost places each by its id
+    from lightgbm_cegb.io import xgboost_json
+
+    expected = to_forest(booster)
+    forest = xgboost_json.read_json(document)
+    np.testing.assert_array_equal(forest.apply(X), expected.apply(X))
+    np.testing.assert_array_equal(forest.leaf_value, expected.leaf_value)
+
+
+def _cb_document(edit):
+    model, X = _cb_model(0)
+    document = json.loads(_cb_json(model))
+    edit(document)
+    return model, X, document
+
+
+def test_catboost_float_features_are_read_by_position_as_catboost_reads_them():
+    """CatBoost numbers its float features by their place in features_info, not by their feature_index field:
+    swapping two features' feature_index changes nothing to CatBoost, nor to the reader."""
+    from lightgbm_cegb.io import catboost_json
+
+    def swap(document):
+        features = document["features_info"]["float_features"]
+        features[0]["feature_index"], features[1]["feature_index"] = features[1]["feature_index"], 0
+    model, X, document = _cb_document(swap)
+    forest = catboost_json.read_json(document)
+    np.testing.assert_allclose(forest.raw_score(X, forest.apply(X))[:, 0],
+                               model.predict(X, prediction_type="RawFormulaVal"), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda split: split.__setitem__("border", 0.123456), "is not float feature 0's border"),
+    (lambda split: split.__setitem__("split_index", 10**6), "is not one of float feature 0's borders"),
+    (lambda split: split.pop("split_index"), "has no field 'split_index'"),
+])
+def test_a_catboost_split_whose_border_catboost_reads_otherwise_is_refused(edit, message):
+    """CatBoost reads a split's border from its split_index among the features' borders: a border field that
+    disagrees (CatBoost would compare with another value) is refused by name."""
+    from lightgbm_cegb.io import catboost_json
+
+    def damage(document):
+        for tree in document["oblivious_trees"]:
+            for split in tree["splits"]:
+                if split["float_feature_index"] == 0:
+                    edit(split)
+                    return
+    _, _, document = _cb_document(damage)
+    with pytest.raises(CEGBError, match=message):
+        catboost_json.read_json(document)
+
+
+def test_a_catboost_model_whose_binary_fields_are_not_utf8_is_read(tmp_path):
+    """A binary model's guid may hold any bytes; CatBoost loads it and writes them into its JSON as they are."""
+    model, X = _cb_model(1)
+    path = tmp_path / "model.cbm"
+    model.save_model(str(path))
+    data = bytearray(path.read_bytes())
+    guid = data.find(b"model_guid")
+    assert guid >= 0
+    data[data.find(b"-", guid) - 3] = 0xFF
+    damaged = tmp_path / "damaged.cbm"
+    damaged.write_bytes(bytes(data))
+    loaded = cb.CatBoost()
+    loaded.load_model(str(damaged))
+    forest = to_forest(damaged)
+    np.testing.assert_allclose(forest.raw_score(X, forest.apply(X)), loaded.predict(X, prediction_type="RawFormulaVal")
+                               .reshape(len(X), -1), rtol=1e-12, atol=1e-12)
