@@ -116,6 +116,19 @@ class SubsetSearch:
             path.append(list(kept))
         return kept, quality
 
+    def runs(self, pool: list[Unit], budget: float | None, steps: int) -> list[list[list[Unit]]]:
+        """The paths of every run of the search within ``budget``: by gain per unit of cost, by gain, then by gain
+        per unit of cost among the units priced below the costliest unit of each of their answers (the next price
+        down): a costly unit that gains the most per unit of cost alone can crowd out cheaper units that gain more
+        together, which a run without it finds."""
+        paths = [self.run(pool, budget, steps, True), self.run(pool, budget, steps, False)]
+        prices = np.unique([u.cost for u in pool if u.cost > 0])
+        caps = sorted({prices[prices < max(u.cost for u in path[-1])].max(initial=0.0) for path in paths if path})
+        for cap in caps:
+            if cap > 0:
+                paths.append(self.run([u for u in pool if u.cost <= cap], budget, steps, True))
+        return paths
+
     def run(self, pool: list[Unit], budget: float | None, steps: int, by_ratio: bool) -> list[list[Unit]]:
         """One search within ``budget``: forward, backward pruning, forward again once if it pruned; its path."""
         chosen = [u for u in pool if u.cost == 0]

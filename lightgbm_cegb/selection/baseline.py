@@ -4,8 +4,9 @@ search that measures subsets.
 ``cheap_subset`` runs :class:`lightgbm_cegb.core.subsets.SubsetSearch` over the units of the costs (a feature group,
 whose members are read together, or an ungrouped feature), each subset measured by the validation quality of a
 LightGBM model of it: no single model's importance order decides, and a group that pays only with its members
-together is tried as one. Two runs (by gain per unit of cost, and by gain) are made within each of the sweep's
-budgets (none: without a budget); the measures are shared.
+together is tried as one. Its runs (by gain per unit of cost, by gain, and among the units below each of a few
+prices: ``SubsetSearch.runs``) are made within each of the sweep's budgets (none: without a budget); the measures
+are shared.
 
 The subsets are measured on at most SEARCH_ROWS training and SEARCH_VALID validation rows (classes in proportion,
 whole queries: ``Rows.subsample``), so the search holds at any training size. Each subset a run reaches is a point
@@ -131,8 +132,7 @@ def _fit_cheap_subset(context: Context, state, params: dict) -> list[Candidate]:
     pool = units(context, num_features)
     found: dict[tuple[str, ...], list[Unit]] = {}  # every subset a run reached, in the order reached
     for budget in sorted(context.budgets) or [None]:
-        for by_ratio in (True, False):
-            path = search.run(pool, budget, steps, by_ratio)
+        for path in search.runs(pool, budget, steps):
             if subsampled and path:  # every row: the run's answer only (the best measured of its path)
                 path = [max(path, key=lambda step: (search.measure(step), -sum(u.cost for u in step)))]
             for step in path:

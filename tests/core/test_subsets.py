@@ -5,6 +5,7 @@ tests/methods/test_staged.py)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -87,3 +88,31 @@ def test_a_subsample_holds_each_class_in_proportion(seed, size, classes):
             assert np.sum(y[index] == label) == max(1, round(share))
     else:
         assert len(index) == size
+
+
+def test_a_run_below_a_price_finds_cheap_units_that_a_costly_one_crowds_out():
+    """The costly unit gains the most per unit of cost alone; four cheap units gain little each but much together
+    (not submodular): only the run among the units of price 1 reaches them within the budget."""
+    pool = [Unit("costly", (0,), 4.0)] + [Unit(f"cheap{j}", (j,), 1.0) for j in range(1, 5)]
+
+    def score(columns):
+        cheap = sum(1 for j in columns if j > 0)
+        return (0.6 if 0 in columns else 0.0) + 0.05 * cheap + (0.7 if cheap == 4 else 0.0), None
+    search = SubsetSearch(score, 0.0)
+    paths = search.runs(pool, 6.0, 10)
+    assert len(paths) == 3  # by ratio, by gain, below the price 1
+    assert {u.name for u in paths[0][-1]} == {"costly", "cheap1", "cheap2"}  # by ratio: 0.7
+    assert {u.name for u in paths[2][-1]} == {"cheap1", "cheap2", "cheap3", "cheap4"}  # 0.9
+    best = max((path[-1] for path in paths), key=search.measure)
+    assert search.measure(best) == pytest.approx(0.9)
+
+
+def test_the_runs_below_a_price_cap_at_the_price_below_each_answer_s_costliest_unit():
+    pool = [Unit(f"u{j}", (j,), float(j + 1)) for j in range(10)]  # ten prices
+    caps = []
+    search = SubsetSearch(lambda columns: (sum(columns) + len(columns), None), 0.0)  # the costly gain the most
+    original = search.run
+    search.run = lambda pool, *args: caps.append(max(u.cost for u in pool)) or original(pool, *args)
+    paths = search.runs(pool, 12.0, 5)
+    answers = {max(u.cost for u in path[-1]) for path in paths[:2]}
+    assert caps[:2] == [10.0, 10.0] and caps[2:] == sorted({price - 1 for price in answers})
