@@ -28,7 +28,13 @@ def prediction_cost(model, X, costs=None, *, num_iteration: int | None = None,
 
     Parameters
     ----------
-    model : lightgbm.Booster, LGBMModel, XGBoost or CatBoost model, model file path, Forest, or scikit-learn trees
+    model : lightgbm.Booster, LGBMModel, XGBoost or CatBoost model, model file path, Forest, scikit-learn trees, \
+or any model of the package
+        The package's estimators (CEGB, GreedyMiser, BudgetRF, ADAPT, CSTC, the acquisition classifiers) and an
+        EarlyExit, alone or chosen by a Selection, are priced by their own exact accounting (their
+        ``prediction_cost``: the cost of what ``predict`` does, under the costs they were fitted with); asked for
+        other costs, ``num_iteration`` or ``per_iteration``, those with trees have their trees priced, the others
+        refuse.
         scikit-learn: DecisionTree*, ExtraTree*, RandomForest*, ExtraTrees*, GradientBoosting*,
         HistGradientBoosting*, Bagging* of trees, IsolationForest. XGBoost: a Booster or its scikit-learn
         estimators; CatBoost: its models with symmetric trees on float features; files: LightGBM text, XGBoost
@@ -61,7 +67,8 @@ def prediction_cost(model, X, costs=None, *, num_iteration: int | None = None,
     ------
     CEGBError
         When ``costs`` is None and the model was trained without ``cegb_*`` parameters, when the costs
-        do not match the model's features, or when X does not have the model's number of columns.
+        do not match the model's features, when X does not have the model's number of columns, or when a model
+        of the package without trees is asked for other costs, ``num_iteration`` or ``per_iteration``.
 
     See Also
     --------
@@ -74,6 +81,10 @@ def prediction_cost(model, X, costs=None, *, num_iteration: int | None = None,
     model = unwrap(model)
     if isinstance(model, Pipeline):
         model, X, names = _last_step(model, X)
+    report = _own_cost(model, X, costs, {"num_iteration": num_iteration, "per_iteration": per_iteration,
+                                         "n_jobs": n_jobs})  # the package's estimators: what predict does
+    if report is not None:
+        return report
     forest = to_forest(model)
     costs = resolve_costs(fitted_costs(model) if costs is None else costs, forest.num_features,
                           names or forest.feature_names, forest.params)
@@ -92,6 +103,13 @@ def prediction_cost(model, X, costs=None, *, num_iteration: int | None = None,
                       feature_names=forest.feature_names,
                       group_usage=None if groups is None else
                       dict(zip(groups, (rows_using[forest.num_features:] / n).tolist())))
+
+
+def _own_cost(model, X, costs, asked: dict) -> CostReport | None:
+    """The model's own exact accounting, by its ``__lightgbm_cegb_cost__`` (the package's estimators, EarlyExit), or
+    None where its trees answer (or it has none of its own)."""
+    own = getattr(type(model), "__lightgbm_cegb_cost__", None)
+    return None if own is None else own(model, X, costs, **asked)
 
 
 def _last_step(pipeline: Pipeline, X):

@@ -10,7 +10,9 @@
 - ``fit`` returns the estimator and sets ``costs_`` (the costs aligned to the columns), ``n_features_in_``
   (and ``feature_names_in_`` for a DataFrame).
 - ``predict`` returns an array (result objects come from separately named methods).
-- ``prediction_cost(X, *, n_jobs=None) -> CostReport``: the exact per-row cost of what ``predict`` does.
+- ``prediction_cost(X, *, n_jobs=None) -> CostReport``: the exact per-row cost of what ``predict`` does; the
+  mixin's ``__lightgbm_cegb_cost__`` makes :func:`lightgbm_cegb.prediction_cost` (and every entry point that prices
+  a model) use it.
 - ``tradeoff_scale(X, y, **fit_params) -> float``: the smallest value of the trade-off at which the model
   reads no feature, so that ``r * scale`` with r in [0, 1] means the same on any data and costs (how
   ``lightgbm_cegb.selection`` turns its ``relative_tradeoff`` into the estimator's own).
@@ -33,7 +35,7 @@ from lightgbm_cegb.core.tradeoff_scales import no_split_scale
 from lightgbm_cegb.core.validation import CheckedElsewhere, NoneOr, Number, check_params
 from lightgbm_cegb.io import saved
 
-__all__ = ["BudgetedEstimator", "check_fitted"]
+__all__ = ["BudgetedEstimator", "check_fitted", "own_cost"]
 
 
 def check_fitted(estimator, attribute: str) -> None:
@@ -53,6 +55,55 @@ def check_fitted(estimator, attribute: str) -> None:
     """
     if not hasattr(estimator, attribute):
         raise NotFittedError(f"this {type(estimator).__name__} is not fitted yet: call fit first")
+
+
+def own_cost(model, price, X, costs, num_features: int, names: list[str] | None, *, num_iteration: int | None,
+             per_iteration: bool, trees: bool) -> CostReport | None:
+    """A model's own exact accounting as :func:`lightgbm_cegb.prediction_cost` asks for it (``__lightgbm_cegb_cost__``).
+
+    Parameters
+    ----------
+    model : object
+        The fitted model of the package (its ``costs_``: the costs it was fitted with).
+    price : callable
+        ``price(X) -> CostReport``: the model's own exact cost of what ``predict`` does.
+    X : array-like of shape (n_samples, n_features)
+        The rows.
+    costs : FeatureCosts, lazy costs per column, or a mapping / pandas Series by feature name, or None
+        The costs asked for (None: the fitted costs).
+    num_features : int
+        The model's number of columns.
+    names : list of str or None
+        Their names (to align costs given by name).
+    num_iteration : int or None
+        Iterations asked for (None: those ``predict`` uses).
+    per_iteration : bool
+        Whether the mean cost after each iteration is asked for.
+    trees : bool
+        Whether ``prediction_cost`` can price the model's trees instead.
+
+    Returns
+    -------
+    CostReport or None
+        ``price(X)`` when asked for the cost of what ``predict`` does under the fitted costs; None when the model's
+        trees answer what is asked instead.
+
+    Raises
+    ------
+    CEGBError
+        If a model without trees is asked for other costs, ``num_iteration`` or ``per_iteration``.
+    """
+    fitted = getattr(model, "costs_", None)
+    same = costs is None or (isinstance(fitted, FeatureCosts) and resolve_costs(costs, num_features, names) == fitted)
+    if same and num_iteration is None and not per_iteration:
+        return price(X)
+    if trees:
+        return None
+    asked = ("other costs than those it was fitted with (costs_)" if not same else
+             f"num_iteration={num_iteration!r}" if num_iteration is not None else "per_iteration=True")
+    raise CEGBError(f"prediction_cost: a {type(model).__name__} is priced by its own exact accounting, of what predict "
+                    f"does under the costs it was fitted with; got {asked}: pass costs=None (or its costs_), "
+                    "num_iteration=None and per_iteration=False")
 
 
 #: ``feature_costs``: checked by the one cost resolver (``core.costs.resolve_costs``) when ``fit`` resolves them
@@ -135,6 +186,45 @@ class BudgetedEstimator:
         """
         raise NotImplementedError
 
+    def __lightgbm_cegb_cost__(self, X, costs=None, *, num_iteration: int | None = None, per_iteration: bool = False,
+                               n_jobs: int | None = None) -> CostReport | None:
+        """How :func:`lightgbm_cegb.prediction_cost` prices the estimator (``cost_scorer`` and the command line too).
+
+        Its own exact :meth:`prediction_cost` when asked for the cost of what ``predict`` does under the fitted
+        costs (``costs`` None or the same costs); None, for ``prediction_cost`` to price the estimator's trees,
+        when an estimator with trees (``forest_``, ``booster_``) is asked for other costs, ``num_iteration`` or
+        ``per_iteration``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The rows.
+        costs : FeatureCosts, lazy costs per column, or a mapping / pandas Series by feature name, optional
+            The costs asked for (None: the fitted costs).
+        num_iteration : int, optional
+            Iterations asked for (None: those ``predict`` uses).
+        per_iteration : bool, default=False
+            Whether the mean cost after each iteration is asked for.
+        n_jobs : int or None, default=None
+            Threads (None: the CPUs this process may use).
+
+        Returns
+        -------
+        CostReport or None
+            The estimator's own report, or None where its trees answer.
+
+        Raises
+        ------
+        NotFittedError
+            If the estimator is not fitted.
+        CEGBError
+            If an estimator without trees is asked for other costs, ``num_iteration`` or ``per_iteration``.
+        """
+        self._check_fitted()
+        return own_cost(self, lambda rows: self.prediction_cost(rows, n_jobs=n_jobs), X, costs, self.n_features_in_,
+                        self._names_in(), num_iteration=num_iteration, per_iteration=per_iteration,
+                        trees=any(hasattr(self, trees) for trees in ("forest_", "booster_")))
+
     # ----------------------------------------------------------------------------------- trade-off scale
 
     def _reads_features(self, X) -> bool:
@@ -167,7 +257,8 @@ class BudgetedEstimator:
         Raises
         ------
         CEGBError
-            If the model reads no feature even without costs, or still reads one at every trade-off up to 1e30.
+            If the model still reads a feature at every trade-off up to 1e30; NothingToTradeOff (a CEGBError, which
+            a sweep answers by leaving the method out) if it reads none even without costs.
         """
         for key in ("eval_set", "eval_group", "eval_sample_weight", "X_valid"):
             fit_params.pop(key, None)

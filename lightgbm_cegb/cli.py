@@ -2,10 +2,10 @@
 of lazy feature acquisition.
 
     lightgbm-cegb cost MODEL DATA [--costs FILE [--one-based]] [--split ALPHA] [--config CONFIG | --header
-                       --label-column N] [--format table|json]
+                       [--label-column N|name:COLUMN|auto]] [--format table|json]
     lightgbm-cegb train CONFIG --costs FILE [--one-based] [--kind lazy|coupled] [--tradeoff LAMBDA] [key=value ...]
     lightgbm-cegb serve [--model MODEL [--costs FILE] (--store STORE.sqlite | --fetch MODULE:FUNCTION)] [--eager]
-                        [--host 127.0.0.1] [--port 8000]
+                        [--max-body-bytes N] [--host 127.0.0.1] [--port 8000]
 
 Paths are relative to the directory the command runs in, as for ``lightgbm config=FILE``.
 
@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import scipy.sparse as sp
 
 from lightgbm_cegb.accounting import prediction_cost
@@ -46,7 +47,7 @@ from lightgbm_cegb.core.report import CostReport
 from lightgbm_cegb.core.validation import check_number, read_utf8
 from lightgbm_cegb.io.atomic import write_atomically
 from lightgbm_cegb.io.lightgbm_text import with_group_names
-from lightgbm_cegb.io.models import to_forest
+from lightgbm_cegb.io.models import fitted_costs, library_of, to_forest, unwrap
 
 CHUNK_ROWS = 200_000
 
@@ -119,10 +120,17 @@ def _csv_block(numbered: list[tuple[int, str]], delimiter: str | None, width: in
     return block
 
 
-def read_rows(fh, label_column: int | str | None, header: bool, num_features: int):
+#: ``label_column`` not said: the column a header names that is not one of the model's features, else column 0
+AUTO = "auto"
+
+
+def read_rows(fh, label_column: int | str | None, header: bool, num_features: int,
+              feature_names: Sequence[str] | None = None):
     """Yield row blocks of a LightGBM data file read from the open text file ``fh`` once, front to back (so
-    that stdin and pipes work): CSV/TSV (label column removed; ``label_column`` an index or LightGBM's
-    ``name:COLUMN``) or LibSVM (sparse blocks). A CSV whose first line is not numeric needs ``header``."""
+    that stdin and pipes work): CSV/TSV (label column removed; ``label_column`` an index, LightGBM's
+    ``name:COLUMN``, None for no label, or :data:`AUTO`) or LibSVM (sparse blocks). A CSV whose first line is not
+    numeric needs ``header``; a header is read by name when the model names its features (``feature_names``, see
+    :func:`_by_name`)."""
     names = fh.readline().rstrip("\r\n") if header else None
     first = fh.readline()
     if not first:
@@ -132,14 +140,19 @@ def read_rows(fh, label_column: int | str | None, header: bool, num_features: in
     delimiter = "\t" if "\t" in first else ("," if "," in first else None)
     if isinstance(label_column, int) and label_column < 0:
         raise CEGBError(f"label_column should be a column index >= 0 (or name:COLUMN), got {label_column}")
-    if isinstance(label_column, str):
-        if names is None:
+    columns = None if names is None else [c.strip() for c in names.split(delimiter)]
+    if isinstance(label_column, str) and label_column != AUTO:
+        if columns is None:
             raise CEGBError(f"label_column={label_column!r} names a column: the file needs a header (--header or "
                             "header=true in the config)")
-        columns = [c.strip() for c in names.split(delimiter)]
         if label_column[5:] not in columns:
-            raise CEGBError(f"label_column={label_column!r}: no such column in the header {columns[:8]}")
+            raise CEGBError(f"label_column={label_column!r}: no such column in the header {columns}")
         label_column = columns.index(label_column[5:])
+    order = None
+    if columns is not None and not libsvm:
+        label_column, order = _by_name(columns, label_column, feature_names)
+    elif label_column == AUTO:
+        label_column = 0
     if not libsvm and names is None and not all(_is_number(t) for t in first.split(delimiter)):
         raise CEGBError(f"line 1 is not numeric ({first.strip()[:60]!r}): if it is a header, pass --header "
                         "(or header=true in the --config file)")
@@ -158,7 +171,50 @@ def read_rows(fh, label_column: int | str | None, header: bool, num_features: in
                     raise CEGBError(f"label_column={label_column} is beyond the data file's {block.shape[1]} "
                                     f"columns (0..{block.shape[1] - 1})")
                 block = np.delete(block, label_column, axis=1)
-            yield block
+            yield block if order is None else block[:, order]
+
+
+def _by_name(header: list[str], label: int | str | None, features: Sequence[str] | None):
+    """(the label column, the position of each of the model's features among the other columns, or None: by
+    position) of a CSV with a ``header``: by name when the model names its features (not LightGBM's default
+    ``Column_i``), a header name matching a feature as it is or with spaces as "_" (LightGBM's renaming); the label
+    (:data:`AUTO`) then the one column that is not a feature. By position, as LightGBM reads a file, when the model
+    does not name its features (the label :data:`AUTO`: column 0).
+
+    Raises
+    ------
+    CEGBError
+        Naming the columns, when the header lacks a feature of the model, names one twice, holds columns that are
+        neither the label nor a feature, or its label column is a feature.
+    """
+    features = None if features is None else [str(f) for f in features]
+    if features is None or features == [f"Column_{i}" for i in range(len(features))]:
+        return (0 if label == AUTO else label), None
+    position: dict[str, list[int]] = {}
+    for i, name in enumerate(header):
+        for form in {name, name.replace(" ", "_")}:
+            position.setdefault(form, []).append(i)
+    missing = [f for f in features if f not in position]
+    twice = [f for f in features if len(position.get(f, ())) > 1]
+    if missing or twice:
+        raise CEGBError(f"the header's columns {header} are read by name, as the model names its {len(features)} "
+                        f"features {features}: " + (f"it lacks {missing}" if missing else f"it names {twice} twice"))
+    used = [position[f][0] for f in features]
+    rest = [i for i in range(len(header)) if i not in used]
+    if label == AUTO:
+        if len(rest) > 1:
+            raise CEGBError(f"the header's columns {[header[i] for i in rest]} are not the model's features: name the "
+                            "label with --label-column name:COLUMN (and remove the others)")
+        label = rest[0] if rest else None
+    elif label is not None and label in used:
+        raise CEGBError(f"the label column {label} ({header[label]!r}) is a feature of the model (the header names "
+                        "the columns): give the label's column")
+    extra = [header[i] for i in rest if i != label]
+    if extra:
+        raise CEGBError(f"the header's columns {extra} are neither the label nor the model's features: the cost "
+                        "command reads label and features only; remove them")
+    kept = [i for i in range(len(header)) if i != label]  # the block's columns once the label is removed
+    return label, [kept.index(i) for i in used]
 
 
 def read_config(path: Path, overrides: Sequence[str] = ()) -> dict[str, str]:
@@ -200,7 +256,7 @@ def _setting(settings: dict[str, str], name: str, *aliases: str) -> str | None:
 
 def _file_settings(args) -> tuple[int | str | None, bool]:
     """The label column and header of the data file: from the options, or LightGBM's keys in --config."""
-    label, header = (None if args.no_label else args.label_column), args.header
+    label, header = (None if args.no_label else _label_column(args.label_column, "--label-column")), args.header
     if args.config:
         config = Path(args.config)
         if not config.is_file():
@@ -216,31 +272,35 @@ def _file_settings(args) -> tuple[int | str | None, bool]:
             header = value.lower() in ("true", "1", "+")
         value = _setting(settings, "label_column", "label")
         if value:
-            try:
-                label = value if value.startswith("name:") else int(value)
-            except ValueError:
-                label = -1
-            if isinstance(label, int) and label < 0:
-                raise CEGBError(f"{config}: label_column should be a column index >= 0 or name:COLUMN, "
-                                f"got {value!r}")
-    if isinstance(label, int) and label < 0:
-        raise CEGBError(f"--label-column should be a column index >= 0, got {label}")
+            label = _label_column(value, f"{config}: label_column")
     return label, header
 
 
-def _report_costs(args, forest) -> tuple[FeatureCosts | None, bool]:
-    """The costs of the cost command (None: the model's own cegb_* parameters), and whether its groups are the
-    model's: a cost file without group lines takes the groups (and their costs) the model was trained with."""
+def _label_column(value: str, name: str) -> int | str:
+    """A label column as given: an index >= 0, ``name:COLUMN`` or :data:`AUTO`."""
+    if value == AUTO or value.startswith("name:"):
+        return value
+    try:
+        index = int(value)
+    except ValueError:
+        index = -1
+    if index < 0:
+        raise CEGBError(f"{name} should be a column index >= 0, name:COLUMN or auto, got {value!r}")
+    return index
+
+
+def _report_costs(args, num_features: int, params: dict) -> tuple[FeatureCosts | None, bool]:
+    """The costs of the cost command (None: the model's own), and whether its groups are the model's: a cost file
+    without group lines takes the groups (and their costs) the model was trained with (its ``params``)."""
     if not args.costs:
         if args.split:
             raise CEGBError("--split needs --costs (without --costs the model's own cegb_* parameters are used)")
         return None, False
-    costs = FeatureCosts.from_file(args.costs, kind="lazy", num_features=forest.num_features,
-                                   first_column=int(args.one_based))
+    costs = read_costs(Path(args.costs), num_features, first_column=int(args.one_based), one_based="--one-based")
     fields = costs.fields()
     if args.split:
         fields["split"] = args.split
-    own = FeatureCosts.from_params(forest.params) if costs.groups is None else None
+    own = FeatureCosts.from_params(params) if costs.groups is None else None
     from_model = own is not None and bool(own.groups)
     if from_model:
         model_fields = own.fields()
@@ -248,18 +308,39 @@ def _report_costs(args, forest) -> tuple[FeatureCosts | None, bool]:
     return FeatureCosts(**fields), from_model
 
 
+def _columns(model) -> tuple[int, list[str] | None, dict, bool]:
+    """(features, their names or None, training parameters, whether the model is priced by its own accounting)
+    of a model the cost command prices: one of the package's estimators by its fitted columns, any other by its
+    trees."""
+    inner = unwrap(model)
+    if hasattr(type(inner), "__lightgbm_cegb_cost__") and hasattr(inner, "n_features_in_"):
+        names = getattr(inner, "feature_names_in_", None)
+        return int(inner.n_features_in_), None if names is None else [str(n) for n in names], {}, True
+    forest = to_forest(model)
+    return forest.num_features, forest.feature_names, forest.params, False
+
+
 def cmd_cost(args) -> int:
-    forest = to_forest(args.model)
-    costs, groups_from_model = _report_costs(args, forest)
+    model = load_model(Path(args.model))
+    num_features, names, params, own = _columns(model)
+    costs, groups_from_model = _report_costs(args, num_features, params)
     label_column, header = _file_settings(args)
+    if costs is None and fitted_costs(model) is None and not own and FeatureCosts.from_params(params) is None:
+        raise CEGBError(f"--costs is needed: the model {args.model} holds no costs (it was not trained with "
+                        "cegb_* parameters); give them with --costs FILE (a cost file, or JSON of FeatureCosts' "
+                        "arguments)")
     reports, rows_done, has_id0 = [], 0, False
     data = Path(args.data)
     if not data.exists():
         raise CEGBError(f"data file {args.data!r} does not exist")
     with data.open(encoding="utf-8") as fh:
         try:
-            for block in read_rows(fh, label_column, header, forest.num_features):
-                reports.append(prediction_cost(forest, block, costs, num_iteration=args.num_iteration,
+            for block in read_rows(fh, label_column, header, num_features, names):
+                rows = block
+                if own:  # an estimator reads dense rows, a DataFrame when it was fitted on one
+                    rows = block.toarray() if sp.issparse(block) else block
+                    rows = rows if names is None else pd.DataFrame(rows, columns=names, copy=False)
+                reports.append(prediction_cost(model, rows, costs, num_iteration=args.num_iteration,
                                                n_jobs=args.n_jobs))
                 rows_done += block.shape[0]
                 has_id0 = has_id0 or not sp.issparse(block) or bool((block.indices == 0).any())
@@ -276,7 +357,7 @@ def cmd_cost(args) -> int:
                         evaluation=np.concatenate([r.evaluation for r in reports]),
                         coupled=reports[0].coupled,
                         usage=sum(r.usage * len(r.acquisition) for r in reports) / rows_done,
-                        feature_names=forest.feature_names,
+                        feature_names=reports[0].feature_names,
                         group_usage=None if groups is None else
                         {g: sum(r.group_usage[g] * len(r.acquisition) for r in reports) / rows_done for g in groups})
     if args.format == "json":
@@ -467,54 +548,104 @@ class OptionError(Exception):
         super().__init__(f"{option}: {message}")
 
 
-def _serve_model(path: Path):
+def load_model(path: Path):
     """A model file (LightGBM, XGBoost, CatBoost), or the estimator or Selection saved in a folder (its class named
-    by the manifest)."""
+    by the manifest): the models ``cost`` and ``serve`` take.
+
+    Raises
+    ------
+    CEGBError
+        When ``path`` does not exist, or holds no model of these.
+    """
     from lightgbm_cegb.io.models import load_file
     from lightgbm_cegb.io.saved import read as read_saved
     from lightgbm_cegb.selection import Selection, estimator_class
 
+    if path.is_dir():
+        manifest, _ = read_saved(path)
+        if manifest["estimator"] == "Selection":
+            return Selection.load(path)
+        estimator = estimator_class(str(manifest["estimator"]))
+        if estimator is None:
+            raise CEGBError(f"{str(path)!r} holds a {manifest['estimator']!r}, not an estimator of lightgbm_cegb")
+        return estimator.load(path)
+    if not path.exists():
+        raise CEGBError(f"expected a model file or a folder saved by an estimator's save(), got {str(path)!r}, "
+                        "which does not exist")
+    to_forest(path)  # a clear error for a file that is not a model
+    return load_file(path)
+
+
+def _serve_model(path: Path, method: str):
+    """:func:`load_model`, its errors an OptionError of --model; an XGBoost or CatBoost classifier's file as the
+    library's scikit-learn classifier when ``method`` is one only that has (``predict_proba``)."""
     try:
-        if path.is_dir():
-            manifest, _ = read_saved(path)
-            if manifest["estimator"] == "Selection":
-                return Selection.load(path)
-            estimator = estimator_class(str(manifest["estimator"]))
-            if estimator is None:
-                raise CEGBError(f"{str(path)!r} holds a {manifest['estimator']!r}, not an estimator of lightgbm_cegb")
-            return estimator.load(path)
-        if not path.exists():
-            raise CEGBError(f"expected a model file or a folder saved by an estimator's save(), got {str(path)!r}, "
-                            "which does not exist")
-        to_forest(path)  # a clear error for a file that is not a model
-        return load_file(path)
+        model = load_model(path)
     except CEGBError as exc:
         raise OptionError("--model", str(exc)) from None
+    if callable(getattr(model, method, None)) or path.is_dir():
+        return model
+    library = library_of(model)
+    if library == "xgboost":
+        import xgboost as xgb
+
+        objective = json.loads(model.save_config())["learner"]["objective"]["name"]
+        classifier = xgb.XGBClassifier() if objective.startswith(("binary:", "multi:")) else None
+    elif library == "catboost":
+        import catboost as cb
+
+        loss = str(model.get_all_params().get("loss_function", ""))
+        classifier = cb.CatBoostClassifier() if loss in ("Logloss", "CrossEntropy", "MultiClass") else None
+    else:
+        return model
+    if classifier is None or not callable(getattr(classifier, method, None)):
+        return model
+    classifier.load_model(str(path))
+    return classifier
 
 
 SERVE_COST_FIELDS = ("lazy", "coupled", "split", "groups", "group_lazy", "group_coupled", "tree")
 
 
-def _serve_costs(path: Path, num_features: int) -> FeatureCosts:
-    """FeatureCosts from a JSON object of its arguments, or from the command line's cost file."""
+def read_costs(path: Path, num_features: int, *, first_column: int = 0, one_based: str = "") -> FeatureCosts:
+    """FeatureCosts from a JSON object of its arguments (as ``FeatureCosts.fields()`` gives them), or from the
+    command line's cost file (its line i the cost of column ``first_column + i - 1``): what ``cost`` and ``serve``
+    take. ``one_based``: the option that set ``first_column`` (refused with JSON, which gives costs by column).
+
+    Raises
+    ------
+    CEGBError
+        When the file cannot be read, or holds no costs for ``num_features`` columns.
+    """
     try:
         text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise OptionError("--costs", f"cannot read {str(path)!r}: {exc}") from None
+    except (OSError, UnicodeDecodeError):  # the cost file's reader names the file and the problem
+        text = ""
+    if not text.lstrip().startswith("{"):
+        return FeatureCosts.from_file(path, num_features=num_features, first_column=first_column)
+    if first_column:
+        raise CEGBError(f"{one_based} moves the lines of a cost file; {str(path)!r} is JSON, whose costs are by "
+                        "column (or by name): drop it")
     try:
-        if not text.lstrip().startswith("{"):
-            return FeatureCosts.from_file(path, num_features=num_features)
-        try:
-            fields = json.loads(text)
-        except ValueError as exc:
-            raise CEGBError(f"{str(path)!r} is not valid JSON ({exc})") from None
-        unknown = sorted(set(fields) - set(SERVE_COST_FIELDS)) if isinstance(fields, dict) else None
-        if unknown is None or unknown:
-            raise CEGBError(f"{str(path)!r} should hold a JSON object of FeatureCosts' arguments "
-                            f"{list(SERVE_COST_FIELDS)}, got "
-                            + (f"the keys {unknown}" if unknown else f"a JSON {type(fields).__name__}"))
+        fields = json.loads(text)
+    except ValueError as exc:
+        raise CEGBError(f"{str(path)!r} is not valid JSON ({exc})") from None
+    unknown = sorted(set(fields) - set(SERVE_COST_FIELDS)) if isinstance(fields, dict) else None
+    if unknown is None or unknown:
+        raise CEGBError(f"{str(path)!r} should hold a JSON object of FeatureCosts' arguments "
+                        f"{list(SERVE_COST_FIELDS)}, got "
+                        + (f"the keys {unknown}" if unknown else f"a JSON {type(fields).__name__}"))
+    try:
         return FeatureCosts(**fields)
-    except (CEGBError, TypeError, ValueError) as exc:
+    except (TypeError, ValueError) as exc:
+        raise CEGBError(f"{str(path)!r}: {exc}") from None
+
+
+def _serve_costs(path: Path, num_features: int) -> FeatureCosts:
+    """:func:`read_costs`, its errors an OptionError of --costs."""
+    try:
+        return read_costs(path, num_features)
+    except CEGBError as exc:
         raise OptionError("--costs", str(exc)) from None
 
 
@@ -553,6 +684,8 @@ def _check_serve(args) -> None:
     """Options that cannot go together, or values out of range: OptionError."""
     if not 0 <= args.port <= 65535:
         raise OptionError("--port", f"expected a port number in 0..65535, got {args.port}")
+    if args.max_body_bytes < 1:
+        raise OptionError("--max-body-bytes", f"expected a number of bytes >= 1, got {args.max_body_bytes}")
     if args.latency_ms is not None and not args.latency_ms >= 0:
         raise OptionError("--latency-ms", f"expected a number of milliseconds >= 0, got {args.latency_ms}")
     if args.model is None:
@@ -580,7 +713,7 @@ def _serve_predictor(args, workdir: Path | None):
     if args.model is None:
         latency = 20.0 if args.latency_ms is None else args.latency_ms
         return bundled_example(workdir, latency, args.query_log)
-    model = _serve_model(args.model)
+    model = _serve_model(args.model, args.method)
     if args.fetch is not None:
         fetch = _serve_function(args.fetch)
     else:
@@ -638,12 +771,15 @@ def cmd_serve(args) -> int:
         # temporary folder be removed (the default action would end the process at once)
         signal.signal(signal.SIGTERM, _stop)
         uvicorn.run(make_app(predictor, description, args.method, eager=args.eager,
-                             sequential=args.fetch_calls == "sequential"), host=args.host, port=args.port,
+                             sequential=args.fetch_calls == "sequential", max_body_bytes=args.max_body_bytes),
+                    host=args.host, port=args.port,
                     log_level="warning")
     return 0
 
 
 def _serve_parser(sub) -> argparse.ArgumentParser:
+    from lightgbm_cegb.serving.service import MAX_BODY_BYTES
+
     p_serve = sub.add_parser("serve", help="score rows by id with lazy feature acquisition from a feature store",
                              description="Score rows by id over HTTP, fetching from a feature store only the features "
                                          "each row's paths need (docs/guide/service.md).",
@@ -668,6 +804,8 @@ def _serve_parser(sub) -> argparse.ArgumentParser:
     p_serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s, this "
                                                              "machine only)")
     p_serve.add_argument("--port", type=int, default=8000, help="(default: %(default)s)")
+    p_serve.add_argument("--max-body-bytes", type=int, default=MAX_BODY_BYTES,
+                         help="the longest request body; a longer one answers 413 unread (default: %(default)s)")
     p_serve.add_argument("--workdir", type=Path, help="the bundled example's store and model (default: a temporary "
                                                       "folder removed on exit)")
     p_serve.add_argument("--latency-ms", type=float, help="simulated latency of each query: of the bundled store's "
@@ -687,15 +825,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="lightgbm-cegb", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p_cost = sub.add_parser("cost", help="prediction cost of a model on a data file")
-    p_cost.add_argument("model", help="model file: LightGBM text, XGBoost JSON or UBJSON, CatBoost JSON or binary")
+    p_cost.add_argument("model", help="model file (LightGBM text, XGBoost JSON or UBJSON, CatBoost JSON or "
+                                      "binary), or a folder saved by an estimator's or a Selection's save()")
     p_cost.add_argument("data", help="data file: CSV/TSV (label in --label-column) or LibSVM")
     p_cost.add_argument("--costs", help=f"{COSTS_HELP}, lazy costs; without group lines, the groups are the "
-                                         "model's; default: the model's own cegb_* parameters")
+                                         "model's; or JSON of FeatureCosts' arguments; default: the model's own")
     base = p_cost.add_mutually_exclusive_group()
     base.add_argument("--one-based", action="store_true", help=ONE_BASED_HELP)
     base.add_argument("--zero-based", action="store_true", help=ZERO_BASED_HELP)
     p_cost.add_argument("--split", type=float, default=0.0, help="cost per split node (with --costs)")
-    p_cost.add_argument("--label-column", type=int, default=0, help="index of the label column (default 0)")
+    p_cost.add_argument("--label-column", default=AUTO,
+                        help="the label's column: its index, name:COLUMN (with --header) or auto (default: with a "
+                             "header naming the model's features, the column that is not one; otherwise column 0)")
     p_cost.add_argument("--no-label", action="store_true", help="the file has no label column")
     p_cost.add_argument("--header", action="store_true", help="the first line is a header")
     p_cost.add_argument("--config", help="LightGBM config file to read header and label_column from")

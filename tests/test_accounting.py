@@ -4,6 +4,7 @@ scikit-learn's apply, and costs rebuilt from the leaves' paths in the model's JS
 from __future__ import annotations
 
 import json
+import warnings
 
 import lightgbm as lgb
 import numpy as np
@@ -217,3 +218,66 @@ def test_mistaken_models_and_num_iteration_are_named():
                                                  "first") as info:
             prediction_cost(model, X, np.ones(3))
         assert isinstance(info.value, CEGBError) and isinstance(info.value, SklearnNotFittedError)
+
+
+def _package_models():
+    """One fitted model of each family the package produces, on 200 rows of 4 columns (binary)."""
+    import lightgbm_cegb as lc
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 4))
+    y = (X[:, 0] + X[:, 1] > 0).astype(int)
+    costs = FeatureCosts(lazy=[1.0, 2.0, 3.0, 4.0])
+    f0 = lgb.LGBMClassifier(n_estimators=5, verbose=-1).fit(X, y)
+    booster = lgb.train({"objective": "binary", "verbose": -1}, lgb.Dataset(X, y), 10)
+    fitted = [make(feature_costs=costs).fit(X, y) for make in (
+        lc.StagedAcquisitionClassifier, lc.AdaptiveAcquisitionClassifier, lc.CSTC, lc.CSCC, lc.Cronus,
+        lc.CSTCClassifier, lc.BudgetRFClassifier, lambda **kw: lc.GreedyMiserClassifier(n_estimators=5, **kw),
+        lambda **kw: lc.CEGBClassifier(n_estimators=5, cegb_tradeoff=0.01, verbose=-1, **kw))]
+    fitted += [make(f0=f0, feature_costs=costs).fit(X, y) for make in (lc.AdaptGBRT, lc.AdaptLIN, lc.AdaptL1)]
+    return X, y, costs, fitted + [lc.EarlyExit(booster, threshold=0.9, feature_costs=costs)]
+
+
+def test_every_model_of_the_package_is_priced_by_its_own_accounting():
+    """Issue 61 (12): prediction_cost and cost_scorer refused the package's ADAPT, CSTC-family, acquisition and
+    EarlyExit models ("model should be a LightGBM Booster, ..., got StagedAcquisitionClassifier") though each has
+    its exact prediction_cost."""
+    from lightgbm_cegb.selection import cost_scorer
+
+    X, y, costs, models = _package_models()
+    for model in models:
+        own = model.prediction_cost(X)
+        for report in (prediction_cost(model, X), prediction_cost(model, X, costs)):
+            np.testing.assert_array_equal(report.per_instance, own.per_instance, err_msg=type(model).__name__)
+        if hasattr(model, "classes_"):
+            assert cost_scorer(costs, penalty=0.1)(model, X, y) == pytest.approx(
+                np.mean(model.predict(X) == y) - 0.1 * own.mean)
+    trees = ("BudgetRFClassifier", "GreedyMiserClassifier", "CEGBClassifier")
+    for model in models:  # other costs: the trees priced, or a refusal naming what was asked for
+        if type(model).__name__ in trees:
+            assert prediction_cost(model, X, np.zeros(4)).mean == 0.0
+            continue
+        for kwargs, asked in (({"costs": np.ones(4)}, "other costs than those it was fitted with"),
+                              ({"num_iteration": 2}, "num_iteration=2"), ({"per_iteration": True}, "per_iteration")):
+            with pytest.raises(CEGBError, match=rf"prediction_cost: a {type(model).__name__} is priced by its own "
+                                                rf"exact accounting.*got {asked}"):
+                prediction_cost(model, X, **kwargs)
+
+
+def test_a_selection_of_an_acquisition_model_is_priced(tmp_path):
+    """Issue 61 (12): prediction_cost(selection, X) failed for the Selections fit_within_budget often returns (an
+    acquisition model), though the selection guide documents it."""
+    from lightgbm_cegb.selection import Selection, fit_within_budget
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(600, 4))
+    y = (X[:, 0] + X[:, 1] > 0).astype(int)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        chosen = fit_within_budget((X[:400], y[:400]), (X[400:], y[400:]), [1, 2, 3, 4], 3.0, task="binary",
+                                   methods=["staged_acquisition"], baseline=False)
+    assert type(chosen.model).__name__ == "StagedAcquisitionClassifier"
+    np.testing.assert_array_equal(prediction_cost(chosen, X).per_instance, chosen.prediction_cost(X).per_instance)
+    chosen.save(tmp_path / "chosen")
+    loaded = Selection.load(tmp_path / "chosen")
+    np.testing.assert_array_equal(prediction_cost(loaded, X).per_instance, chosen.prediction_cost(X).per_instance)

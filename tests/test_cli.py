@@ -13,6 +13,7 @@ from pathlib import Path
 
 import lightgbm as lgb
 import numpy as np
+import pandas as pd
 import pytest
 
 from lightgbm_cegb import FeatureCosts, prediction_cost
@@ -72,7 +73,8 @@ def test_train_through_lightgbm_cli(files, capsys, monkeypatch):
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["train", "missing.conf", "--costs", "c.txt"], r"config file 'missing.conf' does not exist"),
-    (["cost", "missing.txt", "data.csv"], r"model file 'missing.txt' does not exist"),
+    (["cost", "missing.txt", "data.csv"], r"expected a model file or a folder saved by an estimator's save(), got "
+                                          r"'missing.txt', which does not exist"),
 ])
 def test_cli_errors(argv, message, capsys):
     assert main(argv) == 2
@@ -164,7 +166,7 @@ def test_cost_reads_header_and_label_from_config(files, capsys):
     assert main(["cost", str(tmp / "h.txt"), str(named), "--config", str(conf)]) == 2
     assert "sets weight_column=1: the cost command reads label and features only" in capsys.readouterr().err
     conf.write_text("label_column = name:target\n")
-    assert main(["cost", str(tmp / "h.txt"), str(named), "--config", str(conf)]) == 2
+    assert main(["cost", str(tmp / "h.txt"), str(named), "--costs", str(costs), "--config", str(conf)]) == 2
     assert "label_column='name:target' names a column: the file needs a header" in capsys.readouterr().err
 
 
@@ -243,7 +245,8 @@ def small_model(tmp_path_factory):
 @pytest.mark.parametrize(("data", "options", "message"), [
     (b"1,2,3,4,5\n0,1,2,3,4\n", ["--label-column", "9"],
      r"label_column=9 is beyond the data file's 5 columns \(0..4\)"),
-    (b"1,2,3,4,5\n0,1,2,3,4\n", ["--label-column", "-1"], r"--label-column should be a column index >= 0, got -1"),
+    (b"1,2,3,4,5\n0,1,2,3,4\n", ["--label-column", "-1"],
+     r"--label-column should be a column index >= 0, name:COLUMN or auto, got '-1'"),
     (b"1,2,3,4,5\n0,1,2,3\n1,2,3,4,5\n", [], r"line 2: 4 fields where the first row has 5: every row should have the "
                                              r"same columns"),
     (b"y,a,b,c,d\n1,2,3,4,5\n\n0,1,2\n", ["--header"], r"line 4: 3 fields where the first row has 5"),
@@ -287,7 +290,7 @@ def test_cost_refuses_files_that_are_not_utf8(small_model, tmp_path, capsys):
     config.write_text("label_column = -2\n")
     assert main(["cost", str(small_model / "model.txt"), str(data), "--costs", str(small_model / "costs.txt"),
                  "--config", str(config)]) == 2
-    assert "label_column should be a column index >= 0 or name:COLUMN, got '-2'" in capsys.readouterr().err
+    assert "label_column should be a column index >= 0, name:COLUMN or auto, got '-2'" in capsys.readouterr().err
 
 
 def test_cost_still_reads_csv_with_missing_values_and_libsvm(small_model, tmp_path, capsys):
@@ -444,3 +447,97 @@ def test_train_coupled_groups_and_bad_group_lines(soil, capsys, monkeypatch):
         assert main([*command, "--costs", "bad.txt"]) == 2
         assert ("bad.txt:7: group 'soil' names column 9, beyond the 6 columns the file's costs cover (0..5)"
                 in capsys.readouterr().err)
+
+
+@pytest.fixture(scope="module")
+def named_model(tmp_path_factory):
+    """A model trained on named columns f0..f3 (its rows read f3 only where f0 > 0: a shifted column costs
+    otherwise), its costs (a cost file and JSON) and rows."""
+    tmp = tmp_path_factory.mktemp("named")
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(300, 4))
+    y = np.where(X[:, 0] > 0, 3 * X[:, 3], 0.0) + rng.normal(0, 0.1, 300)
+    booster = lgb.train({"objective": "regression", "num_leaves": 3, "verbose": -1}, lgb.Dataset(
+        X, y, feature_name=["f0", "f1", "f2", "f3"]), 10)
+    booster.save_model(tmp / "model.txt")
+    (tmp / "costs.txt").write_text("1\n2\n5\n20\n")
+    (tmp / "costs.json").write_text(json.dumps(FeatureCosts(lazy=[1.0, 2.0, 5.0, 20.0]).fields()))
+    return tmp, booster, X, y
+
+
+def _csv(path: Path, header: list[str], columns: list[np.ndarray]) -> Path:
+    path.write_text(",".join(header) + "\n" + "\n".join(",".join(f"{v:.17g}" for v in row)
+                                                        for row in np.column_stack(columns)) + "\n")
+    return path
+
+
+def test_a_header_named_csv_is_read_by_name(named_model, tmp_path, capsys):
+    """Issue 61 (16): `cost MODEL test.csv --header` without --label-column, on a CSV whose label is the last
+    column, took the first feature as the label and shifted every column, silently. The header is read by the
+    model's feature names: the other column is the label, in any order; what cannot be aligned is refused."""
+    tmp, booster, X, y = named_model
+    expected = prediction_cost(booster, X, FeatureCosts(lazy=[1, 2, 5, 20])).mean
+
+    def mean(path, *options):
+        assert main(["cost", str(tmp / "model.txt"), str(path), "--costs", str(tmp / "costs.txt"), "--header",
+                     "--format", "json", *options]) == 0, capsys.readouterr().err
+        return json.loads(capsys.readouterr().out)["mean"]
+
+    last = _csv(tmp_path / "last.csv", ["f0", "f1", "f2", "f3", "label"], [*X.T, y])
+    assert mean(last) == pytest.approx(expected, rel=1e-12)
+    shuffled = _csv(tmp_path / "shuffled.csv", ["f3", "label", "f1", "f0", "f2"], [X[:, 3], y, X[:, 1], X[:, 0],
+                                                                                     X[:, 2]])
+    assert mean(shuffled) == pytest.approx(expected, rel=1e-12)
+    assert mean(shuffled, "--label-column", "name:label") == pytest.approx(expected, rel=1e-12)  # as docs/CLI.md
+    assert mean(shuffled, "--label-column", "1") == pytest.approx(expected, rel=1e-12)
+    first = _csv(tmp_path / "first.csv", ["label", "f0", "f1", "f2", "f3"], [y, *X.T])
+    assert mean(first, "--label-column", "auto") == pytest.approx(expected, rel=1e-12)
+    for header, columns, options, message in [
+        (["f0", "f1", "x", "f3", "label"], [*X.T, y], [],
+         r"the header's columns \['f0', 'f1', 'x', 'f3', 'label'\] are read by name, as the model names its 4 "
+         r"features \['f0', 'f1', 'f2', 'f3'\]: it lacks \['f2'\]"),
+        (["f0", "f1", "f2", "f3", "label", "id"], [*X.T, y, y], [],
+         r"the header's columns \['label', 'id'\] are not the model's features: name the label with --label-column "
+         r"name:COLUMN"),
+        (["f0", "f1", "f2", "f3", "label", "id"], [*X.T, y, y], ["--label-column", "name:label"],
+         r"the header's columns \['id'\] are neither the label nor the model's features"),
+        (["f0", "f1", "f2", "f3", "label"], [*X.T, y], ["--label-column", "0"],
+         r"the label column 0 \('f0'\) is a feature of the model"),
+    ]:
+        path = _csv(tmp_path / "bad.csv", header, columns)
+        assert main(["cost", str(tmp / "model.txt"), str(path), "--costs", str(tmp / "costs.txt"), "--header",
+                     *options]) == 2
+        assert re.search("error: " + message, capsys.readouterr().err)
+
+
+def test_cost_takes_what_serve_takes(named_model, tmp_path, capsys):
+    """Issue 61 (17): `cost` refused the JSON costs and the saved Selection folder that `serve` accepts, and worded a
+    missing --costs in Python's terms ("pass costs=FeatureCosts(...)"); a saved estimator of the package is priced by
+    its own accounting."""
+    from lightgbm_cegb import StagedAcquisitionClassifier
+    from lightgbm_cegb.selection import Selection
+
+    tmp, booster, X, y = named_model
+    costs = FeatureCosts(lazy=[1.0, 2.0, 5.0, 20.0])
+    data = _csv(tmp_path / "data.csv", ["f0", "f1", "f2", "f3", "label"], [*X.T, y])
+
+    def report(model, *options):
+        assert main(["cost", str(model), str(data), "--header", "--format", "json", *options]) == 0, \
+            capsys.readouterr().err
+        return json.loads(capsys.readouterr().out)
+
+    expected = prediction_cost(booster, X, costs)
+    assert report(tmp / "model.txt", "--costs", str(tmp / "costs.json"))["mean"] == pytest.approx(expected.mean)
+    Selection("lightgbm", {}, booster, None, 0.9, 12.0, costs=costs).save(tmp_path / "choice")
+    assert report(tmp_path / "choice")["mean"] == pytest.approx(expected.mean, rel=1e-12)
+    frame = pd.DataFrame(X, columns=["f0", "f1", "f2", "f3"])
+    staged = StagedAcquisitionClassifier(feature_costs=costs).fit(frame, (y > 0).astype(int))
+    staged.save(tmp_path / "staged")
+    answer = report(tmp_path / "staged")
+    assert answer["mean"] == pytest.approx(staged.prediction_cost(frame).mean, rel=1e-12)
+    assert main(["cost", str(tmp / "model.txt"), str(data), "--header"]) == 2
+    assert re.search(r"error: --costs is needed: the model .*model.txt holds no costs \(it was not trained with "
+                     r"cegb_\* parameters\); give them with --costs FILE", capsys.readouterr().err)
+    assert main(["cost", str(tmp / "model.txt"), str(data), "--header", "--costs", str(tmp / "costs.json"),
+                 "--one-based"]) == 2
+    assert "--one-based moves the lines of a cost file; " in capsys.readouterr().err

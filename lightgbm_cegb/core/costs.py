@@ -21,7 +21,7 @@ from urllib.parse import quote, unquote
 import numpy as np
 
 from lightgbm_cegb.core.errors import CEGBError
-from lightgbm_cegb.core.validation import check_number, read_utf8
+from lightgbm_cegb.core.validation import check_number, known_names, read_utf8
 
 #: The Yahoo! LTR cost file's cost of the feature ids that never occur in set 1.
 UNUSED_ID_COST = 10000.0
@@ -197,7 +197,7 @@ def _group_costs(kind: str, values, names: list[str] | None, num_ids: int | None
             known |= {str(k) for k in values if str(k).isdigit() and int(str(k)) < num_ids}
         unknown = sorted(set(map(str, values)) - known)
         if unknown:
-            raise CEGBError(f"{kind} costs name unknown groups {unknown[:10]}; the groups are {names[:10]}")
+            raise CEGBError(f"{kind} costs name unknown groups {unknown}; " + known_names(unknown, names, "groups"))
         values = {str(k): v for k, v in values.items()}
         arr = _numbers(kind, [values.get(name, 0.0) for name in names])
     else:
@@ -441,8 +441,8 @@ class FeatureCosts:
                 else:
                     out[i] = value
             if unknown:
-                raise CEGBError(f"{kind} costs name unknown features {sorted(unknown)[:10]}; known: {names[:10]}"
-                                + ("..." if len(names) > 10 else ""))
+                raise CEGBError(f"{kind} costs name unknown features {sorted(unknown)}; "
+                                + known_names(sorted(unknown), names))
             return out
 
         split = self._split
@@ -464,8 +464,7 @@ class FeatureCosts:
                     else:
                         groups[group].append(i)
             if unknown:
-                raise CEGBError(f"groups name unknown features {unknown[:10]}; known: {names[:10]}"
-                                + ("..." if len(names) > 10 else ""))
+                raise CEGBError(f"groups name unknown features {unknown}; " + known_names(unknown, names))
         aligned = FeatureCosts(by_name("lazy", self._lazy), by_name("coupled", self._coupled), split, groups=groups,
                                group_lazy=self._group_lazy, group_coupled=self._group_coupled, tree=self._tree)
         if groups is not None:  # aligned costs know their number of features, even with groups only

@@ -5,19 +5,23 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from lightgbm_cegb.core.errors import CEGBError
+from lightgbm_cegb.core.errors import CEGBError, NothingToTradeOff
 
 
 def no_split_scale(splits: Callable[[float], bool], name: str, rel_tol: float = 1e-3) -> float:
     """The smallest trade-off ``t`` at which ``splits(t)`` (the first tree has a split) is False, by geometric
-    bisection to ``rel_tol``; ``splits`` falls from True to False as ``t`` grows."""
+    bisection to ``rel_tol``; ``splits`` falls from True to False as ``t`` grows. NothingToTradeOff when the first
+    tree makes no split even without costs (too few rows, a constant target): there is nothing to weigh."""
     if not splits(0.0):
-        raise CEGBError(f"{name}: the first tree makes no split even without costs")
+        raise NothingToTradeOff(f"{name}: the first tree makes no split even without costs (too few rows or a "
+                                "constant target?)")
     lo, hi = 0.0, 1.0
     while splits(hi):
         lo, hi = hi, hi * 16
         if hi > 1e30:
-            raise CEGBError(f"{name}: every trade-off up to 1e30 still splits; are all costs 0?")
+            raise CEGBError(f"{name}: every trade-off up to 1e30 still splits: some costs are too small for a "
+                            "trade-off to weigh (1e30 times them is still less than what a split gains); give the "
+                            "costs in a larger unit, or 0 to a free feature")
     if lo == 0.0:
         lo = hi
         while not splits(lo):

@@ -1,5 +1,6 @@
-"""The checks of the package's input: a numeric parameter, row weights, a frame's column order and a text file's
-encoding; each raises a CEGBError that names the parameter, what was expected and what was received.
+"""The checks of the package's input: a numeric parameter, row weights, a sequence, a frame's column order and
+columns, and a text file's encoding; each raises a CEGBError that names the parameter, what was expected and what
+was received.
 
 The estimators declare their parameters once (as scikit-learn's estimators do in ``_parameter_constraints``, a
 name with another format there, hence ours): a class attribute ``_constraints = {name: constraint}`` over every
@@ -13,7 +14,7 @@ from __future__ import annotations
 import math
 import numbers
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -112,6 +113,44 @@ def check_column_order(X, names, name: str, expected: str = "the model's feature
                             f"{list(columns)[at]!r}, expected {names[at]!r}): reorder them as [{shown}]")
 
 
+def check_numeric_frame(X, name: str) -> None:
+    """Refuse a pandas DataFrame ``X`` that an estimator reading float arrays (by scikit-learn's ``validate_data``)
+    cannot read as it means: a category column (its values are labels, not numbers) or column names of mixed
+    types (scikit-learn reads names only when all are strings; a TypeError otherwise). Anything else passes.
+
+    Raises
+    ------
+    CEGBError
+        Naming ``name`` and the first such column.
+    """
+    columns, dtypes = getattr(X, "columns", None), getattr(X, "dtypes", None)
+    if columns is None or dtypes is None:
+        return
+    categorical = [column for column, dtype in zip(columns, dtypes) if getattr(dtype, "name", "") == "category"]
+    if categorical:
+        raise CEGBError(f"{name}: its column {categorical[0]!r} is a pandas category column; numbers are expected "
+                        "(encode it first, e.g. its .cat.codes with NaN for -1)")
+    kinds = {isinstance(column, str) for column in columns}
+    if len(kinds) == 2:
+        other = next(column for column in columns if not isinstance(column, str))
+        raise CEGBError(f"{name}: its column names should all be strings (or none of them), got "
+                        f"{type(other).__name__} {other!r} among strings")
+
+
+def checked_sequence(values, name: str, what: str) -> list:
+    """``values`` as a list: a list, tuple, 1-D array or pandas Series (not a str or a mapping).
+
+    Raises
+    ------
+    CEGBError
+        Naming ``name``, ``what`` its items should be and the value, when ``values`` is no such sequence.
+    """
+    if isinstance(values, (str, bytes, Mapping)) or not hasattr(values, "__len__") \
+            or getattr(values, "ndim", 1) != 1:
+        raise CEGBError(f"{name} should be a sequence of {what}, got {values!r:.80}")
+    return list(values)
+
+
 def read_utf8(path: str | os.PathLike, what: str) -> str:
     """The text of a file that should be UTF-8 (a model file, a cost file, a data file's lines), without a leading
     byte order mark (as editors on Windows write one), or a CEGBError naming the file and what is wrong.
@@ -142,6 +181,12 @@ def read_utf8(path: str | os.PathLike, what: str) -> str:
         raise CEGBError(f"{what} {str(path)!r} is a directory, not a file") from None
     except OSError as exc:
         raise CEGBError(f"{what} {str(path)!r} cannot be read: {exc.strerror or exc}") from None
+    return utf8_text(data, path, what)
+
+
+def utf8_text(data: bytes, path: str | os.PathLike, what: str) -> str:
+    """The bytes ``data`` of the file ``path`` as :func:`read_utf8` reads them (UTF-8, a leading byte order mark
+    dropped), or its CEGBError."""
     try:
         return data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as exc:
@@ -284,3 +329,30 @@ def check_params(estimator, names=None) -> None:
     constraints = type(estimator)._constraints
     for name in constraints if names is None else names:
         constraints[name].check(getattr(estimator, name), name)
+
+
+def known_names(unknown, names, what: str = "features") -> str:
+    """What an error about ``unknown`` names says of the ``names`` known: all of them (20 at most), else how many
+    there are and the closest to each unknown one.
+
+    Parameters
+    ----------
+    unknown : sequence of str
+        The names not found.
+    names : sequence of str
+        The names known.
+    what : str, default="features"
+        What the names are.
+
+    Returns
+    -------
+    str
+        E.g. "the 3 features are ['a', 'b', 'c']" or "250 features are known; the closest: 'x' -> ['x1', 'x2']".
+    """
+    import difflib
+
+    names = [str(n) for n in names]
+    if len(names) <= 20:
+        return f"the {len(names)} {what} are {names}"
+    closest = "; ".join(f"{str(u)!r} -> {difflib.get_close_matches(str(u), names, 3, 0.5)}" for u in unknown)
+    return f"{len(names)} {what} are known; the closest: {closest}"

@@ -23,17 +23,22 @@ mapping with keys that are not strings as ``{"__items__": [[key, value], ...]}``
 Parameters that cannot be encoded (a fitted model, a callable) are not saved: ``load`` takes them as keyword
 arguments, and says which ones it needs.
 
-Saving is atomic: the artifacts are written first under new names, then the manifest replaces the old one
-(``os.replace``), then artifacts the new manifest does not name are deleted: files named ``<name>-<16 hex
-digits>.txt`` whose digits begin the sha256 of their content (what a save writes); no other file of the folder is
-ever touched. A save that fails at any point leaves the previous save as it was; the manifest is encoded before
-anything is written, so a value JSON cannot hold fails before the folder is touched.
+Saving is atomic: the artifacts are written first under new names (one already there is kept only if it holds
+what its name says; a damaged one is written again), then the manifest replaces the old one (``os.replace``), then
+artifacts the new manifest does not name are deleted: files named ``<name>-<16 hex digits>.txt`` whose digits
+begin the sha256 of their content (what a save writes); no other file of the folder is ever touched. Saves into
+one folder run one at a time (an exclusive ``flock`` on the folder, held from the first artifact to the last
+deletion): concurrent saves, of processes or threads, leave the folder holding one of them whole. A save that fails
+at any point leaves the previous save as it was; the manifest is encoded before anything is written, so a value
+JSON cannot hold fails before the folder is touched.
 
-Reading: the manifest's fields are checked (types, ranges; each estimator checks its state's arrays against one
-another), then every artifact it names is read at once and verified against its name (``<name>-<digits>.txt``,
-the digits beginning the sha256 of its bytes) and LightGBM model files by the package's reader, before LightGBM
-sees them. An artifact that vanished because a save replaced the manifest meanwhile makes the read start again
-on the new manifest: a load concurrent with a save returns the old model or the new one.
+Reading: every file read (the manifest, the artifacts) is a regular file, or a symbolic link to one (its content
+is verified all the same), of at most ``MAX_FILE_BYTES``; a FIFO, a device, a folder or a larger file is refused
+by name before a byte is read. The manifest's fields are checked (types, ranges; each estimator checks its state's
+arrays against one another), then every artifact it names is read at once and verified against its name
+(``<name>-<digits>.txt``, the digits beginning the sha256 of its bytes) and LightGBM model files by the package's
+reader, before LightGBM sees them. An artifact that vanished because a save replaced the manifest meanwhile makes
+the read start again on the new manifest: a load concurrent with a save returns the old model or the new one.
 
 Versions: a reader refuses a ``format_version`` newer than its own (naming both); older versions are read by
 the estimator's ``_upgrade`` (version 1: the per-class manifests of lightgbm_cegb 0.1.0, ADAPT's and CSTC's).
@@ -47,6 +52,7 @@ import math
 import numbers
 import os
 import re
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -56,8 +62,8 @@ import numpy as np
 from lightgbm_cegb._version import __version__
 from lightgbm_cegb.core.costs import FeatureCosts
 from lightgbm_cegb.core.errors import CEGBError
-from lightgbm_cegb.core.validation import read_utf8
-from lightgbm_cegb.io.atomic import write_atomically
+from lightgbm_cegb.core.validation import utf8_text
+from lightgbm_cegb.io.atomic import locked, write_atomically
 from lightgbm_cegb.io.lightgbm_text import read_text
 
 FORMAT = "lightgbm_cegb"
@@ -143,8 +149,8 @@ def save(path: str | os.PathLike, estimator, *, params: Mapping, state: Mapping,
     attributes, encodable), ``files`` (name -> text, each written as an artifact)."""
     costs = getattr(estimator, "costs_", None)
     names = getattr(estimator, "feature_names_in_", None)
-    texts = dict(files or {})
-    named = {name: f"{name}-{_digest(text.encode())}.txt" for name, text in texts.items()}
+    bodies = {name: text.encode() for name, text in (files or {}).items()}  # the bytes hashed: UTF-8, newlines kept
+    named = {name: f"{name}-{_digest(body)}.txt" for name, body in bodies.items()}
     manifest = {"format": FORMAT, "format_version": FORMAT_VERSION, "estimator": type(estimator).__name__,
                 "package_version": __version__, "lightgbm_version": lgb.__version__,
                 "params": _encode_params(params),
@@ -152,18 +158,27 @@ def save(path: str | os.PathLike, estimator, *, params: Mapping, state: Mapping,
                 "n_features_in": int(estimator.n_features_in_),
                 "costs": None if costs is None else costs.to_dict(int(estimator.n_features_in_)),
                 "state": encode(dict(state)), "files": named}
-    text = json.dumps(manifest, indent=1, allow_nan=False)  # before anything is written
+    text = json.dumps(manifest, indent=1, allow_nan=False).encode()  # before anything is written
+    for name, body in [*bodies.items(), (MANIFEST, text)]:
+        if len(body) > MAX_FILE_BYTES:
+            raise CEGBError(f"cannot save the file {name!r}: it holds {len(body)} bytes, more than a load reads "
+                            f"(MAX_FILE_BYTES, {MAX_FILE_BYTES})")
     folder = _folder(path)
     if folder.exists() and not folder.is_dir():
         raise CEGBError(f"path: a model is saved into a folder; {str(folder)!r} is a file")
     folder.mkdir(parents=True, exist_ok=True)
-    for name, file_name in named.items():
-        if not (folder / file_name).exists():  # the bytes hashed: UTF-8, newlines as they are
-            write_atomically(folder / file_name, lambda tmp, body=texts[name]: Path(tmp).write_bytes(body.encode()))
-    write_atomically(folder / MANIFEST, lambda tmp: Path(tmp).write_bytes(text.encode()))
-    for stale in folder.iterdir():
-        if stale.name not in named.values() and _is_artifact(stale):
-            stale.unlink()
+    with locked(folder):  # one save at a time: another's cleanup would delete this one's artifacts
+        for file_name in [*named.values(), MANIFEST]:
+            if (folder / file_name).is_dir() and not (folder / file_name).is_symlink():
+                raise CEGBError(f"path: {str(folder / file_name)!r} is a folder where the save writes its file "
+                                f"{file_name!r}: move it away")
+        for name, file_name in named.items():
+            if not _is_artifact(folder / file_name):  # absent, or damaged: written again
+                write_atomically(folder / file_name, lambda tmp, body=bodies[name]: Path(tmp).write_bytes(body))
+        write_atomically(folder / MANIFEST, lambda tmp: Path(tmp).write_bytes(text))
+        for stale in folder.iterdir():
+            if stale.name not in named.values() and _is_artifact(stale):
+                stale.unlink(missing_ok=True)
 
 
 def _folder(path) -> Path:
@@ -178,13 +193,44 @@ def _is_artifact(path: Path) -> bool:
     """Whether ``path`` is an artifact a save wrote: ``<name>-<16 hex digits>.txt`` whose digits begin the sha256 of
     its content. Nothing else in a folder is ever deleted (a user's ``log-2024-11-27_12-30.txt`` stays)."""
     match = re.fullmatch(r".+-([0-9a-f]{16})\.txt", path.name)
-    if match is None or not path.is_file():
+    if match is None:
         return False
-    return _digest(path.read_bytes()) == match.group(1)
+    try:
+        data, _ = _regular_bytes(path, "file")
+    except (CEGBError, OSError):
+        return False
+    return _digest(data) == match.group(1)
 
 
 def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:16]
+
+
+#: The largest file of a saved folder that a load reads (and a save writes), in bytes.
+MAX_FILE_BYTES = 4 << 30
+
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def _regular_bytes(path: Path, what: str) -> tuple[bytes, os.stat_result]:
+    """(the bytes of ``path``, its status): a regular file, or a symbolic link to one, of at most MAX_FILE_BYTES.
+    Anything else is a CEGBError naming ``what`` and the file, before a byte is read: reading a FIFO waits for a
+    writer, a device (a link to /dev/zero) may never end. FileNotFoundError passes (a file that vanished)."""
+    def check(status: os.stat_result) -> None:
+        if not stat.S_ISREG(status.st_mode):
+            kind = next((words for test, words in _KINDS if test(status.st_mode)), "not a regular file")
+            raise CEGBError(f"path: {what} {str(path)!r} is {kind}: a load reads regular files only (or symbolic "
+                            "links to them)")
+        if status.st_size > MAX_FILE_BYTES:
+            raise CEGBError(f"path: {what} {str(path)!r} holds {status.st_size} bytes, more than a load reads "
+                            f"(MAX_FILE_BYTES, {MAX_FILE_BYTES}): it is not a file a save wrote")
+
+    check(os.stat(path))  # before opening it: opening a device may do something
+    with open(os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb") as file:
+        status = os.fstat(file.fileno())
+        check(status)  # replaced since
+        return file.read(status.st_size), status  # what was there at fstat: a save never grows a file in place
 
 
 #: How many times :func:`read` starts again when a save replaced the model while it was being read.
@@ -222,9 +268,8 @@ def _manifest_bytes(folder: Path) -> tuple[bytes, tuple]:
     """The manifest's bytes and the identity of the file they were read from (a save replaces the file: a new
     inode; the same bytes may come back, as when two models are saved in turn)."""
     try:
-        with open(folder / MANIFEST, "rb") as file:
-            status = os.fstat(file.fileno())
-            return file.read(), (status.st_ino, status.st_mtime_ns, status.st_size)
+        data, status = _regular_bytes(folder / MANIFEST, "the manifest")
+        return data, (status.st_ino, status.st_mtime_ns, status.st_size)
     except FileNotFoundError:
         raise CEGBError(f"path: {str(folder)!r} holds no saved model (no {MANIFEST})") from None
     except OSError as exc:
@@ -296,7 +341,7 @@ def _artifacts(folder: Path, manifest: Fields, identity: tuple) -> dict[str, str
             raise CEGBError(f"path: the saved model in {str(folder)!r} names its file {file_name!r} for {name!r}: "
                             f"expected {name}-<16 hex digits>.txt (the file is damaged)")
         try:
-            data = (folder / file_name).read_bytes()
+            data, _ = _regular_bytes(folder / file_name, "the saved model's file")
         except FileNotFoundError:
             try:
                 now = os.stat(folder / MANIFEST)
@@ -355,6 +400,23 @@ def array(state: Mapping, key: str, shape: tuple, dtype=np.float64, *, low: floa
     return values.astype(dtype)
 
 
+#: How far from 1 a saved probability distribution may sum (rounding of float64 sums is about 1e-16 per term).
+SUM_TOLERANCE = 1e-9
+
+
+def distributions(state: Mapping, key: str, values: np.ndarray) -> np.ndarray:
+    """``values`` (``state[key]`` as :func:`array` read it, >= 0) if each of its rows along the last axis is a
+    probability distribution (sums to 1 within ``SUM_TOLERANCE``); a CEGBError naming the key, the first row that
+    is not and its sum otherwise."""
+    sums = values.sum(axis=-1)
+    bad = np.argwhere(np.abs(sums - 1.0) > SUM_TOLERANCE)
+    if len(bad):
+        at = tuple(int(i) for i in bad[0])
+        raise damaged(state, f"{key} should hold probabilities that sum to 1{' along its last axis' * bool(at)}, got a "
+                             f"sum of {sums[at]:.6g}{f' at {list(at)}' * bool(at)}")
+    return values
+
+
 def integer(state: Mapping, key: str, low: int) -> int:
     """``state[key]`` as an int >= ``low`` (a JSON integer, not a bool); a CEGBError naming the key otherwise."""
     value = state[key]
@@ -372,9 +434,13 @@ def text_of(folder: Path, manifest: Mapping, name: str, legacy: str | None = Non
             raise CEGBError(f"path: the saved model in {str(folder)!r} lacks its file for {name!r}")
         return texts[name]
     path = folder / str(legacy)
-    if not path.is_file():
-        raise CEGBError(f"path: the saved model in {str(folder)!r} lacks its file {legacy!r}")
-    return read_utf8(path, "path")
+    try:
+        data, _ = _regular_bytes(path, "the saved model's file")
+    except FileNotFoundError:
+        raise CEGBError(f"path: the saved model in {str(folder)!r} lacks its file {legacy!r}") from None
+    except OSError as exc:
+        raise CEGBError(f"path: the saved model's file {str(path)!r} cannot be read: {exc}") from None
+    return utf8_text(data, path, "path")
 
 
 def booster(folder: Path, manifest: Mapping, name: str, legacy: str | None = None) -> lgb.Booster:

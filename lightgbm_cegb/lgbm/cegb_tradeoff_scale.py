@@ -56,9 +56,8 @@ def cegb_tradeoff_scale(params: Mapping, train_set: lgb.Dataset, *, rel_tol: flo
     Raises
     ------
     NothingToTradeOff
-        If ``params`` set no ``cegb_penalty_*``, or every penalty is 0 (a CEGBError).
-    CEGBError
-        If the first iteration makes no costly split even at trade-off 0.
+        If ``params`` set no ``cegb_penalty_*``, or every penalty is 0, or the first iteration makes no split even
+        at trade-off 0 (too few rows, a constant target) (a CEGBError).
     """
     params = {**params, "verbose": -1}
     params.pop("cegb_tradeoff", None)

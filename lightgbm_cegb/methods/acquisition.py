@@ -27,13 +27,15 @@ row. A unit that costs nothing is taken whenever it can gain something (its valu
 point of the cost-quality curve without fitting again.
 
 Its length: the classifier, its policy's rounds (``PolicyRun``) and what both acquisition classifiers share
-(``PolicyClassifier``, ``AcquisitionResult``, ``fit_inputs``, ``EvaluationCost``; ``methods.staged`` builds on
-them): one policy's parts, which read the same outcome tables.
+(``PolicyClassifier``, ``AcquisitionResult``, ``fit_inputs``, ``checked_data``, ``EvaluationCost``;
+``methods.staged`` builds on them): one policy's parts, which read the same outcome tables.
 """
 
 from __future__ import annotations
 
 import copy
+import math
+import numbers
 import warnings
 from dataclasses import dataclass
 
@@ -52,7 +54,16 @@ from lightgbm_cegb.core.costs import FeatureCosts
 from lightgbm_cegb.core.errors import CEGBError, NothingToTradeOff, RoundsWarning
 from lightgbm_cegb.core.parallel import N_JOBS, resolve_n_jobs
 from lightgbm_cegb.core.report import CostReport
-from lightgbm_cegb.core.validation import NoneOr, Number, OneOf, Satisfies, check_number, check_params
+from lightgbm_cegb.core.validation import (
+    NoneOr,
+    Number,
+    OneOf,
+    Satisfies,
+    check_number,
+    check_numeric_frame,
+    check_params,
+    checked_sequence,
+)
 from lightgbm_cegb.io import saved
 
 #: cells (rows x features) of the masked training set that ``n_masks="auto"`` aims at
@@ -138,6 +149,15 @@ def auto_masks(rows: int, num_features: int) -> int:
     return int(np.clip(_AUTO_CELLS // max(rows * num_features, 1), 1, 16))
 
 
+def _label_kind(label) -> type | None:
+    """The kind of a saved class label: bool, str or float (a finite number); None for anything else."""
+    if isinstance(label, (bool, np.bool_)):
+        return bool
+    if isinstance(label, str):
+        return str
+    return float if isinstance(label, numbers.Real) and math.isfinite(label) else None
+
+
 class PolicyClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
     """The base of the package's classifiers that decide per row what to buy: :class:`AdaptiveAcquisitionClassifier`
     and :class:`~lightgbm_cegb.methods.staged.StagedAcquisitionClassifier`.
@@ -178,7 +198,7 @@ class PolicyClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
 
     def _checked_rows(self, X) -> np.ndarray:
         self._check_fitted()
-        return validate_data(self, X, dtype=np.float64, ensure_all_finite="allow-nan", reset=False)
+        return checked_data(self, "X", X, reset=False)
 
     def predict_result(self, X) -> AcquisitionResult:
         """What each row buys, in order, its prediction and its cost.
@@ -288,19 +308,39 @@ class PolicyClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
         return lgb.Booster(model_str=booster.model_to_string(num_iteration=booster.best_iteration))
 
     def _restore_units(self, state: dict) -> None:
-        """``classes_``, ``units_`` and ``unit_cost_`` of a saved state, checked."""
+        """``classes_``, ``units_`` and ``unit_cost_`` of a saved state, checked: the classes distinct labels of one
+        kind (as ``np.unique`` of y gives them), the units a partition of the columns (as ``FeatureCosts.units``
+        gives them: every column in exactly one unit)."""
         num_features = self.n_features_in_
-        self.classes_ = np.asarray(state["classes"])
-        if self.classes_.ndim != 1 or len(self.classes_) < 2 or len(np.unique(self.classes_)) != len(self.classes_):
-            raise saved.damaged(state, f"classes should be 2 or more distinct labels, got {state['classes']!r:.80}")
+        labels = state["classes"]
+        kinds = {_label_kind(c) for c in labels} if isinstance(labels, list) else {None}
+        self.classes_ = np.asarray(labels) if len(kinds) == 1 and None not in kinds else None
+        if self.classes_ is None or len(self.classes_) < 2 or len(np.unique(self.classes_)) != len(self.classes_):
+            raise saved.damaged(state, f"classes should be 2 or more distinct labels of one kind (finite numbers, "
+                                       f"strings or booleans), got {labels!r:.80}")
         units = state["units"]
         if not isinstance(units, list) or not units or any(
                 not isinstance(u, list) or not u or any(isinstance(f, bool) or not isinstance(f, int)
                                                         or not 0 <= f < num_features for f in u) for u in units):
             raise saved.damaged(state, f"units should be lists of column indices below {num_features}, got "
                                        f"{units!r:.80}")
+        times = np.bincount([f for u in units for f in u], minlength=num_features)
+        if (times != 1).any():
+            column = int(np.flatnonzero(times != 1)[0])
+            raise saved.damaged(state, f"units should hold each of the {num_features} columns once (a partition of "
+                                       f"the columns), got column {column} in {times[column]} units")
         self.units_ = [tuple(u) for u in units]
         self.unit_cost_ = saved.array(state, "unit_cost", (len(units),), low=0.0)
+
+    def _restored_classifier(self, state: dict, folder, manifest: dict, name: str) -> lgb.Booster:
+        """The saved classifier ``name``, which must score the ``classes_`` (one score per row for two classes,
+        one per class for more)."""
+        booster = saved.booster(folder, manifest, name)
+        scores = 1 if len(self.classes_) == 2 else len(self.classes_)
+        if booster.num_model_per_iteration() != scores:
+            raise saved.damaged(state, f"the classifier {name!r} gives {booster.num_model_per_iteration()} scores per "
+                                       f"row, the {len(self.classes_)} classes take {scores}")
+        return booster
 
 
 class AdaptiveAcquisitionClassifier(PolicyClassifier):
@@ -576,6 +616,7 @@ class AdaptiveAcquisitionClassifier(PolicyClassifier):
         list of AcquisitionResult
             One per trade-off, in their order.
         """
+        tradeoffs = checked_sequence(tradeoffs, "tradeoffs", "finite numbers >= 0")
         for tradeoff in tradeoffs:
             check_number(tradeoff, "tradeoffs", 0.0)
         if not len(tradeoffs):
@@ -661,8 +702,9 @@ class AdaptiveAcquisitionClassifier(PolicyClassifier):
         if shape[:2] != (len(units), len(self.classes_)):
             raise saved.damaged(state, f"tables_shape should be [{len(units)} units, {len(self.classes_)} classes, "
                                        f"outcomes], got {list(shape)}")
-        self.tables_ = saved.array(state, "tables", (int(np.prod(shape)),), low=0.0).reshape(shape)
-        self.classifier_ = saved.booster(folder, manifest, "classifier")
+        self.tables_ = saved.distributions(
+            state, "tables", saved.array(state, "tables", (int(np.prod(shape)),), low=0.0).reshape(shape))
+        self.classifier_ = self._restored_classifier(state, folder, manifest, "classifier")
         self.prior_ = self._proba(np.full((1, num_features), np.nan))[0]
 
 
@@ -828,6 +870,54 @@ class EvaluationCost:
         return added
 
 
+def checked_data(estimator, name: str, *data, **kwargs):
+    """``validate_data(estimator, *data, **kwargs)`` as the acquisition classifiers read data: X (and y, the
+    classification labels) as float64 rows, NaN a missing value; each refusal a CEGBError that names ``name``.
+
+    Parameters
+    ----------
+    estimator : PolicyClassifier
+        The estimator (its ``n_features_in_`` and ``feature_names_in_``, set or checked as ``kwargs`` say).
+    name : str
+        What the messages call X ("X", "eval_set: X_valid"); y is "y".
+    *data : array-like
+        X, or X and y.
+    **kwargs : dict
+        ``validate_data``'s (``reset``, ``ensure_min_samples``).
+
+    Returns
+    -------
+    ndarray or tuple of ndarray
+        What ``validate_data`` returns.
+
+    Raises
+    ------
+    CEGBError
+        For a pandas category column, column names of mixed types, an infinite value, a missing label (None or
+        NaN), labels that are not classes, and what scikit-learn refuses (its words after ``name``).
+    """
+    check_numeric_frame(data[0], name)
+    try:
+        out = validate_data(estimator, *data, dtype=np.float64, ensure_all_finite=False, **kwargs)
+    except ValueError as exc:
+        raise CEGBError(f"{name}{', y' * (len(data) > 1)}: {exc}") from None
+    rows, y = (out, None) if len(data) == 1 else out
+    infinite = np.argwhere(np.isinf(rows))
+    if len(infinite):
+        row, column = infinite[0]
+        raise CEGBError(f"{name} should hold finite numbers or NaN (a missing value), got "
+                        f"{rows[row, column]} in row {row}, column {column}")
+    if y is not None:
+        missing = np.flatnonzero([label is None or label != label for label in y]) if y.dtype == object else []
+        if len(missing):
+            raise CEGBError(f"y should hold a class label in every row, got {y[missing[0]]!r} in row {missing[0]}")
+        try:
+            check_classification_targets(y)
+        except ValueError as exc:
+            raise CEGBError(f"y: {exc}") from None
+    return out
+
+
 def fit_inputs(estimator, X, y, eval_set) -> tuple:
     """What the fit of an acquisition classifier starts from: X and y checked (``validate_data``; NaN allowed), the
     classes (``classes_``), the costs (``costs_``, every feature costing 1 without ``feature_costs``), and the rows
@@ -854,11 +944,10 @@ def fit_inputs(estimator, X, y, eval_set) -> tuple:
     Raises
     ------
     CEGBError
-        When y holds fewer than two classes, eval_set is not a pair or holds other labels, or the costs do not
-        fit X.
+        When :func:`checked_data` refuses X, y or eval_set's X_valid, y holds fewer than two classes, eval_set is
+        not a pair or its labels are not one per row among the training classes, or the costs do not fit X.
     """
-    X, y = validate_data(estimator, X, y, dtype=np.float64, ensure_all_finite="allow-nan", ensure_min_samples=2)
-    check_classification_targets(y)
+    X, y = checked_data(estimator, "X", X, y, ensure_min_samples=2)
     estimator.classes_, codes = np.unique(y, return_inverse=True)
     if len(estimator.classes_) < 2:
         raise CEGBError(f"y should hold at least two classes, got {len(estimator.classes_)}")
@@ -871,10 +960,17 @@ def fit_inputs(estimator, X, y, eval_set) -> tuple:
             raise CEGBError(f"eval_set should be a tuple (X_valid, y_valid), got {type(eval_set).__name__}"
                             + (f" of length {len(eval_set)}" if isinstance(eval_set, (tuple, list)) else ""))
         X_valid, y_valid = eval_set
-        X_valid = validate_data(estimator, X_valid, dtype=np.float64, ensure_all_finite="allow-nan", reset=False)
+        X_valid = checked_data(estimator, "eval_set: X_valid", X_valid, reset=False)
         y_valid = np.asarray(y_valid)
-        index = np.minimum(np.searchsorted(estimator.classes_, y_valid), len(estimator.classes_) - 1)
-        if y_valid.ndim != 1 or not (estimator.classes_[index] == y_valid).all():
+        if y_valid.shape != (len(X_valid),):
+            raise CEGBError(f"eval_set: y_valid should hold {len(X_valid)} labels (one per row of X_valid), got "
+                            f"shape {y_valid.shape}")
+        try:
+            index = np.minimum(np.searchsorted(estimator.classes_, y_valid), len(estimator.classes_) - 1)
+            known = (estimator.classes_[index] == y_valid).all()
+        except TypeError:  # labels of another type than the classes'
+            known = False
+        if not known:
             raise CEGBError(f"eval_set: its labels should be among the training classes "
                             f"{estimator.classes_.tolist()}")
         return X, codes, np.arange(n), X_valid, index, rng, seed

@@ -27,6 +27,7 @@ depend on the class, the adaptive acquisition's per-row choice of feature wins.
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 
 import lightgbm as lgb
 import numpy as np
@@ -35,7 +36,7 @@ from lightgbm_cegb.base import COSTS, RANDOM_STATE
 from lightgbm_cegb.core.cost_state import CostState
 from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.parallel import N_JOBS, resolve_n_jobs
-from lightgbm_cegb.core.validation import NoneOr, Number
+from lightgbm_cegb.core.validation import NoneOr, Number, checked_sequence
 from lightgbm_cegb.io import saved
 from lightgbm_cegb.methods.acquisition import (
     CLASS_WEIGHT,
@@ -281,7 +282,10 @@ class StagedAcquisitionClassifier(PolicyClassifier):
         """
         self._check_fitted()
         models = []
-        for setting in settings:
+        for setting in checked_sequence(settings, "settings", "dicts of tradeoff and/or max_cost"):
+            if not isinstance(setting, Mapping):
+                raise CEGBError(f"settings: each setting should be a dict of tradeoff and/or max_cost, got "
+                                f"{setting!r:.60}")
             unknown = set(setting) - {"tradeoff", "max_cost"}
             if unknown:
                 raise CEGBError(f"settings: a setting holds tradeoff and max_cost only, got {sorted(unknown)}")
@@ -384,8 +388,9 @@ class StagedAcquisitionClassifier(PolicyClassifier):
                 or stage_units[-1] > len(order):
             raise saved.damaged(state, f"stage_units should rise from 0 to at most the {len(order)} units of order")
         self.stage_units_ = stage_units
-        self.prior_ = saved.array(state, "prior", (len(self.classes_),), low=0.0)
-        self.stages_ = [saved.booster(folder, manifest, f"stage_{k}") for k in range(1, len(stage_units))]
+        self.prior_ = saved.distributions(state, "prior", saved.array(state, "prior", (len(self.classes_),), low=0.0))
+        self.stages_ = [self._restored_classifier(state, folder, manifest, f"stage_{k}")
+                        for k in range(1, len(stage_units))]
 
 
 class StagedRun:

@@ -447,8 +447,8 @@ def fit_within_budget(train, valid, costs, budget: float | Sequence[float], *, t
         The methods swept (default: those of :data:`BUDGET_METHODS` that support the task, and for classification
         on fewer than LINEAR_ROWS = 5,000 training rows ADAPT-LIN; for ranking, BudgetPrune only with a pointwise
         ``objective`` in ``params`` and Early Exit only with a ranking or binary one). A
-        method whose trade-off the costs give nothing to weigh (every feature free to it) is left out with a
-        CEGBWarning.
+        method whose trade-off the costs or the data give nothing to weigh (every feature free to it; no split even
+        without costs: too few rows, a constant target) is left out with a CEGBWarning naming it.
     test : tuple or Rows, optional
         Test rows, (X, y) or (X, y, group): the chosen point is measured on them.
     refine : int, default=4

@@ -291,8 +291,9 @@ def _grid_jobs(states: dict, grid: dict, context: Context, stage: str, skip=()) 
 
 
 def _prepared(names, context: Context) -> dict:
-    """Each method's state for the sweep (``Method.prepare``), by name; a method every feature is free to is left
-    out with a CEGBWarning (its points would all be plain models)."""
+    """Each method's state for the sweep (``Method.prepare``), by name; a method every feature is free to, or whose
+    first tree makes no split even without costs (NothingToTradeOff), is left out with a CEGBWarning (its points
+    would all be plain models)."""
     states = {}
     for name in names:
         try:

@@ -298,7 +298,7 @@ PruneResult, Forest or policy
         if self._async:
             raise CEGBError("fetch is a coroutine function: use aacquire / apredict")
         self._check_method(method, kwargs)
-        run = (PolicyModelRun if self.policy else RoutingRun)(self, X, known, ids)
+        run = self._run(X, known, ids)
         while requests := run.advance():
             run.deliver(requests, self._fetch_round(requests, run))
         return run.finish(method, kwargs)
@@ -335,7 +335,7 @@ PruneResult, Forest or policy
             When the model has no such ``method``, or ``known`` or ``ids`` do not match X.
         """
         self._check_method(method, kwargs)
-        run = (PolicyModelRun if self.policy else RoutingRun)(self, X, known, ids)
+        run = self._run(X, known, ids)
         limit = asyncio.Semaphore(self.max_workers) if self.max_workers else None
 
         async def off_loop(function, *args):  # the routing of a large batch off the event loop; a few rows at once
@@ -564,6 +564,15 @@ PruneResult, Forest or policy
         return values
 
     # ------------------------------------------------------------------------------------ predicting
+
+    def _run(self, X, known, ids) -> PolicyModelRun | RoutingRun:
+        """The batch's run. A policy model reads a frame's columns by name: one it lacks is named here."""
+        names = getattr(self.model, "feature_names_in_", None) if self.policy else None
+        present = set(getattr(X, "columns", names if names is not None else ()))
+        lacking = [] if names is None else [name for name in names if name not in present]
+        if lacking:
+            raise CEGBError(f"X: a frame should hold the model's columns (read by name); it lacks {lacking}")
+        return (PolicyModelRun if self.policy else RoutingRun)(self, X, known, ids)
 
     def _check_method(self, method: str, kwargs: dict) -> None:
         """Before anything is fetched: the model can predict so, with what the routing fetches."""

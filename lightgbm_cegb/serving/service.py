@@ -12,12 +12,14 @@ costs), what ``prediction_cost`` reports for the full row; ``eager_cost`` the la
 feature; ``fetched`` the ids each feature was fetched for; ``latency_ms`` the time from the request's start to
 its answer. A round's fetches run concurrently (``LazyPredictor.aacquire``). With ``eager=True`` (the baseline
 lazy acquisition is measured against) each request fetches every feature the model reads for every row, one
-call per key, then predicts with the model's own method on the full rows.
+call per key, then predicts with the model's own method on the full rows. A body longer than ``max_body_bytes``
+(default :data:`MAX_BODY_BYTES`) answers 413 unread.
 
 ``SQLiteStore`` is a fetch over a SQLite file whose tables have an integer column ``id`` and a column per feature
 (named as the model's feature; NULL: a missing value); each key is served by the one table holding all its
-columns (a group's members: one query). ``bundled_example`` writes the bundled HIGGS example (a store of the
-test events, a CEGB model with the demo's costs).
+columns (a group's members: one query). An id that a table holds twice is an error of the request that asks
+for it (502, naming the table and the id), not a row chosen among them. ``bundled_example`` writes the bundled
+HIGGS example (a store of the test events, a CEGB model with the demo's costs).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import queue
 import sqlite3
 import threading
 import time
+from collections import Counter
 from contextlib import closing, contextmanager
 from pathlib import Path
 
@@ -45,6 +48,8 @@ from lightgbm_cegb.serving.workers import in_thread
 HIGGS_TABLES = {"detector": HIGGS_FEATURES[:NUM_LOW_LEVEL], "reconstruction": HIGGS_FEATURES[NUM_LOW_LEVEL:]}
 #: ids a request may score
 MAX_IDS = 10_000
+#: the default limit of a request's body in bytes (``--max-body-bytes``): 10,000 ids of 19 digits take about 210 kB
+MAX_BODY_BYTES = 1_048_576
 
 
 class UnknownRows(LookupError):
@@ -141,11 +146,30 @@ class SQLiteStore:
             with self.lock, open(self.log, "a", encoding="utf-8") as out:
                 out.write(line + "\n")
         found = {row[0]: row[1:] for row in rows}
+        if len(found) < len(rows):  # a table without a unique id: which of its rows is the id's is not known
+            twice = sorted(i for i, n in Counter(row[0] for row in rows).items() if n > 1)
+            raise CEGBError(f"table {table!r} of {str(self.path)!r} holds several rows with id {twice[:5]}: an id "
+                            "should name one row (declare the column id INTEGER PRIMARY KEY, or UNIQUE)")
         missing = [int(i) for i in ids if int(i) not in found]
         if missing:
             raise UnknownRows(f"no row with id {missing[:5]} in table {table!r}")
         values = np.array([found[int(i)] for i in ids], dtype=np.float64).reshape(len(ids), len(columns))  # NULL: NaN
         return values if group else values[:, 0]
+
+
+async def _bounded_body(request, limit: int) -> bytes | None:
+    """The request's body, or None when it is longer than ``limit`` bytes: said by its Content-Length (nothing is
+    read then), or found while reading a body of unknown length (read no further)."""
+    length = request.headers.get("content-length", "")
+    if length.isdigit() and int(length) > limit:
+        return None
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def bundled_example(workdir: Path, latency_ms: float = 20.0,
@@ -180,11 +204,12 @@ def bundled_example(workdir: Path, latency_ms: float = 20.0,
 
 
 def make_app(predictor: LazyPredictor, description: str, method: str = "predict", *, eager: bool = False,
-             sequential: bool = False):
+             sequential: bool = False, max_body_bytes: int = MAX_BODY_BYTES):
     """The Starlette application serving ``predictor`` (see the module's doc); ``eager``: fetch every feature
     of the rows, then predict on the full rows; ``sequential``: a request's fetch calls one after the other on one
     thread (``acquire``), not a round's concurrently (``aacquire``): faster with a store that answers in
-    microseconds, slower with one whose queries wait."""
+    microseconds, slower with one whose queries wait; ``max_body_bytes``: the longest body a request may send (a
+    longer one answers 413, its Content-Length read, the body not)."""
     from starlette.applications import Starlette
     from starlette.responses import JSONResponse
     from starlette.routing import Route
@@ -202,8 +227,12 @@ def make_app(predictor: LazyPredictor, description: str, method: str = "predict"
 
     async def score(request) -> JSONResponse:
         expected = f'the body should be {{"ids": [row ids]}} with 1..{MAX_IDS} integer ids >= 0'
+        text = await _bounded_body(request, max_body_bytes)
+        if text is None:
+            return JSONResponse({"error": f"the body should be at most {max_body_bytes} bytes (--max-body-bytes); "
+                                          f"got {request.headers.get('content-length') or 'more'}"}, status_code=413)
         try:
-            body = json.loads(await request.body())
+            body = json.loads(text)
         except RecursionError:  # JSON nested deeper than the parser's recursion limit (e.g. [[[[...]]]])
             return JSONResponse({"error": f"{expected}; got JSON nested too deeply to read"}, status_code=400)
         except ValueError:  # not JSON, not UTF-8

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -361,3 +362,19 @@ def test_no_entry_point_resolves_costs_on_its_own():
              for number, line in enumerate(path.read_text().splitlines(), 1)
              if re.search(r"\.align\(|FeatureCosts\(lazy=np\.ones", line) and "datasets/cube.py" not in str(path)]
     assert found == []
+
+
+def test_an_unknown_name_error_lists_every_known_name_or_the_closest():
+    """Issue 61 (17): an unknown-name error listed only the first 10 known names: all of them now (up to 20), else
+    how many there are and the closest to each unknown one."""
+    names = [f"f{i}" for i in range(15)]
+    with pytest.raises(CEGBError, match=re.escape(f"lazy costs name unknown features ['x']; the 15 features are "
+                                                  f"{names}")):
+        FeatureCosts(lazy={"x": 1.0}).align(names)
+    names = [f"pixel_{i}" for i in range(300)]
+    with pytest.raises(CEGBError, match=r"lazy costs name unknown features \['pixel_300', 'zzz'\]; 300 features are "
+                                        r"known; the closest: 'pixel_300' -> \['pixel_30', .*\]; 'zzz' -> \[\]"):
+        FeatureCosts(lazy={"pixel_300": 1.0, "zzz": 2.0}).align(names)
+    with pytest.raises(CEGBError, match=r"groups name unknown features \['pixl_7'\]; 300 features are known; the "
+                                        r"closest: 'pixl_7' -> \['pixel_7'"):
+        FeatureCosts(groups={"g": ["pixl_7"]}).align(names)

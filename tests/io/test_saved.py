@@ -5,6 +5,8 @@ version and foreign folders are refused by name, and values round-trip through t
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
 import re
 import shutil
 import subprocess
@@ -426,3 +428,137 @@ def test_an_artifact_saved_with_windows_newlines_still_loads(tmp_path):
     path = folder / json.loads((folder / "manifest.json").read_text())["files"]["booster"]
     path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
     np.testing.assert_array_equal(lc.GreedyMiserRegressor.load(folder).predict(X), model.predict(X))
+
+
+def _save_in_rounds(folder: str, tradeoff: float, n_estimators: int, rounds: int, barrier, errors) -> None:
+    """A process of the test below: fits its model, then saves it into ``folder`` once per round, all processes
+    released together by ``barrier`` (the test loads between rounds); what a save raised goes to ``errors``."""
+    import lightgbm_cegb as lc
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    model = lc.GreedyMiserClassifier(tradeoff=tradeoff, n_estimators=n_estimators).fit(X, (X[:, 0] > 0).astype(int))
+    for _ in range(rounds):
+        barrier.wait()
+        try:
+            model.save(folder)
+        except Exception as exc:  # noqa: BLE001 - reported to the test
+            errors.put(f"{type(exc).__name__}: {exc}")
+        barrier.wait()
+
+
+def test_concurrent_saves_into_one_folder_leave_one_model_whole(tmp_path):
+    """Issue 61 (9): processes saving into one folder deleted each other's artifacts (a save's cleanup deletes the
+    files its manifest does not name, and another save's manifest replaced it meanwhile): saves raised
+    FileNotFoundError, and in 17 of 100 rounds of three processes the folder no longer loaded ("lacks its file").
+    Saves into a folder now run one at a time; two processes save one model, the third another."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    y = (X[:, 0] > 0).astype(int)
+    settings = [(0.1, 5), (0.1, 5), (0.3, 3)]
+    expected = {n: lc.GreedyMiserClassifier(tradeoff=t, n_estimators=n).fit(X, y).predict_proba(X)
+                for t, n in settings}
+    rounds, folder = 40, str(tmp_path / "m")
+    context = multiprocessing.get_context("spawn")
+    barrier, errors = context.Barrier(len(settings) + 1, timeout=120), context.Queue()
+    savers = [context.Process(target=_save_in_rounds, args=(folder, t, n, rounds, barrier, errors))
+              for t, n in settings]
+    for saver in savers:
+        saver.start()
+    failed = []
+    try:
+        for _ in range(rounds):
+            barrier.wait()
+            barrier.wait()
+            try:
+                loaded = lc.GreedyMiserClassifier.load(folder)
+            except CEGBError as exc:
+                failed.append(str(exc))
+                continue
+            np.testing.assert_array_equal(loaded.predict_proba(X), expected[loaded.n_estimators])
+    finally:
+        for saver in savers:
+            saver.join(timeout=60)
+            if saver.is_alive():
+                saver.kill()
+    raised = []
+    while not errors.empty():
+        raised.append(errors.get())
+    assert not raised, f"{len(raised)} saves raised: {raised[:2]}"
+    assert not failed, f"the folder did not load after {len(failed)} of {rounds} rounds: {failed[:2]}"
+    assert [saver.exitcode for saver in savers] == [0] * len(savers)
+
+
+@pytest.mark.parametrize("damage", ["appended", "emptied", "fifo", "folder"])
+def test_a_save_over_a_damaged_artifact_writes_it_again(tmp_path, damage):
+    """Issue 61 (9): a save wrote only the artifacts whose name was absent, so saving a model again over its
+    damaged artifact kept the damage, and the folder still did not load. A file of the artifact's name that does
+    not hold what the name says (changed, emptied, a FIFO) is written again."""
+    model, X = fitted_greedy_miser(tmp_path)
+    folder = tmp_path / "m"
+    path = folder / json.loads((folder / "manifest.json").read_text())["files"]["booster"]
+    text = path.read_text()
+    if damage in ("fifo", "folder"):
+        path.unlink()
+    {"appended": lambda: path.write_text(text + "Tree=99\n"), "emptied": lambda: path.write_text(""),
+     "fifo": lambda: os.mkfifo(path), "folder": path.mkdir}[damage]()
+    if damage == "folder":  # not a file a save wrote: it stays, and the save names it before writing anything
+        with pytest.raises(CEGBError, match=rf"'.*{path.name}' is a folder where the save writes its file"):
+            model.save(folder)
+        assert path.is_dir() and {p.name for p in folder.iterdir()} == {"manifest.json", path.name}
+        return
+    model.save(folder)
+    assert path.is_file() and path.read_text() == text
+    np.testing.assert_array_equal(lc.GreedyMiserRegressor.load(folder).predict(X), model.predict(X))
+
+
+LOAD_ONCE = """
+import resource
+import lightgbm_cegb as lc
+resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))  # a read that never ends fails here, not the machine
+try:
+    lc.GreedyMiserRegressor.load({folder!r})
+except lc.CEGBError as exc:
+    print("CEGBError:", exc)
+"""
+
+
+@pytest.mark.parametrize("which", ["manifest", "artifact"])
+@pytest.mark.parametrize(("kind", "words"), [("fifo", "a FIFO (named pipe)"), ("dev_zero", "a character device"),
+                                             ("folder", "a folder")])
+def test_a_load_reads_regular_files_only(tmp_path, which, kind, words):
+    """Issue 61 (10): a saved folder's files were read without a look at what they are: a FIFO in an artifact's
+    place blocked load() forever, a symbolic link to /dev/zero read until memory ran out. A load reads regular files
+    (or links to them) only, and names any other file before reading it. Run in a fresh interpreter with a time
+    limit (the load hung before the fix)."""
+    fitted_greedy_miser(tmp_path)
+    folder = tmp_path / "m"
+    path = folder / ("manifest.json" if which == "manifest" else
+                     json.loads((folder / "manifest.json").read_text())["files"]["booster"])
+    path.unlink()
+    {"fifo": os.mkfifo, "dev_zero": lambda p: os.symlink("/dev/zero", p), "folder": os.mkdir}[kind](path)
+    done = run_python(LOAD_ONCE.format(folder=str(folder)), timeout=60)
+    assert done.returncode is not None, f"the load timed out after 60 s reading {kind} as the {which}"
+    assert done.returncode == 0, done.stderr[-2000:]
+    what = "the manifest" if which == "manifest" else "the saved model's file"
+    assert f"CEGBError: path: {what} {str(path)!r} is {words}: a load reads regular files only" in done.stdout, \
+        done.stdout
+
+
+def test_a_load_follows_links_to_regular_files_and_bounds_their_size(tmp_path, monkeypatch):
+    """Issue 61 (10): a symbolic link to a regular file is read (its content is verified as any file's, so a
+    folder may link the artifacts of another); a file larger than MAX_FILE_BYTES is refused by name, and a save
+    that would write one fails before the folder is touched."""
+    model, X = fitted_greedy_miser(tmp_path)
+    folder = tmp_path / "m"
+    path = folder / json.loads((folder / "manifest.json").read_text())["files"]["booster"]
+    kept = tmp_path / "kept.txt"
+    path.rename(kept)
+    path.symlink_to(kept)
+    np.testing.assert_array_equal(lc.GreedyMiserRegressor.load(folder).predict(X), model.predict(X))
+    monkeypatch.setattr(saved, "MAX_FILE_BYTES", kept.stat().st_size - 1)
+    with pytest.raises(CEGBError, match=rf"the saved model's file '.*{path.name}' holds {kept.stat().st_size} bytes, "
+                                        r"more than a load reads \(MAX_FILE_BYTES"):
+        lc.GreedyMiserRegressor.load(folder)
+    with pytest.raises(CEGBError, match=r"cannot save the file 'booster': it holds \d+ bytes, more than a load reads"):
+        model.save(tmp_path / "new")
+    assert not (tmp_path / "new").exists()

@@ -5,6 +5,7 @@ scikit-learn's checks."""
 from __future__ import annotations
 
 import copy
+import functools
 import math
 
 import numpy as np
@@ -16,6 +17,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from lightgbm_cegb import CEGBError, FeatureCosts
 from lightgbm_cegb.datasets import cube
 from lightgbm_cegb.methods.acquisition import GAIN_TOLERANCE, AdaptiveAcquisitionClassifier
+from lightgbm_cegb.methods.staged import StagedAcquisitionClassifier
 
 
 def simulate(model: AdaptiveAcquisitionClassifier, x: np.ndarray, costs: FeatureCosts):
@@ -476,3 +478,146 @@ def test_a_sweep_for_f1_on_imbalanced_classes_weighs_the_classes_and_answers():
                                    **{**common, "metric": "accuracy"}).frontier
     acquisition = unweighted[unweighted["method"] == "adaptive_acquisition"]
     assert len(acquisition) and set(acquisition["gain"]) == {"entropy"}
+
+
+def _one_table_doubled(state: dict) -> list:
+    tables = np.reshape(state["tables"], state["tables_shape"]).copy()
+    tables[1, 0] *= 2.0
+    return tables.reshape(-1).tolist()
+
+
+@pytest.mark.parametrize(("key", "edit", "message"), [
+    ("tables", lambda state: [0.0] * len(state["tables"]),
+     r"tables should hold probabilities that sum to 1 along its last axis, got a sum of 0 at \[0, 0\]"),
+    ("tables", _one_table_doubled,
+     r"tables should hold probabilities that sum to 1 along its last axis, got a sum of 2 at \[1, 0\]"),
+    ("units", lambda state: [state["units"][0] + state["units"][1]] + state["units"][1:],
+     r"units should hold each of the 4 columns once \(a partition of the columns\), got column \d in 2 units"),
+    ("units", lambda state: [state["units"][0]] * len(state["units"]),
+     r"units should hold .*, got column \d in [04] units"),
+    ("classes", lambda state: state["classes"][:2],
+     r"the classifier 'classifier' gives 3 scores per row, the 2 classes take 1"),
+])
+def test_a_saved_state_is_checked_for_meaning(tmp_path, key, edit, message):
+    """Issue 61 (11): the saved state was checked for shape only: tables all 0 loaded (no purchase then gains
+    anything), and units that share a column or leave one out. The tables are class-conditional distributions
+    along their outcome axis, the units partition the columns, the classifier scores the saved classes."""
+    import json
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 4))
+    y = (X[:, 0] + X[:, 1] > 0).astype(int) + (X[:, 2] > 0.5)
+    AdaptiveAcquisitionClassifier(n_masks=1, n_estimators=5, random_state=0).fit(X, y).save(tmp_path / "m")
+    path = tmp_path / "m" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["state"][key] = edit(manifest["state"])
+    if key == "classes":  # the tables of two classes: what is left is the classifier's three
+        shape = manifest["state"]["tables_shape"]
+        tables = np.reshape(manifest["state"]["tables"], shape)[:, :2]
+        manifest["state"].update(tables_shape=list(tables.shape), tables=tables.reshape(-1).tolist())
+    path.write_text(json.dumps(manifest))
+    with pytest.raises(CEGBError, match=r"manifest\.json' \(state\): " + message):
+        AdaptiveAcquisitionClassifier.load(tmp_path / "m")
+
+
+#: the acquisition classifiers, with parameters that fit them fast
+FAST = {StagedAcquisitionClassifier: {"stages": 2, "n_estimators": 5, "random_state": 0},
+        AdaptiveAcquisitionClassifier: {"n_masks": 1, "n_estimators": 5, "random_state": 0}}
+
+
+@functools.cache
+def _fitted_on_frame(cls: type):
+    """(a model of ``cls`` fitted on a frame of columns a, b, c, the frame, its labels), once per class."""
+    import pandas as pd
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame(rng.normal(size=(200, 3)), columns=["a", "b", "c"])
+    y = (X["a"] > 0).astype(int).to_numpy()
+    return cls(**FAST[cls]).fit(X, y), X, y
+
+
+def _saved_with(cls: type, tmp_path, key: str, value):
+    import json
+    model, _, _ = _fitted_on_frame(cls)
+    model.save(tmp_path / "m")
+    manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
+    manifest["state"][key] = value
+    (tmp_path / "m" / "manifest.json").write_text(json.dumps(manifest))
+    return cls.load(tmp_path / "m")
+
+
+def _lazy_on(cls: type, frame):
+    from lightgbm_cegb import LazyPredictor
+    model, X, _ = _fitted_on_frame(cls)
+    return LazyPredictor(model, lambda key, ids: X[key].to_numpy()[np.asarray(ids)]).predict(frame)
+
+
+def _with_column(X, name: str, values):
+    out = X.copy()
+    out[name] = values
+    return out
+
+
+def _fit(cls: type, X, y, **kwargs):
+    return cls(**FAST[cls]).fit(X, y, **kwargs)
+
+
+#: inputs given to fit, predict_results, LazyPredictor or load, and the message each raises (above each case: what it
+#: raised before issue 61, 15)
+BARE_INPUTS = {
+    # ValueError: Input X contains infinity
+    "inf in X": (lambda cls, X, y, tmp: _fit(cls, _with_column(X, "a", X["a"].where(X.index != 3, np.inf)), y),
+                 r"X should hold finite numbers or NaN \(a missing value\), got inf in row 3, column 0"),
+    # ValueError: Unknown label type: unknown
+    "labels holding None": (lambda cls, X, y, tmp: _fit(cls, X, [None, *y[1:]]),
+                            r"y should hold a class label in every row, got None in row 0"),
+    # ValueError: could not convert string to float: 'u'
+    "a pandas category column": (
+        lambda cls, X, y, tmp: _fit(cls, _with_column(X, "c", X["c"].gt(0).map({True: "u", False: "v"})
+                                                      .astype("category")), y),
+        r"X: its column 'c' is a pandas category column; numbers are expected"),
+    # ValueError: X has 2 features, but ... is expecting 3 features as input
+    "eval_set of the wrong width": (lambda cls, X, y, tmp: _fit(cls, X, y, eval_set=(X.to_numpy()[:, :2], y)),
+                                    r"eval_set: X_valid: X has 2 features, but \w+ is expecting 3"),
+    # ValueError: Found array with 0 sample(s)
+    "an empty eval_set": (lambda cls, X, y, tmp: _fit(cls, X, y, eval_set=(X[:0], y[:0])),
+                          r"eval_set: X_valid: Found array with 0 sample"),
+    # LightGBMError: Length of labels differs from the length of #data
+    "eval_set labels of the wrong length": (
+        lambda cls, X, y, tmp: _fit(cls, X, y, eval_set=(X, y[:10])),
+        r"eval_set: y_valid should hold 200 labels \(one per row of X_valid\), got shape \(10,\)"),
+    # TypeError: Feature names are only supported if all input features have string names
+    "mixed-type column names": (lambda cls, X, y, tmp: _fit(cls, X.set_axis(["a", 1, "c"], axis=1), y),
+                                r"X: its column names should all be strings \(or none of them\), got int 1"),
+    # KeyError: "['c'] not in index"
+    "a frame lacking a column, served lazily": (lambda cls, X, y, tmp: _lazy_on(cls, X[["a", "b"]]),
+                                                r"X: a frame should hold the model's columns .* lacks \['c'\]"),
+    # TypeError: 'float' object is not iterable
+    "predict_results(X, 0.1)": (lambda cls, X, y, tmp: _fitted_on_frame(cls)[0].predict_results(X, 0.1),
+                                r"(settings|tradeoffs) should be a sequence of .*, got 0.1"),
+    # TypeError: 'NoneType' object is not iterable (staged; adaptive: a CEGBError already)
+    "predict_results(X, [None])": (lambda cls, X, y, tmp: _fitted_on_frame(cls)[0].predict_results(X, [None]),
+                                   r"settings: each setting should be a dict .*, got None|tradeoffs should be a "
+                                   r"finite number >= 0, got None"),
+    # TypeError: '<' not supported between instances of 'NoneType' and 'bool'
+    "saved classes [true, false, null]": (
+        lambda cls, X, y, tmp: _saved_with(cls, tmp, "classes", [True, False, None]),
+        r"classes should be 2 or more distinct labels of one kind .*, got \[True, False, None\]"),
+}
+
+
+@pytest.mark.parametrize(("cls", "case"), [(cls, case) for case in BARE_INPUTS for cls in FAST] +
+                         [(None, "costs of 1e-300")])
+def test_inputs_that_raised_bare_exceptions_are_refused_by_name(cls, case, tmp_path):
+    """Issue 61 (15): each of these inputs raised a bare exception of Python, numpy, scikit-learn or LightGBM (the
+    comment above each case), or (costs of 1e-300) asked whether all costs were 0; each is a CEGBError whose message
+    names the parameter and the problem."""
+    if cls is None:  # the trade-off scale of a cost-aware tree method: costs so small no trade-off weighs them
+        from lightgbm_cegb import GreedyMiserClassifier
+        X, y = np.random.default_rng(0).normal(size=(200, 3)), np.arange(200) % 2
+        with pytest.raises(CEGBError, match=r"every trade-off up to 1e30 still splits: some costs are too small for a "
+                                            r"trade-off to weigh .*give the costs in a larger unit"):
+            GreedyMiserClassifier(feature_costs=[1e-300] * 3, n_estimators=5).tradeoff_scale(X, y)
+        return
+    call, message = BARE_INPUTS[case]
+    _, X, y = _fitted_on_frame(cls)
+    with pytest.raises(CEGBError, match=message):
+        call(cls, X, y, tmp_path)

@@ -262,3 +262,32 @@ def test_balanced_class_weights_make_stage_0_unsure_on_imbalanced_classes():
     full = {"tradeoff": 0.0}
     assert balanced_accuracy_score(y, balanced.set_params(**full).predict(X)) > \
         balanced_accuracy_score(y, plain.set_params(**full).predict(X))
+
+
+def three_classes(n: int = 300, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 4))
+    return X, (X[:, 0] + X[:, 1] > 0).astype(int) + (X[:, 2] > 0.5)
+
+
+@pytest.mark.parametrize(("key", "edit", "message"), [
+    ("prior", lambda prior: [5.0] * len(prior), r"prior should hold probabilities that sum to 1, got a sum of 15"),
+    ("prior", lambda prior: [0.0] * len(prior), r"prior should hold probabilities that sum to 1, got a sum of 0"),
+    ("units", lambda units: [units[0] + units[1]] + units[1:], r"units should hold each of the 4 columns once \(a "
+                                                               r"partition of the columns\), got column \d in 2 units"),
+    ("units", lambda units: [units[0]] * len(units),
+     r"units should hold each of the 4 columns once .*, got column \d in [04] units"),
+])
+def test_a_saved_state_is_checked_for_meaning(tmp_path, key, edit, message):
+    """Issue 61 (11): the saved state was checked for shape only: a prior of [5, 5, 5] loaded and predict_proba's
+    rows summed to 15; units that share a column or leave one out loaded. A prior is a distribution, and the units
+    partition the columns (as FeatureCosts.units makes them)."""
+    import json
+    X, y = three_classes()
+    StagedAcquisitionClassifier(stages=3, n_estimators=10, random_state=0).fit(X, y).save(tmp_path / "m")
+    path = tmp_path / "m" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["state"][key] = edit(manifest["state"][key])
+    path.write_text(json.dumps(manifest))
+    with pytest.raises(CEGBError, match=r"manifest\.json' \(state\): " + message):
+        StagedAcquisitionClassifier.load(tmp_path / "m")

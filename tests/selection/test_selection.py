@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lightgbm_cegb import FeatureCosts, prediction_cost
-from lightgbm_cegb.core.errors import CEGBError, NothingToTradeOff
+from lightgbm_cegb.core.errors import CEGBError, CEGBWarning, NothingToTradeOff
 from lightgbm_cegb.core.ranking_metrics import ndcg_at_k
 from lightgbm_cegb.lgbm.cegb_tradeoff_scale import cegb_tradeoff_scale
 from lightgbm_cegb.selection import (
@@ -807,3 +807,27 @@ def test_adapt_lin_joins_the_default_methods_on_few_rows(monkeypatch):
             fit_within_budget((X, y), (X[:10], y[:10]), None, 1.0, task=task)
     assert swept[0] == list(frontier.BUDGET_METHODS) + ["adapt_lin"]
     assert swept[1] == list(frontier.BUDGET_METHODS) and "adapt_lin" not in swept[2]
+
+
+@pytest.mark.parametrize("case", ["tiny binary", "constant regression", "tiny ranking"])
+def test_tiny_or_constant_data_leaves_out_the_methods_that_cannot_fit_it(case):
+    """Issue 61 (14): fit_within_budget on 10 rows, a constant regression target or a tiny ranking set failed whole
+    ("cegb_tradeoff_scale: the first tree makes no split even without costs"). The methods whose trade-off has
+    nothing to weigh are left out with a warning naming them; the others answer; nothing at all is an error."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(10, 3))
+    task, train, valid = {
+        "tiny binary": ("binary", (X, (X[:, 0] > 0).astype(int)), (X, (X[:, 0] > 0).astype(int))),
+        "constant regression": ("regression", (X, np.ones(10)), (X, np.ones(10))),
+        "tiny ranking": ("ranking", (X, rng.integers(0, 3, 10), [5, 5]), (X, rng.integers(0, 3, 10), [5, 5])),
+    }[case]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        chosen = fit_within_budget(train, valid, None, 2.0, task=task, num_boost_round=20)
+    left_out = [str(w.message) for w in caught if "left out" in str(w.message)]
+    assert any(re.match(r"sweep: cegb left out: cegb_tradeoff_scale: the first tree makes no split even without "
+                        r"costs", message) for message in left_out), left_out
+    assert chosen.valid_cost <= 2.0 and "cegb" not in set(chosen.frontier["method"])
+    with pytest.warns(CEGBWarning, match="cegb left out"), \
+            pytest.raises(CEGBError, match=r"fit_within_budget: no method gave a point \(methods \['cegb'\], "):
+        fit_within_budget(train, valid, None, 2.0, task=task, methods=["cegb"], baseline=False)

@@ -313,6 +313,70 @@ def test_a_column_renamed_while_serving_is_an_error_not_its_name(generated, tmp_
         service.stop()
 
 
+def raw_request(url: str, head: bytes, body: bytes = b"") -> tuple[int, dict]:
+    """Send ``head`` (the request line and headers, without the blank line) and ``body`` on a socket as they are,
+    then read the answer: a request urllib would not send (a Content-Length with no body to follow)."""
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(head + b"\r\n\r\n" + body)
+        answer = b""
+        while b"\r\n\r\n" not in answer or len(answer.partition(b"\r\n\r\n")[2]) < int(
+                re.search(rb"content-length: (\d+)", answer.lower())[1]):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            answer += chunk
+    status = int(answer.split(b" ", 2)[1])
+    return status, json.loads(answer.partition(b"\r\n\r\n")[2])
+
+
+def test_a_request_body_beyond_the_limit_is_413_unread(generated, tmp_path):
+    """Issue 61 (13): the service read a body of any size (60 MB of padding around valid ids: HTTP 200, the server's
+    memory 206 -> 325 MB). A body longer than --max-body-bytes answers 413: a Content-Length beyond it with no
+    body sent is answered at once (nothing read), a chunked body once it passes the limit."""
+    folder, booster, X, _ = generated
+    service = Service(["--model", str(folder / "model.txt"), "--costs", str(folder / "costs.json"), "--store",
+                       str(folder / "store.sqlite"), "--max-body-bytes", "1000"], folder, tmp_path / "log.txt")
+    try:
+        ids = [FIRST_ID, FIRST_ID + 1]
+        status, answer = call(service.url + "/score", json.dumps({"ids": ids}).encode().ljust(1000))
+        assert status == 200 and answer["predictions"] == booster.predict(X[:2]).tolist(), answer
+        status, answer = call(service.url + "/score", json.dumps({"ids": ids}).encode().ljust(1001))
+        assert status == 413 and answer["error"] == ("the body should be at most 1000 bytes (--max-body-bytes); "
+                                                     "got 1001"), answer
+        head = f"POST /score HTTP/1.1\r\nHost: 127.0.0.1:{service.port}\r\nContent-Type: application/json"
+        status, answer = raw_request(service.url, head.encode() + b"\r\nContent-Length: 60000000")
+        assert status == 413 and "got 60000000" in answer["error"], answer
+        chunk = b" " * 600
+        status, answer = raw_request(service.url, head.encode() + b"\r\nTransfer-Encoding: chunked",
+                                     b"%x\r\n%s\r\n" % (len(chunk), chunk) * 2 + b"0\r\n\r\n")
+        assert status == 413 and "got more" in answer["error"], answer
+    finally:
+        service.stop()
+
+
+def test_an_id_held_twice_by_the_store_is_an_error(generated, tmp_path):
+    """Issue 61 (13): an id with two rows in a table was scored silently with the last one. A request for it is
+    answered 502 naming the table and the id; the ids held once are scored as before."""
+    folder, booster, X, _ = generated
+    shutil.copy(folder / "store.sqlite", tmp_path / "store.sqlite")
+    with closing(sqlite3.connect(tmp_path / "store.sqlite")) as db, db:
+        db.execute("CREATE TABLE cheap2 (id INTEGER, f0 REAL, f1 REAL)")
+        db.execute("INSERT INTO cheap2 SELECT * FROM cheap")
+        db.execute(f"INSERT INTO cheap2 VALUES ({FIRST_ID + 3}, 100.0, 100.0)")
+        db.execute("DROP TABLE cheap")
+    service = Service(["--model", str(folder / "model.txt"), "--costs", str(folder / "costs.json"), "--store",
+                       str(tmp_path / "store.sqlite")], tmp_path, tmp_path / "log.txt")
+    try:
+        status, answer = call(service.url + "/score", {"ids": [FIRST_ID, FIRST_ID + 1]})
+        assert status == 200 and answer["predictions"] == booster.predict(X[:2]).tolist(), answer
+        status, answer = call(service.url + "/score", {"ids": [FIRST_ID + 2, FIRST_ID + 3]})
+        assert status == 502 and re.search(rf"table 'cheap2' of '.*store.sqlite' holds several rows with id "
+                                           rf"\[{FIRST_ID + 3}\]: an id should name one row", answer["error"]), answer
+    finally:
+        service.stop()
+
+
 FETCH_MODULE = '''
 import json
 from pathlib import Path
@@ -388,6 +452,7 @@ def bad_store(folder: Path) -> Path:
 @pytest.mark.parametrize(("args", "message"), [
     (["--port", "70000"], "--port: expected a port number in 0..65535, got 70000"),
     (["--latency-ms", "-1"], r"--latency-ms: expected a number of milliseconds >= 0, got -1.0"),
+    (["--max-body-bytes", "0"], r"--max-body-bytes: expected a number of bytes >= 1, got 0"),
     (["--store", "{store}"], "--store: needs --model"),
     (["--method", "predict_proba"], "--method: needs --model"),
     (["--model", "{model}"], "--model: needs a feature store: --store FILE.sqlite or --fetch MODULE:FUNCTION"),
@@ -471,6 +536,39 @@ def test_a_model_file_of_another_library(generated, library, tmp_path):
         np.testing.assert_allclose(answer["predictions"], expected[positions], rtol=1e-12)
         np.testing.assert_allclose(answer["cost"], prediction_cost(model, X[positions], costs).per_instance,
                                    rtol=1e-12)
+    finally:
+        service.stop()
+
+
+@pytest.mark.parametrize("library", ["xgboost", "catboost"])
+def test_predict_proba_of_another_librarys_model_file(generated, library, tmp_path):
+    """Issue 61 (17): `serve --method predict_proba` was refused for an XGBoost model file (its Booster has no
+    predict_proba): a classifier's file is served as the library's classifier, its probabilities by column."""
+    folder, _, X, _ = generated
+    y = (np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 4]) > 0).astype(int)
+    frame = pd.DataFrame(X, columns=NAMES)
+    if library == "xgboost":
+        import xgboost as xgb
+
+        model = xgb.train({"max_depth": 3, "objective": "binary:logistic", "nthread": 1}, xgb.DMatrix(frame, y), 5)
+        path = tmp_path / "model.json"
+        model.save_model(path)
+        p = model.predict(xgb.DMatrix(frame))
+    else:
+        import catboost as cb
+
+        model = cb.CatBoost({"iterations": 5, "depth": 3, "loss_function": "Logloss", "verbose": 0,
+                             "thread_count": 1, "allow_writing_files": False}).fit(frame, y)
+        path = tmp_path / "model.cbm"
+        model.save_model(str(path))
+        p = model.predict(frame, prediction_type="Probability")[:, 1]
+    service = Service(["--model", str(path), "--costs", str(folder / "costs.json"), "--store",
+                       str(folder / "store.sqlite"), "--method", "predict_proba"], folder, tmp_path / "log.txt")
+    try:
+        positions = np.arange(0, len(X), 7)
+        status, answer = call(service.url + "/score", {"ids": (FIRST_ID + positions).tolist()})
+        assert status == 200, answer
+        np.testing.assert_allclose(answer["predictions"], np.column_stack([1 - p, p])[positions], rtol=1e-6)
     finally:
         service.stop()
 
