@@ -541,7 +541,9 @@ class AdaptiveAcquisitionClassifier(PolicyClassifier):
         with the current classifier: each a random prefix of the row's purchases, the rest hidden (row-major: the copies
         of row 0 first)."""
         policy = copy.copy(self).set_params(tradeoff=0.0, max_cost=None, gain="accuracy")
-        order = policy.predict_result(X).order  # bounded: the accuracy gain stops when no purchase can help
+        # X: the fit's checked rows (a frame's names already read); bounded: the accuracy gain stops when no
+        # purchase can help
+        order = policy._drive(X, policy.__lightgbm_cegb_policy__(len(X))).result().order
         steps = (order >= 0).sum(axis=1)
         prefix = np.floor(rng.random_sample((len(X), copies)) * (steps[:, None] + 1)).astype(np.int64)
         bought_at = np.full((len(X), len(self.units_)), np.iinfo(np.int64).max)  # each unit's step in each row

@@ -189,6 +189,24 @@ def test_policy_rounds_add_the_states_the_policy_visits():
     assert again.classifier_.model_to_string() != model.classifier_.model_to_string()
 
 
+def test_policy_rounds_on_a_frame_read_its_names_once():
+    """The states the policy visits are found on the fit's own rows: no scikit-learn warning that X has no feature
+    names (issue 61, item 17: two leaked out of fit_within_budget), and the same classifier as on the array."""
+    import warnings
+
+    import pandas as pd
+
+    X, y, costs, _ = random_case(9)
+    frame = pd.DataFrame(X, columns=[f"f{j}" for j in range(X.shape[1])])
+    params = {"feature_costs": costs, "n_masks": 2, "n_estimators": 20, "policy_rounds": 1, "random_state": 0}
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*feature names")
+        on_frame = AdaptiveAcquisitionClassifier(**params).fit(frame, y)
+    on_array = AdaptiveAcquisitionClassifier(**params).fit(X, y)
+    assert on_frame.classifier_.model_to_string().split("feature_names=")[0] == \
+        on_array.classifier_.model_to_string().split("feature_names=")[0]
+
+
 def test_each_round_of_a_fit_is_the_fit_with_that_many_policy_rounds():
     X, y, costs, _ = random_case(4)
     model = AdaptiveAcquisitionClassifier(feature_costs=costs, n_masks=3, n_estimators=20, policy_rounds=2,
