@@ -107,6 +107,8 @@ class AcquisitionResult:
     cost : CostReport
         Each row's cost: the lazy costs of what it acquired (a group's own once), and the split and tree costs of
         each evaluation of the model (one before the first purchase and one after each).
+    unit_names : list of str
+        Each unit's name: its group's, or its feature's (a DataFrame's column; ``Column_<j>`` without names).
     """
 
     proba: np.ndarray
@@ -114,11 +116,27 @@ class AcquisitionResult:
     units: list
     known: np.ndarray
     cost: CostReport
+    unit_names: list
 
     @property
     def steps(self) -> np.ndarray:
         """Number of units each row acquired."""
         return (self.order >= 0).sum(axis=1)
+
+    def purchases(self, row: int) -> list[str]:
+        """The names of the units row ``row`` acquired, in order.
+
+        Parameters
+        ----------
+        row : int
+            The row's position.
+
+        Returns
+        -------
+        list of str
+            Its units' names (groups' or features').
+        """
+        return [self.unit_names[u] for u in self.order[row] if u >= 0]
 
 
 def auto_leaves(rows: int, ladder: tuple[int, int, int]) -> int:
@@ -276,7 +294,11 @@ class PolicyClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
         cost = CostReport(acquisition=cost.acquisition, evaluation=cost.evaluation + evaluation,
                           coupled=cost.coupled, usage=cost.usage, feature_names=cost.feature_names,
                           group_usage=cost.group_usage)
-        return AcquisitionResult(proba=proba, order=order, units=list(self.units_), known=known, cost=cost)
+        names = self._names_in() or [f"Column_{j}" for j in range(self.n_features_in_)]
+        unit_names = [names[columns[0]] if group is None else str(group)
+                      for group, columns, _ in self.costs_.units(self.n_features_in_)]
+        return AcquisitionResult(proba=proba, order=order, units=list(self.units_), known=known, cost=cost,
+                                 unit_names=unit_names)
 
     def _lightgbm_params(self, num_class: int, seed: int, n: int, train_rows: int) -> dict:
         """LightGBM's parameters of the classifiers for X of ``n`` rows, ``train_rows`` of them trained on (what

@@ -291,3 +291,26 @@ def test_a_saved_state_is_checked_for_meaning(tmp_path, key, edit, message):
     path.write_text(json.dumps(manifest))
     with pytest.raises(CEGBError, match=r"manifest\.json' \(state\): " + message):
         StagedAcquisitionClassifier.load(tmp_path / "m")
+
+
+def test_purchases_are_named_by_group_and_feature(tmp_path):
+    """A result names what each row bought (issue 61, item 17: the staged model reported column positions): its
+    groups by name, its features by the frame's columns, or Column_<j> without names; a loaded model too."""
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame(rng.normal(size=(400, 5)), columns=["age", "bp", "x1", "x2", "scan"])
+    y = (X["age"] + X["bp"] * X["x1"] > 0).astype(int)
+    costs = FeatureCosts(lazy=[1.0, 1.0, 0.0, 0.0, 5.0], groups={"lab": ["x1", "x2"]}, group_lazy=[3.0])
+    model = StagedAcquisitionClassifier(feature_costs=costs, tradeoff=0.1, n_estimators=30, random_state=0).fit(X, y)
+    result = model.predict_result(X)
+    assert result.unit_names == ["lab", "age", "bp", "scan"]
+    for row in range(len(X)):
+        bought = result.purchases(row)
+        assert bought == [result.unit_names[u] for u in result.order[row][:result.steps[row]]]
+        columns = sorted(X.columns.get_loc(c) for name in bought for c in (["x1", "x2"] if name == "lab" else [name]))
+        assert columns == np.flatnonzero(result.known[row]).tolist()
+    model.save(tmp_path / "staged")
+    assert StagedAcquisitionClassifier.load(tmp_path / "staged").predict_result(X).unit_names == result.unit_names
+    plain = StagedAcquisitionClassifier(feature_costs=[1.0, 1.0, 0.0, 0.0, 5.0], n_estimators=30, random_state=0)
+    assert plain.fit(X.to_numpy(), y).predict_result(X.to_numpy()[:2]).unit_names == [f"Column_{j}" for j in range(5)]
