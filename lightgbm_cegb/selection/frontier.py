@@ -163,7 +163,18 @@ class Selection:
     decision_threshold : float or None, default=None
         With a threshold metric (``f1``, ``balanced_accuracy``): the decision threshold the point chose on the
         validation rows, with which the test figures were measured; label new rows positive where the model's
-        score is above it (``model.predict(X) > decision_threshold`` for a Booster).
+        score is above it (``model.predict(X) > decision_threshold`` for a Booster). :meth:`predict` does.
+    task : str or None, default=None
+        The sweep's task ("binary", "multiclass", "regression", "ranking"; None in a Selection saved before it was
+        kept).
+    classes : ndarray or None, default=None
+        Classification: the sweep's class labels (sorted; the model's outputs are in their order).
+
+    Notes
+    -----
+    ``model`` predicts as its own library does (a Booster's ``predict`` gives probabilities, an estimator's
+    labels); :meth:`predict` and :meth:`predict_proba` mean the same for every method: labels (values, scores) as
+    the sweep measured them, and class probabilities.
     """
 
     method: str
@@ -178,6 +189,69 @@ class Selection:
     within_budget: bool = True
     costs: FeatureCosts | None = field(default=None, repr=False)
     decision_threshold: float | None = None
+    task: str | None = None
+    classes: np.ndarray | None = field(default=None, repr=False)
+
+    def _scores(self, X) -> np.ndarray:
+        """What the sweep's metric read of the point on X: class probabilities (binary: the positive class's),
+        values or scores."""
+        if self.candidate is not None:
+            return np.asarray(self.candidate.predict(X))
+        if self.task in ("binary", "multiclass") and booster_of(self.model) is None and \
+                hasattr(self.model, "predict_proba"):
+            proba = self.model.predict_proba(X)
+            return proba[:, 1] if self.task == "binary" else proba
+        return np.asarray(self.model.predict(X))
+
+    def _task(self, what: str) -> str:
+        if self.task is None:
+            raise CEGBError(f"Selection.{what}: this Selection was saved before its task was kept; predict with "
+                            "its model (.model), as its library does")
+        return self.task
+
+    def predict(self, X) -> np.ndarray:
+        """The chosen point's prediction, whatever its method: class labels (at :attr:`decision_threshold` when a
+        threshold metric chose one, else the most probable class), regression values or ranking scores.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_rows, n_features)
+            The rows (as the sweep's).
+
+        Returns
+        -------
+        ndarray of shape (n_rows,)
+            The labels (the sweep's classes), values or scores.
+        """
+        scores = self._scores(X)
+        if self._task("predict") not in ("binary", "multiclass"):
+            return scores
+        threshold = 0.5 if self.decision_threshold is None else self.decision_threshold
+        codes = scores.argmax(axis=1) if scores.ndim == 2 else (scores > threshold).astype(np.int64)
+        return codes if self.classes is None else self.classes[codes]
+
+    def predict_proba(self, X) -> np.ndarray:
+        """The chosen point's class probabilities (as the sweep measured them), whatever its method.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_rows, n_features)
+            The rows (as the sweep's).
+
+        Returns
+        -------
+        ndarray of shape (n_rows, n_classes)
+            A column per class of :attr:`classes`.
+
+        Raises
+        ------
+        CEGBError
+            For a regression or ranking point.
+        """
+        if self._task("predict_proba") not in ("binary", "multiclass"):
+            raise CEGBError(f"Selection.predict_proba: the chosen point is a {self.task} model; use predict")
+        scores = self._scores(X)
+        return np.column_stack([1.0 - scores, scores]) if scores.ndim == 1 else scores
 
     def prediction_cost(self, X) -> CostReport:
         """The exact per-row cost of the chosen point on rows X, as the sweep measured it (the point's own accounting
@@ -244,7 +318,8 @@ class Selection:
         """
         figures = {"valid_quality": self.valid_quality, "valid_cost": self.valid_cost,
                    "test_quality": self.test_quality, "test_cost": self.test_cost,
-                   "decision_threshold": self.decision_threshold}
+                   "decision_threshold": self.decision_threshold, "task": self.task,
+                   "classes": None if self.classes is None else self.classes.tolist()}
         booster = booster_of(self.model)
         if isinstance(self.model, lgb.Booster):
             state, files = {**figures, "model": {"kind": "booster"}}, {"model": booster.model_to_string()}
@@ -317,8 +392,13 @@ class Selection:
         costs = None if manifest["costs"] is None else FeatureCosts.from_dict(manifest["costs"])
         figures = {key: None if state.get(key) is None else float(state[key])
                    for key in ("valid_quality", "valid_cost", "test_quality", "test_cost", "decision_threshold")}
+        task, classes = state.get("task"), state.get("classes")
+        if task not in (None, "binary", "multiclass", "regression", "ranking") or (classes is not None and (
+                task not in ("binary", "multiclass") or not isinstance(classes, list) or len(classes) < 2)):
+            raise saved.damaged(manifest, f"task should be a task's name and classes its 2 or more labels, got "
+                                          f"{task!r:.40} and {classes!r:.60}")
         return cls(params["method"], dict(params["params"]), model, None, within_budget=params["within_budget"],
-                   costs=costs, **figures)
+                   costs=costs, task=task, classes=None if classes is None else np.asarray(classes), **figures)
 
 
 def estimator_class(name):
@@ -395,9 +475,11 @@ def select(frame: pd.DataFrame, budget: float, test=None, *, metric: str | Metri
 
 def _chosen(frame: pd.DataFrame, best: pd.Series, test, metric) -> Selection:
     candidate = best["model"]
+    classes = frame.attrs.get("classes")
     chosen = Selection(best["method"], dict(best["params"]), candidate.fitted_model(), candidate,
                        float(best["quality"]), float(best["cost"]), costs=frame.attrs.get("costs"),
-                       decision_threshold=candidate.decision_threshold)
+                       decision_threshold=candidate.decision_threshold, task=frame.attrs.get("task"),
+                       classes=None if classes is None else np.asarray(classes))
     if test is not None:
         used = get_metric(metric, frame.attrs["task"]) if metric is not None else frame.attrs["metric_object"]
         chosen.test_quality, chosen.test_cost, _ = candidate.measure(

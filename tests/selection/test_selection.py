@@ -26,6 +26,7 @@ from lightgbm_cegb.selection import (
     PREFIX_TREES,
     Candidate,
     Rows,
+    Selection,
     cost_scorer,
     evaluate,
     fit_within_budget,
@@ -831,3 +832,35 @@ def test_tiny_or_constant_data_leaves_out_the_methods_that_cannot_fit_it(case):
     with pytest.warns(CEGBWarning, match="cegb left out"), \
             pytest.raises(CEGBError, match=r"fit_within_budget: no method gave a point \(methods \['cegb'\], "):
         fit_within_budget(train, valid, None, 2.0, task=task, methods=["cegb"], baseline=False)
+
+
+def test_a_selection_predicts_labels_and_probabilities_whatever_its_method(binary, tmp_path):
+    """``predict`` means the sweep's class labels and ``predict_proba`` probabilities for every method a Selection
+    can hold (issue 61, item 17: ``selection.model.predict`` gave labels or probabilities by method); the labels
+    are those the validation accuracy was measured on, and a loaded Selection predicts the same."""
+    (X, y), (Xv, yv), _ = binary
+    labels = np.array(["no", "yes"], dtype=object)
+    grid = {"cegb": [{"relative_tradeoff": 0.01}], "budgetrf": [{"tradeoff": 2.0, "n_estimators": 3, "trees": (3,)}],
+            "staged_acquisition": [{"tradeoff": 0.2}], "greedy_miser": [{"relative_tradeoff": 0.0}]}
+    frame = sweep(list(grid) + ["lightgbm"], (X, labels[y]), (Xv, labels[yv]), COSTS, task="binary", grid=grid,
+                  params={"num_leaves": 8}, num_boost_round=30, baseline=False)
+    for method in frame["method"].unique():
+        points = frame[frame["method"] == method]
+        chosen = select(points, float(points["cost"].max()))
+        predicted = chosen.predict(Xv)
+        assert set(predicted) <= {"no", "yes"}, method
+        assert np.mean(predicted == labels[yv]) == pytest.approx(chosen.valid_quality, abs=1e-12), method
+        proba = chosen.predict_proba(Xv)
+        assert proba.shape == (len(Xv), 2) and np.allclose(proba.sum(axis=1), 1.0), method
+        np.testing.assert_array_equal(labels[(proba[:, 1] > 0.5).astype(int)], predicted)
+        if method in ("lightgbm", "cegb", "staged_acquisition", "greedy_miser"):  # what Selection.save holds
+            chosen.save(tmp_path / method)
+            loaded = Selection.load(tmp_path / method)
+            assert (loaded.task, loaded.classes.tolist()) == ("binary", ["no", "yes"])
+            np.testing.assert_array_equal(loaded.predict(Xv), predicted)
+            np.testing.assert_allclose(loaded.predict_proba(Xv), proba, rtol=1e-12, atol=1e-15)
+    regression = select(sweep("lightgbm", (X, X[:, 0]), (Xv, Xv[:, 0]), COSTS, task="regression",
+                              num_boost_round=10, baseline=False), 100.0)
+    np.testing.assert_array_equal(regression.predict(Xv), regression.model.predict(Xv))
+    with pytest.raises(CEGBError, match="a regression model; use predict"):
+        regression.predict_proba(Xv)
