@@ -23,6 +23,11 @@ from lightgbm_cegb.serving import DONE
 MODELS = 30  # random models per library
 
 
+def _ascending(X) -> np.ndarray:
+    """Lazy costs 1, 2, ... by column: each column's cost tells it apart."""
+    return np.arange(1.0, X.shape[1] + 1)
+
+
 def _data(rng: np.random.Generator, task: str, n: int = 300):
     num_features = int(rng.integers(4, 10))
     X = rng.normal(size=(n, num_features)) * rng.choice([1.0, 1e-3, 100.0], num_features)
@@ -65,8 +70,15 @@ def _check_paths_and_costs(model, X: np.ndarray, paths: list[list[list]], raw: n
     else:  # the library adds in float32
         np.testing.assert_allclose(ours, raw, rtol=rtol, atol=rtol * np.abs(forest.leaf_value).max())
     rng = np.random.default_rng(len(X))
-    costs = FeatureCosts(lazy=rng.integers(0, 9, X.shape[1]).astype(float), split=0.25)
-    report = prediction_cost(model, X, costs)
+    _costs_on_paths(model, X, paths, rng.integers(0, 9, X.shape[1]).astype(float))
+    return forest, leaves
+
+
+def _costs_on_paths(model, X, paths, lazy: np.ndarray, *, num_iteration=None) -> None:
+    """prediction_cost (lazy costs ``lazy``, split cost 0.25) against the features on the library's paths
+    (``paths[i][t]``: the feature of each split node row i's path in tree t passes)."""
+    costs = FeatureCosts(lazy=lazy, split=0.25)
+    report = prediction_cost(model, X, costs, num_iteration=num_iteration)
     used = np.zeros(X.shape, dtype=bool)
     for i, row in enumerate(paths):
         for path in row:
@@ -74,7 +86,6 @@ def _check_paths_and_costs(model, X: np.ndarray, paths: list[list[list]], raw: n
     np.testing.assert_array_equal(report.acquisition, used @ costs.lazy)
     np.testing.assert_allclose(report.evaluation, 0.25 * np.array([sum(len(p) for p in row) for row in paths]),
                                rtol=1e-12)
-    return forest, leaves
 
 
 # ------------------------------------------------------------------------------------------------ XGBoost
@@ -424,19 +435,6 @@ def _xgb_path_features(booster, dmatrix, rounds: int | None = None) -> list[list
     return paths
 
 
-def _costs_on_paths(model, X, paths, *, num_iteration=None) -> None:
-    """prediction_cost against the features on the library's paths."""
-    costs = FeatureCosts(lazy=np.arange(1.0, X.shape[1] + 1), split=0.25)
-    report = prediction_cost(model, X, costs, num_iteration=num_iteration)
-    used = np.zeros(X.shape, dtype=bool)
-    for i, row in enumerate(paths):
-        for path in row:
-            used[i, list(path)] = True
-    np.testing.assert_array_equal(report.acquisition, used @ costs.lazy)
-    np.testing.assert_allclose(report.evaluation, 0.25 * np.array([sum(len(p) for p in row) for row in paths]),
-                               rtol=1e-12)
-
-
 def _lazy_equals_predict(model, X, predict) -> None:
     """LazyPredictor, fetching every value, predicts as the library does."""
     costs = FeatureCosts(lazy=np.ones(X.shape[1]))
@@ -461,7 +459,7 @@ def test_xgboost_missing_value_is_read_as_xgboost_reads_it(seed):
     forest = to_forest(model)
     np.testing.assert_allclose(forest.raw_score(X, forest.apply(X)), margin, rtol=2e-6,
                                atol=2e-6 * np.abs(forest.leaf_value).max())
-    _costs_on_paths(model, X, _xgb_path_features(model.get_booster(), xgb.DMatrix(X, missing=0.0)))
+    _costs_on_paths(model, X, _xgb_path_features(model.get_booster(), xgb.DMatrix(X, missing=0.0)), _ascending(X))
     _lazy_equals_predict(model, X, model.predict(X))
     from lightgbm_cegb.methods.early_exit import EarlyExit
     if task == "binary":
@@ -486,7 +484,7 @@ def test_xgboost_on_a_sparse_matrix_reads_absent_entries_as_missing(seed):
     margin = booster.predict(xgb.DMatrix(csr), output_margin=True).reshape(len(X), -1)
     np.testing.assert_allclose(forest.raw_score(csr, forest.apply(csr)), margin, rtol=2e-6,
                                atol=2e-6 * np.abs(forest.leaf_value).max())
-    _costs_on_paths(booster, csr, _xgb_path_features(booster, xgb.DMatrix(csr)))
+    _costs_on_paths(booster, csr, _xgb_path_features(booster, xgb.DMatrix(csr)), _ascending(X))
 
 
 def test_an_early_stopped_xgboost_estimator_is_priced_for_the_rounds_it_predicts_with():
@@ -496,10 +494,10 @@ def test_an_early_stopped_xgboost_estimator_is_priced_for_the_rounds_it_predicts
         X[:400], y[:400], eval_set=[(X[400:], y[400:])], verbose=False)
     rounds = model.best_iteration + 1
     assert rounds < model.get_booster().num_boosted_rounds()
-    _costs_on_paths(model, X, _xgb_path_features(model.get_booster(), xgb.DMatrix(X), rounds))
+    _costs_on_paths(model, X, _xgb_path_features(model.get_booster(), xgb.DMatrix(X), rounds), _ascending(X))
     _lazy_equals_predict(model, X, model.predict(X))
     booster = model.get_booster()  # a Booster predicts with every round
-    _costs_on_paths(booster, X, _xgb_path_features(booster, xgb.DMatrix(X)))
+    _costs_on_paths(booster, X, _xgb_path_features(booster, xgb.DMatrix(X)), _ascending(X))
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -512,7 +510,8 @@ def test_xgboost_num_iteration_counts_rounds_of_parallel_trees(seed):
               **({"num_class": 3} if task == "multiclass" else {})}
     booster = xgb.train(params, xgb.DMatrix(X, y), 6)
     for rounds in (1, 2, 5):
-        _costs_on_paths(booster, X, _xgb_path_features(booster, xgb.DMatrix(X), rounds), num_iteration=rounds)
+        _costs_on_paths(booster, X, _xgb_path_features(booster, xgb.DMatrix(X), rounds), _ascending(X),
+                        num_iteration=rounds)
     assert to_forest(booster).num_iterations == 6
 
 

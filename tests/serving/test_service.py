@@ -505,28 +505,34 @@ def test_bad_options_name_the_option(generated, tmp_path, capsys, monkeypatch, a
     assert re.search("error: " + message, error), error
 
 
-@pytest.mark.parametrize("library", ["xgboost", "catboost"])
-def test_a_model_file_of_another_library(generated, library, tmp_path):
-    """Issue 45: the service reads an XGBoost JSON model or a CatBoost binary model as it reads LightGBM's."""
-    folder, _, X, costs = generated
+def _library_model_file(library: str, X: np.ndarray, tmp_path, rounds: int, depth: int):
+    """A binary classifier of XGBoost (its JSON file) or CatBoost (its binary file) on the generated rows: (model,
+    path, its positive class's probability on X)."""
     y = (np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 4]) > 0).astype(int)
     frame = pd.DataFrame(X, columns=NAMES)
     if library == "xgboost":
         import xgboost as xgb
 
-        model = xgb.train({"max_depth": 4, "objective": "binary:logistic", "nthread": 1},
-                          xgb.DMatrix(frame, y), 10)
+        model = xgb.train({"max_depth": depth, "objective": "binary:logistic", "nthread": 1}, xgb.DMatrix(frame, y),
+                          rounds)
         path = tmp_path / "model.json"
         model.save_model(path)
-        expected = model.predict(xgb.DMatrix(frame))
-    else:
-        import catboost as cb
+        return model, path, model.predict(xgb.DMatrix(frame))
+    import catboost as cb
 
-        model = cb.CatBoost({"iterations": 10, "depth": 4, "loss_function": "Logloss", "verbose": 0,
-                             "thread_count": 1, "allow_writing_files": False}).fit(frame, y)
-        path = tmp_path / "model.cbm"
-        model.save_model(str(path))
-        expected = model.predict(frame)
+    model = cb.CatBoost({"iterations": rounds, "depth": depth, "loss_function": "Logloss", "verbose": 0,
+                         "thread_count": 1, "allow_writing_files": False}).fit(frame, y)
+    path = tmp_path / "model.cbm"
+    model.save_model(str(path))
+    return model, path, model.predict(frame, prediction_type="Probability")[:, 1]
+
+
+@pytest.mark.parametrize("library", ["xgboost", "catboost"])
+def test_a_model_file_of_another_library(generated, library, tmp_path):
+    """Issue 45: the service reads an XGBoost JSON model or a CatBoost binary model as it reads LightGBM's."""
+    folder, _, X, costs = generated
+    model, path, p = _library_model_file(library, X, tmp_path, 10, 4)
+    expected = p if library == "xgboost" else model.predict(pd.DataFrame(X, columns=NAMES))
     service = Service(["--model", str(path), "--costs", str(folder / "costs.json"), "--store",
                        str(folder / "store.sqlite")], folder, tmp_path / "log.txt")
     try:
@@ -545,23 +551,7 @@ def test_predict_proba_of_another_librarys_model_file(generated, library, tmp_pa
     """Issue 61 (17): `serve --method predict_proba` was refused for an XGBoost model file (its Booster has no
     predict_proba): a classifier's file is served as the library's classifier, its probabilities by column."""
     folder, _, X, _ = generated
-    y = (np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 4]) > 0).astype(int)
-    frame = pd.DataFrame(X, columns=NAMES)
-    if library == "xgboost":
-        import xgboost as xgb
-
-        model = xgb.train({"max_depth": 3, "objective": "binary:logistic", "nthread": 1}, xgb.DMatrix(frame, y), 5)
-        path = tmp_path / "model.json"
-        model.save_model(path)
-        p = model.predict(xgb.DMatrix(frame))
-    else:
-        import catboost as cb
-
-        model = cb.CatBoost({"iterations": 5, "depth": 3, "loss_function": "Logloss", "verbose": 0,
-                             "thread_count": 1, "allow_writing_files": False}).fit(frame, y)
-        path = tmp_path / "model.cbm"
-        model.save_model(str(path))
-        p = model.predict(frame, prediction_type="Probability")[:, 1]
+    _, path, p = _library_model_file(library, X, tmp_path, 5, 3)
     service = Service(["--model", str(path), "--costs", str(folder / "costs.json"), "--store",
                        str(folder / "store.sqlite"), "--method", "predict_proba"], folder, tmp_path / "log.txt")
     try:
