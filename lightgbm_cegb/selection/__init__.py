@@ -83,12 +83,11 @@ Every boosted or bagged method also takes ``trees``: the prefix lengths that are
 
 import lightgbm_cegb.selection.baseline  # noqa: F401,E402 (registers the cheap-subset baseline)
 from lightgbm_cegb.selection.adapters import PREFIX_TREES  # (importing it registers the package's methods)
+from lightgbm_cegb.selection.chosen import Selection, estimator_class
 from lightgbm_cegb.selection.frontier import (
     BUDGET_METHODS,
-    Selection,
     best_point,
     best_subset,
-    estimator_class,
     evaluate,
     fit_within_budget,
     pareto,
