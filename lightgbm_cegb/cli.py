@@ -308,21 +308,21 @@ def _report_costs(args, num_features: int, params: dict) -> tuple[FeatureCosts |
     return FeatureCosts(**fields), from_model
 
 
-def _columns(model) -> tuple[int, list[str] | None, dict, bool]:
-    """(features, their names or None, training parameters, whether the model is priced by its own accounting)
-    of a model the cost command prices: one of the package's estimators by its fitted columns, any other by its
-    trees."""
+def _priced(path: Path) -> tuple[object, int, list[str] | None, dict, bool]:
+    """(what the cost command prices, its features, their names or None, its training parameters, whether it is
+    priced by its own accounting) of the model at ``path``: a model file by its trees (read once, not loaded by its
+    library), a saved folder's estimator by its fitted columns, a saved Booster or Selection by its trees."""
+    model = to_forest(path) if path.is_file() else load_model(path)
     inner = unwrap(model)
     if hasattr(type(inner), "__lightgbm_cegb_cost__") and hasattr(inner, "n_features_in_"):
         names = getattr(inner, "feature_names_in_", None)
-        return int(inner.n_features_in_), None if names is None else [str(n) for n in names], {}, True
+        return model, int(inner.n_features_in_), None if names is None else [str(n) for n in names], {}, True
     forest = to_forest(model)
-    return forest.num_features, forest.feature_names, forest.params, False
+    return model, forest.num_features, forest.feature_names, forest.params, False
 
 
 def cmd_cost(args) -> int:
-    model = load_model(Path(args.model))
-    num_features, names, params, own = _columns(model)
+    model, num_features, names, params, own = _priced(Path(args.model))
     costs, groups_from_model = _report_costs(args, num_features, params)
     label_column, header = _file_settings(args)
     if costs is None and fitted_costs(model) is None and not own and FeatureCosts.from_params(params) is None:

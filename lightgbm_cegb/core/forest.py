@@ -549,26 +549,28 @@ class Forest:
         return out
 
     def _dense(self, X: np.ndarray, missing: bool) -> np.ndarray:
-        values = self.as_read(X) if missing else X.astype(np.float32) if self.float32 else X
-        return np.ascontiguousarray(values, dtype=np.float64)
+        return np.ascontiguousarray(self.as_read(X, missing=missing), dtype=np.float64)
 
-    def as_read(self, values: np.ndarray) -> np.ndarray:
+    def as_read(self, values: np.ndarray, *, missing: bool = True) -> np.ndarray:
         """``values`` as this forest's splits compare them.
 
         Parameters
         ----------
         values : ndarray
             Feature values (float64).
+        missing : bool, default=True
+            Read ``missing_value`` as NaN (False: as the number it is).
 
         Returns
         -------
         ndarray
             With ``float32`` (scikit-learn's trees, XGBoost, CatBoost), the values rounded to float32 (they
             compare ``float32(x) <= threshold``: a value just above a threshold can go left); otherwise ``values``
-            as they are (LightGBM's own reading of tiny values is the routing kernel's); ``missing_value`` as NaN
-            (``with_missing``).
+            as they are (LightGBM's own reading of tiny values is the routing kernel's); with ``missing``,
+            ``missing_value`` as NaN (``with_missing``).
         """
-        return self.with_missing(values.astype(np.float32) if self.float32 else values)
+        values = values.astype(np.float32) if self.float32 else values
+        return self.with_missing(values) if missing else values
 
     def with_missing(self, values: np.ndarray) -> np.ndarray:
         """``values`` with every value that ``missing_value`` makes missing (compared as the splits compare,

@@ -195,8 +195,6 @@ def read_json(text, *, missing: float | None = None) -> Forest:
     if names is not None and (not isinstance(names, list) or len(names) != num_features):
         raise CEGBError(f"XGBoost model: feature_names should name the {num_features} features, got "
                         f"{str(names)[:60]}")
-    if missing is not None and (isinstance(missing, bool) or not isinstance(missing, (int, float, np.number))):
-        raise CEGBError(f"missing should be a number (XGBoost's missing value), got {missing!r:.60}")
     return numeric_forest(node_offset, leaf_offset, num_features, trees_per_iteration=outputs, drop_tiny=False,
                           float32=True, feature_names=None if names is None else [str(n) for n in names],
                           parallel_trees=parallel, missing_value=missing, sparse_missing=True, **arrays)
