@@ -37,6 +37,7 @@ from lightgbm_cegb.methods import (
     AdaptL1,
     AdaptLIN,
     BudgetRFClassifier,
+    CascadeResult,
     Cronus,
     CSTCClassifier,
     EarlyExit,
@@ -47,6 +48,7 @@ from lightgbm_cegb.methods import (
     Pruner,
     PruneResult,
     StagedAcquisitionClassifier,
+    StagedAcquisitionRanker,
     budget_prune,
     budget_prune_path,
 )
@@ -54,12 +56,12 @@ from lightgbm_cegb.serving import LazyFetchError, LazyFetchValueError, LazyPredi
 
 __all__ = ["AcquisitionResult", "AdaptGBRT", "AdaptL1", "AdaptLIN", "AdaptiveAcquisitionClassifier",
            "BudgetRFClassifier", "BudgetWarning", "CEGBClassifier", "CEGBError", "CEGBRanker", "CEGBRegressor",
-           "CEGBWarning", "CSCC", "CSTC", "CSTCClassifier", "CostReport", "Cronus", "EarlyExit", "EarlyExitResult",
-           "FeatureCosts", "GreedyMiserClassifier", "GreedyMiserRanker", "GreedyMiserRegressor", "LazyFetchError",
-           "LazyFetchValueError", "LazyPredictor", "LazyResult", "LightGBMCEGBError", "NoSplitWarning",
-           "NotFittedError", "PATCHED_LIGHTGBM", "PruneResult", "Pruner", "RoundsWarning",
-           "StagedAcquisitionClassifier", "__version__", "budget_prune", "budget_prune_path", "prediction_cost",
-           "to_forest"]
+           "CEGBWarning", "CSCC", "CSTC", "CSTCClassifier", "CascadeResult", "CostReport", "Cronus", "EarlyExit",
+           "EarlyExitResult", "FeatureCosts", "GreedyMiserClassifier", "GreedyMiserRanker", "GreedyMiserRegressor",
+           "LazyFetchError", "LazyFetchValueError", "LazyPredictor", "LazyResult", "LightGBMCEGBError",
+           "NoSplitWarning", "NotFittedError", "PATCHED_LIGHTGBM", "PruneResult", "Pruner", "RoundsWarning",
+           "StagedAcquisitionClassifier", "StagedAcquisitionRanker", "__version__", "budget_prune", "budget_prune_path",
+           "prediction_cost", "to_forest"]
 
 #: True when the imported lightgbm is the patched build of this project.
 PATCHED_LIGHTGBM = "+cegb." in lightgbm.__version__

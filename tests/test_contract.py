@@ -76,6 +76,8 @@ ESTIMATORS = {
     "StagedAcquisitionClassifier": (lambda: lc.StagedAcquisitionClassifier(feature_costs=COSTS, tradeoff=0.1,
                                                                            stages=5, random_state=0),
                                     "binary", True),
+    "StagedAcquisitionRanker": (lambda: lc.StagedAcquisitionRanker(feature_costs=COSTS, tradeoff=0.6, top_k=2,
+                                                                   stages=5, random_state=0), "ranking", False),
 }
 NAMES = list(ESTIMATORS)
 _fitted: dict = {}

@@ -1,6 +1,6 @@
-"""The checks of the package's input: a numeric parameter, row weights, a sequence, a frame's column order and
-columns, and a text file's encoding; each raises a CEGBError that names the parameter, what was expected and what
-was received.
+"""The checks of the package's input: a numeric parameter, row weights, query sizes, a sequence, a frame's column
+order and columns, and a text file's encoding; each raises a CEGBError that names the parameter, what was expected
+and what was received.
 
 The estimators declare their parameters once (as scikit-learn's estimators do in ``_parameter_constraints``, a
 name with another format there, hence ours): a class attribute ``_constraints = {name: constraint}`` over every
@@ -87,6 +87,36 @@ def checked_weights(weight, n: int, name: str = "sample_weight") -> np.ndarray:
     if weight.shape != (n,) or not np.isfinite(weight).all() or (weight < 0).any() or not weight.any():
         raise CEGBError(f"{name} should hold {n} finite weights >= 0, not all zero")
     return weight
+
+
+def checked_group(group, n: int, name: str = "group") -> np.ndarray:
+    """``group``, the sizes of the consecutive queries of ``n`` rows (as ``lgb.Dataset(group=...)``), as int64:
+    1-d integers >= 1 summing to ``n``.
+
+    Parameters
+    ----------
+    group : array-like of int
+        The query sizes.
+    n : int
+        The rows they should sum to.
+    name : str, default="group"
+        The argument's name, for the message.
+
+    Returns
+    -------
+    ndarray of int64
+        The sizes.
+
+    Raises
+    ------
+    CEGBError
+        When ``group`` is not such sizes.
+    """
+    sizes = np.asarray(group)
+    if sizes.ndim != 1 or sizes.dtype.kind not in "iu" or (sizes < 1).any() or sizes.sum() != n:
+        raise CEGBError(f"{name} should hold the sizes (integers >= 1) of the consecutive queries, summing to the {n} "
+                        f"rows of X, got {sizes!r:.60}{f' (sum {sizes.sum()})' if sizes.dtype.kind in 'iu' else ''}")
+    return sizes.astype(np.int64)
 
 
 def check_column_order(X, names, name: str, expected: str = "the model's features") -> None:

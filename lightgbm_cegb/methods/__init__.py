@@ -8,12 +8,13 @@ from lightgbm_cegb.methods.acquisition import AcquisitionResult, AdaptiveAcquisi
 from lightgbm_cegb.methods.adapt import AdaptGBRT, AdaptL1, AdaptLIN
 from lightgbm_cegb.methods.budget_prune import Pruner, PruneResult, budget_prune, budget_prune_path
 from lightgbm_cegb.methods.budgetrf import BudgetRFClassifier
+from lightgbm_cegb.methods.cascade import CascadeResult, StagedAcquisitionRanker
 from lightgbm_cegb.methods.cstc import CSCC, CSTC, Cronus, CSTCClassifier
 from lightgbm_cegb.methods.early_exit import EarlyExit, EarlyExitResult
 from lightgbm_cegb.methods.greedy_miser import GreedyMiserClassifier, GreedyMiserRanker, GreedyMiserRegressor
 from lightgbm_cegb.methods.staged import StagedAcquisitionClassifier
 
 __all__ = ["CSCC", "CSTC", "AcquisitionResult", "AdaptGBRT", "AdaptiveAcquisitionClassifier", "AdaptL1", "AdaptLIN",
-           "BudgetRFClassifier", "CSTCClassifier", "Cronus", "EarlyExit", "EarlyExitResult", "GreedyMiserClassifier",
-           "GreedyMiserRanker", "GreedyMiserRegressor", "PruneResult", "Pruner", "StagedAcquisitionClassifier",
-           "budget_prune", "budget_prune_path"]
+           "BudgetRFClassifier", "CSTCClassifier", "CascadeResult", "Cronus", "EarlyExit", "EarlyExitResult",
+           "GreedyMiserClassifier", "GreedyMiserRanker", "GreedyMiserRegressor", "PruneResult", "Pruner",
+           "StagedAcquisitionClassifier", "StagedAcquisitionRanker", "budget_prune", "budget_prune_path"]

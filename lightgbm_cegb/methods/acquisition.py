@@ -199,12 +199,19 @@ class PolicyClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
         """Check the parameters read when predicting (``_policy_params``)."""
         check_params(self, self._policy_params)
 
+    #: LazyPredictor's methods of the model, and their arguments (passed to ``__lightgbm_cegb_policy__``)
+    _policy_methods = {"predict": (), "predict_proba": ()}
+
     def __lightgbm_cegb_policy__(self, n: int):
         """A run for ``n`` rows that are told the values of the units they ask for: how ``predict_result`` and
         ``LazyPredictor`` (which fetches them) drive it."""
         self._check_fitted()
         self._check_policy()
         return self._run(n)
+
+    def _output(self, proba: np.ndarray, method: str) -> np.ndarray:
+        """What ``method`` ("predict" or "predict_proba") answers for rows of class probabilities ``proba``."""
+        return proba if method == "predict_proba" else self.classes_[proba.argmax(axis=1)]
 
     def _drive(self, X: np.ndarray, run):
         """``run`` through the rows X (checked), each told the values of the units it asks for."""
@@ -262,8 +269,7 @@ class PolicyClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
         ndarray of shape (n_samples,)
             Labels from ``classes_``.
         """
-        proba = self.predict_proba(X)  # first: an unfitted model has no classes_
-        return self.classes_[proba.argmax(axis=1)]
+        return self._output(self.predict_proba(X), "predict")  # proba first: an unfitted model has no classes_
 
     def prediction_cost(self, X, *, n_jobs: int | None = None) -> CostReport:
         """The exact per-row cost of what each row buys on X (and of the classifiers' evaluations).
@@ -290,10 +296,7 @@ class PolicyClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
     def _result(self, proba: np.ndarray, order: np.ndarray, known: np.ndarray, state: CostState,
                 evaluation: np.ndarray) -> AcquisitionResult:
         """A run's result: its lazy costs from ``state``, plus the classifiers' ``evaluation`` costs."""
-        cost = state.report(self.costs_, self._names_in())
-        cost = CostReport(acquisition=cost.acquisition, evaluation=cost.evaluation + evaluation,
-                          coupled=cost.coupled, usage=cost.usage, feature_names=cost.feature_names,
-                          group_usage=cost.group_usage)
+        cost = run_cost(self, state, evaluation)
         names = self._names_in() or [f"Column_{j}" for j in range(self.n_features_in_)]
         unit_names = [names[columns[0]] if group is None else str(group)
                       for group, columns, _ in self.costs_.units(self.n_features_in_)]
@@ -317,42 +320,20 @@ class PolicyClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
         weights = class_weights(self.class_weight, self.classes_, fit[1])
         train_set = lgb.Dataset(fit[0], fit[1], weight=None if weights is None else weights[fit[1]],
                                 feature_name=self._lightgbm_feature_names())
-        if stop is None:
-            return lgb.train(params, train_set, self.n_estimators)
-        valid_set = lgb.Dataset(stop[0], stop[1], weight=None if weights is None else weights[stop[1]],
-                                reference=train_set)
-        booster = lgb.train(params, train_set, self.n_estimators, valid_sets=[valid_set],
-                            callbacks=[lgb.early_stopping(self.early_stopping_rounds, verbose=False)])
-        if booster.best_iteration > self.n_estimators - self.early_stopping_rounds:
-            warnings.warn(f"{type(self).__name__}: {what} reached n_estimators={self.n_estimators} while its held-out "
-                          f"log loss was still improving (best iteration {booster.best_iteration}): raise "
-                          "n_estimators or learning_rate", RoundsWarning, stacklevel=3)
-        return lgb.Booster(model_str=booster.model_to_string(num_iteration=booster.best_iteration))
+        valid_set = None if stop is None else \
+            lgb.Dataset(stop[0], stop[1], weight=None if weights is None else weights[stop[1]], reference=train_set)
+        return early_stopped(self, params, train_set, valid_set, what, "log loss")
 
     def _restore_units(self, state: dict) -> None:
         """``classes_``, ``units_`` and ``unit_cost_`` of a saved state, checked: the classes distinct labels of one
-        kind (as ``np.unique`` of y gives them), the units a partition of the columns (as ``FeatureCosts.units``
-        gives them: every column in exactly one unit)."""
-        num_features = self.n_features_in_
+        kind (as ``np.unique`` of y gives them), the units as :func:`restore_units` checks them."""
         labels = state["classes"]
         kinds = {_label_kind(c) for c in labels} if isinstance(labels, list) else {None}
         self.classes_ = np.asarray(labels) if len(kinds) == 1 and None not in kinds else None
         if self.classes_ is None or len(self.classes_) < 2 or len(np.unique(self.classes_)) != len(self.classes_):
             raise saved.damaged(state, f"classes should be 2 or more distinct labels of one kind (finite numbers, "
                                        f"strings or booleans), got {labels!r:.80}")
-        units = state["units"]
-        if not isinstance(units, list) or not units or any(
-                not isinstance(u, list) or not u or any(isinstance(f, bool) or not isinstance(f, int)
-                                                        or not 0 <= f < num_features for f in u) for u in units):
-            raise saved.damaged(state, f"units should be lists of column indices below {num_features}, got "
-                                       f"{units!r:.80}")
-        times = np.bincount([f for u in units for f in u], minlength=num_features)
-        if (times != 1).any():
-            column = int(np.flatnonzero(times != 1)[0])
-            raise saved.damaged(state, f"units should hold each of the {num_features} columns once (a partition of "
-                                       f"the columns), got column {column} in {times[column]} units")
-        self.units_ = [tuple(u) for u in units]
-        self.unit_cost_ = saved.array(state, "unit_cost", (len(units),), low=0.0)
+        restore_units(self, state)
 
     def _restored_classifier(self, state: dict, folder, manifest: dict, name: str) -> lgb.Booster:
         """The saved classifier ``name``, which must score the ``classes_`` (one score per row for two classes,
@@ -790,6 +771,10 @@ class PolicyRun:
         if pay:
             self.model._pay(self.state, unit, rows)
 
+    def output(self, method: str) -> np.ndarray:
+        """What the model's ``method`` answers for every row from the probabilities it holds now."""
+        return self.model._output(self.proba, method)
+
     def drop(self, rows: np.ndarray) -> None:
         """Rows that cannot go on (a failed fetch) leave the run."""
         self.active = self.active[~np.isin(self.active, rows)]
@@ -892,6 +877,50 @@ class EvaluationCost:
         added = prediction_cost(self.booster, masked, self.costs).evaluation
         self.cost[rows] += added
         return added
+
+
+def run_cost(estimator, state: CostState, evaluation: np.ndarray) -> CostReport:
+    """The cost of a policy's run: the lazy costs ``state`` holds, plus the models' ``evaluation`` costs per row."""
+    cost = state.report(estimator.costs_, estimator._names_in())
+    return CostReport(acquisition=cost.acquisition, evaluation=cost.evaluation + evaluation, coupled=cost.coupled,
+                      usage=cost.usage, feature_names=cost.feature_names, group_usage=cost.group_usage)
+
+
+def early_stopped(estimator, params: dict, train_set: lgb.Dataset, valid_set: lgb.Dataset | None, what: str,
+                  metric: str) -> lgb.Booster:
+    """A LightGBM model of ``estimator`` (its ``n_estimators`` and ``early_stopping_rounds``) trained on
+    ``train_set``, early stopped on ``valid_set`` (None: every round) and cut to its best iteration (the model file
+    holds what predicts); a RoundsWarning names ``what`` when the held-out ``metric`` still improved within
+    ``early_stopping_rounds`` of ``n_estimators``."""
+    rounds, patience = estimator.n_estimators, estimator.early_stopping_rounds
+    if valid_set is None:
+        return lgb.train(params, train_set, rounds)
+    booster = lgb.train(params, train_set, rounds, valid_sets=[valid_set],
+                        callbacks=[lgb.early_stopping(patience, first_metric_only=True, verbose=False)])
+    if booster.best_iteration > rounds - patience:
+        warnings.warn(f"{type(estimator).__name__}: {what} reached n_estimators={rounds} while its held-out {metric} "
+                      f"was still improving (best iteration {booster.best_iteration}): raise n_estimators or "
+                      "learning_rate", RoundsWarning, stacklevel=4)
+    return lgb.Booster(model_str=booster.model_to_string(num_iteration=booster.best_iteration))
+
+
+def restore_units(estimator, state: dict) -> None:
+    """``units_`` and ``unit_cost_`` of a saved state, checked: the units a partition of the columns (as
+    ``FeatureCosts.units`` gives them: every column in exactly one unit)."""
+    num_features = estimator.n_features_in_
+    units = state["units"]
+    if not isinstance(units, list) or not units or any(
+            not isinstance(u, list) or not u or any(isinstance(f, bool) or not isinstance(f, int)
+                                                    or not 0 <= f < num_features for f in u) for u in units):
+        raise saved.damaged(state, f"units should be lists of column indices below {num_features}, got "
+                                   f"{units!r:.80}")
+    times = np.bincount([f for u in units for f in u], minlength=num_features)
+    if (times != 1).any():
+        column = int(np.flatnonzero(times != 1)[0])
+        raise saved.damaged(state, f"units should hold each of the {num_features} columns once (a partition of "
+                                   f"the columns), got column {column} in {times[column]} units")
+    estimator.units_ = [tuple(u) for u in units]
+    estimator.unit_cost_ = saved.array(state, "unit_cost", (len(units),), low=0.0)
 
 
 def checked_data(estimator, name: str, *data, **kwargs):

@@ -158,7 +158,7 @@ class _GreedyMiser(BudgetedEstimator, BaseEstimator):
         params = {**self._params(X.shape[1], num_class), "objective": objective}
         valid_sets, callbacks, feval = [], [], None
         if eval_set is not None and len(eval_set):
-            eval_set, eval_sample_weight, eval_group = _first_eval(eval_set, eval_sample_weight, eval_group)
+            eval_set, eval_sample_weight, eval_group = first_eval(eval_set, eval_sample_weight, eval_group)
             X_valid, y_valid = eval_set
             X_valid = validate_data(self, X_valid, reset=False, accept_sparse=["csr", "csc"], dtype=np.float64,
                                     ensure_all_finite="allow-nan")
@@ -591,7 +591,7 @@ class GreedyMiserRanker(_GreedyMiser):
         return self._raw(X, num_iteration)
 
 
-def _first_eval(eval_set, eval_sample_weight, eval_group) -> tuple:
+def first_eval(eval_set, eval_sample_weight, eval_group) -> tuple:
     """The first validation set of ``fit``'s arguments, as LightGBM takes them: ``eval_set`` a list of (X, y) or
     one (X, y); ``eval_sample_weight`` and ``eval_group`` lists with one entry per set (or None). Returns
     ((X, y), its weights or None, its query sizes or None); a CEGBError naming the argument otherwise."""

@@ -49,7 +49,91 @@ from lightgbm_cegb.methods.acquisition import (
 )
 
 
-class StagedAcquisitionClassifier(PolicyClassifier):
+class StageLadder:
+    """The stages of a staged acquisition model (the classifier here, the ranker of ``methods.cascade``): the units'
+    order, the ladder of nested stages cut from it, their prices and the deepest stage within ``max_cost``.
+
+    A subclass has ``units_``, ``unit_cost_``, ``stages``, ``max_stage_cost`` and ``max_cost``, and trains a
+    stage's model with the ``train_on(columns)`` it gives :meth:`_fit_stages`.
+    """
+
+    def _fit_stages(self, train_on, num_features: int) -> None:
+        """``order_`` (the units by the gain importance per unit of cost of a model on every column, ties by index;
+        units it never splits on left out), ``stage_units_`` (up to ``max_stage_cost``) and ``stages_``."""
+        full = train_on(list(range(num_features)))
+        gain = full.feature_importance("gain")
+        unit_gain = np.array([gain[list(columns)].sum() for columns in self.units_])
+        with np.errstate(divide="ignore"):
+            value = np.where(self.unit_cost_ > 0, unit_gain / self.unit_cost_, np.inf)
+        useful = np.flatnonzero(unit_gain > 0)
+        self.order_ = useful[np.lexsort((useful, -value[useful]))]  # ties: the unit's index
+        self.stage_units_ = self._ladder()
+        if self.max_stage_cost is not None:
+            self.stage_units_ = self.stage_units_[self._prices() <= float(self.max_stage_cost) * (1 + 1e-12)]
+        self.stages_ = [full if m == len(self.order_) and len(self.order_) == len(self.units_) else
+                        train_on(self._columns(m)) for m in self.stage_units_[1:]]
+
+    def _ladder(self) -> np.ndarray:
+        """The number of units of each stage: 0, then the shortest prefix of the order whose price reaches each
+        level (geometric from the first unit with a price to the whole order's price), the whole order last."""
+        prices = np.cumsum(self.unit_cost_[self.order_])
+        if not len(prices):
+            return np.zeros(1, dtype=np.int64)
+        positive = prices[prices > 0]
+        if len(positive) and self.stages > 1:
+            levels = np.geomspace(positive[0], positive[-1], int(self.stages))
+            sizes = np.searchsorted(prices, levels * (1 - 1e-12), side="left") + 1
+        else:
+            sizes = np.empty(0, dtype=np.int64)
+        sizes = np.concatenate([sizes, [len(prices)], [int(np.sum(prices == 0))] if prices[0] == 0 else []])
+        return np.concatenate([[0], np.unique(np.clip(sizes, 1, len(prices)))]).astype(np.int64)
+
+    def _columns(self, m: int) -> list[int]:
+        """The columns of the first ``m`` units of the order."""
+        return sorted(f for u in self.order_[:m] for f in self.units_[u])
+
+    def stage_costs(self) -> np.ndarray:
+        """Each stage's price per row: the price of its units (stage 0: 0).
+
+        Returns
+        -------
+        ndarray of shape (n_stages,)
+            The prices, rising.
+        """
+        self._check_fitted()
+        return self._prices()
+
+    def _prices(self) -> np.ndarray:
+        return np.concatenate([[0.0], np.cumsum(self.unit_cost_[self.order_])])[self.stage_units_]
+
+    def _last_stage(self) -> int:
+        """The deepest stage within ``max_cost``."""
+        if self.max_cost is None:
+            return len(self.stage_units_) - 1
+        within = self.stage_costs() <= float(self.max_cost) * (1 + 1e-12)
+        return int(np.flatnonzero(within)[-1])
+
+    def _masked(self, X: np.ndarray, k: int) -> np.ndarray:
+        out = np.full(X.shape, np.nan)
+        columns = self._columns(int(self.stage_units_[k]))
+        out[:, columns] = X[:, columns]
+        return out
+
+    def _restore_ladder(self, state: dict) -> None:
+        """``order_`` and ``stage_units_`` of a saved state, checked against ``units_``."""
+        units = self.units_
+        order = saved.array(state, "order", (None,), np.int64, low=0)
+        if len(np.unique(order)) != len(order) or (order >= len(units)).any():
+            raise saved.damaged(state, f"order should hold distinct units below {len(units)}")
+        self.order_ = order
+        stage_units = saved.array(state, "stage_units", (None,), np.int64, low=0)
+        if not len(stage_units) or stage_units[0] != 0 or (np.diff(stage_units) <= 0).any() \
+                or stage_units[-1] > len(order):
+            raise saved.damaged(state, f"stage_units should rise from 0 to at most the {len(order)} units of order")
+        self.stage_units_ = stage_units
+
+
+class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
     """Classifier that buys nested feature sets stage by stage, per input, while its prediction is unsure.
 
     See the module's doc for the stages and the exit rule.
@@ -201,61 +285,10 @@ class StagedAcquisitionClassifier(PolicyClassifier):
             return self._boosted(params, (fit_rows, codes[train]), stop,
                                  f"the stage of {len(columns)} of the {num_features} columns")
 
-        full = train_on(list(range(num_features)))
-        gain = full.feature_importance("gain")
-        unit_gain = np.array([gain[list(columns)].sum() for columns in self.units_])
-        with np.errstate(divide="ignore"):
-            value = np.where(self.unit_cost_ > 0, unit_gain / self.unit_cost_, np.inf)
-        useful = np.flatnonzero(unit_gain > 0)
-        self.order_ = useful[np.lexsort((useful, -value[useful]))]  # ties: the unit's index
-        self.stage_units_ = self._ladder()
-        if self.max_stage_cost is not None:
-            self.stage_units_ = self.stage_units_[self._prices() <= float(self.max_stage_cost) * (1 + 1e-12)]
-        self.stages_ = [full if m == len(self.order_) and len(self.order_) == len(self.units_) else
-                        train_on(self._columns(m)) for m in self.stage_units_[1:]]
+        self._fit_stages(train_on, num_features)
         return self
 
-    def _ladder(self) -> np.ndarray:
-        """The number of units of each stage: 0, then the shortest prefix of the order whose price reaches each
-        level (geometric from the first unit with a price to the whole order's price), the whole order last."""
-        prices = np.cumsum(self.unit_cost_[self.order_])
-        if not len(prices):
-            return np.zeros(1, dtype=np.int64)
-        positive = prices[prices > 0]
-        if len(positive) and self.stages > 1:
-            levels = np.geomspace(positive[0], positive[-1], int(self.stages))
-            sizes = np.searchsorted(prices, levels * (1 - 1e-12), side="left") + 1
-        else:
-            sizes = np.empty(0, dtype=np.int64)
-        sizes = np.concatenate([sizes, [len(prices)], [int(np.sum(prices == 0))] if prices[0] == 0 else []])
-        return np.concatenate([[0], np.unique(np.clip(sizes, 1, len(prices)))]).astype(np.int64)
-
-    def _columns(self, m: int) -> list[int]:
-        """The columns of the first ``m`` units of the order."""
-        return sorted(f for u in self.order_[:m] for f in self.units_[u])
-
     # ----------------------------------------------------------------------------------------- the policy
-
-    def stage_costs(self) -> np.ndarray:
-        """Each stage's price per row: the price of its units (stage 0: 0).
-
-        Returns
-        -------
-        ndarray of shape (n_stages,)
-            The prices, rising.
-        """
-        self._check_fitted()
-        return self._prices()
-
-    def _prices(self) -> np.ndarray:
-        return np.concatenate([[0.0], np.cumsum(self.unit_cost_[self.order_])])[self.stage_units_]
-
-    def _last_stage(self) -> int:
-        """The deepest stage within ``max_cost``."""
-        if self.max_cost is None:
-            return len(self.stage_units_) - 1
-        within = self.stage_costs() <= float(self.max_cost) * (1 + 1e-12)
-        return int(np.flatnonzero(within)[-1])
 
     def _proba(self, k: int, masked: np.ndarray) -> np.ndarray:
         if k == 0:
@@ -307,12 +340,6 @@ class StagedAcquisitionClassifier(PolicyClassifier):
             evaluation = EvaluationCost(self.stages_[k - 1], self.costs_, X.shape[1], len(X)) if k else None
             added.append(None if evaluation is None else evaluation.add(masked, np.arange(len(X))))
         return proba, added
-
-    def _masked(self, X: np.ndarray, k: int) -> np.ndarray:
-        out = np.full(X.shape, np.nan)
-        columns = self._columns(int(self.stage_units_[k]))
-        out[:, columns] = X[:, columns]
-        return out
 
     def _replayed(self, proba: list, added: list) -> AcquisitionResult:
         """The result of a run whose stages' probabilities (and evaluation costs) on every row are known."""
@@ -378,19 +405,10 @@ class StagedAcquisitionClassifier(PolicyClassifier):
 
     def _restore(self, state: dict, folder, manifest: dict) -> None:
         self._restore_units(state)
-        units = self.units_
-        order = saved.array(state, "order", (None,), np.int64, low=0)
-        if len(np.unique(order)) != len(order) or (order >= len(units)).any():
-            raise saved.damaged(state, f"order should hold distinct units below {len(units)}")
-        self.order_ = order
-        stage_units = saved.array(state, "stage_units", (None,), np.int64, low=0)
-        if not len(stage_units) or stage_units[0] != 0 or (np.diff(stage_units) <= 0).any() \
-                or stage_units[-1] > len(order):
-            raise saved.damaged(state, f"stage_units should rise from 0 to at most the {len(order)} units of order")
-        self.stage_units_ = stage_units
+        self._restore_ladder(state)
         self.prior_ = saved.distributions(state, "prior", saved.array(state, "prior", (len(self.classes_),), low=0.0))
         self.stages_ = [self._restored_classifier(state, folder, manifest, f"stage_{k}")
-                        for k in range(1, len(stage_units))]
+                        for k in range(1, len(self.stage_units_))]
 
 
 class StagedRun:
@@ -437,6 +455,10 @@ class StagedRun:
         self.received[rows] = True
         if pay:
             self.model._pay(self.state, unit, rows)
+
+    def output(self, method: str) -> np.ndarray:
+        """What the model's ``method`` answers for every row from the probabilities it holds now."""
+        return self.model._output(self.proba, method)
 
     def drop(self, rows: np.ndarray) -> None:
         """Rows that cannot go on (a failed fetch) leave the run."""

@@ -11,6 +11,7 @@ import numpy as np
 from lightgbm_cegb.core.costs import FeatureCosts
 from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.subsets import subsample_index
+from lightgbm_cegb.core.validation import checked_group
 from lightgbm_cegb.selection.metrics import Metric, best_threshold, thresholded
 
 TASKS = ("binary", "multiclass", "regression", "ranking")
@@ -68,12 +69,7 @@ class Rows:
             if y.ndim != 1 or y.shape[0] != X.shape[0]:
                 raise CEGBError(f"{name}: y should be 1-d with one label per row of X ({X.shape[0]}), "
                                 f"got shape {y.shape}")
-            group = np.asarray(group[0]) if group and group[0] is not None else None
-            if group is not None and (group.ndim != 1 or group.dtype.kind not in "iu" or (group < 1).any()
-                                      or group.sum() != X.shape[0]):
-                raise CEGBError(f"{name}: group should hold the sizes (integers >= 1) of the consecutive queries, "
-                                f"summing to the {X.shape[0]} rows of X, got {group!r:.60}"
-                                f"{f' (sum {group.sum()})' if group.dtype.kind in 'iu' else ''}")
+            group = checked_group(group[0], X.shape[0], f"{name}: group") if group and group[0] is not None else None
             return cls(X, y, group)
         raise CEGBError(f"{name} should be (X, y) or (X, y, group), got {type(rows).__name__}")
 

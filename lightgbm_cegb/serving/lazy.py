@@ -298,7 +298,7 @@ PruneResult, Forest or policy
         if self._async:
             raise CEGBError("fetch is a coroutine function: use aacquire / apredict")
         self._check_method(method, kwargs)
-        run = self._run(X, known, ids)
+        run = self._run(X, known, ids, kwargs)
         while requests := run.advance():
             run.deliver(requests, self._fetch_round(requests, run))
         return run.finish(method, kwargs)
@@ -335,7 +335,7 @@ PruneResult, Forest or policy
             When the model has no such ``method``, or ``known`` or ``ids`` do not match X.
         """
         self._check_method(method, kwargs)
-        run = self._run(X, known, ids)
+        run = self._run(X, known, ids, kwargs)
         limit = asyncio.Semaphore(self.max_workers) if self.max_workers else None
 
         async def off_loop(function, *args):  # the routing of a large batch off the event loop; a few rows at once
@@ -565,21 +565,25 @@ PruneResult, Forest or policy
 
     # ------------------------------------------------------------------------------------ predicting
 
-    def _run(self, X, known, ids) -> PolicyModelRun | RoutingRun:
-        """The batch's run. A policy model reads a frame's columns by name: one it lacks is named here."""
+    def _run(self, X, known, ids, kwargs: dict) -> PolicyModelRun | RoutingRun:
+        """The batch's run (a policy model's takes the method's ``kwargs``). A policy model reads a frame's columns
+        by name: one it lacks is named here."""
         names = getattr(self.model, "feature_names_in_", None) if self.policy else None
         present = set(getattr(X, "columns", names if names is not None else ()))
         lacking = [] if names is None else [name for name in names if name not in present]
         if lacking:
             raise CEGBError(f"X: a frame should hold the model's columns (read by name); it lacks {lacking}")
-        return (PolicyModelRun if self.policy else RoutingRun)(self, X, known, ids)
+        return PolicyModelRun(self, X, known, ids, kwargs) if self.policy else RoutingRun(self, X, known, ids)
 
     def _check_method(self, method: str, kwargs: dict) -> None:
         """Before anything is fetched: the model can predict so, with what the routing fetches."""
         if self.policy:
-            if method not in ("predict", "predict_proba") or kwargs:
-                raise CEGBError(f"method: {type(self.model).__name__} predicts with 'predict' or 'predict_proba' "
-                                f"without arguments, got {method!r} with {sorted(kwargs)}")
+            methods = type(self.model)._policy_methods
+            if method not in methods or not set(kwargs) <= set(methods[method]):
+                said = " or ".join(f"{name!r} with {list(arguments) or 'no arguments'}"
+                                   for name, arguments in methods.items())
+                raise CEGBError(f"method: {type(self.model).__name__} predicts with {said}, got {method!r} with "
+                                f"{sorted(kwargs)}")
             return
         if isinstance(self.model, Forest):
             if method != "predict" or kwargs:

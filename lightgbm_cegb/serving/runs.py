@@ -92,7 +92,7 @@ class PolicyModelRun:
     that a row does not have yet are fetched (a group whole, once per row), and the policy sees their values;
     values given in X are handed to it unfetched and unpaid. The interface of :class:`RoutingRun`."""
 
-    def __init__(self, predictor, X, known, ids) -> None:
+    def __init__(self, predictor, X, known, ids, kwargs: dict) -> None:
         self.predictor = predictor
         model = predictor.model
         if hasattr(X, "columns"):
@@ -109,7 +109,7 @@ class PolicyModelRun:
         self.status = np.full(n, PENDING, dtype=np.int8)
         self.rounds = self.fetch_calls = 0
         self.failures: list[FetchFailure] = []
-        self.run = model.__lightgbm_cegb_policy__(n)
+        self.run = model.__lightgbm_cegb_policy__(n, **kwargs)
         self.units = model.units_
         group_of = predictor._group_of
         # the predictor's fetch unit of each of the policy's units: a feature, or num_features + its group
@@ -161,9 +161,7 @@ class PolicyModelRun:
         done = self.status == DONE
         prediction = None
         if done.any() or not len(done):
-            proba = self.run.proba[done]
-            values = proba if method == "predict_proba" else self.predictor.model.classes_[proba.argmax(axis=1)]
-            prediction = _spread(values, done)
+            prediction = _spread(self.run.output(method)[done], done)
         return self.result(prediction)
 
     def result(self, prediction) -> LazyResult:

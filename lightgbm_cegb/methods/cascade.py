@@ -1,0 +1,595 @@
+"""Staged acquisition for ranking: a cascade of rankers on nested feature sets, in which only the documents that can
+still reach the top of their query buy the next, costlier stage.
+
+:class:`StagedAcquisitionRanker` orders the units (a feature group of the cost model, whose members are bought
+together, or an ungrouped feature) and cuts the order into nested stages as
+:class:`~lightgbm_cegb.methods.staged.StagedAcquisitionClassifier` does (gain importance per unit of cost in a
+model on every feature; a geometric ladder of prices). Each stage after stage 0 has its own LightGBM lambdarank
+model, trained on every training document with the units outside the stage hidden as missing values and early
+stopped on held-out queries' NDCG@``eval_at``.
+
+Predicting, query by query (the cascade of Wang, Lin and Metzler, SIGIR 2011, on one cost-ordered ladder):
+
+- every document buys stage 1 (stage 0 knows nothing and cannot tell two documents apart);
+- after each later stage k, the query's documents that reached k are ranked by stage k's score, and the best
+  ``max(top_k, ceil(keep * m))`` of them (m: the query's documents at stage k; ties: the given order) move on and
+  buy stage k + 1's units, up to the deepest stage within ``max_cost``, where ``keep = 1 - tradeoff``;
+- the query's ranking is by the stage a document reached, deepest first, then by its score there: the documents a
+  cut left behind keep their order below the ones that went on.
+
+``tradeoff``, ``top_k`` and ``max_cost`` are read when predicting: ``set_params`` on a fitted model gives another point
+of the cost-quality curve without fitting again, and :meth:`StagedAcquisitionRanker.predict_results` answers many
+settings from one pass of the stages' rankers. A document pays the lazy costs of the units of every stage it
+reached (a group's own cost once) and the split and tree costs of every stage's ranker that scored it.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import lightgbm as lgb
+import numpy as np
+import scipy.sparse
+from sklearn.base import BaseEstimator
+from sklearn.utils import check_random_state
+
+from lightgbm_cegb.base import COSTS, RANDOM_STATE, BudgetedEstimator
+from lightgbm_cegb.core.cost_state import CostState
+from lightgbm_cegb.core.errors import CEGBError
+from lightgbm_cegb.core.parallel import N_JOBS, resolve_n_jobs
+from lightgbm_cegb.core.report import CostReport
+from lightgbm_cegb.core.validation import NoneOr, Number, check_params, checked_group, checked_sequence
+from lightgbm_cegb.io import saved
+from lightgbm_cegb.methods.acquisition import (
+    NUM_LEAVES,
+    EvaluationCost,
+    auto_leaves,
+    checked_data,
+    early_stopped,
+    restore_units,
+    run_cost,
+)
+from lightgbm_cegb.methods.greedy_miser import first_eval
+from lightgbm_cegb.methods.staged import StageLadder
+
+#: the most relevance a label may hold: LightGBM's lambdarank gains (``label_gain``) are given up to 30
+MAX_LABEL = 30
+
+
+@dataclass(frozen=True)
+class CascadeResult:
+    """What the cascade did for each document (:meth:`StagedAcquisitionRanker.predict_result`).
+
+    Parameters
+    ----------
+    score : ndarray of shape (n_documents,)
+        ``predict``'s scores: the number of the query's documents the cascade ranks below the document.
+    stage : ndarray of int of shape (n_documents,)
+        The stage each document reached.
+    stage_score : ndarray of shape (n_documents,)
+        Its score at that stage (0 at stage 0).
+    known : ndarray of bool of shape (n_documents, n_features)
+        The features each document bought.
+    cost : CostReport
+        Each document's cost: the lazy costs of the units it bought (a group's own once), and the split and tree
+        costs of each stage's ranker that scored it.
+    """
+
+    score: np.ndarray
+    stage: np.ndarray
+    stage_score: np.ndarray
+    known: np.ndarray
+    cost: CostReport
+
+
+class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
+    """Ranker that buys nested feature sets stage by stage, per query only for the documents still near its top.
+
+    See the module's doc for the stages and the cuts.
+
+    Parameters
+    ----------
+    feature_costs : FeatureCosts, lazy costs per column, mapping or pandas Series by name, or None, default=None
+        The cost model (None: every feature costs 1). A unit's price is its lazy cost (a group's own lazy cost
+        plus its members'); when nothing has a lazy cost, its coupled cost.
+    tradeoff : float, default=0.0
+        The share of a query's documents at a stage that each cut stops: ``1 - tradeoff`` of them move on to the
+        next stage (rounded up; 0: every document goes to the last stage, 1: only ``top_k``). Read when predicting.
+    top_k : int, default=0
+        The documents of a query that move on at every cut (if it has that many), whatever ``tradeoff``: a ranking
+        judged on its top k (NDCG@k) wants at least k. Read when predicting.
+    max_cost : float or None, default=None
+        A hard cap on each document's acquisition cost: no document goes beyond the deepest stage within it. Read
+        when predicting.
+    stages : int, default=30
+        Levels of the stage ladder (stages that would hold the same units are one).
+    max_stage_cost : float or None, default=None
+        Stages priced above it are not trained (None: every stage): the model then ranks as the one with every
+        stage does with ``max_cost`` at most this, to the bit.
+    eval_at : int, default=10
+        The k of the held-out NDCG@k that stops each stage's training.
+    n_estimators : int, default=5000
+        Most boosting rounds of each stage's ranker (early stopped; a RoundsWarning names a stage that still
+        improved at the cap).
+    learning_rate : float, default=0.1
+        LightGBM's learning rate.
+    num_leaves : int or "auto", default="auto"
+        LightGBM's leaves per tree ("auto": 15 below 20,000 training documents, 31 below 200,000, 63 from there on).
+    min_child_samples : int, default=10
+        LightGBM's ``min_data_in_leaf``.
+    validation_fraction : float, default=0.2
+        Share of the training queries held out for early stopping when ``fit`` gets no ``eval_set`` (0: no early
+        stopping).
+    early_stopping_rounds : int, default=30
+        Rounds without improvement of the held-out NDCG before a ranker stops.
+    random_state : int, RandomState or None, default=None
+        Seed of the held-out queries and of LightGBM.
+    n_jobs : int or None, default=None
+        Threads of LightGBM (None: the CPUs this process may use).
+
+    Attributes
+    ----------
+    stages_ : list of lightgbm.Booster
+        The ranker of each stage after stage 0 (its units' columns read, the others missing).
+    stage_units_ : ndarray of int
+        The number of units (of ``order_``) each stage holds, stage 0's (0) first.
+    order_ : ndarray of int
+        The units in the order the stages buy them (indices into ``units_``).
+    units_ : list of tuple of int
+        The columns of each unit: the groups of the costs (in their order), then the ungrouped features.
+    unit_cost_ : ndarray of shape (n_units,)
+        Each unit's price.
+    costs_ : FeatureCosts
+        The costs aligned to the columns.
+    n_features_in_ : int
+        Number of features seen by ``fit``.
+    feature_names_in_ : ndarray of shape (n_features,)
+        Names of the features seen by ``fit`` (a DataFrame's columns).
+
+    Raises
+    ------
+    CEGBError
+        When a parameter is out of range, a label is not a relevance grade (an integer from 0 to 30), the query
+        sizes do not fit the rows, or the costs do not fit X.
+    """
+
+    _tradeoff = "tradeoff"
+    _fitted_attribute = "stages_"
+    _auto_leaves = (15, 31, 63)
+
+    _policy_params = ("tradeoff", "top_k", "max_cost")
+    _constraints = {
+        "feature_costs": COSTS, "tradeoff": Number(0.0, 1.0), "top_k": Number(0, integer=True),
+        "max_cost": NoneOr(Number(0.0)), "stages": Number(1, 1000, integer=True),
+        "max_stage_cost": NoneOr(Number(0.0)), "eval_at": Number(1, integer=True),
+        "n_estimators": Number(1, integer=True), "learning_rate": Number(0.0, low_open=True),
+        "num_leaves": NUM_LEAVES, "min_child_samples": Number(1, integer=True),
+        "validation_fraction": Number(0.0, 0.9), "early_stopping_rounds": Number(1, integer=True),
+        "random_state": RANDOM_STATE, "n_jobs": N_JOBS,
+    }
+
+    def __init__(self, *, feature_costs=None, tradeoff: float = 0.0, top_k: int = 0, max_cost: float | None = None,
+                 stages: int = 30, max_stage_cost: float | None = None, eval_at: int = 10, n_estimators: int = 5000,
+                 learning_rate: float = 0.1, num_leaves="auto", min_child_samples: int = 10,
+                 validation_fraction: float = 0.2, early_stopping_rounds: int = 30, random_state=None,
+                 n_jobs: int | None = None) -> None:
+        self.feature_costs = feature_costs
+        self.tradeoff = tradeoff
+        self.top_k = top_k
+        self.max_cost = max_cost
+        self.stages = stages
+        self.max_stage_cost = max_stage_cost
+        self.eval_at = eval_at
+        self.n_estimators = n_estimators
+        self.learning_rate = learning_rate
+        self.num_leaves = num_leaves
+        self.min_child_samples = min_child_samples
+        self.validation_fraction = validation_fraction
+        self.early_stopping_rounds = early_stopping_rounds
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+
+    # ------------------------------------------------------------------------------------------------ fit
+
+    def fit(self, X, y, *, group=None, eval_set=None, eval_group=None):
+        """Order the units, cut the order into stages and train each stage's ranker.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_documents, n_features)
+            The training documents, query by query (NaN: a missing value; a sparse matrix is made dense).
+        y : array-like of shape (n_documents,)
+            Their relevance grades (integers from 0, irrelevant, to 30).
+        group : array-like of int or None, default=None
+            The sizes of X's consecutive queries (None: X is one query).
+        eval_set : list of (X_valid, y_valid) or (X_valid, y_valid), optional
+            Queries for early stopping (the first set); without it, ``validation_fraction`` of the training queries
+            are held out.
+        eval_group : list of array-like, optional
+            The query sizes of each set of ``eval_set`` (required with it).
+
+        Returns
+        -------
+        StagedAcquisitionRanker
+            The fitted estimator.
+        """
+        self._check_params()
+        if group is None:
+            raise CEGBError("group: a ranker needs the sizes of the training rows' queries (group=[...])")
+        X = checked_data(self, "X", _dense(X))
+        y = _grades(y, len(X), "y")
+        group = checked_group(group, len(X))
+        n, num_features = X.shape
+        self.costs_ = self._resolved_costs(num_features)
+        rng = check_random_state(self.random_state)
+        seed = int(rng.randint(0, 2**31 - 1))
+        train = (X, y, group)
+        if eval_set is not None:
+            (X_valid, y_valid), _, valid_group = first_eval(eval_set, None, eval_group)
+            if valid_group is None:
+                raise CEGBError("eval_group: a ranker needs the query sizes of eval_set's rows (eval_group=[...])")
+            X_valid = checked_data(self, "eval_set: X_valid", _dense(X_valid), reset=False)
+            valid = (X_valid, _grades(y_valid, len(X_valid), "eval_set: y_valid"),
+                     checked_group(valid_group, len(X_valid), "eval_group"))
+        else:
+            held = int(round(self.validation_fraction * len(group)))
+            is_held = np.zeros(len(group), dtype=bool)
+            is_held[rng.permutation(len(group))[:held]] = True
+            rows_held = np.repeat(is_held, group)
+            valid = (X[rows_held], y[rows_held], group[is_held]) if held else None
+            train = (X[~rows_held], y[~rows_held], group[~is_held])
+        units = self.costs_.units(num_features)
+        self.units_, self.unit_cost_ = [columns for _, columns, _ in units], np.array([p for _, _, p in units])
+        leaves = auto_leaves(len(train[0]), self._auto_leaves) if self.num_leaves == "auto" else int(self.num_leaves)
+        params = {"objective": "lambdarank", "metric": "ndcg", "eval_at": [int(self.eval_at)],
+                  "learning_rate": self.learning_rate, "num_leaves": leaves,
+                  "min_data_in_leaf": self.min_child_samples, "seed": seed, "deterministic": True, "verbose": -1,
+                  "num_threads": resolve_n_jobs(self.n_jobs, n)}
+
+        def train_on(columns: list[int]) -> lgb.Booster:
+            hide = np.setdiff1d(np.arange(num_features), columns)
+            fit_rows = train[0].copy()
+            fit_rows[:, hide] = np.nan
+            train_set = lgb.Dataset(fit_rows, train[1], group=train[2], feature_name=self._lightgbm_feature_names())
+            valid_set = None
+            if valid is not None:
+                stop_rows = valid[0].copy()
+                stop_rows[:, hide] = np.nan
+                valid_set = lgb.Dataset(stop_rows, valid[1], group=valid[2], reference=train_set)
+            return early_stopped(self, params, train_set, valid_set,
+                                 f"the stage of {len(columns)} of the {num_features} columns",
+                                 f"NDCG@{int(self.eval_at)}")
+
+        self._fit_stages(train_on, num_features)
+        return self
+
+    # ------------------------------------------------------------------------------------------ the cuts
+
+    def _check_policy(self) -> None:
+        """Check the parameters read when predicting (``set_params`` changes them on a fitted model)."""
+        check_params(self, self._policy_params)
+
+    def _moving(self, k: int, rows: np.ndarray, query: np.ndarray, score: np.ndarray) -> np.ndarray:
+        """Which of ``rows`` (the documents at stage ``k``, in order; ``query[rows]`` their queries,
+        ``score[rows]`` their stage-k scores) move on to stage k + 1: all after stage 0, else per query the best
+        ``max(top_k, ceil((1 - tradeoff) * m))`` of its m documents among them (ties: the given order)."""
+        if k == 0 or not len(rows):
+            return np.ones(len(rows), dtype=bool)
+        q = query[rows]
+        order = np.lexsort((rows, -score[rows], q))  # by query, score falling, position
+        starts = np.flatnonzero(np.r_[True, q[order][1:] != q[order][:-1]])
+        sizes = np.diff(np.r_[starts, len(order)])
+        share = np.ceil(np.round((1.0 - float(self.tradeoff)) * sizes, 9))  # 0.3 x 10: 3, not 3.0000000000000004
+        wanted = np.maximum(share, int(self.top_k))
+        place = np.arange(len(order)) - np.repeat(starts, sizes)
+        go = np.empty(len(rows), dtype=bool)
+        go[order] = place < np.repeat(wanted, sizes)
+        return go
+
+    def _stage_score(self, k: int, masked: np.ndarray) -> np.ndarray:
+        if k == 0:
+            return np.zeros(len(masked))
+        return self.stages_[k - 1].predict(masked, num_threads=resolve_n_jobs(self.n_jobs, len(masked)))
+
+    def _pay(self, state: CostState, unit: int, rows: np.ndarray) -> None:
+        """Charge ``rows`` of ``state`` for ``unit``'s columns (a group's own cost once per document)."""
+        for f in self.units_[unit]:
+            state.pay(f, rows)
+
+    def _inputs(self, X, group) -> tuple[np.ndarray, np.ndarray]:
+        """X (checked) and each row's query (:func:`_queries`)."""
+        self._check_fitted()
+        X = checked_data(self, "X", _dense(X), reset=False)
+        return X, _queries(group, len(X))
+
+    # ------------------------------------------------------------------------------------- predicting
+
+    def predict_result(self, X, *, group=None) -> CascadeResult:
+        """What each document buys, its score and its cost.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_documents, n_features)
+            The documents, query by query, every value known (only those bought are read).
+        group : array-like of int or None, default=None
+            The sizes of X's consecutive queries (None: X is one query).
+
+        Returns
+        -------
+        CascadeResult
+            The scores, the stages reached, the features bought and the costs.
+        """
+        X, query = self._inputs(X, group)
+        self._check_policy()
+        run = CascadeRun(self, query)
+        while requests := run.requests():
+            for unit, rows in requests:
+                run.deliver(unit, rows, X[np.ix_(rows, list(self.units_[unit]))])
+            run.evaluate()
+        return run.result()
+
+    def predict(self, X, *, group=None) -> np.ndarray:
+        """The cascade's ranking scores.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_documents, n_features)
+            The documents, query by query.
+        group : array-like of int or None, default=None
+            The sizes of X's consecutive queries (None: X is one query).
+
+        Returns
+        -------
+        ndarray of shape (n_documents,)
+            Per document, the number of its query's documents ranked below it (higher: ranked first; equal: a
+            tie, which ranking metrics break by the given order, as the cascade does).
+        """
+        return self.predict_result(X, group=group).score
+
+    def prediction_cost(self, X, *, group=None, n_jobs: int | None = None) -> CostReport:
+        """The exact per-document cost of what the cascade buys on X (and of the rankers' evaluations).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_documents, n_features)
+            The documents, query by query.
+        group : array-like of int or None, default=None
+            The sizes of X's consecutive queries (None: X is one query; what a document buys depends on its
+            query).
+        n_jobs : int or None, default=None
+            Unused (the rankers' threads are the estimator's ``n_jobs``); accepted as by every estimator.
+
+        Returns
+        -------
+        CostReport
+            ``predict_result(X, group=group).cost``.
+        """
+        return self.predict_result(X, group=group).cost
+
+    def predict_results(self, X, settings, *, group=None) -> list[CascadeResult]:
+        """:meth:`predict_result` at each of ``settings`` (dicts of ``tradeoff``, ``top_k`` and ``max_cost``, the
+        model's own where a dict does not say), from one pass of every stage's ranker over X: each result equals
+        ``predict_result`` with those parameters set, to the bit.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_documents, n_features)
+            The documents, query by query, every value known.
+        settings : sequence of dict
+            Each with ``tradeoff``, ``top_k`` and/or ``max_cost``.
+        group : array-like of int or None, default=None
+            The sizes of X's consecutive queries (None: X is one query).
+
+        Returns
+        -------
+        list of CascadeResult
+            One per setting, in their order.
+        """
+        X, query = self._inputs(X, group)
+        models = []
+        for setting in checked_sequence(settings, "settings", "dicts of tradeoff, top_k and/or max_cost"):
+            if not isinstance(setting, Mapping):
+                raise CEGBError(f"settings: each setting should be a dict of tradeoff, top_k and/or max_cost, got "
+                                f"{setting!r:.60}")
+            unknown = set(setting) - set(self._policy_params)
+            if unknown:
+                raise CEGBError(f"settings: a setting holds tradeoff, top_k and max_cost only, got {sorted(unknown)}")
+            model = copy.copy(self).set_params(**setting)
+            model._check_policy()
+            models.append(model)
+        passes = self._passes(X, max(model._last_stage() for model in models) if models else 0)
+        return [model._replayed(query, *passes) for model in models]
+
+    def _passes(self, X: np.ndarray, deepest: int) -> tuple[list, list]:
+        """Every stage's scores of every document of X up to stage ``deepest``, and what each stage's evaluation
+        costs each document (None: nothing)."""
+        scores, added = [], []
+        for k in range(deepest + 1):
+            masked = self._masked(X, k)
+            scores.append(self._stage_score(k, masked))
+            evaluation = EvaluationCost(self.stages_[k - 1], self.costs_, X.shape[1], len(X)) if k else None
+            added.append(None if evaluation is None else evaluation.add(masked, np.arange(len(X))))
+        return scores, added
+
+    def _replayed(self, query: np.ndarray, scores: list, added: list) -> CascadeResult:
+        """The result of a run whose stages' scores (and evaluation costs) on every document are known."""
+        run = CascadeRun(self, query)
+        rows = np.arange(len(query))
+        for k in range(1, run.last + 1):
+            rows = rows[self._moving(k - 1, rows, query, scores[k - 1])]
+            for unit in self.order_[self.stage_units_[k - 1]:self.stage_units_[k]]:
+                self._pay(run.state, int(unit), rows)
+            if added[k] is not None:
+                run.evaluation.cost[rows] += added[k][rows]
+            run.stage[rows] = k
+            run.score[rows] = scores[k][rows]
+        return run.result()
+
+    def __lightgbm_cegb_policy__(self, n: int, group=None) -> CascadeRun:
+        """A run for ``n`` documents of the queries ``group`` (the sizes of their consecutive queries) that are told
+        the values of the units they ask for: how ``predict_result`` and ``LazyPredictor`` drive it."""
+        self._check_fitted()
+        self._check_policy()
+        return CascadeRun(self, _queries(group, n))
+
+    def tradeoff_scale(self, X, y, **fit_params) -> float:
+        """1.0: ``tradeoff`` is a share already, whose cheapest end (1) lets only ``top_k`` documents per query past
+        stage 1. No setting reads nothing (stage 1 scores every document, as a cascade's first stage does).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_documents, n_features)
+            The training documents (not read).
+        y : array-like of shape (n_documents,)
+            Their grades (not read).
+        **fit_params : dict
+            As for ``fit`` (not read).
+
+        Returns
+        -------
+        float
+            1.0.
+        """
+        return 1.0
+
+    #: LazyPredictor's methods of the model, and their arguments: what it passes to ``__lightgbm_cegb_policy__``
+    _policy_methods = {"predict": ("group",)}
+
+    # --------------------------------------------------------------------------------------- save / load
+
+    def _saved_state(self) -> tuple[dict, dict]:
+        return ({"units": [list(u) for u in self.units_], "unit_cost": self.unit_cost_, "order": self.order_,
+                 "stage_units": self.stage_units_},
+                {f"stage_{k}": booster.model_to_string() for k, booster in enumerate(self.stages_, start=1)})
+
+    def _restore(self, state: dict, folder, manifest: dict) -> None:
+        restore_units(self, state)
+        self._restore_ladder(state)
+        self.stages_ = []
+        for k in range(1, len(self.stage_units_)):
+            booster = saved.booster(folder, manifest, f"stage_{k}")
+            if booster.num_model_per_iteration() != 1:
+                raise saved.damaged(state, f"the ranker 'stage_{k}' gives {booster.num_model_per_iteration()} scores "
+                                           "per document, a ranker 1")
+            self.stages_.append(booster)
+
+
+def _queries(group, n: int) -> np.ndarray:
+    """The query of each of ``n`` documents, from the sizes of their consecutive queries (None: one query)."""
+    if group is None:
+        return np.zeros(n, dtype=np.int64)
+    sizes = checked_group(group, n)
+    return np.repeat(np.arange(len(sizes)), sizes)
+
+
+def _dense(X):
+    """X as the rankers read it: a scipy sparse matrix made dense (its absent entries are zeros, as LightGBM reads
+    them; a missing value is a NaN)."""
+    return X.toarray() if scipy.sparse.issparse(X) else X
+
+
+def _grades(y, n: int, name: str) -> np.ndarray:
+    """Relevance labels: ``n`` integers from 0 to ``MAX_LABEL``, as float64."""
+    y = np.asarray(y)
+    if y.shape != (n,):
+        raise CEGBError(f"{name} should hold {n} relevance grades (one per row of X), got shape {y.shape}")
+    try:
+        values = y.astype(np.float64)
+    except (TypeError, ValueError):
+        raise CEGBError(f"{name} should hold relevance grades (integers from 0 to {MAX_LABEL}), got "
+                        f"{y.dtype}") from None
+    bad = np.flatnonzero(~np.isfinite(values) | (values < 0) | (values > MAX_LABEL) | (values != np.round(values)))
+    if len(bad):
+        raise CEGBError(f"{name} should hold relevance grades (integers from 0 to {MAX_LABEL}), got "
+                        f"{values[bad[0]].item()!r} in row {bad[0]}")
+    return values
+
+
+class CascadeRun:
+    """Documents on their way through the cascade, stage by stage (the interface of the classifiers' runs, which
+    ``LazyPredictor`` drives): ``requests()`` cuts each query's documents at their stage and says which units the
+    ones that go on buy next, ``deliver`` hands over the values bought, ``evaluate`` moves the documents that received
+    them to the next stage and asks its ranker; ``result()`` once ``requests()`` is empty.
+
+    Parameters
+    ----------
+    model : StagedAcquisitionRanker
+        The fitted model.
+    query : ndarray of int
+        Each document's query (consecutive).
+    """
+
+    def __init__(self, model: StagedAcquisitionRanker, query: np.ndarray) -> None:
+        self.model = model
+        n, num_features = len(query), model.n_features_in_
+        self.query = query
+        self.X = np.full((n, num_features), np.nan)  # the values bought (NaN elsewhere), as the rankers see them
+        self.stage = np.zeros(n, dtype=np.int64)
+        self.score = np.zeros(n)
+        self.state = CostState(n, model.costs_, num_features)
+        self.evaluation = EvaluationCost(None, model.costs_, num_features, n)
+        self.active = np.arange(n)
+        self.last = model._last_stage()
+        self.received = np.zeros(n, dtype=bool)
+
+    def requests(self) -> list[tuple[int, np.ndarray]]:
+        """(unit, documents) for every unit of the next stage of the documents the cut lets on; the others leave."""
+        model, active = self.model, self.active
+        k = int(self.stage[active[0]]) if len(active) else self.last  # the documents that go on are at one stage
+        self.active = active[model._moving(k, active, self.query, self.score)] if k < self.last else active[:0]
+        if not len(self.active):
+            return []
+        units = model.order_[model.stage_units_[k]:model.stage_units_[k + 1]]
+        return [(int(u), self.active) for u in units]
+
+    def deliver(self, unit: int, rows: np.ndarray, values: np.ndarray, *, pay: bool = True) -> None:
+        """Documents ``rows`` (that asked for ``unit``) bought it: its columns' ``values`` (one row each), paid
+        unless ``pay`` is False (values the caller already had)."""
+        self.X[np.ix_(rows, list(self.model.units_[unit]))] = values
+        self.received[rows] = True
+        if pay:
+            self.model._pay(self.state, unit, rows)
+
+    def drop(self, rows: np.ndarray) -> None:
+        """Documents that cannot go on (a failed fetch) leave the run, ranked at the stage they reached."""
+        self.active = self.active[~np.isin(self.active, rows)]
+
+    def evaluate(self) -> None:
+        """The documents that received their stage's units move to it: its ranker on what they hold."""
+        rows = np.intersect1d(self.active, np.flatnonzero(self.received))
+        if len(rows):
+            k = int(self.stage[rows[0]]) + 1
+            self.stage[rows] = k
+            self.score[rows] = self.model._stage_score(k, self.X[rows])
+            self.evaluation.booster = self.model.stages_[k - 1]
+            self.evaluation.add(self.X[rows], rows)
+        self.active = rows
+        self.received[:] = False
+
+    def output(self, method: str) -> np.ndarray:
+        """``predict``'s scores: per document, the number of its query's documents ranked below it (by stage
+        reached, then score there)."""
+        n = len(self.query)
+        key = np.lexsort((self.score, self.stage, self.query))  # by query, then rising (stage, score)
+        below = np.empty(n, dtype=np.float64)
+        if n:
+            q, s, t = self.query[key], self.stage[key], self.score[key]
+            new_query = np.r_[True, q[1:] != q[:-1]]
+            new_key = new_query | np.r_[True, (s[1:] != s[:-1]) | (t[1:] != t[:-1])]
+            position = np.arange(n)
+            first_of_query = np.maximum.accumulate(np.where(new_query, position, 0))
+            first_of_key = np.maximum.accumulate(np.where(new_key, position, 0))
+            below[key] = first_of_key - first_of_query
+        return below
+
+    def result(self) -> CascadeResult:
+        """What the run did."""
+        model = self.model
+        steps = model.stage_units_[self.stage]
+        known = np.zeros((len(self.query), model.n_features_in_), dtype=bool)
+        for m in np.unique(steps):
+            known[np.ix_(steps == m, model._columns(int(m)))] = True
+        return CascadeResult(score=self.output("predict"), stage=self.stage.copy(), stage_score=self.score.copy(),
+                             known=known, cost=run_cost(model, self.state, self.evaluation.cost))

@@ -1,0 +1,226 @@
+"""StagedAcquisitionRanker: the cascade against an independent simulation written from its description (cuts per
+query, costs from LightGBM's pred_leaf paths), one pass for many settings, the capped ladder, lazy serving, save and
+load, and its refusals."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from references import reference_costs
+
+from lightgbm_cegb import CEGBError, FeatureCosts, LazyPredictor
+from lightgbm_cegb.core.errors import RoundsWarning
+from lightgbm_cegb.methods.cascade import StagedAcquisitionRanker
+
+
+def random_case(seed: int, queries: int = 40):
+    rng = np.random.default_rng(seed)
+    num_features = int(rng.integers(3, 8))
+    group = rng.integers(2, 16, size=queries)
+    n = int(group.sum())
+    X = rng.normal(size=(n, num_features))
+    X[rng.random(X.shape) < 0.05] = np.nan
+    relevance = np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 1]) * (np.nan_to_num(X[:, 2]) > 0)
+    y = np.digitize(relevance + rng.normal(size=n) * 0.5, [0.0, 1.0, 2.0])
+    lazy = rng.choice([0.0, 1.0, 2.0, 5.0], size=num_features, p=[0.1, 0.4, 0.3, 0.2])
+    groups = {"pair": rng.choice(num_features, size=2, replace=False).tolist()} \
+        if num_features >= 4 and rng.random() < 0.6 else None
+    costs = FeatureCosts(lazy=lazy, groups=groups, split=rng.choice([0.0, 0.1]),
+                         group_lazy=None if groups is None else [float(rng.integers(1, 4))])
+    return X, y, group, costs, rng
+
+
+def fitted(seed: int, **params) -> tuple:
+    X, y, group, costs, rng = random_case(seed)
+    model = StagedAcquisitionRanker(feature_costs=costs, stages=6, n_estimators=20, min_child_samples=5,
+                                    early_stopping_rounds=5, random_state=seed, **params).fit(X, y, group=group)
+    return model, X, y, group, costs, rng
+
+
+def simulate(model: StagedAcquisitionRanker, X: np.ndarray, costs: FeatureCosts):
+    """The cascade on one query's documents, written from the module's description: (stage each reaches, its score
+    there, its lazy cost, its split cost)."""
+    n, num_features = X.shape
+    prices = np.concatenate([[0.0], np.cumsum(model.unit_cost_[model.order_])])[model.stage_units_]
+    last = len(prices) - 1
+    if model.max_cost is not None:
+        last = max(k for k in range(len(prices)) if prices[k] <= model.max_cost * (1 + 1e-12))
+    split = costs.arrays(num_features)[2]
+    stage, score, evaluation = [0] * n, [0.0] * n, [0.0] * n
+    at = list(range(n))
+    for k in range(1, last + 1):
+        if k > 1:  # the cut after stage k - 1: the best max(top_k, ceil((1 - tradeoff) m)) by score, ties by position
+            wanted = max(model.top_k, math.ceil(round((1 - model.tradeoff) * len(at), 9)))
+            at = sorted(sorted(at, key=lambda i: -score[i])[:wanted])
+        columns = {f for u in model.order_[:model.stage_units_[k]] for f in model.units_[u]}
+        booster = model.stages_[k - 1]
+        for i in at:
+            row = np.full((1, num_features), np.nan)
+            row[0, sorted(columns)] = X[i, sorted(columns)]
+            stage[i], score[i] = k, float(booster.predict(row)[0])
+            evaluation[i] += reference_costs(booster, row, np.zeros(num_features), split)[1][0]
+    lazy = costs.arrays(num_features)[0]
+    group_of, group_lazy, _ = costs.group_arrays(num_features)
+    paid = []
+    for i in range(n):
+        features = {f for u in model.order_[:model.stage_units_[stage[i]]] for f in model.units_[u]}
+        paid.append(sum(lazy[f] for f in features) + sum(group_lazy[g] for g in {int(group_of[f]) for f in features
+                                                                               if group_of[f] >= 0}))
+    return stage, score, paid, evaluation
+
+
+@settings(max_examples=12, deadline=None, derandomize=True)
+@given(st.integers(0, 10_000), st.sampled_from([0.0, 0.4, 0.7, 1.0]), st.sampled_from([0, 1, 3]),
+       st.sampled_from([None, 2.0, 6.0]))
+def test_the_cascade_equals_an_independent_simulation(seed, tradeoff, top_k, max_cost):
+    model, X, _, group, costs, _ = fitted(seed, tradeoff=tradeoff, top_k=top_k, max_cost=max_cost)
+    result = model.predict_result(X, group=group)
+    start = 0
+    for size in group[:12]:
+        rows = slice(start, start + size)
+        stage, score, lazy, evaluation = simulate(model, X[rows], costs)
+        np.testing.assert_array_equal(result.stage[rows], stage)
+        np.testing.assert_allclose(result.stage_score[rows], score, rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(result.cost.acquisition[rows], lazy, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(result.cost.evaluation[rows], evaluation, rtol=1e-12, atol=1e-12)
+        # the ranking: by the stage reached, then the score there; predict's score counts the documents below
+        key = list(zip(stage, score))
+        expected = [sum(other < mine for other in key) for mine in key]
+        np.testing.assert_array_equal(result.score[rows], expected)
+        start += size
+
+
+@settings(max_examples=8, deadline=None, derandomize=True)
+@given(st.integers(0, 10_000))
+def test_one_pass_answers_every_setting_to_the_bit(seed):
+    model, X, _, group, _, rng = fitted(seed)
+    settings_ = [{"tradeoff": float(tradeoff), "top_k": int(top), "max_cost": cap}
+                 for tradeoff in rng.uniform(0, 1, 3) for top in (0, 2) for cap in (None, 3.0)]
+    for setting, result in zip(settings_, model.predict_results(X, settings_, group=group)):
+        own = copy.copy(model).set_params(**setting).predict_result(X, group=group)
+        for field in ("score", "stage", "stage_score", "known"):
+            np.testing.assert_array_equal(getattr(result, field), getattr(own, field))
+        np.testing.assert_array_equal(result.cost.per_instance, own.cost.per_instance)
+
+
+@settings(max_examples=6, deadline=None, derandomize=True)
+@given(st.integers(0, 10_000), st.floats(0.0, 1.0))
+def test_stages_above_max_stage_cost_are_not_trained_and_the_capped_runs_are_the_same(seed, fraction):
+    full, X, y, group, costs, _ = fitted(seed, tradeoff=0.5, top_k=1)
+    ceiling = float(fraction * full.stage_costs()[-1])
+    capped = StagedAcquisitionRanker(feature_costs=costs, stages=6, n_estimators=20, min_child_samples=5,
+                                     early_stopping_rounds=5, random_state=seed, tradeoff=0.5, top_k=1,
+                                     max_stage_cost=ceiling).fit(X, y, group=group)
+    kept = int(np.sum(full.stage_costs() <= ceiling * (1 + 1e-12)))
+    np.testing.assert_array_equal(capped.stage_units_, full.stage_units_[:kept])
+    got = capped.predict_result(X, group=group)
+    expected = copy.copy(full).set_params(max_cost=ceiling).predict_result(X, group=group)
+    np.testing.assert_array_equal(got.score, expected.score)
+    np.testing.assert_array_equal(got.cost.per_instance, expected.cost.per_instance)
+
+
+def test_tradeoff_zero_ranks_as_the_last_stage_and_tradeoff_one_buys_stage_one_only():
+    model, X, _, group, _, _ = fitted(4)
+    last = model.stages_[-1].predict(model._masked(X, len(model.stages_)))
+    everything = model.predict_result(X, group=group)
+    assert (everything.stage == len(model.stages_)).all()
+    np.testing.assert_array_equal(everything.stage_score, last)
+    first_price = model.stage_costs()[1]
+    cheapest = copy.copy(model).set_params(tradeoff=1.0).predict_result(X, group=group)
+    assert (cheapest.stage == 1).all() and cheapest.cost.acquisition.max() <= first_price + 1e-12
+    # top_k documents per query go on at every cut; the others stop at stage 1
+    top = copy.copy(model).set_params(tradeoff=1.0, top_k=2).predict_result(X, group=group)
+    reached = np.add.reduceat((top.stage == top.stage.max()).astype(int), np.r_[0, np.cumsum(group)[:-1]])
+    np.testing.assert_array_equal(reached, np.minimum(group, 2))
+    assert copy.copy(model).set_params(max_cost=0.0).predict_result(X, group=group).cost.acquisition.max() <= \
+        sum(p for p in model.unit_cost_ if p == 0)
+
+
+def test_lazy_serving_fetches_per_stage_for_the_documents_that_go_on():
+    model, X, _, group, _, _ = fitted(5, tradeoff=0.6, top_k=1)
+    calls = []
+
+    def fetch(key, ids):
+        calls.append((key, list(ids)))
+        return X[np.asarray(ids)][:, model.costs_.groups["pair"]] if key == "pair" else X[np.asarray(ids), key]
+
+    lazy = LazyPredictor(model, fetch, feature_keys="index")
+    result = lazy.acquire(np.full(X.shape, np.nan), group=group)
+    expected = model.predict_result(X, group=group)
+    np.testing.assert_array_equal(result.prediction, expected.score)
+    np.testing.assert_array_equal(result.acquisition, expected.cost.acquisition)
+    np.testing.assert_array_equal(result.fetched, expected.known)
+    pairs = [(key, i) for key, ids in calls for i in ids]
+    assert len(pairs) == len(set(pairs))  # each (document, key) once
+    # one fetch call per unit per stage, for every query's surviving documents at once
+    assert len(calls) == len(model.order_)
+    # without group the rows are one query, as for predict
+    np.testing.assert_array_equal(lazy.predict(np.full(X.shape, np.nan)), model.predict(X))
+    assert not np.array_equal(model.predict(X), expected.score)
+    with pytest.raises(CEGBError, match=r"predicts with 'predict' with \['group'\], got 'predict_proba'"):
+        lazy.acquire(np.full(X.shape, np.nan), method="predict_proba", group=group)
+
+
+def test_save_and_load(tmp_path):
+    model, X, _, group, _, _ = fitted(7, tradeoff=0.7, top_k=2)
+    model.save(tmp_path / "m")
+    again = StagedAcquisitionRanker.load(tmp_path / "m")
+    np.testing.assert_array_equal(again.predict(X, group=group), model.predict(X, group=group))
+    np.testing.assert_array_equal(again.prediction_cost(X, group=group).per_instance,
+                                  model.prediction_cost(X, group=group).per_instance)
+
+
+def test_sparse_rows_and_an_eval_set_are_taken():
+    import scipy.sparse
+    X, y, group, costs, _ = random_case(8)
+    dense = np.nan_to_num(X)
+    half = int(group[:20].sum())
+    model = StagedAcquisitionRanker(feature_costs=costs, stages=4, n_estimators=20, random_state=0).fit(
+        scipy.sparse.csr_matrix(dense[:half]), y[:half], group=group[:20],
+        eval_set=[(dense[half:], y[half:])], eval_group=[group[20:]])
+    np.testing.assert_array_equal(model.predict(scipy.sparse.csr_matrix(dense), group=group),
+                                  model.predict(dense, group=group))
+
+
+@pytest.mark.parametrize("params, match", [
+    ({"tradeoff": -0.1}, "tradeoff"), ({"tradeoff": 1.5}, "tradeoff"), ({"top_k": -1}, "top_k"),
+    ({"top_k": 1.5}, "top_k"),
+    ({"max_cost": -1.0}, "max_cost"), ({"stages": 0}, "stages"), ({"eval_at": 0}, "eval_at"),
+    ({"num_leaves": 1}, "num_leaves"), ({"validation_fraction": 0.95}, "validation_fraction")])
+def test_bad_parameters_are_refused_by_name(params, match):
+    X, y, group, _, _ = random_case(1)
+    with pytest.raises(CEGBError, match=match):
+        StagedAcquisitionRanker(**params).fit(X, y, group=group)
+
+
+def test_bad_inputs_are_refused_by_name():
+    X, y, group, costs, _ = random_case(2)
+    ranker = StagedAcquisitionRanker(feature_costs=costs, stages=3, n_estimators=10, random_state=0)
+    with pytest.raises(CEGBError, match=r"group: a ranker needs the sizes"):
+        ranker.fit(X, y)
+    with pytest.raises(CEGBError, match=r"group should hold the sizes .* summing to the \d+ rows of X"):
+        ranker.fit(X, y, group=group[:-1])
+    with pytest.raises(CEGBError, match=r"y should hold relevance grades \(integers from 0 to 30\), got 0.5 in row 3"):
+        ranker.fit(X, np.where(np.arange(len(y)) == 3, 0.5, y), group=group)
+    with pytest.raises(CEGBError, match="eval_group: a ranker needs the query sizes"):
+        ranker.fit(X, y, group=group, eval_set=[(X, y)])
+    model = ranker.fit(X, y, group=group)
+    with pytest.raises(CEGBError, match="tradeoff, top_k and max_cost only"):
+        model.predict_results(X, [{"keep": 0.1}], group=group)
+    with pytest.raises(CEGBError, match="tradeoff"):
+        model.predict_results(X, [{"tradeoff": 2.0}], group=group)
+    with pytest.raises(CEGBError, match=r"group should hold the sizes"):
+        model.predict(X, group=[len(X) + 1])
+
+
+def test_a_stage_still_improving_at_the_round_cap_warns():
+    X, y, group, costs, _ = random_case(3)
+    with pytest.warns(RoundsWarning, match=r"StagedAcquisitionRanker: the stage of \d+ of the \d+ columns reached "
+                                           r"n_estimators=3 while its held-out NDCG@10 was still improving"):
+        StagedAcquisitionRanker(feature_costs=costs, stages=3, n_estimators=3, learning_rate=0.01,
+                                random_state=0).fit(X, y, group=group)
