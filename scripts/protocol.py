@@ -186,6 +186,7 @@ QUICK = {"cegb": [{"relative_tradeoff": r} for r in (0.0, 0.05)], "budget_prune"
          "cheap_subset": [{"steps": 2}],
          "adaptive_acquisition": [{"relative_tradeoff": r} for r in (0.05, 0.3)],
          "staged_acquisition": [{"relative_tradeoff": r} for r in (0.05, 0.3)],
+         "staged_acquisition_ranker": [{"tradeoff": t, "top_k": 3} for t in (0.0, 0.7)],
          "catboost": [{"penalties_coefficient": c} for c in (1e-5, 1e-3)]}
 RF_TREES = 100
 #: the protocol's "CEGB trained to the budget" run: its label and LightGBM parameters
@@ -215,6 +216,7 @@ LABELS = {"lightgbm": "LightGBM", "cegb": "CEGB", "budget_prune": "BudgetPrune",
           "adapt_lin": "ADAPT-LIN", "adapt_l1": "ADAPT's L1 baseline", "cstc": "CSTC", "cscc": "CSCC",
           "cronus": "Cronus", "cheap_subset": "Cheap subset (baseline)",
           "adaptive_acquisition": "Adaptive acquisition", "staged_acquisition": "Staged acquisition",
+          "staged_acquisition_ranker": "Staged acquisition ranker",
           "catboost": "CatBoost (feature penalties)"}
 
 

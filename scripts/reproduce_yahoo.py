@@ -126,7 +126,9 @@ def setting_runs(setting: str, args, rows: int) -> tuple[list[tuple], dict, dict
         runs += [("CEGB 16 leaves, depth 4", "cegb", {**SHALLOW, **objective}),
                  ("CEGB deep", "cegb", {**DEEP, **objective}),
                  ("CEGB deep, breadth-first", "cegb", {**DEEP, **objective, "tree_growth": "depthwise"})]
-    runs += [("Greedy Miser", "greedy_miser", {})]
+    runs += [("Greedy Miser", "greedy_miser", {}),
+             ("Staged acquisition ranker", "staged_acquisition_ranker", {}),
+             ("Cheap subset (baseline)", "cheap_subset", {**DEEP, **objective})]
     # a run's own grid (the 5th entry) wins over --quick's: None where --quick should apply
     runs = [run[:4] if len(run) > 4 and run[4] is None else run for run in runs]
     wanted = args.methods.split(",")
@@ -151,7 +153,8 @@ def main() -> None:
                              "for cheap)")
     parser.add_argument("--forest", type=int, default=30, help="BudgetRF: trees per forest")
     parser.add_argument("--settings", default="i,ii", help="which of the paper's settings to run")
-    parser.add_argument("--methods", default="lightgbm,cegb,budget_prune,early_exit,budgetrf,greedy_miser",
+    parser.add_argument("--methods", default="lightgbm,cegb,budget_prune,early_exit,budgetrf,greedy_miser,"
+                                             "staged_acquisition_ranker,cheap_subset",
                         help="which methods to run (BudgetPrune on all of Yahoo's 473k rows takes hours)")
     args = parser.parse_args()
     unknown = [s for s in args.settings.split(",") if s not in SETTINGS]

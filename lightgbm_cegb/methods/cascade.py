@@ -387,7 +387,7 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
         list of CascadeResult
             One per setting, in their order.
         """
-        X, query = self._inputs(X, group)
+        X, _ = self._inputs(X, group)
         models = []
         for setting in checked_sequence(settings, "settings", "dicts of tradeoff, top_k and/or max_cost"):
             if not isinstance(setting, Mapping):
@@ -400,11 +400,14 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
             model._check_policy()
             models.append(model)
         passes = self._passes(X, max(model._last_stage() for model in models) if models else 0)
-        return [model._replayed(query, *passes) for model in models]
+        return [model._replayed(*passes, group) for model in models]
 
-    def _passes(self, X: np.ndarray, deepest: int) -> tuple[list, list]:
-        """Every stage's scores of every document of X up to stage ``deepest``, and what each stage's evaluation
-        costs each document (None: nothing)."""
+    def _passes(self, X, deepest: int | None = None) -> tuple[list, list]:
+        """Every stage's scores of every document of X up to stage ``deepest`` (None: the last within
+        ``max_cost``), and what each stage's evaluation costs each document (None: nothing)."""
+        self._check_fitted()
+        X = checked_data(self, "X", _dense(X), reset=False)
+        deepest = self._last_stage() if deepest is None else deepest
         scores, added = [], []
         for k in range(deepest + 1):
             masked = self._masked(X, k)
@@ -413,8 +416,10 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
             added.append(None if evaluation is None else evaluation.add(masked, np.arange(len(X))))
         return scores, added
 
-    def _replayed(self, query: np.ndarray, scores: list, added: list) -> CascadeResult:
-        """The result of a run whose stages' scores (and evaluation costs) on every document are known."""
+    def _replayed(self, scores: list, added: list, group) -> CascadeResult:
+        """The result of a run whose stages' scores (and evaluation costs) on every document of the queries
+        ``group`` are known."""
+        query = _queries(group, len(scores[0]))
         run = CascadeRun(self, query)
         rows = np.arange(len(query))
         for k in range(1, run.last + 1):

@@ -69,6 +69,10 @@ registered methods, each on a documented scale:
   stage whose top class probability is at least 1 - r x (1 - the most frequent class's share); ``tradeoff`` the
   raw value) and ``max_cost`` (a per-row cap; default none); one model is fitted in a sweep (early stopped on the
   validation rows) and every point reads it with its own exit rule (classification).
+- ``staged_acquisition_ranker``: ``tradeoff`` of ``StagedAcquisitionRanker`` (the share of a query's documents at a
+  stage that each cut stops), ``top_k`` (the documents per query that go on at every cut) and ``max_cost`` (a
+  per-document cap); one model is fitted in a sweep (each stage's ranker early stopped on the validation queries)
+  and every point reads it with its own cuts (ranking).
 - ``catboost``: ``penalties_coefficient`` of CatBoost (CPU) with the lazy costs as its
   ``per_object_feature_penalties`` and the coupled ones as its ``first_feature_use_penalties`` (a group's own costs
   spread over its members; CatBoost has no groups), early stopped on the validation rows; ``depth``,

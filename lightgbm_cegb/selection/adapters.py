@@ -646,13 +646,14 @@ class _StagePasses:
     def __reduce__(self):
         return (_StagePasses, ())
 
-    def result(self, model, X):
+    def result(self, model, X, *query):
+        """The model's result on X (and, for the ranker, the sizes of X's queries)."""
         if self.rows is not X:
             self.rows, self.passes = X, {}
         key = id(model.stages_)  # the fitted list stays alive with the candidates: its id is not reused
         if key not in self.passes:
             self.passes[key] = copy.copy(model).set_params(max_cost=None)._passes(X)
-        return model._replayed(*self.passes[key])
+        return model._replayed(*self.passes[key], *query)
 
 
 def _staged_prepare(context: Context) -> dict:
@@ -700,6 +701,56 @@ def _fit_staged(context: Context, state: dict, params: dict) -> list[Candidate]:
                                       partial(_predict, model, "positive" if context.task == "binary" else "proba",
                                               None), partial(_own_cost, model))
     candidate.traces = state["passes"]
+    candidate.capped = state.get("capped", False)
+    return [candidate]
+
+
+#: ``tradeoff`` values of the staged acquisition ranker's default grid: the share of a query's documents at a stage
+#: that each cut stops (0: every document goes to the last stage; 1: only ``top_k``)
+CASCADE_TRADEOFFS = (0.0, 0.2, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
+#: ``top_k`` values of its grid: the documents of a query that go on at every cut
+CASCADE_TOP_K = (0, 1, 3, 10)
+
+
+def _cascade_grid(context: Context) -> list[dict]:
+    total = sum(_unit_prices(context))
+    caps = [None] + [round(f * total, 6) for f in STAGED_CAPS if total > 0]
+    return [{"tradeoff": t, "top_k": k, **({} if cap is None else {"max_cost": cap})}
+            for cap in caps for k in CASCADE_TOP_K for t in CASCADE_TRADEOFFS]
+
+
+class _CascadeCandidate(Candidate):
+    """The staged acquisition ranker: its scores and costs on a set of queries, replayed from the stages' pass
+    (``_StagePasses``), the same as ``predict_result`` to the bit; ``predict`` and ``cost`` take the rows' ``group``
+    (None: one query)."""
+
+    passes: _StagePasses | None = None
+
+    def measure(self, rows: Rows, metric: Metric, *, choose: bool = False) -> tuple[float, float, float]:
+        result = self.passes.result(self.model, rows.X, rows.group)
+        return self.quality(rows, result.score, metric, choose), float(result.cost.mean), float(result.cost.coupled)
+
+
+@register("staged_acquisition_ranker", tasks=("ranking",), prepare=_staged_prepare, plan=_staged_plan,
+          grid=_cascade_grid, knob=Knob("tradeoff", cheap_end=1.0, read_at_predict=True))
+def _fit_cascade(context: Context, state: dict, params: dict) -> list[Candidate]:
+    from lightgbm_cegb.methods.cascade import StagedAcquisitionRanker
+    params = dict(params)
+    _check_keys("staged_acquisition_ranker", params, {"tradeoff", "top_k", "max_cost"})
+    fitted = state["model"]
+    if fitted is None or fitted.max_stage_cost is not None and \
+            _higher(fitted.max_stage_cost, params.get("max_cost")) != fitted.max_stage_cost:
+        model = StagedAcquisitionRanker(feature_costs=context.costs, random_state=0,
+                                        n_jobs=context.params.get("num_threads") or None,
+                                        max_stage_cost=_higher(state["ceiling"], params.get("max_cost")),
+                                        n_estimators=context.num_boost_round,
+                                        early_stopping_rounds=context.early_stopping_rounds)
+        with _rounds_capped(state):
+            state["model"] = model.fit(context.train.X, context.train.y, group=context.train.group,
+                                       eval_set=[(context.valid.X, context.valid.y)], eval_group=[context.valid.group])
+    model = copy.copy(state["model"]).set_params(**{"max_cost": None, **params})
+    candidate = _CascadeCandidate("staged_acquisition_ranker", params, model, model.predict, model.prediction_cost)
+    candidate.passes = state["passes"]
     candidate.capped = state.get("capped", False)
     return [candidate]
 

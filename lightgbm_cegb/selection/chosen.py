@@ -85,16 +85,23 @@ class Selection:
     task: str | None = None
     classes: np.ndarray | None = field(default=None, repr=False)
 
-    def _scores(self, X) -> np.ndarray:
+    def _by_query(self, group) -> dict:
+        """The ``group`` argument for the chosen model when it cuts per query (the staged acquisition ranker);
+        nothing for a model that scores each row alone."""
+        model = self.model if self.candidate is None else self.candidate.model
+        takes = "group" in getattr(type(model), "_policy_methods", {}).get("predict", ())
+        return {"group": group} if takes and group is not None else {}
+
+    def _scores(self, X, group=None) -> np.ndarray:
         """What the sweep's metric read of the point on X: class probabilities (binary: the positive class's),
         values or scores."""
         if self.candidate is not None:
-            return np.asarray(self.candidate.predict(X))
+            return np.asarray(self.candidate.predict(X, **self._by_query(group)))
         if self.task in ("binary", "multiclass") and booster_of(self.model) is None and \
                 hasattr(self.model, "predict_proba"):
             proba = self.model.predict_proba(X)
             return proba[:, 1] if self.task == "binary" else proba
-        return np.asarray(self.model.predict(X))
+        return np.asarray(self.model.predict(X, **self._by_query(group)))
 
     def _task(self, what: str) -> str:
         if self.task is None:
@@ -102,7 +109,7 @@ class Selection:
                             "its model (.model), as its library does")
         return self.task
 
-    def predict(self, X) -> np.ndarray:
+    def predict(self, X, *, group=None) -> np.ndarray:
         """The chosen point's prediction, whatever its method: class labels (at :attr:`decision_threshold` when a
         threshold metric chose one, else the most probable class), regression values or ranking scores.
 
@@ -110,13 +117,16 @@ class Selection:
         ----------
         X : array-like of shape (n_rows, n_features)
             The rows (as the sweep's).
+        group : array-like of int or None, default=None
+            The sizes of X's consecutive queries, for a model that cuts per query (the staged acquisition
+            ranker; None: X is one query); a model that scores each row alone does not read it.
 
         Returns
         -------
         ndarray of shape (n_rows,)
             The labels (the sweep's classes), values or scores.
         """
-        scores = self._scores(X)
+        scores = self._scores(X, group)
         if self._task("predict") not in ("binary", "multiclass"):
             return scores
         threshold = 0.5 if self.decision_threshold is None else self.decision_threshold
@@ -146,7 +156,7 @@ class Selection:
         scores = self._scores(X)
         return np.column_stack([1.0 - scores, scores]) if scores.ndim == 1 else scores
 
-    def prediction_cost(self, X) -> CostReport:
+    def prediction_cost(self, X, *, group=None) -> CostReport:
         """The exact per-row cost of the chosen point on rows X, as the sweep measured it (the point's own accounting
         with the sweep's costs, whatever its model holds).
 
@@ -154,6 +164,8 @@ class Selection:
         ----------
         X : array-like of shape (n_rows, n_features)
             The rows.
+        group : array-like of int or None, default=None
+            As for :meth:`predict`.
 
         Returns
         -------
@@ -162,8 +174,8 @@ class Selection:
         """
         if self.candidate is None:  # a loaded Selection: the model's own accounting with the sweep's costs
             own = getattr(self.model, "prediction_cost", None)
-            return own(X) if callable(own) else prediction_cost(self.model, X, self.costs)
-        return self.candidate.cost(X)
+            return own(X, **self._by_query(group)) if callable(own) else prediction_cost(self.model, X, self.costs)
+        return self.candidate.cost(X, **self._by_query(group))
 
     # ------------------------------------------------------------------------------------- what serving reads
 

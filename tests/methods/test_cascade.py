@@ -224,3 +224,26 @@ def test_a_stage_still_improving_at_the_round_cap_warns():
                                            r"n_estimators=3 while its held-out NDCG@10 was still improving"):
         StagedAcquisitionRanker(feature_costs=costs, stages=3, n_estimators=3, learning_rate=0.01,
                                 random_state=0).fit(X, y, group=group)
+
+
+def test_the_sweep_and_fit_within_budget_run_it():
+    from lightgbm_cegb.selection import fit_within_budget, sweep
+    from lightgbm_cegb.selection.frontier import BUDGET_METHODS
+    assert "staged_acquisition_ranker" in BUDGET_METHODS
+    X, y, group, costs, _ = random_case(9, queries=60)
+    cut = int(group[:40].sum())
+    train, valid = (X[:cut], y[:cut], group[:40]), (X[cut:], y[cut:], group[40:])
+    frame = sweep(["staged_acquisition_ranker"], train, valid, costs, task="ranking", progress=False)
+    points = frame[frame["method"] == "staged_acquisition_ranker"]
+    assert len(points) > 20 and points["cost"].min() < points["cost"].max()
+    for _, point in points.sample(5, random_state=0).iterrows():  # each point is its own model's run
+        model = point["model"].fitted_model()
+        assert point["cost"] == pytest.approx(model.prediction_cost(valid[0], group=valid[2]).mean, rel=1e-12)
+    budget = float(points["cost"].median())
+    chosen = fit_within_budget(train, valid, costs, budget, task="ranking", methods=["staged_acquisition_ranker"],
+                               progress=False)
+    assert chosen.valid_cost <= budget * (1 + 1e-9)
+    if chosen.method == "staged_acquisition_ranker":  # the cheap-subset baseline may win
+        np.testing.assert_array_equal(chosen.predict(valid[0], group=valid[2]),
+                                      chosen.model.predict(valid[0], group=valid[2]))
+        assert chosen.prediction_cost(valid[0], group=valid[2]).mean == pytest.approx(chosen.valid_cost, rel=1e-12)
