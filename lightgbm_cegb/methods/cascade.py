@@ -52,7 +52,7 @@ from lightgbm_cegb.methods.acquisition import (
     run_cost,
 )
 from lightgbm_cegb.methods.greedy_miser import first_eval
-from lightgbm_cegb.methods.staged import StageLadder
+from lightgbm_cegb.methods.staged import LadderRun, StageLadder
 
 #: the most relevance a label may hold: LightGBM's lambdarank gains (``label_gain``) are given up to 30
 MAX_LABEL = 30
@@ -512,11 +512,9 @@ def _grades(y, n: int, name: str) -> np.ndarray:
     return values
 
 
-class CascadeRun:
-    """Documents on their way through the cascade, stage by stage (the interface of the classifiers' runs, which
-    ``LazyPredictor`` drives): ``requests()`` cuts each query's documents at their stage and says which units the
-    ones that go on buy next, ``deliver`` hands over the values bought, ``evaluate`` moves the documents that received
-    them to the next stage and asks its ranker; ``result()`` once ``requests()`` is empty.
+class CascadeRun(LadderRun):
+    """Documents on their way through the cascade (a :class:`~lightgbm_cegb.methods.staged.LadderRun`): at each
+    cut, each query's best documents at their stage go on.
 
     Parameters
     ----------
@@ -527,51 +525,15 @@ class CascadeRun:
     """
 
     def __init__(self, model: StagedAcquisitionRanker, query: np.ndarray) -> None:
-        self.model = model
-        n, num_features = len(query), model.n_features_in_
+        super().__init__(model, len(query))
         self.query = query
-        self.X = np.full((n, num_features), np.nan)  # the values bought (NaN elsewhere), as the rankers see them
-        self.stage = np.zeros(n, dtype=np.int64)
-        self.score = np.zeros(n)
-        self.state = CostState(n, model.costs_, num_features)
-        self.evaluation = EvaluationCost(None, model.costs_, num_features, n)
-        self.active = np.arange(n)
-        self.last = model._last_stage()
-        self.received = np.zeros(n, dtype=bool)
+        self.score = np.zeros(len(query))
 
-    def requests(self) -> list[tuple[int, np.ndarray]]:
-        """(unit, documents) for every unit of the next stage of the documents the cut lets on; the others leave."""
-        model, active = self.model, self.active
-        k = int(self.stage[active[0]]) if len(active) else self.last  # the documents that go on are at one stage
-        self.active = active[model._moving(k, active, self.query, self.score)] if k < self.last else active[:0]
-        if not len(self.active):
-            return []
-        units = model.order_[model.stage_units_[k]:model.stage_units_[k + 1]]
-        return [(int(u), self.active) for u in units]
+    def _going(self, k: int, rows: np.ndarray) -> np.ndarray:
+        return self.model._moving(k, rows, self.query, self.score)
 
-    def deliver(self, unit: int, rows: np.ndarray, values: np.ndarray, *, pay: bool = True) -> None:
-        """Documents ``rows`` (that asked for ``unit``) bought it: its columns' ``values`` (one row each), paid
-        unless ``pay`` is False (values the caller already had)."""
-        self.X[np.ix_(rows, list(self.model.units_[unit]))] = values
-        self.received[rows] = True
-        if pay:
-            self.model._pay(self.state, unit, rows)
-
-    def drop(self, rows: np.ndarray) -> None:
-        """Documents that cannot go on (a failed fetch) leave the run, ranked at the stage they reached."""
-        self.active = self.active[~np.isin(self.active, rows)]
-
-    def evaluate(self) -> None:
-        """The documents that received their stage's units move to it: its ranker on what they hold."""
-        rows = np.intersect1d(self.active, np.flatnonzero(self.received))
-        if len(rows):
-            k = int(self.stage[rows[0]]) + 1
-            self.stage[rows] = k
-            self.score[rows] = self.model._stage_score(k, self.X[rows])
-            self.evaluation.booster = self.model.stages_[k - 1]
-            self.evaluation.add(self.X[rows], rows)
-        self.active = rows
-        self.received[:] = False
+    def _entered(self, k: int, rows: np.ndarray) -> None:
+        self.score[rows] = self.model._stage_score(k, self.X[rows])
 
     def output(self, method: str) -> np.ndarray:
         """``predict``'s scores: per document, the number of its query's documents ranked below it (by stage
@@ -591,10 +553,5 @@ class CascadeRun:
 
     def result(self) -> CascadeResult:
         """What the run did."""
-        model = self.model
-        steps = model.stage_units_[self.stage]
-        known = np.zeros((len(self.query), model.n_features_in_), dtype=bool)
-        for m in np.unique(steps):
-            known[np.ix_(steps == m, model._columns(int(m)))] = True
         return CascadeResult(score=self.output("predict"), stage=self.stage.copy(), stage_score=self.score.copy(),
-                             known=known, cost=run_cost(model, self.state, self.evaluation.cost))
+                             known=self._known(), cost=run_cost(self.model, self.state, self.evaluation.cost))

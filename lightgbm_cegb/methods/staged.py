@@ -411,40 +411,47 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
                         for k in range(1, len(self.stage_units_))]
 
 
-class StagedRun:
-    """Rows on their way through the cascade, stage by stage (the interface of the adaptive acquisition's
-    ``PolicyRun``, which ``LazyPredictor`` drives): ``requests()`` says which units each row buys next (rows that
-    stop leave), ``deliver`` hands over the values bought, ``evaluate`` moves the rows that received them to the
-    next stage and asks its classifier; ``result()`` once ``requests()`` is empty.
+class LadderRun:
+    """Rows on their way up a staged model's ladder, stage by stage (the interface of the adaptive acquisition's
+    ``PolicyRun``, which ``LazyPredictor`` drives): ``requests()`` says which units the rows that go on buy next
+    (the others leave), ``deliver`` hands over the values bought, ``evaluate`` moves the rows that received them to
+    the next stage and asks its model; ``result()`` once ``requests()`` is empty.
+
+    A subclass says which rows at stage k go on (``_going(k, rows)``), keeps what stage k's model says of the rows
+    that reach it (``_entered(k, rows)``), and gives ``output(method)`` and ``result()``.
 
     Parameters
     ----------
-    model : StagedAcquisitionClassifier
+    model : StageLadder
         The fitted model.
     n : int
         Number of rows.
     """
 
-    def __init__(self, model: StagedAcquisitionClassifier, n: int) -> None:
+    def __init__(self, model: StageLadder, n: int) -> None:
         self.model = model
         num_features = model.n_features_in_
-        self.X = np.full((n, num_features), np.nan)  # the values bought (NaN elsewhere), as the classifiers see them
+        self.X = np.full((n, num_features), np.nan)  # the values bought (NaN elsewhere), as the stages see them
         self.stage = np.zeros(n, dtype=np.int64)
-        self.proba = np.tile(model.prior_, (n, 1))
         self.state = CostState(n, model.costs_, num_features)
         self.evaluation = EvaluationCost(None, model.costs_, num_features, n)
         self.active = np.arange(n)
         self.last = model._last_stage()
         self.received = np.zeros(n, dtype=bool)
 
+    def _going(self, k: int, rows: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _entered(self, k: int, rows: np.ndarray) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
     def requests(self) -> list[tuple[int, np.ndarray]]:
         """(unit, rows) for every unit of the next stage of the rows that go on; the others leave the run."""
         model, active = self.model, self.active
-        go = (self.stage[active] < self.last) & (self.proba[active].max(axis=1) < 1.0 - model.tradeoff)
-        self.active = active[go]
+        k = int(self.stage[active[0]]) if len(active) else self.last  # the rows that go on are all at one stage
+        self.active = active[self._going(k, active)] if k < self.last else active[:0]
         if not len(self.active):
             return []
-        k = int(self.stage[self.active[0]])  # the rows that go on are all at one stage
         units = model.order_[model.stage_units_[k]:model.stage_units_[k + 1]]
         return [(int(u), self.active) for u in units]
 
@@ -456,25 +463,56 @@ class StagedRun:
         if pay:
             self.model._pay(self.state, unit, rows)
 
-    def output(self, method: str) -> np.ndarray:
-        """What the model's ``method`` answers for every row from the probabilities it holds now."""
-        return self.model._output(self.proba, method)
-
     def drop(self, rows: np.ndarray) -> None:
-        """Rows that cannot go on (a failed fetch) leave the run."""
+        """Rows that cannot go on (a failed fetch) leave the run, at the stage they reached."""
         self.active = self.active[~np.isin(self.active, rows)]
 
     def evaluate(self) -> None:
-        """The rows that received their stage's units move to it: its classifier on what they hold."""
+        """The rows that received their stage's units move to it: its model on what they hold."""
         rows = np.intersect1d(self.active, np.flatnonzero(self.received))
         if len(rows):
             k = int(self.stage[rows[0]]) + 1
             self.stage[rows] = k
-            self.proba[rows] = self.model._proba(k, self.X[rows])
+            self._entered(k, rows)
             self.evaluation.booster = self.model.stages_[k - 1]
             self.evaluation.add(self.X[rows], rows)
         self.active = rows
         self.received[:] = False
+
+    def _known(self) -> np.ndarray:
+        """The features each row holds: its stage's units' columns."""
+        steps = self.model.stage_units_[self.stage]
+        known = np.zeros((len(self.stage), self.model.n_features_in_), dtype=bool)
+        for m in np.unique(steps):
+            known[np.ix_(steps == m, self.model._columns(int(m)))] = True
+        return known
+
+
+class StagedRun(LadderRun):
+    """The classifier's rows on the ladder: a row goes on while its top class probability is below
+    ``1 - tradeoff``.
+
+    Parameters
+    ----------
+    model : StagedAcquisitionClassifier
+        The fitted model.
+    n : int
+        Number of rows.
+    """
+
+    def __init__(self, model: StagedAcquisitionClassifier, n: int) -> None:
+        super().__init__(model, n)
+        self.proba = np.tile(model.prior_, (n, 1))
+
+    def _going(self, k: int, rows: np.ndarray) -> np.ndarray:
+        return self.proba[rows].max(axis=1) < 1.0 - self.model.tradeoff
+
+    def _entered(self, k: int, rows: np.ndarray) -> None:
+        self.proba[rows] = self.model._proba(k, self.X[rows])
+
+    def output(self, method: str) -> np.ndarray:
+        """What the model's ``method`` answers for every row from the probabilities it holds now."""
+        return self.model._output(self.proba, method)
 
     def result(self) -> AcquisitionResult:
         """What the run did."""
@@ -485,7 +523,4 @@ class StagedRun:
         positions = np.arange(len(model.order_))
         if len(positions):
             order[:, :len(positions)] = np.where(positions < steps[:, None], model.order_[None], -1)
-        known = np.zeros((n, model.n_features_in_), dtype=bool)
-        for m in np.unique(steps):
-            known[np.ix_(steps == m, model._columns(int(m)))] = True
-        return model._result(self.proba, order, known, self.state, self.evaluation.cost)
+        return model._result(self.proba, order, self._known(), self.state, self.evaluation.cost)
