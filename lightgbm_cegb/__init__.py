@@ -49,6 +49,8 @@ from lightgbm_cegb.methods import (
     PruneResult,
     StagedAcquisitionClassifier,
     StagedAcquisitionRanker,
+    StagedAcquisitionRegressor,
+    StagedRegressionResult,
     budget_prune,
     budget_prune_path,
 )
@@ -60,8 +62,8 @@ __all__ = ["AcquisitionResult", "AdaptGBRT", "AdaptL1", "AdaptLIN", "AdaptiveAcq
            "EarlyExitResult", "FeatureCosts", "GreedyMiserClassifier", "GreedyMiserRanker", "GreedyMiserRegressor",
            "LazyFetchError", "LazyFetchValueError", "LazyPredictor", "LazyResult", "LightGBMCEGBError",
            "NoSplitWarning", "NotFittedError", "PATCHED_LIGHTGBM", "PruneResult", "Pruner", "RoundsWarning",
-           "StagedAcquisitionClassifier", "StagedAcquisitionRanker", "__version__", "budget_prune", "budget_prune_path",
-           "prediction_cost", "to_forest"]
+           "StagedAcquisitionClassifier", "StagedAcquisitionRanker", "StagedAcquisitionRegressor",
+           "StagedRegressionResult", "__version__", "budget_prune", "budget_prune_path", "prediction_cost", "to_forest"]
 
 #: True when the imported lightgbm is the patched build of this project.
 PATCHED_LIGHTGBM = "+cegb." in lightgbm.__version__

@@ -78,6 +78,8 @@ ESTIMATORS = {
                                     "binary", True),
     "StagedAcquisitionRanker": (lambda: lc.StagedAcquisitionRanker(feature_costs=COSTS, tradeoff=0.6, top_k=2,
                                                                    stages=5, random_state=0), "ranking", False),
+    "StagedAcquisitionRegressor": (lambda: lc.StagedAcquisitionRegressor(feature_costs=COSTS, tradeoff=0.1, stages=5,
+                                                                         random_state=0), "regression", True),
 }
 NAMES = list(ESTIMATORS)
 _fitted: dict = {}

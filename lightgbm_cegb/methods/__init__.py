@@ -13,8 +13,10 @@ from lightgbm_cegb.methods.cstc import CSCC, CSTC, Cronus, CSTCClassifier
 from lightgbm_cegb.methods.early_exit import EarlyExit, EarlyExitResult
 from lightgbm_cegb.methods.greedy_miser import GreedyMiserClassifier, GreedyMiserRanker, GreedyMiserRegressor
 from lightgbm_cegb.methods.staged import StagedAcquisitionClassifier
+from lightgbm_cegb.methods.staged_regressor import StagedAcquisitionRegressor, StagedRegressionResult
 
 __all__ = ["CSCC", "CSTC", "AcquisitionResult", "AdaptGBRT", "AdaptiveAcquisitionClassifier", "AdaptL1", "AdaptLIN",
            "BudgetRFClassifier", "CSTCClassifier", "CascadeResult", "Cronus", "EarlyExit", "EarlyExitResult",
            "GreedyMiserClassifier", "GreedyMiserRanker", "GreedyMiserRegressor", "PruneResult", "Pruner",
-           "StagedAcquisitionClassifier", "StagedAcquisitionRanker", "budget_prune", "budget_prune_path"]
+           "StagedAcquisitionClassifier", "StagedAcquisitionRanker", "StagedAcquisitionRegressor",
+           "StagedRegressionResult", "budget_prune", "budget_prune_path"]

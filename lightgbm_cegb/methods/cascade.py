@@ -170,6 +170,11 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
         "random_state": RANDOM_STATE, "n_jobs": N_JOBS,
     }
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True
+        return tags
+
     def __init__(self, *, feature_costs=None, tradeoff: float = 0.0, top_k: int = 0, max_cost: float | None = None,
                  stages: int = 30, max_stage_cost: float | None = None, eval_at: int = 10, n_estimators: int = 5000,
                  learning_rate: float = 0.1, num_leaves="auto", min_child_samples: int = 10,

@@ -73,6 +73,10 @@ registered methods, each on a documented scale:
   stage that each cut stops), ``top_k`` (the documents per query that go on at every cut) and ``max_cost`` (a
   per-document cap); one model is fitted in a sweep (each stage's ranker early stopped on the validation queries)
   and every point reads it with its own cuts (ranking).
+- ``staged_acquisition_regressor``: ``relative_tradeoff`` r of ``StagedAcquisitionRegressor`` (a row stops at the
+  first stage whose gap model predicts its prediction within r x stage 0's predicted gap of the last stage's;
+  ``tradeoff`` the raw value, in units of the targets' standard deviation) and ``max_cost``; one model is fitted in a
+  sweep (early stopped, and its gap models learned, on the validation rows) and every point reads it (regression).
 - ``catboost``: ``penalties_coefficient`` of CatBoost (CPU) with the lazy costs as its
   ``per_object_feature_penalties`` and the coupled ones as its ``first_feature_use_penalties`` (a group's own costs
   spread over its members; CatBoost has no groups), early stopped on the validation rows; ``depth``,

@@ -614,7 +614,8 @@ class _AcquisitionCandidate(Candidate):
 
     def measure(self, rows: Rows, metric: Metric, *, choose: bool = False) -> tuple[float, float, float]:
         result = self.model.predict_result(rows.X) if self.traces is None else self.traces.result(self.model, rows.X)
-        score = result.proba[:, 1] if result.proba.shape[1] == 2 else result.proba
+        score = result.prediction if not hasattr(result, "proba") else \
+            result.proba[:, 1] if result.proba.shape[1] == 2 else result.proba
         return self.quality(rows, score, metric, choose), float(result.cost.mean), float(result.cost.coupled)
 
 
@@ -700,6 +701,31 @@ def _fit_staged(context: Context, state: dict, params: dict) -> list[Candidate]:
     candidate = _AcquisitionCandidate("staged_acquisition", {**knob, **params}, model,
                                       partial(_predict, model, "positive" if context.task == "binary" else "proba",
                                               None), partial(_own_cost, model))
+    candidate.traces = state["passes"]
+    candidate.capped = state.get("capped", False)
+    return [candidate]
+
+
+@register("staged_acquisition_regressor", tasks=("regression",), prepare=_staged_prepare, grid=_staged_grid,
+          knob=Knob("relative_tradeoff", "tradeoff", cheap_end=1.0, read_at_predict=True))
+def _fit_staged_regressor(context: Context, state: dict, params: dict) -> list[Candidate]:
+    from lightgbm_cegb.methods.staged_regressor import StagedAcquisitionRegressor
+    params = dict(params)
+    _check_keys("staged_acquisition_regressor", params, {"relative_tradeoff", "tradeoff", "max_cost"})
+    if state["model"] is None:
+        model = StagedAcquisitionRegressor(feature_costs=context.costs, random_state=0,
+                                           n_jobs=context.params.get("num_threads") or None,
+                                           n_estimators=context.num_boost_round,
+                                           early_stopping_rounds=context.early_stopping_rounds)
+        with _rounds_capped(state):
+            state["model"] = model.fit(context.train.X, context.train.y,
+                                       eval_set=(context.valid.X, context.valid.y))
+    fitted = state["model"]
+    scale = fitted.first_value() if "relative_tradeoff" in params else 0.0
+    tradeoff, knob = _scaled_knob("staged_acquisition_regressor", params, "relative_tradeoff", "tradeoff", scale)
+    model = copy.copy(fitted).set_params(tradeoff=tradeoff, max_cost=params.get("max_cost"))
+    candidate = _AcquisitionCandidate("staged_acquisition_regressor", {**knob, **params}, model, model.predict,
+                                      model.prediction_cost)
     candidate.traces = state["passes"]
     candidate.capped = state.get("capped", False)
     return [candidate]
