@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""Quality-cost frontiers of every method the package has, on classification data, for docs/RESULTS.md.
+"""Quality-cost frontiers of every method the package has, on classification and regression data, for
+docs/RESULTS.md.
 
     .venv/bin/python -m scripts.frontiers --data higgs|letter|mnist|cube [--splits 5] [--adapt-authors] [--quick]
+    .venv/bin/python -m scripts.frontiers --data diamonds --diamonds PATH [--splits 5]
                                           [--only LABEL ...] [--resume] [--split K] [--out docs/results]
 
 Every registered method of lightgbm_cegb.selection that supports the task (plain LightGBM, CEGB, BudgetPrune,
@@ -27,6 +29,12 @@ fractions of plain LightGBM's validation cost in each split.
 - letter: UCI Letter Recognition, bundled (10,000 / 3,000 / 7,000 rows, 26 classes, unit costs).
 - mnist: the cost-sensitive MNIST of CSTC's section 6.7 from ../shared/data: digits 3 against 8, each image at
   4x4, 8x8, 16x16 and 28x28 (area-averaged), 1,120 unit-cost features; 1,500 / 500 / the rest.
+- diamonds: ggplot2's diamonds (53,940 round diamonds: price against the 4 Cs and the measurements) from a CSV
+  given by ``--diamonds PATH`` (plotnine ships it: ``pip download plotnine --no-deps`` and unzip
+  ``plotnine/data/diamonds.csv``); regression of log(price), RMSE, 30,000 / 10,000 / the rest. Its cost model is
+  an appraisal's (``DIAMONDS_COSTS``): weighing the stone (carat) 1, the caliper measurements (x, y, z, depth,
+  table) one group of 2, then the gemologist's grades, cut 5, color 10 and clarity 20 (clarity under a loupe takes
+  longest).
 - cube: AFABench's CUBE (``datasets.cube``: 20 unit-cost features, 8 classes), split K being AFABench's instance
   K (seed 42 + K: its own 1,000 rows, 600 / 200 / 200), at AFABench's mean budgets (``CUBE_BUDGETS``) rather than
   fractions of plain LightGBM's cost; at most 5 splits.
@@ -91,6 +99,31 @@ def load_mnist() -> tuple[np.ndarray, np.ndarray]:
     return multi_resolution(images[keep]), (labels[keep] == 8).astype(int)
 
 
+#: the diamonds' columns as X holds them, the grades' orders (worst first), and the appraisal's costs
+DIAMOND_COLUMNS = ("carat", "x", "y", "z", "depth", "table", "cut", "color", "clarity")
+DIAMOND_GRADES = {"cut": ("Fair", "Good", "Very Good", "Premium", "Ideal"),
+                  "color": ("J", "I", "H", "G", "F", "E", "D"),
+                  "clarity": ("I1", "SI2", "SI1", "VS2", "VS1", "VVS2", "VVS1", "IF")}
+DIAMONDS_COSTS = FeatureCosts(lazy=[1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 5.0, 10.0, 20.0],
+                              groups={"caliper": [1, 2, 3, 4, 5]}, group_lazy=[2.0])
+
+
+def load_diamonds(path) -> tuple[np.ndarray, np.ndarray]:
+    """ggplot2's diamonds from its CSV: X (``DIAMOND_COLUMNS``, the grades as their ranks) and log(price)."""
+    import pandas as pd
+    frame = pd.read_csv(path)
+    lacking = [c for c in (*DIAMOND_COLUMNS, "price") if c not in frame.columns]
+    if lacking:
+        raise CEGBError(f"--diamonds: {path} should be ggplot2's diamonds.csv; it lacks the columns {lacking}")
+    for column, grades in DIAMOND_GRADES.items():
+        ranks = frame[column].map({grade: rank for rank, grade in enumerate(grades)})
+        if ranks.isna().any():
+            raise CEGBError(f"--diamonds: {column} should be one of {list(grades)}, got "
+                            f"{frame[column][ranks.isna()].iloc[0]!r}")
+        frame[column] = ranks
+    return frame[list(DIAMOND_COLUMNS)].to_numpy(dtype=np.float64), np.log(frame["price"].to_numpy(np.float64))
+
+
 def load(name: str) -> tuple[np.ndarray, np.ndarray, tuple[int, int], FeatureCosts, str]:
     """(X, y, the training and validation sizes (the rest tests), the costs, the task)."""
     if name == "higgs":
@@ -136,7 +169,8 @@ def frontier_runs(task: str, quick: bool, train_rows: int, adapt_authors: bool =
 
 
 def main() -> None:
-    parser = protocol_parser(__doc__, choices=("higgs", "letter", "mnist", "cube"))
+    parser = protocol_parser(__doc__, choices=("higgs", "letter", "mnist", "cube", "diamonds"))
+    parser.add_argument("--diamonds", metavar="PATH", help="ggplot2's diamonds.csv (with --data diamonds)")
     parser.add_argument("--adapt-authors", action="store_true",
                         help="ADAPT-GBRT also on its authors' schedule (50 rounds of 100 trees: a few minutes a "
                              "split on HIGGS, far more on letter and MNIST)")
@@ -150,10 +184,17 @@ def main() -> None:
                            cube(CUBE_SEEDS[0])["costs"], "multiclass", runs, args, name="frontier_cube",
                            title="cube", command=command, quick_grids=QUICK, budgets=CUBE_BUDGETS)
         return
-    X, y, sizes, costs, task = load(args.data)
+    if args.data == "diamonds":
+        if args.diamonds is None:
+            parser.error("--data diamonds takes the CSV's path: --diamonds PATH")
+        (X, y), sizes, costs, task = load_diamonds(args.diamonds), (30_000, 10_000), DIAMONDS_COSTS, "regression"
+        command += " --diamonds diamonds.csv"
+    else:
+        X, y, sizes, costs, task = load(args.data)
     runs = frontier_runs(task, args.quick, sizes[0], args.adapt_authors)
     repeated_frontiers(lambda seed: random_split(X, y, sizes, seed), costs, task, runs, args,
-                       name=f"frontier_{args.data}", title=args.data, command=command, quick_grids=QUICK)
+                       name=f"frontier_{args.data}", title=args.data, command=command, quick_grids=QUICK,
+                       metric="rmse" if task == "regression" else "accuracy")
 
 
 if __name__ == "__main__":

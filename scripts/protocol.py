@@ -187,6 +187,7 @@ QUICK = {"cegb": [{"relative_tradeoff": r} for r in (0.0, 0.05)], "budget_prune"
          "adaptive_acquisition": [{"relative_tradeoff": r} for r in (0.05, 0.3)],
          "staged_acquisition": [{"relative_tradeoff": r} for r in (0.05, 0.3)],
          "staged_acquisition_ranker": [{"tradeoff": t, "top_k": 3} for t in (0.0, 0.7)],
+         "staged_acquisition_regressor": [{"relative_tradeoff": r} for r in (0.05, 0.3)],
          "catboost": [{"penalties_coefficient": c} for c in (1e-5, 1e-3)]}
 RF_TREES = 100
 #: the protocol's "CEGB trained to the budget" run: its label and LightGBM parameters
@@ -217,6 +218,7 @@ LABELS = {"lightgbm": "LightGBM", "cegb": "CEGB", "budget_prune": "BudgetPrune",
           "cronus": "Cronus", "cheap_subset": "Cheap subset (baseline)",
           "adaptive_acquisition": "Adaptive acquisition", "staged_acquisition": "Staged acquisition",
           "staged_acquisition_ranker": "Staged acquisition ranker",
+          "staged_acquisition_regressor": "Staged acquisition regressor",
           "catboost": "CatBoost (feature penalties)"}
 
 
