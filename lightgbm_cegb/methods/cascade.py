@@ -52,7 +52,7 @@ from lightgbm_cegb.methods.acquisition import (
     run_cost,
 )
 from lightgbm_cegb.methods.greedy_miser import first_eval
-from lightgbm_cegb.methods.staged import LadderRun, StageLadder
+from lightgbm_cegb.methods.staged import LadderRun, StageLadder, hidden
 
 #: the most relevance a label may hold: LightGBM's lambdarank gains (``label_gain``) are given up to 30
 MAX_LABEL = 30
@@ -207,8 +207,8 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
             The training documents, query by query (NaN: a missing value; a sparse matrix is made dense).
         y : array-like of shape (n_documents,)
             Their relevance grades (integers from 0, irrelevant, to 30).
-        group : array-like of int or None, default=None
-            The sizes of X's consecutive queries (None: X is one query).
+        group : array-like of int
+            The sizes of X's consecutive queries (required).
         eval_set : list of (X_valid, y_valid) or (X_valid, y_valid), optional
             Queries for early stopping (the first set); without it, ``validation_fraction`` of the training queries
             are held out.
@@ -254,15 +254,10 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
                   "num_threads": resolve_n_jobs(self.n_jobs, n)}
 
         def train_on(columns: list[int]) -> lgb.Booster:
-            hide = np.setdiff1d(np.arange(num_features), columns)
-            fit_rows = train[0].copy()
-            fit_rows[:, hide] = np.nan
-            train_set = lgb.Dataset(fit_rows, train[1], group=train[2], feature_name=self._lightgbm_feature_names())
-            valid_set = None
-            if valid is not None:
-                stop_rows = valid[0].copy()
-                stop_rows[:, hide] = np.nan
-                valid_set = lgb.Dataset(stop_rows, valid[1], group=valid[2], reference=train_set)
+            train_set = lgb.Dataset(hidden(train[0], columns), train[1], group=train[2],
+                                    feature_name=self._lightgbm_feature_names())
+            valid_set = None if valid is None else \
+                lgb.Dataset(hidden(valid[0], columns), valid[1], group=valid[2], reference=train_set)
             return early_stopped(self, params, train_set, valid_set,
                                  f"the stage of {len(columns)} of the {num_features} columns",
                                  f"NDCG@{int(self.eval_at)}")

@@ -49,6 +49,13 @@ from lightgbm_cegb.methods.acquisition import (
 )
 
 
+def hidden(X: np.ndarray, columns: list[int]) -> np.ndarray:
+    """A copy of X with every column outside ``columns`` missing (NaN): what a stage of those columns reads."""
+    out = np.full(X.shape, np.nan)
+    out[:, columns] = X[:, columns]
+    return out
+
+
 class StageLadder:
     """The stages of a staged acquisition model (the classifier here, the ranker of ``methods.cascade``): the units'
     order, the ladder of nested stages cut from it, their prices and the deepest stage within ``max_cost``.
@@ -114,10 +121,8 @@ class StageLadder:
         return int(np.flatnonzero(within)[-1])
 
     def _masked(self, X: np.ndarray, k: int) -> np.ndarray:
-        out = np.full(X.shape, np.nan)
-        columns = self._columns(int(self.stage_units_[k]))
-        out[:, columns] = X[:, columns]
-        return out
+        """X as stage k sees it: the columns of its units, the others missing."""
+        return hidden(X, self._columns(int(self.stage_units_[k])))
 
     def _restore_ladder(self, state: dict) -> None:
         """``order_`` and ``stage_units_`` of a saved state, checked against ``units_``."""
@@ -274,15 +279,8 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
         self.prior_ = counts / counts.sum()
 
         def train_on(columns: list[int]) -> lgb.Booster:
-            hide = np.setdiff1d(np.arange(num_features), columns)
-            fit_rows = X[train].copy()
-            fit_rows[:, hide] = np.nan
-            stop = None
-            if X_valid is not None and len(X_valid):
-                stop_rows = X_valid.copy()
-                stop_rows[:, hide] = np.nan
-                stop = (stop_rows, valid_codes)
-            return self._boosted(params, (fit_rows, codes[train]), stop,
+            stop = (hidden(X_valid, columns), valid_codes) if X_valid is not None and len(X_valid) else None
+            return self._boosted(params, (hidden(X[train], columns), codes[train]), stop,
                                  f"the stage of {len(columns)} of the {num_features} columns")
 
         self._fit_stages(train_on, num_features)

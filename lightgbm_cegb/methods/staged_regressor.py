@@ -44,7 +44,7 @@ from lightgbm_cegb.methods.acquisition import (
     restore_units,
     run_cost,
 )
-from lightgbm_cegb.methods.staged import LadderRun, StageLadder
+from lightgbm_cegb.methods.staged import LadderRun, StageLadder, hidden
 
 #: the gap models' LightGBM parameters and rounds: small models, each read once per row and stage
 GAP_PARAMS = {"objective": "regression", "learning_rate": 0.1, "num_leaves": 7, "min_data_in_leaf": 20,
@@ -219,9 +219,9 @@ class StagedAcquisitionRegressor(StageLadder, BudgetedEstimator, RegressorMixin,
         names = self._lightgbm_feature_names()
 
         def train_on(columns: list[int]) -> lgb.Booster:
-            train_set = lgb.Dataset(_hidden(train[0], columns), train[1], feature_name=names)
+            train_set = lgb.Dataset(hidden(train[0], columns), train[1], feature_name=names)
             valid_set = None if valid is None else \
-                lgb.Dataset(_hidden(valid[0], columns), valid[1], reference=train_set)
+                lgb.Dataset(hidden(valid[0], columns), valid[1], reference=train_set)
             return early_stopped(self, params, train_set, valid_set,
                                  f"the stage of {len(columns)} of the {num_features} columns", "squared error")
 
@@ -446,13 +446,6 @@ class StagedAcquisitionRegressor(StageLadder, BudgetedEstimator, RegressorMixin,
         self.mean_, self.scale_, self.gap0_ = float(state["mean"]), float(state["scale"]), float(state["gap0"])
         self.stages_ = [saved.booster(folder, manifest, f"stage_{k}") for k in range(1, len(self.stage_units_))]
         self.gaps_ = [saved.booster(folder, manifest, f"gap_{k}") for k in range(1, len(self.stages_))]
-
-
-def _hidden(X: np.ndarray, columns: list[int]) -> np.ndarray:
-    """A copy of X with every column outside ``columns`` missing."""
-    out = np.full(X.shape, np.nan)
-    out[:, columns] = X[:, columns]
-    return out
 
 
 def _targets(y, n: int, name: str) -> np.ndarray:
