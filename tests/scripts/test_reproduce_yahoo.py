@@ -24,11 +24,11 @@ TRAINED = "CEGB deep trained to the budget"
 def test_reproduce_yahoo_quick(tmp_path, data):
     run_script("reproduce_yahoo", "--data", data, "--quick", "--queries", "120", "--splits", "2", "--rounds", "100",
                "--out", str(tmp_path))
-    forest = "BudgetPrune (random forest)"
+    forest, staged = "BudgetPrune (random forest)", {"Staged acquisition ranker", "Cheap subset (baseline)"}
     for setting, methods in (("i", {"LightGBM", "BudgetPrune", forest, "Early Exit", "CEGB 16 leaves, depth 4",
-                                    "CEGB deep", "CEGB deep, breadth-first", "Greedy Miser", TRAINED}),
+                                    "CEGB deep", "CEGB deep, breadth-first", "Greedy Miser", TRAINED, *staged}),
                              ("ii", {"LightGBM", "BudgetPrune", forest, "Early Exit", "CEGB", "BudgetRF",
-                                     "Greedy Miser", TRAINED})):
+                                     "Greedy Miser", TRAINED, *staged})):
         frame = pd.read_csv(tmp_path / f"yahoo_{data}_{setting}.csv")
         assert set(frame["method"]) == methods and set(frame["split"]) == {0, 1}
         for _, points in frame.groupby("split"):
