@@ -75,9 +75,11 @@ PruneResult, Forest or policy
         trees see them, so the trees' splits name no column to fetch). A Forest has no ``predict``: its raw score
         is returned (as
         LightGBM's ``predict(raw_score=True)``). Linear trees are refused (their leaves read features no split
-        tests). A policy model (one with ``__lightgbm_cegb_policy__``: AdaptiveAcquisitionClassifier) decides itself
-        what each row buys next: fetch is called with the units it asks for, round by round, and
-        ``predict``/``predict_proba`` equal its own.
+        tests). A policy model (one with ``__lightgbm_cegb_policy__``: the adaptive and the staged acquisitions)
+        decides itself what each row buys next: fetch is called with the units it asks for, round by round, and
+        its predictions equal its own; its ``_policy_methods`` name the methods served and their arguments (the
+        ranker's ``group``; default ``predict`` and ``predict_proba`` without arguments), and its run's
+        ``output(method)`` gives them.
     fetch : callable ``fetch(key, row_ids) -> values``
         Called once per key per round with the ids of the rows that need it (``ids`` given to ``acquire``,
         default the rows' positions in the batch). NaN is a missing value, as for ``predict``.
@@ -578,7 +580,7 @@ PruneResult, Forest or policy
     def _check_method(self, method: str, kwargs: dict) -> None:
         """Before anything is fetched: the model can predict so, with what the routing fetches."""
         if self.policy:
-            methods = type(self.model)._policy_methods
+            methods = getattr(type(self.model), "_policy_methods", {"predict": (), "predict_proba": ()})
             if method not in methods or not set(kwargs) <= set(methods[method]):
                 said = " or ".join(f"{name!r} with {list(arguments) or 'no arguments'}"
                                    for name, arguments in methods.items())
