@@ -213,14 +213,6 @@ class PolicyClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
         """What ``method`` ("predict" or "predict_proba") answers for rows of class probabilities ``proba``."""
         return proba if method == "predict_proba" else self.classes_[proba.argmax(axis=1)]
 
-    def _drive(self, X: np.ndarray, run):
-        """``run`` through the rows X (checked), each told the values of the units it asks for."""
-        while requests := run.requests():
-            for unit, rows in requests:
-                run.deliver(unit, rows, X[np.ix_(rows, list(self.units_[unit]))])
-            run.evaluate()
-        return run
-
     def _checked_rows(self, X) -> np.ndarray:
         self._check_fitted()
         return checked_data(self, "X", X, reset=False)
@@ -239,7 +231,7 @@ class PolicyClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
             The probabilities, the order of acquisition, the acquired features and the costs.
         """
         X = self._checked_rows(X)
-        return self._drive(X, self.__lightgbm_cegb_policy__(len(X))).result()
+        return drive(self, X, self.__lightgbm_cegb_policy__(len(X))).result()
 
     def predict_proba(self, X) -> np.ndarray:
         """Class probabilities from what each row buys.
@@ -546,7 +538,7 @@ class AdaptiveAcquisitionClassifier(PolicyClassifier):
         policy = copy.copy(self).set_params(tradeoff=0.0, max_cost=None, gain="accuracy")
         # X: the fit's checked rows (a frame's names already read); bounded: the accuracy gain stops when no
         # purchase can help
-        order = policy._drive(X, policy.__lightgbm_cegb_policy__(len(X))).result().order
+        order = drive(policy, X, policy.__lightgbm_cegb_policy__(len(X))).result().order
         steps = (order >= 0).sum(axis=1)
         prefix = np.floor(rng.random_sample((len(X), copies)) * (steps[:, None] + 1)).astype(np.int64)
         bought_at = np.full((len(X), len(self.units_)), np.iinfo(np.int64).max)  # each unit's step in each row
@@ -636,7 +628,7 @@ class AdaptiveAcquisitionClassifier(PolicyClassifier):
         run = self.__lightgbm_cegb_policy__(len(X))
         if record:
             run.record()
-        return self._drive(X, run)
+        return drive(self, X, run)
 
     def _run(self, n: int) -> PolicyRun:
         return PolicyRun(self, n)
@@ -877,6 +869,17 @@ class EvaluationCost:
         added = prediction_cost(self.booster, masked, self.costs).evaluation
         self.cost[rows] += added
         return added
+
+
+def drive(model, X: np.ndarray, run):
+    """A policy ``run`` of ``model`` (its ``units_``) through the rows X (checked), each told the values of the
+    units it asks for: how ``predict_result`` drives the package's policy models (``LazyPredictor`` fetches the
+    values instead)."""
+    while requests := run.requests():
+        for unit, rows in requests:
+            run.deliver(unit, rows, X[np.ix_(rows, list(model.units_[unit]))])
+        run.evaluate()
+    return run
 
 
 def run_cost(estimator, state: CostState, evaluation: np.ndarray) -> CostReport:

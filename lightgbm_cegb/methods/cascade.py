@@ -25,8 +25,6 @@ reached (a group's own cost once) and the split and tree costs of every stage's 
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 import lightgbm as lgb
@@ -40,13 +38,14 @@ from lightgbm_cegb.core.cost_state import CostState
 from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.parallel import N_JOBS, resolve_n_jobs
 from lightgbm_cegb.core.report import CostReport
-from lightgbm_cegb.core.validation import NoneOr, Number, check_params, checked_group, checked_sequence
+from lightgbm_cegb.core.validation import NoneOr, Number, check_params, checked_group
 from lightgbm_cegb.io import saved
 from lightgbm_cegb.methods.acquisition import (
     NUM_LEAVES,
     EvaluationCost,
     auto_leaves,
     checked_data,
+    drive,
     early_stopped,
     restore_units,
     run_cost,
@@ -324,11 +323,7 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
         X, query = self._inputs(X, group)
         self._check_policy()
         run = CascadeRun(self, query)
-        while requests := run.requests():
-            for unit, rows in requests:
-                run.deliver(unit, rows, X[np.ix_(rows, list(self.units_[unit]))])
-            run.evaluate()
-        return run.result()
+        return drive(self, X, run).result()
 
     def predict(self, X, *, group=None) -> np.ndarray:
         """The cascade's ranking scores.
@@ -387,20 +382,8 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
         list of CascadeResult
             One per setting, in their order.
         """
-        X, _ = self._inputs(X, group)
-        models = []
-        for setting in checked_sequence(settings, "settings", "dicts of tradeoff, top_k and/or max_cost"):
-            if not isinstance(setting, Mapping):
-                raise CEGBError(f"settings: each setting should be a dict of tradeoff, top_k and/or max_cost, got "
-                                f"{setting!r:.60}")
-            unknown = set(setting) - set(self._policy_params)
-            if unknown:
-                raise CEGBError(f"settings: a setting holds tradeoff, top_k and max_cost only, got {sorted(unknown)}")
-            model = copy.copy(self).set_params(**setting)
-            model._check_policy()
-            models.append(model)
-        passes = self._passes(X, max(model._last_stage() for model in models) if models else 0)
-        return [model._replayed(*passes, group) for model in models]
+        self._check_fitted()
+        return self._results_at(X, settings, group)
 
     def _passes(self, X, deepest: int | None = None) -> tuple[list, list]:
         """Every stage's scores of every document of X up to stage ``deepest`` (None: the last within

@@ -124,6 +124,26 @@ class StageLadder:
         """X as stage k sees it: the columns of its units, the others missing."""
         return hidden(X, self._columns(int(self.stage_units_[k])))
 
+    def _results_at(self, X, settings, *extra) -> list:
+        """``predict_results``' work: each setting (a dict of ``_policy_params``) checked and set on a copy, one
+        ``_passes`` over X up to the deepest stage a setting reaches, each copy's result ``_replayed`` from it (with
+        ``extra``, e.g. the ranker's query sizes)."""
+        names = self._policy_params
+        either = f"{', '.join(names[:-1])} and/or {names[-1]}"
+        models = []
+        for setting in checked_sequence(settings, "settings", f"dicts of {either}"):
+            if not isinstance(setting, Mapping):
+                raise CEGBError(f"settings: each setting should be a dict of {either}, got {setting!r:.60}")
+            unknown = set(setting) - set(names)
+            if unknown:
+                raise CEGBError(f"settings: a setting holds {', '.join(names[:-1])} and {names[-1]} only, got "
+                                f"{sorted(unknown)}")
+            model = copy.copy(self).set_params(**setting)
+            model._check_policy()
+            models.append(model)
+        passes = self._passes(X, max(model._last_stage() for model in models) if models else 0)
+        return [model._replayed(*passes, *extra) for model in models]
+
     def _restore_ladder(self, state: dict) -> None:
         """``order_`` and ``stage_units_`` of a saved state, checked against ``units_``."""
         units = self.units_
@@ -312,19 +332,7 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
             One per setting, in their order.
         """
         self._check_fitted()
-        models = []
-        for setting in checked_sequence(settings, "settings", "dicts of tradeoff and/or max_cost"):
-            if not isinstance(setting, Mapping):
-                raise CEGBError(f"settings: each setting should be a dict of tradeoff and/or max_cost, got "
-                                f"{setting!r:.60}")
-            unknown = set(setting) - {"tradeoff", "max_cost"}
-            if unknown:
-                raise CEGBError(f"settings: a setting holds tradeoff and max_cost only, got {sorted(unknown)}")
-            model = copy.copy(self).set_params(**setting)
-            model._check_policy()
-            models.append(model)
-        passes = self._passes(X, max(model._last_stage() for model in models) if models else 0)
-        return [model._replayed(*passes) for model in models]
+        return self._results_at(X, settings)
 
     def _passes(self, X, deepest: int | None = None) -> tuple[list, list]:
         """Every stage's probabilities on every row of X (up to stage ``deepest``; None: the last within

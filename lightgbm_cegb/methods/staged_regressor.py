@@ -19,8 +19,6 @@ for it.
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 import lightgbm as lgb
@@ -33,13 +31,14 @@ from lightgbm_cegb.base import COSTS, RANDOM_STATE, BudgetedEstimator
 from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.parallel import N_JOBS, resolve_n_jobs
 from lightgbm_cegb.core.report import CostReport
-from lightgbm_cegb.core.validation import NoneOr, Number, check_params, checked_sequence
+from lightgbm_cegb.core.validation import NoneOr, Number, check_params
 from lightgbm_cegb.io import saved
 from lightgbm_cegb.methods.acquisition import (
     NUM_LEAVES,
     EvaluationCost,
     auto_leaves,
     checked_data,
+    drive,
     early_stopped,
     restore_units,
     run_cost,
@@ -289,11 +288,7 @@ class StagedAcquisitionRegressor(StageLadder, BudgetedEstimator, RegressorMixin,
         self._check_fitted()
         X = checked_data(self, "X", X, reset=False)
         run = self.__lightgbm_cegb_policy__(len(X))
-        while requests := run.requests():
-            for unit, rows in requests:
-                run.deliver(unit, rows, X[np.ix_(rows, list(self.units_[unit]))])
-            run.evaluate()
-        return run.result()
+        return drive(self, X, run).result()
 
     def predict(self, X) -> np.ndarray:
         """The prediction of the stage each row stops at.
@@ -344,19 +339,8 @@ class StagedAcquisitionRegressor(StageLadder, BudgetedEstimator, RegressorMixin,
         list of StagedRegressionResult
             One per setting, in their order.
         """
-        models = []
-        for setting in checked_sequence(settings, "settings", "dicts of tradeoff and/or max_cost"):
-            if not isinstance(setting, Mapping):
-                raise CEGBError(f"settings: each setting should be a dict of tradeoff and/or max_cost, got "
-                                f"{setting!r:.60}")
-            unknown = set(setting) - set(self._policy_params)
-            if unknown:
-                raise CEGBError(f"settings: a setting holds tradeoff and max_cost only, got {sorted(unknown)}")
-            model = copy.copy(self).set_params(**setting)
-            model._check_policy()
-            models.append(model)
-        passes = self._passes(X, max(model._last_stage() for model in models) if models else 0)
-        return [model._replayed(*passes) for model in models]
+        self._check_fitted()
+        return self._results_at(X, settings)
 
     def _passes(self, X, deepest: int | None = None) -> tuple[list, list, list, list]:
         """Every stage's predictions and gaps on every row of X up to stage ``deepest`` (None: the last within

@@ -673,6 +673,18 @@ def _staged_plan(context: Context, state: dict, points: list[dict]) -> None:
         state["ceiling"] = _higher(state["ceiling"], point.get("max_cost"))
 
 
+def _fitted_ladder(state: dict, params: dict, fit):
+    """The staged model of a sweep's state (the classifier, the ranker or the regressor), fitted by
+    ``fit(max_stage_cost)`` when a point first needs it, and again when a point's cap lies above the stages the
+    fitted model holds; its RoundsWarnings mark the state capped."""
+    fitted = state["model"]
+    if fitted is None or fitted.max_stage_cost is not None and \
+            _higher(fitted.max_stage_cost, params.get("max_cost")) != fitted.max_stage_cost:
+        with _rounds_capped(state):
+            state["model"] = fit(_higher(state["ceiling"], params.get("max_cost")))
+    return state["model"]
+
+
 def _higher(a: float | None, b: float | None) -> float | None:
     """The larger of two caps, None (no cap) being the largest."""
     return None if a is None or b is None else max(a, b)
@@ -685,16 +697,10 @@ def _fit_staged(context: Context, state: dict, params: dict) -> list[Candidate]:
     from lightgbm_cegb.methods.staged import StagedAcquisitionClassifier
     params = dict(params)
     _check_keys("staged_acquisition", params, {"relative_tradeoff", "tradeoff", "max_cost"})
-    fitted = state["model"]
-    if fitted is None or fitted.max_stage_cost is not None and \
-            _higher(fitted.max_stage_cost, params.get("max_cost")) != fitted.max_stage_cost:
-        model = StagedAcquisitionClassifier(feature_costs=context.costs, random_state=0,
-                                            n_jobs=context.params.get("num_threads") or None,
-                                            max_stage_cost=_higher(state["ceiling"], params.get("max_cost")),
-                                            **_acquisition_capacity(context))
-        with _rounds_capped(state):
-            state["model"] = model.fit(context.train.X, context.train.y, eval_set=(context.valid.X, context.valid.y))
-    fitted = state["model"]
+    fitted = _fitted_ladder(state, params, lambda ceiling: StagedAcquisitionClassifier(
+        feature_costs=context.costs, random_state=0, n_jobs=context.params.get("num_threads") or None,
+        max_stage_cost=ceiling, **_acquisition_capacity(context)).fit(
+        context.train.X, context.train.y, eval_set=(context.valid.X, context.valid.y)))
     scale = fitted.first_value() if "relative_tradeoff" in params else 0.0
     tradeoff, knob = _scaled_knob("staged_acquisition", params, "relative_tradeoff", "tradeoff", scale)
     model = copy.copy(fitted).set_params(tradeoff=min(tradeoff, 1.0), max_cost=params.get("max_cost"))
@@ -712,15 +718,10 @@ def _fit_staged_regressor(context: Context, state: dict, params: dict) -> list[C
     from lightgbm_cegb.methods.staged_regressor import StagedAcquisitionRegressor
     params = dict(params)
     _check_keys("staged_acquisition_regressor", params, {"relative_tradeoff", "tradeoff", "max_cost"})
-    if state["model"] is None:
-        model = StagedAcquisitionRegressor(feature_costs=context.costs, random_state=0,
-                                           n_jobs=context.params.get("num_threads") or None,
-                                           n_estimators=context.num_boost_round,
-                                           early_stopping_rounds=context.early_stopping_rounds)
-        with _rounds_capped(state):
-            state["model"] = model.fit(context.train.X, context.train.y,
-                                       eval_set=(context.valid.X, context.valid.y))
-    fitted = state["model"]
+    fitted = _fitted_ladder(state, params, lambda _: StagedAcquisitionRegressor(  # every stage: no ceiling
+        feature_costs=context.costs, random_state=0, n_jobs=context.params.get("num_threads") or None,
+        n_estimators=context.num_boost_round, early_stopping_rounds=context.early_stopping_rounds).fit(
+        context.train.X, context.train.y, eval_set=(context.valid.X, context.valid.y)))
     scale = fitted.first_value() if "relative_tradeoff" in params else 0.0
     tradeoff, knob = _scaled_knob("staged_acquisition_regressor", params, "relative_tradeoff", "tradeoff", scale)
     model = copy.copy(fitted).set_params(tradeoff=tradeoff, max_cost=params.get("max_cost"))
@@ -763,18 +764,13 @@ def _fit_cascade(context: Context, state: dict, params: dict) -> list[Candidate]
     from lightgbm_cegb.methods.cascade import StagedAcquisitionRanker
     params = dict(params)
     _check_keys("staged_acquisition_ranker", params, {"tradeoff", "top_k", "max_cost"})
-    fitted = state["model"]
-    if fitted is None or fitted.max_stage_cost is not None and \
-            _higher(fitted.max_stage_cost, params.get("max_cost")) != fitted.max_stage_cost:
-        model = StagedAcquisitionRanker(feature_costs=context.costs, random_state=0,
-                                        n_jobs=context.params.get("num_threads") or None,
-                                        max_stage_cost=_higher(state["ceiling"], params.get("max_cost")),
-                                        n_estimators=context.num_boost_round,
-                                        early_stopping_rounds=context.early_stopping_rounds)
-        with _rounds_capped(state):
-            state["model"] = model.fit(context.train.X, context.train.y, group=context.train.group,
-                                       eval_set=[(context.valid.X, context.valid.y)], eval_group=[context.valid.group])
-    model = copy.copy(state["model"]).set_params(**{"max_cost": None, **params})
+    fitted = _fitted_ladder(state, params, lambda ceiling: StagedAcquisitionRanker(
+        feature_costs=context.costs, random_state=0, n_jobs=context.params.get("num_threads") or None,
+        max_stage_cost=ceiling, n_estimators=context.num_boost_round,
+        early_stopping_rounds=context.early_stopping_rounds).fit(
+        context.train.X, context.train.y, group=context.train.group, eval_set=[(context.valid.X, context.valid.y)],
+        eval_group=[context.valid.group]))
+    model = copy.copy(fitted).set_params(**{"max_cost": None, **params})
     candidate = _CascadeCandidate("staged_acquisition_ranker", params, model, model.predict, model.prediction_cost)
     candidate.passes = state["passes"]
     candidate.capped = state.get("capped", False)
