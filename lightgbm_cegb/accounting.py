@@ -87,7 +87,7 @@ or any model of the package
         return report
     forest = to_forest(model)
     costs = resolve_costs(fitted_costs(model) if costs is None else costs, forest.num_features,
-                          names or forest.feature_names, forest.params)
+                          names or forest.feature_names, forest.params, unpriced="refuse")
     num_trees = num_trees_used(model, forest, num_iteration)
     lazy, _, split = costs.arrays(forest.num_features)
     group_of, group_lazy, _ = costs.group_arrays(forest.num_features)

@@ -94,7 +94,8 @@ def own_cost(model, price, X, costs, num_features: int, names: list[str] | None,
         If a model without trees is asked for other costs, ``num_iteration`` or ``per_iteration``.
     """
     fitted = getattr(model, "costs_", None)
-    same = costs is None or (isinstance(fitted, FeatureCosts) and resolve_costs(costs, num_features, names) == fitted)
+    same = costs is None or (isinstance(fitted, FeatureCosts)
+                             and resolve_costs(costs, num_features, names, unpriced="refuse") == fitted)
     if same and num_iteration is None and not per_iteration:
         return price(X)
     if trees:
@@ -112,6 +113,24 @@ COSTS = CheckedElsewhere("the cost resolver, core.costs.resolve_costs")
 SEED = NoneOr(Number(-2**31, 2**31 - 1, integer=True))
 #: ``random_state`` read by scikit-learn's ``check_random_state`` (None, an integer or a RandomState)
 RANDOM_STATE = CheckedElsewhere("scikit-learn's check_random_state")
+
+
+def names_in(estimator) -> list[str] | None:
+    """The names of the columns ``estimator`` was fitted on (``feature_names_in_``: a DataFrame's), as str; None for
+    X without names.
+
+    Parameters
+    ----------
+    estimator : object
+        A fitted estimator.
+
+    Returns
+    -------
+    list of str or None
+        The names.
+    """
+    names = getattr(estimator, "feature_names_in_", None)
+    return None if names is None else [str(n) for n in names]
 
 
 class BudgetedEstimator:
@@ -147,15 +166,21 @@ class BudgetedEstimator:
 
     def _check_params(self) -> None:
         """Check every declared parameter (``_constraints``); a CEGBError names the first bad one."""
-        check_params(self)
+        check_params(self, self._constraints)
+
+    def _saved_state(self) -> tuple[dict, dict]:
+        """(state, files) of the fitted model, as :meth:`save` writes them: each subclass's own."""
+        raise NotImplementedError(f"{type(self).__name__} implements _saved_state")
+
+    def _restore(self, state: dict, folder, manifest) -> None:
+        """Set the fitted attributes from what :meth:`_saved_state` saved: each subclass's own."""
+        raise NotImplementedError(f"{type(self).__name__} implements _restore")
 
     def _check_fitted(self) -> None:
         check_fitted(self, self._fitted_attribute)
 
     def _names_in(self) -> list[str] | None:
-        """The names of fit's columns (``feature_names_in_``: a DataFrame's), None for X without names."""
-        names = getattr(self, "feature_names_in_", None)
-        return None if names is None else [str(n) for n in names]
+        return names_in(self)
 
     def _resolved_costs(self, num_features: int) -> FeatureCosts:
         """``feature_costs`` for fit's ``num_features`` columns (by name: fit's DataFrame's), through the one
@@ -355,3 +380,61 @@ class BudgetedEstimator:
     def _upgrade(cls, manifest: dict) -> dict:
         """A manifest of format version 1 (lightgbm_cegb 0.1.0) in the form of version 2."""
         raise CEGBError(f"{cls.__name__}: no model of this class was saved by lightgbm_cegb 0.1.0")
+
+
+def nested_parts(model: BudgetedEstimator, prefix: str) -> tuple[dict, dict]:
+    """A fitted estimator saved inside another object's folder (a Selection holds its chosen model so): its
+    description, for the outer state, and its files, named ``prefix`` + the estimator's own names.
+
+    Parameters
+    ----------
+    model : BudgetedEstimator
+        The fitted estimator.
+    prefix : str
+        The prefix of its files' names in the folder.
+
+    Returns
+    -------
+    (dict, dict)
+        The description (the estimator's class name, parameters, state, input shape and fitted costs) and the
+        files {name: text}; :func:`nested_model` reads them back.
+    """
+    params, state, files = model._saved_parts()
+    n = int(model.n_features_in_)
+    names = getattr(model, "feature_names_in_", None)
+    costs = getattr(model, "costs_", None)
+    described = {"kind": "estimator", "estimator": type(model).__name__, "params": saved.encode(params),
+                 "state": state, "n_features_in": n,
+                 "feature_names_in": None if names is None else [str(name) for name in names],
+                 "costs": None if costs is None else costs.to_dict(n)}
+    return described, {f"{prefix}{name}": text for name, text in files.items()}
+
+
+def nested_model(cls: type, described: dict, manifest, folder, prefix: str) -> BudgetedEstimator:
+    """The estimator :func:`nested_parts` described, read back from the outer object's ``manifest`` and ``folder``.
+
+    Parameters
+    ----------
+    cls : type
+        The estimator's class (as the description names it).
+    described : dict
+        The description :func:`nested_parts` gave.
+    manifest : lightgbm_cegb.io.saved.Fields
+        The outer object's manifest (its files and their texts).
+    folder : pathlib.Path
+        The outer object's folder.
+    prefix : str
+        The prefix of the estimator's files' names.
+
+    Returns
+    -------
+    BudgetedEstimator
+        The fitted estimator.
+    """
+    files = {name.removeprefix(prefix): file_name for name, file_name in manifest["files"].items()
+             if name.startswith(prefix)}
+    inner = saved.Fields({"format_version": manifest["format_version"], "files": files,
+                          **{key: described.get(key) for key in ("params", "state", "n_features_in",
+                                                                 "feature_names_in", "costs")}}, manifest.where)
+    inner.texts = {name: manifest.texts[f"{prefix}{name}"] for name in files}
+    return cls._from_manifest(inner, folder, {})

@@ -45,6 +45,7 @@ from lightgbm_cegb.core.costs import CEGB_KEYS, GROUP_KEYS, FeatureCosts
 from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.report import CostReport
 from lightgbm_cegb.core.validation import check_number, read_utf8
+from lightgbm_cegb.datasets.cost_files import read_cost_file
 from lightgbm_cegb.io.atomic import write_atomically
 from lightgbm_cegb.io.lightgbm_text import with_group_names
 from lightgbm_cegb.io.models import fitted_costs, library_of, to_forest, unwrap
@@ -311,14 +312,20 @@ def _report_costs(args, num_features: int, params: dict) -> tuple[FeatureCosts |
 def _priced(path: Path) -> tuple[object, int, list[str] | None, dict, bool]:
     """(what the cost command prices, its features, their names or None, its training parameters, whether it is
     priced by its own accounting) of the model at ``path``: a model file by its trees (read once, not loaded by its
-    library), a saved folder's estimator by its fitted columns, a saved Booster or Selection by its trees."""
+    library), a saved folder's estimator or Selection as :func:`_columns` reads it."""
     model = to_forest(path) if path.is_file() else load_model(path)
+    return model, *_columns(model)
+
+
+def _columns(model) -> tuple[int, list[str] | None, dict, bool]:
+    """(its features, their names or None, its training parameters, whether it is priced by its own accounting) of
+    a model: a package estimator by its fitted columns, any other model (a Selection's too) by its trees."""
     inner = unwrap(model)
     if hasattr(type(inner), "__lightgbm_cegb_cost__") and hasattr(inner, "n_features_in_"):
         names = getattr(inner, "feature_names_in_", None)
-        return model, int(inner.n_features_in_), None if names is None else [str(n) for n in names], {}, True
+        return int(inner.n_features_in_), None if names is None else [str(n) for n in names], {}, True
     forest = to_forest(model)
-    return model, forest.num_features, forest.feature_names, forest.params, False
+    return forest.num_features, forest.feature_names, forest.params, False
 
 
 def cmd_cost(args) -> int:
@@ -462,8 +469,7 @@ def cmd_train(args) -> int:
         num_features = ids[1] + 1
     elif args.one_based:
         raise CEGBError(f"{data} is not a LibSVM file; --one-based is for LibSVM/SVMlight feature ids")
-    costs = FeatureCosts.from_file(args.costs, kind=args.kind, num_features=num_features,
-                                   first_column=int(args.one_based))
+    costs = read_cost_file(args.costs, kind=args.kind, num_features=num_features, first_column=int(args.one_based))
     grouped = sorted(set(settings) & set(GROUP_KEYS))
     if grouped and costs.groups:
         raise CEGBError(f"{config} or the overrides set {grouped}, and the cost file {args.costs} has group lines: "
@@ -622,7 +628,7 @@ def read_costs(path: Path, num_features: int, *, first_column: int = 0, one_base
     except (OSError, UnicodeDecodeError):  # the cost file's reader names the file and the problem
         text = ""
     if not text.lstrip().startswith("{"):
-        return FeatureCosts.from_file(path, num_features=num_features, first_column=first_column)
+        return read_cost_file(path, num_features=num_features, first_column=first_column)
     if first_column:
         raise CEGBError(f"{one_based} moves the lines of a cost file; {str(path)!r} is JSON, whose costs are by "
                         "column (or by name): drop it")
@@ -707,40 +713,40 @@ def _check_serve(args) -> None:
 
 def _serve_predictor(args, workdir: Path | None):
     """The predictor the options describe, its store bound, and a description of the model."""
-    from lightgbm_cegb.serving import LazyPredictor
-    from lightgbm_cegb.serving.service import SQLiteStore, bundled_example
+    from lightgbm_cegb.serving.bundled import bundled_example
+    from lightgbm_cegb.serving.sqlite_store import SQLiteStore
+    from lightgbm_cegb.serving.stores import StoreError, build_predictor
 
     if args.model is None:
         latency = 20.0 if args.latency_ms is None else args.latency_ms
         return bundled_example(workdir, latency, args.query_log)
     model = _serve_model(args.model, args.method)
     if args.fetch is not None:
-        fetch = _serve_function(args.fetch)
+        store = _serve_function(args.fetch)
     else:
         try:
-            fetch = SQLiteStore(args.store, latency=(args.latency_ms or 0.0) / 1000, log=args.query_log)
+            store = SQLiteStore(args.store, latency=(args.latency_ms or 0.0) / 1000, log=args.query_log)
         except CEGBError as exc:
             raise OptionError("--store", str(exc)) from None
-    try:
-        predictor = LazyPredictor(model, fetch)
-    except CEGBError as exc:
-        raise OptionError("--model", f"{args.model}: {exc}") from None
+    costs = None
     if args.costs is not None:
-        costs = _serve_costs(args.costs, len(predictor.keys))
         try:
-            predictor = LazyPredictor(model, fetch, feature_costs=costs)
+            num_features = _columns(model)[0]
         except CEGBError as exc:
-            raise OptionError("--costs", f"{args.costs}: {exc}") from None
+            raise OptionError("--model", f"{args.model}: {exc}") from None
+        costs = _serve_costs(args.costs, num_features)
+    try:
+        predictor = build_predictor(model, store, costs)
+    except StoreError as exc:
+        raise OptionError("--store" if args.fetch is None else "--fetch", str(exc)) from None
+    except CEGBError as exc:  # with --costs, a refusal is reported as theirs (its message says "model:" if not)
+        option, given = ("--model", args.model) if costs is None else ("--costs", args.costs)
+        raise OptionError(option, f"{given}: {exc}") from None
     if not callable(getattr(predictor.model, args.method, None)):
         raise OptionError("--method", f"{type(predictor.model).__name__} has no method {args.method!r}")
     if args.eager and predictor.forest is None:
         raise OptionError("--eager", f"{type(predictor.model).__name__} decides itself what each row buys: it has "
                                      "no full-row prediction to compare with")
-    if isinstance(fetch, SQLiteStore):
-        try:
-            fetch.bind(predictor)
-        except CEGBError as exc:
-            raise OptionError("--store", str(exc)) from None
     return predictor, f"{type(model).__name__} from {args.model}"
 
 
@@ -749,12 +755,12 @@ def _stop(signum, frame) -> None:
 
 
 def cmd_serve(args) -> int:
-    """Start the service (lightgbm_cegb.serving.service) and run until stopped (SIGTERM, SIGINT)."""
+    """Start the service (lightgbm_cegb.serving.app) and run until stopped (SIGTERM, SIGINT)."""
     try:
         import uvicorn
     except ImportError:
         raise CEGBError("serve needs starlette and uvicorn: pip install 'lightgbm-cegb[serve]'") from None
-    from lightgbm_cegb.serving.service import make_app
+    from lightgbm_cegb.serving.app import make_app
 
     _check_serve(args)
     with tempfile.TemporaryDirectory(prefix="lightgbm-cegb-serve-") as tmp:
@@ -778,7 +784,7 @@ def cmd_serve(args) -> int:
 
 
 def _serve_parser(sub) -> argparse.ArgumentParser:
-    from lightgbm_cegb.serving.service import MAX_BODY_BYTES
+    from lightgbm_cegb.serving.app import MAX_BODY_BYTES
 
     p_serve = sub.add_parser("serve", help="score rows by id with lazy feature acquisition from a feature store",
                              description="Score rows by id over HTTP, fetching from a feature store only the features "

@@ -25,6 +25,7 @@ from sklearn.datasets import load_svmlight_file
 from sklearn.ensemble import RandomForestClassifier
 
 from lightgbm_cegb import FeatureCosts, budget_prune_path, prediction_cost
+from lightgbm_cegb.datasets import read_cost_file
 from lightgbm_cegb.io.atomic import write_atomically
 from scripts.protocol import DATA, load_letter, pyplot, write_table
 
@@ -46,7 +47,7 @@ def load(name: str):
         y, y_test = (y >= 1).astype(int), (y_test >= 1).astype(int)
         order = rng.permutation(len(y))
         forest, prune = order[:3000], order[3000:]
-        costs = FeatureCosts.from_file(folder / "feature_cost.txt", num_features=136).arrays(136)[0]
+        costs = read_cost_file(folder / "feature_cost.txt", num_features=136).arrays(136)[0]
         return (X[forest], y[forest]), (X[prune], y[prune]), (X_test, y_test), costs
     raise SystemExit(f"--data should be letter or mslr, got {name!r}")
 

@@ -55,7 +55,8 @@ from lightgbm_cegb import FeatureCosts
 from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.datasets import CUBE_SEEDS, HIGGS_COSTS, cube, higgs, letter
 from lightgbm_cegb.selection import METHODS
-from lightgbm_cegb.selection.adapters import ADAPT_GBRT_GRID, CSTC_RELATIVE_TRADEOFFS
+from lightgbm_cegb.selection.cstc_family import CSTC_RELATIVE_TRADEOFFS
+from lightgbm_cegb.selection.greedy_family import ADAPT_GBRT_GRID
 from scripts.protocol import DATA, LABELS, QUICK, protocol_parser, random_split, repeated_frontiers, rf_run
 
 RESOLUTIONS = (4, 8, 16, 28)

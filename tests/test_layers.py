@@ -19,6 +19,11 @@ rank  parts                                                what
 ====  ===================================================  ===================================================
 
 A part imports itself or parts of a lower rank only (two parts of one rank never import each other).
+
+No module reads another module's private member: an attribute ``x._name`` (``x`` not ``self``, ``cls`` or
+``super()``) whose name a module of the package defines is read only by a module that defines it too (a subclass's
+hook, a protocol both sides implement), or by a declared friend of the module defining it (:data:`FRIENDS`: two
+modules that are one private pair behind a public face).
 """
 
 from __future__ import annotations
@@ -34,6 +39,54 @@ PACKAGE = "lightgbm_cegb"
 RANK = {"_version": 0, "_acquisition": 0, "_engine": 0, "_budgetrf": 0, "_prune": 0, "_cstc": 0, "core": 1,
         "io": 2, "datasets": 2, "accounting": 3, "base": 3, "lgbm": 4, "serving": 4, "methods": 5, "selection": 6,
         "cli": 7, "demo": 7, "__init__": 7}
+
+
+#: (module, module whose private members it reads): why the two are one private pair behind a public face
+FRIENDS = {
+    ("lightgbm_cegb.methods.staged", "lightgbm_cegb.methods.acquisition"):
+        "the staged ladder's runs drive a model by acquisition.PolicyClassifier's run hooks (_pay, _result, "
+        "_output, _check_policy), which the ranker and the regressor implement too",
+    ("lightgbm_cegb.serving.runs", "lightgbm_cegb.serving.lazy"):
+        "the runs are LazyPredictor's per-request state, apart only to keep lazy.py readable; "
+        "serving.lazy.LazyPredictor is their public face",
+}
+
+
+def private_names(tree: ast.AST) -> set[str]:
+    """The private names (not dunders) a module defines: functions, classes, attributes and variables it assigns."""
+    out = set()
+    for node in ast.walk(tree):
+        name = None
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            name = node.name
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            name = node.attr
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            name = node.id
+        if name and name.startswith("_") and not name.startswith("__"):
+            out.add(name)
+    return out
+
+
+def private_reads(trees: dict[str, ast.AST]) -> list[str]:
+    """Every read of another module's private member in the modules ``trees`` (module -> its AST); see the doc."""
+    defined = {module: private_names(tree) for module, tree in trees.items()}
+    anywhere = set().union(*defined.values())
+    found = []
+    for module, tree in trees.items():
+        allowed = defined[module].union(*(defined.get(other, set()) for mine, other in FRIENDS if mine == module))
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")):
+                continue
+            owner = node.value
+            if isinstance(owner, ast.Name) and owner.id in ("self", "cls") or isinstance(owner, ast.Call) and \
+                    isinstance(owner.func, ast.Name) and owner.func.id == "super":
+                continue
+            if node.attr in anywhere and node.attr not in allowed:
+                where = sorted(other for other, names in defined.items() if node.attr in names)
+                found.append(f"{module}:{node.lineno} reads the private member {ast.unparse(node)} (defined in "
+                             f"{', '.join(where)})")
+    return found
 
 
 def module_name(path: Path, root: Path) -> str:
@@ -105,6 +158,7 @@ def violations(root: Path, scripts: Path | None = None) -> list[str]:
                       if isinstance(node, ast.Attribute) and node.attr == "path"
                       and isinstance(node.value, ast.Name) and node.value.id == "sys"]
     found += [f"import cycle: {' -> '.join(cycle)}" for cycle in cycles(graph)]
+    found += private_reads({module: ast.parse(path.read_text(), str(path)) for module, path in sorted(files.items())})
     return found
 
 
@@ -189,6 +243,24 @@ def test_methods_never_import_selection_and_private_names_are_refused(copy, tmp_
     assert any("private name _plain" in v for v in found), found
     assert any("scripts/x.py" in v and "_read" in v for v in found), found
     assert "scripts/build/y.py:3 edits sys.path" in found, found
+
+
+def test_a_planted_read_of_another_modules_private_member_fails(copy):
+    plant(copy, "lightgbm_cegb.selection.chosen", "return BudgetedEstimator()._saved_parts()")
+    plant(copy, "lightgbm_cegb.methods.budgetrf", "return self.model._saved_state()")  # it defines its own: a hook
+    found = violations(copy)
+    line = len((copy / PACKAGE / "selection" / "chosen.py").read_text().splitlines())
+    assert found == [f"lightgbm_cegb.selection.chosen:{line} reads the private member BudgetedEstimator()._saved_parts "
+                     "(defined in lightgbm_cegb.base)"], found
+
+
+def test_every_friend_pair_is_needed():
+    """A declared pair whose first module reads nothing private of the second is stale: remove it."""
+    trees = {module_name(p, ROOT): ast.parse(p.read_text()) for p in (ROOT / PACKAGE).rglob("*.py")}
+    for mine, other in FRIENDS:
+        theirs = private_names(trees[other]) - private_names(trees[mine])
+        reads = {node.attr for node in ast.walk(trees[mine]) if isinstance(node, ast.Attribute)}
+        assert reads & theirs, f"{mine} reads no private member of {other}: remove the pair"
 
 
 def test_no_two_modules_share_a_file_name():

@@ -2,29 +2,27 @@
 "Cost efficient gradient boosting", NIPS 2017): per-instance (lazy) and per-model (coupled) feature costs and an
 evaluation cost per split node.
 
-Its length: one class, FeatureCosts, with every form costs come in (arrays, names, groups, cost files, LightGBM
-parameters, JSON) and the one resolver (``resolve_costs``); each form builds or reads the same checked state
-(aligned, finite, non-negative costs), which would otherwise be checked in several modules.
+Its length: one class, FeatureCosts, with every form the cost model itself takes (arrays, names, groups, the
+patched LightGBM's ``cegb_*`` parameters and back, the plain lists of a saved manifest), and the one resolver
+(``resolve_costs``) with its policy for no costs (``UNPRICED``); each form builds or reads the same checked state
+(aligned, finite, non-negative costs), which would otherwise be checked in several modules. Text formats are
+read above the ground floor (cost files: ``lightgbm_cegb.datasets.cost_files``).
 """
 
 from __future__ import annotations
 
 import math
-import os
-import re
 import sys
 import warnings
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 from urllib.parse import quote, unquote
 
 import numpy as np
 
 from lightgbm_cegb.core.errors import CEGBError
-from lightgbm_cegb.core.validation import check_number, known_names, read_utf8
-
-#: The Yahoo! LTR cost file's cost of the feature ids that never occur in set 1.
-UNUSED_ID_COST = 10000.0
+from lightgbm_cegb.core.validation import known_names
 
 CEGB_KEYS = ("cegb_penalty_feature_lazy", "cegb_penalty_feature_coupled", "cegb_penalty_split",
              "cegb_penalty_feature_split", "cegb_feature_group", "cegb_penalty_group_lazy",
@@ -262,36 +260,6 @@ def _is_named_series(values) -> bool:
     if index is None or not hasattr(values, "to_numpy") or getattr(values, "ndim", 0) != 1:
         return False
     return not (index.dtype.kind in "iu" and (np.asarray(index) == np.arange(len(index))).all())
-
-
-_COLUMNS = re.compile(r"([0-9]+)(?:-([0-9]+))?")
-
-
-def _group_line(path, lineno: int, line: str) -> tuple[str, tuple[int, float, list[tuple[int, int]]]]:
-    """A cost file's ``group NAME COST COLUMNS`` line: (NAME, (line number, COST, inclusive column ranges))."""
-    tokens = line.split()
-    if len(tokens) < 4:
-        raise CEGBError(f"{path}:{lineno}: expected 'group NAME COST COLUMNS' (e.g. 'group soil 100 2-41,45'), "
-                        f"got {line[:60]!r}")
-    name = tokens[1]
-    try:
-        cost = float(tokens[2])
-    except ValueError:
-        cost = math.nan
-    if not (math.isfinite(cost) and cost >= 0):
-        raise CEGBError(f"{path}:{lineno}: group {name!r}: expected its cost, a finite number >= 0, got "
-                        f"{tokens[2]!r}")
-    ranges = []
-    for item in ",".join(tokens[3:]).split(","):
-        match = _COLUMNS.fullmatch(item)
-        if item and (match is None or (match[2] is not None and int(match[2]) < int(match[1]))):
-            raise CEGBError(f"{path}:{lineno}: group {name!r}: expected columns as numbers from 0 or ranges "
-                            f"low-high (e.g. 2-41,45), got {item!r}")
-        if item:
-            ranges.append((int(match[1]), int(match[2] if match[2] is not None else match[1])))
-    if not ranges:
-        raise CEGBError(f"{path}:{lineno}: group {name!r} names no column")
-    return name, (lineno, cost, ranges)
 
 
 class FeatureCosts:
@@ -864,101 +832,6 @@ class FeatureCosts:
         self._memo().clear()
 
     @classmethod
-    def from_file(cls, path: str | os.PathLike, kind: str = "lazy", num_features: int | None = None, *,
-                  first_column: int = 0) -> FeatureCosts:
-        """Load costs in the Yahoo! LTR format, one value per line, with optional group lines (blank lines
-        and ``#`` comments ignored).
-
-        Line i (from 1) of the values is the cost of column ``first_column + i - 1``; the columns before
-        ``first_column`` cost 0. ``first_column=1`` is the reading of a 1-based SVMlight file by LightGBM,
-        which puts id i in column i and leaves column 0 empty. ``num_features`` checks the length: the values
-        must cover exactly those columns, except that a tail of :data:`UNUSED_ID_COST` values (the Yahoo
-        file's cost of the ids that never occur) beyond them is dropped.
-
-        A line ``group NAME COST COLUMNS`` makes a group of features whose cost ``COST`` is paid once, by the
-        first member used (the members' own values are paid on top, usually 0). ``COLUMNS``: column numbers
-        and inclusive ranges separated by commas or spaces (``2-41,45``), LightGBM's column numbers (from 0;
-        a LibSVM file's feature ids), whatever ``first_column``; a column is in one group at most. Values and
-        group costs are ``kind`` costs (lazy: per row; coupled: per model).
-
-        Parameters
-        ----------
-        path : str or os.PathLike
-            The cost file (UTF-8 text).
-        kind : {"lazy", "coupled"}, default="lazy"
-            The kind of the file's costs.
-        num_features : int, optional
-            The data's number of columns, checked as said above.
-        first_column : int, default=0
-            The column of the first value.
-
-        Returns
-        -------
-        FeatureCosts
-            The costs by column (and the groups, named as in the file).
-
-        Raises
-        ------
-        CEGBError
-            On a line that is neither a number nor a valid group line (the message gives the file and line), a
-            group defined twice or naming a column beyond the values or already in another group, or values
-            that do not cover ``num_features`` columns.
-        """
-        if kind not in ("lazy", "coupled"):
-            raise CEGBError(f"kind should be 'lazy' or 'coupled', got {kind!r}")
-        check_number(first_column, "first_column", 0, integer=True)
-        if num_features is not None:
-            check_number(num_features, "num_features", 1, integer=True)
-        values: list[float] = []
-        groups: dict[str, tuple[int, float, list[tuple[int, int]]]] = {}  # name -> (line, cost, column ranges)
-        for lineno, line in enumerate(read_utf8(path, "cost file").splitlines(), 1):
-            line = line.split("#", 1)[0].strip()
-            if not line:
-                continue
-            if line.split(None, 1)[0] == "group":
-                name, group = _group_line(path, lineno, line)
-                if name in groups:
-                    raise CEGBError(f"{path}:{lineno}: group {name!r} is already defined on line {groups[name][0]}")
-                groups[name] = group
-                continue
-            try:
-                values.append(float(line))
-            except ValueError:
-                raise CEGBError(f"{path}:{lineno}: expected a number, got {line[:60]!r} (a group is a line "
-                                "'group NAME COST COLUMNS')") from None
-        values = [0.0] * first_column + values
-        if num_features is not None and len(values) != num_features:
-            extra = values[num_features:]
-            if len(values) < num_features or any(v != UNUSED_ID_COST for v in extra):
-                raise CEGBError(
-                    f"{path} has {len(values) - first_column} costs for columns {first_column}.."
-                    f"{len(values) - 1}, but the data has {num_features} columns (0..{num_features - 1})"
-                    + ("; its values start at column 1 (1-based ids)" if first_column else
-                       "; if its first line is the cost of feature id 1 of a 1-based SVMlight file, say so "
-                       "(first_column=1, the CLI's --one-based)" if len(values) == num_features - 1 else ""))
-            values = values[:num_features]
-        if not groups:
-            return cls(**{kind: values})
-        owner = np.full(len(values), -1, dtype=np.int64)
-        members: dict[str, list[int]] = {}
-        for g, (name, (lineno, _, ranges)) in enumerate(groups.items()):
-            for low, high in ranges:
-                if high >= len(values):
-                    raise CEGBError(f"{path}:{lineno}: group {name!r} names column {high}, beyond the {len(values)} "
-                                    f"columns the file's costs cover (0..{len(values) - 1})")
-                taken = np.flatnonzero(owner[low:high + 1] >= 0)
-                if taken.size:
-                    column = low + int(taken[0])
-                    other = list(groups)[int(owner[column])]
-                    raise CEGBError(f"{path}:{lineno}: column {column} is already in group {other!r}"
-                                    + ("" if other == name else f" (line {groups[other][0]})")
-                                    + "; a column is in one group at most")
-                owner[low:high + 1] = g
-            members[name] = [c for low, high in ranges for c in range(low, high + 1)]
-        return cls(**{kind: values}, groups=members,
-                   **{f"group_{kind}": [cost for _, cost, _ in groups.values()]})
-
-    @classmethod
     def coerce(cls, costs) -> FeatureCosts:
         """``costs`` as FeatureCosts: itself, or lazy costs (an array by column, a mapping or a pandas
         Series by feature name).
@@ -999,20 +872,43 @@ class FeatureCosts:
                 f"split={show(self._split)}{groups}{tree})")
 
 
-#: What ``costs=None`` means, by kind of entry point (the one policy: ``resolve_costs``'s ``unpriced``)
+class Unpriced(NamedTuple):
+    """What ``costs=None`` means for one kind of entry point: a row of :data:`UNPRICED`."""
+
+    #: Whether the model's own ``cegb_*`` training parameters price it when they hold a cost.
+    own: bool
+    #: Otherwise every feature's lazy cost; None: no costs (or a refusal, with ``refused``).
+    each: float | None
+    #: Whether no costs at all is refused: the entry point needs a price.
+    refused: bool
+    #: The entry points that state this case, and why.
+    used_by: str
+
+
+#: The one policy for ``costs=None``: ``resolve_costs``'s ``unpriced`` names its row; every caller states its case.
 UNPRICED = {
-    "params": "the model's own cegb_* training parameters (refused for a model trained without them): "
-              "prediction_cost, LazyPredictor, budget_prune, EarlyExit and the callbacks, which read a model",
-    "unit": "every feature costs 1 (a count of the features read): the methods' estimators and sweep, which fit",
-    "none": "no costs: the CEGB estimators, which then train as LightGBM does",
+    "refuse": Unpriced(own=True, each=None, refused=True,
+                       used_by="prediction_cost, budget_prune, EarlyExit, record_cost and budget_stopping: they "
+                               "report or trade off a trained model's cost, which a model without costs does not "
+                               "have"),
+    "zero": Unpriced(own=True, each=0.0, refused=False,
+                     used_by="LazyPredictor (and the service) and the CEGB estimators' prediction_cost: a plain "
+                             "LightGBM model is served and reported as it is, its features free (fetching what a "
+                             "row's paths need requires no price)"),
+    "unit": Unpriced(own=False, each=1.0, refused=False,
+                     used_by="the methods' estimators, sweep and fit_within_budget: they fit, and count the "
+                             "features a row reads"),
+    "none": Unpriced(own=False, each=None, refused=False,
+                     used_by="CEGBClassifier, CEGBRegressor and CEGBRanker when they fit: they train as LightGBM "
+                             "does"),
 }
 
 
-def resolve_costs(costs, num_features: int, names=None, params: Mapping | None = None, *,
-                  unpriced: str = "params", given_as: str | None = None, rows: str = "X") -> FeatureCosts | None:
+def resolve_costs(costs, num_features: int, names=None, params: Mapping | None = None, *, unpriced: str,
+                  given_as: str | None = None, rows: str = "X") -> FeatureCosts | None:
     """The one resolution of costs for ``num_features`` columns, used by every entry point: FeatureCosts, lazy
     costs by column, or by name (a mapping or a pandas Series: aligned to the columns' names with LightGBM's
-    renaming); what None means is ``unpriced`` (:data:`UNPRICED`).
+    renaming); what None means is the row ``unpriced`` of :data:`UNPRICED`.
 
     Parameters
     ----------
@@ -1023,9 +919,11 @@ def resolve_costs(costs, num_features: int, names=None, params: Mapping | None =
     names : list of str, pandas.DataFrame or lightgbm.Dataset, optional
         The columns' names, to align costs given by name.
     params : mapping, optional
-        The model's training parameters, read when ``costs`` is None and ``unpriced="params"``.
-    unpriced : {"params", "unit", "none"}, default="params"
-        What ``costs=None`` means: the cegb_* ``params``; every feature at 1; no costs (None is returned).
+        The model's training parameters, read when ``costs`` is None and the row reads the model's own costs.
+    unpriced : {"refuse", "zero", "unit", "none"}
+        What ``costs=None`` means (:data:`UNPRICED`): the model's cegb_* ``params``, else refused (``"refuse"``)
+        or every feature at 0 (``"zero"``); every feature at 1 (``"unit"``); no costs (``"none"``: None is
+        returned).
     given_as : str, optional
         The parameter the costs were given as when an estimator fits on X (e.g. "feature_costs"); the errors
         name it and the columns of ``rows``.
@@ -1040,19 +938,21 @@ def resolve_costs(costs, num_features: int, names=None, params: Mapping | None =
     Raises
     ------
     CEGBError
-        When ``costs`` is None, ``unpriced="params"`` and ``params`` hold no ``cegb_*`` cost, when costs by name
+        When ``costs`` is None, ``unpriced="refuse"`` and ``params`` hold no ``cegb_*`` cost, when costs by name
         meet columns without names, or when the costs are for another number of columns.
     """
-    if unpriced not in UNPRICED:
+    policy = UNPRICED.get(unpriced)
+    if policy is None:
         raise CEGBError(f"unpriced should be one of {sorted(UNPRICED)}, got {unpriced!r}")
+    if costs is None and policy.own:
+        costs = FeatureCosts.from_params(params or {})
     if costs is None:
-        if unpriced == "none":
-            return None
-        costs = FeatureCosts(lazy=np.ones(num_features)) if unpriced == "unit" else \
-            FeatureCosts.from_params(params or {})
-        if costs is None:
+        if policy.refused:
             raise CEGBError("costs is None and the model was not trained with cegb_* parameters: "
                             "pass costs=FeatureCosts(...)")
+        if policy.each is None:
+            return None
+        costs = FeatureCosts(lazy=np.full(num_features, policy.each))
     costs = FeatureCosts.coerce(costs)
     if not costs.is_aligned:
         if names is None:

@@ -489,7 +489,7 @@ class Forest:
             return
         if sp.issparse(X):
             X = X.tocsr()
-            self._check_shape(X.shape)
+            self.check_shape(X.shape)
             step = max(1, BLOCK_VALUES // max(X.shape[1], 1))
             for start in range(0, X.shape[0], step):
                 yield start, self._dense(self._sparse_block(X[start:start + step]), missing)
@@ -500,7 +500,7 @@ class Forest:
                 X = X.astype(np.float64)
             except (TypeError, ValueError):
                 raise CEGBError("X should hold numbers") from None
-        self._check_shape(X.shape)
+        self.check_shape(X.shape)
         yield 0, self._dense(X, missing)
 
     def dense(self, X, *, missing: bool = True) -> np.ndarray:
@@ -522,7 +522,7 @@ class Forest:
         return np.concatenate(parts) if parts else np.zeros((0, self.num_features))
 
     def _frame_blocks(self, frame, missing: bool) -> Iterator[tuple[int, np.ndarray]]:
-        self._check_shape(frame.shape)
+        self.check_shape(frame.shape)
         check_column_order(frame, self.feature_names, "X")
         step = max(1, BLOCK_VALUES // max(frame.shape[1], 1))
         for start in range(0, frame.shape[0], step):
@@ -531,7 +531,19 @@ class Forest:
                 part = lightgbm_frame_values(part, self.pandas_categorical)
             yield start, self._dense(np.asarray(part), missing)
 
-    def _check_shape(self, shape) -> None:
+    def check_shape(self, shape) -> None:
+        """Refuse rows that this forest cannot read: not 2-dimensional, or not one value per feature.
+
+        Parameters
+        ----------
+        shape : tuple of int
+            The rows' shape.
+
+        Raises
+        ------
+        CEGBError
+            Naming the shape expected and the one received.
+        """
         if len(shape) != 2:
             raise CEGBError(f"X should be 2-dimensional, got shape {tuple(shape)}")
         if shape[1] != self.num_features:
@@ -666,7 +678,7 @@ class Forest:
             np.ascontiguousarray(group_of, dtype=np.int32)
         group_lazy = np.zeros(0) if group_lazy is None else np.ascontiguousarray(group_lazy, dtype=np.float64)
         if type(X) is np.ndarray and X.dtype == np.float64 and X.ndim == 2 and not self.float32:  # read as it is
-            self._check_shape(X.shape)
+            self.check_shape(X.shape)
             blocks = [np.ascontiguousarray(X)]
         else:
             blocks = (rows for _, rows in self.row_blocks(X))

@@ -2,15 +2,19 @@
 order and columns, and a text file's encoding; each raises a CEGBError that names the parameter, what was expected
 and what was received.
 
-The estimators declare their parameters once (as scikit-learn's estimators do in ``_parameter_constraints``, a
-name with another format there, hence ours): a class attribute ``_constraints = {name: constraint}`` over every
-parameter of ``__init__``, checked by :func:`check_params` when ``fit`` starts. A constraint checks a value
-(:meth:`Constraint.check`) and gives values that break it (:meth:`Constraint.invalid`), from which
-``tests/test_contract.py`` makes its bad parameters.
+Parameters are declared once, in one vocabulary for classes and functions (as scikit-learn declares
+``_parameter_constraints`` and ``validate_params``; its format differs, hence our names): ``{name: constraint}``
+over every parameter. An estimator's class attribute ``_constraints`` is checked by :func:`check_params` when
+``fit`` starts (scikit-learn's ``set_params`` may change the parameters after ``__init__``); a function's (or a
+class's ``__init__``'s) by the :func:`validated` decorator when it is called, before its body runs. A constraint
+checks a value (:meth:`Constraint.check`) and gives values that break it (:meth:`Constraint.invalid`), from which
+the tests make their bad parameters (``tests/test_contract.py``, ``tests/constraints.py``).
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import numbers
 import os
@@ -279,10 +283,48 @@ class OneOf(Constraint):
 
 
 @dataclass(frozen=True)
+class Numbers(Constraint):
+    """A sequence (a list, tuple, 1-d array or pandas Series) of numbers that ``inner`` allows, non-empty unless
+    ``empty``; with ``single``, one such number too (``budget=5.0`` or ``budget=[5.0, 10.0]``). A number alone is
+    refused in ``inner``'s words; a bad item of a sequence is shown with its position."""
+
+    inner: Number
+    single: bool = False
+    empty: bool = False
+
+    def check(self, value, name: str) -> None:
+        try:
+            ndim = np.ndim(value)
+        except ValueError:  # ragged nesting, which numpy cannot shape
+            ndim = None
+        if ndim == 0 and self.single:
+            self.inner.check(value, name)
+            return
+        if ndim != 1 or (not self.empty and len(value) == 0):
+            raise CEGBError(f"{name} should be {self.words()}, got {value!r:.80}")
+        for i, item in enumerate(value):
+            try:
+                self.inner.check(item, name)
+            except CEGBError:
+                raise CEGBError(f"{name} should be {self.words()}, got {item!r} at position {i}") from None
+
+    def words(self) -> str:
+        if self.single:
+            return f"{self.inner.words()} or a {'' if self.empty else 'non-empty '}list of them"
+        return f"a {'' if self.empty else 'non-empty '}list, each item {self.inner.words()}"
+
+    def invalid(self) -> list:
+        out = [[bad] for bad in self.inner.invalid()] + [{"a": self.inner.low + 1}, [[self.inner.low + 1]]]
+        if not self.empty:
+            out.append([])
+        return out + (self.inner.invalid() if self.single else [self.inner.low + 1])
+
+
+@dataclass(frozen=True)
 class NoneOr(Constraint):
     """None, or what ``inner`` allows; the words: "None or <inner's words>"."""
 
-    inner: Number
+    inner: Number | Numbers
 
     def check(self, value, name: str) -> None:
         if value is None:
@@ -298,10 +340,10 @@ class NoneOr(Constraint):
 
 @dataclass(frozen=True)
 class Flag(Constraint):
-    """True or False (not 0, 1 or a string)."""
+    """True or False, numpy's too (a parameter grid's ``np.True_``); not 0, 1 or a string."""
 
     def check(self, value, name: str) -> None:
-        if not isinstance(value, bool):
+        if not isinstance(value, (bool, np.bool_)):
             raise CEGBError(f"{name} should be True or False, got {value!r}")
 
     def invalid(self) -> list:
@@ -341,13 +383,16 @@ class CheckedElsewhere(Constraint):
         return []
 
 
-def check_params(estimator, names=None) -> None:
-    """Check the parameters ``type(estimator)._constraints`` declares (only ``names`` when given).
+def check_params(estimator, constraints: dict, names=None) -> None:
+    """Check ``estimator``'s parameters against ``constraints`` (its class's declared ones; only ``names`` when
+    given).
 
     Parameters
     ----------
     estimator : object
-        An estimator whose class declares ``_constraints``.
+        The estimator whose parameters (attributes) are checked.
+    constraints : dict
+        {parameter: Constraint}, as an estimator class declares them (``_constraints``).
     names : iterable of str, optional
         The parameters to check (default: every declared one).
 
@@ -356,9 +401,79 @@ def check_params(estimator, names=None) -> None:
     CEGBError
         For the first parameter whose value breaks its constraint.
     """
-    constraints = type(estimator)._constraints
     for name in constraints if names is None else names:
         constraints[name].check(getattr(estimator, name), name)
+
+
+def check_args(constraints: Mapping[str, Constraint], values: Mapping) -> None:
+    """Check the arguments ``values`` {parameter: value} that ``constraints`` declares (a parameter not among
+    ``values``, left at its default, is not checked: a declared default is valid, as the tests check).
+
+    Raises
+    ------
+    CEGBError
+        For the first declared parameter whose value breaks its constraint.
+    """
+    for name, constraint in constraints.items():
+        if name in values:
+            constraint.check(values[name], name)
+
+
+def validated(constraints: Mapping[str, Constraint]) -> Callable:
+    """Decorator: the function (or method: ``__init__``) checks the arguments it is given against ``constraints``
+    when called, before its body runs (:func:`check_args`; the values of ``**kwargs`` by their names: options
+    passed on to another function are declared with the function's own parameters).
+
+    The decorated function keeps its name, docstring and signature, and holds ``constraints`` as ``.constraints``
+    and itself undecorated as ``.unchecked``: a caller whose own entry checked the arguments calls that, so that a
+    value is checked once per call of a public entry point.
+
+    Parameters
+    ----------
+    constraints : Mapping
+        {parameter: Constraint}, over every parameter of the function.
+
+    Returns
+    -------
+    callable
+        The decorator.
+    """
+    def decorate(function: Callable) -> Callable:
+        signature = inspect.signature(function)
+        options = next((p.name for p in signature.parameters.values() if p.kind is p.VAR_KEYWORD), None)
+
+        @functools.wraps(function)
+        def checked(*args, **kwargs):
+            try:
+                values = signature.bind(*args, **kwargs).arguments
+            except TypeError:  # a call that does not fit the signature: Python's own TypeError, from the call
+                return function(*args, **kwargs)
+            check_args(constraints, {**values, **values.get(options, {})} if options else values)
+            return function(*args, **kwargs)
+
+        checked.constraints, checked.unchecked = constraints, function
+        return checked
+
+    return decorate
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def caller_stacklevel() -> int:
+    """The ``stacklevel`` at which a warning raised by the function calling this points to the first caller outside
+    the package (as pandas' ``find_stack_level``): a fixed one would point into the package when the function is
+    reached through :func:`validated`'s wrapper or a workflow (fit_within_budget calls sweep).
+
+    Returns
+    -------
+    int
+        For ``warnings.warn(..., stacklevel=caller_stacklevel())``.
+    """
+    frame, level = inspect.currentframe().f_back, 1  # the warning function: stacklevel 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def known_names(unknown, names, what: str = "features") -> str:

@@ -20,6 +20,7 @@ from sklearn.datasets import load_svmlight_file
 from lightgbm_cegb.core.costs import FeatureCosts
 from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.validation import check_number
+from lightgbm_cegb.datasets.cost_files import read_cost_file
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,7 @@ def yahoo_costs() -> FeatureCosts:
         numbers the columns of a 1-based file.
     """
     with _bundled("yahoo_ltr_costs", "feature_cost.txt") as path:
-        return FeatureCosts.from_file(path)
+        return read_cost_file(path)
 
 
 def letter() -> tuple[np.ndarray, np.ndarray]:
@@ -223,7 +224,7 @@ def load_svmlight(path: str | os.PathLike, costs: str | os.PathLike | FeatureCos
         file does not exist or is invalid.
     """
     if isinstance(costs, (str, os.PathLike)):
-        costs = FeatureCosts.from_file(costs)
+        costs = read_cost_file(costs)
     elif costs is not None and not isinstance(costs, FeatureCosts):
         raise CEGBError(f"costs should be a cost file or FeatureCosts by column, got {type(costs).__name__}")
     if num_features is not None:

@@ -17,10 +17,15 @@ A float feature is the one at its position in ``float_features`` (as CatBoost re
 Refused, naming the field: categorical, text and embedding features in splits (one-hot and CTR splits have
 no single column to account), non-symmetric trees (``grow_policy`` other than ``SymmetricTree``), a split whose
 ``border`` and ``split_index`` disagree, two features of one column.
+
+``READER`` is CatBoost's model reader (``io.model_readers``): fitted models, JSON and binary model files (a binary
+file loaded by CatBoost, which is imported only then).
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
 import tempfile
 from pathlib import Path
@@ -29,6 +34,7 @@ import numpy as np
 
 from lightgbm_cegb.core.errors import CEGBError, NotFittedError
 from lightgbm_cegb.core.forest import MISSING_TYPE_NAN, Forest
+from lightgbm_cegb.io.model_readers import FileFormat, ModelReader, from_library, import_library
 from lightgbm_cegb.io.tree_arrays import field, listed, numbers, numeric_forest, optional, parsed, whole
 
 
@@ -223,3 +229,28 @@ def _complete_tree(feature: np.ndarray, border: np.ndarray, right_nan: np.ndarra
              for key, value in out.items()}
     shape["leaf_index"] = np.asarray(leaf_index, dtype=np.int64)
     return shape
+
+
+def _fingerprint(model) -> tuple:
+    """Its tree count and leaf values: fitting again trains the same object."""
+    if not model.is_fitted():
+        return (None,)
+    leaves = np.ascontiguousarray(model.get_leaf_values())
+    return (model.tree_count_, hashlib.sha256(leaves.tobytes()).hexdigest())
+
+
+def _load(path: Path, file_format: str):
+    catboost = import_library("catboost", path)
+    model = catboost.CatBoost()
+    try:
+        model.load_model(str(path), format=file_format)
+    except catboost.CatBoostError as exc:
+        raise CEGBError(f"model file {str(path)!r}: CatBoost cannot read it: {exc}") from None
+    return model
+
+
+READER = ModelReader(name="catboost", title="CatBoost", recognises=lambda model: from_library(model, "catboost"),
+                     fingerprint=_fingerprint, read=read_model,
+                     file_formats=(FileFormat(json_key="features_info", read=read_json,
+                                              load=functools.partial(_load, file_format="json")),
+                                   FileFormat(heads=(b"CBM1",), load=functools.partial(_load, file_format="cbm"))))

@@ -18,15 +18,22 @@ and also what they would read as something else than the text says or not surviv
 The structure (children, features, categorical bitsets) is checked by ``Forest`` itself. ``write_text``
 writes a forest read from LightGBM text back in LightGBM's format (``GBDT::SaveModelToString``,
 ``Tree::ToString``): ``write_text(read_text(t)) == t`` for the models LightGBM writes.
+
+``READER`` is LightGBM's model reader (``io.model_readers``): Boosters and scikit-learn-API models by their model
+text (``booster_of``), model files by their text.
 """
 
 from __future__ import annotations
 
+import hashlib
+
+import lightgbm as lgb
 import numpy as np
 
 from lightgbm_cegb.core.costs import GROUP_NAMES_KEY, encode_group_names
-from lightgbm_cegb.core.errors import CEGBError
+from lightgbm_cegb.core.errors import CEGBError, NotFittedError
 from lightgbm_cegb.core.forest import Forest
+from lightgbm_cegb.io.model_readers import FileFormat, ModelReader
 
 MAX_TREE_LINES = 22  # Tree::Tree(const char*) reads at most this many key=value lines
 INT_FIELDS = {"split_feature", "decision_type", "left_child", "right_child", "leaf_count", "internal_count",
@@ -453,3 +460,50 @@ def write_text(forest: Forest) -> str:
         names = forest.feature_names or [f"Column_{i}" for i in range(forest.num_features)]
         footer = footer[:start] + "feature_importances:\n" + _importances(forest, names) + footer[stop:]
     return header + "".join(blocks) + "end of trees\n" + footer
+
+
+def booster_of(model) -> lgb.Booster | None:
+    """The LightGBM Booster behind model (a Booster or a fitted sklearn-API model), else None.
+
+    Parameters
+    ----------
+    model : object
+        Any model.
+
+    Returns
+    -------
+    lightgbm.Booster or None
+        The Booster, or None when ``model`` is not a LightGBM model.
+
+    Raises
+    ------
+    NotFittedError
+        When ``model`` is a LightGBM sklearn-API model that is not fitted (a :class:`CEGBError` too, as for
+        scikit-learn models).
+    """
+    if isinstance(model, lgb.LGBMModel):
+        if not model.__sklearn_is_fitted__():
+            raise NotFittedError(f"model: this {type(model).__name__} is not fitted yet: call fit first")
+        return model.booster_
+    return model if isinstance(model, lgb.Booster) else None
+
+
+def _identity(model) -> tuple:
+    """What tells a Booster's trees apart: its handle object (a new one for every model it loads; held by the
+    cache, so never reused), its iteration and tree counts, and its last iteration's text (``rollback_one_iter``
+    then ``update`` keeps the counts and the handle)."""
+    booster = booster_of(model)
+    iterations = booster.current_iteration()
+    last = booster.model_to_string(num_iteration=1, start_iteration=iterations - 1) if iterations else ""
+    return (booster._handle, iterations, booster.num_trees(), hashlib.sha256(last.encode()).hexdigest())
+
+
+def _read_model(model) -> Forest:
+    return read_text(booster_of(model).model_to_string(num_iteration=-1))
+
+
+READER = ModelReader(name="lightgbm", title="LightGBM", named=False,
+                     recognises=lambda model: isinstance(model, (lgb.Booster, lgb.LGBMModel)),
+                     fingerprint=_identity, read=_read_model,
+                     file_formats=(FileFormat(text=True, read=read_text,
+                                              load=lambda path: lgb.Booster(model_file=str(path))),))

@@ -12,28 +12,37 @@ iteration's trees do (``rollback_one_iter`` then ``update``), so that ``predicti
 what ``predict`` does; a model file's until its size or modification time changes. Editing an earlier tree of a
 Booster in place (``set_leaf_output``, ``shuffle_models``) is not seen: pass ``to_forest(model, cache=False)``'s
 result instead.
+
+Each library is read by its record in :data:`READERS` (``io.model_readers``): the one table of libraries.
 """
 
 from __future__ import annotations
 
-import hashlib
-import importlib
 import json
 import os
 import weakref
 from pathlib import Path
 
 import lightgbm as lgb
-import numpy as np
 
-import lightgbm_cegb.io.catboost_json as catboost_model
-import lightgbm_cegb.io.lightgbm_text as lightgbm_model
-import lightgbm_cegb.io.sklearn_trees as sklearn_model
-import lightgbm_cegb.io.xgboost_json as xgboost_model
 from lightgbm_cegb.core.costs import FeatureCosts
-from lightgbm_cegb.core.errors import CEGBError, NotFittedError
+from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.forest import Forest
 from lightgbm_cegb.core.validation import read_utf8
+from lightgbm_cegb.io import catboost_json, lightgbm_text, sklearn_trees, xgboost_json
+from lightgbm_cegb.io.lightgbm_text import booster_of
+from lightgbm_cegb.io.model_readers import FileFormat, ModelReader
+
+#: The model readers, in the order a model is offered to them: the first that recognises it reads it (the last,
+#: scikit-learn's trees, takes any model and refuses what it cannot read); a model file is of the first format of
+#: theirs that it matches. A new library: a module defining its record, imported above, and its line here.
+READERS: tuple[ModelReader, ...] = (
+    lightgbm_text.READER,
+    xgboost_json.READER,
+    catboost_json.READER,
+    sklearn_trees.HIST_READER,
+    sklearn_trees.READER,
+)
 
 _cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _file_cache: dict[str, tuple[tuple, Forest]] = {}
@@ -56,32 +65,6 @@ def unwrap(model):
     """
     get = getattr(type(model), "__lightgbm_cegb_model__", None)
     return model if get is None else get(model)
-
-
-def booster_of(model) -> lgb.Booster | None:
-    """The LightGBM Booster behind model (a Booster or a fitted sklearn-API model), else None.
-
-    Parameters
-    ----------
-    model : object
-        Any model.
-
-    Returns
-    -------
-    lightgbm.Booster or None
-        The Booster, or None when ``model`` is not a LightGBM model.
-
-    Raises
-    ------
-    NotFittedError
-        When ``model`` is a LightGBM sklearn-API model that is not fitted (a :class:`CEGBError` too, as for
-        scikit-learn models).
-    """
-    if isinstance(model, lgb.LGBMModel):
-        if not model.__sklearn_is_fitted__():
-            raise NotFittedError(f"model: this {type(model).__name__} is not fitted yet: call fit first")
-        return model.booster_
-    return model if isinstance(model, lgb.Booster) else None
 
 
 def num_trees_used(model, forest: Forest, num_iteration: int | None) -> int:
@@ -141,14 +124,14 @@ def name_groups(booster: lgb.Booster, costs: FeatureCosts) -> lgb.Booster:
     if not isinstance(costs, FeatureCosts) or not costs.groups:
         raise CEGBError(f"costs should be the FeatureCosts with groups the booster was trained with, got {costs!r:.80}")
     text = booster.model_to_string(num_iteration=-1)
-    ids = [int(float(v)) for v in lightgbm_model.read_text(text).params.get("cegb_feature_group", "").split(",")
+    ids = [int(float(v)) for v in lightgbm_text.read_text(text).params.get("cegb_feature_group", "").split(",")
            if v.strip()]
     if not ids or max(ids) < 0:
         raise CEGBError("booster: its parameters have no cegb_feature_group: it was not trained with groups")
     if max(ids) >= len(costs.groups):
         raise CEGBError(f"costs have {len(costs.groups)} groups but the booster's cegb_feature_group has ids up to "
                         f"{max(ids)}: give the costs it was trained with")
-    named = lgb.Booster(model_str=lightgbm_model.with_group_names(text, list(costs.groups)))
+    named = lgb.Booster(model_str=lightgbm_text.with_group_names(text, list(costs.groups)))
     named.best_iteration = booster.best_iteration
     return named
 
@@ -201,100 +184,50 @@ def library_of(model) -> str | None:
     Returns
     -------
     str or None
-        The library's name.
+        The library's name (its reader's, when the reader is ``named``).
     """
-    roots = {cls.__module__.split(".")[0] for cls in type(model).__mro__}  # a user's subclass too
-    for library in ("xgboost", "catboost"):
-        if library in roots:
-            return library
-    return "hist" if "sklearn" in roots and sklearn_model.is_hist(model) else None
+    reader = _reader_of(model)
+    return reader.name if reader.named else None
 
 
-def _fingerprint(model) -> tuple:
-    booster = booster_of(model)
-    if booster is not None:
-        return ("lightgbm", *_lightgbm_identity(booster))
-    library = library_of(model)
-    # the objects themselves (held by the cache, so never another's id), and what grows when they train on
-    if library == "xgboost":
-        if not hasattr(model, "get_booster"):  # a Booster: the cache's weak key is the object itself
-            return ("xgboost", None, model.num_boosted_rounds())
-        booster = model.get_booster() if model.__sklearn_is_fitted__() else None
-        return ("xgboost", booster, booster and booster.num_boosted_rounds(), repr(model.missing))
-    if library == "catboost":  # fitting again trains the same object: its trees and leaf values say whether it did
-        if not model.is_fitted():
-            return ("catboost", None)
-        leaves = np.ascontiguousarray(model.get_leaf_values())
-        return ("catboost", model.tree_count_, hashlib.sha256(leaves.tobytes()).hexdigest())
-    if library == "hist":
-        predictors = getattr(model, "_predictors", None)
-        return ("hist", predictors, len(predictors or ()))
-    estimators = getattr(model, "estimators_", None)
-    trees = [model] if estimators is None else list(getattr(estimators, "ravel", lambda: estimators)())
-    return ("sklearn", tuple((id(getattr(e, "tree_", None)), getattr(getattr(e, "tree_", None), "node_count", 0))
-                             for e in trees))
+def _reader_of(model) -> ModelReader:
+    return next(reader for reader in READERS if reader.recognises(model))
 
 
-def _lightgbm_identity(booster: lgb.Booster) -> tuple:
-    """What tells a Booster's trees apart: its handle object (a new one for every model it loads; held by the
-    cache, so never reused), its iteration and tree counts, and its last iteration's text (``rollback_one_iter``
-    then ``update`` keeps the counts and the handle)."""
-    iterations = booster.current_iteration()
-    last = booster.model_to_string(num_iteration=1, start_iteration=iterations - 1) if iterations else ""
-    return (booster._handle, iterations, booster.num_trees(), hashlib.sha256(last.encode()).hexdigest())
-
-
-def _read(model) -> Forest:
-    booster = booster_of(model)
-    if booster is not None:
-        return lightgbm_model.read_text(booster.model_to_string(num_iteration=-1))
-    library = library_of(model)
-    if library == "xgboost":
-        return xgboost_model.read_model(model)
-    if library == "catboost":
-        return catboost_model.read_model(model)
-    if library == "hist":
-        return sklearn_model.read_hist(model)
-    return sklearn_model.read_model(model)
-
-
-def _file_format(path: Path) -> tuple[str, object]:
-    """(format, content) of a model file: "lightgbm" (its text), "xgboost" or "catboost" (the parsed JSON),
-    "xgboost-ubjson" or "catboost-binary" (None: only the library reads them)."""
+def _file_format(path: Path) -> tuple[ModelReader, FileFormat, object]:
+    """(reader, format, content) of a model file: its text (a text format), its parsed JSON (a JSON format) or None
+    (a binary format: only the library reads it)."""
     try:
         with open(path, "rb") as file:
             head = file.read(64)
     except OSError as exc:
         raise CEGBError(f"model file {str(path)!r} cannot be read: {exc.strerror or exc}") from None
-    if head.startswith(b"CBM1"):
-        return "catboost-binary", None
-    if head[:2] in (b"{L", b"{U", b"{i", b"{$", b"{#"):  # UBJSON: a map whose first key's length is typed
-        return "xgboost-ubjson", None
+    formats = [(reader, form) for reader in READERS for form in reader.file_formats]
+    for reader, form in formats:
+        if form.heads and head.startswith(form.heads):
+            return reader, form, None
     text = read_utf8(path, "model file")
+    readable = [(reader, form) for reader, form in formats if form.text or form.json_key]
+    plain = next((reader, form) for reader, form in readable if form.text)
     if not text.lstrip().startswith("{"):
-        return "lightgbm", text
+        return *plain, text
     try:
         parsed = json.loads(text)
     except ValueError as exc:
-        raise CEGBError(f"model file {str(path)!r}: not a LightGBM model, and not JSON ({exc})") from None
-    if isinstance(parsed, dict) and "learner" in parsed:
-        return "xgboost", parsed
-    if isinstance(parsed, dict) and "features_info" in parsed:
-        return "catboost", parsed
-    raise CEGBError(f"model file {str(path)!r}: a JSON file that is not a model of LightGBM (text), XGBoost (no "
-                    "'learner') or CatBoost (no 'features_info')")
+        raise CEGBError(f"model file {str(path)!r}: not a {plain[0].title} model, and not JSON ({exc})") from None
+    for reader, form in readable:
+        if form.json_key is not None and isinstance(parsed, dict) and form.json_key in parsed:
+            return reader, form, parsed
+    kinds = [f"{reader.title} (text)" if form.text else f"{reader.title} (no {form.json_key!r})"
+             for reader, form in readable]
+    raise CEGBError(f"model file {str(path)!r}: a JSON file that is not a model of {', '.join(kinds[:-1])} or "
+                    f"{kinds[-1]}")
 
 
 def _read_file(path: Path) -> Forest:
-    """The Forest of a model file: LightGBM's text, XGBoost's JSON or UBJSON, CatBoost's JSON or binary."""
-    kind, content = _file_format(path)
-    if kind == "xgboost":
-        return xgboost_model.read_json(content)
-    if kind == "catboost":
-        return catboost_model.read_json(content)
-    if kind == "lightgbm":
-        return lightgbm_model.read_text(content)
-    return _read(_load(path, kind))
+    """The Forest of a model file: read from its text or JSON, or loaded by its library then read."""
+    reader, form, content = _file_format(path)
+    return reader.read(form.load(path)) if form.read is None else form.read(content)
 
 
 def load_file(path: str | os.PathLike):
@@ -318,44 +251,16 @@ def load_file(path: str | os.PathLike):
         When the file cannot be read, is not a model of these libraries, or its library is not installed.
     """
     path = Path(path)
-    return _load(path, _file_format(path)[0])
+    return _file_format(path)[1].load(path)
 
 
-def _load(path: Path, kind: str):
-    """The model of the file ``path`` of format ``kind`` (``_file_format``'s), loaded by its library."""
-    if kind == "lightgbm":
-        return lgb.Booster(model_file=str(path))
-    if kind.startswith("xgboost"):
-        xgboost = _library("xgboost", path)
-        try:
-            return xgboost.Booster(model_file=str(path))
-        except xgboost.core.XGBoostError as exc:
-            raise CEGBError(f"model file {str(path)!r}: XGBoost cannot read it: {str(exc).splitlines()[0]}") from None
-    catboost = _library("catboost", path)
-    model = catboost.CatBoost()
-    try:
-        model.load_model(str(path), format="json" if kind == "catboost" else "cbm")
-    except catboost.CatBoostError as exc:
-        raise CEGBError(f"model file {str(path)!r}: CatBoost cannot read it: {exc}") from None
-    return model
-
-
-def _library(name: str, path: Path):
-    try:
-        return importlib.import_module(name)
-    except ImportError:
-        raise CEGBError(f"model file {str(path)!r} is a {name} model: loading it needs {name} (pip install "
-                        f"lightgbm-cegb[{name}]); without it, the package reads {name}'s JSON models for their "
-                        "costs") from None
-
-
-def _by_identity(model, fingerprint: tuple) -> Forest:
+def _by_identity(model, reader: ModelReader, fingerprint: tuple) -> Forest:
     """``to_forest``'s cache for models that cannot be weak keys, by identity: the entry goes with the model."""
     key = id(model)
     entry = _identity_cache.get(key)
     if entry is not None and entry[0]() is model and entry[1] == fingerprint:
         return entry[2]
-    forest = _read(model)
+    forest = reader.read(model)
     try:
         ref = weakref.ref(model, lambda _, key=key: _identity_cache.pop(key, None))
     except TypeError:  # not weakly referenceable: not cached
@@ -424,15 +329,16 @@ or fitted scikit-learn tree model
             _file_cache.clear()  # keep one file's forest: enough for repeated calls on one model
             _file_cache[str(path.resolve())] = (key, forest)
         return forest
+    reader = _reader_of(model)
     if not cache:
-        return _read(model)
-    fingerprint = _fingerprint(model)
+        return reader.read(model)
+    fingerprint = (reader.name, *reader.fingerprint(model))
     try:
         cached = _cache.get(model)
     except TypeError:  # not hashable (CatBoost's models compare by content) or not weakly referenceable
-        return _by_identity(model, fingerprint)
+        return _by_identity(model, reader, fingerprint)
     if cached is not None and cached[0] == fingerprint:
         return cached[1]
-    forest = _read(model)
+    forest = reader.read(model)
     _cache[model] = (fingerprint, forest)
     return forest

@@ -8,6 +8,9 @@ tree on a subset of the columns (``max_features < 1`` in Bagging* and IsolationF
 have their trees' feature indices mapped back to the columns of X. Split node j of a tree is its j-th internal
 node in scikit-learn's numbering and leaf l its l-th leaf, so ``node_ids`` translates the one numbering of
 ``Forest`` to scikit-learn's node ids; ``cut_model`` writes a cut forest back into a copy of the estimator.
+
+``HIST_READER`` and ``READER`` are their model readers (``io.model_readers``); ``READER`` is the table's last: it
+takes any model no other reader recognises, and refuses what is not a fitted tree model.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import numpy as np
 
 from lightgbm_cegb.core.errors import CEGBError, NotFittedError
 from lightgbm_cegb.core.forest import MISSING_TYPE_NAN, Forest
+from lightgbm_cegb.io.model_readers import ModelReader, from_library
 from lightgbm_cegb.io.tree_arrays import numeric_forest, renumber
 
 
@@ -207,3 +211,22 @@ def cut_model(model, leaves: list[np.ndarray], kept: list[np.ndarray]):
                            "nodes": new_nodes, "values": np.ascontiguousarray(values[order])})
         estimator.tree_ = tree
     return pruned
+
+
+def _hist_fingerprint(model) -> tuple:
+    predictors = getattr(model, "_predictors", None)
+    return (predictors, len(predictors or ()))
+
+
+def _fingerprint(model) -> tuple:
+    estimators = getattr(model, "estimators_", None)
+    trees = [model] if estimators is None else list(getattr(estimators, "ravel", lambda: estimators)())
+    return (tuple((id(getattr(e, "tree_", None)), getattr(getattr(e, "tree_", None), "node_count", 0))
+                  for e in trees),)
+
+
+HIST_READER = ModelReader(name="hist", title="HistGradientBoosting",
+                          recognises=lambda model: from_library(model, "sklearn") and is_hist(model),
+                          fingerprint=_hist_fingerprint, read=read_hist)
+READER = ModelReader(name="sklearn", title="scikit-learn", named=False, recognises=lambda model: True,
+                     fingerprint=_fingerprint, read=read_model)

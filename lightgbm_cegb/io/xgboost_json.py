@@ -17,17 +17,22 @@ Refused, naming the field: ``gblinear``, categorical splits, vector leaves (``mu
 "multi_output_tree"``), objectives whose intercept link is not known here; fields XGBoost would read with
 another meaning or refuse (trees whose ids are not 0..n-1 once each, ``default_left`` other than 0 or 1,
 strings or booleans where numbers belong).
+
+``READER`` is XGBoost's model reader (``io.model_readers``): Boosters and estimators, JSON and UBJSON model files
+(a UBJSON file loaded by XGBoost, which is imported only then).
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 
 from lightgbm_cegb.core.errors import CEGBError, NotFittedError
 from lightgbm_cegb.core.forest import MISSING_TYPE_NAN, Forest
+from lightgbm_cegb.io.model_readers import FileFormat, ModelReader, from_library, import_library
 from lightgbm_cegb.io.tree_arrays import field, listed, numbers, numeric_forest, optional, parsed, renumber, whole
 
 #: objectives whose ``base_score`` is a probability (the margin is its logit) or a mean (its log)
@@ -275,3 +280,26 @@ def _tree(tree: dict, t: int, num_features: int) -> dict:
             "internal_value": weights[splits], "internal_weight": hessian[splits], "leaf_weight": hessian[leaves],
             "split_gain": gain[splits]}
 
+
+
+def _fingerprint(model) -> tuple:
+    """The model's booster and what grows when it trains on (an estimator's ``missing`` too: the forest reads it)."""
+    if not hasattr(model, "get_booster"):  # a Booster: the cache's weak key is the object itself
+        return (None, model.num_boosted_rounds())
+    booster = model.get_booster() if model.__sklearn_is_fitted__() else None
+    return (booster, booster and booster.num_boosted_rounds(), repr(model.missing))
+
+
+def _load(path: Path):
+    xgboost = import_library("xgboost", path)
+    try:
+        return xgboost.Booster(model_file=str(path))
+    except xgboost.core.XGBoostError as exc:
+        raise CEGBError(f"model file {str(path)!r}: XGBoost cannot read it: {str(exc).splitlines()[0]}") from None
+
+
+READER = ModelReader(name="xgboost", title="XGBoost", recognises=lambda model: from_library(model, "xgboost"),
+                     fingerprint=_fingerprint, read=read_model,
+                     file_formats=(FileFormat(json_key="learner", read=read_json, load=_load),
+                                   # UBJSON: a map whose first key's length is typed
+                                   FileFormat(heads=(b"{L", b"{U", b"{i", b"{$", b"{#"), load=_load)))

@@ -44,7 +44,7 @@ class _BoosterCosts:
                                                 num_iteration=current - self.iterations))
         if self.state is None:
             # None: the cegb_* parameters written in the model
-            resolved = resolve_costs(costs, new.num_features, new.feature_names, new.params)
+            resolved = resolve_costs(costs, new.num_features, new.feature_names, new.params, unpriced="refuse")
             self.state = CostState(np.shape(X)[0], resolved, new.num_features)
         self.state.add(new, X, n_jobs=self.n_jobs)
         self.iterations = current

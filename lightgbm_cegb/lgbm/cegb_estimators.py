@@ -197,7 +197,7 @@ class _CEGBMixin(BudgetedEstimator):
 
         As :func:`lightgbm_cegb.prediction_cost` computes it on ``booster_``. Without ``feature_costs``, the cost
         model is read from the penalties given as LightGBM keyword arguments (the model's ``cegb_*``
-        parameters); without those either, every cost is 0.
+        parameters); without those either, every cost is 0 (``core.costs.UNPRICED["zero"]``).
 
         Parameters
         ----------
@@ -223,7 +223,8 @@ class _CEGBMixin(BudgetedEstimator):
         self._check_fitted()
         costs = self._fit_costs
         if costs is None:  # penalties given as LightGBM keyword arguments are in the model's parameters
-            costs = FeatureCosts.from_params(to_forest(self.booster_).params) or FeatureCosts()
+            forest = to_forest(self.booster_)
+            costs = resolve_costs(None, forest.num_features, params=forest.params, unpriced="zero")
         return prediction_cost(self.booster_, X, costs, num_iteration=num_iteration, per_iteration=per_iteration,
                                n_jobs=n_jobs)
 

@@ -27,7 +27,7 @@ row. A unit that costs nothing is taken whenever it can gain something (its valu
 point of the cost-quality curve without fitting again.
 
 Its length: the classifier, its policy's rounds (``PolicyRun``) and what both acquisition classifiers share
-(``PolicyClassifier``, ``AcquisitionResult``, ``fit_inputs``, ``checked_data``, ``EvaluationCost``;
+(``PolicyClassifier`` with its fit inputs, ``AcquisitionResult``, ``checked_data``, ``EvaluationCost``;
 ``methods.staged`` builds on them): one policy's parts, which read the same outcome tables.
 """
 
@@ -48,7 +48,7 @@ from sklearn.utils.validation import validate_data
 
 from lightgbm_cegb._acquisition import gains as gains_kernel
 from lightgbm_cegb.accounting import prediction_cost
-from lightgbm_cegb.base import COSTS, RANDOM_STATE, BudgetedEstimator
+from lightgbm_cegb.base import COSTS, RANDOM_STATE, BudgetedEstimator, names_in
 from lightgbm_cegb.core.cost_state import CostState
 from lightgbm_cegb.core.costs import FeatureCosts
 from lightgbm_cegb.core.errors import CEGBError, NothingToTradeOff, RoundsWarning
@@ -197,7 +197,7 @@ class PolicyClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
 
     def _check_policy(self) -> None:
         """Check the parameters read when predicting (``_policy_params``)."""
-        check_params(self, self._policy_params)
+        check_params(self, self._constraints, self._policy_params)
 
     #: LazyPredictor's methods of the model, and their arguments (passed to ``__lightgbm_cegb_policy__``)
     _policy_methods = {"predict": (), "predict_proba": ()}
@@ -336,6 +336,66 @@ class PolicyClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
             raise saved.damaged(state, f"the classifier {name!r} gives {booster.num_model_per_iteration()} scores per "
                                        f"row, the {len(self.classes_)} classes take {scores}")
         return booster
+
+    def _fit_inputs(self, X, y, eval_set) -> tuple:
+        """What the fit of an acquisition classifier starts from: X and y checked (``validate_data``; NaN allowed), the
+        classes (``classes_``), the costs (``costs_``, every feature costing 1 without ``feature_costs``), and the rows
+        that stop early: ``eval_set``, or a held-out ``validation_fraction`` of the training rows.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The training rows.
+        y : array-like of shape (n_samples,)
+            Their labels (two or more classes).
+        eval_set : tuple (X_valid, y_valid) or None
+            Rows for early stopping.
+
+        Returns
+        -------
+        tuple
+            (X as float64, the labels' class indices, the training rows' positions, X_valid or None, its class
+            indices or None, the RandomState of ``random_state``, LightGBM's seed drawn from it before the held-out
+            rows).
+
+        Raises
+        ------
+        CEGBError
+            When :func:`checked_data` refuses X, y or eval_set's X_valid, y holds fewer than two classes, eval_set is
+            not a pair or its labels are not one per row among the training classes, or the costs do not fit X.
+        """
+        X, y = checked_data(self, "X", X, y, ensure_min_samples=2)
+        self.classes_, codes = np.unique(y, return_inverse=True)
+        if len(self.classes_) < 2:
+            raise CEGBError(f"y should hold at least two classes, got {len(self.classes_)}")
+        n, num_features = X.shape
+        self.costs_ = self._resolved_costs(num_features)
+        rng = check_random_state(self.random_state)
+        seed = int(rng.randint(0, 2**31 - 1))
+        if eval_set is not None:
+            if not (isinstance(eval_set, tuple) and len(eval_set) == 2):
+                raise CEGBError(f"eval_set should be a tuple (X_valid, y_valid), got {type(eval_set).__name__}"
+                                + (f" of length {len(eval_set)}" if isinstance(eval_set, (tuple, list)) else ""))
+            X_valid, y_valid = eval_set
+            X_valid = checked_data(self, "eval_set: X_valid", X_valid, reset=False)
+            y_valid = np.asarray(y_valid)
+            if y_valid.shape != (len(X_valid),):
+                raise CEGBError(f"eval_set: y_valid should hold {len(X_valid)} labels (one per row of X_valid), got "
+                                f"shape {y_valid.shape}")
+            try:
+                index = np.minimum(np.searchsorted(self.classes_, y_valid), len(self.classes_) - 1)
+                known = (self.classes_[index] == y_valid).all()
+            except TypeError:  # labels of another type than the classes'
+                known = False
+            if not known:
+                raise CEGBError(f"eval_set: its labels should be among the training classes "
+                                f"{self.classes_.tolist()}")
+            return X, codes, np.arange(n), X_valid, index, rng, seed
+        held = int(round(self.validation_fraction * n))
+        permutation = rng.permutation(n)
+        train, valid = np.sort(permutation[held:]), np.sort(permutation[:held])
+        X_valid, valid_codes = (X[valid], codes[valid]) if held else (None, None)
+        return X, codes, train, X_valid, valid_codes, rng, seed
 
 
 class AdaptiveAcquisitionClassifier(PolicyClassifier):
@@ -483,16 +543,27 @@ class AdaptiveAcquisitionClassifier(PolicyClassifier):
         AdaptiveAcquisitionClassifier
             The fitted estimator.
         """
-        for _ in self._fitted_rounds(X, y, eval_set):
+        for _ in self.fit_rounds(X, y, eval_set):
             pass
         return self
 
-    def _fitted_rounds(self, X, y, eval_set):
+    def fit_rounds(self, X, y, eval_set):
         """``fit``, one training of the classifier at a time: after each, yields the round's number (0: on the
         random subsets only); this estimator is then fitted as with ``policy_rounds`` set to that number, to the
-        bit (a sweep reads round 0 on its way to round 1 instead of fitting both)."""
+        bit (a sweep reads round 0 on its way to round 1 instead of fitting both).
+
+        Parameters
+        ----------
+        X, y, eval_set
+            As :meth:`fit` takes them.
+
+        Yields
+        ------
+        int
+            The round just fitted, from 0 to ``policy_rounds``.
+        """
         self._check_params()
-        X, codes, train, X_valid, valid_codes, rng, seed = fit_inputs(self, X, y, eval_set)
+        X, codes, train, X_valid, valid_codes, rng, seed = self._fit_inputs(X, y, eval_set)
         n, num_features = X.shape
         units = self.costs_.units(num_features)
         self.units_, self.unit_cost_ = [columns for _, columns, _ in units], np.array([p for _, _, p in units])
@@ -618,12 +689,25 @@ class AdaptiveAcquisitionClassifier(PolicyClassifier):
             check_number(tradeoff, "tradeoffs", 0.0)
         if not len(tradeoffs):
             return []
-        trace = copy.copy(self).set_params(tradeoff=float(min(tradeoffs)))._trace(X)
+        trace = copy.copy(self).set_params(tradeoff=float(min(tradeoffs))).trace(X)
         return [trace.result(float(tradeoff)) for tradeoff in tradeoffs]
 
-    def _trace(self, X, record: bool = True) -> PolicyRun:
+    def trace(self, X, record: bool = True) -> PolicyRun:
         """The policy run on X (at this model's tradeoff); with ``record``, recording what :meth:`PolicyRun.result`
-        needs to answer any larger tradeoff."""
+        needs to answer any larger tradeoff (what :meth:`predict_results` and a sweep's points read).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The rows.
+        record : bool, default=True
+            Record the run's decisions for :meth:`PolicyRun.result`.
+
+        Returns
+        -------
+        PolicyRun
+            The run; ``run.result(tradeoff)`` is the result at any tradeoff at least this model's.
+        """
         X = self._checked_rows(X)
         run = self.__lightgbm_cegb_policy__(len(X))
         if record:
@@ -884,7 +968,7 @@ def drive(model, X: np.ndarray, run):
 
 def run_cost(estimator, state: CostState, evaluation: np.ndarray) -> CostReport:
     """The cost of a policy's run: the lazy costs ``state`` holds, plus the models' ``evaluation`` costs per row."""
-    cost = state.report(estimator.costs_, estimator._names_in())
+    cost = state.report(estimator.costs_, names_in(estimator))
     return CostReport(acquisition=cost.acquisition, evaluation=cost.evaluation + evaluation, coupled=cost.coupled,
                       usage=cost.usage, feature_names=cost.feature_names, group_usage=cost.group_usage)
 
@@ -972,69 +1056,6 @@ def checked_data(estimator, name: str, *data, **kwargs):
         except ValueError as exc:
             raise CEGBError(f"y: {exc}") from None
     return out
-
-
-def fit_inputs(estimator, X, y, eval_set) -> tuple:
-    """What the fit of an acquisition classifier starts from: X and y checked (``validate_data``; NaN allowed), the
-    classes (``classes_``), the costs (``costs_``, every feature costing 1 without ``feature_costs``), and the rows
-    that stop early: ``eval_set``, or a held-out ``validation_fraction`` of the training rows.
-
-    Parameters
-    ----------
-    estimator : AdaptiveAcquisitionClassifier or CascadeClassifier
-        The estimator being fitted (its ``feature_costs``, ``validation_fraction``, ``random_state``).
-    X : array-like of shape (n_samples, n_features)
-        The training rows.
-    y : array-like of shape (n_samples,)
-        Their labels (two or more classes).
-    eval_set : tuple (X_valid, y_valid) or None
-        Rows for early stopping.
-
-    Returns
-    -------
-    tuple
-        (X as float64, the labels' class indices, the training rows' positions, X_valid or None, its class
-        indices or None, the RandomState of ``random_state``, LightGBM's seed drawn from it before the held-out
-        rows).
-
-    Raises
-    ------
-    CEGBError
-        When :func:`checked_data` refuses X, y or eval_set's X_valid, y holds fewer than two classes, eval_set is
-        not a pair or its labels are not one per row among the training classes, or the costs do not fit X.
-    """
-    X, y = checked_data(estimator, "X", X, y, ensure_min_samples=2)
-    estimator.classes_, codes = np.unique(y, return_inverse=True)
-    if len(estimator.classes_) < 2:
-        raise CEGBError(f"y should hold at least two classes, got {len(estimator.classes_)}")
-    n, num_features = X.shape
-    estimator.costs_ = estimator._resolved_costs(num_features)
-    rng = check_random_state(estimator.random_state)
-    seed = int(rng.randint(0, 2**31 - 1))
-    if eval_set is not None:
-        if not (isinstance(eval_set, tuple) and len(eval_set) == 2):
-            raise CEGBError(f"eval_set should be a tuple (X_valid, y_valid), got {type(eval_set).__name__}"
-                            + (f" of length {len(eval_set)}" if isinstance(eval_set, (tuple, list)) else ""))
-        X_valid, y_valid = eval_set
-        X_valid = checked_data(estimator, "eval_set: X_valid", X_valid, reset=False)
-        y_valid = np.asarray(y_valid)
-        if y_valid.shape != (len(X_valid),):
-            raise CEGBError(f"eval_set: y_valid should hold {len(X_valid)} labels (one per row of X_valid), got "
-                            f"shape {y_valid.shape}")
-        try:
-            index = np.minimum(np.searchsorted(estimator.classes_, y_valid), len(estimator.classes_) - 1)
-            known = (estimator.classes_[index] == y_valid).all()
-        except TypeError:  # labels of another type than the classes'
-            known = False
-        if not known:
-            raise CEGBError(f"eval_set: its labels should be among the training classes "
-                            f"{estimator.classes_.tolist()}")
-        return X, codes, np.arange(n), X_valid, index, rng, seed
-    held = int(round(estimator.validation_fraction * n))
-    permutation = rng.permutation(n)
-    train, valid = np.sort(permutation[held:]), np.sort(permutation[:held])
-    X_valid, valid_codes = (X[valid], codes[valid]) if held else (None, None)
-    return X, codes, train, X_valid, valid_codes, rng, seed
 
 
 def _tables(X: np.ndarray, codes: np.ndarray, num_class: int, units, n_bins: int,

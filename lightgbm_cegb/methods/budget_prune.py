@@ -55,9 +55,12 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import linprog
 
+from lightgbm_cegb.base import COSTS
 from lightgbm_cegb.core.costs import resolve_costs
 from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.forest import Forest, kept_nodes
+from lightgbm_cegb.core.parallel import N_JOBS
+from lightgbm_cegb.core.validation import CheckedElsewhere, NoneOr, Number, Numbers, OneOf, validated
 from lightgbm_cegb.io.lightgbm_text import write_text
 from lightgbm_cegb.io.models import booster_of, to_forest
 from lightgbm_cegb.io.sklearn_trees import cut_model, node_ids
@@ -65,6 +68,8 @@ from lightgbm_cegb.io.sklearn_trees import cut_model, node_ids
 INTEGRALITY_TOLERANCE = 1e-7
 HIGHS_TOLERANCE = 1e-10
 SOLVERS = ("maxflow", "highs")
+#: a trade-off, or a budget: the mean lazy cost per row
+TRADEOFF = Number(0.0)
 
 
 @dataclass
@@ -471,20 +476,10 @@ def _evaluate(forest: _Problem, leaves: list[np.ndarray], kept: list[np.ndarray]
     return error, cost / n
 
 
-def _check_tradeoff(tradeoff, name: str = "tradeoff") -> float:
-    try:
-        value = float(tradeoff)
-    except (TypeError, ValueError):
-        raise CEGBError(f"{name} should be a number >= 0, got {tradeoff!r}") from None
-    if not np.isfinite(value) or value < 0:
-        raise CEGBError(f"{name} should be a finite number >= 0, got {tradeoff!r}")
-    return value
-
-
 def _pair_costs(forest: Forest, costs) -> _PairCosts:
     """c_k and the groups' c_g, from costs as prediction_cost takes them (FeatureCosts validates them: finite,
     >= 0, one per feature). BudgetPrune has no coupled or split costs: they are refused rather than ignored."""
-    costs = resolve_costs(costs, forest.num_features, forest.feature_names, forest.params)
+    costs = resolve_costs(costs, forest.num_features, forest.feature_names, forest.params, unpriced="refuse")
     lazy, coupled, split = costs.arrays(forest.num_features)
     group_of, group_lazy, group_coupled = costs.group_arrays(forest.num_features)
     if coupled.any() or split.any() or costs.tree or group_coupled.any():
@@ -496,9 +491,7 @@ def _pair_costs(forest: Forest, costs) -> _PairCosts:
                       np.asarray(group_lazy, dtype=np.float64))
 
 
-def _problem(model, X, y, costs, solver: str, n_jobs: int | None):
-    if solver not in SOLVERS:
-        raise CEGBError(f"solver should be one of {SOLVERS}, got {solver!r}")
+def _problem(model, X, y, costs, n_jobs: int | None):
     sklearn = _is_sklearn_forest(model)
     if not sklearn and booster_of(model) is None:
         raise CEGBError("model should be a fitted RandomForestClassifier, ExtraTreesClassifier, a "
@@ -576,9 +569,17 @@ class Pruner:
         If the model, the solver, the labels or the costs are not supported (see the parameters).
     """
 
+    _constraints = {
+        "model": CheckedElsewhere("the problem's build: a scikit-learn forest or a LightGBM model"),
+        "X": CheckedElsewhere("the problem's build, against the model"),
+        "y": CheckedElsewhere("the problem's build, against the model's labels"),
+        "costs": COSTS, "solver": OneOf(SOLVERS), "n_jobs": N_JOBS,
+    }
+
+    @validated(_constraints)
     def __init__(self, model, X, y, costs, *, solver: str = "maxflow", n_jobs: int | None = None) -> None:
         self.model, self.solver = model, solver
-        self.forest, self.problem, self.costs = _problem(model, X, y, costs, solver, n_jobs)
+        self.forest, self.problem, self.costs = _problem(model, X, y, costs, n_jobs)
         self._solved: dict[float, tuple] = {}  # tradeoff -> _solve's answer: budgets share their searches' first steps
         if _is_sklearn_forest(model):
             self.forest = None  # its pruned trees are written from the estimator: no need to hold the arrays
@@ -586,6 +587,7 @@ class Pruner:
     def _result(self, tradeoff: float, leaves, optimum: float, bound: float) -> PruneResult:
         return _result(self.model, self.forest, self.problem, self.costs, tradeoff, leaves, optimum, bound, self.solver)
 
+    @validated({"tradeoffs": Numbers(TRADEOFF, empty=True)})
     def path(self, tradeoffs) -> list[PruneResult]:
         """The optimal pruning at each trade-off of ``tradeoffs`` (in the given order).
 
@@ -593,7 +595,7 @@ class Pruner:
 
         Parameters
         ----------
-        tradeoffs : iterable of float
+        tradeoffs : sequence of float
             The trade-offs, finite and >= 0.
 
         Returns
@@ -601,7 +603,10 @@ class Pruner:
         list of PruneResult
             One result per trade-off, in the given order.
         """
-        tradeoffs = [_check_tradeoff(tradeoff) for tradeoff in tradeoffs]
+        return self._path([float(tradeoff) for tradeoff in tradeoffs])
+
+    def _path(self, tradeoffs: list[float]) -> list[PruneResult]:
+        """:meth:`path` of trade-offs checked."""
         if self.solver == "highs":
             solved = [_solve_highs(self.problem, self.costs, tradeoff) for tradeoff in tradeoffs]
         else:
@@ -609,6 +614,7 @@ class Pruner:
         return [self._result(tradeoff, leaves, optimum, bound)
                 for tradeoff, (leaves, optimum, bound) in zip(tradeoffs, solved)]
 
+    @validated({"tradeoff": TRADEOFF})
     def at(self, tradeoff: float) -> PruneResult:
         """The optimal pruning at trade-off ``tradeoff``.
 
@@ -622,7 +628,7 @@ class Pruner:
         PruneResult
             The pruned model and the objective's terms.
         """
-        return self.path([tradeoff])[0]
+        return self._path([float(tradeoff)])[0]
 
     def _solve(self, tradeoff: float) -> tuple:
         """(tradeoff, leaves, the solver's optimum, its bound, error, cost) of the optimal pruning at tradeoff."""
@@ -637,6 +643,7 @@ class Pruner:
         self._solved[tradeoff] = (tradeoff, leaves, optimum, bound) + _evaluate(self.problem, leaves, kept, self.costs)
         return self._solved[tradeoff]
 
+    @validated({"budget": TRADEOFF})
     def within(self, budget: float) -> PruneResult:
         """The least-error pruning that some trade-off makes optimal with mean cost <= ``budget`` on the rows.
 
@@ -653,7 +660,10 @@ class Pruner:
             The pruned model and the objective's terms; ``tradeoff`` is the smallest trade-off at which it is
             optimal.
         """
-        budget = _check_tradeoff(budget, "budget")
+        return self._within(float(budget))
+
+    def _within(self, budget: float) -> PruneResult:
+        """:meth:`within` a budget checked."""
         low = self._solve(0.0)
         if low[5] <= budget:
             return self._result(*low[:4])
@@ -680,6 +690,12 @@ class Pruner:
                 low = middle
 
 
+#: budget_prune's and budget_prune_path's parameters that they build a Pruner from: the Pruner checks them (before
+#: any work)
+BY_PRUNER = {name: CheckedElsewhere("the Pruner built from it") for name in Pruner._constraints}
+
+
+@validated({**BY_PRUNER, "tradeoff": NoneOr(TRADEOFF), "budget": NoneOr(TRADEOFF)})
 def budget_prune(model, X, y, costs, tradeoff: float | None = None, *, budget: float | None = None,
                  solver: str = "maxflow", n_jobs: int | None = None) -> PruneResult:
     """Prune ``model`` on (X, y) for feature costs ``costs`` at a trade-off, or within a budget.
@@ -742,14 +758,11 @@ def budget_prune(model, X, y, costs, tradeoff: float | None = None, *, budget: f
     """
     if (tradeoff is None) == (budget is None):
         raise CEGBError(f"give either tradeoff or budget, got tradeoff={tradeoff!r} and budget={budget!r}")
-    if tradeoff is not None:
-        tradeoff = _check_tradeoff(tradeoff)
-    else:
-        budget = _check_tradeoff(budget, "budget")
     pruner = Pruner(model, X, y, costs, solver=solver, n_jobs=n_jobs)
-    return pruner.at(tradeoff) if budget is None else pruner.within(budget)
+    return pruner._path([float(tradeoff)])[0] if budget is None else pruner._within(float(budget))
 
 
+@validated({**BY_PRUNER, "tradeoffs": Numbers(TRADEOFF, empty=True)})
 def budget_prune_path(model, X, y, costs, tradeoffs, *, solver: str = "maxflow",
                       n_jobs: int | None = None) -> list[PruneResult]:
     """:func:`budget_prune` at each trade-off of ``tradeoffs``: the accuracy-cost points.
@@ -767,7 +780,7 @@ def budget_prune_path(model, X, y, costs, tradeoffs, *, solver: str = "maxflow",
         Their labels, as :func:`budget_prune` takes them.
     costs : FeatureCosts, lazy costs per column, mapping by feature name or None
         Lazy feature costs, as :func:`budget_prune` takes them.
-    tradeoffs : iterable of float
+    tradeoffs : sequence of float
         The trade-offs, finite and >= 0.
     solver : {"maxflow", "highs"}, default="maxflow"
         The exact max-flow solver, or the LP solved by HiGHS (small problems; the reference).
@@ -785,5 +798,4 @@ def budget_prune_path(model, X, y, costs, tradeoffs, *, solver: str = "maxflow",
         If a trade-off is not a finite number >= 0, or the model, the solver, the labels or the costs are not
         supported.
     """
-    tradeoffs = [_check_tradeoff(tradeoff) for tradeoff in tradeoffs]
-    return Pruner(model, X, y, costs, solver=solver, n_jobs=n_jobs).path(tradeoffs)
+    return Pruner(model, X, y, costs, solver=solver, n_jobs=n_jobs)._path([float(tradeoff) for tradeoff in tradeoffs])

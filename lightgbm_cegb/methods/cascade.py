@@ -268,7 +268,7 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
 
     def _check_policy(self) -> None:
         """Check the parameters read when predicting (``set_params`` changes them on a fitted model)."""
-        check_params(self, self._policy_params)
+        check_params(self, self._constraints, self._policy_params)
 
     def _moving(self, k: int, rows: np.ndarray, query: np.ndarray, score: np.ndarray) -> np.ndarray:
         """Which of ``rows`` (the documents at stage ``k``, in order; ``query[rows]`` their queries,
@@ -385,9 +385,26 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
         self._check_fitted()
         return self._results_at(X, settings, group)
 
-    def _passes(self, X, deepest: int | None = None) -> tuple[list, list]:
+    def stage_passes(self, X, deepest: int | None = None) -> tuple[list, list]:
         """Every stage's scores of every document of X up to stage ``deepest`` (None: the last within
-        ``max_cost``), and what each stage's evaluation costs each document (None: nothing)."""
+        ``max_cost``), and what each stage's evaluation costs each document (None: nothing).
+
+        One pass serves every setting of ``tradeoff``, ``top_k`` and ``max_cost`` (up to ``deepest``): :meth:`replay`
+        reads each setting's result from it, equal to its own ``predict_result`` to the bit (a sweep's points share
+        it).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The rows.
+        deepest : int, optional
+            The last stage to pass (default: the last within ``max_cost``).
+
+        Returns
+        -------
+        tuple of lists
+            What :meth:`replay` takes, per stage.
+        """
         self._check_fitted()
         X = checked_data(self, "X", _dense(X), reset=False)
         deepest = self._last_stage() if deepest is None else deepest
@@ -399,9 +416,22 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
             added.append(None if evaluation is None else evaluation.add(masked, np.arange(len(X))))
         return scores, added
 
-    def _replayed(self, scores: list, added: list, group) -> CascadeResult:
+    def replay(self, scores: list, added: list, group) -> CascadeResult:
         """The result of a run whose stages' scores (and evaluation costs) on every document of the queries
-        ``group`` are known."""
+        ``group`` are known.
+
+        Parameters
+        ----------
+        scores, added : list
+            :meth:`stage_passes`'s result on the documents, for stages up to this model's last at least.
+        group : array-like of int or None
+            The query sizes, as ``predict`` takes them (None: one query).
+
+        Returns
+        -------
+        CascadeResult
+            As ``predict_result`` on the documents.
+        """
         query = _queries(group, len(scores[0]))
         run = CascadeRun(self, query)
         rows = np.arange(len(query))

@@ -16,16 +16,16 @@ block of trees per exit for the rows still in).
 from __future__ import annotations
 
 import json
-import numbers
 from dataclasses import dataclass
 
 import numpy as np
 
-from lightgbm_cegb.base import own_cost
+from lightgbm_cegb.base import COSTS, own_cost
 from lightgbm_cegb.core.cost_state import CostState
 from lightgbm_cegb.core.costs import resolve_costs
 from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.report import CostReport
+from lightgbm_cegb.core.validation import CheckedElsewhere, Number, validated
 from lightgbm_cegb.io.models import booster_of, library_of, num_trees_used, to_forest
 
 RANKING_OBJECTIVES = ("lambdarank", "rank_xendcg")
@@ -115,6 +115,10 @@ class EarlyExit:
     ``prediction_cost`` counts only the trees each row went through.
     """
 
+    _constraints = {"model": CheckedElsewhere("the readers of its library's model, with its objective"),
+                    "threshold": Number(0.0), "every": Number(1, integer=True), "feature_costs": COSTS}
+
+    @validated(_constraints)
     def __init__(self, model, *, threshold: float, every: int = 10, feature_costs=None) -> None:
         self.booster, self.forest = booster_of(model), None
         if self.booster is None:
@@ -130,16 +134,11 @@ class EarlyExit:
             else:
                 raise CEGBError(f"model: objective {objective or None!r} is neither a ranking one "
                                 f"{RANKING_OBJECTIVES} nor a classification one {CLASSIFICATION_OBJECTIVES}")
-        if isinstance(every, bool) or not isinstance(every, numbers.Integral) or every < 1:
-            raise CEGBError(f"every should be an integer >= 1, got {every!r}")
-        valid = isinstance(threshold, numbers.Real) and not isinstance(threshold, bool) and np.isfinite(threshold)
-        if self.kind == "classify" and not (valid and 0 < threshold <= 1):
+        if self.kind == "classify" and not 0 < threshold <= 1:  # a ranker's margin: any number >= 0
             raise CEGBError(f"threshold should be a probability in (0, 1] for a classifier, got {threshold!r}")
-        if self.kind == "rank" and not (valid and threshold >= 0):
-            raise CEGBError(f"threshold should be a proximity margin >= 0 for a ranker, got {threshold!r}")
         self.threshold, self.every = float(threshold), int(every)
         self.costs_ = resolve_costs(feature_costs, self.forest.num_features, self.forest.feature_names,
-                                    self.forest.params)
+                                    self.forest.params, unpriced="refuse")
 
     def predict(self, X, group=None) -> np.ndarray:
         """Each row's prediction when it stopped (classification: class probabilities; ranking: scores).

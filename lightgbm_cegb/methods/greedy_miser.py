@@ -401,6 +401,29 @@ class GreedyMiserRegressor(RegressorMixin, _GreedyMiser):
         return self._raw(X, num_iteration)
 
 
+def log_loss_gradient(score: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The gradient of the log-loss in the raw scores: ``sigmoid(score) - y`` (binary: score of shape (n,)), else
+    the softmax minus the one-hot labels (score of shape (n, classes), y the class indices).
+
+    Parameters
+    ----------
+    score : ndarray of shape (n,) or (n, n_classes)
+        The raw scores.
+    y : ndarray of shape (n,)
+        The labels (binary: 0 or 1; else the class indices).
+
+    Returns
+    -------
+    ndarray
+        The gradient, of score's shape.
+    """
+    if score.ndim == 1:
+        return expit(score) - y
+    gradient = softmax(score, axis=1)
+    gradient[np.arange(len(y)), y.astype(np.int64)] -= 1.0
+    return gradient
+
+
 class GreedyMiserClassifier(ClassifierMixin, _GreedyMiser):
     __doc__ = "Greedy Miser classification (binary and multiclass log-loss).\n" + _DOC_PARAMETERS.format(
         losses="'log_loss' (the only one: the logistic loss, the multi-class log-loss of Scene-15 with "
@@ -455,13 +478,7 @@ class GreedyMiserClassifier(ClassifierMixin, _GreedyMiser):
                             f"classes {self.classes_.tolist()}")
         return codes.astype(np.float64)
 
-    @staticmethod
-    def _gradient(score, y):
-        if score.ndim == 1:
-            return expit(score) - y
-        gradient = softmax(score, axis=1)
-        gradient[np.arange(len(y)), y.astype(np.int64)] -= 1.0
-        return gradient
+    _gradient = staticmethod(log_loss_gradient)
 
     @staticmethod
     def _metric(score, y, weight, group):

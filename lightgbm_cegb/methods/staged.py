@@ -45,7 +45,6 @@ from lightgbm_cegb.methods.acquisition import (
     EvaluationCost,
     PolicyClassifier,
     class_weights,
-    fit_inputs,
 )
 
 
@@ -126,7 +125,7 @@ class StageLadder:
 
     def _results_at(self, X, settings, *extra) -> list:
         """``predict_results``' work: each setting (a dict of ``_policy_params``) checked and set on a copy, one
-        ``_passes`` over X up to the deepest stage a setting reaches, each copy's result ``_replayed`` from it (with
+        ``stage_passes`` over X up to the deepest stage a setting reaches, each copy's result ``replay`` from it (with
         ``extra``, e.g. the ranker's query sizes)."""
         names = self._policy_params
         either = f"{', '.join(names[:-1])} and/or {names[-1]}"
@@ -141,8 +140,8 @@ class StageLadder:
             model = copy.copy(self).set_params(**setting)
             model._check_policy()
             models.append(model)
-        passes = self._passes(X, max(model._last_stage() for model in models) if models else 0)
-        return [model._replayed(*passes, *extra) for model in models]
+        passes = self.stage_passes(X, max(model._last_stage() for model in models) if models else 0)
+        return [model.replay(*passes, *extra) for model in models]
 
     def _restore_ladder(self, state: dict) -> None:
         """``order_`` and ``stage_units_`` of a saved state, checked against ``units_``."""
@@ -288,7 +287,7 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
             The fitted estimator.
         """
         self._check_params()
-        X, codes, train, X_valid, valid_codes, _, seed = fit_inputs(self, X, y, eval_set)
+        X, codes, train, X_valid, valid_codes, _, seed = self._fit_inputs(X, y, eval_set)
         n, num_features = X.shape
         units = self.costs_.units(num_features)
         self.units_, self.unit_cost_ = [columns for _, columns, _ in units], np.array([p for _, _, p in units])
@@ -334,9 +333,25 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
         self._check_fitted()
         return self._results_at(X, settings)
 
-    def _passes(self, X, deepest: int | None = None) -> tuple[list, list]:
+    def stage_passes(self, X, deepest: int | None = None) -> tuple[list, list]:
         """Every stage's probabilities on every row of X (up to stage ``deepest``; None: the last within
-        ``max_cost``), and what each stage's evaluation costs each row (None: nothing)."""
+        ``max_cost``), and what each stage's evaluation costs each row (None: nothing).
+
+        One pass serves every setting of ``tradeoff`` and ``max_cost`` (up to ``deepest``): :meth:`replay` reads each
+        setting's result from it, equal to its own ``predict_result`` to the bit (a sweep's points share it).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The rows.
+        deepest : int, optional
+            The last stage to pass (default: the last within ``max_cost``).
+
+        Returns
+        -------
+        tuple of lists
+            What :meth:`replay` takes, per stage.
+        """
         X = self._checked_rows(X)
         deepest = self._last_stage() if deepest is None else deepest
         proba, added = [], []
@@ -347,8 +362,19 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
             added.append(None if evaluation is None else evaluation.add(masked, np.arange(len(X))))
         return proba, added
 
-    def _replayed(self, proba: list, added: list) -> AcquisitionResult:
-        """The result of a run whose stages' probabilities (and evaluation costs) on every row are known."""
+    def replay(self, proba: list, added: list) -> AcquisitionResult:
+        """The result of a run whose stages' probabilities (and evaluation costs) on every row are known.
+
+        Parameters
+        ----------
+        proba, added : list
+            :meth:`stage_passes`'s result on the rows, for stages up to this model's last at least.
+
+        Returns
+        -------
+        AcquisitionResult
+            As ``predict_result`` on the rows.
+        """
         n = len(proba[0])
         last = self._last_stage()
         stop = np.full(n, last)

@@ -263,7 +263,7 @@ class StagedAcquisitionRegressor(StageLadder, BudgetedEstimator, RegressorMixin,
 
     def _check_policy(self) -> None:
         """Check the parameters read when predicting (``set_params`` changes them on a fitted model)."""
-        check_params(self, self._policy_params)
+        check_params(self, self._constraints, self._policy_params)
 
     def __lightgbm_cegb_policy__(self, n: int) -> StagedRegressionRun:
         """A run for ``n`` rows that are told the values of the units they ask for: how ``predict_result`` and
@@ -342,9 +342,25 @@ class StagedAcquisitionRegressor(StageLadder, BudgetedEstimator, RegressorMixin,
         self._check_fitted()
         return self._results_at(X, settings)
 
-    def _passes(self, X, deepest: int | None = None) -> tuple[list, list, list, list]:
+    def stage_passes(self, X, deepest: int | None = None) -> tuple[list, list, list, list]:
         """Every stage's predictions and gaps on every row of X up to stage ``deepest`` (None: the last within
-        ``max_cost``), and what each stage's regressor and gap model cost each row (None: nothing)."""
+        ``max_cost``), and what each stage's regressor and gap model cost each row (None: nothing).
+
+        One pass serves every setting of ``tradeoff`` and ``max_cost`` (up to ``deepest``): :meth:`replay` reads each
+        setting's result from it, equal to its own ``predict_result`` to the bit (a sweep's points share it).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The rows.
+        deepest : int, optional
+            The last stage to pass (default: the last within ``max_cost``).
+
+        Returns
+        -------
+        tuple of lists
+            What :meth:`replay` takes, per stage.
+        """
         self._check_fitted()
         X = checked_data(self, "X", X, reset=False)
         deepest = self._last_stage() if deepest is None else deepest
@@ -361,8 +377,19 @@ class StagedAcquisitionRegressor(StageLadder, BudgetedEstimator, RegressorMixin,
             gap_added.append(None if gap_cost is None else gap_cost.add(masked, everyone))
         return predictions, gaps, added, gap_added
 
-    def _replayed(self, predictions: list, gaps: list, added: list, gap_added: list) -> StagedRegressionResult:
-        """The result of a run whose stages' predictions, gaps and evaluation costs on every row are known."""
+    def replay(self, predictions: list, gaps: list, added: list, gap_added: list) -> StagedRegressionResult:
+        """The result of a run whose stages' predictions, gaps and evaluation costs on every row are known.
+
+        Parameters
+        ----------
+        predictions, gaps, added, gap_added : list
+            :meth:`stage_passes`'s result on the rows, for stages up to this model's last at least.
+
+        Returns
+        -------
+        StagedRegressionResult
+            As ``predict_result`` on the rows.
+        """
         run = StagedRegressionRun(self, len(predictions[0]))
         rows = np.arange(len(predictions[0]))
         for k in range(1, run.last + 1):

@@ -31,9 +31,9 @@ import scipy.sparse as sp
 from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.subsets import SubsetSearch, Unit, columns_of
 from lightgbm_cegb.core.validation import check_number
-from lightgbm_cegb.selection.adapters import PREFIX_TREES, booster_points, lightgbm_params, train_lightgbm
 from lightgbm_cegb.selection.metrics import validation_quality
-from lightgbm_cegb.selection.registry import Candidate, Context, register
+from lightgbm_cegb.selection.points import PREFIX_TREES, booster_points, lightgbm_params, train_lightgbm
+from lightgbm_cegb.selection.registry import Candidate, Context, Family
 
 
 def units(context: Context, num_features: int) -> list[Unit]:
@@ -101,7 +101,11 @@ def _search(context: Context) -> tuple[SubsetSearch, bool]:
     return SubsetSearch(score, sign * _constant_quality(context, context.metric)), subsampled
 
 
-@register("cheap_subset", grid=lambda context: [{}])
+#: this module's method, registered by the package (``lightgbm_cegb.selection``)
+FAMILY = Family()
+
+
+@FAMILY.method("cheap_subset", grid=lambda context: [{}])
 def _fit_cheap_subset(context: Context, state, params: dict) -> list[Candidate]:
     """The search's path of subsets (see the module), each step a point; given ``features``, that subset's model
     alone (no search: a screen's finalist)."""

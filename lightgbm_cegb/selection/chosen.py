@@ -14,7 +14,7 @@ import pandas as pd
 import lightgbm_cegb.lgbm.cegb_estimators  # noqa: F401 (defines CEGB's estimators, which estimator_class finds)
 import lightgbm_cegb.methods  # noqa: F401 (defines the methods' estimators)
 from lightgbm_cegb.accounting import prediction_cost
-from lightgbm_cegb.base import BudgetedEstimator
+from lightgbm_cegb.base import BudgetedEstimator, nested_model, nested_parts
 from lightgbm_cegb.core.costs import FeatureCosts
 from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.report import CostReport
@@ -228,17 +228,9 @@ class Selection:
         booster = booster_of(self.model)
         if isinstance(self.model, lgb.Booster):
             state, files = {**figures, "model": {"kind": "booster"}}, {"model": booster.model_to_string()}
-        elif callable(getattr(self.model, "_saved_parts", None)):
-            params, model_state, model_files = self.model._saved_parts()
-            n = int(self.model.n_features_in_)
-            names = getattr(self.model, "feature_names_in_", None)
-            costs = getattr(self.model, "costs_", None)
-            state = {**figures, "model": {
-                "kind": "estimator", "estimator": type(self.model).__name__, "params": saved.encode(params),
-                "state": model_state, "n_features_in": n,
-                "feature_names_in": None if names is None else [str(name) for name in names],
-                "costs": None if costs is None else costs.to_dict(n)}}
-            files = {f"model.{name}": text for name, text in model_files.items()}
+        elif isinstance(self.model, BudgetedEstimator):
+            described, files = nested_parts(self.model, "model.")
+            state = {**figures, "model": described}
         else:
             raise CEGBError(f"Selection.save: the chosen model is a {type(self.model).__name__}, which the package's "
                             "format does not hold (a LightGBM Booster or one of the package's estimators): save it "
@@ -283,14 +275,7 @@ class Selection:
             if estimator is None:
                 raise saved.damaged(manifest, f"the chosen model is a {described.get('estimator')!r:.40}, not an "
                                               "estimator of lightgbm_cegb")
-            files = {name.removeprefix("model."): file_name for name, file_name in manifest["files"].items()
-                     if name.startswith("model.")}
-            inner = saved.Fields({"format_version": manifest["format_version"], "files": files,
-                                  **{key: described.get(key) for key in ("params", "state", "n_features_in",
-                                                                         "feature_names_in", "costs")}},
-                                 manifest.where)
-            inner.texts = {name: manifest.texts[f"model.{name}"] for name in files}
-            model = estimator._from_manifest(inner, folder, {})
+            model = nested_model(estimator, described, manifest, folder, "model.")
         else:
             raise saved.damaged(manifest, f"model kind should be 'booster' or 'estimator', got "
                                           f"{described.get('kind')!r:.40}")

@@ -9,12 +9,21 @@ import numpy as np
 import pandas as pd
 
 from lightgbm_cegb.core.errors import BudgetWarning, CEGBError
-from lightgbm_cegb.core.validation import check_column_order, check_number
-from lightgbm_cegb.selection.adapters import CEGB_RELATIVE_TRADEOFFS
+from lightgbm_cegb.core.validation import (
+    CheckedElsewhere,
+    Number,
+    Numbers,
+    Satisfies,
+    caller_stacklevel,
+    check_column_order,
+    validated,
+)
 from lightgbm_cegb.selection.chosen import Selection
+from lightgbm_cegb.selection.lightgbm_family import CEGB_RELATIVE_TRADEOFFS
 from lightgbm_cegb.selection.metrics import Metric, get_metric
-from lightgbm_cegb.selection.registry import METHODS, TASKS, Rows, encoded
-from lightgbm_cegb.selection.sweep import in_gap, sweep, swept_budgets
+from lightgbm_cegb.selection.refinement import BUDGETS, in_gap, swept_budgets
+from lightgbm_cegb.selection.registry import METHODS, Rows, encoded
+from lightgbm_cegb.selection.sweep import METHOD_NAMES, ROWS, SWEEP_CONSTRAINTS, sweep
 
 
 def pareto(frame: pd.DataFrame) -> pd.DataFrame:
@@ -120,6 +129,12 @@ def _sweep_labels(frame: pd.DataFrame, rows: Rows, name: str) -> Rows:
     return encoded(rows, None if classes is None else np.asarray(classes), name)
 
 
+#: select's parameters
+SELECT_CONSTRAINTS = {"frame": CheckedElsewhere("select, by the columns and attrs it reads"), "budget": Number(0.0),
+                      "test": ROWS, "metric": CheckedElsewhere("get_metric, for the sweep's task")}
+
+
+@validated(SELECT_CONSTRAINTS)
 def select(frame: pd.DataFrame, budget: float, test=None, *, metric: str | Metric | None = None) -> Selection:
     """The point of ``frame`` with the best validation quality among those whose mean validation cost is at most
     ``budget`` (ties: the cheaper); with ``test`` rows, its test figures too.
@@ -152,7 +167,6 @@ def select(frame: pd.DataFrame, budget: float, test=None, *, metric: str | Metri
         while dearer points exist (a gap in the grid: ``sweep(..., budget=)`` or :func:`fit_within_budget`
         refine the knobs there).
     """
-    check_number(budget, "budget", 0.0)  # any real number: numpy's float32 too
     budget = float(budget)
     _check_frame(frame, "select", ("method", "params", "cost", "quality", "model"),
                  ("metric_object",) if test is not None and metric is None else ())
@@ -167,7 +181,7 @@ def select(frame: pd.DataFrame, budget: float, test=None, *, metric: str | Metri
             in_gap(frame["cost"].to_numpy(float), frame["quality"].to_numpy(float), budget, sign):
         warnings.warn(f"select: the best point within budget={budget:g} costs {best['cost']:g} and no point was "
                       f"swept between it and the budget; sweep(..., budget={budget:g}) or fit_within_budget refine "
-                      "the methods' knobs there", BudgetWarning, stacklevel=2)
+                      "the methods' knobs there", BudgetWarning, stacklevel=caller_stacklevel())
     return _chosen(frame, best, test, metric)
 
 
@@ -196,6 +210,15 @@ BUDGET_METHODS = ("lightgbm", "cegb", "greedy_miser", "budget_prune", "early_exi
 LINEAR_ROWS = 5_000
 
 
+#: fit_within_budget's parameters and the options it passes on to sweep
+FIT_WITHIN_BUDGET_CONSTRAINTS = {
+    **SWEEP_CONSTRAINTS, "budget": BUDGETS, "test": ROWS,
+    "methods": Satisfies(lambda methods: methods is None or METHOD_NAMES.test(methods),
+                         f"None, {METHOD_NAMES.words}", bad=METHOD_NAMES.bad[1:]),
+}
+
+
+@validated(FIT_WITHIN_BUDGET_CONSTRAINTS)
 def fit_within_budget(train, valid, costs, budget: float | Sequence[float], *, task: str,
                       methods: Sequence[str] | None = None, test=None, refine: int = 4,
                       **options) -> Selection | list[Selection]:
@@ -249,7 +272,7 @@ def fit_within_budget(train, valid, costs, budget: float | Sequence[float], *, t
     """
     budgets = swept_budgets(budget)
     if methods is None:
-        methods = [m for m in BUDGET_METHODS if task in METHODS[m].tasks] if task in TASKS else list(BUDGET_METHODS)
+        methods = [m for m in BUDGET_METHODS if task in METHODS[m].tasks]
         if task in ("binary", "multiclass") and len(Rows.of(train, "train").y) < LINEAR_ROWS:
             methods.append("adapt_lin")
         if task == "ranking":  # BudgetPrune ranks with a pointwise objective, Early Exit with a ranking one
@@ -259,8 +282,8 @@ def fit_within_budget(train, valid, costs, budget: float | Sequence[float], *, t
             reads = {"budget_prune": PRUNE_OBJECTIVES, "early_exit": RANKING_OBJECTIVES + CLASSIFICATION_OBJECTIVES}
             methods = [m for m in methods if objective in reads.get(m, (objective,))]
     several = np.ndim(budget) != 0
-    frame = sweep(methods, train, valid, costs, task=task, budget=list(budgets) if several else budgets[0],
-                  refine=refine, **options)
+    frame = sweep.unchecked(methods, train, valid, costs, task=task,
+                            budget=list(budgets) if several else budgets[0], refine=refine, **options)
     if frame.empty:
         raise CEGBError(f"fit_within_budget: no method gave a point (methods {list(methods)}, "
                         f"baseline={options.get('baseline', True)})")
@@ -318,18 +341,26 @@ def best_subset(train, valid, costs, budget: float | Sequence[float], *, task: s
 def _within(frame: pd.DataFrame, budget: float, test) -> Selection:
     """fit_within_budget's choice for one budget from its sweep."""
     if (frame["cost"] <= budget).any():
-        chosen = select(frame, budget, test)
+        chosen = select.unchecked(frame, budget, test)
     else:
         cheapest = frame.loc[frame["cost"].idxmin()]
         warnings.warn(f"fit_within_budget: budget={budget:g} is below every method's cheapest point (the "
                       f"cheapest, {cheapest['method']}, costs {cheapest['cost']:g} per validation row); returning "
-                      "that point", BudgetWarning, stacklevel=3)
+                      "that point", BudgetWarning, stacklevel=caller_stacklevel())
         chosen = _chosen(frame, cheapest, test, None)
         chosen.within_budget = False
     chosen.frontier = frame
     return chosen
 
 
+#: train_to_budget's parameters and the options it passes on to sweep (all but its methods and grid: its own)
+TRAIN_TO_BUDGET_CONSTRAINTS = {
+    **{name: constraint for name, constraint in SWEEP_CONSTRAINTS.items() if name not in ("methods", "grid")},
+    "budget": Number(0.0), "test": ROWS, "relative_tradeoffs": Numbers(Number(0.0)),
+}
+
+
+@validated(TRAIN_TO_BUDGET_CONSTRAINTS)
 def train_to_budget(train, valid, costs, budget: float, *, task: str, test=None,
                     relative_tradeoffs: Sequence[float] = CEGB_RELATIVE_TRADEOFFS,
                     refine: int = 4, **options) -> Selection:
@@ -372,7 +403,7 @@ def train_to_budget(train, valid, costs, budget: float, *, task: str, test=None,
     CEGBError
         When no point is within ``budget`` (as :func:`select`).
     """
-    frame = sweep("cegb", train, valid, costs, task=task, budget=budget, refine=refine,
-                  grid={"cegb": [{"relative_tradeoff": r, "budget": budget} for r in relative_tradeoffs]},
-                  **{**options, "baseline": False})
-    return select(frame, budget, test)
+    frame = sweep.unchecked("cegb", train, valid, costs, task=task, budget=budget, refine=refine,
+                            grid={"cegb": [{"relative_tradeoff": r, "budget": budget} for r in relative_tradeoffs]},
+                            **{**options, "baseline": False})
+    return select.unchecked(frame, budget, test)

@@ -370,6 +370,41 @@ def register(name: str, *, grid: Callable, tasks: Sequence[str] = TASKS, prepare
     return decorate
 
 
+class Family:
+    """The methods of one module, defined beside their fits and registered together: defining a method registers
+    nothing; the package registers each family of its methods (``lightgbm_cegb.selection``), a user's module may
+    register its own the same way (or use :func:`register`).
+    """
+
+    def __init__(self) -> None:
+        self.methods: list[tuple[str, dict, Callable]] = []
+
+    def method(self, name: str, **spec) -> Callable:
+        """Decorator recording ``fit`` as method ``name`` of this family (``spec``: :func:`register`'s keywords).
+
+        Parameters
+        ----------
+        name : str
+            The method's name.
+        **spec
+            :func:`register`'s keyword arguments (``grid``, ``tasks``, ``prepare``, ``knob``, ``plan``).
+
+        Returns
+        -------
+        callable
+            The decorator: it records ``fit`` and returns it unchanged.
+        """
+        def decorate(fit: Callable) -> Callable:
+            self.methods.append((name, spec, fit))
+            return fit
+        return decorate
+
+    def register(self) -> None:
+        """Register every method of the family in :data:`METHODS` (in the order defined)."""
+        for name, spec, fit in self.methods:
+            register(name, **spec)(fit)
+
+
 @dataclass(frozen=True)
 class Context:
     """What every fit of a sweep sees.
@@ -396,7 +431,7 @@ class Context:
         The sweep's budgets: the longest prefix within each is a point too (none: the grid only).
     shared : dict
         What the fits of one sweep share in this process, e.g. the plain model several methods start from
-        (:func:`~lightgbm_cegb.selection.adapters.plain_model`); not compared, and each process has its own.
+        (:func:`~lightgbm_cegb.selection.points.plain_model`); not compared, and each process has its own.
     screen_of : int or None, default=None
         In the context of a sweep's screen (its subsample), the number of training rows of the sweep: a method
         whose recipe depends on the rows (the adaptive acquisition's masked copies) follows the full sweep's.

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import math
 import os
 import threading
 import time
@@ -42,10 +43,12 @@ import lightgbm as lgb
 import numpy as np
 
 from lightgbm_cegb._engine import STORED, UNKNOWN_BITS, LazyBatch, LazyPlan, sigmoid
-from lightgbm_cegb.core.costs import FeatureCosts, resolve_costs
+from lightgbm_cegb.base import COSTS
+from lightgbm_cegb.core.costs import resolve_costs
 from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.forest import Forest
-from lightgbm_cegb.core.parallel import resolve_n_jobs
+from lightgbm_cegb.core.parallel import N_JOBS, resolve_n_jobs
+from lightgbm_cegb.core.validation import CheckedElsewhere, NoneOr, Number, OneOf, Satisfies, validated
 from lightgbm_cegb.io.models import booster_of, fitted_costs, library_of, load_file, num_trees_used, to_forest, unwrap
 from lightgbm_cegb.serving.results import FetchInterrupted, LazyResult, Malformed
 from lightgbm_cegb.serving.runs import PolicyModelRun, RoutingRun
@@ -150,6 +153,22 @@ PruneResult, Forest or policy
     prediction_cost : The cost of the same rows when every feature is known.
     """
 
+    _constraints = {
+        "model": CheckedElsewhere("the model readers (io.models.to_forest) or the policy protocol"),
+        "fetch": Satisfies(callable, "a callable fetch(key, row_ids) -> values", bad=(3, None), show_type=True),
+        "feature_costs": COSTS,
+        "num_iteration": CheckedElsewhere("Forest.num_trees_for: None or an integer"),
+        "order": Satisfies(lambda order: callable(order) or (isinstance(order, str) and order in ORDERS),
+                           f"one of {ORDERS} or a callable", bad=("random", None, 1)),
+        "max_workers": NoneOr(Number(1, integer=True)),
+        "timeout": Satisfies(lambda timeout: timeout is None or (isinstance(timeout, (int, float))
+                                                                and not isinstance(timeout, bool) and timeout > 0),
+                             "None or a number of seconds > 0", bad=(0, -1, math.nan, "1", True)),
+        "retries": Number(0, integer=True), "errors": OneOf(("raise", "partial")),
+        "feature_keys": OneOf(("name", "index")), "n_jobs": N_JOBS,
+    }
+
+    @validated(_constraints)
     def __init__(self, model, fetch: Callable, *, feature_costs=None, num_iteration: int | None = None,
                  order="cheapest", max_workers: int | None = None, timeout: float | None = None,
                  retries: int = 0, errors: str = "raise", feature_keys: str = "name",
@@ -159,22 +178,6 @@ PruneResult, Forest or policy
             raise CEGBError("model: a Pipeline's steps transform the values before its trees see them, so a split "
                             "names no column to fetch: serve its final estimator (model[-1]) on the transformed "
                             "features, or a model trained on the raw columns")
-        if not callable(fetch):
-            raise CEGBError(f"fetch should be a callable fetch(key, row_ids) -> values, got {type(fetch).__name__}")
-        if not (callable(order) or order in ORDERS):
-            raise CEGBError(f"order should be one of {ORDERS} or a callable, got {order!r}")
-        if max_workers is not None and (isinstance(max_workers, bool) or not isinstance(max_workers, int)
-                                        or max_workers < 1):
-            raise CEGBError(f"max_workers should be None or an integer >= 1, got {max_workers!r}")
-        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
-                                    or not timeout > 0):
-            raise CEGBError(f"timeout should be None or a number of seconds > 0, got {timeout!r}")
-        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-            raise CEGBError(f"retries should be an integer >= 0, got {retries!r}")
-        if errors not in ("raise", "partial"):
-            raise CEGBError(f"errors should be 'raise' or 'partial', got {errors!r}")
-        if feature_keys not in ("name", "index"):
-            raise CEGBError(f"feature_keys should be 'name' or 'index', got {feature_keys!r}")
         self._threads = resolve_n_jobs(n_jobs)  # the batch uses at most one per block of 64 rows
         self.policy = getattr(type(model), "__lightgbm_cegb_policy__", None) is not None
         if self.policy:  # a model that decides per row what to buy next (AdaptiveAcquisitionClassifier)
@@ -207,10 +210,8 @@ PruneResult, Forest or policy
             costs = feature_costs
             if costs is None:
                 costs = fitted_costs(given) if fitted_costs(given) is not None else fitted_costs(model)
-            if costs is None and FeatureCosts.from_params(self.forest.params) is None:
-                costs = FeatureCosts(lazy=np.zeros(self.forest.num_features))
             self.costs_ = resolve_costs(costs, self.forest.num_features, self.forest.feature_names,
-                                        self.forest.params)
+                                        self.forest.params, unpriced="zero")
             names, num_features = self.forest.feature_names, self.forest.num_features
         # the fetch order's costs: 0 for every feature when the costs have no lazy part (a model trained with
         # coupled or split penalties only)
@@ -262,6 +263,32 @@ PruneResult, Forest or policy
         group_of = self._group_of[used]
         return [self.keys[f] for f in used[group_of < 0]] + \
             [name for g, name in enumerate(self.groups) if (group_of == g).any()]
+
+    def read_fetched(self, key, ids: np.ndarray, values) -> np.ndarray:
+        """What ``fetch(key, ids)`` returned, read as a lazy prediction reads it: how the service reads its eager
+        fetches (every key for every row) too.
+
+        Parameters
+        ----------
+        key : object
+            One of :attr:`fetch_keys`.
+        ids : numpy.ndarray
+            The row ids fetch was called with.
+        values : object
+            What it returned (see ``fetch``).
+
+        Returns
+        -------
+        numpy.ndarray
+            float64 of shape (len(ids), 1) for a feature, (len(ids), its members) for a group (``groups[key]``'s
+            order).
+
+        Raises
+        ------
+        CEGBError
+            When ``values`` are not what ``fetch`` should return for ``key`` (the error says what was expected).
+        """
+        return self._values(self._unit_keys.index(key), ids, values)
 
     def acquire(self, X, known=None, *, ids=None, method: str = "predict", **kwargs) -> LazyResult:
         """Route, fetch and predict a batch: the LazyResult of every row. ``known``: bool mask of the values

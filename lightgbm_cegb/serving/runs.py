@@ -28,7 +28,7 @@ class RoutingRun:
         forest = self.forest = predictor.forest
         self.predictor = predictor
         if type(X) is np.ndarray and X.dtype == np.float64 and not forest.float32 and forest.missing_value is None:
-            forest._check_shape(X.shape)  # read as it is
+            forest.check_shape(X.shape)  # read as it is
         else:
             X = forest.dense(X, missing=False)
             if known is None and forest.missing_value is not None:  # a value given as missing is known

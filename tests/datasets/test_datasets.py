@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from lightgbm_cegb import CEGBError
-from lightgbm_cegb.core.costs import UNUSED_ID_COST
 from lightgbm_cegb.datasets import load_svmlight, yahoo_costs
+from lightgbm_cegb.datasets.cost_files import UNUSED_ID_COST
 
 ROWS = """2 qid:7 1:0.5 3:1.5
 0 qid:7 2:2.0

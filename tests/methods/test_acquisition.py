@@ -211,7 +211,7 @@ def test_each_round_of_a_fit_is_the_fit_with_that_many_policy_rounds():
     X, y, costs, _ = random_case(4)
     model = AdaptiveAcquisitionClassifier(feature_costs=costs, n_masks=3, n_estimators=20, policy_rounds=2,
                                           random_state=0)
-    for done in model._fitted_rounds(X[:180], y[:180], (X[180:], y[180:])):
+    for done in model.fit_rounds(X[:180], y[:180], (X[180:], y[180:])):
         alone = AdaptiveAcquisitionClassifier(feature_costs=costs, n_masks=3, n_estimators=20, policy_rounds=done,
                                               random_state=0).fit(X[:180], y[:180], eval_set=(X[180:], y[180:]))
         assert model.classifier_.model_to_string() == alone.classifier_.model_to_string(), done

@@ -7,9 +7,10 @@ import itertools
 
 import numpy as np
 import pytest
+from constraints import check_declared
 from sklearn.ensemble import ExtraTreesClassifier, RandomForestClassifier
 
-from lightgbm_cegb import CEGBError, FeatureCosts, budget_prune, budget_prune_path, prediction_cost
+from lightgbm_cegb import CEGBError, FeatureCosts, Pruner, budget_prune, budget_prune_path, prediction_cost
 
 
 def random_case(seed: int, classes: int = 2, n: int = 60, f: int = 4, trees: int = 3, depth: int = 3,
@@ -176,7 +177,7 @@ def test_budget_target_bad_input(small):
         budget_prune(model, X, y, costs, 0.1, budget=3)
     with pytest.raises(CEGBError, match="give either tradeoff or budget, got tradeoff=None and budget=None"):
         budget_prune(model, X, y, costs)
-    with pytest.raises(CEGBError, match="budget should be a finite number >= 0, got -1"):
+    with pytest.raises(CEGBError, match="budget should be None or a finite number >= 0, got -1"):
         budget_prune(model, X, y, costs, budget=-1)
 
 
@@ -189,9 +190,9 @@ def small():
 
 
 @pytest.mark.parametrize(("change", "message"), [
-    (lambda m, X, y, c: (m, X, y, c, -0.1), r"tradeoff should be a finite number >= 0, got -0.1"),
-    (lambda m, X, y, c: (m, X, y, c, float("nan")), r"tradeoff should be a finite number >= 0, got nan"),
-    (lambda m, X, y, c: (m, X, y, c, "big"), r"tradeoff should be a number >= 0, got 'big'"),
+    (lambda m, X, y, c: (m, X, y, c, -0.1), r"tradeoff should be None or a finite number >= 0, got -0.1"),
+    (lambda m, X, y, c: (m, X, y, c, float("nan")), r"tradeoff should be None or a finite number >= 0, got nan"),
+    (lambda m, X, y, c: (m, X, y, c, "big"), r"tradeoff should be None or a finite number >= 0, got 'big'"),
     (lambda m, X, y, c: (m, X[:, :3], y, c, 0.1), r"X has 3 features but the model has 4"),
     (lambda m, X, y, c: (m, X[:0], y[:0], c, 0.1), r"X should hold at least one row"),
     (lambda m, X, y, c: (m, X, y[:-1], c, 0.1), r"y should have one label per row of X \(60\), got 59"),
@@ -210,8 +211,22 @@ def test_bad_input_is_rejected(small, change, message):
 
 
 def test_unknown_solver_is_rejected(small):
-    with pytest.raises(CEGBError, match=r"solver should be one of \('maxflow', 'highs'\), got 'simplex'"):
+    with pytest.raises(CEGBError, match=r"solver should be one of \['maxflow', 'highs'\], got 'simplex'"):
         budget_prune(*small, 0.1, solver="simplex")
+
+
+def test_the_declared_parameters_refuse_what_they_say(small):
+    """budget_prune, budget_prune_path, Pruner and its methods declare every parameter and refuse each invalid value
+    at entry (before the problem is built: a model of None is not reached); the functions leave what they build a
+    Pruner from to its check."""
+    unread = {"model": None, "X": None, "y": None, "costs": None}
+    assert check_declared(budget_prune, unread) >= 8
+    assert check_declared(budget_prune_path, {**unread, "tradeoffs": []}) >= 6
+    assert check_declared(Pruner, unread) >= 4
+    pruner = Pruner(*small)
+    for method, valid in ((pruner.path, {"tradeoffs": [0.1]}), (pruner.at, {"tradeoff": 0.1}),
+                          (pruner.within, {"budget": 1.0})):
+        assert check_declared(method, valid) >= 4
 
 
 # ------------------------------------------------------------------------------------------------ LightGBM

@@ -6,6 +6,7 @@ from __future__ import annotations
 import lightgbm as lgb
 import numpy as np
 import pytest
+from constraints import check_declared
 
 from lightgbm_cegb import CEGBError, FeatureCosts, prediction_cost
 from lightgbm_cegb.methods.early_exit import EarlyExit
@@ -108,6 +109,12 @@ def test_bad_input(make, kwargs, message):
     X, score = data()
     with pytest.raises(CEGBError, match=message):
         EarlyExit(make(X, score), feature_costs=COSTS, **kwargs)
+
+
+def test_the_declared_parameters_refuse_what_they_say():
+    """EarlyExit declares every parameter (``_constraints``) and refuses each invalid value at entry, before it reads
+    the model; a classifier's threshold is then held to (0, 1] (test_bad_input)."""
+    assert check_declared(EarlyExit, {"model": None, "threshold": 0.5}) >= 10
 
 
 def test_ranking_needs_groups():

@@ -13,7 +13,8 @@ from references import run_script
 from scipy import stats
 
 from lightgbm_cegb.core.errors import CEGBError
-from lightgbm_cegb.selection.adapters import ADAPT_GBRT_GRID, CSTC_RELATIVE_TRADEOFFS
+from lightgbm_cegb.selection.cstc_family import CSTC_RELATIVE_TRADEOFFS
+from lightgbm_cegb.selection.greedy_family import ADAPT_GBRT_GRID
 from scripts import protocol
 from scripts.frontiers import TRICK, TRICK_DEPTHS, frontier_runs
 from scripts.protocol import (

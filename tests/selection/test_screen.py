@@ -6,7 +6,6 @@ methods share."""
 from __future__ import annotations
 
 import logging
-import sys
 import warnings
 
 import numpy as np
@@ -14,9 +13,10 @@ import pytest
 
 from lightgbm_cegb import FeatureCosts
 from lightgbm_cegb.core.errors import CEGBError
-from lightgbm_cegb.selection import METHODS, fit_within_budget, sweep
+from lightgbm_cegb.selection import METHODS, fit_within_budget, refinement, runner, screen, sweep
 from lightgbm_cegb.selection.registry import Rows
-from lightgbm_cegb.selection.sweep import SCREEN_KEEP, SCREEN_SETTINGS, _finalist_points, _key
+from lightgbm_cegb.selection.runner import frozen
+from lightgbm_cegb.selection.screen import SCREEN_KEEP, SCREEN_SETTINGS, finalist_points
 
 COSTS = FeatureCosts(lazy=[1.0, 1.0, 5.0, 5.0, 20.0, 20.0])
 FAST = {"task": "binary", "params": {"num_leaves": 8, "num_threads": 1}, "num_boost_round": 150,
@@ -47,7 +47,7 @@ def screened(binary):
 
 
 def _params(frame, stage):
-    return {(method, tuple(sorted((k, _key(v)) for k, v in params.items() if k != "trees")))
+    return {(method, frozen({k: v for k, v in params.items() if k != "trees"}))
             for method, params, s in zip(frame["method"], frame["params"], frame["stage"]) if s == stage}
 
 
@@ -65,8 +65,8 @@ def test_the_leaders_within_each_budget_on_the_subsample_are_refitted_on_every_r
         for name in finalists[budget]:
             rows = [dict(row, stage="screen" if row["stage"] == "grid" else row["stage"])
                     for row in reference[reference["method"] == name].to_dict("records")]
-            expected_points |= {(name, tuple(sorted((k, _key(v)) for k, v in p.items())))
-                                for p in _finalist_points(METHODS[name], rows, budget, sign)}
+            expected_points |= {(name, frozen(p))
+                                for p in finalist_points(METHODS[name], rows, budget, sign)}
     # the refitted points are the reference's choices, with their record of the raw trade-off dropped, and the
     # baseline's whole path on every row (never screened out)
     refitted = {(m, tuple(kv for kv in p if kv[0] not in ("cegb_tradeoff", "tradeoff")))
@@ -74,7 +74,7 @@ def test_the_leaders_within_each_budget_on_the_subsample_are_refitted_on_every_r
     baseline = frame[(frame["method"] == "cheap_subset") & (frame["stage"] == "finalist")]
     path = sweep(["cheap_subset"], train, valid, COSTS, budget=BUDGETS, baseline=False, screen=False, **FAST)
     def measured(rows):
-        return {(_key(p), q, c) for p, q, c in zip(rows["params"], rows["quality"], rows["cost"])}
+        return {(frozen(p), q, c) for p, q, c in zip(rows["params"], rows["quality"], rows["cost"])}
     assert len(path) and measured(path) <= measured(baseline)
     assert refitted - _params(path, "grid") == expected_points - _params(path, "grid")
     assert expected_points <= refitted
@@ -88,29 +88,28 @@ def test_the_leaders_within_each_budget_on_the_subsample_are_refitted_on_every_r
 def test_the_screen_refines_the_contenders_within_each_budget_only(binary, monkeypatch):
     """After the screen's grid, each budget's SCREEN_CONTENDERS best methods within it (and those with no point
     within it) are refined there; the others keep their grid points."""
-    from lightgbm_cegb.selection.sweep import SCREEN_CONTENDERS, _contenders
+    from lightgbm_cegb.selection.screen import SCREEN_CONTENDERS, contenders
     assert SCREEN_CONTENDERS == SCREEN_KEEP + 1
     rows = [{"method": m, "quality": q, "cost": c} for m, q, c in [
         ("a", 0.9, 5.0), ("a", 0.95, 20.0), ("b", 0.8, 3.0), ("c", 0.85, 9.0), ("d", 0.7, 1.0), ("e", 0.99, 50.0)]]
-    assert _contenders(rows, 10.0, 1.0) == ["a", "c", "b", "e"]  # d trails; e has no point within 10
-    assert _contenders(rows, 10.0, -1.0) == ["d", "b", "c", "e"]  # smaller is better
-    module = sys.modules["lightgbm_cegb.selection.sweep"]
+    assert contenders(rows, 10.0, 1.0) == ["a", "c", "b", "e"]  # d trails; e has no point within 10
+    assert contenders(rows, 10.0, -1.0) == ["d", "b", "c", "e"]  # smaller is better
     refined = []
-    refine = module._refine
+    refine = refinement.refine_around
 
     def recorded(rows, pairs, *args, **kwargs):
         if kwargs.get("stage") == "screen refine":
             refined.append((list(rows), set(pairs)))
         return refine(rows, pairs, *args, **kwargs)
 
-    monkeypatch.setattr(module, "_refine", recorded)
+    monkeypatch.setattr(refinement, "refine_around", recorded)
     train, valid = binary
     names = NAMES + ["budget_prune", "staged_acquisition"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         sweep(names, train, valid, COSTS, budget=12.0, screen=600, **FAST)
     (grid_rows, pairs), = refined
-    expected = {(name, 12.0) for name in _contenders(grid_rows, 12.0, 1.0) if METHODS[name].knob is not None}
+    expected = {(name, 12.0) for name in contenders(grid_rows, 12.0, 1.0) if METHODS[name].knob is not None}
     assert pairs == expected
     assert {name for name in names if METHODS[name].knob is not None} - {name for name, _ in pairs}  # not vacuous
 
@@ -122,10 +121,10 @@ def test_a_finalists_points_bracket_its_best_along_the_knob():
             for r, q, c in [(0.0, 0.9, 30.0), (0.1, 0.88, 20.0), (0.3, 0.85, 9.0), (0.5, 0.8, 5.0)]]
     rows.append({"method": "cegb", "quality": 0.86, "cost": 9.5, "stage": "screen refine",
                  "params": {"relative_tradeoff": 0.2, "cegb_tradeoff": 2.0, "trees": 50}})
-    points = _finalist_points(method, rows, 10.0, 1.0)
+    points = finalist_points(method, rows, 10.0, 1.0)
     assert points == [{"relative_tradeoff": 0.2}, {"relative_tradeoff": 0.1}, {"relative_tradeoff": 0.3}]
     # nothing within the budget: the cheapest point and its neighbour
-    assert _finalist_points(method, rows, 1.0, 1.0) == [{"relative_tradeoff": 0.5}, {"relative_tradeoff": 0.3}]
+    assert finalist_points(method, rows, 1.0, 1.0) == [{"relative_tradeoff": 0.5}, {"relative_tradeoff": 0.3}]
 
 
 def test_a_finalists_two_best_settings_are_refitted():
@@ -140,7 +139,7 @@ def test_a_finalists_two_best_settings_are_refitted():
             for cap, r, q, c in [(None, 0.1, 0.95, 30.0), (None, 0.2, 0.93, 12.0), (None, 0.3, 0.9, 8.0),
                                  (5.0, 0.1, 0.91, 9.0), (5.0, 0.2, 0.9, 7.0),
                                  (9.0, 0.1, 0.92, 11.0), (9.0, 0.2, 0.89, 9.5), (9.0, 0.3, 0.87, 8.0)]]
-    assert _finalist_points(method, rows, 10.0, 1.0) == [
+    assert finalist_points(method, rows, 10.0, 1.0) == [
         {"relative_tradeoff": 0.1, "max_cost": 5.0}, {"relative_tradeoff": 0.2, "max_cost": 5.0},
         {"relative_tradeoff": 0.3}, {"relative_tradeoff": 0.1}, {"relative_tradeoff": 0.2}]
 
@@ -148,11 +147,10 @@ def test_a_finalists_two_best_settings_are_refitted():
 def test_after_the_screen_a_knob_read_at_prediction_is_refined_every_round(binary, monkeypatch):
     """On every row, a fitted knob (CEGB's) is refined for SCREEN_REFINE rounds, the staged acquisition's (one fit,
     its trade-off read when predicting) for every round of ``refine``."""
-    from lightgbm_cegb.selection.sweep import SCREEN_REFINE
-    module = sys.modules["lightgbm_cegb.selection.sweep"]  # the package's name "sweep" is the function
+    from lightgbm_cegb.selection.screen import SCREEN_REFINE
     rounds = []
-    execute = module._execute
-    monkeypatch.setattr(module, "_execute", lambda jobs, *args, **kwargs: rounds.append(
+    execute = runner.execute
+    monkeypatch.setattr(runner, "execute", lambda jobs, *args, **kwargs: rounds.append(
         {job[0].name for job in jobs if job[3] == "refine"}) or execute(jobs, *args, **kwargs))
     train, valid = binary
     with warnings.catch_warnings():
@@ -190,10 +188,9 @@ def test_the_subsample_keeps_order_classes_and_whole_queries(task):
 
 
 def test_the_screen_is_on_by_default_for_many_rows_only(binary, monkeypatch, caplog):
-    sweep_module = sys.modules["lightgbm_cegb.selection.sweep"]  # the package's name sweep is the function
     train, valid = binary
-    monkeypatch.setattr(sweep_module, "SCREEN_FROM", 2000)
-    monkeypatch.setattr(sweep_module, "SCREEN_ROWS", 500)
+    monkeypatch.setattr(screen, "SCREEN_FROM", 2000)
+    monkeypatch.setattr(screen, "SCREEN_ROWS", 500)
     with warnings.catch_warnings(), caplog.at_level(logging.INFO, "lightgbm_cegb.selection"):
         warnings.simplefilter("ignore")
         chosen = fit_within_budget(train, valid, COSTS, 6.0, methods=["lightgbm", "cegb"], **FAST)
@@ -242,16 +239,16 @@ def test_a_cheap_subset_of_named_features_is_the_paths_step(binary, monkeypatch)
 def test_the_methods_of_a_sweep_share_one_plain_model(binary, monkeypatch):
     """lightgbm and early_exit start from the same plain model: one training of it per sweep (the cheap subset's
     search trains its subsets apart)."""
-    from lightgbm_cegb.selection import adapters
+    from lightgbm_cegb.selection import points
     plain_trainings = []
-    train_lightgbm = adapters.train_lightgbm
+    train_lightgbm = points.train_lightgbm
 
     def counted(context, params, callbacks=(), X=None):
-        if X is None and params == adapters.lightgbm_params(context):
+        if X is None and params == points.lightgbm_params(context):
             plain_trainings.append(1)
         return train_lightgbm(context, params, callbacks, X)
 
-    monkeypatch.setattr(adapters, "train_lightgbm", counted)
+    monkeypatch.setattr(points, "train_lightgbm", counted)
     train, valid = binary
     frame = sweep(["lightgbm", "early_exit"], train, valid, COSTS, grid={"early_exit": [{"threshold": 0.9}]}, **FAST)
     assert len(plain_trainings) == 1 and set(frame["method"]) == {"lightgbm", "early_exit", "cheap_subset"}
@@ -263,25 +260,24 @@ def test_the_screens_acquisition_classifier_makes_the_full_sweeps_copies(binary,
     """n_masks="auto" keeps rows x copies within a number of cells, so a subsample would get more copies per row
     than the sweep's every row does: the screen's adaptive acquisition makes the copies of the full sweep's rows."""
     from lightgbm_cegb.methods import acquisition
-    sweep_module = sys.modules["lightgbm_cegb.selection.sweep"]
     made = []
-    fit = acquisition.AdaptiveAcquisitionClassifier._fitted_rounds  # what fit and the sweep train by
+    fit = acquisition.AdaptiveAcquisitionClassifier.fit_rounds  # what fit and the sweep train by
 
     def recorded(model, X, y, *args, **kwargs):
         made.append((len(y), model.n_masks, model._copies(len(y), X.shape[1])))
         return fit(model, X, y, *args, **kwargs)
 
-    monkeypatch.setattr(acquisition.AdaptiveAcquisitionClassifier, "_fitted_rounds", recorded)
+    monkeypatch.setattr(acquisition.AdaptiveAcquisitionClassifier, "fit_rounds", recorded)
     monkeypatch.setattr(acquisition, "_AUTO_CELLS", 2400 * 6 * 2)  # the sweep's 2,400 rows: 2 copies; 600 rows: 8
-    monkeypatch.setattr(sweep_module, "SCREEN_FROM", 2000)
+    monkeypatch.setattr(screen, "SCREEN_FROM", 2000)
     train, valid = binary
     grid = {"adaptive_acquisition": [{"relative_tradeoff": 0.1, "policy_rounds": 0}]}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         sweep(["adaptive_acquisition"], train, valid, COSTS, budget=6.0, screen=600, grid=grid, baseline=False,
               **FAST)
-    screen = [m for m in made if m[0] == 600]
-    assert screen and all(masks == 2 and copies == 2 for _, masks, copies in screen), made
+    screened = [m for m in made if m[0] == 600]
+    assert screened and all(masks == 2 and copies == 2 for _, masks, copies in screened), made
     assert acquisition.auto_masks(600, 6) == 8  # what "auto" would have made of the subsample
 
 
@@ -290,15 +286,15 @@ def test_the_refinement_walks_to_the_cheap_end_while_only_prefixes_are_within_th
     prefixes 12 to 19: within budget 20 only prefixes, the bisection between 0.01 and 0.02 stays away from the
     budget, so the midpoint towards the cheap end is fitted too; once a whole model is within, the bisection
     alone."""
-    from lightgbm_cegb.selection.sweep import _refinements
+    from lightgbm_cegb.selection.refinement import refinements
     method = METHODS["cegb"]
     knob = method.knob
     rows = [{"method": "cegb", "params": {"relative_tradeoff": r, "trees": k}, "quality": q, "cost": c}
             for r, k, q, c in [(0.01, 100, 0.90, 45.0), (0.01, 5, 0.86, 19.0), (0.02, 100, 0.89, 28.0),
                                (0.02, 10, 0.87, 18.0)]]
-    targets = sorted(point["relative_tradeoff"] for point in _refinements(method, rows, 20.0, 1.0))
+    targets = sorted(point["relative_tradeoff"] for point in refinements(method, rows, 20.0, 1.0))
     assert targets == sorted([knob.between(0.01, 0.02), knob.between(0.02, knob.cheap_end)])
     rows.append({"method": "cegb", "params": {"relative_tradeoff": 0.07, "trees": 100}, "quality": 0.875,
                  "cost": 19.5})
-    targets = sorted(point["relative_tradeoff"] for point in _refinements(method, rows, 20.0, 1.0))
+    targets = sorted(point["relative_tradeoff"] for point in refinements(method, rows, 20.0, 1.0))
     assert targets == [knob.between(0.02, 0.07)]  # the best within (0.07) and its neighbour

@@ -14,11 +14,12 @@ import matplotlib
 import numpy as np
 import pandas as pd
 import pytest
+from constraints import check_declared
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lightgbm_cegb import FeatureCosts, prediction_cost
-from lightgbm_cegb.core.errors import CEGBError, CEGBWarning, NothingToTradeOff
+from lightgbm_cegb.core.errors import CEGBError, CEGBWarning, NothingToTradeOff, RoundsWarning
 from lightgbm_cegb.core.ranking_metrics import ndcg_at_k
 from lightgbm_cegb.lgbm.cegb_tradeoff_scale import cegb_tradeoff_scale
 from lightgbm_cegb.selection import (
@@ -371,8 +372,8 @@ def test_a_new_method_joins_with_one_registration(binary):
     ({"grid": {"cegb": [0.1, 0.2]}}, r"grid\['cegb'\] should be a list of parameter mappings"),
     ({"grid": [1, 2]}, r"grid should be a mapping \{method: \[params, ...\]\}, got list"),
     ({"params": "num_leaves=4"}, r"params should be a mapping of LightGBM parameters, got 'num_leaves=4'"),
-    ({"n_jobs": 0}, r"n_jobs should be a nonzero integer \(-1: every CPU\) or None, got 0"),
-    ({"early_stopping_rounds": "5"}, r"early_stopping_rounds should be an integer"),
+    ({"n_jobs": 0}, r"n_jobs should be None or a non-zero integer, got 0"),
+    ({"early_stopping_rounds": "5"}, r"early_stopping_rounds should be None or an integer >= 1, got '5'"),
     ({"methods": None}, r"methods should be a method's name or a list of names, got None"),
     ({"grid": {"cegb": [{"relative_tradeoff": "x"}]}}, r"cegb: relative_tradeoff should be a finite number >= 0, "
                                                          r"got 'x'"),
@@ -387,6 +388,31 @@ def test_bad_input(binary, kwargs, message):
             "num_boost_round": 5, **kwargs}
     with pytest.raises(CEGBError, match=message):
         sweep(args.pop("methods"), args.pop("train"), args.pop("valid"), args.pop("costs"), **args)
+
+
+@pytest.mark.parametrize("entry", [sweep, select, fit_within_budget, train_to_budget])
+def test_the_declared_parameters_refuse_what_they_say(entry):
+    """Each entry point declares every parameter it takes (the workflows, the sweep options they pass on too) and
+    refuses each invalid value at entry, before it reads the rows (rows of None are not reached)."""
+    unread = {"train": None, "valid": None, "costs": None, "task": "binary"}
+    valid = {sweep: {**unread, "methods": "lightgbm"}, select: {"frame": None, "budget": 1.0}}
+    assert check_declared(entry, valid.get(entry, {**unread, "budget": 1.0})) >= 5
+
+
+def test_a_workflow_checks_each_value_once(binary, monkeypatch):
+    """fit_within_budget checks its arguments at entry and calls sweep and select unchecked: the budget is checked
+    once, not once by each of the three as before."""
+    from lightgbm_cegb.core import validation
+
+    budgets, check_number = [], validation.check_number
+    monkeypatch.setattr(validation, "check_number", lambda value, name, *args, **kwargs: (
+        budgets.append(value) if name == "budget" else None) or check_number(value, name, *args, **kwargs))
+    train, valid, _ = binary
+    with pytest.warns(RoundsWarning) as caught:  # 5 rounds: still improving
+        chosen = fit_within_budget(train, valid, COSTS, 30.0, task="binary", methods=["lightgbm"], baseline=False,
+                                   num_boost_round=5, refine=0, progress=False)
+    assert chosen.valid_cost <= 30.0 and budgets == [30.0]
+    assert [warning.filename for warning in caught] == [__file__]  # the caller's line, through the checks' wrapper
 
 
 def test_cost_scorer_in_grid_search(binary):
@@ -722,19 +748,19 @@ def test_the_adaptive_acquisition_sweeps_one_fit_and_measures_each_policy(binary
     import pickle
 
     from lightgbm_cegb.methods.acquisition import AdaptiveAcquisitionClassifier
-    from lightgbm_cegb.selection.adapters import (
+    from lightgbm_cegb.selection.acquisition_family import (
         ACQUISITION_CAPS,
         ACQUISITION_ENTROPY_TRADEOFFS,
         ACQUISITION_RELATIVE_TRADEOFFS,
     )
     train, valid, _ = binary
     runs = []
-    trace = AdaptiveAcquisitionClassifier._trace
-    monkeypatch.setattr(AdaptiveAcquisitionClassifier, "_trace",
+    trace = AdaptiveAcquisitionClassifier.trace
+    monkeypatch.setattr(AdaptiveAcquisitionClassifier, "trace",
                         lambda self, X, record=True: runs.append(record) or trace(self, X, record))
     trainings = []
-    rounds = AdaptiveAcquisitionClassifier._fitted_rounds
-    monkeypatch.setattr(AdaptiveAcquisitionClassifier, "_fitted_rounds", lambda self, *args, **kwargs:
+    rounds = AdaptiveAcquisitionClassifier.fit_rounds
+    monkeypatch.setattr(AdaptiveAcquisitionClassifier, "fit_rounds", lambda self, *args, **kwargs:
                         trainings.append(self.policy_rounds) or rounds(self, *args, **kwargs))
     frame = sweep("adaptive_acquisition", train, valid, COSTS, task="binary", baseline=False)
     assert runs.count(True) == 2 * (1 + len(ACQUISITION_CAPS) + 1)  # per classifier: accuracy, each cap, entropy
@@ -799,7 +825,7 @@ def test_adapt_lin_joins_the_default_methods_on_few_rows(monkeypatch):
         swept.append(list(methods))
         raise CEGBError("recorded")
 
-    monkeypatch.setattr(frontier, "sweep", recorded)
+    monkeypatch.setattr(frontier.sweep, "unchecked", recorded)  # fit_within_budget checked its arguments
     rng = np.random.default_rng(0)
     for rows, task in ((frontier.LINEAR_ROWS - 1, "binary"), (frontier.LINEAR_ROWS, "binary"),
                        (frontier.LINEAR_ROWS - 1, "regression")):

@@ -14,6 +14,7 @@ import lightgbm as lgb
 import numpy as np
 import pandas as pd
 import pytest
+from constraints import check_declared
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from references import leaf_paths, model_and_data, row_paths, sklearn_model_and_data
@@ -373,8 +374,8 @@ def test_ids_are_passed_to_fetch():
     ({"max_workers": 0}, "max_workers should be None or an integer >= 1, got 0"),
     ({"timeout": -1}, "timeout should be None or a number of seconds > 0, got -1"),
     ({"retries": 1.5}, "retries should be an integer >= 0, got 1.5"),
-    ({"errors": "ignore"}, "errors should be 'raise' or 'partial', got 'ignore'"),
-    ({"feature_keys": "id"}, "feature_keys should be 'name' or 'index'"),
+    ({"errors": "ignore"}, r"errors should be one of \['raise', 'partial'\], got 'ignore'"),
+    ({"feature_keys": "id"}, r"feature_keys should be one of \['name', 'index'\], got 'id'"),
     ({"feature_costs": [1.0, 2.0]}, "costs are for 2 features but the model has 8"),
 ])
 def test_bad_arguments(kwargs, message):
@@ -382,6 +383,12 @@ def test_bad_arguments(kwargs, message):
     arguments = {"model": booster, "fetch": Store(X), **kwargs}
     with pytest.raises(CEGBError, match=message):
         LazyPredictor(**arguments)
+
+
+def test_the_declared_parameters_refuse_what_they_say():
+    """LazyPredictor declares every parameter (``_constraints``) and refuses each invalid value at entry, before it
+    reads the model (a model of None is not reached)."""
+    assert check_declared(LazyPredictor, {"model": None, "fetch": Store(np.zeros((1, 1)))}) >= 20
 
 
 def test_an_order_callable_whose_keys_cannot_be_compared_is_named():

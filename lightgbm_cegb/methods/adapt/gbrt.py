@@ -48,6 +48,7 @@ from lightgbm_cegb.io.models import to_forest
 from lightgbm_cegb.methods.adapt.adapt_base import GATE_LIMIT, AdaptBase, routing_weights
 from lightgbm_cegb.methods.greedy_miser import (
     GreedyMiserClassifier,
+    log_loss_gradient,
     log_loss_per_row,
     miser_params,
     proba_from_raw,
@@ -180,7 +181,7 @@ class AdaptGBRT(AdaptBase):
         target_g = np.zeros(n)  # q, read by g's objective
 
         def f1_objective(score, _):
-            gradient = GreedyMiserClassifier._gradient(score.reshape(n, k) if k > 1 else score, codes)
+            gradient = log_loss_gradient(score.reshape(n, k) if k > 1 else score, codes)
             w = weight_f1[:, None] if k > 1 else weight_f1
             return gradient * w, np.broadcast_to(w, gradient.shape).copy()
 

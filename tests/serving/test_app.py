@@ -1,23 +1,15 @@
-"""The service (``lightgbm-cegb serve``, lightgbm_cegb/serving/service.py), started on loopback as a user
-starts it, then sent requests: the bundled HIGGS example with no arguments, a generated model with a feature
-group behind a SQLite store, and a saved estimator behind a Python fetch function. Predictions equal the model's
-own on the full rows, costs equal prediction_cost, the store answers a group in one query per round, bad
-requests and bad options get clear errors, and the service leaves no file behind."""
+"""The service (lightgbm_cegb/serving/app.py) as ``lightgbm-cegb serve`` starts it on loopback with a model and a
+store (lightgbm_cegb/serving/stores.py's build_predictor): eager fetches, the request body's limit, a saved
+estimator behind a Python fetch function, model files of XGBoost and CatBoost, sequential fetch calls, a saved
+Selection. Predictions equal the model's own on the full rows, costs equal prediction_cost, and bad options are
+refused naming the option."""
 
 from __future__ import annotations
 
 import json
 import re
-import shutil
-import socket
 import sqlite3
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from pathlib import Path
 
@@ -25,241 +17,15 @@ import lightgbm as lgb
 import numpy as np
 import pandas as pd
 import pytest
-from references import row_paths
+from serve_process import FIRST_ID, GROUP, NAMES, Service, call, raw_request, write_generated
 
-from lightgbm_cegb import FeatureCosts, GreedyMiserClassifier, LazyPredictor, cli, prediction_cost
-from lightgbm_cegb.datasets import HIGGS_COSTS, HIGGS_FEATURES, higgs
+from lightgbm_cegb import FeatureCosts, GreedyMiserClassifier, cli, prediction_cost
 from lightgbm_cegb.selection import Selection
-
-COMMAND = [sys.executable, "-m", "lightgbm_cegb.cli", "serve"]
-START_TIMEOUT = 180  # seconds: imports and training on a loaded machine
-FIRST_ID = 1000  # the generated rows' ids: not their positions
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def call(url: str, body=None, timeout: float = 60):
-    data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
-    try:
-        with urllib.request.urlopen(urllib.request.Request(url, data=data), timeout=timeout) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
-
-
-class Service:
-    """``lightgbm-cegb serve`` running in a subprocess (in ``cwd``) on a free port of 127.0.0.1."""
-
-    def __init__(self, args: list[str], cwd: Path, log: Path) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log_path = log
-        self.log = open(log, "w")
-        self.process = subprocess.Popen([*COMMAND, "--port", str(self.port), *args], cwd=cwd, stdout=self.log,
-                                        stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + START_TIMEOUT
-        while True:
-            if self.process.poll() is not None:
-                self.stop()
-                pytest.fail(f"the service exited with {self.process.returncode}:\n{log.read_text()}")
-            try:
-                if call(self.url + "/health", timeout=5)[0] == 200:
-                    break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                self.stop()
-                pytest.fail(f"timed out: the service did not answer /health within {START_TIMEOUT} s")
-            time.sleep(0.2)
-
-    def stop(self) -> int:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self.log.close()
-        return self.process.returncode
-
-
-# ---------------------------------------------------------------------------------------------- the bundled example
-
-
-def start_bundled(cwd: Path, log: Path) -> Service:
-    """``make serve``: no arguments but the port, started in ``cwd``."""
-    service = Service([], cwd, log)
-    match = re.search(r"working files in (\S+) \(removed on exit\)", log.read_text())
-    if not match:
-        service.stop()
-        pytest.fail(f"the service did not say where its files are:\n{log.read_text()}")
-    service.workdir = Path(match[1])
-    return service
-
-
-@pytest.fixture(scope="module")
-def bundled(tmp_path_factory):
-    service = start_bundled(tmp_path_factory.mktemp("cwd"), tmp_path_factory.mktemp("log") / "log.txt")
-    yield service
-    service.stop()
-
-
-def test_bundled_scores_equal_the_model_on_full_rows(bundled):
-    X, _ = higgs("test")
-    booster = lgb.Booster(model_file=bundled.workdir / "model.txt")
-    ids = list(range(0, 500, 3))
-    status, answer = call(bundled.url + "/score", {"ids": ids})
-    assert status == 200, answer
-    np.testing.assert_array_equal(answer["predictions"], booster.predict(X[ids]))
-    np.testing.assert_allclose(answer["cost"], prediction_cost(booster, X[ids], HIGGS_COSTS).per_instance,
-                               rtol=1e-12)
-    assert answer["mean_cost"] < answer["eager_cost"] == 91.0
-    assert 0 < answer["rounds"] and answer["latency_ms"] > 0
-    fetched = sum(len(rows) for rows in answer["fetched"].values())
-    assert fetched < len(ids) * 28
-    # issue 47: the ids asked for, not the rows' positions in the request (0, 1, 2, ...)
-    local = LazyPredictor(booster, lambda name, rows: X[rows, HIGGS_FEATURES.index(name)], feature_costs=HIGGS_COSTS)
-    result = local.acquire(np.full((len(ids), 28), np.nan), ids=np.asarray(ids))
-    assert answer["fetched"] == {name: np.asarray(ids)[result.fetched[:, f]].tolist()
-                                 for f, name in enumerate(HIGGS_FEATURES) if result.fetched[:, f].any()}
-
-
-def test_bundled_concurrent_requests(bundled):
-    X, _ = higgs("test")
-    booster = lgb.Booster(model_file=bundled.workdir / "model.txt")
-    batches = [[i] for i in range(8)] + [list(range(100, 140))]
-    with ThreadPoolExecutor(4) as pool:
-        answers = list(pool.map(lambda ids: call(bundled.url + "/score", {"ids": ids}), batches))
-    for ids, (status, answer) in zip(batches, answers):
-        assert status == 200
-        np.testing.assert_array_equal(answer["predictions"], booster.predict(X[ids]))
-
-
-@pytest.mark.parametrize(("body", "code", "message"), [
-    ({"ids": [0, 10_000]}, 404, r"no row with id \[10000\] in table"),
-    ({"ids": []}, 400, "with 1..10000 integer ids"),
-    ({"ids": ["a"]}, 400, "integer ids >= 0"),
-    ({"ids": [-1]}, 400, "integer ids >= 0"),
-    ({"ids": [2**64]}, 400, "integer ids >= 0"),
-    ({"rows": [1]}, 400, 'the body should be {"ids"'),
-    (b"not json", 400, 'the body should be {"ids".*; got a body that is not JSON'),
-    (b"\xff\xfe", 400, 'the body should be {"ids".*; got a body that is not JSON'),
-    # deeper than the JSON parser's recursion limit: it raised RecursionError, answered 500 with a traceback
-    (b"[" * 100_000 + b"]" * 100_000, 400, 'the body should be {"ids".*; got JSON nested too deeply to read'),
-    (b'{"ids": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", 400, "nested too deeply"),
-    ([1, 2], 400, 'the body should be {"ids"'),
-])
-def test_bundled_bad_requests(bundled, body, code, message):
-    status, answer = call(bundled.url + "/score", body)
-    assert status == code and re.search(message, answer["error"]), answer
-
-
-def test_bundled_leaves_no_file_behind(tmp_path):
-    """Its store and model live in a temporary folder, removed when the service stops (SIGTERM): nothing in
-    the folder it ran in (the checkout, for make serve)."""
-    cwd = tmp_path / "cwd"
-    cwd.mkdir()
-    service = start_bundled(cwd, tmp_path / "log.txt")
-    try:
-        assert (service.workdir / "store.sqlite").is_file() and (service.workdir / "model.txt").is_file()
-        assert not service.workdir.is_relative_to(cwd)
-    finally:
-        assert service.stop() == 0
-    assert not service.workdir.exists()
-    assert list(cwd.iterdir()) == []
-
-
-# ---------------------------------------------------------------------------------------------- any model
-
-
-NAMES = ["f0", "f1", "f2", "f3", "f4", "f5"]
-GROUP = ["f4", "f3", "f5"]  # the group "scan", its members not in column order
 
 
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory):
-    """A small model trained with a group, its costs as JSON and a SQLite store: a table of two cheap
-    features, a table per feature, the group's table."""
-    folder = tmp_path_factory.mktemp("generated")
-    rng = np.random.default_rng(7)
-    n = 300
-    X = rng.normal(size=(n, len(NAMES)))
-    X[rng.random(X.shape) < 0.05] = np.nan
-    z = np.nan_to_num(X)
-    y = (z[:, 0] + z[:, 3] * (z[:, 2] > 0) + 0.5 * z[:, 4] + rng.normal(0, 0.3, n) > 0).astype(float)
-    costs = FeatureCosts(lazy={"f0": 1, "f1": 1, "f2": 2, "f3": 1, "f4": 1, "f5": 1}, split=0.5,
-                         groups={"scan": GROUP}, group_lazy={"scan": 20.0})
-    params = {"objective": "binary", "num_leaves": 7, "verbose": -1, "seed": 0, "num_threads": 1,
-              **costs.align(NAMES).to_params(tradeoff=0.001)}
-    booster = lgb.train(params, lgb.Dataset(X, y, feature_name=NAMES), 15)
-    assert booster.feature_importance()[[3, 4, 5]].sum() > 0, "the model should read the group"
-    booster.save_model(folder / "model.txt")
-    (folder / "costs.json").write_text(json.dumps(costs.fields()))
-    with closing(sqlite3.connect(folder / "store.sqlite")) as db, db:
-        for table, columns in {"cheap": ["f0", "f1"], "f2": ["f2"], "scan": ["f3", "f4", "f5"]}.items():
-            db.execute(f"CREATE TABLE {table} (id INTEGER PRIMARY KEY, {', '.join(f'{c} REAL' for c in columns)})")
-            values = X[:, [NAMES.index(c) for c in columns]]
-            rows = [(FIRST_ID + i, *(None if np.isnan(v) else float(v) for v in values[i])) for i in range(n)]
-            db.executemany(f"INSERT INTO {table} VALUES ({', '.join('?' * (len(columns) + 1))})", rows)
-    return folder, booster, X, costs
-
-
-@pytest.fixture(scope="module")
-def sqlite_service(generated, tmp_path_factory):
-    folder, *_ = generated
-    log = folder / "queries.jsonl"
-    service = Service(["--model", str(folder / "model.txt"), "--costs", str(folder / "costs.json"),
-                       "--store", str(folder / "store.sqlite"), "--query-log", str(log)], folder,
-                      tmp_path_factory.mktemp("log") / "log.txt")
-    service.queries = log
-    yield service
-    service.stop()
-
-
-def group_readers(booster, X) -> np.ndarray:
-    """Rows whose paths read a member of the group (LightGBM's leaves and the model text)."""
-    members = {NAMES.index(m) for m in GROUP}
-    return np.array([any(members & set(path) for path in paths) for paths in row_paths(booster, X)])
-
-
-def test_a_model_file_with_a_group_behind_a_sqlite_store(generated, sqlite_service):
-    _, booster, X, costs = generated
-    status, health = call(sqlite_service.url + "/health")
-    assert status == 200 and health["groups"] == {"scan": GROUP} and "scan" in health["fetch_keys"]
-    positions = np.arange(0, len(X), 2)
-    sqlite_service.queries.unlink(missing_ok=True)
-    status, answer = call(sqlite_service.url + "/score", {"ids": (FIRST_ID + positions).tolist()})
-    assert status == 200, answer
-    np.testing.assert_array_equal(answer["predictions"], booster.predict(X[positions]))
-    report = prediction_cost(booster, X[positions], costs)
-    np.testing.assert_allclose(answer["cost"], report.per_instance, rtol=1e-12)
-    assert answer["eager_cost"] == 7.0 + 20.0 and answer["latency_ms"] > 0
-    # the store's log: one SQL statement per fetch call, the group's naming all its members; at most one call
-    # per key per round; each (row, key) once; the group asked for exactly the rows whose paths read a member
-    queries = [json.loads(line) for line in sqlite_service.queries.read_text().splitlines()]
-    assert len(queries) == answer["fetch_calls"]
-    assert all(len(q["sql"]) == 1 and q["sql"][0].startswith("SELECT") for q in queries)
-    per_key = Counter(q["key"] for q in queries)
-    assert per_key["scan"] >= 1 and max(per_key.values()) <= answer["rounds"]
-    assert not set(per_key) & set(GROUP), "a member was fetched on its own"
-    for q in queries:
-        if q["key"] == "scan":
-            assert q["table"] == "scan" and all(f'"{m}"' in q["sql"][0] for m in GROUP)
-    pairs = Counter((q["key"], i) for q in queries for i in q["ids"])
-    assert max(pairs.values()) == 1
-    asked = {i - FIRST_ID for q in queries if q["key"] == "scan" for i in q["ids"]}
-    assert asked == set(positions[group_readers(booster, X[positions])].tolist())
-    # the answer names the ids asked for: each feature's list holds the ids its values were fetched for
-    assert answer["ids"] == (FIRST_ID + positions).tolist()
-    fetched_ids = {(q["key"], i) for q in queries for i in q["ids"]}
-    for name, ids in answer["fetched"].items():
-        key = "scan" if name in GROUP else name
-        assert {(key, i) for i in ids} <= fetched_ids and set(ids) <= set(answer["ids"])
+    return write_generated(tmp_path_factory.mktemp("generated"))
 
 
 def test_eager_fetches_every_feature_and_predicts_the_full_rows(generated, tmp_path):
@@ -288,48 +54,6 @@ def test_eager_fetches_every_feature_and_predicts_the_full_rows(generated, tmp_p
         service.stop()
 
 
-def test_unknown_ids_are_404(sqlite_service):
-    status, answer = call(sqlite_service.url + "/score", {"ids": [FIRST_ID, 5]})
-    assert status == 404 and re.search(r"no row with id \[5\] in table '(cheap|f2|scan)'", answer["error"]), answer
-
-
-def test_a_column_renamed_while_serving_is_an_error_not_its_name(generated, tmp_path):
-    """Issue 48, item 5: the store quoted column names with double quotes, which SQLite reads as a string when no
-    such column exists: after a rename, feature "f2" scored the value 'f2' -> HTTP 200 and a wrong score."""
-    folder, booster, X, _ = generated
-    for name in ("model.txt", "costs.json", "store.sqlite"):
-        shutil.copy(folder / name, tmp_path / name)
-    service = Service(["--model", str(tmp_path / "model.txt"), "--costs", str(tmp_path / "costs.json"),
-                       "--store", str(tmp_path / "store.sqlite")], tmp_path, tmp_path / "log.txt")
-    try:
-        ids = [FIRST_ID + i for i in range(40)]
-        status, answer = call(service.url + "/score", {"ids": ids})
-        assert status == 200 and answer["predictions"] == booster.predict(X[:40]).tolist()
-        with closing(sqlite3.connect(tmp_path / "store.sqlite")) as db, db:
-            db.execute("ALTER TABLE f2 RENAME COLUMN f2 TO f2_old")
-        status, answer = call(service.url + "/score", {"ids": ids})
-        assert status == 502 and "no such column: f2.f2" in answer["error"], answer
-    finally:
-        service.stop()
-
-
-def raw_request(url: str, head: bytes, body: bytes = b"") -> tuple[int, dict]:
-    """Send ``head`` (the request line and headers, without the blank line) and ``body`` on a socket as they are,
-    then read the answer: a request urllib would not send (a Content-Length with no body to follow)."""
-    host, port = url.removeprefix("http://").split(":")
-    with socket.create_connection((host, int(port)), timeout=30) as sock:
-        sock.sendall(head + b"\r\n\r\n" + body)
-        answer = b""
-        while b"\r\n\r\n" not in answer or len(answer.partition(b"\r\n\r\n")[2]) < int(
-                re.search(rb"content-length: (\d+)", answer.lower())[1]):
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            answer += chunk
-    status = int(answer.split(b" ", 2)[1])
-    return status, json.loads(answer.partition(b"\r\n\r\n")[2])
-
-
 def test_a_request_body_beyond_the_limit_is_413_unread(generated, tmp_path):
     """Issue 61 (13): the service read a body of any size (60 MB of padding around valid ids: HTTP 200, the server's
     memory 206 -> 325 MB). A body longer than --max-body-bytes answers 413: a Content-Length beyond it with no
@@ -351,28 +75,6 @@ def test_a_request_body_beyond_the_limit_is_413_unread(generated, tmp_path):
         status, answer = raw_request(service.url, head.encode() + b"\r\nTransfer-Encoding: chunked",
                                      b"%x\r\n%s\r\n" % (len(chunk), chunk) * 2 + b"0\r\n\r\n")
         assert status == 413 and "got more" in answer["error"], answer
-    finally:
-        service.stop()
-
-
-def test_an_id_held_twice_by_the_store_is_an_error(generated, tmp_path):
-    """Issue 61 (13): an id with two rows in a table was scored silently with the last one. A request for it is
-    answered 502 naming the table and the id; the ids held once are scored as before."""
-    folder, booster, X, _ = generated
-    shutil.copy(folder / "store.sqlite", tmp_path / "store.sqlite")
-    with closing(sqlite3.connect(tmp_path / "store.sqlite")) as db, db:
-        db.execute("CREATE TABLE cheap2 (id INTEGER, f0 REAL, f1 REAL)")
-        db.execute("INSERT INTO cheap2 SELECT * FROM cheap")
-        db.execute(f"INSERT INTO cheap2 VALUES ({FIRST_ID + 3}, 100.0, 100.0)")
-        db.execute("DROP TABLE cheap")
-    service = Service(["--model", str(folder / "model.txt"), "--costs", str(folder / "costs.json"), "--store",
-                       str(tmp_path / "store.sqlite")], tmp_path, tmp_path / "log.txt")
-    try:
-        status, answer = call(service.url + "/score", {"ids": [FIRST_ID, FIRST_ID + 1]})
-        assert status == 200 and answer["predictions"] == booster.predict(X[:2]).tolist(), answer
-        status, answer = call(service.url + "/score", {"ids": [FIRST_ID + 2, FIRST_ID + 3]})
-        assert status == 502 and re.search(rf"table 'cheap2' of '.*store.sqlite' holds several rows with id "
-                                           rf"\[{FIRST_ID + 3}\]: an id should name one row", answer["error"]), answer
     finally:
         service.stop()
 

@@ -1,0 +1,357 @@
+"""The per-input acquisitions of a sweep: the adaptive and the staged acquisition, the staged ranker and regressor.
+Each fits one model per sweep (or per ``policy_rounds``), and every grid point reads it with its own policy, its
+result replayed from a pass the points share.
+
+Knobs:
+
+- ``adaptive_acquisition``: ``relative_tradeoff`` r of ``AdaptiveAcquisitionClassifier`` (tradeoff = r x its
+  first decision's best gain per unit of cost, above which nothing is bought; ``tradeoff`` the raw value),
+  ``max_cost`` (a per-row cap; default none), ``gain`` ("accuracy" or "entropy") and ``policy_rounds`` (0 or 1,
+  the classifier's); one classifier per ``policy_rounds`` is fitted in a sweep (early stopped on the validation
+  rows, in the process that first needs it) and every point reads it with its own policy (classification).
+- ``staged_acquisition``: ``relative_tradeoff`` r of ``StagedAcquisitionClassifier`` (a row stops at the first
+  stage whose top class probability is at least 1 - r x (1 - the most frequent class's share); ``tradeoff`` the
+  raw value) and ``max_cost`` (a per-row cap; default none); one model is fitted in a sweep (early stopped on the
+  validation rows) and every point reads it with its own exit rule (classification).
+- ``staged_acquisition_ranker``: ``tradeoff`` of ``StagedAcquisitionRanker`` (the share of a query's documents at a
+  stage that each cut stops), ``top_k`` (the documents per query that go on at every cut) and ``max_cost`` (a
+  per-document cap); one model is fitted in a sweep (each stage's ranker early stopped on the validation queries)
+  and every point reads it with its own cuts (ranking).
+- ``staged_acquisition_regressor``: ``relative_tradeoff`` r of ``StagedAcquisitionRegressor`` (a row stops at the
+  first stage whose gap model predicts its prediction within r x stage 0's predicted gap of the last stage's;
+  ``tradeoff`` the raw value, in units of the targets' standard deviation) and ``max_cost``; one model is fitted in
+  a sweep (early stopped, and its gap models learned, on the validation rows) and every point reads it
+  (regression).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import warnings
+from contextlib import contextmanager
+from functools import partial
+
+import numpy as np
+
+from lightgbm_cegb.core.errors import NothingToTradeOff, RoundsWarning
+from lightgbm_cegb.selection.metrics import Metric
+from lightgbm_cegb.selection.points import (
+    check_keys,
+    own_cost,
+    prediction,
+    scaled_knob,
+)
+from lightgbm_cegb.selection.registry import Candidate, Context, Family, Knob, Rows
+
+LOG = logging.getLogger("lightgbm_cegb.selection")
+
+#: this module's methods, registered by the package (``lightgbm_cegb.selection``)
+FAMILY = Family()
+
+
+#: ``relative_tradeoff`` values of the adaptive acquisition's default grid: r x the first decision's best value (1:
+#: nothing is bought), with its default gain (accuracy). Each classifier fitted serves every point (the policy reads
+#: its tradeoff, cap and gain when predicting).
+ACQUISITION_RELATIVE_TRADEOFFS = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7)
+#: points at ``relative_tradeoff`` 0 with a per-row cap, ``max_cost``, at these fractions of the price of every
+#: unit: the cheap end of the curve, below what the first purchases cost when nothing stops them early
+ACQUISITION_CAPS = (0.05, 0.1, 0.2, 0.3)
+#: ``relative_tradeoff`` values with ``gain="entropy"`` (r x its own first value): rows that go on buying while
+#: unsure, the costly end of the curve (where the accuracy gain stops, as on MNIST)
+ACQUISITION_ENTROPY_TRADEOFFS = (0.002, 0.005, 0.01, 0.02, 0.05, 0.2)
+#: ``policy_rounds`` of the two classifiers each sweep fits: on random subsets only, and again on the states the
+#: policy visits (measured: the second is better on MNIST and HIGGS at larger budgets, worse on CUBE; the
+#: validation rows choose)
+ACQUISITION_POLICY_ROUNDS = (0, 1)
+
+
+def _unit_prices(context: Context) -> list[float]:
+    """The price of each purchase a per-row acquisition can make on the sweep's columns (``FeatureCosts.units``)."""
+    return [price for _, _, price in context.costs.units(np.shape(context.train.X)[1])]
+
+
+def _acquisition_grid(context: Context) -> list[dict]:
+    total = sum(_unit_prices(context))
+    policies = [{"relative_tradeoff": r} for r in ACQUISITION_RELATIVE_TRADEOFFS] + \
+        [{"relative_tradeoff": 0.0, "max_cost": round(f * total, 6)} for f in ACQUISITION_CAPS if total > 0] + \
+        [{"relative_tradeoff": r, "gain": "entropy"} for r in ACQUISITION_ENTROPY_TRADEOFFS]
+    return [{**policy, "policy_rounds": rounds} for rounds in ACQUISITION_POLICY_ROUNDS for policy in policies]
+
+
+class _Traces:
+    """Recorded policy runs at tradeoff 0 (``AdaptiveAcquisitionClassifier.trace``), one per (classifier, gain,
+    cap) on the rows measured: every tradeoff of a point's grid is answered from it (``PolicyRun.result``, equal
+    to its own run to the bit) instead of a run per point. Shared by a sweep's points when they run in this
+    process (parallel jobs each record their own); the runs of one set of rows at a time are kept (validation,
+    then test: a run holds arrays of rows x units); pickled empty (a frame keeps its models, not the runs)."""
+
+    def __init__(self) -> None:
+        self.rows = None  # the X the runs are of, compared by identity (kept alive with them)
+        self.runs: dict[tuple, object] = {}  # (classifier's id, gain, cap) -> run
+
+    def __reduce__(self):
+        return (_Traces, ())
+
+    def result(self, model, X):
+        if self.rows is not X:
+            self.rows, self.runs = X, {}
+        key = (id(model.classifier_), model.gain, model.max_cost)
+        if key not in self.runs:  # the classifier stays alive with the candidates: its id is not reused
+            self.runs[key] = copy.copy(model).set_params(tradeoff=0.0).trace(X)
+        return self.runs[key].result(float(model.tradeoff))
+
+
+def _acquisition_prepare(context: Context) -> dict:
+    """{"classifiers": {policy_rounds: its AdaptiveAcquisitionClassifier}, fitted when a point first needs it (early
+    stopped on the validation rows; to the most rounds a batch asks for, keeping each round's classifier on the
+    way), "traces": the points' shared runs, "rounds": the most rounds planned}. NothingToTradeOff when every unit
+    is free (its policy would buy whatever helps)."""
+    if not any(price > 0 for price in _unit_prices(context)):
+        raise NothingToTradeOff("no feature or group has a lazy or coupled cost: every purchase is free, there is "
+                                "nothing to trade off")
+    return {"classifiers": {}, "traces": _Traces(), "rounds": 0}
+
+
+def _acquisition_plan(context: Context, state: dict, points: list[dict]) -> None:
+    """The most policy_rounds a batch asks for: fitting that classifier passes through the others'."""
+    state["rounds"] = max([state["rounds"]] + [point.get("policy_rounds", 0) for point in points])
+
+
+def _acquisition_classifier(context: Context, state: dict, policy_rounds: int):
+    from lightgbm_cegb.methods.acquisition import AdaptiveAcquisitionClassifier, auto_masks
+    fitted = state["classifiers"]
+    if policy_rounds not in fitted:
+        # screened: the copies the classifier makes on the sweep's every row (a subsample's "auto" would make more)
+        masks = "auto" if context.screen_of is None else auto_masks(context.screen_of, np.shape(context.train.X)[1])
+        rounds = max(policy_rounds, state["rounds"])
+        model = AdaptiveAcquisitionClassifier(feature_costs=context.costs, random_state=0, policy_rounds=rounds,
+                                              n_jobs=context.params.get("num_threads") or None, n_masks=masks,
+                                              **_acquisition_capacity(context))
+        with _rounds_capped(state):
+            for done in model.fit_rounds(context.train.X, context.train.y,
+                                             eval_set=(context.valid.X, context.valid.y)):
+                # each round's classifier, as fit gives it
+                fitted.setdefault(done, copy.copy(model).set_params(policy_rounds=done))
+    return fitted[policy_rounds]
+
+
+#: metrics that weigh the classes equally: the acquisitions' classifiers are trained with balanced class weights
+#: for them (on a 10%-positive set, unweighted, no single purchase changes the prediction of a row that knows
+#: nothing, and the adaptive acquisition's accuracy gain buys nothing)
+BALANCED_METRICS = ("f1", "balanced_accuracy")
+
+
+def _acquisition_capacity(context: Context) -> dict:
+    """The acquisitions' training settings in a sweep: its round cap and patience, class weights by its metric."""
+    return {"n_estimators": context.num_boost_round, "early_stopping_rounds": context.early_stopping_rounds,
+            "class_weight": "balanced" if context.metric.name in BALANCED_METRICS else None}
+
+
+@contextmanager
+def _rounds_capped(state: dict):
+    """Within it, an acquisition's RoundsWarning marks its state ``state["capped"] = True`` (its points are marked
+    capped: :func:`sweep` warns once for all of them) instead of being shown; other warnings pass on."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    for warning in caught:
+        if issubclass(warning.category, RoundsWarning):
+            state["capped"] = True
+        else:
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+
+
+@FAMILY.method("adaptive_acquisition", tasks=("binary", "multiclass"), prepare=_acquisition_prepare,
+          plan=_acquisition_plan, grid=_acquisition_grid,
+          knob=Knob("relative_tradeoff", "tradeoff", log=True, cheap_end=1.0, read_at_predict=True))
+def _fit_acquisition(context: Context, state: dict, params: dict) -> list[Candidate]:
+    params = dict(params)
+    check_keys("adaptive_acquisition", params, {"relative_tradeoff", "tradeoff", "max_cost", "gain", "policy_rounds"})
+    classifier = _acquisition_classifier(context, state, params.get("policy_rounds", 0))
+    model = copy.copy(classifier).set_params(**{k: params[k] for k in ("max_cost", "gain") if k in params})
+    try:
+        scale = model.first_value() if "relative_tradeoff" in params else 0.0
+    except NothingToTradeOff as exc:  # e.g. the accuracy gain on unweighted imbalanced classes: its points buy nothing
+        LOG.info("adaptive_acquisition %s: no point (%s)", params, exc)
+        return []
+    tradeoff, knob = scaled_knob("adaptive_acquisition", params, "relative_tradeoff", "tradeoff", scale)
+    model.set_params(tradeoff=tradeoff)  # a copy: shares the classifier and the tables
+    candidate = _AcquisitionCandidate("adaptive_acquisition", {**knob, **params}, model,
+                                      partial(prediction, model, "positive" if context.task == "binary" else "proba",
+                                              None), partial(own_cost, model))
+    candidate.traces = state["traces"]
+    candidate.capped = state.get("capped", False)
+    return [candidate]
+
+
+class _AcquisitionCandidate(Candidate):
+    """The adaptive and the staged acquisition: prediction and cost from the policy's run on the rows, answered from
+    what the grid's points share (``_Traces``: the run at tradeoff 0; ``_StagePasses``: the stages' pass), the same
+    as ``predict_result``, to the bit."""
+
+    traces: _Traces | _StagePasses | None = None
+
+    def measure(self, rows: Rows, metric: Metric, *, choose: bool = False) -> tuple[float, float, float]:
+        result = self.model.predict_result(rows.X) if self.traces is None else self.traces.result(self.model, rows.X)
+        score = result.prediction if not hasattr(result, "proba") else \
+            result.proba[:, 1] if result.proba.shape[1] == 2 else result.proba
+        return self.quality(rows, score, metric, choose), float(result.cost.mean), float(result.cost.coupled)
+
+
+#: ``relative_tradeoff`` values of the staged acquisition's default grid: a row stops where its top class
+#: probability reaches 1 - r x (1 - the most frequent class's share); 1: at stage 0. Dense near 0, where a binary
+#: problem's rows stop at 0.99 or above (MNIST) and a 26-class one's near 0.6 (letter)
+STAGED_RELATIVE_TRADEOFFS = (0.0, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7,
+                              0.8, 0.9)
+#: caps (``max_cost``) at these fractions of the price of every unit, beside no cap: the last stage within each
+STAGED_CAPS = (0.01, 0.02, 0.04, 0.07, 0.1, 0.15, 0.2, 0.3, 0.45, 0.7)
+
+
+def _staged_grid(context: Context) -> list[dict]:
+    total = sum(_unit_prices(context))
+    caps = [None] + [round(f * total, 6) for f in STAGED_CAPS if total > 0]
+    return [{"relative_tradeoff": r, **({} if cap is None else {"max_cost": cap})}
+            for cap in caps for r in STAGED_RELATIVE_TRADEOFFS]
+
+
+class _StagePasses:
+    """One pass of a fitted staged acquisition's stage classifiers over a set of rows (every stage's probabilities
+    and evaluation costs): each grid point's result is replayed from it (``StagedAcquisitionClassifier.replay``),
+    equal to its own run to the bit. The passes of one set of rows at a time are kept; pickled empty."""
+
+    def __init__(self) -> None:
+        self.rows = None  # the X the passes are of, compared by identity (kept alive with them)
+        self.passes: dict[int, tuple] = {}
+
+    def __reduce__(self):
+        return (_StagePasses, ())
+
+    def result(self, model, X, *query):
+        """The model's result on X (and, for the ranker, the sizes of X's queries)."""
+        if self.rows is not X:
+            self.rows, self.passes = X, {}
+        key = id(model.stages_)  # the fitted list stays alive with the candidates: its id is not reused
+        if key not in self.passes:
+            self.passes[key] = copy.copy(model).set_params(max_cost=None).stage_passes(X)
+        return model.replay(*self.passes[key], *query)
+
+
+def _staged_prepare(context: Context) -> dict:
+    """{"model": the StagedAcquisitionClassifier, fitted when a point first needs it (early stopped on the
+    validation rows; its stages up to the largest cap planned, ``max_stage_cost``), "passes": the points' shared
+    passes, "ceiling": that cap}. NothingToTradeOff when every unit is free."""
+    if not any(price > 0 for price in _unit_prices(context)):
+        raise NothingToTradeOff("no feature or group has a lazy or coupled cost: every purchase is free, there is "
+                                "nothing to trade off")
+    return {"model": None, "passes": _StagePasses(), "ceiling": 0.0}
+
+
+def _staged_plan(context: Context, state: dict, points: list[dict]) -> None:
+    """The largest cap a batch asks for (None: a point without one): the stages above it are not fitted."""
+    for point in points:
+        state["ceiling"] = _higher(state["ceiling"], point.get("max_cost"))
+
+
+def _fitted_ladder(state: dict, params: dict, fit):
+    """The staged model of a sweep's state (the classifier, the ranker or the regressor), fitted by
+    ``fit(max_stage_cost)`` when a point first needs it, and again when a point's cap lies above the stages the
+    fitted model holds; its RoundsWarnings mark the state capped."""
+    fitted = state["model"]
+    if fitted is None or fitted.max_stage_cost is not None and \
+            _higher(fitted.max_stage_cost, params.get("max_cost")) != fitted.max_stage_cost:
+        with _rounds_capped(state):
+            state["model"] = fit(_higher(state["ceiling"], params.get("max_cost")))
+    return state["model"]
+
+
+def _higher(a: float | None, b: float | None) -> float | None:
+    """The larger of two caps, None (no cap) being the largest."""
+    return None if a is None or b is None else max(a, b)
+
+
+@FAMILY.method("staged_acquisition", tasks=("binary", "multiclass"), prepare=_staged_prepare, plan=_staged_plan,
+          grid=_staged_grid,
+          knob=Knob("relative_tradeoff", "tradeoff", cheap_end=1.0, read_at_predict=True))
+def _fit_staged(context: Context, state: dict, params: dict) -> list[Candidate]:
+    from lightgbm_cegb.methods.staged import StagedAcquisitionClassifier
+    params = dict(params)
+    check_keys("staged_acquisition", params, {"relative_tradeoff", "tradeoff", "max_cost"})
+    fitted = _fitted_ladder(state, params, lambda ceiling: StagedAcquisitionClassifier(
+        feature_costs=context.costs, random_state=0, n_jobs=context.params.get("num_threads") or None,
+        max_stage_cost=ceiling, **_acquisition_capacity(context)).fit(
+        context.train.X, context.train.y, eval_set=(context.valid.X, context.valid.y)))
+    scale = fitted.first_value() if "relative_tradeoff" in params else 0.0
+    tradeoff, knob = scaled_knob("staged_acquisition", params, "relative_tradeoff", "tradeoff", scale)
+    model = copy.copy(fitted).set_params(tradeoff=min(tradeoff, 1.0), max_cost=params.get("max_cost"))
+    candidate = _AcquisitionCandidate("staged_acquisition", {**knob, **params}, model,
+                                      partial(prediction, model, "positive" if context.task == "binary" else "proba",
+                                              None), partial(own_cost, model))
+    candidate.traces = state["passes"]
+    candidate.capped = state.get("capped", False)
+    return [candidate]
+
+
+@FAMILY.method("staged_acquisition_regressor", tasks=("regression",), prepare=_staged_prepare, grid=_staged_grid,
+          knob=Knob("relative_tradeoff", "tradeoff", cheap_end=1.0, read_at_predict=True))
+def _fit_staged_regressor(context: Context, state: dict, params: dict) -> list[Candidate]:
+    from lightgbm_cegb.methods.staged_regressor import StagedAcquisitionRegressor
+    params = dict(params)
+    check_keys("staged_acquisition_regressor", params, {"relative_tradeoff", "tradeoff", "max_cost"})
+    fitted = _fitted_ladder(state, params, lambda _: StagedAcquisitionRegressor(  # every stage: no ceiling
+        feature_costs=context.costs, random_state=0, n_jobs=context.params.get("num_threads") or None,
+        n_estimators=context.num_boost_round, early_stopping_rounds=context.early_stopping_rounds).fit(
+        context.train.X, context.train.y, eval_set=(context.valid.X, context.valid.y)))
+    scale = fitted.first_value() if "relative_tradeoff" in params else 0.0
+    tradeoff, knob = scaled_knob("staged_acquisition_regressor", params, "relative_tradeoff", "tradeoff", scale)
+    model = copy.copy(fitted).set_params(tradeoff=tradeoff, max_cost=params.get("max_cost"))
+    candidate = _AcquisitionCandidate("staged_acquisition_regressor", {**knob, **params}, model, model.predict,
+                                      model.prediction_cost)
+    candidate.traces = state["passes"]
+    candidate.capped = state.get("capped", False)
+    return [candidate]
+
+
+#: ``tradeoff`` values of the staged acquisition ranker's default grid: the share of a query's documents at a stage
+#: that each cut stops (0: every document goes to the last stage; 1: only ``top_k``)
+CASCADE_TRADEOFFS = (0.0, 0.2, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
+#: ``top_k`` values of its grid: the documents of a query that go on at every cut
+CASCADE_TOP_K = (0, 1, 3, 10)
+
+
+def _cascade_grid(context: Context) -> list[dict]:
+    total = sum(_unit_prices(context))
+    caps = [None] + [round(f * total, 6) for f in STAGED_CAPS if total > 0]
+    return [{"tradeoff": t, "top_k": k, **({} if cap is None else {"max_cost": cap})}
+            for cap in caps for k in CASCADE_TOP_K for t in CASCADE_TRADEOFFS]
+
+
+class _CascadeCandidate(Candidate):
+    """The staged acquisition ranker: its scores and costs on a set of queries, replayed from the stages' pass
+    (``_StagePasses``), the same as ``predict_result`` to the bit; ``predict`` and ``cost`` take the rows' ``group``
+    (None: one query)."""
+
+    passes: _StagePasses | None = None
+
+    def measure(self, rows: Rows, metric: Metric, *, choose: bool = False) -> tuple[float, float, float]:
+        result = self.passes.result(self.model, rows.X, rows.group)
+        return self.quality(rows, result.score, metric, choose), float(result.cost.mean), float(result.cost.coupled)
+
+
+@FAMILY.method("staged_acquisition_ranker", tasks=("ranking",), prepare=_staged_prepare, plan=_staged_plan,
+          grid=_cascade_grid, knob=Knob("tradeoff", cheap_end=1.0, read_at_predict=True))
+def _fit_cascade(context: Context, state: dict, params: dict) -> list[Candidate]:
+    from lightgbm_cegb.methods.cascade import StagedAcquisitionRanker
+    params = dict(params)
+    check_keys("staged_acquisition_ranker", params, {"tradeoff", "top_k", "max_cost"})
+    fitted = _fitted_ladder(state, params, lambda ceiling: StagedAcquisitionRanker(
+        feature_costs=context.costs, random_state=0, n_jobs=context.params.get("num_threads") or None,
+        max_stage_cost=ceiling, n_estimators=context.num_boost_round,
+        early_stopping_rounds=context.early_stopping_rounds).fit(
+        context.train.X, context.train.y, group=context.train.group, eval_set=[(context.valid.X, context.valid.y)],
+        eval_group=[context.valid.group]))
+    model = copy.copy(fitted).set_params(**{"max_cost": None, **params})
+    candidate = _CascadeCandidate("staged_acquisition_ranker", params, model, model.predict, model.prediction_cost)
+    candidate.passes = state["passes"]
+    candidate.capped = state.get("capped", False)
+    return [candidate]

@@ -1,0 +1,156 @@
+"""The LightGBM family of a sweep: plain LightGBM, CEGB, BudgetPrune and Early Exit (the last two on the plain model).
+
+Knobs, each on a documented scale:
+
+- ``lightgbm``: plain LightGBM (no costs), any LightGBM parameter; the reference point.
+- ``cegb``: ``relative_tradeoff`` r in [0, 1]: ``cegb_tradeoff = r * scale`` where ``scale`` is the
+  smallest trade-off at which the first tree of the training data makes no split
+  (:func:`cegb_tradeoff_scale`): r = 1 is a model without splits, whatever the costs' units and the
+  number of rows. ``cegb_tradeoff`` sets the raw value instead. Trained with early stopping on the
+  validation rows, and with ``budget_stopping`` when the point has a ``budget``.
+- ``budget_prune``: ``budget_fraction`` f in (0, 1]: BudgetPrune (``budget_prune(..., budget=B)``,
+  exact) of a plain LightGBM model to ``B = f x`` its own mean cost on the pruning rows (the training
+  rows); ``tradeoff`` sets the raw trade-off instead. Ranking: with a regression or binary objective in
+  ``params`` (BudgetPrune has no lambdarank loss).
+- ``early_exit``: ``threshold`` of ``EarlyExit`` on a plain LightGBM model (classification: a
+  probability; ranking: the proximity margin), ``every`` (default 10).
+"""
+
+from __future__ import annotations
+
+import warnings
+from functools import partial
+
+import numpy as np
+
+from lightgbm_cegb.accounting import prediction_cost
+from lightgbm_cegb.core.errors import CEGBError, NoSplitWarning
+from lightgbm_cegb.io.models import has_split
+from lightgbm_cegb.lgbm.cegb_tradeoff_scale import cegb_tradeoff_scale
+from lightgbm_cegb.selection.metrics import Metric
+from lightgbm_cegb.selection.points import (
+    PREFIX_TREES,
+    booster_points,
+    check_keys,
+    dataset,
+    lightgbm_params,
+    own_cost,
+    plain_model,
+    prediction,
+    scaled_knob,
+    train_lightgbm,
+    whole_model,
+)
+from lightgbm_cegb.selection.registry import Candidate, Context, Family, Knob, Rows
+
+#: this module's methods, registered by the package (``lightgbm_cegb.selection``)
+FAMILY = Family()
+
+
+@FAMILY.method("lightgbm", grid=lambda context: [{}])
+def _fit_lightgbm(context: Context, state, params: dict) -> list[Candidate]:
+    params = dict(params)
+    trees = params.pop("trees", PREFIX_TREES)
+    booster = train_lightgbm(context, lightgbm_params(context, **params)) if params else plain_model(context)
+    return booster_points("lightgbm", context, params, booster, trees)
+
+
+def _weighs_nothing(context: Context) -> bool:
+    """Whether no feature's use costs anything that cegb_tradeoff weighs (free features, tree costs only)."""
+    return not context.costs.penalised(np.shape(context.train.X)[1]).any()
+
+
+def _cegb_prepare(context: Context) -> float:
+    """The unit of ``relative_tradeoff``: cegb_tradeoff_scale; 0 when the costs give it nothing to weigh (then
+    every cegb_tradeoff trains the same model, tradeoff 0 with the costs recorded)."""
+    if _weighs_nothing(context):
+        return 0.0
+    cost_params = context.costs.to_params(tradeoff=1.0)
+    return cegb_tradeoff_scale(lightgbm_params(context, **cost_params), dataset(context.train))
+
+
+def _cegb_grid(context: Context) -> list[dict]:
+    return [{"relative_tradeoff": r} for r in ((0.0,) if _weighs_nothing(context) else CEGB_RELATIVE_TRADEOFFS)]
+
+
+#: ``relative_tradeoff`` values of CEGB's default grid (0 is plain LightGBM with the costs recorded). Where
+#: the cost moves depends on the data: on HIGGS and letter it barely moves below 0.05 (the later trees' gains,
+#: which the penalty has to beat, are much smaller than the first tree's, which sets the scale) and falls
+#: steeply near 1 (letter, 26 classes: 10.7 of 16 at 0.9, 0 at 1); on MNIST's 1,120 pixels it falls from 160
+#: to 7 between 0 and 0.05. Hence points at both ends.
+CEGB_RELATIVE_TRADEOFFS = (0.0, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98,
+                           0.995)
+
+
+@FAMILY.method("cegb", grid=_cegb_grid, prepare=_cegb_prepare,
+          knob=Knob("relative_tradeoff", "cegb_tradeoff", log=True, cheap_end=1.0))
+def _fit_cegb(context: Context, scale: float, params: dict) -> list[Candidate]:
+    from lightgbm_cegb.lgbm.callbacks import budget_stopping
+    params = dict(params)
+    budget = params.pop("budget", None)
+    trees = params.pop("trees", PREFIX_TREES)
+    tradeoff, knob = scaled_knob("cegb", params, "relative_tradeoff", "cegb_tradeoff", scale)
+    callbacks = [] if budget is None else [budget_stopping(context.valid.X, context.costs, budget, verbose=False)]
+    booster = train_lightgbm(context, lightgbm_params(context, **context.costs.to_params(tradeoff=tradeoff), **params),
+                             callbacks)
+    if not has_split(booster):
+        warnings.warn(f"cegb: cegb_tradeoff={tradeoff:g} leaves the model without a split (every split's penalty "
+                      "outweighs its gain); its point predicts a constant", NoSplitWarning, stacklevel=2)
+    point = {**knob, **({} if budget is None else {"budget": budget}), **params}
+    return booster_points("cegb", context, point, booster, trees)
+
+
+def _prune_prepare(context: Context):
+    """The plain model, its BudgetPrune problem on the training rows (built once for every grid point) and
+    its mean lazy cost there (the unit of ``budget_fraction``)."""
+    from lightgbm_cegb.methods.budget_prune import Pruner
+    booster = plain_model(context)
+    costs = context.costs.per_row()
+    pruner = Pruner(booster, context.train.X, context.train.y, costs)
+    return pruner, float(prediction_cost(booster, context.train.X, costs).mean)
+
+
+@FAMILY.method("budget_prune", prepare=_prune_prepare,
+          grid=lambda context: [{"budget_fraction": f} for f in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0)],
+          knob=Knob("budget_fraction", "tradeoff", cheap_end=0.0))
+def _fit_budget_prune(context: Context, state, params: dict) -> list[Candidate]:
+    pruner, full_cost = state
+    check_keys("budget_prune", params, {"budget_fraction", "tradeoff"})
+    if ("budget_fraction" in params) == ("tradeoff" in params):
+        raise CEGBError(f"budget_prune: give budget_fraction or tradeoff, got {params}")
+    result = pruner.at(params["tradeoff"]) if "tradeoff" in params else \
+        pruner.within(params["budget_fraction"] * full_cost)
+    return [whole_model("budget_prune", {**params, "tradeoff": result.tradeoff}, result.model, "predict",
+                        context.costs)]
+
+
+def _early_exit_grid(context: Context) -> list[dict]:
+    """Proximity margins for a ranker, probabilities for a classifier (also a classifier ranking by its
+    probabilities, as with binarised labels)."""
+    from lightgbm_cegb.methods.early_exit import RANKING_OBJECTIVES
+    ranker = lightgbm_params(context)["objective"] in RANKING_OBJECTIVES
+    return [{"threshold": t} for t in ((0.5, 1.0, 2.0, 4.0) if ranker else (0.6, 0.8, 0.9, 0.95, 0.99))]
+
+
+@FAMILY.method("early_exit", tasks=("binary", "multiclass", "ranking"), prepare=plain_model,
+          grid=_early_exit_grid, knob=Knob("threshold", read_at_predict=True))
+def _fit_early_exit(context: Context, booster, params: dict) -> list[Candidate]:
+    from lightgbm_cegb.methods.early_exit import EarlyExit
+    check_keys("early_exit", params, {"threshold", "every"})
+    model = EarlyExit(booster, threshold=params["threshold"], every=params.get("every", 10),
+                      feature_costs=context.costs)
+    return [_ExitCandidate("early_exit", params, model, partial(prediction, model, "predict", None),
+                           partial(own_cost, model))]
+
+
+class _ExitCandidate(Candidate):
+    """Early Exit: prediction and cost come from one pass (``EarlyExit.predict_result``). A ranker's exits depend on
+    the query, so it is measured with the query sizes, a stopped document ranking below the others of its
+    query (the score is minus its rank); its ``predict``/``cost`` callables need no queries only for a
+    classifier."""
+
+    def measure(self, rows: Rows, metric: Metric, *, choose: bool = False) -> tuple[float, float, float]:
+        ranker = self.model.kind == "rank"
+        result = self.model.predict_result(rows.X, group=rows.group if ranker else None)
+        score = -result.rank.astype(np.float64) if ranker else result.prediction
+        return self.quality(rows, score, metric, choose), float(result.cost.mean), float(result.cost.coupled)

@@ -1,0 +1,190 @@
+"""What the method families of a sweep share: LightGBM training on the sweep's rows, the plain model, a model and its
+prefixes as points, the checks of a grid point's parameters.
+
+Candidates' ``predict`` and ``cost`` are partials of this module's functions (not closures), so that a Candidate, a
+sweep's frame and a Selection pickle with their models.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from functools import partial
+
+import lightgbm as lgb
+import numpy as np
+
+from lightgbm_cegb.accounting import prediction_cost
+from lightgbm_cegb.core.costs import FeatureCosts
+from lightgbm_cegb.core.errors import CEGBError
+from lightgbm_cegb.core.validation import check_number
+from lightgbm_cegb.io.models import library_of
+from lightgbm_cegb.selection.registry import Candidate, Context, Rows
+
+#: Numbers of iterations (trees; per class in multiclass) at which every boosted or bagged model of a sweep is
+#: also a point, below its best iteration (boosting: early stopped on the validation rows) or its size
+#: (bagging), beside the whole model: the same kinds of points for every method, as a prefix of a model is a
+#: cheaper model at no training cost. With a budget, the longest prefix within it on the validation rows is a
+#: point too (what ``budget_stopping`` would have trained).
+PREFIX_TREES = (1, 2, 3, 5, 10, 20, 30, 50, 100, 200, 300, 500, 1000, 2000, 5000)
+
+
+def _objective(task: str, num_class: int) -> dict:
+    return {"binary": {"objective": "binary"}, "multiclass": {"objective": "multiclass", "num_class": num_class},
+            "regression": {"objective": "regression"}, "ranking": {"objective": "lambdarank", "eval_at": [5]}}[task]
+
+
+def lightgbm_params(context: Context, **extra) -> dict:
+    """The LightGBM parameters of the sweep's task and ``params``, updated with ``extra``."""
+    num_class = int(max(np.max(context.train.y), np.max(context.valid.y))) + 1 if context.task == "multiclass" else 1
+    return {"verbose": -1, "seed": 0, "deterministic": True, **_objective(context.task, num_class),
+            **context.params, **extra}
+
+
+def dataset(rows: Rows, reference=None) -> lgb.Dataset:
+    return lgb.Dataset(rows.X, rows.y, group=rows.group, reference=reference)
+
+
+def train_lightgbm(context: Context, params: dict, callbacks: Iterable = (), X=None) -> lgb.Booster:
+    """LightGBM on the training rows (``X``: other values for them), early stopping on the validation rows'
+    first metric."""
+    rows = context.train if X is None else Rows(X, context.train.y, context.train.group)
+    train = dataset(rows)
+    return lgb.train(params, train, context.num_boost_round, valid_sets=[dataset(context.valid, train)],
+                     callbacks=[lgb.early_stopping(context.early_stopping_rounds, verbose=False), *callbacks])
+
+
+# Candidates' predict and cost are partials of these module-level functions (not closures), so that a
+# Candidate, a sweep's frame and a Selection pickle with their models.
+def prediction(model, output: str, k: int | None, X):
+    """What a metric reads of ``model`` (its first ``k`` iterations; None: as the model predicts) on X:
+    ``output`` "predict", "proba" (every class), "positive" (class 1's probability), "staged" (a BudgetRF's
+    first k trees: probabilities), "ranking" (a BudgetRF's score of relevance), "decision"
+    (``decision_function``), "cstc" ((f + 1) / 2 of it, in [0, 1])."""
+    at = {} if k is None else {"ntree_end": k} if library_of(model) == "catboost" else {"num_iteration": k}
+    if output == "predict":
+        return model.predict(X, **at)
+    if output == "proba":
+        return model.predict_proba(X, **at)
+    if output == "positive":
+        return model.predict_proba(X, **at)[:, 1]
+    if output == "staged":
+        return _staged(model, dense(X), k)
+    if output == "ranking":
+        return model.ranking_score(dense(X), n_trees=k)
+    if output == "cstc":
+        return np.clip((model.decision_function(X) + 1) / 2, 0, 1)
+    if output == "decision":
+        return model.decision_function(X)
+    raise CEGBError(f"unknown output {output!r}")
+
+
+def _cost(model, costs: FeatureCosts, k: int | None, X):
+    """The package's accounting of ``model`` (its first ``k`` iterations) on X."""
+    return prediction_cost(model, X, costs, num_iteration=k)
+
+
+def own_cost(model, X):
+    """``model.prediction_cost(X)``: a model whose cost is not that of a forest (gates, cascades, exits)."""
+    return model.prediction_cost(X)
+
+
+def whole_model(method: str, params: dict, model, output: str, costs: FeatureCosts | None = None) -> Candidate:
+    """A whole model as a point: costed by the accounting of its trees, or (``costs`` None) by its own."""
+    cost = partial(own_cost, model) if costs is None else partial(_cost, model, costs, None)
+    return Candidate(method, params, model, partial(prediction, model, output, None), cost)
+
+
+def _iterations(model) -> int:
+    """The iterations a boosted or bagged model predicts with: its best (early stopped) or all."""
+    if library_of(model) == "catboost":  # use_best_model keeps the best iterations only
+        return model.tree_count_
+    if isinstance(model, lgb.Booster):
+        return model.best_iteration if model.best_iteration > 0 else model.current_iteration()
+    return model.best_iteration_ if hasattr(model, "best_iteration_") else model.n_estimators_
+
+
+def prefixes(context: Context, method: str, point: dict, model, output: str, trees: Sequence[int] = PREFIX_TREES,
+              costs: FeatureCosts | None = None) -> list[Candidate]:
+    """``model`` and its prefixes as points (``trees``: the prefix lengths, see PREFIX_TREES), each recording
+    ``trees``; with the sweep's budgets, also the longest prefix within each on the validation rows (one pass)."""
+    costs = context.costs if costs is None else costs
+    total = _iterations(model)
+    ks = {k for k in trees if k < total} | {total}
+    if context.budgets:
+        curve = prediction_cost(model, context.valid.X, costs, num_iteration=total, per_iteration=True).curve
+        for budget in context.budgets:
+            within = np.flatnonzero(curve <= budget * (1 + 1e-12))
+            if len(within):
+                ks.add(int(within[-1]) + 1)
+    return [Candidate(method, {**point, "trees": k}, model, partial(prediction, model, output, k),
+                      partial(_cost, model, costs, k), prefix=None if k == total else partial(_truncated, model, k))
+            for k in sorted(ks)]
+
+
+def _truncated(model, k: int):
+    """A copy of a boosted or bagged ``model`` holding its first ``k`` iterations only."""
+    if isinstance(model, lgb.Booster):
+        return lgb.Booster(model_str=model.model_to_string(num_iteration=k))
+    if hasattr(model, "prefix"):  # the package's estimators with prefixes (Greedy Miser, BudgetRF)
+        return model.prefix(k)
+    if library_of(model) == "catboost":
+        shrunk = model.copy()
+        shrunk.shrink(ntree_end=k)  # in place
+        return shrunk
+    raise CEGBError(f"cannot take a prefix of a {type(model).__name__}")
+
+
+def check_capped(method: str, context: Context, iterations: int, candidates: list[Candidate]) -> list[Candidate]:
+    """Mark the points of a model whose training reached num_boost_round while the validation metric was still
+    improving (its best iteration is within early_stopping_rounds of the cap): :func:`sweep` warns."""
+    if iterations > context.num_boost_round - context.early_stopping_rounds:
+        for candidate in candidates:
+            candidate.capped = True
+    return candidates
+
+
+def booster_points(method: str, context: Context, point: dict, booster: lgb.Booster,
+                   trees: Sequence[int] = PREFIX_TREES) -> list[Candidate]:
+    """A LightGBM model and its prefixes as points, marked when its training reached the round cap."""
+    return check_capped(method, context, _iterations(booster),
+                         prefixes(context, method, point, booster, "predict", trees))
+
+
+def plain_model(context: Context) -> lgb.Booster:
+    """Plain LightGBM (no costs) on the sweep's rows and parameters: the base of several methods, trained once per
+    sweep and process (deterministic training: each would train the same model)."""
+    if "plain" not in context.shared:
+        context.shared["plain"] = train_lightgbm(context, lightgbm_params(context))
+    return context.shared["plain"]
+
+
+def check_keys(method: str, params: Mapping, allowed: set[str]) -> None:
+    unknown = sorted(set(params) - allowed)
+    if unknown:
+        raise CEGBError(f"{method}: unknown parameter(s) {unknown}; it takes {sorted(allowed)}")
+
+
+def dense(X):
+    """BudgetRF reads dense float32 rows (as scikit-learn's trees): a sparse X is densified in that type."""
+    return X.astype(np.float32).toarray() if hasattr(X, "toarray") else X
+
+
+def _staged(forest, X, k: int) -> np.ndarray:
+    for i, proba in enumerate(forest.staged_predict_proba(X), start=1):
+        if i == k:
+            return proba[:, 1] if proba.shape[1] == 2 else proba
+    raise CEGBError(f"the forest has fewer than {k} trees")
+
+
+def scaled_knob(method: str, params: dict, relative_key: str, raw_key: str, scale: float) -> tuple[float, dict]:
+    """Take a method's trade-off out of ``params``: the raw value (``raw_key``) or the relative one times
+    ``scale``; returns it and the point's record of it."""
+    relative = params.pop(relative_key, None)
+    if relative is not None and raw_key in params:
+        raise CEGBError(f"{method}: give {relative_key} or {raw_key}, not both")
+    value = params.pop(raw_key, None)
+    if relative is not None:
+        check_number(relative, f"{method}: {relative_key}", 0.0)
+    if value is None:
+        value = float(relative or 0.0) * scale
+    return value, {**({} if relative is None else {relative_key: relative}), raw_key: value}
