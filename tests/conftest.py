@@ -10,11 +10,16 @@ import sys
 import textwrap
 from pathlib import Path
 
-import lightgbm
-import numpy as np
-import pytest
+if os.environ.get("PYTEST_XDIST_WORKER"):  # make test: one worker per CPU, each with OpenMP's threads (every CPU)
+    # a thread waiting at an OpenMP barrier sleeps instead of spinning on a CPU that another worker needs; read by
+    # the OpenMP runtime when it loads (with LightGBM below), and by the child processes the tests start
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from scripts.build import lgbm_source
+import lightgbm  # noqa: E402 (after the OpenMP setting above)
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from scripts.build import lgbm_source  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
