@@ -53,21 +53,13 @@ from lightgbm_cegb.selection import (
     lightgbm_family,
 )
 from lightgbm_cegb.selection.chosen import Selection, estimator_class
-from lightgbm_cegb.selection.frontier import (
-    BUDGET_METHODS,
-    best_point,
-    best_subset,
-    evaluate,
-    fit_within_budget,
-    pareto,
-    select,
-    train_to_budget,
-)
+from lightgbm_cegb.selection.frontier import best_point, evaluate, pareto, select
 from lightgbm_cegb.selection.metrics import METRICS, Metric, get_metric
 from lightgbm_cegb.selection.points import PREFIX_TREES
 from lightgbm_cegb.selection.registry import METHODS, TASKS, Candidate, Context, Knob, Method, Rows, register
 from lightgbm_cegb.selection.scorer import cost_scorer
 from lightgbm_cegb.selection.sweep import sweep
+from lightgbm_cegb.selection.workflows import BUDGET_METHODS, best_subset, fit_within_budget, train_to_budget
 
 for _family in (baseline, lightgbm_family, forest_family, greedy_family, cstc_family, acquisition_family,
                 catboost_family):

@@ -228,7 +228,7 @@ def test_a_stage_still_improving_at_the_round_cap_warns():
 
 def test_the_sweep_and_fit_within_budget_run_it():
     from lightgbm_cegb.selection import fit_within_budget, sweep
-    from lightgbm_cegb.selection.frontier import BUDGET_METHODS
+    from lightgbm_cegb.selection.workflows import BUDGET_METHODS
     assert "staged_acquisition_ranker" in BUDGET_METHODS
     X, y, group, costs, _ = random_case(9, queries=60)
     cut = int(group[:40].sum())

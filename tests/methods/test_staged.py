@@ -17,7 +17,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from lightgbm_cegb import CEGBError, FeatureCosts, LazyPredictor
 from lightgbm_cegb.methods.staged import StagedAcquisitionClassifier
 from lightgbm_cegb.selection import fit_within_budget, sweep
-from lightgbm_cegb.selection.frontier import BUDGET_METHODS
+from lightgbm_cegb.selection.workflows import BUDGET_METHODS
 
 
 def random_case(seed: int):

@@ -181,7 +181,7 @@ def test_scikit_learn_checks(estimator, check):
 
 def test_the_sweep_and_fit_within_budget_run_it():
     from lightgbm_cegb.selection import fit_within_budget, sweep
-    from lightgbm_cegb.selection.frontier import BUDGET_METHODS
+    from lightgbm_cegb.selection.workflows import BUDGET_METHODS
     assert "staged_acquisition_regressor" in BUDGET_METHODS
     X, y, costs, _ = random_case(9, n=600)
     train, valid = (X[:400], y[:400]), (X[400:], y[400:])

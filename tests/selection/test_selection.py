@@ -818,21 +818,21 @@ def test_a_sweep_logs_each_point_and_shows_it_on_its_bar(binary, caplog, capsys)
 def test_adapt_lin_joins_the_default_methods_on_few_rows(monkeypatch):
     """Issue 60 (5): below LINEAR_ROWS training rows a classification task's defaults add ADAPT-LIN; not above it,
     nor for regression."""
-    from lightgbm_cegb.selection import frontier
+    from lightgbm_cegb.selection import workflows
     swept = []
 
     def recorded(methods, *args, **kwargs):
         swept.append(list(methods))
         raise CEGBError("recorded")
 
-    monkeypatch.setattr(frontier.sweep, "unchecked", recorded)  # fit_within_budget checked its arguments
+    monkeypatch.setattr(workflows.sweep, "unchecked", recorded)  # fit_within_budget checked its arguments
     rng = np.random.default_rng(0)
-    for rows, task in ((frontier.LINEAR_ROWS - 1, "binary"), (frontier.LINEAR_ROWS, "binary"),
-                       (frontier.LINEAR_ROWS - 1, "regression")):
+    for rows, task in ((workflows.LINEAR_ROWS - 1, "binary"), (workflows.LINEAR_ROWS, "binary"),
+                       (workflows.LINEAR_ROWS - 1, "regression")):
         X, y = rng.normal(size=(rows, 3)), rng.integers(0, 2, rows)
         with pytest.raises(CEGBError, match="recorded"):
             fit_within_budget((X, y), (X[:10], y[:10]), None, 1.0, task=task)
-    binary = [m for m in frontier.BUDGET_METHODS if "binary" in METHODS[m].tasks]
+    binary = [m for m in workflows.BUDGET_METHODS if "binary" in METHODS[m].tasks]
     assert swept[0] == binary + ["adapt_lin"]
     assert swept[1] == binary and "adapt_lin" not in swept[2]
     assert "staged_acquisition_regressor" in swept[2] and "staged_acquisition_ranker" not in swept[2]
