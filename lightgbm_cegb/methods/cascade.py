@@ -42,7 +42,6 @@ from lightgbm_cegb.core.validation import NoneOr, Number, check_params, checked_
 from lightgbm_cegb.io import saved
 from lightgbm_cegb.methods.acquisition import (
     NUM_LEAVES,
-    EvaluationCost,
     auto_leaves,
     checked_data,
     drive,
@@ -385,36 +384,12 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
         self._check_fitted()
         return self._results_at(X, settings, group)
 
-    def stage_passes(self, X, deepest: int | None = None) -> tuple[list, list]:
-        """Every stage's scores of every document of X up to stage ``deepest`` (None: the last within
-        ``max_cost``), and what each stage's evaluation costs each document (None: nothing).
+    def _pass_rows(self, X) -> np.ndarray:
+        return super()._pass_rows(_dense(X))
 
-        One pass serves every setting of ``tradeoff``, ``top_k`` and ``max_cost`` (up to ``deepest``): :meth:`replay`
-        reads each setting's result from it, equal to its own ``predict_result`` to the bit (a sweep's points share
-        it).
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            The rows.
-        deepest : int, optional
-            The last stage to pass (default: the last within ``max_cost``).
-
-        Returns
-        -------
-        tuple of lists
-            What :meth:`replay` takes, per stage.
-        """
-        self._check_fitted()
-        X = checked_data(self, "X", _dense(X), reset=False)
-        deepest = self._last_stage() if deepest is None else deepest
-        scores, added = [], []
-        for k in range(deepest + 1):
-            masked = self._masked(X, k)
-            scores.append(self._stage_score(k, masked))
-            evaluation = EvaluationCost(self.stages_[k - 1], self.costs_, X.shape[1], len(X)) if k else None
-            added.append(None if evaluation is None else evaluation.add(masked, np.arange(len(X))))
-        return scores, added
+    def _stage_pass(self, k: int, X: np.ndarray, masked: np.ndarray) -> tuple:
+        """Stage ``k``'s scores of every document and what its evaluation costs each (stage 0: nothing)."""
+        return self._stage_score(k, masked), self._added(self.stages_[k - 1], X, masked) if k else None
 
     def replay(self, scores: list, added: list, group) -> CascadeResult:
         """The result of a run whose stages' scores (and evaluation costs) on every document of the queries

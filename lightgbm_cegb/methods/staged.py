@@ -44,6 +44,7 @@ from lightgbm_cegb.methods.acquisition import (
     AcquisitionResult,
     EvaluationCost,
     PolicyClassifier,
+    checked_data,
     class_weights,
 )
 
@@ -59,8 +60,9 @@ class StageLadder:
     """The stages of a staged acquisition model (the classifier here, the ranker of ``methods.cascade``): the units'
     order, the ladder of nested stages cut from it, their prices and the deepest stage within ``max_cost``.
 
-    A subclass has ``units_``, ``unit_cost_``, ``stages``, ``max_stage_cost`` and ``max_cost``, and trains a
-    stage's model with the ``train_on(columns)`` it gives :meth:`_fit_stages`.
+    A subclass has ``units_``, ``unit_cost_``, ``stages``, ``max_stage_cost`` and ``max_cost``, trains a stage's
+    model with the ``train_on(columns)`` it gives :meth:`_fit_stages`, and says what a stage gives each row in
+    ``_stage_pass(k, X, masked)`` (what :meth:`stage_passes` collects).
     """
 
     def _fit_stages(self, train_on, num_features: int) -> None:
@@ -111,6 +113,41 @@ class StageLadder:
 
     def _prices(self) -> np.ndarray:
         return np.concatenate([[0.0], np.cumsum(self.unit_cost_[self.order_])])[self.stage_units_]
+
+    def stage_passes(self, X, deepest: int | None = None) -> tuple[list, ...]:
+        """Every stage's outputs on every row of X (up to stage ``deepest``; None: the last within ``max_cost``) and
+        what each stage's models cost each row to evaluate (None: nothing): the classifier's probabilities, the
+        ranker's scores, the regressor's predictions and gaps.
+
+        One pass serves every setting read at prediction (``tradeoff``, ``max_cost``, the ranker's ``top_k``, up to
+        ``deepest``): :meth:`replay` reads each setting's result from it, equal to its own ``predict_result`` to the
+        bit (a sweep's points share it).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The rows.
+        deepest : int, optional
+            The last stage to pass (default: the last within ``max_cost``).
+
+        Returns
+        -------
+        tuple of lists
+            What :meth:`replay` takes, per stage.
+        """
+        X = self._pass_rows(X)
+        deepest = self._last_stage() if deepest is None else deepest
+        per_stage = [self._stage_pass(k, X, self._masked(X, k)) for k in range(deepest + 1)]
+        return tuple(list(outputs) for outputs in zip(*per_stage))
+
+    def _pass_rows(self, X) -> np.ndarray:
+        """X checked for a fitted model's pass."""
+        self._check_fitted()
+        return checked_data(self, "X", X, reset=False)
+
+    def _added(self, model, X: np.ndarray, masked: np.ndarray) -> np.ndarray:
+        """What evaluating ``model`` (a stage's) costs each row of X, whose acquired values ``masked`` holds."""
+        return EvaluationCost(model, self.costs_, X.shape[1], len(X)).add(masked, np.arange(len(X)))
 
     def _last_stage(self) -> int:
         """The deepest stage within ``max_cost``."""
@@ -333,34 +370,9 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
         self._check_fitted()
         return self._results_at(X, settings)
 
-    def stage_passes(self, X, deepest: int | None = None) -> tuple[list, list]:
-        """Every stage's probabilities on every row of X (up to stage ``deepest``; None: the last within
-        ``max_cost``), and what each stage's evaluation costs each row (None: nothing).
-
-        One pass serves every setting of ``tradeoff`` and ``max_cost`` (up to ``deepest``): :meth:`replay` reads each
-        setting's result from it, equal to its own ``predict_result`` to the bit (a sweep's points share it).
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            The rows.
-        deepest : int, optional
-            The last stage to pass (default: the last within ``max_cost``).
-
-        Returns
-        -------
-        tuple of lists
-            What :meth:`replay` takes, per stage.
-        """
-        X = self._checked_rows(X)
-        deepest = self._last_stage() if deepest is None else deepest
-        proba, added = [], []
-        for k in range(deepest + 1):
-            masked = self._masked(X, k)
-            proba.append(self._proba(k, masked))
-            evaluation = EvaluationCost(self.stages_[k - 1], self.costs_, X.shape[1], len(X)) if k else None
-            added.append(None if evaluation is None else evaluation.add(masked, np.arange(len(X))))
-        return proba, added
+    def _stage_pass(self, k: int, X: np.ndarray, masked: np.ndarray) -> tuple:
+        """Stage ``k``'s probabilities of every row and what its evaluation costs each (stage 0: nothing)."""
+        return self._proba(k, masked), self._added(self.stages_[k - 1], X, masked) if k else None
 
     def replay(self, proba: list, added: list) -> AcquisitionResult:
         """The result of a run whose stages' probabilities (and evaluation costs) on every row are known.

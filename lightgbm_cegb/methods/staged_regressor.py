@@ -35,7 +35,6 @@ from lightgbm_cegb.core.validation import NoneOr, Number, check_params
 from lightgbm_cegb.io import saved
 from lightgbm_cegb.methods.acquisition import (
     NUM_LEAVES,
-    EvaluationCost,
     auto_leaves,
     checked_data,
     drive,
@@ -342,40 +341,13 @@ class StagedAcquisitionRegressor(StageLadder, BudgetedEstimator, RegressorMixin,
         self._check_fitted()
         return self._results_at(X, settings)
 
-    def stage_passes(self, X, deepest: int | None = None) -> tuple[list, list, list, list]:
-        """Every stage's predictions and gaps on every row of X up to stage ``deepest`` (None: the last within
-        ``max_cost``), and what each stage's regressor and gap model cost each row (None: nothing).
-
-        One pass serves every setting of ``tradeoff`` and ``max_cost`` (up to ``deepest``): :meth:`replay` reads each
-        setting's result from it, equal to its own ``predict_result`` to the bit (a sweep's points share it).
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            The rows.
-        deepest : int, optional
-            The last stage to pass (default: the last within ``max_cost``).
-
-        Returns
-        -------
-        tuple of lists
-            What :meth:`replay` takes, per stage.
-        """
-        self._check_fitted()
-        X = checked_data(self, "X", X, reset=False)
-        deepest = self._last_stage() if deepest is None else deepest
-        predictions, gaps, added, gap_added = [], [], [], []
-        everyone = np.arange(len(X))
-        for k in range(deepest + 1):
-            masked = self._masked(X, k)
-            predictions.append(self._stage_prediction(k, masked))
-            gaps.append(self._gap(k, masked) if k < len(self.stages_) else np.zeros(len(X)))
-            stage_cost = EvaluationCost(self.stages_[k - 1], self.costs_, X.shape[1], len(X)) if k else None
-            added.append(None if stage_cost is None else stage_cost.add(masked, everyone))
-            gap_cost = EvaluationCost(self.gaps_[k - 1], self.costs_, X.shape[1], len(X)) \
-                if 0 < k < len(self.stages_) else None
-            gap_added.append(None if gap_cost is None else gap_cost.add(masked, everyone))
-        return predictions, gaps, added, gap_added
+    def _stage_pass(self, k: int, X: np.ndarray, masked: np.ndarray) -> tuple:
+        """Stage ``k``'s predictions and gaps (the last stage's: 0) of every row, and what its regressor and gap
+        model cost each to evaluate (None: nothing)."""
+        last = len(self.stages_)
+        return (self._stage_prediction(k, masked), self._gap(k, masked) if k < last else np.zeros(len(X)),
+                self._added(self.stages_[k - 1], X, masked) if k else None,
+                self._added(self.gaps_[k - 1], X, masked) if 0 < k < last else None)
 
     def replay(self, predictions: list, gaps: list, added: list, gap_added: list) -> StagedRegressionResult:
         """The result of a run whose stages' predictions, gaps and evaluation costs on every row are known.
