@@ -180,10 +180,16 @@ def _fit_acquisition(context: Context, state: dict, params: dict) -> list[Candid
     candidate = _AcquisitionCandidate("adaptive_acquisition", {**knob, **params}, model,
                                       partial(prediction, model, "positive" if context.task == "binary" else "proba",
                                               None), partial(own_cost, model))
-    candidate.traces = state["traces"]
+    return _sharing(candidate, state["traces"], state)
+
+
+
+def _sharing(candidate: Candidate, shared, state: dict) -> list[Candidate]:
+    """``candidate`` as a point that reads what the grid's points share (``shared``: their runs or the stages'
+    pass), marked capped when its state's model reached the round cap."""
+    candidate.traces = shared
     candidate.capped = state.get("capped", False)
     return [candidate]
-
 
 class _AcquisitionCandidate(Candidate):
     """The adaptive and the staged acquisition: prediction and cost from the policy's run on the rows, answered from
@@ -287,9 +293,7 @@ def _fit_staged(context: Context, state: dict, params: dict) -> list[Candidate]:
     candidate = _AcquisitionCandidate("staged_acquisition", {**knob, **params}, model,
                                       partial(prediction, model, "positive" if context.task == "binary" else "proba",
                                               None), partial(own_cost, model))
-    candidate.traces = state["passes"]
-    candidate.capped = state.get("capped", False)
-    return [candidate]
+    return _sharing(candidate, state["passes"], state)
 
 
 @FAMILY.method("staged_acquisition_regressor", tasks=("regression",), prepare=_staged_prepare, grid=_staged_grid,
@@ -307,9 +311,7 @@ def _fit_staged_regressor(context: Context, state: dict, params: dict) -> list[C
     model = copy.copy(fitted).set_params(tradeoff=tradeoff, max_cost=params.get("max_cost"))
     candidate = _AcquisitionCandidate("staged_acquisition_regressor", {**knob, **params}, model, model.predict,
                                       model.prediction_cost)
-    candidate.traces = state["passes"]
-    candidate.capped = state.get("capped", False)
-    return [candidate]
+    return _sharing(candidate, state["passes"], state)
 
 
 #: ``tradeoff`` values of the staged acquisition ranker's default grid: the share of a query's documents at a stage
@@ -331,10 +333,10 @@ class _CascadeCandidate(Candidate):
     (``_StagePasses``), the same as ``predict_result`` to the bit; ``predict`` and ``cost`` take the rows' ``group``
     (None: one query)."""
 
-    passes: _StagePasses | None = None
+    traces: _StagePasses | None = None
 
     def measure(self, rows: Rows, metric: Metric, *, choose: bool = False) -> tuple[float, float, float]:
-        result = self.passes.result(self.model, rows.X, rows.group)
+        result = self.traces.result(self.model, rows.X, rows.group)
         return self.quality(rows, result.score, metric, choose), float(result.cost.mean), float(result.cost.coupled)
 
 
@@ -352,6 +354,4 @@ def _fit_cascade(context: Context, state: dict, params: dict) -> list[Candidate]
         eval_group=[context.valid.group]))
     model = copy.copy(fitted).set_params(**{"max_cost": None, **params})
     candidate = _CascadeCandidate("staged_acquisition_ranker", params, model, model.predict, model.prediction_cost)
-    candidate.passes = state["passes"]
-    candidate.capped = state.get("capped", False)
-    return [candidate]
+    return _sharing(candidate, state["passes"], state)
