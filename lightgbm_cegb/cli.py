@@ -45,7 +45,7 @@ from lightgbm_cegb.core.costs import CEGB_KEYS, GROUP_KEYS, FeatureCosts
 from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.report import CostReport
 from lightgbm_cegb.core.validation import check_number, read_utf8
-from lightgbm_cegb.datasets.cost_files import read_cost_file
+from lightgbm_cegb.datasets.cost_files import read_cost_file, read_costs
 from lightgbm_cegb.io.atomic import write_atomically
 from lightgbm_cegb.io.lightgbm_text import with_group_names
 from lightgbm_cegb.io.models import fitted_costs, library_of, to_forest, unwrap
@@ -608,43 +608,6 @@ def _serve_model(path: Path, method: str):
         return model
     classifier.load_model(str(path))
     return classifier
-
-
-SERVE_COST_FIELDS = ("lazy", "coupled", "split", "groups", "group_lazy", "group_coupled", "tree")
-
-
-def read_costs(path: Path, num_features: int, *, first_column: int = 0, one_based: str = "") -> FeatureCosts:
-    """FeatureCosts from a JSON object of its arguments (as ``FeatureCosts.fields()`` gives them), or from the
-    command line's cost file (its line i the cost of column ``first_column + i - 1``): what ``cost`` and ``serve``
-    take. ``one_based``: the option that set ``first_column`` (refused with JSON, which gives costs by column).
-
-    Raises
-    ------
-    CEGBError
-        When the file cannot be read, or holds no costs for ``num_features`` columns.
-    """
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):  # the cost file's reader names the file and the problem
-        text = ""
-    if not text.lstrip().startswith("{"):
-        return read_cost_file(path, num_features=num_features, first_column=first_column)
-    if first_column:
-        raise CEGBError(f"{one_based} moves the lines of a cost file; {str(path)!r} is JSON, whose costs are by "
-                        "column (or by name): drop it")
-    try:
-        fields = json.loads(text)
-    except ValueError as exc:
-        raise CEGBError(f"{str(path)!r} is not valid JSON ({exc})") from None
-    unknown = sorted(set(fields) - set(SERVE_COST_FIELDS)) if isinstance(fields, dict) else None
-    if unknown is None or unknown:
-        raise CEGBError(f"{str(path)!r} should hold a JSON object of FeatureCosts' arguments "
-                        f"{list(SERVE_COST_FIELDS)}, got "
-                        + (f"the keys {unknown}" if unknown else f"a JSON {type(fields).__name__}"))
-    try:
-        return FeatureCosts(**fields)
-    except (TypeError, ValueError) as exc:
-        raise CEGBError(f"{str(path)!r}: {exc}") from None
 
 
 def _serve_costs(path: Path, num_features: int) -> FeatureCosts:

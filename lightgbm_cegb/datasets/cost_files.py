@@ -1,4 +1,5 @@
-"""Cost files: the Yahoo! LTR format (one cost per line) with group lines, read into FeatureCosts.
+"""Cost files: the Yahoo! LTR format (one cost per line) with group lines, and JSON of FeatureCosts' arguments,
+read into FeatureCosts.
 
 A file format, off the ground floor: ``core.costs`` is the cost model, this module the text that data sets ship
 their costs in (``yahoo_costs``, ``load_svmlight(costs=PATH)``) and that the command line's ``--costs`` reads;
@@ -7,9 +8,11 @@ their costs in (``yahoo_costs``, ``load_svmlight(costs=PATH)``) and that the com
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
+from pathlib import Path
 
 import numpy as np
 
@@ -143,3 +146,42 @@ def read_cost_file(path: str | os.PathLike, kind: str = "lazy", num_features: in
         members[name] = [c for low, high in ranges for c in range(low, high + 1)]
     return FeatureCosts(**{kind: values}, groups=members,
                         **{f"group_{kind}": [cost for _, cost, _ in groups.values()]})
+
+
+COST_FIELDS = ("lazy", "coupled", "split", "groups", "group_lazy", "group_coupled", "tree")
+
+
+def read_costs(path: str | os.PathLike, num_features: int, *, first_column: int = 0,
+               one_based: str = "") -> FeatureCosts:
+    """FeatureCosts from a JSON object of its arguments (as ``FeatureCosts.fields()`` gives them), or from a cost
+    file (its line i the cost of column ``first_column + i - 1``): what the command line's ``cost --costs`` and
+    ``serve --costs`` take. ``one_based``: the option that set ``first_column`` (refused with JSON, which gives
+    costs by column).
+
+    Raises
+    ------
+    CEGBError
+        When the file cannot be read, or holds no costs for ``num_features`` columns.
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):  # the cost file's reader names the file and the problem
+        text = ""
+    if not text.lstrip().startswith("{"):
+        return read_cost_file(path, num_features=num_features, first_column=first_column)
+    if first_column:
+        raise CEGBError(f"{one_based} moves the lines of a cost file; {str(path)!r} is JSON, whose costs are by "
+                        "column (or by name): drop it")
+    try:
+        fields = json.loads(text)
+    except ValueError as exc:
+        raise CEGBError(f"{str(path)!r} is not valid JSON ({exc})") from None
+    unknown = sorted(set(fields) - set(COST_FIELDS)) if isinstance(fields, dict) else None
+    if unknown is None or unknown:
+        raise CEGBError(f"{str(path)!r} should hold a JSON object of FeatureCosts' arguments "
+                        f"{list(COST_FIELDS)}, got "
+                        + (f"the keys {unknown}" if unknown else f"a JSON {type(fields).__name__}"))
+    try:
+        return FeatureCosts(**fields)
+    except (TypeError, ValueError) as exc:
+        raise CEGBError(f"{str(path)!r}: {exc}") from None

@@ -24,6 +24,7 @@ from lightgbm_cegb.selection.points import (
     plain_model,
     prefixes,
     scaled_knob,
+    shared,
     whole_model,
 )
 from lightgbm_cegb.selection.registry import Candidate, Context, Family, Knob
@@ -48,9 +49,12 @@ def _greedy_miser(context: Context, **params):
 
 
 def _greedy_miser_prepare(context: Context) -> float:
-    train = context.train
-    return _greedy_miser(context).tradeoff_scale(train.X, train.y,
-                                                 **({} if train.group is None else {"group": train.group}))
+    """The unit of ``relative_tradeoff``: Greedy Miser's tradeoff_scale on the training rows (shared by the sweeps
+    of the same rows, costs and parameters)."""
+    train, model = context.train, _greedy_miser(context)
+    key = {"greedy_miser": model.get_params(), "costs": context.costs.fields()}
+    return shared(context, key, lambda: model.tradeoff_scale(train.X, train.y,
+                                                             **({} if train.group is None else {"group": train.group})))
 
 
 @FAMILY.method("greedy_miser", prepare=_greedy_miser_prepare,

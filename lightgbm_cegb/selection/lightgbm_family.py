@@ -38,6 +38,7 @@ from lightgbm_cegb.selection.points import (
     plain_model,
     prediction,
     scaled_knob,
+    shared,
     train_lightgbm,
     whole_model,
 )
@@ -61,12 +62,13 @@ def _weighs_nothing(context: Context) -> bool:
 
 
 def _cegb_prepare(context: Context) -> float:
-    """The unit of ``relative_tradeoff``: cegb_tradeoff_scale; 0 when the costs give it nothing to weigh (then
-    every cegb_tradeoff trains the same model, tradeoff 0 with the costs recorded)."""
+    """The unit of ``relative_tradeoff``: cegb_tradeoff_scale (shared by the sweeps of the same rows and
+    parameters); 0 when the costs give it nothing to weigh (then every cegb_tradeoff trains the same model,
+    tradeoff 0 with the costs recorded)."""
     if _weighs_nothing(context):
         return 0.0
-    cost_params = context.costs.to_params(tradeoff=1.0)
-    return cegb_tradeoff_scale(lightgbm_params(context, **cost_params), dataset(context.train))
+    params = lightgbm_params(context, **context.costs.to_params(tradeoff=1.0))
+    return shared(context, {"cegb": params}, lambda: cegb_tradeoff_scale(params, dataset(context.train)))
 
 
 def _cegb_grid(context: Context) -> list[dict]:

@@ -7,11 +7,16 @@ sweep's frame and a Selection pickle with their models.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
+from typing import TypeVar
 
 import lightgbm as lgb
 import numpy as np
+import pandas as pd
+from scipy import sparse
 
 from lightgbm_cegb.accounting import prediction_cost
 from lightgbm_cegb.core.costs import FeatureCosts
@@ -19,6 +24,8 @@ from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.validation import check_number
 from lightgbm_cegb.io.models import library_of
 from lightgbm_cegb.selection.registry import Candidate, Context, Rows
+
+T = TypeVar("T")
 
 #: Numbers of iterations (trees; per class in multiclass) at which every boosted or bagged model of a sweep is
 #: also a point, below its best iteration (boosting: early stopped on the validation rows) or its size
@@ -42,6 +49,56 @@ def lightgbm_params(context: Context, **extra) -> dict:
 
 def dataset(rows: Rows, reference=None) -> lgb.Dataset:
     return lgb.Dataset(rows.X, rows.y, group=rows.group, reference=reference)
+
+
+def _digest(rows: Rows, key: Mapping) -> str | None:
+    """A digest of the training rows (values, labels, query sizes) and ``key``; None when the rows are of a kind it
+    does not read."""
+    h = hashlib.blake2b(digest_size=20)
+    X = rows.X
+    if isinstance(X, pd.DataFrame):
+        h.update(repr((list(X.columns), [str(t) for t in X.dtypes])).encode())
+        h.update(pd.util.hash_pandas_object(X, index=False).to_numpy().tobytes())
+    elif sparse.issparse(X):
+        X = sparse.csr_matrix(X)
+        parts = (X.data, X.indices, X.indptr)
+        h.update(repr(("csr", X.shape, [str(a.dtype) for a in parts])).encode())
+        for part in parts:
+            h.update(np.ascontiguousarray(part).tobytes())
+    elif isinstance(X, np.ndarray) and X.dtype != object:
+        h.update(repr((X.shape, str(X.dtype))).encode())
+        h.update(np.ascontiguousarray(X).tobytes())
+    else:
+        return None
+    for values in (rows.y, rows.group):
+        values = None if values is None else np.asarray(values)
+        if values is not None and values.dtype == object:
+            return None
+        h.update(b"-" if values is None else repr((values.shape, str(values.dtype))).encode() + values.tobytes())
+    h.update(json.dumps(key, sort_keys=True, default=lambda v: v.tolist() if isinstance(v, np.ndarray) else repr(v))
+             .encode())
+    return h.hexdigest()
+
+
+#: What methods prepared from the training rows alone (shared), by digest: the latest few
+_SHARED: dict[str, object] = {}
+_SHARED_KEPT = 8
+
+
+def shared(context: Context, key: Mapping, compute: Callable[[], T]) -> T:
+    """``compute()``, or its value from an earlier sweep of the same training rows and ``key`` (what else it reads:
+    the method, its parameters, the costs): a trade-off scale, which each budget of ``train_to_budget`` and each
+    call of a session on the same rows would otherwise find again by training a model per bisection step. The
+    latest few values are kept; rows of a kind the digest does not read are never shared."""
+    name = _digest(context.train, key)
+    if name is not None and name in _SHARED:
+        return _SHARED[name]
+    value = compute()
+    if name is not None:
+        while len(_SHARED) >= _SHARED_KEPT:
+            _SHARED.pop(next(iter(_SHARED)))
+        _SHARED[name] = value
+    return value
 
 
 def train_lightgbm(context: Context, params: dict, callbacks: Iterable = (), X=None) -> lgb.Booster:

@@ -3,11 +3,14 @@ file and line (moved from tests/core/test_costs.py with the reader)."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
-from lightgbm_cegb import CEGBError
+from lightgbm_cegb import CEGBError, FeatureCosts
 from lightgbm_cegb.datasets import read_cost_file
+from lightgbm_cegb.datasets.cost_files import read_costs
 
 
 def test_yahoo_cost_file(tmp_path):
@@ -105,3 +108,22 @@ def test_cost_files_that_are_not_costs_are_named(tmp_path):
 def test_kind_is_lazy_or_coupled():
     with pytest.raises(CEGBError, match=r"kind should be 'lazy' or 'coupled', got 'both'"):
         read_cost_file("x.txt", kind="both")
+
+
+def test_read_costs_takes_json_of_the_arguments_or_a_cost_file(tmp_path):
+    """``read_costs`` (the command line's ``--costs``): JSON of FeatureCosts' arguments gives the same costs as
+    those arguments; any other text is a cost file; JSON that is not an object of those arguments is refused."""
+    costs = FeatureCosts(lazy=[1.0, 2.0, 3.0], coupled=[0.0, 4.0, 0.0], groups={"g": [0, 2]}, group_lazy=[7.0])
+    (tmp_path / "c.json").write_text(json.dumps(costs.fields()))
+    assert read_costs(tmp_path / "c.json", 3) == costs
+    (tmp_path / "c.txt").write_text("1\n2\n3\n")
+    assert read_costs(tmp_path / "c.txt", 3) == read_cost_file(tmp_path / "c.txt", num_features=3)
+    with pytest.raises(CEGBError, match=r"--one-based moves the lines of a cost file; '.*c.json' is JSON"):
+        read_costs(tmp_path / "c.json", 3, first_column=1, one_based="--one-based")
+    (tmp_path / "bad.json").write_text('{"lazy": [1, 2, 3], "lazzy": [2]}')
+    with pytest.raises(CEGBError, match=r"should hold a JSON object of FeatureCosts' arguments .*, got the keys "
+                                        r"\['lazzy'\]"):
+        read_costs(tmp_path / "bad.json", 3)
+    (tmp_path / "broken.json").write_text('{"lazy": [1, 2,')
+    with pytest.raises(CEGBError, match=r"'.*broken.json' is not valid JSON"):
+        read_costs(tmp_path / "broken.json", 3)

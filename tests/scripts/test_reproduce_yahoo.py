@@ -24,7 +24,7 @@ TRAINED = "CEGB deep trained to the budget"
 def test_reproduce_yahoo_quick(tmp_path, data):
     # every default method but the cheap subset, whose search fits a model per unit of the stand-in's 519 first
     # (minutes here; its runs are tested with the protocol's other scripts)
-    run_script("reproduce_yahoo", "--data", data, "--quick", "--queries", "120", "--splits", "2", "--rounds", "100",
+    run_script("reproduce_yahoo", "--data", data, "--quick", "--queries", "60", "--splits", "2", "--rounds", "100",
                "--methods", "lightgbm,cegb,budget_prune,early_exit,budgetrf,greedy_miser,staged_acquisition_ranker",
                "--out", str(tmp_path))
     forest, staged = "BudgetPrune (random forest)", {"Staged acquisition ranker"}
