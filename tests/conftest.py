@@ -37,6 +37,26 @@ def pytest_configure(config):
                     "run the tests with 'make test'", 2)
 
 
+def pytest_collection_modifyitems(config, items):
+    """Each worker of ``make test`` (``--dist worksteal``: worker i takes the i-th contiguous share of the tests, and
+    an idle one steals from the end of another's queue) starts with its share of the ``long`` tests, dealt out in
+    turn, so that no worker runs the long tests one after another while the others steal its short ones."""
+    workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
+    if workers < 2:
+        return
+    long, short = [], []
+    for item in items:
+        (long if item.get_closest_marker("long") else short).append(item)
+    size = len(items) // workers  # the scheduler's share per worker, as it splits the pending tests
+    shares = [long[i::workers] for i in range(workers)]
+    ordered = []
+    for share in shares:
+        take = max(size - len(share), 0)
+        ordered += share + short[:take]
+        short = short[take:]
+    items[:] = ordered + short
+
+
 #: Code for a child process (``run_python``, after ``import lightgbm as lgb``): ``refuse(booster, params)`` prints
 #: "REFUSED <the error's first line>" or "ACCEPTED"; ``in_step(refused, reference, updates)`` updates both boosters
 #: and asserts that they stay identical. The tests of a refused reset_parameter (patches 0007 and 0009).

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from lightgbm_cegb import demo
 
 QUICK = ["--methods", "cegb", "staged_acquisition", "--fractions", "0.1", "0.3"]
 
 
+@pytest.mark.long
 def test_demo_table(capsys):
     demo.main(QUICK)
     out = capsys.readouterr().out

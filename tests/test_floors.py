@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 
+import pytest
 import tomllib
 from conftest import ROOT, lgbm_source
 
@@ -93,6 +94,7 @@ def floors() -> dict[str, str]:
     return out
 
 
+@pytest.mark.long
 def test_the_package_runs_on_its_declared_minimum_versions(tmp_path):
     pins = floors()
     assert {"numpy", "scipy", "scikit-learn", "pandas", "xgboost-cpu", "catboost"} <= set(pins), pins

@@ -22,6 +22,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+import pytest
 import tomllib
 from conftest import ROOT, lgbm_source
 
@@ -139,6 +140,7 @@ def built_dist() -> Path:
     return dist
 
 
+@pytest.mark.long
 def test_the_wheels_install_and_run_outside_the_clone(tmp_path):
     version, _ = lgbm_source.read_series()
     suffix = f"+cegb.{version}"

@@ -12,6 +12,11 @@ The subsets are measured on at most SEARCH_ROWS training and SEARCH_VALID valida
 whole queries: ``Rows.subsample``), so the search holds at any training size. Each subset a run reaches is a point
 (with its prefixes), measured on every validation row like every other point of the sweep; when the search's rows
 are a subsample, only each run's answer (its best measured subset) is fitted on every training row.
+
+With more than MAX_UNITS priced units (MNIST's 1,120 pixels, Yahoo!'s 519 features), the search's first step
+would fit a model per unit. It then searches the units that one plain LightGBM model of every feature, on the
+search's rows, splits on: the MAX_UNITS / 2 of the largest gain and the MAX_UNITS / 2 of the largest gain per unit
+of cost (by the summed gain of a unit's columns), and the free ones.
 :func:`lightgbm_cegb.selection.best_subset` answers "which features should I buy?" with it.
 
 A unit's nominal cost is what reading it costs a row: its lazy cost (a group's own lazy cost plus its members');
@@ -80,10 +85,30 @@ def _constant_quality(context: Context, metric) -> float:
 SEARCH_ROWS, SEARCH_VALID = 5_000, 5_000
 
 
-def _search(context: Context) -> tuple[SubsetSearch, bool]:
+#: the most priced units the search measures one by one (see the module)
+MAX_UNITS = 64
+
+
+def searched_units(context: Context, pool: list[Unit]) -> list[Unit]:
+    """The units of ``pool`` the search takes on ``context``'s rows: all of them up to MAX_UNITS priced ones; else
+    the free ones and the priced ones a plain model of every feature splits on, the MAX_UNITS / 2 of the largest gain
+    and the MAX_UNITS / 2 of the largest gain per unit of cost (in ``pool``'s order)."""
+    priced = [u for u in pool if u.cost > 0]
+    if len(priced) <= MAX_UNITS:
+        return pool
+    gain = train_lightgbm(context, lightgbm_params(context)).feature_importance("gain")
+    unit_gain = np.array([gain[list(u.columns)].sum() for u in priced])
+    half = MAX_UNITS // 2
+    by_gain = np.argsort(-unit_gain, kind="stable")[:half]
+    by_ratio = np.argsort(-unit_gain / np.array([u.cost for u in priced]), kind="stable")[:half]
+    kept = {priced[i] for i in np.union1d(by_gain, by_ratio) if unit_gain[i] > 0}
+    return [u for u in pool if u.cost == 0 or u in kept]
+
+
+def _search(context: Context) -> tuple[SubsetSearch, bool, Context]:
     """The subset search on ``context``'s rows (subsampled), each subset measured by the sign-adjusted validation
     quality of plain LightGBM on its columns; whether its rows are a subsample (else the search keeps each model,
-    whose points need no refit)."""
+    whose points need no refit); the context of the search's rows."""
     train, valid = context.train, context.valid
     subsampled = len(train.y) > SEARCH_ROWS or len(valid.y) > SEARCH_VALID
     if subsampled:
@@ -98,7 +123,7 @@ def _search(context: Context) -> tuple[SubsetSearch, bool]:
                                      context.valid.group)
         return sign * quality, None if subsampled else booster
 
-    return SubsetSearch(score, sign * _constant_quality(context, context.metric)), subsampled
+    return SubsetSearch(score, sign * _constant_quality(context, context.metric)), subsampled, context
 
 
 #: this module's method, registered by the package (``lightgbm_cegb.selection``)
@@ -132,8 +157,8 @@ def _fit_cheap_subset(context: Context, state, params: dict) -> list[Candidate]:
             raise CEGBError(f"cheap_subset: features should be a non-empty list of unit names (groups or ungrouped "
                             f"features, e.g. {list(by_name)[:3]}), got {named!r:.80}")
         return points([by_name[name] for name in named])
-    search, subsampled = _search(context)
-    pool = units(context, num_features)
+    search, subsampled, searched = _search(context)
+    pool = searched_units(searched, units(context, num_features))
     found: dict[tuple[str, ...], list[Unit]] = {}  # every subset a run reached, in the order reached
     for budget in sorted(context.budgets) or [None]:
         for path in search.runs(pool, budget, steps):

@@ -71,6 +71,7 @@ def test_every_python_block_runs(page, tmp_path):
     assert proc.returncode == 0, f"{proc.stderr[-4000:]}"
 
 
+@pytest.mark.long
 def test_site_builds_without_warnings(tmp_path):
     """What make docs runs, from scratch (-E): any Sphinx, docutils or numpydoc warning fails, and so does an
     example of the gallery that raises."""

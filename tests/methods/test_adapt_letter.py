@@ -5,9 +5,11 @@ accuracy at <= 0.69 of its mean cost."""
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 from references import run_script
 
 
+@pytest.mark.long
 def test_letter_bar(tmp_path):
     run_script("adapt_letter", "--methods", "adapt_gbrt", "--out", str(tmp_path), timeout=1800)
     report = (tmp_path / "adapt_letter_binary.md").read_text()

@@ -143,6 +143,7 @@ def test_num_leaves_grown_by_reset_parameter():
 # ---------------------------------------------------------------------------- 4. 64-bit lazy bitset
 
 
+@pytest.mark.long
 @pytest.mark.upstream_bug
 def test_lazy_bitset_beyond_2_to_31_bits():
     """2.2M rows x 1000 features = 2.2e9 (row, feature) bits. The model must not depend on the column

@@ -18,6 +18,7 @@ def pytest_args(*extra: str) -> list[str]:
             str(ROOT / "tests"), *extra]
 
 
+@pytest.mark.long
 @pytest.mark.skipif(ON_STOCK, reason="this test starts the stock run itself")
 def test_upstream_bug_tests_fail_on_stock_lightgbm(tmp_path):
     collected = subprocess.run(pytest_args("--collect-only"), capture_output=True, text=True, cwd=ROOT)

@@ -28,6 +28,7 @@ from scripts.protocol import (
 )
 
 
+@pytest.mark.long
 def test_quick_frontiers_on_higgs(tmp_path):
     run_script("frontiers", "--data", "higgs", "--quick", "--splits", "2", "--rounds", "100",
                "--method-rounds", "greedy_miser=30", "--out", str(tmp_path))
@@ -274,6 +275,7 @@ def test_resume_runs_only_the_splits_left(tmp_path, monkeypatch):
     assert ran == [0]
 
 
+@pytest.mark.long
 def test_quick_frontiers_on_cube_at_afabenchs_budgets(tmp_path):
     """CUBE: AFABench's instances as the splits, its mean budgets as the table's columns (the same in each split)."""
     run_script("frontiers", "--data", "cube", "--quick", "--splits", "2", "--rounds", "50",

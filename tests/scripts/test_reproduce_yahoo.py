@@ -20,6 +20,7 @@ from scripts.reproduce_yahoo import synthetic
 TRAINED = "CEGB deep trained to the budget"
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("data", ["synthetic", "mslr"])
 def test_reproduce_yahoo_quick(tmp_path, data):
     # every default method but the cheap subset, whose search fits a model per unit of the stand-in's 519 first

@@ -160,3 +160,28 @@ def test_on_a_subsample_each_runs_answer_is_refitted_on_every_row(strong_cheap, 
         columns = sorted({8, 9, 10, 11} if "survey" in features else set()) + \
             sorted(int(f.split("_")[1]) for f in features if f.startswith("Column_"))
         assert _whole(frame, features) == _plain_on(sorted(columns), train, valid)
+
+
+def test_with_many_units_the_search_takes_those_a_plain_model_splits_on(monkeypatch):
+    """Above MAX_UNITS priced units the search measures only the units a plain model of every feature splits on
+    (the most gain, and the most per unit of cost): one model per such unit at the first step, not per unit; the
+    cheap informative columns and the costly one that carries the most are among them, the noise is not."""
+    from lightgbm_cegb.selection import baseline
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(3000, 40))
+    y = (X[:, 0] + 0.7 * X[:, 1] + 2.0 * X[:, 30] + rng.normal(0, 0.5, len(X)) > 0).astype(int)
+    costs = FeatureCosts(lazy=[1.0] * 30 + [20.0] * 10)
+    monkeypatch.setattr(baseline, "MAX_UNITS", 4)
+    measured = []
+    score = baseline.SubsetSearch.__init__
+
+    def counting(self, score_fn, empty):
+        score(self, lambda columns: (measured.append(columns), score_fn(columns))[1], empty)
+    monkeypatch.setattr(baseline.SubsetSearch, "__init__", counting)
+    frame = sweep("cheap_subset", (X[:2000], y[:2000]), (X[2000:], y[2000:]), costs, task="binary", params=PARAMS,
+                  baseline=False)
+    read = {j for columns in measured for j in columns}
+    assert {0, 1, 30} <= read and len(read) <= 4, sorted(read)
+    assert len(measured) < 20  # 4 units at the first step, not 40
+    assert {"Column_0", "Column_1", "Column_30"} <= set(frame["features"].map(set).iloc[-1])
