@@ -3,7 +3,9 @@ search that measures subsets.
 
 ``cheap_subset`` runs :class:`lightgbm_cegb.core.subsets.SubsetSearch` over the units of the costs (a feature group,
 whose members are read together, or an ungrouped feature), each subset measured by the validation quality of a
-LightGBM model of it: no single model's importance order decides, and a group that pays only with its members
+LightGBM model of it (classification: its log-loss, which a unit that sharpens the probabilities improves where
+the accuracy, a step function, may not move and stop the search; otherwise the sweep's metric): no single model's
+importance order decides, and a group that pays only with its members
 together is tried as one. Its runs (by gain per unit of cost, by gain, and among the units below each of a few
 prices: ``SubsetSearch.runs``) are made within each of the sweep's budgets (none: without a budget); the measures
 are shared.
@@ -11,7 +13,8 @@ are shared.
 The subsets are measured on at most SEARCH_ROWS training and SEARCH_VALID validation rows (classes in proportion,
 whole queries: ``Rows.subsample``), so the search holds at any training size. Each subset a run reaches is a point
 (with its prefixes), measured on every validation row like every other point of the sweep; when the search's rows
-are a subsample, only each run's answer (its best measured subset) is fitted on every training row.
+are a subsample, only each run's answer (its best measured subset) is fitted on every training row, and in a sweep
+without a budget (a frontier) also the steps of its path at each doubling of the price.
 
 With more than MAX_UNITS priced units (MNIST's 1,120 pixels, Yahoo!'s 519 features), the search's first step
 would fit a model per unit. It then searches the units that one plain LightGBM model of every feature, on the
@@ -36,7 +39,7 @@ import scipy.sparse as sp
 from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.subsets import SubsetSearch, Unit, columns_of
 from lightgbm_cegb.core.validation import check_number
-from lightgbm_cegb.selection.metrics import validation_quality
+from lightgbm_cegb.selection.metrics import METRICS, validation_quality
 from lightgbm_cegb.selection.points import PREFIX_TREES, booster_points, lightgbm_params, train_lightgbm
 from lightgbm_cegb.selection.registry import Candidate, Context, Family
 
@@ -86,7 +89,7 @@ SEARCH_ROWS, SEARCH_VALID = 5_000, 5_000
 
 
 #: the most priced units the search measures one by one (see the module)
-MAX_UNITS = 64
+MAX_UNITS = 256
 
 
 def searched_units(context: Context, pool: list[Unit]) -> list[Unit]:
@@ -107,23 +110,34 @@ def searched_units(context: Context, pool: list[Unit]) -> list[Unit]:
 
 def _search(context: Context) -> tuple[SubsetSearch, bool, Context]:
     """The subset search on ``context``'s rows (subsampled), each subset measured by the sign-adjusted validation
-    quality of plain LightGBM on its columns; whether its rows are a subsample (else the search keeps each model,
-    whose points need no refit); the context of the search's rows."""
+    quality of plain LightGBM on its columns (classification: the log-loss); whether its rows are a subsample (else
+    the search keeps each model, whose points need no refit); the context of the search's rows."""
     train, valid = context.train, context.valid
     subsampled = len(train.y) > SEARCH_ROWS or len(valid.y) > SEARCH_VALID
     if subsampled:
         context = replace(context, train=train.subsample(SEARCH_ROWS, context.task) if len(train.y) > SEARCH_ROWS
                           else train, valid=valid.subsample(SEARCH_VALID, context.task) if len(valid.y) > SEARCH_VALID
                           else valid, shared={})
-    sign = 1.0 if context.metric.greater_is_better else -1.0
+    metric = METRICS["logloss"] if context.task in ("binary", "multiclass") else context.metric
+    sign = 1.0 if metric.greater_is_better else -1.0
 
     def score(columns: tuple[int, ...]) -> tuple[float, lgb.Booster | None]:
         booster = train_lightgbm(context, lightgbm_params(context), X=hidden(context.train.X, list(columns)))
-        quality = validation_quality(context.metric, context.valid.y, booster.predict(context.valid.X),
-                                     context.valid.group)
+        quality = validation_quality(metric, context.valid.y, booster.predict(context.valid.X), context.valid.group)
         return sign * quality, None if subsampled else booster
 
-    return SubsetSearch(score, sign * _constant_quality(context, context.metric)), subsampled, context
+    return SubsetSearch(score, sign * _constant_quality(context, metric)), subsampled, context
+
+
+def _doubling(path: list[list[Unit]]) -> list[list[Unit]]:
+    """The steps of a path whose price is at least twice the last such step's (the first step among them)."""
+    kept, last = [], 0.0
+    for step in path:
+        price = sum(u.cost for u in step)
+        if not kept or price >= 2 * last:
+            kept.append(step)
+            last = price
+    return kept
 
 
 #: this module's method, registered by the package (``lightgbm_cegb.selection``)
@@ -162,8 +176,10 @@ def _fit_cheap_subset(context: Context, state, params: dict) -> list[Candidate]:
     found: dict[tuple[str, ...], list[Unit]] = {}  # every subset a run reached, in the order reached
     for budget in sorted(context.budgets) or [None]:
         for path in search.runs(pool, budget, steps):
-            if subsampled and path:  # every row: the run's answer only (the best measured of its path)
-                path = [max(path, key=lambda step: (search.measure(step), -sum(u.cost for u in step)))]
+            if subsampled and path:  # every row: the run's answer (the best measured of its path), and without a
+                # budget the steps at each doubling of the price too (a frontier of a few fits)
+                answer = max(path, key=lambda step: (search.measure(step), -sum(u.cost for u in step)))
+                path = ([] if budget is not None else _doubling(path)) + [answer]
             for step in path:
                 found.setdefault(tuple(u.name for u in step), step)
     candidates: list[Candidate] = []

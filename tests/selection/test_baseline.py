@@ -185,3 +185,22 @@ def test_with_many_units_the_search_takes_those_a_plain_model_splits_on(monkeypa
     assert {0, 1, 30} <= read and len(read) <= 4, sorted(read)
     assert len(measured) < 20  # 4 units at the first step, not 40
     assert {"Column_0", "Column_1", "Column_30"} <= set(frame["features"].map(set).iloc[-1])
+
+
+def test_a_subsampled_search_without_a_budget_refits_a_frontier(monkeypatch, strong_cheap):
+    """On more rows than the search measures on, a sweep without a budget refits each run's answer and the steps of
+    its path at each doubling of the price (a frontier, not one point); with a budget, the answer within it only."""
+    from lightgbm_cegb.selection import baseline
+
+    train, valid, _, costs = strong_cheap
+    monkeypatch.setattr(baseline, "SEARCH_ROWS", 500)
+    frame = sweep("cheap_subset", train, valid, costs, task="binary", params=PARAMS, baseline=False)
+    prices = sorted({sum(costs.lazy[int(name.split("_")[1])] if name.startswith("Column_") else 30.0
+                         for name in features) for features in frame["features"]})
+    assert len(prices) >= 3 and prices[0] <= 2, prices  # the cheap steps are points too
+    # a few fits per run (its doublings and its answer), not one per step: a run's path has up to 20 steps
+    runs = 4  # by gain per cost, by gain, and below the price of each answer (SubsetSearch.runs)
+    assert frame["features"].nunique() <= runs * (int(np.ceil(np.log2(prices[-1] / prices[0]))) + 2)
+    budgeted = sweep("cheap_subset", train, valid, costs, task="binary", params=PARAMS, baseline=False, budget=3.0,
+                     refine=0, screen=False)
+    assert budgeted["features"].nunique() < len(prices)
