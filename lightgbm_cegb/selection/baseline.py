@@ -3,12 +3,12 @@ search that measures subsets.
 
 ``cheap_subset`` runs :class:`lightgbm_cegb.core.subsets.SubsetSearch` over the units of the costs (a feature group,
 whose members are read together, or an ungrouped feature), each subset measured by the validation quality of a
-LightGBM model of it (classification: its log-loss, which a unit that sharpens the probabilities improves where
-the accuracy, a step function, may not move and stop the search; otherwise the sweep's metric): no single model's
-importance order decides, and a group that pays only with its members
-together is tried as one. Its runs (by gain per unit of cost, by gain, and among the units below each of a few
-prices: ``SubsetSearch.runs``) are made within each of the sweep's budgets (none: without a budget); the measures
-are shared.
+LightGBM model of it (for accuracy: its log-loss, which a unit that sharpens the probabilities improves where the
+accuracy, a step function, may not move and stop the search; for any other metric, that metric: a threshold metric
+such as F1 on rare positives asks for other units than the log-loss): no single model's importance order decides,
+and a group that pays only with its members together is tried as one. Its runs (by gain per unit of cost, by gain,
+and among the units below each of a few prices: ``SubsetSearch.runs``) are made within each of the sweep's budgets
+(none: without a budget); the measures are shared.
 
 The subsets are measured on at most SEARCH_ROWS training and SEARCH_VALID validation rows (classes in proportion,
 whole queries: ``Rows.subsample``), so the search holds at any training size. Each subset a run reaches is a point
@@ -110,7 +110,7 @@ def searched_units(context: Context, pool: list[Unit]) -> list[Unit]:
 
 def _search(context: Context) -> tuple[SubsetSearch, bool, Context]:
     """The subset search on ``context``'s rows (subsampled), each subset measured by the sign-adjusted validation
-    quality of plain LightGBM on its columns (classification: the log-loss); whether its rows are a subsample (else
+    quality of plain LightGBM on its columns (for accuracy: the log-loss); whether its rows are a subsample (else
     the search keeps each model, whose points need no refit); the context of the search's rows."""
     train, valid = context.train, context.valid
     subsampled = len(train.y) > SEARCH_ROWS or len(valid.y) > SEARCH_VALID
@@ -118,7 +118,7 @@ def _search(context: Context) -> tuple[SubsetSearch, bool, Context]:
         context = replace(context, train=train.subsample(SEARCH_ROWS, context.task) if len(train.y) > SEARCH_ROWS
                           else train, valid=valid.subsample(SEARCH_VALID, context.task) if len(valid.y) > SEARCH_VALID
                           else valid, shared={})
-    metric = METRICS["logloss"] if context.task in ("binary", "multiclass") else context.metric
+    metric = METRICS["logloss"] if context.metric.name == "accuracy" else context.metric
     sign = 1.0 if metric.greater_is_better else -1.0
 
     def score(columns: tuple[int, ...]) -> tuple[float, lgb.Booster | None]:
