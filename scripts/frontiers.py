@@ -153,7 +153,7 @@ def frontier_runs(task: str, quick: bool, train_rows: int, adapt_authors: bool =
         at = [r[1] for r in runs].index(method) + 1
         runs[at:at] = added
 
-    after("budget_prune", rf_run(train_rows))
+    after("budget_prune", rf_run(train_rows, quick))
     if adapt_authors:
         after("adapt_gbrt", ("ADAPT-GBRT, authors' schedule", "adapt_gbrt", {}, None,
                              [{**point, **ADAPT_AUTHORS} for point in ADAPT_GBRT_GRID]))

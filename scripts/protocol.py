@@ -190,6 +190,8 @@ QUICK = {"cegb": [{"relative_tradeoff": r} for r in (0.0, 0.05)], "budget_prune"
          "staged_acquisition_regressor": [{"relative_tradeoff": r} for r in (0.05, 0.3)],
          "catboost": [{"penalties_coefficient": c} for c in (1e-5, 1e-3)]}
 RF_TREES = 100
+#: its trees under --quick (the tests): BudgetPrune's max-flows grow with the forest
+RF_QUICK_TREES = 20
 #: the protocol's "CEGB trained to the budget" run: its label and LightGBM parameters
 TRAINED = ("CEGB trained to the budget", {})
 
@@ -207,9 +209,10 @@ def rf_params(train_rows: int) -> dict:
             "histogram_pool_size": 512}
 
 
-def rf_run(train_rows: int) -> tuple:
-    """``repeated_frontiers``' run of BudgetPrune on that forest (``rf_params``, ``RF_TREES`` trees)."""
-    return "BudgetPrune (random forest)", "budget_prune", rf_params(train_rows), RF_TREES
+def rf_run(train_rows: int, quick: bool = False) -> tuple:
+    """``repeated_frontiers``' run of BudgetPrune on that forest (``rf_params``, ``RF_TREES`` trees; ``quick``:
+    ``RF_QUICK_TREES``)."""
+    return "BudgetPrune (random forest)", "budget_prune", rf_params(train_rows), RF_QUICK_TREES if quick else RF_TREES
 
 
 LABELS = {"lightgbm": "LightGBM", "cegb": "CEGB", "budget_prune": "BudgetPrune", "early_exit": "Early Exit",
@@ -237,7 +240,8 @@ def protocol_parser(doc: str, choices=None, data_paths: bool = False) -> argpars
                         help="a method's own round cap instead of --rounds (repeatable; e.g. greedy_miser=2000 where "
                              "its cheap trees hit the cap)")
     parser.add_argument("--jobs", type=int, default=1, help="grid points trained in parallel")
-    parser.add_argument("--quick", action="store_true", help="small grids (the tests run this)")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"small grids, a random forest of {RF_QUICK_TREES} trees (the tests run this)")
     parser.add_argument("--out", type=Path, default=Path("."))
     parser.add_argument("--only", action="append", default=[], metavar="LABEL",
                         help="re-run only this run (its label in the table, e.g. \"Greedy Miser\"; repeatable) and "

@@ -113,7 +113,7 @@ def setting_runs(setting: str, args, rows: int) -> tuple[list[tuple], dict, dict
     quick = {**QUICK, "cegb": [{"relative_tradeoff": r} for r in (0.0, 0.01, 0.1)],
              "budget_prune": [{"budget_fraction": f} for f in (0.3, 1.0)],
              "early_exit": [{"threshold": 0.9 if binarise else 1.0}]}
-    label, _, forest, trees = rf_run(rows)
+    label, _, forest, trees = rf_run(rows, args.quick)
     runs = [("LightGBM", "lightgbm", {**DEEP, **objective}),
             ("BudgetPrune", "budget_prune", {**DEEP, **objective}, None, prune),
             (label, "budget_prune", {**forest, **objective}, trees, prune),
