@@ -52,3 +52,12 @@ class BudgetWarning(CEGBWarning):
 
 class RoundsWarning(CEGBWarning):
     """Training reached its cap on boosting rounds while the validation metric was still improving."""
+
+
+def still_improving(best_iteration: int, rounds: int, patience: int) -> bool:
+    """Whether a model trained for at most ``rounds`` iterations, early stopped after ``patience`` without gain, was
+    still improving at the cap: its best iteration is within ``patience`` of it. With ``rounds <= patience`` that
+    window holds every iteration and early stopping never judged the model; the window is then the last half of the
+    rounds (a best iteration of 1 in 20 is no model still improving)."""
+    window = patience if rounds > patience else max(1, rounds // 2)
+    return best_iteration > rounds - window

@@ -51,7 +51,7 @@ from lightgbm_cegb.accounting import prediction_cost
 from lightgbm_cegb.base import COSTS, RANDOM_STATE, BudgetedEstimator, names_in
 from lightgbm_cegb.core.cost_state import CostState
 from lightgbm_cegb.core.costs import FeatureCosts
-from lightgbm_cegb.core.errors import CEGBError, NothingToTradeOff, RoundsWarning
+from lightgbm_cegb.core.errors import CEGBError, NothingToTradeOff, RoundsWarning, still_improving
 from lightgbm_cegb.core.parallel import N_JOBS, resolve_n_jobs
 from lightgbm_cegb.core.report import CostReport
 from lightgbm_cegb.core.validation import (
@@ -977,14 +977,14 @@ def early_stopped(estimator, params: dict, train_set: lgb.Dataset, valid_set: lg
                   metric: str) -> lgb.Booster:
     """A LightGBM model of ``estimator`` (its ``n_estimators`` and ``early_stopping_rounds``) trained on
     ``train_set``, early stopped on ``valid_set`` (None: every round) and cut to its best iteration (the model file
-    holds what predicts); a RoundsWarning names ``what`` when the held-out ``metric`` still improved within
-    ``early_stopping_rounds`` of ``n_estimators``."""
+    holds what predicts); a RoundsWarning names ``what`` when the held-out ``metric`` was still improving at
+    ``n_estimators`` (``still_improving``)."""
     rounds, patience = estimator.n_estimators, estimator.early_stopping_rounds
     if valid_set is None:
         return lgb.train(params, train_set, rounds)
     booster = lgb.train(params, train_set, rounds, valid_sets=[valid_set],
                         callbacks=[lgb.early_stopping(patience, first_metric_only=True, verbose=False)])
-    if booster.best_iteration > rounds - patience:
+    if still_improving(booster.best_iteration, rounds, patience):
         warnings.warn(f"{type(estimator).__name__}: {what} reached n_estimators={rounds} while its held-out {metric} "
                       f"was still improving (best iteration {booster.best_iteration}): raise n_estimators or "
                       "learning_rate", RoundsWarning, stacklevel=4)

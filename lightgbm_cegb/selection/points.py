@@ -20,7 +20,7 @@ from scipy import sparse
 
 from lightgbm_cegb.accounting import prediction_cost
 from lightgbm_cegb.core.costs import FeatureCosts
-from lightgbm_cegb.core.errors import CEGBError
+from lightgbm_cegb.core.errors import CEGBError, still_improving
 from lightgbm_cegb.core.validation import check_number
 from lightgbm_cegb.io.models import library_of
 from lightgbm_cegb.selection.registry import Candidate, Context, Rows
@@ -193,8 +193,8 @@ def _truncated(model, k: int):
 
 def check_capped(method: str, context: Context, iterations: int, candidates: list[Candidate]) -> list[Candidate]:
     """Mark the points of a model whose training reached num_boost_round while the validation metric was still
-    improving (its best iteration is within early_stopping_rounds of the cap): :func:`sweep` warns."""
-    if iterations > context.num_boost_round - context.early_stopping_rounds:
+    improving (``still_improving``: its best iteration near the cap): :func:`sweep` warns."""
+    if still_improving(iterations, context.num_boost_round, context.early_stopping_rounds):
         for candidate in candidates:
             candidate.capped = True
     return candidates

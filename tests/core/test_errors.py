@@ -52,3 +52,15 @@ def test_low_level_types_live_in_their_subpackages():
     from lightgbm_cegb.io import CEGBState
     for name, kind in [("Forest", Forest), ("CostState", CostState), ("CEGBState", CEGBState)]:
         assert name not in lightgbm_cegb.__all__ and not hasattr(lightgbm_cegb, name), kind
+
+
+def test_still_improving_at_the_cap():
+    """Within ``patience`` of the cap when early stopping could judge the model; with no more rounds than the
+    patience, within the last half of them (a best iteration of 1 in 20 rounds is no model still improving)."""
+    from lightgbm_cegb.core.errors import still_improving
+
+    assert still_improving(1000, 1000, 30) and still_improving(971, 1000, 30) and not still_improving(970, 1000, 30)
+    assert still_improving(3, 3, 30) and not still_improving(1, 3, 30)
+    assert still_improving(11, 20, 30) and not still_improving(10, 20, 30) and not still_improving(1, 20, 30)
+    assert still_improving(1, 1, 30)  # one round: its only iteration is the last
+    assert still_improving(21, 50, 30) and not still_improving(20, 50, 30)  # rounds > patience: unchanged
