@@ -35,6 +35,11 @@ def columns_of(taken: list[Unit]) -> list[int]:
     return sorted(j for u in taken for j in u.columns)
 
 
+def price_of(taken: list[Unit]) -> float:
+    """The nominal cost per row of the units ``taken``."""
+    return sum(u.cost for u in taken)
+
+
 def subsample_index(y: np.ndarray, size: int, classes: bool) -> np.ndarray:
     """The sorted positions of about ``size`` of the rows of labels ``y`` (seeded, the same every call): each class
     in proportion with at least one row (``classes``), or uniformly."""
@@ -84,7 +89,7 @@ class SubsetSearch:
         bound = {u: np.inf for u in pool}  # each unit's last measured score: an upper bound, by the rule
         fresh: set[Unit] = set()  # the units measured against the current subset
         while len(path) < steps:
-            spent = sum(u.cost for u in chosen)
+            spent = price_of(chosen)
             fits = sorted((u for u in pool if u not in chosen and (budget is None or spent + u.cost <= budget)),
                           key=lambda u: (-bound[u], pool.index(u)))
             picked = None

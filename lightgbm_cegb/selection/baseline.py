@@ -37,10 +37,10 @@ import pandas as pd
 import scipy.sparse as sp
 
 from lightgbm_cegb.core.errors import CEGBError
-from lightgbm_cegb.core.subsets import SubsetSearch, Unit, columns_of
+from lightgbm_cegb.core.subsets import SubsetSearch, Unit, columns_of, price_of
 from lightgbm_cegb.core.validation import check_number
 from lightgbm_cegb.selection.metrics import METRICS, validation_quality
-from lightgbm_cegb.selection.points import PREFIX_TREES, booster_points, lightgbm_params, train_lightgbm
+from lightgbm_cegb.selection.points import PREFIX_TREES, booster_points, lightgbm_params, plain_model, train_lightgbm
 from lightgbm_cegb.selection.registry import Candidate, Context, Family
 
 
@@ -99,7 +99,7 @@ def searched_units(context: Context, pool: list[Unit]) -> list[Unit]:
     priced = [u for u in pool if u.cost > 0]
     if len(priced) <= MAX_UNITS:
         return pool
-    gain = train_lightgbm(context, lightgbm_params(context)).feature_importance("gain")
+    gain = plain_model(context).feature_importance("gain")
     unit_gain = np.array([gain[list(u.columns)].sum() for u in priced])
     half = MAX_UNITS // 2
     by_gain = np.argsort(-unit_gain, kind="stable")[:half]
@@ -133,7 +133,7 @@ def _doubling(path: list[list[Unit]]) -> list[list[Unit]]:
     """The steps of a path whose price is at least twice the last such step's (the first step among them)."""
     kept, last = [], 0.0
     for step in path:
-        price = sum(u.cost for u in step)
+        price = price_of(step)
         if not kept or price >= 2 * last:
             kept.append(step)
             last = price
@@ -178,7 +178,7 @@ def _fit_cheap_subset(context: Context, state, params: dict) -> list[Candidate]:
         for path in search.runs(pool, budget, steps):
             if subsampled and path:  # every row: the run's answer (the best measured of its path), and without a
                 # budget the steps at each doubling of the price too (a frontier of a few fits)
-                answer = max(path, key=lambda step: (search.measure(step), -sum(u.cost for u in step)))
+                answer = max(path, key=lambda step: (search.measure(step), -price_of(step)))
                 path = ([] if budget is not None else _doubling(path)) + [answer]
             for step in path:
                 found.setdefault(tuple(u.name for u in step), step)

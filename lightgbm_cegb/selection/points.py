@@ -64,10 +64,10 @@ def _digest(rows: Rows, key: Mapping) -> str | None:
         parts = (X.data, X.indices, X.indptr)
         h.update(repr(("csr", X.shape, [str(a.dtype) for a in parts])).encode())
         for part in parts:
-            h.update(np.ascontiguousarray(part).tobytes())
+            h.update(np.ascontiguousarray(part).data)
     elif isinstance(X, np.ndarray) and X.dtype != object:
         h.update(repr((X.shape, str(X.dtype))).encode())
-        h.update(np.ascontiguousarray(X).tobytes())
+        h.update(np.ascontiguousarray(X).data)  # the buffer itself, not a copy
     else:
         return None
     for values in (rows.y, rows.group):
