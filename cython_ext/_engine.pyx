@@ -1160,3 +1160,216 @@ def path_marks(const int64[::1] parent, const uint8[::1] mark):
             if below[v] and parent[v] >= 0:
                 below[parent[v]] = 1
     return above_, below_.astype(bool)
+
+
+cdef class StageStack:
+    """The stages of a staged model compiled as one (lightgbm_cegb/methods/staged.py): stage 0 predicts the
+    prior, stage k >= 1 a LightGBM classifier (a FlatEnsemble, its first num_trees[k - 1] trees and their leaf
+    values) that reads the columns columns[k] marks (columns: uint8[num stages + 1, num_features]), every other one missing (NaN). Probabilities are computed as
+    LightGBM's predict computes them, operation for operation: the trees' outputs added to their class (tree t to
+    t % trees per iteration) in tree order from 0.0 (GBDT::PredictRaw), then binary's sigmoid at ``scale``
+    (BinaryLogloss::ConvertOutput; the class-1 probability p, with 1.0 - p for class 0) or the multiclass softmax
+    (Common::Softmax: the largest score subtracted, exp, the sum in class order, each divided by it), with the C
+    library's exp that LightGBM's std::exp calls. Every index is checked here, once (the forests were checked by
+    their Forest)."""
+
+    cdef object keep
+    cdef const Ensemble** ens
+    cdef const int64** leaf_offset
+    cdef const float64** leaf_value
+    cdef const int64* num_trees
+    cdef const uint8* columns
+    cdef const float64* prior
+    cdef readonly Py_ssize_t num_stages, num_features, num_class
+    cdef float64 scale
+    cdef object source  # the constructor's arguments, for __reduce__
+
+    def __cinit__(self, list forests, num_trees, list leaf_offsets, list leaf_values, Py_ssize_t num_features,
+                  columns, prior, float64 scale):
+        cdef Py_ssize_t S = len(forests), F = num_features, k, t
+        cdef FlatEnsemble flat
+        cdef cnp.ndarray prior_ = np.ascontiguousarray(prior, dtype=np.float64)
+        cdef Py_ssize_t C = prior_.size
+        self.source = (forests, num_trees, leaf_offsets, leaf_values, num_features, columns, prior, scale)
+        if C < 2:
+            raise ValueError(f"prior should hold 2 or more class probabilities, got {C}")
+        if len(leaf_offsets) != S or len(leaf_values) != S:
+            raise ValueError(f"{S} forests need as many leaf offsets and values")
+        cdef cnp.ndarray trees_ = owned(num_trees, np.int64, S)
+        cdef cnp.ndarray columns_ = owned(columns, np.uint8, (S + 1) * F)
+        pointers = np.zeros(3 * max(S, 1), dtype=np.uintp)
+        self.ens = <const Ensemble**> data(pointers)
+        self.leaf_offset = <const int64**> (self.ens + max(S, 1))
+        self.leaf_value = <const float64**> (self.ens + 2 * max(S, 1))
+        kept = [prior_, trees_, columns_, pointers]
+        for k in range(S):
+            flat = forests[k]
+            if flat.num_features != F:
+                raise ValueError(f"stage {k + 1}'s forest reads {flat.num_features} features, the stages {F}")
+            if flat.trees_per_iteration != (1 if C == 2 else C):
+                raise ValueError(f"stage {k + 1}'s forest has {flat.trees_per_iteration} trees per iteration, "
+                                 f"{C} classes take {1 if C == 2 else C}")
+            if not 0 <= (<int64*> data(trees_))[k] <= flat.num_trees:
+                raise ValueError(f"stage {k + 1} uses {(<int64*> data(trees_))[k]} of its {flat.num_trees} trees")
+            offset_ = owned(leaf_offsets[k], np.int64, flat.num_trees + 1)
+            value_ = np.ascontiguousarray(leaf_values[k], dtype=np.float64)
+            if offset_[0] != 0 or offset_[flat.num_trees] != value_.size:
+                raise ValueError(f"stage {k + 1}'s leaf offsets do not match its leaf values")
+            for t in range(flat.num_trees):
+                if offset_[t + 1] - offset_[t] != flat.e.node_offset[t + 1] - flat.e.node_offset[t] + 1:
+                    raise ValueError(f"stage {k + 1}'s tree {t} should have one leaf more than split nodes")
+            self.ens[k] = &flat.e
+            self.leaf_offset[k] = <const int64*> data(offset_)
+            self.leaf_value[k] = <const float64*> data(value_)
+            kept += [flat, offset_, value_]
+        self.keep = kept
+        self.num_trees = <const int64*> data(trees_)
+        self.columns = <const uint8*> data(columns_)
+        self.prior = <const float64*> data(prior_)
+        self.num_stages, self.num_features, self.num_class, self.scale = S + 1, F, C, scale
+
+    def __reduce__(self):
+        """Pickled as its arguments (it holds pointers into them)."""
+        return StageStack, self.source
+
+    cdef void _check(self, const float64[:, ::1] X, Py_ssize_t k) except *:
+        if X.shape[1] != self.num_features:
+            raise ValueError(f"X has {X.shape[1]} columns, the stages {self.num_features} features")
+        if not 0 <= k < self.num_stages:
+            raise ValueError(f"stage {k} is not one of the {self.num_stages} stages")
+
+    def proba(self, const float64[:, ::1] X, Py_ssize_t k, int num_threads):
+        """Stage k's class probabilities of the rows X, as they are (NaN: missing), float64[n, num_class]."""
+        self._check(X, k)
+        cdef Py_ssize_t n = X.shape[0], block
+        out_ = np.empty((n, self.num_class), dtype=np.float64)
+        if n == 0:
+            return out_
+        cdef float64[:, ::1] out = out_
+        if k == 0:
+            out_[:] = self.keep[0]
+            return out_
+        if num_threads <= 1 or n <= BLOCK:
+            with nogil:
+                for block in range(0, n, BLOCK):
+                    self._stage(k, &X[0, 0], NULL, block, min(block + BLOCK, n), NULL, &out[0, 0])
+        else:
+            with nogil:
+                for block in prange(0, n, BLOCK, schedule="static", num_threads=num_threads):
+                    self._stage(k, &X[0, 0], NULL, block, min(block + BLOCK, n), NULL, &out[0, 0])
+        return out_
+
+    def ladder(self, const float64[:, ::1] X, float64 threshold, Py_ssize_t last, int num_threads):
+        """Every row up the ladder from stage 0, reading at stage k only the columns it marks: it stops at the first
+        stage whose top probability is at least threshold, or at stage last. Returns (stop int64[n], the stop
+        stage's probabilities float64[n, num_class])."""
+        self._check(X, last)
+        cdef Py_ssize_t n = X.shape[0], block
+        stop_ = np.zeros(n, dtype=np.int64)
+        out_ = np.empty((n, self.num_class), dtype=np.float64)
+        if n == 0:
+            return stop_, out_
+        cdef int64[::1] stop = stop_
+        cdef float64[:, ::1] out = out_
+        if num_threads <= 1 or n <= BLOCK:
+            with nogil:
+                for block in range(0, n, BLOCK):
+                    self._climb(&X[0, 0], block, min(block + BLOCK, n), threshold, last, &stop[0], &out[0, 0])
+        else:
+            with nogil:
+                for block in prange(0, n, BLOCK, schedule="static", num_threads=num_threads):
+                    self._climb(&X[0, 0], block, min(block + BLOCK, n), threshold, last, &stop[0], &out[0, 0])
+        return stop_, out_
+
+    cdef void _climb(self, const float64* X, Py_ssize_t start, Py_ssize_t stop, float64 threshold, Py_ssize_t last,
+                     int64* stage, float64* out) noexcept nogil:
+        """ladder() on rows [start, stop): the rows still climbing move up one stage at a time, together."""
+        cdef Py_ssize_t C = self.num_class, i, c, m = 0, k, kept
+        cdef Py_ssize_t rows[BLOCK]
+        cdef float64 top
+        for i in range(start, stop):
+            stage[i] = 0
+            for c in range(C):
+                out[i * C + c] = self.prior[c]
+            top = self.prior[0]
+            for c in range(1, C):
+                top = max(top, self.prior[c])
+            if top < threshold and last > 0:
+                rows[m] = i
+                m += 1
+        k = 0
+        while m and k < last:
+            k += 1
+            self._stage(k, X, self.columns + k * self.num_features, 0, m, rows, out)
+            kept = 0
+            for i in range(m):
+                stage[rows[i]] = k
+                top = out[rows[i] * C]
+                for c in range(1, C):
+                    top = max(top, out[rows[i] * C + c])
+                if top < threshold:
+                    rows[kept] = rows[i]
+                    kept += 1
+            m = kept
+
+    cdef void _stage(self, Py_ssize_t k, const float64* X, const uint8* reads, Py_ssize_t start, Py_ssize_t stop,
+                     const Py_ssize_t* rows, float64* out) noexcept nogil:
+        """Stage k's probabilities of rows [start, stop) (of X's rows, or rows[start:stop] when rows is not NULL)
+        into out (row i's at out[i * num_class]): tree by tree, LANES rows at a time as route_rows, each row's
+        value of a column that reads does not mark read as NaN (reads NULL: X as it is)."""
+        cdef const Ensemble* e = self.ens[k - 1]
+        cdef const int64* leaf_offset = self.leaf_offset[k - 1]
+        cdef const float64* leaf_value = self.leaf_value[k - 1]
+        cdef Py_ssize_t F = self.num_features, C = self.num_class, tpi = 1 if C == 2 else C
+        cdef Py_ssize_t i, j, m, lane, c
+        cdef int64 t
+        cdef int32 node[LANES]
+        cdef const float64* x[LANES]
+        cdef float64* o
+        cdef const Node* tree_nodes
+        cdef const Node* nd
+        cdef bint moving
+        cdef float64 value, wmax, wsum
+        for j in range(start, stop):
+            i = rows[j] if rows != NULL else j
+            for c in range(tpi):
+                out[i * C + c] = 0.0
+        for t in range(self.num_trees[k - 1]):
+            tree_nodes = e.nodes + e.node_offset[t]
+            j = start
+            while j < stop:
+                m = min(<Py_ssize_t> LANES, stop - j)
+                for lane in range(m):
+                    i = rows[j + lane] if rows != NULL else j + lane
+                    x[lane] = X + i * F
+                    node[lane] = 0 if e.node_offset[t + 1] > e.node_offset[t] else ~0
+                moving = True
+                while moving:
+                    moving = False
+                    for lane in range(m):
+                        if node[lane] < 0:
+                            continue
+                        nd = tree_nodes + node[lane]
+                        value = x[lane][nd.feature] if reads == NULL or reads[nd.feature] else NAN
+                        node[lane] = lane_child(e, t, nd, value)
+                        moving = True
+                for lane in range(m):
+                    i = rows[j + lane] if rows != NULL else j + lane
+                    out[i * C + t % tpi] += leaf_value[leaf_offset[t] + ~node[lane]]
+                j += m
+        for j in range(start, stop):
+            i = rows[j] if rows != NULL else j
+            o = out + i * C
+            if C == 2:
+                o[1] = 1.0 / (1.0 + exp(-self.scale * o[0]))
+                o[0] = 1.0 - o[1]
+                continue
+            wmax = o[0]
+            for c in range(1, C):
+                wmax = o[c] if not (o[c] < wmax) else wmax
+            wsum = 0.0
+            for c in range(C):
+                o[c] = exp(o[c] - wmax)
+                wsum += o[c]
+            for c in range(C):
+                o[c] /= wsum

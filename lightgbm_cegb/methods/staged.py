@@ -32,12 +32,14 @@ from collections.abc import Mapping
 import lightgbm as lgb
 import numpy as np
 
+from lightgbm_cegb._engine import StageStack
 from lightgbm_cegb.base import COSTS, RANDOM_STATE
 from lightgbm_cegb.core.cost_state import CostState
 from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.parallel import N_JOBS, resolve_n_jobs
 from lightgbm_cegb.core.validation import NoneOr, Number, checked_sequence
 from lightgbm_cegb.io import saved
+from lightgbm_cegb.io.models import num_trees_used, to_forest
 from lightgbm_cegb.methods.acquisition import (
     CLASS_WEIGHT,
     NUM_LEAVES,
@@ -340,15 +342,63 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
                                  f"the stage of {len(columns)} of the {num_features} columns")
 
         self._fit_stages(train_on, num_features)
+        self._stack()  # compiled now: predicting leaves the estimator as it is
         return self
 
     # ----------------------------------------------------------------------------------------- the policy
 
+    def _stack(self) -> StageStack | None:
+        """The stages compiled as one (built by fit and load, once per set of stages); None when a stage's objective is
+        not one whose output StageStack repeats (binary at one sigmoid scale for every stage, multiclass)."""
+        cached = getattr(self, "_compiled", None)
+        if cached is None or cached[0] is not self.stages_:
+            forests = [to_forest(booster) for booster in self.stages_]
+            scales = {_output_scale(booster, forest.objective, len(self.classes_))
+                      for booster, forest in zip(self.stages_, forests)}
+            stack = None
+            if None not in scales and len(scales) <= 1:
+                columns = np.zeros((len(self.stages_) + 1, self.n_features_in_), dtype=np.uint8)
+                for k in range(1, len(self.stages_) + 1):
+                    columns[k, self._columns(int(self.stage_units_[k]))] = 1
+                stack = StageStack([forest.flat for forest in forests],
+                                   [num_trees_used(booster, forest, None) for booster, forest in zip(self.stages_, forests)],
+                                   [forest.leaf_offset for forest in forests], [forest.leaf_value for forest in forests],
+                                   self.n_features_in_, columns, self.prior_, scales.pop() if scales else 1.0)
+            self._compiled = cached = (self.stages_, stack)
+        return cached[1]
+
     def _proba(self, k: int, masked: np.ndarray) -> np.ndarray:
+        """Stage k's probabilities of rows whose unknown values are NaN: LightGBM's ``predict``, to the bit (the
+        compiled stages repeat its arithmetic)."""
+        threads = resolve_n_jobs(self.n_jobs, len(masked))
+        stack = self._stack()
+        if stack is not None:
+            return stack.proba(np.ascontiguousarray(masked, dtype=np.float64), k, threads)
         if k == 0:
             return np.tile(self.prior_, (len(masked), 1))
-        p = self.stages_[k - 1].predict(masked, num_threads=resolve_n_jobs(self.n_jobs, len(masked)))
+        p = self.stages_[k - 1].predict(masked, num_threads=threads)
         return np.column_stack([1.0 - p, p]) if p.ndim == 1 else p
+
+    def predict_proba(self, X) -> np.ndarray:
+        """Class probabilities from what each row buys: ``predict_result(X).proba`` to the bit, without the accounting
+        (every row climbs the compiled stages in one call).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The rows.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+            The probabilities of the classes of ``classes_``.
+        """
+        X = np.ascontiguousarray(self._checked_rows(X), dtype=np.float64)
+        self._check_policy()
+        stack = self._stack()
+        if stack is None:
+            return super().predict_proba(X)
+        return stack.ladder(X, 1.0 - self.tradeoff, self._last_stage(), resolve_n_jobs(self.n_jobs, len(X)))[1]
 
     def predict_results(self, X, settings) -> list[AcquisitionResult]:
         """:meth:`predict_result` at each of ``settings`` (dicts of ``tradeoff`` and ``max_cost``, the model's own
@@ -453,6 +503,18 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
         self.prior_ = saved.distributions(state, "prior", saved.array(state, "prior", (len(self.classes_),), low=0.0))
         self.stages_ = [self._restored_classifier(state, folder, manifest, f"stage_{k}")
                         for k in range(1, len(self.stage_units_))]
+        self._stack()
+
+
+def _output_scale(booster: lgb.Booster, objective: str | None, num_class: int) -> float | None:
+    """The sigmoid scale of a binary stage's ``objective`` (LightGBM's model text: ``binary sigmoid:1``), 0.0 for
+    ``multiclass num_class:<num_class>``, None for any other (its output is not what StageStack computes)."""
+    name, *options = (objective or "").split(" ")
+    if name == "binary" and num_class == 2 and len(options) == 1 and options[0].startswith("sigmoid:"):
+        scale = float(options[0].split(":", 1)[1])
+        # the text has 6 digits: a Booster trained with a scale the text rounds predicts with its own
+        return scale if scale > 0 and float((booster.params or {}).get("sigmoid", scale)) == scale else None
+    return 0.0 if name == "multiclass" and num_class > 2 and options == [f"num_class:{num_class}"] else None
 
 
 class LadderRun:

@@ -116,6 +116,98 @@ def test_stages_above_max_stage_cost_are_not_trained_and_the_capped_runs_are_the
         np.testing.assert_array_equal(got.cost.per_instance, expected.cost.per_instance)
 
 
+def lightgbm_ladder(model: StagedAcquisitionClassifier, X: np.ndarray) -> np.ndarray:
+    """The cascade's probabilities on LightGBM's own ``predict`` of each stage, rows at a time (from the module's
+    description)."""
+    prices = np.concatenate([[0.0], np.cumsum(model.unit_cost_[model.order_])])[model.stage_units_]
+    last = len(prices) - 1 if model.max_cost is None else \
+        max(k for k in range(len(prices)) if prices[k] <= model.max_cost * (1 + 1e-12))
+    proba = np.tile(model.prior_, (len(X), 1))
+    going = np.ones(len(X), dtype=bool)
+    for k in range(1, last + 1):
+        going &= proba.max(axis=1) < 1.0 - model.tradeoff
+        if not going.any():
+            break
+        columns = sorted(f for u in model.order_[:model.stage_units_[k]] for f in model.units_[u])
+        rows = np.full((int(going.sum()), X.shape[1]), np.nan)
+        rows[:, columns] = X[going][:, columns]
+        q = model.stages_[k - 1].predict(rows)
+        proba[going] = np.column_stack([1.0 - q, q]) if q.ndim == 1 else q
+    return proba
+
+
+def on_thresholds(model: StagedAcquisitionClassifier, X: np.ndarray, rng) -> np.ndarray:
+    """X with one value of each row moved onto a split threshold of some stage, or to a neighbouring double."""
+    splits = [(int(f), float(t)) for booster in model.stages_ for tree in booster.dump_model()["tree_info"]
+              for f, t in _splits(tree["tree_structure"])]
+    Z = X.copy()
+    if splits:
+        for i in range(len(Z)):
+            f, t = splits[int(rng.integers(len(splits)))]
+            Z[i, f] = [np.nextafter(t, -np.inf), t, np.nextafter(t, np.inf)][int(rng.integers(3))]
+    return Z
+
+
+def _splits(node: dict):
+    if "split_feature" in node:
+        yield node["split_feature"], node["threshold"]
+        yield from _splits(node["left_child"])
+        yield from _splits(node["right_child"])
+
+
+@settings(max_examples=12, deadline=None, derandomize=True)
+@given(st.integers(0, 10_000), st.sampled_from([0.0, 0.05, 0.2, 0.5]), st.sampled_from([None, 4.0]))
+def test_the_compiled_stages_predict_as_lightgbm_to_the_bit(seed, tradeoff, max_cost):
+    """The stages compiled as one (predict_proba's one call, and each stage's probabilities in a run) equal the cascade
+    on LightGBM's own predict to the bit, on rows with NaN and values on the splits' thresholds and next to them, in
+    one thread and in two."""
+    X, y, costs, rng = random_case(seed)
+    model = StagedAcquisitionClassifier(feature_costs=costs, stages=6, n_estimators=30, random_state=seed,
+                                        tradeoff=tradeoff, max_cost=max_cost).fit(X, y)
+    Z = np.vstack([X, on_thresholds(model, X, rng)])
+    expected = lightgbm_ladder(model, Z)
+    for n_jobs in (1, 2):
+        model.set_params(n_jobs=n_jobs)
+        np.testing.assert_array_equal(model.predict_proba(Z), expected)
+        np.testing.assert_array_equal(model.predict_result(Z).proba, expected)
+        np.testing.assert_array_equal(model.predict(Z), model.classes_[expected.argmax(axis=1)])
+    np.testing.assert_array_equal(model.predict_proba(Z[:1]), expected[:1])
+
+
+def test_a_stage_whose_output_the_compiled_stages_do_not_repeat_is_predicted_by_lightgbm():
+    """A stage whose objective is not binary's sigmoid or the multiclass softmax, or whose sigmoid scale the model
+    text rounds (its parameters say another), is predicted by LightGBM itself."""
+    from types import SimpleNamespace
+
+    from lightgbm_cegb.methods.staged import _output_scale
+
+    plain = SimpleNamespace(params={})
+    assert _output_scale(plain, "binary sigmoid:2.5", 2) == 2.5
+    assert _output_scale(SimpleNamespace(params={"sigmoid": 2.5}), "binary sigmoid:2.5", 2) == 2.5
+    assert _output_scale(plain, "multiclass num_class:3", 3) == 0.0
+    for booster, objective, classes in [
+            (plain, "multiclassova num_class:3 sigmoid:1", 3), (plain, "multiclass num_class:4", 3),
+            (plain, "binary sigmoid:0", 2), (plain, "cross_entropy", 2), (plain, None, 2),
+            (SimpleNamespace(params={"sigmoid": 2.5000001}), "binary sigmoid:2.5", 2)]:
+        assert _output_scale(booster, objective, classes) is None
+
+    X, y, costs, _ = random_case(11)
+    model = StagedAcquisitionClassifier(feature_costs=costs, stages=4, n_estimators=20, random_state=0,
+                                        tradeoff=0.1).fit(X, y)
+    assert len(model.classes_) == 2 and model._stack() is not None
+    edited = copy.copy(model)
+    text = model.stages_[0].model_to_string()
+    assert "objective=binary sigmoid:1\n" in text
+    # another list of stages is compiled again; this one's objective line and parameters disagree
+    edited.stages_ = [type(model.stages_[0])(model_str=text.replace("binary sigmoid:1\n", "binary sigmoid:3\n"))] + \
+        model.stages_[1:]
+    assert edited._stack() is None
+    expected = lightgbm_ladder(edited, X)
+    assert not np.array_equal(expected, model.predict_proba(X))
+    np.testing.assert_array_equal(edited.predict_proba(X), expected)
+    np.testing.assert_array_equal(edited.predict_result(X).proba, expected)
+
+
 def test_the_ladder_and_the_order():
     X, y, costs, _ = random_case(3)
     model = StagedAcquisitionClassifier(feature_costs=costs, stages=4, n_estimators=30, random_state=0).fit(X, y)
