@@ -360,10 +360,11 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
                 columns = np.zeros((len(self.stages_) + 1, self.n_features_in_), dtype=np.uint8)
                 for k in range(1, len(self.stages_) + 1):
                     columns[k, self._columns(int(self.stage_units_[k]))] = 1
-                stack = StageStack([forest.flat for forest in forests],
-                                   [num_trees_used(booster, forest, None) for booster, forest in zip(self.stages_, forests)],
-                                   [forest.leaf_offset for forest in forests], [forest.leaf_value for forest in forests],
-                                   self.n_features_in_, columns, self.prior_, scales.pop() if scales else 1.0)
+                used = [num_trees_used(booster, forest, None) for booster, forest in zip(self.stages_, forests)]
+                flats, offsets, values = ([getattr(forest, name) for forest in forests]
+                                          for name in ("flat", "leaf_offset", "leaf_value"))
+                stack = StageStack(flats, used, offsets, values, self.n_features_in_, columns, self.prior_,
+                                   scales.pop() if scales else 1.0)
             self._compiled = cached = (self.stages_, stack)
         return cached[1]
 
