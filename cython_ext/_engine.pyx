@@ -1313,10 +1313,12 @@ cdef class StageStack:
             m = kept
 
     cdef void _stage(self, Py_ssize_t k, const float64* X, const uint8* reads, Py_ssize_t start, Py_ssize_t stop,
-                     const Py_ssize_t* rows, float64* out) noexcept nogil:
+                     const Py_ssize_t* rows, float64* out, const float64* split=NULL, float64* spent=NULL) noexcept nogil:
         """Stage k's probabilities of rows [start, stop) (of X's rows, or rows[start:stop] when rows is not NULL)
         into out (row i's at out[i * num_class]): tree by tree, LANES rows at a time as route_rows, each row's
-        value of a column that reads does not mark read as NaN (reads NULL: X as it is)."""
+        value of a column that reads does not mark read as NaN (reads NULL: X as it is). With split, spent[i] becomes
+        the split costs of the nodes row i passes, added from 0.0 tree by tree in path order (as
+        FlatEnsemble.cost adds them)."""
         cdef const Ensemble* e = self.ens[k - 1]
         cdef const int64* leaf_offset = self.leaf_offset[k - 1]
         cdef const float64* leaf_value = self.leaf_value[k - 1]
@@ -1334,6 +1336,8 @@ cdef class StageStack:
             i = rows[j] if rows != NULL else j
             for c in range(tpi):
                 out[i * C + c] = 0.0
+            if split != NULL:
+                spent[i] = 0.0
         for t in range(self.num_trees[k - 1]):
             tree_nodes = e.nodes + e.node_offset[t]
             j = start
@@ -1350,6 +1354,9 @@ cdef class StageStack:
                         if node[lane] < 0:
                             continue
                         nd = tree_nodes + node[lane]
+                        if split != NULL:
+                            i = rows[j + lane] if rows != NULL else j + lane
+                            spent[i] += split[nd.feature]
                         value = x[lane][nd.feature] if reads == NULL or reads[nd.feature] else NAN
                         node[lane] = lane_child(e, t, nd, value)
                         moving = True
@@ -1373,3 +1380,241 @@ cdef class StageStack:
                 wsum += o[c]
             for c in range(C):
                 o[c] /= wsum
+
+
+cdef class LadderBatch:
+    """One batch of rows climbing a StageStack lazily (lightgbm_cegb/serving/runs.py's LadderModelRun), with what a
+    row knows, its stage and probabilities, and what it has paid. Stage k + 1 buys the policy units
+    order[stage_units[k]:stage_units[k + 1]] (unit u's columns: member[unit_offset[u]:unit_offset[u + 1]]).
+
+    Each advance() first moves the rows that bought their next stage's units to it (its probabilities, and its split
+    and tree costs when split is given: the split costs of the nodes passed, added from 0.0, plus tree_cost per tree,
+    as prediction_cost prices one evaluation), then keeps climbing the rows whose top probability is below threshold,
+    up to stage last: a unit whose every column a row knows (given in X, or fetched) is handed to it unfetched and
+    unpaid, the others are the round's requests [(u, rows int64[...])] (none: those rows move at once). deliver()
+    stores what a fetch of a unit returned (a value given in X stays; any NaN is a missing value) and charges each
+    row the unit's lazy costs, each feature's and its group's once, in the unit's column order (CostState.pay's
+    arithmetic); drop() takes rows off the climb where they stand. Every index given is checked."""
+
+    cdef StageStack stack
+    cdef readonly object X, known, fetched, stage, proba, acquisition, evaluation
+    cdef object keep, paid_, spent_, climbing_, dropped_
+    cdef float64* x
+    cdef uint8* kn
+    cdef uint8* fe
+    cdef uint8* paid
+    cdef int64* stg
+    cdef float64* pr
+    cdef float64* acq
+    cdef float64* ev
+    cdef float64* spent
+    cdef Py_ssize_t* climbing
+    cdef uint8* dropped
+    cdef const int64* unit_offset
+    cdef const int64* member
+    cdef const int64* stage_units
+    cdef const int64* order
+    cdef const float64* lazy
+    cdef const int32* group_of
+    cdef const float64* group_lazy
+    cdef const float64* split
+    cdef float64 tree_cost, threshold
+    cdef readonly Py_ssize_t n
+    cdef Py_ssize_t F, G, U, last, m
+    cdef bint bought  # the climbing rows were given their next stage's units: they move at the next advance
+    cdef int threads
+
+    def __cinit__(self, StageStack stack, X, known, unit_offset, member, stage_units, order, lazy, group_of,
+                  group_lazy, split, float64 tree_cost, float64 threshold, Py_ssize_t last, int num_threads):
+        cdef Py_ssize_t F = stack.num_features, k, i, U
+        cdef cnp.ndarray X_ = np.array(X, dtype=np.float64, order="C", copy=True)
+        if X_.ndim != 2 or X_.shape[1] != F:
+            raise ValueError(f"X should have {F} columns, got shape {np.shape(X_)}")
+        cdef Py_ssize_t n = X_.shape[0]
+        cdef cnp.ndarray known_ = np.array(known, dtype=np.uint8, order="C", copy=True)
+        if known_.size != n * F:
+            raise ValueError(f"known should have X's shape {np.shape(X_)}")
+        cdef cnp.ndarray offset_ = np.ascontiguousarray(unit_offset, dtype=np.int64)
+        U = offset_.size - 1
+        cdef cnp.ndarray member_ = np.ascontiguousarray(member, dtype=np.int64)
+        cdef cnp.ndarray stage_units_ = owned(stage_units, np.int64, stack.num_stages)
+        cdef cnp.ndarray order_ = np.ascontiguousarray(order, dtype=np.int64)
+        cdef cnp.ndarray lazy_ = owned(lazy, np.float64, F), split_ = owned(split, np.float64, F)
+        cdef cnp.ndarray group_of_ = owned(group_of, np.int32, F)
+        cdef cnp.ndarray group_lazy_ = np.ascontiguousarray(group_lazy, dtype=np.float64)
+        self.keep = (offset_, member_, stage_units_, order_, lazy_, split_, group_of_, group_lazy_)
+        self.unit_offset, self.member = <const int64*> data(offset_), <const int64*> data(member_)
+        self.stage_units, self.order = <const int64*> data(stage_units_), <const int64*> data(order_)
+        self.lazy, self.split = <const float64*> data(lazy_), <const float64*> data(split_)
+        self.group_of, self.group_lazy = <const int32*> data(group_of_), <const float64*> data(group_lazy_)
+        self.F, self.G, self.U, self.n = F, group_lazy_.size, U, n
+        if U < 0 or self.unit_offset[0] != 0 or self.unit_offset[U] != member_.size:
+            raise ValueError("unit offsets do not match the members")
+        for k in range(U):
+            if self.unit_offset[k + 1] < self.unit_offset[k]:
+                raise ValueError(f"unit {k}'s offsets decrease")
+        for k in range(member_.size):
+            if not 0 <= self.member[k] < F:
+                raise ValueError(f"unit member {self.member[k]} is not one of the {F} features")
+        for k in range(order_.size):
+            if not 0 <= self.order[k] < U:
+                raise ValueError(f"order's unit {self.order[k]} is not one of the {U} units")
+        if self.stage_units[0] != 0 or self.stage_units[stack.num_stages - 1] > order_.size:
+            raise ValueError(f"stage_units should rise from 0 to at most the {order_.size} units of order")
+        for k in range(1, stack.num_stages):
+            if self.stage_units[k] < self.stage_units[k - 1]:
+                raise ValueError("stage_units should rise")
+        for k in range(F):
+            if not -1 <= self.group_of[k] < self.G:
+                raise ValueError(f"feature {k}'s group {self.group_of[k]} is not one of the {self.G} groups")
+        if not 0 <= last < stack.num_stages:
+            raise ValueError(f"stage {last} is not one of the {stack.num_stages} stages")
+        self.stack, self.tree_cost, self.threshold, self.last = stack, tree_cost, threshold, last
+        self.threads = max(num_threads, 1)
+        self.X, self.known = X_, known_
+        self.fetched = np.zeros((n, F), dtype=np.uint8)
+        self.stage = np.zeros(n, dtype=np.int64)
+        self.proba = np.empty((n, stack.num_class), dtype=np.float64)
+        self.proba[:] = stack.keep[0]
+        self.acquisition = np.zeros(n, dtype=np.float64)
+        self.evaluation = np.zeros(n, dtype=np.float64)
+        self.paid_ = np.zeros((n, F + self.G), dtype=np.uint8)
+        self.spent_ = np.zeros(n, dtype=np.float64)
+        self.climbing_ = np.arange(n, dtype=np.intp)
+        self.dropped_ = np.zeros(n, dtype=np.uint8)
+        self.x, self.kn, self.fe = <float64*> data(X_), <uint8*> data(known_), <uint8*> data(self.fetched)
+        self.stg, self.pr = <int64*> data(self.stage), <float64*> data(self.proba)
+        self.acq, self.ev = <float64*> data(self.acquisition), <float64*> data(self.evaluation)
+        self.paid, self.spent = <uint8*> data(self.paid_), <float64*> data(self.spent_)
+        self.climbing, self.dropped = <Py_ssize_t*> data(self.climbing_), <uint8*> data(self.dropped_)
+        self.m, self.bought = n, False
+
+    def advance(self):
+        """Move the rows that bought their units, then the next round's requests (see the class): [(unit, rows)] in
+        the stage's unit order; [] when no row climbs further."""
+        cdef Py_ssize_t F = self.F, C = self.stack.num_class, i, j, c, kept, k, a, b, count
+        cdef int64 u
+        cdef int64* out
+        cdef float64 top
+        cdef bint lacking
+        while True:
+            if self.bought:
+                self._move()
+            if self.m == 0:
+                return []
+            k = self.stg[self.climbing[0]]  # the climbing rows are all at one stage
+            kept = 0
+            if k < self.last:
+                for j in range(self.m):
+                    i = self.climbing[j]
+                    top = self.pr[i * C]
+                    for c in range(1, C):
+                        top = max(top, self.pr[i * C + c])
+                    if top < self.threshold:
+                        self.climbing[kept] = i
+                        kept += 1
+            self.m = kept
+            if kept == 0:
+                return []
+            self.bought = True
+            requests = []
+            for a in range(self.stage_units[k], self.stage_units[k + 1]):
+                u = self.order[a]
+                rows_ = np.empty(self.m, dtype=np.int64)
+                out = <int64*> data(rows_)
+                count = 0
+                for j in range(self.m):
+                    i = self.climbing[j]
+                    lacking = False
+                    for b in range(self.unit_offset[u], self.unit_offset[u + 1]):
+                        if not self.kn[i * F + self.member[b]]:
+                            lacking = True
+                            break
+                    if lacking:
+                        out[count] = i
+                        count += 1
+                if count:
+                    requests.append((int(u), rows_[:count]))
+            if requests:
+                return requests
+
+    cdef void _move(self):
+        """The climbing rows not dropped move up one stage: its probabilities (and costs) from what they know."""
+        cdef Py_ssize_t j, kept = 0, i, k
+        for j in range(self.m):
+            if not self.dropped[self.climbing[j]]:
+                self.climbing[kept] = self.climbing[j]
+                kept += 1
+        self.m = kept
+        self.bought = False
+        if kept == 0:
+            return
+        k = self.stg[self.climbing[0]] + 1
+        cdef bint costs = self.tree_cost != 0
+        for j in range(self.F):
+            costs = costs or self.split[j] != 0
+        cdef const uint8* reads = self.stack.columns + k * self.F
+        cdef const float64* split = self.split if costs else NULL
+        cdef Py_ssize_t block
+        with nogil:
+            if self.threads == 1 or kept <= BLOCK:  # a block's rows through every tree, while they are in cache
+                for block in range(0, kept, BLOCK):
+                    self.stack._stage(k, self.x, reads, block, min(block + BLOCK, kept), self.climbing, self.pr,
+                                      split, self.spent)
+            else:
+                for block in prange(0, kept, BLOCK, schedule="static", num_threads=self.threads):
+                    self.stack._stage(k, self.x, reads, block, min(block + BLOCK, kept), self.climbing, self.pr,
+                                      split, self.spent)
+            for j in range(kept):
+                i = self.climbing[j]
+                self.stg[i] = k
+                if costs:
+                    self.ev[i] += self.spent[i] + self.tree_cost * <float64> self.stack.num_trees[k - 1]
+
+    def deliver(self, int64 unit, rows, values):
+        """Rows ``rows`` bought ``unit``: values float64[len(rows), its columns] (see the class)."""
+        if not 0 <= unit < self.U:
+            raise ValueError(f"unit {unit} is not one of the {self.U} units")
+        cdef cnp.ndarray r_ = np.ascontiguousarray(rows, dtype=np.int64).reshape(-1)
+        cdef Py_ssize_t width = self.unit_offset[unit + 1] - self.unit_offset[unit], m = r_.size, j, b, i, f, g
+        cdef cnp.ndarray v_ = np.ascontiguousarray(values, dtype=np.float64).reshape(-1)
+        if v_.size != m * width:
+            raise ValueError(f"{v_.size} values for {m} rows of width {width}")
+        cdef const int64* r = <const int64*> data(r_)
+        cdef const float64* v = <const float64*> data(v_)
+        cdef const int64* cols = self.member + self.unit_offset[unit]
+        cdef Py_ssize_t F = self.F, W = self.F + self.G
+        for j in range(m):
+            if not 0 <= r[j] < self.n:
+                raise ValueError(f"row {r[j]} is not one of the batch's {self.n}")
+        with nogil:
+            for j in range(m):
+                i = r[j]
+                for b in range(width):
+                    f = cols[b]
+                    if not self.kn[i * F + f]:
+                        self.x[i * F + f] = NAN if isnan(v[j * width + b]) else v[j * width + b]
+                        self.kn[i * F + f] = 1
+                        self.fe[i * F + f] = 1
+                    if not self.paid[i * W + f]:
+                        self.paid[i * W + f] = 1
+                        self.acq[i] += self.lazy[f]
+                        g = self.group_of[f]
+                        if g >= 0 and not self.paid[i * W + F + g]:
+                            self.paid[i * W + F + g] = 1
+                            self.acq[i] += self.group_lazy[g]
+
+    def drop(self, rows):
+        """Rows that cannot go on (a failed fetch) stay at the stage they reached."""
+        cdef cnp.ndarray r_ = np.ascontiguousarray(rows, dtype=np.int64).reshape(-1)
+        cdef const int64* r = <const int64*> data(r_)
+        cdef Py_ssize_t j
+        for j in range(r_.size):
+            if not 0 <= r[j] < self.n:
+                raise ValueError(f"row {r[j]} is not one of the batch's {self.n}")
+            self.dropped[r[j]] = 1
+
+    @property
+    def paid_features(self):
+        """uint8[n, F]: the features each row has paid."""
+        return self.paid_[:, :self.F]

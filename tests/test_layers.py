@@ -44,8 +44,11 @@ RANK = {"_version": 0, "_acquisition": 0, "_engine": 0, "_budgetrf": 0, "_prune"
 #: (module, module whose private members it reads): why the two are one private pair behind a public face
 FRIENDS = {
     ("lightgbm_cegb.methods.staged", "lightgbm_cegb.methods.acquisition"):
-        "the staged ladder's runs drive a model by acquisition.PolicyClassifier's run hooks (_pay, _result, "
-        "_output, _check_policy), which the ranker and the regressor implement too",
+        "the classifier's ladder run (StagedRun) answers by acquisition.PolicyClassifier's run hooks (_output, "
+        "_result)",
+    ("lightgbm_cegb.methods.ladder", "lightgbm_cegb.methods.acquisition"):
+        "the staged ladder's runs drive a model by acquisition.PolicyClassifier's run hooks (_pay, _check_policy), "
+        "which the ranker and the regressor implement too",
     ("lightgbm_cegb.serving.runs", "lightgbm_cegb.serving.lazy"):
         "the runs are LazyPredictor's per-request state, apart only to keep lazy.py readable; "
         "serving.lazy.LazyPredictor is their public face",

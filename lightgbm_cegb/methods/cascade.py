@@ -50,7 +50,7 @@ from lightgbm_cegb.methods.acquisition import (
     run_cost,
 )
 from lightgbm_cegb.methods.greedy_miser import first_eval
-from lightgbm_cegb.methods.staged import LadderRun, StageLadder, hidden
+from lightgbm_cegb.methods.ladder import LadderRun, StageLadder, hidden
 
 #: the most relevance a label may hold: LightGBM's lambdarank gains (``label_gain``) are given up to 30
 MAX_LABEL = 30
@@ -501,7 +501,7 @@ def _grades(y, n: int, name: str) -> np.ndarray:
 
 
 class CascadeRun(LadderRun):
-    """Documents on their way through the cascade (a :class:`~lightgbm_cegb.methods.staged.LadderRun`): at each
+    """Documents on their way through the cascade (a :class:`~lightgbm_cegb.methods.ladder.LadderRun`): at each
     cut, each query's best documents at their stage go on.
 
     Parameters

@@ -42,7 +42,7 @@ from lightgbm_cegb.methods.acquisition import (
     restore_units,
     run_cost,
 )
-from lightgbm_cegb.methods.staged import LadderRun, StageLadder, hidden
+from lightgbm_cegb.methods.ladder import LadderRun, StageLadder, hidden
 
 #: the gap models' LightGBM parameters and rounds: small models, each read once per row and stage
 GAP_PARAMS = {"objective": "regression", "learning_rate": 0.1, "num_leaves": 7, "min_data_in_leaf": 20,
@@ -452,7 +452,7 @@ def _targets(y, n: int, name: str) -> np.ndarray:
 
 
 class StagedRegressionRun(LadderRun):
-    """The regressor's rows on the ladder (a :class:`~lightgbm_cegb.methods.staged.LadderRun`): a row at stage k
+    """The regressor's rows on the ladder (a :class:`~lightgbm_cegb.methods.ladder.LadderRun`): a row at stage k
     goes on while stage k's gap model says its prediction is not settled; deciding costs the gap model's
     evaluation.
 

@@ -51,7 +51,7 @@ from lightgbm_cegb.core.parallel import N_JOBS, resolve_n_jobs
 from lightgbm_cegb.core.validation import CheckedElsewhere, NoneOr, Number, OneOf, Satisfies, validated
 from lightgbm_cegb.io.models import booster_of, fitted_costs, library_of, load_file, num_trees_used, to_forest, unwrap
 from lightgbm_cegb.serving.results import FetchInterrupted, LazyResult, Malformed
-from lightgbm_cegb.serving.runs import PolicyModelRun, RoutingRun
+from lightgbm_cegb.serving.runs import LadderModelRun, PolicyModelRun, RoutingRun, policy_run
 from lightgbm_cegb.serving.workers import in_thread, is_async
 
 ORDERS = ("cheapest", "costliest", "most_rows", "model")
@@ -594,7 +594,7 @@ PruneResult, Forest or policy
 
     # ------------------------------------------------------------------------------------ predicting
 
-    def _run(self, X, known, ids, kwargs: dict) -> PolicyModelRun | RoutingRun:
+    def _run(self, X, known, ids, kwargs: dict) -> PolicyModelRun | LadderModelRun | RoutingRun:
         """The batch's run (a policy model's takes the method's ``kwargs``). A policy model reads a frame's columns
         by name: one it lacks is named here."""
         names = getattr(self.model, "feature_names_in_", None) if self.policy else None
@@ -602,7 +602,7 @@ PruneResult, Forest or policy
         lacking = [] if names is None else [name for name in names if name not in present]
         if lacking:
             raise CEGBError(f"X: a frame should hold the model's columns (read by name); it lacks {lacking}")
-        return PolicyModelRun(self, X, known, ids, kwargs) if self.policy else RoutingRun(self, X, known, ids)
+        return policy_run(self, X, known, ids, kwargs) if self.policy else RoutingRun(self, X, known, ids)
 
     def _check_method(self, method: str, kwargs: dict) -> None:
         """Before anything is fetched: the model can predict so, with what the routing fetches."""

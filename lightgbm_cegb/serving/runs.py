@@ -87,34 +87,50 @@ class RoutingRun:
                           fetch_calls=self.fetch_calls, failures=self.failures)
 
 
+def policy_run(predictor, X, known, ids, kwargs: dict) -> PolicyModelRun | LadderModelRun:
+    """The run of a batch through a policy model: over its compiled ladder where it has one
+    (``__lightgbm_cegb_ladder__``, for a method without arguments), else over its policy run."""
+    model = predictor.model
+    if hasattr(X, "columns"):
+        names = getattr(model, "feature_names_in_", None)
+        X = X[list(names)] if names is not None else X
+    X = np.array(X, dtype=np.float64, order="C")  # a copy: fetched values go in
+    num_features = len(predictor.keys)
+    if X.ndim != 2 or X.shape[1] != num_features:
+        raise CEGBError(f"X should have {num_features} columns, got shape {X.shape}")
+    known, ids = _known_and_ids(X, known, ids)
+    known = ~np.isnan(X) if known is None else known.copy()  # a fetched value becomes known
+    ladder = getattr(model, "__lightgbm_cegb_ladder__", None)
+    compiled = ladder(X, known) if ladder is not None and not kwargs else None
+    if compiled is not None:
+        return LadderModelRun(predictor, ids, *compiled)
+    return PolicyModelRun(predictor, X, known, ids, kwargs)
+
+
+def _fetch_units(predictor, units) -> list[int]:
+    """The predictor's fetch unit of each of a policy's units: a feature, or num_features + its group."""
+    group_of, num_features = predictor._group_of, len(predictor.keys)
+    return [columns[0] if group_of[columns[0]] < 0 else num_features + int(group_of[columns[0]]) for columns in units]
+
+
 class PolicyModelRun:
     """One batch through a policy model (``__lightgbm_cegb_policy__``): each round, the units the policy asks for
     that a row does not have yet are fetched (a group whole, once per row), and the policy sees their values;
-    values given in X are handed to it unfetched and unpaid. The interface of :class:`RoutingRun`."""
+    values given in X are handed to it unfetched and unpaid. The interface of :class:`RoutingRun`; made by
+    :func:`policy_run` (X a float64 copy of the rows, ``known`` a copy of the values X gives)."""
 
-    def __init__(self, predictor, X, known, ids, kwargs: dict) -> None:
+    def __init__(self, predictor, X: np.ndarray, known: np.ndarray, ids: np.ndarray, kwargs: dict) -> None:
         self.predictor = predictor
         model = predictor.model
-        if hasattr(X, "columns"):
-            names = getattr(model, "feature_names_in_", None)
-            X = X[list(names)] if names is not None else X
-        self.X = np.array(X, dtype=np.float64, order="C")  # a copy: fetched values go in
-        num_features = len(predictor.keys)
-        if self.X.ndim != 2 or self.X.shape[1] != num_features:
-            raise CEGBError(f"X should have {num_features} columns, got shape {self.X.shape}")
-        n = len(self.X)
-        known, self.ids = _known_and_ids(self.X, known, ids)
-        self.known = ~np.isnan(self.X) if known is None else known.copy()  # a fetched value becomes known
+        self.X, self.known, self.ids = X, known, ids
+        n, num_features = X.shape
         self.fetched = np.zeros((n, num_features), dtype=bool)
         self.status = np.full(n, PENDING, dtype=np.int8)
         self.rounds = self.fetch_calls = 0
         self.failures: list[FetchFailure] = []
         self.run = model.__lightgbm_cegb_policy__(n, **kwargs)
         self.units = model.units_
-        group_of = predictor._group_of
-        # the predictor's fetch unit of each of the policy's units: a feature, or num_features + its group
-        self.unit_of = [columns[0] if group_of[columns[0]] < 0 else num_features + int(group_of[columns[0]])
-                        for columns in self.units]
+        self.unit_of = _fetch_units(predictor, self.units)
         self.policy_unit = {unit: u for u, unit in enumerate(self.unit_of)}
         self.started = False
 
@@ -171,6 +187,52 @@ class PolicyModelRun:
                           acquisition=cost.acquisition, evaluation=cost.evaluation,
                           leaves=np.zeros((len(X), 0), dtype=np.int32), rounds=self.rounds,
                           fetch_calls=self.fetch_calls, failures=self.failures)
+
+
+class LadderModelRun:
+    """One batch up a staged model's compiled ladder (a LadderBatch): the rounds, fetches, payments and results of
+    :class:`PolicyModelRun` on the model's policy run, a few C calls a round. Made by :func:`policy_run`."""
+
+    def __init__(self, predictor, ids: np.ndarray, batch, output) -> None:
+        self.predictor, self.ids, self.batch, self.output = predictor, ids, batch, output
+        self.status = np.full(batch.n, PENDING, dtype=np.int8)
+        self.rounds = self.fetch_calls = 0
+        self.failures: list[FetchFailure] = []
+        self.unit_of = _fetch_units(predictor, predictor.model.units_)
+        self.policy_unit = {unit: u for u, unit in enumerate(self.unit_of)}
+
+    def advance(self) -> list[tuple[int, np.ndarray]]:
+        """The next round's fetches: (unit, rows) of the rows whose next stage's units are not all in X."""
+        wanted = self.batch.advance()
+        if not wanted:
+            self.status[self.status == PENDING] = DONE
+            return []
+        self.rounds += 1
+        return self.predictor._in_order([(self.unit_of[u], rows) for u, rows in wanted], self.ids)
+
+    def deliver(self, requests, outcomes) -> None:
+        """Store what each fetch returned (values given in X stay); then handle the failures."""
+        received, failed = _received(self.predictor, self.ids, requests, outcomes)
+        for unit, rows, values in received:
+            self.batch.deliver(self.policy_unit[unit], rows, values)
+        if failed:
+            for rows in _failed(self, failed):
+                self.batch.drop(rows)
+
+    def finish(self, method: str, kwargs: dict) -> LazyResult:
+        done = self.status == DONE
+        prediction = None
+        if done.any() or not len(done):
+            prediction = _spread(self.output(self.batch.proba, method)[done], done)
+        return self.result(prediction)
+
+    def result(self, prediction) -> LazyResult:
+        batch = self.batch
+        known = batch.known.view(bool)
+        return LazyResult(prediction=prediction, status=self.status, X=np.where(known, batch.X, np.nan), known=known,
+                          fetched=batch.fetched.view(bool), acquisition=batch.acquisition,
+                          evaluation=batch.evaluation, leaves=np.zeros((batch.n, 0), dtype=np.int32),
+                          rounds=self.rounds, fetch_calls=self.fetch_calls, failures=self.failures)
 
 
 def _known_and_ids(X: np.ndarray, known, ids, positions: bool = True) -> tuple[np.ndarray, np.ndarray]:

@@ -1,0 +1,238 @@
+"""The ladder every staged model shares (the classifier of ``methods.staged``, the ranker of ``methods.cascade``, the
+regressor of ``methods.staged_regressor``): the units' order cut into nested stages, their prices, and the run of rows
+up the ladder that ``predict_result`` and ``LazyPredictor`` drive."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+
+import numpy as np
+
+from lightgbm_cegb.core.cost_state import CostState
+from lightgbm_cegb.core.errors import CEGBError
+from lightgbm_cegb.core.validation import checked_sequence
+from lightgbm_cegb.io import saved
+from lightgbm_cegb.methods.acquisition import EvaluationCost, checked_data
+
+
+def hidden(X: np.ndarray, columns: list[int]) -> np.ndarray:
+    """A copy of X with every column outside ``columns`` missing (NaN): what a stage of those columns reads."""
+    out = np.full(X.shape, np.nan)
+    out[:, columns] = X[:, columns]
+    return out
+
+
+class StageLadder:
+    """The stages of a staged acquisition model (the classifier here, the ranker of ``methods.cascade``): the units'
+    order, the ladder of nested stages cut from it, their prices and the deepest stage within ``max_cost``.
+
+    A subclass has ``units_``, ``unit_cost_``, ``stages``, ``max_stage_cost`` and ``max_cost``, trains a stage's
+    model with the ``train_on(columns)`` it gives :meth:`_fit_stages`, and says what a stage gives each row in
+    ``_stage_pass(k, X, masked)`` (what :meth:`stage_passes` collects).
+    """
+
+    def _fit_stages(self, train_on, num_features: int) -> None:
+        """``order_`` (the units by the gain importance per unit of cost of a model on every column, ties by index;
+        units it never splits on left out), ``stage_units_`` (up to ``max_stage_cost``) and ``stages_``."""
+        full = train_on(list(range(num_features)))
+        gain = full.feature_importance("gain")
+        unit_gain = np.array([gain[list(columns)].sum() for columns in self.units_])
+        with np.errstate(divide="ignore"):
+            value = np.where(self.unit_cost_ > 0, unit_gain / self.unit_cost_, np.inf)
+        useful = np.flatnonzero(unit_gain > 0)
+        self.order_ = useful[np.lexsort((useful, -value[useful]))]  # ties: the unit's index
+        self.stage_units_ = self._ladder()
+        if self.max_stage_cost is not None:
+            self.stage_units_ = self.stage_units_[self._prices() <= float(self.max_stage_cost) * (1 + 1e-12)]
+        self.stages_ = [full if m == len(self.order_) and len(self.order_) == len(self.units_) else
+                        train_on(self._columns(m)) for m in self.stage_units_[1:]]
+
+    def _ladder(self) -> np.ndarray:
+        """The number of units of each stage: 0, then the shortest prefix of the order whose price reaches each
+        level (geometric from the first unit with a price to the whole order's price), the whole order last."""
+        prices = np.cumsum(self.unit_cost_[self.order_])
+        if not len(prices):
+            return np.zeros(1, dtype=np.int64)
+        positive = prices[prices > 0]
+        if len(positive) and self.stages > 1:
+            levels = np.geomspace(positive[0], positive[-1], int(self.stages))
+            sizes = np.searchsorted(prices, levels * (1 - 1e-12), side="left") + 1
+        else:
+            sizes = np.empty(0, dtype=np.int64)
+        sizes = np.concatenate([sizes, [len(prices)], [int(np.sum(prices == 0))] if prices[0] == 0 else []])
+        return np.concatenate([[0], np.unique(np.clip(sizes, 1, len(prices)))]).astype(np.int64)
+
+    def _columns(self, m: int) -> list[int]:
+        """The columns of the first ``m`` units of the order."""
+        return sorted(f for u in self.order_[:m] for f in self.units_[u])
+
+    def stage_costs(self) -> np.ndarray:
+        """Each stage's price per row: the price of its units (stage 0: 0).
+
+        Returns
+        -------
+        ndarray of shape (n_stages,)
+            The prices, rising.
+        """
+        self._check_fitted()
+        return self._prices()
+
+    def _prices(self) -> np.ndarray:
+        return np.concatenate([[0.0], np.cumsum(self.unit_cost_[self.order_])])[self.stage_units_]
+
+    def stage_passes(self, X, deepest: int | None = None) -> tuple[list, ...]:
+        """Every stage's outputs on every row of X (up to stage ``deepest``; None: the last within ``max_cost``) and
+        what each stage's models cost each row to evaluate (None: nothing): the classifier's probabilities, the
+        ranker's scores, the regressor's predictions and gaps.
+
+        One pass serves every setting read at prediction (``tradeoff``, ``max_cost``, the ranker's ``top_k``, up to
+        ``deepest``): :meth:`replay` reads each setting's result from it, equal to its own ``predict_result`` to the
+        bit (a sweep's points share it).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The rows.
+        deepest : int, optional
+            The last stage to pass (default: the last within ``max_cost``).
+
+        Returns
+        -------
+        tuple of lists
+            What :meth:`replay` takes, per stage.
+        """
+        X = self._pass_rows(X)
+        deepest = self._last_stage() if deepest is None else deepest
+        per_stage = [self._stage_pass(k, X, self._masked(X, k)) for k in range(deepest + 1)]
+        return tuple(list(outputs) for outputs in zip(*per_stage))
+
+    def _pass_rows(self, X) -> np.ndarray:
+        """X checked for a fitted model's pass."""
+        self._check_fitted()
+        return checked_data(self, "X", X, reset=False)
+
+    def _added(self, model, X: np.ndarray, masked: np.ndarray) -> np.ndarray:
+        """What evaluating ``model`` (a stage's) costs each row of X, whose acquired values ``masked`` holds."""
+        return EvaluationCost(model, self.costs_, X.shape[1], len(X)).add(masked, np.arange(len(X)))
+
+    def _last_stage(self) -> int:
+        """The deepest stage within ``max_cost``."""
+        if self.max_cost is None:
+            return len(self.stage_units_) - 1
+        within = self.stage_costs() <= float(self.max_cost) * (1 + 1e-12)
+        return int(np.flatnonzero(within)[-1])
+
+    def _masked(self, X: np.ndarray, k: int) -> np.ndarray:
+        """X as stage k sees it: the columns of its units, the others missing."""
+        return hidden(X, self._columns(int(self.stage_units_[k])))
+
+    def _results_at(self, X, settings, *extra) -> list:
+        """``predict_results``' work: each setting (a dict of ``_policy_params``) checked and set on a copy, one
+        ``stage_passes`` over X up to the deepest stage a setting reaches, each copy's result ``replay`` from it (with
+        ``extra``, e.g. the ranker's query sizes)."""
+        names = self._policy_params
+        either = f"{', '.join(names[:-1])} and/or {names[-1]}"
+        models = []
+        for setting in checked_sequence(settings, "settings", f"dicts of {either}"):
+            if not isinstance(setting, Mapping):
+                raise CEGBError(f"settings: each setting should be a dict of {either}, got {setting!r:.60}")
+            unknown = set(setting) - set(names)
+            if unknown:
+                raise CEGBError(f"settings: a setting holds {', '.join(names[:-1])} and {names[-1]} only, got "
+                                f"{sorted(unknown)}")
+            model = copy.copy(self).set_params(**setting)
+            model._check_policy()
+            models.append(model)
+        passes = self.stage_passes(X, max(model._last_stage() for model in models) if models else 0)
+        return [model.replay(*passes, *extra) for model in models]
+
+    def _restore_ladder(self, state: dict) -> None:
+        """``order_`` and ``stage_units_`` of a saved state, checked against ``units_``."""
+        units = self.units_
+        order = saved.array(state, "order", (None,), np.int64, low=0)
+        if len(np.unique(order)) != len(order) or (order >= len(units)).any():
+            raise saved.damaged(state, f"order should hold distinct units below {len(units)}")
+        self.order_ = order
+        stage_units = saved.array(state, "stage_units", (None,), np.int64, low=0)
+        if not len(stage_units) or stage_units[0] != 0 or (np.diff(stage_units) <= 0).any() \
+                or stage_units[-1] > len(order):
+            raise saved.damaged(state, f"stage_units should rise from 0 to at most the {len(order)} units of order")
+        self.stage_units_ = stage_units
+
+
+class LadderRun:
+    """Rows on their way up a staged model's ladder, stage by stage (the interface of the adaptive acquisition's
+    ``PolicyRun``, which ``LazyPredictor`` drives): ``requests()`` says which units the rows that go on buy next
+    (the others leave), ``deliver`` hands over the values bought, ``evaluate`` moves the rows that received them to
+    the next stage and asks its model; ``result()`` once ``requests()`` is empty.
+
+    A subclass says which rows at stage k go on (``_going(k, rows)``), keeps what stage k's model says of the rows
+    that reach it (``_entered(k, rows)``), and gives ``output(method)`` and ``result()``.
+
+    Parameters
+    ----------
+    model : StageLadder
+        The fitted model.
+    n : int
+        Number of rows.
+    """
+
+    def __init__(self, model: StageLadder, n: int) -> None:
+        self.model = model
+        num_features = model.n_features_in_
+        self.X = np.full((n, num_features), np.nan)  # the values bought (NaN elsewhere), as the stages see them
+        self.stage = np.zeros(n, dtype=np.int64)
+        self.state = CostState(n, model.costs_, num_features)
+        self.evaluation = EvaluationCost(None, model.costs_, num_features, n)
+        self.active = np.arange(n)
+        self.last = model._last_stage()
+        self.received = np.zeros(n, dtype=bool)
+
+    def _going(self, k: int, rows: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _entered(self, k: int, rows: np.ndarray) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def requests(self) -> list[tuple[int, np.ndarray]]:
+        """(unit, rows) for every unit of the next stage of the rows that go on; the others leave the run."""
+        model, active = self.model, self.active
+        k = int(self.stage[active[0]]) if len(active) else self.last  # the rows that go on are all at one stage
+        self.active = active[self._going(k, active)] if k < self.last else active[:0]
+        if not len(self.active):
+            return []
+        units = model.order_[model.stage_units_[k]:model.stage_units_[k + 1]]
+        return [(int(u), self.active) for u in units]
+
+    def deliver(self, unit: int, rows: np.ndarray, values: np.ndarray, *, pay: bool = True) -> None:
+        """Rows ``rows`` (that asked for ``unit``) bought it: its columns' ``values`` (one row each), paid unless
+        ``pay`` is False (values the caller already had)."""
+        self.X[np.ix_(rows, list(self.model.units_[unit]))] = values
+        self.received[rows] = True
+        if pay:
+            self.model._pay(self.state, unit, rows)
+
+    def drop(self, rows: np.ndarray) -> None:
+        """Rows that cannot go on (a failed fetch) leave the run, at the stage they reached."""
+        self.active = self.active[~np.isin(self.active, rows)]
+
+    def evaluate(self) -> None:
+        """The rows that received their stage's units move to it: its model on what they hold."""
+        rows = np.intersect1d(self.active, np.flatnonzero(self.received))
+        if len(rows):
+            k = int(self.stage[rows[0]]) + 1
+            self.stage[rows] = k
+            self._entered(k, rows)
+            self.evaluation.booster = self.model.stages_[k - 1]
+            self.evaluation.add(self.X[rows], rows)
+        self.active = rows
+        self.received[:] = False
+
+    def _known(self) -> np.ndarray:
+        """The features each row holds: its stage's units' columns."""
+        steps = self.model.stage_units_[self.stage]
+        known = np.zeros((len(self.stage), self.model.n_features_in_), dtype=bool)
+        for m in np.unique(steps):
+            known[np.ix_(steps == m, self.model._columns(int(m)))] = True
+        return known
