@@ -1382,34 +1382,14 @@ cdef class StageStack:
                 o[c] /= wsum
 
 
-cdef class LadderBatch:
-    """One batch of rows climbing a StageStack lazily (lightgbm_cegb/serving/runs.py's LadderModelRun), with what a
-    row knows, its stage and probabilities, and what it has paid. Stage k + 1 buys the policy units
-    order[stage_units[k]:stage_units[k + 1]] (unit u's columns: member[unit_offset[u]:unit_offset[u + 1]]).
-
-    Each advance() first moves the rows that bought their next stage's units to it (its probabilities, and its split
-    and tree costs when split is given: the split costs of the nodes passed, added from 0.0, plus tree_cost per tree,
-    as prediction_cost prices one evaluation), then keeps climbing the rows whose top probability is below threshold,
-    up to stage last: a unit whose every column a row knows (given in X, or fetched) is handed to it unfetched and
-    unpaid, the others are the round's requests [(u, rows int64[...])] (none: those rows move at once). deliver()
-    stores what a fetch of a unit returned (a value given in X stays; any NaN is a missing value) and charges each
-    row the unit's lazy costs, each feature's and its group's once, in the unit's column order (CostState.pay's
-    arithmetic); drop() takes rows off the climb where they stand. Every index given is checked."""
+cdef class LadderPlan:
+    """What every lazy run of one staged model shares (LadderBatch): its StageStack; the policy units (unit u's columns:
+    member[unit_offset[u]:unit_offset[u + 1]]) and the ladder (stage k + 1 buys the units
+    order[stage_units[k]:stage_units[k + 1]]); the costs (each feature's lazy and split cost and group, -1 for none,
+    each group's lazy cost, the cost of a tree). Every index is checked here, once."""
 
     cdef StageStack stack
-    cdef readonly object X, known, fetched, stage, proba, acquisition, evaluation
-    cdef object keep, paid_, spent_, climbing_, dropped_
-    cdef float64* x
-    cdef uint8* kn
-    cdef uint8* fe
-    cdef uint8* paid
-    cdef int64* stg
-    cdef float64* pr
-    cdef float64* acq
-    cdef float64* ev
-    cdef float64* spent
-    cdef Py_ssize_t* climbing
-    cdef uint8* dropped
+    cdef object keep
     cdef const int64* unit_offset
     cdef const int64* member
     cdef const int64* stage_units
@@ -1418,22 +1398,15 @@ cdef class LadderBatch:
     cdef const int32* group_of
     cdef const float64* group_lazy
     cdef const float64* split
-    cdef float64 tree_cost, threshold
-    cdef readonly Py_ssize_t n
-    cdef Py_ssize_t F, G, U, last, m
-    cdef bint bought  # the climbing rows were given their next stage's units: they move at the next advance
-    cdef int threads
+    cdef float64 tree_cost
+    cdef bint costs  # a split or a tree costs something: the evaluations are priced
+    cdef Py_ssize_t F, G, U
+    cdef object source  # the constructor's arguments, for __reduce__
 
-    def __cinit__(self, StageStack stack, X, known, unit_offset, member, stage_units, order, lazy, group_of,
-                  group_lazy, split, float64 tree_cost, float64 threshold, Py_ssize_t last, int num_threads):
-        cdef Py_ssize_t F = stack.num_features, k, i, U
-        cdef cnp.ndarray X_ = np.array(X, dtype=np.float64, order="C", copy=True)
-        if X_.ndim != 2 or X_.shape[1] != F:
-            raise ValueError(f"X should have {F} columns, got shape {np.shape(X_)}")
-        cdef Py_ssize_t n = X_.shape[0]
-        cdef cnp.ndarray known_ = np.array(known, dtype=np.uint8, order="C", copy=True)
-        if known_.size != n * F:
-            raise ValueError(f"known should have X's shape {np.shape(X_)}")
+    def __cinit__(self, StageStack stack, unit_offset, member, stage_units, order, lazy, group_of, group_lazy, split,
+                  float64 tree_cost):
+        self.source = (stack, unit_offset, member, stage_units, order, lazy, group_of, group_lazy, split, tree_cost)
+        cdef Py_ssize_t F = stack.num_features, k, U
         cdef cnp.ndarray offset_ = np.ascontiguousarray(unit_offset, dtype=np.int64)
         U = offset_.size - 1
         cdef cnp.ndarray member_ = np.ascontiguousarray(member, dtype=np.int64)
@@ -1447,7 +1420,7 @@ cdef class LadderBatch:
         self.stage_units, self.order = <const int64*> data(stage_units_), <const int64*> data(order_)
         self.lazy, self.split = <const float64*> data(lazy_), <const float64*> data(split_)
         self.group_of, self.group_lazy = <const int32*> data(group_of_), <const float64*> data(group_lazy_)
-        self.F, self.G, self.U, self.n = F, group_lazy_.size, U, n
+        self.stack, self.tree_cost, self.F, self.G, self.U = stack, tree_cost, F, group_lazy_.size, U
         if U < 0 or self.unit_offset[0] != 0 or self.unit_offset[U] != member_.size:
             raise ValueError("unit offsets do not match the members")
         for k in range(U):
@@ -1464,12 +1437,65 @@ cdef class LadderBatch:
         for k in range(1, stack.num_stages):
             if self.stage_units[k] < self.stage_units[k - 1]:
                 raise ValueError("stage_units should rise")
+        self.costs = tree_cost != 0
         for k in range(F):
             if not -1 <= self.group_of[k] < self.G:
                 raise ValueError(f"feature {k}'s group {self.group_of[k]} is not one of the {self.G} groups")
+            self.costs = self.costs or self.split[k] != 0
+
+    def __reduce__(self):
+        """Pickled as its arguments (it holds pointers into them)."""
+        return LadderPlan, self.source
+
+
+cdef class LadderBatch:
+    """One batch of rows climbing a LadderPlan's stages lazily (lightgbm_cegb/serving/runs.py's LadderModelRun), with
+    what a row knows, its stage and probabilities, and what it has paid.
+
+    Each advance() first moves the rows that bought their next stage's units to it (its probabilities, and its split
+    and tree costs when the plan prices them: the split costs of the nodes passed, added from 0.0, plus tree_cost per
+    tree, as prediction_cost prices one evaluation), then keeps climbing the rows whose top probability is below
+    threshold, up to stage last: a unit whose every column a row knows (given in X, or fetched) is handed to it
+    unfetched and unpaid, the others are the round's requests [(unit, rows int64[...])] in the stage's unit order
+    (none: those rows move at once). deliver() stores what a fetch of a unit returned (a value given in X stays; any
+    NaN is a missing value) and charges each row the unit's lazy costs, each feature's and its group's once, in the
+    unit's column order (CostState.pay's arithmetic); fetch_round() calls fetch and stores what it can itself; drop()
+    takes rows off the climb where they stand. Every row index given is checked."""
+
+    cdef LadderPlan plan
+    cdef StageStack stack
+    cdef readonly object X, known, fetched, stage, proba, acquisition, evaluation
+    cdef object paid_, spent_, climbing_, dropped_
+    cdef float64* x
+    cdef uint8* kn
+    cdef uint8* fe
+    cdef uint8* paid
+    cdef int64* stg
+    cdef float64* pr
+    cdef float64* acq
+    cdef float64* ev
+    cdef float64* spent
+    cdef Py_ssize_t* climbing
+    cdef uint8* dropped
+    cdef float64 threshold
+    cdef readonly Py_ssize_t n
+    cdef Py_ssize_t F, last, m
+    cdef bint bought  # the climbing rows were given their next stage's units: they move at the next advance
+    cdef int threads
+
+    def __cinit__(self, LadderPlan plan, X, known, float64 threshold, Py_ssize_t last, int num_threads):
+        cdef StageStack stack = plan.stack
+        cdef Py_ssize_t F = stack.num_features
+        cdef cnp.ndarray X_ = np.array(X, dtype=np.float64, order="C", copy=True)
+        if X_.ndim != 2 or X_.shape[1] != F:
+            raise ValueError(f"X should have {F} columns, got shape {np.shape(X_)}")
+        cdef Py_ssize_t n = X_.shape[0]
+        cdef cnp.ndarray known_ = np.array(known, dtype=np.uint8, order="C", copy=True)
+        if known_.size != n * F:
+            raise ValueError(f"known should have X's shape {np.shape(X_)}")
         if not 0 <= last < stack.num_stages:
             raise ValueError(f"stage {last} is not one of the {stack.num_stages} stages")
-        self.stack, self.tree_cost, self.threshold, self.last = stack, tree_cost, threshold, last
+        self.plan, self.stack, self.threshold, self.last, self.F, self.n = plan, stack, threshold, last, F, n
         self.threads = max(num_threads, 1)
         self.X, self.known = X_, known_
         self.fetched = np.zeros((n, F), dtype=np.uint8)
@@ -1478,7 +1504,7 @@ cdef class LadderBatch:
         self.proba[:] = stack.keep[0]
         self.acquisition = np.zeros(n, dtype=np.float64)
         self.evaluation = np.zeros(n, dtype=np.float64)
-        self.paid_ = np.zeros((n, F + self.G), dtype=np.uint8)
+        self.paid_ = np.zeros((n, F + plan.G), dtype=np.uint8)
         self.spent_ = np.zeros(n, dtype=np.float64)
         self.climbing_ = np.arange(n, dtype=np.intp)
         self.dropped_ = np.zeros(n, dtype=np.uint8)
@@ -1518,16 +1544,16 @@ cdef class LadderBatch:
                 return []
             self.bought = True
             requests = []
-            for a in range(self.stage_units[k], self.stage_units[k + 1]):
-                u = self.order[a]
+            for a in range(self.plan.stage_units[k], self.plan.stage_units[k + 1]):
+                u = self.plan.order[a]
                 rows_ = np.empty(self.m, dtype=np.int64)
                 out = <int64*> data(rows_)
                 count = 0
                 for j in range(self.m):
                     i = self.climbing[j]
                     lacking = False
-                    for b in range(self.unit_offset[u], self.unit_offset[u + 1]):
-                        if not self.kn[i * F + self.member[b]]:
+                    for b in range(self.plan.unit_offset[u], self.plan.unit_offset[u + 1]):
+                        if not self.kn[i * F + self.plan.member[b]]:
                             lacking = True
                             break
                     if lacking:
@@ -1550,11 +1576,10 @@ cdef class LadderBatch:
         if kept == 0:
             return
         k = self.stg[self.climbing[0]] + 1
-        cdef bint costs = self.tree_cost != 0
-        for j in range(self.F):
-            costs = costs or self.split[j] != 0
+        cdef bint costs = self.plan.costs
+        cdef float64 tree_cost = self.plan.tree_cost
         cdef const uint8* reads = self.stack.columns + k * self.F
-        cdef const float64* split = self.split if costs else NULL
+        cdef const float64* split = self.plan.split if costs else NULL
         cdef Py_ssize_t block
         with nogil:
             if self.threads == 1 or kept <= BLOCK:  # a block's rows through every tree, while they are in cache
@@ -1569,21 +1594,58 @@ cdef class LadderBatch:
                 i = self.climbing[j]
                 self.stg[i] = k
                 if costs:
-                    self.ev[i] += self.spent[i] + self.tree_cost * <float64> self.stack.num_trees[k - 1]
+                    self.ev[i] += self.spent[i] + tree_cost * <float64> self.stack.num_trees[k - 1]
+
+    def fetch_round(self, list requests, list units, fetch, list keys, ids):
+        """Call fetch(keys[key], row ids) for each request (key, rows) of a round in turn (row ids: ids[rows], or rows
+        when ids is None), whose policy unit is units[j]. Values of a one-column unit returned as a C-contiguous
+        float64 array of one value per row are stored at once, as deliver stores them; anything else (a group's
+        values, other types, the exception fetch raised) is left to the caller. Returns each call's outcome, STORED
+        for those stored; None when every call's values were stored."""
+        cdef Py_ssize_t j
+        cdef int64 unit
+        cdef cnp.ndarray array
+        cdef bint every = True
+        outcomes = [None] * len(requests)
+        for j in range(len(requests)):
+            key, rows = requests[j]
+            unit = units[j]
+            try:
+                values = fetch(keys[key], rows if ids is None else ids[rows])
+            except Exception as exc:  # the user's fetch: the caller reports it with its key and rows
+                outcomes[j] = exc
+                every = False
+                continue
+            if type(values) is np.ndarray and 0 <= unit < self.plan.U \
+                    and self.plan.unit_offset[unit + 1] - self.plan.unit_offset[unit] == 1:
+                array = values
+                if (cnp.PyArray_TYPE(array) == cnp.NPY_DOUBLE and cnp.PyArray_NDIM(array) == 1
+                        and cnp.PyArray_DIM(array, 0) == len(rows) and cnp.PyArray_ISCARRAY_RO(array)
+                        and cnp.PyArray_ISNOTSWAPPED(array)):
+                    self.deliver(unit, rows, array)
+                    outcomes[j] = STORED
+                    continue
+            outcomes[j] = values
+            every = False
+        return None if every else outcomes
 
     def deliver(self, int64 unit, rows, values):
         """Rows ``rows`` bought ``unit``: values float64[len(rows), its columns] (see the class)."""
-        if not 0 <= unit < self.U:
-            raise ValueError(f"unit {unit} is not one of the {self.U} units")
+        if not 0 <= unit < self.plan.U:
+            raise ValueError(f"unit {unit} is not one of the {self.plan.U} units")
         cdef cnp.ndarray r_ = np.ascontiguousarray(rows, dtype=np.int64).reshape(-1)
-        cdef Py_ssize_t width = self.unit_offset[unit + 1] - self.unit_offset[unit], m = r_.size, j, b, i, f, g
+        cdef Py_ssize_t width = self.plan.unit_offset[unit + 1] - self.plan.unit_offset[unit], m = r_.size
+        cdef Py_ssize_t j, b, i, f, g
         cdef cnp.ndarray v_ = np.ascontiguousarray(values, dtype=np.float64).reshape(-1)
         if v_.size != m * width:
             raise ValueError(f"{v_.size} values for {m} rows of width {width}")
         cdef const int64* r = <const int64*> data(r_)
         cdef const float64* v = <const float64*> data(v_)
-        cdef const int64* cols = self.member + self.unit_offset[unit]
-        cdef Py_ssize_t F = self.F, W = self.F + self.G
+        cdef const int64* cols = self.plan.member + self.plan.unit_offset[unit]
+        cdef const float64* lazy = self.plan.lazy
+        cdef const int32* group_of = self.plan.group_of
+        cdef const float64* group_lazy = self.plan.group_lazy
+        cdef Py_ssize_t F = self.F, W = self.F + self.plan.G
         for j in range(m):
             if not 0 <= r[j] < self.n:
                 raise ValueError(f"row {r[j]} is not one of the batch's {self.n}")
@@ -1598,11 +1660,11 @@ cdef class LadderBatch:
                         self.fe[i * F + f] = 1
                     if not self.paid[i * W + f]:
                         self.paid[i * W + f] = 1
-                        self.acq[i] += self.lazy[f]
-                        g = self.group_of[f]
+                        self.acq[i] += lazy[f]
+                        g = group_of[f]
                         if g >= 0 and not self.paid[i * W + F + g]:
                             self.paid[i * W + F + g] = 1
-                            self.acq[i] += self.group_lazy[g]
+                            self.acq[i] += group_lazy[g]
 
     def drop(self, rows):
         """Rows that cannot go on (a failed fetch) stay at the stage they reached."""

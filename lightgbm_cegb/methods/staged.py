@@ -31,7 +31,7 @@ from collections.abc import Callable
 import lightgbm as lgb
 import numpy as np
 
-from lightgbm_cegb._engine import LadderBatch, StageStack
+from lightgbm_cegb._engine import LadderBatch, LadderPlan, StageStack
 from lightgbm_cegb.base import COSTS, RANDOM_STATE
 from lightgbm_cegb.core.parallel import N_JOBS, resolve_n_jobs
 from lightgbm_cegb.core.validation import NoneOr, Number
@@ -221,10 +221,9 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
             group_of, group_lazy, _ = self.costs_.group_arrays(num_features)
             units = (np.cumsum([0] + [len(columns) for columns in self.units_]),
                      np.array([f for columns in self.units_ for f in columns], dtype=np.int64))
-            # a LadderBatch's arguments after the rows: the units, the ladder, the costs
-            ladder = (*units, self.stage_units_, self.order_, lazy, group_of, group_lazy, split,
-                      float(self.costs_.tree))
-            self._compiled = cached = (self.stages_, stack, ladder)
+            plan = None if stack is None else LadderPlan(stack, *units, self.stage_units_, self.order_, lazy, group_of,
+                                                         group_lazy, split, float(self.costs_.tree))
+            self._compiled = cached = (self.stages_, stack, plan)
         return cached[1]
 
     def _proba(self, k: int, masked: np.ndarray) -> np.ndarray:
@@ -269,7 +268,7 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
         stack = self._stack()
         if stack is None:
             return None
-        batch = LadderBatch(stack, X, known, *self._compiled[2], 1.0 - self.tradeoff, self._last_stage(),
+        batch = LadderBatch(self._compiled[2], X, known, 1.0 - self.tradeoff, self._last_stage(),
                             resolve_n_jobs(self.n_jobs, len(X)))
         return batch, self._output
 

@@ -242,6 +242,11 @@ PruneResult, Forest or policy
         if not self._sorted:
             units = sorted(units, key=lambda u: self._sort_key((u, ()), None))
         self._unit_order = np.array(units, dtype=np.int64)
+        self._unit_rank = {int(u): rank for rank, u in enumerate(units)}  # a fixed order's place of each unit
+        if self.policy:  # the predictor's fetch unit of each policy unit (a feature, or num_features + its group)
+            unit_of = [columns[0] if self._group_of[columns[0]] < 0 else num_features + int(self._group_of[columns[0]])
+                       for columns in model.units_]
+            self._policy_units = (unit_of, {unit: u for u, unit in enumerate(unit_of)})
         if not self.policy:
             lazy, _, split = self.costs_.arrays(num_features)
             forest = self.forest
@@ -466,8 +471,8 @@ PruneResult, Forest or policy
         for attempt in range(self.retries + 1):
             run.fetch_calls += len(pending)
             if not self.max_workers and self.timeout is None:
-                if attempt == 0 and isinstance(run, RoutingRun) and run.forest.missing_value is None:
-                    outcomes = run.batch.fetch_round(requests, self.fetch, self._unit_keys, run.fetch_ids)
+                if attempt == 0 and run.stores_fetches:
+                    outcomes = run.fetch_round(requests, self.fetch, self._unit_keys)
                     if outcomes is None:  # every call's values stored
                         return None
                     outcomes = [outcome if outcome is STORED or isinstance(outcome, BaseException)
@@ -553,9 +558,11 @@ PruneResult, Forest or policy
         unit, rows = request
         if callable(self.order):
             return self.order(self._unit_keys[unit], ids[rows])
-        cost, column = self._unit_cost[unit], self._unit_column[unit]
-        return {"cheapest": (cost, column, unit), "costliest": (-cost, column, unit),
-                "most_rows": (-len(rows), column, unit), "model": (column, unit)}[self.order]
+        column = self._unit_column[unit]
+        if self.order == "model":
+            return column, unit
+        first = -len(rows) if self.order == "most_rows" else self._unit_cost[unit]
+        return (-first if self.order == "costliest" else first), column, unit
 
     def _values(self, unit: int, ids: np.ndarray, outcome) -> np.ndarray:
         """What fetch returned for the row ids ``ids`` of ``unit``, as float64 of shape (len(ids), its features),

@@ -55,6 +55,15 @@ class RoutingRun:
         self.rounds += 1
         return self.predictor._in_order(requests, self.ids) if self.predictor._sorted else requests
 
+    @property
+    def stores_fetches(self) -> bool:
+        """Whether fetch_round stores a fetch's values as they come (not for a model that reads a value as missing)."""
+        return self.forest.missing_value is None
+
+    def fetch_round(self, requests, fetch, keys) -> list | None:
+        """Call fetch for each request, storing what it can (LazyBatch.fetch_round)."""
+        return self.batch.fetch_round(requests, fetch, keys, self.fetch_ids)
+
     def deliver(self, requests, outcomes) -> None:
         """Store what each fetch returned (the members the rows stopped at read from their group's values);
         then handle the failures (all successes are kept first). outcomes None: every fetch's values stored."""
@@ -107,12 +116,6 @@ def policy_run(predictor, X, known, ids, kwargs: dict) -> PolicyModelRun | Ladde
     return PolicyModelRun(predictor, X, known, ids, kwargs)
 
 
-def _fetch_units(predictor, units) -> list[int]:
-    """The predictor's fetch unit of each of a policy's units: a feature, or num_features + its group."""
-    group_of, num_features = predictor._group_of, len(predictor.keys)
-    return [columns[0] if group_of[columns[0]] < 0 else num_features + int(group_of[columns[0]]) for columns in units]
-
-
 class PolicyModelRun:
     """One batch through a policy model (``__lightgbm_cegb_policy__``): each round, the units the policy asks for
     that a row does not have yet are fetched (a group whole, once per row), and the policy sees their values;
@@ -130,9 +133,10 @@ class PolicyModelRun:
         self.failures: list[FetchFailure] = []
         self.run = model.__lightgbm_cegb_policy__(n, **kwargs)
         self.units = model.units_
-        self.unit_of = _fetch_units(predictor, self.units)
-        self.policy_unit = {unit: u for u, unit in enumerate(self.unit_of)}
+        self.unit_of, self.policy_unit = predictor._policy_units
         self.started = False
+
+    stores_fetches = False  # each fetch's values go through deliver
 
     def advance(self) -> list[tuple[int, np.ndarray]]:
         """The next round's fetches: (unit, rows) of the rows whose next purchase is not in X already."""
@@ -193,13 +197,14 @@ class LadderModelRun:
     """One batch up a staged model's compiled ladder (a LadderBatch): the rounds, fetches, payments and results of
     :class:`PolicyModelRun` on the model's policy run, a few C calls a round. Made by :func:`policy_run`."""
 
+    stores_fetches = True  # fetch_round stores what it can
+
     def __init__(self, predictor, ids: np.ndarray, batch, output) -> None:
         self.predictor, self.ids, self.batch, self.output = predictor, ids, batch, output
         self.status = np.full(batch.n, PENDING, dtype=np.int8)
         self.rounds = self.fetch_calls = 0
         self.failures: list[FetchFailure] = []
-        self.unit_of = _fetch_units(predictor, predictor.model.units_)
-        self.policy_unit = {unit: u for u, unit in enumerate(self.unit_of)}
+        self.unit_of, self.policy_unit = predictor._policy_units
 
     def advance(self) -> list[tuple[int, np.ndarray]]:
         """The next round's fetches: (unit, rows) of the rows whose next stage's units are not all in X."""
@@ -208,10 +213,22 @@ class LadderModelRun:
             self.status[self.status == PENDING] = DONE
             return []
         self.rounds += 1
-        return self.predictor._in_order([(self.unit_of[u], rows) for u, rows in wanted], self.ids)
+        requests = [(self.unit_of[u], rows) for u, rows in wanted]
+        predictor = self.predictor
+        if predictor._sorted:
+            return predictor._in_order(requests, self.ids)
+        return sorted(requests, key=lambda request: predictor._unit_rank[request[0]])
+
+    def fetch_round(self, requests, fetch, keys) -> list | None:
+        """Call fetch for each request, storing what it can (LadderBatch.fetch_round)."""
+        policy_unit = self.policy_unit
+        return self.batch.fetch_round(requests, [policy_unit[unit] for unit, _ in requests], fetch, keys, self.ids)
 
     def deliver(self, requests, outcomes) -> None:
-        """Store what each fetch returned (values given in X stay); then handle the failures."""
+        """Store what each fetch returned (values given in X stay); then handle the failures. outcomes None: every
+        fetch's values stored."""
+        if outcomes is None:
+            return
         received, failed = _received(self.predictor, self.ids, requests, outcomes)
         for unit, rows, values in received:
             self.batch.deliver(self.policy_unit[unit], rows, values)

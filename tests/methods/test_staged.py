@@ -5,6 +5,7 @@ checks."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 
 import numpy as np
@@ -303,6 +304,12 @@ def test_the_compiled_ladder_serves_as_the_policy_run(seed, tradeoff, errors):
                   "fetch_calls"):
         np.testing.assert_array_equal(getattr(fast, field), getattr(slow, field), err_msg=field)
     assert [(f.feature, list(f.rows)) for f in fast.failures] == [(f.feature, list(f.rows)) for f in slow.failures]
+    if errors == "partial":  # and under asyncio, a round's calls at once
+        calls = []
+        awaited = asyncio.run(lazy.aacquire(np.where(given, rows, np.nan), given, method="predict_proba"))
+        assert sorted(calls, key=repr) == sorted(slow_calls, key=repr)
+        for field in ("prediction", "status", "X", "fetched", "acquisition", "evaluation"):
+            np.testing.assert_array_equal(getattr(awaited, field), getattr(slow, field), err_msg=field)
 
 
 def test_save_and_load(tmp_path):
