@@ -10,6 +10,7 @@ faster than LightGBM's row-by-row predictor. The kernels trust the arrays they a
 
 from cython.parallel cimport parallel, prange, threadid
 from libc.math cimport NAN, exp, isnan
+from libc.stdlib cimport free, malloc
 from libc.string cimport memset
 
 import numpy as np
@@ -1246,17 +1247,20 @@ cdef class StageStack:
         if n == 0:
             return out_
         cdef float64[:, ::1] out = out_
+        cdef int failed = 0
         if k == 0:
             out_[:] = self.keep[0]
             return out_
         if num_threads <= 1 or n <= BLOCK:
             with nogil:
                 for block in range(0, n, BLOCK):
-                    self._stage(k, &X[0, 0], NULL, block, min(block + BLOCK, n), NULL, &out[0, 0])
+                    failed |= self._stage(k, &X[0, 0], NULL, block, min(block + BLOCK, n), NULL, &out[0, 0])
         else:
             with nogil:
                 for block in prange(0, n, BLOCK, schedule="static", num_threads=num_threads):
-                    self._stage(k, &X[0, 0], NULL, block, min(block + BLOCK, n), NULL, &out[0, 0])
+                    failed |= self._stage(k, &X[0, 0], NULL, block, min(block + BLOCK, n), NULL, &out[0, 0])
+        if failed:
+            raise MemoryError("StageStack.proba: no memory for a block of rows")
         return out_
 
     def ladder(self, const float64[:, ::1] X, float64 threshold, Py_ssize_t last, int num_threads):
@@ -1271,19 +1275,25 @@ cdef class StageStack:
             return stop_, out_
         cdef int64[::1] stop = stop_
         cdef float64[:, ::1] out = out_
+        cdef int failed = 0
         if num_threads <= 1 or n <= BLOCK:
             with nogil:
                 for block in range(0, n, BLOCK):
-                    self._climb(&X[0, 0], block, min(block + BLOCK, n), threshold, last, &stop[0], &out[0, 0])
+                    failed |= self._climb(&X[0, 0], block, min(block + BLOCK, n), threshold, last, &stop[0],
+                                          &out[0, 0])
         else:
             with nogil:
                 for block in prange(0, n, BLOCK, schedule="static", num_threads=num_threads):
-                    self._climb(&X[0, 0], block, min(block + BLOCK, n), threshold, last, &stop[0], &out[0, 0])
+                    failed |= self._climb(&X[0, 0], block, min(block + BLOCK, n), threshold, last, &stop[0],
+                                          &out[0, 0])
+        if failed:
+            raise MemoryError("StageStack.ladder: no memory for a block of rows")
         return stop_, out_
 
-    cdef void _climb(self, const float64* X, Py_ssize_t start, Py_ssize_t stop, float64 threshold, Py_ssize_t last,
-                     int64* stage, float64* out) noexcept nogil:
-        """ladder() on rows [start, stop): the rows still climbing move up one stage at a time, together."""
+    cdef int _climb(self, const float64* X, Py_ssize_t start, Py_ssize_t stop, float64 threshold, Py_ssize_t last,
+                    int64* stage, float64* out) noexcept nogil:
+        """ladder() on rows [start, stop): the rows still climbing move up one stage at a time, together (0; -1 when
+        _stage had no memory)."""
         cdef Py_ssize_t C = self.num_class, i, c, m = 0, k, kept
         cdef Py_ssize_t rows[BLOCK]
         cdef float64 top
@@ -1300,7 +1310,8 @@ cdef class StageStack:
         k = 0
         while m and k < last:
             k += 1
-            self._stage(k, X, self.columns + k * self.num_features, 0, m, rows, out)
+            if self._stage(k, X, self.columns + k * self.num_features, 0, m, rows, out):
+                return -1
             kept = 0
             for i in range(m):
                 stage[rows[i]] = k
@@ -1311,42 +1322,50 @@ cdef class StageStack:
                     rows[kept] = rows[i]
                     kept += 1
             m = kept
+        return 0
 
-    cdef void _stage(self, Py_ssize_t k, const float64* X, const uint8* reads, Py_ssize_t start, Py_ssize_t stop,
+    cdef int _stage(self, Py_ssize_t k, const float64* X, const uint8* reads, Py_ssize_t start, Py_ssize_t stop,
                      const Py_ssize_t* rows, float64* out, const float64* split=NULL, float64* spent=NULL) noexcept nogil:
-        """Stage k's probabilities of rows [start, stop) (of X's rows, or rows[start:stop] when rows is not NULL)
-        into out (row i's at out[i * num_class]): tree by tree, LANES rows at a time as route_rows, each row's
-        value of a column that reads does not mark read as NaN (reads NULL: X as it is). With split, spent[i] becomes
-        the split costs of the nodes row i passes, added from 0.0 tree by tree in path order (as
-        FlatEnsemble.cost adds them)."""
+        """0, or -1 when the block's memory could not be had (out untouched). Stage k's probabilities of rows [start, stop) (at most BLOCK: of X's rows, or rows[start:stop] when rows is
+        not NULL) into out (row i's at out[i * num_class]). The rows' values are copied into a block first, a column
+        that reads does not mark as NaN (reads NULL: X as it is); then tree by tree, LANES rows at a time as
+        route_rows, each tree's output added to its class's score. With split, spent[i] becomes the split costs of
+        the nodes row i passes, added from 0.0 tree by tree in path order (as FlatEnsemble.cost adds them)."""
         cdef const Ensemble* e = self.ens[k - 1]
         cdef const int64* leaf_offset = self.leaf_offset[k - 1]
         cdef const float64* leaf_value = self.leaf_value[k - 1]
-        cdef Py_ssize_t F = self.num_features, C = self.num_class, tpi = 1 if C == 2 else C
-        cdef Py_ssize_t i, j, m, lane, c
+        cdef Py_ssize_t F = self.num_features, C = self.num_class, tpi = 1 if C == 2 else C, n = stop - start
+        cdef Py_ssize_t i, j, m, lane, c, f, cls = 0
         cdef int64 t
+        cdef int32 root
         cdef int32 node[LANES]
         cdef const float64* x[LANES]
         cdef float64* o
         cdef const Node* tree_nodes
         cdef const Node* nd
         cdef bint moving
-        cdef float64 value, wmax, wsum
-        for j in range(start, stop):
-            i = rows[j] if rows != NULL else j
+        cdef float64 wmax, wsum
+        # the block's values, then its scores (tpi per row), then its split costs
+        cdef float64* block = <float64*> malloc(max(n, 1) * (F + tpi + 1) * sizeof(float64))
+        cdef float64* score = block + n * F
+        cdef float64* cost = score + n * tpi
+        if block == NULL:
+            return -1
+        for j in range(n):
+            i = rows[start + j] if rows != NULL else start + j
+            for f in range(F):
+                block[j * F + f] = X[i * F + f] if reads == NULL or reads[f] else NAN
             for c in range(tpi):
-                out[i * C + c] = 0.0
-            if split != NULL:
-                spent[i] = 0.0
+                score[j * tpi + c] = 0.0
+            cost[j] = 0.0
         for t in range(self.num_trees[k - 1]):
             tree_nodes = e.nodes + e.node_offset[t]
-            j = start
-            while j < stop:
-                m = min(<Py_ssize_t> LANES, stop - j)
+            root = 0 if e.node_offset[t + 1] > e.node_offset[t] else ~0
+            for j in range(0, n, LANES):
+                m = min(<Py_ssize_t> LANES, n - j)
                 for lane in range(m):
-                    i = rows[j + lane] if rows != NULL else j + lane
-                    x[lane] = X + i * F
-                    node[lane] = 0 if e.node_offset[t + 1] > e.node_offset[t] else ~0
+                    x[lane] = block + (j + lane) * F
+                    node[lane] = root
                 moving = True
                 while moving:
                     moving = False
@@ -1355,31 +1374,34 @@ cdef class StageStack:
                             continue
                         nd = tree_nodes + node[lane]
                         if split != NULL:
-                            i = rows[j + lane] if rows != NULL else j + lane
-                            spent[i] += split[nd.feature]
-                        value = x[lane][nd.feature] if reads == NULL or reads[nd.feature] else NAN
-                        node[lane] = lane_child(e, t, nd, value)
+                            cost[j + lane] += split[nd.feature]
+                        node[lane] = lane_child(e, t, nd, x[lane][nd.feature])
                         moving = True
                 for lane in range(m):
-                    i = rows[j + lane] if rows != NULL else j + lane
-                    out[i * C + t % tpi] += leaf_value[leaf_offset[t] + ~node[lane]]
-                j += m
-        for j in range(start, stop):
-            i = rows[j] if rows != NULL else j
+                    score[(j + lane) * tpi + cls] += leaf_value[leaf_offset[t] + ~node[lane]]
+            cls += 1
+            if cls == tpi:
+                cls = 0
+        for j in range(n):
+            i = rows[start + j] if rows != NULL else start + j
+            if split != NULL:
+                spent[i] = cost[j]
             o = out + i * C
             if C == 2:
-                o[1] = 1.0 / (1.0 + exp(-self.scale * o[0]))
+                o[1] = 1.0 / (1.0 + exp(-self.scale * score[j]))
                 o[0] = 1.0 - o[1]
                 continue
-            wmax = o[0]
+            wmax = score[j * tpi]
             for c in range(1, C):
-                wmax = o[c] if not (o[c] < wmax) else wmax
+                wmax = score[j * tpi + c] if not (score[j * tpi + c] < wmax) else wmax
             wsum = 0.0
             for c in range(C):
-                o[c] = exp(o[c] - wmax)
+                o[c] = exp(score[j * tpi + c] - wmax)
                 wsum += o[c]
             for c in range(C):
                 o[c] /= wsum
+        free(block)
+        return 0
 
 
 cdef class LadderPlan:
@@ -1564,7 +1586,7 @@ cdef class LadderBatch:
             if requests:
                 return requests
 
-    cdef void _move(self):
+    cdef void _move(self) except *:
         """The climbing rows not dropped move up one stage: its probabilities (and costs) from what they know."""
         cdef Py_ssize_t j, kept = 0, i, k
         for j in range(self.m):
@@ -1581,15 +1603,20 @@ cdef class LadderBatch:
         cdef const uint8* reads = self.stack.columns + k * self.F
         cdef const float64* split = self.plan.split if costs else NULL
         cdef Py_ssize_t block
+        cdef int failed = 0
         with nogil:
             if self.threads == 1 or kept <= BLOCK:  # a block's rows through every tree, while they are in cache
                 for block in range(0, kept, BLOCK):
-                    self.stack._stage(k, self.x, reads, block, min(block + BLOCK, kept), self.climbing, self.pr,
-                                      split, self.spent)
+                    failed |= self.stack._stage(k, self.x, reads, block, min(block + BLOCK, kept), self.climbing,
+                                                self.pr, split, self.spent)
             else:
                 for block in prange(0, kept, BLOCK, schedule="static", num_threads=self.threads):
-                    self.stack._stage(k, self.x, reads, block, min(block + BLOCK, kept), self.climbing, self.pr,
-                                      split, self.spent)
+                    failed |= self.stack._stage(k, self.x, reads, block, min(block + BLOCK, kept), self.climbing,
+                                                self.pr, split, self.spent)
+        if failed:  # some rows' probabilities are the next stage's, some not: the batch cannot go on
+            self.m = 0
+            raise MemoryError("LadderBatch: no memory for a block of rows")
+        with nogil:
             for j in range(kept):
                 i = self.climbing[j]
                 self.stg[i] = k
