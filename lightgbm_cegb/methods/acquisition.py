@@ -47,6 +47,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
 from lightgbm_cegb._acquisition import gains as gains_kernel
+from lightgbm_cegb._engine import StageStack
 from lightgbm_cegb.accounting import prediction_cost
 from lightgbm_cegb.base import COSTS, RANDOM_STATE, BudgetedEstimator, names_in
 from lightgbm_cegb.core.cost_state import CostState
@@ -65,6 +66,7 @@ from lightgbm_cegb.core.validation import (
     checked_sequence,
 )
 from lightgbm_cegb.io import saved
+from lightgbm_cegb.io.models import num_trees_used, to_forest
 
 #: cells (rows x features) of the masked training set that ``n_masks="auto"`` aims at
 _AUTO_CELLS = 20_000_000
@@ -585,6 +587,7 @@ class AdaptiveAcquisitionClassifier(PolicyClassifier):
             booster = self._boosted(params, (X_fit, y_fit), (X_stop, y_stop) if stopping else None,
                                     f"the classifier of policy round {round_}")
             self.classifier_ = booster
+            self._compile()
             self.prior_ = self._proba(np.full((1, num_features), np.nan))[0]
             yield round_
 
@@ -625,8 +628,21 @@ class AdaptiveAcquisitionClassifier(PolicyClassifier):
     # ----------------------------------------------------------------------------------------- the policy
 
     def _proba(self, X: np.ndarray) -> np.ndarray:
-        p = self.classifier_.predict(X, num_threads=resolve_n_jobs(self.n_jobs, len(X)))
+        """The classifier's probabilities of rows whose unknown values are NaN: LightGBM's ``predict``, to the bit (the
+        classifier compiled by fit and load, where its output is one StageStack repeats)."""
+        threads = resolve_n_jobs(self.n_jobs, len(X))
+        cached = getattr(self, "_compiled", None)
+        if cached is not None and cached[0] is self.classifier_ and cached[1] is not None:
+            return cached[1].proba(np.ascontiguousarray(X, dtype=np.float64), 1, threads)
+        p = self.classifier_.predict(X, num_threads=threads)
         return np.column_stack([1.0 - p, p]) if p.ndim == 1 else p
+
+    def _compile(self) -> None:
+        """The classifier compiled (what ``_proba`` reads)."""
+        num_class, num_features = len(self.classes_), self.n_features_in_
+        self._compiled = (self.classifier_, compiled_stages([self.classifier_], num_class, num_features,
+                                                            np.ones((2, num_features), dtype=np.uint8),
+                                                            np.full(num_class, 1.0 / num_class)))
 
     def gains(self, proba: np.ndarray) -> np.ndarray:
         """Each unit's expected gain for rows with class probabilities ``proba``, by ``gain`` (see the module).
@@ -786,7 +802,68 @@ class AdaptiveAcquisitionClassifier(PolicyClassifier):
         self.tables_ = saved.distributions(
             state, "tables", saved.array(state, "tables", (int(np.prod(shape)),), low=0.0).reshape(shape))
         self.classifier_ = self._restored_classifier(state, folder, manifest, "classifier")
+        self._compile()
         self.prior_ = self._proba(np.full((1, num_features), np.nan))[0]
+
+
+def output_scale(booster: lgb.Booster, objective: str | None, num_class: int) -> float | None:
+    """The sigmoid scale of a binary classifier's ``objective`` (LightGBM's model text: ``binary sigmoid:1``), 0.0 for
+    ``multiclass num_class:<num_class>``, None for any other (its output is not what StageStack computes).
+
+    Parameters
+    ----------
+    booster : lightgbm.Booster
+        The classifier (its parameters' ``sigmoid`` must be the text's: the text has 6 digits).
+    objective : str or None
+        Its objective as the model text writes it.
+    num_class : int
+        The classes it scores.
+
+    Returns
+    -------
+    float or None
+        The scale, 0.0 or None.
+    """
+    name, *options = (objective or "").split(" ")
+    if name == "binary" and num_class == 2 and len(options) == 1 and options[0].startswith("sigmoid:"):
+        scale = float(options[0].split(":", 1)[1])
+        # a Booster trained with a scale the text rounds predicts with its own
+        return scale if scale > 0 and float((booster.params or {}).get("sigmoid", scale)) == scale else None
+    return 0.0 if name == "multiclass" and num_class > 2 and options == [f"num_class:{num_class}"] else None
+
+
+def compiled_stages(boosters: list, num_class: int, num_features: int, columns: np.ndarray,
+                    prior: np.ndarray) -> StageStack | None:
+    """LightGBM classifiers compiled as the stages of one StageStack (stage k, from 1, is ``boosters[k - 1]`` reading
+    the columns ``columns[k]`` marks; stage 0 the ``prior``), each with the trees its ``predict`` uses; None where a
+    classifier's output is not one StageStack repeats, or the classifiers' sigmoid scales differ.
+
+    Parameters
+    ----------
+    boosters : list of lightgbm.Booster
+        The classifiers.
+    num_class : int
+        The classes they score.
+    num_features : int
+        Their columns.
+    columns : ndarray of uint8 of shape (len(boosters) + 1, num_features)
+        The columns each stage reads.
+    prior : ndarray of shape (num_class,)
+        Stage 0's probabilities.
+
+    Returns
+    -------
+    StageStack or None
+        The compiled stages.
+    """
+    forests = [to_forest(booster) for booster in boosters]
+    scales = {output_scale(booster, forest.objective, num_class) for booster, forest in zip(boosters, forests)}
+    if None in scales or len(scales) > 1:
+        return None
+    used = [num_trees_used(booster, forest, None) for booster, forest in zip(boosters, forests)]
+    flats, offsets, values = ([getattr(forest, name) for forest in forests] for name in ("flat", "leaf_offset",
+                                                                                          "leaf_value"))
+    return StageStack(flats, used, offsets, values, num_features, columns, prior, scales.pop() if scales else 1.0)
 
 
 class PolicyRun:

@@ -36,13 +36,13 @@ from lightgbm_cegb.base import COSTS, RANDOM_STATE
 from lightgbm_cegb.core.parallel import N_JOBS, resolve_n_jobs
 from lightgbm_cegb.core.validation import NoneOr, Number
 from lightgbm_cegb.io import saved
-from lightgbm_cegb.io.models import num_trees_used, to_forest
 from lightgbm_cegb.methods.acquisition import (
     CLASS_WEIGHT,
     NUM_LEAVES,
     AcquisitionResult,
     PolicyClassifier,
     class_weights,
+    compiled_stages,
 )
 from lightgbm_cegb.methods.ladder import LadderRun, StageLadder, hidden
 
@@ -203,19 +203,10 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
         not one whose output StageStack repeats (binary at one sigmoid scale for every stage, multiclass)."""
         cached = getattr(self, "_compiled", None)
         if cached is None or cached[0] is not self.stages_:
-            forests = [to_forest(booster) for booster in self.stages_]
-            scales = {_output_scale(booster, forest.objective, len(self.classes_))
-                      for booster, forest in zip(self.stages_, forests)}
-            stack = None
-            if None not in scales and len(scales) <= 1:
-                columns = np.zeros((len(self.stages_) + 1, self.n_features_in_), dtype=np.uint8)
-                for k in range(1, len(self.stages_) + 1):
-                    columns[k, self._columns(int(self.stage_units_[k]))] = 1
-                used = [num_trees_used(booster, forest, None) for booster, forest in zip(self.stages_, forests)]
-                flats, offsets, values = ([getattr(forest, name) for forest in forests]
-                                          for name in ("flat", "leaf_offset", "leaf_value"))
-                stack = StageStack(flats, used, offsets, values, self.n_features_in_, columns, self.prior_,
-                                   scales.pop() if scales else 1.0)
+            columns = np.zeros((len(self.stages_) + 1, self.n_features_in_), dtype=np.uint8)
+            for k in range(1, len(self.stages_) + 1):
+                columns[k, self._columns(int(self.stage_units_[k]))] = 1
+            stack = compiled_stages(self.stages_, len(self.classes_), self.n_features_in_, columns, self.prior_)
             num_features = self.n_features_in_
             lazy, _, split = self.costs_.arrays(num_features)
             group_of, group_lazy, _ = self.costs_.group_arrays(num_features)
@@ -376,17 +367,6 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
         self.stages_ = [self._restored_classifier(state, folder, manifest, f"stage_{k}")
                         for k in range(1, len(self.stage_units_))]
         self._stack()
-
-
-def _output_scale(booster: lgb.Booster, objective: str | None, num_class: int) -> float | None:
-    """The sigmoid scale of a binary stage's ``objective`` (LightGBM's model text: ``binary sigmoid:1``), 0.0 for
-    ``multiclass num_class:<num_class>``, None for any other (its output is not what StageStack computes)."""
-    name, *options = (objective or "").split(" ")
-    if name == "binary" and num_class == 2 and len(options) == 1 and options[0].startswith("sigmoid:"):
-        scale = float(options[0].split(":", 1)[1])
-        # the text has 6 digits: a Booster trained with a scale the text rounds predicts with its own
-        return scale if scale > 0 and float((booster.params or {}).get("sigmoid", scale)) == scale else None
-    return 0.0 if name == "multiclass" and num_class > 2 and options == [f"num_class:{num_class}"] else None
 
 
 class StagedRun(LadderRun):

@@ -135,6 +135,38 @@ def test_one_run_answers_every_tradeoff_to_the_bit(seed, max_cost, gain, evaluat
     assert model.predict_results(rows, []) == []
 
 
+@settings(max_examples=10, deadline=None, derandomize=True)
+@given(st.integers(0, 10_000), st.sampled_from([0, 1]))
+def test_the_compiled_classifier_predicts_as_lightgbm_to_the_bit(seed, policy_rounds):
+    """The classifier compiled by fit (and by load) gives LightGBM's predict to the bit, on rows with any set of values
+    hidden and values on its splits' thresholds and next to them; a classifier replaced by hand is asked itself."""
+    X, y, costs, rng = random_case(seed)
+    model = AdaptiveAcquisitionClassifier(feature_costs=costs, n_masks=4, n_estimators=30, random_state=seed,
+                                          policy_rounds=policy_rounds).fit(X, y)
+    booster = model.classifier_
+    assert model._compiled[0] is booster and model._compiled[1] is not None  # the compiled classifier answers
+    splits = [(node["split_feature"], node["threshold"]) for tree in booster.dump_model()["tree_info"]
+              for node in _nodes(tree["tree_structure"]) if "split_feature" in node]
+    Z = np.where(rng.random(X.shape) < 0.4, np.nan, X)
+    for i in range(len(Z)):
+        if splits:
+            f, t = splits[int(rng.integers(len(splits)))]
+            Z[i, f] = [np.nextafter(t, -np.inf), t, np.nextafter(t, np.inf)][int(rng.integers(3))]
+    q = booster.predict(Z)
+    expected = np.column_stack([1.0 - q, q]) if q.ndim == 1 else q
+    np.testing.assert_array_equal(model._proba(Z), expected)
+    np.testing.assert_array_equal(model.prior_, model._proba(np.full((1, X.shape[1]), np.nan))[0])
+    model.classifier_ = type(booster)(model_str=booster.model_to_string())  # not the compiled one
+    np.testing.assert_array_equal(model._proba(Z), expected)
+
+
+def _nodes(node: dict):
+    yield node
+    for side in ("left_child", "right_child"):
+        if side in node:
+            yield from _nodes(node[side])
+
+
 def test_rows_are_independent_of_their_batch():
     X, y, costs, _ = random_case(3)
     model = AdaptiveAcquisitionClassifier(feature_costs=costs, n_masks=4, n_estimators=40, tradeoff=0.001,

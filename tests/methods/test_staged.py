@@ -180,17 +180,17 @@ def test_a_stage_whose_output_the_compiled_stages_do_not_repeat_is_predicted_by_
     text rounds (its parameters say another), is predicted by LightGBM itself."""
     from types import SimpleNamespace
 
-    from lightgbm_cegb.methods.staged import _output_scale
+    from lightgbm_cegb.methods.acquisition import output_scale
 
     plain = SimpleNamespace(params={})
-    assert _output_scale(plain, "binary sigmoid:2.5", 2) == 2.5
-    assert _output_scale(SimpleNamespace(params={"sigmoid": 2.5}), "binary sigmoid:2.5", 2) == 2.5
-    assert _output_scale(plain, "multiclass num_class:3", 3) == 0.0
+    assert output_scale(plain, "binary sigmoid:2.5", 2) == 2.5
+    assert output_scale(SimpleNamespace(params={"sigmoid": 2.5}), "binary sigmoid:2.5", 2) == 2.5
+    assert output_scale(plain, "multiclass num_class:3", 3) == 0.0
     for booster, objective, classes in [
             (plain, "multiclassova num_class:3 sigmoid:1", 3), (plain, "multiclass num_class:4", 3),
             (plain, "binary sigmoid:0", 2), (plain, "cross_entropy", 2), (plain, None, 2),
             (SimpleNamespace(params={"sigmoid": 2.5000001}), "binary sigmoid:2.5", 2)]:
-        assert _output_scale(booster, objective, classes) is None
+        assert output_scale(booster, objective, classes) is None
 
     X, y, costs, _ = random_case(11)
     model = StagedAcquisitionClassifier(feature_costs=costs, stages=4, n_estimators=20, random_state=0,
