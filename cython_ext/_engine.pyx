@@ -9,7 +9,7 @@ faster than LightGBM's row-by-row predictor. The kernels trust the arrays they a
 """
 
 from cython.parallel cimport parallel, prange, threadid
-from libc.math cimport NAN, exp, isnan
+from libc.math cimport INFINITY, NAN, exp, isnan, log
 from libc.stdlib cimport free, malloc
 from libc.string cimport memset
 
@@ -1707,3 +1707,56 @@ cdef class LadderBatch:
     def paid_features(self):
         """uint8[n, F]: the features each row has paid."""
         return self.paid_[:, :self.F]
+
+
+cdef void unit_gains(const float64* p, const float64* tables, Py_ssize_t num_units, Py_ssize_t num_class,
+                     Py_ssize_t num_outcomes, bint entropy, float64 tolerance, float64* out) noexcept nogil:
+    """The adaptive acquisition's expected gain of every unit for one row of class probabilities p, into
+    out[0:num_units] (see ``gains``); tables[(u * num_class + c) * num_outcomes + a] = T[u, c, a]."""
+    cdef Py_ssize_t u, c, a
+    cdef float64 top = p[0], total, best, joint, outcome, gain
+    cdef const float64* t
+    for c in range(1, num_class):
+        if p[c] > top:
+            top = p[c]
+    for u in range(num_units):
+        t = tables + u * num_class * num_outcomes
+        total = 0.0
+        for a in range(num_outcomes):
+            if entropy:
+                outcome = 0.0
+                for c in range(num_class):
+                    outcome = outcome + p[c] * t[c * num_outcomes + a]
+                for c in range(num_class):
+                    joint = p[c] * t[c * num_outcomes + a]
+                    if joint > 0:
+                        total = total + joint * log(joint / (p[c] * outcome))
+            else:
+                best = p[0] * t[a]
+                for c in range(1, num_class):
+                    joint = p[c] * t[c * num_outcomes + a]
+                    if joint > best:
+                        best = joint
+                total = total + best
+        gain = total if entropy else total - top
+        out[u] = 0.0 if gain < tolerance else gain
+
+
+def gains(const float64[:, ::1] proba, const float64[:, :, ::1] tables, float64[:, ::1] out, bint entropy,
+          float64 tolerance, int n_threads):
+    """The adaptive acquisition's expected gain of every unit for every row (methods.acquisition's ``gains``): out[r, u]
+    for the row of class probabilities proba[r], rows spread over threads.
+
+    With p a row's class probabilities and T[u, c, a] the probability of outcome a of unit u in a row of class c, the
+    joint J[c, a] = p[c] T[u, c, a] and:
+    - accuracy: sum_a max_c J[c, a] - max_c p[c];
+    - entropy: sum_{c, a: J[c, a] > 0} J[c, a] log(J[c, a] / (p[c] sum_c' J[c', a])), the mutual information of the
+      unit's outcome and the class.
+    Sums run in index order (outcomes, then classes within one). A gain below ``tolerance`` is 0. The caller checks
+    the shapes; probabilities are finite and in [0, 1]."""
+    cdef Py_ssize_t n = proba.shape[0], r
+    if n == 0 or tables.shape[0] == 0:
+        return
+    for r in prange(n, nogil=True, num_threads=max(n_threads, 1), schedule="static"):
+        unit_gains(&proba[r, 0], &tables[0, 0, 0], tables.shape[0], tables.shape[1], tables.shape[2], entropy,
+                   tolerance, &out[r, 0])

@@ -36,7 +36,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "lightgbm_cegb"
-RANK = {"_version": 0, "_acquisition": 0, "_engine": 0, "_budgetrf": 0, "_prune": 0, "_cstc": 0, "core": 1,
+RANK = {"_version": 0, "_engine": 0, "_budgetrf": 0, "_prune": 0, "_cstc": 0, "core": 1,
         "io": 2, "datasets": 2, "accounting": 3, "base": 3, "lgbm": 4, "serving": 4, "methods": 5, "selection": 6,
         "cli": 7, "demo": 7, "__init__": 7}
 

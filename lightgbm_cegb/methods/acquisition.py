@@ -46,8 +46,8 @@ from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
-from lightgbm_cegb._acquisition import gains as gains_kernel
 from lightgbm_cegb._engine import StageStack
+from lightgbm_cegb._engine import gains as gains_kernel
 from lightgbm_cegb.accounting import prediction_cost
 from lightgbm_cegb.base import COSTS, RANDOM_STATE, BudgetedEstimator, names_in
 from lightgbm_cegb.core.cost_state import CostState
