@@ -1404,6 +1404,37 @@ cdef class StageStack:
         return 0
 
 
+cdef object fetch_into(object batch, const int64* unit_offset, Py_ssize_t num_units, list requests, list units, fetch,
+                       list keys, ids):
+    """LadderBatch's and PolicyBatch's fetch_round: ``batch.deliver`` takes the values it can store at once."""
+    cdef Py_ssize_t j
+    cdef int64 unit
+    cdef cnp.ndarray array
+    cdef bint every = True
+    outcomes = [None] * len(requests)
+    for j in range(len(requests)):
+        key, rows = requests[j]
+        unit = units[j]
+        try:
+            values = fetch(keys[key], rows if ids is None else ids[rows])
+        except Exception as exc:  # the user's fetch: the caller reports it with its key and rows
+            outcomes[j] = exc
+            every = False
+            continue
+        if type(values) is np.ndarray and 0 <= unit < num_units \
+                and unit_offset[unit + 1] - unit_offset[unit] == 1:
+            array = values
+            if (cnp.PyArray_TYPE(array) == cnp.NPY_DOUBLE and cnp.PyArray_NDIM(array) == 1
+                    and cnp.PyArray_DIM(array, 0) == len(rows) and cnp.PyArray_ISCARRAY_RO(array)
+                    and cnp.PyArray_ISNOTSWAPPED(array)):
+                batch.deliver(unit, rows, array)
+                outcomes[j] = STORED
+                continue
+        outcomes[j] = values
+        every = False
+    return None if every else outcomes
+
+
 cdef class LadderPlan:
     """What every lazy run of one staged model shares (LadderBatch): its StageStack; the policy units (unit u's columns:
     member[unit_offset[u]:unit_offset[u + 1]]) and the ladder (stage k + 1 buys the units
@@ -1629,32 +1660,7 @@ cdef class LadderBatch:
         float64 array of one value per row are stored at once, as deliver stores them; anything else (a group's
         values, other types, the exception fetch raised) is left to the caller. Returns each call's outcome, STORED
         for those stored; None when every call's values were stored."""
-        cdef Py_ssize_t j
-        cdef int64 unit
-        cdef cnp.ndarray array
-        cdef bint every = True
-        outcomes = [None] * len(requests)
-        for j in range(len(requests)):
-            key, rows = requests[j]
-            unit = units[j]
-            try:
-                values = fetch(keys[key], rows if ids is None else ids[rows])
-            except Exception as exc:  # the user's fetch: the caller reports it with its key and rows
-                outcomes[j] = exc
-                every = False
-                continue
-            if type(values) is np.ndarray and 0 <= unit < self.plan.U \
-                    and self.plan.unit_offset[unit + 1] - self.plan.unit_offset[unit] == 1:
-                array = values
-                if (cnp.PyArray_TYPE(array) == cnp.NPY_DOUBLE and cnp.PyArray_NDIM(array) == 1
-                        and cnp.PyArray_DIM(array, 0) == len(rows) and cnp.PyArray_ISCARRAY_RO(array)
-                        and cnp.PyArray_ISNOTSWAPPED(array)):
-                    self.deliver(unit, rows, array)
-                    outcomes[j] = STORED
-                    continue
-            outcomes[j] = values
-            every = False
-        return None if every else outcomes
+        return fetch_into(self, self.plan.unit_offset, self.plan.U, requests, units, fetch, keys, ids)
 
     def deliver(self, int64 unit, rows, values):
         """Rows ``rows`` bought ``unit``: values float64[len(rows), its columns] (see the class)."""
@@ -1760,3 +1766,317 @@ def gains(const float64[:, ::1] proba, const float64[:, :, ::1] tables, float64[
     for r in prange(n, nogil=True, num_threads=max(n_threads, 1), schedule="static"):
         unit_gains(&proba[r, 0], &tables[0, 0, 0], tables.shape[0], tables.shape[1], tables.shape[2], entropy,
                    tolerance, &out[r, 0])
+
+
+cdef class PolicyPlan:
+    """What every run of one adaptive acquisition model shares (PolicyBatch): its classifier (stage 1 of a StageStack
+    that reads every column), the outcome tables (T[u, c, a], float64[num_units, num_class, num_outcomes]) and the
+    gain's tolerance, the policy units (unit u's columns:
+    member[unit_offset[u]:unit_offset[u + 1]]) and their prices, and the costs (as LadderPlan's). Every index is
+    checked here, once."""
+
+    cdef StageStack stack
+    cdef object keep, source
+    cdef const float64* tables
+    cdef const float64* unit_cost
+    cdef const int64* unit_offset
+    cdef const int64* member
+    cdef const float64* lazy
+    cdef const int32* group_of
+    cdef const float64* group_lazy
+    cdef const float64* split
+    cdef float64 tree_cost, tolerance
+    cdef bint costs
+    cdef Py_ssize_t F, G, U, A
+
+    def __cinit__(self, StageStack stack, tables, float64 tolerance, unit_cost, unit_offset, member, lazy, group_of,
+                  group_lazy, split, float64 tree_cost):
+        self.source = (stack, tables, tolerance, unit_cost, unit_offset, member, lazy, group_of, group_lazy, split,
+                       tree_cost)
+        cdef Py_ssize_t F = stack.num_features, C = stack.num_class, k, U
+        if stack.num_stages != 2:
+            raise ValueError(f"the classifier should be the one stage of its StageStack, got {stack.num_stages - 1}")
+        cdef cnp.ndarray offset_ = np.ascontiguousarray(unit_offset, dtype=np.int64)
+        U = offset_.size - 1
+        cdef cnp.ndarray tables_ = np.ascontiguousarray(tables, dtype=np.float64)
+        if tables_.ndim != 3 or tables_.shape[0] != U or tables_.shape[1] != C or tables_.shape[2] < 1:
+            raise ValueError(f"tables should have shape ({U} units, {C} classes, outcomes), got {np.shape(tables_)}")
+        cdef cnp.ndarray member_ = np.ascontiguousarray(member, dtype=np.int64)
+        cdef cnp.ndarray unit_cost_ = owned(unit_cost, np.float64, max(U, 0))
+        cdef cnp.ndarray lazy_ = owned(lazy, np.float64, F), split_ = owned(split, np.float64, F)
+        cdef cnp.ndarray group_of_ = owned(group_of, np.int32, F)
+        cdef cnp.ndarray group_lazy_ = np.ascontiguousarray(group_lazy, dtype=np.float64)
+        self.keep = (offset_, tables_, member_, unit_cost_, lazy_, split_, group_of_, group_lazy_)
+        self.unit_offset, self.member = <const int64*> data(offset_), <const int64*> data(member_)
+        self.tables, self.unit_cost = <const float64*> data(tables_), <const float64*> data(unit_cost_)
+        self.lazy, self.split = <const float64*> data(lazy_), <const float64*> data(split_)
+        self.group_of, self.group_lazy = <const int32*> data(group_of_), <const float64*> data(group_lazy_)
+        self.stack, self.tolerance, self.tree_cost = stack, tolerance, tree_cost
+        self.F, self.G, self.U, self.A = F, group_lazy_.size, U, tables_.shape[2]
+        if U < 0 or self.unit_offset[0] != 0 or self.unit_offset[U] != member_.size:
+            raise ValueError("unit offsets do not match the members")
+        for k in range(U):
+            if self.unit_offset[k + 1] < self.unit_offset[k]:
+                raise ValueError(f"unit {k}'s offsets decrease")
+        for k in range(member_.size):
+            if not 0 <= self.member[k] < F:
+                raise ValueError(f"unit member {self.member[k]} is not one of the {F} features")
+        self.costs = tree_cost != 0
+        for k in range(F):
+            if not -1 <= self.group_of[k] < self.G:
+                raise ValueError(f"feature {k}'s group {self.group_of[k]} is not one of the {self.G} groups")
+            self.costs = self.costs or self.split[k] != 0
+
+    def __reduce__(self):
+        """Pickled as its arguments (it holds pointers into them)."""
+        return PolicyPlan, self.source
+
+
+cdef class PolicyBatch:
+    """One batch of rows through an adaptive acquisition's policy (lightgbm_cegb/serving/runs.py's LadderModelRun, as
+    methods.acquisition.PolicyRun runs it), with what a row knows, what it bought and holds, its probabilities and
+    what it has paid.
+
+    At step s, each row still going buys the unit of the largest value (its gain for the row's probabilities, the
+    information gain with entropy, else the accuracy gain, per unit of price; a free unit's is infinite when it gains something, else 0; a unit bought, or
+    whose price would take the row's spending over cap, is out; ties: the first unit) while that value is above
+    tradeoff, at most one unit per step and every unit once. advance() first moves the rows that received their
+    unit (the classifier on what they hold: their probabilities, and one evaluation's split and tree costs when the
+    plan prices them), then returns the step's requests [(unit, rows)], units rising, rows in the batch's order: a
+    unit whose every column a row knows (given in X, or fetched) is handed to it unfetched and unpaid. deliver()
+    stores what a fetch returned and charges its lazy costs (as LadderBatch's); drop() takes rows out. Every row is
+    charged one evaluation of the classifier on nothing when the batch is made."""
+
+    cdef PolicyPlan plan
+    cdef StageStack stack
+    cdef readonly object X, known, fetched, proba, acquisition, evaluation, held
+    cdef object paid_, spent_, bought_, cost_, active_, received_, values_
+    cdef float64* x
+    cdef float64* xh
+    cdef uint8* kn
+    cdef uint8* fe
+    cdef uint8* paid
+    cdef uint8* bought
+    cdef uint8* received
+    cdef float64* spent
+    cdef float64* pr
+    cdef float64* acq
+    cdef float64* ev
+    cdef float64* cost
+    cdef float64* values
+    cdef Py_ssize_t* active
+    cdef float64 tradeoff, cap
+    cdef readonly Py_ssize_t n
+    cdef Py_ssize_t F, m, step
+    cdef bint moving, entropy
+    cdef int threads
+
+    def __cinit__(self, PolicyPlan plan, X, known, prior, bint entropy, float64 tradeoff, float64 cap,
+                  int num_threads):
+        cdef StageStack stack = plan.stack
+        cdef Py_ssize_t F = stack.num_features, i, j
+        cdef cnp.ndarray X_ = np.array(X, dtype=np.float64, order="C", copy=True)
+        if X_.ndim != 2 or X_.shape[1] != F:
+            raise ValueError(f"X should have {F} columns, got shape {np.shape(X_)}")
+        cdef Py_ssize_t n = X_.shape[0]
+        cdef cnp.ndarray known_ = np.array(known, dtype=np.uint8, order="C", copy=True)
+        if known_.size != n * F:
+            raise ValueError(f"known should have X's shape {np.shape(X_)}")
+        cdef cnp.ndarray prior_ = owned(prior, np.float64, stack.num_class)
+        self.plan, self.stack, self.tradeoff, self.cap, self.F, self.n = plan, stack, tradeoff, cap, F, n
+        self.entropy, self.threads = entropy, max(num_threads, 1)
+        self.X, self.known = X_, known_
+        self.held = np.full((n, F), np.nan)  # the values of the units bought, NaN elsewhere: what the classifier reads
+        self.fetched = np.zeros((n, F), dtype=np.uint8)
+        self.proba = np.empty((n, stack.num_class), dtype=np.float64)
+        self.proba[:] = prior_
+        self.acquisition = np.zeros(n, dtype=np.float64)
+        self.evaluation = np.zeros(n, dtype=np.float64)
+        self.paid_ = np.zeros((n, F + plan.G), dtype=np.uint8)
+        self.bought_ = np.zeros((n, max(plan.U, 1)), dtype=np.uint8)
+        self.received_ = np.zeros(n, dtype=np.uint8)
+        self.spent_ = np.zeros(n, dtype=np.float64)
+        self.cost_ = np.zeros(n, dtype=np.float64)
+        self.values_ = np.zeros(max(plan.U, 1), dtype=np.float64)  # a row's gains
+        self.active_ = np.arange(n, dtype=np.intp)
+        self.x, self.xh, self.kn = <float64*> data(X_), <float64*> data(self.held), <uint8*> data(known_)
+        self.fe, self.pr = <uint8*> data(self.fetched), <float64*> data(self.proba)
+        self.acq, self.ev = <float64*> data(self.acquisition), <float64*> data(self.evaluation)
+        self.paid, self.bought = <uint8*> data(self.paid_), <uint8*> data(self.bought_)
+        self.received, self.spent = <uint8*> data(self.received_), <float64*> data(self.spent_)
+        self.cost, self.values = <float64*> data(self.cost_), <float64*> data(self.values_)
+        self.active = <Py_ssize_t*> data(self.active_)
+        self.m, self.step, self.moving = n, 0, False
+        if plan.costs and n:  # one evaluation on nothing, for every row
+            for i in range(n):
+                self.received[i] = 1
+            self._evaluate(False)
+
+    cdef void _evaluate(self, bint proba) except *:
+        """The rows that received their unit: the classifier on what they hold (their probabilities when proba), and
+        one evaluation's cost when the plan prices it."""
+        cdef Py_ssize_t i, j, k = 0, block, n = self.n
+        cdef int failed = 0
+        rows_ = np.empty(max(n, 1), dtype=np.intp)
+        cdef Py_ssize_t* rows = <Py_ssize_t*> data(rows_)
+        for i in range(n):
+            if self.received[i]:
+                rows[k] = i
+                k += 1
+                self.received[i] = 0
+        if k == 0:
+            return
+        scratch = None if proba else np.empty((n, self.stack.num_class), dtype=np.float64)
+        cdef float64* out = self.pr if proba else <float64*> data(scratch)
+        cdef const float64* split = self.plan.split if self.plan.costs else NULL
+        cdef float64 tree_cost = self.plan.tree_cost
+        with nogil:
+            if self.threads == 1 or k <= BLOCK:
+                for block in range(0, k, BLOCK):
+                    failed |= self.stack._stage(1, self.xh, NULL, block, min(block + BLOCK, k), rows, out, split,
+                                                self.cost)
+            else:
+                for block in prange(0, k, BLOCK, schedule="static", num_threads=self.threads):
+                    failed |= self.stack._stage(1, self.xh, NULL, block, min(block + BLOCK, k), rows, out, split,
+                                                self.cost)
+        if failed:  # some rows' probabilities are new, some not: the batch cannot go on
+            self.m = 0
+            raise MemoryError("PolicyBatch: no memory for a block of rows")
+        if split != NULL:
+            for j in range(k):
+                i = rows[j]
+                self.ev[i] += self.cost[i] + tree_cost * <float64> self.stack.num_trees[0]
+
+    def advance(self):
+        """Move the rows that received their unit, then the next step's requests (see the class): [(unit, rows)]; []
+        when no row buys any more."""
+        cdef PolicyPlan plan = self.plan
+        cdef Py_ssize_t U = plan.U, C = self.stack.num_class, F = self.F, i, j, u, best, kept, b, count
+        cdef float64 value, top
+        cdef bint lacking
+        cdef float64* values = self.values
+        cdef int64* out
+        while True:
+            if self.moving:
+                self._evaluate(True)
+                self.step += 1
+                self.moving = False
+            if self.m == 0 or self.step >= U:
+                self.m = 0
+                return []
+            kept = 0
+            for j in range(self.m):
+                i = self.active[j]
+                unit_gains(self.pr + i * C, plan.tables, U, C, plan.A, self.entropy, plan.tolerance, values)
+                best = -1
+                top = -INFINITY
+                for u in range(U):
+                    if plan.unit_cost[u] == 0:
+                        value = INFINITY if values[u] > 0 else 0.0
+                    else:
+                        value = values[u] / plan.unit_cost[u]
+                    if self.bought[i * U + u] or self.spent[i] + plan.unit_cost[u] > self.cap:
+                        value = -INFINITY
+                    if best < 0 or value > top:
+                        best, top = u, value
+                if top > self.tradeoff:
+                    self.active[kept] = i
+                    self.received[i] = 0
+                    self.bought[i * U + best] = 2  # chosen this step (1 once delivered)
+                    kept += 1
+            self.m = kept
+            if kept == 0:
+                return []
+            self.moving = True
+            requests = []
+            for u in range(U):
+                rows_ = None
+                count = 0
+                for j in range(self.m):
+                    i = self.active[j]
+                    if self.bought[i * U + u] != 2:
+                        continue
+                    lacking = False
+                    for b in range(plan.unit_offset[u], plan.unit_offset[u + 1]):
+                        if not self.kn[i * F + plan.member[b]]:
+                            lacking = True
+                            break
+                    if not lacking:
+                        self._hold(u, i, False)
+                        continue
+                    if rows_ is None:
+                        rows_ = np.empty(self.m, dtype=np.int64)
+                        out = <int64*> data(rows_)
+                    out[count] = i
+                    count += 1
+                if count:
+                    requests.append((u, rows_[:count]))
+            if requests:
+                return requests
+
+    cdef inline void _hold(self, Py_ssize_t u, Py_ssize_t i, bint pay) noexcept nogil:
+        """Row i bought unit u: it holds the unit's values (X's), its spending rises by the unit's price, and with pay
+        it is charged the unit's lazy costs, each feature's and its group's once, in the unit's column order."""
+        cdef Py_ssize_t F = self.F, W = self.F + self.plan.G, b, f, g
+        self.bought[i * self.plan.U + u] = 1
+        self.received[i] = 1
+        self.spent[i] += self.plan.unit_cost[u]
+        for b in range(self.plan.unit_offset[u], self.plan.unit_offset[u + 1]):
+            f = self.plan.member[b]
+            self.xh[i * F + f] = self.x[i * F + f]
+            if pay and not self.paid[i * W + f]:
+                self.paid[i * W + f] = 1
+                self.acq[i] += self.plan.lazy[f]
+                g = self.plan.group_of[f]
+                if g >= 0 and not self.paid[i * W + F + g]:
+                    self.paid[i * W + F + g] = 1
+                    self.acq[i] += self.plan.group_lazy[g]
+
+    def deliver(self, int64 unit, rows, values):
+        """Rows ``rows`` bought ``unit``: values float64[len(rows), its columns] (a value given in X stays; any NaN is a
+        missing value), paid."""
+        cdef PolicyPlan plan = self.plan
+        if not 0 <= unit < plan.U:
+            raise ValueError(f"unit {unit} is not one of the {plan.U} units")
+        cdef cnp.ndarray r_ = np.ascontiguousarray(rows, dtype=np.int64).reshape(-1)
+        cdef Py_ssize_t width = plan.unit_offset[unit + 1] - plan.unit_offset[unit], m = r_.size, j, b, i, f
+        cdef cnp.ndarray v_ = np.ascontiguousarray(values, dtype=np.float64).reshape(-1)
+        if v_.size != m * width:
+            raise ValueError(f"{v_.size} values for {m} rows of width {width}")
+        cdef const int64* r = <const int64*> data(r_)
+        cdef const float64* v = <const float64*> data(v_)
+        cdef const int64* cols = plan.member + plan.unit_offset[unit]
+        cdef Py_ssize_t F = self.F
+        for j in range(m):
+            if not 0 <= r[j] < self.n:
+                raise ValueError(f"row {r[j]} is not one of the batch's {self.n}")
+        with nogil:
+            for j in range(m):
+                i = r[j]
+                for b in range(width):
+                    f = cols[b]
+                    if not self.kn[i * F + f]:
+                        self.x[i * F + f] = NAN if isnan(v[j * width + b]) else v[j * width + b]
+                        self.kn[i * F + f] = 1
+                        self.fe[i * F + f] = 1
+                self._hold(unit, i, True)
+
+    def fetch_round(self, list requests, list units, fetch, list keys, ids):
+        """As LadderBatch.fetch_round."""
+        return fetch_into(self, self.plan.unit_offset, self.plan.U, requests, units, fetch, keys, ids)
+
+    def drop(self, rows):
+        """Rows that cannot go on (a failed fetch) leave with what they hold."""
+        cdef cnp.ndarray r_ = np.ascontiguousarray(rows, dtype=np.int64).reshape(-1)
+        cdef const int64* r = <const int64*> data(r_)
+        cdef Py_ssize_t j, kept = 0, i
+        for j in range(r_.size):
+            if not 0 <= r[j] < self.n:
+                raise ValueError(f"row {r[j]} is not one of the batch's {self.n}")
+        dropped = set(r_.tolist())
+        for j in range(self.m):
+            i = self.active[j]
+            if i not in dropped:
+                self.active[kept] = i
+                kept += 1
+        self.m = kept

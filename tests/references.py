@@ -282,3 +282,54 @@ def run_script(name: str, *args: str, timeout: float = 1200):
         pytest.fail(f"scripts.{name} timed out after {timeout:g} s")
     assert result.returncode == 0, result.stderr[-3000:]
     return result
+
+
+def compiled_serves_as_policy_run(model, rows: np.ndarray, costs, rng, errors: str) -> None:
+    """Serve ``model`` (a policy model with a compiled run) on ``rows`` both ways, on its compiled run
+    (CompiledPolicyRun) and on its policy run driven by PolicyModelRun, and require the same fetch calls in the same
+    order, predictions, statuses, values, costs, rounds and failures: about 20% of the values given in X, and (with
+    ``errors="partial"``, or at random with "raise") every fetch of one feature, or of its group, failing for the
+    calls holding row 3; with "partial", also under asyncio."""
+    import asyncio
+
+    from lightgbm_cegb import LazyFetchError, LazyPredictor
+    from lightgbm_cegb.serving.runs import CompiledPolicyRun, PolicyModelRun
+
+    given = rng.random(rows.shape) < 0.2
+    failing = int(rng.integers(rows.shape[1])) if errors == "partial" or rng.random() < 0.5 else None
+    members = {name: list(m) for name, m in (costs.groups or {}).items()}
+    calls: list = []
+
+    def fetch(key, ids):
+        calls.append((key, list(ids)))
+        if (key == failing or (key in members and failing in members[key])) and 3 in ids:
+            raise RuntimeError("store down")
+        return rows[np.ix_(ids, members[key])] if key in members else rows[ids, key]
+
+    lazy = LazyPredictor(model, fetch, feature_keys="index", errors=errors)
+    outcomes = []
+    for compiled in (True, False):
+        calls.clear()
+        start = np.where(given, rows, np.nan)
+        run = lazy._run(start, given, None, {}) if compiled else \
+            PolicyModelRun(lazy, start.copy(), given.copy(), np.arange(len(rows)), {})
+        assert isinstance(run, CompiledPolicyRun) == compiled
+        try:
+            while requests := run.advance():
+                run.deliver(requests, lazy._fetch_round(requests, run))
+            result = run.finish("predict_proba", {})
+        except LazyFetchError as exc:
+            result = exc.result
+        outcomes.append((result, list(calls)))
+    (fast, fast_calls), (slow, slow_calls) = outcomes
+    assert fast_calls == slow_calls
+    for field in ("prediction", "status", "X", "known", "fetched", "acquisition", "evaluation", "rounds",
+                  "fetch_calls"):
+        np.testing.assert_array_equal(getattr(fast, field), getattr(slow, field), err_msg=field)
+    assert [(f.feature, list(f.rows)) for f in fast.failures] == [(f.feature, list(f.rows)) for f in slow.failures]
+    if errors == "partial":  # and under asyncio, a round's calls at once
+        calls.clear()
+        awaited = asyncio.run(lazy.aacquire(np.where(given, rows, np.nan), given, method="predict_proba"))
+        assert sorted(calls, key=repr) == sorted(slow_calls, key=repr)
+        for field in ("prediction", "status", "X", "fetched", "acquisition", "evaluation"):
+            np.testing.assert_array_equal(getattr(awaited, field), getattr(slow, field), err_msg=field)

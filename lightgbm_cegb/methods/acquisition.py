@@ -37,6 +37,7 @@ import copy
 import math
 import numbers
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import lightgbm as lgb
@@ -46,7 +47,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
-from lightgbm_cegb._engine import StageStack
+from lightgbm_cegb._engine import PolicyBatch, PolicyPlan, StageStack
 from lightgbm_cegb._engine import gains as gains_kernel
 from lightgbm_cegb.accounting import prediction_cost
 from lightgbm_cegb.base import COSTS, RANDOM_STATE, BudgetedEstimator, names_in
@@ -638,11 +639,52 @@ class AdaptiveAcquisitionClassifier(PolicyClassifier):
         return np.column_stack([1.0 - p, p]) if p.ndim == 1 else p
 
     def _compile(self) -> None:
-        """The classifier compiled (what ``_proba`` reads)."""
+        """The classifier compiled (what ``_proba`` reads), and the policy's plan (what a compiled run reads)."""
         num_class, num_features = len(self.classes_), self.n_features_in_
-        self._compiled = (self.classifier_, compiled_stages([self.classifier_], num_class, num_features,
-                                                            np.ones((2, num_features), dtype=np.uint8),
-                                                            np.full(num_class, 1.0 / num_class)))
+        stack = compiled_stages([self.classifier_], num_class, num_features, np.ones((2, num_features), dtype=np.uint8),
+                                np.full(num_class, 1.0 / num_class))
+        plan = None
+        if stack is not None:
+            lazy, _, split = self.costs_.arrays(num_features)
+            group_of, group_lazy, _ = self.costs_.group_arrays(num_features)
+            plan = PolicyPlan(stack, self.tables_, GAIN_TOLERANCE, self.unit_cost_, *unit_arrays(self.units_), lazy,
+                              group_of, group_lazy, split, float(self.costs_.tree))
+        self._compiled = (self.classifier_, stack, plan)
+
+    def predict_proba(self, X) -> np.ndarray:
+        """Class probabilities from what each row buys: ``predict_result(X).proba`` to the bit, without the accounting
+        (the compiled policy runs every row in one call).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The rows.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+            The probabilities of the classes of ``classes_``.
+        """
+        X = np.ascontiguousarray(self._checked_rows(X), dtype=np.float64)
+        compiled = self.__lightgbm_cegb_batch__(X, np.ones(X.shape, dtype=bool))
+        if compiled is None:
+            return super().predict_proba(X)
+        batch = compiled[0]
+        batch.advance()  # every value is given: no request, the run goes to its end
+        return batch.proba
+
+    def __lightgbm_cegb_batch__(self, X: np.ndarray, known: np.ndarray) -> tuple[PolicyBatch, Callable] | None:
+        """A compiled run of the policy for rows ``X`` whose values ``known`` marks (how ``LazyPredictor`` serves the
+        model, to the same purchases, payments and predictions as its policy run): (the run, ``output(proba,
+        method)``); None where the classifier is not compiled."""
+        self._check_fitted()
+        self._check_policy()
+        cached = getattr(self, "_compiled", None)
+        if cached is None or cached[0] is not self.classifier_ or cached[2] is None:
+            return None
+        cap = np.inf if self.max_cost is None else float(self.max_cost) * (1 + 1e-12)
+        return PolicyBatch(cached[2], X, known, self.prior_, self.gain == "entropy", float(self.tradeoff), cap,
+                           resolve_n_jobs(self.n_jobs, len(X))), self._output
 
     def gains(self, proba: np.ndarray) -> np.ndarray:
         """Each unit's expected gain for rows with class probabilities ``proba``, by ``gain`` (see the module).
@@ -804,6 +846,24 @@ class AdaptiveAcquisitionClassifier(PolicyClassifier):
         self.classifier_ = self._restored_classifier(state, folder, manifest, "classifier")
         self._compile()
         self.prior_ = self._proba(np.full((1, num_features), np.nan))[0]
+
+
+def unit_arrays(units: list) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets, members) of policy units as the compiled runs take them: unit u's columns are
+    ``members[offsets[u]:offsets[u + 1]]``.
+
+    Parameters
+    ----------
+    units : list of sequences of int
+        Each unit's columns.
+
+    Returns
+    -------
+    tuple of ndarray
+        The offsets (int64, one more than the units) and the members (int64).
+    """
+    return (np.cumsum([0] + [len(columns) for columns in units]).astype(np.int64),
+            np.array([f for columns in units for f in columns], dtype=np.int64))
 
 
 def output_scale(booster: lgb.Booster, objective: str | None, num_class: int) -> float | None:

@@ -43,6 +43,7 @@ from lightgbm_cegb.methods.acquisition import (
     PolicyClassifier,
     class_weights,
     compiled_stages,
+    unit_arrays,
 )
 from lightgbm_cegb.methods.ladder import LadderRun, StageLadder, hidden
 
@@ -210,10 +211,9 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
             num_features = self.n_features_in_
             lazy, _, split = self.costs_.arrays(num_features)
             group_of, group_lazy, _ = self.costs_.group_arrays(num_features)
-            units = (np.cumsum([0] + [len(columns) for columns in self.units_]),
-                     np.array([f for columns in self.units_ for f in columns], dtype=np.int64))
-            plan = None if stack is None else LadderPlan(stack, *units, self.stage_units_, self.order_, lazy, group_of,
-                                                         group_lazy, split, float(self.costs_.tree))
+            plan = None if stack is None else LadderPlan(stack, *unit_arrays(self.units_), self.stage_units_,
+                                                         self.order_, lazy, group_of, group_lazy, split,
+                                                         float(self.costs_.tree))
             self._compiled = cached = (self.stages_, stack, plan)
         return cached[1]
 
@@ -250,7 +250,7 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
             return super().predict_proba(X)
         return stack.ladder(X, 1.0 - self.tradeoff, self._last_stage(), resolve_n_jobs(self.n_jobs, len(X)))[1]
 
-    def __lightgbm_cegb_ladder__(self, X: np.ndarray, known: np.ndarray) -> tuple[LadderBatch, Callable] | None:
+    def __lightgbm_cegb_batch__(self, X: np.ndarray, known: np.ndarray) -> tuple[LadderBatch, Callable] | None:
         """A compiled lazy run of rows ``X`` whose values ``known`` marks (how ``LazyPredictor`` serves the model, to
         the same predictions, payments and fetches as its policy run): (the run, ``output(proba, method)``); None
         where the stages are not compiled (see ``_stack``)."""

@@ -51,7 +51,7 @@ from lightgbm_cegb.core.parallel import N_JOBS, resolve_n_jobs
 from lightgbm_cegb.core.validation import CheckedElsewhere, NoneOr, Number, OneOf, Satisfies, validated
 from lightgbm_cegb.io.models import booster_of, fitted_costs, library_of, load_file, num_trees_used, to_forest, unwrap
 from lightgbm_cegb.serving.results import FetchInterrupted, LazyResult, Malformed
-from lightgbm_cegb.serving.runs import LadderModelRun, PolicyModelRun, RoutingRun, policy_run
+from lightgbm_cegb.serving.runs import CompiledPolicyRun, PolicyModelRun, RoutingRun, policy_run
 from lightgbm_cegb.serving.workers import in_thread, is_async
 
 ORDERS = ("cheapest", "costliest", "most_rows", "model")
@@ -601,7 +601,7 @@ PruneResult, Forest or policy
 
     # ------------------------------------------------------------------------------------ predicting
 
-    def _run(self, X, known, ids, kwargs: dict) -> PolicyModelRun | LadderModelRun | RoutingRun:
+    def _run(self, X, known, ids, kwargs: dict) -> PolicyModelRun | CompiledPolicyRun | RoutingRun:
         """The batch's run (a policy model's takes the method's ``kwargs``). A policy model reads a frame's columns
         by name: one it lacks is named here."""
         names = getattr(self.model, "feature_names_in_", None) if self.policy else None

@@ -96,9 +96,9 @@ class RoutingRun:
                           fetch_calls=self.fetch_calls, failures=self.failures)
 
 
-def policy_run(predictor, X, known, ids, kwargs: dict) -> PolicyModelRun | LadderModelRun:
-    """The run of a batch through a policy model: over its compiled ladder where it has one
-    (``__lightgbm_cegb_ladder__``, for a method without arguments), else over its policy run."""
+def policy_run(predictor, X, known, ids, kwargs: dict) -> PolicyModelRun | CompiledPolicyRun:
+    """The run of a batch through a policy model: on its compiled run where it has one (``__lightgbm_cegb_batch__``,
+    for a method without arguments), else on its policy run."""
     model = predictor.model
     if hasattr(X, "columns"):
         names = getattr(model, "feature_names_in_", None)
@@ -109,10 +109,10 @@ def policy_run(predictor, X, known, ids, kwargs: dict) -> PolicyModelRun | Ladde
         raise CEGBError(f"X should have {num_features} columns, got shape {X.shape}")
     known, ids = _known_and_ids(X, known, ids)
     known = ~np.isnan(X) if known is None else known.copy()  # a fetched value becomes known
-    ladder = getattr(model, "__lightgbm_cegb_ladder__", None)
-    compiled = ladder(X, known) if ladder is not None and not kwargs else None
+    batch_of = getattr(model, "__lightgbm_cegb_batch__", None)
+    compiled = batch_of(X, known) if batch_of is not None and not kwargs else None
     if compiled is not None:
-        return LadderModelRun(predictor, ids, *compiled)
+        return CompiledPolicyRun(predictor, ids, *compiled)
     return PolicyModelRun(predictor, X, known, ids, kwargs)
 
 
@@ -193,9 +193,10 @@ class PolicyModelRun:
                           fetch_calls=self.fetch_calls, failures=self.failures)
 
 
-class LadderModelRun:
-    """One batch up a staged model's compiled ladder (a LadderBatch): the rounds, fetches, payments and results of
-    :class:`PolicyModelRun` on the model's policy run, a few C calls a round. Made by :func:`policy_run`."""
+class CompiledPolicyRun:
+    """One batch through a policy model's compiled run (the staged acquisition's LadderBatch, the adaptive
+    acquisition's PolicyBatch): the rounds, fetches, payments and results of :class:`PolicyModelRun` on the model's
+    policy run, a few C calls a round. Made by :func:`policy_run`."""
 
     stores_fetches = True  # fetch_round stores what it can
 
@@ -207,7 +208,7 @@ class LadderModelRun:
         self.unit_of, self.policy_unit = predictor._policy_units
 
     def advance(self) -> list[tuple[int, np.ndarray]]:
-        """The next round's fetches: (unit, rows) of the rows whose next stage's units are not all in X."""
+        """The next round's fetches: (unit, rows) of the rows whose next purchase is not all in X."""
         wanted = self.batch.advance()
         if not wanted:
             self.status[self.status == PENDING] = DONE
@@ -220,7 +221,7 @@ class LadderModelRun:
         return sorted(requests, key=lambda request: predictor._unit_rank[request[0]])
 
     def fetch_round(self, requests, fetch, keys) -> list | None:
-        """Call fetch for each request, storing what it can (LadderBatch.fetch_round)."""
+        """Call fetch for each request, storing what it can (the batch's fetch_round)."""
         policy_unit = self.policy_unit
         return self.batch.fetch_round(requests, [policy_unit[unit] for unit, _ in requests], fetch, keys, self.ids)
 

@@ -5,14 +5,13 @@ checks."""
 
 from __future__ import annotations
 
-import asyncio
 import copy
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from references import reference_costs
+from references import compiled_serves_as_policy_run, reference_costs
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from lightgbm_cegb import CEGBError, FeatureCosts, LazyPredictor
@@ -261,55 +260,14 @@ def test_lazy_serving_fetches_the_stages_units_and_predicts_as_the_model():
 @settings(max_examples=15, deadline=None, derandomize=True)
 @given(st.integers(0, 10_000), st.sampled_from([0.0, 0.1, 0.3]), st.sampled_from(["raise", "partial"]))
 def test_the_compiled_ladder_serves_as_the_policy_run(seed, tradeoff, errors):
-    """LazyPredictor serves a staged model on its compiled ladder (LadderModelRun) with the fetches, payments, values,
-    statuses and predictions of the model's own policy run driven by PolicyModelRun: groups, split and tree costs,
-    values given in X, and failed fetches (every row of a failed call stops where it stands)."""
-    from lightgbm_cegb import LazyFetchError
-    from lightgbm_cegb.serving.runs import LadderModelRun, PolicyModelRun
-
+    """LazyPredictor serves a staged model on its compiled ladder (CompiledPolicyRun) with the fetches, payments,
+    values, statuses and predictions of the model's own policy run driven by PolicyModelRun: groups, split and tree
+    costs, values given in X, and failed fetches (every row of a failed call stops where it stands)."""
     X, y, costs, rng = random_case(seed)
     costs = FeatureCosts.from_dict({**costs.to_dict(X.shape[1]), "tree": float(rng.choice([0.0, 0.01]))})
     model = StagedAcquisitionClassifier(feature_costs=costs, stages=6, n_estimators=30, random_state=seed,
                                         tradeoff=tradeoff).fit(X, y)
-    rows = X[:40]
-    given = rng.random(rows.shape) < 0.2
-    failing = int(rng.integers(rows.shape[1])) if errors == "partial" or rng.random() < 0.5 else None
-    members = {name: list(m) for name, m in (costs.groups or {}).items()}
-
-    def fetch(key, ids):
-        calls.append((key, list(ids)))
-        if key == failing or (key in members and failing in members[key]):
-            if 3 in ids:
-                raise RuntimeError("store down")
-        return rows[np.ix_(ids, members[key])] if key in members else rows[ids, key]
-
-    lazy = LazyPredictor(model, fetch, feature_keys="index", errors=errors)
-    outcomes = []
-    for compiled in (True, False):
-        calls = []
-        start = np.where(given, rows, np.nan)
-        run = lazy._run(start, given, None, {}) if compiled else \
-            PolicyModelRun(lazy, start.copy(), given.copy(), np.arange(len(rows)), {})
-        assert isinstance(run, LadderModelRun) == compiled
-        try:
-            while requests := run.advance():
-                run.deliver(requests, lazy._fetch_round(requests, run))
-            result = run.finish("predict_proba", {})
-        except LazyFetchError as exc:
-            result = exc.result
-        outcomes.append((result, calls))
-    (fast, fast_calls), (slow, slow_calls) = outcomes
-    assert fast_calls == slow_calls
-    for field in ("prediction", "status", "X", "known", "fetched", "acquisition", "evaluation", "rounds",
-                  "fetch_calls"):
-        np.testing.assert_array_equal(getattr(fast, field), getattr(slow, field), err_msg=field)
-    assert [(f.feature, list(f.rows)) for f in fast.failures] == [(f.feature, list(f.rows)) for f in slow.failures]
-    if errors == "partial":  # and under asyncio, a round's calls at once
-        calls = []
-        awaited = asyncio.run(lazy.aacquire(np.where(given, rows, np.nan), given, method="predict_proba"))
-        assert sorted(calls, key=repr) == sorted(slow_calls, key=repr)
-        for field in ("prediction", "status", "X", "fetched", "acquisition", "evaluation"):
-            np.testing.assert_array_equal(getattr(awaited, field), getattr(slow, field), err_msg=field)
+    compiled_serves_as_policy_run(model, X[:40], costs, rng, errors)
 
 
 def test_save_and_load(tmp_path):
