@@ -14,9 +14,10 @@ the plain model and one of 500 rounds, lazy prediction against ``predict`` of th
 the lazy time spent inside the fetch function itself. The script checks that every lazy prediction equals
 ``predict``'s.
 
-Last, a staged acquisition model (the HIGGS costs, tradeoff 0.25) on one thread against the plain 100-tree model's
-``predict`` of the same rows: its own ``predict_proba`` and its lazy prediction, for the --small requests and for
-all --rows (with the fetch rounds of the largest request and the mean stage a row stops at).
+Last, the per-input acquisitions (the HIGGS costs; a staged model at tradeoff 0.25, an adaptive one at a tenth of its
+first trade-off) on one thread against the plain 100-tree model's ``predict`` of the same rows: their own
+``predict_proba`` and their lazy prediction, for the --small requests and for all --rows (with the fetch rounds and the
+mean number of units a row buys).
 """
 
 from __future__ import annotations
@@ -85,39 +86,43 @@ def small_requests(X_train, y_train, X, sizes: list[int]) -> None:
                   f"{lazy_time / eager:>6.2f} {fetch_share:>8.0%}")
 
 
-def staged_requests(X_train, y_train, X, sizes: list[int], repeat: int) -> None:
-    """A staged acquisition model (HIGGS costs, tradeoff 0.25) against plain LightGBM's ``Booster.predict`` of a
-    100-tree model, one thread each: its own ``predict_proba`` (the compiled stages) and its lazy prediction on rows
-    that know nothing, for requests of ``sizes`` rows (the median of many calls) and for every row of X (best of
-    ``repeat``). Checks that every prediction equals the model's own."""
-    from lightgbm_cegb import StagedAcquisitionClassifier
+def policy_requests(X_train, y_train, X, sizes: list[int], repeat: int) -> None:
+    """The per-input acquisitions (HIGGS costs) against plain LightGBM's ``Booster.predict`` of a 100-tree model, one
+    thread each: a staged acquisition model (tradeoff 0.25) and an adaptive one (a tenth of its first trade-off),
+    their own ``predict_proba`` (the compiled stages or policy) and their lazy prediction on rows that know nothing,
+    for requests of ``sizes`` rows (the median of many calls) and for every row of X (best of ``repeat``). Checks that
+    every prediction equals the model's ``predict_result``."""
+    from lightgbm_cegb import AdaptiveAcquisitionClassifier, StagedAcquisitionClassifier
 
     base = {"objective": "binary", "num_leaves": 31, "learning_rate": 0.1, "seed": 0, "deterministic": True,
             "verbose": -1, "num_threads": 1}
     plain = lgb.train(base, lgb.Dataset(X_train, y_train), 100)
-    model = StagedAcquisitionClassifier(feature_costs=HIGGS_COSTS, tradeoff=0.25, random_state=0,
-                                        n_jobs=1).fit(X_train, y_train)
-    predictor = LazyPredictor(model, ColumnStore(X), feature_keys="index", n_jobs=1)
-    header = (f"{'rows':>7} {'predict us':>10} {'staged us':>9} {'ratio':>6} {'lazy us':>9} {'ratio':>6} "
-              f"{'rounds':>6} {'stage':>5}")
-    print(f"\nstaged acquisition (tradeoff 0.25, {len(model.stages_)} stages) against a plain 100-tree model's "
-          f"predict, one thread\n" + header + "\n" + "-" * len(header))
-    for size in [*sizes, len(X)]:
-        rows, unknown = X[:size], np.full((size, X.shape[1]), np.nan)
-        expected = model.predict_result(rows)
-        result = predictor.acquire(unknown, method="predict_proba")
-        if not (np.array_equal(model.predict_proba(rows), expected.proba)
-                and np.array_equal(result.prediction, expected.proba)):
-            raise SystemExit("the staged model's predictions differ from its own: a bug")
-        def time_of(function):
-            return best_of(repeat, function)[0] if size == len(X) else median_call(function)  # noqa: B023
+    staged = StagedAcquisitionClassifier(feature_costs=HIGGS_COSTS, tradeoff=0.25, random_state=0,
+                                         n_jobs=1).fit(X_train, y_train)
+    adaptive = AdaptiveAcquisitionClassifier(feature_costs=HIGGS_COSTS, random_state=0, n_jobs=1).fit(X_train, y_train)
+    adaptive.set_params(tradeoff=0.1 * adaptive.first_value())
+    header = (f"{'model':<10} {'rows':>7} {'predict us':>10} {'own us':>9} {'ratio':>6} {'lazy us':>9} {'ratio':>6} "
+              f"{'rounds':>6} {'units':>5}")
+    print("\nper-input acquisition against a plain 100-tree model's predict, one thread\n" + header + "\n"
+          + "-" * len(header))
+    for name, model in (("staged", staged), ("adaptive", adaptive)):
+        predictor = LazyPredictor(model, ColumnStore(X), feature_keys="index", n_jobs=1)
+        for size in [*sizes, len(X)]:
+            rows, unknown = X[:size], np.full((size, X.shape[1]), np.nan)
+            expected = model.predict_result(rows)
+            result = predictor.acquire(unknown, method="predict_proba")
+            if not (np.array_equal(model.predict_proba(rows), expected.proba)
+                    and np.array_equal(result.prediction, expected.proba)):
+                raise SystemExit(f"the {name} model's predictions differ from its own: a bug")
 
-        eager = time_of(lambda: plain.predict(rows, num_threads=1))  # noqa: B023 (called here)
-        staged = time_of(lambda: model.predict_proba(rows))  # noqa: B023 (called here)
-        lazy = time_of(lambda: predictor.acquire(unknown, method="predict_proba"))  # noqa: B023 (called here)
-        stage = float(np.searchsorted(model.stage_units_, expected.steps).mean())
-        print(f"{size:>7} {eager * 1e6:>10.1f} {staged * 1e6:>9.1f} {staged / eager:>6.2f} {lazy * 1e6:>9.1f} "
-              f"{lazy / eager:>6.2f} {result.rounds:>6} {stage:>5.1f}")
+            def time_of(function):
+                return best_of(repeat, function)[0] if size == len(X) else median_call(function)  # noqa: B023
+
+            eager = time_of(lambda: plain.predict(rows, num_threads=1))  # noqa: B023 (called here)
+            own = time_of(lambda: model.predict_proba(rows))  # noqa: B023 (called here)
+            lazy = time_of(lambda: predictor.acquire(unknown, method="predict_proba"))  # noqa: B023 (called here)
+            print(f"{name:<10} {size:>7} {eager * 1e6:>10.1f} {own * 1e6:>9.1f} {own / eager:>6.2f} {lazy * 1e6:>9.1f} "
+                  f"{lazy / eager:>6.2f} {result.rounds:>6} {expected.steps.mean():>5.1f}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -151,7 +156,7 @@ def main(argv: list[str] | None = None) -> None:
           f"(eager: {HIGGS_COSTS.lazy.sum():g}).")
     if args.small:
         small_requests(X_train, y_train, X, args.small)
-    staged_requests(X_train, y_train, X, args.small, args.repeat)
+    policy_requests(X_train, y_train, X, args.small, args.repeat)
 
 
 if __name__ == "__main__":
