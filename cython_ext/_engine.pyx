@@ -1164,11 +1164,13 @@ def path_marks(const int64[::1] parent, const uint8[::1] mark):
 
 
 cdef class StageStack:
-    """The stages of a staged model compiled as one (lightgbm_cegb/methods/staged.py): stage 0 predicts the
-    prior, stage k >= 1 a LightGBM classifier (a FlatEnsemble, its first num_trees[k - 1] trees and their leaf
-    values) that reads the columns columns[k] marks (columns: uint8[num stages + 1, num_features]), every other one missing (NaN). Probabilities are computed as
-    LightGBM's predict computes them, operation for operation: the trees' outputs added to their class (tree t to
-    t % trees per iteration) in tree order from 0.0 (GBDT::PredictRaw), then binary's sigmoid at ``scale``
+    """The stages of a staged model compiled as one (lightgbm_cegb/methods/ladder.py): stage 0 answers the prior (one
+    raw score, or class probabilities), stage k >= 1 a LightGBM model (a FlatEnsemble, its first num_trees[k - 1]
+    trees and their leaf values) that reads the columns columns[k] marks (columns: uint8[num stages + 1,
+    num_features]), every other one missing (NaN). The outputs (num_class of them per row: 1 for a raw score) are
+    computed as LightGBM's predict computes them, operation for operation: the trees' outputs added to their class
+    (tree t to t % trees per iteration) in tree order from 0.0 (GBDT::PredictRaw), then nothing more (one output:
+    the raw score, for objectives whose ConvertOutput is the identity), binary's sigmoid at ``scale``
     (BinaryLogloss::ConvertOutput; the class-1 probability p, with 1.0 - p for class 0) or the multiclass softmax
     (Common::Softmax: the largest score subtracted, exp, the sum in class order, each divided by it), with the C
     library's exp that LightGBM's std::exp calls. Every index is checked here, once (the forests were checked by
@@ -1192,8 +1194,8 @@ cdef class StageStack:
         cdef cnp.ndarray prior_ = np.ascontiguousarray(prior, dtype=np.float64)
         cdef Py_ssize_t C = prior_.size
         self.source = (forests, num_trees, leaf_offsets, leaf_values, num_features, columns, prior, scale)
-        if C < 2:
-            raise ValueError(f"prior should hold 2 or more class probabilities, got {C}")
+        if C < 1:
+            raise ValueError("prior should hold one raw score, or 2 or more class probabilities, got none")
         if len(leaf_offsets) != S or len(leaf_values) != S:
             raise ValueError(f"{S} forests need as many leaf offsets and values")
         cdef cnp.ndarray trees_ = owned(num_trees, np.int64, S)
@@ -1207,9 +1209,9 @@ cdef class StageStack:
             flat = forests[k]
             if flat.num_features != F:
                 raise ValueError(f"stage {k + 1}'s forest reads {flat.num_features} features, the stages {F}")
-            if flat.trees_per_iteration != (1 if C == 2 else C):
+            if flat.trees_per_iteration != (1 if C <= 2 else C):
                 raise ValueError(f"stage {k + 1}'s forest has {flat.trees_per_iteration} trees per iteration, "
-                                 f"{C} classes take {1 if C == 2 else C}")
+                                 f"{C} outputs take {1 if C <= 2 else C}")
             if not 0 <= (<int64*> data(trees_))[k] <= flat.num_trees:
                 raise ValueError(f"stage {k + 1} uses {(<int64*> data(trees_))[k]} of its {flat.num_trees} trees")
             offset_ = owned(leaf_offsets[k], np.int64, flat.num_trees + 1)
@@ -1334,7 +1336,7 @@ cdef class StageStack:
         cdef const Ensemble* e = self.ens[k - 1]
         cdef const int64* leaf_offset = self.leaf_offset[k - 1]
         cdef const float64* leaf_value = self.leaf_value[k - 1]
-        cdef Py_ssize_t F = self.num_features, C = self.num_class, tpi = 1 if C == 2 else C, n = stop - start
+        cdef Py_ssize_t F = self.num_features, C = self.num_class, tpi = 1 if C <= 2 else C, n = stop - start
         cdef Py_ssize_t i, j, m, lane, c, f, cls = 0
         cdef int64 t
         cdef int32 root
@@ -1387,6 +1389,9 @@ cdef class StageStack:
             if split != NULL:
                 spent[i] = cost[j]
             o = out + i * C
+            if C == 1:  # the raw score (GBDT::Predict of an objective whose output is its raw score)
+                o[0] = score[j]
+                continue
             if C == 2:
                 o[1] = 1.0 / (1.0 + exp(-self.scale * score[j]))
                 o[0] = 1.0 - o[1]

@@ -333,3 +333,39 @@ def compiled_serves_as_policy_run(model, rows: np.ndarray, costs, rng, errors: s
         assert sorted(calls, key=repr) == sorted(slow_calls, key=repr)
         for field in ("prediction", "status", "X", "fetched", "acquisition", "evaluation"):
             np.testing.assert_array_equal(getattr(awaited, field), getattr(slow, field), err_msg=field)
+
+
+def on_thresholds(boosters: list, X: np.ndarray, rng) -> np.ndarray:
+    """X with one value of each row moved onto a split threshold of one of ``boosters`` (LightGBM models), or to the
+    next double below or above it."""
+    splits = [(int(node["split_feature"]), float(node["threshold"])) for booster in boosters
+              for tree in booster.dump_model()["tree_info"] for node in _nodes(tree["tree_structure"])
+              if "split_feature" in node]
+    Z = X.copy()
+    if splits:
+        for i in range(len(Z)):
+            f, t = splits[int(rng.integers(len(splits)))]
+            Z[i, f] = [np.nextafter(t, -np.inf), t, np.nextafter(t, np.inf)][int(rng.integers(3))]
+    return Z
+
+
+def _nodes(node: dict):
+    yield node
+    for side in ("left_child", "right_child"):
+        if side in node:
+            yield from _nodes(node[side])
+
+
+def compiled_stages_predict_as_lightgbm(model, name: str, boosters: list, output, X: np.ndarray, rng) -> None:
+    """A staged model's compiled ``boosters`` (kept as ``name``) answer each stage's LightGBM ``predict`` to the bit
+    through ``output(k, masked)`` (the model's own stage output), on X's rows with NaN and values on the stages'
+    thresholds and next to them, each stage reading its own columns, on one thread and two."""
+    assert model._compiled[name][0] is boosters and model._compiled[name][1] is not None  # compiled by fit
+    Z = np.vstack([X, on_thresholds(boosters, X, rng)])
+    for n_jobs in (1, 2):
+        model.set_params(n_jobs=n_jobs)
+        for k in range(1, len(boosters) + 1):
+            masked = np.full(Z.shape, np.nan)
+            columns = sorted(f for u in model.order_[:model.stage_units_[k]] for f in model.units_[u])
+            masked[:, columns] = Z[:, columns]
+            np.testing.assert_array_equal(output(k, masked), boosters[k - 1].predict(masked), err_msg=f"stage {k}")

@@ -91,6 +91,8 @@ GAINS = ("accuracy", "entropy")
 #: gains below this are 0: the difference of two sums of probabilities carries rounding noise of about 1e-16, which
 #: must not decide whether a row buys one more unit at ``tradeoff=0``
 GAIN_TOLERANCE = 1e-12
+#: objectives whose ``predict`` is the raw score, as a staged ranker's and regressor's stages write them
+RAW_OUTPUT = frozenset({"regression", "lambdarank"})
 
 
 @dataclass(frozen=True)
@@ -868,7 +870,8 @@ def unit_arrays(units: list) -> tuple[np.ndarray, np.ndarray]:
 
 def output_scale(booster: lgb.Booster, objective: str | None, num_class: int) -> float | None:
     """The sigmoid scale of a binary classifier's ``objective`` (LightGBM's model text: ``binary sigmoid:1``), 0.0 for
-    ``multiclass num_class:<num_class>``, None for any other (its output is not what StageStack computes).
+    ``multiclass num_class:<num_class>`` and, with ``num_class`` 1, for an objective whose output is the raw score
+    (``regression``, ``lambdarank``), None for any other (its output is not what StageStack computes).
 
     Parameters
     ----------
@@ -877,7 +880,7 @@ def output_scale(booster: lgb.Booster, objective: str | None, num_class: int) ->
     objective : str or None
         Its objective as the model text writes it.
     num_class : int
-        The classes it scores.
+        The classes it scores (1: a raw score).
 
     Returns
     -------
@@ -885,6 +888,8 @@ def output_scale(booster: lgb.Booster, objective: str | None, num_class: int) ->
         The scale, 0.0 or None.
     """
     name, *options = (objective or "").split(" ")
+    if num_class == 1:
+        return 0.0 if name in RAW_OUTPUT and not options else None
     if name == "binary" and num_class == 2 and len(options) == 1 and options[0].startswith("sigmoid:"):
         scale = float(options[0].split(":", 1)[1])
         # a Booster trained with a scale the text rounds predicts with its own
@@ -894,22 +899,23 @@ def output_scale(booster: lgb.Booster, objective: str | None, num_class: int) ->
 
 def compiled_stages(boosters: list, num_class: int, num_features: int, columns: np.ndarray,
                     prior: np.ndarray) -> StageStack | None:
-    """LightGBM classifiers compiled as the stages of one StageStack (stage k, from 1, is ``boosters[k - 1]`` reading
-    the columns ``columns[k]`` marks; stage 0 the ``prior``), each with the trees its ``predict`` uses; None where a
-    classifier's output is not one StageStack repeats, or the classifiers' sigmoid scales differ.
+    """LightGBM models compiled as the stages of one StageStack (stage k, from 1, is ``boosters[k - 1]`` reading the
+    columns ``columns[k]`` marks; stage 0 the ``prior``), each with the trees its ``predict`` uses; None where a
+    model's output is not one StageStack repeats (see :func:`output_scale`; rf's averaged trees and linear trees are
+    not), or the classifiers' sigmoid scales differ.
 
     Parameters
     ----------
     boosters : list of lightgbm.Booster
         The classifiers.
     num_class : int
-        The classes they score.
+        The classes they score (1: a raw score each).
     num_features : int
         Their columns.
     columns : ndarray of uint8 of shape (len(boosters) + 1, num_features)
         The columns each stage reads.
     prior : ndarray of shape (num_class,)
-        Stage 0's probabilities.
+        Stage 0's outputs.
 
     Returns
     -------
@@ -918,7 +924,8 @@ def compiled_stages(boosters: list, num_class: int, num_features: int, columns: 
     """
     forests = [to_forest(booster) for booster in boosters]
     scales = {output_scale(booster, forest.objective, num_class) for booster, forest in zip(boosters, forests)}
-    if None in scales or len(scales) > 1:
+    if None in scales or len(scales) > 1 or any(forest.average_output or forest.linear is not None
+                                                for forest in forests):
         return None
     used = [num_trees_used(booster, forest, None) for booster, forest in zip(boosters, forests)]
     flats, offsets, values = ([getattr(forest, name) for forest in forests] for name in ("flat", "leaf_offset",

@@ -261,6 +261,7 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
                                  f"NDCG@{int(self.eval_at)}")
 
         self._fit_stages(train_on, num_features)
+        self._compile("stages", self.stages_, [0.0])
         return self
 
     # ------------------------------------------------------------------------------------------ the cuts
@@ -289,6 +290,9 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
     def _stage_score(self, k: int, masked: np.ndarray) -> np.ndarray:
         if k == 0:
             return np.zeros(len(masked))
+        compiled = self._compiled_outputs("stages", self.stages_, k, masked)
+        if compiled is not None:
+            return compiled[:, 0]
         return self.stages_[k - 1].predict(masked, num_threads=resolve_n_jobs(self.n_jobs, len(masked)))
 
     def _pay(self, state: CostState, unit: int, rows: np.ndarray) -> None:
@@ -467,6 +471,7 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
                 raise saved.damaged(state, f"the ranker 'stage_{k}' gives {booster.num_model_per_iteration()} scores "
                                            "per document, a ranker 1")
             self.stages_.append(booster)
+        self._compile("stages", self.stages_, [0.0])
 
 
 def _queries(group, n: int) -> np.ndarray:

@@ -9,11 +9,13 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from lightgbm_cegb._engine import StageStack
 from lightgbm_cegb.core.cost_state import CostState
 from lightgbm_cegb.core.errors import CEGBError
+from lightgbm_cegb.core.parallel import resolve_n_jobs
 from lightgbm_cegb.core.validation import checked_sequence
 from lightgbm_cegb.io import saved
-from lightgbm_cegb.methods.acquisition import EvaluationCost, checked_data
+from lightgbm_cegb.methods.acquisition import EvaluationCost, checked_data, compiled_stages
 
 
 def hidden(X: np.ndarray, columns: list[int]) -> np.ndarray:
@@ -27,8 +29,8 @@ class StageLadder:
     """The stages of a staged acquisition model (the classifier here, the ranker of ``methods.cascade``): the units'
     order, the ladder of nested stages cut from it, their prices and the deepest stage within ``max_cost``.
 
-    A subclass has ``units_``, ``unit_cost_``, ``stages``, ``max_stage_cost`` and ``max_cost``, trains a stage's
-    model with the ``train_on(columns)`` it gives :meth:`_fit_stages`, and says what a stage gives each row in
+    A subclass has ``units_``, ``unit_cost_``, ``stages``, ``max_stage_cost``, ``max_cost`` and ``n_jobs``, trains a
+    stage's model with the ``train_on(columns)`` it gives :meth:`_fit_stages`, and says what a stage gives each row in
     ``_stage_pass(k, X, masked)`` (what :meth:`stage_passes` collects).
     """
 
@@ -62,6 +64,28 @@ class StageLadder:
             sizes = np.empty(0, dtype=np.int64)
         sizes = np.concatenate([sizes, [len(prices)], [int(np.sum(prices == 0))] if prices[0] == 0 else []])
         return np.concatenate([[0], np.unique(np.clip(sizes, 1, len(prices)))]).astype(np.int64)
+
+    def _compile(self, name: str, boosters: list, prior) -> StageStack | None:
+        """``boosters`` (stage k's at k - 1) compiled with the stages' columns, stage 0 answering ``prior`` (one value:
+        a raw score each; two or more: class probabilities), kept as ``name`` for :meth:`_compiled_outputs`; None
+        where a model's output is not one StageStack repeats."""
+        columns = np.zeros((len(boosters) + 1, self.n_features_in_), dtype=np.uint8)
+        for k in range(1, len(boosters) + 1):
+            columns[k, self._columns(int(self.stage_units_[k]))] = 1
+        prior = np.atleast_1d(np.asarray(prior, dtype=np.float64))
+        stack = compiled_stages(boosters, len(prior), self.n_features_in_, columns, prior)
+        # a new dict: a copy of the model (copy.copy) may hold the old one
+        self._compiled = {**self.__dict__.get("_compiled", {}), name: (boosters, stack)}
+        return stack
+
+    def _compiled_outputs(self, name: str, boosters: list, k: int, masked: np.ndarray) -> np.ndarray | None:
+        """Stage k's outputs of rows whose unknown values are NaN from ``boosters`` compiled as ``name``: each model's
+        ``predict`` to the bit; None where they were not compiled (or another list of models was)."""
+        entry = self.__dict__.get("_compiled", {}).get(name)
+        if entry is None or entry[0] is not boosters or entry[1] is None:
+            return None
+        threads = resolve_n_jobs(self.n_jobs, len(masked))
+        return entry[1].proba(np.ascontiguousarray(masked, dtype=np.float64), k, threads)
 
     def _columns(self, m: int) -> list[int]:
         """The columns of the first ``m`` units of the order."""

@@ -42,7 +42,6 @@ from lightgbm_cegb.methods.acquisition import (
     AcquisitionResult,
     PolicyClassifier,
     class_weights,
-    compiled_stages,
     unit_arrays,
 )
 from lightgbm_cegb.methods.ladder import LadderRun, StageLadder, hidden
@@ -200,33 +199,30 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
     # ----------------------------------------------------------------------------------------- the policy
 
     def _stack(self) -> StageStack | None:
-        """The stages compiled as one (built by fit and load, once per set of stages); None when a stage's objective is
-        not one whose output StageStack repeats (binary at one sigmoid scale for every stage, multiclass)."""
-        cached = getattr(self, "_compiled", None)
-        if cached is None or cached[0] is not self.stages_:
-            columns = np.zeros((len(self.stages_) + 1, self.n_features_in_), dtype=np.uint8)
-            for k in range(1, len(self.stages_) + 1):
-                columns[k, self._columns(int(self.stage_units_[k]))] = 1
-            stack = compiled_stages(self.stages_, len(self.classes_), self.n_features_in_, columns, self.prior_)
-            num_features = self.n_features_in_
-            lazy, _, split = self.costs_.arrays(num_features)
-            group_of, group_lazy, _ = self.costs_.group_arrays(num_features)
-            plan = None if stack is None else LadderPlan(stack, *unit_arrays(self.units_), self.stage_units_,
-                                                         self.order_, lazy, group_of, group_lazy, split,
-                                                         float(self.costs_.tree))
-            self._compiled = cached = (self.stages_, stack, plan)
-        return cached[1]
+        """The stages compiled as one (by fit and load; again for another list of stages); None when a stage's output
+        is not one StageStack repeats (binary at one sigmoid scale for every stage, multiclass)."""
+        entry = self.__dict__.get("_compiled", {}).get("stages")
+        if entry is not None and entry[0] is self.stages_:
+            return entry[1]
+        stack = self._compile("stages", self.stages_, self.prior_)
+        num_features = self.n_features_in_
+        lazy, _, split = self.costs_.arrays(num_features)
+        group_of, group_lazy, _ = self.costs_.group_arrays(num_features)
+        plan = None if stack is None else LadderPlan(stack, *unit_arrays(self.units_), self.stage_units_, self.order_,
+                                                     lazy, group_of, group_lazy, split, float(self.costs_.tree))
+        self._compiled = {**self._compiled, "plan": plan}
+        return stack
 
     def _proba(self, k: int, masked: np.ndarray) -> np.ndarray:
         """Stage k's probabilities of rows whose unknown values are NaN: LightGBM's ``predict``, to the bit (the
         compiled stages repeat its arithmetic)."""
-        threads = resolve_n_jobs(self.n_jobs, len(masked))
-        stack = self._stack()
-        if stack is not None:
-            return stack.proba(np.ascontiguousarray(masked, dtype=np.float64), k, threads)
+        self._stack()
+        compiled = self._compiled_outputs("stages", self.stages_, k, masked)
+        if compiled is not None:
+            return compiled
         if k == 0:
             return np.tile(self.prior_, (len(masked), 1))
-        p = self.stages_[k - 1].predict(masked, num_threads=threads)
+        p = self.stages_[k - 1].predict(masked, num_threads=resolve_n_jobs(self.n_jobs, len(masked)))
         return np.column_stack([1.0 - p, p]) if p.ndim == 1 else p
 
     def predict_proba(self, X) -> np.ndarray:
@@ -259,7 +255,7 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
         stack = self._stack()
         if stack is None:
             return None
-        batch = LadderBatch(self._compiled[2], X, known, 1.0 - self.tradeoff, self._last_stage(),
+        batch = LadderBatch(self._compiled["plan"], X, known, 1.0 - self.tradeoff, self._last_stage(),
                             resolve_n_jobs(self.n_jobs, len(X)))
         return batch, self._output
 

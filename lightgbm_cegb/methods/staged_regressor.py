@@ -225,6 +225,7 @@ class StagedAcquisitionRegressor(StageLadder, BudgetedEstimator, RegressorMixin,
 
         self._fit_stages(train_on, num_features)
         self.mean_ = float(train[1].mean())
+        self._compile("stages", self.stages_, [self.mean_])
         std = float(train[1].std())
         self.scale_ = std if std > 0 else 1.0
         judged = train[0] if valid is None else valid[0]  # the rows the gap models learn on
@@ -237,6 +238,7 @@ class StagedAcquisitionRegressor(StageLadder, BudgetedEstimator, RegressorMixin,
             gap = np.abs(final - self._stage_prediction(k, masked))
             self.gaps_.append(lgb.train({**GAP_PARAMS, "seed": seed, "num_threads": threads},
                                         lgb.Dataset(masked, gap, feature_name=names), GAP_ROUNDS))
+        self._compile("gaps", self.gaps_, [self.gap0_])
         return self
 
     # ----------------------------------------------------------------------------------------- the policy
@@ -244,12 +246,18 @@ class StagedAcquisitionRegressor(StageLadder, BudgetedEstimator, RegressorMixin,
     def _stage_prediction(self, k: int, masked: np.ndarray) -> np.ndarray:
         if k == 0:
             return np.full(len(masked), self.mean_)
+        compiled = self._compiled_outputs("stages", self.stages_, k, masked)
+        if compiled is not None:
+            return compiled[:, 0]
         return self.stages_[k - 1].predict(masked, num_threads=resolve_n_jobs(self.n_jobs, len(masked)))
 
     def _gap(self, k: int, masked: np.ndarray) -> np.ndarray:
         """Stage k's predicted gap to the last stage's prediction, of rows at stage k (their ``masked`` values)."""
         if k == 0:
             return np.full(len(masked), self.gap0_)
+        compiled = self._compiled_outputs("gaps", self.gaps_, k, masked)
+        if compiled is not None:
+            return compiled[:, 0]
         return self.gaps_[k - 1].predict(masked, num_threads=resolve_n_jobs(self.n_jobs, len(masked)))
 
     def _settled(self, gap: np.ndarray) -> np.ndarray:
@@ -429,6 +437,8 @@ class StagedAcquisitionRegressor(StageLadder, BudgetedEstimator, RegressorMixin,
         self.mean_, self.scale_, self.gap0_ = float(state["mean"]), float(state["scale"]), float(state["gap0"])
         self.stages_ = [saved.booster(folder, manifest, f"stage_{k}") for k in range(1, len(self.stage_units_))]
         self.gaps_ = [saved.booster(folder, manifest, f"gap_{k}") for k in range(1, len(self.stages_))]
+        self._compile("stages", self.stages_, [self.mean_])
+        self._compile("gaps", self.gaps_, [self.gap0_])
 
 
 def _targets(y, n: int, name: str) -> np.ndarray:

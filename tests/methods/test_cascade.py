@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from references import reference_costs
+from references import compiled_stages_predict_as_lightgbm, reference_costs
 
 from lightgbm_cegb import CEGBError, FeatureCosts, LazyPredictor
 from lightgbm_cegb.core.errors import RoundsWarning
@@ -164,6 +164,13 @@ def test_lazy_serving_fetches_per_stage_for_the_documents_that_go_on():
     assert not np.array_equal(model.predict(X), expected.score)
     with pytest.raises(CEGBError, match=r"predicts with 'predict' with \['group'\], got 'predict_proba'"):
         lazy.acquire(np.full(X.shape, np.nan), method="predict_proba", group=group)
+
+
+@settings(max_examples=6, deadline=None, derandomize=True)
+@given(st.integers(0, 10_000))
+def test_the_compiled_stages_score_as_lightgbm_to_the_bit(seed):
+    model, X, _, _, _, rng = fitted(seed)
+    compiled_stages_predict_as_lightgbm(model, "stages", model.stages_, model._stage_score, X, rng)
 
 
 def test_save_and_load(tmp_path):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from references import compiled_serves_as_policy_run, reference_costs
+from references import compiled_serves_as_policy_run, on_thresholds, reference_costs
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from lightgbm_cegb import CEGBError, FeatureCosts, LazyPredictor
@@ -136,25 +136,6 @@ def lightgbm_ladder(model: StagedAcquisitionClassifier, X: np.ndarray) -> np.nda
     return proba
 
 
-def on_thresholds(model: StagedAcquisitionClassifier, X: np.ndarray, rng) -> np.ndarray:
-    """X with one value of each row moved onto a split threshold of some stage, or to a neighbouring double."""
-    splits = [(int(f), float(t)) for booster in model.stages_ for tree in booster.dump_model()["tree_info"]
-              for f, t in _splits(tree["tree_structure"])]
-    Z = X.copy()
-    if splits:
-        for i in range(len(Z)):
-            f, t = splits[int(rng.integers(len(splits)))]
-            Z[i, f] = [np.nextafter(t, -np.inf), t, np.nextafter(t, np.inf)][int(rng.integers(3))]
-    return Z
-
-
-def _splits(node: dict):
-    if "split_feature" in node:
-        yield node["split_feature"], node["threshold"]
-        yield from _splits(node["left_child"])
-        yield from _splits(node["right_child"])
-
-
 @settings(max_examples=12, deadline=None, derandomize=True)
 @given(st.integers(0, 10_000), st.sampled_from([0.0, 0.05, 0.2, 0.5]), st.sampled_from([None, 4.0]))
 def test_the_compiled_stages_predict_as_lightgbm_to_the_bit(seed, tradeoff, max_cost):
@@ -164,7 +145,7 @@ def test_the_compiled_stages_predict_as_lightgbm_to_the_bit(seed, tradeoff, max_
     X, y, costs, rng = random_case(seed)
     model = StagedAcquisitionClassifier(feature_costs=costs, stages=6, n_estimators=30, random_state=seed,
                                         tradeoff=tradeoff, max_cost=max_cost).fit(X, y)
-    Z = np.vstack([X, on_thresholds(model, X, rng)])
+    Z = np.vstack([X, on_thresholds(model.stages_, X, rng)])
     expected = lightgbm_ladder(model, Z)
     for n_jobs in (1, 2):
         model.set_params(n_jobs=n_jobs)

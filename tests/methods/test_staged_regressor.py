@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from references import reference_costs
+from references import compiled_stages_predict_as_lightgbm, reference_costs
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from lightgbm_cegb import CEGBError, FeatureCosts, LazyPredictor
@@ -136,6 +136,14 @@ def test_lazy_serving_fetches_the_stages_units_and_predicts_as_the_model():
     assert len(pairs) == len(set(pairs))
     with pytest.raises(CEGBError, match=r"predicts with 'predict' with no arguments, got 'predict_proba'"):
         lazy.acquire(np.full(X.shape, np.nan), method="predict_proba")
+
+
+@settings(max_examples=6, deadline=None, derandomize=True)
+@given(st.integers(0, 10_000))
+def test_the_compiled_stages_and_gaps_predict_as_lightgbm_to_the_bit(seed):
+    model, X, _, _, rng = fitted(seed)
+    compiled_stages_predict_as_lightgbm(model, "stages", model.stages_, model._stage_prediction, X, rng)
+    compiled_stages_predict_as_lightgbm(model, "gaps", model.gaps_, model._gap, X, rng)
 
 
 def test_save_and_load(tmp_path):
