@@ -299,20 +299,22 @@ def compiled_serves_as_policy_run(model, rows: np.ndarray, costs, rng, errors: s
     failing = int(rng.integers(rows.shape[1])) if errors == "partial" or rng.random() < 0.5 else None
     members = {name: list(m) for name, m in (costs.groups or {}).items()}
     calls: list = []
+    first = 1000 if errors == "raise" else 0  # the row ids fetch is called with: given, or the rows' positions
 
     def fetch(key, ids):
         calls.append((key, list(ids)))
-        if (key == failing or (key in members and failing in members[key])) and 3 in ids:
+        at = np.asarray(ids) - first
+        if (key == failing or (key in members and failing in members[key])) and 3 in at:
             raise RuntimeError("store down")
-        return rows[np.ix_(ids, members[key])] if key in members else rows[ids, key]
+        return rows[np.ix_(at, members[key])] if key in members else rows[at, key]
 
     lazy = LazyPredictor(model, fetch, feature_keys="index", errors=errors)
     outcomes = []
     for compiled in (True, False):
         calls.clear()
         start = np.where(given, rows, np.nan)
-        run = lazy._run(start, given, None, {}) if compiled else \
-            PolicyModelRun(lazy, start.copy(), given.copy(), np.arange(len(rows)), {})
+        run = lazy._run(start, given, first + np.arange(len(rows)) if first else None, {}) if compiled else \
+            PolicyModelRun(lazy, start.copy(), given.copy(), first + np.arange(len(rows)), {})
         assert isinstance(run, CompiledPolicyRun) == compiled
         try:
             while requests := run.advance():

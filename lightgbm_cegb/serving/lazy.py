@@ -463,9 +463,10 @@ PruneResult, Forest or policy
     def _fetch_round(self, requests, run) -> list:
         """Outcome (values or the exception) of each request, retried as configured. With max_workers or a
         timeout, each call runs on a thread of its own (max_workers at a time), timed from its start: a call
-        that times out keeps its thread, never another call's. Without them, a RoutingRun's calls are made by its
-        LazyBatch, which stores a feature's float64 values at once (outcome STORED), unless the model reads a value
-        as missing (``Forest.missing_value``: RoutingRun.deliver maps it)."""
+        that times out keeps its thread, never another call's. Without them, the calls of a run that stores fetches
+        are made by its compiled batch (a RoutingRun's LazyBatch, unless the model reads a value as missing:
+        ``Forest.missing_value``, which RoutingRun.deliver maps; a CompiledPolicyRun's batch), which stores a
+        feature's float64 values at once (outcome STORED)."""
         outcomes: list = [None] * len(requests)
         pending = list(range(len(requests)))
         for attempt in range(self.retries + 1):

@@ -107,12 +107,13 @@ def policy_run(predictor, X, known, ids, kwargs: dict) -> PolicyModelRun | Compi
     num_features = len(predictor.keys)
     if X.ndim != 2 or X.shape[1] != num_features:
         raise CEGBError(f"X should have {num_features} columns, got shape {X.shape}")
+    positions = ids is None
     known, ids = _known_and_ids(X, known, ids)
     known = ~np.isnan(X) if known is None else known.copy()  # a fetched value becomes known
     batch_of = getattr(model, "__lightgbm_cegb_batch__", None)
     compiled = batch_of(X, known) if batch_of is not None and not kwargs else None
     if compiled is not None:
-        return CompiledPolicyRun(predictor, ids, *compiled)
+        return CompiledPolicyRun(predictor, ids, positions, *compiled)
     return PolicyModelRun(predictor, X, known, ids, kwargs)
 
 
@@ -200,8 +201,9 @@ class CompiledPolicyRun:
 
     stores_fetches = True  # fetch_round stores what it can
 
-    def __init__(self, predictor, ids: np.ndarray, batch, output) -> None:
+    def __init__(self, predictor, ids: np.ndarray, positions: bool, batch, output) -> None:
         self.predictor, self.ids, self.batch, self.output = predictor, ids, batch, output
+        self.fetch_ids = None if positions else ids  # None: fetch is called with the rows' positions
         self.status = np.full(batch.n, PENDING, dtype=np.int8)
         self.rounds = self.fetch_calls = 0
         self.failures: list[FetchFailure] = []
@@ -214,16 +216,21 @@ class CompiledPolicyRun:
             self.status[self.status == PENDING] = DONE
             return []
         self.rounds += 1
-        requests = [(self.unit_of[u], rows) for u, rows in wanted]
+        unit_of = self.unit_of
+        requests = [(unit_of[u], rows) for u, rows in wanted]
+        if len(requests) == 1:
+            return requests
         predictor = self.predictor
         if predictor._sorted:
             return predictor._in_order(requests, self.ids)
-        return sorted(requests, key=lambda request: predictor._unit_rank[request[0]])
+        rank = predictor._unit_rank
+        return sorted(requests, key=lambda request: rank[request[0]])
 
     def fetch_round(self, requests, fetch, keys) -> list | None:
         """Call fetch for each request, storing what it can (the batch's fetch_round)."""
         policy_unit = self.policy_unit
-        return self.batch.fetch_round(requests, [policy_unit[unit] for unit, _ in requests], fetch, keys, self.ids)
+        return self.batch.fetch_round(requests, [policy_unit[unit] for unit, _ in requests], fetch, keys,
+                                      self.fetch_ids)
 
     def deliver(self, requests, outcomes) -> None:
         """Store what each fetch returned (values given in X stay); then handle the failures. outcomes None: every
@@ -239,9 +246,9 @@ class CompiledPolicyRun:
 
     def finish(self, method: str, kwargs: dict) -> LazyResult:
         done = self.status == DONE
-        prediction = None
-        if done.any() or not len(done):
-            prediction = _spread(self.output(self.batch.proba, method)[done], done)
+        if done.all():
+            return self.result(self.output(self.batch.proba, method))
+        prediction = _spread(self.output(self.batch.proba, method)[done], done) if done.any() else None
         return self.result(prediction)
 
     def result(self, prediction) -> LazyResult:

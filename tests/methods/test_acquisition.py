@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from references import on_thresholds
+from references import compiled_serves_as_policy_run, on_thresholds
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from lightgbm_cegb import CEGBError, FeatureCosts
@@ -153,6 +153,26 @@ def test_the_compiled_classifier_predicts_as_lightgbm_to_the_bit(seed, policy_ro
     np.testing.assert_array_equal(model.prior_, model._proba(np.full((1, X.shape[1]), np.nan))[0])
     model.classifier_ = type(booster)(model_str=booster.model_to_string())  # not the compiled one
     np.testing.assert_array_equal(model._proba(Z), expected)
+
+
+@settings(max_examples=15, deadline=None, derandomize=True)
+@given(st.integers(0, 10_000), st.sampled_from([0.0, 0.003, 0.02]), st.sampled_from([None, 4.0]),
+       st.sampled_from(["accuracy", "entropy"]), st.sampled_from(["raise", "partial"]))
+def test_the_compiled_policy_serves_as_the_policy_run(seed, relative_tradeoff, max_cost, gain, errors):
+    """LazyPredictor serves an adaptive acquisition model on its compiled run (PolicyBatch) with the fetches,
+    payments, values, statuses and predictions of its policy run (PolicyRun driven by PolicyModelRun): both gains,
+    a cap, groups, split and tree costs, values given in X, failed fetches."""
+    X, y, costs, rng = random_case(seed)
+    costs = FeatureCosts.from_dict({**costs.to_dict(X.shape[1]), "split": float(rng.choice([0.0, 0.1])),
+                                    "tree": float(rng.choice([0.0, 0.01]))})
+    model = AdaptiveAcquisitionClassifier(feature_costs=costs, n_masks=4, n_estimators=30, random_state=seed,
+                                          gain=gain).fit(X, y)
+    scale = model.first_value() if (model.unit_cost_ > 0).any() else 1.0
+    model.set_params(tradeoff=relative_tradeoff * scale, max_cost=max_cost)
+    compiled_serves_as_policy_run(model, X[:40], costs, rng, errors)
+    # predict_proba runs the compiled policy on every value given: predict_result's probabilities, to the bit
+    np.testing.assert_array_equal(model.predict_proba(X), model.predict_result(X).proba)
+    np.testing.assert_array_equal(model.predict(X[:1]), model.classes_[model.predict_result(X[:1]).proba.argmax(1)])
 
 
 def test_rows_are_independent_of_their_batch():
