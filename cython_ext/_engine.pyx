@@ -1440,6 +1440,20 @@ cdef object fetch_into(object batch, const int64* unit_offset, Py_ssize_t num_un
     return None if every else outcomes
 
 
+cdef tuple batch_arrays(X, known, Py_ssize_t F):
+    """A batch's X (float64) and known (uint8) as C-contiguous arrays of F columns: the arrays themselves when they are
+    so (a bool known viewed as uint8; the batch writes fetched values into them), else copies."""
+    cdef cnp.ndarray X_ = np.require(X, dtype=np.float64, requirements=("C", "W"))
+    if X_.ndim != 2 or X_.shape[1] != F:
+        raise ValueError(f"X should have {F} columns, got shape {np.shape(X_)}")
+    known = np.require(known, requirements=("C", "W"))
+    cdef cnp.ndarray known_ = known.view(np.uint8) if known.dtype == np.bool_ else \
+        np.require(known, dtype=np.uint8, requirements=("C", "W"))
+    if known_.ndim != 2 or known_.shape[0] != X_.shape[0] or known_.shape[1] != F:
+        raise ValueError(f"known should have X's shape {np.shape(X_)}, got {np.shape(known_)}")
+    return X_, known_
+
+
 cdef class LadderPlan:
     """What every lazy run of one staged model shares (LadderBatch): its StageStack; the policy units (unit u's columns:
     member[unit_offset[u]:unit_offset[u + 1]]) and the ladder (stage k + 1 buys the units
@@ -1510,7 +1524,8 @@ cdef class LadderBatch:
     """One batch of rows climbing a LadderPlan's stages lazily (lightgbm_cegb/serving/runs.py's LadderModelRun), with
     what a row knows, its stage and probabilities, and what it has paid.
 
-    Each advance() first moves the rows that bought their next stage's units to it (its probabilities, and its split
+    X and known become the batch's (it writes the fetched values into them; see batch_arrays). Each advance() first
+    moves the rows that bought their next stage's units to it (its probabilities, and its split
     and tree costs when the plan prices them: the split costs of the nodes passed, added from 0.0, plus tree_cost per
     tree, as prediction_cost prices one evaluation), then keeps climbing the rows whose top probability is below
     threshold, up to stage last: a unit whose every column a row knows (given in X, or fetched) is handed to it
@@ -1544,13 +1559,9 @@ cdef class LadderBatch:
     def __cinit__(self, LadderPlan plan, X, known, float64 threshold, Py_ssize_t last, int num_threads):
         cdef StageStack stack = plan.stack
         cdef Py_ssize_t F = stack.num_features
-        cdef cnp.ndarray X_ = np.array(X, dtype=np.float64, order="C", copy=True)
-        if X_.ndim != 2 or X_.shape[1] != F:
-            raise ValueError(f"X should have {F} columns, got shape {np.shape(X_)}")
+        cdef cnp.ndarray X_, known_
+        X_, known_ = batch_arrays(X, known, F)
         cdef Py_ssize_t n = X_.shape[0]
-        cdef cnp.ndarray known_ = np.array(known, dtype=np.uint8, order="C", copy=True)
-        if known_.size != n * F:
-            raise ValueError(f"known should have X's shape {np.shape(X_)}")
         if not 0 <= last < stack.num_stages:
             raise ValueError(f"stage {last} is not one of the {stack.num_stages} stages")
         self.plan, self.stack, self.threshold, self.last, self.F, self.n = plan, stack, threshold, last, F, n
@@ -1840,7 +1851,7 @@ cdef class PolicyPlan:
 cdef class PolicyBatch:
     """One batch of rows through an adaptive acquisition's policy (lightgbm_cegb/serving/runs.py's LadderModelRun, as
     methods.acquisition.PolicyRun runs it), with what a row knows, what it bought and holds, its probabilities and
-    what it has paid.
+    what it has paid. X and known become the batch's (it writes the fetched values into them; see batch_arrays).
 
     At step s, each row still going buys the unit of the largest value (its gain for the row's probabilities, the
     information gain with entropy, else the accuracy gain, per unit of price; a free unit's is infinite when it gains something, else 0; a unit bought, or
@@ -1880,13 +1891,9 @@ cdef class PolicyBatch:
                   int num_threads):
         cdef StageStack stack = plan.stack
         cdef Py_ssize_t F = stack.num_features, i, j
-        cdef cnp.ndarray X_ = np.array(X, dtype=np.float64, order="C", copy=True)
-        if X_.ndim != 2 or X_.shape[1] != F:
-            raise ValueError(f"X should have {F} columns, got shape {np.shape(X_)}")
+        cdef cnp.ndarray X_, known_
+        X_, known_ = batch_arrays(X, known, F)
         cdef Py_ssize_t n = X_.shape[0]
-        cdef cnp.ndarray known_ = np.array(known, dtype=np.uint8, order="C", copy=True)
-        if known_.size != n * F:
-            raise ValueError(f"known should have X's shape {np.shape(X_)}")
         cdef cnp.ndarray prior_ = owned(prior, np.float64, stack.num_class)
         self.plan, self.stack, self.tradeoff, self.cap, self.F, self.n = plan, stack, tradeoff, cap, F, n
         self.entropy, self.threads = entropy, max(num_threads, 1)

@@ -668,7 +668,7 @@ class AdaptiveAcquisitionClassifier(PolicyClassifier):
             The probabilities of the classes of ``classes_``.
         """
         X = np.ascontiguousarray(self._checked_rows(X), dtype=np.float64)
-        compiled = self.__lightgbm_cegb_batch__(X, np.ones(X.shape, dtype=bool))
+        compiled = self.__lightgbm_cegb_batch__(X.copy(), np.ones(X.shape, dtype=bool))  # a batch writes into its X
         if compiled is None:
             return super().predict_proba(X)
         batch = compiled[0]
@@ -678,7 +678,8 @@ class AdaptiveAcquisitionClassifier(PolicyClassifier):
     def __lightgbm_cegb_batch__(self, X: np.ndarray, known: np.ndarray) -> tuple[PolicyBatch, Callable] | None:
         """A compiled run of the policy for rows ``X`` whose values ``known`` marks (how ``LazyPredictor`` serves the
         model, to the same purchases, payments and predictions as its policy run): (the run, ``output(proba,
-        method)``); None where the classifier is not compiled."""
+        method)``); None where the classifier is not compiled. The run writes the values it is given into X and known
+        (pass copies)."""
         self._check_fitted()
         self._check_policy()
         cached = getattr(self, "_compiled", None)

@@ -249,7 +249,8 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
     def __lightgbm_cegb_batch__(self, X: np.ndarray, known: np.ndarray) -> tuple[LadderBatch, Callable] | None:
         """A compiled lazy run of rows ``X`` whose values ``known`` marks (how ``LazyPredictor`` serves the model, to
         the same predictions, payments and fetches as its policy run): (the run, ``output(proba, method)``); None
-        where the stages are not compiled (see ``_stack``)."""
+        where the stages are not compiled (see ``_stack``). The run writes the values it is given into X and known
+        (pass copies)."""
         self._check_fitted()
         self._check_policy()
         stack = self._stack()
