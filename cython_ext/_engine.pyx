@@ -917,9 +917,11 @@ cdef class LazyBatch:
 
 
 cdef inline void route_rows(const Ensemble* e, int64 t, const Node* tree_nodes, const float64* X, Py_ssize_t n_cols,
-                            Py_ssize_t start, Py_ssize_t stop, int32* out, Py_ssize_t stride) noexcept nogil:
-    """Rows [start, stop) of X through tree t from its root: out[i * stride] = the leaf row i reaches; LANES rows
-    at a time, each one node per step (lane_child)."""
+                            Py_ssize_t start, Py_ssize_t stop, int32* out, Py_ssize_t stride,
+                            const float64* split=NULL, float64* cost=NULL) noexcept nogil:
+    """Rows [start, stop) of X through tree t (which has a split) from its root: out[i * stride] = the leaf row i
+    reaches; LANES rows at a time, each one node per step (lane_child). With split, cost[i] += split[f] for each node
+    row i passes, in path order."""
     cdef int32 node[LANES]
     cdef const float64* x[LANES]
     cdef Py_ssize_t i, k, m
@@ -937,6 +939,8 @@ cdef inline void route_rows(const Ensemble* e, int64 t, const Node* tree_nodes, 
                 if node[k] < 0:
                     continue
                 nd = tree_nodes + node[k]
+                if split != NULL:
+                    cost[i + k] += split[nd.feature]
                 node[k] = lane_child(e, t, nd, x[k][nd.feature])
                 moving = True
         for k in range(m):
@@ -1330,22 +1334,17 @@ cdef class StageStack:
                      const Py_ssize_t* rows, float64* out, const float64* split=NULL, float64* spent=NULL) noexcept nogil:
         """0, or -1 when the block's memory could not be had (out untouched). Stage k's probabilities of rows [start, stop) (at most BLOCK: of X's rows, or rows[start:stop] when rows is
         not NULL) into out (row i's at out[i * num_class]). The rows' values are copied into a block first, a column
-        that reads does not mark as NaN (reads NULL: X as it is); then tree by tree, LANES rows at a time as
-        route_rows, each tree's output added to its class's score. With split, spent[i] becomes the split costs of
+        that reads does not mark as NaN (reads NULL: X as it is); then tree by tree through route_rows, each tree's
+        output added to its class's score. With split, spent[i] becomes the split costs of
         the nodes row i passes, added from 0.0 tree by tree in path order (as FlatEnsemble.cost adds them)."""
         cdef const Ensemble* e = self.ens[k - 1]
         cdef const int64* leaf_offset = self.leaf_offset[k - 1]
         cdef const float64* leaf_value = self.leaf_value[k - 1]
         cdef Py_ssize_t F = self.num_features, C = self.num_class, tpi = 1 if C <= 2 else C, n = stop - start
-        cdef Py_ssize_t i, j, m, lane, c, f, cls = 0
+        cdef Py_ssize_t i, j, c, f, cls = 0
         cdef int64 t
-        cdef int32 root
-        cdef int32 node[LANES]
-        cdef const float64* x[LANES]
+        cdef int32 leaf[BLOCK]
         cdef float64* o
-        cdef const Node* tree_nodes
-        cdef const Node* nd
-        cdef bint moving
         cdef float64 wmax, wsum
         # the block's values, then its scores (tpi per row), then its split costs
         cdef float64* block = <float64*> malloc(max(n, 1) * (F + tpi + 1) * sizeof(float64))
@@ -1361,26 +1360,12 @@ cdef class StageStack:
                 score[j * tpi + c] = 0.0
             cost[j] = 0.0
         for t in range(self.num_trees[k - 1]):
-            tree_nodes = e.nodes + e.node_offset[t]
-            root = 0 if e.node_offset[t + 1] > e.node_offset[t] else ~0
-            for j in range(0, n, LANES):
-                m = min(<Py_ssize_t> LANES, n - j)
-                for lane in range(m):
-                    x[lane] = block + (j + lane) * F
-                    node[lane] = root
-                moving = True
-                while moving:
-                    moving = False
-                    for lane in range(m):
-                        if node[lane] < 0:
-                            continue
-                        nd = tree_nodes + node[lane]
-                        if split != NULL:
-                            cost[j + lane] += split[nd.feature]
-                        node[lane] = lane_child(e, t, nd, x[lane][nd.feature])
-                        moving = True
-                for lane in range(m):
-                    score[(j + lane) * tpi + cls] += leaf_value[leaf_offset[t] + ~node[lane]]
+            if e.node_offset[t + 1] > e.node_offset[t]:
+                route_rows(e, t, e.nodes + e.node_offset[t], block, F, 0, n, leaf, 1, split, cost)
+            else:  # a tree without splits: leaf 0
+                memset(leaf, 0, n * sizeof(int32))
+            for j in range(n):
+                score[j * tpi + cls] += leaf_value[leaf_offset[t] + leaf[j]]
             cls += 1
             if cls == tpi:
                 cls = 0
@@ -1409,37 +1394,6 @@ cdef class StageStack:
         return 0
 
 
-cdef object fetch_into(object batch, const int64* unit_offset, Py_ssize_t num_units, list requests, list units, fetch,
-                       list keys, ids):
-    """LadderBatch's and PolicyBatch's fetch_round: ``batch.deliver`` takes the values it can store at once."""
-    cdef Py_ssize_t j
-    cdef int64 unit
-    cdef cnp.ndarray array
-    cdef bint every = True
-    outcomes = [None] * len(requests)
-    for j in range(len(requests)):
-        key, rows = requests[j]
-        unit = units[j]
-        try:
-            values = fetch(keys[key], rows if ids is None else ids[rows])
-        except Exception as exc:  # the user's fetch: the caller reports it with its key and rows
-            outcomes[j] = exc
-            every = False
-            continue
-        if type(values) is np.ndarray and 0 <= unit < num_units \
-                and unit_offset[unit + 1] - unit_offset[unit] == 1:
-            array = values
-            if (cnp.PyArray_TYPE(array) == cnp.NPY_DOUBLE and cnp.PyArray_NDIM(array) == 1
-                    and cnp.PyArray_DIM(array, 0) == len(rows) and cnp.PyArray_ISCARRAY_RO(array)
-                    and cnp.PyArray_ISNOTSWAPPED(array)):
-                batch.deliver(unit, rows, array)
-                outcomes[j] = STORED
-                continue
-        outcomes[j] = values
-        every = False
-    return None if every else outcomes
-
-
 cdef tuple batch_arrays(X, known, Py_ssize_t F):
     """A batch's X (float64) and known (uint8) as C-contiguous arrays of F columns: the arrays themselves when they are
     so (a bool known viewed as uint8; the batch writes fetched values into them), else copies."""
@@ -1454,18 +1408,15 @@ cdef tuple batch_arrays(X, known, Py_ssize_t F):
     return X_, known_
 
 
-cdef class LadderPlan:
-    """What every lazy run of one staged model shares (LadderBatch): its StageStack; the policy units (unit u's columns:
-    member[unit_offset[u]:unit_offset[u + 1]]) and the ladder (stage k + 1 buys the units
-    order[stage_units[k]:stage_units[k + 1]]); the costs (each feature's lazy and split cost and group, -1 for none,
-    each group's lazy cost, the cost of a tree). Every index is checked here, once."""
+cdef class UnitPlan:
+    """What every compiled run of one acquisition model shares (LadderPlan, PolicyPlan): its StageStack, the policy
+    units (unit u's columns: member[unit_offset[u]:unit_offset[u + 1]]) and the costs (each feature's lazy and split
+    cost and group, -1 for none, each group's lazy cost, the cost of a tree). Every index is checked here, once."""
 
     cdef StageStack stack
-    cdef object keep
+    cdef object keep, source  # source: the constructor's arguments, for __reduce__
     cdef const int64* unit_offset
     cdef const int64* member
-    cdef const int64* stage_units
-    cdef const int64* order
     cdef const float64* lazy
     cdef const int32* group_of
     cdef const float64* group_lazy
@@ -1473,23 +1424,19 @@ cdef class LadderPlan:
     cdef float64 tree_cost
     cdef bint costs  # a split or a tree costs something: the evaluations are priced
     cdef Py_ssize_t F, G, U
-    cdef object source  # the constructor's arguments, for __reduce__
 
-    def __cinit__(self, StageStack stack, unit_offset, member, stage_units, order, lazy, group_of, group_lazy, split,
-                  float64 tree_cost):
-        self.source = (stack, unit_offset, member, stage_units, order, lazy, group_of, group_lazy, split, tree_cost)
+    cdef void _units_and_costs(self, StageStack stack, unit_offset, member, lazy, group_of, group_lazy, split,
+                               float64 tree_cost) except *:
+        """The subclass's constructor's common part: the units and the costs, checked."""
         cdef Py_ssize_t F = stack.num_features, k, U
         cdef cnp.ndarray offset_ = np.ascontiguousarray(unit_offset, dtype=np.int64)
         U = offset_.size - 1
         cdef cnp.ndarray member_ = np.ascontiguousarray(member, dtype=np.int64)
-        cdef cnp.ndarray stage_units_ = owned(stage_units, np.int64, stack.num_stages)
-        cdef cnp.ndarray order_ = np.ascontiguousarray(order, dtype=np.int64)
         cdef cnp.ndarray lazy_ = owned(lazy, np.float64, F), split_ = owned(split, np.float64, F)
         cdef cnp.ndarray group_of_ = owned(group_of, np.int32, F)
         cdef cnp.ndarray group_lazy_ = np.ascontiguousarray(group_lazy, dtype=np.float64)
-        self.keep = (offset_, member_, stage_units_, order_, lazy_, split_, group_of_, group_lazy_)
+        self.keep = (offset_, member_, lazy_, split_, group_of_, group_lazy_)
         self.unit_offset, self.member = <const int64*> data(offset_), <const int64*> data(member_)
-        self.stage_units, self.order = <const int64*> data(stage_units_), <const int64*> data(order_)
         self.lazy, self.split = <const float64*> data(lazy_), <const float64*> data(split_)
         self.group_of, self.group_lazy = <const int32*> data(group_of_), <const float64*> data(group_lazy_)
         self.stack, self.tree_cost, self.F, self.G, self.U = stack, tree_cost, F, group_lazy_.size, U
@@ -1501,14 +1448,6 @@ cdef class LadderPlan:
         for k in range(member_.size):
             if not 0 <= self.member[k] < F:
                 raise ValueError(f"unit member {self.member[k]} is not one of the {F} features")
-        for k in range(order_.size):
-            if not 0 <= self.order[k] < U:
-                raise ValueError(f"order's unit {self.order[k]} is not one of the {U} units")
-        if self.stage_units[0] != 0 or self.stage_units[stack.num_stages - 1] > order_.size:
-            raise ValueError(f"stage_units should rise from 0 to at most the {order_.size} units of order")
-        for k in range(1, stack.num_stages):
-            if self.stage_units[k] < self.stage_units[k - 1]:
-                raise ValueError("stage_units should rise")
         self.costs = tree_cost != 0
         for k in range(F):
             if not -1 <= self.group_of[k] < self.G:
@@ -1517,70 +1456,199 @@ cdef class LadderPlan:
 
     def __reduce__(self):
         """Pickled as its arguments (it holds pointers into them)."""
-        return LadderPlan, self.source
+        return type(self), self.source
 
 
-cdef class LadderBatch:
-    """One batch of rows climbing a LadderPlan's stages lazily (lightgbm_cegb/serving/runs.py's LadderModelRun), with
-    what a row knows, its stage and probabilities, and what it has paid.
+cdef class LadderPlan(UnitPlan):
+    """What every lazy run of one staged model shares (LadderBatch): a UnitPlan and the ladder (stage k + 1 buys the
+    units order[stage_units[k]:stage_units[k + 1]])."""
 
-    X and known become the batch's (it writes the fetched values into them; see batch_arrays). Each advance() first
-    moves the rows that bought their next stage's units to it (its probabilities, and its split
-    and tree costs when the plan prices them: the split costs of the nodes passed, added from 0.0, plus tree_cost per
-    tree, as prediction_cost prices one evaluation), then keeps climbing the rows whose top probability is below
-    threshold, up to stage last: a unit whose every column a row knows (given in X, or fetched) is handed to it
-    unfetched and unpaid, the others are the round's requests [(unit, rows int64[...])] in the stage's unit order
-    (none: those rows move at once). deliver() stores what a fetch of a unit returned (a value given in X stays; any
-    NaN is a missing value) and charges each row the unit's lazy costs, each feature's and its group's once, in the
-    unit's column order (CostState.pay's arithmetic); fetch_round() calls fetch and stores what it can itself; drop()
-    takes rows off the climb where they stand. Every row index given is checked."""
+    cdef const int64* stage_units
+    cdef const int64* order
 
-    cdef LadderPlan plan
+    def __cinit__(self, StageStack stack, unit_offset, member, stage_units, order, lazy, group_of, group_lazy, split,
+                  float64 tree_cost):
+        self.source = (stack, unit_offset, member, stage_units, order, lazy, group_of, group_lazy, split, tree_cost)
+        self._units_and_costs(stack, unit_offset, member, lazy, group_of, group_lazy, split, tree_cost)
+        cdef cnp.ndarray stage_units_ = owned(stage_units, np.int64, stack.num_stages)
+        cdef cnp.ndarray order_ = np.ascontiguousarray(order, dtype=np.int64)
+        self.keep += (stage_units_, order_)
+        self.stage_units, self.order = <const int64*> data(stage_units_), <const int64*> data(order_)
+        cdef Py_ssize_t k
+        for k in range(order_.size):
+            if not 0 <= self.order[k] < self.U:
+                raise ValueError(f"order's unit {self.order[k]} is not one of the {self.U} units")
+        if self.stage_units[0] != 0 or self.stage_units[stack.num_stages - 1] > order_.size:
+            raise ValueError(f"stage_units should rise from 0 to at most the {order_.size} units of order")
+        for k in range(1, stack.num_stages):
+            if self.stage_units[k] < self.stage_units[k - 1]:
+                raise ValueError("stage_units should rise")
+
+
+cdef class UnitBatch:
+    """What a compiled run keeps of its batch of rows (LadderBatch, PolicyBatch): X and known (the batch's own: it writes
+    the fetched values into them, see batch_arrays), which values were fetched, each row's probabilities (its stage's
+    or the policy classifier's) and what it has paid (lazy costs per feature and group; split and tree costs).
+
+    deliver() stores what a fetch of a unit returned for some rows (a value given in X stays; any NaN is a missing
+    value) and tells the subclass each row bought the unit (_bought: by default, the unit's lazy costs are charged,
+    each feature's and its group's once, in the unit's column order: CostState.pay's arithmetic); fetch_round() calls
+    fetch and stores what it can itself. Every row index given is checked."""
+
+    cdef UnitPlan units
     cdef StageStack stack
-    cdef readonly object X, known, fetched, stage, proba, acquisition, evaluation
-    cdef object paid_, spent_, climbing_, dropped_
+    cdef readonly object X, known, fetched, proba, acquisition, evaluation
+    cdef object paid_, cost_
     cdef float64* x
     cdef uint8* kn
     cdef uint8* fe
     cdef uint8* paid
-    cdef int64* stg
     cdef float64* pr
     cdef float64* acq
     cdef float64* ev
-    cdef float64* spent
-    cdef Py_ssize_t* climbing
-    cdef uint8* dropped
-    cdef float64 threshold
+    cdef float64* cost  # a row's split costs in one evaluation
     cdef readonly Py_ssize_t n
-    cdef Py_ssize_t F, last, m
-    cdef bint bought  # the climbing rows were given their next stage's units: they move at the next advance
+    cdef Py_ssize_t F
     cdef int threads
 
-    def __cinit__(self, LadderPlan plan, X, known, float64 threshold, Py_ssize_t last, int num_threads):
-        cdef StageStack stack = plan.stack
-        cdef Py_ssize_t F = stack.num_features
+    cdef void _start(self, UnitPlan units, X, known, prior, int num_threads) except *:
+        """The subclass's constructor's common part: the rows' arrays, every row at ``prior``'s probabilities."""
+        cdef StageStack stack = units.stack
+        cdef Py_ssize_t F = units.F
         cdef cnp.ndarray X_, known_
         X_, known_ = batch_arrays(X, known, F)
         cdef Py_ssize_t n = X_.shape[0]
-        if not 0 <= last < stack.num_stages:
-            raise ValueError(f"stage {last} is not one of the {stack.num_stages} stages")
-        self.plan, self.stack, self.threshold, self.last, self.F, self.n = plan, stack, threshold, last, F, n
-        self.threads = max(num_threads, 1)
+        self.units, self.stack, self.F, self.n, self.threads = units, stack, F, n, max(num_threads, 1)
         self.X, self.known = X_, known_
         self.fetched = np.zeros((n, F), dtype=np.uint8)
-        self.stage = np.zeros(n, dtype=np.int64)
         self.proba = np.empty((n, stack.num_class), dtype=np.float64)
-        self.proba[:] = stack.keep[0]
+        self.proba[:] = owned(prior, np.float64, stack.num_class)
         self.acquisition = np.zeros(n, dtype=np.float64)
         self.evaluation = np.zeros(n, dtype=np.float64)
-        self.paid_ = np.zeros((n, F + plan.G), dtype=np.uint8)
-        self.spent_ = np.zeros(n, dtype=np.float64)
+        self.paid_ = np.zeros((n, F + units.G), dtype=np.uint8)
+        self.cost_ = np.zeros(n, dtype=np.float64)
+        self.x, self.kn, self.fe = <float64*> data(X_), <uint8*> data(known_), <uint8*> data(self.fetched)
+        self.pr, self.paid = <float64*> data(self.proba), <uint8*> data(self.paid_)
+        self.acq, self.ev = <float64*> data(self.acquisition), <float64*> data(self.evaluation)
+        self.cost = <float64*> data(self.cost_)
+
+    cdef void _bought(self, Py_ssize_t unit, Py_ssize_t i) noexcept nogil:
+        """Row i bought ``unit`` by a fetch (its values stored): charged for it."""
+        self._pay(unit, i)
+
+    cdef void _pay(self, Py_ssize_t unit, Py_ssize_t i) noexcept nogil:
+        """Row i is charged ``unit``'s lazy costs: each feature's and its group's once, in the unit's column order."""
+        cdef Py_ssize_t F = self.F, W = self.F + self.units.G, b, f, g
+        for b in range(self.units.unit_offset[unit], self.units.unit_offset[unit + 1]):
+            f = self.units.member[b]
+            if not self.paid[i * W + f]:
+                self.paid[i * W + f] = 1
+                self.acq[i] += self.units.lazy[f]
+                g = self.units.group_of[f]
+                if g >= 0 and not self.paid[i * W + F + g]:
+                    self.paid[i * W + F + g] = 1
+                    self.acq[i] += self.units.group_lazy[g]
+
+    def fetch_round(self, list requests, list units, fetch, list keys, ids):
+        """Call fetch(keys[key], row ids) for each request (key, rows) of a round in turn (row ids: ids[rows], or rows
+        when ids is None), whose policy unit is units[j]. Values of a one-column unit returned as a C-contiguous
+        float64 array of one value per row are stored at once, as deliver stores them; anything else (a group's
+        values, other types, the exception fetch raised) is left to the caller. Returns each call's outcome, STORED
+        for those stored; None when every call's values were stored."""
+        cdef const int64* unit_offset = self.units.unit_offset
+        cdef Py_ssize_t num_units = self.units.U
+        cdef Py_ssize_t j
+        cdef int64 unit
+        cdef cnp.ndarray array
+        cdef bint every = True
+        outcomes = [None] * len(requests)
+        for j in range(len(requests)):
+            key, rows = requests[j]
+            unit = units[j]
+            try:
+                values = fetch(keys[key], rows if ids is None else ids[rows])
+            except Exception as exc:  # the user's fetch: the caller reports it with its key and rows
+                outcomes[j] = exc
+                every = False
+                continue
+            if type(values) is np.ndarray and 0 <= unit < num_units \
+                    and unit_offset[unit + 1] - unit_offset[unit] == 1:
+                array = values
+                if (cnp.PyArray_TYPE(array) == cnp.NPY_DOUBLE and cnp.PyArray_NDIM(array) == 1
+                        and cnp.PyArray_DIM(array, 0) == len(rows) and cnp.PyArray_ISCARRAY_RO(array)
+                        and cnp.PyArray_ISNOTSWAPPED(array)):
+                    self.deliver(unit, rows, array)
+                    outcomes[j] = STORED
+                    continue
+            outcomes[j] = values
+            every = False
+        return None if every else outcomes
+
+    def deliver(self, int64 unit, rows, values):
+        """Rows ``rows`` bought ``unit``: values float64[len(rows), its columns] (see the class)."""
+        cdef UnitPlan units = self.units
+        if not 0 <= unit < units.U:
+            raise ValueError(f"unit {unit} is not one of the {units.U} units")
+        cdef cnp.ndarray r_ = np.ascontiguousarray(rows, dtype=np.int64).reshape(-1)
+        cdef Py_ssize_t width = units.unit_offset[unit + 1] - units.unit_offset[unit], m = r_.size, j, b, i, f
+        cdef cnp.ndarray v_ = np.ascontiguousarray(values, dtype=np.float64).reshape(-1)
+        if v_.size != m * width:
+            raise ValueError(f"{v_.size} values for {m} rows of width {width}")
+        cdef const int64* r = <const int64*> data(r_)
+        cdef const float64* v = <const float64*> data(v_)
+        cdef const int64* cols = units.member + units.unit_offset[unit]
+        cdef Py_ssize_t F = self.F
+        self._check_rows(r, m)
+        with nogil:
+            for j in range(m):
+                i = r[j]
+                for b in range(width):
+                    f = cols[b]
+                    if not self.kn[i * F + f]:
+                        self.x[i * F + f] = NAN if isnan(v[j * width + b]) else v[j * width + b]
+                        self.kn[i * F + f] = 1
+                        self.fe[i * F + f] = 1
+                self._bought(unit, i)
+
+    cdef void _check_rows(self, const int64* r, Py_ssize_t m) except *:
+        """A ValueError unless each of the m rows r is one of the batch's."""
+        cdef Py_ssize_t j
+        for j in range(m):
+            if not 0 <= r[j] < self.n:
+                raise ValueError(f"row {r[j]} is not one of the batch's {self.n}")
+
+
+cdef class LadderBatch(UnitBatch):
+    """One batch of rows climbing a LadderPlan's stages lazily (lightgbm_cegb/serving/runs.py's CompiledPolicyRun):
+    a UnitBatch, with each row's stage.
+
+    Each advance() first moves the rows that bought their next stage's units to it (its probabilities, and its split
+    and tree costs when the plan prices them: the split costs of the nodes passed, added from 0.0, plus tree_cost per
+    tree, as prediction_cost prices one evaluation), then keeps climbing the rows whose top probability is below
+    threshold, up to stage last: a unit whose every column a row knows (given in X, or fetched) is handed to it
+    unfetched and unpaid, the others are the round's requests [(unit, rows int64[...])] in the stage's unit order
+    (none: those rows move at once). drop() takes rows off the climb where they stand."""
+
+    cdef LadderPlan plan
+    cdef readonly object stage
+    cdef object climbing_, dropped_
+    cdef int64* stg
+    cdef Py_ssize_t* climbing
+    cdef uint8* dropped
+    cdef float64 threshold
+    cdef Py_ssize_t last, m
+    cdef bint bought  # the climbing rows were given their next stage's units: they move at the next advance
+
+    def __cinit__(self, LadderPlan plan, X, known, float64 threshold, Py_ssize_t last, int num_threads):
+        if not 0 <= last < plan.stack.num_stages:
+            raise ValueError(f"stage {last} is not one of the {plan.stack.num_stages} stages")
+        self._start(plan, X, known, plan.stack.keep[0], num_threads)
+        cdef Py_ssize_t n = self.n
+        self.plan, self.threshold, self.last = plan, threshold, last
+        self.stage = np.zeros(n, dtype=np.int64)
         self.climbing_ = np.arange(n, dtype=np.intp)
         self.dropped_ = np.zeros(n, dtype=np.uint8)
-        self.x, self.kn, self.fe = <float64*> data(X_), <uint8*> data(known_), <uint8*> data(self.fetched)
-        self.stg, self.pr = <int64*> data(self.stage), <float64*> data(self.proba)
-        self.acq, self.ev = <float64*> data(self.acquisition), <float64*> data(self.evaluation)
-        self.paid, self.spent = <uint8*> data(self.paid_), <float64*> data(self.spent_)
+        self.stg = <int64*> data(self.stage)
         self.climbing, self.dropped = <Py_ssize_t*> data(self.climbing_), <uint8*> data(self.dropped_)
         self.m, self.bought = n, False
 
@@ -1655,11 +1723,11 @@ cdef class LadderBatch:
             if self.threads == 1 or kept <= BLOCK:  # a block's rows through every tree, while they are in cache
                 for block in range(0, kept, BLOCK):
                     failed |= self.stack._stage(k, self.x, reads, block, min(block + BLOCK, kept), self.climbing,
-                                                self.pr, split, self.spent)
+                                                self.pr, split, self.cost)
             else:
                 for block in prange(0, kept, BLOCK, schedule="static", num_threads=self.threads):
                     failed |= self.stack._stage(k, self.x, reads, block, min(block + BLOCK, kept), self.climbing,
-                                                self.pr, split, self.spent)
+                                                self.pr, split, self.cost)
         if failed:  # some rows' probabilities are the next stage's, some not: the batch cannot go on
             self.m = 0
             raise MemoryError("LadderBatch: no memory for a block of rows")
@@ -1668,67 +1736,16 @@ cdef class LadderBatch:
                 i = self.climbing[j]
                 self.stg[i] = k
                 if costs:
-                    self.ev[i] += self.spent[i] + tree_cost * <float64> self.stack.num_trees[k - 1]
-
-    def fetch_round(self, list requests, list units, fetch, list keys, ids):
-        """Call fetch(keys[key], row ids) for each request (key, rows) of a round in turn (row ids: ids[rows], or rows
-        when ids is None), whose policy unit is units[j]. Values of a one-column unit returned as a C-contiguous
-        float64 array of one value per row are stored at once, as deliver stores them; anything else (a group's
-        values, other types, the exception fetch raised) is left to the caller. Returns each call's outcome, STORED
-        for those stored; None when every call's values were stored."""
-        return fetch_into(self, self.plan.unit_offset, self.plan.U, requests, units, fetch, keys, ids)
-
-    def deliver(self, int64 unit, rows, values):
-        """Rows ``rows`` bought ``unit``: values float64[len(rows), its columns] (see the class)."""
-        if not 0 <= unit < self.plan.U:
-            raise ValueError(f"unit {unit} is not one of the {self.plan.U} units")
-        cdef cnp.ndarray r_ = np.ascontiguousarray(rows, dtype=np.int64).reshape(-1)
-        cdef Py_ssize_t width = self.plan.unit_offset[unit + 1] - self.plan.unit_offset[unit], m = r_.size
-        cdef Py_ssize_t j, b, i, f, g
-        cdef cnp.ndarray v_ = np.ascontiguousarray(values, dtype=np.float64).reshape(-1)
-        if v_.size != m * width:
-            raise ValueError(f"{v_.size} values for {m} rows of width {width}")
-        cdef const int64* r = <const int64*> data(r_)
-        cdef const float64* v = <const float64*> data(v_)
-        cdef const int64* cols = self.plan.member + self.plan.unit_offset[unit]
-        cdef const float64* lazy = self.plan.lazy
-        cdef const int32* group_of = self.plan.group_of
-        cdef const float64* group_lazy = self.plan.group_lazy
-        cdef Py_ssize_t F = self.F, W = self.F + self.plan.G
-        for j in range(m):
-            if not 0 <= r[j] < self.n:
-                raise ValueError(f"row {r[j]} is not one of the batch's {self.n}")
-        with nogil:
-            for j in range(m):
-                i = r[j]
-                for b in range(width):
-                    f = cols[b]
-                    if not self.kn[i * F + f]:
-                        self.x[i * F + f] = NAN if isnan(v[j * width + b]) else v[j * width + b]
-                        self.kn[i * F + f] = 1
-                        self.fe[i * F + f] = 1
-                    if not self.paid[i * W + f]:
-                        self.paid[i * W + f] = 1
-                        self.acq[i] += lazy[f]
-                        g = group_of[f]
-                        if g >= 0 and not self.paid[i * W + F + g]:
-                            self.paid[i * W + F + g] = 1
-                            self.acq[i] += group_lazy[g]
+                    self.ev[i] += self.cost[i] + tree_cost * <float64> self.stack.num_trees[k - 1]
 
     def drop(self, rows):
         """Rows that cannot go on (a failed fetch) stay at the stage they reached."""
         cdef cnp.ndarray r_ = np.ascontiguousarray(rows, dtype=np.int64).reshape(-1)
         cdef const int64* r = <const int64*> data(r_)
         cdef Py_ssize_t j
+        self._check_rows(r, r_.size)
         for j in range(r_.size):
-            if not 0 <= r[j] < self.n:
-                raise ValueError(f"row {r[j]} is not one of the batch's {self.n}")
             self.dropped[r[j]] = 1
-
-    @property
-    def paid_features(self):
-        """uint8[n, F]: the features each row has paid."""
-        return self.paid_[:, :self.F]
 
 
 cdef void unit_gains(const float64* p, const float64* tables, Py_ssize_t num_units, Py_ssize_t num_class,
@@ -1784,140 +1801,74 @@ def gains(const float64[:, ::1] proba, const float64[:, :, ::1] tables, float64[
                    tolerance, &out[r, 0])
 
 
-cdef class PolicyPlan:
-    """What every run of one adaptive acquisition model shares (PolicyBatch): its classifier (stage 1 of a StageStack
-    that reads every column), the outcome tables (T[u, c, a], float64[num_units, num_class, num_outcomes]) and the
-    gain's tolerance, the policy units (unit u's columns:
-    member[unit_offset[u]:unit_offset[u + 1]]) and their prices, and the costs (as LadderPlan's). Every index is
-    checked here, once."""
+cdef class PolicyPlan(UnitPlan):
+    """What every run of one adaptive acquisition model shares (PolicyBatch): a UnitPlan whose StageStack's one stage is
+    the classifier (it reads every column), the outcome tables (T[u, c, a], float64[num_units, num_class,
+    num_outcomes]), the gain's tolerance and the units' prices."""
 
-    cdef StageStack stack
-    cdef object keep, source
     cdef const float64* tables
     cdef const float64* unit_cost
-    cdef const int64* unit_offset
-    cdef const int64* member
-    cdef const float64* lazy
-    cdef const int32* group_of
-    cdef const float64* group_lazy
-    cdef const float64* split
-    cdef float64 tree_cost, tolerance
-    cdef bint costs
-    cdef Py_ssize_t F, G, U, A
+    cdef float64 tolerance
+    cdef Py_ssize_t A
 
     def __cinit__(self, StageStack stack, tables, float64 tolerance, unit_cost, unit_offset, member, lazy, group_of,
                   group_lazy, split, float64 tree_cost):
         self.source = (stack, tables, tolerance, unit_cost, unit_offset, member, lazy, group_of, group_lazy, split,
                        tree_cost)
-        cdef Py_ssize_t F = stack.num_features, C = stack.num_class, k, U
         if stack.num_stages != 2:
             raise ValueError(f"the classifier should be the one stage of its StageStack, got {stack.num_stages - 1}")
-        cdef cnp.ndarray offset_ = np.ascontiguousarray(unit_offset, dtype=np.int64)
-        U = offset_.size - 1
+        self._units_and_costs(stack, unit_offset, member, lazy, group_of, group_lazy, split, tree_cost)
+        cdef Py_ssize_t U = self.U, C = stack.num_class
         cdef cnp.ndarray tables_ = np.ascontiguousarray(tables, dtype=np.float64)
         if tables_.ndim != 3 or tables_.shape[0] != U or tables_.shape[1] != C or tables_.shape[2] < 1:
             raise ValueError(f"tables should have shape ({U} units, {C} classes, outcomes), got {np.shape(tables_)}")
-        cdef cnp.ndarray member_ = np.ascontiguousarray(member, dtype=np.int64)
-        cdef cnp.ndarray unit_cost_ = owned(unit_cost, np.float64, max(U, 0))
-        cdef cnp.ndarray lazy_ = owned(lazy, np.float64, F), split_ = owned(split, np.float64, F)
-        cdef cnp.ndarray group_of_ = owned(group_of, np.int32, F)
-        cdef cnp.ndarray group_lazy_ = np.ascontiguousarray(group_lazy, dtype=np.float64)
-        self.keep = (offset_, tables_, member_, unit_cost_, lazy_, split_, group_of_, group_lazy_)
-        self.unit_offset, self.member = <const int64*> data(offset_), <const int64*> data(member_)
+        cdef cnp.ndarray unit_cost_ = owned(unit_cost, np.float64, U)
+        self.keep += (tables_, unit_cost_)
         self.tables, self.unit_cost = <const float64*> data(tables_), <const float64*> data(unit_cost_)
-        self.lazy, self.split = <const float64*> data(lazy_), <const float64*> data(split_)
-        self.group_of, self.group_lazy = <const int32*> data(group_of_), <const float64*> data(group_lazy_)
-        self.stack, self.tolerance, self.tree_cost = stack, tolerance, tree_cost
-        self.F, self.G, self.U, self.A = F, group_lazy_.size, U, tables_.shape[2]
-        if U < 0 or self.unit_offset[0] != 0 or self.unit_offset[U] != member_.size:
-            raise ValueError("unit offsets do not match the members")
-        for k in range(U):
-            if self.unit_offset[k + 1] < self.unit_offset[k]:
-                raise ValueError(f"unit {k}'s offsets decrease")
-        for k in range(member_.size):
-            if not 0 <= self.member[k] < F:
-                raise ValueError(f"unit member {self.member[k]} is not one of the {F} features")
-        self.costs = tree_cost != 0
-        for k in range(F):
-            if not -1 <= self.group_of[k] < self.G:
-                raise ValueError(f"feature {k}'s group {self.group_of[k]} is not one of the {self.G} groups")
-            self.costs = self.costs or self.split[k] != 0
-
-    def __reduce__(self):
-        """Pickled as its arguments (it holds pointers into them)."""
-        return PolicyPlan, self.source
+        self.tolerance, self.A = tolerance, tables_.shape[2]
 
 
-cdef class PolicyBatch:
-    """One batch of rows through an adaptive acquisition's policy (lightgbm_cegb/serving/runs.py's LadderModelRun, as
-    methods.acquisition.PolicyRun runs it), with what a row knows, what it bought and holds, its probabilities and
-    what it has paid. X and known become the batch's (it writes the fetched values into them; see batch_arrays).
+cdef class PolicyBatch(UnitBatch):
+    """One batch of rows through an adaptive acquisition's policy (lightgbm_cegb/serving/runs.py's CompiledPolicyRun, as
+    methods.acquisition.PolicyRun runs it): a UnitBatch, with what each row bought and holds.
 
     At step s, each row still going buys the unit of the largest value (its gain for the row's probabilities, the
-    information gain with entropy, else the accuracy gain, per unit of price; a free unit's is infinite when it gains something, else 0; a unit bought, or
-    whose price would take the row's spending over cap, is out; ties: the first unit) while that value is above
+    information gain with entropy, else the accuracy gain, per unit of price; a free unit's is infinite when it gains
+    something, else 0; a unit bought, or whose price would take the row's spending over cap, is out; ties: the first unit) while that value is above
     tradeoff, at most one unit per step and every unit once. advance() first moves the rows that received their
     unit (the classifier on what they hold: their probabilities, and one evaluation's split and tree costs when the
     plan prices them), then returns the step's requests [(unit, rows)], units rising, rows in the batch's order: a
     unit whose every column a row knows (given in X, or fetched) is handed to it unfetched and unpaid. deliver()
-    stores what a fetch returned and charges its lazy costs (as LadderBatch's); drop() takes rows out. Every row is
+    stores what a fetch returned and charges its lazy costs; drop() takes rows out. Every row is
     charged one evaluation of the classifier on nothing when the batch is made."""
 
     cdef PolicyPlan plan
-    cdef StageStack stack
-    cdef readonly object X, known, fetched, proba, acquisition, evaluation, held
-    cdef object paid_, spent_, bought_, cost_, active_, received_, values_
-    cdef float64* x
+    cdef readonly object held
+    cdef object spent_, bought_, active_, received_, values_
     cdef float64* xh
-    cdef uint8* kn
-    cdef uint8* fe
-    cdef uint8* paid
     cdef uint8* bought
     cdef uint8* received
     cdef float64* spent
-    cdef float64* pr
-    cdef float64* acq
-    cdef float64* ev
-    cdef float64* cost
     cdef float64* values
     cdef Py_ssize_t* active
     cdef float64 tradeoff, cap
-    cdef readonly Py_ssize_t n
-    cdef Py_ssize_t F, m, step
+    cdef Py_ssize_t m, step
     cdef bint moving, entropy
-    cdef int threads
 
     def __cinit__(self, PolicyPlan plan, X, known, prior, bint entropy, float64 tradeoff, float64 cap,
                   int num_threads):
-        cdef StageStack stack = plan.stack
-        cdef Py_ssize_t F = stack.num_features, i, j
-        cdef cnp.ndarray X_, known_
-        X_, known_ = batch_arrays(X, known, F)
-        cdef Py_ssize_t n = X_.shape[0]
-        cdef cnp.ndarray prior_ = owned(prior, np.float64, stack.num_class)
-        self.plan, self.stack, self.tradeoff, self.cap, self.F, self.n = plan, stack, tradeoff, cap, F, n
-        self.entropy, self.threads = entropy, max(num_threads, 1)
-        self.X, self.known = X_, known_
-        self.held = np.full((n, F), np.nan)  # the values of the units bought, NaN elsewhere: what the classifier reads
-        self.fetched = np.zeros((n, F), dtype=np.uint8)
-        self.proba = np.empty((n, stack.num_class), dtype=np.float64)
-        self.proba[:] = prior_
-        self.acquisition = np.zeros(n, dtype=np.float64)
-        self.evaluation = np.zeros(n, dtype=np.float64)
-        self.paid_ = np.zeros((n, F + plan.G), dtype=np.uint8)
+        self._start(plan, X, known, prior, num_threads)
+        cdef Py_ssize_t n = self.n, i
+        self.plan, self.tradeoff, self.cap, self.entropy = plan, tradeoff, cap, entropy
+        self.held = np.full((n, self.F), np.nan)  # the values of the units bought, NaN elsewhere: the classifier's
         self.bought_ = np.zeros((n, max(plan.U, 1)), dtype=np.uint8)
         self.received_ = np.zeros(n, dtype=np.uint8)
         self.spent_ = np.zeros(n, dtype=np.float64)
-        self.cost_ = np.zeros(n, dtype=np.float64)
         self.values_ = np.zeros(max(plan.U, 1), dtype=np.float64)  # a row's gains
         self.active_ = np.arange(n, dtype=np.intp)
-        self.x, self.xh, self.kn = <float64*> data(X_), <float64*> data(self.held), <uint8*> data(known_)
-        self.fe, self.pr = <uint8*> data(self.fetched), <float64*> data(self.proba)
-        self.acq, self.ev = <float64*> data(self.acquisition), <float64*> data(self.evaluation)
-        self.paid, self.bought = <uint8*> data(self.paid_), <uint8*> data(self.bought_)
+        self.xh, self.bought = <float64*> data(self.held), <uint8*> data(self.bought_)
         self.received, self.spent = <uint8*> data(self.received_), <float64*> data(self.spent_)
-        self.cost, self.values = <float64*> data(self.cost_), <float64*> data(self.values_)
-        self.active = <Py_ssize_t*> data(self.active_)
+        self.values, self.active = <float64*> data(self.values_), <Py_ssize_t*> data(self.active_)
         self.m, self.step, self.moving = n, 0, False
         if plan.costs and n:  # one evaluation on nothing, for every row
             for i in range(n):
@@ -2014,7 +1965,7 @@ cdef class PolicyBatch:
                             lacking = True
                             break
                     if not lacking:
-                        self._hold(u, i, False)
+                        self._hold(u, i)
                         continue
                     if rows_ is None:
                         rows_ = np.empty(self.m, dtype=np.int64)
@@ -2026,65 +1977,27 @@ cdef class PolicyBatch:
             if requests:
                 return requests
 
-    cdef inline void _hold(self, Py_ssize_t u, Py_ssize_t i, bint pay) noexcept nogil:
-        """Row i bought unit u: it holds the unit's values (X's), its spending rises by the unit's price, and with pay
-        it is charged the unit's lazy costs, each feature's and its group's once, in the unit's column order."""
-        cdef Py_ssize_t F = self.F, W = self.F + self.plan.G, b, f, g
+    cdef void _hold(self, Py_ssize_t u, Py_ssize_t i) noexcept nogil:
+        """Row i bought unit u: it holds the unit's values (X's), and its spending rises by the unit's price."""
+        cdef Py_ssize_t F = self.F, b, f
         self.bought[i * self.plan.U + u] = 1
         self.received[i] = 1
         self.spent[i] += self.plan.unit_cost[u]
         for b in range(self.plan.unit_offset[u], self.plan.unit_offset[u + 1]):
             f = self.plan.member[b]
             self.xh[i * F + f] = self.x[i * F + f]
-            if pay and not self.paid[i * W + f]:
-                self.paid[i * W + f] = 1
-                self.acq[i] += self.plan.lazy[f]
-                g = self.plan.group_of[f]
-                if g >= 0 and not self.paid[i * W + F + g]:
-                    self.paid[i * W + F + g] = 1
-                    self.acq[i] += self.plan.group_lazy[g]
 
-    def deliver(self, int64 unit, rows, values):
-        """Rows ``rows`` bought ``unit``: values float64[len(rows), its columns] (a value given in X stays; any NaN is a
-        missing value), paid."""
-        cdef PolicyPlan plan = self.plan
-        if not 0 <= unit < plan.U:
-            raise ValueError(f"unit {unit} is not one of the {plan.U} units")
-        cdef cnp.ndarray r_ = np.ascontiguousarray(rows, dtype=np.int64).reshape(-1)
-        cdef Py_ssize_t width = plan.unit_offset[unit + 1] - plan.unit_offset[unit], m = r_.size, j, b, i, f
-        cdef cnp.ndarray v_ = np.ascontiguousarray(values, dtype=np.float64).reshape(-1)
-        if v_.size != m * width:
-            raise ValueError(f"{v_.size} values for {m} rows of width {width}")
-        cdef const int64* r = <const int64*> data(r_)
-        cdef const float64* v = <const float64*> data(v_)
-        cdef const int64* cols = plan.member + plan.unit_offset[unit]
-        cdef Py_ssize_t F = self.F
-        for j in range(m):
-            if not 0 <= r[j] < self.n:
-                raise ValueError(f"row {r[j]} is not one of the batch's {self.n}")
-        with nogil:
-            for j in range(m):
-                i = r[j]
-                for b in range(width):
-                    f = cols[b]
-                    if not self.kn[i * F + f]:
-                        self.x[i * F + f] = NAN if isnan(v[j * width + b]) else v[j * width + b]
-                        self.kn[i * F + f] = 1
-                        self.fe[i * F + f] = 1
-                self._hold(unit, i, True)
-
-    def fetch_round(self, list requests, list units, fetch, list keys, ids):
-        """As LadderBatch.fetch_round."""
-        return fetch_into(self, self.plan.unit_offset, self.plan.U, requests, units, fetch, keys, ids)
+    cdef void _bought(self, Py_ssize_t unit, Py_ssize_t i) noexcept nogil:
+        """Row i bought ``unit`` by a fetch: it holds the unit and is charged for it."""
+        self._hold(unit, i)
+        self._pay(unit, i)
 
     def drop(self, rows):
         """Rows that cannot go on (a failed fetch) leave with what they hold."""
         cdef cnp.ndarray r_ = np.ascontiguousarray(rows, dtype=np.int64).reshape(-1)
         cdef const int64* r = <const int64*> data(r_)
         cdef Py_ssize_t j, kept = 0, i
-        for j in range(r_.size):
-            if not 0 <= r[j] < self.n:
-                raise ValueError(f"row {r[j]} is not one of the batch's {self.n}")
+        self._check_rows(r, r_.size)
         dropped = set(r_.tolist())
         for j in range(self.m):
             i = self.active[j]

@@ -239,7 +239,8 @@ class PolicyClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
         return drive(self, X, self.__lightgbm_cegb_policy__(len(X))).result()
 
     def predict_proba(self, X) -> np.ndarray:
-        """Class probabilities from what each row buys.
+        """Class probabilities from what each row buys: ``predict_result(X).proba``, to the bit (a model whose policy
+        is compiled runs every row through it in one call, without the accounting).
 
         Parameters
         ----------
@@ -251,7 +252,13 @@ class PolicyClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
         ndarray of shape (n_samples, n_classes)
             The probabilities of the classes of ``classes_``.
         """
-        return self.predict_result(X).proba
+        X = self._checked_rows(X)
+        proba = self._compiled_proba(np.ascontiguousarray(X, dtype=np.float64))
+        return self.predict_result(X).proba if proba is None else proba
+
+    def _compiled_proba(self, X: np.ndarray) -> np.ndarray | None:
+        """``predict_proba`` of the checked rows X by the compiled policy; None where the model has none."""
+        return None
 
     def predict(self, X) -> np.ndarray:
         """The most probable class of each row, from what it buys.
@@ -653,24 +660,11 @@ class AdaptiveAcquisitionClassifier(PolicyClassifier):
                               group_of, group_lazy, split, float(self.costs_.tree))
         self._compiled = (self.classifier_, stack, plan)
 
-    def predict_proba(self, X) -> np.ndarray:
-        """Class probabilities from what each row buys: ``predict_result(X).proba`` to the bit, without the accounting
-        (the compiled policy runs every row in one call).
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            The rows.
-
-        Returns
-        -------
-        ndarray of shape (n_samples, n_classes)
-            The probabilities of the classes of ``classes_``.
-        """
-        X = np.ascontiguousarray(self._checked_rows(X), dtype=np.float64)
+    def _compiled_proba(self, X: np.ndarray) -> np.ndarray | None:
+        """Every row runs the compiled policy, every value given."""
         compiled = self.__lightgbm_cegb_batch__(X.copy(), np.ones(X.shape, dtype=bool))  # a batch writes into its X
         if compiled is None:
-            return super().predict_proba(X)
+            return None
         batch = compiled[0]
         batch.advance()  # every value is given: no request, the run goes to its end
         return batch.proba

@@ -225,25 +225,12 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
         p = self.stages_[k - 1].predict(masked, num_threads=resolve_n_jobs(self.n_jobs, len(masked)))
         return np.column_stack([1.0 - p, p]) if p.ndim == 1 else p
 
-    def predict_proba(self, X) -> np.ndarray:
-        """Class probabilities from what each row buys: ``predict_result(X).proba`` to the bit, without the accounting
-        (every row climbs the compiled stages in one call).
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            The rows.
-
-        Returns
-        -------
-        ndarray of shape (n_samples, n_classes)
-            The probabilities of the classes of ``classes_``.
-        """
-        X = np.ascontiguousarray(self._checked_rows(X), dtype=np.float64)
+    def _compiled_proba(self, X: np.ndarray) -> np.ndarray | None:
+        """Every row climbs the compiled stages in one call."""
         self._check_policy()
         stack = self._stack()
         if stack is None:
-            return super().predict_proba(X)
+            return None
         return stack.ladder(X, 1.0 - self.tradeoff, self._last_stage(), resolve_n_jobs(self.n_jobs, len(X)))[1]
 
     def __lightgbm_cegb_batch__(self, X: np.ndarray, known: np.ndarray) -> tuple[LadderBatch, Callable] | None:
