@@ -80,19 +80,31 @@ def area_weights(size: int, source: int = 28) -> np.ndarray:
     return weights / weights.sum(axis=1, keepdims=True)
 
 
-def multi_resolution(images: np.ndarray) -> np.ndarray:
-    """(n, 28, 28) images as their 4x4, 8x8, 16x16 and 28x28 versions side by side: (n, 1120)."""
+def multi_resolution(images: np.ndarray, sizes: tuple[int, ...] = RESOLUTIONS) -> np.ndarray:
+    """(n, 28, 28) images as their ``sizes`` x ``sizes`` versions side by side (by default 4x4, 8x8, 16x16 and
+    28x28: (n, 1120))."""
     parts = [np.einsum("ia,nab,jb->nij", area_weights(s), images, area_weights(s)).reshape(len(images), -1)
-             for s in RESOLUTIONS]
+             for s in sizes]
     return np.hstack(parts)
+
+
+def read_idx(path) -> np.ndarray:
+    """A gzipped IDX file of unsigned bytes (MNIST's format: images (n, rows, columns) or labels (n,))."""
+    with gzip.open(path) as fh:
+        raw = fh.read()
+    if len(raw) < 4 or raw[:2] != b"\0\0" or raw[2] != 8:
+        raise CEGBError(f"{path}: not an IDX file of unsigned bytes (its first bytes are {raw[:4]!r})")
+    shape = [int.from_bytes(raw[4 + 4 * d:8 + 4 * d], "big") for d in range(raw[3])]
+    offset = 4 + 4 * raw[3]
+    if len(raw) != offset + int(np.prod(shape)):
+        raise CEGBError(f"{path}: its header promises {shape} bytes after {offset}, it holds {len(raw) - offset}")
+    return np.frombuffer(raw, np.uint8, offset=offset).reshape(shape)
 
 
 def load_mnist() -> tuple[np.ndarray, np.ndarray]:
     folder = DATA / "mnist"
-    with gzip.open(folder / "t10k-images-idx3-ubyte.gz") as fh:
-        images = np.frombuffer(fh.read(), np.uint8, offset=16).reshape(-1, 28, 28)
-    with gzip.open(folder / "t10k-labels-idx1-ubyte.gz") as fh:
-        labels = np.frombuffer(fh.read(), np.uint8, offset=8)
+    images = read_idx(folder / "t10k-images-idx3-ubyte.gz")
+    labels = read_idx(folder / "t10k-labels-idx1-ubyte.gz")
     extra = np.loadtxt(folder / "mnist_5k.csv.gz", delimiter=",", dtype=np.float64)
     images = np.concatenate([images.astype(np.float64), extra[:, :-1].reshape(-1, 28, 28)]) / 255.0
     labels = np.concatenate([labels, extra[:, -1].astype(np.uint8)])

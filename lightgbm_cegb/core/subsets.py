@@ -11,6 +11,13 @@ gain rarely grows as the subset does; when it does, the unit is measured again b
 stops when no unit gains (after the first unit, a step in any case), after ``steps`` steps, or when no unit fits
 its budget; backward pruning then drops each unit of its subset, the costliest first, whose absence loses nothing,
 and the run goes on forward from the pruned subset once.
+
+Greedy additions miss a set of units that do better together than the first unit taken: three image quadrants where
+the greedy search took the thumbnail first and two quadrants after it. The best answer of the runs is then improved
+by exchanges (a local search): one unit of it out and one in within the budget, the exchange of the largest
+measured gain taken, then forward again, for EXCHANGE_ROUNDS rounds. An exchange is measured lazily too, in the
+order of a bound (the subset without the unit out, plus the unit in's gain alone: exact for additive gains, above
+the truth for submodular ones), at most EXCHANGE_MEASURES per round.
 """
 
 from __future__ import annotations
@@ -19,6 +26,10 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 import numpy as np
+
+
+#: the rounds of exchanges from the runs' best answer, and the exchanges measured per round, at most
+EXCHANGE_ROUNDS, EXCHANGE_MEASURES = 3, 12
 
 
 @dataclass(frozen=True)
@@ -66,12 +77,22 @@ class SubsetSearch:
         self.score = score
         self.empty = float(empty)
         self.measured: dict[Hashable, tuple[float, object]] = {}
+        self.subsets: dict[Hashable, list[Unit]] = {}  # the units of each measured subset
 
     def _scored(self, taken: list[Unit]) -> tuple[float, object]:
         columns = tuple(columns_of(taken))
         if columns not in self.measured:
             self.measured[columns] = self.score(columns)
+            self.subsets[columns] = list(taken)
         return self.measured[columns]
+
+    def best(self, budget: float | None, count: int) -> list[list[Unit]]:
+        """The ``count`` best subsets measured so far whose price is within ``budget`` (ties: the cheaper first)."""
+        within = [(quality, -price_of(self.subsets[columns]), i, columns)
+                  for i, (columns, (quality, _)) in enumerate(self.measured.items())
+                  if columns and (budget is None or price_of(self.subsets[columns]) <= budget)]
+        return [list(self.subsets[columns]) for *_, columns in sorted(within, key=lambda w: (-w[0], -w[1], w[2]))
+                [:count]]
 
     def measure(self, taken: list[Unit]) -> float:
         """The quality of the units ``taken`` (measured once)."""
@@ -121,17 +142,56 @@ class SubsetSearch:
             path.append(list(kept))
         return kept, quality
 
+    def exchange(self, chosen: list[Unit], quality: float, pool: list[Unit], budget: float | None, steps: int,
+                 path: list[list[Unit]]) -> float:
+        """Improve ``chosen`` (in place, each new subset appended to ``path``) by exchanges of one priced unit for one
+        of ``pool`` within ``budget``, then forward, for EXCHANGE_ROUNDS rounds (see the module); returns the last
+        subset's quality."""
+        free = [u for u in chosen if u.cost == 0]
+        alone = {u: self.measure(free + [u]) - (self.measure(free) if free else self.empty) for u in pool
+                 if tuple(columns_of(free + [u])) in self.measured}  # a unit's gain alone, where the runs measured it
+        for _ in range(EXCHANGE_ROUNDS):
+            spent = price_of(chosen)
+            bounds = []
+            for out in (u for u in chosen if u.cost > 0):
+                rest = [u for u in chosen if u is not out]
+                without = self.measure(rest) if rest else self.empty
+                bounds += [(without + gain, out, unit) for unit, gain in alone.items() if unit not in chosen and
+                           (budget is None or spent - out.cost + unit.cost <= budget)]
+            bounds.sort(key=lambda b: -b[0])
+            best, picked = quality, None
+            for bound, out, unit in bounds[:EXCHANGE_MEASURES]:
+                if bound <= best:
+                    break
+                candidate = [u for u in chosen if u is not out] + [unit]
+                if self.measure(candidate) > best:
+                    best, picked = self.measure(candidate), candidate
+            if picked is None:
+                break
+            chosen[:] = picked
+            path.append(list(chosen))
+            quality = self.forward(chosen, best, pool, budget, len(path) + steps, path, True)
+        return quality
+
     def runs(self, pool: list[Unit], budget: float | None, steps: int) -> list[list[list[Unit]]]:
         """The paths of every run of the search within ``budget``: by gain per unit of cost, by gain, then by gain
         per unit of cost among the units priced below the costliest unit of each of their answers (the next price
         down): a costly unit that gains the most per unit of cost alone can crowd out cheaper units that gain more
-        together, which a run without it finds."""
+        together, which a run without it finds; last, the exchanges from the best answer of them (when they
+        improve it)."""
         paths = [self.run(pool, budget, steps, True), self.run(pool, budget, steps, False)]
         prices = np.unique([u.cost for u in pool if u.cost > 0])
         caps = sorted({prices[prices < max(u.cost for u in path[-1])].max(initial=0.0) for path in paths if path})
         for cap in caps:
             if cap > 0:
                 paths.append(self.run([u for u in pool if u.cost <= cap], budget, steps, True))
+        answers = [max(path, key=lambda step: (self.measure(step), -price_of(step))) for path in paths if path]
+        if answers:
+            chosen = list(max(answers, key=lambda step: (self.measure(step), -price_of(step))))
+            path: list[list[Unit]] = []
+            self.exchange(chosen, self.measure(chosen), [u for u in pool if u.cost > 0], budget, steps, path)
+            if path:
+                paths.append(path)
         return paths
 
     def run(self, pool: list[Unit], budget: float | None, steps: int, by_ratio: bool) -> list[list[Unit]]:

@@ -7,14 +7,16 @@ LightGBM model of it (for accuracy: its log-loss, which a unit that sharpens the
 accuracy, a step function, may not move and stop the search; for any other metric, that metric: a threshold metric
 such as F1 on rare positives asks for other units than the log-loss): no single model's importance order decides,
 and a group that pays only with its members together is tried as one. Its runs (by gain per unit of cost, by gain,
-and among the units below each of a few prices: ``SubsetSearch.runs``) are made within each of the sweep's budgets
-(none: without a budget); the measures are shared.
+among the units below each of a few prices, then exchanges of one unit for another from the best of them:
+``SubsetSearch.runs``) are made within each of the sweep's budgets (none: without a budget); the measures are
+shared.
 
 The subsets are measured on at most SEARCH_ROWS training and SEARCH_VALID validation rows (classes in proportion,
 whole queries: ``Rows.subsample``), so the search holds at any training size. Each subset a run reaches is a point
 (with its prefixes), measured on every validation row like every other point of the sweep; when the search's rows
-are a subsample, only each run's answer (its best measured subset) is fitted on every training row, and in a sweep
-without a budget (a frontier) also the steps of its path at each doubling of the price.
+are a subsample, only the SEARCH_REFITS best subsets it measured within each budget are fitted on every training row
+(the validation rows choose among them: a subsample's measure is noisy), and in a sweep without a budget (a
+frontier) also the steps of each run's path at each doubling of the price.
 
 With more than MAX_UNITS priced units (MNIST's 1,120 pixels, Yahoo!'s 519 features), the search's first step
 would fit a model per unit. It then searches the units that one plain LightGBM model of every feature, on the
@@ -84,8 +86,9 @@ def _constant_quality(context: Context, metric) -> float:
     return validation_quality(metric, context.valid.y, prediction, context.valid.group)
 
 
-#: the training and the validation rows the subset search measures subsets on, at most (``Rows.subsample``)
-SEARCH_ROWS, SEARCH_VALID = 5_000, 5_000
+#: the training and the validation rows the subset search measures subsets on, at most (``Rows.subsample``), and
+#: the best subsets it measured within each budget that are refitted on every row when those are a subsample
+SEARCH_ROWS, SEARCH_VALID, SEARCH_REFITS = 5_000, 5_000, 3
 
 
 #: the most priced units the search measures one by one (see the module)
@@ -175,11 +178,11 @@ def _fit_cheap_subset(context: Context, state, params: dict) -> list[Candidate]:
     pool = searched_units(searched, units(context, num_features))
     found: dict[tuple[str, ...], list[Unit]] = {}  # every subset a run reached, in the order reached
     for budget in sorted(context.budgets) or [None]:
-        for path in search.runs(pool, budget, steps):
-            if subsampled and path:  # every row: the run's answer (the best measured of its path), and without a
-                # budget the steps at each doubling of the price too (a frontier of a few fits)
-                answer = max(path, key=lambda step: (search.measure(step), -price_of(step)))
-                path = ([] if budget is not None else _doubling(path)) + [answer]
+        paths = search.runs(pool, budget, steps)
+        if subsampled:  # every row: the best measured subsets within the budget, and without a budget the steps of
+            # each run at each doubling of the price too (a frontier of a few fits)
+            paths = [_doubling(path) for path in paths if budget is None] + [search.best(budget, SEARCH_REFITS)]
+        for path in paths:
             for step in path:
                 found.setdefault(tuple(u.name for u in step), step)
     candidates: list[Candidate] = []

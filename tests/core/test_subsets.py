@@ -116,3 +116,52 @@ def test_the_runs_below_a_price_cap_at_the_price_below_each_answer_s_costliest_u
     paths = search.runs(pool, 12.0, 5)
     answers = {max(u.cost for u in path[-1]) for path in paths[:2]}
     assert caps[:2] == [10.0, 10.0] and caps[2:] == sorted({price - 1 for price in answers})
+
+
+def _named_search(quality: dict, names: str):
+    """A search over one-column units named by the letters of ``names``, each subset's quality read from
+    ``quality`` (by its letters, sorted; 0 for a subset not listed)."""
+    search = SubsetSearch(lambda columns: (quality.get("".join(sorted(names[j] for j in columns)), 0.0), None), 0.0)
+    return search, [Unit(name, (j,), 1.0) for j, name in enumerate(names)]
+
+
+def test_an_exchange_finds_three_quadrants_the_greedy_runs_pass_over():
+    """The thumbnail T gains the most alone, so every greedy run takes it first and two quadrants after it (0.6);
+    the three quadrants without it are worth 0.9, one exchange away."""
+    quality = {"T": 0.5, "A": 0.3, "B": 0.3, "C": 0.3, "D": 0.3}
+    quality.update({"".join(sorted("T" + q)): 0.55 for q in "ABCD"})
+    quality.update({"".join(sorted("T" + a + b)): 0.6 for a in "ABCD" for b in "ABCD" if a < b})
+    quality.update({a + b: 0.55 for a in "ABCD" for b in "ABCD" if a < b})
+    quality.update({"ABC": 0.9, "ABD": 0.8, "ACD": 0.8, "BCD": 0.8})
+    search, pool = _named_search(quality, "TABCD")
+    paths = search.runs(pool, 3.0, 10)
+    assert all("T" in {u.name for u in path[-1]} for path in paths[:-1])  # the greedy runs' answers
+    assert [u.name for u in paths[-1][-1]] == ["A", "B", "C"] and search.measure(paths[-1][-1]) == 0.9
+    assert [[u.name for u in s] for s in search.best(3.0, 2)] == [["A", "B", "C"], ["T", "A", "B"]]
+    assert (1, 2, 4) not in search.measured  # lazily: A, B, D's bound (0.85) was below A, B, C's 0.9
+    assert [[u.name for u in s] for s in search.best(1.0, 1)] == [["T"]]
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(st.integers(0, 10_000), st.sampled_from([None, 2.0, 3.5]))
+def test_exchanges_never_lose_and_stay_within_the_budget(seed, budget):
+    """On random set functions: every subset of an exchange's path is within the budget and better measured than the
+    one before it was exchanged; best() answers the best measured subsets within the budget, in order."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 7))
+    values = {}
+    pool = [Unit(f"u{i}", (i,), float(c)) for i, c in enumerate(rng.choice([0.5, 1.0, 1.5], n))]
+
+    def score(columns):
+        return values.setdefault(columns, float(rng.random())), None
+    search = SubsetSearch(score, 0.0)
+    paths = search.runs(pool, budget, 10)
+    answers = [max(search.measure(step) for step in path) for path in paths[:-1] if path]
+    for path in paths:
+        assert all(budget is None or sum(u.cost for u in step) <= budget + 1e-12 for step in path)
+    measured = [(q, columns) for columns, (q, _) in search.measured.items()
+                if columns and (budget is None or sum(pool[j].cost for j in columns) <= budget)]
+    best = search.best(budget, 3)
+    assert [search.measure(s) for s in best] == sorted((q for q, _ in measured), reverse=True)[:3]
+    if answers:
+        assert search.measure(best[0]) >= max(answers)
