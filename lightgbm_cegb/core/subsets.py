@@ -27,7 +27,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-
 #: the rounds of exchanges from the runs' best answer, and the exchanges measured per round, at most
 EXCHANGE_ROUNDS, EXCHANGE_MEASURES = 3, 12
 

@@ -99,3 +99,31 @@ def test_a_threshold_metric_needs_a_binary_task():
     with pytest.raises(CEGBError, match="metric 'f1' reads labels decided by a threshold on a binary score: it "
                                         "needs task='binary', got task='multiclass'"):
         get_metric("f1", "multiclass")
+
+
+def test_the_staged_acquisition_is_swept_with_and_without_class_weights_for_f1(imbalanced):
+    """For F1 the staged acquisition's grid has points of unweighted and of balanced stages (two models fitted, the
+    validation rows choose), each point read from its own model; for accuracy only the unweighted one."""
+    from lightgbm_cegb.selection.metrics import thresholded
+
+    train, valid, _ = imbalanced
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        frame = sweep(["staged_acquisition"], train, valid, COSTS, task="binary", metric="f1", baseline=False,
+                      params={"num_leaves": 8}, num_boost_round=200)
+        plain = sweep(["staged_acquisition"], train, valid, COSTS, task="binary", metric="accuracy", baseline=False,
+                      params={"num_leaves": 8}, num_boost_round=200)
+    weights = [p["class_weight"] for p in frame["params"]]
+    assert set(weights) == {None, "balanced"} and weights.count(None) == weights.count("balanced")
+    rows = {weight: frame[[w == weight for w in weights]] for weight in (None, "balanced")}
+    models = {weight: {id(model.model.stages_) for model in rows[weight]["model"]} for weight in rows}
+    assert all(len(ids) == 1 for ids in models.values()) and models[None] != models["balanced"]
+    for weight in (None, "balanced"):
+        row = rows[weight].iloc[len(rows[weight]) // 2]
+        model = row["model"].model
+        assert model.class_weight == weight
+        proba = model.predict_result(valid[0]).proba[:, 1]
+        assert row["quality"] == thresholded(get_metric("f1", "binary"), valid[1], proba, None,
+                                             row["decision_threshold"])
+    assert all("class_weight" not in p for p in plain["params"]) and \
+        {row["model"].model.class_weight for _, row in plain.iterrows()} == {None}
