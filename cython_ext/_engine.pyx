@@ -120,6 +120,16 @@ def check_structure(const int64[::1] node_offset, const int32[::1] left, const i
     return shape_problem, s_tree, s_node, s_other, parent_
 
 
+cdef inline bint one_value_per_row(object values, Py_ssize_t n):
+    """Whether a fetch returned ``values`` as the C-contiguous native float64 array of one value per row of ``n``
+    rows that the batches store at once."""
+    if type(values) is not np.ndarray:
+        return False
+    cdef cnp.ndarray array = values
+    return (cnp.PyArray_TYPE(array) == cnp.NPY_DOUBLE and cnp.PyArray_NDIM(array) == 1
+            and cnp.PyArray_DIM(array, 0) == n and cnp.PyArray_ISCARRAY_RO(array) and cnp.PyArray_ISNOTSWAPPED(array))
+
+
 cdef class FlatEnsemble:
     """The C view of a Forest's arrays (which it keeps alive)."""
 
@@ -738,14 +748,11 @@ cdef class LazyBatch:
                 outcomes[j] = exc
                 every = False
                 continue
-            if unit < self.F and type(values) is np.ndarray:
+            if unit < self.F and one_value_per_row(values, len(rows)):
                 array = values
-                if (cnp.PyArray_TYPE(array) == cnp.NPY_DOUBLE and cnp.PyArray_NDIM(array) == 1
-                        and cnp.PyArray_DIM(array, 0) == len(rows) and cnp.PyArray_ISCARRAY_RO(array)
-                        and cnp.PyArray_ISNOTSWAPPED(array)):
-                    self._store(unit, rows, <const float64*> data(array), len(rows), self.threads)
-                    outcomes[j] = STORED
-                    continue
+                self._store(unit, rows, <const float64*> data(array), len(rows), self.threads)
+                outcomes[j] = STORED
+                continue
             outcomes[j] = values
             every = False
         return None if every else outcomes
@@ -1559,7 +1566,6 @@ cdef class UnitBatch:
         cdef Py_ssize_t num_units = self.units.U
         cdef Py_ssize_t j
         cdef int64 unit
-        cdef cnp.ndarray array
         cdef bint every = True
         outcomes = [None] * len(requests)
         for j in range(len(requests)):
@@ -1571,15 +1577,11 @@ cdef class UnitBatch:
                 outcomes[j] = exc
                 every = False
                 continue
-            if type(values) is np.ndarray and 0 <= unit < num_units \
-                    and unit_offset[unit + 1] - unit_offset[unit] == 1:
-                array = values
-                if (cnp.PyArray_TYPE(array) == cnp.NPY_DOUBLE and cnp.PyArray_NDIM(array) == 1
-                        and cnp.PyArray_DIM(array, 0) == len(rows) and cnp.PyArray_ISCARRAY_RO(array)
-                        and cnp.PyArray_ISNOTSWAPPED(array)):
-                    self.deliver(unit, rows, array)
-                    outcomes[j] = STORED
-                    continue
+            if 0 <= unit < num_units and unit_offset[unit + 1] - unit_offset[unit] == 1 \
+                    and one_value_per_row(values, len(rows)):
+                self.deliver(unit, rows, values)
+                outcomes[j] = STORED
+                continue
             outcomes[j] = values
             every = False
         return None if every else outcomes
