@@ -172,7 +172,8 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
         ``left_out`` (the ``lightgbm_cegb.selection`` logger says them too).
         None (default): screen when a budget is given, no ``frontier``, and the training rows number at least
         SCREEN_FROM = 20,000 (there a full sweep costs many times the screen: ``scripts/bench_budget_workflow.py
-        --data large`` measures both). False: never. Needs a budget and no frontier.
+        --data large`` measures both), or at least 5,000 holding SCREEN_CELLS = 20 million cells (rows x columns x
+        the classes of a multiclass task). False: never. Needs a budget and no frontier.
 
     Returns
     -------
@@ -243,7 +244,8 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
         from tqdm.auto import tqdm
         bar = tqdm(total=0, desc="sweep", unit="fit")
     execution = (n_jobs, client, bar)
-    size = screening.screen_size(screen, len(train.y), budgets, frontier)
+    trees = len(classes) if task == "multiclass" else 1  # per boosting round
+    size = screening.screen_size(screen, len(train.y), budgets, frontier, len(train.y) * train.X.shape[1] * trees)
     if size:
         # the baseline is not screened: its search runs on every row whatever the screen finds (on a subsample its
         # order can miss a group that only pays at size), and the finalists' places go to the other methods

@@ -354,12 +354,28 @@ def test_split_and_tree_costs_are_charged_per_evaluation():
     ({"n_masks": "many"}, "n_masks"), ({"n_bins": 1}, "n_bins"), ({"learning_rate": 0.0}, "learning_rate"),
     ({"validation_fraction": 0.95}, "validation_fraction"), ({"num_leaves": 1}, "num_leaves"),
     ({"policy_rounds": -1}, "policy_rounds"), ({"gain": "gini"}, "gain"), ({"num_leaves": "many"}, "num_leaves"),
-    ({"class_weight": "auto"}, "class_weight"),
+    ({"class_weight": "auto"}, "class_weight"), ({"learning_rate": "fast"}, "learning_rate"),
+    ({"learning_rate": float("inf")}, "learning_rate"),
 ])
 def test_bad_parameters_are_refused_by_name(params, match):
     X, y, _, _ = random_case(0)
     with pytest.raises(CEGBError, match=match):
         AdaptiveAcquisitionClassifier(**params).fit(X, y)
+
+
+def test_auto_capacity_of_the_classifier_grows_with_the_training_rows():
+    """8 leaves at 0.05 below 10,000 training rows (the bundled sets, as before), 32 at 0.1 from there, 64 from
+    200,000; a number given is used as it is."""
+    low, high = AdaptiveAcquisitionClassifier._auto_from
+    model = AdaptiveAcquisitionClassifier()
+    read = [model._lightgbm_params(2, 0, rows, rows) for rows in (600, low - 1, low, high - 1, high)]
+    assert [(p["num_leaves"], p["learning_rate"]) for p in read] == \
+        [(8, 0.05), (8, 0.05), (32, 0.1), (32, 0.1), (64, 0.1)]
+    given = AdaptiveAcquisitionClassifier(num_leaves=5, learning_rate=0.3)._lightgbm_params(3, 0, high, high)
+    assert (given["num_leaves"], given["learning_rate"], given["num_class"]) == (5, 0.3, 3)
+    X, y, costs, _ = random_case(0)
+    fitted = AdaptiveAcquisitionClassifier(feature_costs=costs, n_estimators=20, random_state=0).fit(X, y)
+    assert max(tree["num_leaves"] for tree in fitted.classifier_.dump_model()["tree_info"]) <= 8
 
 
 def test_bad_policy_parameters_are_refused_when_predicting_and_labels_of_eval_set():

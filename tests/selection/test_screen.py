@@ -207,6 +207,29 @@ def test_the_screen_is_on_by_default_for_many_rows_only(binary, monkeypatch, cap
         assert "screen" not in sweep(["cegb"], train, valid, COSTS, budget=6.0, screen=False, **FAST).attrs
 
 
+def test_the_screen_is_on_by_default_for_many_cells_from_twice_its_rows(binary, monkeypatch):
+    """Below SCREEN_FROM rows, a sweep screens when its rows x columns x trees per round reach SCREEN_CELLS and it
+    has twice the screen's rows; a multiclass task's classes count."""
+    rows, cells = screen.SCREEN_FROM - 1, screen.SCREEN_CELLS
+    assert screen.screen_size(None, rows, (5.0,), None, cells) == screen.SCREEN_ROWS
+    assert screen.screen_size(None, rows, (5.0,), None, cells - 1) == 0
+    assert screen.screen_size(None, 2 * screen.SCREEN_ROWS - 1, (5.0,), None, 10 * cells) == 0
+    assert screen.screen_size(None, 2 * screen.SCREEN_ROWS, (5.0,), None, cells) == screen.SCREEN_ROWS
+    assert screen.screen_size(None, rows, (), None, cells) == 0  # no budget: nothing to screen for
+    train, valid = binary
+    monkeypatch.setattr(screen, "SCREEN_ROWS", 500)
+    monkeypatch.setattr(screen, "SCREEN_CELLS", 2400 * 6)
+    three = [np.digitize(X[:, 0], [-0.5, 0.5]) for X in (train[0], valid[0])]  # 3 classes
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert sweep(["cegb"], train, valid, COSTS, budget=6.0, **FAST).attrs["screen"]["rows"] == 500
+        monkeypatch.setattr(screen, "SCREEN_CELLS", 2400 * 6 + 1)
+        assert "screen" not in sweep(["cegb"], train, valid, COSTS, budget=6.0, **FAST).attrs
+        multiclass = sweep(["cegb"], (train[0], three[0]), (valid[0], three[1]), COSTS, budget=6.0,
+                           **{**FAST, "task": "multiclass"})
+    assert multiclass.attrs["screen"]["rows"] == 500  # 3 classes: 3 x 2,400 x 6 cells
+
+
 def test_bad_screens_are_refused(binary):
     train, valid = binary
     with pytest.raises(CEGBError, match="screen=True: a screen chooses .* needs budget="):
