@@ -3,7 +3,9 @@ independent reference search of feature subsets, at three budgets per data set.
 
     .venv/bin/python -m scripts.bench_quality [--data letter covertype covertype7] [--covertype PATH] [--out DIR]
 
-Writes DIR/quality_<data>.md (default docs/results): the command, the times and the table RESULTS.md copies.
+Writes DIR/quality_<data>.md (default docs/results): the command, the times and the table RESULTS.md copies. The
+times are also given in plain fits (``scripts.bench_budget_workflow``'s unit: one plain LightGBM fit with its
+defaults, early stopped on the validation rows, timed here), the workflow's by method (``frame.attrs["seconds"]``).
 
 Per budget, three answers, each with its validation and test quality and its mean cost per test row:
 
@@ -57,6 +59,7 @@ from lightgbm_cegb.datasets import covertype, letter
 from lightgbm_cegb.io.atomic import write_atomically
 from lightgbm_cegb.selection import best_subset, fit_within_budget, get_metric
 from lightgbm_cegb.selection.metrics import best_threshold, thresholded, validation_quality
+from scripts.bench_budget_workflow import plain_fit
 
 #: the reference measures each subset on this many training and validation rows (classes in proportion)
 REFERENCE_ROWS = 2_500
@@ -225,6 +228,7 @@ def main(argv: list[str] | None = None) -> None:
     for name, train, valid, test, costs, task, metric_name, budgets in asked:
         metric = get_metric(metric_name, task)
         common = {"task": task, "metric": metric_name, "test": test, "progress": False}
+        unit, _ = plain_fit(train, valid, "binary" if task == "binary" else "multiclass", len(np.unique(train[1])))
         start = time.perf_counter()
         chosen = fit_within_budget(train, valid, costs, budgets, **common)
         workflow = time.perf_counter() - start
@@ -238,6 +242,11 @@ def main(argv: list[str] | None = None) -> None:
                  f"`python -m scripts.bench_quality --data {name}`: {len(train[1])} / {len(valid[1])} / "
                  f"{len(test[1])} rows, {metric_name}; fit_within_budget {workflow:.0f} s, best_subset {searched:.0f} "
                  f"s, the reference {referenced:.0f} s (one run, 2 cores).", "",
+                 f"In plain fits ({unit:.1f} s each): fit_within_budget {workflow / unit:.0f}; by method, "
+                 + ", ".join(f"{method} {seconds / unit:.1f}" for method, seconds in
+                             sorted(chosen[0].frontier.attrs["seconds"].items(), key=lambda item: -item[1]))
+                 + (f" (screened on {chosen[0].frontier.attrs['screen']['rows']} training rows)"
+                    if "screen" in chosen[0].frontier.attrs else "") + ".", "",
                  f"| budget | fit_within_budget's choice | valid {metric_name} | test {metric_name} | test cost | "
                  "best_subset valid / test | reference valid / test | bar |", "|---|---|---|---|---|---|---|---|"]
         units = []

@@ -62,7 +62,8 @@ def screened(names: list[str], context: Context, grid: dict, size: int, refine: 
                   screen_of=len(context.train.y))
     LOG.info("sweep: screening on %d of the %d training rows and %d of the %d validation rows", len(sub.train.y),
              len(context.train.y), len(valid.y), len(context.valid.y))
-    states = prepared(names, sub)
+    *_, spent = execution
+    states = prepared(names, sub, spent)
     jobs = grid_jobs(states, grid, sub, "screen")
     rows = runner.execute(jobs, sub, *execution)
     pairs = {(name, budget) for budget in context.budgets for name in contenders(rows, budget, sign)

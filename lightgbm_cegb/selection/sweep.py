@@ -182,8 +182,10 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
         ``params`` (dict) and its keys as columns, ``stage`` ("grid", "refine" or, after a screen, "finalist"),
         ``model`` (a Candidate: ``.model``, ``.predict``, ``.cost``). ``frame.attrs`` holds ``metric``,
         ``greater_is_better``, ``task``, ``classes``, ``budget`` (None, the number given, or the list given,
-        sorted), ``columns`` (train's column names, or None) and ``metric_object``; going on from a frontier,
-        ``budget`` holds its budgets and these, and ``refined`` the budgets refined; after a screen, ``screen``.
+        sorted), ``columns`` (train's column names, or None), ``seconds`` (by method, the seconds its preparation
+        and its points' fits and measures took, the screen's included; parallel jobs overlap, so they add up to more
+        than the wall time) and ``metric_object``; going on from a frontier, ``budget`` holds its budgets and these,
+        ``refined`` the budgets refined and ``seconds`` its seconds and this sweep's; after a screen, ``screen``.
         The frame pickles, its models with it.
 
     Raises
@@ -243,7 +245,8 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
     if show:
         from tqdm.auto import tqdm
         bar = tqdm(total=0, desc="sweep", unit="fit")
-    execution = (n_jobs, client, bar)
+    spent = dict(frontier.attrs.get("seconds", {})) if frontier is not None else {}  # seconds by method
+    execution = (n_jobs, client, bar, spent)
     trees = len(classes) if task == "multiclass" else 1  # per boosting round
     size = screening.screen_size(screen, len(train.y), budgets, frontier, len(train.y) * train.X.shape[1] * trees)
     if size:
@@ -254,7 +257,7 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
         if BASELINE in names:
             points += [(BASELINE, point) for point in (grid[BASELINE] if BASELINE in grid else
                                                        METHODS[BASELINE].grid(context))]
-        states = prepared(dict.fromkeys(name for name, _ in points), context)
+        states = prepared(dict.fromkeys(name for name, _ in points), context, spent)
         jobs = [(METHODS[name], states[name], point, "finalist") for name, point in points if name in states]
         pairs = {(name, budget) for budget, kept in finalists.items() for name in kept
                  if name in states and METHODS[name].knob is not None}
@@ -262,7 +265,7 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
     else:
         done = {row["method"] for row in previous}  # methods of the frontier given: no grid, refined where in a gap
         states = prepared([name for name in names if name not in done or (refined and METHODS[name].knob is not None)],
-                           context)
+                          context, spent)
         jobs = grid_jobs(states, grid, context, "grid", skip=done)
         swept_anew = {job[0].name for job in jobs}  # a method new to the frontier given: refined for every budget
         pairs = {(name, budget) for name in states if METHODS[name].knob is not None
@@ -288,7 +291,7 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
         frame[key] = [row["params"].get(key) for row in rows]
     frame.attrs.update(metric=metric.name, greater_is_better=metric.greater_is_better, task=task,
                        classes=None if classes is None else classes.tolist(), budget=budget, columns=columns,
-                       costs=costs)
+                       costs=costs, seconds=spent)
     if size:
         fitted = {name for kept in finalists.values() for name in kept} | {BASELINE}  # on every training row
         frame.attrs["screen"] = {"rows": size, "finalists": {budget: list(kept) for budget, kept in finalists.items()},

@@ -79,6 +79,7 @@ def test_going_on_from_a_frontier_refines_only_in_a_gap(several, binary, caplog)
         warnings.simplefilter("ignore")
         again = sweep(METHODS, train, valid, COSTS, budget=[6.0, close[0]], frontier=frame, **FAST)
     assert len(again) == len(frame) and again.attrs["refined"] == []  # nothing fitted
+    assert again.attrs["seconds"] == frame.attrs["seconds"]  # the frontier's; nothing prepared or fitted
     assert "budget 6: the frontier given was swept for it" in caplog.text
     assert f"budget {close[0]:g}: the frontier given has points close below it, no refinement" in caplog.text
     caplog.clear()
@@ -89,6 +90,7 @@ def test_going_on_from_a_frontier_refines_only_in_a_gap(several, binary, caplog)
     assert refined.attrs["refined"] == [gap[0]] and refined.attrs["budget"] == sorted([3.0, 6.0, 12.0, gap[0]])
     new = refined.iloc[len(frame):]
     assert len(new) and (new["stage"] == "refine").all()  # no grid fitted again
+    assert all(refined.attrs["seconds"][m] > frame.attrs["seconds"][m] for m in set(new["method"]))
     assert refined.iloc[:len(frame)]["model"].tolist() == frame["model"].tolist()  # the frontier's points kept
     assert select(refined, gap[0]).valid_quality >= select_quietly(frame, gap[0]).valid_quality
     with warnings.catch_warnings():

@@ -57,6 +57,9 @@ def test_the_leaders_within_each_budget_on_the_subsample_are_refitted_on_every_r
     sign = 1.0  # accuracy
     finalists = frame.attrs["screen"]["finalists"]
     assert frame.attrs["screen"]["rows"] == 600 and sorted(finalists) == BUDGETS
+    # every method's time: the screened ones' on the subsample, the baseline's on every row
+    assert sorted(frame.attrs["seconds"]) == sorted(NAMES + ["cheap_subset"])
+    assert all(seconds > 0 for seconds in frame.attrs["seconds"].values())
     expected_points = set()
     for budget in BUDGETS:
         within = reference[reference["cost"] <= budget]
