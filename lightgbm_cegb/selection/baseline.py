@@ -87,8 +87,10 @@ def _constant_quality(context: Context, metric) -> float:
 
 
 #: the training and the validation rows the subset search measures subsets on, at most (``Rows.subsample``), and
-#: the best subsets it measured within each budget that are refitted on every row when those are a subsample
-SEARCH_ROWS, SEARCH_VALID, SEARCH_REFITS = 5_000, 5_000, 3
+#: the best subsets it measured within each budget that are refitted on every row when those are a subsample (on
+#: Fashion-MNIST's four tops within 6, the four best measured log losses were 0.5629, 0.5636, 0.5658 and 0.5659 on
+#: the subsample, and the fourth is the best subset on every row: 0.8079 validation accuracy against the third's 0.8054)
+SEARCH_ROWS, SEARCH_VALID, SEARCH_REFITS = 5_000, 5_000, 5
 
 
 #: the most priced units the search measures one by one (see the module)
