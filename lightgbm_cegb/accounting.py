@@ -13,6 +13,7 @@ from __future__ import annotations
 from sklearn.pipeline import Pipeline
 
 from lightgbm_cegb.core.costs import resolve_costs
+from lightgbm_cegb.core.partitions import is_dask, over_partitions
 from lightgbm_cegb.core.report import CostReport
 from lightgbm_cegb.io.models import fitted_costs, num_trees_used, to_forest, unwrap
 
@@ -42,8 +43,11 @@ or any model of the package
         through the steps before it, and costs are those of the columns the last step sees (by position, or
         by the names ``get_feature_names_out`` gives them: a scaler or an imputer keeps X's names).
     X : array-like of shape (n_rows, n_features)
-        numpy array, scipy sparse matrix (routed in blocks, never densified as a whole) or pandas
-        DataFrame (category columns mapped to the model's codes as LightGBM does).
+        numpy array, scipy sparse matrix (routed in blocks, never densified as a whole), pandas
+        DataFrame (category columns mapped to the model's codes as LightGBM does), or a Dask array (chunked along
+        its rows only) or DataFrame: each partition priced where its scheduler runs it (a ``distributed`` client's
+        workers), the reports stacked in the rows' order (``CostReport.stacked``: the per-row costs and the usage
+        equal to those of the rows in memory).
     costs : FeatureCosts, lazy costs per column, or a mapping / pandas Series by feature name, optional
         None reads the ``cegb_*`` parameters the LightGBM model was trained with (a package estimator:
         the costs it was fitted with). Names given with spaces
@@ -75,6 +79,9 @@ or any model of the package
     to_forest : The Forest a model is read into.
     CostState : The same accounting, kept across several models or added to tree by tree.
     """
+    if is_dask(X):
+        return CostReport.stacked(over_partitions(_partition_cost, X, model, costs, num_iteration=num_iteration,
+                                                  per_iteration=per_iteration, n_jobs=n_jobs))
     names = None
     if costs is None:  # a Selection carries the costs its point was measured with
         costs = fitted_costs(model)
@@ -103,6 +110,11 @@ or any model of the package
                       feature_names=forest.feature_names,
                       group_usage=None if groups is None else
                       dict(zip(groups, (rows_using[forest.num_features:] / n).tolist())))
+
+
+def _partition_cost(X, model, costs, **asked) -> CostReport:
+    """prediction_cost of one partition of a Dask collection (its rows first: ``over_partitions``' order)."""
+    return prediction_cost(model, X, costs, **asked)
 
 
 def _own_cost(model, X, costs, asked: dict) -> CostReport | None:

@@ -56,6 +56,42 @@ class CostReport:
         names = self.feature_names or [f"Column_{i}" for i in range(len(self.usage))]
         return dict(zip(names, self.usage.tolist()))
 
+    @classmethod
+    def stacked(cls, reports: list[CostReport]) -> CostReport:
+        """One report of the rows of several reports of one model, in their order (the partitions of a Dask
+        collection): the per-row costs concatenated, each share of rows (``usage``, ``group_usage``) and the
+        ``curve`` weighted by the reports' rows; the coupled cost and the names are the first report's.
+
+        Parameters
+        ----------
+        reports : list of CostReport
+            At least one; of the same model and costs.
+
+        Returns
+        -------
+        CostReport
+            The rows of all: each share equal to the one report of all the rows would give (its numerators are
+            counts of rows), the curve to rounding.
+        """
+        first = reports[0]
+        rows = np.array([report.acquisition.size for report in reports], dtype=np.float64)
+        n = max(rows.sum(), 1.0)
+
+        def shares(values: list) -> np.ndarray:  # each report's share x its rows is a count of rows: exact again
+            return np.rint(sum(np.asarray(v, dtype=np.float64) * k for v, k in zip(values, rows))) / n
+
+        group_usage = None
+        if first.group_usage is not None:
+            names = list(first.group_usage)
+            counts = shares([[report.group_usage[name] for name in names] for report in reports])
+            group_usage = dict(zip(names, counts.tolist()))
+        curve = None if first.curve is None else \
+            sum(report.curve * k for report, k in zip(reports, rows)) / n
+        return cls(acquisition=np.concatenate([report.acquisition for report in reports]),
+                   evaluation=np.concatenate([report.evaluation for report in reports]), coupled=first.coupled,
+                   usage=shares([report.usage for report in reports]), curve=curve,
+                   feature_names=first.feature_names, group_usage=group_usage)
+
     def to_dict(self) -> dict:
         """A JSON-ready summary (without the per-row arrays).
 

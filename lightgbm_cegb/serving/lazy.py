@@ -48,6 +48,7 @@ from lightgbm_cegb.core.costs import resolve_costs
 from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.forest import Forest
 from lightgbm_cegb.core.parallel import N_JOBS, resolve_n_jobs
+from lightgbm_cegb.core.partitions import is_dask, over_partitions
 from lightgbm_cegb.core.validation import CheckedElsewhere, NoneOr, Number, OneOf, Satisfies, validated
 from lightgbm_cegb.io.models import booster_of, fitted_costs, library_of, load_file, num_trees_used, to_forest, unwrap
 from lightgbm_cegb.serving.results import FetchInterrupted, LazyResult, Malformed
@@ -63,6 +64,21 @@ RAW_OBJECTIVES = frozenset({"regression", "regression_l1", "huber", "fair", "qua
                             "rank_xendcg"})
 #: a value not known yet: the NaN with the bits UNKNOWN_BITS (see LazyBatch)
 UNKNOWN = np.array([UNKNOWN_BITS], dtype=np.uint64).view(np.float64)[0]
+
+
+def _rebuilt(model, fetch, options: dict) -> LazyPredictor:
+    """A LazyPredictor unpickled: built from its arguments."""
+    return LazyPredictor(model, fetch, **options)
+
+
+def _partition_prediction(X, start: int, predictor: LazyPredictor, ids, method: str, kwargs: dict) -> np.ndarray:
+    """The predictions of one partition of a Dask X whose first row is row ``start`` of X (the ids of its rows:
+    ``ids``' slice, default their positions in X)."""
+    n = len(X)
+    own = np.arange(start, start + n) if ids is None else ids[start:start + n]
+    if len(own) != n:
+        raise CEGBError(f"ids should have one id per row of X, got {len(ids)} for more rows")
+    return predictor.acquire(X, ids=own, method=method, **kwargs).prediction
 
 
 class LazyPredictor:
@@ -174,6 +190,10 @@ PruneResult, Forest or policy
                  retries: int = 0, errors: str = "raise", feature_keys: str = "name",
                  n_jobs: int | None = None) -> None:
         given, model = model, unwrap(model)  # a Selection stands for its model, and carries its costs
+        self._arguments = (given, fetch, {"feature_costs": feature_costs, "num_iteration": num_iteration,
+                                          "order": order, "max_workers": max_workers, "timeout": timeout,
+                                          "retries": retries, "errors": errors, "feature_keys": feature_keys,
+                                          "n_jobs": n_jobs})
         if hasattr(model, "steps") and hasattr(model, "named_steps"):  # a scikit-learn Pipeline
             raise CEGBError("model: a Pipeline's steps transform the values before its trees see them, so a split "
                             "names no column to fetch: serve its final estimator (model[-1]) on the transformed "
@@ -256,6 +276,11 @@ PruneResult, Forest or policy
                                   float(self.costs_.tree), forest.float32, forest.leaf_offset, forest.leaf_value)
         self._own = None if self.policy else _own_output(self.model, self.forest)  # None: the model's predict;
         # 0: raw; > 0: sigmoid
+
+    def __reduce__(self):
+        """Pickled as its arguments (its compiled plan is built again where it is unpickled: a Dask worker)."""
+        model, fetch, options = self._arguments
+        return _rebuilt, (model, fetch, options)
 
     # ------------------------------------------------------------------------------------ public API
 
@@ -404,7 +429,7 @@ PruneResult, Forest or policy
         LazyFetchError
             As :meth:`acquire`.
         """
-        return self.acquire(X, known, ids=ids, **kwargs).prediction
+        return self._predicted(X, known, ids, "predict", kwargs)
 
     def predict_proba(self, X, known=None, *, ids=None, **kwargs) -> np.ndarray:
         """The model's ``predict_proba`` on the full rows, fetching only what the rows' paths need.
@@ -430,7 +455,7 @@ PruneResult, Forest or policy
         LazyFetchError
             As :meth:`acquire`.
         """
-        return self.acquire(X, known, ids=ids, method="predict_proba", **kwargs).prediction
+        return self._predicted(X, known, ids, "predict_proba", kwargs)
 
     async def apredict(self, X, known=None, *, ids=None, **kwargs) -> np.ndarray:
         """:meth:`predict` for asyncio (see :meth:`aacquire`).
@@ -601,6 +626,26 @@ PruneResult, Forest or policy
         return values
 
     # ------------------------------------------------------------------------------------ predicting
+
+    def _predicted(self, X, known, ids, method: str, kwargs: dict) -> np.ndarray:
+        """:meth:`acquire`'s prediction; X a Dask array (chunked along its rows) or DataFrame: each partition's, where
+        its scheduler runs it (the predictor and its fetch pickled to a ``distributed`` client's workers), fetch
+        called with the rows' ids in all of X (``ids``: a 1-D array of them, default their positions), the
+        predictions concatenated in the rows' order: those of X in memory."""
+        if not is_dask(X):
+            return self.acquire(X, known, ids=ids, method=method, **kwargs).prediction
+        if known is not None:
+            raise CEGBError("known: a Dask X is read as its values known where they are not NaN; known is not "
+                            f"taken with it, got {type(known).__name__}")
+        self._check_method(method, kwargs)
+        ids = None if ids is None else np.asarray(ids)
+        if ids is not None and ids.ndim != 1:
+            raise CEGBError(f"ids should be 1-dimensional, one id per row of X, got shape {ids.shape}")
+        predictions = np.concatenate(over_partitions(_partition_prediction, X, self, ids, method, kwargs,
+                                                     starts=True))
+        if ids is not None and len(ids) != len(predictions):
+            raise CEGBError(f"ids should have one id per row of X ({len(predictions)} rows), got {len(ids)}")
+        return predictions
 
     def _run(self, X, known, ids, kwargs: dict) -> PolicyModelRun | CompiledPolicyRun | RoutingRun:
         """The batch's run (a policy model's takes the method's ``kwargs``). A policy model reads a frame's columns

@@ -1,0 +1,108 @@
+"""Rows in a Dask collection (issue 59, item 3): ``prediction_cost`` and ``LazyPredictor.predict`` /
+``predict_proba`` work partition by partition, on a ``distributed.LocalCluster``'s worker processes, and give the
+results of the same rows in memory: the per-row costs and the usage to the bit, the curve to rounding, the
+predictions to the bit, with fetch called with the rows' ids in all of X."""
+
+from __future__ import annotations
+
+import dask.array as da
+import dask.dataframe as dd
+import distributed
+import lightgbm as lgb
+import numpy as np
+import pandas as pd
+import pytest
+
+from lightgbm_cegb import FeatureCosts, LazyPredictor, StagedAcquisitionClassifier, prediction_cost
+from lightgbm_cegb.core.errors import CEGBError
+from lightgbm_cegb.core.partitions import is_dask, partitions
+from lightgbm_cegb.core.report import CostReport
+
+COSTS = FeatureCosts(lazy=[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], split=[0.1] * 6, groups={"g": [4, 5]}, group_lazy=[2.0])
+
+
+@pytest.fixture(scope="module")
+def case():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(2000, 6))
+    X[rng.random(X.shape) < 0.1] = np.nan
+    y = (np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 2]) + 0.5 * np.nan_to_num(X[:, 4]) > 0).astype(int)
+    booster = lgb.train({"objective": "binary", "verbose": -1, "num_leaves": 8, "seed": 0}, lgb.Dataset(X, y), 20)
+    staged = StagedAcquisitionClassifier(feature_costs=COSTS, stages=4, n_estimators=30, tradeoff=0.2,
+                                         random_state=0).fit(X, y)
+    return X, booster, staged
+
+
+@pytest.fixture(scope="module")
+def client():
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                                  silence_logs=50) as cluster, distributed.Client(cluster) as client:
+        yield client
+
+
+def collections(X):
+    """X as a Dask array of uneven row chunks and as a Dask DataFrame of 3 partitions."""
+    frame = pd.DataFrame(X, columns=[f"Column_{j}" for j in range(X.shape[1])])
+    return [da.from_array(X, chunks=((700, 1, 899, 400), X.shape[1])), dd.from_pandas(frame, npartitions=3)]
+
+
+def test_prediction_cost_of_a_dask_collection_is_that_of_its_rows(case, client):
+    X, booster, staged = case
+    for model, asked in ((booster, {"per_iteration": True}), (staged, {})):
+        expected = prediction_cost(model, X, COSTS, **asked) if model is booster else prediction_cost(model, X)
+        for rows in collections(X):
+            got = prediction_cost(model, rows, COSTS, **asked) if model is booster else prediction_cost(model, rows)
+            np.testing.assert_array_equal(got.acquisition, expected.acquisition)
+            np.testing.assert_array_equal(got.evaluation, expected.evaluation)
+            np.testing.assert_array_equal(got.usage, expected.usage)
+            assert got.group_usage == expected.group_usage and got.coupled == expected.coupled
+            if expected.curve is not None:
+                np.testing.assert_allclose(got.curve, expected.curve, rtol=1e-12)
+
+
+def test_lazy_predictions_of_a_dask_collection_are_those_of_its_rows(case, client):
+    X, booster, staged = case
+    ids = 10_000 + 3 * np.arange(len(X))  # fetch reads a store by these ids: a partition's own positions would miss
+    store = pd.DataFrame(X, index=ids)
+
+    def fetch(key, row_ids):
+        if key == "g":
+            return store.loc[row_ids, [4, 5]].to_numpy()
+        return store.loc[row_ids, key].to_numpy()
+
+    unknown = np.full_like(X, np.nan)
+    for model, method in ((booster, "predict"), (staged, "predict_proba")):
+        predictor = LazyPredictor(model, fetch, feature_costs=COSTS if model is booster else None, feature_keys="index")
+        expected = getattr(predictor, method)(unknown, ids=ids)
+        np.testing.assert_array_equal(expected, booster.predict(X) if model is booster else staged.predict_proba(X))
+        for rows in collections(unknown):
+            np.testing.assert_array_equal(getattr(predictor, method)(rows, ids=ids), expected)
+    with pytest.raises(CEGBError, match=r"ids should have one id per row of X \(2000 rows\), got 2001"):
+        LazyPredictor(booster, fetch, feature_costs=COSTS, feature_keys="index").predict(
+            da.from_array(unknown, chunks=(500, 6)), ids=np.concatenate([ids, [1]]))
+
+
+def test_dask_rows_are_refused_when_not_whole(case):
+    X = case[0]
+    assert is_dask(da.from_array(X)) and not is_dask(X) and not is_dask(pd.DataFrame(X))
+    with pytest.raises(CEGBError, match=r"chunked along its rows only .* got 2 column chunks"):
+        partitions(da.from_array(X, chunks=(500, 3)))
+    with pytest.raises(CEGBError, match="should be 2-dimensional, got 1"):
+        partitions(da.from_array(X[:, 0]))
+    parts, starts = partitions(da.from_array(X, chunks=((700, 1, 899, 400), 6)))
+    assert len(parts) == 4 and starts == [0, 700, 701, 1600]
+    with pytest.raises(CEGBError, match="known: a Dask X"):
+        LazyPredictor(case[1], lambda key, ids: X[ids, key], feature_keys="index").predict(
+            da.from_array(X), known=np.ones(X.shape, dtype=bool))
+
+
+def test_stacked_reports_are_one_report_of_all_rows(case):
+    X, booster, _ = case
+    whole = prediction_cost(booster, X, COSTS, per_iteration=True)
+    cuts = [0, 1, 1, 999, 2000]  # an empty part too
+    parts = [prediction_cost(booster, X[a:b], COSTS, per_iteration=True) for a, b in zip(cuts, cuts[1:])]
+    stacked = CostReport.stacked(parts)
+    np.testing.assert_array_equal(stacked.usage, whole.usage)
+    np.testing.assert_array_equal(stacked.per_instance, whole.per_instance)
+    assert stacked.group_usage == whole.group_usage
+    np.testing.assert_allclose(stacked.curve, whole.curve, rtol=1e-12)
