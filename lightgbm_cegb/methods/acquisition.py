@@ -148,7 +148,7 @@ class AcquisitionResult:
         return [self.unit_names[u] for u in self.order[row] if u >= 0]
 
 
-def auto_leaves(rows: int, ladder: tuple, thresholds: tuple[int, int] = AUTO_LEAVES_FROM):
+def auto_value(rows: int, ladder: tuple, thresholds: tuple[int, int] = AUTO_LEAVES_FROM):
     """A setting "auto" for ``rows`` training rows: ``ladder``'s first value below ``thresholds[0]`` rows, its
     second below ``thresholds[1]``, its third from there on."""
     return ladder[int(np.searchsorted(thresholds, rows, side="right"))]
@@ -317,9 +317,9 @@ class PolicyClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
     def _lightgbm_params(self, num_class: int, seed: int, n: int, train_rows: int) -> dict:
         """LightGBM's parameters of the classifiers for X of ``n`` rows, ``train_rows`` of them trained on (what
         ``num_leaves="auto"`` reads)."""
-        leaves = auto_leaves(train_rows, self._auto_leaves, self._auto_from) if self.num_leaves == "auto" else \
+        leaves = auto_value(train_rows, self._auto_leaves, self._auto_from) if self.num_leaves == "auto" else \
             int(self.num_leaves)
-        rate = auto_leaves(train_rows, self._auto_rates, self._auto_from) if self.learning_rate == "auto" else \
+        rate = auto_value(train_rows, self._auto_rates, self._auto_from) if self.learning_rate == "auto" else \
             float(self.learning_rate)
         return {"objective": "binary" if num_class == 2 else "multiclass", "learning_rate": rate,
                 "num_leaves": leaves, "min_data_in_leaf": self.min_child_samples, "seed": seed,

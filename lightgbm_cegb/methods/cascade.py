@@ -42,7 +42,7 @@ from lightgbm_cegb.core.validation import NoneOr, Number, check_params, checked_
 from lightgbm_cegb.io import saved
 from lightgbm_cegb.methods.acquisition import (
     NUM_LEAVES,
-    auto_leaves,
+    auto_value,
     checked_data,
     drive,
     early_stopped,
@@ -245,7 +245,7 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
             train = (X[~rows_held], y[~rows_held], group[~is_held])
         units = self.costs_.units(num_features)
         self.units_, self.unit_cost_ = [columns for _, columns, _ in units], np.array([p for _, _, p in units])
-        leaves = auto_leaves(len(train[0]), self._auto_leaves) if self.num_leaves == "auto" else int(self.num_leaves)
+        leaves = auto_value(len(train[0]), self._auto_leaves) if self.num_leaves == "auto" else int(self.num_leaves)
         params = {"objective": "lambdarank", "metric": "ndcg", "eval_at": [int(self.eval_at)],
                   "learning_rate": self.learning_rate, "num_leaves": leaves,
                   "min_data_in_leaf": self.min_child_samples, "seed": seed, "deterministic": True, "verbose": -1,

@@ -35,7 +35,7 @@ from lightgbm_cegb.core.validation import NoneOr, Number, check_params
 from lightgbm_cegb.io import saved
 from lightgbm_cegb.methods.acquisition import (
     NUM_LEAVES,
-    auto_leaves,
+    auto_value,
     checked_data,
     drive,
     early_stopped,
@@ -209,7 +209,7 @@ class StagedAcquisitionRegressor(StageLadder, BudgetedEstimator, RegressorMixin,
             valid = (X[held_rows], y[held_rows]) if held else None
         units = self.costs_.units(num_features)
         self.units_, self.unit_cost_ = [columns for _, columns, _ in units], np.array([p for _, _, p in units])
-        leaves = auto_leaves(len(train[0]), self._auto_leaves) if self.num_leaves == "auto" else int(self.num_leaves)
+        leaves = auto_value(len(train[0]), self._auto_leaves) if self.num_leaves == "auto" else int(self.num_leaves)
         threads = resolve_n_jobs(self.n_jobs, n)
         params = {"objective": "regression", "learning_rate": self.learning_rate, "num_leaves": leaves,
                   "min_data_in_leaf": self.min_child_samples, "seed": seed, "deterministic": True, "verbose": -1,

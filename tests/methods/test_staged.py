@@ -311,14 +311,14 @@ def test_scikit_learn_checks(estimator, check):
 
 def test_a_stage_still_improving_at_the_round_cap_warns_and_auto_leaves_grow_with_the_rows():
     from lightgbm_cegb.core.errors import RoundsWarning
-    from lightgbm_cegb.methods.acquisition import AUTO_LEAVES_FROM, auto_leaves
+    from lightgbm_cegb.methods.acquisition import AUTO_LEAVES_FROM, auto_value
     X, y, costs, _ = random_case(3)
     with pytest.warns(RoundsWarning, match=r"StagedAcquisitionClassifier: the stage of \d+ of the \d+ columns reached "
                                            r"n_estimators=3 while its held-out log loss was still improving"):
         StagedAcquisitionClassifier(feature_costs=costs, stages=3, n_estimators=3, learning_rate=0.01,
                                     random_state=0).fit(X, y)
     ladder = StagedAcquisitionClassifier._auto_leaves
-    assert [auto_leaves(n, ladder) for n in (300, AUTO_LEAVES_FROM[0] - 1, AUTO_LEAVES_FROM[0],
+    assert [auto_value(n, ladder) for n in (300, AUTO_LEAVES_FROM[0] - 1, AUTO_LEAVES_FROM[0],
                                              AUTO_LEAVES_FROM[1] - 1, AUTO_LEAVES_FROM[1])] == [15, 15, 31, 31, 63]
     model = StagedAcquisitionClassifier(feature_costs=costs, stages=3, n_estimators=30, random_state=0).fit(X, y)
     leaves = [tree["num_leaves"] for booster in model.stages_ for tree in booster.dump_model()["tree_info"]]
