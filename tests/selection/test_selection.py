@@ -798,7 +798,7 @@ def test_the_adaptive_acquisition_sweeps_one_fit_and_measures_each_policy(binary
 
 def test_a_sweep_logs_each_point_and_shows_it_on_its_bar(binary, caplog, capsys):
     """Progress a person sees: each fitted grid point logged (lightgbm_cegb.selection, INFO) with its method,
-    parameters and best quality; with progress=True the bar names the method and point last fitted."""
+    parameters, best quality and seconds; with progress=True the bar names the method and point last fitted."""
     train, valid, _ = binary
     grid = {"cegb": [{"relative_tradeoff": 0.1}], "lightgbm": [{}]}
     with caplog.at_level(logging.INFO, logger="lightgbm_cegb.selection"), warnings.catch_warnings():
@@ -808,7 +808,7 @@ def test_a_sweep_logs_each_point_and_shows_it_on_its_bar(binary, caplog, capsys)
     records = [r.getMessage() for r in caplog.records if r.name == "lightgbm_cegb.selection"]
     assert len(records) == 2, records
     assert any(re.match(r"sweep: cegb \(relative_tradeoff=0\.1\) grid: \d+ point\(s\), best accuracy [\d.]+ at "
-                        r"cost [\d.]+$", m) for m in records), records
+                        r"cost [\d.]+ \([\d.]+ s\)$", m) for m in records), records  # the point's seconds last
     assert any(m.startswith("sweep: lightgbm (defaults) grid:") for m in records), records
     assert len(frame) >= 2
     error = capsys.readouterr().err
