@@ -7,6 +7,7 @@ order. Dask is imported only when such a collection is given.
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import accumulate
 
 from lightgbm_cegb.core.errors import CEGBError
 
@@ -16,32 +17,40 @@ def is_dask(X) -> bool:
     return type(X).__module__.split(".")[0] == "dask" and hasattr(X, "__dask_graph__")
 
 
-def partitions(X) -> tuple[list, list[int]]:
-    """The partitions of X, a Dask array or DataFrame, as delayed objects in the order of its rows, and the position
-    of each one's first row in X (a DataFrame's partition lengths are computed for it); an array chunked along its
-    columns is refused (each partition must hold whole rows)."""
+def partitions(X) -> list:
+    """The partitions of X, a Dask array or DataFrame, as delayed objects in the order of its rows; an array chunked
+    along its columns is refused (each partition must hold whole rows)."""
     if hasattr(X, "numblocks"):  # a dask array
         if X.ndim != 2:
             raise CEGBError(f"X: a Dask array of rows should be 2-dimensional, got {X.ndim} dimensions")
         if X.numblocks[1] != 1:
             raise CEGBError(f"X: a Dask array of rows should be chunked along its rows only (one chunk of its "
                             f"{X.shape[1]} columns: X.rechunk({{1: -1}})), got {X.numblocks[1]} column chunks")
-        parts, lengths = list(X.to_delayed().ravel()), list(X.chunks[0])
-    elif hasattr(X, "to_delayed") and hasattr(X, "map_partitions"):  # a dask DataFrame
-        parts, lengths = list(X.to_delayed()), [int(n) for n in X.map_partitions(len).compute()]
+        return list(X.to_delayed().ravel())
+    if hasattr(X, "to_delayed") and hasattr(X, "map_partitions"):  # a dask DataFrame
+        return list(X.to_delayed())
+    raise CEGBError(f"X: a Dask array or DataFrame of rows is expected, got {type(X).__name__}")
+
+
+def row_starts(X) -> list[int]:
+    """The position in X of each partition's first row: an array's from its chunks (known sizes needed), a
+    DataFrame's from its partitions' lengths (a pass over its rows)."""
+    if hasattr(X, "numblocks"):
+        lengths = X.chunks[0]
+        if any(length != length for length in lengths):  # NaN: chunk sizes not known
+            raise CEGBError("X: a Dask array whose chunk sizes are not known (e.g. from a DataFrame's "
+                            "to_dask_array()): call X.compute_chunk_sizes() first")
     else:
-        raise CEGBError(f"X: a Dask array or DataFrame of rows is expected, got {type(X).__name__}")
-    starts = [0]
-    for length in lengths[:-1]:
-        starts.append(starts[-1] + int(length))
-    return parts, starts
+        lengths = X.map_partitions(len).compute()
+    return [0, *accumulate(int(length) for length in lengths[:-1])]
 
 
 def over_partitions(function: Callable, X, *args, starts: bool = False, **kwargs) -> list:
     """``function(partition, *args, **kwargs)`` of every partition of the Dask collection X (with ``starts``:
-    ``function(partition, start, *args, **kwargs)``, ``start`` the position of its first row in X), computed by its
-    scheduler, in the partitions' order."""
+    ``function(partition, start, *args, **kwargs)``, ``start`` the position of its first row in X, which a DataFrame's
+    partitions are measured for), computed by its scheduler, in the partitions' order."""
     import dask
-    parts, first_rows = partitions(X)
+    parts = partitions(X)
+    first_rows = row_starts(X) if starts else [None] * len(parts)
     return list(dask.compute(*[dask.delayed(function)(part, *((start,) if starts else ()), *args, **kwargs)
                                for part, start in zip(parts, first_rows)]))

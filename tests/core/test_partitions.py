@@ -15,7 +15,7 @@ import pytest
 
 from lightgbm_cegb import FeatureCosts, LazyPredictor, StagedAcquisitionClassifier, prediction_cost
 from lightgbm_cegb.core.errors import CEGBError
-from lightgbm_cegb.core.partitions import is_dask, partitions
+from lightgbm_cegb.core.partitions import is_dask, partitions, row_starts
 from lightgbm_cegb.core.report import CostReport
 
 COSTS = FeatureCosts(lazy=[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], split=[0.1] * 6, groups={"g": [4, 5]}, group_lazy=[2.0])
@@ -89,8 +89,12 @@ def test_dask_rows_are_refused_when_not_whole(case):
         partitions(da.from_array(X, chunks=(500, 3)))
     with pytest.raises(CEGBError, match="should be 2-dimensional, got 1"):
         partitions(da.from_array(X[:, 0]))
-    parts, starts = partitions(da.from_array(X, chunks=((700, 1, 899, 400), 6)))
-    assert len(parts) == 4 and starts == [0, 700, 701, 1600]
+    uneven = da.from_array(X, chunks=((700, 1, 899, 400), 6))
+    assert len(partitions(uneven)) == 4 and row_starts(uneven) == [0, 700, 701, 1600]
+    frame = dd.from_pandas(pd.DataFrame(X), npartitions=3)
+    assert row_starts(frame) == [0, *np.cumsum([len(part) for part in frame.partitions][:-1]).tolist()]
+    with pytest.raises(CEGBError, match=r"chunk sizes are not known .*: call X\.compute_chunk_sizes\(\) first"):
+        row_starts(frame.to_dask_array())
     with pytest.raises(CEGBError, match="known: a Dask X"):
         LazyPredictor(case[1], lambda key, ids: X[ids, key], feature_keys="index").predict(
             da.from_array(X), known=np.ones(X.shape, dtype=bool))
