@@ -757,13 +757,18 @@ def test_the_adaptive_acquisition_sweeps_one_fit_and_measures_each_policy(binary
     runs = []
     trace = AdaptiveAcquisitionClassifier.trace
     monkeypatch.setattr(AdaptiveAcquisitionClassifier, "trace",
-                        lambda self, X, record=True: runs.append(record) or trace(self, X, record))
+                        lambda self, X, record=True: runs.append(record) or at.append(self) or trace(self, X, record))
+    at = []  # the models the runs were recorded with
     trainings = []
     rounds = AdaptiveAcquisitionClassifier.fit_rounds
     monkeypatch.setattr(AdaptiveAcquisitionClassifier, "fit_rounds", lambda self, *args, **kwargs:
                         trainings.append(self.policy_rounds) or rounds(self, *args, **kwargs))
     frame = sweep("adaptive_acquisition", train, valid, COSTS, task="binary", baseline=False)
     assert runs.count(True) == 2 * (1 + len(ACQUISITION_CAPS) + 1)  # per classifier: accuracy, each cap, entropy
+    entropy = [model for model in at if model.gain == "entropy"]  # recorded at the grid's lowest, not at 0
+    assert len(entropy) == 2 and all(model.tradeoff == pytest.approx(
+        ACQUISITION_ENTROPY_TRADEOFFS[0] * copy.copy(model).first_value(), rel=1e-12) for model in entropy)
+    assert all(model.tradeoff == 0.0 for model in at if model.gain == "accuracy")
     again = pickle.loads(pickle.dumps(frame))
     assert again["model"].iloc[0].traces.runs == {} and frame["model"].iloc[0].traces.runs  # pickled empty
     models = frame["model"].map(lambda candidate: candidate.model)
@@ -794,6 +799,32 @@ def test_the_adaptive_acquisition_sweeps_one_fit_and_measures_each_policy(binary
     with pytest.raises(CEGBError, match="unknown parameter"):
         sweep("adaptive_acquisition", train, valid, COSTS, task="binary", baseline=False,
               grid={"adaptive_acquisition": [{"relative_tradeoff": 0.1, "depth": 3}]})
+
+
+def test_a_shared_policy_run_is_recorded_at_the_lowest_tradeoff_planned_and_again_below_it(binary, monkeypatch):
+    """The adaptive acquisition's points share one recorded run per classifier, gain and cap, recorded at the lowest
+    tradeoff planned for it; a point asking for less records it again there; each answer equals the point's own
+    run to the bit."""
+    from lightgbm_cegb.methods.acquisition import AdaptiveAcquisitionClassifier
+    from lightgbm_cegb.selection.acquisition_family import _Traces
+    train, valid, _ = binary
+    model = AdaptiveAcquisitionClassifier(feature_costs=COSTS, random_state=0, gain="entropy",
+                                          early_stopping_rounds=20).fit(*train, eval_set=valid)
+    scale = model.first_value()
+    at = []
+    trace = AdaptiveAcquisitionClassifier.trace
+    monkeypatch.setattr(AdaptiveAcquisitionClassifier, "trace",
+                        lambda self, X, record=True: at.append(self.tradeoff) or trace(self, X, record))
+    traces = _Traces()
+    points = [copy.copy(model).set_params(tradeoff=r * scale) for r in (0.2, 0.05, 0.5, 0.01, 0.05)]
+    for point in points[:3]:
+        traces.plan(point, point.tradeoff)
+    for point in points:
+        result, alone = traces.result(point, valid[0]), point.predict_result(valid[0])
+        assert result.cost.mean == alone.cost.mean and np.array_equal(result.proba, alone.proba)
+        assert np.array_equal(result.order, alone.order)
+        assert np.array_equal(result.cost.per_instance, alone.cost.per_instance)
+    assert at == [0.05 * scale, 0.01 * scale]  # the lowest planned, then the lower one asked
 
 
 def test_a_sweep_logs_each_point_and_shows_it_on_its_bar(binary, caplog, capsys):
