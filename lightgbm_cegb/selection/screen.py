@@ -65,7 +65,7 @@ def screened(names: list[str], context: Context, grid: dict, size: int, refine: 
     *_, spent = execution
     states = prepared(names, sub, spent)
     jobs = grid_jobs(states, grid, sub, "screen")
-    rows = runner.execute(jobs, sub, *execution)
+    rows = runner.walk(jobs, sub, execution, sign) if focus else runner.execute(jobs, sub, *execution)
     pairs = {(name, budget) for budget in context.budgets for name in contenders(rows, budget, sign)
              if name in states and METHODS[name].knob is not None}
     rows += refinement.refine_around(rows, pairs, states, sub, refine, focus, sign, execution, stage="screen refine")

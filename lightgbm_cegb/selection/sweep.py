@@ -130,12 +130,16 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
     refine : int, default=4
         The rounds of refinement around each budget (none without a budget).
     focus : bool, default=True
-        Refine a method around a budget only while it pays: while its rounds improve its best point within the
-        budget, it leads the methods there, or it has no point within the budget yet. A method behind the
-        leader is not refined there again after a round that brought it nothing better when it trails by more
-        than 5% of the spread of the qualities within the budget, else after two such rounds. False: every
-        method every round (the exhaustive sweep, several times slower where slow methods trail;
-        ``scripts/bench_budget_workflow.py`` compares the two).
+        Fit and refine a method only where it pays. With a budget, each setting of a method's grid (its other
+        parameters fixed) whose knob has a cheap end and costs a fit per value (CEGB's, Greedy Miser's,
+        BudgetPrune's, CatBoost's) is fitted from that end, and its dearer values are not fitted after two values
+        in a row whose whole model costs more than every budget and whose points improve within none (the
+        ``lightgbm_cegb.selection`` logger names the values left). A method is refined around a budget while its
+        rounds improve its best point within the budget, it leads the methods there, or it has no point within
+        the budget yet; a method behind the leader is not refined there again after a round that brought it
+        nothing better when it trails by more than 5% of the spread of the qualities within the budget, else
+        after two such rounds. False: every grid point, every method every round (the exhaustive sweep,
+        several times slower where slow methods trail; ``scripts/bench_budget_workflow.py`` compares the two).
     baseline : bool, default=True
         Include the cheap-subset baseline (``cheap_subset``: plain LightGBM on a greedily chosen cost-aware
         subset of the features or groups), which any budgeted method should beat.
@@ -271,7 +275,9 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
         pairs = {(name, budget) for name in states if METHODS[name].knob is not None
                  for budget in (budgets if name in swept_anew else refined)}
         rounds = free_rounds = refine if budgets else 0
-    rows = previous + runner.execute(jobs, context, *execution)
+    walked = budgets and focus and not size  # the finalists are few: each is fitted
+    rows = previous + (runner.walk(jobs, context, execution, sign) if walked else runner.execute(jobs, context,
+                                                                                                    *execution))
     rows += refinement.refine_around(rows, pairs, states, context, rounds, focus, sign, execution,
                                      free_rounds=free_rounds)
     if bar is not None:

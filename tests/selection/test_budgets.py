@@ -145,3 +145,45 @@ def test_focus_chooses_as_the_exhaustive_refinement_does(binary):
         assert select(focused, budget).valid_quality >= select(exhaustive, budget).valid_quality - 0.002
     with pytest.raises(CEGBError, match="focus should be True or False, got 'yes'"):
         sweep("lightgbm", train, valid, COSTS, budget=4.0, focus="yes", **FAST)
+
+
+def test_a_focused_sweep_walks_each_knob_from_its_cheap_end(binary, caplog):
+    """With a budget, CEGB's and Greedy Miser's grids are fitted from the knob's cheap end, and the dearer values are
+    left after two in a row whose whole model costs more than the budget and improve on nothing within it (logged);
+    what is fitted does not depend on n_jobs; focus=False fits every grid value."""
+    from lightgbm_cegb.selection.greedy_family import GREEDY_MISER_RELATIVE_TRADEOFFS
+    from lightgbm_cegb.selection.lightgbm_family import CEGB_RELATIVE_TRADEOFFS
+    from lightgbm_cegb.selection.runner import WALK_PATIENCE
+    train, valid, _ = binary
+    budget = 2.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with caplog.at_level(logging.INFO, logger="lightgbm_cegb.selection"):
+            walked = sweep(["cegb", "greedy_miser"], train, valid, COSTS, budget=budget, refine=0, baseline=False,
+                           **FAST)
+        parallel = sweep(["cegb", "greedy_miser"], train, valid, COSTS, budget=budget, refine=0, baseline=False,
+                         **{**FAST, "n_jobs": 2})
+        every = sweep(["cegb", "greedy_miser"], train, valid, COSTS, budget=budget, refine=0, baseline=False,
+                      focus=False, **FAST)
+    stopped = 0
+    for name, grid in (("cegb", CEGB_RELATIVE_TRADEOFFS), ("greedy_miser", GREEDY_MISER_RELATIVE_TRADEOFFS)):
+        order = sorted(grid, key=lambda value: abs(value - 1.0))  # from the cheap end
+        points = walked[walked["method"] == name]
+        fitted = order[:len(set(points["relative_tradeoff"]))]  # the frame keeps the grid's order
+        assert set(points["relative_tradeoff"]) == set(fitted)
+        assert sorted(set(every[every["method"] == name]["relative_tradeoff"])) == sorted(grid)
+        if len(fitted) < len(grid):
+            stopped += 1
+            assert f"{name} (defaults) grid: from relative_tradeoff={order[len(fitted)]:g} on" in caplog.text
+            best = -np.inf
+            idle = []
+            for value in fitted:  # the rule, replayed from the frame
+                rows = points[points["relative_tradeoff"] == value]
+                whole = rows.loc[rows["trees"].fillna(np.inf).idxmax(), "cost"]
+                within = rows[rows["cost"] <= budget]["quality"].max() if (rows["cost"] <= budget).any() else -np.inf
+                idle = idle + [value] if whole > budget and within <= best else []
+                best = max(best, within)
+            assert len(idle) == WALK_PATIENCE and idle == fitted[-WALK_PATIENCE:]
+    assert stopped  # the budget is far below the dear models' costs: some walk stops
+    columns = ["method", "relative_tradeoff", "quality", "cost"]
+    assert parallel[columns].equals(walked[columns])
