@@ -2,7 +2,7 @@
 screened on a subsample above 20,000 training rows) against the exhaustive sweep of each budget alone, its time
 in plain LightGBM fits and its choices.
 
-    .venv/bin/python -m scripts.bench_budget_workflow [--data cube higgs large]
+    .venv/bin/python -m scripts.bench_budget_workflow [--data cube higgs letter mnist large] [--no-exhaustive]
 
 For each data set, the unit of time is one plain LightGBM fit of the sweep's ``lightgbm`` point (its defaults,
 early stopped on the validation rows, in this process; the median of three). Then
@@ -15,7 +15,11 @@ exhaustive one's, or better), then the times.
 
 Data: AFABench's CUBE (seed 42: 600 / 200 / 200 rows, 20 unit-cost features, 8 classes) at AFABench's mean
 budgets; the bundled HIGGS events (the 7,000 training events split 5,000 / 2,000, seed 0; its costs) at a
-tenth, a fifth and two fifths of plain LightGBM's validation cost; ``large`` (not run by default: its exhaustive
+tenth, a fifth and two fifths of plain LightGBM's validation cost; ``letter`` (26 classes, 16 unit-cost features)
+and ``mnist`` (digits 3 against 8 at four resolutions, 1,120 unit-cost pixels, from ../shared/data) as split 0 of
+``scripts/frontiers.py``'s protocol (10,000 / 3,000 and 1,500 / 500 rows) at a tenth and a quarter of plain
+LightGBM's validation cost (not run by default: letter's exhaustive sweeps take hours, Greedy Miser's 26 classes
+about 2 minutes a point); ``large`` (not run by default: its exhaustive
 sweep takes most of an hour on 2 cores), 50,000 / 10,000 rows (of 70,000) x 54 features of scikit-learn's
 ``make_classification`` (20 informative, 10 redundant, 5% of labels flipped, seed 0) at random costs in {1, 2, 5,
 10, 20}, at a budget of 60 (plain LightGBM's validation cost is about 400).
@@ -49,6 +53,20 @@ def plain_fit(train, valid, objective: str, num_class: int) -> tuple[float, lgb.
     return time.perf_counter() - start, booster
 
 
+def by_method(frame, unit: float) -> str:
+    """A sweep's time by method (``frame.attrs["seconds"]``) in plain fits of ``unit`` seconds, the slowest first."""
+    return ", ".join(f"{method} {seconds / unit:.1f}" for method, seconds in
+                     sorted(frame.attrs["seconds"].items(), key=lambda item: -item[1]))
+
+
+def fractions_of_plain(train, valid, costs, task: str, fractions: tuple[float, ...]) -> list[float]:
+    """Budgets at ``fractions`` of plain LightGBM's mean cost per validation row."""
+    classes = len(np.unique(train[1]))
+    _, booster = plain_fit(train, valid, "multiclass" if task == "multiclass" else "binary", classes)
+    full = float(prediction_cost(booster, valid[0], costs).per_instance.mean())
+    return [round(f * full, 2) for f in fractions]
+
+
 def data_sets(names: list[str]):
     """(name, train, valid, costs, task, budgets) of each data set asked for."""
     for name in names:
@@ -59,9 +77,15 @@ def data_sets(names: list[str]):
             X, y = higgs("train")
             order = np.random.default_rng(0).permutation(len(y))
             train, valid = (X[order[:5000]], y[order[:5000]]), (X[order[5000:]], y[order[5000:]])
-            _, booster = plain_fit(train, valid, "binary", 2)
-            full = float(prediction_cost(booster, valid[0], HIGGS_COSTS).per_instance.mean())
-            yield name, train, valid, HIGGS_COSTS, "binary", [round(f * full, 2) for f in (0.1, 0.2, 0.4)]
+            yield name, train, valid, HIGGS_COSTS, "binary", fractions_of_plain(train, valid, HIGGS_COSTS, "binary",
+                                                                                (0.1, 0.2, 0.4))
+        elif name in ("letter", "mnist"):
+            from scripts.frontiers import load
+            from scripts.protocol import random_split
+            X, y, sizes, costs, task = load(name)
+            parts = random_split(X, y, sizes, 0)  # split 0 of the protocol (scripts/frontiers.py)
+            yield name, parts["train"], parts["valid"], costs, task, fractions_of_plain(parts["train"], parts["valid"],
+                                                                                        costs, task, (0.1, 0.25))
         elif name == "large":
             from sklearn.datasets import make_classification
             X, y = make_classification(70_000, 54, n_informative=20, n_redundant=10, flip_y=0.05, random_state=0)
@@ -69,7 +93,7 @@ def data_sets(names: list[str]):
             train, valid = (X[:50_000], y[:50_000]), (X[50_000:60_000], y[50_000:60_000])  # the rest: unused
             yield name, train, valid, costs, "binary", [60.0]
         else:
-            raise SystemExit(f"--data: unknown data set {name!r} (cube, higgs, large)")
+            raise SystemExit(f"--data: unknown data set {name!r} (cube, higgs, letter, mnist, large)")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -92,7 +116,8 @@ def main(argv: list[str] | None = None) -> None:
         shown = ", ".join(f"{u:.2f}" for u in units)
         print(f"\n{name}: one plain fit {unit:.2f} s (the median of {shown}); budgets {budgets}{screened}; "
               f"fit_within_budget's defaults: "
-              f"{focused_time:.1f} s = {focused_time / unit:.1f} plain fits")
+              f"{focused_time:.1f} s = {focused_time / unit:.1f} plain fits; by method: "
+              f"{by_method(focused[0].frontier, unit)}")
         if args.no_exhaustive:
             for budget, chosen in zip(budgets, focused):
                 print(f"{budget:>8g} {chosen.method:<22} {chosen.valid_quality:>8.4f} {chosen.params}")

@@ -59,7 +59,7 @@ from lightgbm_cegb.datasets import covertype, letter
 from lightgbm_cegb.io.atomic import write_atomically
 from lightgbm_cegb.selection import best_subset, fit_within_budget, get_metric
 from lightgbm_cegb.selection.metrics import best_threshold, thresholded, validation_quality
-from scripts.bench_budget_workflow import plain_fit
+from scripts.bench_budget_workflow import by_method, plain_fit
 
 #: the reference measures each subset on this many training and validation rows (classes in proportion)
 REFERENCE_ROWS = 2_500
@@ -243,8 +243,7 @@ def main(argv: list[str] | None = None) -> None:
                  f"{len(test[1])} rows, {metric_name}; fit_within_budget {workflow:.0f} s, best_subset {searched:.0f} "
                  f"s, the reference {referenced:.0f} s (one run, 2 cores).", "",
                  f"In plain fits ({unit:.1f} s each): fit_within_budget {workflow / unit:.0f}; by method, "
-                 + ", ".join(f"{method} {seconds / unit:.1f}" for method, seconds in
-                             sorted(chosen[0].frontier.attrs["seconds"].items(), key=lambda item: -item[1]))
+                 + by_method(chosen[0].frontier, unit)
                  + (f" (screened on {chosen[0].frontier.attrs['screen']['rows']} training rows)"
                     if "screen" in chosen[0].frontier.attrs else "") + ".", "",
                  f"| budget | fit_within_budget's choice | valid {metric_name} | test {metric_name} | test cost | "

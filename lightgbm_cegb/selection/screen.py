@@ -10,7 +10,7 @@ from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.validation import check_number
 from lightgbm_cegb.selection import refinement, runner
 from lightgbm_cegb.selection.registry import METHODS, Context, Method
-from lightgbm_cegb.selection.runner import LOG, best_within, frozen, grid_jobs, prepared
+from lightgbm_cegb.selection.runner import LOG, frozen, grid_jobs, prepared
 
 #: sweep(screen=None): the training rows of the screen's subsample, and how many training rows a sweep with a
 #: budget needs before it screens (below, a full sweep costs little more than the screen)
@@ -66,12 +66,13 @@ def screened(names: list[str], context: Context, grid: dict, size: int, refine: 
     states = prepared(names, sub, spent)
     jobs = grid_jobs(states, grid, sub, "screen")
     rows = runner.walk(jobs, sub, execution, sign) if focus else runner.execute(jobs, sub, *execution)
-    pairs = {(name, budget) for budget in context.budgets for name in contenders(rows, budget, sign)
+    pairs = {(name, budget) for budget in context.budgets
+             for name in refinement.contenders(rows, budget, sign, SCREEN_CONTENDERS)
              if name in states and METHODS[name].knob is not None}
     rows += refinement.refine_around(rows, pairs, states, sub, refine, focus, sign, execution, stage="screen refine")
     finalists, points = {}, {}
     for budget in context.budgets:
-        kept = leaders(rows, budget, sign) or \
+        kept = refinement.leaders(rows, budget, sign) or \
             list(dict.fromkeys(row["method"] for row in sorted(rows, key=lambda row: row["cost"])))
         finalists[budget] = kept[:SCREEN_KEEP]
         LOG.info("sweep: budget %g: the screen keeps %s", budget, ", ".join(finalists[budget]))
@@ -79,21 +80,6 @@ def screened(names: list[str], context: Context, grid: dict, size: int, refine: 
             for point in finalist_points(METHODS[name], [row for row in rows if row["method"] == name], budget, sign):
                 points.setdefault((name, frozen(point)), (name, point))
     return list(points.values()), finalists
-
-
-def leaders(rows: list[dict], budget: float, sign: float) -> list[str]:
-    """The methods with a point within ``budget``, the one of the best such point first (ties: in the rows' order)."""
-    best = {name: best_within(rows, name, budget, sign)
-            for name in dict.fromkeys(row["method"] for row in rows if row["cost"] <= budget)}
-    return sorted(best, key=lambda name: -best[name])
-
-
-def contenders(rows: list[dict], budget: float, sign: float) -> list[str]:
-    """The methods the screen refines around ``budget``: the SCREEN_CONTENDERS whose grid points are best within it,
-    and those with no point within it yet (their refinement walks towards the knob's cheap end)."""
-    ahead = leaders(rows, budget, sign)
-    return ahead[:SCREEN_CONTENDERS] + [name for name in dict.fromkeys(row["method"] for row in rows)
-                                        if name not in ahead]
 
 
 def finalist_points(method: Method, rows: list[dict], budget: float, sign: float) -> list[dict]:

@@ -134,11 +134,12 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
         parameters fixed) whose knob has a cheap end and costs a fit per value (CEGB's, Greedy Miser's,
         BudgetPrune's, CatBoost's) is fitted from that end, and its dearer values are not fitted after two values
         in a row whose whole model costs more than every budget and whose points improve within none (the
-        ``lightgbm_cegb.selection`` logger names the values left). A method is refined around a budget while its
-        rounds improve its best point within the budget, it leads the methods there, or it has no point within
-        the budget yet; a method behind the leader is not refined there again after a round that brought it
-        nothing better when it trails by more than 5% of the spread of the qualities within the budget, else
-        after two such rounds. False: every grid point, every method every round (the exhaustive sweep,
+        ``lightgbm_cegb.selection`` logger names the values left). Only the three methods of the best points
+        within a budget (and those with none within it) are refined there (the logger names the others), each
+        while its rounds improve its best point within the budget enough to catch the leader in the rounds left
+        at that pace, it leads the methods there, or it has no point within the budget yet; a method behind the
+        leader is not refined there again after a round that did not when it trails by more than 5% of the
+        spread of the qualities within the budget, else after two such rounds. False: every grid point, every method every round (the exhaustive sweep,
         several times slower where slow methods trail; ``scripts/bench_budget_workflow.py`` compares the two).
     baseline : bool, default=True
         Include the cheap-subset baseline (``cheap_subset``: plain LightGBM on a greedily chosen cost-aware

@@ -91,12 +91,14 @@ def test_the_leaders_within_each_budget_on_the_subsample_are_refitted_on_every_r
 def test_the_screen_refines_the_contenders_within_each_budget_only(binary, monkeypatch):
     """After the screen's grid, each budget's SCREEN_CONTENDERS best methods within it (and those with no point
     within it) are refined there; the others keep their grid points."""
-    from lightgbm_cegb.selection.screen import SCREEN_CONTENDERS, contenders
-    assert SCREEN_CONTENDERS == SCREEN_KEEP + 1
+    from lightgbm_cegb.selection.refinement import CONTENDERS, contenders
+    from lightgbm_cegb.selection.screen import SCREEN_CONTENDERS
+    assert SCREEN_CONTENDERS == SCREEN_KEEP + 1 == CONTENDERS
     rows = [{"method": m, "quality": q, "cost": c} for m, q, c in [
         ("a", 0.9, 5.0), ("a", 0.95, 20.0), ("b", 0.8, 3.0), ("c", 0.85, 9.0), ("d", 0.7, 1.0), ("e", 0.99, 50.0)]]
     assert contenders(rows, 10.0, 1.0) == ["a", "c", "b", "e"]  # d trails; e has no point within 10
     assert contenders(rows, 10.0, -1.0) == ["d", "b", "c", "e"]  # smaller is better
+    assert contenders(rows, 10.0, 1.0, 1) == ["a", "e"]
     refined = []
     refine = refinement.refine_around
 
