@@ -48,13 +48,15 @@ def in_gap(costs: np.ndarray, qualities: np.ndarray, budget: float, sign: float)
 #: brought it nothing better, or too little to catch the leader in the rounds left at that pace, when it trails by
 #: more than CLOSE x the spread of the qualities within the budget, else after PATIENCE such rounds in a row (on
 #: letter, Greedy Miser's prefixes gained a little within a tenth of the cost every round, far behind: 7 rounds'
-#: points of 105 s each)
+#: points of 105 s each); a knob read at prediction goes on while it improves at all
 CLOSE, PATIENCE = 0.05, 2
 
 
 #: sweep(focus=True): around each budget, only the CONTENDERS methods whose points are best within it (and those with
-#: no point within it yet) are refined (on MNIST 3 vs 8, Greedy Miser's and ADAPT-LIN's refinement took 64 s, 44
-#: plain fits, while they trailed the staged acquisition and CEGB)
+#: no point within it yet, and those whose knob is read at prediction: no fit) are refined (on MNIST 3 vs 8, Greedy
+#: Miser's and ADAPT-LIN's refinement took 64 s, 44 plain fits, while they trailed the staged acquisition and CEGB;
+#: on HIGGS the staged acquisition's grid had no point near a tenth of plain LightGBM's cost, where its refinement
+#: found the best one)
 CONTENDERS = 3
 
 
@@ -95,10 +97,11 @@ def refine_around(rows: list[dict], pairs: set, states: dict, context: Context, 
     own: dict[float, list[dict]] = {budget: [] for _, budget in pairs}  # the rows refined for each budget
     fitted: dict[tuple, list[dict]] = {}  # the rows of each refinement point fitted
     active, idle = set(pairs), dict.fromkeys(pairs, 0)
-    if focus:
+    if focus:  # a knob read at prediction costs no fit: refined whatever its standing
         for budget in sorted(own):
             ahead = contenders(rows, budget, sign)
-            behind = sorted(name for name, b in active if b == budget and name not in ahead)
+            behind = sorted(name for name, b in active if b == budget and name not in ahead
+                            and not METHODS[name].knob.read_at_predict)
             if behind:
                 LOG.info("sweep: budget %g: %s not refined (behind the %d leading methods within it)", budget,
                          ", ".join(behind), CONTENDERS)
@@ -138,7 +141,8 @@ def refine_around(rows: list[dict], pairs: set, states: dict, context: Context, 
             close = {budget: CLOSE * _spread_within(rows + own[budget], budget, sign) for _, budget in pairs}
             for pair in active:
                 gap, gain = leading[pair[1]] - after[pair], after[pair] - before[pair]
-                catching = gain > 0 and gain * (limit[pair[0]] - round_ - 1) >= gap  # at this round's pace
+                catching = gain > 0 and (METHODS[pair[0]].knob.read_at_predict  # at this round's pace
+                                         or gain * (limit[pair[0]] - round_ - 1) >= gap)
                 idle[pair] = 0 if catching or gap <= 0 or before[pair] == -np.inf \
                     else idle[pair] + 1  # none within yet: walking to the cheap end
             active = {pair for pair in active if idle[pair] == 0

@@ -139,8 +139,10 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
         while its rounds improve its best point within the budget enough to catch the leader in the rounds left
         at that pace, it leads the methods there, or it has no point within the budget yet; a method behind the
         leader is not refined there again after a round that did not when it trails by more than 5% of the
-        spread of the qualities within the budget, else after two such rounds. False: every grid point, every method every round (the exhaustive sweep,
-        several times slower where slow methods trail; ``scripts/bench_budget_workflow.py`` compares the two).
+        spread of the qualities within the budget, else after two such rounds. A knob read at prediction (the
+        acquisitions' trade-offs, Early Exit's threshold: no fit per value) is refined whatever its standing,
+        while it improves. False: every grid point, every method every round (the exhaustive sweep, several
+        times slower where slow methods trail; ``scripts/bench_budget_workflow.py`` compares the two).
     baseline : bool, default=True
         Include the cheap-subset baseline (``cheap_subset``: plain LightGBM on a greedily chosen cost-aware
         subset of the features or groups), which any budgeted method should beat.

@@ -191,7 +191,9 @@ def test_a_focused_sweep_walks_each_knob_from_its_cheap_end(binary, caplog):
 
 def test_a_focused_sweep_refines_the_contenders_within_the_budget_only(binary, caplog):
     """Unscreened too, only the CONTENDERS methods of the best points within the budget (and those with none within
-    it) are refined there, the others named on the log; focus=False refines them all."""
+    it, and those whose knob is read at prediction: Early Exit's) are refined there, the others named on the log;
+    focus=False refines them all."""
+    from lightgbm_cegb.selection import METHODS as REGISTERED
     from lightgbm_cegb.selection.refinement import CONTENDERS, contenders
     train, valid, _ = binary
     names = ["cegb", "greedy_miser", "budget_prune", "early_exit"]
@@ -202,17 +204,20 @@ def test_a_focused_sweep_refines_the_contenders_within_the_budget_only(binary, c
         exhaustive = sweep(names, train, valid, COSTS, budget=6.0, focus=False, **FAST)
     grid = focused[focused["stage"] == "grid"].to_dict("records")
     ahead = contenders(grid, 6.0, 1.0)
-    behind = [name for name in names if name not in ahead]
-    assert len(ahead) >= CONTENDERS and behind  # four methods and the baseline: some trail
-    assert set(focused[focused["stage"] == "refine"]["method"]) <= set(ahead)
+    free = [name for name in names if REGISTERED[name].knob.read_at_predict]
+    behind = [name for name in names if name not in ahead and name not in free]
+    assert free == ["early_exit"] and len(ahead) >= CONTENDERS and behind  # four methods and the baseline
+    assert set(focused[focused["stage"] == "refine"]["method"]) <= set(ahead) | set(free)
     assert f"budget 6: {', '.join(sorted(behind))} not refined" in caplog.text
     assert set(behind) & set(exhaustive[exhaustive["stage"] == "refine"]["method"])
 
 
-@pytest.mark.parametrize("pace, rounds", [(0.001, 1), (0.05, 4)])
-def test_a_trailing_method_is_refined_while_it_can_catch_the_leader(monkeypatch, pace, rounds):
+@pytest.mark.parametrize("trailing, pace, rounds", [("greedy_miser", 0.001, 1), ("greedy_miser", 0.05, 4),
+                                                     ("staged_acquisition", 0.001, 4)])
+def test_a_trailing_method_is_refined_while_it_can_catch_the_leader(monkeypatch, trailing, pace, rounds):
     """With focus, a trailing method whose round gains too little to catch the leader in the rounds left (at that
-    pace) is dropped after it when it trails far; one gaining enough goes on (fits replaced by a rule)."""
+    pace) is dropped after it when it trails far; one gaining enough goes on, and so does one whose knob is read at
+    prediction (no fit) while it gains at all (fits replaced by a rule)."""
     from lightgbm_cegb.selection import refinement, runner
     fitted = []
 
@@ -220,7 +225,7 @@ def test_a_trailing_method_is_refined_while_it_can_catch_the_leader(monkeypatch,
         results = []
         for method, _, point, stage in jobs:
             fitted.append(method.name)
-            quality = 0.9 if method.name == "cegb" else 0.7 + pace * fitted.count(method.name)
+            quality = 0.9 if method.name == "cegb" else min(0.7 + pace * fitted.count(method.name), 0.899)
             results.append([{"method": method.name, "quality": quality, "cost": 5.0, "params": dict(point),
                              "stage": stage}])
         return results
@@ -229,8 +234,8 @@ def test_a_trailing_method_is_refined_while_it_can_catch_the_leader(monkeypatch,
     rows = [{"method": name, "quality": quality, "cost": cost, "params": {"relative_tradeoff": value},
              "stage": "grid"} for name, value, quality, cost in [
         ("cegb", 0.1, 0.9, 5.0), ("cegb", 0.5, 0.5, 1.0), ("cegb", 0.01, 0.95, 20.0),
-        ("greedy_miser", 0.1, 0.7, 5.0), ("greedy_miser", 0.5, 0.4, 1.0), ("greedy_miser", 0.01, 0.93, 20.0)]]
-    pairs = {("cegb", 6.0), ("greedy_miser", 6.0)}
-    refinement.refine_around(rows, pairs, {"cegb": None, "greedy_miser": None}, None, 4, True, 1.0, ())
-    miser = fitted.count("greedy_miser")
+        (trailing, 0.1, 0.7, 5.0), (trailing, 0.5, 0.4, 1.0), (trailing, 0.01, 0.93, 20.0)]]
+    pairs = {("cegb", 6.0), (trailing, 6.0)}
+    refinement.refine_around(rows, pairs, {"cegb": None, trailing: None}, None, 4, True, 1.0, ())
+    miser = fitted.count(trailing)
     assert miser == 2 * rounds  # two midpoints a round
