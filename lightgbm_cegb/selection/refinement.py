@@ -87,12 +87,11 @@ def refine_around(rows: list[dict], pairs: set, states: dict, context: Context, 
 
     Each budget's bisection reads the points of ``rows`` (the grid's, the frontier's) and those refined for
     that budget, as a sweep for that budget alone would; a point several budgets ask for is fitted once. With
-    ``focus``, a (method, budget) pair is refined while its rounds improve the method's best point within the
-    budget enough to catch the leader in the rounds left, it leads the methods there, or it has no point within the
-    budget yet; a method behind the leader is not refined there again after a round that did not when it trails far
-    (CLOSE), else after
-    PATIENCE such rounds (most of a sweep's time otherwise), and only the methods that :func:`contenders` names for
-    a budget are refined there at all."""
+    ``focus``, only the methods that :func:`contenders` names for a budget (and those whose knob is read at
+    prediction) are refined there, each while its rounds improve its best point within the budget enough to catch
+    the leader in the rounds left (a knob read at prediction: at all), it leads the methods there, or it has no
+    point within the budget yet; a method behind the leader is not refined there again after a round that did not
+    when it trails far (CLOSE), else after PATIENCE such rounds (most of a sweep's time otherwise)."""
     new: list[dict] = []
     own: dict[float, list[dict]] = {budget: [] for _, budget in pairs}  # the rows refined for each budget
     fitted: dict[tuple, list[dict]] = {}  # the rows of each refinement point fitted
