@@ -43,9 +43,11 @@ CUBE_BUDGETS = [2.0, 4.0, 6.0, 8.0, 12.0, 20.0]  # AFABench's (scripts/frontiers
 UNIT_FITS = 3
 
 
-def plain_fit(train, valid, objective: str, num_class: int) -> tuple[float, lgb.Booster]:
-    """(seconds, booster) of plain LightGBM as the sweep's ``lightgbm`` point trains it."""
-    params = {"objective": objective, "verbose": -1, "seed": 0, "deterministic": True,
+def plain_fit(train, valid, task: str) -> tuple[float, lgb.Booster]:
+    """(seconds, booster) of plain LightGBM as the sweep's ``lightgbm`` point trains it for ``task`` ("binary" or
+    "multiclass", its classes those of train's labels)."""
+    num_class = len(np.unique(train[1]))
+    params = {"objective": task, "verbose": -1, "seed": 0, "deterministic": True,
               **({"num_class": num_class} if num_class > 2 else {})}
     start = time.perf_counter()
     booster = lgb.train(params, lgb.Dataset(*train), 5000, valid_sets=[lgb.Dataset(*valid)],
@@ -61,8 +63,7 @@ def by_method(frame, unit: float) -> str:
 
 def fractions_of_plain(train, valid, costs, task: str, fractions: tuple[float, ...]) -> list[float]:
     """Budgets at ``fractions`` of plain LightGBM's mean cost per validation row."""
-    classes = len(np.unique(train[1]))
-    _, booster = plain_fit(train, valid, "multiclass" if task == "multiclass" else "binary", classes)
+    _, booster = plain_fit(train, valid, task)
     full = float(prediction_cost(booster, valid[0], costs).per_instance.mean())
     return [round(f * full, 2) for f in fractions]
 
@@ -104,9 +105,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")  # rounds caps and budget gaps: the figures are the point here
     for name, train, valid, costs, task, budgets in data_sets(args.data):
-        classes = len(np.unique(train[1]))
-        units = [plain_fit(train, valid, "multiclass" if task == "multiclass" else "binary", classes)[0]
-                 for _ in range(UNIT_FITS)]
+        units = [plain_fit(train, valid, task)[0] for _ in range(UNIT_FITS)]
         unit = float(np.median(units))
         start = time.perf_counter()
         focused = fit_within_budget(train, valid, costs, budgets, task=task, progress=False)

@@ -228,7 +228,7 @@ def main(argv: list[str] | None = None) -> None:
     for name, train, valid, test, costs, task, metric_name, budgets in asked:
         metric = get_metric(metric_name, task)
         common = {"task": task, "metric": metric_name, "test": test, "progress": False}
-        unit, _ = plain_fit(train, valid, "binary" if task == "binary" else "multiclass", len(np.unique(train[1])))
+        unit, _ = plain_fit(train, valid, task)
         start = time.perf_counter()
         chosen = fit_within_budget(train, valid, costs, budgets, **common)
         workflow = time.perf_counter() - start
