@@ -11,7 +11,7 @@ faster than LightGBM's row-by-row predictor. The kernels trust the arrays they a
 from cython.parallel cimport parallel, prange, threadid
 from libc.math cimport INFINITY, NAN, exp, isnan, log
 from libc.stdlib cimport free, malloc
-from libc.string cimport memset
+from libc.string cimport memcpy, memset
 
 import numpy as np
 
@@ -411,7 +411,7 @@ cdef class LazyBatch:
 
     cdef LazyPlan plan
     cdef readonly object X, held, has_group, fetched, paid, acquisition, evaluation, route, status
-    cdef object scratch, every_row
+    cdef object scratch, every_row, round_units
     cdef float64* x
     cdef float64* h
     cdef uint8* hg
@@ -437,8 +437,8 @@ cdef class LazyBatch:
         """X: the rows' values, float64[n, num_features] (copied); known: uint8[n, num_features] of the values X
         gives, or None for its non-NaN ones; a NaN given is a missing value. num_threads: of the routing and the
         bookkeeping of large batches."""
-        cdef Py_ssize_t F = plan.num_features, G = plan.num_groups, i, f, b
-        cdef int64 T = plan.num_trees, t
+        cdef Py_ssize_t F = plan.num_features, G = plan.num_groups
+        cdef int64 T = plan.num_trees
         cdef cnp.ndarray values = np.array(X, dtype=np.float64, order="C")
         if values.ndim != 2 or values.shape[1] != F:
             raise ValueError(f"X should have {F} columns, got shape {np.shape(X)}")
@@ -460,10 +460,10 @@ cdef class LazyBatch:
         self.has_group = np.empty((n, G), dtype=np.uint8)
         self.fetched = np.empty((n, F), dtype=np.uint8)
         self.paid = np.empty((n, F + G), dtype=np.uint8)
-        self.acquisition = np.zeros(n, dtype=np.float64)
-        self.evaluation = np.full(n, plan.tree_cost * T, dtype=np.float64)
+        self.acquisition = np.empty(n, dtype=np.float64)
+        self.evaluation = np.empty(n, dtype=np.float64)
         self.route = np.empty((n, T), dtype=np.int32)
-        self.status = np.full(n, PENDING, dtype=np.int8)
+        self.status = np.empty(n, dtype=np.int8)
         # pending, the rows to move (per block), then active, blocked, any_need (per row), need (per unit, row)
         cdef Py_ssize_t scratch_bytes = n_blocks * T * 8 + n_blocks * 8 + 3 * n + F * n
         self.scratch = np.empty(scratch_bytes, dtype=np.uint8)
@@ -477,36 +477,65 @@ cdef class LazyBatch:
         self.blocked = self.active + n
         self.any_need = self.blocked + n
         self.need = self.any_need + n
-        cdef uint64* v
         with nogil:
-            memset(self.hg, 0, n * G)
-            memset(self.fe, 0, n * F)
-            memset(self.pd, 0, n * (F + G))
-            memset(self.rt, 0, n * T * sizeof(int32))
-            memset(self.pending, 0, scratch_bytes)
-            memset(self.active, 1, n)
-            for i in range(n):
-                v = <uint64*> (self.x + i * F)
-                for f in range(F):
-                    if kn == NULL:
-                        if isnan(self.x[i * F + f]):
-                            v[f] = UNKNOWN
-                    elif not kn[i * F + f]:
+            self._start(kn)
+
+    cdef void _start(self, const uint8* kn) noexcept nogil:
+        """The state of rows that have routed nowhere yet, from their values in X (kn: which X gives, NULL for its
+        non-NaN ones; a NaN given is a missing value; with float32, a value is rounded as such models read it)."""
+        cdef Py_ssize_t n = self.n, F = self.F, G = self.G, n_blocks = self.n_blocks, i, f, b
+        cdef int64 T = self.T, t
+        cdef uint64* v
+        cdef bint float32 = self.plan.float32
+        memset(self.hg, 0, n * G)
+        memset(self.fe, 0, n * F)
+        memset(self.pd, 0, n * (F + G))
+        memset(self.rt, 0, n * T * sizeof(int32))
+        memset(self.pending, 0, n_blocks * T * 8 + n_blocks * 8 + 3 * n + F * n)
+        memset(self.active, 1, n)
+        for i in range(n):
+            self.acq[i] = 0.0
+            self.ev[i] = self.plan.tree_cost * T
+            self.st[i] = PENDING
+            v = <uint64*> (self.x + i * F)
+            for f in range(F):
+                if kn == NULL:
+                    if isnan(self.x[i * F + f]):
                         v[f] = UNKNOWN
-                    elif isnan(self.x[i * F + f]):
-                        self.x[i * F + f] = NAN  # a missing value: never the bits of UNKNOWN
-                if G:
-                    for f in range(F):
-                        (<uint64*> self.h)[i * F + f] = UNKNOWN
-            for t in range(T):
-                if plan.flat.e.node_offset[t + 1] == plan.flat.e.node_offset[t]:  # one leaf: every row at leaf 0
-                    for i in range(n):
-                        self.rt[i * T + t] = -1
-                else:  # every row inside the tree: whole words, the last block's rows only
-                    for b in range(n_blocks):
-                        self.pending[b * T + t] = ~(<uint64> 0) if b < n_blocks - 1 else \
-                            (~(<uint64> 0)) >> (64 - (n - b * 64))
+                elif not kn[i * F + f]:
+                    v[f] = UNKNOWN
+                elif isnan(self.x[i * F + f]):
+                    self.x[i * F + f] = NAN  # a missing value: never the bits of UNKNOWN
+                elif float32:
+                    self.x[i * F + f] = <float64> (<float> self.x[i * F + f])
+            if G:
+                for f in range(F):
+                    (<uint64*> self.h)[i * F + f] = UNKNOWN
+        for t in range(T):
+            if self.plan.flat.e.node_offset[t + 1] == self.plan.flat.e.node_offset[t]:  # one leaf: every row at leaf 0
+                for i in range(n):
+                    self.rt[i * T + t] = -1
+            else:  # every row inside the tree: whole words, the last block's rows only
+                for b in range(n_blocks):
+                    self.pending[b * T + t] = ~(<uint64> 0) if b < n_blocks - 1 else \
+                        (~(<uint64> 0)) >> (64 - (n - b * 64))
+        self.started = False
         self.leaves_ready = False
+
+    def restart(self, const float64[::1] x, known):
+        """The batch again from nothing, for a row of one request (a batch of one row): x its num_features values
+        (copied), known a uint8 array of the values x gives or None (its non-NaN ones). Nothing is allocated: a
+        prepared predictor serves request after request on one batch."""
+        cdef const uint8[::1] kn
+        if self.n != 1 or x.shape[0] != self.F:
+            raise ValueError(f"restart takes the {self.F} values of a batch of one row")
+        if known is not None:
+            kn = known
+            if kn.shape[0] != self.F:
+                raise ValueError("known does not match x")
+        with nogil:
+            memcpy(self.x, &x[0], self.F * sizeof(float64))
+            self._start(NULL if known is None else &kn[0])
 
     cdef inline void _pay(self, Py_ssize_t i, Py_ssize_t f) noexcept nogil:
         """Row i reads feature f: its lazy cost, and its group's the first time, as the cost kernel charges."""
@@ -603,6 +632,47 @@ cdef class LazyBatch:
             rest = rest ^ bit
             self.blocked[block * 64 + ctz64(bit)] = (stopped_any & bit) != 0
 
+    cdef void _route_one(self) noexcept nogil:
+        """_route_block for a batch of one row (a request of one row): its trees one after the other, no lanes."""
+        cdef const Ensemble* e = &self.plan.flat.e
+        cdef const float64* split = self.plan.split
+        cdef bint has_split = self.plan.has_split, stopped_any = False
+        cdef const Node* tree_nodes
+        cdef const Node* nd
+        cdef const float64* x = self.x
+        cdef const uint64* row = <const uint64*> self.x
+        cdef uint64* pending = self.pending
+        cdef int64 t, T = self.T
+        cdef int32 f, node
+        cdef float64 value, spent
+        for t in range(T):
+            if not pending[t] & 1:
+                continue
+            tree_nodes = e.nodes + e.node_offset[t]
+            node = self.rt[t]
+            spent = 0.0
+            while node >= 0:
+                nd = tree_nodes + node
+                f = nd.feature
+                value = x[f]
+                if nd.plain and value == value:
+                    node = (&nd.left)[not (value <= nd.threshold)]
+                elif row[f] == UNKNOWN:
+                    self.need[f] = 1
+                    break
+                else:
+                    node = child(e, t, nd, value)
+                if has_split:
+                    spent = spent + split[f]
+            self.rt[t] = node
+            if has_split:
+                self.ev[0] += spent
+            if node < 0:
+                pending[t] = 0
+            else:
+                stopped_any = True
+        self.blocked[0] = stopped_any
+
     cdef Py_ssize_t _read_held(self) noexcept nogil:
         """Rows stopped at a member of a group they have read it (into X, paid); their other needs are cleared
         (found again when they move on) and any_need[i] = 1 marks them. Returns how many rows read something."""
@@ -635,62 +705,92 @@ cdef class LazyBatch:
         with nogil:
             self._read_held()
 
+    cdef bint _route(self) noexcept nogil:
+        """Route the active rows as far as their values (and the groups they have) take them; rows that reach a
+        leaf in every tree become DONE. Whether a row waits for a value (need says which)."""
+        cdef Py_ssize_t n = self.n, F = self.F, n_blocks = self.n_blocks, block, i, f, k
+        cdef bint any_active = False, any_blocked = False, idle
+        cdef int threads = self.threads
+        for i in range(n):
+            any_active = any_active or self.active[i]
+        if not any_active:
+            return False
+        memset(self.need, 0, F * n)
+        memset(self.move, 0, n_blocks * 8)
+        for i in range(n):
+            if not self.active[i]:
+                continue
+            if not self.started and self.plan.num_roots:  # a row that knows nothing stops at every root
+                idle = True
+                for f in range(F):
+                    if (<uint64*> self.x)[i * F + f] != UNKNOWN:
+                        idle = False
+                        break
+                if idle:
+                    for k in range(self.plan.num_roots):
+                        self.need[self.plan.root_feature[k] * n + i] = 1
+                    self.blocked[i] = 1
+                    continue
+            self.move[i >> 6] |= (<uint64> 1) << (i & 63)
+        self.started = True
+        while True:
+            if n == 1:
+                if self.move[0]:
+                    self._route_one()
+            elif threads == 1:
+                for block in range(n_blocks):
+                    if self.move[block]:
+                        self._route_block(block)
+            else:
+                for block in prange(n_blocks, schedule="static", num_threads=threads):
+                    if self.move[block]:
+                        self._route_block(block)
+            if not self._read_held():
+                break
+            memset(self.move, 0, n_blocks * 8)
+            for i in range(n):
+                if self.any_need[i]:
+                    self.move[i >> 6] |= (<uint64> 1) << (i & 63)
+        for i in range(n):
+            if self.active[i]:
+                if self.blocked[i]:
+                    any_blocked = True
+                else:
+                    self.st[i] = DONE
+                    self.active[i] = 0
+        return any_blocked
+
+    cdef const uint8* _unit_flags(self, int64 u) noexcept nogil:
+        """After _route: which rows wait for unit u (a group: for any of its members; into any_need, until the next
+        call), NULL for a feature in a group (fetched with its group)."""
+        cdef Py_ssize_t n = self.n, F = self.F, i, m
+        cdef int64 f
+        if u < F:
+            return NULL if self.plan.group_of[u] >= 0 else self.need + u * n
+        memset(self.any_need, 0, n)
+        for m in range(self.plan.member_offset[u - F], self.plan.member_offset[u - F + 1]):
+            f = self.plan.member[m]
+            for i in range(n):
+                self.any_need[i] |= self.need[f * n + i]
+        return self.any_need
+
+    cdef object _every_row(self):
+        """The rows of a request of every row (read-only: fetch may see it), one array for every such request."""
+        if self.every_row is None:
+            self.every_row = np.arange(self.n, dtype=np.int64)
+            self.every_row.setflags(write=False)
+        return self.every_row
+
     def advance(self):
         """Route the active rows as far as their values (and the groups they have) take them; rows that reach a
         leaf in every tree become DONE. Returns the round's fetches, [(unit, rows int64[...])], the units in the
         plan's order (a group for the rows stopped at any of its members); [] when no row waits for a value."""
-        cdef Py_ssize_t n = self.n, F = self.F, n_blocks = self.n_blocks, block, i, f, k, m, count, g
+        cdef Py_ssize_t n = self.n, i, k, count
         cdef int64 u
         cdef const uint8* flags
-        cdef bint any_active = False, any_blocked = False, idle
-        cdef int threads = self.threads
-        cdef LazyPlan plan = self.plan
+        cdef bint any_blocked
         with nogil:
-            for i in range(n):
-                any_active = any_active or self.active[i]
-        if not any_active:
-            return []
-        with nogil:
-            memset(self.need, 0, F * n)
-            memset(self.move, 0, n_blocks * 8)
-            for i in range(n):
-                if not self.active[i]:
-                    continue
-                if not self.started and plan.num_roots:  # a row that knows nothing stops at every root
-                    idle = True
-                    for f in range(F):
-                        if (<uint64*> self.x)[i * F + f] != UNKNOWN:
-                            idle = False
-                            break
-                    if idle:
-                        for k in range(plan.num_roots):
-                            self.need[plan.root_feature[k] * n + i] = 1
-                        self.blocked[i] = 1
-                        continue
-                self.move[i >> 6] |= (<uint64> 1) << (i & 63)
-            self.started = True
-            while True:
-                if threads == 1:
-                    for block in range(n_blocks):
-                        if self.move[block]:
-                            self._route_block(block)
-                else:
-                    for block in prange(n_blocks, schedule="static", num_threads=threads):
-                        if self.move[block]:
-                            self._route_block(block)
-                if not self._read_held():
-                    break
-                memset(self.move, 0, n_blocks * 8)
-                for i in range(n):
-                    if self.any_need[i]:
-                        self.move[i >> 6] |= (<uint64> 1) << (i & 63)
-            for i in range(n):
-                if self.active[i]:
-                    if self.blocked[i]:
-                        any_blocked = True
-                    else:
-                        self.st[i] = DONE
-                        self.active[i] = 0
+            any_blocked = self._route()
         if not any_blocked:
             return []
         requests = []
@@ -698,26 +798,14 @@ cdef class LazyBatch:
         cdef int64* out
         for k in range(self.plan.num_units):
             u = self.plan.unit_order[k]
-            if u < F:
-                if self.plan.group_of[u] >= 0:
-                    continue
-                flags = self.need + u * n
-            else:
-                g = u - F
-                memset(self.any_need, 0, n)
-                for m in range(self.plan.member_offset[g], self.plan.member_offset[g + 1]):
-                    f = self.plan.member[m]
-                    for i in range(n):
-                        self.any_need[i] |= self.need[f * n + i]
-                flags = self.any_need
+            flags = self._unit_flags(u)
+            if flags == NULL:
+                continue
             count = 0
             for i in range(n):
                 count += flags[i]
-            if count == n:  # every row: one array for every such request (read-only: fetch may see it)
-                if self.every_row is None:
-                    self.every_row = np.arange(n, dtype=np.int64)
-                    self.every_row.setflags(write=False)
-                requests.append((u, self.every_row))
+            if count == n:
+                requests.append((u, self._every_row()))
             elif count:
                 rows = np.empty(count, dtype=np.int64)
                 out = <int64*> data(rows)
@@ -728,6 +816,71 @@ cdef class LazyBatch:
                         count += 1
                 requests.append((u, rows))
         return requests
+
+    def serve_row(self, fetch, list keys, ids):
+        """A batch of one row (see restart) through its rounds: fetch(keys[unit], ids) for each unit it waits for, in
+        the plan's order, a feature's values stored as fetch_round stores them. Returns (rounds, calls, None) when the
+        row is DONE; at the end of the first round with a call whose values were not stored (fetch raised, or
+        returned anything else), (rounds, calls, (requests, outcomes)): the round's requests as advance gives them,
+        their outcomes as fetch_round's, for the caller to deliver (and go on from)."""
+        cdef Py_ssize_t rounds = 0, calls = 0, count, k, j
+        cdef int64 u, row = 0
+        cdef const uint8* flags
+        cdef cnp.ndarray array
+        cdef bint blocked
+        if self.n != 1:
+            raise ValueError(f"serve_row serves a batch of one row, not {self.n}")
+        every_row = self._every_row()
+        if self.round_units is None:
+            self.round_units = np.empty(self.plan.num_units, dtype=np.int64)
+        cdef int64* units = <int64*> data(self.round_units)
+        while True:
+            blocked = self._route()  # one row: microseconds, not worth releasing the GIL
+            if not blocked:
+                return rounds, calls, None
+            rounds += 1
+            count = 0
+            outcomes = None
+            for k in range(self.plan.num_units):
+                u = self.plan.unit_order[k]
+                flags = self._unit_flags(u)
+                if flags == NULL or not flags[0]:
+                    continue
+                calls += 1
+                units[count] = u
+                count += 1
+                try:
+                    values = fetch(keys[u], ids)
+                except Exception as exc:  # the user's fetch: the caller reports it with its key and row
+                    values = exc
+                else:
+                    if u < self.F and one_value_per_row(values, 1):
+                        array = values
+                        self._store_rows(u, -1, NULL, 1, &row, <const float64*> data(array), 0, 1)
+                        values = STORED
+                if values is not STORED and outcomes is None:
+                    outcomes = [STORED] * (count - 1)
+                if outcomes is not None:
+                    outcomes.append(values)
+            if outcomes is not None:
+                return rounds, calls, ([(units[j], every_row) for j in range(count)], outcomes)
+            self._read_held()
+
+    def row_output(self, bint sigmoid_, float64 scale, bint average):
+        """The prediction of a DONE batch of one row whose model has one output: its raw score as raw_score sums it
+        (divided by the iterations with average), through binary's sigmoid (as sigmoid computes it) with
+        sigmoid_."""
+        cdef int64 T = self.T, t
+        cdef int32 node
+        cdef float64 score = 0.0
+        if self.n != 1 or self.plan.flat.trees_per_iteration != 1 or self.st[0] != DONE:
+            raise ValueError("row_output: a DONE batch of one row of a model with one output")
+        for t in range(T):
+            node = self.rt[t]
+            score += self.plan.leaf_value[self.plan.leaf_offset[t] + (node if self.leaves_ready else ~node)]
+        if average and T:
+            score /= <float64> T
+        return 1.0 / (1.0 + exp(-scale * score)) if sigmoid_ else score
 
     def fetch_round(self, list requests, fetch, list keys, ids):
         """Call fetch(keys[unit], row ids) for each request (unit, rows) of advance in turn (row ids: ids[rows],

@@ -52,6 +52,9 @@ FRIENDS = {
     ("lightgbm_cegb.serving.runs", "lightgbm_cegb.serving.lazy"):
         "the runs are LazyPredictor's per-request state, apart only to keep lazy.py readable; "
         "serving.lazy.LazyPredictor is their public face",
+    ("lightgbm_cegb.serving.prepared", "lightgbm_cegb.serving.lazy"):
+        "a PreparedRow is LazyPredictor's one-row request state (its plan, fetch keys and fetch round), made by "
+        "LazyPredictor.prepare, apart only to keep lazy.py readable",
 }
 
 

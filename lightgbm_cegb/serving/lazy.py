@@ -51,6 +51,7 @@ from lightgbm_cegb.core.parallel import N_JOBS, resolve_n_jobs
 from lightgbm_cegb.core.partitions import is_dask, over_partitions
 from lightgbm_cegb.core.validation import CheckedElsewhere, NoneOr, Number, OneOf, Satisfies, validated
 from lightgbm_cegb.io.models import booster_of, fitted_costs, library_of, load_file, num_trees_used, to_forest, unwrap
+from lightgbm_cegb.serving.prepared import PreparedRow
 from lightgbm_cegb.serving.results import FetchInterrupted, LazyResult, Malformed
 from lightgbm_cegb.serving.runs import CompiledPolicyRun, PolicyModelRun, RoutingRun, policy_run
 from lightgbm_cegb.serving.workers import in_thread, is_async
@@ -483,26 +484,63 @@ PruneResult, Forest or policy
         """
         return (await self.aacquire(X, known, ids=ids, **kwargs)).prediction
 
+    def prepare(self, method: str = "predict", **kwargs) -> PreparedRow:
+        """A service's one-row requests on buffers made once: ``prepare().predict(x, id=...)`` answers as
+        ``acquire(x[None], ids=[id], method=method, **kwargs).prediction[0]``, with the same fetch calls, in a few
+        microseconds of its own (see :class:`~lightgbm_cegb.serving.prepared.PreparedRow`).
+
+        Parameters
+        ----------
+        method : str, default="predict"
+            The model's method that predicts.
+        **kwargs : dict
+            Its arguments.
+
+        Returns
+        -------
+        PreparedRow
+            Not thread-safe: one per thread.
+
+        Raises
+        ------
+        CEGBError
+            For a policy model (served by :meth:`acquire`), a coroutine fetch, or a method the model lacks.
+
+        Examples
+        --------
+        >>> import lightgbm as lgb, numpy as np
+        >>> from lightgbm_cegb import LazyPredictor
+        >>> X = np.random.default_rng(0).normal(size=(500, 4))
+        >>> booster = lgb.train({"objective": "binary", "verbose": -1}, lgb.Dataset(X, X[:, 0] > 0), 10)
+        >>> row = LazyPredictor(booster, lambda key, ids: X[ids, key], feature_keys="index").prepare()
+        >>> bool(row.predict(id=7) == booster.predict(X[7:8])[0])
+        True
+        """
+        return PreparedRow(self, method, kwargs)
+
     # ------------------------------------------------------------------------------------ fetching
 
-    def _fetch_round(self, requests, run) -> list:
+    def _fetch_round(self, requests, run, first: list | None = None) -> list:
         """Outcome (values or the exception) of each request, retried as configured. With max_workers or a
         timeout, each call runs on a thread of its own (max_workers at a time), timed from its start: a call
         that times out keeps its thread, never another call's. Without them, the calls of a run that stores fetches
         are made by its compiled batch (a RoutingRun's LazyBatch, unless the model reads a value as missing:
         ``Forest.missing_value``, which RoutingRun.deliver maps; a CompiledPolicyRun's batch), which stores a
-        feature's float64 values at once (outcome STORED)."""
+        feature's float64 values at once (outcome STORED). ``first``: the outcomes of the first calls, made (and
+        counted) by the caller (LazyBatch.serve_row)."""
         outcomes: list = [None] * len(requests)
         pending = list(range(len(requests)))
         for attempt in range(self.retries + 1):
-            run.fetch_calls += len(pending)
-            if not self.max_workers and self.timeout is None:
+            if attempt or first is None:
+                run.fetch_calls += len(pending)
+            if attempt == 0 and first is not None:
+                outcomes = self._returned_all(first)
+            elif not self.max_workers and self.timeout is None:
                 if attempt == 0 and run.stores_fetches:
                     outcomes = run.fetch_round(requests, self.fetch, self._unit_keys)
                     if outcomes is None:  # every call's values stored
                         return None
-                    outcomes = [outcome if outcome is STORED or isinstance(outcome, BaseException)
-                                else self._returned(outcome) for outcome in outcomes]
+                    outcomes = self._returned_all(outcomes)
                 else:
                     for j in pending:
                         outcomes[j] = self._call(requests[j], run.ids)
@@ -540,6 +578,11 @@ PruneResult, Forest or policy
         except Exception as exc:  # the user's fetch: any failure is reported with its key and rows
             return exc
         return self._returned(values)
+
+    def _returned_all(self, outcomes: list) -> list:
+        """_returned of each outcome that is neither stored nor an exception."""
+        return [outcome if outcome is STORED or isinstance(outcome, BaseException) else self._returned(outcome)
+                for outcome in outcomes]
 
     @staticmethod
     def _returned(values):

@@ -34,10 +34,21 @@ class RoutingRun:
             if known is None and forest.missing_value is not None:  # a value given as missing is known
                 known = ~np.isnan(X)
             X = forest.with_missing(X)
-        known, self.fetch_ids = _known_and_ids(X, known, ids, positions=False)  # None: the rows' positions
+        known, fetch_ids = _known_and_ids(X, known, ids, positions=False)  # None: the rows' positions
         known = None if known is None else np.ascontiguousarray(known).view(np.uint8)
-        self.batch = LazyBatch(predictor._plan, X, known, predictor._threads)
-        self.status = self.batch.status
+        self._begin(LazyBatch(predictor._plan, X, known, predictor._threads), fetch_ids, owned=True)
+
+    @classmethod
+    def over(cls, predictor, batch: LazyBatch, fetch_ids: np.ndarray) -> RoutingRun:
+        """A run over a batch that outlives it (a PreparedRow's, restarted for each request): its result copies the
+        batch's arrays."""
+        run = cls.__new__(cls)
+        run.forest, run.predictor = predictor.forest, predictor
+        run._begin(batch, fetch_ids, owned=False)
+        return run
+
+    def _begin(self, batch: LazyBatch, fetch_ids, owned: bool) -> None:
+        self.batch, self.status, self.fetch_ids, self.owned = batch, batch.status, fetch_ids, owned
         self.rounds = self.fetch_calls = 0
         self.failures: list[FetchFailure] = []
 
@@ -86,14 +97,16 @@ class RoutingRun:
         return self.result(prediction)
 
     def result(self, prediction) -> LazyResult:
-        """The run's result; the run ends here (its arrays are handed over, not copied)."""
+        """The run's result; the run ends here (its arrays are handed over, or copied when the batch outlives it)."""
         batch = self.batch
         leaves = batch.leaves()
         X, known = batch.values()
-        return LazyResult(prediction=prediction, status=self.status, X=X, known=known,
-                          fetched=batch.fetched.view(bool), acquisition=batch.acquisition,
-                          evaluation=batch.evaluation, leaves=leaves, rounds=self.rounds,
-                          fetch_calls=self.fetch_calls, failures=self.failures)
+        arrays = [self.status, X, known, batch.fetched.view(bool), batch.acquisition, batch.evaluation, leaves]
+        status, X, known, fetched, acquisition, evaluation, leaves = \
+            arrays if self.owned else [array.copy() for array in arrays]
+        return LazyResult(prediction=prediction, status=status, X=X, known=known, fetched=fetched,
+                          acquisition=acquisition, evaluation=evaluation, leaves=leaves, rounds=self.rounds,
+                          fetch_calls=self.fetch_calls, failures=list(self.failures))
 
 
 def policy_run(predictor, X, known, ids, kwargs: dict) -> PolicyModelRun | CompiledPolicyRun:

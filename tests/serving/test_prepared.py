@@ -1,0 +1,255 @@
+"""PreparedRow (LazyPredictor.prepare): each one-row request answers as acquire of that row does (the same fetch calls
+in the same order, the prediction to the bit, the same result), on the kernel's rounds and on the general path alike
+(groups, pandas values, sorted orders, failures, retries, time-outs); the reference is LightGBM's predict and
+acquire; bad requests are refused by name and leave the row usable."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import lightgbm as lgb
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from references import model_and_data, sklearn_model_and_data
+from test_lazy import FETCH_ORDERS, GroupStore, Store, higgs_like, random_groups
+
+from lightgbm_cegb import AdaptiveAcquisitionClassifier, CEGBError, FeatureCosts, to_forest
+from lightgbm_cegb.serving import DONE, FAILED, LazyFetchError, LazyFetchValueError, LazyPredictor
+
+RESULT_ARRAYS = ("status", "X", "known", "fetched", "acquisition", "evaluation", "leaves")
+
+
+def answers_as_acquire(predictor: LazyPredictor, store, X: np.ndarray, known: np.ndarray | None, method="predict",
+                       **kwargs) -> list:
+    """Serve each row of X on one PreparedRow and on acquire of that row alone: the same fetch calls, prediction and
+    result; each row's values, costs and leaves also those of acquire of every row at once (its routing block by
+    block, the independent reference of the one-row routing). Returns the prepared predictions."""
+    row = predictor.prepare(method, **kwargs)
+    start = len(store.calls)
+    together = predictor.acquire(X, known, method=method, **kwargs)
+    del store.calls[start:]
+    answers = []
+    for i in range(len(X)):
+        given = None if known is None else known[i]
+        start = len(store.calls)
+        answer = row.predict(X[i], given, id=i)
+        served = store.calls[start:]
+        start = len(store.calls)
+        expected = predictor.acquire(X[i:i + 1], None if known is None else known[i:i + 1], ids=[i], method=method,
+                                     **kwargs)
+        assert [(key, ids.tolist()) for key, ids in served] == \
+            [(key, ids.tolist()) for key, ids in store.calls[start:]]
+        assert np.array_equal(np.asarray(answer), np.asarray(expected.prediction[0]), equal_nan=True)
+        result = row.result()
+        for name in RESULT_ARRAYS:
+            np.testing.assert_array_equal(getattr(result, name), getattr(expected, name), err_msg=name)
+        assert (result.rounds, result.fetch_calls) == (expected.rounds, expected.fetch_calls)
+        assert row.cost == expected.per_instance[0]
+        for name in RESULT_ARRAYS:
+            np.testing.assert_array_equal(getattr(result, name)[0], getattr(together, name)[i], err_msg=name)
+        assert np.array_equal(np.asarray(answer), np.asarray(together.prediction[i]), equal_nan=True)
+        answers.append(answer)
+    return answers
+
+
+@settings(max_examples=80, deadline=None, derandomize=True)
+@given(model_and_data(), st.sampled_from([0.0, 0.3]), st.sampled_from([0.0, 0.5]), st.sampled_from(FETCH_ORDERS))
+def test_a_prepared_row_answers_as_acquire_on_random_models(case, split_cost, known_share, order):
+    booster, X, rng = case
+    if to_forest(booster).linear is not None:
+        return
+    X = X[:25]
+    n_features = booster.num_feature()
+    costs = FeatureCosts(lazy=rng.integers(0, 20, n_features).astype(float),
+                         split=rng.uniform(0, split_cost, n_features), tree=split_cost)
+    known = rng.random(X.shape) < known_share
+    store = Store(X)
+    predictor = LazyPredictor(booster, store, feature_costs=costs, feature_keys="index", order=order)
+    answers = answers_as_acquire(predictor, store, np.where(known, X, np.nan), known)
+    np.testing.assert_array_equal(np.array(answers), booster.predict(X))  # the independent reference
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(model_and_data(), st.sampled_from([0.0, 0.3]), st.sampled_from(["array", "dict", "frame"]))
+def test_groups_go_through_the_general_path_with_the_same_answers(case, known_share, returns):
+    booster, X, rng = case
+    if to_forest(booster).linear is not None:
+        return
+    X = X[:20]
+    num_features = booster.num_feature()
+    groups = random_groups(rng, num_features)
+    costs = FeatureCosts(lazy=rng.integers(0, 20, num_features).astype(float), split=0.2, groups=groups,
+                         group_lazy=rng.integers(0, 50, len(groups)).astype(float), tree=0.1)
+    store = GroupStore(X, groups, returns=returns)
+    known = rng.random(X.shape) < known_share
+    predictor = LazyPredictor(booster, store, feature_costs=costs, feature_keys="index")
+    answers = answers_as_acquire(predictor, store, np.where(known, X, np.nan), known)
+    np.testing.assert_array_equal(np.array(answers), booster.predict(X))
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(sklearn_model_and_data(), st.sampled_from([0.0, 0.3]))
+def test_scikit_learn_models_at_float32_boundaries(case, known_share):
+    """Given values are rounded to float32 as the model reads them (restart), fetched ones as acquire stores them."""
+    model, X, rng = case
+    X = X[:20]
+    known = rng.random(X.shape) < known_share
+    store = Store(X)
+    predictor = LazyPredictor(model, store, feature_costs=FeatureCosts(lazy=np.ones(X.shape[1]), split=0.5),
+                              feature_keys="index")
+    answers = answers_as_acquire(predictor, store, np.where(known, X, np.nan), known)
+    np.testing.assert_array_equal(np.array(answers).reshape(model.predict(X).shape), model.predict(X))
+
+
+def test_model_kinds_threads_time_outs_and_methods():
+    """A classifier's predict_proba (the model's own predict on the filled row), a multiclass Booster, raw scores,
+    a model whose fetches run on threads with a time-out, each as acquire answers."""
+    booster, X, costs = higgs_like(200)
+    X = X[:15]
+    unknown = np.full_like(X, np.nan)
+    store = Store(X)
+    for options in ({}, {"max_workers": 2}, {"timeout": 30.0}, {"order": "most_rows"}):
+        predictor = LazyPredictor(booster, store, feature_costs=costs, feature_keys="index", **options)
+        answers_as_acquire(predictor, store, unknown, None)
+        answers_as_acquire(predictor, store, unknown, None, raw_score=True)
+    rng = np.random.default_rng(1)
+    y = rng.integers(0, 3, 200)
+    multiclass = lgb.train({"objective": "multiclass", "num_class": 3, "verbose": -1, "num_threads": 1},
+                           lgb.Dataset(rng.normal(size=(200, 8)), y), 5)
+    answers = answers_as_acquire(LazyPredictor(multiclass, store, feature_keys="index"), store, unknown, None)
+    np.testing.assert_array_equal(np.array(answers), multiclass.predict(X))
+    classifier = lgb.LGBMClassifier(n_estimators=10, verbose=-1).fit(rng.normal(size=(200, 8)), y)
+    answers = answers_as_acquire(LazyPredictor(classifier, store, feature_keys="index"), store, unknown, None,
+                                 method="predict_proba")
+    np.testing.assert_array_equal(np.array(answers), classifier.predict_proba(X))
+
+
+def test_failures_raise_or_mark_the_row_and_the_next_request_is_unharmed():
+    booster, X, costs = higgs_like(200)
+    broken = {5}
+
+    def fetch(key, ids):
+        if key in broken:
+            raise ConnectionError("store down")
+        return X[ids, key]
+
+    unknown = np.full(X.shape[1], np.nan)
+    row = LazyPredictor(booster, fetch, feature_costs=costs, feature_keys="index").prepare()
+    with pytest.raises(LazyFetchError, match="store down") as raised:
+        for i in range(len(X)):  # until a row's paths reach feature 5
+            row.predict(unknown, id=i)
+    failed = raised.value.result
+    kept = (failed.X.copy(), failed.status.copy(), failed.acquisition.copy())
+    with pytest.raises(CEGBError, match="no request has been answered"):
+        row.result()
+    broken.clear()
+    assert row.predict(unknown, id=3) == booster.predict(X[3:4])[0]
+    for before, after in zip(kept, (failed.X, failed.status, failed.acquisition)):  # the error's result was copied
+        np.testing.assert_array_equal(before, after)
+    broken.add(5)
+    partial = LazyPredictor(booster, fetch, feature_costs=costs, feature_keys="index", errors="partial").prepare()
+    answers = [partial.predict(unknown, id=i) for i in range(40)]
+    expected = LazyPredictor(booster, fetch, feature_costs=costs, feature_keys="index", errors="partial").acquire(
+        np.full((40, X.shape[1]), np.nan))
+    np.testing.assert_array_equal(np.array(answers), expected.prediction)
+    assert np.isnan(answers).any() and partial.result().status[0] in (DONE, FAILED)
+
+
+def test_retries_and_malformed_values_as_acquire():
+    booster, X, costs = higgs_like(200)
+    failed_once: set = set()
+
+    def flaky(key, ids):
+        if (key, int(ids[0])) not in failed_once:
+            failed_once.add((key, int(ids[0])))
+            raise TimeoutError("slow")
+        return X[ids, key]
+
+    predictor = LazyPredictor(booster, flaky, feature_costs=costs, feature_keys="index", retries=1)
+    row = predictor.prepare()
+    assert row.predict(id=2) == booster.predict(X[2:3])[0]
+    assert row.result().fetch_calls == 2 * len(failed_once)
+    wrong = LazyPredictor(booster, lambda key, ids: X[ids, key].astype(str), feature_costs=costs,
+                          feature_keys="index").prepare()
+    with pytest.raises(LazyFetchValueError, match="not numbers"):
+        wrong.predict(id=0)
+    lists = LazyPredictor(booster, lambda key, ids: X[ids, key].tolist(), feature_costs=costs,
+                          feature_keys="index").prepare()  # not the kernel's array: read as acquire reads it
+    assert lists.predict(id=4) == booster.predict(X[4:5])[0]
+
+
+def test_ids_of_any_kind_reach_fetch():
+    booster, X, costs = higgs_like(200)
+    seen = []
+
+    def fetch(key, ids):
+        seen.append(ids.copy())
+        return X[[int(str(i).split("-")[-1]) for i in ids], key]
+
+    row = LazyPredictor(booster, fetch, feature_costs=costs, feature_keys="index").prepare()
+    assert row.predict(id="row-7") == booster.predict(X[7:8])[0]
+    assert {i for ids in seen for i in ids.tolist()} == {"row-7"}
+    seen.clear()
+    assert row.predict(id=np.int32(9)) == booster.predict(X[9:10])[0]
+    assert {i for ids in seen for i in ids.tolist()} == {9}
+
+
+def test_the_kernels_path_allocates_no_array():
+    """A request whose fetches return arrays made beforehand: what the call allocates is a few Python objects (its
+    answer, the kernel's counts), not a batch (acquire's dozen arrays)."""
+    booster, X, costs = higgs_like(400)
+    one = [np.ascontiguousarray(X[3:4, f]) for f in range(X.shape[1])]
+    predictor = LazyPredictor(booster, lambda key, ids: one[key], feature_costs=costs, feature_keys="index")
+    row = predictor.prepare()
+    unknown = np.full(X.shape[1], np.nan)
+    assert row.predict(unknown, id=3) == booster.predict(X[3:4])[0]
+
+    def peak(call) -> int:
+        tracemalloc.start()
+        try:
+            call()
+            tracemalloc.reset_peak()
+            start = tracemalloc.get_traced_memory()[0]
+            call()
+            return tracemalloc.get_traced_memory()[1] - start
+        finally:
+            tracemalloc.stop()
+
+    prepared = peak(lambda: row.predict(unknown, id=3))
+    batch = peak(lambda: predictor.acquire(unknown[None], ids=[3]))
+    assert prepared <= 400, f"the prepared row allocated {prepared} bytes"
+    assert batch > 5 * prepared  # the measure sees a batch's arrays
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda row: row.predict(np.zeros(3)), r"x should hold the row's 8 values .* got shape \(3,\)"),
+    (lambda row: row.predict(["a"] * 8), "x should hold the row's 8 values as numbers"),
+    (lambda row: row.predict(None, np.ones(8)), "known should be a bool array of the row's 8 values, got float64"),
+    (lambda row: row.predict(id=2**70), "id: an integer id should fit in int64"),
+    (lambda row: row.result(), "no request has been answered yet"),
+])
+def test_bad_requests_are_refused_by_name_and_the_row_serves_on(call, message):
+    booster, X, costs = higgs_like(200)
+    row = LazyPredictor(booster, lambda key, ids: X[ids, key], feature_costs=costs, feature_keys="index").prepare()
+    with pytest.raises(CEGBError, match=message):
+        call(row)
+    assert row.predict(id=1) == booster.predict(X[1:2])[0]
+
+
+def test_what_a_prepared_row_does_not_serve_is_refused_by_name():
+    booster, X, costs = higgs_like(200)
+
+    async def fetch_async(key, ids):
+        return X[ids, key]
+
+    with pytest.raises(CEGBError, match="prepare: fetch is a coroutine function"):
+        LazyPredictor(booster, fetch_async, feature_keys="index").prepare()
+    with pytest.raises(CEGBError, match="has no 'predict_proba'"):
+        LazyPredictor(booster, lambda key, ids: X[ids, key], feature_keys="index").prepare("predict_proba")
+    y = (np.nan_to_num(X[:, 0]) > 0).astype(int)
+    policy = AdaptiveAcquisitionClassifier(feature_costs=costs.lazy, random_state=0, n_estimators=20).fit(
+        np.nan_to_num(X), y)
+    with pytest.raises(CEGBError, match="prepare: AdaptiveAcquisitionClassifier decides per row"):
+        LazyPredictor(policy, lambda key, ids: X[ids, key], feature_keys="index").prepare()
