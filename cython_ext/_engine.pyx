@@ -1658,7 +1658,7 @@ cdef class UnitBatch:
     cdef UnitPlan units
     cdef StageStack stack
     cdef readonly object X, known, fetched, proba, acquisition, evaluation
-    cdef object paid_, cost_
+    cdef object paid_, cost_, prior_, every_row
     cdef float64* x
     cdef uint8* kn
     cdef uint8* fe
@@ -1682,7 +1682,8 @@ cdef class UnitBatch:
         self.X, self.known = X_, known_
         self.fetched = np.zeros((n, F), dtype=np.uint8)
         self.proba = np.empty((n, stack.num_class), dtype=np.float64)
-        self.proba[:] = owned(prior, np.float64, stack.num_class)
+        self.prior_ = owned(prior, np.float64, stack.num_class)
+        self.proba[:] = self.prior_
         self.acquisition = np.zeros(n, dtype=np.float64)
         self.evaluation = np.zeros(n, dtype=np.float64)
         self.paid_ = np.zeros((n, F + units.G), dtype=np.uint8)
@@ -1695,6 +1696,79 @@ cdef class UnitBatch:
     cdef void _bought(self, Py_ssize_t unit, Py_ssize_t i) noexcept nogil:
         """Row i bought ``unit`` by a fetch (its values stored): charged for it."""
         self._pay(unit, i)
+
+    cdef void _restarted(self) except *:
+        """The subclass's state of a batch made again (restart): as its constructor leaves it."""
+
+    def restart(self, const float64[::1] x, const uint8[::1] known):
+        """The batch again from nothing, for a row of one request (a batch of one row): x its F values and known which
+        of them it gives (both copied); a NaN given is a missing value. Its arrays are the same: a prepared predictor
+        serves request after request on one batch."""
+        cdef Py_ssize_t F = self.F, C = self.stack.num_class, f
+        if self.n != 1 or x.shape[0] != F or known.shape[0] != F:
+            raise ValueError(f"restart takes the {F} values and flags of a batch of one row")
+        cdef const float64* prior = <const float64*> data(self.prior_)
+        for f in range(F):
+            self.kn[f] = known[f] != 0
+            self.x[f] = (NAN if isnan(x[f]) else x[f]) if self.kn[f] else NAN
+            self.fe[f] = 0
+        memset(self.paid, 0, F + self.units.G)
+        for f in range(C):
+            self.pr[f] = prior[f]
+        self.acq[0] = self.ev[0] = self.cost[0] = 0.0
+        self._restarted()
+
+    def serve_row(self, fetch, list keys, ids, list key_of, list rank):
+        """A batch of one row (see restart) through its rounds: each round's requests in the order of rank (of each
+        policy unit), fetch(keys[key_of[unit]], ids) for each, a one-column unit's values stored as fetch_round stores
+        them. Returns (rounds, calls, None) when the row buys nothing more; at the end of the first round with a call
+        whose values were not stored (fetch raised, or returned anything else), (rounds, calls, (requests, outcomes)):
+        the round's requests as (key_of[unit], rows), in order, their outcomes as fetch_round's, for the caller to
+        deliver (and go on from)."""
+        cdef Py_ssize_t rounds = 0, calls = 0, count, j, k
+        cdef int64 u
+        cdef UnitPlan units = self.units
+        cdef cnp.ndarray array
+        if self.n != 1 or len(key_of) != units.U or len(rank) != units.U:
+            raise ValueError("serve_row serves a batch of one row, with a key and a rank per unit")
+        while True:
+            requests = self.advance()
+            if not requests:
+                return rounds, calls, None
+            rounds += 1
+            if len(requests) > 1:
+                requests.sort(key=lambda request: rank[request[0]])
+            outcomes = None
+            count = 0
+            for u, rows in requests:
+                if not 0 <= u < units.U:
+                    raise ValueError(f"unit {u} is not one of the {units.U} units")
+                calls += 1
+                count += 1
+                try:
+                    values = fetch(keys[key_of[u]], ids)
+                except Exception as exc:  # the user's fetch: the caller reports it with its key and row
+                    values = exc
+                else:
+                    if units.unit_offset[u + 1] - units.unit_offset[u] == 1 and one_value_per_row(values, 1):
+                        array = values
+                        self._store_one(u, (<const float64*> data(array))[0])
+                        values = STORED
+                if values is not STORED and outcomes is None:
+                    outcomes = [STORED] * (count - 1)
+                if outcomes is not None:
+                    outcomes.append(values)
+            if outcomes is not None:
+                return rounds, calls, ([(key_of[u], rows) for u, rows in requests], outcomes)
+
+    cdef void _store_one(self, Py_ssize_t unit, float64 value) noexcept:
+        """deliver of one value of a one-column unit to row 0."""
+        cdef Py_ssize_t f = self.units.member[self.units.unit_offset[unit]]
+        if not self.kn[f]:
+            self.x[f] = NAN if isnan(value) else value
+            self.kn[f] = 1
+            self.fe[f] = 1
+        self._bought(unit, 0)
 
     cdef void _pay(self, Py_ssize_t unit, Py_ssize_t i) noexcept nogil:
         """Row i is charged ``unit``'s lazy costs: each feature's and its group's once, in the unit's column order."""
@@ -1806,6 +1880,10 @@ cdef class LadderBatch(UnitBatch):
         self.stg = <int64*> data(self.stage)
         self.climbing, self.dropped = <Py_ssize_t*> data(self.climbing_), <uint8*> data(self.dropped_)
         self.m, self.bought = n, False
+
+    cdef void _restarted(self) except *:
+        self.stg[0], self.climbing[0], self.dropped[0] = 0, 0, 0
+        self.m, self.bought = 1, False
 
     def advance(self):
         """Move the rows that bought their units, then the next round's requests (see the class): [(unit, rows)] in
@@ -2025,10 +2103,24 @@ cdef class PolicyBatch(UnitBatch):
         self.received, self.spent = <uint8*> data(self.received_), <float64*> data(self.spent_)
         self.values, self.active = <float64*> data(self.values_), <Py_ssize_t*> data(self.active_)
         self.m, self.step, self.moving = n, 0, False
-        if plan.costs and n:  # one evaluation on nothing, for every row
-            for i in range(n):
+        self._on_nothing()
+
+    cdef void _on_nothing(self) except *:
+        """Every row charged one evaluation of the classifier on nothing (when the plan prices them)."""
+        cdef Py_ssize_t i
+        if self.plan.costs and self.n:
+            for i in range(self.n):
                 self.received[i] = 1
             self._evaluate(False)
+
+    cdef void _restarted(self) except *:
+        cdef Py_ssize_t f
+        for f in range(self.F):
+            self.xh[f] = NAN
+        memset(self.bought, 0, max(self.plan.U, 1))
+        self.received[0], self.spent[0], self.active[0] = 0, 0.0, 0
+        self.m, self.step, self.moving = 1, 0, False
+        self._on_nothing()
 
     cdef void _evaluate(self, bint proba) except *:
         """The rows that received their unit: the classifier on what they hold (their probabilities when proba), and

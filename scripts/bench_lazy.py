@@ -11,8 +11,9 @@ when values cost something.
 
 Then the latency of small requests (--small rows each; the median of many calls, the models' default threads):
 the plain model and one of 500 rounds, lazy prediction against ``predict`` of the same rows, with the share of
-the lazy time spent inside the fetch function itself. The script checks that every lazy prediction equals
-``predict``'s.
+the lazy time spent inside the fetch function itself (measured on the same requests with a fetch that times
+itself); a request of one row also on a prepared row (``LazyPredictor.prepare()``). The script checks that every
+lazy prediction equals ``predict``'s.
 
 Last, the per-input acquisitions (the HIGGS costs; a staged model at tradeoff 0.25, an adaptive one at a tenth of its
 first trade-off) on one thread against the plain 100-tree model's ``predict`` of the same rows: their own
@@ -34,13 +35,17 @@ from scripts.timing import best_of, higgs_rows, timing_parser
 
 
 class ColumnStore:
-    """A zero-cost fetch: each feature a column of its own, read at the ids asked for; the time spent inside."""
+    """A zero-cost fetch: each feature a column of its own, read at the ids asked for; ``timed`` the same fetch
+    adding up the time spent inside it."""
 
     def __init__(self, X: np.ndarray) -> None:
         self.columns = [np.ascontiguousarray(X[:, f]) for f in range(X.shape[1])]
         self.seconds = 0.0
 
     def __call__(self, feature: int, ids: np.ndarray) -> np.ndarray:
+        return self.columns[feature][ids]
+
+    def timed(self, feature: int, ids: np.ndarray) -> np.ndarray:
         start = time.perf_counter()
         values = self.columns[feature][ids]
         self.seconds += time.perf_counter() - start
@@ -60,30 +65,37 @@ def median_call(function, seconds: float = 1.0) -> float:
 
 
 def small_requests(X_train, y_train, X, sizes: list[int]) -> None:
-    """Latency of requests of a few rows, lazily against predict (see the module's doc)."""
+    """Latency of requests of a few rows, lazily against predict (see the module's doc); a request of one row also
+    on a prepared row (``LazyPredictor.prepare``)."""
     base = {"objective": "binary", "num_leaves": 31, "learning_rate": 0.1, "seed": 0, "deterministic": True,
             "verbose": -1}
-    header = f"{'model':<24} {'rows':>5} {'predict us':>10} {'lazy us':>8} {'ratio':>6} {'in fetch':>8}"
+    header = (f"{'model':<24} {'rows':>5} {'predict us':>10} {'lazy us':>8} {'ratio':>6} {'in fetch':>8} "
+              f"{'prepared us':>11} {'ratio':>6}")
     print("\nsmall requests, the median of many calls\n" + header + "\n" + "-" * len(header))
     for rounds in (100, 500):
         booster = lgb.train(base, lgb.Dataset(X_train, y_train), rounds)
         store = ColumnStore(X)
         predictor = LazyPredictor(booster, store, feature_costs=HIGGS_COSTS, feature_keys="index")
+        row = predictor.prepare()
         for size in sizes:
             rows, unknown = X[:size], np.full((size, X.shape[1]), np.nan)
-            if not np.array_equal(predictor.predict(unknown), booster.predict(rows)):
+            if not np.array_equal(predictor.predict(unknown), booster.predict(rows)) or \
+                    (size == 1 and row.predict(id=0) != booster.predict(rows)[0]):
                 raise SystemExit("lazy predictions differ from predict: a bug")
             eager = median_call(lambda: booster.predict(rows))  # noqa: B023 (called here)
-            store.seconds, calls = 0.0, [0]
-
-            def lazy():
-                calls[0] += 1  # noqa: B023 (called here)
-                predictor.predict(unknown)  # noqa: B023 (called here)
-
-            lazy_time = median_call(lazy)
-            fetch_share = store.seconds / calls[0] / lazy_time
+            lazy_time = median_call(lambda: predictor.predict(unknown))  # noqa: B023 (called here)
+            # the share of the lazy time inside fetch: the same requests with the timed fetch
+            timed = LazyPredictor(booster, store.timed, feature_costs=HIGGS_COSTS, feature_keys="index")
+            store.seconds, calls = 0.0, 200
+            for _ in range(calls):
+                timed.predict(unknown)
+            fetch_share = store.seconds / calls / lazy_time
+            prepared = ""
+            if size == 1:
+                prepared_time = median_call(lambda: row.predict(id=0))  # noqa: B023 (called here)
+                prepared = f"{prepared_time * 1e6:>11.1f} {prepared_time / eager:>6.2f}"
             print(f"{f'LightGBM, {rounds} trees':<24} {size:>5} {eager * 1e6:>10.1f} {lazy_time * 1e6:>8.1f} "
-                  f"{lazy_time / eager:>6.2f} {fetch_share:>8.0%}")
+                  f"{lazy_time / eager:>6.2f} {fetch_share:>8.0%} {prepared}")
 
 
 def policy_requests(X_train, y_train, X, sizes: list[int], repeat: int) -> None:

@@ -700,6 +700,11 @@ class AdaptiveAcquisitionClassifier(PolicyClassifier):
         return PolicyBatch(cached[2], X, known, self.prior_, self.gain == "entropy", float(self.tradeoff), cap,
                            resolve_n_jobs(self.n_jobs, len(X))), self._output
 
+    def __lightgbm_cegb_batch_key__(self) -> tuple:
+        """What ``__lightgbm_cegb_batch__``'s run depends on: a prepared row (``LazyPredictor.prepare``) makes its
+        batch again when it changes."""
+        return self.gain, self.tradeoff, self.max_cost, self.__dict__.get("classifier_")
+
     def gains(self, proba: np.ndarray) -> np.ndarray:
         """Each unit's expected gain for rows with class probabilities ``proba``, by ``gain`` (see the module).
 

@@ -247,6 +247,11 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
                             resolve_n_jobs(self.n_jobs, len(X)))
         return batch, self._output
 
+    def __lightgbm_cegb_batch_key__(self) -> tuple:
+        """What ``__lightgbm_cegb_batch__``'s run depends on: a prepared row (``LazyPredictor.prepare``) makes its
+        batch again when it changes."""
+        return self.tradeoff, self.max_cost, self.__dict__.get("stages_")
+
     def predict_results(self, X, settings) -> list[AcquisitionResult]:
         """:meth:`predict_result` at each of ``settings`` (dicts of ``tradeoff`` and ``max_cost``, the model's own
         where a dict does not say), from one pass of every stage's classifier over X: each result equals

@@ -1,17 +1,25 @@
 """A service's one-row requests on buffers made once: ``LazyPredictor.prepare()``.
 
 A request of one row pays, in ``acquire``, for what a batch of any size needs: its arrays made (a dozen), its
-arguments checked, a list of requests per round. A PreparedRow makes one batch of one row when it is prepared and
-restarts it for each request (``LazyBatch.restart``); its rounds run in the kernel (``LazyBatch.serve_row``), which
-calls fetch once per unit a round and stores a float64 array of one value without a Python step; a model whose
-output the kernel computes (a LightGBM Booster's raw score or binary's sigmoid, a Forest's raw score) is answered
-from the leaves the row reached (``LazyBatch.row_output``). Whatever the kernel does not store (a group's values,
-pandas objects, a failed call) goes on through the predictor's general path on the same batch, with the same
-results as ``acquire``.
+arguments checked, a list of requests per round and a Python step per fetch. A PreparedRow makes one batch of one row
+when it is prepared and restarts it for each request (``restart``); its rounds run in the kernel (``serve_row``),
+which calls fetch once per unit a round and stores a float64 array of one value without a Python step.
+
+- A model routed tree by tree (LightGBM, XGBoost, CatBoost, scikit-learn trees, a Forest) runs on a ``LazyBatch``;
+  one whose output the kernel computes (a LightGBM Booster's raw score or binary's sigmoid, a Forest's raw score) is
+  answered from the leaves the row reached (``LazyBatch.row_output``), and such a request allocates no array.
+- A policy model with a compiled run (the staged and the adaptive acquisition) runs on its ``LadderBatch`` or
+  ``PolicyBatch``, made again when the model's settings change (``__lightgbm_cegb_batch_key__``); a policy model
+  without one is served by ``acquire`` of the row.
+
+Whatever the kernel does not store (a group's values, pandas objects, lists, a failed call), and every round of a
+predictor that fetches on threads (``max_workers``, ``timeout``) or sorts each round (``order``), goes on through the
+predictor's general path on the same batch: every answer is ``acquire``'s.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
 
@@ -20,8 +28,11 @@ import numpy as np
 from lightgbm_cegb._engine import LazyBatch
 from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.forest import Forest
-from lightgbm_cegb.serving.results import DONE, LazyResult
-from lightgbm_cegb.serving.runs import RoutingRun
+from lightgbm_cegb.serving.results import DONE, PENDING, LazyFetchError, LazyResult
+from lightgbm_cegb.serving.runs import CompiledPolicyRun, RoutingRun
+
+#: the arrays of a LazyResult that a prepared row's result copies (its batch serves the next request)
+RESULT_ARRAYS = ("prediction", "status", "X", "known", "fetched", "acquisition", "evaluation", "leaves")
 
 
 class PreparedRow:
@@ -41,39 +52,31 @@ class PreparedRow:
     """
 
     def __init__(self, predictor, method: str, kwargs: dict) -> None:
-        if predictor.policy:
-            raise CEGBError(f"prepare: {type(predictor.model).__name__} decides per row what to buy on its own run; "
-                            "a prepared row serves models routed tree by tree (LightGBM, XGBoost, CatBoost, "
-                            "scikit-learn trees, a Forest): serve it with acquire")
         if predictor._async:
             raise CEGBError("prepare: fetch is a coroutine function, and a prepared row calls fetch synchronously; "
                             "serve it with aacquire / apredict")
         predictor._check_method(method, kwargs)
         self.predictor, self.method, self._kwargs = predictor, method, dict(kwargs)
-        forest = predictor.forest
-        self._width = forest.num_features
+        self._width = len(predictor.keys)
         self._nothing = np.full(self._width, np.nan)  # the values of a row that knows nothing
         self._nothing.setflags(write=False)
+        self._given = np.empty(self._width, dtype=bool)  # which values a request gives, when it does not say
         self._id = np.zeros(1, dtype=np.int64)
         self._ids = self._id.view()
         self._ids.setflags(write=False)
-        self._batch = LazyBatch(predictor._plan, self._nothing[None], None, 1)
-        self._run = RoutingRun.over(predictor, self._batch, self._ids)
-        # the kernel's own rounds: fetch in the calling thread, in the plan's fixed order, values stored as they come
-        self._compiled = (not predictor.max_workers and predictor.timeout is None and not predictor._sorted
-                          and forest.missing_value is None)
-        raw = isinstance(predictor.model, Forest) or bool(kwargs.get("raw_score"))
-        own = isinstance(predictor.model, Forest) or (predictor._own is not None and method == "predict"
-                                                      and set(kwargs) <= {"raw_score"})
-        # (sigmoid, scale, average) of an output the kernel computes; None: the predictor's _predict
-        self._output = (not raw and predictor._own > 0, predictor._own or 0.0, not raw and forest.average_output) \
-            if own and forest.trees_per_iteration == 1 else None
+        # the kernel's own rounds: fetch in the calling thread, in a fixed order, values stored as they come
+        self._compiled = not predictor.max_workers and predictor.timeout is None and not predictor._sorted
         self._answered = False  # whether the batch holds the last request's answer (result() builds it)
-        self._last = None  # its prediction, when the kernel computed it
+        self._last = None  # its prediction
         self._result: LazyResult | None = None
+        self._batch = self._run = self._batch_key = self._output = None
+        if predictor.policy:
+            self._policy_batch()
+        else:
+            self._routed_batch()
 
     def predict(self, x=None, known=None, *, id=0):
-        """The model's prediction of one row, fetching only what its paths need.
+        """The model's prediction of one row, fetching only what it needs.
 
         Parameters
         ----------
@@ -89,47 +92,35 @@ class PreparedRow:
         Returns
         -------
         float or ndarray
-            What ``acquire``'s ``prediction[0]`` is: a float for a model of one output, the row of a model of more;
-            NaN when a fetch failed with ``errors="partial"``.
+            What ``acquire``'s ``prediction[0]`` is: a float for a model of one output, the row of a model of more
+            (``predict_proba``'s probabilities); NaN when a fetch failed with ``errors="partial"``.
 
         Raises
         ------
         LazyFetchError
             With ``errors="raise"``, when a fetch call fails (its ``result`` holds what was computed).
         CEGBError
-            When x or known do not hold one value per feature.
+            When x or known do not hold one value per feature, or id is an integer beyond int64.
         """
-        predictor, batch, run = self.predictor, self._batch, self._run
         values, given = self._row(x, known)
-        batch.restart(values, given)
         if type(id) is int or (isinstance(id, numbers.Integral) and not isinstance(id, bool)):
             if not -2**63 <= id < 2**63:
                 raise CEGBError(f"id: an integer id should fit in int64, got {id}")
             self._id[0] = id
-            run.fetch_ids = self._ids
+            ids = self._ids
         else:
-            run.fetch_ids = np.array([id])
-        run.rounds = run.fetch_calls = 0
-        run.failures.clear()
+            ids = np.array([id])
         self._answered, self._last, self._result = False, None, None
-        if self._compiled:
-            run.rounds, run.fetch_calls, left = batch.serve_row(predictor.fetch, predictor._unit_keys, run.fetch_ids)
-            if left is None and self._output is not None:  # DONE, every value stored: the common case
-                self._answered, self._last = True, batch.row_output(*self._output)
-                return self._last
-            if left is not None:  # a round with a call the kernel did not store: delivered as acquire does
-                requests, first = left
-                run.deliver(requests, predictor._fetch_round(requests, run, first))
-        while requests := run.advance():
-            run.deliver(requests, predictor._fetch_round(requests, run))
-        self._answered = True
-        if batch.status[0] != DONE:
-            return math.nan
-        if self._output is not None:
-            self._last = batch.row_output(*self._output)
-            return self._last
-        self._result = run.finish(self.method, self._kwargs)
-        return self._result.prediction[0]
+        try:
+            if self.predictor.policy:
+                answer = self._serve_policy(values, given, ids)
+            else:
+                answer = self._serve_routed(values, given, ids)
+        except LazyFetchError as exc:  # its result's arrays are the batch's, which the next request reuses
+            exc.result = _copied(exc.result)
+            raise
+        self._answered, self._last = True, answer
+        return answer
 
     def result(self) -> LazyResult:
         """The last request's LazyResult, as ``acquire`` returns it (copies: the next request reuses the buffers).
@@ -147,13 +138,112 @@ class PreparedRow:
         if self._result is None:
             if not self._answered:
                 raise CEGBError("result: no request has been answered yet (or the last one raised)")
-            self._result = self._run.result(None if self._last is None else np.array([self._last]))
+            done = self._run.status[0] == DONE
+            prediction = np.array([self._last]) if done else None
+            self._result = _copied(self._run.result(prediction))
         return self._result
 
     @property
     def cost(self) -> float:
-        """The last request's cost: what its row's paths fetched and passed (``result().per_instance[0]``)."""
+        """The last request's cost: what it fetched and evaluated (``result().per_instance[0]``)."""
+        if self._batch is None:
+            return float(self.result().per_instance[0])
         return float(self._batch.acquisition[0] + self._batch.evaluation[0])
+
+    # ------------------------------------------------------------------------------------ routed models
+
+    def _routed_batch(self) -> None:
+        predictor = self.predictor
+        forest = predictor.forest
+        self._batch = LazyBatch(predictor._plan, self._nothing[None], None, 1)
+        self._run = RoutingRun.over(predictor, self._batch, self._ids)
+        self._compiled = self._compiled and forest.missing_value is None
+        raw = isinstance(predictor.model, Forest) or bool(self._kwargs.get("raw_score"))
+        own = isinstance(predictor.model, Forest) or (predictor._own is not None and self.method == "predict"
+                                                      and set(self._kwargs) <= {"raw_score"})
+        # (sigmoid, scale, average) of an output the kernel computes; None: the predictor's _predict
+        if own and forest.trees_per_iteration == 1:
+            self._output = (not raw and predictor._own > 0, predictor._own or 0.0, not raw and forest.average_output)
+
+    def _serve_routed(self, values: np.ndarray, given: np.ndarray | None, ids: np.ndarray):
+        predictor, batch, run = self.predictor, self._batch, self._run
+        batch.restart(values, given)
+        run.fetch_ids = ids
+        run.rounds = run.fetch_calls = 0
+        run.failures.clear()
+        if self._compiled:
+            run.rounds, run.fetch_calls, left = batch.serve_row(predictor.fetch, predictor._unit_keys, ids)
+            if left is None and self._output is not None:  # DONE, every value stored: the common case
+                return batch.row_output(*self._output)
+            if left is not None:  # a round with a call the kernel did not store: delivered as acquire does
+                requests, first = left
+                run.deliver(requests, predictor._fetch_round(requests, run, first))
+        while requests := run.advance():
+            run.deliver(requests, predictor._fetch_round(requests, run))
+        if batch.status[0] != DONE:
+            return math.nan
+        if self._output is not None:
+            return batch.row_output(*self._output)
+        self._result = _copied(run.finish(self.method, self._kwargs))
+        return self._result.prediction[0]
+
+    # ------------------------------------------------------------------------------------ policy models
+
+    def _policy_batch(self) -> None:
+        """The compiled run of the model as it is now (none: acquire serves it), and what it depends on."""
+        predictor, model = self.predictor, self.predictor.model
+        batch_of = getattr(model, "__lightgbm_cegb_batch__", None)
+        key_of = getattr(model, "__lightgbm_cegb_batch_key__", None)
+        compiled = None
+        if batch_of is not None and key_of is not None and not self._kwargs:
+            compiled = batch_of(self._nothing[None].copy(), np.zeros((1, self._width), dtype=bool))
+        if compiled is None:
+            self._batch = self._run = self._batch_key = None
+            return
+        self._batch, output = compiled
+        self._batch_key = key_of()
+        self._run = CompiledPolicyRun(predictor, self._ids, False, self._batch, output)
+        unit_of = predictor._policy_units[0]
+        self._key_of = list(unit_of)
+        self._rank = [predictor._unit_rank[unit] for unit in unit_of]
+
+    def _serve_policy(self, values: np.ndarray, given: np.ndarray | None, ids: np.ndarray):
+        predictor = self.predictor
+        if self._batch_key is not None and predictor.model.__lightgbm_cegb_batch_key__() != self._batch_key:
+            self._policy_batch()  # the model's settings changed since the batch was made
+        if self._batch is None:
+            known = None if given is None else given.view(bool)[None]
+            self._result = _copied(predictor.acquire(values[None], known, ids=ids, method=self.method,
+                                                     **self._kwargs))
+            prediction = self._result.prediction
+            return math.nan if prediction is None or self._result.status[0] != DONE else prediction[0]
+        if given is None:
+            given = np.isnan(values, out=self._given)
+            np.logical_not(given, out=given)
+            given = given.view(np.uint8)
+        batch, run = self._batch, self._run
+        batch.restart(values, given)
+        run.ids = run.fetch_ids = ids
+        run.status[0] = PENDING
+        run.rounds = run.fetch_calls = 0
+        run.failures.clear()
+        if self._compiled:
+            run.rounds, run.fetch_calls, left = batch.serve_row(predictor.fetch, predictor._unit_keys, ids,
+                                                                self._key_of, self._rank)
+            if left is None:
+                run.status[0] = DONE
+            else:  # a round with a call the kernel did not store: delivered as acquire does
+                requests, first = left
+                run.deliver(requests, predictor._fetch_round(requests, run, first))
+        if run.status[0] == PENDING:
+            while requests := run.advance():
+                run.deliver(requests, predictor._fetch_round(requests, run))
+        if run.status[0] != DONE:
+            return math.nan
+        answer = run.output(batch.proba, self.method)[0]
+        return answer.copy() if isinstance(answer, np.ndarray) else answer  # proba is the batch's
+
+    # ------------------------------------------------------------------------------------ checks
 
     def _row(self, x, known) -> tuple[np.ndarray, np.ndarray | None]:
         """x and known as restart takes them: float64 values, uint8 flags (None: x's non-NaN values); a model that
@@ -176,8 +266,14 @@ class PreparedRow:
             if known.shape != (width,) or known.dtype != bool:
                 raise CEGBError(f"known should be a bool array of the row's {width} values, got {known.dtype} of "
                                 f"shape {known.shape}")
-        if forest.missing_value is not None:  # as RoutingRun reads it
+        if forest is not None and forest.missing_value is not None:  # as RoutingRun reads it
             if known is None:
                 known = ~np.isnan(values)
             values = forest.with_missing(values[None])[0]
         return np.ascontiguousarray(values), None if known is None else np.ascontiguousarray(known).view(np.uint8)
+
+
+def _copied(result: LazyResult) -> LazyResult:
+    """``result`` with arrays of its own."""
+    arrays = {name: np.array(getattr(result, name)) for name in RESULT_ARRAYS if getattr(result, name) is not None}
+    return dataclasses.replace(result, **arrays, failures=list(result.failures))

@@ -36,19 +36,18 @@ class RoutingRun:
             X = forest.with_missing(X)
         known, fetch_ids = _known_and_ids(X, known, ids, positions=False)  # None: the rows' positions
         known = None if known is None else np.ascontiguousarray(known).view(np.uint8)
-        self._begin(LazyBatch(predictor._plan, X, known, predictor._threads), fetch_ids, owned=True)
+        self._begin(LazyBatch(predictor._plan, X, known, predictor._threads), fetch_ids)
 
     @classmethod
     def over(cls, predictor, batch: LazyBatch, fetch_ids: np.ndarray) -> RoutingRun:
-        """A run over a batch that outlives it (a PreparedRow's, restarted for each request): its result copies the
-        batch's arrays."""
+        """A run over a batch that outlives it (a PreparedRow's, restarted for each request)."""
         run = cls.__new__(cls)
         run.forest, run.predictor = predictor.forest, predictor
-        run._begin(batch, fetch_ids, owned=False)
+        run._begin(batch, fetch_ids)
         return run
 
-    def _begin(self, batch: LazyBatch, fetch_ids, owned: bool) -> None:
-        self.batch, self.status, self.fetch_ids, self.owned = batch, batch.status, fetch_ids, owned
+    def _begin(self, batch: LazyBatch, fetch_ids) -> None:
+        self.batch, self.status, self.fetch_ids = batch, batch.status, fetch_ids
         self.rounds = self.fetch_calls = 0
         self.failures: list[FetchFailure] = []
 
@@ -97,16 +96,14 @@ class RoutingRun:
         return self.result(prediction)
 
     def result(self, prediction) -> LazyResult:
-        """The run's result; the run ends here (its arrays are handed over, or copied when the batch outlives it)."""
+        """The run's result; the run ends here (its arrays are handed over, not copied)."""
         batch = self.batch
         leaves = batch.leaves()
         X, known = batch.values()
-        arrays = [self.status, X, known, batch.fetched.view(bool), batch.acquisition, batch.evaluation, leaves]
-        status, X, known, fetched, acquisition, evaluation, leaves = \
-            arrays if self.owned else [array.copy() for array in arrays]
-        return LazyResult(prediction=prediction, status=status, X=X, known=known, fetched=fetched,
-                          acquisition=acquisition, evaluation=evaluation, leaves=leaves, rounds=self.rounds,
-                          fetch_calls=self.fetch_calls, failures=list(self.failures))
+        return LazyResult(prediction=prediction, status=self.status, X=X, known=known,
+                          fetched=batch.fetched.view(bool), acquisition=batch.acquisition,
+                          evaluation=batch.evaluation, leaves=leaves, rounds=self.rounds,
+                          fetch_calls=self.fetch_calls, failures=self.failures)
 
 
 def policy_run(predictor, X, known, ids, kwargs: dict) -> PolicyModelRun | CompiledPolicyRun:
