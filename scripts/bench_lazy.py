@@ -114,17 +114,19 @@ def policy_requests(X_train, y_train, X, sizes: list[int], repeat: int) -> None:
     adaptive = AdaptiveAcquisitionClassifier(feature_costs=HIGGS_COSTS, random_state=0, n_jobs=1).fit(X_train, y_train)
     adaptive.set_params(tradeoff=0.1 * adaptive.first_value())
     header = (f"{'model':<10} {'rows':>7} {'predict us':>10} {'own us':>9} {'ratio':>6} {'lazy us':>9} {'ratio':>6} "
-              f"{'rounds':>6} {'units':>5}")
+              f"{'rounds':>6} {'units':>5} {'prepared us':>11} {'ratio':>6}")
     print("\nper-input acquisition against a plain 100-tree model's predict, one thread\n" + header + "\n"
           + "-" * len(header))
     for name, model in (("staged", staged), ("adaptive", adaptive)):
         predictor = LazyPredictor(model, ColumnStore(X), feature_keys="index", n_jobs=1)
+        row = predictor.prepare("predict_proba")
         for size in [*sizes, len(X)]:
             rows, unknown = X[:size], np.full((size, X.shape[1]), np.nan)
             expected = model.predict_result(rows)
             result = predictor.acquire(unknown, method="predict_proba")
             if not (np.array_equal(model.predict_proba(rows), expected.proba)
-                    and np.array_equal(result.prediction, expected.proba)):
+                    and np.array_equal(result.prediction, expected.proba)
+                    and (size > 1 or np.array_equal(row.predict(id=0), expected.proba[0]))):
                 raise SystemExit(f"the {name} model's predictions differ from its own: a bug")
 
             def time_of(function):
@@ -133,8 +135,12 @@ def policy_requests(X_train, y_train, X, sizes: list[int], repeat: int) -> None:
             eager = time_of(lambda: plain.predict(rows, num_threads=1))  # noqa: B023 (called here)
             own = time_of(lambda: model.predict_proba(rows))  # noqa: B023 (called here)
             lazy = time_of(lambda: predictor.acquire(unknown, method="predict_proba"))  # noqa: B023 (called here)
+            prepared = ""
+            if size == 1:
+                prepared_time = median_call(lambda: row.predict(id=0))  # noqa: B023 (called here)
+                prepared = f"{prepared_time * 1e6:>11.1f} {prepared_time / eager:>6.2f}"
             print(f"{name:<10} {size:>7} {eager * 1e6:>10.1f} {own * 1e6:>9.1f} {own / eager:>6.2f} {lazy * 1e6:>9.1f} "
-                  f"{lazy / eager:>6.2f} {result.rounds:>6} {expected.steps.mean():>5.1f}")
+                  f"{lazy / eager:>6.2f} {result.rounds:>6} {expected.steps.mean():>5.1f} {prepared}")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -72,8 +72,10 @@ class PreparedRow:
         self._batch = self._run = self._batch_key = self._output = None
         if predictor.policy:
             self._policy_batch()
+            self._serve = self._serve_policy
         else:
             self._routed_batch()
+            self._serve = self._serve_routed
 
     def predict(self, x=None, known=None, *, id=0):
         """The model's prediction of one row, fetching only what it needs.
@@ -102,7 +104,7 @@ class PreparedRow:
         CEGBError
             When x or known do not hold one value per feature, or id is an integer beyond int64.
         """
-        values, given = self._row(x, known)
+        values, given = (self._nothing, None) if x is None and known is None else self._row(x, known)
         if type(id) is int or (isinstance(id, numbers.Integral) and not isinstance(id, bool)):
             if not -2**63 <= id < 2**63:
                 raise CEGBError(f"id: an integer id should fit in int64, got {id}")
@@ -110,12 +112,10 @@ class PreparedRow:
             ids = self._ids
         else:
             ids = np.array([id])
-        self._answered, self._last, self._result = False, None, None
+        self._answered = False
+        self._result = None
         try:
-            if self.predictor.policy:
-                answer = self._serve_policy(values, given, ids)
-            else:
-                answer = self._serve_routed(values, given, ids)
+            answer = self._serve(values, given, ids)
         except LazyFetchError as exc:  # its result's arrays are the batch's, which the next request reuses
             exc.result = _copied(exc.result)
             raise
@@ -169,8 +169,8 @@ class PreparedRow:
         predictor, batch, run = self.predictor, self._batch, self._run
         batch.restart(values, given)
         run.fetch_ids = ids
-        run.rounds = run.fetch_calls = 0
-        run.failures.clear()
+        if run.failures:
+            run.failures = []
         if self._compiled:
             run.rounds, run.fetch_calls, left = batch.serve_row(predictor.fetch, predictor._unit_keys, ids)
             if left is None and self._output is not None:  # DONE, every value stored: the common case
@@ -178,6 +178,8 @@ class PreparedRow:
             if left is not None:  # a round with a call the kernel did not store: delivered as acquire does
                 requests, first = left
                 run.deliver(requests, predictor._fetch_round(requests, run, first))
+        else:
+            run.rounds = run.fetch_calls = 0
         while requests := run.advance():
             run.deliver(requests, predictor._fetch_round(requests, run))
         if batch.status[0] != DONE:
@@ -226,7 +228,8 @@ class PreparedRow:
         run.ids = run.fetch_ids = ids
         run.status[0] = PENDING
         run.rounds = run.fetch_calls = 0
-        run.failures.clear()
+        if run.failures:
+            run.failures = []
         if self._compiled:
             run.rounds, run.fetch_calls, left = batch.serve_row(predictor.fetch, predictor._unit_keys, ids,
                                                                 self._key_of, self._rank)
