@@ -52,7 +52,7 @@ from lightgbm_cegb.core.partitions import is_dask, over_partitions
 from lightgbm_cegb.core.validation import CheckedElsewhere, NoneOr, Number, OneOf, Satisfies, validated
 from lightgbm_cegb.io.models import booster_of, fitted_costs, library_of, load_file, num_trees_used, to_forest, unwrap
 from lightgbm_cegb.serving.prepared import PreparedRow
-from lightgbm_cegb.serving.results import FetchInterrupted, LazyResult, Malformed
+from lightgbm_cegb.serving.results import FetchInterrupted, LazyResult, Malformed, stacked_predictions
 from lightgbm_cegb.serving.runs import CompiledPolicyRun, PolicyModelRun, RoutingRun, policy_run
 from lightgbm_cegb.serving.workers import in_thread, is_async
 
@@ -72,14 +72,16 @@ def _rebuilt(model, fetch, options: dict) -> LazyPredictor:
     return LazyPredictor(model, fetch, **options)
 
 
-def _partition_prediction(X, start: int, predictor: LazyPredictor, ids, method: str, kwargs: dict) -> np.ndarray:
-    """The predictions of one partition of a Dask X whose first row is row ``start`` of X (the ids of its rows:
-    ``ids``' slice, default their positions in X)."""
+def _partition_result(X, start: int, predictor: LazyPredictor, ids, method: str, kwargs: dict,
+                      whole: bool) -> LazyResult | tuple[np.ndarray | None, int]:
+    """The LazyResult of one partition of a Dask X whose first row is row ``start`` of X (the ids of its rows: ``ids``'
+    slice, default their positions in X); not ``whole``: its predictions and rows only."""
     n = len(X)
     own = np.arange(start, start + n) if ids is None else ids[start:start + n]
     if len(own) != n:
         raise CEGBError(f"ids should have one id per row of X, got {len(ids)} for more rows")
-    return predictor.acquire(X, ids=own, method=method, **kwargs).prediction
+    result = predictor.acquire(X, ids=own, method=method, **kwargs)
+    return result if whole else (result.prediction, n)
 
 
 class LazyPredictor:
@@ -329,10 +331,13 @@ PruneResult, Forest or policy
         Parameters
         ----------
         X : array-like of shape (n_rows, n_features)
-            The rows' values known so far (NaN, or anything where ``known`` is False, for the others).
+            The rows' values known so far (NaN, or anything where ``known`` is False, for the others). A Dask array
+            (chunked along its rows) or DataFrame is served partition by partition where its scheduler runs it, fetch
+            called with the rows' ids in all of X, and the partitions' results stacked (``LazyResult.stacked``:
+            every row's as of X in memory; ``rounds`` the most a partition took, ``fetch_calls`` all of them).
         known : ndarray of bool of shape (n_rows, n_features), optional
             Which values X gives (default: the non-NaN ones, so that a NaN of X is fetched; to give a missing
-            value, a NaN, mark it known).
+            value, a NaN, mark it known). Not taken with a Dask X.
         ids : array-like of shape (n_rows,), optional
             The row ids fetch is called with (default: the rows' positions in the batch).
         method : str, default="predict"
@@ -348,7 +353,8 @@ PruneResult, Forest or policy
         Raises
         ------
         LazyFetchError
-            With ``errors="raise"``, when a fetch call fails (its ``result`` holds what was computed).
+            With ``errors="raise"``, when a fetch call fails (its ``result`` holds what was computed; of a Dask X,
+            what was computed of the partition where it failed).
         LazyFetchValueError
             With ``errors="raise"``, when a fetch returns what its contract does not allow.
         CEGBError
@@ -357,6 +363,8 @@ PruneResult, Forest or policy
         """
         if self._async:
             raise CEGBError("fetch is a coroutine function: use aacquire / apredict")
+        if is_dask(X):
+            return LazyResult.stacked(self._by_partition(X, known, ids, method, kwargs, whole=True))
         self._check_method(method, kwargs)
         run = self._run(X, known, ids, kwargs)
         while requests := run.advance():
@@ -671,12 +679,17 @@ PruneResult, Forest or policy
     # ------------------------------------------------------------------------------------ predicting
 
     def _predicted(self, X, known, ids, method: str, kwargs: dict) -> np.ndarray:
-        """:meth:`acquire`'s prediction; X a Dask array (chunked along its rows) or DataFrame: each partition's, where
-        its scheduler runs it (the predictor and its fetch pickled to a ``distributed`` client's workers), fetch
-        called with the rows' ids in all of X (``ids``: a 1-D array of them, default their positions), the
-        predictions concatenated in the rows' order: those of X in memory."""
+        """:meth:`acquire`'s prediction; of a Dask X, only each partition's predictions come back (_by_partition),
+        concatenated in the rows' order: those of X in memory."""
         if not is_dask(X):
             return self.acquire(X, known, ids=ids, method=method, **kwargs).prediction
+        parts = self._by_partition(X, known, ids, method, kwargs, whole=False)
+        return stacked_predictions([prediction for prediction, _ in parts], [n for _, n in parts])
+
+    def _by_partition(self, X, known, ids, method: str, kwargs: dict, whole: bool) -> list:
+        """Each partition's ``_partition_result`` of a Dask X, where its scheduler runs it (the predictor and its fetch
+        pickled to a ``distributed`` client's workers), fetch called with the rows' ids in all of X (``ids``: a 1-D
+        array of them, default their positions)."""
         if known is not None:
             raise CEGBError("known: a Dask X is read as its values known where they are not NaN; known is not "
                             f"taken with it, got {type(known).__name__}")
@@ -684,11 +697,11 @@ PruneResult, Forest or policy
         ids = None if ids is None else np.asarray(ids)
         if ids is not None and ids.ndim != 1:
             raise CEGBError(f"ids should be 1-dimensional, one id per row of X, got shape {ids.shape}")
-        predictions = np.concatenate(over_partitions(_partition_prediction, X, self, ids, method, kwargs,
-                                                     starts=True))
-        if ids is not None and len(ids) != len(predictions):
-            raise CEGBError(f"ids should have one id per row of X ({len(predictions)} rows), got {len(ids)}")
-        return predictions
+        parts = over_partitions(_partition_result, X, self, ids, method, kwargs, whole, starts=True)
+        rows = sum(len(part.status) if whole else part[1] for part in parts)
+        if ids is not None and len(ids) != rows:
+            raise CEGBError(f"ids should have one id per row of X ({rows} rows), got {len(ids)}")
+        return parts
 
     def _run(self, X, known, ids, kwargs: dict) -> PolicyModelRun | CompiledPolicyRun | RoutingRun:
         """The batch's run (a policy model's takes the method's ``kwargs``). A policy model reads a frame's columns

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -107,6 +107,50 @@ class LazyResult:
     def mean(self) -> float:
         """Mean per-row cost (0.0 without rows)."""
         return float(self.per_instance.mean()) if len(self.status) else 0.0
+
+    @classmethod
+    def stacked(cls, results: list[LazyResult]) -> LazyResult:
+        """One result of the rows of several results, in their order (the partitions of a Dask collection, each
+        served on its own): the rows' arrays concatenated, the rounds of the partition that took the most, the fetch
+        calls of all, each failure's rows counted in all the rows.
+
+        Parameters
+        ----------
+        results : list of LazyResult
+            At least one; of one predictor and method.
+
+        Returns
+        -------
+        LazyResult
+            Of all the rows.
+        """
+        starts = np.cumsum([0] + [len(result.status) for result in results])
+        failures = [replace(failure, rows=np.asarray(failure.rows) + start)
+                    for result, start in zip(results, starts) for failure in result.failures]
+
+        def joined(name: str) -> np.ndarray:
+            return np.concatenate([getattr(result, name) for result in results])
+
+        return cls(prediction=stacked_predictions([result.prediction for result in results],
+                                                  [len(result.status) for result in results]),
+                   status=joined("status"), X=joined("X"), known=joined("known"), fetched=joined("fetched"),
+                   acquisition=joined("acquisition"), evaluation=joined("evaluation"), leaves=joined("leaves"),
+                   rounds=max(result.rounds for result in results),
+                   fetch_calls=sum(result.fetch_calls for result in results), failures=failures)
+
+
+def stacked_predictions(predictions: list, sizes: list[int]) -> np.ndarray | None:
+    """The predictions of several batches of ``sizes`` rows, in their order; a batch whose prediction is None (no row
+    done) gives NaN rows (None in an object array, as ``acquire`` fills rows not done); None when every batch's is."""
+    given = [prediction for prediction in predictions if prediction is not None]
+    if not given:
+        return None
+    like = np.asarray(given[0])
+    fill = np.nan if like.dtype.kind in "fc" else None
+    parts = [np.asarray(prediction) if prediction is not None else
+             np.full((size,) + like.shape[1:], fill, dtype=like.dtype if fill is not None else object)
+             for prediction, size in zip(predictions, sizes)]
+    return np.concatenate(parts)
 
 
 class FetchInterrupted(LightGBMCEGBError, RuntimeError):

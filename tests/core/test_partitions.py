@@ -1,7 +1,7 @@
 """Rows in a Dask collection (issue 59, item 3): ``prediction_cost`` and ``LazyPredictor.predict`` /
-``predict_proba`` work partition by partition, on a ``distributed.LocalCluster``'s worker processes, and give the
-results of the same rows in memory: the per-row costs and the usage to the bit, the curve to rounding, the
-predictions to the bit, with fetch called with the rows' ids in all of X."""
+``predict_proba`` / ``acquire`` work partition by partition, on a ``distributed.LocalCluster``'s worker processes, and
+give the results of the same rows in memory: the per-row costs and the usage to the bit, the curve to rounding, the
+predictions and every row's lazy result to the bit, with fetch called with the rows' ids in all of X."""
 
 from __future__ import annotations
 
@@ -17,6 +17,9 @@ from lightgbm_cegb import FeatureCosts, LazyPredictor, StagedAcquisitionClassifi
 from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.partitions import is_dask, partitions, row_starts
 from lightgbm_cegb.core.report import CostReport
+from lightgbm_cegb.serving import DONE, FAILED, LazyFetchError, LazyResult
+
+ROW_ARRAYS = ("status", "X", "known", "fetched", "acquisition", "evaluation", "leaves")
 
 COSTS = FeatureCosts(lazy=[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], split=[0.1] * 6, groups={"g": [4, 5]}, group_lazy=[2.0])
 
@@ -110,3 +113,73 @@ def test_stacked_reports_are_one_report_of_all_rows(case):
     np.testing.assert_array_equal(stacked.per_instance, whole.per_instance)
     assert stacked.group_usage == whole.group_usage
     np.testing.assert_allclose(stacked.curve, whole.curve, rtol=1e-12)
+
+
+def store_fetch(X: np.ndarray, ids: np.ndarray, failing=None):
+    """fetch from a store of X's rows by ``ids`` (a group "g" of columns 4 and 5); the key ``failing`` always raises
+    (a row that needs it fails in any batch)."""
+    store = pd.DataFrame(X, index=ids)
+
+    def fetch(key, row_ids):
+        if key == failing:
+            raise ConnectionError("store down")
+        if key == "g":
+            return store.loc[row_ids, [4, 5]].to_numpy()
+        return store.loc[row_ids, key].to_numpy()
+
+    return fetch
+
+
+def assert_same_rows(got: LazyResult, expected: LazyResult) -> None:
+    np.testing.assert_array_equal(np.asarray(got.prediction, dtype=float), np.asarray(expected.prediction, dtype=float))
+    for name in ROW_ARRAYS:
+        np.testing.assert_array_equal(getattr(got, name), getattr(expected, name), err_msg=name)
+
+
+def test_lazy_results_of_a_dask_collection_are_those_of_its_rows(case, client):
+    X, booster, staged = case
+    ids = 10_000 + 3 * np.arange(len(X))
+    given = np.full_like(X, np.nan)
+    given[:, [0, 2]] = X[:, [0, 2]]  # the values a request gives (not NaN): the others are fetched
+    for model, method in ((booster, "predict"), (staged, "predict_proba")):
+        for failing, errors in ((None, "raise"), ("g", "partial")):
+            predictor = LazyPredictor(model, store_fetch(X, ids, failing), feature_costs=COSTS if model is booster
+                                      else None, feature_keys="index", errors=errors)
+            expected = predictor.acquire(given, ids=ids, method=method)
+            for rows in collections(given):
+                got = predictor.acquire(rows, ids=ids, method=method)
+                assert_same_rows(got, expected)
+                assert got.fetch_calls >= expected.fetch_calls and got.rounds <= expected.rounds
+                assert [f.feature for f in got.failures] == [f.feature for f in got.failures if f.feature == failing]
+                for failure in got.failures:  # rows counted in all of X: the ids fetch was called with
+                    np.testing.assert_array_equal(ids[failure.rows], failure.ids)
+                    assert (got.status[failure.rows] == FAILED).all()
+                if failing is not None:  # rows that need the group fail (the booster's all: no prediction at all)
+                    assert (got.status == FAILED).any()
+                    assert (got.status == DONE).any() == (model is staged) == (got.prediction is not None)
+    predictor = LazyPredictor(booster, store_fetch(X, ids, 2), feature_costs=COSTS, feature_keys="index")
+    with pytest.raises(LazyFetchError, match="store down"):
+        predictor.acquire(collections(np.full_like(X, np.nan))[0], ids=ids)
+
+
+def test_stacked_results_are_one_result_of_all_rows(case):
+    """Batches of X's rows served apart and stacked: the result of all of them at once (a batch with every row failed
+    too: its predictions NaN, or None in an object array of classes)."""
+    X, booster, staged = case
+    ids = np.arange(len(X))
+    unknown = np.full_like(X, np.nan)
+    for model, method, failing in ((booster, "predict", 0), (staged, "predict", "g"), (staged, "predict_proba", "g")):
+        predictor = LazyPredictor(model, store_fetch(X, ids, failing), feature_costs=COSTS if model is booster
+                                  else None, feature_keys="index", errors="partial")
+        whole = predictor.acquire(unknown, ids=ids, method=method)
+        first = int(np.argmax(whole.status == FAILED))
+        cuts = [0, first, first + 1, first + 1, 999, 2000]  # a batch of one failed row: no prediction
+        parts = [predictor.acquire(unknown[a:b], ids=ids[a:b], method=method) for a, b in zip(cuts, cuts[1:])]
+        assert parts[1].prediction is None
+        stacked = LazyResult.stacked(parts)
+        assert_same_rows(stacked, whole)
+        assert stacked.fetch_calls == sum(part.fetch_calls for part in parts)
+        assert stacked.rounds == max(part.rounds for part in parts)
+        assert stacked.failures
+        for failure in stacked.failures:  # rows counted in all of X
+            np.testing.assert_array_equal(ids[failure.rows], failure.ids)
