@@ -149,6 +149,8 @@ def test_lazy_results_of_a_dask_collection_are_those_of_its_rows(case, client):
             for rows in collections(given):
                 got = predictor.acquire(rows, ids=ids, method=method)
                 assert_same_rows(got, expected)
+                np.testing.assert_array_equal(np.asarray(getattr(predictor, method)(rows, ids=ids), dtype=float),
+                                              np.asarray(expected.prediction, dtype=float))
                 assert got.fetch_calls >= expected.fetch_calls and got.rounds <= expected.rounds
                 assert [f.feature for f in got.failures] == [f.feature for f in got.failures if f.feature == failing]
                 for failure in got.failures:  # rows counted in all of X: the ids fetch was called with
