@@ -512,7 +512,7 @@ PruneResult, Forest or policy
         Raises
         ------
         CEGBError
-            For a policy model (served by :meth:`acquire`), a coroutine fetch, or a method the model lacks.
+            For a coroutine fetch (see :meth:`aacquire`), or a method the model lacks or arguments it does not take.
 
         Examples
         --------
