@@ -3,6 +3,12 @@ or a request's sequential) against the same service fetching every feature (``--
 example.
 
     .venv/bin/python -m scripts.bench_service [--clients 8] [--seconds 10] [--rows 1] [--latency-ms 20]
+        [--model cegb|staged]
+
+``--model staged`` serves a staged acquisition model instead (``StagedAcquisitionClassifier(tradeoff=0.25,
+random_state=0)`` of the HIGGS costs, trained on the bundled training events and saved; ``serve --model DIR --store
+STORE --method predict_proba``) from the bundled example's store, with the two lazy services only (it decides itself
+what each row buys: there is no eager service of it); with ``--model``, every table's queries sleep --latency-ms.
 
 Each service is started in turn (never both at once) on a free port of 127.0.0.1; --clients threads, each on a
 connection of its own, send ``POST /score`` with --rows ids drawn from the bundled store's 500 test events for
@@ -50,8 +56,10 @@ def post(connection: http.client.HTTPConnection, ids: list[int]) -> tuple[int, d
 
 def start(args, options: list[str], workdir: Path, log: Path) -> tuple[subprocess.Popen, int]:
     port = free_port()
-    command = [sys.executable, "-m", "lightgbm_cegb.cli", "serve", "--port", str(port), "--workdir", str(workdir),
-               "--latency-ms", str(args.latency_ms), *options]
+    model = [] if args.model == "cegb" else ["--model", str(workdir / "staged"), "--store",
+                                             str(workdir / "store.sqlite"), "--method", "predict_proba"]
+    command = [sys.executable, "-m", "lightgbm_cegb.cli", "serve", "--port", str(port),
+               *(["--workdir", str(workdir)] if not model else model), "--latency-ms", str(args.latency_ms), *options]
     process = subprocess.Popen(command, stdout=log.open("w"), stderr=subprocess.STDOUT)
     deadline = time.monotonic() + START_TIMEOUT
     while True:
@@ -68,6 +76,21 @@ def start(args, options: list[str], workdir: Path, log: Path) -> tuple[subproces
             process.kill()
             raise SystemExit(f"timed out: the service did not answer /health within {START_TIMEOUT} s")
         time.sleep(0.2)
+
+
+def staged_model(workdir: Path) -> None:
+    """The bundled example's store in ``workdir`` and a staged acquisition model of the HIGGS costs in
+    ``workdir / "staged"``, trained on the bundled training events (named as the store's columns)."""
+    import pandas as pd
+
+    from lightgbm_cegb import StagedAcquisitionClassifier
+    from lightgbm_cegb.datasets import HIGGS_COSTS, HIGGS_FEATURES, higgs
+    from lightgbm_cegb.serving.bundled import bundled_example
+
+    bundled_example(workdir)
+    X, y = higgs("train")
+    model = StagedAcquisitionClassifier(feature_costs=HIGGS_COSTS, tradeoff=0.25, random_state=0, n_jobs=1)
+    model.fit(pd.DataFrame(X, columns=HIGGS_FEATURES), y).save(workdir / "staged")
 
 
 def load(port: int, args) -> dict:
@@ -121,12 +144,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--rows", type=int, default=1, help="ids per request")
     parser.add_argument("--latency-ms", type=float, default=20.0, help="each reconstruction query's sleep")
+    parser.add_argument("--model", choices=["cegb", "staged"], default="cegb",
+                        help="the bundled CEGB model, or a staged acquisition model (see the module's doc)")
     args = parser.parse_args(argv)
     if args.clients < 1 or args.seconds <= 0 or not 1 <= args.rows <= 500 or args.latency_ms < 0:
         parser.error("expected --clients >= 1, --seconds > 0, --rows in 1..500, --latency-ms >= 0")
     results, answers = {}, {}
+    services = SERVICES if args.model == "cegb" else {name: options for name, options in SERVICES.items()
+                                                      if "--eager" not in options}
     with tempfile.TemporaryDirectory(prefix="bench_service-") as tmp:
-        for name, options in SERVICES.items():
+        if args.model == "staged":
+            staged_model(Path(tmp))
+        for name, options in services.items():
             process, port = start(args, options, Path(tmp), Path(tmp) / f"{len(results)}.log")
             try:
                 answers[name] = post(http.client.HTTPConnection("127.0.0.1", port, timeout=60), list(range(50)))[1]
@@ -136,8 +165,8 @@ def main(argv: list[str] | None = None) -> None:
                 process.wait(30)
     if any(answer["predictions"] != answers["lazy"]["predictions"] for answer in answers.values()):
         raise SystemExit("the services' predictions differ: a bug")
-    print(f"{args.clients} clients x {args.seconds:g} s, {args.rows} id(s) per request, reconstruction queries "
-          f"sleep {args.latency_ms:g} ms")
+    print(f"{args.model} model, {args.clients} clients x {args.seconds:g} s, {args.rows} id(s) per request, "
+          f"{'reconstruction' if args.model == 'cegb' else 'every'} query sleeps {args.latency_ms:g} ms")
     header = (f"{'service':<24} {'requests':>8} {'errors':>6} {'req/s':>7} {'p50 ms':>7} {'p99 ms':>7} "
               f"{'served ms':>9} {'cost/row':>8} {'calls':>5}")
     print(header + "\n" + "-" * len(header))
