@@ -499,10 +499,7 @@ cdef class LazyBatch:
             self.st[i] = PENDING
             v = <uint64*> (self.x + i * F)
             for f in range(F):
-                if kn == NULL:
-                    if isnan(self.x[i * F + f]):
-                        v[f] = UNKNOWN
-                elif not kn[i * F + f]:
+                if (kn != NULL and not kn[i * F + f]) or (kn == NULL and isnan(self.x[i * F + f])):
                     v[f] = UNKNOWN
                 elif isnan(self.x[i * F + f]):
                     self.x[i * F + f] = NAN  # a missing value: never the bits of UNKNOWN

@@ -101,16 +101,19 @@ def test_groups_go_through_the_general_path_with_the_same_answers(case, known_sh
 
 
 @settings(max_examples=25, deadline=None, derandomize=True)
-@given(sklearn_model_and_data(), st.sampled_from([0.0, 0.3]))
-def test_scikit_learn_models_at_float32_boundaries(case, known_share):
-    """Given values are rounded to float32 as the model reads them (restart), fetched ones as acquire stores them."""
+@given(sklearn_model_and_data(), st.sampled_from([0.0, 0.3]), st.booleans())
+def test_scikit_learn_models_at_float32_boundaries(case, known_share, say_known):
+    """Given values are rounded to float32 as the model reads them (restart; ``known`` given or not), fetched ones as
+    acquire stores them."""
     model, X, rng = case
     X = X[:20]
     known = rng.random(X.shape) < known_share
+    if not say_known:  # a NaN given is then read as not known: none is given
+        known &= ~np.isnan(X)
     store = Store(X)
     predictor = LazyPredictor(model, store, feature_costs=FeatureCosts(lazy=np.ones(X.shape[1]), split=0.5),
                               feature_keys="index")
-    answers = answers_as_acquire(predictor, store, np.where(known, X, np.nan), known)
+    answers = answers_as_acquire(predictor, store, np.where(known, X, np.nan), known if say_known else None)
     np.testing.assert_array_equal(np.array(answers).reshape(model.predict(X).shape), model.predict(X))
 
 
