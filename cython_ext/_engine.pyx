@@ -130,6 +130,24 @@ cdef inline bint one_value_per_row(object values, Py_ssize_t n):
             and cnp.PyArray_DIM(array, 0) == n and cnp.PyArray_ISCARRAY_RO(array) and cnp.PyArray_ISNOTSWAPPED(array))
 
 
+cdef inline object called(fetch, key, ids):
+    """What fetch(key, ids) returned, or the exception it raised (the user's fetch: the caller reports it with its key
+    and rows)."""
+    try:
+        return fetch(key, ids)
+    except Exception as exc:
+        return exc
+
+
+cdef inline list with_outcome(list outcomes, object values, Py_ssize_t count):
+    """A one-row round's outcomes (serve_row) with its count-th call's: None while every call's values were stored."""
+    if values is not STORED and outcomes is None:
+        outcomes = [STORED] * (count - 1)
+    if outcomes is not None:
+        outcomes.append(values)
+    return outcomes
+
+
 cdef class FlatEnsemble:
     """The C view of a Forest's arrays (which it keeps alive)."""
 
@@ -846,19 +864,12 @@ cdef class LazyBatch:
                 calls += 1
                 units[count] = u
                 count += 1
-                try:
-                    values = fetch(keys[u], ids)
-                except Exception as exc:  # the user's fetch: the caller reports it with its key and row
-                    values = exc
-                else:
-                    if u < self.F and one_value_per_row(values, 1):
-                        array = values
-                        self._store_rows(u, -1, NULL, 1, &row, <const float64*> data(array), 0, 1)
-                        values = STORED
-                if values is not STORED and outcomes is None:
-                    outcomes = [STORED] * (count - 1)
-                if outcomes is not None:
-                    outcomes.append(values)
+                values = called(fetch, keys[u], ids)
+                if u < self.F and one_value_per_row(values, 1):
+                    array = values
+                    self._store_rows(u, -1, NULL, 1, &row, <const float64*> data(array), 0, 1)
+                    values = STORED
+                outcomes = with_outcome(outcomes, values, count)
             if outcomes is not None:
                 return rounds, calls, ([(units[j], every_row) for j in range(count)], outcomes)
             self._read_held()
@@ -1742,19 +1753,12 @@ cdef class UnitBatch:
                     raise ValueError(f"unit {u} is not one of the {units.U} units")
                 calls += 1
                 count += 1
-                try:
-                    values = fetch(keys[key_of[u]], ids)
-                except Exception as exc:  # the user's fetch: the caller reports it with its key and row
-                    values = exc
-                else:
-                    if units.unit_offset[u + 1] - units.unit_offset[u] == 1 and one_value_per_row(values, 1):
-                        array = values
-                        self._store_one(u, (<const float64*> data(array))[0])
-                        values = STORED
-                if values is not STORED and outcomes is None:
-                    outcomes = [STORED] * (count - 1)
-                if outcomes is not None:
-                    outcomes.append(values)
+                values = called(fetch, keys[key_of[u]], ids)
+                if units.unit_offset[u + 1] - units.unit_offset[u] == 1 and one_value_per_row(values, 1):
+                    array = values
+                    self._store_one(u, (<const float64*> data(array))[0])
+                    values = STORED
+                outcomes = with_outcome(outcomes, values, count)
             if outcomes is not None:
                 return rounds, calls, ([(key_of[u], rows) for u, rows in requests], outcomes)
 

@@ -325,6 +325,9 @@ def compiled_serves_as_policy_run(model, rows: np.ndarray, costs, rng, errors: s
         outcomes.append((result, list(calls)))
     (fast, fast_calls), (slow, slow_calls) = outcomes
     assert fast_calls == slow_calls
+    done = fast.status == 0  # DONE: the model's own prediction of the full row (a group's members in its order)
+    if done.any():
+        np.testing.assert_array_equal(fast.prediction[done], model.predict_proba(rows[done]))
     for field in ("prediction", "status", "X", "known", "fetched", "acquisition", "evaluation", "rounds",
                   "fetch_calls"):
         np.testing.assert_array_equal(getattr(fast, field), getattr(slow, field), err_msg=field)
@@ -371,3 +374,23 @@ def compiled_stages_predict_as_lightgbm(model, name: str, boosters: list, output
             columns = sorted(f for u in model.order_[:model.stage_units_[k]] for f in model.units_[u])
             masked[:, columns] = Z[:, columns]
             np.testing.assert_array_equal(output(k, masked), boosters[k - 1].predict(masked), err_msg=f"stage {k}")
+
+
+def staged_case(seed: int):
+    """Rows of 3 to 8 features (5% missing) and 2 to 4 classes of a signal in the first three, and costs (a group of
+    two at times, a split cost at times): the staged acquisition's tests' case (and the prepared rows')."""
+    from lightgbm_cegb import FeatureCosts
+
+    rng = np.random.default_rng(seed)
+    n, num_features, num_class = 300, int(rng.integers(3, 9)), int(rng.integers(2, 5))
+    X = rng.normal(size=(n, num_features))
+    X[rng.random(X.shape) < 0.05] = np.nan
+    signal = np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 1]) * (np.nan_to_num(X[:, 2]) > 0)
+    y = np.digitize(signal + rng.normal(size=n) * 0.3, np.quantile(signal, np.linspace(0, 1, num_class + 1)[1:-1]))
+    lazy = rng.choice([0.0, 1.0, 2.0, 5.0], size=num_features, p=[0.1, 0.4, 0.3, 0.2])
+    groups = None
+    if num_features >= 4 and rng.random() < 0.6:
+        groups = {"pair": rng.choice(num_features, size=2, replace=False).tolist()}
+    costs = FeatureCosts(lazy=lazy, groups=groups, split=rng.choice([0.0, 0.1]),
+                         group_lazy=None if groups is None else [float(rng.integers(1, 4))])
+    return X, y, costs, rng

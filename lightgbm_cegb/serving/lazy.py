@@ -270,6 +270,13 @@ PruneResult, Forest or policy
             unit_of = [columns[0] if self._group_of[columns[0]] < 0 else num_features + int(self._group_of[columns[0]])
                        for columns in model.units_]
             self._policy_units = (unit_of, {unit: u for u, unit in enumerate(unit_of)})
+            # a group's fetch answers its members in the costs' order, a policy unit holds its columns in its own:
+            # the columns of a group's values in the unit's order, where they differ
+            self._unit_columns = {}
+            for u, columns in enumerate(model.units_):
+                g = self._group_of[columns[0]]
+                if g >= 0 and list(self._members[g]) != list(columns):
+                    self._unit_columns[u] = np.array([list(self._members[g]).index(f) for f in columns])
         if not self.policy:
             lazy, _, split = self.costs_.arrays(num_features)
             forest = self.forest

@@ -176,6 +176,7 @@ class PolicyModelRun:
         received, failed = _received(self.predictor, self.ids, requests, outcomes)
         for unit, rows, values in received:
             u = self.policy_unit[unit]
+            values = _in_unit_order(self.predictor, u, values)
             columns = list(self.units[u])
             given = self.known[np.ix_(rows, columns)]
             values = np.where(np.isnan(values), np.nan, values)
@@ -249,7 +250,8 @@ class CompiledPolicyRun:
             return
         received, failed = _received(self.predictor, self.ids, requests, outcomes)
         for unit, rows, values in received:
-            self.batch.deliver(self.policy_unit[unit], rows, values)
+            u = self.policy_unit[unit]
+            self.batch.deliver(u, rows, _in_unit_order(self.predictor, u, values))
         if failed:
             for rows in _failed(self, failed):
                 self.batch.drop(rows)
@@ -305,6 +307,12 @@ def _received(predictor, ids: np.ndarray, requests, outcomes) -> tuple[list, lis
         else:
             received.append((unit, rows, values))
     return received, failed
+
+
+def _in_unit_order(predictor, u: int, values: np.ndarray) -> np.ndarray:
+    """A fetch's values (a group's: its members in the costs' order) in the column order of policy unit u."""
+    columns = predictor._unit_columns.get(u)
+    return values if columns is None else values[:, columns]
 
 
 def _failed(run, failed: list[FetchFailure]) -> list[np.ndarray]:

@@ -12,28 +12,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from references import compiled_serves_as_policy_run, on_thresholds, reference_costs
+from references import staged_case as random_case
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from lightgbm_cegb import CEGBError, FeatureCosts, LazyPredictor
 from lightgbm_cegb.methods.staged import StagedAcquisitionClassifier
 from lightgbm_cegb.selection import fit_within_budget, sweep
 from lightgbm_cegb.selection.workflows import BUDGET_METHODS
-
-
-def random_case(seed: int):
-    rng = np.random.default_rng(seed)
-    n, num_features, num_class = 300, int(rng.integers(3, 9)), int(rng.integers(2, 5))
-    X = rng.normal(size=(n, num_features))
-    X[rng.random(X.shape) < 0.05] = np.nan
-    signal = np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 1]) * (np.nan_to_num(X[:, 2]) > 0)
-    y = np.digitize(signal + rng.normal(size=n) * 0.3, np.quantile(signal, np.linspace(0, 1, num_class + 1)[1:-1]))
-    lazy = rng.choice([0.0, 1.0, 2.0, 5.0], size=num_features, p=[0.1, 0.4, 0.3, 0.2])
-    groups = None
-    if num_features >= 4 and rng.random() < 0.6:
-        groups = {"pair": rng.choice(num_features, size=2, replace=False).tolist()}
-    costs = FeatureCosts(lazy=lazy, groups=groups, split=rng.choice([0.0, 0.1]),
-                         group_lazy=None if groups is None else [float(rng.integers(1, 4))])
-    return X, y, costs, rng
 
 
 def simulate(model: StagedAcquisitionClassifier, x: np.ndarray, costs: FeatureCosts):

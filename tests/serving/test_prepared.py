@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from references import model_and_data, sklearn_model_and_data
+from references import model_and_data, sklearn_model_and_data, staged_case
 from test_lazy import FETCH_ORDERS, GroupStore, Store, higgs_like, random_groups
 
 from lightgbm_cegb import (
@@ -264,26 +264,10 @@ def test_a_coroutine_fetch_or_a_method_the_model_lacks_is_refused_by_name():
         LazyPredictor(booster, lambda key, ids: X[ids, key], feature_keys="index").prepare("predict_proba")
 
 
-def random_case(seed: int):
-    """Rows of 3 to 8 features (5% missing), 2 to 4 classes and the signal of higgs_like, and costs: a group of two at
-    times, split and tree costs at times."""
-    rng = np.random.default_rng(seed)
-    n, num_features, num_class = 300, int(rng.integers(3, 9)), int(rng.integers(2, 5))
-    X = rng.normal(size=(n, num_features))
-    X[rng.random(X.shape) < 0.05] = np.nan
-    signal = np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 1]) * (np.nan_to_num(X[:, 2]) > 0)
-    y = np.digitize(signal + rng.normal(size=n) * 0.3, np.quantile(signal, np.linspace(0, 1, num_class + 1)[1:-1]))
-    groups = {"pair": rng.choice(num_features, size=2, replace=False).tolist()} \
-        if num_features >= 4 and rng.random() < 0.6 else None
-    costs = FeatureCosts(lazy=rng.choice([0.0, 1.0, 2.0, 5.0], size=num_features, p=[0.1, 0.4, 0.3, 0.2]),
-                         groups=groups, group_lazy=None if groups is None else [float(rng.integers(1, 4))],
-                         split=float(rng.choice([0.0, 0.1])), tree=float(rng.choice([0.0, 0.01])))
-    return X, y, signal, costs, rng
-
-
 def policy_case(seed: int):
-    """random_case's rows and costs, and the staged and adaptive models fitted on them."""
-    X, y, _, costs, rng = random_case(seed)
+    """staged_case's rows and costs (a tree cost at times), and the staged and adaptive models fitted on them."""
+    X, y, costs, rng = staged_case(seed)
+    costs = FeatureCosts.from_dict({**costs.to_dict(X.shape[1]), "tree": float(rng.choice([0.0, 0.01]))})
     staged = StagedAcquisitionClassifier(feature_costs=costs, stages=5, n_estimators=25, random_state=seed,
                                          tradeoff=float(rng.choice([0.0, 0.1, 0.3]))).fit(X, y)
     adaptive = AdaptiveAcquisitionClassifier(feature_costs=costs, n_masks=3, n_estimators=25, random_state=seed,
@@ -355,7 +339,8 @@ def test_a_policy_models_settings_changed_after_prepare_are_served():
 
 
 def test_a_policy_model_without_a_compiled_run_is_served_by_acquire():
-    X, _, y, costs, _ = random_case(5)
+    X, y, costs, _ = staged_case(5)
+    y = y.astype(float)
     model = StagedAcquisitionRegressor(feature_costs=costs, stages=3, n_estimators=10, random_state=0).fit(X, y)
     store = GroupStore(X, costs.groups or {}, returns="array")
     predictor = LazyPredictor(model, store, feature_keys="index")
