@@ -77,6 +77,10 @@ class PreparedRow:
             self._routed_batch()
             self._serve = self._serve_routed
 
+    def __reduce__(self):
+        """Pickled as its predictor and method (its batch is made again where it is unpickled)."""
+        return PreparedRow, (self.predictor, self.method, self._kwargs)
+
     def predict(self, x=None, known=None, *, id=0):
         """The model's prediction of one row, fetching only what it needs.
 

@@ -5,6 +5,7 @@ acquire; bad requests are refused by name and leave the row usable."""
 
 from __future__ import annotations
 
+import pickle
 import tracemalloc
 
 import lightgbm as lgb
@@ -192,6 +193,26 @@ def test_retries_and_malformed_values_as_acquire():
     lists = LazyPredictor(booster, lambda key, ids: X[ids, key].tolist(), feature_costs=costs,
                           feature_keys="index").prepare()  # not the kernel's array: read as acquire reads it
     assert lists.predict(id=4) == booster.predict(X[4:5])[0]
+
+
+class Columns:
+    """A fetch that pickles: X's column ``key`` at the ids."""
+
+    def __init__(self, X: np.ndarray) -> None:
+        self.X = X
+
+    def __call__(self, key, ids):
+        return self.X[ids, key]
+
+
+def test_a_prepared_row_pickles_as_its_predictor_and_method():
+    booster, X, costs = higgs_like(200)
+    row = LazyPredictor(booster, Columns(X), feature_costs=costs, feature_keys="index").prepare(raw_score=True)
+    row.predict(id=3)
+    again = pickle.loads(pickle.dumps(row))
+    assert again.method == "predict" and again.predict(id=3) == booster.predict(X[3:4], raw_score=True)[0]
+    with pytest.raises(CEGBError, match="no request has been answered"):
+        again.result()
 
 
 def test_ids_of_any_kind_reach_fetch():
