@@ -210,9 +210,9 @@ def test_a_prepared_row_pickles_as_its_predictor_and_method():
     row = LazyPredictor(booster, Columns(X), feature_costs=costs, feature_keys="index").prepare(raw_score=True)
     row.predict(id=3)
     again = pickle.loads(pickle.dumps(row))
-    assert again.method == "predict" and again.predict(id=3) == booster.predict(X[3:4], raw_score=True)[0]
-    with pytest.raises(CEGBError, match="no request has been answered"):
+    with pytest.raises(CEGBError, match="no request has been answered"):  # a new batch: no answer in it
         again.result()
+    assert again.method == "predict" and again.predict(id=3) == booster.predict(X[3:4], raw_score=True)[0]
 
 
 def test_ids_of_any_kind_reach_fetch():
