@@ -150,6 +150,8 @@ class PreparedRow:
     @property
     def cost(self) -> float:
         """The last request's cost: what it fetched and evaluated (``result().per_instance[0]``)."""
+        if not self._answered:
+            raise CEGBError("cost: no request has been answered yet (or the last one raised)")
         if self._batch is None:
             return float(self.result().per_instance[0])
         return float(self._batch.acquisition[0] + self._batch.evaluation[0])

@@ -264,6 +264,7 @@ def test_the_kernels_path_allocates_no_array():
     (lambda row: row.predict(None, np.ones(8)), "known should be a bool array of the row's 8 values, got float64"),
     (lambda row: row.predict(id=2**70), "id: an integer id should fit in int64"),
     (lambda row: row.result(), "no request has been answered yet"),
+    (lambda row: row.cost, "cost: no request has been answered yet"),
 ])
 def test_bad_requests_are_refused_by_name_and_the_row_serves_on(call, message):
     booster, X, costs = higgs_like(200)
