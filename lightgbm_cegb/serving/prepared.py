@@ -43,12 +43,19 @@ class PreparedRow:
     is called with ``ids`` an int64 array holding the request's id (read-only, the same array at every call: copy it
     to keep it). Not thread-safe: one PreparedRow per thread (they may share a predictor).
 
-    Attributes
+    Parameters
     ----------
     predictor : LazyPredictor
         The predictor served.
     method : str
         The model's method that predicts.
+    kwargs : dict
+        Its arguments.
+
+    Raises
+    ------
+    CEGBError
+        For a coroutine fetch, or a method the model lacks or arguments it does not take.
     """
 
     def __init__(self, predictor, method: str, kwargs: dict) -> None:
