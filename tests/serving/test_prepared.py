@@ -141,6 +141,42 @@ def test_model_kinds_threads_time_outs_and_methods():
     np.testing.assert_array_equal(np.array(answers), classifier.predict_proba(X))
 
 
+def test_random_forests_cut_iterations_forests_xgboost_missing_and_catboost():
+    """Each model kind's branch of a prepared row: rf's averaged output and a num_iteration cut from the leaves, a
+    Forest's raw score, an XGBoost model with a missing value (the general path: the value mapped as RoutingRun maps
+    it) and a CatBoost model (its own predict_proba on the filled row), each as acquire and as the model's own."""
+    import catboost as cb
+    import xgboost as xgb
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 5))
+    X[rng.random(X.shape) < 0.1] = np.nan
+    y = (np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 1]) > 0).astype(int)
+    rf = lgb.train({"objective": "binary", "boosting": "rf", "bagging_fraction": 0.5, "bagging_freq": 1,
+                    "verbose": -1, "num_threads": 1}, lgb.Dataset(X, y), 10)
+    regression = lgb.train({"objective": "regression", "verbose": -1, "num_threads": 1}, lgb.Dataset(X, y), 20)
+    rows = X[:15]
+    unknown = np.full_like(rows, np.nan)
+    for model, options, expected in ((rf, {}, rf.predict(rows)),
+                                     (regression, {"num_iteration": 5}, regression.predict(rows, num_iteration=5)),
+                                     (to_forest(regression), {}, regression.predict(rows, raw_score=True))):
+        store = Store(X)
+        answers = answers_as_acquire(LazyPredictor(model, store, feature_keys="index", **options), store, unknown, None)
+        np.testing.assert_array_equal(np.array(answers), expected)
+    Xm = np.where(np.isnan(X), -999.0, X)  # XGBoost reads -999 as missing
+    store = Store(Xm)
+    booster = xgb.XGBClassifier(n_estimators=10, missing=-999.0, n_jobs=1).fit(Xm, y)
+    answers = answers_as_acquire(LazyPredictor(booster, store, feature_keys="index"), store, unknown, None,
+                                 method="predict_proba")
+    np.testing.assert_array_equal(np.array(answers), booster.predict_proba(Xm[:15]))
+    Xc = np.nan_to_num(X)
+    store = Store(Xc)
+    catboost = cb.CatBoostClassifier(iterations=20, verbose=0, thread_count=1).fit(Xc, y)
+    answers = answers_as_acquire(LazyPredictor(catboost, store, feature_keys="index"), store, unknown, None,
+                                 method="predict_proba")
+    np.testing.assert_array_equal(np.array(answers), catboost.predict_proba(Xc[:15]))
+
+
 def test_failures_raise_or_mark_the_row_and_the_next_request_is_unharmed():
     booster, X, costs = higgs_like(200)
     broken = {5}
