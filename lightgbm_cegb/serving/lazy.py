@@ -54,7 +54,7 @@ from lightgbm_cegb.io.models import booster_of, fitted_costs, library_of, load_f
 from lightgbm_cegb.serving.prepared import PreparedRow
 from lightgbm_cegb.serving.results import FetchInterrupted, LazyResult, Malformed, stacked_predictions
 from lightgbm_cegb.serving.runs import CompiledPolicyRun, PolicyModelRun, RoutingRun, policy_run
-from lightgbm_cegb.serving.workers import in_thread, is_async
+from lightgbm_cegb.serving.workers import direct, in_thread, is_async
 
 ORDERS = ("cheapest", "costliest", "most_rows", "model")
 #: aacquire routes batches of at most this many rows on the event loop (in microseconds; handing them to a thread
@@ -240,6 +240,7 @@ PruneResult, Forest or policy
         # coupled or split penalties only)
         self._lazy = self.costs_.arrays(num_features)[0]
         self.fetch, self.order, self.max_workers = fetch, order, max_workers
+        self._direct = (fetch, direct(fetch))  # (fetch, what the compiled rounds call for it)
         self._async = is_async(fetch)
         self.timeout, self.retries, self.errors, self.n_jobs = timeout, retries, errors, n_jobs
         self.keys = list(names) if feature_keys == "name" and names else list(range(num_features))
@@ -552,7 +553,7 @@ PruneResult, Forest or policy
                 outcomes = self._returned_all(first)
             elif not self.max_workers and self.timeout is None:
                 if attempt == 0 and run.stores_fetches:
-                    outcomes = run.fetch_round(requests, self.fetch, self._unit_keys)
+                    outcomes = run.fetch_round(requests, self._direct_fetch, self._unit_keys)
                     if outcomes is None:  # every call's values stored
                         return None
                     outcomes = self._returned_all(outcomes)
@@ -593,6 +594,13 @@ PruneResult, Forest or policy
         except Exception as exc:  # the user's fetch: any failure is reported with its key and rows
             return exc
         return self._returned(values)
+
+    @property
+    def _direct_fetch(self) -> Callable:
+        """What the compiled rounds call: ``workers.direct`` of ``fetch`` (as it is now: it may be set again)."""
+        if self._direct[0] is not self.fetch:
+            self._direct = (self.fetch, direct(self.fetch))
+        return self._direct[1]
 
     def _returned_all(self, outcomes: list) -> list:
         """_returned of each outcome that is neither stored nor an exception."""

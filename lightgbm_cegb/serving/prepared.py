@@ -185,7 +185,7 @@ class PreparedRow:
         if run.failures:
             run.failures = []
         if self._compiled:
-            run.rounds, run.fetch_calls, left = batch.serve_row(predictor.fetch, predictor._unit_keys, ids)
+            run.rounds, run.fetch_calls, left = batch.serve_row(predictor._direct_fetch, predictor._unit_keys, ids)
             if left is None and self._output is not None:  # DONE, every value stored: the common case
                 return batch.row_output(*self._output)
             if left is not None:  # a round with a call the kernel did not store: delivered as acquire does
@@ -244,7 +244,7 @@ class PreparedRow:
         if run.failures:
             run.failures = []
         if self._compiled:
-            run.rounds, run.fetch_calls, left = batch.serve_row(predictor.fetch, predictor._unit_keys, ids,
+            run.rounds, run.fetch_calls, left = batch.serve_row(predictor._direct_fetch, predictor._unit_keys, ids,
                                                                 self._key_of, self._rank)
             if left is None:
                 run.status[0] = DONE

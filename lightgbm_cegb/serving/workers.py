@@ -7,9 +7,18 @@ import asyncio
 import inspect
 import queue
 import threading
+import types
 from collections.abc import Callable
 
 from lightgbm_cegb.serving.results import FetchInterrupted
+
+
+def direct(fetch: Callable) -> Callable:
+    """fetch as the compiled rounds call it: an object whose class defines ``__call__`` in Python as that method bound
+    to it (what ``fetch(...)`` calls, without the method looked up at each call: 70 ns of each of a one-row request's
+    fetch calls; the class's method when the predictor is made), anything else as it is."""
+    method = getattr(type(fetch), "__call__", None)  # noqa: B004 (the method a call runs, not a callable test)
+    return types.MethodType(method, fetch) if isinstance(method, types.FunctionType) else fetch
 
 
 def is_async(fetch) -> bool:

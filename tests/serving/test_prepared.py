@@ -251,6 +251,21 @@ def test_a_prepared_row_pickles_as_its_predictor_and_method():
     assert again.method == "predict" and again.predict(id=3) == booster.predict(X[3:4], raw_score=True)[0]
 
 
+def test_a_callable_object_is_called_as_python_calls_it_and_a_new_fetch_is_used():
+    """The compiled rounds call a fetch object's class method bound to it (workers.direct): what ``fetch(...)`` runs,
+    not an instance attribute named __call__; a fetch set on the predictor afterwards is the one called."""
+    booster, X, costs = higgs_like(200)
+    fetch = Columns(X)
+    fetch.__call__ = lambda key, ids: 1 / 0  # never called by fetch(key, ids)
+    predictor = LazyPredictor(booster, fetch, feature_costs=costs, feature_keys="index")
+    row = predictor.prepare()
+    assert row.predict(id=5) == booster.predict(X[5:6])[0]
+    np.testing.assert_array_equal(predictor.predict(np.full((20, X.shape[1]), np.nan)), booster.predict(X[:20]))
+    shifted = Columns(X + 1.0)
+    predictor.fetch = shifted
+    assert row.predict(id=5) == booster.predict(X[5:6] + 1.0)[0]
+
+
 def test_ids_of_any_kind_reach_fetch():
     booster, X, costs = higgs_like(200)
     seen = []
