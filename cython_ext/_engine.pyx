@@ -1708,16 +1708,21 @@ cdef class UnitBatch:
     cdef void _restarted(self) except *:
         """The subclass's state of a batch made again (restart): as its constructor leaves it."""
 
-    def restart(self, const float64[::1] x, const uint8[::1] known):
-        """The batch again from nothing, for a row of one request (a batch of one row): x its F values and known which
-        of them it gives (both copied); a NaN given is a missing value. Its arrays are the same: a prepared predictor
-        serves request after request on one batch."""
+    def restart(self, const float64[::1] x, known):
+        """The batch again from nothing, for a row of one request (a batch of one row): x its F values and known a
+        uint8 array of those it gives, or None for its non-NaN ones (both copied); a NaN given is a missing value. Its
+        arrays are the same: a prepared predictor serves request after request on one batch."""
         cdef Py_ssize_t F = self.F, C = self.stack.num_class, f
-        if self.n != 1 or x.shape[0] != F or known.shape[0] != F:
-            raise ValueError(f"restart takes the {F} values and flags of a batch of one row")
+        cdef const uint8[::1] kn
+        if self.n != 1 or x.shape[0] != F:
+            raise ValueError(f"restart takes the {F} values of a batch of one row")
+        if known is not None:
+            kn = known
+            if kn.shape[0] != F:
+                raise ValueError("known does not match x")
         cdef const float64* prior = <const float64*> data(self.prior_)
         for f in range(F):
-            self.kn[f] = known[f] != 0
+            self.kn[f] = (kn[f] != 0) if known is not None else not isnan(x[f])
             self.x[f] = (NAN if isnan(x[f]) else x[f]) if self.kn[f] else NAN
             self.fe[f] = 0
         memset(self.paid, 0, F + self.units.G)

@@ -67,7 +67,6 @@ class PreparedRow:
         self._width = len(predictor.keys)
         self._nothing = np.full(self._width, np.nan)  # the values of a row that knows nothing
         self._nothing.setflags(write=False)
-        self._given = np.empty(self._width, dtype=bool)  # which values a request gives, when it does not say
         self._id = np.zeros(1, dtype=np.int64)
         self._ids = self._id.view()
         self._ids.setflags(write=False)
@@ -163,6 +162,26 @@ class PreparedRow:
             return float(self.result().per_instance[0])
         return float(self._batch.acquisition[0] + self._batch.evaluation[0])
 
+    def _rounds(self, run, *serving) -> bool:
+        """A restarted batch's rounds for ``run``: in the kernel (``serve_row``, with ``serving`` after fetch, keys
+        and ids) while it stores every fetch, then through the predictor's general path, as acquire runs them. Whether
+        the kernel ran them all."""
+        predictor = self.predictor
+        if run.failures:
+            run.failures = []
+        if self._compiled:
+            run.rounds, run.fetch_calls, left = self._batch.serve_row(predictor._direct_fetch, predictor._unit_keys,
+                                                                      run.fetch_ids, *serving)
+            if left is None:
+                return True
+            requests, first = left  # a round with a call the kernel did not store
+            run.deliver(requests, predictor._fetch_round(requests, run, first))
+        else:
+            run.rounds = run.fetch_calls = 0
+        while requests := run.advance():
+            run.deliver(requests, predictor._fetch_round(requests, run))
+        return False
+
     # ------------------------------------------------------------------------------------ routed models
 
     def _routed_batch(self) -> None:
@@ -179,22 +198,11 @@ class PreparedRow:
             self._output = (not raw and predictor._own > 0, predictor._own or 0.0, not raw and forest.average_output)
 
     def _serve_routed(self, values: np.ndarray, given: np.ndarray | None, ids: np.ndarray):
-        predictor, batch, run = self.predictor, self._batch, self._run
+        batch, run = self._batch, self._run
         batch.restart(values, given)
         run.fetch_ids = ids
-        if run.failures:
-            run.failures = []
-        if self._compiled:
-            run.rounds, run.fetch_calls, left = batch.serve_row(predictor._direct_fetch, predictor._unit_keys, ids)
-            if left is None and self._output is not None:  # DONE, every value stored: the common case
-                return batch.row_output(*self._output)
-            if left is not None:  # a round with a call the kernel did not store: delivered as acquire does
-                requests, first = left
-                run.deliver(requests, predictor._fetch_round(requests, run, first))
-        else:
-            run.rounds = run.fetch_calls = 0
-        while requests := run.advance():
-            run.deliver(requests, predictor._fetch_round(requests, run))
+        if self._rounds(run) and self._output is not None:  # DONE, every value stored: the common case
+            return batch.row_output(*self._output)
         if batch.status[0] != DONE:
             return math.nan
         if self._output is not None:
@@ -232,28 +240,12 @@ class PreparedRow:
                                                      **self._kwargs))
             prediction = self._result.prediction
             return math.nan if prediction is None or self._result.status[0] != DONE else prediction[0]
-        if given is None:
-            given = np.isnan(values, out=self._given)
-            np.logical_not(given, out=given)
-            given = given.view(np.uint8)
         batch, run = self._batch, self._run
         batch.restart(values, given)
         run.ids = run.fetch_ids = ids
         run.status[0] = PENDING
-        run.rounds = run.fetch_calls = 0
-        if run.failures:
-            run.failures = []
-        if self._compiled:
-            run.rounds, run.fetch_calls, left = batch.serve_row(predictor._direct_fetch, predictor._unit_keys, ids,
-                                                                self._key_of, self._rank)
-            if left is None:
-                run.status[0] = DONE
-            else:  # a round with a call the kernel did not store: delivered as acquire does
-                requests, first = left
-                run.deliver(requests, predictor._fetch_round(requests, run, first))
-        if run.status[0] == PENDING:
-            while requests := run.advance():
-                run.deliver(requests, predictor._fetch_round(requests, run))
+        if self._rounds(run, self._key_of, self._rank):
+            run.status[0] = DONE  # what the run's advance says when the batch buys nothing more
         if run.status[0] != DONE:
             return math.nan
         answer = run.output(batch.proba, self.method)[0]
