@@ -60,6 +60,29 @@ def subsample_index(y: np.ndarray, size: int, classes: bool) -> np.ndarray:
                                    for members in (np.flatnonzero(y == label) for label in np.unique(y))]))
 
 
+#: the training (and the held-out) rows a search measures subsets on, at most (a subsample, classes in proportion)
+SEARCH_ROWS = 5_000
+#: the most priced units a search measures one by one: beyond it, the first step's fit per unit costs more than the
+#: search is worth (MNIST's 1,120 pixels, Yahoo!'s 519 features); see :func:`searched`
+MAX_UNITS = 256
+
+
+def searched(cost: np.ndarray, gain: Callable[[], np.ndarray]) -> np.ndarray:
+    """The positions of the units a search takes, given their prices and ``gain()``, each unit's gain importance in
+    a model of every feature (asked for only when needed): all of them up to MAX_UNITS priced ones; else the free ones
+    and, among the priced ones that gain, the MAX_UNITS / 2 of the largest gain and the MAX_UNITS / 2 of the largest
+    gain per unit of cost (in their order)."""
+    priced = np.flatnonzero(cost > 0)
+    if len(priced) <= MAX_UNITS:
+        return np.arange(len(cost))
+    gain = np.asarray(gain(), dtype=np.float64)
+    half = MAX_UNITS // 2
+    by_gain = priced[np.argsort(-gain[priced], kind="stable")[:half]]
+    by_ratio = priced[np.argsort(-gain[priced] / cost[priced], kind="stable")[:half]]
+    kept = np.union1d(by_gain, by_ratio)
+    return np.union1d(np.flatnonzero(cost == 0), kept[gain[kept] > 0])
+
+
 class SubsetSearch:
     """The forward search with backward pruning of the module's doc.
 
@@ -102,12 +125,13 @@ class SubsetSearch:
         return self._scored(taken)[1]
 
     def forward(self, chosen: list[Unit], quality: float, pool: list[Unit], budget: float | None, steps: int,
-                path: list[list[Unit]], by_ratio: bool) -> float:
+                path: list[list[Unit]], by_ratio: bool, lazy: tuple[dict, set] | None = None) -> float:
         """Add units to ``chosen`` (in place, each step's subset appended to ``path``) while one gains, the one of
         the largest gain per unit of cost (``by_ratio``) or of the largest gain; returns the last subset's
-        quality."""
-        bound = {u: np.inf for u in pool}  # each unit's last measured score: an upper bound, by the rule
-        fresh: set[Unit] = set()  # the units measured against the current subset
+        quality. ``lazy``: the bounds and the units measured against ``chosen`` of an earlier call on the same
+        subset (:meth:`nested`), updated in place."""
+        # each unit's last measured score (an upper bound, by the rule), and the units measured against the subset
+        bound, fresh = ({u: np.inf for u in pool}, set()) if lazy is None else lazy
         while len(path) < steps:
             spent = price_of(chosen)
             fits = sorted((u for u in pool if u not in chosen and (budget is None or spent + u.cost <= budget)),
@@ -128,6 +152,17 @@ class SubsetSearch:
             path.append(list(chosen))
             fresh.clear()
         return quality
+
+    def nested(self, chosen: list[Unit], pool: list[Unit], levels) -> list[Unit]:
+        """A nested ladder of subsets: from ``chosen`` (in place), forward by gain per unit of cost within each of the
+        rising ``levels`` of price in turn, each level going on from the subset of the one below (the bounds of the
+        lazy search kept from level to level); the units in the order taken."""
+        lazy: tuple[dict, set] = ({u: np.inf for u in pool}, set())
+        quality = self.measure(chosen) if chosen else self.empty
+        path: list[list[Unit]] = []
+        for level in levels:
+            quality = self.forward(chosen, quality, pool, level, len(pool), path, True, lazy)
+        return chosen
 
     def prune(self, chosen: list[Unit], quality: float, path: list[list[Unit]]) -> tuple[list[Unit], float]:
         """Drop each unit of ``chosen`` (the costliest first) whose absence loses nothing; the pruned subset is a

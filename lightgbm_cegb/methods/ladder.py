@@ -17,6 +17,9 @@ from lightgbm_cegb.core.validation import checked_sequence
 from lightgbm_cegb.io import saved
 from lightgbm_cegb.methods.acquisition import EvaluationCost, checked_data, compiled_stages
 
+#: the orders of the units a staged model's stages are cut from (its ``order``)
+ORDERS = ("importance", "search")
+
 
 def hidden(X: np.ndarray, columns: list[int]) -> np.ndarray:
     """A copy of X with every column outside ``columns`` missing (NaN): what a stage of those columns reads."""
@@ -34,9 +37,10 @@ class StageLadder:
     ``_stage_pass(k, X, masked)`` (what :meth:`stage_passes` collects).
     """
 
-    def _fit_stages(self, train_on, num_features: int) -> None:
+    def _fit_stages(self, train_on, num_features: int, measure=None) -> None:
         """``order_`` (the units by the gain importance per unit of cost of a model on every column, ties by index;
-        units it never splits on left out), ``stage_units_`` (up to ``max_stage_cost``) and ``stages_``."""
+        units it never splits on left out; with ``order="search"`` the forward search's units first, see
+        :meth:`_searched`), ``stage_units_`` (up to ``max_stage_cost``) and ``stages_``."""
         full = train_on(list(range(num_features)))
         gain = full.feature_importance("gain")
         unit_gain = np.array([gain[list(columns)].sum() for columns in self.units_])
@@ -44,11 +48,37 @@ class StageLadder:
             value = np.where(self.unit_cost_ > 0, unit_gain / self.unit_cost_, np.inf)
         useful = np.flatnonzero(unit_gain > 0)
         self.order_ = useful[np.lexsort((useful, -value[useful]))]  # ties: the unit's index
+        if getattr(self, "order", "importance") == "search":  # the ranker and the regressor: importance
+            self.order_ = self._searched(self.order_, unit_gain, measure)
         self.stage_units_ = self._ladder()
         if self.max_stage_cost is not None:
             self.stage_units_ = self.stage_units_[self._prices() <= float(self.max_stage_cost) * (1 + 1e-12)]
         self.stages_ = [full if m == len(self.order_) and len(self.order_) == len(self.units_) else
                         train_on(self._columns(m)) for m in self.stage_units_[1:]]
+
+    def _searched(self, order: np.ndarray, unit_gain: np.ndarray, measure) -> np.ndarray:
+        """``order`` (the useful units by importance per unit of cost) led by a nested subset search
+        (``core.subsets.SubsetSearch.nested``: forward by measured gain per unit of cost within each of the ladder's
+        levels of price in turn): each stage is then close to the best subset the search finds at its price that
+        holds the stage below, not a prefix of one model's importance order; the units the search did not take follow
+        in ``order``'s order. ``measure(columns)``: the held-out quality (greater is better) of a model of those
+        columns (none: of the prior). At most MAX_UNITS priced units are searched (``core.subsets.searched``)."""
+        from lightgbm_cegb.core.subsets import SubsetSearch, Unit, searched
+        units = [Unit(str(u), tuple(self.units_[u]), float(self.unit_cost_[u])) for u in order]
+        pool = [units[i] for i in searched(self.unit_cost_[order], lambda: unit_gain[order]) if units[i].cost > 0]
+        search = SubsetSearch(lambda columns: (measure(list(columns)), None), measure([]))
+        taken = [int(u.name) for u in search.nested([u for u in units if u.cost == 0], pool, self._levels(order))]
+        return np.array(taken + [int(u) for u in order if int(u) not in set(taken)], dtype=np.int64)
+
+    def _levels(self, order: np.ndarray) -> np.ndarray:
+        """The search's levels of price for the units ``order``: doubling from the cheapest priced unit's price to
+        the price of them all (none without a priced unit)."""
+        prices = self.unit_cost_[order]
+        positive = prices[prices > 0]
+        if not len(positive):
+            return np.empty(0)
+        return np.append(positive.min() * 2.0 ** np.arange(int(np.log2(positive.sum() / positive.min())) + 1),
+                         positive.sum())
 
     def _ladder(self) -> np.ndarray:
         """The number of units of each stage: 0, then the shortest prefix of the order whose price reaches each

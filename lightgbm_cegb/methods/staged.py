@@ -26,15 +26,19 @@ depend on the class, the adaptive acquisition's per-row choice of feature wins.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 
 import lightgbm as lgb
 import numpy as np
+from sklearn.metrics import log_loss
 
 from lightgbm_cegb._engine import LadderBatch, LadderPlan, StageStack
 from lightgbm_cegb.base import COSTS, RANDOM_STATE
+from lightgbm_cegb.core.errors import CEGBError, RoundsWarning
 from lightgbm_cegb.core.parallel import N_JOBS, resolve_n_jobs
-from lightgbm_cegb.core.validation import NoneOr, Number
+from lightgbm_cegb.core.subsets import SEARCH_ROWS, subsample_index
+from lightgbm_cegb.core.validation import NoneOr, Number, OneOf
 from lightgbm_cegb.io import saved
 from lightgbm_cegb.methods.acquisition import (
     CLASS_WEIGHT,
@@ -44,7 +48,7 @@ from lightgbm_cegb.methods.acquisition import (
     class_weights,
     unit_arrays,
 )
-from lightgbm_cegb.methods.ladder import LadderRun, StageLadder, hidden
+from lightgbm_cegb.methods.ladder import ORDERS, LadderRun, StageLadder, hidden
 
 
 class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
@@ -69,6 +73,12 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
         Stages priced above it are not trained (None: every stage). The model then predicts as the one with every
         stage does with ``max_cost`` at most this, to the bit (the stages are trained independently): a model that
         is only ever used under a cap needs no more (``selection`` fits its capped finalists so).
+    order : {"importance", "search"}, default="importance"
+        How the units are ordered: by the gain importance per unit of cost of a classifier of every feature, or
+        led by a forward subset search (each unit taken is the one whose addition gains the most held-out log loss
+        per unit of its cost, measured by a stage's classifier of the units taken so far on at most 5,000
+        training and held-out rows; then the other units by importance). The search fits a classifier per unit at
+        its first step (of at most 256 units, see ``core.subsets.searched``) and a few per later step.
     n_estimators : int, default=5000
         Most boosting rounds of each stage's classifier (early stopped; a RoundsWarning names a stage that still
         improved at the cap).
@@ -130,7 +140,7 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
     _policy_params = ("tradeoff", "max_cost")
     _constraints = {
         "feature_costs": COSTS, "tradeoff": Number(0.0, 1.0), "max_cost": NoneOr(Number(0.0)),
-        "stages": Number(1, 1000, integer=True), "max_stage_cost": NoneOr(Number(0.0)),
+        "stages": Number(1, 1000, integer=True), "max_stage_cost": NoneOr(Number(0.0)), "order": OneOf(ORDERS),
         "n_estimators": Number(1, integer=True),
         "learning_rate": Number(0.0, low_open=True), "num_leaves": NUM_LEAVES, "class_weight": CLASS_WEIGHT,
         "min_child_samples": Number(1, integer=True), "validation_fraction": Number(0.0, 0.9),
@@ -138,8 +148,8 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
     }
 
     def __init__(self, *, feature_costs=None, tradeoff: float = 0.0, max_cost: float | None = None, stages: int = 30,
-                 max_stage_cost: float | None = None, n_estimators: int = 5000, learning_rate: float = 0.1,
-                 num_leaves="auto", min_child_samples: int = 10, class_weight=None,
+                 max_stage_cost: float | None = None, order: str = "importance", n_estimators: int = 5000,
+                 learning_rate: float = 0.1, num_leaves="auto", min_child_samples: int = 10, class_weight=None,
                  validation_fraction: float = 0.2, early_stopping_rounds: int = 30, random_state=None,
                  n_jobs: int | None = None) -> None:
         self.feature_costs = feature_costs
@@ -147,6 +157,7 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
         self.max_cost = max_cost
         self.stages = stages
         self.max_stage_cost = max_stage_cost
+        self.order = order
         self.n_estimators = n_estimators
         self.learning_rate = learning_rate
         self.num_leaves = num_leaves
@@ -192,9 +203,38 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
             return self._boosted(params, (hidden(X[train], columns), codes[train]), stop,
                                  f"the stage of {len(columns)} of the {num_features} columns")
 
-        self._fit_stages(train_on, num_features)
+        self._fit_stages(train_on, num_features, self._measure(params, X[train], codes[train], X_valid, valid_codes))
         self._stack()  # compiled now: predicting leaves the estimator as it is
         return self
+
+    def _measure(self, params: dict, X: np.ndarray, codes: np.ndarray, X_valid, valid_codes) -> Callable | None:
+        """``order="search"``'s measure of a set of columns: minus the held-out log loss (weighted by
+        ``class_weight``) of a stage's classifier of them, trained and measured on at most SEARCH_ROWS of the
+        training and of the held-out rows (classes in proportion); None for the importance order."""
+        if self.order != "search":
+            return None
+        if X_valid is None or not len(X_valid):
+            raise CEGBError("order='search' measures feature sets on held-out rows: give eval_set or a "
+                            f"validation_fraction above 0, got validation_fraction={self.validation_fraction!r}")
+        fit = subsample_index(codes, SEARCH_ROWS, True) if len(codes) > SEARCH_ROWS else slice(None)
+        held = subsample_index(valid_codes, SEARCH_ROWS, True) if len(valid_codes) > SEARCH_ROWS else slice(None)
+        X, codes, X_valid, valid_codes = X[fit], codes[fit], X_valid[held], valid_codes[held]
+        weights = class_weights(self.class_weight, self.classes_, valid_codes)
+        weights = None if weights is None else weights[valid_codes]
+        labels = np.arange(len(self.classes_))
+
+        def measure(columns: list[int]) -> float:
+            if not columns:
+                proba = np.tile(self.prior_, (len(valid_codes), 1))
+            else:
+                with warnings.catch_warnings():  # a capped search model is no stage: the stages warn for themselves
+                    warnings.simplefilter("ignore", RoundsWarning)
+                    booster = self._boosted(params, (hidden(X, columns), codes), (hidden(X_valid, columns),
+                                                                                   valid_codes), "")
+                proba = booster.predict(hidden(X_valid, columns))
+            return -log_loss(valid_codes, proba, sample_weight=weights, labels=labels)
+
+        return measure
 
     # ----------------------------------------------------------------------------------------- the policy
 

@@ -38,8 +38,9 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from lightgbm_cegb.core import subsets
 from lightgbm_cegb.core.errors import CEGBError
-from lightgbm_cegb.core.subsets import SubsetSearch, Unit, columns_of, price_of
+from lightgbm_cegb.core.subsets import SubsetSearch, Unit, columns_of, price_of, searched
 from lightgbm_cegb.core.validation import check_number
 from lightgbm_cegb.selection.metrics import METRICS, validation_quality
 from lightgbm_cegb.selection.points import PREFIX_TREES, booster_points, lightgbm_params, plain_model, train_lightgbm
@@ -90,27 +91,16 @@ def _constant_quality(context: Context, metric) -> float:
 #: the best subsets it measured within each budget that are refitted on every row when those are a subsample (on
 #: Fashion-MNIST's four tops within 6, the four best measured log losses were 0.5629, 0.5636, 0.5658 and 0.5659 on
 #: the subsample, and the fourth is the best subset on every row: 0.8079 validation accuracy against the third's 0.8054)
-SEARCH_ROWS, SEARCH_VALID, SEARCH_REFITS = 5_000, 5_000, 5
-
-
-#: the most priced units the search measures one by one (see the module)
-MAX_UNITS = 256
+SEARCH_ROWS, SEARCH_VALID, SEARCH_REFITS = subsets.SEARCH_ROWS, subsets.SEARCH_ROWS, 5
 
 
 def searched_units(context: Context, pool: list[Unit]) -> list[Unit]:
-    """The units of ``pool`` the search takes on ``context``'s rows: all of them up to MAX_UNITS priced ones; else
-    the free ones and the priced ones a plain model of every feature splits on, the MAX_UNITS / 2 of the largest gain
-    and the MAX_UNITS / 2 of the largest gain per unit of cost (in ``pool``'s order)."""
-    priced = [u for u in pool if u.cost > 0]
-    if len(priced) <= MAX_UNITS:
-        return pool
-    gain = plain_model(context).feature_importance("gain")
-    unit_gain = np.array([gain[list(u.columns)].sum() for u in priced])
-    half = MAX_UNITS // 2
-    by_gain = np.argsort(-unit_gain, kind="stable")[:half]
-    by_ratio = np.argsort(-unit_gain / np.array([u.cost for u in priced]), kind="stable")[:half]
-    kept = {priced[i] for i in np.union1d(by_gain, by_ratio) if unit_gain[i] > 0}
-    return [u for u in pool if u.cost == 0 or u in kept]
+    """The units of ``pool`` the search takes on ``context``'s rows (``core.subsets.searched``: beyond MAX_UNITS priced
+    ones, by the gain of a plain model of every feature, in ``pool``'s order)."""
+    def unit_gain() -> np.ndarray:
+        gain = plain_model(context).feature_importance("gain")
+        return np.array([gain[list(u.columns)].sum() for u in pool])
+    return [pool[i] for i in searched(np.array([u.cost for u in pool]), unit_gain)]
 
 
 def _search(context: Context) -> tuple[SubsetSearch, bool, Context]:

@@ -52,6 +52,41 @@ def test_the_lazy_search_is_the_greedy_search_on_submodular_gains(seed, by_ratio
     assert [[u.name for u in step] for step in path] == [[u.name for u in step] for step in expected]
 
 
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(st.integers(0, 10_000))
+def test_the_nested_search_is_the_greedy_search_level_by_level(seed):
+    """``nested`` (the staged acquisition's order) takes, level after rising level, the units the plain greedy search
+    by gain per unit of cost takes within that level from the subset of the level below (every unit measured at
+    every step), though its bounds are kept from level to level; each level's subset is within its price."""
+    rng = np.random.default_rng(seed)
+    n_units, n_elements = int(rng.integers(2, 8)), 12
+    weights = rng.integers(1, 10, n_elements).astype(float)
+    covers = [set(rng.choice(n_elements, int(rng.integers(1, 5)), replace=False).tolist()) for _ in range(n_units)]
+    costs = rng.choice([0.5, 1.0, 2.0, 3.0], n_units)
+    levels = np.cumsum(rng.choice([0.5, 1.0, 2.0], int(rng.integers(1, 5))))
+    search, pool, measure = _coverage_search(weights, covers, costs)
+    measured = []
+    score = search.score
+    search.score = lambda columns: (measured.append(columns), score(columns))[1]
+    taken = search.nested([], pool, levels)
+    chosen, quality = [], 0.0  # the plain greedy search, level by level
+    for level in levels:
+        while True:
+            spent = sum(u.cost for u in chosen)
+            scores = [((measure(chosen + [u]) - quality) / u.cost, -i, u) for i, u in enumerate(pool)
+                      if u not in chosen and spent + u.cost <= level]
+            if not scores:
+                break
+            gain, _, unit = max(scores, key=lambda s: s[:2])
+            if gain <= 0 and chosen:
+                break
+            chosen.append(unit)
+            quality = measure(chosen)
+        assert sum(u.cost for u in chosen) <= level
+    assert [u.name for u in taken] == [u.name for u in chosen]
+    assert len(measured) == len(set(measured))
+
+
 def test_pruning_drops_a_unit_the_later_ones_made_useless():
     a, b, c = Unit("a", (0,), 3.0), Unit("b", (1,), 1.0), Unit("c", (2,), 1.0)
     quality = {frozenset("a"): 0.6, frozenset("b"): 0.5, frozenset("c"): 0.5, frozenset("ab"): 0.7,

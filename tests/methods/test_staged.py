@@ -192,6 +192,42 @@ def test_the_ladder_and_the_order():
         sum(p for p in model.unit_cost_ if p == 0)
 
 
+def test_the_search_order_buys_first_the_cheap_unit_a_costly_copy_hides_from_the_importance_order():
+    """A costly feature carries the label, a cheap one the same signal with a little noise: a model of every feature
+    splits on the costly one, so the importance order (gain per unit of cost) buys it first and the cheap one,
+    which gains almost nothing beside it, late; the search measures each alone and buys the cheap one first, and
+    within its price the search order's model is the better one (the importance order's has no stage there). The
+    same units either way; the order is saved with the model."""
+    rng = np.random.default_rng(0)
+    signal = rng.normal(size=3000)
+    X = np.column_stack([signal + rng.normal(0, 0.3, 3000), rng.normal(size=(3000, 3)), signal])
+    y = (signal > 0).astype(int)
+    costs = FeatureCosts(lazy=[1.0, 1.0, 1.0, 1.0, 8.0])
+    train, valid = (X[:2000], y[:2000]), (X[2000:], y[2000:])
+    by = {order: StagedAcquisitionClassifier(feature_costs=costs, order=order, stages=5, n_estimators=200,
+                                             random_state=0).fit(*train, eval_set=valid)
+          for order in ("importance", "search")}
+    assert by["importance"].order_[0] == 4 and by["search"].order_[0] == 0
+    assert sorted(by["importance"].order_) == sorted(by["search"].order_)
+    assert by["search"].stage_costs()[1] == 1.0 and by["importance"].stage_costs()[1] == 8.0
+    accuracy = {order: float((model.set_params(max_cost=1.0).predict(valid[0]) == valid[1]).mean())
+                for order, model in by.items()}
+    assert accuracy["search"] > 0.85 > accuracy["importance"], accuracy
+
+
+def test_the_search_order_needs_held_out_rows_and_is_saved(tmp_path):
+    X, y, costs, _ = random_case(4)
+    with pytest.raises(CEGBError, match="order=.search. measures .* above 0, got validation_fraction=0.0"):
+        StagedAcquisitionClassifier(feature_costs=costs, order="search", validation_fraction=0.0).fit(X, y)
+    model = StagedAcquisitionClassifier(feature_costs=costs, order="search", stages=4, n_estimators=30,
+                                        random_state=0).fit(X, y)
+    model.save(tmp_path / "m")
+    again = StagedAcquisitionClassifier.load(tmp_path / "m")
+    assert again.order == "search"
+    np.testing.assert_array_equal(again.order_, model.order_)
+    np.testing.assert_array_equal(again.predict_proba(X), model.predict_proba(X))
+
+
 def test_lazy_serving_fetches_the_stages_units_and_predicts_as_the_model():
     X, y, _, _ = random_case(5)
     costs = FeatureCosts(lazy=np.arange(1.0, X.shape[1] + 1), groups={"pair": [1, 2]}, group_lazy=[1.5])
@@ -248,7 +284,7 @@ def test_save_and_load(tmp_path):
 
 @pytest.mark.parametrize("params, match", [
     ({"tradeoff": -0.1}, "tradeoff"), ({"tradeoff": 1.5}, "tradeoff"), ({"max_cost": -1.0}, "max_cost"),
-    ({"stages": 0}, "stages"), ({"max_stage_cost": -1.0}, "max_stage_cost"),
+    ({"stages": 0}, "stages"), ({"max_stage_cost": -1.0}, "max_stage_cost"), ({"order": "gain"}, "order"),
     ({"learning_rate": 0.0}, "learning_rate"), ({"num_leaves": 1}, "num_leaves"),
     ({"num_leaves": "many"}, "num_leaves"),
     ({"class_weight": "auto"}, "class_weight"),

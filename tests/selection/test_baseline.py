@@ -166,13 +166,14 @@ def test_with_many_units_the_search_takes_those_a_plain_model_splits_on(monkeypa
     """Above MAX_UNITS priced units the search measures only the units a plain model of every feature splits on
     (the most gain, and the most per unit of cost): one model per such unit at the first step, not per unit; the
     cheap informative columns and the costly one that carries the most are among them, the noise is not."""
+    from lightgbm_cegb.core import subsets
     from lightgbm_cegb.selection import baseline
 
     rng = np.random.default_rng(3)
     X = rng.normal(size=(3000, 40))
     y = (X[:, 0] + 0.7 * X[:, 1] + 2.0 * X[:, 30] + rng.normal(0, 0.5, len(X)) > 0).astype(int)
     costs = FeatureCosts(lazy=[1.0] * 30 + [20.0] * 10)
-    monkeypatch.setattr(baseline, "MAX_UNITS", 4)
+    monkeypatch.setattr(subsets, "MAX_UNITS", 4)
     measured = []
     score = baseline.SubsetSearch.__init__
 

@@ -115,13 +115,16 @@ def test_the_staged_acquisition_is_swept_with_and_without_class_weights_for_f1(i
                       params={"num_leaves": 8}, num_boost_round=200)
     weights = [p["class_weight"] for p in frame["params"]]
     assert set(weights) == {None, "balanced"} and weights.count(None) == weights.count("balanced")
-    rows = {weight: frame[[w == weight for w in weights]] for weight in (None, "balanced")}
-    models = {weight: {id(model.model.stages_) for model in rows[weight]["model"]} for weight in rows}
-    assert all(len(ids) == 1 for ids in models.values()) and models[None] != models["balanced"]
-    for weight in (None, "balanced"):
-        row = rows[weight].iloc[len(rows[weight]) // 2]
+    # one model per class weight and unit order (the grid has both orders: STAGED_ORDERS)
+    settings = [(p["class_weight"], p["order"]) for p in frame["params"]]
+    rows = {setting: frame[[s == setting for s in settings]] for setting in set(settings)}
+    assert set(rows) == {(weight, order) for weight in (None, "balanced") for order in ("importance", "search")}
+    models = {setting: {id(model.model.stages_) for model in rows[setting]["model"]} for setting in rows}
+    assert all(len(ids) == 1 for ids in models.values()) and len(set.union(*models.values())) == 4
+    for (weight, order), setting_rows in rows.items():
+        row = setting_rows.iloc[len(setting_rows) // 2]
         model = row["model"].model
-        assert model.class_weight == weight
+        assert model.class_weight == weight and model.order == order
         proba = model.predict_result(valid[0]).proba[:, 1]
         assert row["quality"] == thresholded(get_metric("f1", "binary"), valid[1], proba, None,
                                              row["decision_threshold"])
