@@ -83,6 +83,15 @@ def searched(cost: np.ndarray, gain: Callable[[], np.ndarray]) -> np.ndarray:
     return np.union1d(np.flatnonzero(cost == 0), kept[gain[kept] > 0])
 
 
+def query_subsample(group: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Whole queries of about ``size`` rows (seeded, the same every call; queries of sizes ``group``, rows in query
+    order), up to the first that reaches it: (the sorted positions of their rows, their sizes)."""
+    starts = np.concatenate([[0], np.cumsum(group)[:-1]])
+    order = np.random.default_rng(0).permutation(len(group))
+    queries = np.sort(order[:int(np.searchsorted(np.cumsum(group[order]), size)) + 1])
+    return np.concatenate([np.arange(starts[q], starts[q] + group[q]) for q in queries]), group[queries]
+
+
 class SubsetSearch:
     """The forward search with backward pruning of the module's doc.
 

@@ -25,6 +25,7 @@ reached (a group's own cost once) and the split and tree costs of every stage's 
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import lightgbm as lgb
@@ -35,10 +36,12 @@ from sklearn.utils import check_random_state
 
 from lightgbm_cegb.base import COSTS, RANDOM_STATE, BudgetedEstimator
 from lightgbm_cegb.core.cost_state import CostState
-from lightgbm_cegb.core.errors import CEGBError
+from lightgbm_cegb.core.errors import CEGBError, RoundsWarning
 from lightgbm_cegb.core.parallel import N_JOBS, resolve_n_jobs
+from lightgbm_cegb.core.ranking_metrics import ndcg_at_k
 from lightgbm_cegb.core.report import CostReport
-from lightgbm_cegb.core.validation import NoneOr, Number, check_params, checked_group
+from lightgbm_cegb.core.subsets import SEARCH_ROWS, query_subsample
+from lightgbm_cegb.core.validation import NoneOr, Number, OneOf, check_params, checked_group
 from lightgbm_cegb.io import saved
 from lightgbm_cegb.methods.acquisition import (
     NUM_LEAVES,
@@ -50,10 +53,20 @@ from lightgbm_cegb.methods.acquisition import (
     run_cost,
 )
 from lightgbm_cegb.methods.greedy_miser import first_eval
-from lightgbm_cegb.methods.ladder import LadderRun, StageLadder, hidden
+from lightgbm_cegb.methods.ladder import ORDERS, LadderRun, StageLadder, hidden
 
 #: the most relevance a label may hold: LightGBM's lambdarank gains (``label_gain``) are given up to 30
 MAX_LABEL = 30
+
+
+def _queries_within(rows: tuple, size: int) -> tuple:
+    """(X, y, group) of whole queries of ``rows`` (X, y, group): all of them, or a seeded subsample of about ``size``
+    documents (``core.subsets.query_subsample``)."""
+    X, y, group = rows
+    if len(y) <= size:
+        return rows
+    index, kept = query_subsample(group, size)
+    return X[index], y[index], kept
 
 
 @dataclass(frozen=True)
@@ -106,6 +119,11 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
     max_stage_cost : float or None, default=None
         Stages priced above it are not trained (None: every stage): the model then ranks as the one with every
         stage does with ``max_cost`` at most this, to the bit.
+    order : {"importance", "search"}, default="importance"
+        How the units are ordered: by the gain importance per unit of cost of a ranker of every feature, or led by
+        a nested subset search (as :class:`~lightgbm_cegb.methods.staged.StagedAcquisitionClassifier`'s, each set
+        of units measured by the held-out NDCG@``eval_at`` of a stage's ranker of them, on whole queries of at most
+        5,000 training and held-out documents).
     eval_at : int, default=10
         The k of the held-out NDCG@k that stops each stage's training.
     n_estimators : int, default=5000
@@ -161,7 +179,7 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
     _constraints = {
         "feature_costs": COSTS, "tradeoff": Number(0.0, 1.0), "top_k": Number(0, integer=True),
         "max_cost": NoneOr(Number(0.0)), "stages": Number(1, 1000, integer=True),
-        "max_stage_cost": NoneOr(Number(0.0)), "eval_at": Number(1, integer=True),
+        "max_stage_cost": NoneOr(Number(0.0)), "order": OneOf(ORDERS), "eval_at": Number(1, integer=True),
         "n_estimators": Number(1, integer=True), "learning_rate": Number(0.0, low_open=True),
         "num_leaves": NUM_LEAVES, "min_child_samples": Number(1, integer=True),
         "validation_fraction": Number(0.0, 0.9), "early_stopping_rounds": Number(1, integer=True),
@@ -174,8 +192,8 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
         return tags
 
     def __init__(self, *, feature_costs=None, tradeoff: float = 0.0, top_k: int = 0, max_cost: float | None = None,
-                 stages: int = 30, max_stage_cost: float | None = None, eval_at: int = 10, n_estimators: int = 5000,
-                 learning_rate: float = 0.1, num_leaves="auto", min_child_samples: int = 10,
+                 stages: int = 30, max_stage_cost: float | None = None, order: str = "importance", eval_at: int = 10,
+                 n_estimators: int = 5000, learning_rate: float = 0.1, num_leaves="auto", min_child_samples: int = 10,
                  validation_fraction: float = 0.2, early_stopping_rounds: int = 30, random_state=None,
                  n_jobs: int | None = None) -> None:
         self.feature_costs = feature_costs
@@ -184,6 +202,7 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
         self.max_cost = max_cost
         self.stages = stages
         self.max_stage_cost = max_stage_cost
+        self.order = order
         self.eval_at = eval_at
         self.n_estimators = n_estimators
         self.learning_rate = learning_rate
@@ -260,9 +279,33 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
                                  f"the stage of {len(columns)} of the {num_features} columns",
                                  f"NDCG@{int(self.eval_at)}")
 
-        self._fit_stages(train_on, num_features)
+        self._fit_stages(train_on, num_features, self._measure(params, train, valid))
         self._compile("stages", self.stages_, [0.0])
         return self
+
+    def _measure(self, params: dict, train: tuple, valid: tuple | None):
+        """``order="search"``'s measure of a set of columns: the held-out NDCG@``eval_at`` of a stage's ranker of them,
+        trained and measured on whole queries of at most SEARCH_ROWS training and held-out documents (no column: of
+        the documents in their given order); None for the importance order."""
+        if self.order != "search":
+            return None
+        if valid is None:
+            raise CEGBError("order='search' measures feature sets on held-out queries: give eval_set or a "
+                            f"validation_fraction above 0, got validation_fraction={self.validation_fraction!r}")
+        (X, y, group), (X_valid, y_valid, valid_group) = (_queries_within(rows, SEARCH_ROWS) for rows in (train, valid))
+        k = int(self.eval_at)
+
+        def measure(columns: list[int]) -> float:
+            if not columns:
+                return ndcg_at_k(y_valid, np.zeros(len(y_valid)), valid_group, k)
+            train_set = lgb.Dataset(hidden(X, columns), y, group=group, feature_name=self._lightgbm_feature_names())
+            valid_set = lgb.Dataset(hidden(X_valid, columns), y_valid, group=valid_group, reference=train_set)
+            with warnings.catch_warnings():  # a capped search model is no stage: the stages warn for themselves
+                warnings.simplefilter("ignore", RoundsWarning)
+                booster = early_stopped(self, params, train_set, valid_set, "", "")
+            return ndcg_at_k(y_valid, booster.predict(hidden(X_valid, columns)), valid_group, k)
+
+        return measure
 
     # ------------------------------------------------------------------------------------------ the cuts
 

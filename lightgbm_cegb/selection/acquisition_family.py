@@ -17,9 +17,9 @@ Knobs:
   and ``order`` is fitted in a sweep (early stopped on the validation rows) and every point reads it with its own
   exit rule (classification).
 - ``staged_acquisition_ranker``: ``tradeoff`` of ``StagedAcquisitionRanker`` (the share of a query's documents at a
-  stage that each cut stops), ``top_k`` (the documents per query that go on at every cut) and ``max_cost`` (a
-  per-document cap); one model is fitted in a sweep (each stage's ranker early stopped on the validation queries)
-  and every point reads it with its own cuts (ranking).
+  stage that each cut stops), ``top_k`` (the documents per query that go on at every cut), ``max_cost`` (a
+  per-document cap) and ``order`` (as the classifier's); one model per order is fitted in a sweep (each stage's
+  ranker early stopped on the validation queries) and every point reads it with its own cuts (ranking).
 - ``staged_acquisition_regressor``: ``relative_tradeoff`` r of ``StagedAcquisitionRegressor`` (a row stops at the
   first stage whose gap model predicts its prediction within r x stage 0's predicted gap of the last stage's;
   ``tradeoff`` the raw value, in units of the targets' standard deviation) and ``max_cost``; one model is fitted in
@@ -253,12 +253,16 @@ STAGED_CAPS = (0.01, 0.02, 0.04, 0.07, 0.1, 0.15, 0.2, 0.3, 0.45, 0.7)
 STAGED_ORDERS = ("importance", "search")
 
 
+def _caps(context: Context) -> list[dict]:
+    """The staged models' caps: none, and each of STAGED_CAPS of the price of every unit."""
+    total = sum(_unit_prices(context))
+    return [{}] + [{"max_cost": round(f * total, 6)} for f in STAGED_CAPS if total > 0]
+
+
 def _ladder_grid(context: Context) -> list[dict]:
     """The staged models' points: each relative tradeoff under each cap (and class weight)."""
-    total = sum(_unit_prices(context))
-    caps = [None] + [round(f * total, 6) for f in STAGED_CAPS if total > 0]
-    return [{"relative_tradeoff": r, **({} if cap is None else {"max_cost": cap}), **weight}
-            for weight in _staged_weights(context) for cap in caps for r in STAGED_RELATIVE_TRADEOFFS]
+    return [{"relative_tradeoff": r, **cap, **weight}
+            for weight in _staged_weights(context) for cap in _caps(context) for r in STAGED_RELATIVE_TRADEOFFS]
 
 
 def _staged_grid(context: Context) -> list[dict]:
@@ -376,10 +380,9 @@ CASCADE_TOP_K = (0, 1, 3, 10)
 
 
 def _cascade_grid(context: Context) -> list[dict]:
-    total = sum(_unit_prices(context))
-    caps = [None] + [round(f * total, 6) for f in STAGED_CAPS if total > 0]
-    return [{"tradeoff": t, "top_k": k, **({} if cap is None else {"max_cost": cap})}
-            for cap in caps for k in CASCADE_TOP_K for t in CASCADE_TRADEOFFS]
+    """The ranker's points: each tradeoff and top_k under each cap, for each unit order (STAGED_ORDERS)."""
+    return [{"tradeoff": t, "top_k": k, **cap, "order": order} for order in STAGED_ORDERS for cap in _caps(context)
+            for k in CASCADE_TOP_K for t in CASCADE_TRADEOFFS]
 
 
 class _CascadeCandidate(Candidate):
@@ -399,13 +402,14 @@ class _CascadeCandidate(Candidate):
 def _fit_cascade(context: Context, state: dict, params: dict) -> list[Candidate]:
     from lightgbm_cegb.methods.cascade import StagedAcquisitionRanker
     params = dict(params)
-    check_keys("staged_acquisition_ranker", params, {"tradeoff", "top_k", "max_cost"})
+    check_keys("staged_acquisition_ranker", params, {"tradeoff", "top_k", "max_cost", "order"})
+    order = params.get("order", "importance")
     fitted = _fitted_ladder(state, params, lambda ceiling: StagedAcquisitionRanker(
         feature_costs=context.costs, random_state=0, n_jobs=context.params.get("num_threads") or None,
-        max_stage_cost=ceiling, n_estimators=context.num_boost_round,
+        max_stage_cost=ceiling, order=order, n_estimators=context.num_boost_round,
         early_stopping_rounds=context.early_stopping_rounds).fit(
         context.train.X, context.train.y, group=context.train.group, eval_set=[(context.valid.X, context.valid.y)],
-        eval_group=[context.valid.group]))
+        eval_group=[context.valid.group]), key=order)
     model = copy.copy(fitted).set_params(**{"max_cost": None, **params})
     candidate = _CascadeCandidate("staged_acquisition_ranker", params, model, model.predict, model.prediction_cost)
     return _sharing(candidate, state["passes"], state)

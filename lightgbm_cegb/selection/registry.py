@@ -10,7 +10,7 @@ import numpy as np
 
 from lightgbm_cegb.core.costs import FeatureCosts
 from lightgbm_cegb.core.errors import CEGBError
-from lightgbm_cegb.core.subsets import subsample_index
+from lightgbm_cegb.core.subsets import query_subsample, subsample_index
 from lightgbm_cegb.core.validation import checked_group
 from lightgbm_cegb.selection.metrics import Metric, best_threshold, thresholded
 
@@ -91,11 +91,7 @@ class Rows:
         """
         group = None
         if self.group is not None:
-            starts = np.concatenate([[0], np.cumsum(self.group)[:-1]])
-            order = np.random.default_rng(0).permutation(len(self.group))
-            queries = np.sort(order[:int(np.searchsorted(np.cumsum(self.group[order]), size)) + 1])
-            index = np.concatenate([np.arange(starts[q], starts[q] + self.group[q]) for q in queries])
-            group = self.group[queries]
+            index, group = query_subsample(self.group, size)
         else:
             index = subsample_index(self.y, size, task in ("binary", "multiclass"))
         return Rows(self.X.iloc[index] if hasattr(self.X, "iloc") else self.X[index], self.y[index], group)

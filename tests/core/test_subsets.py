@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lightgbm_cegb.core.subsets import SubsetSearch, Unit, columns_of, subsample_index
+from lightgbm_cegb.core.subsets import SubsetSearch, Unit, columns_of, query_subsample, subsample_index
 
 
 def _coverage_search(weights, covers, costs):
@@ -85,6 +85,19 @@ def test_the_nested_search_is_the_greedy_search_level_by_level(seed):
         assert sum(u.cost for u in chosen) <= level
     assert [u.name for u in taken] == [u.name for u in chosen]
     assert len(measured) == len(set(measured))
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(st.lists(st.integers(1, 30), min_size=1, max_size=40), st.integers(1, 400))
+def test_a_query_subsample_holds_whole_queries_up_to_the_first_that_reaches_the_size(sizes, size):
+    group = np.array(sizes)
+    index, kept = query_subsample(group, size)
+    starts = np.concatenate([[0], np.cumsum(group)[:-1]])
+    queries = [q for q in range(len(group)) if starts[q] in set(index.tolist())]
+    assert kept.tolist() == group[queries].tolist()  # in query order
+    np.testing.assert_array_equal(index, np.concatenate([np.arange(starts[q], starts[q] + group[q]) for q in queries]))
+    assert kept.sum() >= min(size, group.sum()) and kept.sum() - kept.max() < size  # up to the first that reaches it
+    np.testing.assert_array_equal(query_subsample(group, size)[0], index)  # seeded
 
 
 def test_pruning_drops_a_unit_the_later_ones_made_useless():

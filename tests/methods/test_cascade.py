@@ -182,6 +182,37 @@ def test_save_and_load(tmp_path):
                                   model.prediction_cost(X, group=group).per_instance)
 
 
+def test_the_search_order_buys_first_the_cheap_unit_a_costly_copy_hides_from_the_importance_order(tmp_path):
+    """As the classifier's (tests/methods/test_staged.py): the documents' relevance follows a costly feature, a cheap
+    one holds the same signal with a little noise; the importance order buys the costly one first, the search the
+    cheap one, and within its price the search order's cascade ranks better. Saved with the model; without held-out
+    queries the search is refused by name."""
+    from lightgbm_cegb.core.ranking_metrics import ndcg_at_k
+    rng = np.random.default_rng(0)
+    group = np.full(300, 10)
+    signal = rng.normal(size=group.sum())
+    X = np.column_stack([signal + rng.normal(0, 0.3, len(signal)), rng.normal(size=(len(signal), 3)), signal])
+    y = np.digitize(signal, [0.0, 1.0, 1.8])
+    costs = FeatureCosts(lazy=[1.0, 1.0, 1.0, 1.0, 8.0])
+    half = int(group[:200].sum())
+    by = {order: StagedAcquisitionRanker(feature_costs=costs, order=order, stages=5, n_estimators=200,
+                                         random_state=0).fit(X[:half], y[:half], group=group[:200],
+                                                             eval_set=[(X[half:], y[half:])],
+                                                             eval_group=[group[200:]])
+          for order in ("importance", "search")}
+    assert by["importance"].order_[0] == 4 and by["search"].order_[0] == 0
+    assert sorted(by["importance"].order_) == sorted(by["search"].order_)
+    quality = {order: ndcg_at_k(y[half:], model.set_params(max_cost=1.0).predict(X[half:], group=group[200:]),
+                                group[200:], 5) for order, model in by.items()}
+    assert quality["search"] > quality["importance"] + 0.1, quality
+    by["search"].save(tmp_path / "m")
+    again = StagedAcquisitionRanker.load(tmp_path / "m")
+    assert again.order == "search"
+    np.testing.assert_array_equal(again.order_, by["search"].order_)
+    with pytest.raises(CEGBError, match="order='search' measures .* above 0, got validation_fraction=0.0"):
+        StagedAcquisitionRanker(feature_costs=costs, order="search", validation_fraction=0.0).fit(X, y, group=group)
+
+
 def test_sparse_rows_and_an_eval_set_are_taken():
     import scipy.sparse
     X, y, group, costs, _ = random_case(8)
@@ -197,7 +228,7 @@ def test_sparse_rows_and_an_eval_set_are_taken():
 @pytest.mark.parametrize("params, match", [
     ({"tradeoff": -0.1}, "tradeoff"), ({"tradeoff": 1.5}, "tradeoff"), ({"top_k": -1}, "top_k"),
     ({"top_k": 1.5}, "top_k"),
-    ({"max_cost": -1.0}, "max_cost"), ({"stages": 0}, "stages"), ({"eval_at": 0}, "eval_at"),
+    ({"max_cost": -1.0}, "max_cost"), ({"stages": 0}, "stages"), ({"eval_at": 0}, "eval_at"), ({"order": 1}, "order"),
     ({"num_leaves": 1}, "num_leaves"), ({"validation_fraction": 0.95}, "validation_fraction")])
 def test_bad_parameters_are_refused_by_name(params, match):
     X, y, group, _, _ = random_case(1)
