@@ -18,6 +18,10 @@ by exchanges (a local search): one unit of it out and one in within the budget, 
 measured gain taken, then forward again, for EXCHANGE_ROUNDS rounds. An exchange is measured lazily too, in the
 order of a bound (the subset without the unit out, plus the unit in's gain alone: exact for additive gains, above
 the truth for submodular ones), at most EXCHANGE_MEASURES per round.
+
+The staged acquisition's stages must be nested (a row that goes on keeps what it bought): ``nested`` runs the
+forward search within each of a ladder of rising prices in turn, each level from the subset of the one below, the
+lazy bounds kept from level to level; the units in the order taken are the stages' order.
 """
 
 from __future__ import annotations

@@ -3,9 +3,13 @@ prediction is unsure.
 
 :class:`StagedAcquisitionClassifier` orders the units (a feature group of the cost model, whose members are bought
 together, or an ungrouped feature) by gain importance per unit of cost in a LightGBM model trained on every
-feature, and cuts the order into stages: stage k holds the first ``m_k`` units, where the prices of the first
-units add up to about the k-th of ``stages`` levels spaced geometrically between the cheapest unit's price and
-the price of every unit the order holds (units the model never splits on are left out). Stage 0 buys nothing
+feature (``order="importance"``), or by a nested subset search that measures sets of units on held-out rows
+(``order="search"``: within each doubling level of price, the units whose addition gains the most held-out log loss
+per unit of cost; a costly unit that a model of every feature splits on can hide a cheap one that does nearly as
+well alone, and the importance order then has no cheap stage), and cuts the order into stages: stage k holds
+the first ``m_k`` units, where the prices of the first units add up to about the k-th of ``stages`` levels spaced
+geometrically between the cheapest unit's price and the price of every unit the order holds (units the model never
+splits on are left out). Stage 0 buys nothing
 and predicts the training classes' frequencies; each later stage has its own LightGBM classifier, trained on
 the training rows with every unit outside the stage hidden as a missing value.
 

@@ -18,10 +18,11 @@ are a subsample, only the SEARCH_REFITS best subsets it measured within each bud
 (the validation rows choose among them: a subsample's measure is noisy), and in a sweep without a budget (a
 frontier) also the steps of each run's path at each doubling of the price.
 
-With more than MAX_UNITS priced units (MNIST's 1,120 pixels, Yahoo!'s 519 features), the search's first step
-would fit a model per unit. It then searches the units that one plain LightGBM model of every feature, on the
-search's rows, splits on: the MAX_UNITS / 2 of the largest gain and the MAX_UNITS / 2 of the largest gain per unit
-of cost (by the summed gain of a unit's columns), and the free ones.
+With more than ``core.subsets.MAX_UNITS`` priced units (MNIST's 1,120 pixels, Yahoo!'s 519 features), the search's
+first step would fit a model per unit. It then searches the units that one plain LightGBM model of every feature, on
+the search's rows, splits on (``core.subsets.searched``, as the staged acquisition's ``order="search"``): the
+MAX_UNITS / 2 of the largest gain and the MAX_UNITS / 2 of the largest gain per unit of cost (by the summed gain of a
+unit's columns), and the free ones.
 :func:`lightgbm_cegb.selection.best_subset` answers "which features should I buy?" with it.
 
 A unit's nominal cost is what reading it costs a row: its lazy cost (a group's own lazy cost plus its members');
