@@ -40,7 +40,7 @@ from lightgbm_cegb.core.errors import CEGBError, RoundsWarning
 from lightgbm_cegb.core.parallel import N_JOBS, resolve_n_jobs
 from lightgbm_cegb.core.ranking_metrics import ndcg_at_k
 from lightgbm_cegb.core.report import CostReport
-from lightgbm_cegb.core.subsets import SEARCH_ROWS, query_subsample
+from lightgbm_cegb.core.subsets import SEARCH_HELD_OUT, SEARCH_ROWS, query_subsample
 from lightgbm_cegb.core.validation import NoneOr, Number, OneOf, check_params, checked_group
 from lightgbm_cegb.io import saved
 from lightgbm_cegb.methods.acquisition import (
@@ -122,8 +122,8 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
     order : {"importance", "search"}, default="importance"
         How the units are ordered: by the gain importance per unit of cost of a ranker of every feature, or led by
         a nested subset search (as :class:`~lightgbm_cegb.methods.staged.StagedAcquisitionClassifier`'s, each set
-        of units measured by the held-out NDCG@``eval_at`` of a stage's ranker of them, on whole queries of at most
-        5,000 training and held-out documents).
+        of units measured by the NDCG@``eval_at`` of a stage's ranker of them on a quarter of the training queries,
+        trained on the others; each part whole queries of at most about 5,000 documents).
     eval_at : int, default=10
         The k of the held-out NDCG@k that stops each stage's training.
     n_estimators : int, default=5000
@@ -279,20 +279,27 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
                                  f"the stage of {len(columns)} of the {num_features} columns",
                                  f"NDCG@{int(self.eval_at)}")
 
-        self._fit_stages(train_on, num_features, self._measure(params, train, valid))
+        self._fit_stages(train_on, num_features, self._measure(params, train))
         self._compile("stages", self.stages_, [0.0])
         return self
 
-    def _measure(self, params: dict, train: tuple, valid: tuple | None):
-        """``order="search"``'s measure of a set of columns: the held-out NDCG@``eval_at`` of a stage's ranker of them,
-        trained and measured on whole queries of at most SEARCH_ROWS training and held-out documents (no column: of
-        the documents in their given order); None for the importance order."""
+    def _measure(self, params: dict, train: tuple):
+        """``order="search"``'s measure of a set of columns: the NDCG@``eval_at`` of a stage's ranker of them on
+        SEARCH_HELD_OUT of the training documents (whole queries), trained on the other queries (each part whole
+        queries of at most about SEARCH_ROWS documents); None for the importance order. The held-out queries that
+        stop the stages are not read (a sweep chooses among its models on them)."""
         if self.order != "search":
             return None
-        if valid is None:
-            raise CEGBError("order='search' measures feature sets on held-out queries: give eval_set or a "
-                            f"validation_fraction above 0, got validation_fraction={self.validation_fraction!r}")
-        (X, y, group), (X_valid, y_valid, valid_group) = (_queries_within(rows, SEARCH_ROWS) for rows in (train, valid))
+        X, y, group = train
+        starts = np.concatenate([[0], np.cumsum(group)[:-1]])
+        held_rows, _ = query_subsample(group, max(1, round(SEARCH_HELD_OUT * len(y))))
+        held = np.isin(starts, held_rows)
+        if held.all():
+            raise CEGBError(f"order='search' measures feature sets on a quarter of the training queries and trains on "
+                            f"the others: the {len(group)} training queries are too few")
+        rows = np.repeat(held, group)
+        X_valid, y_valid, valid_group = _queries_within((X[rows], y[rows], group[held]), SEARCH_ROWS)
+        X, y, group = _queries_within((X[~rows], y[~rows], group[~held]), SEARCH_ROWS)
         k = int(self.eval_at)
 
         def measure(columns: list[int]) -> float:

@@ -3,10 +3,10 @@ prediction is unsure.
 
 :class:`StagedAcquisitionClassifier` orders the units (a feature group of the cost model, whose members are bought
 together, or an ungrouped feature) by gain importance per unit of cost in a LightGBM model trained on every
-feature (``order="importance"``), or by a nested subset search that measures sets of units on held-out rows
-(``order="search"``: within each doubling level of price, the units whose addition gains the most held-out log loss
-per unit of cost; a costly unit that a model of every feature splits on can hide a cheap one that does nearly as
-well alone, and the importance order then has no cheap stage), and cuts the order into stages: stage k holds
+feature (``order="importance"``), or by a nested subset search that measures sets of units on a held-out part of
+the training rows (``order="search"``: within each doubling level of price, the units whose addition gains the most
+log loss per unit of cost; a costly unit that a model of every feature splits on can hide a cheap one that does
+nearly as well alone, and the importance order then has no cheap stage), and cuts the order into stages: stage k holds
 the first ``m_k`` units, where the prices of the first units add up to about the k-th of ``stages`` levels spaced
 geometrically between the cheapest unit's price and the price of every unit the order holds (units the model never
 splits on are left out). Stage 0 buys nothing
@@ -39,9 +39,9 @@ from sklearn.metrics import log_loss
 
 from lightgbm_cegb._engine import LadderBatch, LadderPlan, StageStack
 from lightgbm_cegb.base import COSTS, RANDOM_STATE
-from lightgbm_cegb.core.errors import CEGBError, RoundsWarning
+from lightgbm_cegb.core.errors import RoundsWarning
 from lightgbm_cegb.core.parallel import N_JOBS, resolve_n_jobs
-from lightgbm_cegb.core.subsets import SEARCH_ROWS, subsample_index
+from lightgbm_cegb.core.subsets import SEARCH_HELD_OUT, SEARCH_ROWS, subsample_index
 from lightgbm_cegb.core.validation import NoneOr, Number, OneOf
 from lightgbm_cegb.io import saved
 from lightgbm_cegb.methods.acquisition import (
@@ -79,10 +79,11 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
         is only ever used under a cap needs no more (``selection`` fits its capped finalists so).
     order : {"importance", "search"}, default="importance"
         How the units are ordered: by the gain importance per unit of cost of a classifier of every feature, or
-        led by a forward subset search (each unit taken is the one whose addition gains the most held-out log loss
-        per unit of its cost, measured by a stage's classifier of the units taken so far on at most 5,000
-        training and held-out rows; then the other units by importance). The search fits a classifier per unit at
-        its first step (of at most 256 units, see ``core.subsets.searched``) and a few per later step.
+        led by a nested subset search (within each doubling level of price, the unit whose addition gains the most
+        log loss per unit of its cost, measured on a quarter of the training rows by a stage's classifier of the
+        units taken so far trained on the rest, each part at most 5,000 rows; then the other units by importance).
+        The search fits a classifier per unit at its first step (of at most 256 units, see
+        ``core.subsets.searched``) and a few per later step; it does not read ``eval_set``.
     n_estimators : int, default=5000
         Most boosting rounds of each stage's classifier (early stopped; a RoundsWarning names a stage that still
         improved at the cap).
@@ -207,22 +208,26 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
             return self._boosted(params, (hidden(X[train], columns), codes[train]), stop,
                                  f"the stage of {len(columns)} of the {num_features} columns")
 
-        self._fit_stages(train_on, num_features, self._measure(params, X[train], codes[train], X_valid, valid_codes))
+        self._fit_stages(train_on, num_features, self._measure(params, X[train], codes[train]))
         self._stack()  # compiled now: predicting leaves the estimator as it is
         return self
 
-    def _measure(self, params: dict, X: np.ndarray, codes: np.ndarray, X_valid, valid_codes) -> Callable | None:
-        """``order="search"``'s measure of a set of columns: minus the held-out log loss (weighted by
-        ``class_weight``) of a stage's classifier of them, trained and measured on at most SEARCH_ROWS of the
-        training and of the held-out rows (classes in proportion); None for the importance order."""
+    def _measure(self, params: dict, X: np.ndarray, codes: np.ndarray) -> Callable | None:
+        """``order="search"``'s measure of a set of columns: minus the log loss (weighted by ``class_weight``) of a
+        stage's classifier of them on SEARCH_HELD_OUT of the training rows ``X`` (classes in proportion), trained
+        on the others (each part at most SEARCH_ROWS rows); None for the importance order. The held-out rows that
+        stop the stages (``eval_set``) are not read: a sweep chooses among its models on them, and an order tuned
+        on them would look better there than it is."""
         if self.order != "search":
             return None
-        if X_valid is None or not len(X_valid):
-            raise CEGBError("order='search' measures feature sets on held-out rows: give eval_set or a "
-                            f"validation_fraction above 0, got validation_fraction={self.validation_fraction!r}")
-        fit = subsample_index(codes, SEARCH_ROWS, True) if len(codes) > SEARCH_ROWS else slice(None)
-        held = subsample_index(valid_codes, SEARCH_ROWS, True) if len(valid_codes) > SEARCH_ROWS else slice(None)
-        X, codes, X_valid, valid_codes = X[fit], codes[fit], X_valid[held], valid_codes[held]
+        held = np.zeros(len(codes), dtype=bool)
+        held[subsample_index(codes, max(1, round(SEARCH_HELD_OUT * len(codes))), True)] = True
+        parts = []
+        for part in (np.flatnonzero(~held), np.flatnonzero(held)):
+            if len(part) > SEARCH_ROWS:
+                part = part[subsample_index(codes[part], SEARCH_ROWS, True)]
+            parts.append((X[part], codes[part]))
+        (X, codes), (X_valid, valid_codes) = parts
         weights = class_weights(self.class_weight, self.classes_, valid_codes)
         weights = None if weights is None else weights[valid_codes]
         labels = np.arange(len(self.classes_))

@@ -185,8 +185,8 @@ def test_save_and_load(tmp_path):
 def test_the_search_order_buys_first_the_cheap_unit_a_costly_copy_hides_from_the_importance_order(tmp_path):
     """As the classifier's (tests/methods/test_staged.py): the documents' relevance follows a costly feature, a cheap
     one holds the same signal with a little noise; the importance order buys the costly one first, the search the
-    cheap one, and within its price the search order's cascade ranks better. Saved with the model; without held-out
-    queries the search is refused by name."""
+    cheap one, and within its price the search order's cascade ranks better. Saved with the model; with a single
+    training query (none to hold out for the search) refused by name."""
     from lightgbm_cegb.core.ranking_metrics import ndcg_at_k
     rng = np.random.default_rng(0)
     group = np.full(300, 10)
@@ -209,8 +209,9 @@ def test_the_search_order_buys_first_the_cheap_unit_a_costly_copy_hides_from_the
     again = StagedAcquisitionRanker.load(tmp_path / "m")
     assert again.order == "search"
     np.testing.assert_array_equal(again.order_, by["search"].order_)
-    with pytest.raises(CEGBError, match="order='search' measures .* above 0, got validation_fraction=0.0"):
-        StagedAcquisitionRanker(feature_costs=costs, order="search", validation_fraction=0.0).fit(X, y, group=group)
+    with pytest.raises(CEGBError, match="order='search' measures .* the 1 training queries are too few"):
+        StagedAcquisitionRanker(feature_costs=costs, order="search", validation_fraction=0.0).fit(
+            X[:10], y[:10], group=group[:1])
 
 
 def test_sparse_rows_and_an_eval_set_are_taken():
