@@ -23,32 +23,42 @@ def _coverage_search(weights, covers, costs):
     return SubsetSearch(score, 0.0), pool, lambda taken: score(tuple(columns_of(taken)))[0]
 
 
-@settings(max_examples=60, deadline=None, derandomize=True)
-@given(st.integers(0, 10_000), st.booleans(), st.sampled_from([None, 3.0, 6.0]))
-def test_the_lazy_search_is_the_greedy_search_on_submodular_gains(seed, by_ratio, budget):
-    """On a coverage function (gains shrink as the subset grows) the lazy search measures fewer subsets and takes
-    the units the plain greedy search (every unit measured at every step) takes."""
+def _random_coverage(seed: int):
+    """A coverage search of 2 to 7 random units (``_coverage_search``) and its random generator."""
     rng = np.random.default_rng(seed)
     n_units, n_elements = int(rng.integers(2, 8)), 12
     weights = rng.integers(1, 10, n_elements).astype(float)
     covers = [set(rng.choice(n_elements, int(rng.integers(1, 5)), replace=False).tolist()) for _ in range(n_units)]
-    costs = rng.choice([0.5, 1.0, 2.0, 3.0], n_units)
-    search, pool, measure = _coverage_search(weights, covers, costs)
-    path: list = []
-    search.forward([], 0.0, pool, budget, 20, path, by_ratio)
-    chosen, quality, expected = [], 0.0, []  # the plain greedy search
+    return (*_coverage_search(weights, covers, rng.choice([0.5, 1.0, 2.0, 3.0], n_units)), rng)
+
+
+def _plain_greedy(measure, pool, chosen: list, quality: float, budget, by_ratio: bool) -> list:
+    """The greedy search with every unit measured at every step: units added to ``chosen`` (in place) within
+    ``budget`` while one gains (the first in any case); each step's subset."""
+    steps = []
     while True:
         spent = sum(u.cost for u in chosen)
         scores = [((measure(chosen + [u]) - quality) / (u.cost if by_ratio else 1.0), -i, u) for i, u in enumerate(pool)
                   if u not in chosen and (budget is None or spent + u.cost <= budget)]
         if not scores:
-            break
+            return steps
         score, _, unit = max(scores, key=lambda s: s[:2])
         if score <= 0 and chosen:
-            break
+            return steps
         chosen.append(unit)
         quality = measure(chosen)
-        expected.append(list(chosen))
+        steps.append(list(chosen))
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(st.integers(0, 10_000), st.booleans(), st.sampled_from([None, 3.0, 6.0]))
+def test_the_lazy_search_is_the_greedy_search_on_submodular_gains(seed, by_ratio, budget):
+    """On a coverage function (gains shrink as the subset grows) the lazy search measures fewer subsets and takes
+    the units the plain greedy search (every unit measured at every step) takes."""
+    search, pool, measure, _ = _random_coverage(seed)
+    path: list = []
+    search.forward([], 0.0, pool, budget, 20, path, by_ratio)
+    expected = _plain_greedy(measure, pool, [], 0.0, budget, by_ratio)
     assert [[u.name for u in step] for step in path] == [[u.name for u in step] for step in expected]
 
 
@@ -58,30 +68,15 @@ def test_the_nested_search_is_the_greedy_search_level_by_level(seed):
     """``nested`` (the staged acquisition's order) takes, level after rising level, the units the plain greedy search
     by gain per unit of cost takes within that level from the subset of the level below (every unit measured at
     every step), though its bounds are kept from level to level; each level's subset is within its price."""
-    rng = np.random.default_rng(seed)
-    n_units, n_elements = int(rng.integers(2, 8)), 12
-    weights = rng.integers(1, 10, n_elements).astype(float)
-    covers = [set(rng.choice(n_elements, int(rng.integers(1, 5)), replace=False).tolist()) for _ in range(n_units)]
-    costs = rng.choice([0.5, 1.0, 2.0, 3.0], n_units)
+    search, pool, measure, rng = _random_coverage(seed)
     levels = np.cumsum(rng.choice([0.5, 1.0, 2.0], int(rng.integers(1, 5))))
-    search, pool, measure = _coverage_search(weights, covers, costs)
     measured = []
     score = search.score
     search.score = lambda columns: (measured.append(columns), score(columns))[1]
     taken = search.nested([], pool, levels)
-    chosen, quality = [], 0.0  # the plain greedy search, level by level
+    chosen: list = []  # the plain greedy search, level by level
     for level in levels:
-        while True:
-            spent = sum(u.cost for u in chosen)
-            scores = [((measure(chosen + [u]) - quality) / u.cost, -i, u) for i, u in enumerate(pool)
-                      if u not in chosen and spent + u.cost <= level]
-            if not scores:
-                break
-            gain, _, unit = max(scores, key=lambda s: s[:2])
-            if gain <= 0 and chosen:
-                break
-            chosen.append(unit)
-            quality = measure(chosen)
+        _plain_greedy(measure, pool, chosen, measure(chosen) if chosen else 0.0, level, True)
         assert sum(u.cost for u in chosen) <= level
     assert [u.name for u in taken] == [u.name for u in chosen]
     assert len(measured) == len(set(measured))
