@@ -13,6 +13,7 @@ from lightgbm_cegb._engine import StageStack
 from lightgbm_cegb.core.cost_state import CostState
 from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.parallel import resolve_n_jobs
+from lightgbm_cegb.core.subsets import SubsetSearch, Unit, searched
 from lightgbm_cegb.core.validation import checked_sequence
 from lightgbm_cegb.io import saved
 from lightgbm_cegb.methods.acquisition import EvaluationCost, checked_data, compiled_stages
@@ -48,7 +49,7 @@ class StageLadder:
             value = np.where(self.unit_cost_ > 0, unit_gain / self.unit_cost_, np.inf)
         useful = np.flatnonzero(unit_gain > 0)
         self.order_ = useful[np.lexsort((useful, -value[useful]))]  # ties: the unit's index
-        if getattr(self, "order", "importance") == "search":  # the ranker and the regressor: importance
+        if getattr(self, "order", "importance") == "search":  # the regressor has no order: importance
             self.order_ = self._searched(self.order_, unit_gain, measure)
         self.stage_units_ = self._ladder()
         if self.max_stage_cost is not None:
@@ -63,7 +64,6 @@ class StageLadder:
         holds the stage below, not a prefix of one model's importance order; the units the search did not take follow
         in ``order``'s order. ``measure(columns)``: the held-out quality (greater is better) of a model of those
         columns (none: of the prior). At most MAX_UNITS priced units are searched (``core.subsets.searched``)."""
-        from lightgbm_cegb.core.subsets import SubsetSearch, Unit, searched
         units = [Unit(str(u), tuple(self.units_[u]), float(self.unit_cost_[u])) for u in order]
         pool = [units[i] for i in searched(self.unit_cost_[order], lambda: unit_gain[order]) if units[i].cost > 0]
         search = SubsetSearch(lambda columns: (measure(list(columns)), None), measure([]))

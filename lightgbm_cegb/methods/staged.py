@@ -6,12 +6,12 @@ together, or an ungrouped feature) by gain importance per unit of cost in a Ligh
 feature (``order="importance"``), or by a nested subset search that measures sets of units on a held-out part of
 the training rows (``order="search"``: within each doubling level of price, the units whose addition gains the most
 log loss per unit of cost; a costly unit that a model of every feature splits on can hide a cheap one that does
-nearly as well alone, and the importance order then has no cheap stage), and cuts the order into stages: stage k holds
-the first ``m_k`` units, where the prices of the first units add up to about the k-th of ``stages`` levels spaced
-geometrically between the cheapest unit's price and the price of every unit the order holds (units the model never
-splits on are left out). Stage 0 buys nothing
-and predicts the training classes' frequencies; each later stage has its own LightGBM classifier, trained on
-the training rows with every unit outside the stage hidden as a missing value.
+nearly as well alone, and the importance order then has no cheap stage), and cuts the order into stages: stage k
+holds the first ``m_k`` units, where the prices of the first units add up to about the k-th of ``stages`` levels
+spaced geometrically between the cheapest unit's price and the price of every unit the order holds (units the model
+never splits on are left out). Stage 0 buys nothing and predicts the training classes' frequencies; each later stage
+has its own LightGBM classifier, trained on the training rows with every unit outside the stage hidden as a missing
+value.
 
 A row starts at stage 0 and moves to the next stage, buying its new units, until its top class probability is
 at least ``1 - tradeoff``, or the next stage would take its cost over ``max_cost``, or it reaches the last stage;
