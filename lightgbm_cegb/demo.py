@@ -50,7 +50,7 @@ def _row(kind: str, name: str, valid_auc: float, test_auc: float, report, budget
             "p90": float(np.quantile(per_event, 0.9)), "high_level": float(report.usage[NUM_LOW_LEVEL:].mean())}
 
 
-def run(fractions: list[float], methods: list[str], seed: int) -> tuple[list[dict], dict]:
+def run(fractions: list[float], methods: list[str] | None, seed: int) -> tuple[list[dict], dict]:
     """The table's rows (plain LightGBM, then per budget the choice, CEGB's and the cheap subset's best points) and
     what serving the middle budget's choice lazily fetched."""
     X, y = higgs("train")
@@ -132,9 +132,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--fractions", type=float, nargs="+", default=[0.1, 0.25, 0.5],
                         help="budgets as fractions of plain LightGBM's mean validation cost (default: %(default)s)")
-    parser.add_argument("--methods", nargs="+", default=list(BUDGET_METHODS),
+    parser.add_argument("--methods", nargs="+", choices=BUDGET_METHODS + ("adapt_lin",), metavar="METHOD",
                         help="the methods fit_within_budget chooses among, beside the cheap-subset baseline "
-                             "(default: its defaults)")
+                             "(default: its defaults for a binary task)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--plot", metavar="PATH", help="also write the figure (needs matplotlib: the 'plot' extra)")
     args = parser.parse_args(argv)

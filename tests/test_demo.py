@@ -36,6 +36,14 @@ def test_demo_table(capsys):
     assert 0 < int(served.group(1).replace(",", "")) < int(served.group(2).replace(",", ""))
 
 
+@pytest.mark.long
+def test_the_demo_runs_with_its_default_methods(capsys):
+    """``make demo`` passes no --methods: fit_within_budget's own defaults for a binary task (BUDGET_METHODS holds the
+    ranker's and the regressor's too, which a binary sweep refuses)."""
+    demo.main(["--fractions", "0.1"])
+    assert re.search(r"^within [\d.]+: \S+", capsys.readouterr().out, re.M)
+
+
 def test_demo_figure(tmp_path, capsys):
     path = tmp_path / "demo.png"
     demo.main(QUICK[:3] + ["--fractions", "0.2", "--plot", str(path)])
