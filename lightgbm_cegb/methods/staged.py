@@ -39,7 +39,7 @@ from sklearn.metrics import log_loss
 
 from lightgbm_cegb._engine import LadderBatch, LadderPlan, StageStack
 from lightgbm_cegb.base import COSTS, RANDOM_STATE
-from lightgbm_cegb.core.errors import RoundsWarning
+from lightgbm_cegb.core.errors import CEGBError, RoundsWarning
 from lightgbm_cegb.core.parallel import N_JOBS, resolve_n_jobs
 from lightgbm_cegb.core.subsets import SEARCH_HELD_OUT, SEARCH_ROWS, subsample_index
 from lightgbm_cegb.core.validation import NoneOr, Number, OneOf
@@ -222,6 +222,9 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
             return None
         held = np.zeros(len(codes), dtype=bool)
         held[subsample_index(codes, max(1, round(SEARCH_HELD_OUT * len(codes))), True)] = True
+        if held.all():
+            raise CEGBError(f"order='search' measures feature sets on a quarter of the training rows (each class "
+                            f"at least once) and trains on the others: the {len(codes)} training rows are too few")
         parts = []
         for part in (np.flatnonzero(~held), np.flatnonzero(held)):
             if len(part) > SEARCH_ROWS:

@@ -226,6 +226,8 @@ def test_the_search_order_reads_no_eval_set_and_is_saved(tmp_path):
     np.testing.assert_array_equal(orders[0], orders[1])
     model = StagedAcquisitionClassifier(feature_costs=costs, order="search", stages=4, n_estimators=30,
                                         validation_fraction=0.0, random_state=0).fit(X, y)
+    with pytest.raises(CEGBError, match="order='search' measures .* the 2 training rows are too few"):
+        StagedAcquisitionClassifier(order="search", validation_fraction=0.0).fit(X[:2], [0, 1])
     model.save(tmp_path / "m")
     again = StagedAcquisitionClassifier.load(tmp_path / "m")
     assert again.order == "search"
