@@ -76,9 +76,9 @@ def simulate(model: StagedAcquisitionRanker, X: np.ndarray, costs: FeatureCosts)
 
 @settings(max_examples=12, deadline=None, derandomize=True)
 @given(st.integers(0, 10_000), st.sampled_from([0.0, 0.4, 0.7, 1.0]), st.sampled_from([0, 1, 3]),
-       st.sampled_from([None, 2.0, 6.0]))
-def test_the_cascade_equals_an_independent_simulation(seed, tradeoff, top_k, max_cost):
-    model, X, _, group, costs, _ = fitted(seed, tradeoff=tradeoff, top_k=top_k, max_cost=max_cost)
+       st.sampled_from([None, 2.0, 6.0]), st.sampled_from(["importance", "search"]))
+def test_the_cascade_equals_an_independent_simulation(seed, tradeoff, top_k, max_cost, order):
+    model, X, _, group, costs, _ = fitted(seed, tradeoff=tradeoff, top_k=top_k, max_cost=max_cost, order=order)
     result = model.predict_result(X, group=group)
     start = 0
     for size in group[:12]:

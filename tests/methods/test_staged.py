@@ -49,11 +49,12 @@ def simulate(model: StagedAcquisitionClassifier, x: np.ndarray, costs: FeatureCo
 
 
 @settings(max_examples=15, deadline=None, derandomize=True)
-@given(st.integers(0, 10_000), st.sampled_from([0.0, 0.05, 0.2, 0.5]), st.sampled_from([None, 2.0, 6.0]))
-def test_the_cascade_equals_an_independent_simulation(seed, tradeoff, max_cost):
+@given(st.integers(0, 10_000), st.sampled_from([0.0, 0.05, 0.2, 0.5]), st.sampled_from([None, 2.0, 6.0]),
+       st.sampled_from(["importance", "search"]))
+def test_the_cascade_equals_an_independent_simulation(seed, tradeoff, max_cost, order):
     X, y, costs, _ = random_case(seed)
     model = StagedAcquisitionClassifier(feature_costs=costs, stages=6, n_estimators=30, random_state=seed,
-                                        tradeoff=tradeoff, max_cost=max_cost).fit(X, y)
+                                        tradeoff=tradeoff, max_cost=max_cost, order=order).fit(X, y)
     result = model.predict_result(X[:60])
     for i, x in enumerate(X[:60]):
         k, p, lazy, evaluation = simulate(model, x, costs)
