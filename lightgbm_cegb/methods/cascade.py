@@ -4,9 +4,11 @@ still reach the top of their query buy the next, costlier stage.
 :class:`StagedAcquisitionRanker` orders the units (a feature group of the cost model, whose members are bought
 together, or an ungrouped feature) and cuts the order into nested stages as
 :class:`~lightgbm_cegb.methods.staged.StagedAcquisitionClassifier` does (gain importance per unit of cost in a
-model on every feature; a geometric ladder of prices). Each stage after stage 0 has its own LightGBM lambdarank
-model, trained on every training document with the units outside the stage hidden as missing values and early
-stopped on held-out queries' NDCG@``eval_at``.
+model on every feature; a geometric ladder of prices). Each stage after stage 0 has a LightGBM lambdarank model,
+trained on every training document with the units outside the stage hidden as missing values and early stopped on
+held-out queries' NDCG@``eval_at``: its own model (``stage_models="separate"``), or trees added to the scores of the
+stage below (``"continued"``: a document's score at stage k is the sum of the scores of stages 1 to k's trees, and
+it evaluates each stage's trees once, as it would one model's).
 
 Predicting, query by query (the cascade of Wang, Lin and Metzler, SIGIR 2011, on one cost-ordered ladder):
 
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from functools import partial
 
 import lightgbm as lgb
 import numpy as np
@@ -53,7 +56,7 @@ from lightgbm_cegb.methods.acquisition import (
     run_cost,
 )
 from lightgbm_cegb.methods.greedy_miser import first_eval
-from lightgbm_cegb.methods.ladder import ORDERS, LadderRun, StageLadder, hidden
+from lightgbm_cegb.methods.ladder import ORDERS, STAGE_MODELS, LadderRun, StageLadder, hidden
 
 #: the most relevance a label may hold: LightGBM's lambdarank gains (``label_gain``) are given up to 30
 MAX_LABEL = 30
@@ -124,6 +127,10 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
         a nested subset search (as :class:`~lightgbm_cegb.methods.staged.StagedAcquisitionClassifier`'s, each set
         of units measured by the NDCG@``eval_at`` of a stage's ranker of them on a quarter of the training queries,
         trained on the others; each part whole queries of at most about 5,000 documents).
+    stage_models : {"separate", "continued"}, default="separate"
+        Each stage's ranker its own model, or trees boosted from the scores of the stage below (a document's score at
+        stage k adds stage k's trees to its score at stage k - 1; what it pays to evaluate the stages it reached is
+        then what one model of all their trees costs).
     eval_at : int, default=10
         The k of the held-out NDCG@k that stops each stage's training.
     n_estimators : int, default=5000
@@ -148,7 +155,8 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
     Attributes
     ----------
     stages_ : list of lightgbm.Booster
-        The ranker of each stage after stage 0 (its units' columns read, the others missing).
+        The ranker of each stage after stage 0 (its units' columns read, the others missing; with
+        ``stage_models="continued"`` the trees stage k adds to stage k - 1's scores).
     stage_units_ : ndarray of int
         The number of units (of ``order_``) each stage holds, stage 0's (0) first.
     order_ : ndarray of int
@@ -179,7 +187,8 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
     _constraints = {
         "feature_costs": COSTS, "tradeoff": Number(0.0, 1.0), "top_k": Number(0, integer=True),
         "max_cost": NoneOr(Number(0.0)), "stages": Number(1, 1000, integer=True),
-        "max_stage_cost": NoneOr(Number(0.0)), "order": OneOf(ORDERS), "eval_at": Number(1, integer=True),
+        "max_stage_cost": NoneOr(Number(0.0)), "order": OneOf(ORDERS),
+        "stage_models": OneOf(STAGE_MODELS), "eval_at": Number(1, integer=True),
         "n_estimators": Number(1, integer=True), "learning_rate": Number(0.0, low_open=True),
         "num_leaves": NUM_LEAVES, "min_child_samples": Number(1, integer=True),
         "validation_fraction": Number(0.0, 0.9), "early_stopping_rounds": Number(1, integer=True),
@@ -192,7 +201,8 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
         return tags
 
     def __init__(self, *, feature_costs=None, tradeoff: float = 0.0, top_k: int = 0, max_cost: float | None = None,
-                 stages: int = 30, max_stage_cost: float | None = None, order: str = "importance", eval_at: int = 10,
+                 stages: int = 30, max_stage_cost: float | None = None, order: str = "importance",
+                 stage_models: str = "separate", eval_at: int = 10,
                  n_estimators: int = 5000, learning_rate: float = 0.1, num_leaves="auto", min_child_samples: int = 10,
                  validation_fraction: float = 0.2, early_stopping_rounds: int = 30, random_state=None,
                  n_jobs: int | None = None) -> None:
@@ -203,6 +213,7 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
         self.stages = stages
         self.max_stage_cost = max_stage_cost
         self.order = order
+        self.stage_models = stage_models
         self.eval_at = eval_at
         self.n_estimators = n_estimators
         self.learning_rate = learning_rate
@@ -270,16 +281,27 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
                   "min_data_in_leaf": self.min_child_samples, "seed": seed, "deterministic": True, "verbose": -1,
                   "num_threads": resolve_n_jobs(self.n_jobs, n)}
 
-        def train_on(columns: list[int]) -> lgb.Booster:
-            train_set = lgb.Dataset(hidden(train[0], columns), train[1], group=train[2],
+        parts = [part for part in (train, valid) if part is not None]
+        base = [None, None]  # "continued": the training and validation documents' scores at the last stage trained
+
+        def train_on(columns: list[int], init: list) -> lgb.Booster:
+            train_set = lgb.Dataset(hidden(train[0], columns), train[1], group=train[2], init_score=init[0],
                                     feature_name=self._lightgbm_feature_names())
-            valid_set = None if valid is None else \
-                lgb.Dataset(hidden(valid[0], columns), valid[1], group=valid[2], reference=train_set)
+            valid_set = None if valid is None else lgb.Dataset(
+                hidden(valid[0], columns), valid[1], group=valid[2], init_score=init[1], reference=train_set)
             return early_stopped(self, params, train_set, valid_set,
                                  f"the stage of {len(columns)} of the {num_features} columns",
                                  f"NDCG@{int(self.eval_at)}")
 
-        self._fit_stages(train_on, num_features, self._measure(params, train))
+        def continued(columns: list[int]) -> lgb.Booster:
+            booster = train_on(columns, base)
+            for i, (X_part, _, _) in enumerate(parts):
+                score = booster.predict(hidden(X_part, columns), num_threads=params["num_threads"])
+                base[i] = score if base[i] is None else base[i] + score
+            return booster
+
+        self._fit_stages(partial(train_on, init=[None, None]), num_features, self._measure(params, train),
+                         continued if self.stage_models == "continued" else None)
         self._compile("stages", self.stages_, [0.0])
         return self
 
@@ -442,8 +464,21 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
         return super()._pass_rows(_dense(X))
 
     def _stage_pass(self, k: int, X: np.ndarray, masked: np.ndarray) -> tuple:
-        """Stage ``k``'s scores of every document and what its evaluation costs each (stage 0: nothing)."""
+        """Stage ``k``'s ranker's scores of every document and what its evaluation costs each (stage 0: nothing)."""
         return self._stage_score(k, masked), self._added(self.stages_[k - 1], X, masked) if k else None
+
+    def stage_passes(self, X, deepest: int | None = None) -> tuple[list, ...]:
+        scores, added = super().stage_passes(X, deepest)
+        for k in range(1, len(scores)):
+            scores[k] = self._scored(scores[k - 1], scores[k])
+        return scores, added
+
+    stage_passes.__doc__ = StageLadder.stage_passes.__doc__
+
+    def _scored(self, below: np.ndarray, own: np.ndarray) -> np.ndarray:
+        """Documents' scores at a stage, from their scores at the stage below and the stage's ranker's ``own``: the
+        sum where the stages are continued, else its own."""
+        return below + own if self.stage_models == "continued" else own
 
     def replay(self, scores: list, added: list, group) -> CascadeResult:
         """The result of a run whose stages' scores (and evaluation costs) on every document of the queries
@@ -576,7 +611,7 @@ class CascadeRun(LadderRun):
         return self.model._moving(k, rows, self.query, self.score)
 
     def _entered(self, k: int, rows: np.ndarray) -> None:
-        self.score[rows] = self.model._stage_score(k, self.X[rows])
+        self.score[rows] = self.model._scored(self.score[rows], self.model._stage_score(k, self.X[rows]))
 
     def output(self, method: str) -> np.ndarray:
         """``predict``'s scores: per document, the number of its query's documents ranked below it (by stage

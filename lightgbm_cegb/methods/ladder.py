@@ -20,6 +20,9 @@ from lightgbm_cegb.methods.acquisition import EvaluationCost, checked_data, comp
 
 #: the orders of the units a staged model's stages are cut from (its ``order``)
 ORDERS = ("importance", "search")
+#: how a staged ranker's stage models relate (its ``stage_models``): each its own model, or each adding trees to the
+#: stage below's scores
+STAGE_MODELS = ("separate", "continued")
 
 
 def hidden(X: np.ndarray, columns: list[int]) -> np.ndarray:
@@ -38,10 +41,12 @@ class StageLadder:
     ``_stage_pass(k, X, masked)`` (what :meth:`stage_passes` collects).
     """
 
-    def _fit_stages(self, train_on, num_features: int, measure=None) -> None:
+    def _fit_stages(self, train_on, num_features: int, measure=None, stage_on=None) -> None:
         """``order_`` (the units by the gain importance per unit of cost of a model on every column, ties by index;
         units it never splits on left out; with ``order="search"`` the forward search's units first, see
-        :meth:`_searched`), ``stage_units_`` (up to ``max_stage_cost``) and ``stages_``."""
+        :meth:`_searched`), ``stage_units_`` (up to ``max_stage_cost``) and ``stages_``: ``stage_on(columns)`` of each
+        stage in turn (default ``train_on``, whose model of every column is then the last stage's where it holds every
+        unit)."""
         full = train_on(list(range(num_features)))
         gain = full.feature_importance("gain")
         unit_gain = np.array([gain[list(columns)].sum() for columns in self.units_])
@@ -54,8 +59,12 @@ class StageLadder:
         self.stage_units_ = self._ladder()
         if self.max_stage_cost is not None:
             self.stage_units_ = self.stage_units_[self._prices() <= float(self.max_stage_cost) * (1 + 1e-12)]
-        self.stages_ = [full if m == len(self.order_) and len(self.order_) == len(self.units_) else
-                        train_on(self._columns(m)) for m in self.stage_units_[1:]]
+        if stage_on is not None:
+            self.stages_ = [stage_on(self._columns(m)) for m in self.stage_units_[1:]]
+            return
+        every = len(self.order_) == len(self.units_)
+        self.stages_ = [full if every and m == len(self.order_) else train_on(self._columns(m))
+                        for m in self.stage_units_[1:]]
 
     def _searched(self, order: np.ndarray, unit_gain: np.ndarray, measure) -> np.ndarray:
         """``order`` (the useful units by importance per unit of cost) led by a nested subset search

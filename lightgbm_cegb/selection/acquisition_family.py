@@ -18,8 +18,10 @@ Knobs:
   exit rule (classification).
 - ``staged_acquisition_ranker``: ``tradeoff`` of ``StagedAcquisitionRanker`` (the share of a query's documents at a
   stage that each cut stops), ``top_k`` (the documents per query that go on at every cut), ``max_cost`` (a
-  per-document cap) and ``order`` (as the classifier's); one model per order is fitted in a sweep (each stage's
-  ranker early stopped on the validation queries) and every point reads it with its own cuts (ranking).
+  per-document cap), ``order`` (as the classifier's) and ``stage_models`` (each stage its own ranker, or trees added
+  to the stage below's scores: ``CASCADE_STAGE_MODELS``); one model per order and kind of stage models is fitted in
+  a sweep (each stage's ranker early stopped on the validation queries) and every point reads it with its own cuts
+  (ranking).
 - ``staged_acquisition_regressor``: ``relative_tradeoff`` r of ``StagedAcquisitionRegressor`` (a row stops at the
   first stage whose gap model predicts its prediction within r x stage 0's predicted gap of the last stage's;
   ``tradeoff`` the raw value, in units of the targets' standard deviation) and ``max_cost``; one model is fitted in
@@ -36,6 +38,7 @@ from contextlib import contextmanager
 from functools import partial
 
 import numpy as np
+import scipy.sparse
 
 from lightgbm_cegb.core.errors import NothingToTradeOff, RoundsWarning
 from lightgbm_cegb.selection.metrics import Metric
@@ -70,8 +73,38 @@ ACQUISITION_POLICY_ROUNDS = (0, 1)
 
 
 def _unit_prices(context: Context) -> list[float]:
-    """The price of each purchase a per-row acquisition can make on the sweep's columns (``FeatureCosts.units``)."""
-    return [price for _, _, price in context.costs.units(np.shape(context.train.X)[1])]
+    """The price of each purchase a per-row acquisition can make on the sweep's columns (``FeatureCosts.units``) that
+    can tell two training rows apart: a unit whose every column holds one value (or is missing) in every training row
+    is left out, as every model leaves it out (the synthetic Yahoo! set's 181 ids that never occur, priced 10,000
+    each, put every cap of a share of all the prices above the price of every useful unit)."""
+    varying = _varying_columns(context.train.X)
+    return [price for _, columns, price in context.costs.units(len(varying)) if varying[list(columns)].any()]
+
+
+def _varying_columns(X) -> np.ndarray:
+    """Per column of X (array, scipy sparse matrix or DataFrame), whether it holds two values or more (a missing
+    value counts as one; a sparse matrix's absent entries are zeros)."""
+    if hasattr(X, "nunique"):
+        return X.nunique(dropna=False).to_numpy() > 1
+    if scipy.sparse.issparse(X):
+        X = X.tocsc()
+        stored = np.diff(X.indptr)
+        varying = np.zeros(X.shape[1], dtype=bool)
+        some = stored > 0
+        if some.any():
+            starts = X.indptr[:-1][some]
+            low, high = np.fmin.reduceat(X.data, starts), np.fmax.reduceat(X.data, starts)  # NaN only if all are
+            nan = np.add.reduceat(np.isnan(X.data), starts)
+            zeros_too = stored[some] < X.shape[0]
+            varying[some] = (high > low) | ((nan > 0) & (nan < stored[some])) | \
+                (zeros_too & ((low != 0) | (high != 0)))
+        return varying
+    X = np.asarray(X, dtype=np.float64)
+    nan = np.isnan(X)
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an all-missing column's min and max
+        spread = np.nanmax(X, axis=0) > np.nanmin(X, axis=0)
+    return spread | (nan.any(axis=0) & ~nan.all(axis=0))
 
 
 def _acquisition_grid(context: Context) -> list[dict]:
@@ -379,9 +412,16 @@ CASCADE_TRADEOFFS = (0.0, 0.2, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
 CASCADE_TOP_K = (0, 1, 3, 10)
 
 
+#: the staged acquisition ranker's kinds of stage models in a sweep (``stage_models``): each its own model, the
+#: validation queries choose. MEASURED-HERE
+CASCADE_STAGE_MODELS = ("separate", "continued")
+
+
 def _cascade_grid(context: Context) -> list[dict]:
-    """The ranker's points: each tradeoff and top_k under each cap, for each unit order (STAGED_ORDERS)."""
-    return [{"tradeoff": t, "top_k": k, **cap, "order": order} for order in STAGED_ORDERS for cap in _caps(context)
+    """The ranker's points: each tradeoff and top_k under each cap, for each unit order (STAGED_ORDERS) and each kind
+    of stage models (CASCADE_STAGE_MODELS)."""
+    return [{"tradeoff": t, "top_k": k, **cap, "order": order, "stage_models": models}
+            for order in STAGED_ORDERS for models in CASCADE_STAGE_MODELS for cap in _caps(context)
             for k in CASCADE_TOP_K for t in CASCADE_TRADEOFFS]
 
 
@@ -402,14 +442,14 @@ class _CascadeCandidate(Candidate):
 def _fit_cascade(context: Context, state: dict, params: dict) -> list[Candidate]:
     from lightgbm_cegb.methods.cascade import StagedAcquisitionRanker
     params = dict(params)
-    check_keys("staged_acquisition_ranker", params, {"tradeoff", "top_k", "max_cost", "order"})
-    order = params.get("order", "importance")
+    check_keys("staged_acquisition_ranker", params, {"tradeoff", "top_k", "max_cost", "order", "stage_models"})
+    kind = {"order": params.get("order", "importance"), "stage_models": params.get("stage_models", "separate")}
     fitted = _fitted_ladder(state, params, lambda ceiling: StagedAcquisitionRanker(
         feature_costs=context.costs, random_state=0, n_jobs=context.params.get("num_threads") or None,
-        max_stage_cost=ceiling, order=order, n_estimators=context.num_boost_round,
-        early_stopping_rounds=context.early_stopping_rounds).fit(
+        max_stage_cost=ceiling, n_estimators=context.num_boost_round,
+        early_stopping_rounds=context.early_stopping_rounds, **kind).fit(
         context.train.X, context.train.y, group=context.train.group, eval_set=[(context.valid.X, context.valid.y)],
-        eval_group=[context.valid.group]), key=order)
+        eval_group=[context.valid.group]), key=repr(kind))
     model = copy.copy(fitted).set_params(**{"max_cost": None, **params})
     candidate = _CascadeCandidate("staged_acquisition_ranker", params, model, model.predict, model.prediction_cost)
     return _sharing(candidate, state["passes"], state)

@@ -44,7 +44,8 @@ def fitted(seed: int, **params) -> tuple:
 
 def simulate(model: StagedAcquisitionRanker, X: np.ndarray, costs: FeatureCosts):
     """The cascade on one query's documents, written from the module's description: (stage each reaches, its score
-    there, its lazy cost, its split cost)."""
+    there, its lazy cost, its split cost); with continued stage models a document's score at a stage adds its ranker's
+    score to the one it had."""
     n, num_features = X.shape
     prices = np.concatenate([[0.0], np.cumsum(model.unit_cost_[model.order_])])[model.stage_units_]
     last = len(prices) - 1
@@ -62,7 +63,8 @@ def simulate(model: StagedAcquisitionRanker, X: np.ndarray, costs: FeatureCosts)
         for i in at:
             row = np.full((1, num_features), np.nan)
             row[0, sorted(columns)] = X[i, sorted(columns)]
-            stage[i], score[i] = k, float(booster.predict(row)[0])
+            own = float(booster.predict(row)[0])
+            stage[i], score[i] = k, score[i] + own if model.stage_models == "continued" else own
             evaluation[i] += reference_costs(booster, row, np.zeros(num_features), split)[1][0]
     lazy = costs.arrays(num_features)[0]
     group_of, group_lazy, _ = costs.group_arrays(num_features)
@@ -74,11 +76,13 @@ def simulate(model: StagedAcquisitionRanker, X: np.ndarray, costs: FeatureCosts)
     return stage, score, paid, evaluation
 
 
-@settings(max_examples=12, deadline=None, derandomize=True)
+@settings(max_examples=16, deadline=None, derandomize=True)
 @given(st.integers(0, 10_000), st.sampled_from([0.0, 0.4, 0.7, 1.0]), st.sampled_from([0, 1, 3]),
-       st.sampled_from([None, 2.0, 6.0]), st.sampled_from(["importance", "search"]))
-def test_the_cascade_equals_an_independent_simulation(seed, tradeoff, top_k, max_cost, order):
-    model, X, _, group, costs, _ = fitted(seed, tradeoff=tradeoff, top_k=top_k, max_cost=max_cost, order=order)
+       st.sampled_from([None, 2.0, 6.0]), st.sampled_from(["importance", "search"]),
+       st.sampled_from(["separate", "continued"]))
+def test_the_cascade_equals_an_independent_simulation(seed, tradeoff, top_k, max_cost, order, stage_models):
+    model, X, _, group, costs, _ = fitted(seed, tradeoff=tradeoff, top_k=top_k, max_cost=max_cost, order=order,
+                                          stage_models=stage_models)
     result = model.predict_result(X, group=group)
     start = 0
     for size in group[:12]:
@@ -96,9 +100,9 @@ def test_the_cascade_equals_an_independent_simulation(seed, tradeoff, top_k, max
 
 
 @settings(max_examples=8, deadline=None, derandomize=True)
-@given(st.integers(0, 10_000))
-def test_one_pass_answers_every_setting_to_the_bit(seed):
-    model, X, _, group, _, rng = fitted(seed)
+@given(st.integers(0, 10_000), st.sampled_from(["separate", "continued"]))
+def test_one_pass_answers_every_setting_to_the_bit(seed, stage_models):
+    model, X, _, group, _, rng = fitted(seed, stage_models=stage_models)
     settings_ = [{"tradeoff": float(tradeoff), "top_k": int(top), "max_cost": cap}
                  for tradeoff in rng.uniform(0, 1, 3) for top in (0, 2) for cap in (None, 3.0)]
     for setting, result in zip(settings_, model.predict_results(X, settings_, group=group)):
@@ -109,13 +113,13 @@ def test_one_pass_answers_every_setting_to_the_bit(seed):
 
 
 @settings(max_examples=6, deadline=None, derandomize=True)
-@given(st.integers(0, 10_000), st.floats(0.0, 1.0))
-def test_stages_above_max_stage_cost_are_not_trained_and_the_capped_runs_are_the_same(seed, fraction):
-    full, X, y, group, costs, _ = fitted(seed, tradeoff=0.5, top_k=1)
+@given(st.integers(0, 10_000), st.floats(0.0, 1.0), st.sampled_from(["separate", "continued"]))
+def test_stages_above_max_stage_cost_are_not_trained_and_the_capped_runs_are_the_same(seed, fraction, stage_models):
+    full, X, y, group, costs, _ = fitted(seed, tradeoff=0.5, top_k=1, stage_models=stage_models)
     ceiling = float(fraction * full.stage_costs()[-1])
     capped = StagedAcquisitionRanker(feature_costs=costs, stages=6, n_estimators=20, min_child_samples=5,
                                      early_stopping_rounds=5, random_state=seed, tradeoff=0.5, top_k=1,
-                                     max_stage_cost=ceiling).fit(X, y, group=group)
+                                     max_stage_cost=ceiling, stage_models=stage_models).fit(X, y, group=group)
     kept = int(np.sum(full.stage_costs() <= ceiling * (1 + 1e-12)))
     np.testing.assert_array_equal(capped.stage_units_, full.stage_units_[:kept])
     got = capped.predict_result(X, group=group)
@@ -173,8 +177,9 @@ def test_the_compiled_stages_score_as_lightgbm_to_the_bit(seed):
     compiled_stages_predict_as_lightgbm(model, "stages", model.stages_, model._stage_score, X, rng)
 
 
-def test_save_and_load(tmp_path):
-    model, X, _, group, _, _ = fitted(7, tradeoff=0.7, top_k=2)
+@pytest.mark.parametrize("stage_models", ["separate", "continued"])
+def test_save_and_load(tmp_path, stage_models):
+    model, X, _, group, _, _ = fitted(7, tradeoff=0.7, top_k=2, stage_models=stage_models)
     model.save(tmp_path / "m")
     again = StagedAcquisitionRanker.load(tmp_path / "m")
     np.testing.assert_array_equal(again.predict(X, group=group), model.predict(X, group=group))
@@ -214,6 +219,33 @@ def test_the_search_order_buys_first_the_cheap_unit_a_costly_copy_hides_from_the
             X[:10], y[:10], group=group[:1])
 
 
+def test_continued_stages_add_trees_to_the_scores_of_the_stage_below():
+    """Two stages fitted on the same documents, columns and seed: the continued second stage's trees are not the
+    separate one's (they start from the first stage's scores, on the training and the held-out queries alike), and
+    the cascade ranks by the first stage's scores plus its own; both rank the documents well."""
+    from lightgbm_cegb.core.ranking_metrics import ndcg_at_k
+    rng = np.random.default_rng(1)
+    group = np.full(200, 10)
+    signal = rng.normal(size=group.sum())
+    X = np.column_stack([signal + rng.normal(0, 0.5, len(signal)), signal + rng.normal(0, 0.5, len(signal))])
+    y = np.digitize(signal, [0.0, 1.0, 1.8])
+    costs = FeatureCosts(lazy=[1.0, 8.0])
+    models = {}
+    for stage_models in ("separate", "continued"):
+        model = StagedAcquisitionRanker(feature_costs=costs, stages=2, n_estimators=200, random_state=0,
+                                        stage_models=stage_models).fit(X, y, group=group)
+        assert len(model.stages_) == 2 and list(model.order_) == [0, 1]
+        alone = model.stages_[1].predict(X)
+        ranked = model.predict_result(X, group=group)
+        assert (ranked.stage == 2).all()
+        expected = alone if stage_models == "separate" else model.stages_[0].predict(model._masked(X, 1)) + alone
+        np.testing.assert_allclose(ranked.stage_score, expected, rtol=1e-12, atol=1e-12)
+        assert ndcg_at_k(y, ranked.stage_score, group, 5) > 0.8
+        models[stage_models] = model
+    first, second = ([model.stages_[k].model_to_string() for model in models.values()] for k in (0, 1))
+    assert first[0] == first[1] and second[0] != second[1]
+
+
 def test_sparse_rows_and_an_eval_set_are_taken():
     import scipy.sparse
     X, y, group, costs, _ = random_case(8)
@@ -230,6 +262,7 @@ def test_sparse_rows_and_an_eval_set_are_taken():
     ({"tradeoff": -0.1}, "tradeoff"), ({"tradeoff": 1.5}, "tradeoff"), ({"top_k": -1}, "top_k"),
     ({"top_k": 1.5}, "top_k"),
     ({"max_cost": -1.0}, "max_cost"), ({"stages": 0}, "stages"), ({"eval_at": 0}, "eval_at"), ({"order": 1}, "order"),
+    ({"stage_models": "shared"}, "stage_models"),
     ({"num_leaves": 1}, "num_leaves"), ({"validation_fraction": 0.95}, "validation_fraction")])
 def test_bad_parameters_are_refused_by_name(params, match):
     X, y, group, _, _ = random_case(1)

@@ -742,6 +742,48 @@ def test_the_staged_acquisition_fits_its_stages_up_to_the_largest_cap_of_the_poi
     assert {candidate.model.max_stage_cost for candidate in frame["model"]} == {None}
 
 
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(st.integers(0, 10_000))
+def test_varying_columns_counts_a_missing_value_and_a_sparse_matrix_s_zeros_as_values(seed):
+    """Whether each column holds two values or more, against the count of its distinct values (NaN one of them), for
+    the same rows as an array, a DataFrame and a scipy sparse matrix (its absent entries zeros)."""
+    import scipy.sparse
+
+    from lightgbm_cegb.selection.acquisition_family import _varying_columns
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 6))
+    X = rng.choice([0.0, 0.0, 1.0, 2.0, np.nan], size=(n, 12))
+    for j in range(6):  # columns of one value, some with NaN or zeros beside it
+        X[:, j] = rng.choice([0.0, 3.0, np.nan])
+        if rng.random() < 0.5:
+            X[rng.integers(n), j] = rng.choice([0.0, 3.0, np.nan])
+    expected = [len({"nan" if np.isnan(v) else v for v in X[:, j]}) > 1 for j in range(X.shape[1])]
+    np.testing.assert_array_equal(_varying_columns(X), expected)
+    np.testing.assert_array_equal(_varying_columns(pd.DataFrame(X)), expected)
+    stored = X != 0  # NaN stored, zeros absent but for an explicit one at random
+    zeros = np.argwhere(~stored)
+    if len(zeros) and rng.random() < 0.5:
+        stored[tuple(zeros[rng.integers(len(zeros))])] = True
+    rows, columns = np.nonzero(stored)
+    sparse = scipy.sparse.coo_matrix((X[rows, columns], (rows, columns)), shape=X.shape).tocsr()
+    np.testing.assert_array_equal(_varying_columns(sparse), expected)
+
+
+def test_the_staged_caps_are_shares_of_the_units_that_tell_rows_apart(binary):
+    """A column that holds one value in every training row (the synthetic Yahoo! set's never-occurring ids, priced
+    10,000) does not price the staged models' caps: they are shares of the other units' prices."""
+    from lightgbm_cegb.selection.acquisition_family import STAGED_CAPS, _caps
+    from lightgbm_cegb.selection.registry import Context, Rows
+    train, valid, _ = binary
+    X = np.column_stack([train[0], np.full(len(train[0]), 7.0)])
+    costs = FeatureCosts(lazy=[*COSTS.lazy, 10_000.0])
+    context = Context(task="binary", train=Rows(X, train[1]), valid=Rows(np.column_stack(
+        [valid[0], np.zeros(len(valid[0]))]), valid[1]), costs=costs, params={}, num_boost_round=10,
+        early_stopping_rounds=5)
+    total = sum(COSTS.lazy)
+    assert _caps(context) == [{}] + [{"max_cost": round(f * total, 6)} for f in STAGED_CAPS]
+
+
 def test_the_adaptive_acquisition_sweeps_one_fit_and_measures_each_policy(binary, monkeypatch):
     """One classifier per sweep; each point is its policy (tradeoff, cap, gain), measured exactly on validation,
     from one recorded run per classifier, gain and cap (the tradeoffs of a gain share it)."""
