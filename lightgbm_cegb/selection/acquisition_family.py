@@ -286,10 +286,10 @@ STAGED_CAPS = (0.01, 0.02, 0.04, 0.07, 0.1, 0.15, 0.2, 0.3, 0.45, 0.7)
 STAGED_ORDERS = ("importance", "search")
 
 
-def _caps(context: Context) -> list[dict]:
-    """The staged models' caps: none, and each of STAGED_CAPS of the price of every unit."""
+def _caps(context: Context, fractions: tuple[float, ...] = STAGED_CAPS) -> list[dict]:
+    """The staged models' caps: none, and each of ``fractions`` of the price of every unit."""
     total = sum(_unit_prices(context))
-    return [{}] + [{"max_cost": round(f * total, 6)} for f in STAGED_CAPS if total > 0]
+    return [{}] + [{"max_cost": round(f * total, 6)} for f in fractions if total > 0]
 
 
 def _ladder_grid(context: Context) -> list[dict]:
@@ -410,6 +410,11 @@ def _fit_staged_regressor(context: Context, state: dict, params: dict) -> list[C
 CASCADE_TRADEOFFS = (0.0, 0.2, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
 #: ``top_k`` values of its grid: the documents of a query that go on at every cut
 CASCADE_TOP_K = (0, 1, 3, 10)
+#: its caps (``max_cost``): fractions of the price of every unit, a factor of sqrt(2) apart (STAGED_CAPS' factor of 2
+#: at the cheap end left the synthetic Yahoo! set's best cascade within a tenth of plain LightGBM's cost at a stage of
+#: price 287 where the next cap's cost 647: a cut after each of a ladder's many cheap stages stops too many documents
+#: to fill the gap)
+CASCADE_CAPS = tuple(round(0.01 * 2 ** (i / 2), 4) for i in range(13))
 
 
 #: the staged acquisition ranker's kinds of stage models in a sweep (``stage_models``): each its own model, the
@@ -421,7 +426,7 @@ def _cascade_grid(context: Context) -> list[dict]:
     """The ranker's points: each tradeoff and top_k under each cap, for each unit order (STAGED_ORDERS) and each kind
     of stage models (CASCADE_STAGE_MODELS)."""
     return [{"tradeoff": t, "top_k": k, **cap, "order": order, "stage_models": models}
-            for order in STAGED_ORDERS for models in CASCADE_STAGE_MODELS for cap in _caps(context)
+            for order in STAGED_ORDERS for models in CASCADE_STAGE_MODELS for cap in _caps(context, CASCADE_CAPS)
             for k in CASCADE_TOP_K for t in CASCADE_TRADEOFFS]
 
 
