@@ -23,6 +23,10 @@ Predicting, query by query (the cascade of Wang, Lin and Metzler, SIGIR 2011, on
 of the cost-quality curve without fitting again, and :meth:`StagedAcquisitionRanker.predict_results` answers many
 settings from one pass of the stages' rankers. A document pays the lazy costs of the units of every stage it
 reached (a group's own cost once) and the split and tree costs of every stage's ranker that scored it.
+
+Its length: one estimator, whose fit (the held-out queries, the search's measure, separate or continued stage
+models), cuts, one-pass replay and saved state all read the same query structure, and the run that ``predict`` and
+``LazyPredictor`` drive; the ladder they share with the classifier and the regressor is ``methods.ladder``.
 """
 
 from __future__ import annotations
