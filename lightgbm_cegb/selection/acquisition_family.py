@@ -287,7 +287,8 @@ STAGED_ORDERS = ("importance", "search")
 
 
 def _caps(context: Context, fractions: tuple[float, ...] = STAGED_CAPS) -> list[dict]:
-    """The staged models' caps: none, and each of ``fractions`` of the price of every unit."""
+    """The staged models' caps: none, and each of ``fractions`` of the price of every unit that can tell training rows
+    apart (``_unit_prices``)."""
     total = sum(_unit_prices(context))
     return [{}] + [{"max_cost": round(f * total, 6)} for f in fractions if total > 0]
 
