@@ -60,8 +60,11 @@ from lightgbm_cegb.methods.acquisition import (
     run_cost,
 )
 from lightgbm_cegb.methods.greedy_miser import first_eval
-from lightgbm_cegb.methods.ladder import ORDERS, STAGE_MODELS, LadderRun, StageLadder, hidden
+from lightgbm_cegb.methods.ladder import ORDERS, LadderRun, StageLadder, hidden
 
+#: how the stages' rankers relate (``stage_models``): each its own model, or each adding trees to the stage below's
+#: scores
+STAGE_MODELS = ("separate", "continued")
 #: the most relevance a label may hold: LightGBM's lambdarank gains (``label_gain``) are given up to 30
 MAX_LABEL = 30
 
@@ -285,7 +288,6 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
                   "min_data_in_leaf": self.min_child_samples, "seed": seed, "deterministic": True, "verbose": -1,
                   "num_threads": resolve_n_jobs(self.n_jobs, n)}
 
-        parts = [part for part in (train, valid) if part is not None]
         base = [None, None]  # "continued": the training and validation documents' scores at the last stage trained
 
         def train_on(columns: list[int], init: list) -> lgb.Booster:
@@ -299,9 +301,10 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
 
         def continued(columns: list[int]) -> lgb.Booster:
             booster = train_on(columns, base)
-            for i, (X_part, _, _) in enumerate(parts):
-                score = booster.predict(hidden(X_part, columns), num_threads=params["num_threads"])
-                base[i] = score if base[i] is None else base[i] + score
+            for i, part in enumerate((train, valid)):
+                if part is not None:
+                    score = booster.predict(hidden(part[0], columns), num_threads=params["num_threads"])
+                    base[i] = score if base[i] is None else base[i] + score
             return booster
 
         self._fit_stages(partial(train_on, init=[None, None]), num_features, self._measure(params, train),

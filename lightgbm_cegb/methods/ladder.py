@@ -20,9 +20,6 @@ from lightgbm_cegb.methods.acquisition import EvaluationCost, checked_data, comp
 
 #: the orders of the units a staged model's stages are cut from (its ``order``)
 ORDERS = ("importance", "search")
-#: how a staged ranker's stage models relate (its ``stage_models``): each its own model, or each adding trees to the
-#: stage below's scores
-STAGE_MODELS = ("separate", "continued")
 
 
 def hidden(X: np.ndarray, columns: list[int]) -> np.ndarray:
