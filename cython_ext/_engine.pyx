@@ -1346,7 +1346,12 @@ cdef class StageStack:
     (BinaryLogloss::ConvertOutput; the class-1 probability p, with 1.0 - p for class 0) or the multiclass softmax
     (Common::Softmax: the largest score subtracted, exp, the sum in class order, each divided by it), with the C
     library's exp that LightGBM's std::exp calls. Every index is checked here, once (the forests were checked by
-    their Forest)."""
+    their Forest).
+
+    A continued stack (``continued``: stage k's trees were trained from the scores of stages 1 to k - 1, each stage
+    reading its own columns) gives at stage k >= 2 the sum of the stage's own trees' scores (from 0.0, as above) and
+    the row's scores at stage k - 1 (``below + own``, per class), before the output is computed; stage 1's are its
+    own. Its methods take the rows' scores (tpi per row) in and out."""
 
     cdef object keep
     cdef const Ensemble** ens
@@ -1357,15 +1362,16 @@ cdef class StageStack:
     cdef const float64* prior
     cdef readonly Py_ssize_t num_stages, num_features, num_class
     cdef float64 scale
+    cdef readonly bint continued
     cdef object source  # the constructor's arguments, for __reduce__
 
     def __cinit__(self, list forests, num_trees, list leaf_offsets, list leaf_values, Py_ssize_t num_features,
-                  columns, prior, float64 scale):
+                  columns, prior, float64 scale, bint continued=False):
         cdef Py_ssize_t S = len(forests), F = num_features, k, t
         cdef FlatEnsemble flat
         cdef cnp.ndarray prior_ = np.ascontiguousarray(prior, dtype=np.float64)
         cdef Py_ssize_t C = prior_.size
-        self.source = (forests, num_trees, leaf_offsets, leaf_values, num_features, columns, prior, scale)
+        self.source = (forests, num_trees, leaf_offsets, leaf_values, num_features, columns, prior, scale, continued)
         if C < 1:
             raise ValueError("prior should hold one raw score, or 2 or more class probabilities, got none")
         if len(leaf_offsets) != S or len(leaf_values) != S:
@@ -1402,6 +1408,24 @@ cdef class StageStack:
         self.columns = <const uint8*> data(columns_)
         self.prior = <const float64*> data(prior_)
         self.num_stages, self.num_features, self.num_class, self.scale = S + 1, F, C, scale
+        self.continued = continued
+
+    cdef inline Py_ssize_t _scores_per_row(self) noexcept nogil:
+        return 1 if self.num_class <= 2 else self.num_class
+
+    cdef float64* _raw(self, object raw, Py_ssize_t n) except? NULL:
+        """A continued stack's scores of n rows (float64[n, tpi], C-contiguous and writable), checked; NULL for a
+        stack that is not continued."""
+        if not self.continued:
+            if raw is not None:
+                raise ValueError("raw scores are read and written by a continued stack only")
+            return NULL
+        if not isinstance(raw, np.ndarray) or raw.dtype != np.float64 or raw.shape != (n, self._scores_per_row()) \
+                or not raw.flags.c_contiguous or not raw.flags.writeable:
+            raise ValueError(f"a continued stack takes the rows' scores as a writable C-contiguous float64 array of "
+                             f"shape ({n}, {self._scores_per_row()}), got {type(raw).__name__} "
+                             f"{getattr(raw, 'shape', '')}")
+        return <float64*> data(raw) if n else NULL
 
     def __reduce__(self):
         """Pickled as its arguments (it holds pointers into them)."""
@@ -1413,10 +1437,13 @@ cdef class StageStack:
         if not 0 <= k < self.num_stages:
             raise ValueError(f"stage {k} is not one of the {self.num_stages} stages")
 
-    def proba(self, const float64[:, ::1] X, Py_ssize_t k, int num_threads):
-        """Stage k's class probabilities of the rows X, as they are (NaN: missing), float64[n, num_class]."""
+    def proba(self, const float64[:, ::1] X, Py_ssize_t k, int num_threads, raw=None):
+        """Stage k's class probabilities of the rows X, as they are (NaN: missing), float64[n, num_class]. A continued
+        stack's ``raw`` (float64[n, tpi]) holds the rows' scores at stage k - 1 (read from stage 2 on) and is left
+        holding stage k's (untouched at stage 0)."""
         self._check(X, k)
         cdef Py_ssize_t n = X.shape[0], block
+        cdef float64* scores = self._raw(raw, n)
         out_ = np.empty((n, self.num_class), dtype=np.float64)
         if n == 0:
             return out_
@@ -1428,11 +1455,13 @@ cdef class StageStack:
         if num_threads <= 1 or n <= BLOCK:
             with nogil:
                 for block in range(0, n, BLOCK):
-                    failed |= self._stage(k, &X[0, 0], NULL, block, min(block + BLOCK, n), NULL, &out[0, 0])
+                    failed |= self._stage(k, &X[0, 0], NULL, block, min(block + BLOCK, n), NULL, &out[0, 0], NULL,
+                                          NULL, scores)
         else:
             with nogil:
                 for block in prange(0, n, BLOCK, schedule="static", num_threads=num_threads):
-                    failed |= self._stage(k, &X[0, 0], NULL, block, min(block + BLOCK, n), NULL, &out[0, 0])
+                    failed |= self._stage(k, &X[0, 0], NULL, block, min(block + BLOCK, n), NULL, &out[0, 0], NULL,
+                                          NULL, scores)
         if failed:
             raise MemoryError("StageStack.proba: no memory for a block of rows")
         return out_
@@ -1450,24 +1479,26 @@ cdef class StageStack:
         cdef int64[::1] stop = stop_
         cdef float64[:, ::1] out = out_
         cdef int failed = 0
+        raw_ = np.empty((n, self._scores_per_row()), dtype=np.float64) if self.continued else None
+        cdef float64* raw = self._raw(raw_, n)
         if num_threads <= 1 or n <= BLOCK:
             with nogil:
                 for block in range(0, n, BLOCK):
                     failed |= self._climb(&X[0, 0], block, min(block + BLOCK, n), threshold, last, &stop[0],
-                                          &out[0, 0])
+                                          &out[0, 0], raw)
         else:
             with nogil:
                 for block in prange(0, n, BLOCK, schedule="static", num_threads=num_threads):
                     failed |= self._climb(&X[0, 0], block, min(block + BLOCK, n), threshold, last, &stop[0],
-                                          &out[0, 0])
+                                          &out[0, 0], raw)
         if failed:
             raise MemoryError("StageStack.ladder: no memory for a block of rows")
         return stop_, out_
 
     cdef int _climb(self, const float64* X, Py_ssize_t start, Py_ssize_t stop, float64 threshold, Py_ssize_t last,
-                    int64* stage, float64* out) noexcept nogil:
+                    int64* stage, float64* out, float64* raw) noexcept nogil:
         """ladder() on rows [start, stop): the rows still climbing move up one stage at a time, together (0; -1 when
-        _stage had no memory)."""
+        _stage had no memory); raw: a continued stack's scores of the rows (NULL otherwise)."""
         cdef Py_ssize_t C = self.num_class, i, c, m = 0, k, kept
         cdef Py_ssize_t rows[BLOCK]
         cdef float64 top
@@ -1484,7 +1515,7 @@ cdef class StageStack:
         k = 0
         while m and k < last:
             k += 1
-            if self._stage(k, X, self.columns + k * self.num_features, 0, m, rows, out):
+            if self._stage(k, X, self.columns + k * self.num_features, 0, m, rows, out, NULL, NULL, raw):
                 return -1
             kept = 0
             for i in range(m):
@@ -1499,12 +1530,15 @@ cdef class StageStack:
         return 0
 
     cdef int _stage(self, Py_ssize_t k, const float64* X, const uint8* reads, Py_ssize_t start, Py_ssize_t stop,
-                     const Py_ssize_t* rows, float64* out, const float64* split=NULL, float64* spent=NULL) noexcept nogil:
+                     const Py_ssize_t* rows, float64* out, const float64* split=NULL, float64* spent=NULL,
+                     float64* raw=NULL) noexcept nogil:
         """0, or -1 when the block's memory could not be had (out untouched). Stage k's probabilities of rows [start, stop) (at most BLOCK: of X's rows, or rows[start:stop] when rows is
         not NULL) into out (row i's at out[i * num_class]). The rows' values are copied into a block first, a column
         that reads does not mark as NaN (reads NULL: X as it is); then tree by tree through route_rows, each tree's
         output added to its class's score. With split, spent[i] becomes the split costs of
-        the nodes row i passes, added from 0.0 tree by tree in path order (as FlatEnsemble.cost adds them)."""
+        the nodes row i passes, added from 0.0 tree by tree in path order (as FlatEnsemble.cost adds them). With raw
+        (a continued stack's), row i's scores at raw[i * tpi] are read (from stage 2 on: below + own) and replaced by
+        stage k's."""
         cdef const Ensemble* e = self.ens[k - 1]
         cdef const int64* leaf_offset = self.leaf_offset[k - 1]
         cdef const float64* leaf_value = self.leaf_value[k - 1]
@@ -1541,6 +1575,11 @@ cdef class StageStack:
             i = rows[start + j] if rows != NULL else start + j
             if split != NULL:
                 spent[i] = cost[j]
+            if raw != NULL:
+                for c in range(tpi):
+                    if k > 1:
+                        score[j * tpi + c] = raw[i * tpi + c] + score[j * tpi + c]
+                    raw[i * tpi + c] = score[j * tpi + c]
             o = out + i * C
             if C == 1:  # the raw score (GBDT::Predict of an objective whose output is its raw score)
                 o[0] = score[j]
@@ -1866,7 +1905,8 @@ cdef class LadderBatch(UnitBatch):
 
     cdef LadderPlan plan
     cdef readonly object stage
-    cdef object climbing_, dropped_
+    cdef object climbing_, dropped_, raw_
+    cdef float64* raw  # a continued stack's scores of the rows (NULL otherwise)
     cdef int64* stg
     cdef Py_ssize_t* climbing
     cdef uint8* dropped
@@ -1886,6 +1926,8 @@ cdef class LadderBatch(UnitBatch):
         self.stg = <int64*> data(self.stage)
         self.climbing, self.dropped = <Py_ssize_t*> data(self.climbing_), <uint8*> data(self.dropped_)
         self.m, self.bought = n, False
+        self.raw_ = np.empty((n, self.stack._scores_per_row()), dtype=np.float64) if self.stack.continued else None
+        self.raw = self.stack._raw(self.raw_, n)
 
     cdef void _restarted(self) except *:
         self.stg[0], self.climbing[0], self.dropped[0] = 0, 0, 0
@@ -1962,11 +2004,11 @@ cdef class LadderBatch(UnitBatch):
             if self.threads == 1 or kept <= BLOCK:  # a block's rows through every tree, while they are in cache
                 for block in range(0, kept, BLOCK):
                     failed |= self.stack._stage(k, self.x, reads, block, min(block + BLOCK, kept), self.climbing,
-                                                self.pr, split, self.cost)
+                                                self.pr, split, self.cost, self.raw)
             else:
                 for block in prange(0, kept, BLOCK, schedule="static", num_threads=self.threads):
                     failed |= self.stack._stage(k, self.x, reads, block, min(block + BLOCK, kept), self.climbing,
-                                                self.pr, split, self.cost)
+                                                self.pr, split, self.cost, self.raw)
         if failed:  # some rows' probabilities are the next stage's, some not: the batch cannot go on
             self.m = 0
             raise MemoryError("LadderBatch: no memory for a block of rows")

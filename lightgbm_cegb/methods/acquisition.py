@@ -326,16 +326,18 @@ class PolicyClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
                 "deterministic": True, "verbose": -1, "num_threads": resolve_n_jobs(self.n_jobs, n),
                 **({} if num_class == 2 else {"num_class": num_class})}
 
-    def _boosted(self, params: dict, fit: tuple, stop: tuple | None, what: str) -> lgb.Booster:
+    def _boosted(self, params: dict, fit: tuple, stop: tuple | None, what: str, init=(None, None)) -> lgb.Booster:
         """A classifier trained on ``fit`` = (X, class codes), early stopped on ``stop`` (None: every round) and
-        cut to its best iteration (the model file holds what predicts), the rows weighted by ``class_weight``; a
-        RoundsWarning names ``what`` when its held-out log loss still improved within ``early_stopping_rounds`` of
+        cut to its best iteration (the model file holds what predicts), the rows weighted by ``class_weight``, boosted
+        from the raw scores ``init`` of the fitting and the stopping rows (None: LightGBM's start); a RoundsWarning
+        names ``what`` when its held-out log loss still improved within ``early_stopping_rounds`` of
         ``n_estimators``."""
         weights = class_weights(self.class_weight, self.classes_, fit[1])
         train_set = lgb.Dataset(fit[0], fit[1], weight=None if weights is None else weights[fit[1]],
-                                feature_name=self._lightgbm_feature_names())
+                                init_score=init[0], feature_name=self._lightgbm_feature_names())
         valid_set = None if stop is None else \
-            lgb.Dataset(stop[0], stop[1], weight=None if weights is None else weights[stop[1]], reference=train_set)
+            lgb.Dataset(stop[0], stop[1], weight=None if weights is None else weights[stop[1]], init_score=init[1],
+                        reference=train_set)
         return early_stopped(self, params, train_set, valid_set, what, "log loss")
 
     def _restore_units(self, state: dict) -> None:
@@ -915,7 +917,7 @@ def output_scale(booster: lgb.Booster, objective: str | None, num_class: int) ->
 
 
 def compiled_stages(boosters: list, num_class: int, num_features: int, columns: np.ndarray,
-                    prior: np.ndarray) -> StageStack | None:
+                    prior: np.ndarray, continued: bool = False) -> StageStack | None:
     """LightGBM models compiled as the stages of one StageStack (stage k, from 1, is ``boosters[k - 1]`` reading the
     columns ``columns[k]`` marks; stage 0 the ``prior``), each with the trees its ``predict`` uses; None where a
     model's output is not one StageStack repeats (see :func:`output_scale`; rf's averaged trees and linear trees are
@@ -933,6 +935,8 @@ def compiled_stages(boosters: list, num_class: int, num_features: int, columns: 
         The columns each stage reads.
     prior : ndarray of shape (num_class,)
         Stage 0's outputs.
+    continued : bool, default=False
+        Each stage's trees add to the scores of the stage below (see StageStack).
 
     Returns
     -------
@@ -947,7 +951,8 @@ def compiled_stages(boosters: list, num_class: int, num_features: int, columns: 
     used = [num_trees_used(booster, forest, None) for booster, forest in zip(boosters, forests)]
     flats, offsets, values = ([getattr(forest, name) for forest in forests] for name in ("flat", "leaf_offset",
                                                                                           "leaf_value"))
-    return StageStack(flats, used, offsets, values, num_features, columns, prior, scales.pop() if scales else 1.0)
+    return StageStack(flats, used, offsets, values, num_features, columns, prior, scales.pop() if scales else 1.0,
+                      continued)
 
 
 class PolicyRun:

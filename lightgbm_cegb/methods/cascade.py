@@ -60,11 +60,8 @@ from lightgbm_cegb.methods.acquisition import (
     run_cost,
 )
 from lightgbm_cegb.methods.greedy_miser import first_eval
-from lightgbm_cegb.methods.ladder import ORDERS, LadderRun, StageLadder, hidden
+from lightgbm_cegb.methods.ladder import ORDERS, STAGE_MODELS, LadderRun, StageLadder, continued_stages, hidden
 
-#: how the stages' rankers relate (``stage_models``): each its own model, or each adding trees to the stage below's
-#: scores
-STAGE_MODELS = ("separate", "continued")
 #: the most relevance a label may hold: LightGBM's lambdarank gains (``label_gain``) are given up to 30
 MAX_LABEL = 30
 
@@ -288,8 +285,6 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
                   "min_data_in_leaf": self.min_child_samples, "seed": seed, "deterministic": True, "verbose": -1,
                   "num_threads": resolve_n_jobs(self.n_jobs, n)}
 
-        base = [None, None]  # "continued": the training and validation documents' scores at the last stage trained
-
         def train_on(columns: list[int], init: list) -> lgb.Booster:
             train_set = lgb.Dataset(hidden(train[0], columns), train[1], group=train[2], init_score=init[0],
                                     feature_name=self._lightgbm_feature_names())
@@ -299,14 +294,7 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
                                  f"the stage of {len(columns)} of the {num_features} columns",
                                  f"NDCG@{int(self.eval_at)}")
 
-        def continued(columns: list[int]) -> lgb.Booster:
-            booster = train_on(columns, base)
-            for i, part in enumerate((train, valid)):
-                if part is not None:
-                    score = booster.predict(hidden(part[0], columns), num_threads=params["num_threads"])
-                    base[i] = score if base[i] is None else base[i] + score
-            return booster
-
+        continued = continued_stages(train_on, (train[0], None if valid is None else valid[0]), params["num_threads"])
         self._fit_stages(partial(train_on, init=[None, None]), num_features, self._measure(params, train),
                          continued if self.stage_models == "continued" else None)
         self._compile("stages", self.stages_, [0.0])
@@ -470,7 +458,7 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
     def _pass_rows(self, X) -> np.ndarray:
         return super()._pass_rows(_dense(X))
 
-    def _stage_pass(self, k: int, X: np.ndarray, masked: np.ndarray) -> tuple:
+    def _stage_pass(self, k: int, X: np.ndarray, masked: np.ndarray, carried=None) -> tuple:
         """Stage ``k``'s ranker's scores of every document and what its evaluation costs each (stage 0: nothing)."""
         return self._stage_score(k, masked), self._added(self.stages_[k - 1], X, masked) if k else None
 

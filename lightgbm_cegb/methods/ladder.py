@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 
+import lightgbm as lgb
 import numpy as np
 
 from lightgbm_cegb._engine import StageStack
@@ -20,6 +21,9 @@ from lightgbm_cegb.methods.acquisition import EvaluationCost, checked_data, comp
 
 #: the orders of the units a staged model's stages are cut from (its ``order``)
 ORDERS = ("importance", "search")
+#: how a staged model's stages relate (its ``stage_models``): each its own model, or each adding trees to the scores of
+#: the stage below (a row pays for each stage's trees once, and evaluates them once)
+STAGE_MODELS = ("separate", "continued")
 
 
 def hidden(X: np.ndarray, columns: list[int]) -> np.ndarray:
@@ -29,13 +33,32 @@ def hidden(X: np.ndarray, columns: list[int]) -> np.ndarray:
     return out
 
 
+def continued_stages(train_on, parts: tuple, num_threads: int):
+    """``stage_on`` of continued stage models (``StageLadder._fit_stages``): ``train_on(columns, init)`` trains each
+    stage from the raw scores ``init`` (one per part of ``parts``: the training rows, then the early-stopping rows,
+    None for a part that is not there) of the stages trained before it, and each stage's own raw scores on its columns
+    are added to them (``below + own``: the scores a stage's rows hold when they reach the next)."""
+    base = [None] * len(parts)
+
+    def stage_on(columns: list[int]) -> lgb.Booster:
+        booster = train_on(columns, base)
+        for i, rows in enumerate(parts):
+            if rows is not None:
+                own = booster.predict(hidden(rows, columns), raw_score=True, num_threads=num_threads)
+                base[i] = own if base[i] is None else base[i] + own
+        return booster
+
+    return stage_on
+
+
 class StageLadder:
     """The stages of a staged acquisition model (the classifier here, the ranker of ``methods.cascade``): the units'
     order, the ladder of nested stages cut from it, their prices and the deepest stage within ``max_cost``.
 
     A subclass has ``units_``, ``unit_cost_``, ``stages``, ``max_stage_cost``, ``max_cost`` and ``n_jobs``, trains a
     stage's model with the ``train_on(columns)`` it gives :meth:`_fit_stages`, and says what a stage gives each row in
-    ``_stage_pass(k, X, masked)`` (what :meth:`stage_passes` collects).
+    ``_stage_pass(k, X, masked, carried)`` (what :meth:`stage_passes` collects; ``carried``: what the pass carries
+    from stage to stage, made by ``_carried(n)``).
     """
 
     def _fit_stages(self, train_on, num_features: int, measure=None, stage_on=None) -> None:
@@ -101,27 +124,30 @@ class StageLadder:
         sizes = np.concatenate([sizes, [len(prices)], [int(np.sum(prices == 0))] if prices[0] == 0 else []])
         return np.concatenate([[0], np.unique(np.clip(sizes, 1, len(prices)))]).astype(np.int64)
 
-    def _compile(self, name: str, boosters: list, prior) -> StageStack | None:
+    def _compile(self, name: str, boosters: list, prior, continued: bool = False) -> StageStack | None:
         """``boosters`` (stage k's at k - 1) compiled with the stages' columns, stage 0 answering ``prior`` (one value:
-        a raw score each; two or more: class probabilities), kept as ``name`` for :meth:`_compiled_outputs`; None
-        where a model's output is not one StageStack repeats."""
+        a raw score each; two or more: class probabilities), each stage's trees added to the scores of the stage below
+        where ``continued``, kept as ``name`` for :meth:`_compiled_outputs`; None where a model's output is not one
+        StageStack repeats."""
         columns = np.zeros((len(boosters) + 1, self.n_features_in_), dtype=np.uint8)
         for k in range(1, len(boosters) + 1):
             columns[k, self._columns(int(self.stage_units_[k]))] = 1
         prior = np.atleast_1d(np.asarray(prior, dtype=np.float64))
-        stack = compiled_stages(boosters, len(prior), self.n_features_in_, columns, prior)
+        stack = compiled_stages(boosters, len(prior), self.n_features_in_, columns, prior, continued)
         # a new dict: a copy of the model (copy.copy) may hold the old one
         self._compiled = {**self.__dict__.get("_compiled", {}), name: (boosters, stack)}
         return stack
 
-    def _compiled_outputs(self, name: str, boosters: list, k: int, masked: np.ndarray) -> np.ndarray | None:
+    def _compiled_outputs(self, name: str, boosters: list, k: int, masked: np.ndarray,
+                          raw: np.ndarray | None = None) -> np.ndarray | None:
         """Stage k's outputs of rows whose unknown values are NaN from ``boosters`` compiled as ``name``: each model's
-        ``predict`` to the bit; None where they were not compiled (or another list of models was)."""
+        ``predict`` to the bit (continued stages: from the rows' scores at the stage below, in ``raw``, which is left
+        holding stage k's); None where they were not compiled (or another list of models was)."""
         entry = self.__dict__.get("_compiled", {}).get(name)
         if entry is None or entry[0] is not boosters or entry[1] is None:
             return None
         threads = resolve_n_jobs(self.n_jobs, len(masked))
-        return entry[1].proba(np.ascontiguousarray(masked, dtype=np.float64), k, threads)
+        return entry[1].proba(np.ascontiguousarray(masked, dtype=np.float64), k, threads, raw)
 
     def _columns(self, m: int) -> list[int]:
         """The columns of the first ``m`` units of the order."""
@@ -164,8 +190,13 @@ class StageLadder:
         """
         X = self._pass_rows(X)
         deepest = self._last_stage() if deepest is None else deepest
-        per_stage = [self._stage_pass(k, X, self._masked(X, k)) for k in range(deepest + 1)]
+        carried = self._carried(len(X))
+        per_stage = [self._stage_pass(k, X, self._masked(X, k), carried) for k in range(deepest + 1)]
         return tuple(list(outputs) for outputs in zip(*per_stage))
+
+    def _carried(self, n: int):
+        """What a pass of n rows carries from stage to stage (none)."""
+        return None
 
     def _pass_rows(self, X) -> np.ndarray:
         """X checked for a fitted model's pass."""

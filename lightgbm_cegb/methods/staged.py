@@ -11,7 +11,10 @@ holds the first ``m_k`` units, where the prices of the first units add up to abo
 spaced geometrically between the cheapest unit's price and the price of every unit the order holds (units the model
 never splits on are left out). Stage 0 buys nothing and predicts the training classes' frequencies; each later stage
 has its own LightGBM classifier, trained on the training rows with every unit outside the stage hidden as a missing
-value.
+value (``stage_models="separate"``), or trees that add to the raw scores of the stages below
+(``stage_models="continued"``: stage k's classifier is trained from the scores of stages 1 to k - 1, each on its own
+columns, and a row's scores at stage k are its scores at k - 1 plus stage k's trees'), so a row that climbs evaluates
+each stage's trees once.
 
 A row starts at stage 0 and moves to the next stage, buying its new units, until its top class probability is
 at least ``1 - tradeoff``, or the next stage would take its cost over ``max_cost``, or it reaches the last stage;
@@ -52,7 +55,7 @@ from lightgbm_cegb.methods.acquisition import (
     class_weights,
     unit_arrays,
 )
-from lightgbm_cegb.methods.ladder import ORDERS, LadderRun, StageLadder, hidden
+from lightgbm_cegb.methods.ladder import ORDERS, STAGE_MODELS, LadderRun, StageLadder, continued_stages, hidden
 
 
 class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
@@ -75,8 +78,8 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
         Levels of the stage ladder (stages that would hold the same units are one).
     max_stage_cost : float or None, default=None
         Stages priced above it are not trained (None: every stage). The model then predicts as the one with every
-        stage does with ``max_cost`` at most this, to the bit (the stages are trained independently): a model that
-        is only ever used under a cap needs no more (``selection`` fits its capped finalists so).
+        stage does with ``max_cost`` at most this, to the bit (a stage's classifier depends on the stages below it
+        only): a model that is only ever used under a cap needs no more (``selection`` fits its capped finalists so).
     order : {"importance", "search"}, default="importance"
         How the units are ordered: by the gain importance per unit of cost of a classifier of every feature, or
         led by a nested subset search (within each doubling level of price, the unit whose addition gains the most
@@ -84,6 +87,11 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
         units taken so far trained on the rest, each part at most 5,000 rows; then the other units by importance).
         The search fits a classifier per unit at its first step (of at most 256 units, see
         ``core.subsets.searched``) and a few per later step; it does not read ``eval_set``.
+    stage_models : {"separate", "continued"}, default="separate"
+        Each stage's classifier its own model of the stage's columns, or trees trained from the raw scores of the
+        stages below (each stage's on its own columns) and added to them: a row at stage k has evaluated each of its
+        stages' trees once, where separate models are each a whole classifier (on HIGGS at ``tradeoff=0.25``, 150
+        trees a row against 538).
     n_estimators : int, default=5000
         Most boosting rounds of each stage's classifier (early stopped; a RoundsWarning names a stage that still
         improved at the cap).
@@ -112,7 +120,8 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
     Attributes
     ----------
     stages_ : list of lightgbm.Booster
-        The classifier of each stage after stage 0 (its units' columns read, the others missing).
+        The classifier of each stage after stage 0 (its units' columns read, the others missing; with
+        ``stage_models="continued"`` the trees stage k adds to stage k - 1's raw scores).
     stage_units_ : ndarray of int
         The number of units (of ``order_``) each stage holds, stage 0's (0) first.
     order_ : ndarray of int
@@ -146,14 +155,15 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
     _constraints = {
         "feature_costs": COSTS, "tradeoff": Number(0.0, 1.0), "max_cost": NoneOr(Number(0.0)),
         "stages": Number(1, 1000, integer=True), "max_stage_cost": NoneOr(Number(0.0)), "order": OneOf(ORDERS),
-        "n_estimators": Number(1, integer=True),
+        "stage_models": OneOf(STAGE_MODELS), "n_estimators": Number(1, integer=True),
         "learning_rate": Number(0.0, low_open=True), "num_leaves": NUM_LEAVES, "class_weight": CLASS_WEIGHT,
         "min_child_samples": Number(1, integer=True), "validation_fraction": Number(0.0, 0.9),
         "early_stopping_rounds": Number(1, integer=True), "random_state": RANDOM_STATE, "n_jobs": N_JOBS,
     }
 
     def __init__(self, *, feature_costs=None, tradeoff: float = 0.0, max_cost: float | None = None, stages: int = 30,
-                 max_stage_cost: float | None = None, order: str = "importance", n_estimators: int = 5000,
+                 max_stage_cost: float | None = None, order: str = "importance", stage_models: str = "separate",
+                 n_estimators: int = 5000,
                  learning_rate: float = 0.1, num_leaves="auto", min_child_samples: int = 10, class_weight=None,
                  validation_fraction: float = 0.2, early_stopping_rounds: int = 30, random_state=None,
                  n_jobs: int | None = None) -> None:
@@ -163,6 +173,7 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
         self.stages = stages
         self.max_stage_cost = max_stage_cost
         self.order = order
+        self.stage_models = stage_models
         self.n_estimators = n_estimators
         self.learning_rate = learning_rate
         self.num_leaves = num_leaves
@@ -203,12 +214,16 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
         counts = np.bincount(codes[train], minlength=num_class) * (1.0 if weights is None else weights)
         self.prior_ = counts / counts.sum()
 
-        def train_on(columns: list[int]) -> lgb.Booster:
-            stop = (hidden(X_valid, columns), valid_codes) if X_valid is not None and len(X_valid) else None
-            return self._boosted(params, (hidden(X[train], columns), codes[train]), stop,
-                                 f"the stage of {len(columns)} of the {num_features} columns")
+        stopping = X_valid is not None and len(X_valid) > 0
 
-        self._fit_stages(train_on, num_features, self._measure(params, X[train], codes[train]))
+        def train_on(columns: list[int], init=(None, None)) -> lgb.Booster:
+            stop = (hidden(X_valid, columns), valid_codes) if stopping else None
+            return self._boosted(params, (hidden(X[train], columns), codes[train]), stop,
+                                 f"the stage of {len(columns)} of the {num_features} columns", init)
+
+        continued = continued_stages(train_on, (X[train], X_valid if stopping else None), params["num_threads"])
+        self._fit_stages(train_on, num_features, self._measure(params, X[train], codes[train]),
+                         continued if self.stage_models == "continued" else None)
         self._stack()  # compiled now: predicting leaves the estimator as it is
         return self
 
@@ -252,11 +267,17 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
 
     def _stack(self) -> StageStack | None:
         """The stages compiled as one (by fit and load; again for another list of stages); None when a stage's output
-        is not one StageStack repeats (binary at one sigmoid scale for every stage, multiclass)."""
+        is not one StageStack repeats (binary at one sigmoid scale for every stage, multiclass): continued stages are
+        then refused (their scores are added before the output, which LightGBM's ``predict`` of a stage does not
+        give)."""
         entry = self.__dict__.get("_compiled", {}).get("stages")
         if entry is not None and entry[0] is self.stages_:
             return entry[1]
-        stack = self._compile("stages", self.stages_, self.prior_)
+        continued = self.stage_models == "continued"
+        stack = self._compile("stages", self.stages_, self.prior_, continued)
+        if stack is None and continued:
+            raise CEGBError("stage_models='continued': each stage's classifier should be binary with one sigmoid scale "
+                            "for every stage, or multiclass (softmax), to add its scores to the stage below's")
         num_features = self.n_features_in_
         lazy, _, split = self.costs_.arrays(num_features)
         group_of, group_lazy, _ = self.costs_.group_arrays(num_features)
@@ -265,11 +286,12 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
         self._compiled = {**self._compiled, "plan": plan}
         return stack
 
-    def _proba(self, k: int, masked: np.ndarray) -> np.ndarray:
+    def _proba(self, k: int, masked: np.ndarray, raw: np.ndarray | None = None) -> np.ndarray:
         """Stage k's probabilities of rows whose unknown values are NaN: LightGBM's ``predict``, to the bit (the
-        compiled stages repeat its arithmetic)."""
+        compiled stages repeat its arithmetic); continued stages' from the rows' raw scores at the stage below, in
+        ``raw`` (see ``_carried``), which is left holding stage k's."""
         self._stack()
-        compiled = self._compiled_outputs("stages", self.stages_, k, masked)
+        compiled = self._compiled_outputs("stages", self.stages_, k, masked, raw)
         if compiled is not None:
             return compiled
         if k == 0:
@@ -324,9 +346,16 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
         self._check_fitted()
         return self._results_at(X, settings)
 
-    def _stage_pass(self, k: int, X: np.ndarray, masked: np.ndarray) -> tuple:
+    def _carried(self, n: int) -> np.ndarray | None:
+        """Continued stages: n rows' raw scores (one per row for two classes, one per class for more), which each stage
+        reads and replaces; None for separate ones."""
+        if self.stage_models != "continued":
+            return None
+        return np.empty((n, 1 if len(self.classes_) == 2 else len(self.classes_)))
+
+    def _stage_pass(self, k: int, X: np.ndarray, masked: np.ndarray, carried=None) -> tuple:
         """Stage ``k``'s probabilities of every row and what its evaluation costs each (stage 0: nothing)."""
-        return self._proba(k, masked), self._added(self.stages_[k - 1], X, masked) if k else None
+        return self._proba(k, masked, carried), self._added(self.stages_[k - 1], X, masked) if k else None
 
     def replay(self, proba: list, added: list) -> AcquisitionResult:
         """The result of a run whose stages' probabilities (and evaluation costs) on every row are known.
@@ -425,12 +454,16 @@ class StagedRun(LadderRun):
     def __init__(self, model: StagedAcquisitionClassifier, n: int) -> None:
         super().__init__(model, n)
         self.proba = np.tile(model.prior_, (n, 1))
+        self.raw = model._carried(n)
 
     def _going(self, k: int, rows: np.ndarray) -> np.ndarray:
         return self.proba[rows].max(axis=1) < 1.0 - self.model.tradeoff
 
     def _entered(self, k: int, rows: np.ndarray) -> None:
-        self.proba[rows] = self.model._proba(k, self.X[rows])
+        raw = None if self.raw is None else self.raw[rows]
+        self.proba[rows] = self.model._proba(k, self.X[rows], raw)
+        if raw is not None:
+            self.raw[rows] = raw
 
     def output(self, method: str) -> np.ndarray:
         """What the model's ``method`` answers for every row from the probabilities it holds now."""

@@ -349,7 +349,7 @@ class StagedAcquisitionRegressor(StageLadder, BudgetedEstimator, RegressorMixin,
         self._check_fitted()
         return self._results_at(X, settings)
 
-    def _stage_pass(self, k: int, X: np.ndarray, masked: np.ndarray) -> tuple:
+    def _stage_pass(self, k: int, X: np.ndarray, masked: np.ndarray, carried=None) -> tuple:
         """Stage ``k``'s predictions and gaps (the last stage's: 0) of every row, and what its regressor and gap
         model cost each to evaluate (None: nothing)."""
         last = len(self.stages_)

@@ -6,6 +6,7 @@ checks."""
 from __future__ import annotations
 
 import copy
+import math
 
 import numpy as np
 import pytest
@@ -21,15 +22,34 @@ from lightgbm_cegb.selection import fit_within_budget, sweep
 from lightgbm_cegb.selection.workflows import BUDGET_METHODS
 
 
+def linked(raw: np.ndarray) -> np.ndarray:
+    """Class probabilities of raw scores as LightGBM's binary (sigmoid at scale 1) and multiclass (softmax) outputs
+    compute them, with the C library's exp (``math.exp``), row by row."""
+    raw = np.atleast_2d(raw)
+    out = np.empty((len(raw), 2 if raw.shape[1] == 1 else raw.shape[1]))
+    for i, scores in enumerate(raw):
+        if len(scores) == 1:
+            out[i, 1] = 1.0 / (1.0 + math.exp(-scores[0]))
+            out[i, 0] = 1.0 - out[i, 1]
+            continue
+        top = max(scores)
+        out[i] = [math.exp(s - top) for s in scores]
+        total = 0.0
+        for value in out[i]:
+            total += value
+        out[i] /= total
+    return out
+
+
 def simulate(model: StagedAcquisitionClassifier, x: np.ndarray, costs: FeatureCosts):
     """The cascade on one row, written from the module's description: (stage it stops at, probabilities, lazy
-    cost, split cost)."""
+    cost, split cost). Continued stages: the row's raw scores are the sum of each stage's on its own columns."""
     prices = np.concatenate([[0.0], np.cumsum(model.unit_cost_[model.order_])])[model.stage_units_]
     last = len(prices) - 1
     if model.max_cost is not None:
         last = max(k for k in range(len(prices)) if prices[k] <= model.max_cost * (1 + 1e-12))
     split = costs.arrays(len(x))[2]
-    k, p, evaluation = 0, np.asarray(model.prior_, dtype=float), 0.0
+    k, p, evaluation, raw = 0, np.asarray(model.prior_, dtype=float), 0.0, 0.0
     while k < last and p.max() < 1.0 - model.tradeoff:
         k += 1
         row = np.full((1, len(x)), np.nan)
@@ -37,8 +57,12 @@ def simulate(model: StagedAcquisitionClassifier, x: np.ndarray, costs: FeatureCo
             for f in model.units_[u]:
                 row[0, f] = x[f]
         booster = model.stages_[k - 1]
-        q = booster.predict(row)[0]
-        p = np.array([1.0 - q, q]) if np.ndim(q) == 0 else np.asarray(q)
+        if model.stage_models == "continued":
+            raw = raw + booster.predict(row, raw_score=True)[0]
+            p = linked(np.atleast_1d(raw))[0]
+        else:
+            q = booster.predict(row)[0]
+            p = np.array([1.0 - q, q]) if np.ndim(q) == 0 else np.asarray(q)
         trees = booster.num_model_per_iteration()
         evaluation += reference_costs(booster, row, np.zeros(len(x)), split, trees)[1][0]
     lazy = costs.arrays(len(x))[0]
@@ -48,13 +72,14 @@ def simulate(model: StagedAcquisitionClassifier, x: np.ndarray, costs: FeatureCo
     return k, p, sum(lazy[f] for f in features) + sum(group_lazy[g] for g in groups), evaluation
 
 
-@settings(max_examples=15, deadline=None, derandomize=True)
+@settings(max_examples=18, deadline=None, derandomize=True)
 @given(st.integers(0, 10_000), st.sampled_from([0.0, 0.05, 0.2, 0.5]), st.sampled_from([None, 2.0, 6.0]),
-       st.sampled_from(["importance", "search"]))
-def test_the_cascade_equals_an_independent_simulation(seed, tradeoff, max_cost, order):
+       st.sampled_from(["importance", "search"]), st.sampled_from(["separate", "continued"]))
+def test_the_cascade_equals_an_independent_simulation(seed, tradeoff, max_cost, order, stage_models):
     X, y, costs, _ = random_case(seed)
     model = StagedAcquisitionClassifier(feature_costs=costs, stages=6, n_estimators=30, random_state=seed,
-                                        tradeoff=tradeoff, max_cost=max_cost, order=order).fit(X, y)
+                                        tradeoff=tradeoff, max_cost=max_cost, order=order,
+                                        stage_models=stage_models).fit(X, y)
     result = model.predict_result(X[:60])
     for i, x in enumerate(X[:60]):
         k, p, lazy, evaluation = simulate(model, x, costs)
@@ -67,10 +92,11 @@ def test_the_cascade_equals_an_independent_simulation(seed, tradeoff, max_cost, 
 
 
 @settings(max_examples=10, deadline=None, derandomize=True)
-@given(st.integers(0, 10_000))
-def test_one_pass_answers_every_setting_to_the_bit(seed):
+@given(st.integers(0, 10_000), st.sampled_from(["separate", "continued"]))
+def test_one_pass_answers_every_setting_to_the_bit(seed, stage_models):
     X, y, costs, rng = random_case(seed)
-    model = StagedAcquisitionClassifier(feature_costs=costs, stages=8, n_estimators=30, random_state=seed).fit(X, y)
+    model = StagedAcquisitionClassifier(feature_costs=costs, stages=8, n_estimators=30, random_state=seed,
+                                        stage_models=stage_models).fit(X, y)
     settings_ = [{"tradeoff": float(t), "max_cost": c} for t in rng.uniform(0, 0.6, 4) for c in (None, 1.0, 4.0)]
     for setting, result in zip(settings_, model.predict_results(X, settings_)):
         own = copy.copy(model).set_params(**setting).predict_result(X)
@@ -81,15 +107,16 @@ def test_one_pass_answers_every_setting_to_the_bit(seed):
 
 
 @settings(max_examples=10, deadline=None, derandomize=True)
-@given(st.integers(0, 10_000), st.floats(0.0, 1.0))
-def test_stages_above_max_stage_cost_are_not_trained_and_the_capped_runs_are_the_same(seed, fraction):
+@given(st.integers(0, 10_000), st.floats(0.0, 1.0), st.sampled_from(["separate", "continued"]))
+def test_stages_above_max_stage_cost_are_not_trained_and_the_capped_runs_are_the_same(seed, fraction, stage_models):
     """A model fitted with max_stage_cost holds the first stages of the full ladder (the same boosters) and runs as
     the full model at any max_cost up to it, to the bit; without a cap, as the full model at that cap."""
     X, y, costs, rng = random_case(seed)
-    full = StagedAcquisitionClassifier(feature_costs=costs, stages=8, n_estimators=30, random_state=seed).fit(X, y)
+    full = StagedAcquisitionClassifier(feature_costs=costs, stages=8, n_estimators=30, random_state=seed,
+                                       stage_models=stage_models).fit(X, y)
     ceiling = float(fraction * full.stage_costs()[-1])
     capped = StagedAcquisitionClassifier(feature_costs=costs, stages=8, n_estimators=30, random_state=seed,
-                                         max_stage_cost=ceiling).fit(X, y)
+                                         max_stage_cost=ceiling, stage_models=stage_models).fit(X, y)
     kept = int(np.sum(full.stage_costs() <= ceiling * (1 + 1e-12)))
     np.testing.assert_array_equal(capped.stage_units_, full.stage_units_[:kept])
     assert [b.model_to_string() for b in capped.stages_] == [b.model_to_string() for b in full.stages_[:kept - 1]]
@@ -104,11 +131,13 @@ def test_stages_above_max_stage_cost_are_not_trained_and_the_capped_runs_are_the
 
 def lightgbm_ladder(model: StagedAcquisitionClassifier, X: np.ndarray) -> np.ndarray:
     """The cascade's probabilities on LightGBM's own ``predict`` of each stage, rows at a time (from the module's
-    description)."""
+    description); continued stages: the sum of the stages' raw scores (LightGBM's ``predict(raw_score=True)``), below
+    + own, through ``linked``."""
     prices = np.concatenate([[0.0], np.cumsum(model.unit_cost_[model.order_])])[model.stage_units_]
     last = len(prices) - 1 if model.max_cost is None else \
         max(k for k in range(len(prices)) if prices[k] <= model.max_cost * (1 + 1e-12))
     proba = np.tile(model.prior_, (len(X), 1))
+    raw = np.zeros((len(X), 1 if len(model.classes_) == 2 else len(model.classes_)))
     going = np.ones(len(X), dtype=bool)
     for k in range(1, last + 1):
         going &= proba.max(axis=1) < 1.0 - model.tradeoff
@@ -117,20 +146,27 @@ def lightgbm_ladder(model: StagedAcquisitionClassifier, X: np.ndarray) -> np.nda
         columns = sorted(f for u in model.order_[:model.stage_units_[k]] for f in model.units_[u])
         rows = np.full((int(going.sum()), X.shape[1]), np.nan)
         rows[:, columns] = X[going][:, columns]
+        if model.stage_models == "continued":
+            own = model.stages_[k - 1].predict(rows, raw_score=True).reshape(len(rows), -1)
+            raw[going] = own if k == 1 else raw[going] + own
+            proba[going] = linked(raw[going])
+            continue
         q = model.stages_[k - 1].predict(rows)
         proba[going] = np.column_stack([1.0 - q, q]) if q.ndim == 1 else q
     return proba
 
 
-@settings(max_examples=12, deadline=None, derandomize=True)
-@given(st.integers(0, 10_000), st.sampled_from([0.0, 0.05, 0.2, 0.5]), st.sampled_from([None, 4.0]))
-def test_the_compiled_stages_predict_as_lightgbm_to_the_bit(seed, tradeoff, max_cost):
+@settings(max_examples=16, deadline=None, derandomize=True)
+@given(st.integers(0, 10_000), st.sampled_from([0.0, 0.05, 0.2, 0.5]), st.sampled_from([None, 4.0]),
+       st.sampled_from(["separate", "continued"]))
+def test_the_compiled_stages_predict_as_lightgbm_to_the_bit(seed, tradeoff, max_cost, stage_models):
     """The stages compiled as one (predict_proba's one call, and each stage's probabilities in a run) equal the cascade
-    on LightGBM's own predict to the bit, on rows with NaN and values on the splits' thresholds and next to them, in
-    one thread and in two."""
+    on LightGBM's own predict to the bit (continued stages: on its raw scores, added in stage order, and the link
+    with the C library's exp), on rows with NaN and values on the splits' thresholds and next to them, in one thread
+    and in two."""
     X, y, costs, rng = random_case(seed)
     model = StagedAcquisitionClassifier(feature_costs=costs, stages=6, n_estimators=30, random_state=seed,
-                                        tradeoff=tradeoff, max_cost=max_cost).fit(X, y)
+                                        tradeoff=tradeoff, max_cost=max_cost, stage_models=stage_models).fit(X, y)
     Z = np.vstack([X, on_thresholds(model.stages_, X, rng)])
     expected = lightgbm_ladder(model, Z)
     for n_jobs in (1, 2):
@@ -139,6 +175,37 @@ def test_the_compiled_stages_predict_as_lightgbm_to_the_bit(seed, tradeoff, max_
         np.testing.assert_array_equal(model.predict_result(Z).proba, expected)
         np.testing.assert_array_equal(model.predict(Z), model.classes_[expected.argmax(axis=1)])
     np.testing.assert_array_equal(model.predict_proba(Z[:1]), expected[:1])
+
+
+def test_continued_stages_add_trees_to_the_raw_scores_of_the_stage_below():
+    """Fitted on the same rows, columns and seed, the first stage is the same model of either kind and the continued
+    later stages' trees are not the separate ones' (they start from the scores below); the scores a pass carries are
+    the stages' raw scores added in stage order to the bit; the compiled stacks take the rows' scores only where they
+    are continued, and a continued model whose stages the stack cannot compile is refused."""
+    X, y, costs, _ = random_case(3)
+    models = {kind: StagedAcquisitionClassifier(feature_costs=costs, stages=5, n_estimators=40, random_state=0,
+                                                stage_models=kind).fit(X, y) for kind in ("separate", "continued")}
+    separate, continued = models["separate"], models["continued"]
+    np.testing.assert_array_equal(separate.stage_units_, continued.stage_units_)
+    assert separate.stages_[0].model_to_string() == continued.stages_[0].model_to_string()
+    assert all(a.model_to_string() != b.model_to_string() for a, b in zip(separate.stages_[1:], continued.stages_[1:]))
+    raw, expected = continued._carried(len(X)), None
+    for k in range(1, len(continued.stage_units_)):
+        masked = continued._masked(X, k)
+        continued._proba(k, masked, raw)
+        own = continued.stages_[k - 1].predict(masked, raw_score=True).reshape(len(X), -1)
+        expected = own if expected is None else expected + own
+        np.testing.assert_array_equal(raw, expected, err_msg=f"stage {k}")
+    with pytest.raises(ValueError, match="continued stack takes the rows' scores"):
+        continued._stack().proba(X, 1, 1)
+    with pytest.raises(ValueError, match="by a continued stack only"):
+        separate._stack().proba(X, 1, 1, raw)
+    edited = copy.copy(continued)
+    text = continued.stages_[0].model_to_string()
+    edited.stages_ = [type(continued.stages_[0])(model_str=text.replace("sigmoid:1\n", "sigmoid:3\n"))] + \
+        continued.stages_[1:]
+    with pytest.raises(CEGBError, match="stage_models='continued'"):
+        edited.predict_proba(X)
 
 
 def test_a_stage_whose_output_the_compiled_stages_do_not_repeat_is_predicted_by_lightgbm():
@@ -267,23 +334,25 @@ def test_lazy_serving_fetches_the_stages_units_and_predicts_as_the_model():
     assert (partial.acquisition <= expected.cost.acquisition + 1e-12).all()
 
 
-@settings(max_examples=15, deadline=None, derandomize=True)
-@given(st.integers(0, 10_000), st.sampled_from([0.0, 0.1, 0.3]), st.sampled_from(["raise", "partial"]))
-def test_the_compiled_ladder_serves_as_the_policy_run(seed, tradeoff, errors):
+@settings(max_examples=18, deadline=None, derandomize=True)
+@given(st.integers(0, 10_000), st.sampled_from([0.0, 0.1, 0.3]), st.sampled_from(["raise", "partial"]),
+       st.sampled_from(["separate", "continued"]))
+def test_the_compiled_ladder_serves_as_the_policy_run(seed, tradeoff, errors, stage_models):
     """LazyPredictor serves a staged model on its compiled ladder (CompiledPolicyRun) with the fetches, payments,
     values, statuses and predictions of the model's own policy run driven by PolicyModelRun: groups, split and tree
     costs, values given in X, and failed fetches (every row of a failed call stops where it stands)."""
     X, y, costs, rng = random_case(seed)
     costs = FeatureCosts.from_dict({**costs.to_dict(X.shape[1]), "tree": float(rng.choice([0.0, 0.01]))})
     model = StagedAcquisitionClassifier(feature_costs=costs, stages=6, n_estimators=30, random_state=seed,
-                                        tradeoff=tradeoff).fit(X, y)
+                                        tradeoff=tradeoff, stage_models=stage_models).fit(X, y)
     compiled_serves_as_policy_run(model, X[:40], costs, rng, errors)
 
 
-def test_save_and_load(tmp_path):
+@pytest.mark.parametrize("stage_models", ["separate", "continued"])
+def test_save_and_load(tmp_path, stage_models):
     X, y, costs, _ = random_case(7)
     model = StagedAcquisitionClassifier(feature_costs=costs, stages=5, n_estimators=30, tradeoff=0.1,
-                                        random_state=0).fit(X, y)
+                                        random_state=0, stage_models=stage_models).fit(X, y)
     model.save(tmp_path / "m")
     again = StagedAcquisitionClassifier.load(tmp_path / "m")
     np.testing.assert_array_equal(again.predict_proba(X), model.predict_proba(X))
@@ -293,6 +362,7 @@ def test_save_and_load(tmp_path):
 @pytest.mark.parametrize("params, match", [
     ({"tradeoff": -0.1}, "tradeoff"), ({"tradeoff": 1.5}, "tradeoff"), ({"max_cost": -1.0}, "max_cost"),
     ({"stages": 0}, "stages"), ({"max_stage_cost": -1.0}, "max_stage_cost"), ({"order": "gain"}, "order"),
+    ({"stage_models": "stacked"}, "stage_models"),
     ({"learning_rate": 0.0}, "learning_rate"), ({"num_leaves": 1}, "num_leaves"),
     ({"num_leaves": "many"}, "num_leaves"),
     ({"class_weight": "auto"}, "class_weight"),
