@@ -15,10 +15,11 @@ the lazy time spent inside the fetch function itself (measured on the same reque
 itself); a request of one row also on a prepared row (``LazyPredictor.prepare()``). The script checks that every
 lazy prediction equals ``predict``'s.
 
-Last, the per-input acquisitions (the HIGGS costs; a staged model at tradeoff 0.25, an adaptive one at a tenth of its
-first trade-off) on one thread against the plain 100-tree model's ``predict`` of the same rows: their own
-``predict_proba`` and their lazy prediction, for the --small requests and for all --rows (with the fetch rounds and the
-mean number of units a row buys).
+Last, the per-input acquisitions (the HIGGS costs; staged models at tradeoff 0.25, with separate and with continued
+stage models, an adaptive one at a tenth of its first trade-off) on one thread against the plain 100-tree model's
+``predict`` of the same rows: their own ``predict_proba`` and their lazy prediction, for the --small requests and for
+all --rows (with the fetch rounds, the mean number of units a row buys and, for the staged models, the mean number of
+trees a row evaluates).
 """
 
 from __future__ import annotations
@@ -109,15 +110,16 @@ def policy_requests(X_train, y_train, X, sizes: list[int], repeat: int) -> None:
     base = {"objective": "binary", "num_leaves": 31, "learning_rate": 0.1, "seed": 0, "deterministic": True,
             "verbose": -1, "num_threads": 1}
     plain = lgb.train(base, lgb.Dataset(X_train, y_train), 100)
-    staged = StagedAcquisitionClassifier(feature_costs=HIGGS_COSTS, tradeoff=0.25, random_state=0,
-                                         n_jobs=1).fit(X_train, y_train)
+    staged = {kind: StagedAcquisitionClassifier(feature_costs=HIGGS_COSTS, tradeoff=0.25, random_state=0, n_jobs=1,
+                                                stage_models=kind).fit(X_train, y_train)
+              for kind in ("separate", "continued")}
     adaptive = AdaptiveAcquisitionClassifier(feature_costs=HIGGS_COSTS, random_state=0, n_jobs=1).fit(X_train, y_train)
     adaptive.set_params(tradeoff=0.1 * adaptive.first_value())
     header = (f"{'model':<10} {'rows':>7} {'predict us':>10} {'own us':>9} {'ratio':>6} {'lazy us':>9} {'ratio':>6} "
-              f"{'rounds':>6} {'units':>5} {'prepared us':>11} {'ratio':>6}")
+              f"{'rounds':>6} {'units':>5} {'trees':>5} {'prepared us':>11} {'ratio':>6}")
     print("\nper-input acquisition against a plain 100-tree model's predict, one thread\n" + header + "\n"
           + "-" * len(header))
-    for name, model in (("staged", staged), ("adaptive", adaptive)):
+    for name, model in (("staged", staged["separate"]), ("continued", staged["continued"]), ("adaptive", adaptive)):
         predictor = LazyPredictor(model, ColumnStore(X), feature_keys="index", n_jobs=1)
         row = predictor.prepare("predict_proba")
         for size in [*sizes, len(X)]:
@@ -140,7 +142,17 @@ def policy_requests(X_train, y_train, X, sizes: list[int], repeat: int) -> None:
                 prepared_time = median_call(lambda: row.predict(id=0))  # noqa: B023 (called here)
                 prepared = f"{prepared_time * 1e6:>11.1f} {prepared_time / eager:>6.2f}"
             print(f"{name:<10} {size:>7} {eager * 1e6:>10.1f} {own * 1e6:>9.1f} {own / eager:>6.2f} {lazy * 1e6:>9.1f} "
-                  f"{lazy / eager:>6.2f} {result.rounds:>6} {expected.steps.mean():>5.1f} {prepared}")
+                  f"{lazy / eager:>6.2f} {result.rounds:>6} {expected.steps.mean():>5.1f} "
+                  f"{trees_per_row(model, expected)} {prepared}")
+
+
+def trees_per_row(model, result) -> str:
+    """The mean number of trees a row of ``result`` evaluated: a staged model's, from the stage it stopped at ("-" for
+    other models)."""
+    if not hasattr(model, "stage_units_"):
+        return f"{'-':>5}"
+    trees = np.concatenate([[0], np.cumsum([booster.num_trees() for booster in model.stages_])])
+    return f"{trees[np.searchsorted(model.stage_units_, result.steps)].mean():>5.0f}"
 
 
 def main(argv: list[str] | None = None) -> None:
