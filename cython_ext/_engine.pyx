@@ -1335,6 +1335,34 @@ def path_marks(const int64[::1] parent, const uint8[::1] mark):
     return above_, below_.astype(bool)
 
 
+cdef inline void softmax_row(const float64* score, float64* out, Py_ssize_t C) noexcept nogil:
+    """LightGBM's multiclass output of one row's C raw scores (Common::Softmax): the largest score (std::max, in
+    class order) subtracted, the C library's exp, the sum in class order, each divided by it."""
+    cdef float64 wmax = score[0], wsum = 0.0
+    cdef Py_ssize_t c
+    for c in range(1, C):
+        wmax = score[c] if not (score[c] < wmax) else wmax
+    for c in range(C):
+        out[c] = exp(score[c] - wmax)
+        wsum += out[c]
+    for c in range(C):
+        out[c] /= wsum
+
+
+def softmax(const float64[:, ::1] raw):
+    """LightGBM's multiclass output (MulticlassSoftmax::ConvertOutput) of each row of raw scores, as softmax_row
+    computes it."""
+    out_ = np.empty((raw.shape[0], raw.shape[1]), dtype=np.float64)
+    cdef float64[:, ::1] out = out_
+    cdef Py_ssize_t i
+    if raw.shape[1] == 0:
+        return out_
+    with nogil:
+        for i in range(raw.shape[0]):
+            softmax_row(&raw[i, 0], &out[i, 0], raw.shape[1])
+    return out_
+
+
 cdef class StageStack:
     """The stages of a staged model compiled as one (lightgbm_cegb/methods/ladder.py): stage 0 answers the prior (one
     raw score, or class probabilities), stage k >= 1 a LightGBM model (a FlatEnsemble, its first num_trees[k - 1]
@@ -1547,7 +1575,6 @@ cdef class StageStack:
         cdef int64 t
         cdef int32 leaf[BLOCK]
         cdef float64* o
-        cdef float64 wmax, wsum
         # the block's values, then its scores (tpi per row), then its split costs
         cdef float64* block = <float64*> malloc(max(n, 1) * (F + tpi + 1) * sizeof(float64))
         cdef float64* score = block + n * F
@@ -1588,15 +1615,7 @@ cdef class StageStack:
                 o[1] = 1.0 / (1.0 + exp(-self.scale * score[j]))
                 o[0] = 1.0 - o[1]
                 continue
-            wmax = score[j * tpi]
-            for c in range(1, C):
-                wmax = score[j * tpi + c] if not (score[j * tpi + c] < wmax) else wmax
-            wsum = 0.0
-            for c in range(C):
-                o[c] = exp(score[j * tpi + c] - wmax)
-                wsum += o[c]
-            for c in range(C):
-                o[c] /= wsum
+            softmax_row(score + j * tpi, o, C)
         free(block)
         return 0
 

@@ -146,6 +146,8 @@ class _CEGBMixin(BudgetedEstimator):
         self._check_fitted()  # the package's NotFittedError (LightGBM raises scikit-learn's)
         return super().predict(X, *args, **kwargs)
 
+    predict.lightgbm_output = True  # LightGBM's answer: LazyPredictor computes it as LightGBM does (serving.outputs)
+
     def _reads_features(self, X) -> bool:
         return has_split(self.booster_)
 
@@ -300,6 +302,8 @@ class CEGBClassifier(_CEGBMixin, lgb.LGBMClassifier):
         """
         self._check_fitted()
         return super().predict_proba(X, *args, **kwargs)
+
+    predict_proba.lightgbm_output = True
 
     def __init__(self, *, feature_costs=None, cegb_tradeoff: float = 1.0, **kwargs):
         self.feature_costs = feature_costs

@@ -19,9 +19,9 @@ of their own): the realised cost (priced by the cost model, split costs included
 deeper, so there are at most as many rounds as the deepest tree has levels.
 
 Predictions equal the model's ``predict`` on the full rows, bit for bit: computed from the leaves the routing
-reached with LightGBM's own operations for Boosters whose output is the raw score or binary's sigmoid
-(_own_output), otherwise by the model's ``predict`` on the rows with the values nobody fetched set to 0.0,
-which no split reads.
+reached with LightGBM's own operations for LightGBM models whose output is the raw score, binary's sigmoid or the
+multiclass softmax (``serving.outputs``: Boosters and the scikit-learn estimators of LightGBM's API), otherwise by
+the model's ``predict`` on the rows with the values nobody fetched set to 0.0, which no split reads.
 
 Its length: this module is the predictor; its fetch rounds (in turn, on threads with timeouts, or awaited) and its
 checks of what fetch returns stay with the one class whose state they read. A batch's rounds are in
@@ -39,10 +39,9 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 
-import lightgbm as lgb
 import numpy as np
 
-from lightgbm_cegb._engine import STORED, UNKNOWN_BITS, LazyBatch, LazyPlan, sigmoid
+from lightgbm_cegb._engine import STORED, UNKNOWN_BITS, LazyBatch, LazyPlan
 from lightgbm_cegb.base import COSTS
 from lightgbm_cegb.core.costs import resolve_costs
 from lightgbm_cegb.core.errors import CEGBError
@@ -51,6 +50,7 @@ from lightgbm_cegb.core.parallel import N_JOBS, resolve_n_jobs
 from lightgbm_cegb.core.partitions import is_dask, over_partitions
 from lightgbm_cegb.core.validation import CheckedElsewhere, NoneOr, Number, OneOf, Satisfies, validated
 from lightgbm_cegb.io.models import booster_of, fitted_costs, library_of, load_file, num_trees_used, to_forest, unwrap
+from lightgbm_cegb.serving.outputs import kernel_output
 from lightgbm_cegb.serving.prepared import PreparedRow
 from lightgbm_cegb.serving.results import FetchInterrupted, LazyResult, Malformed, stacked_predictions
 from lightgbm_cegb.serving.runs import CompiledPolicyRun, PolicyModelRun, RoutingRun, policy_run
@@ -60,9 +60,6 @@ ORDERS = ("cheapest", "costliest", "most_rows", "model")
 #: aacquire routes batches of at most this many rows on the event loop (in microseconds; handing them to a thread
 #: would take longer), larger ones on a thread
 INLINE_ROWS = 64
-#: LightGBM objectives whose ``predict`` is the raw score (written without options: no ``sqrt``)
-RAW_OBJECTIVES = frozenset({"regression", "regression_l1", "huber", "fair", "quantile", "mape", "lambdarank",
-                            "rank_xendcg"})
 #: a value not known yet: the NaN with the bits UNKNOWN_BITS (see LazyBatch)
 UNKNOWN = np.array([UNKNOWN_BITS], dtype=np.uint64).view(np.float64)[0]
 
@@ -285,8 +282,7 @@ PruneResult, Forest or policy
                                   np.cumsum([0] + [len(m) for m in self._members]),
                                   np.concatenate([np.zeros(0, dtype=np.int64), *self._members]), self._unit_order,
                                   float(self.costs_.tree), forest.float32, forest.leaf_offset, forest.leaf_value)
-        self._own = None if self.policy else _own_output(self.model, self.forest)  # None: the model's predict;
-        # 0: raw; > 0: sigmoid
+        self._own = None if self.policy else kernel_output(self.model, self.forest)  # None: the model's predict
 
     def __reduce__(self):
         """Pickled as its arguments (its compiled plan is built again where it is unpickled: a Dask worker)."""
@@ -752,20 +748,19 @@ PruneResult, Forest or policy
                                    f"{key} would read other trees or nodes"))
 
     def _predict(self, batch: LazyBatch, done: np.ndarray, method: str, kwargs: dict) -> np.ndarray:
-        """The model's prediction on the ``done`` rows of ``batch``. A Forest, and a Booster whose output is its
-        raw score or binary's sigmoid, are predicted from the leaves the rows reached with LightGBM's own
-        arithmetic (see _own_output): the same bits as ``predict``, without routing again. Other models predict
-        on the rows with 0.0 for the values nobody fetched (no split the rows passed reads them)."""
+        """The model's prediction on the ``done`` rows of ``batch``. A Forest, and a LightGBM model whose output
+        ``serving.outputs`` computes, are predicted from the leaves the rows reached with LightGBM's own arithmetic:
+        the same bits as ``predict``, without routing again. Other models predict on the rows with 0.0 for the values
+        nobody fetched (no split the rows passed reads them)."""
         model, forest = self.model, self.forest
         every = done.all()
-        own = isinstance(model, Forest) or (self._own is not None and method == "predict"
-                                            and set(kwargs) <= {"raw_score"})
-        if own:
-            raw = isinstance(model, Forest) or kwargs.get("raw_score")  # as predict(raw_score=True)
+        if isinstance(model, Forest) or (self._own is not None and self._own.takes(method, kwargs)):
+            raw = isinstance(model, Forest) or bool(kwargs.get("raw_score"))  # as predict(raw_score=True)
             score = batch.raw_score(not raw and forest.average_output)
             score = score if every else score[done]
-            score = score[:, 0] if forest.trees_per_iteration == 1 else score
-            return score if raw or self._own == 0 else sigmoid(score, self._own)
+            if isinstance(model, Forest):
+                return score[:, 0] if forest.trees_per_iteration == 1 else score
+            return self._own(score, method, raw)
         return self.predict_rows(batch.filled() if every else batch.filled()[done], method, **kwargs)
 
     def predict_rows(self, X: np.ndarray, method: str = "predict", **kwargs) -> np.ndarray:
@@ -831,20 +826,3 @@ def _numbers(outcome, where: str = "") -> np.ndarray:
         return values.astype(np.float64)
     except (TypeError, ValueError) as exc:
         raise Malformed(f"returned values {where}that are not numbers ({exc})") from None
-
-
-def _own_output(model, forest: Forest) -> float | None:
-    """For a Booster whose ``predict`` LightGBM computes as the raw score (GBDT::Predict: the trees' outputs
-    summed in tree order from 0.0, averaged for rf; 0.0 returned here) or as binary's sigmoid (its scale):
-    arithmetic that Forest.raw_score and _engine.sigmoid repeat operation for operation. None otherwise."""
-    if not isinstance(model, lgb.Booster) or forest.linear is not None or not forest.objective:
-        return None
-    name, *options = forest.objective.split(" ")
-    if name in RAW_OBJECTIVES and not options:
-        return 0.0
-    if name == "binary" and len(options) == 1 and options[0].startswith("sigmoid:"):
-        scale = float(options[0].split(":", 1)[1])
-        # the text has 6 digits: a Booster trained here may hold a scale that the text rounds
-        given = (model.params or {}).get("sigmoid", scale)
-        return scale if scale > 0 and float(given) == scale else None
-    return None

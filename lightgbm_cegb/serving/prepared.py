@@ -6,8 +6,9 @@ when it is prepared and restarts it for each request (``restart``); its rounds r
 which calls fetch once per unit a round and stores a float64 array of one value without a Python step.
 
 - A model routed tree by tree (LightGBM, XGBoost, CatBoost, scikit-learn trees, a Forest) runs on a ``LazyBatch``;
-  one whose output the kernel computes (a LightGBM Booster's raw score or binary's sigmoid, a Forest's raw score) is
-  answered from the leaves the row reached (``LazyBatch.row_output``), and such a request allocates no array.
+  one whose output is one number the kernel computes (a LightGBM model's raw score or binary's sigmoid, see
+  ``serving.outputs``; a Forest's raw score) is answered from the leaves the row reached (``LazyBatch.row_output``),
+  and such a request allocates no array.
 - A policy model with a compiled run (the staged and the adaptive acquisition) runs on its ``LadderBatch`` or
   ``PolicyBatch``, made again when the model's settings change (``__lightgbm_cegb_batch_key__``); a policy model
   without one is served by ``acquire`` of the row.
@@ -191,11 +192,12 @@ class PreparedRow:
         self._run = RoutingRun.over(predictor, self._batch, self._ids)
         self._compiled = self._compiled and forest.missing_value is None
         raw = isinstance(predictor.model, Forest) or bool(self._kwargs.get("raw_score"))
-        own = isinstance(predictor.model, Forest) or (predictor._own is not None and self.method == "predict"
-                                                      and set(self._kwargs) <= {"raw_score"})
-        # (sigmoid, scale, average) of an output the kernel computes; None: the predictor's _predict
-        if own and forest.trees_per_iteration == 1:
-            self._output = (not raw and predictor._own > 0, predictor._own or 0.0, not raw and forest.average_output)
+        # (sigmoid, scale, average) of an output of one number the kernel computes; None: the predictor's _predict
+        scalar = (False, 0.0) if isinstance(predictor.model, Forest) else None
+        if predictor._own is not None and predictor._own.takes(self.method, self._kwargs):
+            scalar = predictor._own.scalar(self.method, raw)
+        if scalar is not None and forest.trees_per_iteration == 1:
+            self._output = (*scalar, not raw and forest.average_output)
 
     def _serve_routed(self, values: np.ndarray, given: np.ndarray | None, ids: np.ndarray):
         batch, run = self._batch, self._run

@@ -298,6 +298,27 @@ def test_a_stage_still_improving_at_the_round_cap_warns():
                                 random_state=0).fit(X, y, group=group)
 
 
+def test_small_continued_stages_join_the_grid_where_a_model_s_evaluation_costs():
+    """The sweep fits continued stages of CASCADE_SMALL_LEAVES leaves beside the default kinds where a split or a tree
+    costs something, and not otherwise; their points are models of that many leaves."""
+    from lightgbm_cegb.selection import sweep
+    from lightgbm_cegb.selection.acquisition_family import CASCADE_SMALL_LEAVES
+    X, y, group, _, _ = random_case(4, queries=50)
+    cut = int(group[:35].sum())
+    train, valid = (X[:cut], y[:cut], group[:35]), (X[cut:], y[cut:], group[35:])
+    lazy = np.arange(1.0, X.shape[1] + 1)
+    for costs, small in ((FeatureCosts(lazy=lazy), False), (FeatureCosts(lazy=lazy, split=0.1), True),
+                         (FeatureCosts.from_dict({**FeatureCosts(lazy=lazy).to_dict(len(lazy)), "tree": 0.5}), True)):
+        frame = sweep(["staged_acquisition_ranker"], train, valid, costs, task="ranking", progress=False)
+        points = frame[frame["method"] == "staged_acquisition_ranker"]
+        kinds = {(p.get("stage_models"), p.get("num_leaves")) for p in points["params"]}
+        assert kinds <= {("separate", None), ("continued", None), ("continued", CASCADE_SMALL_LEAVES)}
+        assert (("continued", CASCADE_SMALL_LEAVES) in kinds) == small
+        for _, point in points.iterrows():
+            if point["params"].get("num_leaves") is not None:
+                assert point["model"].fitted_model().num_leaves == CASCADE_SMALL_LEAVES
+
+
 def test_the_sweep_and_fit_within_budget_run_it():
     from lightgbm_cegb.selection import fit_within_budget, sweep
     from lightgbm_cegb.selection.workflows import BUDGET_METHODS

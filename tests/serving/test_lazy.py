@@ -497,6 +497,72 @@ def test_outputs_computed_from_leaves_or_by_predict_are_exact(params):
         np.testing.assert_array_equal(prediction, booster.predict(X, **kwargs))
 
 
+@pytest.mark.filterwarnings("ignore:The argument 'eval_set' is deprecated")
+@settings(max_examples=24, deadline=None, derandomize=True)
+@given(st.integers(0, 10_000), st.sampled_from(["booster", "classifier", "regressor", "ranker", "cegb"]),
+       st.sampled_from([2, 3, 4]), st.sampled_from([0.0, 0.4]), st.booleans())
+def test_lightgbm_outputs_are_computed_from_the_leaves_to_the_bit(seed, kind, classes, known_share, stopped):
+    """A multiclass Booster and the scikit-learn estimators of LightGBM's API (string or number labels, early stopped
+    or not) are answered from the leaves the rows reached (serving.outputs), never by the model's predict on the
+    filled rows: predict, predict_proba and raw scores equal the model's own to the bit, lazily, in batches and on a
+    prepared row."""
+    from lightgbm_cegb.lgbm.cegb_estimators import CEGBClassifier
+    rng = np.random.default_rng(seed)
+    n = 400
+    X = rng.normal(size=(n, 5))
+    X[rng.random(X.shape) < 0.05] = np.nan
+    signal = np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 1]) * (np.nan_to_num(X[:, 2]) > 0) + rng.normal(0, 0.3, n)
+    codes = np.digitize(signal, np.quantile(signal, np.linspace(0, 1, classes + 1)[1:-1]))
+    labels = np.array(["no", "yes", "maybe", "never"])[codes] if seed % 2 else codes * 3
+    common = {"n_estimators": 30, "num_leaves": 7, "min_child_samples": 5, "verbose": -1, "random_state": seed}
+    # eval_set: LightGBM 4.7's eval_X/eval_y path does not encode string labels
+    stop = {"eval_set": [(X[300:], signal[300:] if kind == "regressor" else labels[300:])],
+            "callbacks": [lgb.early_stopping(3, verbose=False)]} if stopped and kind != "ranker" else {}
+    if kind == "booster":
+        model = lgb.train({"objective": "multiclass" if classes > 2 else "binary", "verbose": -1, "num_leaves": 7,
+                           **({"num_class": classes} if classes > 2 else {})}, lgb.Dataset(X, codes), 20)
+    elif kind == "classifier":
+        model = lgb.LGBMClassifier(**common).fit(X, labels, **stop)
+    elif kind == "cegb":
+        model = CEGBClassifier(feature_costs=FeatureCosts(lazy=np.ones(5)), cegb_tradeoff=0.001, **common).fit(
+            X, labels, **stop)
+    elif kind == "regressor":
+        model = lgb.LGBMRegressor(**common).fit(X, signal, **stop)
+    else:
+        model = lgb.LGBMRanker(**common).fit(X, codes, group=[40] * 10)
+    predictor = LazyPredictor(model, Store(X), feature_costs=np.ones(5), feature_keys="index")
+    assert predictor._own is not None
+
+    def refused(*args, **kwargs):
+        raise AssertionError("predicted by the model's predict")
+
+    predictor.predict_rows = refused
+    known = rng.random(X.shape) < known_share
+    rows = np.where(known, X, np.nan)
+    for method in ("predict", "predict_proba") if hasattr(model, "predict_proba") else ("predict",):
+        for kwargs in ({}, {"raw_score": True}):
+            expected = getattr(model, method)(X, **kwargs)
+            np.testing.assert_array_equal(getattr(predictor, method)(rows, known, **kwargs), expected)
+            np.testing.assert_array_equal(predictor.acquire(rows, known, method=method, **kwargs).prediction,
+                                          expected)
+    prepared = predictor.prepare()
+    for i in range(5):
+        np.testing.assert_array_equal(prepared.predict(id=i), model.predict(X[i:i + 1])[0])
+
+
+def test_a_subclass_that_changes_an_output_is_predicted_by_its_own_method():
+    class Shifted(lgb.LGBMRegressor):
+        def predict(self, X, **kwargs):
+            return super().predict(X, **kwargs) + 1.0
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    model = Shifted(n_estimators=5, verbose=-1).fit(X, X[:, 0])
+    predictor = LazyPredictor(model, Store(X), feature_costs=np.ones(3), feature_keys="index")
+    assert predictor._own is None
+    np.testing.assert_array_equal(predictor.predict(np.full_like(X, np.nan)), model.predict(X))
+
+
 def test_a_slow_fetch_times_out_alone():
     booster, X, _ = higgs_like(n=300)
     names = booster.feature_name()

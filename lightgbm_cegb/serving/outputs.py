@@ -1,0 +1,103 @@
+"""The outputs of LightGBM models that lazy serving computes itself, from the raw scores the kernel sums over the
+leaves the rows reached (``LazyBatch.raw_score``, GBDT::PredictRaw's order), instead of calling the model's
+``predict`` on the filled rows (a second routing, and the wrapper's checks).
+
+Each output repeats LightGBM's arithmetic operation for operation, so it equals the model's own to the bit: the raw
+score (objectives whose ConvertOutput is the identity), binary's sigmoid (``_engine.sigmoid``), the multiclass softmax
+(``_engine.softmax``); for a scikit-learn classifier of the LightGBM API, ``predict_proba`` of two classes as
+``1 - p, p`` and ``predict`` the label of the largest probability, as ``LGBMClassifier`` computes them. Anything
+else (other objectives, custom ones, linear trees, a pipeline, a method that a subclass overrides) is left to the
+model's ``predict``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import lightgbm as lgb
+import numpy as np
+
+from lightgbm_cegb._engine import sigmoid, softmax
+from lightgbm_cegb.core.forest import Forest
+from lightgbm_cegb.io.models import booster_of
+
+#: LightGBM objectives whose ``predict`` is the raw score (written without options: no ``sqrt``)
+RAW_OBJECTIVES = frozenset({"regression", "regression_l1", "huber", "fair", "quantile", "mape", "lambdarank",
+                            "rank_xendcg"})
+
+
+@dataclass(frozen=True)
+class KernelOutput:
+    """An output computed from the raw scores: ``link`` "raw", "sigmoid" (at ``scale``) or "softmax"; ``classes``: a
+    scikit-learn classifier's labels (None: a Booster or a regressor, whose ``predict`` is the linked score)."""
+
+    link: str
+    scale: float = 0.0
+    classes: np.ndarray | None = None
+
+    def takes(self, method: str, kwargs: dict) -> bool:
+        """Whether ``method(X, **kwargs)`` of the model is this output (or, with ``raw_score``, the raw scores)."""
+        methods = ("predict", "predict_proba") if self.classes is not None else ("predict",)
+        return method in methods and set(kwargs) <= {"raw_score"}
+
+    def __call__(self, raw: np.ndarray, method: str, raw_score: bool) -> np.ndarray:
+        """The model's ``method`` of rows whose raw scores are ``raw`` (n, trees per iteration)."""
+        if raw_score:
+            return raw[:, 0] if raw.shape[1] == 1 else raw
+        if self.link == "raw":
+            out = raw[:, 0]
+        elif self.link == "sigmoid":
+            out = sigmoid(np.ascontiguousarray(raw[:, 0]), self.scale)
+        else:
+            out = softmax(np.ascontiguousarray(raw))
+        if self.classes is None:
+            return out
+        proba = np.vstack((1.0 - out, out)).transpose() if out.ndim == 1 else out
+        return proba if method == "predict_proba" else self.classes[np.argmax(proba, axis=1)]
+
+    def scalar(self, method: str, raw_score: bool) -> tuple[bool, float] | None:
+        """(sigmoid?, scale) where the output of ``method`` is one number per row that ``LazyBatch.row_output``
+        computes: the raw score or binary's sigmoid of a Booster or a regressor; None otherwise."""
+        if raw_score:
+            return (False, 0.0) if self.link != "softmax" else None
+        if self.classes is not None or self.link == "softmax":
+            return None
+        return self.link == "sigmoid", self.scale
+
+
+def kernel_output(model, forest: Forest) -> KernelOutput | None:
+    """The output of ``model`` (a LightGBM Booster, or a fitted LGBMRegressor, LGBMClassifier or LGBMRanker whose
+    ``predict`` and ``predict_proba`` are LightGBM's, see :func:`_lightgbm_methods`) that :class:`KernelOutput`
+    computes, or None."""
+    booster = model if isinstance(model, lgb.Booster) else booster_of(model) if _lightgbm_methods(model) else None
+    if booster is None or forest.linear is not None or not forest.objective:
+        return None
+    classes = getattr(model, "classes_", None) if isinstance(model, lgb.LGBMClassifier) else None
+    name, *options = forest.objective.split(" ")
+    if name in RAW_OBJECTIVES and not options and classes is None:
+        return KernelOutput("raw")
+    if name == "binary" and len(options) == 1 and options[0].startswith("sigmoid:"):
+        scale = float(options[0].split(":", 1)[1])
+        # the text has 6 digits: a Booster trained here may hold a scale that the text rounds
+        given = (booster.params or {}).get("sigmoid", scale)
+        if scale > 0 and float(given) == scale and (classes is None or len(classes) == 2):
+            return KernelOutput("sigmoid", scale, classes)
+    if name == "multiclass" and forest.trees_per_iteration > 1 and not forest.average_output and \
+            options == [f"num_class:{forest.trees_per_iteration}"] and \
+            (classes is None or len(classes) == forest.trees_per_iteration):
+        return KernelOutput("softmax", 0.0, classes)
+    return None
+
+
+def _lightgbm_methods(model) -> bool:
+    """Whether ``model`` is a scikit-learn estimator of LightGBM's API whose ``predict`` (and ``predict_proba``)
+    are LightGBM's own, or say they compute the same (a method with ``lightgbm_output = True``: the package's CEGB
+    estimators, which only check that they are fitted first)."""
+    if not isinstance(model, lgb.LGBMModel) or callable(getattr(model, "objective", None)):
+        return False
+    base = next(cls for cls in type(model).__mro__ if cls.__module__ == lgb.LGBMModel.__module__)
+    for name in ("predict", "predict_proba"):
+        method = getattr(type(model), name, None)
+        if method is not getattr(base, name, None) and not getattr(method, "lightgbm_output", False):
+            return False
+    return True
