@@ -165,6 +165,8 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
         The number of units (of ``order_``) each stage holds, stage 0's (0) first.
     order_ : ndarray of int
         The units in the order the stages buy them (indices into ``units_``).
+    stage_models_ : str
+        The kind of stage models fitted (``stage_models`` at ``fit``; what prediction reads).
     units_ : list of tuple of int
         The columns of each unit: the groups of the costs (in their order), then the ungrouped features.
     unit_cost_ : ndarray of shape (n_units,)
@@ -473,7 +475,7 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
     def _scored(self, below: np.ndarray, own: np.ndarray) -> np.ndarray:
         """Documents' scores at a stage, from their scores at the stage below and the stage's ranker's ``own``: the
         sum where the stages are continued, else its own."""
-        return below + own if self.stage_models == "continued" else own
+        return below + own if self._continued() else own
 
     def replay(self, scores: list, added: list, group) -> CascadeResult:
         """The result of a run whose stages' scores (and evaluation costs) on every document of the queries
@@ -538,7 +540,7 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
 
     def _saved_state(self) -> tuple[dict, dict]:
         return ({"units": [list(u) for u in self.units_], "unit_cost": self.unit_cost_, "order": self.order_,
-                 "stage_units": self.stage_units_},
+                 "stage_units": self.stage_units_, "stage_models": self.stage_models_},
                 {f"stage_{k}": booster.model_to_string() for k, booster in enumerate(self.stages_, start=1)})
 
     def _restore(self, state: dict, folder, manifest: dict) -> None:

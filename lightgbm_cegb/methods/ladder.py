@@ -67,6 +67,7 @@ class StageLadder:
         :meth:`_searched`), ``stage_units_`` (up to ``max_stage_cost``) and ``stages_``: ``stage_on(columns)`` of each
         stage in turn (default ``train_on``, whose model of every column is then the last stage's where it holds every
         unit)."""
+        self.stage_models_ = getattr(self, "stage_models", "separate")  # the regressor has no stage_models
         full = train_on(list(range(num_features)))
         gain = full.feature_importance("gain")
         unit_gain = np.array([gain[list(columns)].sum() for columns in self.units_])
@@ -123,6 +124,11 @@ class StageLadder:
             sizes = np.empty(0, dtype=np.int64)
         sizes = np.concatenate([sizes, [len(prices)], [int(np.sum(prices == 0))] if prices[0] == 0 else []])
         return np.concatenate([[0], np.unique(np.clip(sizes, 1, len(prices)))]).astype(np.int64)
+
+    def _continued(self) -> bool:
+        """Whether the fitted stages add to the scores of the stages below (``stage_models_``: the kind they were
+        fitted and saved as; ``set_params(stage_models=...)`` changes the next fit only)."""
+        return getattr(self, "stage_models_", "separate") == "continued"
 
     def _compile(self, name: str, boosters: list, prior, continued: bool = False) -> StageStack | None:
         """``boosters`` (stage k's at k - 1) compiled with the stages' columns, stage 0 answering ``prior`` (one value:
@@ -250,6 +256,10 @@ class StageLadder:
                 or stage_units[-1] > len(order):
             raise saved.damaged(state, f"stage_units should rise from 0 to at most the {len(order)} units of order")
         self.stage_units_ = stage_units
+        kind = state.get("stage_models", getattr(self, "stage_models", "separate"))  # older files: the parameter's
+        if kind not in STAGE_MODELS:
+            raise saved.damaged(state, f"stage_models should be one of {', '.join(STAGE_MODELS)}, got {kind!r:.40}")
+        self.stage_models_ = kind
 
 
 class LadderRun:

@@ -126,6 +126,8 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
         The number of units (of ``order_``) each stage holds, stage 0's (0) first.
     order_ : ndarray of int
         The units in the order the stages buy them (indices into ``units_``).
+    stage_models_ : str
+        The kind of stage models fitted (``stage_models`` at ``fit``; what prediction reads).
     units_ : list of tuple of int
         The columns of each unit: the groups of the costs (in their order), then the ungrouped features.
     unit_cost_ : ndarray of shape (n_units,)
@@ -273,7 +275,7 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
         entry = self.__dict__.get("_compiled", {}).get("stages")
         if entry is not None and entry[0] is self.stages_:
             return entry[1]
-        continued = self.stage_models == "continued"
+        continued = self._continued()
         stack = self._compile("stages", self.stages_, self.prior_, continued)
         if stack is None and continued:
             raise CEGBError("stage_models='continued': each stage's classifier should be binary with one sigmoid scale "
@@ -349,7 +351,7 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
     def _carried(self, n: int) -> np.ndarray | None:
         """Continued stages: n rows' raw scores (one per row for two classes, one per class for more), which each stage
         reads and replaces; None for separate ones."""
-        if self.stage_models != "continued":
+        if not self._continued():
             return None
         return np.empty((n, 1 if len(self.classes_) == 2 else len(self.classes_)))
 
@@ -427,7 +429,8 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
 
     def _saved_state(self) -> tuple[dict, dict]:
         return ({"classes": self.classes_, "units": [list(u) for u in self.units_], "unit_cost": self.unit_cost_,
-                 "order": self.order_, "stage_units": self.stage_units_, "prior": self.prior_},
+                 "order": self.order_, "stage_units": self.stage_units_, "prior": self.prior_,
+                 "stage_models": self.stage_models_},
                 {f"stage_{k}": booster.model_to_string() for k, booster in enumerate(self.stages_, start=1)})
 
     def _restore(self, state: dict, folder, manifest: dict) -> None:

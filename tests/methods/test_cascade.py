@@ -241,6 +241,9 @@ def test_continued_stages_add_trees_to_the_scores_of_the_stage_below():
         expected = alone if stage_models == "separate" else model.stages_[0].predict(model._masked(X, 1)) + alone
         np.testing.assert_allclose(ranked.stage_score, expected, rtol=1e-12, atol=1e-12)
         assert ndcg_at_k(y, ranked.stage_score, group, 5) > 0.8
+        other = "separate" if stage_models == "continued" else "continued"  # the fitted kind is what predicts
+        np.testing.assert_array_equal(copy.copy(model).set_params(stage_models=other).predict(X, group=group),
+                                      model.predict(X, group=group))
         models[stage_models] = model
     first, second = ([model.stages_[k].model_to_string() for model in models.values()] for k in (0, 1))
     assert first[0] == first[1] and second[0] != second[1]

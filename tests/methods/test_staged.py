@@ -196,6 +196,8 @@ def test_continued_stages_add_trees_to_the_raw_scores_of_the_stage_below():
         own = continued.stages_[k - 1].predict(masked, raw_score=True).reshape(len(X), -1)
         expected = own if expected is None else expected + own
         np.testing.assert_array_equal(raw, expected, err_msg=f"stage {k}")
+    proba = continued.predict_proba(X)
+    np.testing.assert_array_equal(copy.copy(continued).set_params(stage_models="separate").predict_proba(X), proba)
     with pytest.raises(ValueError, match="continued stack takes the rows' scores"):
         continued._stack().proba(X, 1, 1)
     with pytest.raises(ValueError, match="by a continued stack only"):
@@ -357,6 +359,12 @@ def test_save_and_load(tmp_path, stage_models):
     again = StagedAcquisitionClassifier.load(tmp_path / "m")
     np.testing.assert_array_equal(again.predict_proba(X), model.predict_proba(X))
     np.testing.assert_array_equal(again.prediction_cost(X).per_instance, model.prediction_cost(X).per_instance)
+    # the fitted kind is saved: a parameter changed after fit changes the next fit only
+    other = "separate" if stage_models == "continued" else "continued"
+    copy.copy(model).set_params(stage_models=other).save(tmp_path / "edited")
+    again = StagedAcquisitionClassifier.load(tmp_path / "edited")
+    assert again.stage_models == other and again.stage_models_ == stage_models
+    np.testing.assert_array_equal(again.predict_proba(X), model.predict_proba(X))
 
 
 @pytest.mark.parametrize("params, match", [
@@ -462,6 +470,7 @@ def three_classes(n: int = 300, seed: int = 0):
                                                                r"partition of the columns\), got column \d in 2 units"),
     ("units", lambda units: [units[0]] * len(units),
      r"units should hold each of the 4 columns once .*, got column \d in [04] units"),
+    ("stage_models", lambda kind: "stacked", r"stage_models should be one of separate, continued, got 'stacked'"),
 ])
 def test_a_saved_state_is_checked_for_meaning(tmp_path, key, edit, message):
     """Issue 61 (11): the saved state was checked for shape only: a prior of [5, 5, 5] loaded and predict_proba's
