@@ -90,8 +90,8 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
     stage_models : {"separate", "continued"}, default="separate"
         Each stage's classifier its own model of the stage's columns, or trees trained from the raw scores of the
         stages below (each stage's on its own columns) and added to them: a row at stage k has evaluated each of its
-        stages' trees once, where separate models are each a whole classifier (on HIGGS at ``tradeoff=0.25``, 150
-        trees a row against 538).
+        stages' trees once, where separate models are each a whole classifier (on HIGGS at ``tradeoff=0.25``, 216
+        trees a row against 532: docs/speed.md). Separate stages are a little sharper (the method's guide page).
     n_estimators : int, default=5000
         Most boosting rounds of each stage's classifier (early stopped; a RoundsWarning names a stage that still
         improved at the cap).
