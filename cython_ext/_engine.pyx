@@ -1570,7 +1570,7 @@ cdef class StageStack:
         cdef const Ensemble* e = self.ens[k - 1]
         cdef const int64* leaf_offset = self.leaf_offset[k - 1]
         cdef const float64* leaf_value = self.leaf_value[k - 1]
-        cdef Py_ssize_t F = self.num_features, C = self.num_class, tpi = 1 if C <= 2 else C, n = stop - start
+        cdef Py_ssize_t F = self.num_features, C = self.num_class, tpi = self._scores_per_row(), n = stop - start
         cdef Py_ssize_t i, j, c, f, cls = 0
         cdef int64 t
         cdef int32 leaf[BLOCK]
