@@ -11,7 +11,7 @@ faster than LightGBM's row-by-row predictor. The kernels trust the arrays they a
 from cython.parallel cimport parallel, prange, threadid
 from libc.math cimport INFINITY, NAN, exp, isnan, log
 from libc.stdlib cimport free, malloc
-from libc.string cimport memcpy, memset
+from libc.string cimport memset
 
 import numpy as np
 
@@ -40,6 +40,8 @@ cdef extern from *:
 DEF BLOCK = 64
 #: rows routed together through a tree, each one node per step (route_rows)
 DEF LANES = 8
+#: rows of one tile of LazyBatch._store_round (their values of every fetched unit written together)
+DEF STORE_TILE = 256
 
 
 def check_structure(const int64[::1] node_offset, const int32[::1] left, const int32[::1] right):
@@ -412,6 +414,13 @@ cdef class LazyPlan:
         self.root_feature, self.num_roots = <const int32*> data(root_feature_), root_feature_.size
 
 
+cdef inline void _free_all(void* a, void* b, void* c, void* d) noexcept nogil:
+    free(a)
+    free(b)
+    free(c)
+    free(d)
+
+
 cdef class LazyBatch:
     """One batch of rows in lazy routing under a LazyPlan: the values known so far, where each row stands in each
     tree, what it has paid, and which rows need each fetch unit.
@@ -457,9 +466,10 @@ cdef class LazyBatch:
         bookkeeping of large batches."""
         cdef Py_ssize_t F = plan.num_features, G = plan.num_groups
         cdef int64 T = plan.num_trees
-        cdef cnp.ndarray values = np.array(X, dtype=np.float64, order="C")
-        if values.ndim != 2 or values.shape[1] != F:
+        cdef cnp.ndarray given = np.ascontiguousarray(X, dtype=np.float64)
+        if given.ndim != 2 or given.shape[1] != F:
             raise ValueError(f"X should have {F} columns, got shape {np.shape(X)}")
+        cdef cnp.ndarray values = np.empty_like(given)  # filled from given by _start
         cdef Py_ssize_t n = values.shape[0], n_blocks = (n + 63) // 64
         cdef cnp.ndarray known_
         cdef const uint8* kn = NULL
@@ -495,21 +505,24 @@ cdef class LazyBatch:
         self.blocked = self.active + n
         self.any_need = self.blocked + n
         self.need = self.any_need + n
-        with nogil:
-            self._start(kn)
+        cdef const float64* src = <const float64*> data(given)
+        with nogil:  # one thread: the pages' first touch, which threads would wait for each other for
+            self._start(src, kn)
 
-    cdef void _start(self, const uint8* kn) noexcept nogil:
-        """The state of rows that have routed nowhere yet, from their values in X (kn: which X gives, NULL for its
-        non-NaN ones; a NaN given is a missing value; with float32, a value is rounded as such models read it)."""
-        cdef Py_ssize_t n = self.n, F = self.F, G = self.G, n_blocks = self.n_blocks, i, f, b
+    cdef void _start(self, const float64* src, const uint8* kn) noexcept nogil:
+        """The state of rows that have routed nowhere yet, from their values in src (X's, or X itself; kn: which src
+        gives, NULL for its non-NaN ones; a NaN given is a missing value; with float32, a value is rounded as such
+        models read it)."""
+        cdef Py_ssize_t n = self.n, F = self.F, G = self.G, i, f, b
         cdef int64 T = self.T, t
         cdef uint64* v
+        cdef float64 value
         cdef bint float32 = self.plan.float32
         memset(self.hg, 0, n * G)
         memset(self.fe, 0, n * F)
         memset(self.pd, 0, n * (F + G))
         memset(self.rt, 0, n * T * sizeof(int32))
-        memset(self.pending, 0, n_blocks * T * 8 + n_blocks * 8 + 3 * n + F * n)
+        memset(self.pending, 0, self.n_blocks * T * 8 + self.n_blocks * 8 + 3 * n + F * n)
         memset(self.active, 1, n)
         for i in range(n):
             self.acq[i] = 0.0
@@ -517,12 +530,15 @@ cdef class LazyBatch:
             self.st[i] = PENDING
             v = <uint64*> (self.x + i * F)
             for f in range(F):
-                if (kn != NULL and not kn[i * F + f]) or (kn == NULL and isnan(self.x[i * F + f])):
+                value = src[i * F + f]
+                if (kn != NULL and not kn[i * F + f]) or (kn == NULL and isnan(value)):
                     v[f] = UNKNOWN
-                elif isnan(self.x[i * F + f]):
+                elif isnan(value):
                     self.x[i * F + f] = NAN  # a missing value: never the bits of UNKNOWN
                 elif float32:
-                    self.x[i * F + f] = <float64> (<float> self.x[i * F + f])
+                    self.x[i * F + f] = <float64> (<float> value)
+                else:
+                    self.x[i * F + f] = value
             if G:
                 for f in range(F):
                     (<uint64*> self.h)[i * F + f] = UNKNOWN
@@ -531,8 +547,8 @@ cdef class LazyBatch:
                 for i in range(n):
                     self.rt[i * T + t] = -1
             else:  # every row inside the tree: whole words, the last block's rows only
-                for b in range(n_blocks):
-                    self.pending[b * T + t] = ~(<uint64> 0) if b < n_blocks - 1 else \
+                for b in range(self.n_blocks):
+                    self.pending[b * T + t] = ~(<uint64> 0) if b < self.n_blocks - 1 else \
                         (~(<uint64> 0)) >> (64 - (n - b * 64))
         self.started = False
         self.leaves_ready = False
@@ -549,8 +565,7 @@ cdef class LazyBatch:
             if kn.shape[0] != self.F:
                 raise ValueError("known does not match x")
         with nogil:
-            memcpy(self.x, &x[0], self.F * sizeof(float64))
-            self._start(NULL if known is None else &kn[0])
+            self._start(&x[0], NULL if known is None else &kn[0])
 
     cdef inline void _pay(self, Py_ssize_t i, Py_ssize_t f) noexcept nogil:
         """Row i reads feature f: its lazy cost, and its group's the first time, as the cost kernel charges."""
@@ -893,14 +908,15 @@ cdef class LazyBatch:
     def fetch_round(self, list requests, fetch, list keys, ids):
         """Call fetch(keys[unit], row ids) for each request (unit, rows) of advance in turn (row ids: ids[rows],
         or rows when ids is None). A feature's values returned as a C-contiguous float64 array of one value per
-        row are stored at once, as deliver stores them; anything else (a group's values, other types, the
-        exception fetch raised) is left to the caller. Returns each call's outcome, STORED for those stored; None
-        when every call's values were stored."""
+        row are stored as deliver stores them, after the round's last call (all of them in one pass over the rows:
+        a row's values are written together); anything else (a group's values, other types, the exception fetch
+        raised) is left to the caller. Returns each call's outcome, STORED for those stored; None when every
+        call's values were stored."""
         cdef Py_ssize_t j
         cdef int64 unit
-        cdef cnp.ndarray array
         cdef bint every = True
         outcomes = [None] * len(requests)
+        stored = []
         for j in range(len(requests)):
             unit, rows = requests[j]
             try:
@@ -910,13 +926,78 @@ cdef class LazyBatch:
                 every = False
                 continue
             if unit < self.F and one_value_per_row(values, len(rows)):
-                array = values
-                self._store(unit, rows, <const float64*> data(array), len(rows), self.threads)
+                stored.append((unit, self._rows(rows), values))
                 outcomes[j] = STORED
                 continue
             outcomes[j] = values
             every = False
+        self._store_round(stored)
         return None if every else outcomes
+
+    cdef void _store_round(self, list stored) except *:
+        """Store fetch_round's feature values, [(unit, rows, values)]: row tile by row tile, each tile's rows of
+        every unit (rows ascending, as advance gives them; otherwise unit by unit, as deliver)."""
+        cdef Py_ssize_t q = len(stored), j, k, tiles = (self.n + STORE_TILE - 1) // STORE_TILE, total = 0
+        cdef cnp.ndarray rows, values
+        cdef const int64* r
+        if q == 0:
+            return
+        for unit, rows, values in stored:
+            r = <const int64*> data(rows)
+            for j in range(1, rows.shape[0]):
+                if r[j] <= r[j - 1]:
+                    for unit_, rows_, values_ in stored:
+                        self._store(unit_, rows_, <const float64*> data(values_), rows_.shape[0], self.threads)
+                    return
+            total += rows.shape[0]
+        cdef int64* units = <int64*> malloc(q * sizeof(int64))
+        cdef const int64** row_of = <const int64**> malloc(q * sizeof(int64*))
+        cdef const float64** value_of = <const float64**> malloc(q * sizeof(float64*))
+        cdef Py_ssize_t* count = <Py_ssize_t*> malloc(q * sizeof(Py_ssize_t))
+        if units == NULL or row_of == NULL or value_of == NULL or count == NULL:
+            _free_all(units, row_of, value_of, count)
+            raise MemoryError()
+        for k in range(q):
+            unit, rows, values = stored[k]
+            units[k], row_of[k], value_of[k] = unit, <const int64*> data(rows), <const float64*> data(values)
+            count[k] = rows.shape[0]
+        with nogil:
+            if self.threads > 1 and total >= 4 * BLOCK * self.threads:
+                for j in prange(tiles, schedule="static", num_threads=self.threads):
+                    self._store_tile(q, units, row_of, value_of, count, j * STORE_TILE)
+            else:
+                for j in range(tiles):
+                    self._store_tile(q, units, row_of, value_of, count, j * STORE_TILE)
+        _free_all(units, row_of, value_of, count)
+
+    cdef void _store_tile(self, Py_ssize_t q, const int64* units, const int64** row_of, const float64** value_of,
+                          const Py_ssize_t* count, Py_ssize_t lo) noexcept nogil:
+        """The values of rows [lo, lo + STORE_TILE) of each of q units (rows ascending)."""
+        cdef Py_ssize_t k, a, b, mid, hi = lo + STORE_TILE
+        cdef const int64* r
+        for k in range(q):
+            r = row_of[k]
+            a, b = 0, count[k]
+            while a < b:  # the first of the unit's rows at or above lo
+                mid = (a + b) // 2
+                if r[mid] < lo:
+                    a = mid + 1
+                else:
+                    b = mid
+            while a < count[k] and r[a] < hi:
+                self._store_value(r[a], units[k], value_of[k][a])
+                a += 1
+
+    cdef inline void _store_value(self, int64 i, int64 f, float64 value) noexcept nogil:
+        """Row i's value of feature f, fetched: stored (a NaN as a missing value; float32 models' rounding) and
+        paid."""
+        if isnan(value):
+            value = NAN
+        elif self.plan.float32:
+            value = <float64> (<float> value)
+        self.x[i * self.F + f] = value
+        self.fe[i * self.F + f] = 1
+        self._pay(i, f)
 
     def deliver(self, int64 unit, rows, values):
         """Store what a fetch of `unit` returned for `rows`: values (float64, flattened) [j * width + c] for
@@ -961,19 +1042,17 @@ cdef class LazyBatch:
             i = r[j]
             for c in range(width):
                 value = values[j * width + c]
+                if g < 0:
+                    self._store_value(i, unit, value)
+                    continue
                 if isnan(value):
                     value = NAN
                 elif float32:
                     value = <float64> (<float> value)
-                if g < 0:
-                    self.x[i * F + unit] = value
-                    self.fe[i * F + unit] = 1
-                    self._pay(i, unit)
-                else:
-                    f = member[c]
-                    if (<uint64*> self.x)[i * F + f] == UNKNOWN:
-                        self.h[i * F + f] = value
-                        self.fe[i * F + f] = 1
+                f = member[c]
+                if (<uint64*> self.x)[i * F + f] == UNKNOWN:
+                    self.h[i * F + f] = value
+                    self.fe[i * F + f] = 1
             if g >= 0:
                 self.hg[i * self.G + g] = 1
 
@@ -1044,15 +1123,27 @@ cdef class LazyBatch:
     cdef void _raw_score(self, float64* out, bint average, bint convert, Py_ssize_t start,
                          Py_ssize_t stop) noexcept nogil:
         cdef int64 tpi = self.plan.flat.trees_per_iteration, T = self.T, t, k
-        cdef float64 iterations = <float64> (T // tpi)
+        cdef float64 iterations = <float64> (T // tpi), score
+        cdef const float64* leaf_value = self.plan.leaf_value
+        cdef const int64* leaf_offset = self.plan.leaf_offset
+        cdef int32* rt
         cdef Py_ssize_t i
         if convert:
             self._to_leaves(start, stop)
         for i in range(start, stop):
             if self.st[i] != DONE:
                 continue
-            for t in range(T):
-                out[i * tpi + t % tpi] += self.plan.leaf_value[self.plan.leaf_offset[t] + self.rt[i * T + t]]
+            rt = self.rt + i * T
+            if tpi == 1:  # one sum in a register: the same additions, in the same order, from 0.0
+                score = 0.0
+                for t in range(T):
+                    score += leaf_value[leaf_offset[t] + rt[t]]
+                out[i] = score
+            else:
+                k = 0
+                for t in range(T):
+                    out[i * tpi + k] += leaf_value[leaf_offset[t] + rt[t]]
+                    k = k + 1 if k + 1 < tpi else 0
             if average and T:
                 for k in range(tpi):
                     out[i * tpi + k] /= iterations
@@ -1071,17 +1162,28 @@ cdef class LazyBatch:
     def values(self):
         """(X, known) as a result reports them: the members fetched with a group and read by no path known all
         the same, NaN where nothing is known. X becomes this (call it when the run is over)."""
-        known_ = np.ones((self.n, self.F), dtype=np.uint8)
+        known_ = np.empty((self.n, self.F), dtype=np.uint8)
         cdef uint8* known = <uint8*> data(known_)
-        cdef Py_ssize_t k
+        cdef Py_ssize_t block
         with nogil:
-            for k in range(self.n * self.F):
-                if self.G and (<uint64*> self.h)[k] != UNKNOWN:
-                    self.x[k] = self.h[k]
-                if (<uint64*> self.x)[k] == UNKNOWN:
-                    self.x[k] = NAN
-                    known[k] = 0
+            if self.threads == 1:
+                self._values(known, 0, self.n)
+            else:
+                for block in prange(self.n_blocks, schedule="static", num_threads=self.threads):
+                    self._values(known, block * 64, min(self.n, block * 64 + 64))
         return self.X, known_.view(bool)
+
+    cdef void _values(self, uint8* known, Py_ssize_t start, Py_ssize_t stop) noexcept nogil:
+        """values() of rows [start, stop)."""
+        cdef Py_ssize_t k
+        cdef bint unknown
+        for k in range(start * self.F, stop * self.F):
+            if self.G and (<uint64*> self.h)[k] != UNKNOWN:
+                self.x[k] = self.h[k]
+            unknown = (<uint64*> self.x)[k] == UNKNOWN
+            if unknown:
+                self.x[k] = NAN
+            known[k] = not unknown
 
 
 cdef inline void route_rows(const Ensemble* e, int64 t, const Node* tree_nodes, const float64* X, Py_ssize_t n_cols,

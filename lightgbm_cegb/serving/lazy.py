@@ -113,8 +113,9 @@ PruneResult, Forest or policy
 
         Values are in the order of the row ids, except a pandas Series or DataFrame (or a mapping's Series)
         with an index other than a RangeIndex: it is read by its index, which must hold each row id asked for
-        once (a store's ``pd.read_sql(..., index_col="id")`` in its own order works). A coroutine function is
-        awaited by ``aacquire``/``apredict``.
+        once (a store's ``pd.read_sql(..., index_col="id")`` in its own order works). The values are read after
+        the round's last call: an array returned may not be overwritten by a later call of the same round. A
+        coroutine function is awaited by ``aacquire``/``apredict``.
     feature_costs : FeatureCosts, lazy costs per column or by name, optional
         As ``prediction_cost`` (None: the model's cegb_* parameters or a package estimator's fitted costs;
         no costs at all: everything costs 0). Its groups are the groups fetch is called with; a group's

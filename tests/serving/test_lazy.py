@@ -1005,3 +1005,36 @@ def test_large_batches_on_threads_equal_one_thread(grouped):
     for name in ("prediction", "status", "X", "known", "fetched", "acquisition", "evaluation", "leaves"):
         np.testing.assert_array_equal(getattr(results[1], name), getattr(results[0], name), err_msg=name)
     assert results[1].rounds == results[0].rounds and results[1].fetch_calls == results[0].fetch_calls
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("rows_order", ["advance", "shuffled"])
+def test_a_round_stores_its_values_as_deliver_does(threads, rows_order):
+    """LazyBatch.fetch_round stores a round's values after its last call, row tile by row tile (rows ascending, as
+    advance gives them) or request by request (other rows): the batch ends as one given each request's values
+    through deliver, the missing values included, on a batch of many tiles."""
+    from lightgbm_cegb._engine import LazyBatch
+
+    booster, X, costs = higgs_like(n=3000)
+    plan = LazyPredictor(booster, Store(X), feature_costs=costs, feature_keys="index")._plan
+    rng = np.random.default_rng(0)
+    stored, delivered = (LazyBatch(plan, np.full_like(X, np.nan), None, threads) for _ in range(2))
+    keys = list(range(X.shape[1]))
+    rounds = 0
+    while requests := stored.advance():
+        assert [(u, list(rows)) for u, rows in requests] == [(u, list(rows)) for u, rows in delivered.advance()]
+        if rows_order == "shuffled":
+            requests = [(u, rng.permutation(rows)) for u, rows in requests]
+        assert stored.fetch_round(requests, lambda key, ids: X[ids, key], keys, None) is None
+        for unit, rows in requests:
+            delivered.deliver(unit, rows, X[rows, unit])
+        stored.read_held()
+        delivered.read_held()
+        rounds += 1
+    assert rounds >= 2 and not delivered.advance()
+    assert np.isnan(X).any()
+    for field in ("fetched", "paid", "acquisition", "evaluation", "status"):
+        np.testing.assert_array_equal(getattr(stored, field), getattr(delivered, field), err_msg=field)
+    np.testing.assert_array_equal(stored.values()[0].view(np.uint64), delivered.values()[0].view(np.uint64))
+    np.testing.assert_array_equal(stored.leaves(), delivered.leaves())
+    np.testing.assert_array_equal(stored.raw_score(False), booster.predict(X, raw_score=True)[:, None])
