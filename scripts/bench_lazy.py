@@ -6,7 +6,8 @@ Rows: the bundled HIGGS events (7,500) drawn with replacement up to --rows. For 
 and CEGB at the demo's tradeoffs, 100 rounds of 31 leaves, and an ``LGBMClassifier`` of 100 trees against its own
 ``predict_proba``), ``LazyPredictor.predict`` on rows that arrive
 with no feature known and a zero-cost fetch (a column of a column store, ``columns[key][ids]``) is timed against
-``Booster.predict`` on the full rows, both in this process, best of --repeat; the ratio is the figure. Also:
+``Booster.predict`` on the full rows, both in this process, best of --repeat; the ratio is the figure, with the
+default threads of both and with one thread each (``num_threads=1``, ``n_jobs=1``). Also:
 fetch rounds and calls, and the share of (row, feature) values fetched, which is what lazy acquisition saves
 when values cost something.
 
@@ -168,21 +169,27 @@ def main(argv: list[str] | None = None) -> None:
     base = {"objective": "binary", "num_leaves": 31, "learning_rate": 0.1, "seed": 0, "deterministic": True,
             "verbose": -1}
     print(f"{args.rows:,} rows x {X.shape[1]} features, best of {args.repeat}")
-    header = (f"{'model':<24} {'predict s':>9} {'lazy s':>8} {'ratio':>6} {'rounds':>6} {'calls':>6} "
-              f"{'fetched':>8} {'cost lazy':>9}")
+    header = (f"{'model':<24} {'predict s':>9} {'lazy s':>8} {'ratio':>6} {'1 thread':>8} {'lazy':>6} {'ratio':>6} "
+              f"{'rounds':>6} {'calls':>6} {'fetched':>8} {'cost lazy':>9}")
     print(header + "\n" + "-" * len(header))
     for tradeoff, rounds in [(None, 100), (None, 500), *((tradeoff, 100) for tradeoff in args.tradeoffs)]:
         params = dict(base, **({} if tradeoff is None else HIGGS_COSTS.to_params(tradeoff=tradeoff)))
         booster = lgb.train(params, lgb.Dataset(X_train, y_train), rounds)
-        predictor = LazyPredictor(booster, fetch, feature_costs=HIGGS_COSTS, feature_keys="index")
-        # best_of calls the lambdas at once, within this iteration: the noqa: B023 below
-        eager_time, expected = best_of(args.repeat, lambda: booster.predict(X))  # noqa: B023
-        lazy_time, result = best_of(args.repeat, lambda: predictor.acquire(unknown))  # noqa: B023
-        if not np.array_equal(result.prediction, expected):
-            raise SystemExit("lazy predictions differ from predict: a bug")
+        times = []
+        for threads in (None, 1):  # the default threads, then one thread each
+            predictor = LazyPredictor(booster, fetch, feature_costs=HIGGS_COSTS, feature_keys="index", n_jobs=threads)
+            options = {} if threads is None else {"num_threads": threads}
+            # best_of calls the lambdas at once, within this iteration: the noqa: B023 below
+            eager_time, expected = best_of(args.repeat, lambda: booster.predict(X, **options))  # noqa: B023
+            lazy_time, result = best_of(args.repeat, lambda: predictor.acquire(unknown))  # noqa: B023
+            if not np.array_equal(result.prediction, expected):
+                raise SystemExit("lazy predictions differ from predict: a bug")
+            times.append((eager_time, lazy_time))
+        (eager_time, lazy_time), (eager_one, lazy_one) = times
         name = f"LightGBM, {rounds} trees" if tradeoff is None else f"CEGB tradeoff={tradeoff:g}"
-        print(f"{name:<24} {eager_time:>9.3f} {lazy_time:>8.3f} {lazy_time / eager_time:>6.2f} "
-              f"{result.rounds:>6} {result.fetch_calls:>6} {result.fetched.mean():>8.1%} {result.mean:>9.2f}")
+        print(f"{name:<24} {eager_time:>9.3f} {lazy_time:>8.3f} {lazy_time / eager_time:>6.2f} {eager_one:>8.3f} "
+              f"{lazy_one:>6.3f} {lazy_one / eager_one:>6.2f} {result.rounds:>6} {result.fetch_calls:>6} "
+              f"{result.fetched.mean():>8.1%} {result.mean:>9.2f}")
     classifier = lgb.LGBMClassifier(n_estimators=100, num_leaves=31, learning_rate=0.1, random_state=0,
                                     deterministic=True, verbose=-1).fit(X_train, y_train)
     predictor = LazyPredictor(classifier, fetch, feature_costs=HIGGS_COSTS, feature_keys="index")
