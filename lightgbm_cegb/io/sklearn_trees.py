@@ -41,6 +41,10 @@ def _trees(model) -> tuple[list, list, int, bool]:
     if isinstance(model, BaseDecisionTree):
         return [model], [None], 1, False
     if isinstance(model, (GradientBoostingClassifier, GradientBoostingRegressor)):
+        if not constant_init(model):
+            raise CEGBError(f"model: the init estimator of this {type(model).__name__} ({type(model.init_).__name__}) "
+                            "predicts from the row's features, which no tree reads: its cost and lazy prediction "
+                            "would miss them; use init=None (a constant) or 'zero'")
         estimators = np.asarray(model.estimators_)
         return list(estimators.ravel()), [None] * estimators.size, estimators.shape[1], False
     if isinstance(model, BaseEnsemble) and hasattr(model, "estimators_") \
@@ -50,6 +54,18 @@ def _trees(model) -> tuple[list, list, int, bool]:
     raise CEGBError(f"model should be a LightGBM Booster, a model file or a fitted scikit-learn tree, "
                     f"forest, bagging of trees, IsolationForest or gradient boosting model, got "
                     f"{type(model).__name__}")
+
+
+def constant_init(model) -> bool:
+    """Whether a fitted GradientBoosting* model's init estimator predicts one constant for every row: ``"zero"``, or
+    a ``DummyClassifier`` / ``DummyRegressor`` of a constant strategy (its default)."""
+    from sklearn.dummy import DummyClassifier, DummyRegressor
+
+    init = model.init_
+    if isinstance(init, str):
+        return init == "zero"
+    return (isinstance(init, DummyClassifier) and init.strategy in ("prior", "most_frequent", "constant")) or (
+        isinstance(init, DummyRegressor) and init.strategy in ("mean", "median", "quantile", "constant"))
 
 
 def node_ids(tree) -> np.ndarray:

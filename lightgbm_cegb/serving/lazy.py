@@ -276,14 +276,16 @@ PruneResult, Forest or policy
                 g = self._group_of[columns[0]]
                 if g >= 0 and list(self._members[g]) != list(columns):
                     self._unit_columns[u] = np.array([list(self._members[g]).index(f) for f in columns])
+        self._own = None if self.policy else kernel_output(self.model, self.forest)  # None: the model's predict
         if not self.policy:
             lazy, _, split = self.costs_.arrays(num_features)
             forest = self.forest
+            leaf_value = forest.leaf_value if self._own is None or self._own.leaf_value is None else \
+                self._own.leaf_value
             self._plan = LazyPlan(forest.flat, self.num_trees, lazy, split, self._group_of, group_lazy,
                                   np.cumsum([0] + [len(m) for m in self._members]),
                                   np.concatenate([np.zeros(0, dtype=np.int64), *self._members]), self._unit_order,
-                                  float(self.costs_.tree), forest.float32, forest.leaf_offset, forest.leaf_value)
-        self._own = None if self.policy else kernel_output(self.model, self.forest)  # None: the model's predict
+                                  float(self.costs_.tree), forest.float32, forest.leaf_offset, leaf_value)
 
     def __reduce__(self):
         """Pickled as its arguments (its compiled plan is built again where it is unpickled: a Dask worker)."""
@@ -749,10 +751,10 @@ PruneResult, Forest or policy
                                    f"{key} would read other trees or nodes"))
 
     def _predict(self, batch: LazyBatch, done: np.ndarray, method: str, kwargs: dict) -> np.ndarray:
-        """The model's prediction on the ``done`` rows of ``batch``. A Forest, and a LightGBM model whose output
-        ``serving.outputs`` computes, are predicted from the leaves the rows reached with LightGBM's own arithmetic:
-        the same bits as ``predict``, without routing again. Other models predict on the rows with 0.0 for the values
-        nobody fetched (no split the rows passed reads them)."""
+        """The model's prediction on the ``done`` rows of ``batch``. A Forest, and a model whose output
+        ``serving.outputs`` computes, are predicted from the leaves the rows reached with their library's own
+        arithmetic: the same bits as ``predict``, without routing again. Other models predict on the rows with 0.0 for
+        the values nobody fetched (no split the rows passed reads them)."""
         model, forest = self.model, self.forest
         every = done.all()
         if isinstance(model, Forest) or (self._own is not None and self._own.takes(method, kwargs)):

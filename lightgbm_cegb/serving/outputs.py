@@ -1,13 +1,22 @@
-"""The outputs of LightGBM models that lazy serving computes itself, from the raw scores the kernel sums over the
-leaves the rows reached (``LazyBatch.raw_score``, GBDT::PredictRaw's order), instead of calling the model's
-``predict`` on the filled rows (a second routing, and the wrapper's checks).
+"""The outputs of the models whose arithmetic lazy serving repeats itself, from the raw scores the kernel sums over the
+leaves the rows reached (``LazyBatch.raw_score``: from 0.0, tree by tree in the forest's order), instead of calling
+the model's ``predict`` on the filled rows (a second routing, and the wrapper's checks).
 
-Each output repeats LightGBM's arithmetic operation for operation, so it equals the model's own to the bit: the raw
-score (objectives whose ConvertOutput is the identity), binary's sigmoid (``_engine.sigmoid``), the multiclass softmax
-(``_engine.softmax``); for a scikit-learn classifier of the LightGBM API, ``predict_proba`` of two classes as
-``1 - p, p`` and ``predict`` the label of the largest probability, as ``LGBMClassifier`` computes them. Anything
-else (other objectives, custom ones, linear trees, a pipeline, a method that a subclass overrides) is left to the
-model's ``predict``.
+Each output repeats its library's arithmetic operation for operation, so it equals the model's own to the bit:
+
+- LightGBM (:class:`KernelOutput`): the raw score (objectives whose ConvertOutput is the identity), binary's sigmoid
+  (``_engine.sigmoid``), the multiclass softmax (``_engine.softmax``); for a scikit-learn classifier of the LightGBM
+  API, ``predict_proba`` of two classes as ``1 - p, p`` and ``predict`` the label of the largest probability, as
+  ``LGBMClassifier`` computes them.
+- scikit-learn's gradient boosting (:class:`SklearnOutput`): ``HistGradientBoosting*`` sums its baseline and its
+  trees' values in the forest's order already (``io.sklearn_trees.read_hist``); ``GradientBoosting*`` adds
+  ``learning_rate * value`` of each tree to its init estimator's constant raw prediction, so the kernel sums a table
+  of its own (the first iteration's leaves hold the constant plus the product: the one rounding scikit-learn makes
+  there). The raw predictions then go through the model's own loss (``_loss.predict_proba``, ``_loss.link``) and
+  its decision rule (``>= 0`` for GradientBoostingClassifier, ``> 0`` for HistGradientBoostingClassifier).
+
+Anything else (other objectives, custom ones, linear trees, a pipeline, a method that a subclass overrides, an init
+estimator whose prediction depends on the row) is left to the model's ``predict``.
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ import numpy as np
 from lightgbm_cegb._engine import sigmoid, softmax
 from lightgbm_cegb.core.forest import Forest
 from lightgbm_cegb.io.models import booster_of
+from lightgbm_cegb.io.sklearn_trees import constant_init
 
 #: LightGBM objectives whose ``predict`` is the raw score (written without options: no ``sqrt``)
 RAW_OBJECTIVES = frozenset({"regression", "regression_l1", "huber", "fair", "quantile", "mape", "lambdarank",
@@ -34,6 +44,8 @@ class KernelOutput:
     link: str
     scale: float = 0.0
     classes: np.ndarray | None = None
+    #: the leaf values the kernel sums instead of the forest's (None: the forest's)
+    leaf_value = None
 
     def takes(self, method: str, kwargs: dict) -> bool:
         """Whether ``method(X, **kwargs)`` of the model is this output (or, with ``raw_score``, the raw scores)."""
@@ -65,10 +77,12 @@ class KernelOutput:
         return self.link == "sigmoid", self.scale
 
 
-def kernel_output(model, forest: Forest) -> KernelOutput | None:
-    """The output of ``model`` (a LightGBM Booster, or a fitted LGBMRegressor, LGBMClassifier or LGBMRanker whose
-    ``predict`` and ``predict_proba`` are LightGBM's, see :func:`_lightgbm_methods`) that :class:`KernelOutput`
-    computes, or None."""
+def kernel_output(model, forest: Forest) -> KernelOutput | SklearnOutput | None:
+    """The output of ``model`` that the predictor computes from the kernel's raw scores: a LightGBM Booster, or a
+    fitted LGBMRegressor, LGBMClassifier or LGBMRanker whose ``predict`` and ``predict_proba`` are LightGBM's (see
+    :func:`_lightgbm_methods`); scikit-learn's gradient boosting (:func:`sklearn_output`); None for any other."""
+    if not isinstance(model, (lgb.Booster, lgb.LGBMModel)):
+        return sklearn_output(model, forest)
     booster = model if isinstance(model, lgb.Booster) else booster_of(model) if _lightgbm_methods(model) else None
     if booster is None or forest.linear is not None or not forest.objective:
         return None
@@ -101,3 +115,77 @@ def _lightgbm_methods(model) -> bool:
         if method is not getattr(base, name, None) and not getattr(method, "lightgbm_output", False):
             return False
     return True
+
+
+@dataclass(frozen=True, eq=False)
+class SklearnOutput:
+    """The outputs of a fitted scikit-learn gradient boosting model (``hist``: HistGradientBoosting*, else
+    GradientBoosting*) from its raw predictions; ``leaf_value``: the table the kernel sums (GradientBoosting*'s)."""
+
+    model: object
+    hist: bool
+    leaf_value: np.ndarray | None = None
+
+    def takes(self, method: str, kwargs: dict) -> bool:
+        """Whether ``method(X)`` of the model is computed here (no arguments)."""
+        methods = ("predict", "predict_proba", "decision_function") if self._classifier else ("predict",)
+        return method in methods and not kwargs
+
+    @property
+    def _classifier(self) -> bool:
+        return hasattr(self.model, "classes_")
+
+    def __call__(self, raw: np.ndarray, method: str, raw_score: bool) -> np.ndarray:
+        """The model's ``method`` of rows whose raw predictions (``_raw_predict``) are ``raw`` (n, trees per
+        iteration), as the model computes it from them."""
+        model = self.model
+        decision = raw[:, 0] if raw.shape[1] == 1 else raw  # decision_function's
+        if not self._classifier:
+            return model._loss.link.inverse(decision) if self.hist else decision
+        if method == "decision_function":
+            return decision
+        if method == "predict_proba":
+            return model._loss.predict_proba(raw if self.hist else decision)
+        if decision.ndim == 1:
+            encoded = (decision > 0 if self.hist else decision >= 0).astype(int)
+        else:
+            encoded = np.argmax(decision, axis=1)
+        return model.classes_[encoded]
+
+    def scalar(self, method: str, raw_score: bool) -> tuple[bool, float] | None:
+        """(False, 0.0) where the output is the raw prediction itself (a regressor whose link is the identity,
+        which LazyBatch.row_output computes); None otherwise."""
+        if self._classifier or (self.hist and type(self.model._loss.link).__name__ != "IdentityLink"):
+            return None
+        return False, 0.0
+
+
+def sklearn_output(model, forest: Forest) -> SklearnOutput | None:
+    """The :class:`SklearnOutput` of a fitted GradientBoosting* or HistGradientBoosting* model whose prediction
+    methods are scikit-learn's own (GradientBoosting*: whose init estimator predicts one constant,
+    ``io.sklearn_trees.constant_init``); None for any other model."""
+    from sklearn.ensemble import (
+        GradientBoostingClassifier,
+        GradientBoostingRegressor,
+        HistGradientBoostingClassifier,
+        HistGradientBoostingRegressor,
+    )
+
+    bases = (GradientBoostingClassifier, GradientBoostingRegressor, HistGradientBoostingClassifier,
+             HistGradientBoostingRegressor)
+    base = next((cls for cls in bases if isinstance(model, cls)), None)
+    if base is None or forest.average_output or not hasattr(model, "_loss"):
+        return None
+    for name in ("predict", "predict_proba", "decision_function", "_raw_predict"):
+        if getattr(type(model), name, None) is not getattr(base, name, None):
+            return None
+    if base in (HistGradientBoostingClassifier, HistGradientBoostingRegressor):
+        return SklearnOutput(model, hist=True)
+    if not constant_init(model):  # refused by the reader already
+        return None
+    start = model._raw_predict_init(np.zeros((1, model.n_features_in_)))[0]
+    leaf_value = model.learning_rate * forest.leaf_value  # scale * value, each product as predict_stages makes it
+    for k in range(forest.trees_per_iteration):  # the first iteration's trees: the init's prediction plus the product
+        lo, hi = forest.leaf_offset[k], forest.leaf_offset[k + 1]
+        leaf_value[lo:hi] = start[k] + leaf_value[lo:hi]
+    return SklearnOutput(model, hist=False, leaf_value=leaf_value)

@@ -550,6 +550,86 @@ def test_lightgbm_outputs_are_computed_from_the_leaves_to_the_bit(seed, kind, cl
         np.testing.assert_array_equal(prepared.predict(id=i), model.predict(X[i:i + 1])[0])
 
 
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(st.integers(0, 10_000), st.sampled_from(["gb", "hist"]), st.sampled_from(["binary", "multiclass", "regression"]),
+       st.sampled_from([0.0, 0.4]), st.booleans())
+def test_sklearn_boosting_outputs_are_computed_from_the_leaves_to_the_bit(seed, family, task, known_share, variant):
+    """scikit-learn's gradient boosting (GradientBoosting* with its default init or init="zero", subsampled or early
+    stopped; HistGradientBoosting* with missing values, early stopping, a Poisson loss) is answered from the leaves
+    the rows reached (serving.outputs.SklearnOutput), never by the model's predict: predict, predict_proba and
+    decision_function equal the model's own to the bit, lazily and on a prepared row."""
+    from sklearn.ensemble import (
+        GradientBoostingClassifier,
+        GradientBoostingRegressor,
+        HistGradientBoostingClassifier,
+        HistGradientBoostingRegressor,
+    )
+
+    from lightgbm_cegb.serving.outputs import SklearnOutput
+    rng = np.random.default_rng(seed)
+    n = 300
+    X = rng.normal(size=(n, 5))
+    if family == "hist":
+        X[rng.random(X.shape) < 0.05] = np.nan
+    signal = np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 1]) * (np.nan_to_num(X[:, 2]) > 0) + rng.normal(0, 0.3, n)
+    if task == "regression":
+        y = np.exp(signal / 2) if family == "hist" and variant else signal
+    else:
+        codes = np.digitize(signal, [0.0] if task == "binary" else [-0.5, 0.5])
+        y = np.array(["no", "yes", "maybe"])[codes] if seed % 2 else codes * 3
+    if family == "gb":
+        options = {"n_estimators": 20, "max_depth": 3, "random_state": seed,
+                   **({"subsample": 0.7, "n_iter_no_change": 3, "validation_fraction": 0.2} if variant else
+                      {"init": "zero"} if seed % 3 == 0 else {})}
+        model = (GradientBoostingRegressor if task == "regression" else GradientBoostingClassifier)(**options)
+    else:
+        options = {"max_iter": 20, "random_state": seed, **({"early_stopping": True, "n_iter_no_change": 3,
+                                                             "validation_fraction": 0.2} if variant else {})}
+        if task == "regression" and variant:
+            options["loss"] = "poisson"
+        model = (HistGradientBoostingRegressor if task == "regression" else HistGradientBoostingClassifier)(**options)
+    model.fit(X, y)
+    predictor = LazyPredictor(model, Store(X), feature_costs=np.ones(5), feature_keys="index")
+    assert isinstance(predictor._own, SklearnOutput)
+
+    def refused(*args, **kwargs):
+        raise AssertionError("predicted by the model's predict")
+
+    predictor.predict_rows = refused
+    known = rng.random(X.shape) < known_share
+    rows = np.where(known, X, np.nan)
+    methods = ("predict",) if task == "regression" else ("predict", "predict_proba", "decision_function")
+    for method in methods:
+        expected = getattr(model, method)(X)
+        np.testing.assert_array_equal(predictor.acquire(rows, known, method=method).prediction, expected)
+    prepared = predictor.prepare()
+    for i in range(5):
+        np.testing.assert_array_equal(prepared.predict(id=i), model.predict(X[i:i + 1])[0])
+
+
+def test_sklearn_boosting_that_the_leaves_do_not_answer_is_predicted_by_its_own_method_or_refused():
+    """A subclass that changes predict is left to its own method; an init estimator that reads the rows' features
+    (which no tree reads, so neither the costs nor a lazy row would have them) is refused by name."""
+    from sklearn.ensemble import GradientBoostingRegressor, HistGradientBoostingRegressor
+    from sklearn.linear_model import LinearRegression
+
+    class Shifted(HistGradientBoostingRegressor):
+        def predict(self, X):
+            return super().predict(X) + 1.0
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    model = Shifted(max_iter=5).fit(X, X[:, 0])
+    predictor = LazyPredictor(model, Store(X), feature_costs=np.ones(3), feature_keys="index")
+    assert predictor._own is None
+    np.testing.assert_array_equal(predictor.predict(np.full_like(X, np.nan)), model.predict(X))
+    linear = GradientBoostingRegressor(n_estimators=5, init=LinearRegression()).fit(X, X[:, 0])
+    for use in (lambda: LazyPredictor(linear, Store(X), feature_keys="index"), lambda: to_forest(linear),
+                lambda: prediction_cost(linear, X, np.ones(3))):
+        with pytest.raises(CEGBError, match="init estimator of this GradientBoostingRegressor .LinearRegression."):
+            use()
+
+
 def test_a_subclass_that_changes_an_output_is_predicted_by_its_own_method():
     class Shifted(lgb.LGBMRegressor):
         def predict(self, X, **kwargs):
