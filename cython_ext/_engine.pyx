@@ -9,7 +9,7 @@ faster than LightGBM's row-by-row predictor. The kernels trust the arrays they a
 """
 
 from cython.parallel cimport parallel, prange, threadid
-from libc.math cimport INFINITY, NAN, exp, isnan, log
+from libc.math cimport INFINITY, NAN, exp, expf, fmaxf, isnan, log, logf
 from libc.stdlib cimport free, malloc
 from libc.string cimport memset
 
@@ -351,15 +351,20 @@ cdef class LazyPlan:
     cdef const int64* unit_order
     cdef const int64* leaf_offset
     cdef const float64* leaf_value
+    cdef const float64* start
     cdef const int32* root_feature
     cdef Py_ssize_t num_roots
     cdef readonly Py_ssize_t num_features, num_groups, num_units
     cdef readonly int64 num_trees
     cdef float64 tree_cost
     cdef bint float32, has_split
+    cdef readonly bint sum32
 
     def __cinit__(self, FlatEnsemble flat, int64 num_trees, lazy, split, group_of, group_lazy, member_offset,
-                  member, unit_order, float64 tree_cost, bint float32, leaf_offset, leaf_value):
+                  member, unit_order, float64 tree_cost, bint float32, leaf_offset, leaf_value, start=None,
+                  bint sum32=False):
+        """start: the value each output's raw score starts from (None: 0.0); sum32: the sums in float32 (XGBoost's
+        predictor: leaf values and start float32 numbers) instead of float64."""
         cdef Py_ssize_t F = flat.num_features, G, k
         if not 0 <= num_trees <= flat.num_trees:
             raise ValueError(f"{num_trees} trees of the forest's {flat.num_trees}")
@@ -372,7 +377,15 @@ cdef class LazyPlan:
         cdef cnp.ndarray order_ = np.ascontiguousarray(unit_order, dtype=np.int64)
         cdef cnp.ndarray leaf_offset_ = owned(leaf_offset, np.int64, flat.num_trees + 1)
         cdef cnp.ndarray leaf_value_ = np.ascontiguousarray(leaf_value, dtype=np.float64)
-        self.keep = (lazy_, split_, group_of_, group_lazy_, offset_, member_, order_, leaf_offset_, leaf_value_)
+        cdef cnp.ndarray start_ = np.zeros(flat.trees_per_iteration) if start is None else \
+            np.array(start, dtype=np.float64).reshape(-1)
+        if start_.size != flat.trees_per_iteration:
+            raise ValueError(f"start should hold {flat.trees_per_iteration} values, got {start_.size}")
+        if sum32 and not (np.array_equal(leaf_value_.astype(np.float32), leaf_value_)
+                          and np.array_equal(start_.astype(np.float32), start_)):
+            raise ValueError("sum32: the leaf values and start should be float32 numbers")
+        self.keep = (lazy_, split_, group_of_, group_lazy_, offset_, member_, order_, leaf_offset_, leaf_value_, start_)
+        self.start, self.sum32 = <const float64*> data(start_), sum32
         self.flat, self.num_trees, self.num_features, self.num_groups, self.num_units = flat, num_trees, F, G, F + G
         self.lazy, self.split = <const float64*> data(lazy_), <const float64*> data(split_)
         self.group_of, self.group_lazy = <const int32*> data(group_of_), <const float64*> data(group_lazy_)
@@ -895,12 +908,13 @@ cdef class LazyBatch:
         sigmoid_."""
         cdef int64 T = self.T, t
         cdef int32 node
-        cdef float64 score = 0.0
+        cdef float64 score = self.plan.start[0], leaf
         if self.n != 1 or self.plan.flat.trees_per_iteration != 1 or self.st[0] != DONE:
             raise ValueError("row_output: a DONE batch of one row of a model with one output")
         for t in range(T):
             node = self.rt[t]
-            score += self.plan.leaf_value[self.plan.leaf_offset[t] + (node if self.leaves_ready else ~node)]
+            leaf = self.plan.leaf_value[self.plan.leaf_offset[t] + (node if self.leaves_ready else ~node)]
+            score = <float64> (<float> score + <float> leaf) if self.plan.sum32 else score + leaf
         if average and T:
             score /= <float64> T
         return 1.0 / (1.0 + exp(-scale * score)) if sigmoid_ else score
@@ -1106,7 +1120,8 @@ cdef class LazyBatch:
     def raw_score(self, bint average):
         """The raw scores, float64[n, trees per iteration], of the DONE rows from the leaves they reached (0.0 for
         the others), summed as LightGBM's GBDT::PredictRaw sums them (tree t's output to class t % trees per
-        iteration, in tree order from 0.0); average (rf): divided by the number of iterations."""
+        iteration, in tree order from the plan's start, 0.0 by default; in float32 with the plan's sum32, as XGBoost's
+        predictor); average (rf): divided by the number of iterations."""
         out_ = np.zeros((self.n, self.plan.flat.trees_per_iteration), dtype=np.float64)
         cdef float64* out = <float64*> data(out_)
         cdef Py_ssize_t block
@@ -1124,8 +1139,11 @@ cdef class LazyBatch:
                          Py_ssize_t stop) noexcept nogil:
         cdef int64 tpi = self.plan.flat.trees_per_iteration, T = self.T, t, k
         cdef float64 iterations = <float64> (T // tpi), score
+        cdef float score32
         cdef const float64* leaf_value = self.plan.leaf_value
         cdef const int64* leaf_offset = self.plan.leaf_offset
+        cdef const float64* first = self.plan.start
+        cdef bint sum32 = self.plan.sum32
         cdef int32* rt
         cdef Py_ssize_t i
         if convert:
@@ -1134,15 +1152,25 @@ cdef class LazyBatch:
             if self.st[i] != DONE:
                 continue
             rt = self.rt + i * T
-            if tpi == 1:  # one sum in a register: the same additions, in the same order, from 0.0
-                score = 0.0
+            if tpi == 1 and sum32:
+                score32 = <float> first[0]
+                for t in range(T):
+                    score32 = score32 + <float> leaf_value[leaf_offset[t] + rt[t]]
+                out[i] = score32
+            elif tpi == 1:  # one sum in a register: the same additions, in the same order
+                score = first[0]
                 for t in range(T):
                     score += leaf_value[leaf_offset[t] + rt[t]]
                 out[i] = score
             else:
+                for k in range(tpi):
+                    out[i * tpi + k] = first[k]
                 k = 0
                 for t in range(T):
-                    out[i * tpi + k] += leaf_value[leaf_offset[t] + rt[t]]
+                    if sum32:
+                        out[i * tpi + k] = <float> (<float> out[i * tpi + k] + <float> leaf_value[leaf_offset[t] + rt[t]])
+                    else:
+                        out[i * tpi + k] += leaf_value[leaf_offset[t] + rt[t]]
                     k = k + 1 if k + 1 < tpi else 0
             if average and T:
                 for k in range(tpi):
@@ -1415,6 +1443,63 @@ def sigmoid(const float64[::1] raw, float64 scale):
         for i in range(raw.shape[0]):
             out[i] = 1.0 / (1.0 + exp(-scale * raw[i]))
     return out_
+
+
+def xgboost_transform(const float[:, ::1] margin, str name):
+    """XGBoost's prediction of each row of float32 margins (one column per output), as its objectives' PredTransform
+    computes it in float32 with the C library's expf (the one XGBoost's calls): "sigmoid" (common::Sigmoid: 1.0f /
+    (expf(min(-x, 88.7f)) + 1.0f + 1e-16f), one output), "exp" (one output) or "softprob" (common::Softmax: the
+    largest margin (fmaxf, in output order) subtracted, expf, the sum in double in output order, each divided by the
+    sum as a float)."""
+    cdef Py_ssize_t n = margin.shape[0], K = margin.shape[1], i, k
+    cdef int kind = 0 if name == "sigmoid" else 1 if name == "exp" else 2 if name == "softprob" else -1
+    if kind < 0 or (kind < 2 and K != 1) or K == 0:
+        raise ValueError(f"xgboost_transform: {name!r} of {K} outputs")
+    out_ = np.empty((n, K), dtype=np.float32)
+    cdef float[:, ::1] out = out_
+    cdef float one = 1.0, eps = 1e-16, cap = 88.7, value, wmax
+    cdef float64 wsum
+    with nogil:
+        for i in range(n):
+            if kind == 0:
+                value = -margin[i, 0]
+                if cap < value:  # std::min(-x, 88.7f): -x unless 88.7f is below it (a NaN stays)
+                    value = cap
+                value = expf(value) + one
+                value = value + eps
+                out[i, 0] = one / value
+            elif kind == 1:
+                out[i, 0] = expf(margin[i, 0])
+            else:
+                wmax = margin[i, 0]
+                for k in range(1, K):
+                    wmax = fmaxf(margin[i, k], wmax)
+                wsum = 0.0
+                for k in range(K):
+                    out[i, k] = expf(margin[i, k] - wmax)
+                    wsum += out[i, k]
+                for k in range(K):
+                    out[i, k] = out[i, k] / <float> wsum
+    return out_
+
+
+def xgboost_margin(float base, str link):
+    """The margin XGBoost starts a prediction from, of a float32 ``base_score``, as its objective's ProbToMargin
+    computes it in float32: "logit" (clamped to [1e-6f, 1 - 1e-6f], then -logf(1.0f / x - 1.0f)), "log" (logf) or
+    "identity"."""
+    cdef float x = base, eps = 1e-6, one = 1.0
+    if link == "identity":
+        return x
+    if link == "log":
+        return logf(x)
+    if link != "logit":
+        raise ValueError(f"xgboost_margin: link {link!r}")
+    if x < eps:
+        x = eps
+    if one - eps < x:
+        x = one - eps
+    x = one / x - one
+    return -logf(x)
 
 
 def path_marks(const int64[::1] parent, const uint8[::1] mark):

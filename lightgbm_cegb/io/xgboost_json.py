@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -133,6 +134,31 @@ def read_json(text, *, missing: float | None = None) -> Forest:
     CEGBError
         When the text is not an XGBoost JSON model, or for what the module refuses.
     """
+    return _read(text, missing)[0]
+
+
+@dataclass(frozen=True)
+class Margins:
+    """What XGBoost's predictor sums besides the forest (``serving.outputs``): the model's ``objective``, its
+    ``base_score`` per output (as stored: a probability for the logistic objectives), and the leaf values in the
+    forest's leaf order before the intercept was added to them (float32 numbers, as the model stores them)."""
+
+    objective: str
+    base_score: tuple[float, ...]
+    leaf_value: np.ndarray
+
+
+def margins(model) -> Margins | None:
+    """The :class:`Margins` of an ``xgboost.Booster`` or a fitted XGBoost estimator whose booster is ``gbtree`` (a
+    ``dart`` model scales its trees' outputs: None)."""
+    import xgboost as xgb
+
+    booster = model.get_booster() if isinstance(model, xgb.XGBModel) else model
+    return _read(bytes(booster.save_raw("json")).decode("utf-8"), None)[1]
+
+
+def _read(text, missing: float | None) -> tuple[Forest, Margins | None]:
+    """read_json's Forest and the model's Margins (None for dart)."""
     learner = _field(parsed(text, "XGBoost"), "learner", "the model")
     param = _field(learner, "learner_model_param", "learner")
     num_features = _integer(_field(param, "num_feature", "learner_model_param"), "num_feature", 1)
@@ -159,7 +185,8 @@ def read_json(text, *, missing: float | None = None) -> Forest:
     base = _number_list(optional(param, "base_score", 0.5, "learner_model_param", "XGBoost"), "base_score")
     if len(base) not in (1, outputs):
         raise CEGBError(f"XGBoost model: base_score should hold 1 or {outputs} values, got {len(base)}")
-    base = [_margin(b, objective) for b in (base * outputs if len(base) == 1 else base)]
+    base_score = tuple(base * outputs if len(base) == 1 else base)
+    base = [_margin(b, objective) for b in base_score]
     for t, tree in enumerate(trees):
         size = optional(_field(tree, "tree_param", f"tree {t}"), "size_leaf_vector", 1, f"tree {t}'s tree_param",
                         "XGBoost")
@@ -180,8 +207,10 @@ def read_json(text, *, missing: float | None = None) -> Forest:
     parts: dict[str, list] = {key: [] for key in ("feature", "threshold", "decision", "left", "right", "leaf_value",
                                                   "internal_value", "internal_weight", "leaf_weight", "split_gain")}
     node_offset, leaf_offset = [0], [0]
+    stored: list[np.ndarray] = []
     for position, t in enumerate(order):
         tree = _tree(trees[t], t, num_features)
+        stored.append(tree["leaf_value"])
         leaf_value = tree["leaf_value"] * (1.0 if weights is None else weights[t])
         if position < outputs:
             leaf_value = leaf_value + base[position]
@@ -195,14 +224,16 @@ def read_json(text, *, missing: float | None = None) -> Forest:
         parts["leaf_value"] = [np.asarray(base, dtype=np.float64)]
         parts["leaf_weight"] = [np.zeros(outputs)]
         node_offset, leaf_offset = [0] * (outputs + 1), list(range(outputs + 1))
+        stored = [np.zeros(outputs)]
     arrays = {key: np.concatenate(value) for key, value in parts.items()}
     names = optional(learner, "feature_names", None, "learner", "XGBoost") or None
     if names is not None and (not isinstance(names, list) or len(names) != num_features):
         raise CEGBError(f"XGBoost model: feature_names should name the {num_features} features, got "
                         f"{str(names)[:60]}")
-    return numeric_forest(node_offset, leaf_offset, num_features, trees_per_iteration=outputs, drop_tiny=False,
-                          float32=True, feature_names=None if names is None else [str(n) for n in names],
-                          parallel_trees=parallel, missing_value=missing, sparse_missing=True, **arrays)
+    forest = numeric_forest(node_offset, leaf_offset, num_features, trees_per_iteration=outputs, drop_tiny=False,
+                            float32=True, feature_names=None if names is None else [str(n) for n in names],
+                            parallel_trees=parallel, missing_value=missing, sparse_missing=True, **arrays)
+    return forest, None if weights is not None else Margins(str(objective), base_score, np.concatenate(stored))
 
 
 def _placed(trees: list) -> list:

@@ -19,9 +19,9 @@ of their own): the realised cost (priced by the cost model, split costs included
 deeper, so there are at most as many rounds as the deepest tree has levels.
 
 Predictions equal the model's ``predict`` on the full rows, bit for bit: computed from the leaves the routing
-reached with LightGBM's own operations for LightGBM models whose output is the raw score, binary's sigmoid or the
-multiclass softmax (``serving.outputs``: Boosters and the scikit-learn estimators of LightGBM's API), otherwise by
-the model's ``predict`` on the rows with the values nobody fetched set to 0.0, which no split reads.
+reached with the model library's own operations (``serving.outputs``: LightGBM's raw score, sigmoid and softmax;
+XGBoost's float32 margins and transforms; scikit-learn's gradient boosting through its own loss), otherwise by the
+model's ``predict`` on the rows with the values nobody fetched set to 0.0, which no split reads.
 
 Its length: this module is the predictor; its fetch rounds (in turn, on threads with timeouts, or awaited) and its
 checks of what fetch returns stay with the one class whose state they read. A batch's rounds are in
@@ -279,13 +279,13 @@ PruneResult, Forest or policy
         self._own = None if self.policy else kernel_output(self.model, self.forest)  # None: the model's predict
         if not self.policy:
             lazy, _, split = self.costs_.arrays(num_features)
-            forest = self.forest
-            leaf_value = forest.leaf_value if self._own is None or self._own.leaf_value is None else \
-                self._own.leaf_value
+            forest, own = self.forest, self._own
+            leaf_value = forest.leaf_value if own is None or own.leaf_value is None else own.leaf_value
             self._plan = LazyPlan(forest.flat, self.num_trees, lazy, split, self._group_of, group_lazy,
                                   np.cumsum([0] + [len(m) for m in self._members]),
                                   np.concatenate([np.zeros(0, dtype=np.int64), *self._members]), self._unit_order,
-                                  float(self.costs_.tree), forest.float32, forest.leaf_offset, leaf_value)
+                                  float(self.costs_.tree), forest.float32, forest.leaf_offset, leaf_value,
+                                  None if own is None else own.start, own is not None and own.sum32)
 
     def __reduce__(self):
         """Pickled as its arguments (its compiled plan is built again where it is unpickled: a Dask worker)."""
@@ -763,7 +763,7 @@ PruneResult, Forest or policy
             score = score if every else score[done]
             if isinstance(model, Forest):
                 return score[:, 0] if forest.trees_per_iteration == 1 else score
-            return self._own(score, method, raw)
+            return self._own(score, method, kwargs)
         return self.predict_rows(batch.filled() if every else batch.filled()[done], method, **kwargs)
 
     def predict_rows(self, X: np.ndarray, method: str = "predict", **kwargs) -> np.ndarray:

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 import lightgbm as lgb
 import numpy as np
 
-from lightgbm_cegb._engine import sigmoid, softmax
+from lightgbm_cegb._engine import sigmoid, softmax, xgboost_margin, xgboost_transform
 from lightgbm_cegb.core.forest import Forest
-from lightgbm_cegb.io.models import booster_of
+from lightgbm_cegb.io.models import booster_of, library_of
 from lightgbm_cegb.io.sklearn_trees import constant_init
 
 #: LightGBM objectives whose ``predict`` is the raw score (written without options: no ``sqrt``)
@@ -44,17 +44,19 @@ class KernelOutput:
     link: str
     scale: float = 0.0
     classes: np.ndarray | None = None
-    #: the leaf values the kernel sums instead of the forest's (None: the forest's)
-    leaf_value = None
+    #: the leaf values the kernel sums instead of the forest's (None: the forest's), where each sum starts (None:
+    #: 0.0) and whether it sums in float32 (LazyPlan's leaf_value, start and sum32)
+    leaf_value = start = None
+    sum32 = False
 
     def takes(self, method: str, kwargs: dict) -> bool:
         """Whether ``method(X, **kwargs)`` of the model is this output (or, with ``raw_score``, the raw scores)."""
         methods = ("predict", "predict_proba") if self.classes is not None else ("predict",)
         return method in methods and set(kwargs) <= {"raw_score"}
 
-    def __call__(self, raw: np.ndarray, method: str, raw_score: bool) -> np.ndarray:
-        """The model's ``method`` of rows whose raw scores are ``raw`` (n, trees per iteration)."""
-        if raw_score:
+    def __call__(self, raw: np.ndarray, method: str, kwargs: dict) -> np.ndarray:
+        """The model's ``method(X, **kwargs)`` of rows whose raw scores are ``raw`` (n, trees per iteration)."""
+        if kwargs.get("raw_score"):
             return raw[:, 0] if raw.shape[1] == 1 else raw
         if self.link == "raw":
             out = raw[:, 0]
@@ -67,20 +69,24 @@ class KernelOutput:
         proba = np.vstack((1.0 - out, out)).transpose() if out.ndim == 1 else out
         return proba if method == "predict_proba" else self.classes[np.argmax(proba, axis=1)]
 
-    def scalar(self, method: str, raw_score: bool) -> tuple[bool, float] | None:
-        """(sigmoid?, scale) where the output of ``method`` is one number per row that ``LazyBatch.row_output``
-        computes: the raw score or binary's sigmoid of a Booster or a regressor; None otherwise."""
-        if raw_score:
+    def scalar(self, method: str, kwargs: dict) -> tuple[bool, float] | None:
+        """(sigmoid?, scale) where the output of ``method(X, **kwargs)`` is one number per row that
+        ``LazyBatch.row_output`` computes: the raw score or binary's sigmoid of a Booster or a regressor; None
+        otherwise."""
+        if kwargs.get("raw_score"):
             return (False, 0.0) if self.link != "softmax" else None
         if self.classes is not None or self.link == "softmax":
             return None
         return self.link == "sigmoid", self.scale
 
 
-def kernel_output(model, forest: Forest) -> KernelOutput | SklearnOutput | None:
+def kernel_output(model, forest: Forest) -> KernelOutput | SklearnOutput | XGBoostOutput | None:
     """The output of ``model`` that the predictor computes from the kernel's raw scores: a LightGBM Booster, or a
     fitted LGBMRegressor, LGBMClassifier or LGBMRanker whose ``predict`` and ``predict_proba`` are LightGBM's (see
-    :func:`_lightgbm_methods`); scikit-learn's gradient boosting (:func:`sklearn_output`); None for any other."""
+    :func:`_lightgbm_methods`); scikit-learn's gradient boosting (:func:`sklearn_output`); XGBoost
+    (:func:`xgboost_output`); None for any other."""
+    if library_of(model) == "xgboost":
+        return xgboost_output(model)
     if not isinstance(model, (lgb.Booster, lgb.LGBMModel)):
         return sklearn_output(model, forest)
     booster = model if isinstance(model, lgb.Booster) else booster_of(model) if _lightgbm_methods(model) else None
@@ -125,6 +131,8 @@ class SklearnOutput:
     model: object
     hist: bool
     leaf_value: np.ndarray | None = None
+    start = None
+    sum32 = False
 
     def takes(self, method: str, kwargs: dict) -> bool:
         """Whether ``method(X)`` of the model is computed here (no arguments)."""
@@ -135,7 +143,7 @@ class SklearnOutput:
     def _classifier(self) -> bool:
         return hasattr(self.model, "classes_")
 
-    def __call__(self, raw: np.ndarray, method: str, raw_score: bool) -> np.ndarray:
+    def __call__(self, raw: np.ndarray, method: str, kwargs: dict) -> np.ndarray:
         """The model's ``method`` of rows whose raw predictions (``_raw_predict``) are ``raw`` (n, trees per
         iteration), as the model computes it from them."""
         model = self.model
@@ -152,7 +160,7 @@ class SklearnOutput:
             encoded = np.argmax(decision, axis=1)
         return model.classes_[encoded]
 
-    def scalar(self, method: str, raw_score: bool) -> tuple[bool, float] | None:
+    def scalar(self, method: str, kwargs: dict) -> tuple[bool, float] | None:
         """(False, 0.0) where the output is the raw prediction itself (a regressor whose link is the identity,
         which LazyBatch.row_output computes); None otherwise."""
         if self._classifier or (self.hist and type(self.model._loss.link).__name__ != "IdentityLink"):
@@ -189,3 +197,107 @@ def sklearn_output(model, forest: Forest) -> SklearnOutput | None:
         lo, hi = forest.leaf_offset[k], forest.leaf_offset[k + 1]
         leaf_value[lo:hi] = start[k] + leaf_value[lo:hi]
     return SklearnOutput(model, hist=False, leaf_value=leaf_value)
+
+
+#: XGBoost objectives: (ProbToMargin of the base_score, PredTransform) as the objective computes them
+XGBOOST_OBJECTIVES = {
+    **dict.fromkeys(("binary:logistic", "reg:logistic"), ("logit", "sigmoid")),
+    **dict.fromkeys(("count:poisson", "reg:gamma", "reg:tweedie"), ("log", "exp")),
+    "multi:softprob": ("identity", "softprob"),
+    "multi:softmax": ("identity", "softmax"),
+    **dict.fromkeys(("reg:squarederror", "reg:linear", "reg:squaredlogerror", "reg:pseudohubererror",
+                     "reg:absoluteerror", "reg:quantileerror", "binary:logitraw", "rank:pairwise", "rank:ndcg",
+                     "rank:map"), ("identity", "identity")),
+}
+
+
+@dataclass(frozen=True, eq=False)
+class XGBoostOutput:
+    """The outputs of an XGBoost model (``estimator``: "booster", "classifier" or "regressor", a ranker's too) from
+    the float32 margins the kernel sums as XGBoost's predictor does (``leaf_value``: the trees' own, ``start``: the
+    objective's margin of the base_score, ``sum32``), through the objective's ``transform`` in float32
+    (``_engine.xgboost_transform``) and the estimator's own rules (``XGBClassifier.predict_proba`` and
+    ``predict``)."""
+
+    estimator: str
+    transform: str
+    leaf_value: np.ndarray
+    start: np.ndarray
+    n_classes: int = 0
+    sum32 = True
+
+    def takes(self, method: str, kwargs: dict) -> bool:
+        """Whether ``method(X, **kwargs)`` of the model is computed here."""
+        if method == "predict_proba":
+            return self.estimator == "classifier" and not kwargs
+        return method == "predict" and set(kwargs) <= {"output_margin"}
+
+    def __call__(self, raw: np.ndarray, method: str, kwargs: dict) -> np.ndarray:
+        """The model's ``method(X, **kwargs)`` of rows whose margins are ``raw`` (n, outputs; float32 numbers)."""
+        margin = raw.astype(np.float32)
+        flat = margin[:, 0] if margin.shape[1] == 1 else margin  # Booster.predict's shape
+        if kwargs.get("output_margin"):
+            return flat
+        if method == "predict_proba" and self.transform == "softmax":  # XGBClassifier's own: scipy's softmax
+            from scipy.special import softmax as scipy_softmax
+
+            return scipy_softmax(margin, axis=1)
+        if self.transform == "identity":
+            predicted = flat
+        elif self.transform == "softmax":
+            predicted = np.argmax(margin, axis=1).astype(np.float32)
+        else:
+            predicted = xgboost_transform(np.ascontiguousarray(margin), self.transform)
+            predicted = predicted[:, 0] if predicted.shape[1] == 1 else predicted
+        if self.estimator != "classifier":
+            return predicted
+        if method == "predict_proba":  # xgboost.sklearn._cls_predict_proba
+            if predicted.ndim == 2 and (predicted.shape[1] == self.n_classes or self.n_classes == 2):
+                return predicted
+            return np.vstack((1.0 - predicted, predicted)).transpose()
+        if predicted.ndim == 2 and self.n_classes != 2:  # XGBClassifier.predict
+            return np.argmax(predicted, axis=1)
+        if predicted.ndim == 2:
+            labels = np.zeros(predicted.shape)
+        elif self.transform == "softmax":
+            return predicted.astype(np.int32)
+        else:
+            labels = np.repeat(0, predicted.shape[0])
+        labels[predicted > 0.5] = 1
+        return labels
+
+    def scalar(self, method: str, kwargs: dict) -> tuple[bool, float] | None:
+        """(False, 0.0) where the output is the margin itself, one number (LazyBatch.row_output); None otherwise."""
+        if self.estimator == "classifier" or len(self.start) != 1:
+            return None
+        return (False, 0.0) if kwargs.get("output_margin") or self.transform == "identity" else None
+
+
+def xgboost_output(model) -> XGBoostOutput | None:
+    """The :class:`XGBoostOutput` of an ``xgboost.Booster`` or a fitted XGBClassifier, XGBRegressor or XGBRanker
+    (their random-forest kinds too) whose ``predict`` and ``predict_proba`` are XGBoost's, ``gbtree``, of an objective
+    of :data:`XGBOOST_OBJECTIVES` (a LazyPredictor serves the trees its ``predict`` uses: it takes no
+    ``num_iteration`` but a LightGBM model's); None for any other."""
+    import xgboost as xgb
+
+    from lightgbm_cegb.io.xgboost_json import margins
+
+    if isinstance(model, xgb.XGBModel):
+        base = next((cls for cls in type(model).__mro__ if cls.__module__ == xgb.XGBModel.__module__), None)
+        for name in ("predict", "predict_proba"):
+            if getattr(type(model), name, None) is not getattr(base, name, None):
+                return None
+        estimator = "classifier" if isinstance(model, xgb.XGBClassifier) else "regressor"
+    elif isinstance(model, xgb.Booster):
+        estimator = "booster"
+    else:
+        return None
+    parts = margins(model)
+    if parts is None or parts.objective not in XGBOOST_OBJECTIVES:
+        return None
+    link, transform = XGBOOST_OBJECTIVES[parts.objective]
+    start = np.array([xgboost_margin(np.float32(b), link) for b in parts.base_score], dtype=np.float64)
+    if transform in ("sigmoid", "exp") and len(start) != 1:
+        return None
+    n_classes = int(getattr(model, "n_classes_", 0)) if estimator == "classifier" else 0
+    return XGBoostOutput(estimator, transform, parts.leaf_value, start, n_classes)

@@ -195,7 +195,7 @@ class PreparedRow:
         # (sigmoid, scale, average) of an output of one number the kernel computes; None: the predictor's _predict
         scalar = (False, 0.0) if isinstance(predictor.model, Forest) else None
         if predictor._own is not None and predictor._own.takes(self.method, self._kwargs):
-            scalar = predictor._own.scalar(self.method, raw)
+            scalar = predictor._own.scalar(self.method, self._kwargs)
         if scalar is not None and forest.trees_per_iteration == 1:
             self._output = (*scalar, not raw and forest.average_output)
 

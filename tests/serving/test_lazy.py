@@ -630,6 +630,84 @@ def test_sklearn_boosting_that_the_leaves_do_not_answer_is_predicted_by_its_own_
             use()
 
 
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(st.integers(0, 10_000), st.sampled_from(["booster", "classifier", "regressor", "rf"]),
+       st.sampled_from(["binary:logistic", "multi:softprob", "multi:softmax", "reg:squarederror", "count:poisson",
+                        "reg:tweedie", "binary:logitraw"]), st.sampled_from([0.0, 0.4]), st.booleans())
+def test_xgboost_outputs_are_computed_from_the_leaves_to_the_bit(seed, estimator, objective, known_share, stopped):
+    """XGBoost Boosters and estimators (random forests, early stopped, missing values) are answered from the leaves
+    the rows reached (serving.outputs.XGBoostOutput: float32 margins from the objective's margin of the base_score,
+    the objective's float32 transform), never by the model's predict: predict (with output_margin too) and
+    predict_proba equal the model's own to the bit, dtype and shape included, lazily and on a prepared row."""
+    import xgboost as xgb
+
+    from lightgbm_cegb.serving.outputs import XGBoostOutput
+    rng = np.random.default_rng(seed)
+    n = 300
+    X = rng.normal(size=(n, 5))
+    X[rng.random(X.shape) < 0.05] = np.nan
+    signal = np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 1]) * (np.nan_to_num(X[:, 2]) > 0) + rng.normal(0, 0.3, n)
+    if objective.startswith("multi"):
+        y = np.digitize(signal, [-0.5, 0.5])
+    elif objective.startswith("binary"):
+        y = (signal > 0).astype(int)
+    else:
+        y = np.exp(signal / 2) if objective != "reg:squarederror" else signal
+    classifier = objective.startswith(("multi", "binary:logistic"))
+    if estimator in ("classifier", "rf") and not classifier:
+        estimator = "regressor"
+    if estimator == "regressor" and classifier:
+        estimator = "classifier"
+    options = {"n_estimators": 15, "max_depth": 3, "random_state": seed, "objective": objective}
+    if estimator == "booster":
+        params = {"objective": objective, "max_depth": 3, "eta": 0.3, "seed": seed,
+                  **({"num_class": 3} if objective.startswith("multi") else {})}
+        model = xgb.train(params, xgb.DMatrix(X, y), 15)
+    elif estimator == "rf":
+        model = xgb.XGBRFClassifier(**{**options, "n_estimators": 5}).fit(X, y)
+    else:
+        kind = xgb.XGBClassifier if estimator == "classifier" else xgb.XGBRegressor
+        if stopped:
+            model = kind(**options, early_stopping_rounds=2).fit(X[:200], y[:200], eval_set=[(X[200:], y[200:])],
+                                                                verbose=False)
+        else:
+            model = kind(**options).fit(X, y)
+    predictor = LazyPredictor(model, Store(X), feature_costs=np.ones(5), feature_keys="index")
+    assert isinstance(predictor._own, XGBoostOutput)
+
+    def refused(*args, **kwargs):
+        raise AssertionError("predicted by the model's predict")
+
+    predictor.predict_rows = refused
+    known = rng.random(X.shape) < known_share
+    rows = np.where(known, X, np.nan)
+    full = xgb.DMatrix(X) if estimator == "booster" else X
+    calls = [("predict", {}), ("predict", {"output_margin": True})]
+    if hasattr(model, "predict_proba"):
+        calls.append(("predict_proba", {}))
+    for method, kwargs in calls:
+        expected = getattr(model, method)(full, **kwargs)
+        got = predictor.acquire(rows, known, method=method, **kwargs).prediction
+        np.testing.assert_array_equal(got, expected)
+        assert (got.dtype, got.shape) == (expected.dtype, expected.shape)
+    prepared = predictor.prepare()
+    for i in range(5):
+        np.testing.assert_array_equal(prepared.predict(id=i), model.predict(full.slice([i]) if estimator == "booster"
+                                                                            else X[i:i + 1])[0])
+
+
+def test_a_dart_xgboost_model_is_predicted_by_its_own_method():
+    """dart scales its trees' outputs when it predicts: it is left to the model's own predict."""
+    import xgboost as xgb
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    dart = xgb.XGBRegressor(n_estimators=5, booster="dart").fit(X, X[:, 0])
+    predictor = LazyPredictor(dart, Store(X), feature_costs=np.ones(3), feature_keys="index")
+    assert predictor._own is None
+    np.testing.assert_array_equal(predictor.predict(np.full_like(X, np.nan)), dart.predict(X))
+
+
 def test_a_subclass_that_changes_an_output_is_predicted_by_its_own_method():
     class Shifted(lgb.LGBMRegressor):
         def predict(self, X, **kwargs):
@@ -1118,3 +1196,21 @@ def test_a_round_stores_its_values_as_deliver_does(threads, rows_order):
     np.testing.assert_array_equal(stored.values()[0].view(np.uint64), delivered.values()[0].view(np.uint64))
     np.testing.assert_array_equal(stored.leaves(), delivered.leaves())
     np.testing.assert_array_equal(stored.raw_score(False), booster.predict(X, raw_score=True)[:, None])
+
+
+def test_a_plan_refuses_sums_it_cannot_make():
+    """LazyPlan's start holds one value per output; a float32 sum (sum32) takes float32 numbers only."""
+    from lightgbm_cegb._engine import LazyPlan
+
+    booster, X, costs = higgs_like(n=200)
+    forest = to_forest(booster)
+    zeros = np.zeros(X.shape[1])
+    common = (forest.flat, forest.num_trees, zeros, zeros, np.full(X.shape[1], -1), np.zeros(0), [0], [],
+              np.arange(X.shape[1]), 0.0, False, forest.leaf_offset)
+    with pytest.raises(ValueError, match="start should hold 1 values, got 2"):
+        LazyPlan(*common, forest.leaf_value, [0.0, 0.0])
+    with pytest.raises(ValueError, match="sum32: the leaf values and start should be float32 numbers"):
+        LazyPlan(*common, forest.leaf_value + 0.1, [0.0], True)
+    with pytest.raises(ValueError, match="sum32"):
+        LazyPlan(*common, forest.leaf_value.astype(np.float32), [0.1], True)
+    assert LazyPlan(*common, forest.leaf_value.astype(np.float32), [0.5], True).sum32
