@@ -28,6 +28,7 @@ import functools
 import hashlib
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -58,12 +59,17 @@ def read_model(model) -> Forest:
     CEGBError
         For what the module refuses.
     """
+    return read_json(_json(model))
+
+
+def _json(model) -> str:
+    """A fitted CatBoost model's JSON text."""
     if not model.is_fitted():
         raise NotFittedError(f"model: this {type(model).__name__} is not fitted yet: call fit first")
     with tempfile.TemporaryDirectory(prefix="lightgbm-cegb-catboost-") as folder:
         path = os.path.join(folder, "model.json")
         model.save_model(path, format="json")  # its fields' bytes as they are (a binary model's guid: any bytes)
-        return read_json(Path(path).read_text(encoding="utf-8", errors="replace"))
+        return Path(path).read_text(encoding="utf-8", errors="replace")
 
 
 def _field(mapping, key: str, where: str):
@@ -92,6 +98,27 @@ def read_json(text) -> Forest:
     CEGBError
         When the text is not a CatBoost JSON model, or for what the module refuses.
     """
+    return _read(text)[0]
+
+
+@dataclass(frozen=True)
+class Sums:
+    """What CatBoost's evaluator sums besides the forest (``serving.outputs``): the trees' leaf values in the
+    forest's leaf order before the model's ``scale`` and ``bias`` (one per output) were folded into them; CatBoost
+    computes ``scale * sum + bias`` of their sum."""
+
+    scale: float
+    bias: np.ndarray
+    leaf_value: np.ndarray
+
+
+def sums(model) -> Sums:
+    """The :class:`Sums` of a fitted CatBoost model."""
+    return _read(_json(model))[1]
+
+
+def _read(text) -> tuple[Forest, Sums]:
+    """read_json's Forest and the model's Sums."""
     text = parsed(text, "CatBoost")
     info = _field(text, "features_info", "the model")
     if "oblivious_trees" not in text:
@@ -129,6 +156,7 @@ def read_json(text) -> Forest:
     dim = len(bias)
     if dim < 1:
         raise CEGBError("CatBoost model: scale_and_bias's bias should hold one value per output, got none")
+    stored: list[np.ndarray] = []
     parts: dict[str, list] = {key: [] for key in ("feature", "threshold", "decision", "left", "right",
                                                   "leaf_value", "leaf_weight")}
     trees = listed(_field(text, "oblivious_trees", "the model"), "CatBoost model: oblivious_trees")
@@ -158,7 +186,8 @@ def read_json(text) -> Forest:
         weights = np.zeros(1 << depth) if weights is None else _floats(weights, f"{where}'s leaf_weights", 1 << depth)
         shape = _complete_tree(np.asarray(feature), np.asarray(border), np.asarray(right_nan, dtype=bool))
         for k in range(dim):
-            leaf_value = values.reshape(1 << depth, dim)[shape["leaf_index"], k] * scale
+            stored.append(values.reshape(1 << depth, dim)[shape["leaf_index"], k])
+            leaf_value = stored[-1] * scale
             if t == 0:
                 leaf_value = leaf_value + bias[k]
             for key in ("feature", "threshold", "decision", "left", "right"):
@@ -168,13 +197,15 @@ def read_json(text) -> Forest:
     if not trees:  # no tree: one leaf per output holding the bias
         parts = {key: [np.zeros(0)] for key in parts}
         parts["leaf_value"], parts["leaf_weight"] = [bias], [np.zeros(dim)]
+        stored = [np.zeros(dim)]
         node_counts = np.zeros(dim, dtype=np.int64)
     else:
         node_counts = np.asarray([len(f) for f in parts["feature"]], dtype=np.int64)
     arrays = {key: np.concatenate(value) for key, value in parts.items()}
-    return numeric_forest(np.concatenate([[0], np.cumsum(node_counts)]),
-                          np.concatenate([[0], np.cumsum(node_counts + 1)]), num_features, trees_per_iteration=dim,
-                          feature_names=_names(ids, num_features), drop_tiny=False, float32=True, **arrays)
+    forest = numeric_forest(np.concatenate([[0], np.cumsum(node_counts)]),
+                            np.concatenate([[0], np.cumsum(node_counts + 1)]), num_features, trees_per_iteration=dim,
+                            feature_names=_names(ids, num_features), drop_tiny=False, float32=True, **arrays)
+    return forest, Sums(scale, bias, np.concatenate(stored))
 
 
 def _border(split: dict, where: str, index: int, borders: np.ndarray, first: int) -> float:

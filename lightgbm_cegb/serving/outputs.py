@@ -8,6 +8,9 @@ Each output repeats its library's arithmetic operation for operation, so it equa
   (``_engine.sigmoid``), the multiclass softmax (``_engine.softmax``); for a scikit-learn classifier of the LightGBM
   API, ``predict_proba`` of two classes as ``1 - p, p`` and ``predict`` the label of the largest probability, as
   ``LGBMClassifier`` computes them.
+- XGBoost (:class:`XGBoostOutput`): float32 margins from the objective's margin of ``base_score``, tree by tree, and
+  the objective's float32 transform; CatBoost (:class:`CatBoostOutput`): ``scale * sum + bias`` of the trees' own
+  leaf values, the binary sigmoid and the class rules.
 - scikit-learn's gradient boosting (:class:`SklearnOutput`): ``HistGradientBoosting*`` sums its baseline and its
   trees' values in the forest's order already (``io.sklearn_trees.read_hist``); ``GradientBoosting*`` adds
   ``learning_rate * value`` of each tree to its init estimator's constant raw prediction, so the kernel sums a table
@@ -80,13 +83,15 @@ class KernelOutput:
         return self.link == "sigmoid", self.scale
 
 
-def kernel_output(model, forest: Forest) -> KernelOutput | SklearnOutput | XGBoostOutput | None:
+def kernel_output(model, forest: Forest) -> KernelOutput | SklearnOutput | XGBoostOutput | CatBoostOutput | None:
     """The output of ``model`` that the predictor computes from the kernel's raw scores: a LightGBM Booster, or a
     fitted LGBMRegressor, LGBMClassifier or LGBMRanker whose ``predict`` and ``predict_proba`` are LightGBM's (see
     :func:`_lightgbm_methods`); scikit-learn's gradient boosting (:func:`sklearn_output`); XGBoost
     (:func:`xgboost_output`); None for any other."""
     if library_of(model) == "xgboost":
         return xgboost_output(model)
+    if library_of(model) == "catboost":
+        return catboost_output(model)
     if not isinstance(model, (lgb.Booster, lgb.LGBMModel)):
         return sklearn_output(model, forest)
     booster = model if isinstance(model, lgb.Booster) else booster_of(model) if _lightgbm_methods(model) else None
@@ -301,3 +306,80 @@ def xgboost_output(model) -> XGBoostOutput | None:
         return None
     n_classes = int(getattr(model, "n_classes_", 0)) if estimator == "classifier" else 0
     return XGBoostOutput(estimator, transform, parts.leaf_value, start, n_classes)
+
+
+@dataclass(frozen=True, eq=False)
+class CatBoostOutput:
+    """The outputs of a CatBoostClassifier or CatBoostRegressor from the sums of its trees' own leaf values
+    (``leaf_value``, from 0.0 in tree order) as its evaluator computes them: ``scale * sum + bias``
+    (RawFormulaVal); a binary classifier's Probability ``1 / (1 + exp(-raw))`` (the C library's exp; class 0
+    ``1 - p``) and Class ``raw > 0`` (no probability threshold set); a multiclass Class the first largest raw value;
+    each class index as the model's label. ``default``: the prediction type of ``predict`` without one."""
+
+    classes: np.ndarray | None
+    default: str
+    scale: float
+    bias: np.ndarray
+    leaf_value: np.ndarray
+    start = None
+    sum32 = False
+
+    def _type(self, method: str, kwargs: dict) -> str | None:
+        """The prediction type ``method(X, **kwargs)`` asks for, where it is computed here; else None."""
+        if method == "predict_proba":
+            kind = "Probability" if not kwargs else None
+        elif method == "predict" and set(kwargs) <= {"prediction_type"}:
+            kind = kwargs.get("prediction_type") or self.default
+        else:
+            return None
+        if kind == "RawFormulaVal" or (kind == "Class" and self.classes is not None):
+            return kind
+        return kind if kind == "Probability" and self.classes is not None and len(self.bias) == 1 else None
+
+    def takes(self, method: str, kwargs: dict) -> bool:
+        """Whether ``method(X, **kwargs)`` of the model is computed here."""
+        return self._type(method, kwargs) is not None
+
+    def __call__(self, raw: np.ndarray, method: str, kwargs: dict) -> np.ndarray:
+        """The model's ``method(X, **kwargs)`` of rows whose sums of leaf values are ``raw`` (n, outputs)."""
+        kind = self._type(method, kwargs)
+        formula = self.scale * raw + self.bias
+        if kind == "RawFormulaVal":
+            return formula[:, 0] if formula.shape[1] == 1 else formula
+        if kind == "Probability":
+            p = sigmoid(np.ascontiguousarray(formula[:, 0]), 1.0)
+            return np.vstack((1 - p, p)).transpose()
+        if formula.shape[1] == 1:
+            return self.classes[(formula[:, 0] > 0).astype(int)]
+        return self.classes[np.argmax(formula, axis=1)].reshape(-1, 1)
+
+    def scalar(self, method: str, kwargs: dict) -> tuple[bool, float] | None:
+        """None: LazyBatch.row_output does not scale nor add the bias."""
+        return None
+
+
+def catboost_output(model) -> CatBoostOutput | None:
+    """The :class:`CatBoostOutput` of a fitted CatBoostClassifier (Logloss or MultiClass; no binary probability
+    threshold set) or CatBoostRegressor whose ``predict`` and ``predict_proba`` are CatBoost's; None for any other
+    (a multiclass Probability is CatBoost's fast approximate exp: the model's predict computes it)."""
+    import catboost
+
+    from lightgbm_cegb.io.catboost_json import sums
+
+    base = catboost.CatBoostClassifier if isinstance(model, catboost.CatBoostClassifier) else \
+        catboost.CatBoostRegressor if isinstance(model, catboost.CatBoostRegressor) else None
+    if base is None or not model.is_fitted():
+        return None
+    for name in ("predict", "predict_proba", "_get_default_prediction_type"):
+        if getattr(type(model), name, None) is not getattr(base, name, None):
+            return None
+    classes, default = None, "Class"
+    if base is catboost.CatBoostClassifier:
+        loss = str(model.get_all_params().get("loss_function", "")).split(":")[0]
+        if loss not in ("Logloss", "MultiClass") or "binclass_probability_threshold" in model.get_metadata().keys():
+            return None
+        classes = np.asarray(model.classes_)
+    else:
+        default = str(model._get_default_prediction_type())  # what the regressor's predict asks for
+    parts = sums(model)
+    return CatBoostOutput(classes, default, parts.scale, parts.bias, parts.leaf_value)

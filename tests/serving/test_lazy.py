@@ -708,6 +708,51 @@ def test_a_dart_xgboost_model_is_predicted_by_its_own_method():
     np.testing.assert_array_equal(predictor.predict(np.full_like(X, np.nan)), dart.predict(X))
 
 
+@settings(max_examples=20, deadline=None, derandomize=True)
+@given(st.integers(0, 10_000), st.sampled_from(["binary", "multiclass", "regression"]), st.sampled_from([0.0, 0.4]))
+def test_catboost_outputs_are_computed_from_the_leaves_to_the_bit(seed, task, known_share):
+    """CatBoost classifiers (labels of any type) and regressors (a bias from the mean) are answered from the leaves
+    the rows reached (serving.outputs.CatBoostOutput: scale * sum + bias, the sigmoid, the class rule), never by the
+    model's predict: predict of each prediction type it computes and predict_proba equal the model's own to the
+    bit, dtype and shape included; a multiclass probability (CatBoost's approximate exp) is the model's own."""
+    import catboost
+
+    from lightgbm_cegb.serving.outputs import CatBoostOutput
+    rng = np.random.default_rng(seed)
+    n = 300
+    X = rng.normal(size=(n, 5))
+    X[rng.random(X.shape) < 0.05] = np.nan
+    signal = np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 1]) * (np.nan_to_num(X[:, 2]) > 0) + rng.normal(0, 0.3, n)
+    options = {"iterations": 15, "depth": 3, "random_seed": seed, "verbose": 0, "thread_count": 1}
+    if task == "regression":
+        model = catboost.CatBoostRegressor(**options).fit(X, signal + 3)
+    else:
+        codes = np.digitize(signal, [0.0] if task == "binary" else [-0.5, 0.5])
+        labels = np.array(["no", "yes", "maybe"])[codes] if seed % 2 else codes * 3 + 1
+        model = catboost.CatBoostClassifier(**options).fit(X, labels)
+    predictor = LazyPredictor(model, Store(X), feature_costs=np.ones(5), feature_keys="index")
+    assert isinstance(predictor._own, CatBoostOutput)
+    calls = [("predict", {}), ("predict", {"prediction_type": "RawFormulaVal"})]
+    if task == "binary":
+        calls += [("predict", {"prediction_type": "Probability"}), ("predict_proba", {})]
+    known = rng.random(X.shape) < known_share
+    rows = np.where(known, X, np.nan)
+    model_predict_rows = predictor.predict_rows
+
+    def refused(*args, **kwargs):
+        raise AssertionError("predicted by the model's predict")
+
+    predictor.predict_rows = refused
+    for method, kwargs in calls:
+        expected = getattr(model, method)(X, **kwargs)
+        got = predictor.acquire(rows, known, method=method, **kwargs).prediction
+        np.testing.assert_array_equal(got, expected)
+        assert (got.dtype, got.shape) == (expected.dtype, expected.shape)
+    if task == "multiclass":
+        predictor.predict_rows = model_predict_rows
+        np.testing.assert_array_equal(predictor.predict_proba(rows, known), model.predict_proba(X))
+
+
 def test_a_subclass_that_changes_an_output_is_predicted_by_its_own_method():
     class Shifted(lgb.LGBMRegressor):
         def predict(self, X, **kwargs):
