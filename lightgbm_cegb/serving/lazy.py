@@ -759,6 +759,9 @@ PruneResult, Forest or policy
         model, forest = self.model, self.forest
         every = done.all()
         if isinstance(model, Forest) or (self._own is not None and self._own.takes(method, kwargs)):
+            if getattr(self._own, "reads_leaves", False):
+                leaves = batch.leaves()
+                return self._own(leaves if every else leaves[done], method, kwargs)
             raw = isinstance(model, Forest) or bool(kwargs.get("raw_score"))  # as predict(raw_score=True)
             score = batch.raw_score(not raw and forest.average_output)
             score = score if every else score[done]

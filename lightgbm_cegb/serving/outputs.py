@@ -11,6 +11,10 @@ Each output repeats its library's arithmetic operation for operation, so it equa
 - XGBoost (:class:`XGBoostOutput`): float32 margins from the objective's margin of ``base_score``, tree by tree, and
   the objective's float32 transform; CatBoost (:class:`CatBoostOutput`): ``scale * sum + bias`` of the trees' own
   leaf values, the binary sigmoid and the class rules.
+- scikit-learn's decision trees and forests (:class:`SklearnTreeOutput`): a tree's leaf values (a classifier's class
+  fractions, as ``tree_.predict`` reads them), a forest's added tree by tree from 0.0 and divided by the number of
+  trees, as ``_accumulate_prediction`` adds them one after the other (``n_jobs`` 1 or None: with more, the model's
+  own order of the additions is the threads'); a classifier's label from the first largest value.
 - scikit-learn's gradient boosting (:class:`SklearnOutput`): ``HistGradientBoosting*`` sums its baseline and its
   trees' values in the forest's order already (``io.sklearn_trees.read_hist``); ``GradientBoosting*`` adds
   ``learning_rate * value`` of each tree to its init estimator's constant raw prediction, so the kernel sums a table
@@ -83,7 +87,7 @@ class KernelOutput:
         return self.link == "sigmoid", self.scale
 
 
-def kernel_output(model, forest: Forest) -> KernelOutput | SklearnOutput | XGBoostOutput | CatBoostOutput | None:
+def kernel_output(model, forest: Forest):
     """The output of ``model`` that the predictor computes from the kernel's raw scores: a LightGBM Booster, or a
     fitted LGBMRegressor, LGBMClassifier or LGBMRanker whose ``predict`` and ``predict_proba`` are LightGBM's (see
     :func:`_lightgbm_methods`); scikit-learn's gradient boosting (:func:`sklearn_output`); XGBoost
@@ -93,7 +97,7 @@ def kernel_output(model, forest: Forest) -> KernelOutput | SklearnOutput | XGBoo
     if library_of(model) == "catboost":
         return catboost_output(model)
     if not isinstance(model, (lgb.Booster, lgb.LGBMModel)):
-        return sklearn_output(model, forest)
+        return sklearn_output(model, forest) or sklearn_tree_output(model, forest)
     booster = model if isinstance(model, lgb.Booster) else booster_of(model) if _lightgbm_methods(model) else None
     if booster is None or forest.linear is not None or not forest.objective:
         return None
@@ -383,3 +387,76 @@ def catboost_output(model) -> CatBoostOutput | None:
         default = str(model._get_default_prediction_type())  # what the regressor's predict asks for
     parts = sums(model)
     return CatBoostOutput(classes, default, parts.scale, parts.bias, parts.leaf_value)
+
+
+@dataclass(frozen=True, eq=False)
+class SklearnTreeOutput:
+    """The outputs of a fitted single-output DecisionTree* / ExtraTree* (``trees`` 1) or RandomForest* / ExtraTrees*
+    model. A regressor's prediction is the kernel's raw score (a forest's averaged, as the Forest says); a
+    classifier's is computed from the leaves the rows reached (``reads_leaves``): ``fractions[t]`` holds tree t's
+    leaves' class fractions in the forest's leaf order."""
+
+    model: object
+    trees: int
+    fractions: tuple | None = None
+    leaf_value = start = None
+    sum32 = False
+
+    @property
+    def reads_leaves(self) -> bool:
+        return self.fractions is not None
+
+    def takes(self, method: str, kwargs: dict) -> bool:
+        """Whether ``method(X)`` of the model is computed here (no arguments)."""
+        return method in (("predict", "predict_proba") if self.reads_leaves else ("predict",)) and not kwargs
+
+    def __call__(self, computed: np.ndarray, method: str, kwargs: dict) -> np.ndarray:
+        """The model's ``method`` of rows whose raw scores (a regressor) or leaves (a classifier, (n, trees)) are
+        ``computed``."""
+        if not self.reads_leaves:
+            return computed[:, 0]
+        proba = self.fractions[0][computed[:, 0]]
+        if self.trees > 1:  # ForestClassifier.predict_proba: zeros, each tree's added in turn, then divided
+            proba = np.zeros((len(computed), self.fractions[0].shape[1]))
+            for t in range(self.trees):
+                proba += self.fractions[t][computed[:, t]]
+            proba /= self.trees
+        if method == "predict_proba":
+            return proba
+        return self.model.classes_.take(np.argmax(proba, axis=1), axis=0)
+
+    def scalar(self, method: str, kwargs: dict) -> tuple[bool, float] | None:
+        """(False, 0.0) for a regressor: LazyBatch.row_output's raw score (averaged for a forest); None otherwise."""
+        return None if self.reads_leaves else (False, 0.0)
+
+
+def sklearn_tree_output(model, forest: Forest) -> SklearnTreeOutput | None:
+    """The :class:`SklearnTreeOutput` of a fitted single-output decision tree, random forest or extra-trees model
+    whose prediction methods are scikit-learn's own (a forest: ``n_jobs`` None or 1); None for any other."""
+    from sklearn.ensemble import (
+        ExtraTreesClassifier,
+        ExtraTreesRegressor,
+        RandomForestClassifier,
+        RandomForestRegressor,
+    )
+    from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
+
+    bases = (DecisionTreeClassifier, DecisionTreeRegressor, RandomForestClassifier, RandomForestRegressor,
+             ExtraTreesClassifier, ExtraTreesRegressor)
+    base = next((cls for cls in bases if isinstance(model, cls)), None)
+    if base is None or getattr(model, "n_outputs_", 0) != 1:
+        return None
+    for name in ("predict", "predict_proba"):
+        if getattr(type(model), name, None) is not getattr(base, name, None):
+            return None
+    single = base in (DecisionTreeClassifier, DecisionTreeRegressor)
+    if not single and model.n_jobs not in (None, 1):
+        return None
+    estimators = [model] if single else list(model.estimators_)
+    if not hasattr(model, "classes_"):
+        return SklearnTreeOutput(model, len(estimators))
+    fractions = []
+    for estimator in estimators:
+        tree = estimator.tree_
+        fractions.append(tree.value[np.flatnonzero(tree.children_left == -1), 0, :model.n_classes_])
+    return SklearnTreeOutput(model, len(estimators), tuple(fractions))

@@ -607,6 +607,58 @@ def test_sklearn_boosting_outputs_are_computed_from_the_leaves_to_the_bit(seed, 
         np.testing.assert_array_equal(prepared.predict(id=i), model.predict(X[i:i + 1])[0])
 
 
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(st.integers(0, 10_000), st.sampled_from(["tree", "forest", "extra"]), st.sampled_from([2, 3, 0]),
+       st.sampled_from([0.0, 0.4]))
+def test_sklearn_tree_outputs_are_computed_from_the_leaves_to_the_bit(seed, family, classes, known_share):
+    """scikit-learn's decision trees, random forests and extra trees (classes 0: a regressor; string or number
+    labels; missing values) are answered from the leaves the rows reached (serving.outputs.SklearnTreeOutput), never
+    by the model's predict: predict and predict_proba equal the model's own to the bit, lazily and on a prepared
+    row; a forest predicting on several threads (its own order of additions) is left to its predict."""
+    from sklearn.ensemble import (
+        ExtraTreesClassifier,
+        ExtraTreesRegressor,
+        RandomForestClassifier,
+        RandomForestRegressor,
+    )
+    from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
+
+    from lightgbm_cegb.serving.outputs import SklearnTreeOutput
+    rng = np.random.default_rng(seed)
+    n = 300
+    X = rng.normal(size=(n, 5))
+    X[rng.random(X.shape) < 0.05] = np.nan
+    signal = np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 1]) * (np.nan_to_num(X[:, 2]) > 0) + rng.normal(0, 0.3, n)
+    kinds = {"tree": (DecisionTreeRegressor, DecisionTreeClassifier), "forest": (RandomForestRegressor,
+             RandomForestClassifier), "extra": (ExtraTreesRegressor, ExtraTreesClassifier)}[family]
+    options = {"max_depth": 6, "random_state": seed, **({} if family == "tree" else {"n_estimators": 10})}
+    if classes:
+        codes = np.digitize(signal, np.quantile(signal, np.linspace(0, 1, classes + 1)[1:-1]))
+        model = kinds[1](**options).fit(X, np.array(["no", "yes", "maybe"])[codes] if seed % 2 else codes * 3)
+    else:
+        model = kinds[0](**options).fit(X, signal)
+    predictor = LazyPredictor(model, Store(X), feature_costs=np.ones(5), feature_keys="index")
+    assert isinstance(predictor._own, SklearnTreeOutput)
+
+    def refused(*args, **kwargs):
+        raise AssertionError("predicted by the model's predict")
+
+    predictor.predict_rows = refused
+    known = rng.random(X.shape) < known_share
+    rows = np.where(known, X, np.nan)
+    for method in ("predict", "predict_proba") if classes else ("predict",):
+        expected = getattr(model, method)(X)
+        got = predictor.acquire(rows, known, method=method).prediction
+        np.testing.assert_array_equal(got, expected)
+        assert got.dtype == expected.dtype
+    prepared = predictor.prepare()
+    for i in range(5):
+        np.testing.assert_array_equal(prepared.predict(id=i), model.predict(X[i:i + 1])[0])
+    if family != "tree":
+        model.set_params(n_jobs=2)
+        assert LazyPredictor(model, Store(X), feature_costs=np.ones(5), feature_keys="index")._own is None
+
+
 def test_sklearn_boosting_that_the_leaves_do_not_answer_is_predicted_by_its_own_method_or_refused():
     """A subclass that changes predict is left to its own method; an init estimator that reads the rows' features
     (which no tree reads, so neither the costs nor a lazy row would have them) is refused by name."""
