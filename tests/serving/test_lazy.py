@@ -48,6 +48,25 @@ class Store:
 FETCH_ORDERS = ["cheapest", "costliest", "most_rows", "model", lambda key, ids: -len(str(key)) - ids.sum()]
 
 
+def signal_rows(seed: int, n: int = 300, missing: bool = True):
+    """(rng, X of n rows x 5 with 5% missing values (or none), a signal of columns 0-2 with noise) for the outputs'
+    tests."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 5))
+    if missing:
+        X[rng.random(X.shape) < 0.05] = np.nan
+    signal = np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 1]) * (np.nan_to_num(X[:, 2]) > 0) + rng.normal(0, 0.3, n)
+    return rng, X, signal
+
+
+def refuse_model_predict(predictor) -> None:
+    """Make ``predictor`` fail where it would call the model's predict on the filled rows."""
+    def refused(*args, **kwargs):
+        raise AssertionError("predicted by the model's predict")
+
+    predictor.predict_rows = refused
+
+
 def higgs_like(n=600, seed=0, objective="binary"):
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n, 8))
@@ -507,11 +526,7 @@ def test_lightgbm_outputs_are_computed_from_the_leaves_to_the_bit(seed, kind, cl
     filled rows: predict, predict_proba and raw scores equal the model's own to the bit, lazily, in batches and on a
     prepared row."""
     from lightgbm_cegb.lgbm.cegb_estimators import CEGBClassifier
-    rng = np.random.default_rng(seed)
-    n = 400
-    X = rng.normal(size=(n, 5))
-    X[rng.random(X.shape) < 0.05] = np.nan
-    signal = np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 1]) * (np.nan_to_num(X[:, 2]) > 0) + rng.normal(0, 0.3, n)
+    rng, X, signal = signal_rows(seed, n=400)
     codes = np.digitize(signal, np.quantile(signal, np.linspace(0, 1, classes + 1)[1:-1]))
     labels = np.array(["no", "yes", "maybe", "never"])[codes] if seed % 2 else codes * 3
     common = {"n_estimators": 30, "num_leaves": 7, "min_child_samples": 5, "verbose": -1, "random_state": seed}
@@ -532,11 +547,7 @@ def test_lightgbm_outputs_are_computed_from_the_leaves_to_the_bit(seed, kind, cl
         model = lgb.LGBMRanker(**common).fit(X, codes, group=[40] * 10)
     predictor = LazyPredictor(model, Store(X), feature_costs=np.ones(5), feature_keys="index")
     assert predictor._own is not None
-
-    def refused(*args, **kwargs):
-        raise AssertionError("predicted by the model's predict")
-
-    predictor.predict_rows = refused
+    refuse_model_predict(predictor)
     known = rng.random(X.shape) < known_share
     rows = np.where(known, X, np.nan)
     for method in ("predict", "predict_proba") if hasattr(model, "predict_proba") else ("predict",):
@@ -566,12 +577,7 @@ def test_sklearn_boosting_outputs_are_computed_from_the_leaves_to_the_bit(seed, 
     )
 
     from lightgbm_cegb.serving.outputs import SklearnOutput
-    rng = np.random.default_rng(seed)
-    n = 300
-    X = rng.normal(size=(n, 5))
-    if family == "hist":
-        X[rng.random(X.shape) < 0.05] = np.nan
-    signal = np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 1]) * (np.nan_to_num(X[:, 2]) > 0) + rng.normal(0, 0.3, n)
+    rng, X, signal = signal_rows(seed, missing=family == "hist")
     if task == "regression":
         y = np.exp(signal / 2) if family == "hist" and variant else signal
     else:
@@ -591,11 +597,7 @@ def test_sklearn_boosting_outputs_are_computed_from_the_leaves_to_the_bit(seed, 
     model.fit(X, y)
     predictor = LazyPredictor(model, Store(X), feature_costs=np.ones(5), feature_keys="index")
     assert isinstance(predictor._own, SklearnOutput)
-
-    def refused(*args, **kwargs):
-        raise AssertionError("predicted by the model's predict")
-
-    predictor.predict_rows = refused
+    refuse_model_predict(predictor)
     known = rng.random(X.shape) < known_share
     rows = np.where(known, X, np.nan)
     methods = ("predict",) if task == "regression" else ("predict", "predict_proba", "decision_function")
@@ -624,11 +626,7 @@ def test_sklearn_tree_outputs_are_computed_from_the_leaves_to_the_bit(seed, fami
     from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
     from lightgbm_cegb.serving.outputs import SklearnTreeOutput
-    rng = np.random.default_rng(seed)
-    n = 300
-    X = rng.normal(size=(n, 5))
-    X[rng.random(X.shape) < 0.05] = np.nan
-    signal = np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 1]) * (np.nan_to_num(X[:, 2]) > 0) + rng.normal(0, 0.3, n)
+    rng, X, signal = signal_rows(seed)
     kinds = {"tree": (DecisionTreeRegressor, DecisionTreeClassifier), "forest": (RandomForestRegressor,
              RandomForestClassifier), "extra": (ExtraTreesRegressor, ExtraTreesClassifier)}[family]
     options = {"max_depth": 6, "random_state": seed, **({} if family == "tree" else {"n_estimators": 10})}
@@ -639,11 +637,7 @@ def test_sklearn_tree_outputs_are_computed_from_the_leaves_to_the_bit(seed, fami
         model = kinds[0](**options).fit(X, signal)
     predictor = LazyPredictor(model, Store(X), feature_costs=np.ones(5), feature_keys="index")
     assert isinstance(predictor._own, SklearnTreeOutput)
-
-    def refused(*args, **kwargs):
-        raise AssertionError("predicted by the model's predict")
-
-    predictor.predict_rows = refused
+    refuse_model_predict(predictor)
     known = rng.random(X.shape) < known_share
     rows = np.where(known, X, np.nan)
     for method in ("predict", "predict_proba") if classes else ("predict",):
@@ -694,11 +688,7 @@ def test_xgboost_outputs_are_computed_from_the_leaves_to_the_bit(seed, estimator
     import xgboost as xgb
 
     from lightgbm_cegb.serving.outputs import XGBoostOutput
-    rng = np.random.default_rng(seed)
-    n = 300
-    X = rng.normal(size=(n, 5))
-    X[rng.random(X.shape) < 0.05] = np.nan
-    signal = np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 1]) * (np.nan_to_num(X[:, 2]) > 0) + rng.normal(0, 0.3, n)
+    rng, X, signal = signal_rows(seed)
     if objective.startswith("multi"):
         y = np.digitize(signal, [-0.5, 0.5])
     elif objective.startswith("binary"):
@@ -726,11 +716,7 @@ def test_xgboost_outputs_are_computed_from_the_leaves_to_the_bit(seed, estimator
             model = kind(**options).fit(X, y)
     predictor = LazyPredictor(model, Store(X), feature_costs=np.ones(5), feature_keys="index")
     assert isinstance(predictor._own, XGBoostOutput)
-
-    def refused(*args, **kwargs):
-        raise AssertionError("predicted by the model's predict")
-
-    predictor.predict_rows = refused
+    refuse_model_predict(predictor)
     known = rng.random(X.shape) < known_share
     rows = np.where(known, X, np.nan)
     full = xgb.DMatrix(X) if estimator == "booster" else X
@@ -770,11 +756,7 @@ def test_catboost_outputs_are_computed_from_the_leaves_to_the_bit(seed, task, kn
     import catboost
 
     from lightgbm_cegb.serving.outputs import CatBoostOutput
-    rng = np.random.default_rng(seed)
-    n = 300
-    X = rng.normal(size=(n, 5))
-    X[rng.random(X.shape) < 0.05] = np.nan
-    signal = np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 1]) * (np.nan_to_num(X[:, 2]) > 0) + rng.normal(0, 0.3, n)
+    rng, X, signal = signal_rows(seed)
     options = {"iterations": 15, "depth": 3, "random_seed": seed, "verbose": 0, "thread_count": 1}
     if task == "regression":
         model = catboost.CatBoostRegressor(**options).fit(X, signal + 3)
@@ -790,11 +772,7 @@ def test_catboost_outputs_are_computed_from_the_leaves_to_the_bit(seed, task, kn
     known = rng.random(X.shape) < known_share
     rows = np.where(known, X, np.nan)
     model_predict_rows = predictor.predict_rows
-
-    def refused(*args, **kwargs):
-        raise AssertionError("predicted by the model's predict")
-
-    predictor.predict_rows = refused
+    refuse_model_predict(predictor)
     for method, kwargs in calls:
         expected = getattr(model, method)(X, **kwargs)
         got = predictor.acquire(rows, known, method=method, **kwargs).prediction
