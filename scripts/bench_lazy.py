@@ -3,8 +3,8 @@
     .venv/bin/python -m scripts.bench_lazy [--rows 100000] [--repeat 3] [--small 1 10 100]
 
 Rows: the bundled HIGGS events (7,500) drawn with replacement up to --rows. For each model (plain LightGBM
-and CEGB at the demo's tradeoffs, 100 rounds of 31 leaves, and an ``LGBMClassifier`` of 100 trees against its own
-``predict_proba``), ``LazyPredictor.predict`` on rows that arrive
+and CEGB at the demo's tradeoffs, 100 rounds of 31 leaves; classifiers of LightGBM's, XGBoost's, scikit-learn's and
+CatBoost's of 100 trees each against their own ``predict_proba``), ``LazyPredictor.predict`` on rows that arrive
 with no feature known and a zero-cost fetch (a column of a column store, ``columns[key][ids]``) is timed against
 ``Booster.predict`` on the full rows, both in this process, best of --repeat; the ratio is the figure, with the
 default threads of both and with one thread each (``num_threads=1``, ``n_jobs=1``). Also:
@@ -148,6 +148,23 @@ def policy_requests(X_train, y_train, X, sizes: list[int], repeat: int) -> None:
                   f"{trees_per_row(model, expected)} {prepared}")
 
 
+def other_classifiers(X_train, y_train) -> list[tuple[str, object]]:
+    """The classifiers of the first part's last rows, 100 trees each, lazily against their own ``predict_proba``:
+    LightGBM's scikit-learn estimator, XGBoost's, scikit-learn's histogram gradient boosting and CatBoost's."""
+    import catboost
+    import xgboost as xgb
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    models = [("LGBMClassifier, 100 trees", lgb.LGBMClassifier(n_estimators=100, num_leaves=31, learning_rate=0.1,
+                                                             random_state=0, deterministic=True, verbose=-1)),
+            ("XGBClassifier, 100 trees", xgb.XGBClassifier(n_estimators=100, max_depth=5, random_state=0)),
+            ("HistGradientBoosting 100", HistGradientBoostingClassifier(max_iter=100, early_stopping=False,
+                                                                        random_state=0)),
+            ("CatBoostClassifier 100", catboost.CatBoostClassifier(iterations=100, depth=5, random_seed=0,
+                                                                   verbose=0))]
+    return [(name, model.fit(X_train, y_train)) for name, model in models]
+
+
 def trees_per_row(model, result) -> str:
     """The mean number of trees a row of ``result`` evaluated: a staged model's, from the stage it stopped at ("-" for
     other models)."""
@@ -190,15 +207,15 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{name:<24} {eager_time:>9.3f} {lazy_time:>8.3f} {lazy_time / eager_time:>6.2f} {eager_one:>8.3f} "
               f"{lazy_one:>6.3f} {lazy_one / eager_one:>6.2f} {result.rounds:>6} {result.fetch_calls:>6} "
               f"{result.fetched.mean():>8.1%} {result.mean:>9.2f}")
-    classifier = lgb.LGBMClassifier(n_estimators=100, num_leaves=31, learning_rate=0.1, random_state=0,
-                                    deterministic=True, verbose=-1).fit(X_train, y_train)
-    predictor = LazyPredictor(classifier, fetch, feature_costs=HIGGS_COSTS, feature_keys="index")
-    eager_time, expected = best_of(args.repeat, lambda: classifier.predict_proba(X))
-    lazy_time, result = best_of(args.repeat, lambda: predictor.acquire(unknown, method="predict_proba"))
-    if not np.array_equal(result.prediction, expected):
-        raise SystemExit("lazy predictions differ from predict_proba: a bug")
-    print(f"{'LGBMClassifier, 100 trees':<24} {eager_time:>9.3f} {lazy_time:>8.3f} {lazy_time / eager_time:>6.2f} "
-          f"{result.rounds:>6} {result.fetch_calls:>6} {result.fetched.mean():>8.1%} {result.mean:>9.2f}")
+    for name, classifier in other_classifiers(X_train, y_train):
+        predictor = LazyPredictor(classifier, fetch, feature_costs=HIGGS_COSTS, feature_keys="index")
+        eager_time, expected = best_of(args.repeat, lambda: classifier.predict_proba(X))  # noqa: B023
+        lazy_time, result = best_of(args.repeat,
+                                    lambda: predictor.acquire(unknown, method="predict_proba"))  # noqa: B023
+        if not np.array_equal(result.prediction, expected):
+            raise SystemExit(f"lazy predictions of {name} differ from predict_proba: a bug")
+        print(f"{name:<24} {eager_time:>9.3f} {lazy_time:>8.3f} {lazy_time / eager_time:>6.2f} {'':>8} {'':>6} "
+              f"{'':>6} {result.rounds:>6} {result.fetch_calls:>6} {result.fetched.mean():>8.1%} {result.mean:>9.2f}")
     print(f"\nfetched: share of the {X.size:,} (row, feature) values fetched; cost lazy: mean per row "
           f"(eager: {HIGGS_COSTS.lazy.sum():g}).")
     if args.small:
