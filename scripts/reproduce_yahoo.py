@@ -103,6 +103,13 @@ def load(args) -> tuple[dict, FeatureCosts]:
     return parts, FeatureCosts(lazy=costs.lazy)
 
 
+#: the grid of Cronus and CSCC: relative trade-offs from where the cascades stop at their first stage to where they
+#: read every tree, each with phi the plain model's trees (the registry's) and the CSTC paper's boosting trick (200
+#: squared-loss trees of depth 4)
+CASCADE_GRID = [{"relative_tradeoff": float(r), **phi} for r in np.geomspace(1e-6, 3e-2, 12)
+                for phi in ({}, {"phi_trees": 200, "phi_depth": 4})]
+
+
 def setting_runs(setting: str, args, rows: int) -> tuple[list[tuple], dict, dict]:
     """A setting's runs of ``repeated_frontiers`` (label, method, LightGBM parameters[, rounds[, grid]]: the
     methods of ``--methods``), the LightGBM parameters of "CEGB deep trained to the budget", and the grids of
@@ -127,6 +134,8 @@ def setting_runs(setting: str, args, rows: int) -> tuple[list[tuple], dict, dict
                  ("CEGB deep", "cegb", {**DEEP, **objective}),
                  ("CEGB deep, breadth-first", "cegb", {**DEEP, **objective, "tree_growth": "depthwise"})]
     runs += [("Greedy Miser", "greedy_miser", {}),
+             ("Cronus", "cronus", {}, None, CASCADE_GRID),
+             ("CSCC", "cscc", {}, None, CASCADE_GRID),
              ("Staged acquisition ranker", "staged_acquisition_ranker", {}),
              ("Cheap subset (baseline)", "cheap_subset", {**DEEP, **objective})]
     # a run's own grid (the 5th entry) wins over --quick's: None where --quick should apply
@@ -153,7 +162,7 @@ def main() -> None:
                              "for cheap)")
     parser.add_argument("--forest", type=int, default=30, help="BudgetRF: trees per forest")
     parser.add_argument("--settings", default="i,ii", help="which of the paper's settings to run")
-    parser.add_argument("--methods", default="lightgbm,cegb,budget_prune,early_exit,budgetrf,greedy_miser,"
+    parser.add_argument("--methods", default="lightgbm,cegb,budget_prune,early_exit,budgetrf,greedy_miser,cronus,cscc,"
                                              "staged_acquisition_ranker,cheap_subset",
                         help="which methods to run (BudgetPrune on all of Yahoo's 473k rows takes hours)")
     args = parser.parse_args()
