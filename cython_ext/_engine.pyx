@@ -523,7 +523,7 @@ cdef class LazyBatch:
             self._start(src, kn)
 
     cdef void _start(self, const float64* src, const uint8* kn) noexcept nogil:
-        """The state of rows that have routed nowhere yet, from their values in src (X's, or X itself; kn: which src
+        """The state of rows that have routed nowhere yet, their values copied from src into X (kn: which src
         gives, NULL for its non-NaN ones; a NaN given is a missing value; with float32, a value is rounded as such
         models read it)."""
         cdef Py_ssize_t n = self.n, F = self.F, G = self.G, i, f, b
