@@ -734,16 +734,27 @@ def test_xgboost_outputs_are_computed_from_the_leaves_to_the_bit(seed, estimator
                                                                             else X[i:i + 1])[0])
 
 
-def test_a_dart_xgboost_model_is_predicted_by_its_own_method():
-    """dart scales its trees' outputs when it predicts: it is left to the model's own predict."""
+def test_xgboost_dart_and_custom_objectives():
+    """dart (its trees' outputs scaled when it predicts) is left to the model's own predict; an estimator trained with
+    a callable objective predicts with the objective its model names (XGBClassifier's: binary:logistic), and so do
+    its outputs computed from the leaves."""
     import xgboost as xgb
+
+    from lightgbm_cegb.serving.outputs import XGBoostOutput
+
+    def squared(y_true, y_pred):
+        return y_pred - y_true, np.ones_like(y_pred)
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(200, 3))
     dart = xgb.XGBRegressor(n_estimators=5, booster="dart").fit(X, X[:, 0])
-    predictor = LazyPredictor(dart, Store(X), feature_costs=np.ones(3), feature_keys="index")
-    assert predictor._own is None
-    np.testing.assert_array_equal(predictor.predict(np.full_like(X, np.nan)), dart.predict(X))
+    custom = xgb.XGBClassifier(n_estimators=5, objective=squared).fit(X, (X[:, 0] > 0).astype(int))
+    for model, kind in ((dart, type(None)), (custom, XGBoostOutput)):
+        predictor = LazyPredictor(model, Store(X), feature_costs=np.ones(3), feature_keys="index")
+        assert isinstance(predictor._own, kind)
+        for method in ("predict", "predict_proba") if hasattr(model, "predict_proba") else ("predict",):
+            np.testing.assert_array_equal(getattr(predictor, method)(np.full_like(X, np.nan)),
+                                          getattr(model, method)(X))
 
 
 @settings(max_examples=20, deadline=None, derandomize=True)
