@@ -20,9 +20,9 @@ deeper, so there are at most as many rounds as the deepest tree has levels.
 
 Predictions equal the model's ``predict`` on the full rows, bit for bit: computed from the leaves the routing
 reached with the model library's own operations (``serving.outputs``: LightGBM's raw score, sigmoid and softmax;
-XGBoost's float32 margins and transforms; CatBoost's scaled sums; scikit-learn's gradient boosting through its own
-loss), otherwise by the
-model's ``predict`` on the rows with the values nobody fetched set to 0.0, which no split reads.
+XGBoost's float32 margins and transforms; CatBoost's scaled sums; scikit-learn's trees, forests and gradient
+boosting through their own rules and loss), otherwise by the model's ``predict`` on the rows with the values nobody
+fetched set to 0.0, which no split reads.
 
 Its length: this module is the predictor; its fetch rounds (in turn, on threads with timeouts, or awaited) and its
 checks of what fetch returns stay with the one class whose state they read. A batch's rounds are in
