@@ -1002,14 +1002,16 @@ cdef class LazyBatch:
                 self._store_value(r[a], units[k], value_of[k][a])
                 a += 1
 
-    cdef inline void _store_value(self, int64 i, int64 f, float64 value) noexcept nogil:
-        """Row i's value of feature f, fetched: stored (a NaN as a missing value; float32 models' rounding) and
-        paid."""
+    cdef inline float64 _as_read(self, float64 value) noexcept nogil:
+        """A fetched value as the model reads it: a NaN as a missing value (never UNKNOWN's bits), rounded to float32
+        for float32 models."""
         if isnan(value):
-            value = NAN
-        elif self.plan.float32:
-            value = <float64> (<float> value)
-        self.x[i * self.F + f] = value
+            return NAN
+        return <float64> (<float> value) if self.plan.float32 else value
+
+    cdef inline void _store_value(self, int64 i, int64 f, float64 value) noexcept nogil:
+        """Row i's fetched value of feature f (as read): stored and paid."""
+        self.x[i * self.F + f] = self._as_read(value)
         self.fe[i * self.F + f] = 1
         self._pay(i, f)
 
@@ -1051,7 +1053,6 @@ cdef class LazyBatch:
         cdef Py_ssize_t F = self.F, j, c
         cdef int64 i, f
         cdef float64 value
-        cdef bint float32 = self.plan.float32
         for j in range(j0, j1):
             i = r[j]
             for c in range(width):
@@ -1059,13 +1060,9 @@ cdef class LazyBatch:
                 if g < 0:
                     self._store_value(i, unit, value)
                     continue
-                if isnan(value):
-                    value = NAN
-                elif float32:
-                    value = <float64> (<float> value)
                 f = member[c]
                 if (<uint64*> self.x)[i * F + f] == UNKNOWN:
-                    self.h[i * F + f] = value
+                    self.h[i * F + f] = self._as_read(value)
                     self.fe[i * F + f] = 1
             if g >= 0:
                 self.hg[i * self.G + g] = 1

@@ -125,9 +125,15 @@ def _lightgbm_methods(model) -> bool:
     if not isinstance(model, lgb.LGBMModel) or callable(getattr(model, "objective", None)):
         return False
     base = next(cls for cls in type(model).__mro__ if cls.__module__ == lgb.LGBMModel.__module__)
-    for name in ("predict", "predict_proba"):
+    return _own_methods(model, base, ("predict", "predict_proba"), marked=True)
+
+
+def _own_methods(model, base: type, names: tuple, marked: bool = False) -> bool:
+    """Whether ``model``'s methods ``names`` are those of ``base``, its library's class (an override computes
+    something else), or with ``marked`` say they compute the same (``lightgbm_output = True``)."""
+    for name in names:
         method = getattr(type(model), name, None)
-        if method is not getattr(base, name, None) and not getattr(method, "lightgbm_output", False):
+        if method is not getattr(base, name, None) and not (marked and getattr(method, "lightgbm_output", False)):
             return False
     return True
 
@@ -193,9 +199,8 @@ def sklearn_output(model, forest: Forest) -> SklearnOutput | None:
     base = next((cls for cls in bases if isinstance(model, cls)), None)
     if base is None or forest.average_output or not hasattr(model, "_loss"):
         return None
-    for name in ("predict", "predict_proba", "decision_function", "_raw_predict"):
-        if getattr(type(model), name, None) is not getattr(base, name, None):
-            return None
+    if not _own_methods(model, base, ("predict", "predict_proba", "decision_function", "_raw_predict")):
+        return None
     if base in (HistGradientBoostingClassifier, HistGradientBoostingRegressor):
         return SklearnOutput(model, hist=True)
     if not constant_init(model):  # refused by the reader already
@@ -293,9 +298,8 @@ def xgboost_output(model) -> XGBoostOutput | None:
 
     if isinstance(model, xgb.XGBModel):
         base = next((cls for cls in type(model).__mro__ if cls.__module__ == xgb.XGBModel.__module__), None)
-        for name in ("predict", "predict_proba"):
-            if getattr(type(model), name, None) is not getattr(base, name, None):
-                return None
+        if not _own_methods(model, base, ("predict", "predict_proba")):
+            return None
         estimator = "classifier" if isinstance(model, xgb.XGBClassifier) else "regressor"
     elif isinstance(model, xgb.Booster):
         estimator = "booster"
@@ -374,9 +378,8 @@ def catboost_output(model) -> CatBoostOutput | None:
         catboost.CatBoostRegressor if isinstance(model, catboost.CatBoostRegressor) else None
     if base is None or not model.is_fitted():
         return None
-    for name in ("predict", "predict_proba", "_get_default_prediction_type"):
-        if getattr(type(model), name, None) is not getattr(base, name, None):
-            return None
+    if not _own_methods(model, base, ("predict", "predict_proba", "_get_default_prediction_type")):
+        return None
     classes, default = None, "Class"
     if base is catboost.CatBoostClassifier:
         loss = str(model.get_all_params().get("loss_function", "")).split(":")[0]
@@ -446,9 +449,8 @@ def sklearn_tree_output(model, forest: Forest) -> SklearnTreeOutput | None:
     base = next((cls for cls in bases if isinstance(model, cls)), None)
     if base is None or getattr(model, "n_outputs_", 0) != 1:
         return None
-    for name in ("predict", "predict_proba"):
-        if getattr(type(model), name, None) is not getattr(base, name, None):
-            return None
+    if not _own_methods(model, base, ("predict", "predict_proba")):
+        return None
     single = base in (DecisionTreeClassifier, DecisionTreeRegressor)
     if not single and model.n_jobs not in (None, 1):
         return None
