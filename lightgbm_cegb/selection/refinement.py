@@ -81,7 +81,7 @@ def _spread_within(rows: list[dict], budget: float, sign: float) -> float:
 
 
 def refine_around(rows: list[dict], pairs: set, states: dict, context: Context, rounds: int, focus: bool, sign: float,
-            execution: tuple, stage: str = "refine", free_rounds: int | None = None) -> list[dict]:
+            execution: runner.Execution, stage: str = "refine", free_rounds: int | None = None) -> list[dict]:
     """The rows of the refinement rounds around the budgets of ``pairs`` (method, budget), after ``rows``: ``rounds``
     of them, ``free_rounds`` (default ``rounds``) for a method whose knob is read at prediction.
 
@@ -128,7 +128,7 @@ def refine_around(rows: list[dict], pairs: set, states: dict, context: Context, 
         if not wanted and not shared:
             break
         jobs = [(METHODS[name], states[name], point, stage) for name, point, _ in wanted.values()]
-        results = runner.execute(jobs, context, *execution, flat=False)
+        results = runner.execute(jobs, context, execution, flat=False)
         for (key, (_, _, budgets)), result in zip(wanted.items(), results):
             fitted[key] = result
             new += result

@@ -8,6 +8,7 @@ import logging
 import time
 import warnings
 from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -30,33 +31,126 @@ def run_point(method: Method, context: Context, state, params: dict, stage: str)
     return rows, time.perf_counter() - start
 
 
-def execute(jobs: list, context: Context, n_jobs: int, client, bar, spent: dict, *, flat: bool = True,
-            planned: bool = False) -> list:
+#: fit_within_budget's time for each method of its sweep, in each of its stages (the screen's subsample, every
+#: row): this many plain LightGBM fits of the stage's rows (``method_fits``), and at least ALLOWANCE_FLOOR seconds
+#: (on a few thousand rows a point's measures and its plan cost more than a plain fit of 0.1 s)
+METHOD_FITS = 20
+ALLOWANCE_FLOOR = 30.0
+
+
+@dataclass
+class Allowance:
+    """Each method's seconds in one stage of a sweep (its preparation, its points' fits and measures), and the
+    limit past which it starts no other point: ``fits`` plain LightGBM fits of ``unit`` seconds, at least
+    ALLOWANCE_FLOOR."""
+
+    fits: float
+    unit: float
+    used: dict = field(default_factory=dict)  # seconds by method
+    skipped: dict = field(default_factory=dict)  # the points not fitted, by method
+
+    @classmethod
+    def timed(cls, fits: float, context: Context) -> Allowance:
+        """The allowance of a stage on ``context``'s rows, its unit the time of the plain model there (which the
+        methods that start from it reuse: ``points.plain_model``)."""
+        from lightgbm_cegb.selection.points import plain_model
+        start = time.perf_counter()
+        plain_model(context)
+        return cls(fits, time.perf_counter() - start)
+
+    @property
+    def seconds(self) -> float:
+        return max(self.fits * self.unit, ALLOWANCE_FLOOR)
+
+    def allows(self, name: str) -> bool:
+        """Whether ``name`` may start a point."""
+        return self.used.get(name, 0.0) < self.seconds
+
+    def stopped(self) -> dict[str, dict]:
+        """The methods that reached the limit and left points unfitted: their seconds, plain fits and points left."""
+        return {name: {"seconds": round(self.used[name], 1), "plain_fits": round(self.used[name] / self.unit, 1),
+                       "not_fitted": left} for name, left in self.skipped.items()}
+
+
+@dataclass
+class Execution:
+    """How a sweep's jobs run: ``n_jobs`` joblib processes or a Dask ``client``, a tqdm ``bar`` (or None), the
+    seconds ``spent`` by method over the whole sweep, and the stage's ``allowance`` (None: no limit)."""
+
+    n_jobs: int = 1
+    client: object = None
+    bar: object = None
+    spent: dict = field(default_factory=dict)
+    allowance: Allowance | None = None
+    allowances: dict = field(default_factory=dict)  # each stage's, by name; shared by the copies
+
+    def limited(self, fits: float | None, context: Context, stage: str) -> Execution:
+        """This execution with ``stage``'s allowance of ``fits`` plain fits of ``context``'s rows (itself without
+        ``fits``)."""
+        if fits is None:
+            return self
+        self.allowances[stage] = Allowance.timed(fits, context)
+        return replace(self, allowance=self.allowances[stage])
+
+    def count(self, name: str, seconds: float) -> None:
+        self.spent[name] = self.spent.get(name, 0.0) + seconds
+        if self.allowance is not None:
+            self.allowance.used[name] = self.allowance.used.get(name, 0.0) + seconds
+
+    def allows(self, name: str) -> bool:
+        return self.allowance is None or self.allowance.allows(name)
+
+    def skip(self, name: str, points: int = 1) -> None:
+        """Count ``points`` of ``name`` not fitted (over its allowance)."""
+        skipped = self.allowance.skipped
+        skipped[name] = skipped.get(name, 0) + points
+        if self.bar is not None:
+            self.bar.update(points)
+
+
+def execute(jobs: list, context: Context, execution: Execution, *, flat: bool = True, planned: bool = False) -> list:
     """The rows of every job (method, state, params, stage), in the order of the jobs (flat=False: a list of rows
     per job); each method's points are shown to its plan before the fits (``planned``: they were already); each
-    job done is logged (``lightgbm_cegb.selection``, INFO) with its seconds (added to ``spent``, by method) and
-    shown on the progress bar with its method and point (whose total grows by the jobs)."""
+    job done is logged (``lightgbm_cegb.selection``, INFO) with its seconds (counted by method in ``execution``)
+    and shown on the progress bar with its method and point (whose total grows by the jobs). A job whose method
+    has spent its allowance when the job would start is not fitted (no rows)."""
+    bar = execution.bar
     if bar is not None:
         bar.total += len(jobs)
     for method, state, points in ([] if planned else _batches(jobs)):
         method.plan(context, state, points)
-    if client is not None:
+    results: list = [[] for _ in jobs]
+    if execution.client is not None:
         from distributed import as_completed
-        futures = [client.submit(run_point, method, context, state, point, stage, pure=False)
+        futures = [execution.client.submit(run_point, method, context, state, point, stage, pure=False)
                    for method, state, point, stage in jobs]
         order = {future.key: i for i, future in enumerate(futures)}
-        results = [None] * len(futures)
         for future in as_completed(futures):
             i = order[future.key]
+            if future.cancelled():
+                continue
             results[i], seconds = future.result()
-            _done(jobs[i], results[i], seconds, bar, context.metric, spent)
+            _done(jobs[i], results[i], seconds, context.metric, execution)
+            name = jobs[i][0].name
+            pending = [f for f, job in zip(futures, jobs) if job[0].name == name and not f.done()]
+            if pending and not execution.allows(name):  # over its allowance: its jobs not finished are dropped
+                execution.client.cancel(pending)
+                execution.skip(name, len(pending))
     else:
         from joblib import Parallel, delayed
-        results = []
-        for job, (result, seconds) in zip(jobs, Parallel(n_jobs=n_jobs, return_as="generator")(
-                delayed(run_point)(method, context, state, point, stage) for method, state, point, stage in jobs)):
-            results.append(result)
-            _done(job, result, seconds, bar, context.metric, spent)
+        started: list[int] = []  # the jobs dispatched, in order: joblib draws the tasks as workers free up
+
+        def tasks():
+            for i, (method, state, point, stage) in enumerate(jobs):
+                if execution.allows(method.name):
+                    started.append(i)
+                    yield delayed(run_point)(method, context, state, point, stage)
+                else:
+                    execution.skip(method.name)
+
+        for k, (result, seconds) in enumerate(Parallel(n_jobs=execution.n_jobs, return_as="generator")(tasks())):
+            results[started[k]] = result
+            _done(jobs[started[k]], result, seconds, context.metric, execution)
     return [row for result in results for row in result] if flat else results
 
 
@@ -76,7 +170,7 @@ def _walks(method: Method, point: dict) -> bool:
     return knob is not None and knob.cheap_end is not None and not knob.read_at_predict and knob.name in point
 
 
-def walk(jobs: list, context: Context, execution: tuple, sign: float) -> list:
+def walk(jobs: list, context: Context, execution: Execution, sign: float) -> list:
     """The rows of ``jobs`` as :func:`execute` gives them (flat, in the jobs' order), each setting of a knob with a
     cheap end walked from it (``WALK_PATIENCE``) in waves: a wave fits the next value of every setting still
     walking (and, in the first, every job not on a walk), in parallel as :func:`execute` does; what is fitted does
@@ -98,7 +192,7 @@ def walk(jobs: list, context: Context, execution: tuple, sign: float) -> list:
         method.plan(context, state, points)
     while walking:
         wave = [(key, lines[key][walking[key]["next"]]) for key in walking]
-        for (key, i), rows in zip(wave, execute([jobs[i] for _, i in wave], context, *execution, flat=False,
+        for (key, i), rows in zip(wave, execute([jobs[i] for _, i in wave], context, execution, flat=False,
                                                  planned=True)):
             results[i], line = rows, walking[key]
             line["next"] += 1
@@ -129,10 +223,10 @@ def _batches(jobs: list) -> list[tuple]:
     return list(batches.values())
 
 
-def _done(job, rows: list[dict], seconds: float, bar, metric, spent: dict) -> None:
-    """Report a finished job: its seconds in ``spent``, a log record and the progress bar's text."""
+def _done(job, rows: list[dict], seconds: float, metric, execution: Execution) -> None:
+    """Report a finished job: its seconds counted, a log record and the progress bar's text."""
     method, _, point, stage = job
-    spent[method.name] = spent.get(method.name, 0.0) + seconds
+    execution.count(method.name, seconds)
     shown = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in point.items()
                       if k != "trees")
     if rows:
@@ -142,9 +236,9 @@ def _done(job, rows: list[dict], seconds: float, bar, metric, spent: dict) -> No
                  shown or "defaults", stage, len(rows), metric.name, best["quality"], best["cost"], seconds)
     else:
         LOG.info("sweep: %s (%s) %s: no point (%.1f s)", method.name, shown or "defaults", stage, seconds)
-    if bar is not None:
-        bar.set_postfix_str(f"{method.name} {shown}"[:60], refresh=False)
-        bar.update()
+    if execution.bar is not None:
+        execution.bar.set_postfix_str(f"{method.name} {shown}"[:60], refresh=False)
+        execution.bar.update()
 
 
 def _key(value):
@@ -174,8 +268,8 @@ def grid_jobs(states: dict, grid: dict, context: Context, stage: str, skip=()) -
             for point in (grid[name] if name in grid else METHODS[name].grid(context))]
 
 
-def prepared(names, context: Context, spent: dict) -> dict:
-    """Each method's state for the sweep (``Method.prepare``, its seconds added to ``spent``), by name; a method
+def prepared(names, context: Context, execution: Execution) -> dict:
+    """Each method's state for the sweep (``Method.prepare``, its seconds counted in ``execution``), by name; a method
     every feature is free to, or whose first tree makes no split even without costs (NothingToTradeOff), is left
     out with a CEGBWarning (its points would all be plain models)."""
     states = {}
@@ -185,7 +279,7 @@ def prepared(names, context: Context, spent: dict) -> dict:
             states[name] = METHODS[name].prepare(context)
         except NothingToTradeOff as exc:
             warnings.warn(f"sweep: {name} left out: {exc}", CEGBWarning, stacklevel=caller_stacklevel())
-        spent[name] = spent.get(name, 0.0) + time.perf_counter() - start
+        execution.count(name, time.perf_counter() - start)
     return states
 
 

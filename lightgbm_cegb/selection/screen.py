@@ -50,22 +50,24 @@ def screen_size(screen, rows: int, budgets: tuple, frontier, cells: int = 0) -> 
 
 
 def screened(names: list[str], context: Context, grid: dict, size: int, refine: int, focus: bool, sign: float,
-            execution: tuple) -> tuple[list[tuple[str, dict]], dict[float, list[str]]]:
+             execution: runner.Execution, fits: float | None = None
+             ) -> tuple[list[tuple[str, dict]], dict[float, list[str]]]:
     """Sweep on a subsample of ``size`` training rows and of SCREEN_VALID validation rows (grids, and refinement of
     each budget's contenders);
     returns the points to refit on every training row, as (method, params), and each budget's finalists: the
     SCREEN_KEEP methods of the best points within it (none within: of the cheapest points), whose points
-    :func:`finalist_points` chooses."""
+    :func:`finalist_points` chooses. With ``fits``, each method's allowance there is ``fits`` plain fits of the
+    subsample (``runner.Allowance``)."""
     valid = context.valid.subsample(SCREEN_VALID, context.task) if len(context.valid.y) > SCREEN_VALID else \
         context.valid
     sub = replace(context, train=context.train.subsample(size, context.task), valid=valid, shared={},
                   screen_of=len(context.train.y))
     LOG.info("sweep: screening on %d of the %d training rows and %d of the %d validation rows", len(sub.train.y),
              len(context.train.y), len(valid.y), len(context.valid.y))
-    *_, spent = execution
-    states = prepared(names, sub, spent)
+    execution = execution.limited(fits, sub, "screen")
+    states = prepared(names, sub, execution)
     jobs = grid_jobs(states, grid, sub, "screen")
-    rows = runner.walk(jobs, sub, execution, sign) if focus else runner.execute(jobs, sub, *execution)
+    rows = runner.walk(jobs, sub, execution, sign) if focus else runner.execute(jobs, sub, execution)
     pairs = {(name, budget) for budget in context.budgets
              for name in refinement.contenders(rows, budget, sign, SCREEN_CONTENDERS)
              if name in states and METHODS[name].knob is not None}

@@ -15,7 +15,7 @@ import pandas as pd
 
 from lightgbm_cegb.base import COSTS
 from lightgbm_cegb.core.costs import resolve_costs
-from lightgbm_cegb.core.errors import CEGBError, RoundsWarning
+from lightgbm_cegb.core.errors import CEGBError, CEGBWarning, RoundsWarning
 from lightgbm_cegb.core.parallel import N_JOBS
 from lightgbm_cegb.core.validation import (
     CheckedElsewhere,
@@ -71,6 +71,7 @@ SWEEP_CONSTRAINTS = {
                           bad=(1, "yes")),
     "frontier": CheckedElsewhere("refinement.go_on_from, against this sweep's task, metric and costs"),
     "screen": CheckedElsewhere("screen.screen_size, with the budgets and rows it needs"),
+    "method_fits": NoneOr(Number(0, low_open=True)),
 }
 
 
@@ -81,7 +82,7 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
           budget: float | Sequence[float] | None = None,
           refine: int = 4, focus: bool = True, baseline: bool = True, n_jobs: int = 1, client=None,
           progress: bool | None = None, frontier: pd.DataFrame | None = None,
-          screen: bool | int | None = None) -> pd.DataFrame:
+          screen: bool | int | None = None, method_fits: float | None = None) -> pd.DataFrame:
     """Train every grid point of each method on ``train`` and measure it on ``valid``.
 
     Every method gets the same kinds of points under one protocol: each grid point trained on ``train`` (the
@@ -181,6 +182,13 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
         SCREEN_FROM = 20,000 (there a full sweep costs many times the screen: ``scripts/bench_budget_workflow.py
         --data large`` measures both), or at least 5,000 holding SCREEN_CELLS = 20 million cells (rows x columns x
         the classes of a multiclass task). False: never. Needs a budget and no frontier.
+    method_fits : float, optional
+        A time limit for each method in each stage of the sweep (the screen, every row): the time of this many
+        plain LightGBM fits of the stage's rows (timed at its start), at least ALLOWANCE_FLOOR = 30 s. A method
+        that has spent it (its preparation, its points' fits and measures) starts no other point there; the points
+        it fitted stay, and a CEGBWarning names it, its time and the points it left (``frame.attrs["stopped"]``).
+        A point already started runs to its end. None (default): no limit (:func:`fit_within_budget` sets
+        METHOD_FITS = 20).
 
     Returns
     -------
@@ -191,8 +199,10 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
         ``greater_is_better``, ``task``, ``classes``, ``budget`` (None, the number given, or the list given,
         sorted), ``columns`` (train's column names, or None), ``seconds`` (by method, the seconds its preparation
         and its points' fits and measures took, the screen's included; parallel jobs overlap, so they add up to more
-        than the wall time) and ``metric_object``; going on from a frontier, ``budget`` holds its budgets and these,
-        ``refined`` the budgets refined and ``seconds`` its seconds and this sweep's; after a screen, ``screen``.
+        than the wall time), ``stopped`` (by stage, "screen" or "rows": the methods ``method_fits`` stopped, each
+        with its seconds, its plain fits and its points not fitted) and ``metric_object``; going on from a
+        frontier, ``budget`` holds its budgets and these, ``refined`` the budgets refined and ``seconds`` its
+        seconds and this sweep's; after a screen, ``screen``.
         The frame pickles, its models with it.
 
     Raises
@@ -253,26 +263,28 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
         from tqdm.auto import tqdm
         bar = tqdm(total=0, desc="sweep", unit="fit")
     spent = dict(frontier.attrs.get("seconds", {})) if frontier is not None else {}  # seconds by method
-    execution = (n_jobs, client, bar, spent)
+    execution = runner.Execution(n_jobs, client, bar, spent)
     trees = len(classes) if task == "multiclass" else 1  # per boosting round
     size = screening.screen_size(screen, len(train.y), budgets, frontier, len(train.y) * train.X.shape[1] * trees)
     if size:
         # the baseline is not screened: its search runs on every row whatever the screen finds (on a subsample its
         # order can miss a group that only pays at size), and the finalists' places go to the other methods
         points, finalists = screening.screened([name for name in names if name != BASELINE], context, grid, size,
-                                               refine, focus, sign, execution)
+                                               refine, focus, sign, execution, method_fits)
         if BASELINE in names:
             points += [(BASELINE, point) for point in (grid[BASELINE] if BASELINE in grid else
                                                        METHODS[BASELINE].grid(context))]
-        states = prepared(dict.fromkeys(name for name, _ in points), context, spent)
+        execution = execution.limited(method_fits, context, "rows")
+        states = prepared(dict.fromkeys(name for name, _ in points), context, execution)
         jobs = [(METHODS[name], states[name], point, "finalist") for name, point in points if name in states]
         pairs = {(name, budget) for budget, kept in finalists.items() for name in kept
                  if name in states and METHODS[name].knob is not None}
         rounds, free_rounds = min(refine, screening.SCREEN_REFINE), refine
     else:
         done = {row["method"] for row in previous}  # methods of the frontier given: no grid, refined where in a gap
+        execution = execution.limited(method_fits, context, "rows")
         states = prepared([name for name in names if name not in done or (refined and METHODS[name].knob is not None)],
-                          context, spent)
+                          context, execution)
         jobs = grid_jobs(states, grid, context, "grid", skip=done)
         swept_anew = {job[0].name for job in jobs}  # a method new to the frontier given: refined for every budget
         pairs = {(name, budget) for name in states if METHODS[name].knob is not None
@@ -280,7 +292,7 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
         rounds = free_rounds = refine if budgets else 0
     walked = budgets and focus and not size  # the finalists are few: each is fitted
     rows = previous + (runner.walk(jobs, context, execution, sign) if walked else runner.execute(jobs, context,
-                                                                                                    *execution))
+                                                                                                    execution))
     rows += refinement.refine_around(rows, pairs, states, context, rounds, focus, sign, execution,
                                      free_rounds=free_rounds)
     if bar is not None:
@@ -292,6 +304,14 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
         warnings.warn(f"sweep: point(s) of {sorted({row['method'] for row in capped})} reached num_boost_round="
                       f"{num_boost_round} while the validation metric was still improving ({', '.join(points)}): "
                       "raise num_boost_round", RoundsWarning, stacklevel=caller_stacklevel())
+    stopped = {stage: allowance.stopped() for stage, allowance in execution.allowances.items() if allowance.skipped}
+    if stopped:
+        where = {"screen": "the screen's subsample", "rows": "every training row"}
+        said = "; ".join(f"{name} on {where[stage]} after {left['seconds']:g} s = {left['plain_fits']:g} plain fits "
+                         f"there ({left['not_fitted']} point(s) not fitted)"
+                         for stage, methods in stopped.items() for name, left in methods.items())
+        warnings.warn(f"sweep: method_fits={method_fits:g}: stopped {said}; their points so far are kept "
+                      "(method_fits=None fits every point)", CEGBWarning, stacklevel=caller_stacklevel())
     frame = pd.DataFrame(rows, columns=["method", "quality", "cost", "coupled", "params", "stage", "model"])
     if metric.threshold:  # each point's decision threshold, chosen on the validation rows
         frame.insert(4, "decision_threshold", [row["model"].decision_threshold for row in rows])
@@ -300,7 +320,7 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
         frame[key] = [row["params"].get(key) for row in rows]
     frame.attrs.update(metric=metric.name, greater_is_better=metric.greater_is_better, task=task,
                        classes=None if classes is None else classes.tolist(), budget=budget, columns=columns,
-                       costs=costs, seconds=spent)
+                       costs=costs, seconds=spent, stopped=stopped)
     if size:
         fitted = {name for kept in finalists.values() for name in kept} | {BASELINE}  # on every training row
         frame.attrs["screen"] = {"rows": size, "finalists": {budget: list(kept) for budget, kept in finalists.items()},

@@ -23,6 +23,7 @@ from lightgbm_cegb.selection.frontier import select, selection_of
 from lightgbm_cegb.selection.lightgbm_family import CEGB_RELATIVE_TRADEOFFS
 from lightgbm_cegb.selection.refinement import BUDGETS, swept_budgets
 from lightgbm_cegb.selection.registry import METHODS, Rows
+from lightgbm_cegb.selection.runner import METHOD_FITS
 from lightgbm_cegb.selection.sweep import METHOD_NAMES, ROWS, SWEEP_CONSTRAINTS, sweep
 
 #: The methods :func:`fit_within_budget` sweeps by default: those that train in seconds on 100,000 rows (the
@@ -59,7 +60,9 @@ def fit_within_budget(train, valid, costs, budget: float | Sequence[float], *, t
     frontier; ``select(selection.frontier, b)`` answers any other budget ``b`` from it without fitting (and warns
     when ``b`` falls in a gap between the points swept). From 20,000 training rows on (or 5,000 holding 20 million
     cells), the sweep screens the methods on a subsample and fits only each budget's leaders on every row
-    (``screen``, see :func:`sweep`); ``frontier.attrs["seconds"]`` gives each method's time.
+    (``screen``, see :func:`sweep`); ``frontier.attrs["seconds"]`` gives each method's time. Each method has
+    the time of METHOD_FITS = 20 plain LightGBM fits of the rows (at least 30 s) in each stage, past which it
+    starts no other point (``method_fits``, see :func:`sweep`: a CEGBWarning names a method stopped).
 
     Parameters
     ----------
@@ -84,7 +87,8 @@ def fit_within_budget(train, valid, costs, budget: float | Sequence[float], *, t
     refine : int, default=4
         Rounds of refinement of each method's knob around the budget.
     **options : dict
-        Passed on to :func:`sweep` (``params``, ``grid``, ``metric``, ``n_jobs``, ``progress``, ``screen``, ...).
+        Passed on to :func:`sweep` (``params``, ``grid``, ``metric``, ``n_jobs``, ``progress``, ``screen``,
+        ``method_fits`` (default METHOD_FITS; None: no limit), ...).
 
     Returns
     -------
@@ -108,6 +112,7 @@ def fit_within_budget(train, valid, costs, budget: float | Sequence[float], *, t
             objective = dict(options.get("params") or {}).get("objective", "lambdarank")
             reads = {"budget_prune": PRUNE_OBJECTIVES, "early_exit": RANKING_OBJECTIVES + CLASSIFICATION_OBJECTIVES}
             methods = [m for m in methods if objective in reads.get(m, (objective,))]
+    options.setdefault("method_fits", METHOD_FITS)
     several = np.ndim(budget) != 0
     frame = sweep.unchecked(methods, train, valid, costs, task=task,
                             budget=list(budgets) if several else budgets[0], refine=refine, **options)
@@ -162,7 +167,7 @@ def best_subset(train, valid, costs, budget: float | Sequence[float], *, task: s
     True
     """
     return fit_within_budget(train, valid, costs, budget, task=task, methods=["cheap_subset"], test=test,
-                             screen=False, **options)
+                             screen=False, **{"method_fits": None, **options})
 
 
 def _within(frame: pd.DataFrame, budget: float, test) -> Selection:

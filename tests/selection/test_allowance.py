@@ -1,0 +1,119 @@
+"""Each method's time in a sweep bounded by its allowance (issue 59, item 2): ``method_fits`` plain fits of a stage's
+rows; a method that has spent it starts no other point, the points it fitted stay, and a warning names it."""
+
+from __future__ import annotations
+
+import warnings
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from lightgbm_cegb import FeatureCosts
+from lightgbm_cegb.core.errors import CEGBError, CEGBWarning
+from lightgbm_cegb.selection import best_subset, fit_within_budget, runner, sweep
+
+COSTS = FeatureCosts(lazy=[1.0, 1.0, 5.0, 5.0, 20.0, 20.0])
+GRID = {name: [{"relative_tradeoff": r} for r in (0.003, 0.01, 0.03, 0.1, 0.3, 0.9)]
+        for name in ("cegb", "greedy_miser")}
+FAST = {"task": "binary", "params": {"num_leaves": 8, "num_threads": 1}, "num_boost_round": 100,
+        "progress": False, "refine": 2, "grid": GRID}
+pytestmark = pytest.mark.filterwarnings("ignore::lightgbm_cegb.core.errors.RoundsWarning")
+#: the seconds each method's point is said to take (the fake clock of ``timed``)
+SECONDS = {"cegb": 1.0, "greedy_miser": 10.0}
+
+
+@pytest.fixture(scope="module")
+def binary():
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(1500, 6))
+    y = ((X[:, 0] + X[:, 2] + 0.5 * X[:, 4] + rng.normal(0, 0.5, 1500)) > 0).astype(int)
+    return (X[:900], y[:900]), (X[900:1200], y[900:1200])
+
+
+@pytest.fixture
+def timed(monkeypatch):
+    """Every point takes SECONDS of its method on a plain fit of 1 s, the floor 0, and preparing takes no time;
+    yields the jobs started, by method, in order."""
+    started = []
+    run_point = runner.run_point
+
+    def fake(method, context, state, params, stage):
+        started.append((method.name, stage))
+        return run_point(method, context, state, params, stage)[0], SECONDS.get(method.name, 1.0)
+
+    monkeypatch.setattr(runner, "run_point", fake)
+    monkeypatch.setattr(runner, "ALLOWANCE_FLOOR", 0.0)
+    monkeypatch.setattr(runner.Allowance, "timed", classmethod(lambda cls, fits, context: cls(fits, 1.0)))
+    monkeypatch.setattr(runner, "time", SimpleNamespace(perf_counter=lambda: 0.0))  # preparing: no time
+    return started
+
+
+def test_a_method_over_its_allowance_starts_no_other_point(binary, timed):
+    train, valid = binary
+    with pytest.warns(CEGBWarning, match=r"method_fits=25: stopped greedy_miser on every training row after 30 s = "
+                                         r"30 plain fits there \(\d+ point\(s\) not fitted\)"):
+        frame = sweep(["cegb", "greedy_miser"], train, valid, COSTS, budget=6.0, baseline=False, method_fits=25,
+                      **FAST)
+    # the third point took it to 30 >= 25: no fourth started, in the grid's walk or the refinement
+    assert [name for name, _ in timed].count("greedy_miser") == 3
+    stopped = frame.attrs["stopped"]
+    assert list(stopped) == ["rows"] and list(stopped["rows"]) == ["greedy_miser"]
+    assert stopped["rows"]["greedy_miser"]["seconds"] == 30.0 and stopped["rows"]["greedy_miser"]["plain_fits"] == 30
+    assert stopped["rows"]["greedy_miser"]["not_fitted"] >= 1
+    # its three points stay; CEGB (1 s a point) was never stopped
+    assert frame.loc[frame["method"] == "greedy_miser", "stage"].isin(["grid", "refine"]).all()
+    assert frame[frame["method"] == "greedy_miser"]["params"].map(str).nunique() >= 3
+    assert [name for name, _ in timed].count("cegb") > 3 and frame.attrs["seconds"]["greedy_miser"] == 30.0
+
+
+def test_without_a_limit_every_point_is_fitted(binary, timed):
+    train, valid = binary
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", "sweep: method_fits")
+        frame = sweep(["cegb", "greedy_miser"], train, valid, COSTS, budget=6.0, baseline=False, **FAST)
+    assert [name for name, _ in timed].count("greedy_miser") > 3 and frame.attrs["stopped"] == {}
+
+
+def test_the_screen_and_every_row_have_their_own_allowance(binary, timed):
+    """The screen stops Greedy Miser on its subsample; the finalists' fits on every row have an allowance of
+    their own."""
+    train, valid = binary
+    with pytest.warns(CEGBWarning, match="stopped greedy_miser on the screen's subsample after 20 s = 20 plain fits"):
+        frame = sweep(["cegb", "greedy_miser"], train, valid, COSTS, budget=6.0, baseline=False, method_fits=15,
+                      screen=400, **FAST)
+    screened = [name for name, stage in timed if stage.startswith("screen")]
+    assert screened.count("greedy_miser") == 2 and "screen" in frame.attrs["stopped"]
+    rows = [name for name, stage in timed if not stage.startswith("screen")]
+    assert rows.count("cegb") >= 1 and frame.attrs["screen"]["rows"] == 400
+
+
+def test_fit_within_budget_limits_each_method_and_best_subset_does_not(binary, timed, monkeypatch):
+    train, valid = binary
+    with pytest.warns(CEGBWarning, match="method_fits=20: stopped greedy_miser on every training row after 20 s"):
+        chosen = fit_within_budget(train, valid, COSTS, 6.0, methods=["cegb", "greedy_miser"], baseline=False,
+                                   **FAST)
+    assert [name for name, _ in timed].count("greedy_miser") == 2
+    assert chosen.frontier.attrs["stopped"]["rows"]["greedy_miser"]["plain_fits"] == 20
+    limits = []
+    monkeypatch.setattr(runner.Execution, "limited", lambda self, fits, context, stage: limits.append(fits) or self)
+    best_subset(train, valid, COSTS, 6.0, **{k: v for k, v in FAST.items() if k != "grid"})
+    assert limits == [None]
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, "20", float("nan")])
+def test_method_fits_is_checked(binary, bad):
+    train, valid = binary
+    with pytest.raises(CEGBError, match="method_fits"):
+        sweep("cegb", train, valid, COSTS, budget=6.0, method_fits=bad, **FAST)
+
+
+def test_the_floor_and_the_plain_fit_unit(monkeypatch):
+    monkeypatch.setattr(runner, "ALLOWANCE_FLOOR", 30.0)  # the suite's conftest raises it
+    allowance = runner.Allowance(20, 0.1)
+    assert allowance.seconds == 30.0
+    assert runner.Allowance(20, 3.0).seconds == 60.0
+    allowance.used["cegb"] = 29.9
+    assert allowance.allows("cegb")
+    allowance.used["cegb"] = 30.0
+    assert not allowance.allows("cegb")
