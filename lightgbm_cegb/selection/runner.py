@@ -138,19 +138,25 @@ def execute(jobs: list, context: Context, execution: Execution, *, flat: bool = 
                 execution.skip(name, len(pending))
     else:
         from joblib import Parallel, delayed
-        started: list[int] = []  # the jobs dispatched, in order: joblib draws the tasks as workers free up
-
-        def tasks():
-            for i, (method, state, point, stage) in enumerate(jobs):
-                if execution.allows(method.name):
-                    started.append(i)
-                    yield delayed(run_point)(method, context, state, point, stage)
-                else:
-                    execution.skip(method.name)
-
-        for k, (result, seconds) in enumerate(Parallel(n_jobs=execution.n_jobs, return_as="generator")(tasks())):
-            results[started[k]] = result
-            _done(jobs[started[k]], result, seconds, context.metric, execution)
+        # with an allowance, in waves of n_jobs jobs its methods may start: joblib dispatches the next tasks from
+        # the thread that collects a result, before this one has counted its seconds
+        waiting = list(range(len(jobs)))
+        while waiting:
+            if execution.allowance is None:
+                wave, waiting = waiting, []
+            else:
+                wave = []
+                while waiting and len(wave) < execution.n_jobs:
+                    i = waiting.pop(0)
+                    if execution.allows(jobs[i][0].name):
+                        wave.append(i)
+                    else:
+                        execution.skip(jobs[i][0].name)
+            for k, (result, seconds) in enumerate(Parallel(n_jobs=execution.n_jobs, return_as="generator")(
+                    delayed(run_point)(jobs[i][0], context, *jobs[i][1:]) for i in wave)):
+                i = wave[k]
+                results[i] = result
+                _done(jobs[i], result, seconds, context.metric, execution)
     return [row for result in results for row in result] if flat else results
 
 

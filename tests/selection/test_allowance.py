@@ -117,3 +117,39 @@ def test_the_floor_and_the_plain_fit_unit(monkeypatch):
     assert allowance.allows("cegb")
     allowance.used["cegb"] = 30.0
     assert not allowance.allows("cegb")
+
+
+@pytest.mark.parametrize("where", ["joblib", "dask"])
+def test_in_parallel_a_method_over_its_allowance_starts_at_most_the_points_in_flight(binary, where, monkeypatch):
+    """Two joblib processes or a one-thread Dask worker: Greedy Miser's first point takes it over its allowance, so
+    of its six grid points at most those already started when the first came back are fitted (joblib: the first
+    wave of n_jobs; Dask: the one running), and the rest are counted as not fitted."""
+    run_point = runner.run_point
+
+    def slow(method, context, state, params, stage):
+        rows, _ = run_point(method, context, state, params, stage)
+        return rows, 10.0
+
+    monkeypatch.setattr(runner, "run_point", slow)
+    monkeypatch.setattr(runner, "ALLOWANCE_FLOOR", 0.0)
+    monkeypatch.setattr(runner.Allowance, "timed", classmethod(lambda cls, fits, context: cls(fits, 1.0)))
+    train, valid = binary
+    kwargs = {**FAST, "grid": {"greedy_miser": GRID["greedy_miser"]}, "refine": 0}
+    if where == "joblib":
+        frame = _swept(train, valid, kwargs, n_jobs=2)
+        in_flight = 2  # the first wave
+    else:
+        import distributed
+        with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None,
+                                      silence_logs=50) as cluster, distributed.Client(cluster) as client:
+            frame = _swept(train, valid, kwargs, client=client)
+        in_flight = 2  # the first, and the one the worker started before the first's result was read
+    fitted = frame[frame["method"] == "greedy_miser"]["params"].map(lambda p: p["relative_tradeoff"]).nunique()
+    left = frame.attrs["stopped"]["rows"]["greedy_miser"]["not_fitted"]
+    assert 1 <= fitted <= in_flight and fitted + left == len(GRID["greedy_miser"])
+
+
+def _swept(train, valid, kwargs, **execution):
+    with pytest.warns(CEGBWarning, match="stopped greedy_miser on every training row"):
+        return sweep(["greedy_miser"], train, valid, COSTS, budget=6.0, baseline=False, method_fits=5, focus=False,
+                     **kwargs, **execution)
