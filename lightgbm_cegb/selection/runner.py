@@ -101,8 +101,11 @@ class Execution:
         return self.allowance is None or self.allowance.allows(name)
 
     def skip(self, name: str, points: int = 1) -> None:
-        """Count ``points`` of ``name`` not fitted (over its allowance)."""
+        """Count ``points`` of ``name`` not fitted (over its allowance; logged the first time)."""
         skipped = self.allowance.skipped
+        if name not in skipped:
+            LOG.info("sweep: %s stopped after %.1f s, its allowance %.1f s (%g plain fits of %.2f s)", name,
+                     self.allowance.used[name], self.allowance.seconds, self.allowance.fits, self.allowance.unit)
         skipped[name] = skipped.get(name, 0) + points
         if self.bar is not None:
             self.bar.update(points)
