@@ -2,7 +2,8 @@
 screened on a subsample above 20,000 training rows) against the exhaustive sweep of each budget alone, its time
 in plain LightGBM fits and its choices.
 
-    .venv/bin/python -m scripts.bench_budget_workflow [--data cube higgs letter mnist large] [--no-exhaustive]
+    .venv/bin/python -m scripts.bench_budget_workflow [--data cube higgs letter mnist diamonds large] [--no-exhaustive]
+                                                    [--diamonds PATH]
 
 For each data set, the unit of time is one plain LightGBM fit of the sweep's ``lightgbm`` point (its defaults,
 early stopped on the validation rows, in this process; the median of three). Then
@@ -20,7 +21,9 @@ tenth, a fifth and two fifths of plain LightGBM's validation cost; ``letter`` (2
 and ``mnist`` (digits 3 against 8 at four resolutions, 1,120 unit-cost pixels, from ../shared/data) as split 0 of
 ``scripts/frontiers.py``'s protocol (10,000 / 3,000 and 1,500 / 500 rows) at a tenth and a quarter of plain
 LightGBM's validation cost (not run by default: letter's exhaustive sweeps take hours, Greedy Miser's 26 classes
-about 2 minutes a point); ``large`` (not run by default: its exhaustive
+about 2 minutes a point); ``diamonds`` (``--diamonds PATH``: ggplot2's, regression of log(price), RMSE, as
+``scripts/frontiers.py`` reads it, split 0: 30,000 / 10,000 rows, the appraisal's costs) at a tenth, a quarter and a
+half of plain LightGBM's validation cost; ``large`` (not run by default: its exhaustive
 sweep takes most of an hour on 2 cores), 50,000 / 10,000 rows (of 70,000) x 54 features of scikit-learn's
 ``make_classification`` (20 informative, 10 redundant, 5% of labels flipped, seed 0) at random costs in {1, 2, 5,
 10, 20}, at a budget of 60 (plain LightGBM's validation cost is about 400).
@@ -45,9 +48,9 @@ UNIT_FITS = 3
 
 
 def plain_fit(train, valid, task: str) -> tuple[float, lgb.Booster]:
-    """(seconds, booster) of plain LightGBM as the sweep's ``lightgbm`` point trains it for ``task`` ("binary" or
-    "multiclass", its classes those of train's labels)."""
-    num_class = len(np.unique(train[1]))
+    """(seconds, booster) of plain LightGBM as the sweep's ``lightgbm`` point trains it for ``task`` ("binary",
+    "multiclass", its classes those of train's labels, or "regression")."""
+    num_class = len(np.unique(train[1])) if task == "multiclass" else 1
     params = {"objective": task, "verbose": -1, "seed": 0, "deterministic": True,
               **({"num_class": num_class} if num_class > 2 else {})}
     start = time.perf_counter()
@@ -69,8 +72,8 @@ def fractions_of_plain(train, valid, costs, task: str, fractions: tuple[float, .
     return [round(f * full, 2) for f in fractions]
 
 
-def data_sets(names: list[str]):
-    """(name, train, valid, costs, task, budgets) of each data set asked for."""
+def data_sets(names: list[str], diamonds: str | None = None):
+    """(name, train, valid, costs, task, budgets) of each data set asked for (``diamonds``: its CSV's path)."""
     for name in names:
         if name == "cube":
             d = cube(42)
@@ -88,6 +91,15 @@ def data_sets(names: list[str]):
             parts = random_split(X, y, sizes, 0)  # split 0 of the protocol (scripts/frontiers.py)
             yield name, parts["train"], parts["valid"], costs, task, fractions_of_plain(parts["train"], parts["valid"],
                                                                                         costs, task, (0.1, 0.25))
+        elif name == "diamonds":
+            from scripts.frontiers import DIAMONDS_COSTS, load_diamonds
+            from scripts.protocol import random_split
+            if diamonds is None:
+                raise SystemExit("--data diamonds takes the CSV's path: --diamonds PATH")
+            X, y = load_diamonds(diamonds)
+            parts = random_split(X, y, (30_000, 10_000), 0)  # split 0 of scripts/frontiers.py's protocol
+            yield name, parts["train"], parts["valid"], DIAMONDS_COSTS, "regression", fractions_of_plain(
+                parts["train"], parts["valid"], DIAMONDS_COSTS, "regression", (0.1, 0.25, 0.5))
         elif name == "large":
             from sklearn.datasets import make_classification
             X, y = make_classification(70_000, 54, n_informative=20, n_redundant=10, flip_y=0.05, random_state=0)
@@ -95,17 +107,18 @@ def data_sets(names: list[str]):
             train, valid = (X[:50_000], y[:50_000]), (X[50_000:60_000], y[50_000:60_000])  # the rest: unused
             yield name, train, valid, costs, "binary", [60.0]
         else:
-            raise SystemExit(f"--data: unknown data set {name!r} (cube, higgs, letter, mnist, large)")
+            raise SystemExit(f"--data: unknown data set {name!r} (cube, higgs, letter, mnist, diamonds, large)")
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", nargs="+", default=["cube", "higgs"])
+    parser.add_argument("--diamonds", metavar="PATH", help="ggplot2's diamonds.csv (with --data diamonds)")
     parser.add_argument("--no-exhaustive", action="store_true",
                         help="the defaults' time and choices only (the exhaustive sweeps are most of the run)")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")  # rounds caps and budget gaps: the figures are the point here
-    for name, train, valid, costs, task, budgets in data_sets(args.data):
+    for name, train, valid, costs, task, budgets in data_sets(args.data, args.diamonds):
         units = [plain_fit(train, valid, task)[0] for _ in range(UNIT_FITS)]
         unit = float(np.median(units))
         start = time.perf_counter()
@@ -135,7 +148,8 @@ def main(argv: list[str] | None = None) -> None:
                                       method_fits=None, progress=False)
             seconds = time.perf_counter() - start
             exhaustive_time += seconds
-            difference = alone.valid_quality - chosen.valid_quality  # metrics here: greater is better
+            sign = 1.0 if alone.frontier.attrs["greater_is_better"] else -1.0
+            difference = sign * (alone.valid_quality - chosen.valid_quality)  # > 0: the exhaustive choice is better
             worst = max(worst, difference)
             print(f"{budget:>8g} {chosen.method:<22} {chosen.valid_quality:>8.4f} {alone.method:<22} "
                   f"{alone.valid_quality:>8.4f} {difference:>10.4f} {seconds:>12.1f}")
