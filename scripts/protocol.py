@@ -190,6 +190,8 @@ QUICK = {"cegb": [{"relative_tradeoff": r} for r in (0.0, 0.05)], "budget_prune"
          "staged_acquisition_regressor": [{"relative_tradeoff": r} for r in (0.05, 0.3)],
          "catboost": [{"penalties_coefficient": c} for c in (1e-5, 1e-3)]}
 RF_TREES = 100
+#: --rounds' default (a report's command line names --rounds only when it differs)
+ROUNDS = 500
 #: its trees under --quick (the tests): BudgetPrune's max-flows grow with the forest
 RF_QUICK_TREES = 20
 #: the protocol's "CEGB trained to the budget" run: its label and LightGBM parameters
@@ -235,7 +237,7 @@ def protocol_parser(doc: str, choices=None, data_paths: bool = False) -> argpars
     else:
         parser.add_argument("--data", choices=choices, default=choices[0])
     parser.add_argument("--splits", type=int, default=5, help="random splits of the rows (seeds 0, 1, ...)")
-    parser.add_argument("--rounds", type=int, default=500, help="boosting rounds (early stopping on validation)")
+    parser.add_argument("--rounds", type=int, default=ROUNDS, help="boosting rounds (early stopping on validation)")
     parser.add_argument("--method-rounds", type=method_rounds, action="append", default=[], metavar="METHOD=ROUNDS",
                         help="a method's own round cap instead of --rounds (repeatable; e.g. greedy_miser=2000 where "
                              "its cheap trees hit the cap)")
@@ -501,6 +503,7 @@ def repeated_frontiers(split, costs: FeatureCosts, task: str, runs: list[tuple],
     quality = metric.upper() if metric.startswith(("ap@", "ndcg@", "p@")) else metric
     report = [f"## {title}", "",
               f"`{command} --splits {args.splits}{' --quick' if args.quick else ''}"
+              f"{f' --rounds {args.rounds}' if args.rounds != ROUNDS and '--rounds' not in command.split() else ''}"
               f"{''.join(f' --method-rounds {m}={r}' for m, r in rounds)}`; "
               f"{parts['train'][0].shape[1]} features; "
               f"{shapes}; {args.splits} random splits. Cells: the mean over the splits of the test {quality} of the "

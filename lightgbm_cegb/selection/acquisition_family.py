@@ -295,10 +295,11 @@ def _caps(context: Context, fractions: tuple[float, ...] = STAGED_CAPS) -> list[
 
 
 #: ``relative_tradeoff`` values of the staged regressor's default grid (a row goes on while its predicted gap is above
-#: r x stage 0's): 0 and a factor of 2^(1/4) apart from 0.01 to 0.9, each read when predicting (no fit). With the
-#: classifier's grid, on diamonds (split 0) a row's cost jumped from 9.2 (r = 0.2) to 22.7 (0.15): no point of the
-#: regressor's between a quarter and a half of plain LightGBM's cost
-STAGED_REGRESSOR_TRADEOFFS = (0.0, *(round(0.01 * 2 ** (i / 4), 4) for i in range(27)))
+#: r x stage 0's): 0 and a factor of 2^(1/8) apart from 0.01 to 0.9, each read when predicting (no fit). A row's cost
+#: is steep in r: with the classifier's grid, on diamonds (split 0) it jumped from 9.2 (r = 0.2) to 22.7 (0.15), no
+#: point between a quarter and a half of plain LightGBM's cost; a factor of 2^(1/4) still left 6.1 (0.226) to 10.2
+#: (0.190), below and above a quarter
+STAGED_REGRESSOR_TRADEOFFS = (0.0, *(round(0.01 * 2 ** (i / 8), 4) for i in range(53)))
 
 
 def _ladder_grid(context: Context, tradeoffs: tuple[float, ...] = STAGED_RELATIVE_TRADEOFFS) -> list[dict]:

@@ -48,7 +48,7 @@ def test_quick_frontiers_on_higgs(tmp_path):
     report = (tmp_path / "frontier_higgs.md").read_text()
     assert "| method | 0.1 x plain | 0.25 x plain | 0.5 x plain | any cost |" in report and "| BudgetRF |" in report
     assert "--splits 2" in report and re.search(r"\| LightGBM \|.* 0\.\d{4} ± 0\.\d{4} @ ", report)
-    assert "--method-rounds greedy_miser=30`" in report
+    assert "--splits 2 --quick --rounds 100 --method-rounds greedy_miser=30`" in report  # the command that made it
     without = frame[frame["method"] == "CSTC without polish"]  # its own grid: the estimator's polish=False
     assert len(without) >= 2 and without["polish"].eq(False).all()
     assert frame.loc[frame["method"] == "CSTC", "polish"].isna().all()
