@@ -49,7 +49,7 @@ from lightgbm_cegb.selection.points import (
     prediction,
     scaled_knob,
 )
-from lightgbm_cegb.selection.registry import Candidate, Context, Family, Knob, Rows
+from lightgbm_cegb.selection.registry import Candidate, Context, Family, Knob, NeedsFit, Rows
 
 LOG = logging.getLogger("lightgbm_cegb.selection")
 
@@ -358,13 +358,16 @@ def _staged_plan(context: Context, state: dict, points: list[dict]) -> None:
         state["ceiling"] = _higher(state["ceiling"], point.get("max_cost"))
 
 
-def _fitted_ladder(state: dict, params: dict, fit, key=None):
+def _fitted_ladder(context: Context, state: dict, params: dict, fit, key=None):
     """The staged model of a sweep's state (the classifier, the ranker or the regressor) for ``key`` (the classifier's
     class weights), fitted by ``fit(max_stage_cost)`` when a point first needs it, and again when a point's cap lies
-    above the stages the fitted model holds; its RoundsWarnings mark the state capped."""
+    above the stages the fitted model holds (NeedsFit where the context allows no fit); its RoundsWarnings mark the
+    state capped."""
     fitted = state["models"].get(key)
     if fitted is None or fitted.max_stage_cost is not None and \
             _higher(fitted.max_stage_cost, params.get("max_cost")) != fitted.max_stage_cost:
+        if not context.fits:
+            raise NeedsFit
         with _rounds_capped(state):
             state["models"][key] = fit(_higher(state["ceiling"], params.get("max_cost")))
     return state["models"][key]
@@ -383,7 +386,7 @@ def _fit_staged(context: Context, state: dict, params: dict) -> list[Candidate]:
     params = dict(params)
     check_keys("staged_acquisition", params, {"relative_tradeoff", "tradeoff", "max_cost", "class_weight", "order"})
     capacity = {**_acquisition_capacity(context), **{k: params[k] for k in ("class_weight", "order") if k in params}}
-    fitted = _fitted_ladder(state, params, lambda ceiling: StagedAcquisitionClassifier(
+    fitted = _fitted_ladder(context, state, params, lambda ceiling: StagedAcquisitionClassifier(
         feature_costs=context.costs, random_state=0, n_jobs=context.params.get("num_threads") or None,
         max_stage_cost=ceiling, **capacity).fit(
         context.train.X, context.train.y, eval_set=(context.valid.X, context.valid.y)),
@@ -404,7 +407,7 @@ def _fit_staged_regressor(context: Context, state: dict, params: dict) -> list[C
     from lightgbm_cegb.methods.staged_regressor import StagedAcquisitionRegressor
     params = dict(params)
     check_keys("staged_acquisition_regressor", params, {"relative_tradeoff", "tradeoff", "max_cost"})
-    fitted = _fitted_ladder(state, params, lambda _: StagedAcquisitionRegressor(  # every stage: no ceiling
+    fitted = _fitted_ladder(context, state, params, lambda _: StagedAcquisitionRegressor(  # every stage: no ceiling
         feature_costs=context.costs, random_state=0, n_jobs=context.params.get("num_threads") or None,
         n_estimators=context.num_boost_round, early_stopping_rounds=context.early_stopping_rounds).fit(
         context.train.X, context.train.y, eval_set=(context.valid.X, context.valid.y)))
@@ -480,7 +483,7 @@ def _fit_cascade(context: Context, state: dict, params: dict) -> list[Candidate]
                                                      "num_leaves"})
     kind = {"order": params.get("order", "importance"), "stage_models": params.get("stage_models", "separate"),
             "num_leaves": params.get("num_leaves", "auto")}
-    fitted = _fitted_ladder(state, params, lambda ceiling: StagedAcquisitionRanker(
+    fitted = _fitted_ladder(context, state, params, lambda ceiling: StagedAcquisitionRanker(
         feature_costs=context.costs, random_state=0, n_jobs=context.params.get("num_threads") or None,
         max_stage_cost=ceiling, n_estimators=context.num_boost_round,
         early_stopping_rounds=context.early_stopping_rounds, **kind).fit(

@@ -401,6 +401,11 @@ class Family:
             register(name, **spec)(fit)
 
 
+class NeedsFit(Exception):
+    """Raised by a method's fit for a point that would train a model where the context allows none
+    (``Context.fits``): the runner counts the point as not fitted."""
+
+
 @dataclass(frozen=True)
 class Context:
     """What every fit of a sweep sees.
@@ -431,6 +436,10 @@ class Context:
     screen_of : int or None, default=None
         In the context of a sweep's screen (its subsample), the number of training rows of the sweep: a method
         whose recipe depends on the rows (the adaptive acquisition's masked copies) follows the full sweep's.
+    fits : bool, default=True
+        False for the points of a method past its time allowance (``runner.Allowance``) whose knob is read when
+        predicting: a point that reads a model the sweep fitted already runs, one that would train a model raises
+        :class:`NeedsFit` instead.
     """
 
     task: str
@@ -444,6 +453,7 @@ class Context:
     budgets: tuple[float, ...] = ()  # the sweep's budgets: the longest prefix within each is a point too
     shared: dict = field(default_factory=dict, compare=False, repr=False)
     screen_of: int | None = None  # a screen's context: the training rows of the sweep its subsample is drawn from
+    fits: bool = True  # False: a point that would train a model raises NeedsFit (its method is past its allowance)
 
     @property
     def budget(self) -> float | None:

@@ -14,17 +14,22 @@ import numpy as np
 
 from lightgbm_cegb.core.errors import CEGBWarning, NothingToTradeOff
 from lightgbm_cegb.core.validation import caller_stacklevel
-from lightgbm_cegb.selection.registry import METHODS, Context, Method
+from lightgbm_cegb.selection.registry import METHODS, Context, Method, NeedsFit
 
 #: each fitted grid point is logged here (INFO): its method, parameters, points and best quality
 LOG = logging.getLogger("lightgbm_cegb.selection")
 
 
-def run_point(method: Method, context: Context, state, params: dict, stage: str) -> tuple[list[dict], float]:
-    """The rows of one grid point (its model and prefixes), and the seconds its fit and measures took."""
+def run_point(method: Method, context: Context, state, params: dict, stage: str) -> tuple[list[dict] | None, float]:
+    """The rows of one grid point (its model and prefixes; None: it would train a model where ``context.fits`` is
+    False), and the seconds its fit and measures took."""
     start = time.perf_counter()
     rows = []
-    for candidate in method.fit(context, state, dict(params)):
+    try:
+        candidates = method.fit(context, state, dict(params))
+    except NeedsFit:
+        return None, time.perf_counter() - start
+    for candidate in candidates:
         quality, cost, coupled = candidate.measure(context.valid, context.metric, choose=True)
         rows.append({"method": method.name, "quality": quality, "cost": cost, "coupled": coupled,
                      "params": candidate.params, "stage": stage, "model": candidate})
@@ -100,6 +105,13 @@ class Execution:
     def allows(self, name: str) -> bool:
         return self.allowance is None or self.allowance.allows(name)
 
+    def context_for(self, method: Method, context: Context) -> Context | None:
+        """The context a point of ``method`` runs in: ``context``; past its allowance, a knob read when predicting
+        runs only points that read a model fitted already (``Context.fits`` False), any other method none."""
+        if self.allows(method.name):
+            return context
+        return replace(context, fits=False) if method.knob is not None and method.knob.read_at_predict else None
+
     def skip(self, name: str, points: int = 1) -> None:
         """Count ``points`` of ``name`` not fitted (over its allowance; logged the first time)."""
         skipped = self.allowance.skipped
@@ -134,11 +146,11 @@ def execute(jobs: list, context: Context, execution: Execution, *, flat: bool = 
                 continue
             results[i], seconds = future.result()
             _done(jobs[i], results[i], seconds, context.metric, execution)
-            name = jobs[i][0].name
-            pending = [f for f, job in zip(futures, jobs) if job[0].name == name and not f.done()]
-            if pending and not execution.allows(name):  # over its allowance: its jobs not finished are dropped
-                execution.client.cancel(pending)
-                execution.skip(name, len(pending))
+            method = jobs[i][0]
+            pending = [f for f, job in zip(futures, jobs) if job[0] is method and not f.done()]
+            if pending and execution.context_for(method, context) is None:  # past its allowance: the jobs not
+                execution.client.cancel(pending)  # finished are dropped (submitted at once, they may fit)
+                execution.skip(method.name, len(pending))
     else:
         from joblib import Parallel, delayed
         # with an allowance, in waves of n_jobs jobs its methods may start: joblib dispatches the next tasks from
@@ -146,18 +158,23 @@ def execute(jobs: list, context: Context, execution: Execution, *, flat: bool = 
         waiting = list(range(len(jobs)))
         while waiting:
             if execution.allowance is None:
-                wave, waiting = waiting, []
+                wave, waiting = [(i, context) for i in waiting], []
             else:
-                wave = []
+                wave = []  # (job, the context it runs in)
                 while waiting and len(wave) < execution.n_jobs:
                     i = waiting.pop(0)
-                    if execution.allows(jobs[i][0].name):
-                        wave.append(i)
+                    own = execution.context_for(jobs[i][0], context)
+                    if own is not None:
+                        wave.append((i, own))
                     else:
                         execution.skip(jobs[i][0].name)
             for k, (result, seconds) in enumerate(Parallel(n_jobs=execution.n_jobs, return_as="generator")(
-                    delayed(run_point)(jobs[i][0], context, *jobs[i][1:]) for i in wave)):
-                i = wave[k]
+                    delayed(run_point)(jobs[i][0], own, *jobs[i][1:]) for i, own in wave)):
+                i = wave[k][0]
+                if result is None:  # it would have trained a model past its allowance
+                    execution.count(jobs[i][0].name, seconds)
+                    execution.skip(jobs[i][0].name)
+                    continue
                 results[i] = result
                 _done(jobs[i], result, seconds, context.metric, execution)
     return [row for result in results for row in result] if flat else results

@@ -185,10 +185,13 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
     method_fits : float, optional
         A time limit for each method in each stage of the sweep (the screen, every row): the time of this many
         plain LightGBM fits of the stage's rows (timed at its start), at least ALLOWANCE_FLOOR = 30 s. A method
-        that has spent it (its preparation, its points' fits and measures) starts no other point there; the points
-        it fitted stay, and a CEGBWarning names it, its time and the points it left (``frame.attrs["stopped"]``).
-        A point already started runs to its end. None (default): no limit (:func:`fit_within_budget` sets
-        METHOD_FITS = 20).
+        that has spent it (its preparation, its points' fits and measures) starts no other point there, but for a
+        knob read when predicting (the acquisitions', Early Exit's), whose points that read a model it fitted
+        already run (they train nothing; one that would train a model is left); the points it fitted stay, and a
+        CEGBWarning names it, its time and the points it left (``frame.attrs["stopped"]``). A point already
+        started runs to its end; on a Dask cluster, where the points are submitted at once, a method's points not
+        finished are cancelled when it passes its allowance (a knob read when predicting: they run). None
+        (default): no limit (:func:`fit_within_budget` sets METHOD_FITS = 20).
 
     Returns
     -------

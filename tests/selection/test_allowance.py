@@ -153,3 +153,24 @@ def _swept(train, valid, kwargs, **execution):
     with pytest.warns(CEGBWarning, match="stopped greedy_miser on every training row"):
         return sweep(["greedy_miser"], train, valid, COSTS, budget=6.0, baseline=False, method_fits=5, focus=False,
                      **kwargs, **execution)
+
+
+def test_past_its_allowance_a_knob_read_when_predicting_reads_only_the_models_it_fitted(binary, timed):
+    """The staged acquisition's points share one model per order (its trade-off is read when predicting): past its
+    allowance the points of the order fitted first still run (they train nothing), those of the other order would
+    train a model and are not fitted."""
+    SECONDS["staged_acquisition"] = 50.0  # its first point alone is past the allowance
+    orders = ("importance", "search")
+    grid = {"staged_acquisition": [{"relative_tradeoff": r, "order": order} for order in orders
+                                   for r in (0.05, 0.3, 0.7)]}
+    train, valid = binary
+    try:
+        with pytest.warns(CEGBWarning, match=r"stopped staged_acquisition on every training row after \d+ s"):
+            frame = sweep(["staged_acquisition"], train, valid, COSTS, budget=6.0, baseline=False, method_fits=25,
+                          **{**FAST, "grid": grid, "refine": 0})
+    finally:
+        del SECONDS["staged_acquisition"]
+    points = frame[frame["method"] == "staged_acquisition"]
+    assert set(points["order"]) == {"importance"} and points["relative_tradeoff"].nunique() == 3
+    assert frame.attrs["stopped"]["rows"]["staged_acquisition"]["not_fitted"] == 3
+    assert timed.count(("staged_acquisition", "grid")) == 6  # each started: the last three raised NeedsFit
