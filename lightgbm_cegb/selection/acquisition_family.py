@@ -183,9 +183,13 @@ def _acquisition_plan(context: Context, state: dict, points: list[dict]) -> None
 
 
 def _acquisition_classifier(context: Context, state: dict, policy_rounds: int):
+    """The sweep's adaptive acquisition classifier of ``policy_rounds``, fitted (with every round's up to the most
+    planned) when a point first needs it; NeedsFit where the context allows no fit."""
     from lightgbm_cegb.methods.acquisition import AdaptiveAcquisitionClassifier, auto_masks
     fitted = state["classifiers"]
     if policy_rounds not in fitted:
+        if not context.fits:
+            raise NeedsFit
         # screened: the copies the classifier makes on the sweep's every row (a subsample's "auto" would make more)
         masks = "auto" if context.screen_of is None else auto_masks(context.screen_of, np.shape(context.train.X)[1])
         rounds = max(policy_rounds, state["rounds"])
