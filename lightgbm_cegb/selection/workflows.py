@@ -62,7 +62,8 @@ def fit_within_budget(train, valid, costs, budget: float | Sequence[float], *, t
     cells), the sweep screens the methods on a subsample and fits only each budget's leaders on every row
     (``screen``, see :func:`sweep`); ``frontier.attrs["seconds"]`` gives each method's time. Each method has
     the time of METHOD_FITS = 20 plain LightGBM fits of the rows (at least 30 s) in each stage, past which it
-    starts no other point (``method_fits``, see :func:`sweep`: a CEGBWarning names a method stopped).
+    starts no point that trains a model (``method_fits``, see :func:`sweep`: a CEGBWarning names a method
+    stopped).
 
     Parameters
     ----------
