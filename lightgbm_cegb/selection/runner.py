@@ -102,13 +102,10 @@ class Execution:
         if self.allowance is not None:
             self.allowance.used[name] = self.allowance.used.get(name, 0.0) + seconds
 
-    def allows(self, name: str) -> bool:
-        return self.allowance is None or self.allowance.allows(name)
-
     def context_for(self, method: Method, context: Context) -> Context | None:
         """The context a point of ``method`` runs in: ``context``; past its allowance, a knob read when predicting
         runs only points that read a model fitted already (``Context.fits`` False), any other method none."""
-        if self.allows(method.name):
+        if self.allowance is None or self.allowance.allows(method.name):
             return context
         return replace(context, fits=False) if method.knob is not None and method.knob.read_at_predict else None
 
@@ -147,10 +144,11 @@ def execute(jobs: list, context: Context, execution: Execution, *, flat: bool = 
             results[i], seconds = future.result()
             _done(jobs[i], results[i], seconds, context.metric, execution)
             method = jobs[i][0]
-            pending = [f for f, job in zip(futures, jobs) if job[0] is method and not f.done()]
-            if pending and execution.context_for(method, context) is None:  # past its allowance: the jobs not
-                execution.client.cancel(pending)  # finished are dropped (submitted at once, they may fit)
-                execution.skip(method.name, len(pending))
+            if execution.context_for(method, context) is None:  # past its allowance: the jobs not finished are
+                pending = [f for f, job in zip(futures, jobs) if job[0] is method and not f.done()]
+                if pending:  # dropped (submitted at once, they may fit)
+                    execution.client.cancel(pending)
+                    execution.skip(method.name, len(pending))
     else:
         from joblib import Parallel, delayed
         # with an allowance, in waves of n_jobs jobs its methods may start: joblib dispatches the next tasks from
