@@ -55,6 +55,7 @@ from lightgbm_cegb.core.cost_state import CostState
 from lightgbm_cegb.core.costs import FeatureCosts
 from lightgbm_cegb.core.errors import CEGBError, NothingToTradeOff, RoundsWarning, still_improving
 from lightgbm_cegb.core.parallel import N_JOBS, resolve_n_jobs
+from lightgbm_cegb.core.partitions import is_dask, over_partitions
 from lightgbm_cegb.core.report import CostReport
 from lightgbm_cegb.core.validation import (
     NoneOr,
@@ -154,17 +155,23 @@ def auto_value(rows: int, ladder: tuple, thresholds: tuple[int, int] = AUTO_LEAV
     return ladder[int(np.searchsorted(thresholds, rows, side="right"))]
 
 
-def class_weights(class_weight, classes: np.ndarray, codes: np.ndarray) -> np.ndarray | None:
+def class_weights(class_weight, classes: np.ndarray, codes: np.ndarray | None, *,
+                  counts: np.ndarray | None = None) -> np.ndarray | None:
     """The weight of each class of ``classes`` by ``class_weight`` (None: none; "balanced": ``n / (n_classes *
-    n_c)`` with ``n_c`` the rows of class c among ``codes``, the training rows' class indices; a dict: by label,
-    1 for a class it does not name), scikit-learn's rules."""
+    n_c)`` with ``n_c`` the rows of class c among ``codes``, the training rows' class indices, or ``counts[c]``
+    where they are counted already; a dict: by label, 1 for a class it does not name), scikit-learn's rules."""
     if class_weight is None:
         return None
     from sklearn.utils.class_weight import compute_class_weight
+    if counts is not None and isinstance(class_weight, str):
+        if not counts.all():
+            raise CEGBError(f"class_weight='balanced' weighs each class by its training rows: class "
+                            f"{classes[np.flatnonzero(counts == 0)[0]]!r} has none")
+        return int(counts.sum()) / (len(classes) * counts.astype(np.float64))  # compute_class_weight's arithmetic
     try:
         return compute_class_weight(class_weight, classes=np.arange(len(classes)), y=codes) \
             if isinstance(class_weight, str) else \
-            compute_class_weight(class_weight, classes=classes, y=classes[codes])
+            compute_class_weight(class_weight, classes=classes, y=classes if codes is None else classes[codes])
     except ValueError as exc:
         raise CEGBError(f"class_weight should be None, 'balanced' or a dict of weights by class label "
                         f"{classes.tolist()!r:.80}: {exc}") from None
@@ -251,14 +258,16 @@ class PolicyClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
-            The rows.
+        X : array-like of shape (n_samples, n_features), or a Dask array or DataFrame
+            The rows (a Dask collection's partition by partition, where its scheduler runs them).
 
         Returns
         -------
         ndarray of shape (n_samples, n_classes)
             The probabilities of the classes of ``classes_``.
         """
+        if is_dask(X):
+            return np.concatenate(over_partitions(self.predict_proba, X))
         X = self._checked_rows(X)
         proba = self._compiled_proba(np.ascontiguousarray(X, dtype=np.float64))
         return self.predict_result(X).proba if proba is None else proba
@@ -272,7 +281,7 @@ class PolicyClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like of shape (n_samples, n_features), or a Dask array or DataFrame
             The rows.
 
         Returns
@@ -287,8 +296,8 @@ class PolicyClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
-            The rows.
+        X : array-like of shape (n_samples, n_features), or a Dask array or DataFrame
+            The rows (a Dask collection's partition by partition).
         n_jobs : int or None, default=None
             Unused (the classifiers' threads are the estimator's ``n_jobs``); accepted as by every estimator.
 
@@ -297,6 +306,8 @@ class PolicyClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
         CostReport
             ``predict_result(X).cost``.
         """
+        if is_dask(X):
+            return CostReport.stacked(over_partitions(self.prediction_cost, X))
         return self.predict_result(X).cost
 
     def _pay(self, state: CostState, unit: int, rows: np.ndarray) -> None:
@@ -361,6 +372,27 @@ class PolicyClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
                                        f"row, the {len(self.classes_)} classes take {scores}")
         return booster
 
+    def _checked_eval_set(self, eval_set) -> tuple[np.ndarray, np.ndarray]:
+        """``eval_set``'s (X_valid, its labels' class indices), checked: a pair, X_valid's columns as fit's, one
+        label per row among ``classes_``."""
+        if not (isinstance(eval_set, tuple) and len(eval_set) == 2):
+            raise CEGBError(f"eval_set should be a tuple (X_valid, y_valid), got {type(eval_set).__name__}"
+                            + (f" of length {len(eval_set)}" if isinstance(eval_set, (tuple, list)) else ""))
+        X_valid, y_valid = eval_set
+        X_valid = checked_data(self, "eval_set: X_valid", X_valid, reset=False)
+        y_valid = np.asarray(y_valid)
+        if y_valid.shape != (len(X_valid),):
+            raise CEGBError(f"eval_set: y_valid should hold {len(X_valid)} labels (one per row of X_valid), got "
+                            f"shape {y_valid.shape}")
+        try:
+            index = np.minimum(np.searchsorted(self.classes_, y_valid), len(self.classes_) - 1)
+            known = (self.classes_[index] == y_valid).all()
+        except TypeError:  # labels of another type than the classes'
+            known = False
+        if not known:
+            raise CEGBError(f"eval_set: its labels should be among the training classes {self.classes_.tolist()}")
+        return X_valid, index
+
     def _fit_inputs(self, X, y, eval_set) -> tuple:
         """What the fit of an acquisition classifier starts from: X and y checked (``validate_data``; NaN allowed), the
         classes (``classes_``), the costs (``costs_``, every feature costing 1 without ``feature_costs``), and the rows
@@ -397,24 +429,7 @@ class PolicyClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
         rng = check_random_state(self.random_state)
         seed = int(rng.randint(0, 2**31 - 1))
         if eval_set is not None:
-            if not (isinstance(eval_set, tuple) and len(eval_set) == 2):
-                raise CEGBError(f"eval_set should be a tuple (X_valid, y_valid), got {type(eval_set).__name__}"
-                                + (f" of length {len(eval_set)}" if isinstance(eval_set, (tuple, list)) else ""))
-            X_valid, y_valid = eval_set
-            X_valid = checked_data(self, "eval_set: X_valid", X_valid, reset=False)
-            y_valid = np.asarray(y_valid)
-            if y_valid.shape != (len(X_valid),):
-                raise CEGBError(f"eval_set: y_valid should hold {len(X_valid)} labels (one per row of X_valid), got "
-                                f"shape {y_valid.shape}")
-            try:
-                index = np.minimum(np.searchsorted(self.classes_, y_valid), len(self.classes_) - 1)
-                known = (self.classes_[index] == y_valid).all()
-            except TypeError:  # labels of another type than the classes'
-                known = False
-            if not known:
-                raise CEGBError(f"eval_set: its labels should be among the training classes "
-                                f"{self.classes_.tolist()}")
-            return X, codes, np.arange(n), X_valid, index, rng, seed
+            return X, codes, np.arange(n), *self._checked_eval_set(eval_set), rng, seed
         held = int(round(self.validation_fraction * n))
         permutation = rng.permutation(n)
         train, valid = np.sort(permutation[held:]), np.sort(permutation[:held])
@@ -1150,10 +1165,17 @@ def early_stopped(estimator, params: dict, train_set: lgb.Dataset, valid_set: lg
         return lgb.train(params, train_set, rounds)
     booster = lgb.train(params, train_set, rounds, valid_sets=[valid_set],
                         callbacks=[lgb.early_stopping(patience, first_metric_only=True, verbose=False)])
+    return best_cut(estimator, booster, what, metric)
+
+
+def best_cut(estimator, booster: lgb.Booster, what: str, metric: str) -> lgb.Booster:
+    """``booster``, early stopped, cut to its best iteration (the model file holds what predicts); a RoundsWarning
+    names ``what`` when the held-out ``metric`` was still improving at the estimator's ``n_estimators``."""
+    rounds, patience = estimator.n_estimators, estimator.early_stopping_rounds
     if still_improving(booster.best_iteration, rounds, patience):
         warnings.warn(f"{type(estimator).__name__}: {what} reached n_estimators={rounds} while its held-out {metric} "
                       f"was still improving (best iteration {booster.best_iteration}): raise n_estimators or "
-                      "learning_rate", RoundsWarning, stacklevel=4)
+                      "learning_rate", RoundsWarning, stacklevel=5)
     return lgb.Booster(model_str=booster.model_to_string(num_iteration=booster.best_iteration))
 
 

@@ -14,10 +14,12 @@ from lightgbm_cegb._engine import StageStack
 from lightgbm_cegb.core.cost_state import CostState
 from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.parallel import resolve_n_jobs
+from lightgbm_cegb.core.partitions import is_dask
 from lightgbm_cegb.core.subsets import SubsetSearch, Unit, searched
 from lightgbm_cegb.core.validation import checked_sequence
 from lightgbm_cegb.io import saved
 from lightgbm_cegb.methods.acquisition import EvaluationCost, checked_data, compiled_stages
+from lightgbm_cegb.methods.dask_stages import raw_scores
 
 #: the orders of the units a staged model's stages are cut from (its ``order``)
 ORDERS = ("importance", "search")
@@ -37,14 +39,16 @@ def continued_stages(train_on, parts: tuple, num_threads: int):
     """``stage_on`` of continued stage models (``StageLadder._fit_stages``): ``train_on(columns, init)`` trains each
     stage from the raw scores ``init`` (one per part of ``parts``: the training rows, then the early-stopping rows,
     None for a part that is not there) of the stages trained before it, and each stage's own raw scores on its columns
-    are added to them (``below + own``: the scores a stage's rows hold when they reach the next)."""
+    are added to them (``below + own``: the scores a stage's rows hold when they reach the next; lazily for the rows
+    of a Dask array)."""
     base = [None] * len(parts)
 
     def stage_on(columns: list[int]) -> lgb.Booster:
         booster = train_on(columns, base)
         for i, rows in enumerate(parts):
             if rows is not None:
-                own = booster.predict(hidden(rows, columns), raw_score=True, num_threads=num_threads)
+                own = raw_scores(booster, rows, columns) if is_dask(rows) else \
+                    booster.predict(hidden(rows, columns), raw_score=True, num_threads=num_threads)
                 base[i] = own if base[i] is None else base[i] + own
         return booster
 

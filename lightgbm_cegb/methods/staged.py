@@ -44,9 +44,11 @@ from lightgbm_cegb._engine import LadderBatch, LadderPlan, StageStack
 from lightgbm_cegb.base import COSTS, RANDOM_STATE
 from lightgbm_cegb.core.errors import CEGBError, RoundsWarning
 from lightgbm_cegb.core.parallel import N_JOBS, resolve_n_jobs
+from lightgbm_cegb.core.partitions import is_dask
 from lightgbm_cegb.core.subsets import SEARCH_HELD_OUT, SEARCH_ROWS, subsample_index
 from lightgbm_cegb.core.validation import NoneOr, Number, OneOf
 from lightgbm_cegb.io import saved
+from lightgbm_cegb.methods import dask_stages
 from lightgbm_cegb.methods.acquisition import (
     CLASS_WEIGHT,
     NUM_LEAVES,
@@ -193,12 +195,14 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
-            The training rows (NaN: a missing value).
-        y : array-like of shape (n_samples,)
+        X : array-like of shape (n_samples, n_features), or a Dask array or DataFrame
+            The training rows (NaN: a missing value). Rows in a Dask collection are trained on where they lie, with
+            ``lightgbm.dask`` on the active ``distributed`` client's workers (see ``methods.dask_stages``).
+        y : array-like of shape (n_samples,), or a Dask array or Series (with X a Dask collection)
             The class labels (two or more classes).
         eval_set : tuple (X_valid, y_valid), optional
-            Rows for early stopping; without it, ``validation_fraction`` of the training rows are held out.
+            Rows for early stopping (in memory; a Dask collection is computed); without it, ``validation_fraction`` of
+            the training rows are held out (from a Dask collection, at most ``dask_stages.HELD_OUT_ROWS``).
 
         Returns
         -------
@@ -206,6 +210,10 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
             The fitted estimator.
         """
         self._check_params()
+        if is_dask(X):
+            dask_stages.fit(self, X, y, eval_set)
+            self._stack()
+            return self
         X, codes, train, X_valid, valid_codes, _, seed = self._fit_inputs(X, y, eval_set)
         n, num_features = X.shape
         units = self.costs_.units(num_features)

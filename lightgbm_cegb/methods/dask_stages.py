@@ -1,0 +1,296 @@
+"""A staged acquisition classifier fitted on a Dask cluster: what ``StagedAcquisitionClassifier.fit`` does with rows
+in a Dask array or DataFrame.
+
+The model of every column (the units' order) and each stage's classifier are trained with ``lightgbm.dask`` on the
+workers of the active ``distributed`` client, from the partitions where they lie. ``lightgbm.dask`` has no early
+stopping of its own; the rows that stop the classifiers (``eval_set``, or a held-out ``validation_fraction`` of the
+rows, at most HELD_OUT_ROWS of them, drawn partition by partition) are brought into memory and sent with each
+training to every worker, where :class:`HeldOutStopping` applies ``lgb.early_stopping``'s rule to them: every worker
+holds the same model and the same rows and computes the same log loss in the same order, so all stop at the same
+round (a worker that stopped alone would leave the others waiting for it). ``order="search"`` measures its subsets on
+a sample of at most SEARCH_SAMPLE training rows in memory, the most its measure reads. The fitted model holds
+in-memory LightGBM models, served and saved as any other.
+
+Distributed training sums the histograms of the workers' rows in another order than one machine does: the stages
+are not those of the same rows fitted in memory to the bit, but of the same quality (``scripts.bench_dask``).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import lightgbm as lgb
+import numpy as np
+from sklearn.utils import check_random_state
+from sklearn.utils.multiclass import check_classification_targets
+
+from lightgbm_cegb.core.errors import CEGBError
+from lightgbm_cegb.core.partitions import is_dask
+from lightgbm_cegb.core.subsets import SEARCH_HELD_OUT, SEARCH_ROWS
+from lightgbm_cegb.methods.acquisition import best_cut, checked_data, class_weights
+
+#: the most rows held out in memory to stop the stages when ``fit`` gets no ``eval_set`` (``validation_fraction`` of
+#: the rows, fewer where that is more): they travel to every worker with each stage's training
+HELD_OUT_ROWS = 100_000
+#: the most training rows ``order="search"`` reads (its measure trains on at most SEARCH_ROWS of them and measures
+#: on at most SEARCH_ROWS held out, a SEARCH_HELD_OUT share)
+SEARCH_SAMPLE = int(SEARCH_ROWS / SEARCH_HELD_OUT)
+#: LightGBM's floor of a predicted probability in its log loss metrics
+_EPSILON = 1e-15
+
+
+def dask_client():
+    """The active ``distributed`` client, which ``lightgbm.dask`` trains on; a CEGBError says how to start one."""
+    try:
+        import distributed
+        return distributed.default_client()
+    except (ImportError, ValueError):
+        raise CEGBError("X: a Dask collection is fitted on a Dask cluster with lightgbm.dask, which needs an active "
+                        "distributed Client (distributed.Client(...)), got none") from None
+
+
+class DaskRows:
+    """Rows of a Dask collection as the stages train on them: X a Dask array of float64 chunked along its rows only,
+    the labels' class indices in chunks aligned with it."""
+
+    def __init__(self, X, codes, n: int) -> None:
+        self.X, self.codes, self.n = X, codes, n  # n: the rows (about, after a draw: X's chunks are then not known)
+
+    @classmethod
+    def of(cls, estimator, X, y) -> DaskRows:
+        """X and y checked (a head of each by ``checked_data``, which sets ``n_features_in_`` and
+        ``feature_names_in_``; every value finite or NaN, every label there), ``classes_`` set."""
+        import dask
+        import dask.array as da
+
+        if not is_dask(y):
+            raise CEGBError(f"y: with X a Dask collection, y should be a Dask array or Series of its labels, got "
+                            f"{type(y).__name__}")
+        for name, rows in (("X", X), ("y", y)):
+            if hasattr(rows, "chunks") and any(length != length for length in rows.chunks[0]):  # NaN: not known
+                raise CEGBError(f"{name}: a Dask array whose chunk sizes are not known (e.g. from a DataFrame's "
+                                f"to_dask_array()): call {name}.compute_chunk_sizes() first")
+        checked_data(estimator, "X", *(rows.head(2) if hasattr(rows, "head") else rows[:2].compute()
+                                       for rows in (X, y)))
+        with warnings.catch_warnings():  # string labels become an object array, as np.unique of them is
+            warnings.filterwarnings("ignore", "Dask currently has limited support for converting pandas extension")
+            X, y = (rows.to_dask_array(lengths=True) if hasattr(rows, "to_dask_array") else rows for rows in (X, y))
+        X = X.astype(np.float64)
+        if X.ndim != 2 or X.numblocks[1] != 1:
+            raise CEGBError(f"X: a Dask array of rows should be 2-dimensional and chunked along its rows only (one "
+                            f"chunk of its columns: X.rechunk({{1: -1}})), got shape {X.shape} in {X.numblocks} "
+                            f"chunks")
+        if y.ndim != 1 or y.shape[0] != X.shape[0]:
+            raise CEGBError(f"y should hold {X.shape[0]} labels (one per row of X), got shape {y.shape}")
+        y = y.rechunk((X.chunks[0],))
+        classes, infinite = dask.compute(da.unique(y), da.isinf(X).any())
+        if infinite:
+            raise CEGBError("X should hold finite numbers or NaN (a missing value), got an infinite value")
+        if classes.dtype.kind == "f" and np.isnan(classes).any():
+            raise CEGBError("y should hold a class label in every row, got nan")
+        try:
+            check_classification_targets(classes)
+        except ValueError as exc:
+            raise CEGBError(f"y: {exc}") from None
+        if len(classes) < 2:
+            raise CEGBError(f"y should hold at least two classes, got {len(classes)}")
+        estimator.classes_ = classes
+        return cls(X, y.map_blocks(_codes, classes, dtype=np.int64), X.shape[0])
+
+    def held_out(self, fraction: float, seed: int) -> tuple[DaskRows, np.ndarray, np.ndarray]:
+        """(the rows not held out, the held-out rows' X and class indices in memory): each row held out with
+        probability ``fraction`` (at most HELD_OUT_ROWS on average), drawn from ``seed`` and its partition's
+        position (the same rows for the same partitions)."""
+        fraction = min(fraction, HELD_OUT_ROWS / max(1, self.n))
+        held = self.X.map_blocks(_drawn, fraction, seed, drop_axis=1, dtype=bool)
+        X_valid, valid_codes = _computed(self.X[held], self.codes[held])
+        return DaskRows(self.X[~held], self.codes[~held], self.n - len(valid_codes)), X_valid, valid_codes
+
+    def sample(self, rows: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+        """About ``rows`` of the rows drawn at random (all of them when they are fewer), in memory."""
+        fraction = min(1.0, rows / max(1, self.n))
+        drawn = self.X.map_blocks(_drawn, fraction, seed, drop_axis=1, dtype=bool)
+        return _computed(self.X[drawn], self.codes[drawn])
+
+    def spread(self, client) -> DaskRows:
+        """The rows computed once onto the workers (each stage's training reads them), in partitions of even sizes:
+        lightgbm.dask trains each worker on the partitions it holds, and one that holds a partition of a single row
+        alone fails."""
+        X, codes = client.persist([self.X, self.codes])
+        sizes = np.array(client.compute(X.map_blocks(_length, drop_axis=1, chunks=(1,), dtype=np.int64)).result())
+        size = max(1, -(-int(sizes.sum()) // len(sizes)))
+        X = X.map_blocks(np.asarray, chunks=(tuple(sizes), X.chunks[1]), dtype=np.float64).rechunk({0: size})
+        codes = codes.map_blocks(np.asarray, chunks=(tuple(sizes),), dtype=np.int64).rechunk(size)
+        return DaskRows(*client.persist([X, codes]), int(sizes.sum()))
+
+    def counts(self, num_class: int) -> np.ndarray:
+        """The rows of each class."""
+        import dask.array as da
+        return da.bincount(self.codes, minlength=num_class).compute()
+
+    def hidden(self, columns: list[int]):
+        """X with every column outside ``columns`` missing (NaN), lazily."""
+        return self.X.map_blocks(_hidden, columns, dtype=np.float64)
+
+
+def _drawn(block: np.ndarray, fraction: float, seed: int, block_info=None) -> np.ndarray:
+    """Which rows of a partition are drawn, each with probability ``fraction``, from ``seed`` and the partition's
+    position."""
+    index = block_info[0]["chunk-location"][0] if block_info else 0
+    return np.random.default_rng([seed, index]).random(len(block)) < fraction
+
+
+def _length(block: np.ndarray) -> np.ndarray:
+    return np.array([len(block)])
+
+
+def _codes(block: np.ndarray, classes: np.ndarray) -> np.ndarray:
+    return np.searchsorted(classes, block)
+
+
+def _weights(block: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    return weights[block]
+
+
+def _hidden(block: np.ndarray, columns: list[int]) -> np.ndarray:
+    out = np.full(block.shape, np.nan)
+    out[:, columns] = block[:, columns]
+    return out
+
+
+def _computed(*collections) -> tuple[np.ndarray, ...]:
+    import dask
+    return tuple(np.asarray(part) for part in dask.compute(*collections))
+
+
+def raw_scores(booster: lgb.Booster, X, columns: list[int]):
+    """The raw scores of ``booster`` on the rows of the Dask array X with the columns outside ``columns`` missing,
+    lazily (a column per class for a multiclass model)."""
+    scores = booster.num_model_per_iteration()
+
+    def block_scores(block: np.ndarray) -> np.ndarray:
+        return booster.predict(_hidden(block, columns), raw_score=True, num_threads=1)
+
+    if scores == 1:
+        return X.map_blocks(block_scores, drop_axis=1, dtype=np.float64)
+    return X.map_blocks(block_scores, chunks=(X.chunks[0], (scores,)), dtype=np.float64)
+
+
+def log_loss(raw: np.ndarray, codes: np.ndarray, weight: np.ndarray | None) -> float:
+    """The (weighted) mean log loss of raw scores (one per row: binary, the sigmoid's; one per class: the softmax's)
+    as LightGBM's ``binary_logloss`` and ``multi_logloss`` define it (probabilities floored at 1e-15, the weights
+    rounded to float32 as a Dataset holds them), computed in one fixed order."""
+    if raw.ndim == 1:
+        p = 1.0 / (1.0 + np.exp(-raw))
+        p = np.where(codes == 1, p, 1.0 - p)
+    else:
+        shifted = np.exp(raw - raw.max(axis=1, keepdims=True))
+        p = shifted[np.arange(len(codes)), codes] / shifted.sum(axis=1)
+    loss = -np.log(np.maximum(p, _EPSILON))
+    if weight is None:
+        return float(loss.mean())
+    weight = np.asarray(weight, dtype=np.float32).astype(np.float64)
+    return float((loss * weight).sum() / weight.sum())
+
+
+class HeldOutStopping:
+    """``lgb.early_stopping(patience)``'s rule on rows the callback holds: training stops once the held-out log loss
+    has not improved for ``patience`` rounds, or at the last round, and the model's best iteration is the round of
+    the least loss (the first of equal ones). Each round adds its trees' raw scores to the rows' (from ``init``, the
+    rows' starting raw scores, as a Dataset's ``init_score``) and computes :func:`log_loss` in numpy: on every worker
+    of a distributed training the same numbers in the same order, so every worker stops at the same round."""
+
+    order = 30  # after LightGBM's own callbacks, as lgb.early_stopping
+
+    def __init__(self, X: np.ndarray, codes: np.ndarray, weight: np.ndarray | None, init: np.ndarray | None,
+                 patience: int) -> None:
+        self.X, self.codes, self.weight, self.init, self.patience = X, codes, weight, init, patience
+
+    def __call__(self, env) -> None:
+        if env.iteration == env.begin_iteration:
+            self._raw, self._best, self._best_iteration = None, np.inf, env.iteration
+        own = env.model.predict(self.X, start_iteration=env.iteration, num_iteration=1, raw_score=True)
+        base = self.init if self._raw is None else self._raw
+        self._raw = own if base is None else base + own
+        loss = log_loss(self._raw, self.codes, self.weight)
+        if loss < self._best:
+            self._best, self._best_iteration = loss, env.iteration
+        if env.iteration - self._best_iteration >= self.patience or env.iteration == env.end_iteration - 1:
+            raise lgb.callback.EarlyStopException(self._best_iteration, [("held_out", "log_loss", self._best, False)])
+
+
+#: LightGBM's parameters of ``PolicyClassifier._lightgbm_params`` as the scikit-learn interface of lightgbm.dask
+#: names them (the others pass as they are; its threads are each worker's)
+_SKLEARN_NAMES = {"learning_rate": "learning_rate", "num_leaves": "num_leaves", "min_data_in_leaf": "min_child_samples",
+                  "seed": "random_state"}
+
+
+def trained(estimator, params: dict, rows: DaskRows, weights: np.ndarray | None, columns: list[int], init, stop,
+            what: str) -> lgb.Booster:
+    """A stage's classifier as ``PolicyClassifier._boosted`` trains it, on the workers: on ``rows`` (weighted by
+    their class's of ``weights``) with the columns outside ``columns`` hidden, from the raw scores ``init`` = (the
+    rows', a Dask array, or None; the stopping rows', or None), early stopped on ``stop`` = (X, class indices) in
+    memory (None: every round) and cut to its best iteration. lightgbm.dask's estimator of a regressor trains it,
+    with the classifier's objective: its classifier would take the classes from each worker's own labels."""
+    from lightgbm.dask import DaskLGBMRegressor
+
+    settings = {_SKLEARN_NAMES.get(name, name): value for name, value in params.items() if name != "num_threads"}
+    model = DaskLGBMRegressor(n_estimators=estimator.n_estimators, client=dask_client(), **settings)
+    callbacks = None
+    if stop is not None:
+        X_stop, stop_codes = stop
+        callbacks = [HeldOutStopping(_hidden(X_stop, columns), stop_codes,
+                                     None if weights is None else weights[stop_codes], init[1],
+                                     estimator.early_stopping_rounds)]
+    with warnings.catch_warnings():  # lightgbm.dask sets each worker's threads itself
+        warnings.filterwarnings("ignore", "Parameter n_jobs will be ignored")
+        model.fit(rows.hidden(columns), rows.codes,
+                  sample_weight=None if weights is None else rows.codes.map_blocks(_weights, weights,
+                                                                                 dtype=np.float64),
+                  init_score=init[0], callbacks=callbacks, feature_name=estimator._lightgbm_feature_names())
+    booster = model.booster_
+    if stop is None:
+        return booster
+    return best_cut(estimator, booster, what, "log loss")
+
+
+def fit(estimator, X, y, eval_set) -> None:
+    """``StagedAcquisitionClassifier.fit`` of rows in Dask collections (see the module): ``classes_``, ``costs_``,
+    ``units_``, ``prior_`` and the stages."""
+    from lightgbm_cegb.methods.ladder import continued_stages
+
+    dask_client()
+    rows = DaskRows.of(estimator, X, y)
+    num_features = rows.X.shape[1]
+    estimator.costs_ = estimator._resolved_costs(num_features)
+    rng = check_random_state(estimator.random_state)
+    seed = int(rng.randint(0, 2**31 - 1))
+    if eval_set is not None:
+        if isinstance(eval_set, tuple) and len(eval_set) == 2 and any(is_dask(part) for part in eval_set):
+            eval_set = tuple(part.compute() if is_dask(part) else part for part in eval_set)
+        train, stop = rows, estimator._checked_eval_set(eval_set)
+    elif estimator.validation_fraction > 0:
+        train, *stop = rows.held_out(estimator.validation_fraction, int(rng.randint(0, 2**31 - 1)))
+        stop = tuple(stop) if len(stop[1]) else None
+    else:
+        train, stop = rows, None
+    train = train.spread(dask_client())
+    units = estimator.costs_.units(num_features)
+    estimator.units_, estimator.unit_cost_ = [columns for _, columns, _ in units], np.array([p for _, _, p in units])
+    num_class = len(estimator.classes_)
+    counts = train.counts(num_class)
+    weights = class_weights(estimator.class_weight, estimator.classes_, None, counts=counts)
+    weighted = counts * (1.0 if weights is None else weights)
+    estimator.prior_ = weighted / weighted.sum()
+    params = estimator._lightgbm_params(num_class, seed, rows.n, int(counts.sum()))
+
+    def train_on(columns: list[int], init=(None, None)) -> lgb.Booster:
+        return trained(estimator, params, train, weights, columns, init, stop,
+                       f"the stage of {len(columns)} of the {num_features} columns")
+
+    measure = None
+    if estimator.order == "search":
+        measure = estimator._measure(params, *train.sample(SEARCH_SAMPLE, int(rng.randint(0, 2**31 - 1))))
+    continued = continued_stages(train_on, (train.X, None if stop is None else stop[0]), params["num_threads"])
+    estimator._fit_stages(train_on, num_features, measure,
+                          continued if estimator.stage_models == "continued" else None)
