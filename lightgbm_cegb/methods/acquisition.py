@@ -166,7 +166,7 @@ def class_weights(class_weight, classes: np.ndarray, codes: np.ndarray | None, *
     if counts is not None and isinstance(class_weight, str):
         if not counts.all():
             raise CEGBError(f"class_weight='balanced' weighs each class by its training rows: class "
-                            f"{classes[np.flatnonzero(counts == 0)[0]]!r} has none")
+                            f"{classes[np.flatnonzero(counts == 0)[0]].item()!r} has none")
         return int(counts.sum()) / (len(classes) * counts.astype(np.float64))  # compute_class_weight's arithmetic
     try:
         return compute_class_weight(class_weight, classes=np.arange(len(classes)), y=codes) \
@@ -267,7 +267,9 @@ class PolicyClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
             The probabilities of the classes of ``classes_``.
         """
         if is_dask(X):
-            return np.concatenate(over_partitions(self.predict_proba, X))
+            self._check_fitted()
+            parts = [p for p in over_partitions(_of_rows, X, self, "predict_proba") if p is not None]
+            return np.concatenate(parts) if parts else np.empty((0, len(self.classes_)))
         X = self._checked_rows(X)
         proba = self._compiled_proba(np.ascontiguousarray(X, dtype=np.float64))
         return self.predict_result(X).proba if proba is None else proba
@@ -307,7 +309,10 @@ class PolicyClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
             ``predict_result(X).cost``.
         """
         if is_dask(X):
-            return CostReport.stacked(over_partitions(self.prediction_cost, X))
+            reports = [r for r in over_partitions(_of_rows, X, self, "prediction_cost") if r is not None]
+            if not reports:
+                raise CEGBError("X: a Dask collection without rows has no prediction cost")
+            return CostReport.stacked(reports)
         return self.predict_result(X).cost
 
     def _pay(self, state: CostState, unit: int, rows: np.ndarray) -> None:
@@ -882,6 +887,11 @@ class AdaptiveAcquisitionClassifier(PolicyClassifier):
         self.classifier_ = self._restored_classifier(state, folder, manifest, "classifier")
         self._compile()
         self.prior_ = self._proba(np.full((1, num_features), np.nan))[0]
+
+
+def _of_rows(X, model: PolicyClassifier, method: str):
+    """``model.method(X)`` of one partition of a Dask collection; None for a partition without rows (a filter's)."""
+    return None if len(X) == 0 else getattr(model, method)(X)
 
 
 def unit_arrays(units: list) -> tuple[np.ndarray, np.ndarray]:

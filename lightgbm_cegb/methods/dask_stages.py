@@ -4,12 +4,12 @@ in a Dask array or DataFrame.
 The model of every column (the units' order) and each stage's classifier are trained with ``lightgbm.dask`` on the
 workers of the active ``distributed`` client, from the partitions where they lie. ``lightgbm.dask`` has no early
 stopping of its own; the rows that stop the classifiers (``eval_set``, or a held-out ``validation_fraction`` of the
-rows, at most HELD_OUT_ROWS of them, drawn partition by partition) are brought into memory and sent with each
-training to every worker, where :class:`HeldOutStopping` applies ``lgb.early_stopping``'s rule to them: every worker
-holds the same model and the same rows and computes the same log loss in the same order, so all stop at the same
-round (a worker that stopped alone would leave the others waiting for it). ``order="search"`` measures its subsets on
-a sample of at most SEARCH_SAMPLE training rows in memory, the most its measure reads. The fitted model holds
-in-memory LightGBM models, served and saved as any other.
+rows, about HELD_OUT_ROWS of them where that is fewer, drawn partition by partition) are brought into memory and
+sent with each training to every worker, where :class:`HeldOutStopping` applies ``lgb.early_stopping``'s rule to
+them: every worker holds the same model and the same rows and computes the same log loss in the same order, so
+all stop at the same round (a worker that stopped alone would leave the others waiting for it). ``order="search"``
+measures its subsets on a sample of about SEARCH_SAMPLE training rows in memory (its measure reads at most that
+many). The fitted model holds in-memory LightGBM models, served and saved as any other.
 
 Distributed training sums the histograms of the workers' rows in another order than one machine does: the stages
 are not those of the same rows fitted in memory to the bit, but of the same quality (``scripts.bench_dask``).
@@ -29,11 +29,12 @@ from lightgbm_cegb.core.partitions import is_dask
 from lightgbm_cegb.core.subsets import SEARCH_HELD_OUT, SEARCH_ROWS
 from lightgbm_cegb.methods.acquisition import best_cut, checked_data, class_weights
 
-#: the most rows held out in memory to stop the stages when ``fit`` gets no ``eval_set`` (``validation_fraction`` of
-#: the rows, fewer where that is more): they travel to every worker with each stage's training
+#: about how many rows are held out in memory to stop the stages when ``fit`` gets no ``eval_set`` and
+#: ``validation_fraction`` of the rows is more (each row is drawn with a probability): they travel to every worker
+#: with each stage's training
 HELD_OUT_ROWS = 100_000
-#: the most training rows ``order="search"`` reads (its measure trains on at most SEARCH_ROWS of them and measures
-#: on at most SEARCH_ROWS held out, a SEARCH_HELD_OUT share)
+#: about how many training rows ``order="search"`` reads (each drawn with a probability; its measure trains on at
+#: most SEARCH_ROWS of them and measures on at most SEARCH_ROWS held out, a SEARCH_HELD_OUT share)
 SEARCH_SAMPLE = int(SEARCH_ROWS / SEARCH_HELD_OUT)
 #: LightGBM's floor of a predicted probability in its log loss metrics
 _EPSILON = 1e-15
@@ -70,7 +71,7 @@ class DaskRows:
             if hasattr(rows, "chunks") and any(length != length for length in rows.chunks[0]):  # NaN: not known
                 raise CEGBError(f"{name}: a Dask array whose chunk sizes are not known (e.g. from a DataFrame's "
                                 f"to_dask_array()): call {name}.compute_chunk_sizes() first")
-        checked_data(estimator, "X", *(rows.head(2) if hasattr(rows, "head") else rows[:2].compute()
+        checked_data(estimator, "X", *(rows.head(2, npartitions=-1) if hasattr(rows, "head") else rows[:2].compute()
                                        for rows in (X, y)))
         with warnings.catch_warnings():  # string labels become an object array, as np.unique of them is
             warnings.filterwarnings("ignore", "Dask currently has limited support for converting pandas extension")
@@ -94,12 +95,12 @@ class DaskRows:
             raise CEGBError(f"y: {exc}") from None
         if len(classes) < 2:
             raise CEGBError(f"y should hold at least two classes, got {len(classes)}")
-        estimator.classes_ = classes
-        return cls(X, y.map_blocks(_codes, classes, dtype=np.int64), X.shape[0])
+        estimator.classes_ = np.asarray(classes.tolist())  # strings as np.unique of them in memory gives (not object)
+        return cls(X, y.map_blocks(_codes, estimator.classes_, dtype=np.int64), X.shape[0])
 
     def held_out(self, fraction: float, seed: int) -> tuple[DaskRows, np.ndarray, np.ndarray]:
         """(the rows not held out, the held-out rows' X and class indices in memory): each row held out with
-        probability ``fraction`` (at most HELD_OUT_ROWS on average), drawn from ``seed`` and its partition's
+        probability ``fraction`` (HELD_OUT_ROWS on average where that is fewer), drawn from ``seed`` and its partition's
         position (the same rows for the same partitions)."""
         fraction = min(fraction, HELD_OUT_ROWS / max(1, self.n))
         held = self.X.map_blocks(_drawn, fraction, seed, drop_axis=1, dtype=bool)
@@ -118,10 +119,11 @@ class DaskRows:
         alone fails."""
         X, codes = client.persist([self.X, self.codes])
         sizes = np.array(client.compute(X.map_blocks(_length, drop_axis=1, chunks=(1,), dtype=np.int64)).result())
-        size = max(1, -(-int(sizes.sum()) // len(sizes)))
-        X = X.map_blocks(np.asarray, chunks=(tuple(sizes), X.chunks[1]), dtype=np.float64).rechunk({0: size})
-        codes = codes.map_blocks(np.asarray, chunks=(tuple(sizes),), dtype=np.int64).rechunk(size)
-        return DaskRows(*client.persist([X, codes]), int(sizes.sum()))
+        n, parts = int(sizes.sum()), len(sizes)
+        even = tuple(size for size in (n // parts + (i < n % parts) for i in range(parts)) if size)
+        X = X.map_blocks(np.asarray, chunks=(tuple(sizes), X.chunks[1]), dtype=np.float64).rechunk({0: even})
+        codes = codes.map_blocks(np.asarray, chunks=(tuple(sizes),), dtype=np.int64).rechunk((even,))
+        return DaskRows(*client.persist([X, codes]), n)
 
     def counts(self, num_class: int) -> np.ndarray:
         """The rows of each class."""
@@ -176,6 +178,11 @@ def raw_scores(booster: lgb.Booster, X, columns: list[int]):
     return X.map_blocks(block_scores, chunks=(X.chunks[0], (scores,)), dtype=np.float64)
 
 
+def persisted(scores):
+    """The Dask array ``scores`` computed onto the workers of the active client (kept there for what reads it)."""
+    return dask_client().persist(scores)
+
+
 def log_loss(raw: np.ndarray, codes: np.ndarray, weight: np.ndarray | None) -> float:
     """The (weighted) mean log loss of raw scores (one per row: binary, the sigmoid's; one per class: the softmax's)
     as LightGBM's ``binary_logloss`` and ``multi_logloss`` define it (probabilities floored at 1e-15, the weights
@@ -200,11 +207,10 @@ class HeldOutStopping:
     rows' starting raw scores, as a Dataset's ``init_score``) and computes :func:`log_loss` in numpy: on every worker
     of a distributed training the same numbers in the same order, so every worker stops at the same round."""
 
-    order = 30  # after LightGBM's own callbacks, as lgb.early_stopping
-
     def __init__(self, X: np.ndarray, codes: np.ndarray, weight: np.ndarray | None, init: np.ndarray | None,
                  patience: int) -> None:
         self.X, self.codes, self.weight, self.init, self.patience = X, codes, weight, init, patience
+        self.order = 30  # after LightGBM's other callbacks, as lgb.early_stopping (lgb.train reads the instance's)
 
     def __call__(self, env) -> None:
         if env.iteration == env.begin_iteration:

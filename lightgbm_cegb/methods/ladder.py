@@ -19,7 +19,7 @@ from lightgbm_cegb.core.subsets import SubsetSearch, Unit, searched
 from lightgbm_cegb.core.validation import checked_sequence
 from lightgbm_cegb.io import saved
 from lightgbm_cegb.methods.acquisition import EvaluationCost, checked_data, compiled_stages
-from lightgbm_cegb.methods.dask_stages import raw_scores
+from lightgbm_cegb.methods.dask_stages import persisted, raw_scores
 
 #: the orders of the units a staged model's stages are cut from (its ``order``)
 ORDERS = ("importance", "search")
@@ -39,17 +39,19 @@ def continued_stages(train_on, parts: tuple, num_threads: int):
     """``stage_on`` of continued stage models (``StageLadder._fit_stages``): ``train_on(columns, init)`` trains each
     stage from the raw scores ``init`` (one per part of ``parts``: the training rows, then the early-stopping rows,
     None for a part that is not there) of the stages trained before it, and each stage's own raw scores on its columns
-    are added to them (``below + own``: the scores a stage's rows hold when they reach the next; lazily for the rows
-    of a Dask array)."""
+    are added to them (``below + own``: the scores a stage's rows hold when they reach the next; for the rows of a
+    Dask array, on the workers)."""
     base = [None] * len(parts)
 
     def stage_on(columns: list[int]) -> lgb.Booster:
         booster = train_on(columns, base)
         for i, rows in enumerate(parts):
-            if rows is not None:
-                own = raw_scores(booster, rows, columns) if is_dask(rows) else \
-                    booster.predict(hidden(rows, columns), raw_score=True, num_threads=num_threads)
-                base[i] = own if base[i] is None else base[i] + own
+            if rows is None:
+                continue
+            own = raw_scores(booster, rows, columns) if is_dask(rows) else \
+                booster.predict(hidden(rows, columns), raw_score=True, num_threads=num_threads)
+            summed = own if base[i] is None else base[i] + own
+            base[i] = persisted(summed) if is_dask(rows) else summed  # a Dask array's kept on the workers
         return booster
 
     return stage_on

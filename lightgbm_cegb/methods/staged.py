@@ -202,7 +202,8 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
             The class labels (two or more classes).
         eval_set : tuple (X_valid, y_valid), optional
             Rows for early stopping (in memory; a Dask collection is computed); without it, ``validation_fraction`` of
-            the training rows are held out (from a Dask collection, at most ``dask_stages.HELD_OUT_ROWS``).
+            the training rows are held out (from a Dask collection, about ``dask_stages.HELD_OUT_ROWS`` where that
+            is fewer).
 
         Returns
         -------

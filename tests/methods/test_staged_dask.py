@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from lightgbm_cegb import CEGBError, FeatureCosts, LazyPredictor, StagedAcquisitionClassifier, prediction_cost
 from lightgbm_cegb.core.errors import RoundsWarning
 from lightgbm_cegb.methods import dask_stages
+from lightgbm_cegb.methods.acquisition import class_weights
 from lightgbm_cegb.methods.dask_stages import DaskRows, HeldOutStopping, log_loss
 
 COSTS = FeatureCosts(lazy=[1.0, 2.0, 4.0, 8.0, 1.0, 3.0, 6.0, 12.0], groups={"g": [6, 7]}, group_lazy=[2.0])
@@ -58,8 +59,8 @@ def accuracy(model, X, y) -> float:
        patience=st.integers(1, 12), rounds=st.integers(5, 80))
 def test_held_out_stopping_is_lightgbms_early_stopping(seed, num_class, weighted, init, patience, rounds):
     """Trained in memory with HeldOutStopping and with lgb.early_stopping on the same rows as a validation set
-    (weights and starting scores as a Dataset holds them): the same rounds trained, the same best iteration, the same
-    best loss as LightGBM's metric computes it."""
+    (weights and starting scores as a Dataset holds them): the same last round trained, the same best iteration, the
+    same best loss as LightGBM's metric computes it."""
     X, y = make_rows(600, seed, num_class)
     X_valid, y_valid = make_rows(300, seed + 1, num_class)
     rng = np.random.default_rng(seed)
@@ -70,12 +71,22 @@ def test_held_out_stopping_is_lightgbms_early_stopping(seed, num_class, weighted
     params = {"objective": "binary" if num_class == 2 else "multiclass", "num_leaves": 7, "learning_rate": 0.3,
               "min_data_in_leaf": 5, "verbose": -1, "seed": seed, "deterministic": True,
               **({} if num_class == 2 else {"num_class": num_class})}
+    last = {}
+
+    def recorder(name):
+        def record(env):
+            last[name] = env.iteration
+        record.order = 20  # before the stopping callbacks: it sees the round they stop at
+        return record
+
     train = lgb.Dataset(X, y, init_score=train_start)
-    ours = lgb.train(params, train, rounds, callbacks=[HeldOutStopping(X_valid, y_valid, weight, start, patience)])
+    ours = lgb.train(params, train, rounds, callbacks=[HeldOutStopping(X_valid, y_valid, weight, start, patience),
+                                                       recorder("ours")])
     valid = lgb.Dataset(X_valid, y_valid, weight=weight, init_score=start, reference=train)
     theirs = lgb.train(params, lgb.Dataset(X, y, init_score=train_start), rounds, valid_sets=[valid],
-                       callbacks=[lgb.early_stopping(patience, first_metric_only=True, verbose=False)])
-    assert ours.current_iteration() == theirs.current_iteration()
+                       callbacks=[lgb.early_stopping(patience, first_metric_only=True, verbose=False),
+                                  recorder("theirs")])
+    assert last["ours"] == last["theirs"]
     assert ours.best_iteration == theirs.best_iteration
     metric = "binary_logloss" if num_class == 2 else "multi_logloss"
     np.testing.assert_allclose(ours.best_score["held_out"]["log_loss"], theirs.best_score["valid_0"][metric],
@@ -125,7 +136,22 @@ def test_fit_from_a_dask_array_serves_as_the_rows_in_memory(rows, client):
                                                ids=np.arange(len(X_test))), fitted.predict(X_test))
 
 
-def test_fit_from_a_dask_dataframe_with_names_weights_and_string_labels(client):
+def test_class_weights_from_counts_are_those_from_the_rows():
+    rng = np.random.default_rng(5)
+    classes = np.array(["a", "b", "c"])
+    for codes in (rng.integers(0, 3, size=50), np.repeat([0, 1, 2], [1, 7, 40])):
+        counts = np.bincount(codes, minlength=3)
+        for class_weight in ("balanced", {"a": 2.5, "c": 0.5}, None):
+            expected = class_weights(class_weight, classes, codes)
+            got = class_weights(class_weight, classes, None, counts=counts)
+            assert (got is None) == (expected is None)
+            if got is not None:
+                np.testing.assert_array_equal(got, expected)
+    with pytest.raises(CEGBError, match="class 'b' has none"):
+        class_weights("balanced", classes, None, counts=np.array([3, 0, 2]))
+
+
+def test_fit_from_a_dask_dataframe_with_names_weights_and_string_labels(client, monkeypatch):
     """A Dask DataFrame and Series of string labels, costs by column name, class_weight="balanced", the held-out rows
     drawn from the partitions: the names and classes as an in-memory fit sets them, the prior balanced, the stages
     trained with the weights (an imbalanced class still predicted), and accuracy near the in-memory fit's."""
@@ -135,11 +161,24 @@ def test_fit_from_a_dask_dataframe_with_names_weights_and_string_labels(client):
     frame = pd.DataFrame(X, columns=NAMES)
     costs = {name: cost for name, cost in zip(NAMES, [1.0, 2.0, 4.0, 8.0, 1.0, 3.0, 6.0, 12.0])}
     settings_ = {"feature_costs": costs, "stages": 3, "class_weight": "balanced", "random_state": 1}
+    seen = []
+
+    def recorded(estimator, params, train, weights, *args):
+        seen.append((train.codes.compute(), weights))
+        return original(estimator, params, train, weights, *args)
+
+    original = dask_stages.trained
+    monkeypatch.setattr(dask_stages, "trained", recorded)
     fitted = StagedAcquisitionClassifier(**settings_).fit(
         dd.from_pandas(frame[:5000], npartitions=3), dd.from_pandas(pd.Series(labels[:5000]), npartitions=3))
     memory = StagedAcquisitionClassifier(**settings_).fit(frame[:5000], labels[:5000])
-    assert list(fitted.feature_names_in_) == NAMES and list(fitted.classes_) == ["a", "b", "c"]
+    assert list(fitted.feature_names_in_) == NAMES
+    assert fitted.classes_.dtype == memory.classes_.dtype and list(fitted.classes_) == ["a", "b", "c"]
     np.testing.assert_allclose(fitted.prior_, np.full(3, 1 / 3))
+    trained_codes, weights = seen[0]
+    assert 3800 < len(trained_codes) < 4200  # the held-out fifth is not trained on
+    np.testing.assert_array_equal(weights, class_weights("balanced", fitted.classes_, trained_codes))
+    assert all(w is weights for _, w in seen)
     assert fitted.stages_[-1].feature_name() == memory.stages_[-1].feature_name() == NAMES
     predicted = fitted.predict(frame[5000:])
     assert (predicted == "c").sum() > 0.5 * (labels[5000:] == "c").sum()
@@ -161,6 +200,34 @@ def test_continued_stages_and_the_search_order_from_dask(rows, client, stage_mod
     assert abs(accuracy(fitted, X_test, y_test) - accuracy(memory, X_test, y_test)) < 0.02
     dX_test = da.from_array(X_test, chunks=(400, 8))
     np.testing.assert_array_equal(fitted.predict_proba(dX_test), fitted.predict_proba(X_test))
+
+
+def test_empty_partitions_of_a_filter(rows, client):
+    """A Dask DataFrame filtered so that its first partition (and another) holds no row: fit reads its rows past
+    them, and predict_proba and prediction_cost answer the rows that are there, as in memory."""
+    X, y, X_test, _ = rows
+    frame = dd.from_pandas(pd.DataFrame(X, columns=NAMES).assign(label=y, row=np.arange(len(y))), npartitions=4)
+    kept = frame[((frame.row >= 1000) & (frame.row < 2000)) | (frame.row >= 3000)]
+    fitted = StagedAcquisitionClassifier(stages=2, random_state=0).fit(kept[NAMES], kept["label"])
+    assert fitted.n_features_in_ == 8
+    test = dd.from_pandas(pd.DataFrame(X_test, columns=NAMES).assign(row=np.arange(len(X_test))), npartitions=4)
+    part = test[test.row >= 500][NAMES]  # the first two partitions of 250 rows left empty
+    np.testing.assert_array_equal(fitted.predict_proba(part), fitted.predict_proba(pd.DataFrame(X_test[500:],
+                                                                                                columns=NAMES)))
+    np.testing.assert_array_equal(fitted.prediction_cost(part).per_instance,
+                                  fitted.prediction_cost(X_test[500:]).per_instance)
+    assert fitted.predict_proba(test[test.row < 0][NAMES]).shape == (0, 2)
+    with pytest.raises(CEGBError, match="without rows has no prediction cost"):
+        fitted.prediction_cost(test[test.row < 0][NAMES])
+
+
+def test_spread_rows_are_in_even_partitions(client):
+    X = np.arange(14.0).reshape(7, 2)
+    spread = DaskRows(da.from_array(X, chunks=(5, 2)), da.from_array(np.arange(7), chunks=5), 7).spread(client)
+    assert spread.X.chunks[0] == spread.codes.chunks[0] == (4, 3)
+    np.testing.assert_array_equal(spread.X.compute(), X)
+    three = DaskRows(da.from_array(X, chunks=(3, 2)), da.from_array(np.arange(7), chunks=3), 7).spread(client)
+    assert three.X.chunks[0] == (3, 2, 2)
 
 
 def test_held_out_rows_are_drawn_per_partition_and_capped(rows, client, monkeypatch):
