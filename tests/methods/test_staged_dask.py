@@ -215,7 +215,7 @@ def test_empty_partitions_of_a_filter(rows, client):
     np.testing.assert_array_equal(fitted.predict_proba(part), fitted.predict_proba(pd.DataFrame(X_test[500:],
                                                                                                 columns=NAMES)))
     np.testing.assert_array_equal(fitted.prediction_cost(part).per_instance,
-                                  fitted.prediction_cost(X_test[500:]).per_instance)
+                                  fitted.prediction_cost(pd.DataFrame(X_test[500:], columns=NAMES)).per_instance)
     assert fitted.predict_proba(test[test.row < 0][NAMES]).shape == (0, 2)
     with pytest.raises(CEGBError, match="without rows has no prediction cost"):
         fitted.prediction_cost(test[test.row < 0][NAMES])
