@@ -1,5 +1,6 @@
-"""A staged acquisition classifier fitted on a Dask cluster: what ``StagedAcquisitionClassifier.fit`` does with rows
-in a Dask array or DataFrame.
+"""What a staged acquisition classifier fitted on a Dask cluster is made of (``StagedAcquisitionClassifier.fit`` of
+rows in a Dask array or DataFrame, ``_fit_dask``): the rows (:class:`DaskRows`), a stage's training
+(:func:`trained`) and its early stopping (:class:`HeldOutStopping`).
 
 The model of every column (the units' order) and each stage's classifier are trained with ``lightgbm.dask`` on the
 workers of the active ``distributed`` client, from the partitions where they lie. ``lightgbm.dask`` has no early
@@ -21,13 +22,12 @@ import warnings
 
 import lightgbm as lgb
 import numpy as np
-from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
 
 from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.partitions import is_dask
 from lightgbm_cegb.core.subsets import SEARCH_HELD_OUT, SEARCH_ROWS
-from lightgbm_cegb.methods.acquisition import best_cut, checked_data, class_weights
+from lightgbm_cegb.methods.acquisition import best_cut, checked_data
 
 #: about how many rows are held out in memory to stop the stages when ``fit`` gets no ``eval_set`` and
 #: ``validation_fraction`` of the rows is more (each row is drawn with a probability): they travel to every worker
@@ -232,11 +232,12 @@ _SKLEARN_NAMES = {"learning_rate": "learning_rate", "num_leaves": "num_leaves", 
 
 
 def trained(estimator, params: dict, rows: DaskRows, weights: np.ndarray | None, columns: list[int], init, stop,
-            what: str) -> lgb.Booster:
+            what: str, feature_name) -> lgb.Booster:
     """A stage's classifier as ``PolicyClassifier._boosted`` trains it, on the workers: on ``rows`` (weighted by
     their class's of ``weights``) with the columns outside ``columns`` hidden, from the raw scores ``init`` = (the
     rows', a Dask array, or None; the stopping rows', or None), early stopped on ``stop`` = (X, class indices) in
-    memory (None: every round) and cut to its best iteration. lightgbm.dask's estimator of a regressor trains it,
+    memory (None: every round) and cut to its best iteration; its columns named ``feature_name`` (a Dataset's).
+    lightgbm.dask's estimator of a regressor trains it,
     with the classifier's objective: its classifier would take the classes from each worker's own labels."""
     from lightgbm.dask import DaskLGBMRegressor
 
@@ -253,50 +254,8 @@ def trained(estimator, params: dict, rows: DaskRows, weights: np.ndarray | None,
         model.fit(rows.hidden(columns), rows.codes,
                   sample_weight=None if weights is None else rows.codes.map_blocks(_weights, weights,
                                                                                  dtype=np.float64),
-                  init_score=init[0], callbacks=callbacks, feature_name=estimator._lightgbm_feature_names())
+                  init_score=init[0], callbacks=callbacks, feature_name=feature_name)
     booster = model.booster_
     if stop is None:
         return booster
     return best_cut(estimator, booster, what, "log loss")
-
-
-def fit(estimator, X, y, eval_set) -> None:
-    """``StagedAcquisitionClassifier.fit`` of rows in Dask collections (see the module): ``classes_``, ``costs_``,
-    ``units_``, ``prior_`` and the stages."""
-    from lightgbm_cegb.methods.ladder import continued_stages
-
-    dask_client()
-    rows = DaskRows.of(estimator, X, y)
-    num_features = rows.X.shape[1]
-    estimator.costs_ = estimator._resolved_costs(num_features)
-    rng = check_random_state(estimator.random_state)
-    seed = int(rng.randint(0, 2**31 - 1))
-    if eval_set is not None:
-        if isinstance(eval_set, tuple) and len(eval_set) == 2 and any(is_dask(part) for part in eval_set):
-            eval_set = tuple(part.compute() if is_dask(part) else part for part in eval_set)
-        train, stop = rows, estimator._checked_eval_set(eval_set)
-    elif estimator.validation_fraction > 0:
-        train, *stop = rows.held_out(estimator.validation_fraction, int(rng.randint(0, 2**31 - 1)))
-        stop = tuple(stop) if len(stop[1]) else None
-    else:
-        train, stop = rows, None
-    train = train.spread(dask_client())
-    units = estimator.costs_.units(num_features)
-    estimator.units_, estimator.unit_cost_ = [columns for _, columns, _ in units], np.array([p for _, _, p in units])
-    num_class = len(estimator.classes_)
-    counts = train.counts(num_class)
-    weights = class_weights(estimator.class_weight, estimator.classes_, None, counts=counts)
-    weighted = counts * (1.0 if weights is None else weights)
-    estimator.prior_ = weighted / weighted.sum()
-    params = estimator._lightgbm_params(num_class, seed, rows.n, int(counts.sum()))
-
-    def train_on(columns: list[int], init=(None, None)) -> lgb.Booster:
-        return trained(estimator, params, train, weights, columns, init, stop,
-                       f"the stage of {len(columns)} of the {num_features} columns")
-
-    measure = None
-    if estimator.order == "search":
-        measure = estimator._measure(params, *train.sample(SEARCH_SAMPLE, int(rng.randint(0, 2**31 - 1))))
-    continued = continued_stages(train_on, (train.X, None if stop is None else stop[0]), params["num_threads"])
-    estimator._fit_stages(train_on, num_features, measure,
-                          continued if estimator.stage_models == "continued" else None)

@@ -39,6 +39,7 @@ from collections.abc import Callable
 import lightgbm as lgb
 import numpy as np
 from sklearn.metrics import log_loss
+from sklearn.utils import check_random_state
 
 from lightgbm_cegb._engine import LadderBatch, LadderPlan, StageStack
 from lightgbm_cegb.base import COSTS, RANDOM_STATE
@@ -212,7 +213,7 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
         """
         self._check_params()
         if is_dask(X):
-            dask_stages.fit(self, X, y, eval_set)
+            self._fit_dask(X, y, eval_set)
             self._stack()
             return self
         X, codes, train, X_valid, valid_codes, _, seed = self._fit_inputs(X, y, eval_set)
@@ -237,6 +238,46 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
                          continued if self.stage_models == "continued" else None)
         self._stack()  # compiled now: predicting leaves the estimator as it is
         return self
+
+    def _fit_dask(self, X, y, eval_set) -> None:
+        """``fit`` of rows in Dask collections (``methods.dask_stages``): every training with ``lightgbm.dask`` on the
+        active client's workers, on the rows spread there once, early stopped on rows in memory."""
+        dask_stages.dask_client()
+        rows = dask_stages.DaskRows.of(self, X, y)
+        num_features = rows.X.shape[1]
+        self.costs_ = self._resolved_costs(num_features)
+        rng = check_random_state(self.random_state)
+        seed = int(rng.randint(0, 2**31 - 1))
+        if eval_set is not None:
+            if isinstance(eval_set, tuple) and len(eval_set) == 2 and any(is_dask(part) for part in eval_set):
+                eval_set = tuple(part.compute() if is_dask(part) else part for part in eval_set)
+            train, stop = rows, self._checked_eval_set(eval_set)
+        elif self.validation_fraction > 0:
+            train, *stop = rows.held_out(self.validation_fraction, int(rng.randint(0, 2**31 - 1)))
+            stop = tuple(stop) if len(stop[1]) else None
+        else:
+            train, stop = rows, None
+        train = train.spread(dask_stages.dask_client())
+        units = self.costs_.units(num_features)
+        self.units_, self.unit_cost_ = [columns for _, columns, _ in units], np.array([p for _, _, p in units])
+        num_class = len(self.classes_)
+        counts = train.counts(num_class)
+        weights = class_weights(self.class_weight, self.classes_, None, counts=counts)
+        weighted = counts * (1.0 if weights is None else weights)
+        self.prior_ = weighted / weighted.sum()
+        params = self._lightgbm_params(num_class, seed, rows.n, int(counts.sum()))
+        names = self._lightgbm_feature_names()
+
+        def train_on(columns: list[int], init=(None, None)) -> lgb.Booster:
+            return dask_stages.trained(self, params, train, weights, columns, init, stop,
+                                       f"the stage of {len(columns)} of the {num_features} columns", names)
+
+        measure = None
+        if self.order == "search":
+            sample = train.sample(dask_stages.SEARCH_SAMPLE, int(rng.randint(0, 2**31 - 1)))
+            measure = self._measure(params, *sample)
+        continued = continued_stages(train_on, (train.X, None if stop is None else stop[0]), params["num_threads"])
+        self._fit_stages(train_on, num_features, measure, continued if self.stage_models == "continued" else None)
 
     def _measure(self, params: dict, X: np.ndarray, codes: np.ndarray) -> Callable | None:
         """``order="search"``'s measure of a set of columns: minus the log loss (weighted by ``class_weight``) of a

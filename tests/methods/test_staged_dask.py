@@ -251,9 +251,9 @@ def test_dask_eval_set_is_computed(rows, client, monkeypatch):
     X, y, X_test, y_test = rows
     stops = []
 
-    def recorded(estimator, params, train, weights, columns, init, stop, what):
+    def recorded(estimator, params, train, weights, columns, init, stop, what, names):
         stops.append(stop)
-        return original(estimator, params, train, weights, columns, init, stop, what)
+        return original(estimator, params, train, weights, columns, init, stop, what, names)
 
     original = dask_stages.trained
     monkeypatch.setattr(dask_stages, "trained", recorded)
