@@ -132,6 +132,15 @@ def _no_time_limit_under_load(monkeypatch):
 
 
 @pytest.fixture(scope="module")
+def client():
+    """A ``distributed`` client of a LocalCluster of two worker processes of one thread each (the module's tests)."""
+    import distributed
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                                  silence_logs=50) as cluster, distributed.Client(cluster) as dask_client:
+        yield dask_client
+
+
+@pytest.fixture(scope="module")
 def strong_weak():
     """The issue's reproduction: y depends strongly on x1 where x0 < 0 and weakly where x0 >= 0."""
     rng = np.random.default_rng(0)

@@ -54,3 +54,37 @@ def over_partitions(function: Callable, X, *args, starts: bool = False, **kwargs
     first_rows = row_starts(X) if starts else [None] * len(parts)
     return list(dask.compute(*[dask.delayed(function)(part, *((start,) if starts else ()), *args, **kwargs)
                                for part, start in zip(parts, first_rows)]))
+
+
+def drawn(X, y, rows: int, seed: int = 0) -> tuple:
+    """About ``rows`` rows of the Dask collection X and their labels y (a Dask array or Series partitioned as X), each
+    row drawn with the same probability from ``seed`` and its partition's position, brought into memory in their
+    order: X as numpy rows or a pandas DataFrame, y as a numpy array (all of them where they are fewer)."""
+    import dask
+    import numpy as np
+
+    X_parts = partitions(X)
+    y_parts = list(y.to_delayed().ravel()) if hasattr(y, "numblocks") else list(y.to_delayed())
+    if hasattr(y, "numblocks") and hasattr(X, "numblocks") and y.chunks[0] != X.chunks[0]:
+        y_parts = list(y.rechunk((X.chunks[0],)).to_delayed().ravel())
+    if len(y_parts) != len(X_parts):
+        raise CEGBError(f"y: the labels of a Dask X should be partitioned as X ({len(X_parts)} partitions), got "
+                        f"{len(y_parts)}")
+    total = sum(X.chunks[0]) if hasattr(X, "numblocks") else int(X.map_partitions(len).compute().sum())
+    fraction = 1.0 if total != total or total <= rows else rows / total  # NaN: chunk sizes not known
+    parts = dask.compute(*[dask.delayed(_drawn_part)(part, labels, fraction, seed, i)
+                           for i, (part, labels) in enumerate(zip(X_parts, y_parts))])
+    if hasattr(X, "numblocks"):
+        return np.concatenate([part for part, _ in parts]), np.concatenate([labels for _, labels in parts])
+    import pandas as pd
+    return pd.concat([part for part, _ in parts]), np.concatenate([labels for _, labels in parts])
+
+
+def _drawn_part(X, y, fraction: float, seed: int, index: int) -> tuple:
+    import numpy as np
+
+    chosen = np.random.default_rng([seed, index]).random(len(X)) < fraction
+    if len(y) != len(X):
+        raise CEGBError(f"y: the labels of a Dask X should be partitioned as X, got {len(y)} labels in a partition of "
+                        f"{len(X)} rows")
+    return X[chosen], np.asarray(y)[chosen]

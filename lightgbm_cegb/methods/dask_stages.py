@@ -73,9 +73,7 @@ class DaskRows:
                                 f"to_dask_array()): call {name}.compute_chunk_sizes() first")
         checked_data(estimator, "X", *(rows.head(2, npartitions=-1) if hasattr(rows, "head") else rows[:2].compute()
                                        for rows in (X, y)))
-        with warnings.catch_warnings():  # string labels become an object array, as np.unique of them is
-            warnings.filterwarnings("ignore", "Dask currently has limited support for converting pandas extension")
-            X, y = (rows.to_dask_array(lengths=True) if hasattr(rows, "to_dask_array") else rows for rows in (X, y))
+        X, y = as_array(X), as_array(y)
         X = X.astype(np.float64)
         if X.ndim != 2 or X.numblocks[1] != 1:
             raise CEGBError(f"X: a Dask array of rows should be 2-dimensional and chunked along its rows only (one "
@@ -133,6 +131,16 @@ class DaskRows:
     def hidden(self, columns: list[int]):
         """X with every column outside ``columns`` missing (NaN), lazily."""
         return self.X.map_blocks(_hidden, columns, dtype=np.float64)
+
+
+def as_array(rows):
+    """A Dask DataFrame or Series as a Dask array of known chunk sizes (string labels an object array, without Dask's
+    warning about it); a Dask array as it is."""
+    if not hasattr(rows, "to_dask_array"):
+        return rows
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Dask currently has limited support for converting pandas extension")
+        return rows.to_dask_array(lengths=True)
 
 
 def _drawn(block: np.ndarray, fraction: float, seed: int, block_info=None) -> np.ndarray:

@@ -395,13 +395,19 @@ def _fit_staged(context: Context, state: dict, params: dict) -> list[Candidate]:
         max_stage_cost=ceiling, **capacity).fit(
         context.train.X, context.train.y, eval_set=(context.valid.X, context.valid.y)),
         key=repr((capacity["class_weight"], capacity.get("order", "importance"))))
+    return _sharing(staged_candidate(fitted, params, context.task), state["passes"], state)
+
+
+def staged_candidate(fitted, params: dict, task: str) -> Candidate:
+    """The staged acquisition's point ``params`` (its ``relative_tradeoff`` or ``tradeoff``, and ``max_cost``) of the
+    fitted StagedAcquisitionClassifier ``fitted``: a copy reading them, as a sweep's Candidate of ``task``."""
+    params = dict(params)
     scale = fitted.first_value() if "relative_tradeoff" in params else 0.0
     tradeoff, knob = scaled_knob("staged_acquisition", params, "relative_tradeoff", "tradeoff", scale)
     model = copy.copy(fitted).set_params(tradeoff=min(tradeoff, 1.0), max_cost=params.get("max_cost"))
-    candidate = _AcquisitionCandidate("staged_acquisition", {**knob, **params}, model,
-                                      partial(prediction, model, "positive" if context.task == "binary" else "proba",
-                                              None), partial(own_cost, model))
-    return _sharing(candidate, state["passes"], state)
+    return _AcquisitionCandidate("staged_acquisition", {**knob, **params}, model,
+                                 partial(prediction, model, "positive" if task == "binary" else "proba", None),
+                                 partial(own_cost, model))
 
 
 @FAMILY.method("staged_acquisition_regressor", tasks=("regression",), prepare=_staged_prepare,

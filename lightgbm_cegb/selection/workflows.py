@@ -10,7 +10,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from lightgbm_cegb.core.errors import BudgetWarning, CEGBError
+from lightgbm_cegb.core.errors import BudgetWarning, CEGBError, CEGBWarning
+from lightgbm_cegb.core.partitions import drawn, is_dask
 from lightgbm_cegb.core.validation import (
     Number,
     Numbers,
@@ -22,8 +23,8 @@ from lightgbm_cegb.selection.chosen import Selection
 from lightgbm_cegb.selection.frontier import select, selection_of
 from lightgbm_cegb.selection.lightgbm_family import CEGB_RELATIVE_TRADEOFFS
 from lightgbm_cegb.selection.refinement import BUDGETS, swept_budgets
-from lightgbm_cegb.selection.registry import METHODS, Rows
-from lightgbm_cegb.selection.runner import METHOD_FITS
+from lightgbm_cegb.selection.registry import METHODS, Rows, encoded
+from lightgbm_cegb.selection.runner import LOG, METHOD_FITS
 from lightgbm_cegb.selection.sweep import METHOD_NAMES, ROWS, SWEEP_CONSTRAINTS, sweep
 
 #: The methods :func:`fit_within_budget` sweeps by default: those that train in seconds on 100,000 rows (the
@@ -35,6 +36,12 @@ BUDGET_METHODS = ("lightgbm", "cegb", "greedy_miser", "budget_prune", "early_exi
 #: test accuracy within 12 and 20 features from 0.792 (both) to 0.828 and 0.816, where the trees' capacity on few
 #: rows is the ceiling (15% more time); on more rows the trees catch up and it would cost seconds per fit
 LINEAR_ROWS = 5_000
+
+
+#: fit_within_budget of rows in a Dask collection: the training rows its sweep reads, about this many drawn into memory
+#: (from SCREEN_FROM = 20,000 rows the sweep screens on a subsample of them and fits each budget's finalists on all of
+#: them); a staged acquisition chosen is then fitted again on every row, on the cluster
+DASK_SAMPLE_ROWS = 50_000
 
 
 #: fit_within_budget's parameters and the options it passes on to sweep
@@ -65,10 +72,18 @@ def fit_within_budget(train, valid, costs, budget: float | Sequence[float], *, t
     starts no point that trains a model (``method_fits``, see :func:`sweep`: a CEGBWarning names a method
     stopped).
 
+    Rows in Dask collections (classification and regression): the sweep reads about DASK_SAMPLE_ROWS = 50,000 of the
+    training rows drawn into memory (``frontier.attrs["sampled"]``), the validation and test rows are computed into
+    memory, and a staged acquisition chosen is fitted again on every training row on the active client's workers
+    (``StagedAcquisitionClassifier`` of Dask rows), its trade-off and cap chosen again on the validation rows within
+    the budget, where that is better there than the sample's point; another method's choice stays the sample's
+    (a CEGBWarning says so).
+
     Parameters
     ----------
     train : tuple or Rows
-        The training rows, (X, y) or (X, y, group) with ``group`` the query sizes (ranking).
+        The training rows, (X, y) or (X, y, group) with ``group`` the query sizes (ranking); X and y may be a Dask
+        array or DataFrame and a Dask array or Series (not for ranking).
     valid : tuple or Rows
         The validation rows, the same way: early stopping, the knobs' refinement and the selection.
     costs : FeatureCosts, lazy costs per column, or None
@@ -103,6 +118,10 @@ def fit_within_budget(train, valid, costs, budget: float | Sequence[float], *, t
         :func:`select` warns.
     """
     budgets = swept_budgets(budget)
+    cluster = _cluster_rows(train, task)
+    if cluster is not None:  # the sweep reads a sample in memory, the staged acquisition is fitted again on every row
+        train = drawn(*cluster, DASK_SAMPLE_ROWS)
+        valid, test = _in_memory(valid), _in_memory(test)
     if methods is None:
         methods = [m for m in BUDGET_METHODS if task in METHODS[m].tasks]
         if task in ("binary", "multiclass") and len(Rows.of(train, "train").y) < LINEAR_ROWS:
@@ -121,7 +140,102 @@ def fit_within_budget(train, valid, costs, budget: float | Sequence[float], *, t
         raise CEGBError(f"fit_within_budget: no method gave a point (methods {list(methods)}, "
                         f"baseline={options.get('baseline', True)})")
     chosen = [_within(frame, float(b), test) for b in (budget if several else [budget])]
+    if cluster is not None:
+        frame.attrs["sampled"] = {"rows": len(Rows.of(train, "train").y), "of": _length(cluster[0])}
+        chosen = [_on_every_row(c, cluster, valid, test, float(b))
+                  for c, b in zip(chosen, budget if several else [budget])]
     return chosen if several else chosen[0]
+
+
+def _cluster_rows(train, task: str) -> tuple | None:
+    """(X, y) where ``train``'s rows are a Dask collection (None otherwise); ranking's query sizes are refused."""
+    rows = (train.X, train.y, train.group) if isinstance(train, Rows) else train
+    if not (isinstance(rows, tuple) and len(rows) in (2, 3) and is_dask(rows[0])):
+        return None
+    if task == "ranking" or len(rows) == 3 and rows[2] is not None:
+        raise CEGBError("train: fit_within_budget takes rows in a Dask collection for classification and regression; "
+                        f"task={task!r} with query sizes should be given in memory")
+    if not is_dask(rows[1]):
+        raise CEGBError(f"train: with X a Dask collection, y should be a Dask array or Series of its labels, got "
+                        f"{type(rows[1]).__name__}")
+    return rows[0], rows[1]
+
+
+def _in_memory(rows):
+    """Rows given as Dask collections, computed (the validation and the test rows: every point is measured on them)."""
+    if isinstance(rows, tuple) and any(is_dask(part) for part in rows):
+        import dask
+        return tuple(dask.compute(*rows))
+    return rows
+
+
+def _length(X) -> int:
+    return int(sum(X.chunks[0])) if hasattr(X, "numblocks") else int(X.map_partitions(len).compute().sum())
+
+
+def _on_every_row(chosen: Selection, cluster: tuple, valid, test, budget: float) -> Selection:
+    """fit_within_budget's choice for ``budget`` from the sweep of a sample of the Dask rows ``cluster``: the staged
+    acquisition fitted again on every row (on the active client's workers; its settings as the sample's) and its
+    trade-off and cap chosen again on the validation rows within the budget (its grid's values, the frame's caps),
+    where that is better on them than the sample's point; any other method's point stays the sample's, with a
+    CEGBWarning naming it."""
+    from sklearn.base import clone
+
+    from lightgbm_cegb.methods.dask_stages import as_array
+    from lightgbm_cegb.selection.acquisition_family import STAGED_RELATIVE_TRADEOFFS, staged_candidate
+
+    frame = chosen.frontier
+    sampled = frame.attrs["sampled"]
+    if chosen.method != "staged_acquisition":
+        warnings.warn(f"fit_within_budget: the chosen {chosen.method} point (budget {budget:g}) was fitted on the "
+                      f"{sampled['rows']:,} training rows drawn from the {sampled['of']:,} of the Dask collection "
+                      "(the staged acquisition alone is fitted again on every row)", CEGBWarning,
+                      stacklevel=caller_stacklevel())
+        return chosen
+    classes, metric, task = np.asarray(frame.attrs["classes"]), frame.attrs["metric_object"], frame.attrs["task"]
+    X, y = cluster
+    codes = as_array(y).map_blocks(_codes, classes, dtype=np.int64)
+    valid = encoded(Rows.of(valid, "valid"), classes, "valid")
+    model = clone(chosen.model).fit(X, codes, eval_set=(valid.X, valid.y))
+    if len(model.classes_) != len(classes):
+        raise CEGBError(f"train: the Dask collection's labels should be the sweep's classes {classes.tolist()}, got "
+                        f"{len(model.classes_)} classes")
+    caps = {None} | {p.get("max_cost") for p, m in zip(frame["params"], frame["method"]) if m == "staged_acquisition"}
+    own = {k: v for k, v in chosen.params.items() if k not in ("relative_tradeoff", "tradeoff", "max_cost")}
+    points = [{**own, "relative_tradeoff": r, **({} if cap is None else {"max_cost": cap})}
+              for cap in sorted(caps, key=lambda c: np.inf if c is None else c)
+              for r in sorted(set(STAGED_RELATIVE_TRADEOFFS) | {chosen.params.get("relative_tradeoff", 0.0)})]
+    scale = model.first_value()
+    results = model.predict_results(valid.X, [{"tradeoff": min(p["relative_tradeoff"] * scale, 1.0),
+                                               "max_cost": p.get("max_cost")} for p in points])
+    sign = 1.0 if metric.greater_is_better else -1.0
+    best = None
+    for point, result in zip(points, results):
+        if result.cost.mean > budget * (1 + 1e-12):
+            continue
+        candidate = staged_candidate(model, point, task)
+        score = result.proba[:, 1] if task == "binary" else result.proba
+        key = (sign * candidate.quality(valid, score, metric, choose=True), -result.cost.mean)
+        if best is None or key > best[0]:
+            best = key, candidate
+    if best is None or sign * best[0][0] < sign * chosen.valid_quality:
+        LOG.info("fit_within_budget: budget %g: the staged acquisition on every row is not better on the validation "
+                 "rows than the sample's point; the sample's kept", budget)
+        return chosen
+    candidate = best[1]
+    quality, cost, _ = candidate.measure(valid, metric, choose=True)
+    refitted = Selection("staged_acquisition", dict(candidate.params), candidate.model, candidate, quality, cost,
+                         costs=chosen.costs, decision_threshold=candidate.decision_threshold, task=task,
+                         classes=chosen.classes, frontier=frame)
+    if test is not None:
+        refitted.test_quality, refitted.test_cost, _ = candidate.measure(
+            encoded(Rows.of(test, "test"), classes, "test"), metric)
+    return refitted
+
+
+def _codes(labels: np.ndarray, classes: np.ndarray) -> np.ndarray:
+    """Labels as their indices in the sweep's ``classes`` (an unknown label is an error naming it)."""
+    return encoded(Rows(None, labels), classes, "train").y
 
 
 def best_subset(train, valid, costs, budget: float | Sequence[float], *, task: str, test=None,

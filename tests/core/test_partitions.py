@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dask.array as da
 import dask.dataframe as dd
-import distributed
 import lightgbm as lgb
 import numpy as np
 import pandas as pd
@@ -34,13 +33,6 @@ def case():
     staged = StagedAcquisitionClassifier(feature_costs=COSTS, stages=4, n_estimators=30, tradeoff=0.2,
                                          random_state=0).fit(X, y)
     return X, booster, staged
-
-
-@pytest.fixture(scope="module")
-def client():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                                  silence_logs=50) as cluster, distributed.Client(cluster) as client:
-        yield client
 
 
 def collections(X):

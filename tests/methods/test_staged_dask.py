@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dask.array as da
 import dask.dataframe as dd
-import distributed
 import lightgbm as lgb
 import numpy as np
 import pandas as pd
@@ -23,13 +22,6 @@ from lightgbm_cegb.methods.dask_stages import DaskRows, HeldOutStopping, log_los
 
 COSTS = FeatureCosts(lazy=[1.0, 2.0, 4.0, 8.0, 1.0, 3.0, 6.0, 12.0], groups={"g": [6, 7]}, group_lazy=[2.0])
 NAMES = [f"f{j}" for j in range(8)]
-
-
-@pytest.fixture(scope="module")
-def client():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                                  silence_logs=50) as cluster, distributed.Client(cluster) as client:
-        yield client
 
 
 def make_rows(n: int, seed: int, num_class: int = 2):

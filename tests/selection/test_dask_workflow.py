@@ -1,0 +1,86 @@
+"""fit_within_budget of rows in Dask collections (issue 59, item 3): the sweep reads a sample drawn into memory, a
+staged acquisition chosen is fitted again on every row on a LocalCluster's workers and its point chosen again on the
+validation rows within the budget; its figures are its own on those rows, and never below the sample's point."""
+
+from __future__ import annotations
+
+import dask.array as da
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+import pytest
+
+from lightgbm_cegb import CEGBError, CEGBWarning, FeatureCosts
+from lightgbm_cegb.core.partitions import drawn
+from lightgbm_cegb.selection import fit_within_budget, workflows
+
+COSTS = FeatureCosts(lazy=[1.0, 1.0, 2.0, 4.0, 8.0, 8.0])
+BUDGET = 6.0
+OPTIONS = {"baseline": False, "progress": False, "refine": 1}
+
+
+@pytest.fixture(scope="module")
+def case():
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(16_000, 6))
+    signal = X[:, 0] + 0.8 * X[:, 2] + 1.5 * X[:, 4] * (X[:, 1] > 0) + 0.6 * X[:, 5]
+    y = np.where(signal + 0.5 * rng.normal(size=len(X)) > 0, "yes", "no")
+    return X[:12_000], y[:12_000], X[12_000:14_000], y[12_000:14_000], X[14_000:], y[14_000:]
+
+
+@pytest.fixture
+def small_sample(monkeypatch):
+    monkeypatch.setattr(workflows, "DASK_SAMPLE_ROWS", 3_000)
+
+
+def test_the_staged_choice_is_fitted_again_on_every_row(case, client, small_sample):
+    X, y, X_valid, y_valid, X_test, y_test = case
+    dX, dy = da.from_array(X, chunks=(3000, 6)), da.from_array(y, chunks=3000)
+    chosen = fit_within_budget((dX, dy), (X_valid, y_valid), COSTS, BUDGET, task="binary",
+                               methods=["staged_acquisition"], test=(X_test, y_test), **OPTIONS)
+    sample = drawn(dX, dy, 3_000)
+    assert chosen.frontier.attrs["sampled"] == {"rows": len(sample[1]), "of": 12_000}
+    in_memory = fit_within_budget(sample, (X_valid, y_valid), COSTS, BUDGET, task="binary",
+                                  methods=["staged_acquisition"], **OPTIONS)
+    model = chosen.model
+    assert chosen.method == "staged_acquisition" and chosen.within_budget
+    np.testing.assert_array_equal(model.prior_, np.bincount((y == "yes").astype(int)) / len(y))  # every row
+    assert chosen.valid_cost <= BUDGET and chosen.valid_quality >= in_memory.valid_quality
+    assert chosen.valid_quality == float((chosen.predict(X_valid) == y_valid).mean())
+    assert chosen.valid_cost == chosen.prediction_cost(X_valid).mean
+    assert chosen.test_quality == float((chosen.predict(X_test) == y_test).mean())
+    assert chosen.test_cost == chosen.prediction_cost(X_test).mean
+    assert chosen.params["tradeoff"] == model.tradeoff and chosen.params.get("max_cost") == model.max_cost
+
+
+def test_a_dask_dataframe_and_dask_validation_rows(case, client, small_sample):
+    X, y, X_valid, y_valid, _, _ = case
+    names = [f"c{j}" for j in range(6)]
+    frame = dd.from_pandas(pd.DataFrame(X, columns=names), npartitions=3)
+    labels = dd.from_pandas(pd.Series(y), npartitions=3)
+    costs = dict(zip(names, COSTS.lazy))
+    named = (dd.from_pandas(pd.DataFrame(X_valid, columns=names), npartitions=2),
+             dd.from_pandas(pd.Series(y_valid), npartitions=2))
+    chosen = fit_within_budget((frame, labels), named, costs, BUDGET, task="binary",
+                               methods=["staged_acquisition"], **OPTIONS)
+    assert list(chosen.model.feature_names_in_) == names
+    assert chosen.valid_quality == float((chosen.predict(pd.DataFrame(X_valid, columns=names)) == y_valid).mean())
+
+
+def test_another_method_stays_the_samples_with_a_warning(case, client, small_sample):
+    X, y, X_valid, y_valid, _, _ = case
+    with pytest.warns(CEGBWarning, match=r"the chosen lightgbm point \(budget 40\) was fitted on the [\d,]+ "
+                                         r"training rows drawn from the 12,000"):
+        chosen = fit_within_budget((da.from_array(X, chunks=4000), da.from_array(y, chunks=4000)),
+                                   (X_valid, y_valid), COSTS, 40.0, task="binary", methods=["lightgbm"], **OPTIONS)
+    assert chosen.method == "lightgbm"
+
+
+def test_refusals(case):
+    X, y, X_valid, y_valid, _, _ = case
+    dX = da.from_array(X, chunks=4000)
+    with pytest.raises(CEGBError, match="y should be a Dask array or Series of its labels, got ndarray"):
+        fit_within_budget((dX, y), (X_valid, y_valid), COSTS, BUDGET, task="binary")
+    with pytest.raises(CEGBError, match="task='ranking' with query sizes should be given in memory"):
+        fit_within_budget((dX, da.from_array(np.zeros(len(X)), chunks=4000), [12_000]), (X_valid, y_valid, [2000]),
+                          COSTS, BUDGET, task="ranking")
