@@ -142,7 +142,8 @@ def fit_within_budget(train, valid, costs, budget: float | Sequence[float], *, t
     chosen = [_within(frame, float(b), test) for b in (budget if several else [budget])]
     if cluster is not None:
         frame.attrs["sampled"] = {"rows": len(Rows.of(train, "train").y), "of": _length(cluster[0])}
-        chosen = [_on_every_row(c, cluster, valid, test, float(b))
+        refits = {}  # one fit on every row per setting of the staged models chosen (their budgets share it)
+        chosen = [_on_every_row(c, cluster, valid, test, float(b), refits)
                   for c, b in zip(chosen, budget if several else [budget])]
     return chosen if several else chosen[0]
 
@@ -173,9 +174,10 @@ def _length(X) -> int:
     return int(sum(X.chunks[0])) if hasattr(X, "numblocks") else int(X.map_partitions(len).compute().sum())
 
 
-def _on_every_row(chosen: Selection, cluster: tuple, valid, test, budget: float) -> Selection:
+def _on_every_row(chosen: Selection, cluster: tuple, valid, test, budget: float, refits: dict) -> Selection:
     """fit_within_budget's choice for ``budget`` from the sweep of a sample of the Dask rows ``cluster``: the staged
-    acquisition fitted again on every row (on the active client's workers; its settings as the sample's) and its
+    acquisition fitted again on every row (on the active client's workers; its settings as the sample's; once per
+    setting, kept in ``refits``) and its
     trade-off and cap chosen again on the validation rows within the budget (its grid's values, the frame's caps),
     where that is better on them than the sample's point; any other method's point stays the sample's, with a
     CEGBWarning naming it."""
@@ -196,7 +198,11 @@ def _on_every_row(chosen: Selection, cluster: tuple, valid, test, budget: float)
     X, y = cluster
     codes = as_array(y).map_blocks(_codes, classes, dtype=np.int64)
     valid = encoded(Rows.of(valid, "valid"), classes, "valid")
-    model = clone(chosen.model).fit(X, codes, eval_set=(valid.X, valid.y))
+    setting = repr(sorted((k, v) for k, v in chosen.model.get_params().items()
+                          if k not in ("tradeoff", "max_cost", "feature_costs")))
+    if setting not in refits:
+        refits[setting] = clone(chosen.model).fit(X, codes, eval_set=(valid.X, valid.y))
+    model = refits[setting]
     if len(model.classes_) != len(classes):
         raise CEGBError(f"train: the Dask collection's labels should be the sweep's classes {classes.tolist()}, got "
                         f"{len(model.classes_)} classes")

@@ -84,3 +84,21 @@ def test_refusals(case):
     with pytest.raises(CEGBError, match="task='ranking' with query sizes should be given in memory"):
         fit_within_budget((dX, da.from_array(np.zeros(len(X)), chunks=4000), [12_000]), (X_valid, y_valid, [2000]),
                           COSTS, BUDGET, task="ranking")
+
+
+def test_budgets_share_the_fit_of_one_setting(case, client, small_sample, monkeypatch):
+    X, y, X_valid, y_valid, _, _ = case
+    from lightgbm_cegb.methods import dask_stages
+    fits = []
+    original = dask_stages.DaskRows.of
+
+    def counted(estimator, *args):
+        fits.append(estimator.order)
+        return original(estimator, *args)
+
+    monkeypatch.setattr(dask_stages.DaskRows, "of", staticmethod(counted))
+    chosen = fit_within_budget((da.from_array(X, chunks=4000), da.from_array(y, chunks=4000)), (X_valid, y_valid),
+                               COSTS, [5.0, 6.0, 7.0], task="binary", methods=["staged_acquisition"], **OPTIONS)
+    orders = {c.model.order for c in chosen}
+    assert sorted(fits) == sorted(orders) and all(c.method == "staged_acquisition" for c in chosen)
+    assert len({id(c.model.stages_) for c in chosen}) == len(orders)
