@@ -199,8 +199,8 @@ def main(argv: list[str] | None = None) -> None:
                                                         for method, left in methods.items()))
         if "sampled" in focused[0].frontier.attrs:
             sampled = focused[0].frontier.attrs["sampled"]
-            print(f"  the sweep on {sampled['rows']:,} of the {sampled['of']:,} training rows; the staged acquisition "
-                  "chosen fitted again on every row")
+            print(f"  the sweep on {sampled['rows']:,} of the {sampled['of']:,} training rows; the choice fitted again "
+                  f"on every row at budget(s) {sampled.get('refitted', [])}")
         if args.no_exhaustive or name == "cluster":
             for budget, chosen in zip(budgets, focused):
                 print(f"{budget:>8g} {chosen.method:<22} {chosen.valid_quality:>8.4f} {chosen.params}")

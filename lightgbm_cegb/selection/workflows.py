@@ -77,7 +77,8 @@ def fit_within_budget(train, valid, costs, budget: float | Sequence[float], *, t
     memory, and a staged acquisition chosen is fitted again on every training row on the active client's workers
     (``StagedAcquisitionClassifier`` of Dask rows), its trade-off and cap chosen again on the validation rows within
     the budget, where that is better there than the sample's point; another method's choice stays the sample's
-    (a CEGBWarning says so).
+    (a CEGBWarning says so); ``frontier.attrs["sampled"]["refitted"]`` lists the budgets whose choice was fitted on
+    every row.
 
     Parameters
     ----------
@@ -229,6 +230,7 @@ def _on_every_row(chosen: Selection, cluster: tuple, valid, test, budget: float,
                  "rows than the sample's point; the sample's kept", budget)
         return chosen
     candidate = best[1]
+    sampled["refitted"] = [*sampled.get("refitted", []), budget]
     quality, cost, _ = candidate.measure(valid, metric, choose=True)
     refitted = Selection("staged_acquisition", dict(candidate.params), candidate.model, candidate, quality, cost,
                          costs=chosen.costs, decision_threshold=candidate.decision_threshold, task=task,

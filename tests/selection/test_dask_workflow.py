@@ -39,7 +39,7 @@ def test_the_staged_choice_is_fitted_again_on_every_row(case, client, small_samp
     chosen = fit_within_budget((dX, dy), (X_valid, y_valid), COSTS, BUDGET, task="binary",
                                methods=["staged_acquisition"], test=(X_test, y_test), **OPTIONS)
     sample = drawn(dX, dy, 3_000)
-    assert chosen.frontier.attrs["sampled"] == {"rows": len(sample[1]), "of": 12_000}
+    assert chosen.frontier.attrs["sampled"] == {"rows": len(sample[1]), "of": 12_000, "refitted": [BUDGET]}
     in_memory = fit_within_budget(sample, (X_valid, y_valid), COSTS, BUDGET, task="binary",
                                   methods=["staged_acquisition"], **OPTIONS)
     model = chosen.model
