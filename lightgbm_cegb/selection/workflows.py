@@ -76,7 +76,7 @@ def fit_within_budget(train, valid, costs, budget: float | Sequence[float], *, t
     training rows drawn into memory (``frontier.attrs["sampled"]``), the validation and test rows are computed into
     memory, and a staged acquisition chosen is fitted again on every training row on the active client's workers
     (``StagedAcquisitionClassifier`` of Dask rows), its trade-off and cap chosen again on the validation rows within
-    the budget, where that is better there than the sample's point; another method's choice stays the sample's
+    the budget, where that is at least as good there as the sample's point; another method's choice stays the sample's
     (a CEGBWarning says so); ``frontier.attrs["sampled"]["refitted"]`` lists the budgets whose choice was fitted on
     every row.
 
@@ -122,6 +122,7 @@ def fit_within_budget(train, valid, costs, budget: float | Sequence[float], *, t
     cluster = _cluster_rows(train, task)
     if cluster is not None:  # the sweep reads a sample in memory, the staged acquisition is fitted again on every row
         train = drawn(*cluster, DASK_SAMPLE_ROWS)
+        _every_class_drawn(cluster, train, task)
         valid, test = _in_memory(valid), _in_memory(test)
     if methods is None:
         methods = [m for m in BUDGET_METHODS if task in METHODS[m].tasks]
@@ -160,11 +161,40 @@ def _cluster_rows(train, task: str) -> tuple | None:
     if not is_dask(rows[1]):
         raise CEGBError(f"train: with X a Dask collection, y should be a Dask array or Series of its labels, got "
                         f"{type(rows[1]).__name__}")
+    for name, part in (("X", rows[0]), ("y", rows[1])):
+        if hasattr(part, "numblocks") and any(length != length for length in part.chunks[0]):  # NaN: not known
+            raise CEGBError(f"train: {name}, a Dask array whose chunk sizes are not known (e.g. from a DataFrame's "
+                            f"to_dask_array()): call {name}.compute_chunk_sizes() first")
     return rows[0], rows[1]
+
+
+def _every_class_drawn(cluster: tuple, sample: tuple, task: str) -> None:
+    """A classification's drawn rows hold every class of the collection's labels (the sweep's classes come from them),
+    or a CEGBError names the class missing."""
+    if task not in ("binary", "multiclass"):
+        return
+    from lightgbm_cegb.methods.dask_stages import as_array
+    labels = as_array(cluster[1])
+    classes, counts = (np.asarray(part) for part in _computed_unique(labels))
+    missing = [(c, n) for c, n in zip(classes.tolist(), counts.tolist()) if c not in set(np.unique(sample[1]).tolist())]
+    if missing:
+        label, count = missing[0]
+        raise CEGBError(f"train: class {label!r} has {count} of the {int(counts.sum()):,} rows and none among the "
+                        f"{len(sample[1]):,} drawn for the sweep: raise workflows.DASK_SAMPLE_ROWS (now "
+                        f"{DASK_SAMPLE_ROWS:,}) or give its rows in memory")
+
+
+def _computed_unique(labels) -> tuple:
+    """(the labels' classes, their counts), computed."""
+    import dask
+    import dask.array as da
+    return dask.compute(*da.unique(labels, return_counts=True))
 
 
 def _in_memory(rows):
     """Rows given as Dask collections, computed (the validation and the test rows: every point is measured on them)."""
+    if isinstance(rows, Rows):
+        rows = (rows.X, rows.y) if rows.group is None else (rows.X, rows.y, rows.group)
     if isinstance(rows, tuple) and any(is_dask(part) for part in rows):
         import dask
         return tuple(dask.compute(*rows))
@@ -178,10 +208,10 @@ def _length(X) -> int:
 def _on_every_row(chosen: Selection, cluster: tuple, valid, test, budget: float, refits: dict) -> Selection:
     """fit_within_budget's choice for ``budget`` from the sweep of a sample of the Dask rows ``cluster``: the staged
     acquisition fitted again on every row (on the active client's workers; its settings as the sample's; once per
-    setting, kept in ``refits``) and its
-    trade-off and cap chosen again on the validation rows within the budget (its grid's values, the frame's caps),
-    where that is better on them than the sample's point; any other method's point stays the sample's, with a
-    CEGBWarning naming it."""
+    setting, kept in ``refits``) and its trade-off and cap chosen again on the validation rows within the budget (its
+    grid's values, the frame's caps), where that is at least as good on them as the sample's point (or the sample's
+    is over the budget); any other method's point stays the sample's, with a CEGBWarning naming it; nothing is fitted
+    again where every row was drawn."""
     from sklearn.base import clone
 
     from lightgbm_cegb.methods.dask_stages import as_array
@@ -189,10 +219,12 @@ def _on_every_row(chosen: Selection, cluster: tuple, valid, test, budget: float,
 
     frame = chosen.frontier
     sampled = frame.attrs["sampled"]
+    if sampled["rows"] == sampled["of"]:  # every row was drawn: the sweep's models are those of every row
+        return chosen
     if chosen.method != "staged_acquisition":
         warnings.warn(f"fit_within_budget: the chosen {chosen.method} point (budget {budget:g}) was fitted on the "
                       f"{sampled['rows']:,} training rows drawn from the {sampled['of']:,} of the Dask collection "
-                      "(the staged acquisition alone is fitted again on every row)", CEGBWarning,
+                      "(the staged acquisition classifier alone is fitted again on every row)", CEGBWarning,
                       stacklevel=caller_stacklevel())
         return chosen
     classes, metric, task = np.asarray(frame.attrs["classes"]), frame.attrs["metric_object"], frame.attrs["task"]
@@ -225,9 +257,9 @@ def _on_every_row(chosen: Selection, cluster: tuple, valid, test, budget: float,
         key = (sign * candidate.quality(valid, score, metric, choose=True), -result.cost.mean)
         if best is None or key > best[0]:
             best = key, candidate
-    if best is None or sign * best[0][0] < sign * chosen.valid_quality:
-        LOG.info("fit_within_budget: budget %g: the staged acquisition on every row is not better on the validation "
-                 "rows than the sample's point; the sample's kept", budget)
+    if best is None or chosen.within_budget and best[0][0] < sign * chosen.valid_quality:
+        LOG.info("fit_within_budget: budget %g: the staged acquisition on every row is worse on the validation rows "
+                 "than the sample's point (or has no point within the budget); the sample's kept", budget)
         return chosen
     candidate = best[1]
     sampled["refitted"] = [*sampled.get("refitted", []), budget]

@@ -76,11 +76,52 @@ def test_another_method_stays_the_samples_with_a_warning(case, client, small_sam
     assert chosen.method == "lightgbm"
 
 
-def test_refusals(case):
+@pytest.mark.parametrize("metric", ["accuracy", "logloss"])
+def test_a_refit_worse_on_the_validation_rows_leaves_the_samples_point(case, client, small_sample, monkeypatch,
+                                                                       metric):
+    """The refit trained on shuffled labels (its validation quality worse): the sample's point is returned, as the
+    in-memory sweep of the same sample chooses it, whichever way the metric is better."""
+    X, y, X_valid, y_valid, _, _ = case
+    encode = workflows._codes
+
+    def shuffled(labels, classes):
+        return np.random.default_rng(len(labels)).permutation(encode(labels, classes))
+
+    monkeypatch.setattr(workflows, "_codes", shuffled)
+    dX, dy = da.from_array(X, chunks=(3000, 6)), da.from_array(y, chunks=3000)
+    chosen = fit_within_budget((dX, dy), (X_valid, y_valid), COSTS, BUDGET, task="binary", metric=metric,
+                               methods=["staged_acquisition"], **OPTIONS)
+    in_memory = fit_within_budget(drawn(dX, dy, 1_000), (X_valid, y_valid), COSTS, BUDGET, task="binary",
+                                  metric=metric, methods=["staged_acquisition"], **OPTIONS)
+    assert "refitted" not in chosen.frontier.attrs["sampled"]
+    assert chosen.valid_quality == in_memory.valid_quality and chosen.params == in_memory.params
+
+
+def test_every_row_drawn_is_not_fitted_again(case, client, monkeypatch):
+    X, y, X_valid, y_valid, _, _ = case
+    monkeypatch.setattr(workflows, "DASK_SAMPLE_ROWS", 20_000)
+    fits = []
+    monkeypatch.setattr(workflows, "_codes", lambda *args: fits.append(args))
+    chosen = fit_within_budget((da.from_array(X[:2000], chunks=1000), da.from_array(y[:2000], chunks=1000)),
+                               (X_valid, y_valid), COSTS, BUDGET, task="binary", methods=["staged_acquisition"],
+                               **OPTIONS)
+    assert chosen.frontier.attrs["sampled"] == {"rows": 2000, "of": 2000} and not fits
+
+
+def test_refusals(case, client, small_sample):
     X, y, X_valid, y_valid, _, _ = case
     dX = da.from_array(X, chunks=4000)
     with pytest.raises(CEGBError, match="y should be a Dask array or Series of its labels, got ndarray"):
         fit_within_budget((dX, y), (X_valid, y_valid), COSTS, BUDGET, task="binary")
+    with pytest.raises(CEGBError, match=r"train: X, a Dask array whose chunk sizes are not known .*"
+                                        r"compute_chunk_sizes\(\) first"):
+        fit_within_budget((dX[dX[:, 0] > 0], da.from_array(y, chunks=4000)[dX[:, 0] > 0]), (X_valid, y_valid),
+                          COSTS, BUDGET, task="binary")
+    rare = np.where(np.arange(len(y)) == 5, "rare", y)
+    with pytest.raises(CEGBError, match=r"train: class 'rare' has 1 of the 12,000 rows and none among the [\d,]+ "
+                                        r"drawn for the sweep: raise workflows.DASK_SAMPLE_ROWS \(now 1,000\)"):
+        fit_within_budget((dX, da.from_array(rare, chunks=4000)), (X_valid, y_valid), COSTS, BUDGET,
+                          task="multiclass")
     with pytest.raises(CEGBError, match="task='ranking' with query sizes should be given in memory"):
         fit_within_budget((dX, da.from_array(np.zeros(len(X)), chunks=4000), [12_000]), (X_valid, y_valid, [2000]),
                           COSTS, BUDGET, task="ranking")
@@ -103,5 +144,6 @@ def test_budgets_share_the_fit_of_one_setting(case, client, small_sample, monkey
     orders = {c.model.order for c in chosen}
     assert sorted(fits) == sorted(orders) and all(c.method == "staged_acquisition" for c in chosen)
     refitted = [c for c, b in zip(chosen, budgets) if b in chosen[0].frontier.attrs["sampled"]["refitted"]]
+    assert refitted
     # the budgets whose choice was fitted on every row (where it beat the sample's point) share the setting's one fit
     assert len({id(c.model.stages_) for c in refitted}) == len({c.model.order for c in refitted})
