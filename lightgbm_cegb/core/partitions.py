@@ -32,17 +32,39 @@ def partitions(X) -> list:
     raise CEGBError(f"X: a Dask array or DataFrame of rows is expected, got {type(X).__name__}")
 
 
+def check_chunks_known(rows, name: str, lead: str | None = None) -> None:
+    """Refuse a Dask array whose chunk sizes are not known (NaN), calling it ``name`` (the message starts with
+    ``lead``, default ``"name: "``); any other collection passes."""
+    if hasattr(rows, "numblocks") and any(length != length for length in rows.chunks[0]):
+        raise CEGBError(f"{name + ': ' if lead is None else lead}a Dask array whose chunk sizes are not known (e.g. "
+                        f"from a DataFrame's to_dask_array()): call {name}.compute_chunk_sizes() first")
+
+
+def lengths(X) -> list[int]:
+    """The rows of each partition of X: an array's from its chunks (known sizes needed), a DataFrame's from its
+    partitions' lengths (a pass over its rows)."""
+    check_chunks_known(X, "X")
+    return [int(length) for length in (X.chunks[0] if hasattr(X, "numblocks") else X.map_partitions(len).compute())]
+
+
 def row_starts(X) -> list[int]:
-    """The position in X of each partition's first row: an array's from its chunks (known sizes needed), a
-    DataFrame's from its partitions' lengths (a pass over its rows)."""
-    if hasattr(X, "numblocks"):
-        lengths = X.chunks[0]
-        if any(length != length for length in lengths):  # NaN: chunk sizes not known
-            raise CEGBError("X: a Dask array whose chunk sizes are not known (e.g. from a DataFrame's "
-                            "to_dask_array()): call X.compute_chunk_sizes() first")
-    else:
-        lengths = X.map_partitions(len).compute()
-    return [0, *accumulate(int(length) for length in lengths[:-1])]
+    """The position in X of each partition's first row (see :func:`lengths`)."""
+    return [0, *accumulate(lengths(X)[:-1])]
+
+
+def computed(parts: tuple) -> tuple:
+    """``parts`` with its Dask collections computed (in one pass), the others as they are."""
+    if not any(is_dask(part) for part in parts):
+        return parts
+    import dask
+    return tuple(dask.compute(*parts))
+
+
+def drawing(length: int, fraction: float, seed: int, index: int):
+    """Which of a partition's ``length`` rows are drawn, each with probability ``fraction``, from ``seed`` and the
+    partition's position ``index`` (the same rows for the same partitions)."""
+    import numpy as np
+    return np.random.default_rng([seed, index]).random(length) < fraction
 
 
 def over_partitions(function: Callable, X, *args, starts: bool = False, **kwargs) -> list:
@@ -56,10 +78,11 @@ def over_partitions(function: Callable, X, *args, starts: bool = False, **kwargs
                                for part, start in zip(parts, first_rows)]))
 
 
-def drawn(X, y, rows: int, seed: int = 0) -> tuple:
+def drawn(X, y, rows: int, seed: int = 0, total: int | None = None) -> tuple:
     """About ``rows`` rows of the Dask collection X and their labels y (a Dask array or Series partitioned as X), each
-    row drawn with the same probability from ``seed`` and its partition's position, brought into memory in their
-    order: X as numpy rows or a pandas DataFrame, y as a numpy array (all of them where they are fewer)."""
+    row drawn with the same probability (:func:`drawing`), brought into memory in their order: X as numpy rows or a
+    pandas DataFrame, y as a numpy array (all of them where they are fewer). ``total``: X's rows where they are
+    counted already (default: :func:`lengths`)."""
     import dask
     import numpy as np
 
@@ -70,8 +93,8 @@ def drawn(X, y, rows: int, seed: int = 0) -> tuple:
     if len(y_parts) != len(X_parts):
         raise CEGBError(f"y: the labels of a Dask X should be partitioned as X ({len(X_parts)} partitions), got "
                         f"{len(y_parts)}")
-    total = sum(X.chunks[0]) if hasattr(X, "numblocks") else int(X.map_partitions(len).compute().sum())
-    fraction = 1.0 if total != total or total <= rows else rows / total  # NaN: chunk sizes not known
+    total = sum(lengths(X)) if total is None else total
+    fraction = 1.0 if total <= rows else rows / total
     parts = dask.compute(*[dask.delayed(_drawn_part)(part, labels, fraction, seed, i)
                            for i, (part, labels) in enumerate(zip(X_parts, y_parts))])
     if hasattr(X, "numblocks"):
@@ -83,7 +106,7 @@ def drawn(X, y, rows: int, seed: int = 0) -> tuple:
 def _drawn_part(X, y, fraction: float, seed: int, index: int) -> tuple:
     import numpy as np
 
-    chosen = np.random.default_rng([seed, index]).random(len(X)) < fraction
+    chosen = drawing(len(X), fraction, seed, index)
     if len(y) != len(X):
         raise CEGBError(f"y: the labels of a Dask X should be partitioned as X, got {len(y)} labels in a partition of "
                         f"{len(X)} rows")

@@ -889,6 +889,13 @@ class AdaptiveAcquisitionClassifier(PolicyClassifier):
         self.prior_ = self._proba(np.full((1, num_features), np.nan))[0]
 
 
+def hidden(X: np.ndarray, columns: list[int]) -> np.ndarray:
+    """A copy of X with every column outside ``columns`` missing (NaN): what a stage of those columns reads."""
+    out = np.full(X.shape, np.nan)
+    out[:, columns] = X[:, columns]
+    return out
+
+
 def _of_rows(X, model: PolicyClassifier, method: str):
     """``model.method(X)`` of one partition of a Dask collection; None for a partition without rows (a filter's)."""
     return None if len(X) == 0 else getattr(model, method)(X)

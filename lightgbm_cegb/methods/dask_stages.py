@@ -25,9 +25,9 @@ import numpy as np
 from sklearn.utils.multiclass import check_classification_targets
 
 from lightgbm_cegb.core.errors import CEGBError
-from lightgbm_cegb.core.partitions import is_dask
+from lightgbm_cegb.core.partitions import check_chunks_known, drawing, is_dask
 from lightgbm_cegb.core.subsets import SEARCH_HELD_OUT, SEARCH_ROWS
-from lightgbm_cegb.methods.acquisition import best_cut, checked_data
+from lightgbm_cegb.methods.acquisition import best_cut, checked_data, hidden
 
 #: about how many rows are held out in memory to stop the stages when ``fit`` gets no ``eval_set`` and
 #: ``validation_fraction`` of the rows is more (each row is drawn with a probability): they travel to every worker
@@ -68,9 +68,7 @@ class DaskRows:
             raise CEGBError(f"y: with X a Dask collection, y should be a Dask array or Series of its labels, got "
                             f"{type(y).__name__}")
         for name, rows in (("X", X), ("y", y)):
-            if hasattr(rows, "chunks") and any(length != length for length in rows.chunks[0]):  # NaN: not known
-                raise CEGBError(f"{name}: a Dask array whose chunk sizes are not known (e.g. from a DataFrame's "
-                                f"to_dask_array()): call {name}.compute_chunk_sizes() first")
+            check_chunks_known(rows, name)
         checked_data(estimator, "X", *(rows.head(2, npartitions=-1) if hasattr(rows, "head") else rows[:2].compute()
                                        for rows in (X, y)))
         X, y = as_array(X), as_array(y)
@@ -130,7 +128,7 @@ class DaskRows:
 
     def hidden(self, columns: list[int]):
         """X with every column outside ``columns`` missing (NaN), lazily."""
-        return self.X.map_blocks(_hidden, columns, dtype=np.float64)
+        return self.X.map_blocks(hidden, columns, dtype=np.float64)
 
 
 def as_array(rows):
@@ -146,8 +144,7 @@ def as_array(rows):
 def _drawn(block: np.ndarray, fraction: float, seed: int, block_info=None) -> np.ndarray:
     """Which rows of a partition are drawn, each with probability ``fraction``, from ``seed`` and the partition's
     position."""
-    index = block_info[0]["chunk-location"][0] if block_info else 0
-    return np.random.default_rng([seed, index]).random(len(block)) < fraction
+    return drawing(len(block), fraction, seed, block_info[0]["chunk-location"][0] if block_info else 0)
 
 
 def _length(block: np.ndarray) -> np.ndarray:
@@ -162,12 +159,6 @@ def _weights(block: np.ndarray, weights: np.ndarray) -> np.ndarray:
     return weights[block]
 
 
-def _hidden(block: np.ndarray, columns: list[int]) -> np.ndarray:
-    out = np.full(block.shape, np.nan)
-    out[:, columns] = block[:, columns]
-    return out
-
-
 def _computed(*collections) -> tuple[np.ndarray, ...]:
     import dask
     return tuple(np.asarray(part) for part in dask.compute(*collections))
@@ -179,7 +170,7 @@ def raw_scores(booster: lgb.Booster, X, columns: list[int]):
     scores = booster.num_model_per_iteration()
 
     def block_scores(block: np.ndarray) -> np.ndarray:
-        return booster.predict(_hidden(block, columns), raw_score=True, num_threads=1)
+        return booster.predict(hidden(block, columns), raw_score=True, num_threads=1)
 
     if scores == 1:
         return X.map_blocks(block_scores, drop_axis=1, dtype=np.float64)
@@ -235,8 +226,7 @@ class HeldOutStopping:
 
 #: LightGBM's parameters of ``PolicyClassifier._lightgbm_params`` as the scikit-learn interface of lightgbm.dask
 #: names them (the others pass as they are; its threads are each worker's)
-_SKLEARN_NAMES = {"learning_rate": "learning_rate", "num_leaves": "num_leaves", "min_data_in_leaf": "min_child_samples",
-                  "seed": "random_state"}
+_SKLEARN_NAMES = {"min_data_in_leaf": "min_child_samples", "seed": "random_state"}
 
 
 def trained(estimator, params: dict, rows: DaskRows, weights: np.ndarray | None, columns: list[int], init, stop,
@@ -245,8 +235,8 @@ def trained(estimator, params: dict, rows: DaskRows, weights: np.ndarray | None,
     their class's of ``weights``) with the columns outside ``columns`` hidden, from the raw scores ``init`` = (the
     rows', a Dask array, or None; the stopping rows', or None), early stopped on ``stop`` = (X, class indices) in
     memory (None: every round) and cut to its best iteration; its columns named ``feature_name`` (a Dataset's).
-    lightgbm.dask's estimator of a regressor trains it,
-    with the classifier's objective: its classifier would take the classes from each worker's own labels."""
+    lightgbm.dask's estimator of a regressor trains it, with the classifier's objective: its classifier would take
+    the classes from each worker's own labels."""
     from lightgbm.dask import DaskLGBMRegressor
 
     settings = {_SKLEARN_NAMES.get(name, name): value for name, value in params.items() if name != "num_threads"}
@@ -254,7 +244,7 @@ def trained(estimator, params: dict, rows: DaskRows, weights: np.ndarray | None,
     callbacks = None
     if stop is not None:
         X_stop, stop_codes = stop
-        callbacks = [HeldOutStopping(_hidden(X_stop, columns), stop_codes,
+        callbacks = [HeldOutStopping(hidden(X_stop, columns), stop_codes,
                                      None if weights is None else weights[stop_codes], init[1],
                                      estimator.early_stopping_rounds)]
     with warnings.catch_warnings():  # lightgbm.dask sets each worker's threads itself

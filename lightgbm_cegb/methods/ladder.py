@@ -18,7 +18,7 @@ from lightgbm_cegb.core.partitions import is_dask
 from lightgbm_cegb.core.subsets import SubsetSearch, Unit, searched
 from lightgbm_cegb.core.validation import checked_sequence
 from lightgbm_cegb.io import saved
-from lightgbm_cegb.methods.acquisition import EvaluationCost, checked_data, compiled_stages
+from lightgbm_cegb.methods.acquisition import EvaluationCost, checked_data, compiled_stages, hidden
 from lightgbm_cegb.methods.dask_stages import persisted, raw_scores
 
 #: the orders of the units a staged model's stages are cut from (its ``order``)
@@ -26,13 +26,6 @@ ORDERS = ("importance", "search")
 #: how a staged model's stages relate (its ``stage_models``): each its own model, or each adding trees to the scores of
 #: the stage below (a row pays for each stage's trees once, and evaluates them once)
 STAGE_MODELS = ("separate", "continued")
-
-
-def hidden(X: np.ndarray, columns: list[int]) -> np.ndarray:
-    """A copy of X with every column outside ``columns`` missing (NaN): what a stage of those columns reads."""
-    out = np.full(X.shape, np.nan)
-    out[:, columns] = X[:, columns]
-    return out
 
 
 def continued_stages(train_on, parts: tuple, num_threads: int):

@@ -45,7 +45,7 @@ from lightgbm_cegb._engine import LadderBatch, LadderPlan, StageStack
 from lightgbm_cegb.base import COSTS, RANDOM_STATE
 from lightgbm_cegb.core.errors import CEGBError, RoundsWarning
 from lightgbm_cegb.core.parallel import N_JOBS, resolve_n_jobs
-from lightgbm_cegb.core.partitions import is_dask
+from lightgbm_cegb.core.partitions import computed, is_dask
 from lightgbm_cegb.core.subsets import SEARCH_HELD_OUT, SEARCH_ROWS, subsample_index
 from lightgbm_cegb.core.validation import NoneOr, Number, OneOf
 from lightgbm_cegb.io import saved
@@ -218,13 +218,10 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
             return self
         X, codes, train, X_valid, valid_codes, _, seed = self._fit_inputs(X, y, eval_set)
         n, num_features = X.shape
-        units = self.costs_.units(num_features)
-        self.units_, self.unit_cost_ = [columns for _, columns, _ in units], np.array([p for _, _, p in units])
         num_class = len(self.classes_)
         params = self._lightgbm_params(num_class, seed, n, len(train))
         weights = class_weights(self.class_weight, self.classes_, codes[train])
-        counts = np.bincount(codes[train], minlength=num_class) * (1.0 if weights is None else weights)
-        self.prior_ = counts / counts.sum()
+        self._units_and_prior(num_features, np.bincount(codes[train], minlength=num_class), weights)
 
         stopping = X_valid is not None and len(X_valid) > 0
 
@@ -242,29 +239,24 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
     def _fit_dask(self, X, y, eval_set) -> None:
         """``fit`` of rows in Dask collections (``methods.dask_stages``): every training with ``lightgbm.dask`` on the
         active client's workers, on the rows spread there once, early stopped on rows in memory."""
-        dask_stages.dask_client()
+        client = dask_stages.dask_client()
         rows = dask_stages.DaskRows.of(self, X, y)
         num_features = rows.X.shape[1]
         self.costs_ = self._resolved_costs(num_features)
         rng = check_random_state(self.random_state)
         seed = int(rng.randint(0, 2**31 - 1))
         if eval_set is not None:
-            if isinstance(eval_set, tuple) and len(eval_set) == 2 and any(is_dask(part) for part in eval_set):
-                eval_set = tuple(part.compute() if is_dask(part) else part for part in eval_set)
-            train, stop = rows, self._checked_eval_set(eval_set)
+            train, stop = rows, self._checked_eval_set(computed(eval_set) if isinstance(eval_set, tuple) else eval_set)
         elif self.validation_fraction > 0:
             train, *stop = rows.held_out(self.validation_fraction, int(rng.randint(0, 2**31 - 1)))
             stop = tuple(stop) if len(stop[1]) else None
         else:
             train, stop = rows, None
-        train = train.spread(dask_stages.dask_client())
-        units = self.costs_.units(num_features)
-        self.units_, self.unit_cost_ = [columns for _, columns, _ in units], np.array([p for _, _, p in units])
+        train = train.spread(client)
         num_class = len(self.classes_)
         counts = train.counts(num_class)
         weights = class_weights(self.class_weight, self.classes_, None, counts=counts)
-        weighted = counts * (1.0 if weights is None else weights)
-        self.prior_ = weighted / weighted.sum()
+        self._units_and_prior(num_features, counts, weights)
         params = self._lightgbm_params(num_class, seed, rows.n, int(counts.sum()))
         names = self._lightgbm_feature_names()
 
@@ -278,6 +270,14 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
             measure = self._measure(params, *sample)
         continued = continued_stages(train_on, (train.X, None if stop is None else stop[0]), params["num_threads"])
         self._fit_stages(train_on, num_features, measure, continued if self.stage_models == "continued" else None)
+
+    def _units_and_prior(self, num_features: int, counts: np.ndarray, weights: np.ndarray | None) -> None:
+        """``units_`` and ``unit_cost_`` of the costs over ``num_features`` columns, and ``prior_``: the training rows'
+        class ``counts`` weighted by the classes' ``weights`` (None: 1), as shares."""
+        units = self.costs_.units(num_features)
+        self.units_, self.unit_cost_ = [columns for _, columns, _ in units], np.array([p for _, _, p in units])
+        weighted = counts * (1.0 if weights is None else weights)
+        self.prior_ = weighted / weighted.sum()
 
     def _measure(self, params: dict, X: np.ndarray, codes: np.ndarray) -> Callable | None:
         """``order="search"``'s measure of a set of columns: minus the log loss (weighted by ``class_weight``) of a

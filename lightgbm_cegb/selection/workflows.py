@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from lightgbm_cegb.core.errors import BudgetWarning, CEGBError, CEGBWarning
-from lightgbm_cegb.core.partitions import drawn, is_dask
+from lightgbm_cegb.core.partitions import check_chunks_known, computed, drawn, is_dask, lengths
 from lightgbm_cegb.core.validation import (
     Number,
     Numbers,
@@ -121,7 +121,8 @@ def fit_within_budget(train, valid, costs, budget: float | Sequence[float], *, t
     budgets = swept_budgets(budget)
     cluster = _cluster_rows(train, task)
     if cluster is not None:  # the sweep reads a sample in memory, the staged acquisition is fitted again on every row
-        train = drawn(*cluster, DASK_SAMPLE_ROWS)
+        total = sum(lengths(cluster[0]))
+        train = drawn(*cluster, DASK_SAMPLE_ROWS, total=total)
         _every_class_drawn(cluster, train, task)
         valid, test = _in_memory(valid), _in_memory(test)
     if methods is None:
@@ -143,7 +144,7 @@ def fit_within_budget(train, valid, costs, budget: float | Sequence[float], *, t
                         f"baseline={options.get('baseline', True)})")
     chosen = [_within(frame, float(b), test) for b in (budget if several else [budget])]
     if cluster is not None:
-        frame.attrs["sampled"] = {"rows": len(Rows.of(train, "train").y), "of": _length(cluster[0])}
+        frame.attrs["sampled"] = {"rows": len(Rows.of(train, "train").y), "of": total}
         refits = {}  # one fit on every row per setting of the staged models chosen (their budgets share it)
         chosen = [_on_every_row(c, cluster, valid, test, float(b), refits)
                   for c, b in zip(chosen, budget if several else [budget])]
@@ -162,9 +163,7 @@ def _cluster_rows(train, task: str) -> tuple | None:
         raise CEGBError(f"train: with X a Dask collection, y should be a Dask array or Series of its labels, got "
                         f"{type(rows[1]).__name__}")
     for name, part in (("X", rows[0]), ("y", rows[1])):
-        if hasattr(part, "numblocks") and any(length != length for length in part.chunks[0]):  # NaN: not known
-            raise CEGBError(f"train: {name}, a Dask array whose chunk sizes are not known (e.g. from a DataFrame's "
-                            f"to_dask_array()): call {name}.compute_chunk_sizes() first")
+        check_chunks_known(part, name, f"train: {name}, ")
     return rows[0], rows[1]
 
 
@@ -176,7 +175,8 @@ def _every_class_drawn(cluster: tuple, sample: tuple, task: str) -> None:
     from lightgbm_cegb.methods.dask_stages import as_array
     labels = as_array(cluster[1])
     classes, counts = (np.asarray(part) for part in _computed_unique(labels))
-    missing = [(c, n) for c, n in zip(classes.tolist(), counts.tolist()) if c not in set(np.unique(sample[1]).tolist())]
+    drawn_classes = set(np.unique(sample[1]).tolist())
+    missing = [(c, n) for c, n in zip(classes.tolist(), counts.tolist()) if c not in drawn_classes]
     if missing:
         label, count = missing[0]
         raise CEGBError(f"train: class {label!r} has {count} of the {int(counts.sum()):,} rows and none among the "
@@ -195,14 +195,7 @@ def _in_memory(rows):
     """Rows given as Dask collections, computed (the validation and the test rows: every point is measured on them)."""
     if isinstance(rows, Rows):
         rows = (rows.X, rows.y) if rows.group is None else (rows.X, rows.y, rows.group)
-    if isinstance(rows, tuple) and any(is_dask(part) for part in rows):
-        import dask
-        return tuple(dask.compute(*rows))
-    return rows
-
-
-def _length(X) -> int:
-    return int(sum(X.chunks[0])) if hasattr(X, "numblocks") else int(X.map_partitions(len).compute().sum())
+    return computed(rows) if isinstance(rows, tuple) else rows
 
 
 def _on_every_row(chosen: Selection, cluster: tuple, valid, test, budget: float, refits: dict) -> Selection:
@@ -254,16 +247,16 @@ def _on_every_row(chosen: Selection, cluster: tuple, valid, test, budget: float,
             continue
         candidate = staged_candidate(model, point, task)
         score = result.proba[:, 1] if task == "binary" else result.proba
-        key = (sign * candidate.quality(valid, score, metric, choose=True), -result.cost.mean)
+        quality = candidate.quality(valid, score, metric, choose=True)  # its decision threshold chosen here
+        key = (sign * quality, -result.cost.mean)
         if best is None or key > best[0]:
-            best = key, candidate
+            best = key, candidate, quality, float(result.cost.mean)
     if best is None or chosen.within_budget and best[0][0] < sign * chosen.valid_quality:
         LOG.info("fit_within_budget: budget %g: the staged acquisition on every row is worse on the validation rows "
                  "than the sample's point (or has no point within the budget); the sample's kept", budget)
         return chosen
-    candidate = best[1]
+    _, candidate, quality, cost = best  # predict_results' figures are predict_result's, to the bit
     sampled["refitted"] = [*sampled.get("refitted", []), budget]
-    quality, cost, _ = candidate.measure(valid, metric, choose=True)
     refitted = Selection("staged_acquisition", dict(candidate.params), candidate.model, candidate, quality, cost,
                          costs=chosen.costs, decision_threshold=candidate.decision_threshold, task=task,
                          classes=chosen.classes, frontier=frame)
