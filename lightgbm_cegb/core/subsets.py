@@ -107,40 +107,33 @@ class SubsetSearch:
     Parameters
     ----------
     score : callable
-        ``score(columns)`` for a sorted tuple of column indices: (quality, anything to keep with it), the quality
-        greater for better subsets. Called once per subset of columns (memoised).
+        ``score(columns)`` for a sorted tuple of column indices: its quality, greater for better subsets. Called
+        once per subset of columns (memoised).
     empty : float
         The quality of the empty subset (a run's first gain is measured from it).
     """
 
-    def __init__(self, score: Callable[[tuple[int, ...]], tuple[float, object]], empty: float) -> None:
+    def __init__(self, score: Callable[[tuple[int, ...]], float], empty: float) -> None:
         self.score = score
         self.empty = float(empty)
-        self.measured: dict[Hashable, tuple[float, object]] = {}
+        self.measured: dict[Hashable, float] = {}
         self.subsets: dict[Hashable, list[Unit]] = {}  # the units of each measured subset
-
-    def _scored(self, taken: list[Unit]) -> tuple[float, object]:
-        columns = tuple(columns_of(taken))
-        if columns not in self.measured:
-            self.measured[columns] = self.score(columns)
-            self.subsets[columns] = list(taken)
-        return self.measured[columns]
 
     def best(self, budget: float | None, count: int) -> list[list[Unit]]:
         """The ``count`` best subsets measured so far whose price is within ``budget`` (ties: the cheaper first)."""
         within = [(quality, -price_of(self.subsets[columns]), i, columns)
-                  for i, (columns, (quality, _)) in enumerate(self.measured.items())
+                  for i, (columns, quality) in enumerate(self.measured.items())
                   if columns and (budget is None or price_of(self.subsets[columns]) <= budget)]
         return [list(self.subsets[columns]) for *_, columns in sorted(within, key=lambda w: (-w[0], -w[1], w[2]))
                 [:count]]
 
     def measure(self, taken: list[Unit]) -> float:
         """The quality of the units ``taken`` (measured once)."""
-        return self._scored(taken)[0]
-
-    def kept(self, taken: list[Unit]) -> object:
-        """What ``score`` returned with the quality of a measured subset."""
-        return self._scored(taken)[1]
+        columns = tuple(columns_of(taken))
+        if columns not in self.measured:
+            self.measured[columns] = float(self.score(columns))
+            self.subsets[columns] = list(taken)
+        return self.measured[columns]
 
     def forward(self, chosen: list[Unit], quality: float, pool: list[Unit], budget: float | None, steps: int,
                 path: list[list[Unit]], by_ratio: bool, lazy: tuple[dict, set] | None = None) -> float:

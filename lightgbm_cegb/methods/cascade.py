@@ -324,12 +324,12 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
         def measure(columns: list[int]) -> float:
             if not columns:
                 return ndcg_at_k(y_valid, np.zeros(len(y_valid)), valid_group, k)
-            train_set = lgb.Dataset(hidden(X, columns), y, group=group, feature_name=self._lightgbm_feature_names())
-            valid_set = lgb.Dataset(hidden(X_valid, columns), y_valid, group=valid_group, reference=train_set)
+            train_set = lgb.Dataset(X[:, columns], y, group=group)  # the columns alone, as the classifier's search
+            valid_set = lgb.Dataset(X_valid[:, columns], y_valid, group=valid_group, reference=train_set)
             with warnings.catch_warnings():  # a capped search model is no stage: the stages warn for themselves
                 warnings.simplefilter("ignore", RoundsWarning)
                 booster = early_stopped(self, params, train_set, valid_set, "", "")
-            return ndcg_at_k(y_valid, booster.predict(hidden(X_valid, columns)), valid_group, k)
+            return ndcg_at_k(y_valid, booster.predict(X_valid[:, columns]), valid_group, k)
 
         return measure
 

@@ -95,7 +95,7 @@ class StageLadder:
         columns (none: of the prior). At most MAX_UNITS priced units are searched (``core.subsets.searched``)."""
         units = [Unit(str(u), tuple(self.units_[u]), float(self.unit_cost_[u])) for u in order]
         pool = [units[i] for i in searched(self.unit_cost_[order], lambda: unit_gain[order]) if units[i].cost > 0]
-        search = SubsetSearch(lambda columns: (measure(list(columns)), None), measure([]))
+        search = SubsetSearch(lambda columns: measure(list(columns)), measure([]))
         taken = [int(u.name) for u in search.nested([u for u in units if u.cost == 0], pool, self._levels(order))]
         return np.array(taken + [int(u) for u in order if int(u) not in set(taken)], dtype=np.int64)
 

@@ -308,9 +308,10 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
             else:
                 with warnings.catch_warnings():  # a capped search model is no stage: the stages warn for themselves
                     warnings.simplefilter("ignore", RoundsWarning)
-                    booster = self._boosted(params, (hidden(X, columns), codes), (hidden(X_valid, columns),
-                                                                                   valid_codes), "")
-                proba = booster.predict(hidden(X_valid, columns))
+                    # of the columns alone (not every column, the rest missing: binning them is most of a small fit)
+                    booster = self._boosted(params, (X[:, columns], codes), (X_valid[:, columns], valid_codes), "",
+                                            named=False)
+                proba = booster.predict(X_valid[:, columns])
             return -log_loss(valid_codes, proba, sample_weight=weights, labels=labels)
 
         return measure

@@ -26,15 +26,15 @@ unit's columns), and the free ones.
 :func:`lightgbm_cegb.selection.best_subset` answers "which features should I buy?" with it.
 
 A unit's nominal cost is what reading it costs a row: its lazy cost (a group's own lazy cost plus its members');
-when no feature has a lazy cost, its coupled cost. The other features are hidden from LightGBM as missing values
-(a column of one value cannot be split on), so the model keeps the data's columns and predicts on the full rows.
+when no feature has a lazy cost, its coupled cost. The search measures a subset by a model of its columns alone;
+a point's model has the other features hidden from LightGBM as missing values (a column of one value cannot be split
+on), so it keeps the data's columns and predicts on the full rows.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-import lightgbm as lgb
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
@@ -44,7 +44,14 @@ from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.subsets import SubsetSearch, Unit, columns_of, price_of, searched
 from lightgbm_cegb.core.validation import check_number
 from lightgbm_cegb.selection.metrics import METRICS, validation_quality
-from lightgbm_cegb.selection.points import PREFIX_TREES, booster_points, lightgbm_params, plain_model, train_lightgbm
+from lightgbm_cegb.selection.points import (
+    PREFIX_TREES,
+    booster_points,
+    lightgbm_params,
+    plain_model,
+    sliced,
+    train_lightgbm,
+)
 from lightgbm_cegb.selection.registry import Candidate, Context, Family
 
 
@@ -106,8 +113,8 @@ def searched_units(context: Context, pool: list[Unit]) -> list[Unit]:
 
 def _search(context: Context) -> tuple[SubsetSearch, bool, Context]:
     """The subset search on ``context``'s rows (subsampled), each subset measured by the sign-adjusted validation
-    quality of plain LightGBM on its columns (for accuracy: the log-loss); whether its rows are a subsample (else
-    the search keeps each model, whose points need no refit); the context of the search's rows."""
+    quality of plain LightGBM on its columns (for accuracy: the log-loss); whether its rows are a subsample; the
+    context of the search's rows."""
     train, valid = context.train, context.valid
     subsampled = len(train.y) > SEARCH_ROWS or len(valid.y) > SEARCH_VALID
     if subsampled:
@@ -117,10 +124,13 @@ def _search(context: Context) -> tuple[SubsetSearch, bool, Context]:
     metric = METRICS["logloss"] if context.metric.name == "accuracy" else context.metric
     sign = 1.0 if metric.greater_is_better else -1.0
 
-    def score(columns: tuple[int, ...]) -> tuple[float, lgb.Booster | None]:
-        booster = train_lightgbm(context, lightgbm_params(context), X=hidden(context.train.X, list(columns)))
-        quality = validation_quality(metric, context.valid.y, booster.predict(context.valid.X), context.valid.group)
-        return sign * quality, None if subsampled else booster
+    def score(columns: tuple[int, ...]) -> float:
+        # a model of the subset's columns alone: on MNIST's 1,120 pixels, binning them all (the others missing) for
+        # each of the search's 400 models took a third of its time
+        booster = train_lightgbm(context, lightgbm_params(context), columns=columns)
+        quality = validation_quality(metric, context.valid.y, booster.predict(sliced(context.valid.X, columns)),
+                                     context.valid.group)
+        return sign * quality
 
     return SubsetSearch(score, sign * _constant_quality(context, metric)), subsampled, context
 
@@ -153,9 +163,8 @@ def _fit_cheap_subset(context: Context, state, params: dict) -> list[Candidate]:
     trees = params.get("trees", PREFIX_TREES)
     num_features = np.shape(context.train.X)[1]
 
-    def points(taken: list[Unit], booster: lgb.Booster | None = None) -> list[Candidate]:
-        if booster is None:
-            booster = train_lightgbm(context, lightgbm_params(context), X=hidden(context.train.X, columns_of(taken)))
+    def points(taken: list[Unit]) -> list[Candidate]:  # a model of every column (the rest missing): it reads X
+        booster = train_lightgbm(context, lightgbm_params(context), X=hidden(context.train.X, columns_of(taken)))
         return booster_points("cheap_subset", context, {"features": tuple(u.name for u in taken), "steps": steps},
                               booster, trees)
 
@@ -180,5 +189,5 @@ def _fit_cheap_subset(context: Context, state, params: dict) -> list[Candidate]:
                 found.setdefault(tuple(u.name for u in step), step)
     candidates: list[Candidate] = []
     for taken in found.values():
-        candidates += points(taken, search.kept(taken))
+        candidates += points(taken)
     return candidates

@@ -101,13 +101,22 @@ def shared(context: Context, key: Mapping, compute: Callable[[], T]) -> T:
     return value
 
 
-def train_lightgbm(context: Context, params: dict, callbacks: Iterable = (), X=None) -> lgb.Booster:
+def train_lightgbm(context: Context, params: dict, callbacks: Iterable = (), X=None,
+                   columns: Sequence[int] | None = None) -> lgb.Booster:
     """LightGBM on the training rows (``X``: other values for them), early stopping on the validation rows'
-    first metric."""
-    rows = context.train if X is None else Rows(X, context.train.y, context.train.group)
+    first metric; given ``columns``, on those columns of both alone (a model of their width, which predicts
+    ``sliced(X, columns)``)."""
+    rows, valid = context.train if X is None else Rows(X, context.train.y, context.train.group), context.valid
+    if columns is not None:
+        rows, valid = (Rows(sliced(r.X, columns), r.y, r.group) for r in (rows, valid))
     train = dataset(rows)
-    return lgb.train(params, train, context.num_boost_round, valid_sets=[dataset(context.valid, train)],
+    return lgb.train(params, train, context.num_boost_round, valid_sets=[dataset(valid, train)],
                      callbacks=[lgb.early_stopping(context.early_stopping_rounds, verbose=False), *callbacks])
+
+
+def sliced(X, columns: Sequence[int]):
+    """X's ``columns`` alone, in their order (a DataFrame keeps their names and kinds)."""
+    return X.iloc[:, list(columns)] if isinstance(X, pd.DataFrame) else X[:, list(columns)]
 
 
 # Candidates' predict and cost are partials of these module-level functions (not closures), so that a

@@ -19,8 +19,8 @@ def _coverage_search(weights, covers, costs):
 
     def score(columns):
         covered = set().union(*(covers[j] for j in columns)) if columns else set()
-        return float(sum(weights[e] for e in covered)), None
-    return SubsetSearch(score, 0.0), pool, lambda taken: score(tuple(columns_of(taken)))[0]
+        return float(sum(weights[e] for e in covered))
+    return SubsetSearch(score, 0.0), pool, lambda taken: score(tuple(columns_of(taken)))
 
 
 def _random_coverage(seed: int):
@@ -100,7 +100,7 @@ def test_pruning_drops_a_unit_the_later_ones_made_useless():
     quality = {frozenset("a"): 0.6, frozenset("b"): 0.5, frozenset("c"): 0.5, frozenset("ab"): 0.7,
                frozenset("ac"): 0.7, frozenset("bc"): 0.8, frozenset("abc"): 0.8}
     names = {0: "a", 1: "b", 2: "c"}
-    search = SubsetSearch(lambda columns: (quality[frozenset(names[j] for j in columns)], None), 0.0)
+    search = SubsetSearch(lambda columns: quality[frozenset(names[j] for j in columns)], 0.0)
     path = [[a], [a, b], [a, b, c]]
     kept, q = search.prune([a, b, c], 0.8, path)
     assert [u.name for u in kept] == ["b", "c"] and q == 0.8 and [u.name for u in path[-1]] == ["b", "c"]
@@ -112,10 +112,10 @@ def test_every_subset_is_measured_once():
 
     def score(columns):
         calls.append(columns)
-        return float(len(columns)), columns
+        return float(len(columns))
     search = SubsetSearch(score, 0.0)
     a, b = Unit("a", (3,), 1.0), Unit("b", (1, 2), 2.0)
-    assert search.measure([a, b]) == search.measure([b, a]) == 3.0 and search.kept([a, b]) == (1, 2, 3)
+    assert search.measure([a, b]) == search.measure([b, a]) == 3.0
     assert calls == [(1, 2, 3)]
 
 
@@ -140,7 +140,7 @@ def test_a_run_below_a_price_finds_cheap_units_that_a_costly_one_crowds_out():
 
     def score(columns):
         cheap = sum(1 for j in columns if j > 0)
-        return (0.6 if 0 in columns else 0.0) + 0.05 * cheap + (0.7 if cheap == 4 else 0.0), None
+        return (0.6 if 0 in columns else 0.0) + 0.05 * cheap + (0.7 if cheap == 4 else 0.0)
     search = SubsetSearch(score, 0.0)
     paths = search.runs(pool, 6.0, 10)
     assert len(paths) == 3  # by ratio, by gain, below the price 1
@@ -153,7 +153,7 @@ def test_a_run_below_a_price_finds_cheap_units_that_a_costly_one_crowds_out():
 def test_the_runs_below_a_price_cap_at_the_price_below_each_answer_s_costliest_unit():
     pool = [Unit(f"u{j}", (j,), float(j + 1)) for j in range(10)]  # ten prices
     caps = []
-    search = SubsetSearch(lambda columns: (sum(columns) + len(columns), None), 0.0)  # the costly gain the most
+    search = SubsetSearch(lambda columns: sum(columns) + len(columns), 0.0)  # the costly gain the most
     original = search.run
     search.run = lambda pool, *args: caps.append(max(u.cost for u in pool)) or original(pool, *args)
     paths = search.runs(pool, 12.0, 5)
@@ -164,7 +164,7 @@ def test_the_runs_below_a_price_cap_at_the_price_below_each_answer_s_costliest_u
 def _named_search(quality: dict, names: str):
     """A search over one-column units named by the letters of ``names``, each subset's quality read from
     ``quality`` (by its letters, sorted; 0 for a subset not listed)."""
-    search = SubsetSearch(lambda columns: (quality.get("".join(sorted(names[j] for j in columns)), 0.0), None), 0.0)
+    search = SubsetSearch(lambda columns: quality.get("".join(sorted(names[j] for j in columns)), 0.0), 0.0)
     return search, [Unit(name, (j,), 1.0) for j, name in enumerate(names)]
 
 
@@ -196,13 +196,13 @@ def test_exchanges_never_lose_and_stay_within_the_budget(seed, budget):
     pool = [Unit(f"u{i}", (i,), float(c)) for i, c in enumerate(rng.choice([0.5, 1.0, 1.5], n))]
 
     def score(columns):
-        return values.setdefault(columns, float(rng.random())), None
+        return values.setdefault(columns, float(rng.random()))
     search = SubsetSearch(score, 0.0)
     paths = search.runs(pool, budget, 10)
     answers = [max(search.measure(step) for step in path) for path in paths[:-1] if path]
     for path in paths:
         assert all(budget is None or sum(u.cost for u in step) <= budget + 1e-12 for step in path)
-    measured = [(q, columns) for columns, (q, _) in search.measured.items()
+    measured = [(q, columns) for columns, q in search.measured.items()
                 if columns and (budget is None or sum(pool[j].cost for j in columns) <= budget)]
     best = search.best(budget, 3)
     assert [search.measure(s) for s in best] == sorted((q for q, _ in measured), reverse=True)[:3]
