@@ -52,7 +52,7 @@ def dask_client():
 
 class DaskRows:
     """Rows of a Dask collection as the stages train on them: X a Dask array of float64 chunked along its rows only,
-    the labels' class indices in chunks aligned with it."""
+    the labels' class indices (a regression's targets) in chunks aligned with it."""
 
     def __init__(self, X, codes, n: int) -> None:
         self.X, self.codes, self.n = X, codes, n  # n: the rows (about, after a draw: X's chunks are then not known)
@@ -118,7 +118,7 @@ class DaskRows:
         n, parts = int(sizes.sum()), len(sizes)
         even = tuple(size for size in (n // parts + (i < n % parts) for i in range(parts)) if size)
         X = X.map_blocks(np.asarray, chunks=(tuple(sizes), X.chunks[1]), dtype=np.float64).rechunk({0: even})
-        codes = codes.map_blocks(np.asarray, chunks=(tuple(sizes),), dtype=np.int64).rechunk((even,))
+        codes = codes.map_blocks(np.asarray, chunks=(tuple(sizes),), dtype=codes.dtype).rechunk((even,))
         return DaskRows(*client.persist([X, codes]), n)
 
     def counts(self, num_class: int) -> np.ndarray:
@@ -199,16 +199,27 @@ def log_loss(raw: np.ndarray, codes: np.ndarray, weight: np.ndarray | None) -> f
     return float((loss * weight).sum() / weight.sum())
 
 
+def l2(raw: np.ndarray, y: np.ndarray, weight: np.ndarray | None) -> float:
+    """The (weighted) mean squared error of raw scores, LightGBM's ``l2`` metric (the targets and the weights rounded
+    to float32 as a Dataset holds them), computed in one fixed order."""
+    loss = (raw - np.asarray(y, dtype=np.float32).astype(np.float64)) ** 2
+    if weight is None:
+        return float(loss.mean())
+    weight = np.asarray(weight, dtype=np.float32).astype(np.float64)
+    return float((loss * weight).sum() / weight.sum())
+
+
 class HeldOutStopping:
-    """``lgb.early_stopping(patience)``'s rule on rows the callback holds: training stops once the held-out log loss
-    has not improved for ``patience`` rounds, or at the last round, and the model's best iteration is the round of
-    the least loss (the first of equal ones). Each round adds its trees' raw scores to the rows' (from ``init``, the
-    rows' starting raw scores, as a Dataset's ``init_score``) and computes :func:`log_loss` in numpy: on every worker
-    of a distributed training the same numbers in the same order, so every worker stops at the same round."""
+    """``lgb.early_stopping(patience)``'s rule on rows the callback holds: training stops once the held-out ``loss``
+    (:func:`log_loss` of class indices, :func:`l2` of targets) has not improved for ``patience`` rounds, or at the
+    last round, and the model's best iteration is the round of the least loss (the first of equal ones). Each round
+    adds its trees' raw scores to the rows' (from ``init``, the rows' starting raw scores, as a Dataset's
+    ``init_score``) and computes the loss in numpy: on every worker of a distributed training the same numbers in the
+    same order, so every worker stops at the same round."""
 
     def __init__(self, X: np.ndarray, codes: np.ndarray, weight: np.ndarray | None, init: np.ndarray | None,
-                 patience: int) -> None:
-        self.X, self.codes, self.weight, self.init, self.patience = X, codes, weight, init, patience
+                 patience: int, loss=log_loss) -> None:
+        self.X, self.codes, self.weight, self.init, self.patience, self.loss = X, codes, weight, init, patience, loss
         self.order = 30  # after LightGBM's other callbacks, as lgb.early_stopping (lgb.train reads the instance's)
 
     def __call__(self, env) -> None:
@@ -217,11 +228,12 @@ class HeldOutStopping:
         own = env.model.predict(self.X, start_iteration=env.iteration, num_iteration=1, raw_score=True)
         base = self.init if self._raw is None else self._raw
         self._raw = own if base is None else base + own
-        loss = log_loss(self._raw, self.codes, self.weight)
+        loss = self.loss(self._raw, self.codes, self.weight)
         if loss < self._best:
             self._best, self._best_iteration = loss, env.iteration
         if env.iteration - self._best_iteration >= self.patience or env.iteration == env.end_iteration - 1:
-            raise lgb.callback.EarlyStopException(self._best_iteration, [("held_out", "log_loss", self._best, False)])
+            raise lgb.callback.EarlyStopException(self._best_iteration,
+                                                  [("held_out", self.loss.__name__, self._best, False)])
 
 
 #: LightGBM's parameters of ``PolicyClassifier._lightgbm_params`` as the scikit-learn interface of lightgbm.dask
@@ -237,23 +249,29 @@ def trained(estimator, params: dict, rows: DaskRows, weights: np.ndarray | None,
     memory (None: every round) and cut to its best iteration; its columns named ``feature_name`` (a Dataset's).
     lightgbm.dask's estimator of a regressor trains it, with the classifier's objective: its classifier would take
     the classes from each worker's own labels."""
-    from lightgbm.dask import DaskLGBMRegressor
-
-    settings = {_SKLEARN_NAMES.get(name, name): value for name, value in params.items() if name != "num_threads"}
-    model = DaskLGBMRegressor(n_estimators=estimator.n_estimators, client=dask_client(), **settings)
     callbacks = None
     if stop is not None:
         X_stop, stop_codes = stop
         callbacks = [HeldOutStopping(hidden(X_stop, columns), stop_codes,
                                      None if weights is None else weights[stop_codes], init[1],
                                      estimator.early_stopping_rounds)]
-    with warnings.catch_warnings():  # lightgbm.dask sets each worker's threads itself
-        warnings.filterwarnings("ignore", "Parameter n_jobs will be ignored")
-        model.fit(rows.hidden(columns), rows.codes,
-                  sample_weight=None if weights is None else rows.codes.map_blocks(_weights, weights,
-                                                                                 dtype=np.float64),
-                  init_score=init[0], callbacks=callbacks, feature_name=feature_name)
-    booster = model.booster_
+    booster = on_workers(params, estimator.n_estimators, rows.hidden(columns), rows.codes,
+                         None if weights is None else rows.codes.map_blocks(_weights, weights, dtype=np.float64),
+                         init[0], callbacks, feature_name)
     if stop is None:
         return booster
     return best_cut(estimator, booster, what, "log loss")
+
+
+def on_workers(params: dict, rounds: int, X, y, weight, init, callbacks, feature_name) -> lgb.Booster:
+    """LightGBM of ``params`` trained for at most ``rounds`` rounds on the rows of the Dask arrays X and y (``weight``,
+    ``init``: Dask arrays or None) on the workers of the active client (``lightgbm.dask``'s regressor, which takes the
+    params' objective as it is), with ``callbacks``; its columns named ``feature_name``."""
+    from lightgbm.dask import DaskLGBMRegressor
+
+    settings = {_SKLEARN_NAMES.get(name, name): value for name, value in params.items() if name != "num_threads"}
+    model = DaskLGBMRegressor(n_estimators=rounds, client=dask_client(), **settings)
+    with warnings.catch_warnings():  # lightgbm.dask sets each worker's threads itself
+        warnings.filterwarnings("ignore", "Parameter n_jobs will be ignored")
+        model.fit(X, y, sample_weight=weight, init_score=init, callbacks=callbacks, feature_name=feature_name)
+    return model.booster_

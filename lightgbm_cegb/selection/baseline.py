@@ -57,10 +57,16 @@ from lightgbm_cegb.selection.registry import Candidate, Context, Family
 
 def units(context: Context, num_features: int) -> list[Unit]:
     """The units of the sweep's costs over ``num_features`` columns, groups first (``FeatureCosts.units``)."""
-    names = context.train.X.columns.astype(str).tolist() if hasattr(context.train.X, "columns") else \
-        [f"Column_{j}" for j in range(num_features)]
+    names = context.train.X.columns.astype(str).tolist() if hasattr(context.train.X, "columns") else None
+    return named_units(context.costs, num_features, names)
+
+
+def named_units(costs, num_features: int, names: list[str] | None) -> list[Unit]:
+    """The units of ``costs`` over ``num_features`` columns named ``names`` (None: LightGBM's Column_j), groups first:
+    a group by its name, an ungrouped feature by its column's (a point's ``features``)."""
+    names = [f"Column_{j}" for j in range(num_features)] if names is None else names
     return [Unit(names[columns[0]] if group is None else str(group), columns, price)
-            for group, columns, price in context.costs.units(num_features)]
+            for group, columns, price in costs.units(num_features)]
 
 
 def hidden(X, columns: list[int]):

@@ -43,8 +43,12 @@ def _objective(task: str, num_class: int) -> dict:
 def lightgbm_params(context: Context, **extra) -> dict:
     """The LightGBM parameters of the sweep's task and ``params``, updated with ``extra``."""
     num_class = int(max(np.max(context.train.y), np.max(context.valid.y))) + 1 if context.task == "multiclass" else 1
-    return {"verbose": -1, "seed": 0, "deterministic": True, **_objective(context.task, num_class),
-            **context.params, **extra}
+    return task_params(context.task, num_class, {**context.params, **extra})
+
+
+def task_params(task: str, num_class: int, params: Mapping) -> dict:
+    """The LightGBM parameters of a sweep of ``task`` (``num_class`` classes) and ``params``."""
+    return {"verbose": -1, "seed": 0, "deterministic": True, **_objective(task, num_class), **params}
 
 
 def dataset(rows: Rows, reference=None) -> lgb.Dataset:
@@ -173,12 +177,18 @@ def prefixes(context: Context, method: str, point: dict, model, output: str, tre
               costs: FeatureCosts | None = None) -> list[Candidate]:
     """``model`` and its prefixes as points (``trees``: the prefix lengths, see PREFIX_TREES), each recording
     ``trees``; with the sweep's budgets, also the longest prefix within each on the validation rows (one pass)."""
-    costs = context.costs if costs is None else costs
+    return prefix_points(method, point, model, output, context.costs if costs is None else costs, context.valid.X,
+                         context.budgets, trees)
+
+
+def prefix_points(method: str, point: dict, model, output: str, costs: FeatureCosts, X_valid, budgets: Sequence[float],
+                  trees: Sequence[int] = PREFIX_TREES) -> list[Candidate]:
+    """:func:`prefixes` of ``model`` with the ``costs``, the validation rows ``X_valid`` and the ``budgets`` given."""
     total = _iterations(model)
     ks = {k for k in trees if k < total} | {total}
-    if context.budgets:
-        curve = prediction_cost(model, context.valid.X, costs, num_iteration=total, per_iteration=True).curve
-        for budget in context.budgets:
+    if budgets:
+        curve = prediction_cost(model, X_valid, costs, num_iteration=total, per_iteration=True).curve
+        for budget in budgets:
             within = np.flatnonzero(curve <= budget * (1 + 1e-12))
             if len(within):
                 ks.add(int(within[-1]) + 1)

@@ -40,6 +40,8 @@ BASELINE = "cheap_subset"
 #: num_boost_round's default: a cap for early stopping that does not bind on the bundled data sets (a point that
 #: reaches it while still improving is reported by a RoundsWarning)
 NUM_BOOST_ROUND = 5000
+#: the patience of early stopping on the validation rows (``early_stopping_rounds``)
+EARLY_STOPPING_ROUNDS = 20
 
 
 def _show_progress() -> bool:
@@ -78,7 +80,7 @@ SWEEP_CONSTRAINTS = {
 @validated(SWEEP_CONSTRAINTS)
 def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid: Mapping | None = None,
           metric: str | Metric | None = None, params: Mapping | None = None,
-          num_boost_round: int = NUM_BOOST_ROUND, early_stopping_rounds: int = 20,
+          num_boost_round: int = NUM_BOOST_ROUND, early_stopping_rounds: int = EARLY_STOPPING_ROUNDS,
           budget: float | Sequence[float] | None = None,
           refine: int = 4, focus: bool = True, baseline: bool = True, n_jobs: int = 1, client=None,
           progress: bool | None = None, frontier: pd.DataFrame | None = None,

@@ -25,7 +25,14 @@ from lightgbm_cegb.selection.lightgbm_family import CEGB_RELATIVE_TRADEOFFS
 from lightgbm_cegb.selection.refinement import BUDGETS, swept_budgets
 from lightgbm_cegb.selection.registry import METHODS, Rows, encoded
 from lightgbm_cegb.selection.runner import LOG, METHOD_FITS
-from lightgbm_cegb.selection.sweep import METHOD_NAMES, ROWS, SWEEP_CONSTRAINTS, sweep
+from lightgbm_cegb.selection.sweep import (
+    EARLY_STOPPING_ROUNDS,
+    METHOD_NAMES,
+    NUM_BOOST_ROUND,
+    ROWS,
+    SWEEP_CONSTRAINTS,
+    sweep,
+)
 
 #: The methods :func:`fit_within_budget` sweeps by default: those that train in seconds on 100,000 rows (the
 #: cheap-subset baseline joins every sweep). Pass ``methods`` for others (ADAPT, CSTC, BudgetRF, ...).
@@ -40,7 +47,7 @@ LINEAR_ROWS = 5_000
 
 #: fit_within_budget of rows in a Dask collection: the training rows its sweep reads, about this many drawn into memory
 #: (from SCREEN_FROM = 20,000 rows the sweep screens on a subsample of them and fits each budget's finalists on all of
-#: them); a staged acquisition chosen is then fitted again on every row, on the cluster
+#: them); a staged acquisition, plain LightGBM or cheap subset chosen is then fitted again on every row, on the cluster
 DASK_SAMPLE_ROWS = 50_000
 
 
@@ -74,11 +81,12 @@ def fit_within_budget(train, valid, costs, budget: float | Sequence[float], *, t
 
     Rows in Dask collections (classification and regression): the sweep reads about DASK_SAMPLE_ROWS = 50,000 of the
     training rows drawn into memory (``frontier.attrs["sampled"]``), the validation and test rows are computed into
-    memory, and a staged acquisition chosen is fitted again on every training row on the active client's workers
-    (``StagedAcquisitionClassifier`` of Dask rows), its trade-off and cap chosen again on the validation rows within
-    the budget, where that is at least as good there as the sample's point; another method's choice stays the sample's
-    (a CEGBWarning says so); ``frontier.attrs["sampled"]["refitted"]`` lists the budgets whose choice was fitted on
-    every row.
+    memory, and a staged acquisition, plain LightGBM or cheap subset chosen is fitted again on every training row on
+    the active client's workers (``StagedAcquisitionClassifier`` of Dask rows; ``lightgbm.dask`` with the sweep's
+    parameters, early stopped on the validation rows' log loss or l2), its trade-off and cap (a LightGBM model's
+    prefix) chosen again on the validation rows within the budget, where that is at least as good there as the
+    sample's point; another method's choice stays the sample's (a CEGBWarning says so);
+    ``frontier.attrs["sampled"]["refitted"]`` lists the budgets whose choice was fitted on every row.
 
     Parameters
     ----------
@@ -120,7 +128,7 @@ def fit_within_budget(train, valid, costs, budget: float | Sequence[float], *, t
     """
     budgets = swept_budgets(budget)
     cluster = _cluster_rows(train, task)
-    if cluster is not None:  # the sweep reads a sample in memory, the staged acquisition is fitted again on every row
+    if cluster is not None:  # the sweep reads a sample in memory, its choice is fitted again on every row
         total = sum(lengths(cluster[0]))
         train = drawn(*cluster, DASK_SAMPLE_ROWS, total=total)
         _every_class_drawn(cluster, train, task)
@@ -145,8 +153,8 @@ def fit_within_budget(train, valid, costs, budget: float | Sequence[float], *, t
     chosen = [_within(frame, float(b), test) for b in (budget if several else [budget])]
     if cluster is not None:
         frame.attrs["sampled"] = {"rows": len(Rows.of(train, "train").y), "of": total}
-        refits = {}  # one fit on every row per setting of the staged models chosen (their budgets share it)
-        chosen = [_on_every_row(c, cluster, valid, test, float(b), refits)
+        refits = {}  # one fit on every row per setting of the models chosen (their budgets share it)
+        chosen = [_on_every_row(c, cluster, valid, test, float(b), refits, options)
                   for c, b in zip(chosen, budget if several else [budget])]
     return chosen if several else chosen[0]
 
@@ -198,35 +206,66 @@ def _in_memory(rows):
     return computed(rows) if isinstance(rows, tuple) else rows
 
 
-def _on_every_row(chosen: Selection, cluster: tuple, valid, test, budget: float, refits: dict) -> Selection:
-    """fit_within_budget's choice for ``budget`` from the sweep of a sample of the Dask rows ``cluster``: the staged
-    acquisition fitted again on every row (on the active client's workers; its settings as the sample's; once per
-    setting, kept in ``refits``) and its trade-off and cap chosen again on the validation rows within the budget (its
-    grid's values, the frame's caps), where that is at least as good on them as the sample's point (or the sample's
-    is over the budget); any other method's point stays the sample's, with a CEGBWarning naming it; nothing is fitted
-    again where every row was drawn."""
+def _on_every_row(chosen: Selection, cluster: tuple, valid, test, budget: float, refits: dict,
+                  options: dict) -> Selection:
+    """fit_within_budget's choice for ``budget`` from the sweep of a sample of the Dask rows ``cluster``, fitted again
+    on every row (on the active client's workers; its settings as the sample's; once per setting, kept in ``refits``)
+    where it is plain LightGBM, the cheap subset or the staged acquisition, and its point chosen again on the
+    validation rows within the budget (the staged acquisition's trade-off and cap among its grid's values and the
+    frame's caps, a LightGBM model's prefix), where that is at least as good on them as the sample's point (or the
+    sample's is over the budget); any other method's point stays the sample's, with a CEGBWarning naming it; nothing
+    is fitted again where every row was drawn."""
+    frame = chosen.frontier
+    sampled = frame.attrs["sampled"]
+    if sampled["rows"] == sampled["of"]:  # every row was drawn: the sweep's models are those of every row
+        return chosen
+    refit = {"staged_acquisition": _staged_points, "lightgbm": _booster_points,
+             "cheap_subset": _booster_points}.get(chosen.method)
+    if refit is None:
+        warnings.warn(f"fit_within_budget: the chosen {chosen.method} point (budget {budget:g}) was fitted on the "
+                      f"{sampled['rows']:,} training rows drawn from the {sampled['of']:,} of the Dask collection "
+                      "(plain LightGBM, the cheap subset and the staged acquisition classifier are fitted again on "
+                      "every row)", CEGBWarning, stacklevel=caller_stacklevel())
+        return chosen
+    classes, metric, task = frame.attrs["classes"], frame.attrs["metric_object"], frame.attrs["task"]
+    classes = None if classes is None else np.asarray(classes)
+    valid = encoded(Rows.of(valid, "valid"), classes, "valid")
+    sign = 1.0 if metric.greater_is_better else -1.0
+    best = None
+    for candidate, quality, cost in refit(chosen, cluster, valid, budget, refits, options):
+        key = (sign * quality, -cost)
+        if best is None or key > best[0]:
+            best = key, candidate, quality, cost
+    if best is None or chosen.within_budget and best[0][0] < sign * chosen.valid_quality:
+        LOG.info("fit_within_budget: budget %g: the %s on every row is worse on the validation rows than the sample's "
+                 "point (or has no point within the budget); the sample's kept", budget, chosen.method)
+        return chosen
+    _, candidate, quality, cost = best
+    sampled["refitted"] = [*sampled.get("refitted", []), budget]
+    refitted = Selection(chosen.method, dict(candidate.params), candidate.model, candidate, quality, cost,
+                         costs=chosen.costs, decision_threshold=candidate.decision_threshold, task=task,
+                         classes=chosen.classes, frontier=frame)
+    if test is not None:
+        refitted.test_quality, refitted.test_cost, _ = candidate.measure(
+            encoded(Rows.of(test, "test"), classes, "test"), metric)
+    return refitted
+
+
+def _staged_points(chosen: Selection, cluster: tuple, valid: Rows, budget: float, refits: dict, options: dict):
+    """(candidate, validation quality, mean cost) of each point of the staged acquisition fitted on every row within
+    ``budget``: its grid's relative trade-offs (and the chosen one) under no cap and the frame's caps."""
     from sklearn.base import clone
 
     from lightgbm_cegb.methods.dask_stages import as_array
     from lightgbm_cegb.selection.acquisition_family import STAGED_RELATIVE_TRADEOFFS, staged_candidate
 
     frame = chosen.frontier
-    sampled = frame.attrs["sampled"]
-    if sampled["rows"] == sampled["of"]:  # every row was drawn: the sweep's models are those of every row
-        return chosen
-    if chosen.method != "staged_acquisition":
-        warnings.warn(f"fit_within_budget: the chosen {chosen.method} point (budget {budget:g}) was fitted on the "
-                      f"{sampled['rows']:,} training rows drawn from the {sampled['of']:,} of the Dask collection "
-                      "(the staged acquisition classifier alone is fitted again on every row)", CEGBWarning,
-                      stacklevel=caller_stacklevel())
-        return chosen
     classes, metric, task = np.asarray(frame.attrs["classes"]), frame.attrs["metric_object"], frame.attrs["task"]
     X, y = cluster
-    codes = as_array(y).map_blocks(_codes, classes, dtype=np.int64)
-    valid = encoded(Rows.of(valid, "valid"), classes, "valid")
     setting = repr(sorted((k, v) for k, v in chosen.model.get_params().items()
                           if k not in ("tradeoff", "max_cost", "feature_costs")))
     if setting not in refits:
+        codes = as_array(y).map_blocks(_codes, classes, dtype=np.int64)
         refits[setting] = clone(chosen.model).fit(X, codes, eval_set=(valid.X, valid.y))
     model = refits[setting]
     if len(model.classes_) != len(classes):
@@ -240,30 +279,63 @@ def _on_every_row(chosen: Selection, cluster: tuple, valid, test, budget: float,
     scale = model.first_value()
     results = model.predict_results(valid.X, [{"tradeoff": min(p["relative_tradeoff"] * scale, 1.0),
                                                "max_cost": p.get("max_cost")} for p in points])
-    sign = 1.0 if metric.greater_is_better else -1.0
-    best = None
-    for point, result in zip(points, results):
-        if result.cost.mean > budget * (1 + 1e-12):
-            continue
-        candidate = staged_candidate(model, point, task)
-        score = result.proba[:, 1] if task == "binary" else result.proba
-        quality = candidate.quality(valid, score, metric, choose=True)  # its decision threshold chosen here
-        key = (sign * quality, -result.cost.mean)
-        if best is None or key > best[0]:
-            best = key, candidate, quality, float(result.cost.mean)
-    if best is None or chosen.within_budget and best[0][0] < sign * chosen.valid_quality:
-        LOG.info("fit_within_budget: budget %g: the staged acquisition on every row is worse on the validation rows "
-                 "than the sample's point (or has no point within the budget); the sample's kept", budget)
-        return chosen
-    _, candidate, quality, cost = best  # predict_results' figures are predict_result's, to the bit
-    sampled["refitted"] = [*sampled.get("refitted", []), budget]
-    refitted = Selection("staged_acquisition", dict(candidate.params), candidate.model, candidate, quality, cost,
-                         costs=chosen.costs, decision_threshold=candidate.decision_threshold, task=task,
-                         classes=chosen.classes, frontier=frame)
-    if test is not None:
-        refitted.test_quality, refitted.test_cost, _ = candidate.measure(
-            encoded(Rows.of(test, "test"), classes, "test"), metric)
-    return refitted
+    for point, result in zip(points, results):  # predict_results' figures are predict_result's, to the bit
+        if result.cost.mean <= budget * (1 + 1e-12):
+            candidate = staged_candidate(model, point, task)
+            score = result.proba[:, 1] if task == "binary" else result.proba
+            yield candidate, candidate.quality(valid, score, metric, choose=True), float(result.cost.mean)
+
+
+def _booster_points(chosen: Selection, cluster: tuple, valid: Rows, budget: float, refits: dict, options: dict):
+    """(candidate, validation quality, mean cost) of each prefix within ``budget`` of plain LightGBM or the cheap
+    subset's model (its units' columns, the others missing) fitted on every row with the sweep's LightGBM parameters,
+    early stopped on the validation rows' log loss (regression: l2), each prefix as the sweep's."""
+    from lightgbm_cegb.selection.baseline import named_units
+    from lightgbm_cegb.selection.points import PREFIX_TREES, prefix_points
+
+    frame = chosen.frontier
+    X = cluster[0]
+    names = [str(c) for c in X.columns] if hasattr(X, "columns") else None
+    num_features = X.shape[1]
+    columns = list(range(num_features))
+    if chosen.method == "cheap_subset":
+        by_name = {u.name: u for u in named_units(frame.attrs["costs"], num_features, names)}
+        columns = sorted(c for name in chosen.params["features"] for c in by_name[name].columns)
+    own = {k: v for k, v in chosen.params.items() if k not in ("trees", "features", "steps")}
+    setting = repr((chosen.method, columns, sorted(own.items())))
+    if setting not in refits:
+        refits[setting] = _boosted_on_workers(cluster, valid, columns, own, frame.attrs, options, names)
+    point = {k: v for k, v in chosen.params.items() if k != "trees"}
+    for candidate in prefix_points(chosen.method, point, refits[setting], "predict", frame.attrs["costs"], valid.X,
+                                   [budget], PREFIX_TREES):
+        quality, cost, _ = candidate.measure(valid, frame.attrs["metric_object"], choose=True)
+        if cost <= budget * (1 + 1e-12):
+            yield candidate, quality, cost
+
+
+def _boosted_on_workers(cluster: tuple, valid: Rows, columns: list[int], own: dict, attrs: dict, options: dict,
+                        names: list[str] | None):
+    """LightGBM with the sweep's parameters (``options["params"]`` and the point's ``own``) on every row of
+    ``cluster`` with the columns outside ``columns`` missing, on the active client's workers, early stopped on the
+    validation rows (``dask_stages.HeldOutStopping``: log loss, regression l2) and cut to its best iteration."""
+    import lightgbm as lgb
+
+    from lightgbm_cegb.methods import dask_stages
+    from lightgbm_cegb.methods.acquisition import hidden
+    from lightgbm_cegb.selection.points import task_params
+
+    task, classes = attrs["task"], attrs["classes"]
+    X, y = dask_stages.as_array(cluster[0]).astype(np.float64), dask_stages.as_array(cluster[1])
+    y = y.astype(np.float64) if classes is None else y.map_blocks(_codes, np.asarray(classes), dtype=np.int64)
+    rows = dask_stages.DaskRows(X, y.rechunk((X.chunks[0],)), X.shape[0]).spread(dask_stages.dask_client())
+    params = task_params(task, 1 if classes is None else len(classes), {**(options.get("params") or {}), **own})
+    loss = dask_stages.l2 if task == "regression" else dask_stages.log_loss
+    stopping = dask_stages.HeldOutStopping(hidden(np.asarray(valid.X, dtype=np.float64), columns), np.asarray(valid.y),
+                                           None, None, options.get("early_stopping_rounds", EARLY_STOPPING_ROUNDS),
+                                           loss=loss)
+    booster = dask_stages.on_workers(params, options.get("num_boost_round", NUM_BOOST_ROUND), rows.hidden(columns),
+                                     rows.codes, None, None, [stopping], "auto" if names is None else names)
+    return lgb.Booster(model_str=booster.model_to_string(num_iteration=booster.best_iteration))
 
 
 def _codes(labels: np.ndarray, classes: np.ndarray) -> np.ndarray:

@@ -18,7 +18,7 @@ from lightgbm_cegb import CEGBError, FeatureCosts, LazyPredictor, StagedAcquisit
 from lightgbm_cegb.core.errors import RoundsWarning
 from lightgbm_cegb.methods import dask_stages
 from lightgbm_cegb.methods.acquisition import class_weights
-from lightgbm_cegb.methods.dask_stages import DaskRows, HeldOutStopping, log_loss
+from lightgbm_cegb.methods.dask_stages import DaskRows, HeldOutStopping, l2, log_loss
 
 COSTS = FeatureCosts(lazy=[1.0, 2.0, 4.0, 8.0, 1.0, 3.0, 6.0, 12.0], groups={"g": [6, 7]}, group_lazy=[2.0])
 NAMES = [f"f{j}" for j in range(8)]
@@ -46,23 +46,25 @@ def accuracy(model, X, y) -> float:
 
 # ------------------------------------------------------------------------------------ the rule on every worker
 
-@settings(max_examples=12, deadline=None)
-@given(seed=st.integers(0, 10_000), num_class=st.sampled_from([2, 3]), weighted=st.booleans(), init=st.booleans(),
+@settings(max_examples=16, deadline=None)
+@given(seed=st.integers(0, 10_000), num_class=st.sampled_from([0, 2, 3]), weighted=st.booleans(), init=st.booleans(),
        patience=st.integers(1, 12), rounds=st.integers(5, 80))
 def test_held_out_stopping_is_lightgbms_early_stopping(seed, num_class, weighted, init, patience, rounds):
     """Trained in memory with HeldOutStopping and with lgb.early_stopping on the same rows as a validation set
     (weights and starting scores as a Dataset holds them): the same last round trained, the same best iteration, the
-    same best loss as LightGBM's metric computes it."""
-    X, y = make_rows(600, seed, num_class)
-    X_valid, y_valid = make_rows(300, seed + 1, num_class)
+    same best loss as LightGBM's metric computes it (num_class 0: regression, l2 of targets)."""
+    X, y = make_rows(600, seed, max(num_class, 2))
+    X_valid, y_valid = make_rows(300, seed + 1, max(num_class, 2))
     rng = np.random.default_rng(seed)
+    if not num_class:  # targets: the classes' ranks plus noise
+        y, y_valid = y + rng.normal(scale=0.5, size=len(y)), y_valid + rng.normal(scale=0.5, size=len(y_valid))
     weight = rng.uniform(0.2, 3.0, size=len(y_valid)) if weighted else None
-    shape = (len(y_valid),) if num_class == 2 else (len(y_valid), num_class)
+    shape = (len(y_valid),) if num_class < 3 else (len(y_valid), num_class)
     start = rng.normal(scale=0.3, size=shape) if init else None
-    train_start = rng.normal(scale=0.3, size=(len(y),) if num_class == 2 else (len(y), num_class)) if init else None
-    params = {"objective": "binary" if num_class == 2 else "multiclass", "num_leaves": 7, "learning_rate": 0.3,
-              "min_data_in_leaf": 5, "verbose": -1, "seed": seed, "deterministic": True,
-              **({} if num_class == 2 else {"num_class": num_class})}
+    train_start = rng.normal(scale=0.3, size=(len(y),) if num_class < 3 else (len(y), num_class)) if init else None
+    objective = {0: "regression", 2: "binary"}.get(num_class, "multiclass")
+    params = {"objective": objective, "num_leaves": 7, "learning_rate": 0.3, "min_data_in_leaf": 5, "verbose": -1,
+              "seed": seed, "deterministic": True, **({"num_class": num_class} if num_class == 3 else {})}
     last = {}
 
     def recorder(name):
@@ -71,17 +73,18 @@ def test_held_out_stopping_is_lightgbms_early_stopping(seed, num_class, weighted
         record.order = 20  # before the stopping callbacks: it sees the round they stop at
         return record
 
+    loss = l2 if num_class == 0 else log_loss
     train = lgb.Dataset(X, y, init_score=train_start)
-    ours = lgb.train(params, train, rounds, callbacks=[HeldOutStopping(X_valid, y_valid, weight, start, patience),
-                                                       recorder("ours")])
+    ours = lgb.train(params, train, rounds, callbacks=[HeldOutStopping(X_valid, y_valid, weight, start, patience,
+                                                                       loss=loss), recorder("ours")])
     valid = lgb.Dataset(X_valid, y_valid, weight=weight, init_score=start, reference=train)
     theirs = lgb.train(params, lgb.Dataset(X, y, init_score=train_start), rounds, valid_sets=[valid],
                        callbacks=[lgb.early_stopping(patience, first_metric_only=True, verbose=False),
                                   recorder("theirs")])
     assert last["ours"] == last["theirs"]
     assert ours.best_iteration == theirs.best_iteration
-    metric = "binary_logloss" if num_class == 2 else "multi_logloss"
-    np.testing.assert_allclose(ours.best_score["held_out"]["log_loss"], theirs.best_score["valid_0"][metric],
+    metric = {0: "l2", 2: "binary_logloss"}.get(num_class, "multi_logloss")
+    np.testing.assert_allclose(ours.best_score["held_out"][loss.__name__], theirs.best_score["valid_0"][metric],
                                rtol=1e-12)
 
 

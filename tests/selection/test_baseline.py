@@ -206,3 +206,26 @@ def test_a_subsampled_search_without_a_budget_refits_a_frontier(monkeypatch, str
     budgeted = sweep("cheap_subset", train, valid, costs, task="binary", params=PARAMS, baseline=False, budget=3.0,
                      refine=0, screen=False)
     assert budgeted["features"].nunique() < len(prices)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_subset_measured_on_its_columns_is_the_full_width_model(strong_cheap, seed):
+    """The search measures a subset by LightGBM on its columns alone (``train_lightgbm(columns=...)``); a point's model
+    has every column, the others missing. Both are the same model: their predictions agree to the bit (random subsets,
+    binary and 3 classes, a DataFrame too)."""
+    from lightgbm_cegb.selection.points import lightgbm_params, sliced, train_lightgbm
+    from lightgbm_cegb.selection.registry import Context, Rows
+    (X, y), (Xv, yv), _, costs = strong_cheap
+    rng = np.random.default_rng(seed)
+    if seed % 2:
+        y, yv = np.digitize(X[:, 0] + X[:, 4], [-0.5, 0.5]), np.digitize(Xv[:, 0] + Xv[:, 4], [-0.5, 0.5])
+    if seed >= 4:
+        names = [f"f{j}" for j in range(12)]
+        X, Xv = pd.DataFrame(X, columns=names), pd.DataFrame(Xv, columns=names)
+    context = Context(task="multiclass" if seed % 2 else "binary", train=Rows(X, y), valid=Rows(Xv, yv), costs=costs,
+                      params=PARAMS, num_boost_round=300, early_stopping_rounds=10)
+    columns = sorted(rng.choice(12, size=int(rng.integers(1, 12)), replace=False).tolist())
+    alone = train_lightgbm(context, lightgbm_params(context), columns=columns)
+    full = train_lightgbm(context, lightgbm_params(context), X=hidden(X, columns))
+    assert alone.current_iteration() == full.current_iteration()
+    np.testing.assert_array_equal(alone.predict(sliced(Xv, columns)), full.predict(Xv))

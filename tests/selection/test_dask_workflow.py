@@ -1,8 +1,11 @@
 """fit_within_budget of rows in Dask collections (issue 59, item 3): the sweep reads a sample drawn into memory, a
-staged acquisition chosen is fitted again on every row on a LocalCluster's workers and its point chosen again on the
-validation rows within the budget; its figures are its own on those rows, and never below the sample's point."""
+staged acquisition, plain LightGBM or cheap subset chosen is fitted again on every row on a LocalCluster's workers
+and its point chosen again on the validation rows within the budget; its figures are its own on those rows, and never
+below the sample's point."""
 
 from __future__ import annotations
+
+import warnings
 
 import dask.array as da
 import dask.dataframe as dd
@@ -13,6 +16,7 @@ import pytest
 from lightgbm_cegb import CEGBError, CEGBWarning, FeatureCosts
 from lightgbm_cegb.core.partitions import drawn
 from lightgbm_cegb.selection import fit_within_budget, workflows
+from lightgbm_cegb.selection.metrics import METRICS, validation_quality
 
 COSTS = FeatureCosts(lazy=[1.0, 1.0, 2.0, 4.0, 8.0, 8.0])
 BUDGET = 6.0
@@ -53,7 +57,8 @@ def test_the_staged_choice_is_fitted_again_on_every_row(case, client, small_samp
     assert chosen.params["tradeoff"] == model.tradeoff and chosen.params.get("max_cost") == model.max_cost
 
 
-def test_a_dask_dataframe_and_dask_validation_rows(case, client, small_sample):
+@pytest.mark.parametrize("method", ["staged_acquisition", "cheap_subset"])
+def test_a_dask_dataframe_and_dask_validation_rows(case, client, small_sample, method):
     X, y, X_valid, y_valid, _, _ = case
     names = [f"c{j}" for j in range(6)]
     frame = dd.from_pandas(pd.DataFrame(X, columns=names), npartitions=3)
@@ -61,19 +66,70 @@ def test_a_dask_dataframe_and_dask_validation_rows(case, client, small_sample):
     costs = dict(zip(names, COSTS.lazy))
     named = (dd.from_pandas(pd.DataFrame(X_valid, columns=names), npartitions=2),
              dd.from_pandas(pd.Series(y_valid), npartitions=2))
-    chosen = fit_within_budget((frame, labels), named, costs, BUDGET, task="binary",
-                               methods=["staged_acquisition"], **OPTIONS)
-    assert list(chosen.model.feature_names_in_) == names
+    chosen = fit_within_budget((frame, labels), named, costs, BUDGET, task="binary", methods=[method], **OPTIONS)
+    assert chosen.method == method and chosen.frontier.attrs["sampled"]["refitted"] == [BUDGET]
+    assert (list(chosen.model.feature_names_in_) if method == "staged_acquisition" else
+            chosen.model.feature_name()) == names
     assert chosen.valid_quality == float((chosen.predict(pd.DataFrame(X_valid, columns=names)) == y_valid).mean())
 
 
 def test_another_method_stays_the_samples_with_a_warning(case, client, small_sample):
     X, y, X_valid, y_valid, _, _ = case
-    with pytest.warns(CEGBWarning, match=r"the chosen lightgbm point \(budget 40\) was fitted on the [\d,]+ "
+    with pytest.warns(CEGBWarning, match=r"the chosen cegb point \(budget 40\) was fitted on the [\d,]+ "
                                          r"training rows drawn from the 12,000"):
         chosen = fit_within_budget((da.from_array(X, chunks=4000), da.from_array(y, chunks=4000)),
-                                   (X_valid, y_valid), COSTS, 40.0, task="binary", methods=["lightgbm"], **OPTIONS)
-    assert chosen.method == "lightgbm"
+                                   (X_valid, y_valid), COSTS, 40.0, task="binary", methods=["cegb"], **OPTIONS)
+    assert chosen.method == "cegb" and "refitted" not in chosen.frontier.attrs["sampled"]
+
+
+def own_figures(chosen, X, y) -> tuple[float, float]:
+    """A choice's quality (accuracy; regression: rmse) and mean cost on rows, from its own predict and
+    prediction_cost."""
+    prediction = chosen.predict(X)
+    quality = validation_quality(METRICS["rmse"], y, prediction) if chosen.task == "regression" else \
+        float((prediction == y).mean())
+    return quality, chosen.prediction_cost(X).mean
+
+
+@pytest.mark.parametrize("method", ["lightgbm", "cheap_subset"])
+def test_a_lightgbm_choice_is_fitted_again_on_every_row(case, client, small_sample, method):
+    """Plain LightGBM and the cheap subset's model trained on the cluster's every row (lightgbm.dask, early stopped
+    on the validation rows), its prefix chosen within the budget: at least the sample's validation quality, its
+    figures its own, the subset's model reading the subset's columns alone."""
+    X, y, X_valid, y_valid, X_test, y_test = case
+    dX, dy = da.from_array(X, chunks=(3000, 6)), da.from_array(y, chunks=3000)
+    budget = 40.0 if method == "lightgbm" else BUDGET
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CEGBWarning)
+        chosen = fit_within_budget((dX, dy), (X_valid, y_valid), COSTS, budget, task="binary", methods=[method],
+                                   test=(X_test, y_test), **OPTIONS)
+    in_memory = fit_within_budget(drawn(dX, dy, 1_000), (X_valid, y_valid), COSTS, budget, task="binary",
+                                  methods=[method], **OPTIONS)
+    assert chosen.method == method and chosen.frontier.attrs["sampled"]["refitted"] == [budget]
+    assert chosen.valid_quality > in_memory.valid_quality and chosen.valid_cost <= budget
+    assert (chosen.valid_quality, chosen.valid_cost) == own_figures(chosen, X_valid, y_valid)
+    assert (chosen.test_quality, chosen.test_cost) == own_figures(chosen, X_test, y_test)
+    booster = chosen.model
+    assert chosen.params["trees"] <= booster.current_iteration()
+    if method == "cheap_subset":
+        assert chosen.params["features"] == in_memory.params["features"]
+        read = {int(name.split("_")[1]) for name in in_memory.params["features"]}
+        used = set(np.flatnonzero(booster.feature_importance("split")).tolist())
+        assert used and used <= read
+
+
+def test_a_regression_choice_is_fitted_again_on_every_row(client, small_sample):
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(14_000, 6))
+    target = X[:, 0] + np.sin(2 * X[:, 2]) + X[:, 4] * X[:, 1] + 0.3 * rng.normal(size=len(X))
+    dX, dy = da.from_array(X[:12_000], chunks=(4000, 6)), da.from_array(target[:12_000], chunks=4000)
+    valid = (X[12_000:], target[12_000:])
+    chosen = fit_within_budget((dX, dy), valid, COSTS, 40.0, task="regression", methods=["lightgbm"], **OPTIONS)
+    in_memory = fit_within_budget(drawn(dX, dy, 1_000), valid, COSTS, 40.0, task="regression", methods=["lightgbm"],
+                                  **OPTIONS)
+    assert chosen.frontier.attrs["sampled"]["refitted"] == [40.0]
+    assert chosen.valid_quality < in_memory.valid_quality  # rmse
+    assert (chosen.valid_quality, chosen.valid_cost) == own_figures(chosen, *valid)
 
 
 @pytest.mark.parametrize("metric", ["accuracy", "logloss"])
