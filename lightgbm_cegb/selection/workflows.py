@@ -43,6 +43,10 @@ BUDGET_METHODS = ("lightgbm", "cegb", "greedy_miser", "budget_prune", "early_exi
 #: test accuracy within 12 and 20 features from 0.792 (both) to 0.828 and 0.816, where the trees' capacity on few
 #: rows is the ceiling (15% more time); on more rows the trees catch up and it would cost seconds per fit
 LINEAR_ROWS = 5_000
+#: ... and with at most this many features: on MNIST 3 vs 8's 1,120 pixels (1,500 rows) its points took about 7 s
+#: each, 23 of the workflow's 144 plain fits, for a frontier far below the staged acquisition's (RESULTS.md: 0.942
+#: against 0.979 at a quarter of plain LightGBM's cost)
+LINEAR_FEATURES = 100
 
 
 #: fit_within_budget of rows in a Dask collection: the training rows its sweep reads, about this many drawn into memory
@@ -104,10 +108,10 @@ def fit_within_budget(train, valid, costs, budget: float | Sequence[float], *, t
         "binary", "multiclass", "regression" or "ranking" (see :func:`sweep`).
     methods : sequence of str, optional
         The methods swept (default: those of :data:`BUDGET_METHODS` that support the task, and for classification
-        on fewer than LINEAR_ROWS = 5,000 training rows ADAPT-LIN; for ranking, BudgetPrune only with a pointwise
-        ``objective`` in ``params`` and Early Exit only with a ranking or binary one). A
-        method whose trade-off the costs or the data give nothing to weigh (every feature free to it; no split even
-        without costs: too few rows, a constant target) is left out with a CEGBWarning naming it.
+        on fewer than LINEAR_ROWS = 5,000 training rows of at most LINEAR_FEATURES = 100 features ADAPT-LIN; for
+        ranking, BudgetPrune only with a pointwise ``objective`` in ``params`` and Early Exit only with a ranking or
+        binary one). A method whose trade-off the costs or the data give nothing to weigh (every feature free to it;
+        no split even without costs: too few rows, a constant target) is left out with a CEGBWarning naming it.
     test : tuple or Rows, optional
         Test rows, (X, y) or (X, y, group): the chosen point is measured on them.
     refine : int, default=4
@@ -136,7 +140,8 @@ def fit_within_budget(train, valid, costs, budget: float | Sequence[float], *, t
         valid, test = _in_memory(valid), _in_memory(test)
     if methods is None:
         methods = [m for m in BUDGET_METHODS if task in METHODS[m].tasks]
-        if task in ("binary", "multiclass") and len(Rows.of(train, "train").y) < LINEAR_ROWS:
+        rows = Rows.of(train, "train")
+        if task in ("binary", "multiclass") and len(rows.y) < LINEAR_ROWS and np.shape(rows.X)[1] <= LINEAR_FEATURES:
             methods.append("adapt_lin")
         if task == "ranking":  # BudgetPrune ranks with a pointwise objective, Early Exit with a ranking one
             from lightgbm_cegb.methods.budget_prune import PRUNE_OBJECTIVES

@@ -889,8 +889,8 @@ def test_a_sweep_logs_each_point_and_shows_it_on_its_bar(binary, caplog, capsys)
 
 
 def test_adapt_lin_joins_the_default_methods_on_few_rows(monkeypatch):
-    """Issue 60 (5): below LINEAR_ROWS training rows a classification task's defaults add ADAPT-LIN; not above it,
-    nor for regression."""
+    """Issue 60 (5): below LINEAR_ROWS training rows of at most LINEAR_FEATURES features a classification task's
+    defaults add ADAPT-LIN; not above either, nor for regression."""
     from lightgbm_cegb.selection import workflows
     swept = []
 
@@ -900,14 +900,16 @@ def test_adapt_lin_joins_the_default_methods_on_few_rows(monkeypatch):
 
     monkeypatch.setattr(workflows.sweep, "unchecked", recorded)  # fit_within_budget checked its arguments
     rng = np.random.default_rng(0)
-    for rows, task in ((workflows.LINEAR_ROWS - 1, "binary"), (workflows.LINEAR_ROWS, "binary"),
-                       (workflows.LINEAR_ROWS - 1, "regression")):
-        X, y = rng.normal(size=(rows, 3)), rng.integers(0, 2, rows)
+    for rows, features, task in ((workflows.LINEAR_ROWS - 1, 3, "binary"), (workflows.LINEAR_ROWS, 3, "binary"),
+                                 (workflows.LINEAR_ROWS - 1, 3, "regression"),
+                                 (100, workflows.LINEAR_FEATURES, "binary"),
+                                 (100, workflows.LINEAR_FEATURES + 1, "binary")):
+        X, y = rng.normal(size=(rows, features)), rng.integers(0, 2, rows)
         with pytest.raises(CEGBError, match="recorded"):
             fit_within_budget((X, y), (X[:10], y[:10]), None, 1.0, task=task)
     binary = [m for m in workflows.BUDGET_METHODS if "binary" in METHODS[m].tasks]
-    assert swept[0] == binary + ["adapt_lin"]
-    assert swept[1] == binary and "adapt_lin" not in swept[2]
+    assert swept[0] == swept[3] == binary + ["adapt_lin"]
+    assert swept[1] == swept[4] == binary and "adapt_lin" not in swept[2]
     assert "staged_acquisition_regressor" in swept[2] and "staged_acquisition_ranker" not in swept[2]
 
 
