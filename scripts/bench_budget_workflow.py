@@ -165,6 +165,17 @@ def cluster_plain_fit(train, valid) -> tuple[float, lgb.Booster]:
     return time.perf_counter() - start, model.booster_
 
 
+def sample_point(chosen, budget: float) -> str:
+    """Of a choice fitted again on a cluster's every row: the sweep's best point of its method within ``budget`` on
+    the sample (the refit's starting point); empty otherwise."""
+    frame = chosen.frontier
+    if budget not in frame.attrs.get("sampled", {}).get("refitted", []):
+        return ""
+    own = frame[(frame["method"] == chosen.method) & (frame["cost"] <= budget)]
+    best = own["quality"].max() if frame.attrs["greater_is_better"] else own["quality"].min()
+    return f" (the sample's: {best:.4f})"
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", nargs="+", default=["cube", "higgs"])
@@ -173,6 +184,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="the training rows of --data cluster (default 2,000,000)")
     parser.add_argument("--no-exhaustive", action="store_true",
                         help="the defaults' time and choices only (the exhaustive sweeps are most of the run)")
+    parser.add_argument("--methods", help="comma-separated methods instead of fit_within_budget's defaults (e.g. "
+                                          "cheap_subset,lightgbm,cegb: a cluster's refit of a LightGBM choice)")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")  # rounds caps and budget gaps: the figures are the point here
     client = None
@@ -184,7 +197,8 @@ def main(argv: list[str] | None = None) -> None:
                  for _ in range(UNIT_FITS)]
         unit = float(np.median(units))
         start = time.perf_counter()
-        focused = fit_within_budget(train, valid, costs, budgets, task=task, progress=False)
+        focused = fit_within_budget(train, valid, costs, budgets, task=task, progress=False,
+                                    methods=None if args.methods is None else args.methods.split(","))
         focused_time = time.perf_counter() - start
         screen = focused[0].frontier.attrs.get("screen")
         screened = f"; screened on {screen['rows']} rows, finalists {screen['finalists']}" if screen else ""
@@ -203,7 +217,8 @@ def main(argv: list[str] | None = None) -> None:
                   f"on every row at budget(s) {sampled.get('refitted', [])}")
         if args.no_exhaustive or name == "cluster":
             for budget, chosen in zip(budgets, focused):
-                print(f"{budget:>8g} {chosen.method:<22} {chosen.valid_quality:>8.4f} {chosen.params}")
+                print(f"{budget:>8g} {chosen.method:<22} {chosen.valid_quality:>8.4f} {chosen.params}"
+                      f"{sample_point(chosen, budget)}")
             continue
         print(f"{'budget':>8} {'defaults':<22} {'quality':>8} {'exhaustive':<22} {'quality':>8} {'difference':>10} "
               f"{'exhaustive s':>12}")

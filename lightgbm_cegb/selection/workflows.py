@@ -51,7 +51,7 @@ LINEAR_FEATURES = 100
 
 #: fit_within_budget of rows in a Dask collection: the training rows its sweep reads, about this many drawn into memory
 #: (from SCREEN_FROM = 20,000 rows the sweep screens on a subsample of them and fits each budget's finalists on all of
-#: them); a staged acquisition, plain LightGBM, CEGB or cheap subset chosen is then fitted again on every row, on the
+#: them); a staged acquisition, plain LightGBM or cheap subset chosen is then fitted again on every row, on the
 #: cluster
 DASK_SAMPLE_ROWS = 50_000
 
@@ -86,10 +86,10 @@ def fit_within_budget(train, valid, costs, budget: float | Sequence[float], *, t
 
     Rows in Dask collections (classification and regression): the sweep reads about DASK_SAMPLE_ROWS = 50,000 of the
     training rows drawn into memory (``frontier.attrs["sampled"]``), the validation and test rows are computed into
-    memory, and a staged acquisition, plain LightGBM, CEGB or cheap subset chosen is fitted again on every training row
-    on the active client's workers (``StagedAcquisitionClassifier`` of Dask rows; ``lightgbm.dask`` with the sweep's
-    parameters and CEGB's chosen trade-off, early stopped on the validation rows' log loss or l2), its trade-off and
-    cap (a LightGBM model's prefix) chosen again on the validation rows within the budget, where that is at least as
+    memory, and a staged acquisition, plain LightGBM or cheap subset chosen is fitted again on every training row on
+    the active client's workers (``StagedAcquisitionClassifier`` of Dask rows; ``lightgbm.dask`` with the sweep's
+    parameters, early stopped on the validation rows' log loss or l2), its trade-off and cap (a LightGBM model's
+    prefix) chosen again on the validation rows within the budget, where that is at least as
     good there as the sample's point; another method's choice stays the sample's (a CEGBWarning says so);
     ``frontier.attrs["sampled"]["refitted"]`` lists the budgets whose choice was fitted on every row.
 
@@ -216,7 +216,7 @@ def _on_every_row(chosen: Selection, cluster: tuple, valid, test, budget: float,
                   options: dict) -> Selection:
     """fit_within_budget's choice for ``budget`` from the sweep of a sample of the Dask rows ``cluster``, fitted again
     on every row (on the active client's workers; its settings as the sample's; once per setting, kept in ``refits``)
-    where it is plain LightGBM, CEGB, the cheap subset or the staged acquisition, and its point chosen again on the
+    where it is plain LightGBM, the cheap subset or the staged acquisition, and its point chosen again on the
     validation rows within the budget (the staged acquisition's trade-off and cap among its grid's values and the
     frame's caps, a LightGBM model's prefix), where that is at least as good on them as the sample's point (or the
     sample's is over the budget); any other method's point stays the sample's, with a CEGBWarning naming it; nothing
@@ -225,13 +225,13 @@ def _on_every_row(chosen: Selection, cluster: tuple, valid, test, budget: float,
     sampled = frame.attrs["sampled"]
     if sampled["rows"] == sampled["of"]:  # every row was drawn: the sweep's models are those of every row
         return chosen
-    refit = {"staged_acquisition": _staged_points, "lightgbm": _booster_points, "cheap_subset": _booster_points,
-             "cegb": _booster_points}.get(chosen.method)
+    refit = {"staged_acquisition": _staged_points, "lightgbm": _booster_points,
+             "cheap_subset": _booster_points}.get(chosen.method)
     if refit is None:
         warnings.warn(f"fit_within_budget: the chosen {chosen.method} point (budget {budget:g}) was fitted on the "
                       f"{sampled['rows']:,} training rows drawn from the {sampled['of']:,} of the Dask collection "
-                      "(plain LightGBM, CEGB, the cheap subset and the staged acquisition classifier are fitted "
-                      "again on every row)", CEGBWarning, stacklevel=caller_stacklevel())
+                      "(plain LightGBM, the cheap subset and the staged acquisition classifier are fitted again on "
+                      "every row)", CEGBWarning, stacklevel=caller_stacklevel())
         return chosen
     classes, metric, task = frame.attrs["classes"], frame.attrs["metric_object"], frame.attrs["task"]
     classes = None if classes is None else np.asarray(classes)
@@ -293,10 +293,9 @@ def _staged_points(chosen: Selection, cluster: tuple, valid: Rows, budget: float
 
 
 def _booster_points(chosen: Selection, cluster: tuple, valid: Rows, budget: float, refits: dict, options: dict):
-    """(candidate, validation quality, mean cost) of each prefix within ``budget`` of plain LightGBM, CEGB (at the
-    chosen ``cegb_tradeoff``) or the cheap subset's model (its units' columns, the others missing) fitted on every row
-    with the sweep's LightGBM parameters, early stopped on the validation rows' log loss (regression: l2), each prefix
-    as the sweep's (the longest within the budget among them: what CEGB's ``budget_stopping`` keeps in a sweep)."""
+    """(candidate, validation quality, mean cost) of each prefix within ``budget`` of plain LightGBM or the cheap
+    subset's model (its units' columns, the others missing) fitted on every row with the sweep's LightGBM parameters,
+    early stopped on the validation rows' log loss (regression: l2), each prefix as the sweep's."""
     from lightgbm_cegb.selection.baseline import named_units
     from lightgbm_cegb.selection.points import PREFIX_TREES, prefix_points
 
@@ -308,10 +307,7 @@ def _booster_points(chosen: Selection, cluster: tuple, valid: Rows, budget: floa
     if chosen.method == "cheap_subset":
         by_name = {u.name: u for u in named_units(frame.attrs["costs"], num_features, names)}
         columns = sorted(c for name in chosen.params["features"] for c in by_name[name].columns)
-    own = {k: v for k, v in chosen.params.items()
-           if k not in ("trees", "features", "steps", "relative_tradeoff", "cegb_tradeoff", "budget")}
-    if chosen.method == "cegb":
-        own.update(frame.attrs["costs"].to_params(tradeoff=chosen.params["cegb_tradeoff"]))
+    own = {k: v for k, v in chosen.params.items() if k not in ("trees", "features", "steps")}
     setting = repr((chosen.method, columns, sorted(own.items())))
     if setting not in refits:
         refits[setting] = _boosted_on_workers(cluster, valid, columns, own, frame.attrs, options, names)

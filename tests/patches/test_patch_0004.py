@@ -42,8 +42,8 @@ def make_data():
     return X, y
 
 
-def on_two_workers(client, X, y):
-    """Dask arrays whose first half lives on one worker and second half on the other.
+def on_two_workers(client, X, y, first: float = 0.5):
+    """Dask arrays whose first half (``first``: that share of the rows) lives on one worker and the rest on the other.
 
     The workers are asked of the scheduler (`nthreads`), not read from `scheduler_info()`: that returns the
     client's cache, which a periodic refresh can replace with one listing no workers (seen in CI, distributed
@@ -51,7 +51,7 @@ def on_two_workers(client, X, y):
     client.wait_for_workers(2, timeout=120)
     workers = sorted(client.nthreads())
     assert len(workers) == 2, workers
-    half = len(X) // 2
+    half = int(len(X) * first)
     parts_X, parts_y = [], []
     for worker, rows in zip(workers, (slice(0, half), slice(half, None))):
         fx, fy = client.scatter([X[rows], y[rows]], workers=[worker])
@@ -79,11 +79,11 @@ def assert_same_model(distributed_booster: lgb.Booster, serial_booster: lgb.Boos
     np.testing.assert_allclose(a.split_gain.fillna(0), b.split_gain.fillna(0), rtol=1e-6)
 
 
-def fit_both(client, data, params, estimator=lgb.DaskLGBMRegressor, rounds=10):
+def fit_both(client, data, params, estimator=lgb.DaskLGBMRegressor, rounds=10, first: float = 0.5):
     X, y = data
     if estimator is lgb.DaskLGBMClassifier:
         y = (y > np.median(y)).astype(float)
-    dX, dy = on_two_workers(client, X, y)
+    dX, dy = on_two_workers(client, X, y, first)
     model = estimator(client=client, n_estimators=rounds, **BASE, **params)
     model.fit(dX, dy)
     serial_params = {**BASE, **params, "num_threads": 1, "objective": model.booster_.params["objective"]}
@@ -118,6 +118,26 @@ def test_cegb_data_parallel_equals_serial(client, data, case):
     plain = lgb.train({**BASE, "num_threads": 1, "objective": "regression"}, lgb.Dataset(*data), 10)
     assert len(trees(serial)) != len(trees(plain)) or not trees(serial).equals(trees(plain)), \
         "the penalties must change the model for the test to mean anything"
+    assert_same_model(distributed_booster, serial)
+
+
+UNEVEN_LAZY = pytest.mark.xfail(strict=True, reason=(
+    "known bug of the patch series, found 2026-12-06: with workers holding unequal shares of the rows the "
+    "distributed lazy penalty charges rows that serial training counts as paid (tree 6 of this data at 30% / 70%: "
+    "812 more unpaid rows of Column_1 in one leaf); at 50,000 rows x 20 features (binary) the model cost 25.0 per "
+    "row at 30% / 70% and 60.5 at 75% / 25% against serial's 37.0. Halves and one worker agree with serial"))
+
+
+@pytest.mark.parametrize("first", [0.3, 0.75])
+@pytest.mark.parametrize("case", [pytest.param("lazy", marks=UNEVEN_LAZY), "split"])
+def test_cegb_data_parallel_equals_serial_with_uneven_workers(client, data, case, first):
+    """Workers holding unequal shares of the rows (as lightgbm.dask gives them from uneven partitions): plain
+    LightGBM is serial's model (checked first), and CEGB's split penalty; the lazy penalty is not yet (UNEVEN_LAZY)."""
+    start = {"boost_from_average": False}  # distributed LightGBM averages the labels per machine, CEGB or not
+    plain, serial_plain = fit_both(client, data, start, first=first)
+    assert_same_model(plain, serial_plain)
+    params = CEGB_CASES["lazy"] if case == "lazy" else {"cegb_tradeoff": 0.05, "cegb_penalty_split": 0.5}
+    distributed_booster, serial = fit_both(client, data, {**start, **params}, rounds=30, first=first)
     assert_same_model(distributed_booster, serial)
 
 

@@ -91,11 +91,11 @@ def own_figures(chosen, X, y) -> tuple[float, float]:
     return quality, chosen.prediction_cost(X).mean
 
 
-@pytest.mark.parametrize("method", ["lightgbm", "cheap_subset", "cegb"])
+@pytest.mark.parametrize("method", ["lightgbm", "cheap_subset"])
 def test_a_lightgbm_choice_is_fitted_again_on_every_row(case, client, small_sample, method):
-    """Plain LightGBM, CEGB (its trade-off as chosen) and the cheap subset's model trained on the cluster's every row
-    (lightgbm.dask, early stopped on the validation rows), its prefix chosen within the budget: at least the sample's
-    validation quality, its figures its own, the subset's model reading the subset's columns alone."""
+    """Plain LightGBM and the cheap subset's model trained on the cluster's every row (lightgbm.dask, early stopped
+    on the validation rows), its prefix chosen within the budget: at least the sample's validation quality, its
+    figures its own, the subset's model reading the subset's columns alone."""
     X, y, X_valid, y_valid, X_test, y_test = case
     dX, dy = da.from_array(X, chunks=(3000, 6)), da.from_array(y, chunks=3000)
     budget = 40.0 if method == "lightgbm" else BUDGET
@@ -111,9 +111,6 @@ def test_a_lightgbm_choice_is_fitted_again_on_every_row(case, client, small_samp
     assert (chosen.test_quality, chosen.test_cost) == own_figures(chosen, X_test, y_test)
     booster = chosen.model
     assert chosen.params["trees"] <= booster.current_iteration()
-    if method == "cegb":  # the sample's trade-off, on every row (a model file writes it to 6 digits)
-        assert chosen.params["cegb_tradeoff"] == in_memory.params["cegb_tradeoff"] > 0
-        assert booster.params["cegb_tradeoff"] == pytest.approx(chosen.params["cegb_tradeoff"], rel=1e-5)
     if method == "cheap_subset":
         assert chosen.params["features"] == in_memory.params["features"]
         read = {int(name.split("_")[1]) for name in in_memory.params["features"]}
