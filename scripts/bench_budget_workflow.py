@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-exhaustive", action="store_true",
                         help="the defaults' time and choices only (the exhaustive sweeps are most of the run)")
     parser.add_argument("--methods", help="comma-separated methods instead of fit_within_budget's defaults (e.g. "
-                                          "cheap_subset,lightgbm,cegb: a cluster's refit of a LightGBM choice)")
+                                          "cheap_subset,lightgbm: a cluster's refit of a LightGBM choice)")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")  # rounds caps and budget gaps: the figures are the point here
     client = None

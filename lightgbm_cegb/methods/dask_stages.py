@@ -127,7 +127,10 @@ class DaskRows:
         return da.bincount(self.codes, minlength=num_class).compute()
 
     def hidden(self, columns: list[int]):
-        """X with every column outside ``columns`` missing (NaN), lazily."""
+        """X with every column outside ``columns`` missing (NaN), lazily; X itself where ``columns`` are all of them
+        (plain LightGBM's refit, a stage on every unit: no copy of each partition)."""
+        if set(columns) >= set(range(self.X.shape[1])):
+            return self.X
         return self.X.map_blocks(hidden, columns, dtype=np.float64)
 
 
@@ -192,17 +195,17 @@ def log_loss(raw: np.ndarray, codes: np.ndarray, weight: np.ndarray | None) -> f
     else:
         shifted = np.exp(raw - raw.max(axis=1, keepdims=True))
         p = shifted[np.arange(len(codes)), codes] / shifted.sum(axis=1)
-    loss = -np.log(np.maximum(p, _EPSILON))
-    if weight is None:
-        return float(loss.mean())
-    weight = np.asarray(weight, dtype=np.float32).astype(np.float64)
-    return float((loss * weight).sum() / weight.sum())
+    return _mean(-np.log(np.maximum(p, _EPSILON)), weight)
 
 
 def l2(raw: np.ndarray, y: np.ndarray, weight: np.ndarray | None) -> float:
     """The (weighted) mean squared error of raw scores, LightGBM's ``l2`` metric (the targets and the weights rounded
     to float32 as a Dataset holds them), computed in one fixed order."""
-    loss = (raw - np.asarray(y, dtype=np.float32).astype(np.float64)) ** 2
+    return _mean((raw - np.asarray(y, dtype=np.float32).astype(np.float64)) ** 2, weight)
+
+
+def _mean(loss: np.ndarray, weight: np.ndarray | None) -> float:
+    """The (weighted) mean of the rows' losses, the weights rounded to float32 as a Dataset holds them."""
     if weight is None:
         return float(loss.mean())
     weight = np.asarray(weight, dtype=np.float32).astype(np.float64)
