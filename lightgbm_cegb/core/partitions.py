@@ -32,6 +32,33 @@ def partitions(X) -> list:
     raise CEGBError(f"X: a Dask array or DataFrame of rows is expected, got {type(X).__name__}")
 
 
+def as_array(rows):
+    """A Dask DataFrame or Series as a Dask array of known chunk sizes (string labels an object array, without Dask's
+    warning about it); a Dask array as it is."""
+    if not hasattr(rows, "to_dask_array"):
+        return rows
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Dask currently has limited support for converting pandas extension")
+        return rows.to_dask_array(lengths=True)
+
+
+def query_parts(group, parts: int) -> list:
+    """The query sizes of each of the ``parts`` partitions of a ranker's Dask X, as delayed objects: ``group`` should
+    be a Dask array (or Series) of a chunk per partition, as ``lightgbm.dask`` takes it (each query lies whole in one
+    partition)."""
+    if not is_dask(group):
+        raise CEGBError(f"group: with X a Dask collection, group should be a Dask array of the query sizes of each "
+                        f"partition of X (a chunk per partition, as lightgbm.dask takes it), got "
+                        f"{type(group).__name__}")
+    group = as_array(group)
+    if group.ndim != 1 or group.numblocks[0] != parts:
+        raise CEGBError(f"group should hold the query sizes of each of X's {parts} partitions in a chunk of its own (a "
+                        f"query lies whole in one partition), got shape {group.shape} in {group.numblocks} chunks")
+    return list(group.to_delayed().ravel())
+
+
 def check_chunks_known(rows, name: str, lead: str | None = None) -> None:
     """Refuse a Dask array whose chunk sizes are not known (NaN), calling it ``name`` (the message starts with
     ``lead``, default ``"name: "``); any other collection passes."""
@@ -67,15 +94,17 @@ def drawing(length: int, fraction: float, seed: int, index: int):
     return np.random.default_rng([seed, index]).random(length) < fraction
 
 
-def over_partitions(function: Callable, X, *args, starts: bool = False, **kwargs) -> list:
+def over_partitions(function: Callable, X, *args, starts: bool = False, each: dict | None = None, **kwargs) -> list:
     """``function(partition, *args, **kwargs)`` of every partition of the Dask collection X (with ``starts``:
     ``function(partition, start, *args, **kwargs)``, ``start`` the position of its first row in X, which a DataFrame's
-    partitions are measured for), computed by its scheduler, in the partitions' order."""
+    partitions are measured for; ``each``: keyword arguments of a value per partition, by name), computed by its
+    scheduler, in the partitions' order."""
     import dask
     parts = partitions(X)
     first_rows = row_starts(X) if starts else [None] * len(parts)
-    return list(dask.compute(*[dask.delayed(function)(part, *((start,) if starts else ()), *args, **kwargs)
-                               for part, start in zip(parts, first_rows)]))
+    own = [{name: values[i] for name, values in (each or {}).items()} for i in range(len(parts))]
+    return list(dask.compute(*[dask.delayed(function)(part, *((start,) if starts else ()), *args, **kwargs, **mine)
+                               for part, start, mine in zip(parts, first_rows, own)]))
 
 
 def drawn(X, y, rows: int, seed: int = 0, total: int | None = None) -> tuple:

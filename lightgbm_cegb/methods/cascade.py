@@ -45,11 +45,13 @@ from lightgbm_cegb.base import COSTS, RANDOM_STATE, BudgetedEstimator
 from lightgbm_cegb.core.cost_state import CostState
 from lightgbm_cegb.core.errors import CEGBError, RoundsWarning
 from lightgbm_cegb.core.parallel import N_JOBS, resolve_n_jobs
+from lightgbm_cegb.core.partitions import computed, is_dask, partitions
 from lightgbm_cegb.core.ranking_metrics import ndcg_at_k
 from lightgbm_cegb.core.report import CostReport
 from lightgbm_cegb.core.subsets import SEARCH_HELD_OUT, SEARCH_ROWS, query_subsample
 from lightgbm_cegb.core.validation import NoneOr, Number, OneOf, check_params, checked_group
 from lightgbm_cegb.io import saved
+from lightgbm_cegb.methods import dask_stages
 from lightgbm_cegb.methods.acquisition import (
     NUM_LEAVES,
     auto_value,
@@ -100,6 +102,14 @@ class CascadeResult:
     stage_score: np.ndarray
     known: np.ndarray
     cost: CostReport
+
+    @classmethod
+    def stacked(cls, results: list[CascadeResult]) -> CascadeResult:
+        """One result of the documents of several results of one model, in their order (the partitions of a Dask
+        collection, each of whole queries)."""
+        return cls(*(np.concatenate([getattr(r, name) for r in results]) for name in ("score", "stage", "stage_score",
+                                                                                      "known")),
+                   CostReport.stacked([r.cost for r in results]))
 
 
 class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
@@ -257,6 +267,10 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
         self._check_params()
         if group is None:
             raise CEGBError("group: a ranker needs the sizes of the training rows' queries (group=[...])")
+        if is_dask(X):
+            self._fit_dask(X, y, group, eval_set, eval_group)
+            self._compile("stages", self.stages_, [0.0])
+            return self
         X = checked_data(self, "X", _dense(X))
         y = _grades(y, len(X), "y")
         group = checked_group(group, len(X))
@@ -265,27 +279,15 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
         rng = check_random_state(self.random_state)
         seed = int(rng.randint(0, 2**31 - 1))
         train = (X, y, group)
-        if eval_set is not None:
-            (X_valid, y_valid), _, valid_group = first_eval(eval_set, None, eval_group)
-            if valid_group is None:
-                raise CEGBError("eval_group: a ranker needs the query sizes of eval_set's rows (eval_group=[...])")
-            X_valid = checked_data(self, "eval_set: X_valid", _dense(X_valid), reset=False)
-            valid = (X_valid, _grades(y_valid, len(X_valid), "eval_set: y_valid"),
-                     checked_group(valid_group, len(X_valid), "eval_group"))
-        else:
+        valid = self._eval_queries(eval_set, eval_group)
+        if valid is None:
             held = int(round(self.validation_fraction * len(group)))
             is_held = np.zeros(len(group), dtype=bool)
             is_held[rng.permutation(len(group))[:held]] = True
             rows_held = np.repeat(is_held, group)
             valid = (X[rows_held], y[rows_held], group[is_held]) if held else None
             train = (X[~rows_held], y[~rows_held], group[~is_held])
-        units = self.costs_.units(num_features)
-        self.units_, self.unit_cost_ = [columns for _, columns, _ in units], np.array([p for _, _, p in units])
-        leaves = auto_value(len(train[0]), self._auto_leaves) if self.num_leaves == "auto" else int(self.num_leaves)
-        params = {"objective": "lambdarank", "metric": "ndcg", "eval_at": [int(self.eval_at)],
-                  "learning_rate": self.learning_rate, "num_leaves": leaves,
-                  "min_data_in_leaf": self.min_child_samples, "seed": seed, "deterministic": True, "verbose": -1,
-                  "num_threads": resolve_n_jobs(self.n_jobs, n)}
+        params = self._units_and_params(num_features, len(train[0]), n, seed)
 
         def train_on(columns: list[int], init: list) -> lgb.Booster:
             train_set = lgb.Dataset(hidden(train[0], columns), train[1], group=train[2], init_score=init[0],
@@ -301,6 +303,65 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
                          continued if self.stage_models == "continued" else None)
         self._compile("stages", self.stages_, [0.0])
         return self
+
+    def _eval_queries(self, eval_set, eval_group) -> tuple | None:
+        """(X, grades, query sizes) of ``eval_set``'s first set, checked (a Dask collection computed); None without
+        one."""
+        if eval_set is None:
+            return None
+        (X_valid, y_valid), _, valid_group = first_eval(eval_set, None, eval_group)
+        if valid_group is None:
+            raise CEGBError("eval_group: a ranker needs the query sizes of eval_set's rows (eval_group=[...])")
+        X_valid, y_valid, valid_group = computed((X_valid, y_valid, valid_group))
+        X_valid = checked_data(self, "eval_set: X_valid", _dense(X_valid), reset=False)
+        return (X_valid, _grades(y_valid, len(X_valid), "eval_set: y_valid"),
+                checked_group(valid_group, len(X_valid), "eval_group"))
+
+    def _units_and_params(self, num_features: int, documents: int, n: int, seed: int) -> dict:
+        """``units_`` and ``unit_cost_`` of the costs over ``num_features`` columns, and the stages' LightGBM parameters
+        for ``documents`` training documents (of ``n`` in all, which set the threads)."""
+        units = self.costs_.units(num_features)
+        self.units_, self.unit_cost_ = [columns for _, columns, _ in units], np.array([p for _, _, p in units])
+        leaves = auto_value(documents, self._auto_leaves) if self.num_leaves == "auto" else int(self.num_leaves)
+        return {"objective": "lambdarank", "metric": "ndcg", "eval_at": [int(self.eval_at)],
+                "learning_rate": self.learning_rate, "num_leaves": leaves, "min_data_in_leaf": self.min_child_samples,
+                "seed": seed, "deterministic": True, "verbose": -1, "num_threads": resolve_n_jobs(self.n_jobs, n)}
+
+    def _fit_dask(self, X, y, group, eval_set, eval_group) -> None:
+        """``fit`` of documents in Dask collections (``methods.dask_stages``): every stage's ranker trained with
+        ``lightgbm.dask`` on the active client's workers, on the documents where they lie (each query whole in its
+        partition), early stopped on queries in memory by the NDCG@``eval_at`` every worker computes alike."""
+        client = dask_stages.dask_client()
+        rows = dask_stages.DaskQueries.of(self, X, y, group, _grades)
+        num_features = rows.X.shape[1]
+        self.costs_ = self._resolved_costs(num_features)
+        rng = check_random_state(self.random_state)
+        seed = int(rng.randint(0, 2**31 - 1))
+        train, valid = rows, self._eval_queries(eval_set, eval_group)
+        if valid is None and self.validation_fraction > 0:
+            train, valid = rows.held_out(self.validation_fraction, int(rng.randint(0, 2**31 - 1)))
+            valid = valid if len(valid[2]) else None
+        if train.n == 0:
+            raise CEGBError(f"X: every training query was held out to stop the stages (validation_fraction="
+                            f"{self.validation_fraction}): give more queries, or eval_set")
+        train = train.spread(client)
+        params = self._units_and_params(num_features, train.n, rows.n, seed)
+        names = self._lightgbm_feature_names()
+        loss = None if valid is None else dask_stages.NDCGLoss(valid[2], self.eval_at)
+        on_workers = {name: value for name, value in params.items() if name not in ("metric", "eval_at")}
+
+        def train_on(columns: list[int], init: list) -> lgb.Booster:
+            stop = None if valid is None else (valid[0], valid[1])
+            return dask_stages.trained(self, on_workers, train, None, columns, init, stop,
+                                       f"the stage of {len(columns)} of the {num_features} columns", names, loss,
+                                       f"NDCG@{int(self.eval_at)}")
+
+        measure = None
+        if self.order == "search":
+            measure = self._measure(params, train.sample(dask_stages.SEARCH_SAMPLE, int(rng.randint(0, 2**31 - 1))))
+        continued = continued_stages(train_on, (train.X, None if valid is None else valid[0]), params["num_threads"])
+        self._fit_stages(partial(train_on, init=[None, None]), num_features, measure,
+                         continued if self.stage_models == "continued" else None)
 
     def _measure(self, params: dict, train: tuple):
         """``order="search"``'s measure of a set of columns: the NDCG@``eval_at`` of a stage's ranker of them on
@@ -392,6 +453,8 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
         CascadeResult
             The scores, the stages reached, the features bought and the costs.
         """
+        if is_dask(X):
+            return self._by_partition(X, group)
         X, query = self._inputs(X, group)
         self._check_policy()
         run = CascadeRun(self, query)
@@ -455,7 +518,27 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
             One per setting, in their order.
         """
         self._check_fitted()
+        if is_dask(X):
+            return self._by_partition(X, group, settings)
         return self._results_at(X, settings, group)
+
+    def _by_partition(self, X, group, settings=None):
+        """``predict_result`` (``predict_results`` at ``settings``) of the documents of a Dask collection, partition by
+        partition where they lie (``group``: a Dask array of each partition's query sizes, each query whole in its
+        partition), put together in memory in the partitions' order; an empty partition is skipped."""
+        import dask
+
+        self._check_fitted()
+        self._check_policy()
+        parts = partitions(X)
+        results = [r for r in dask.compute(*[dask.delayed(_partition_result)(self, part, sizes, settings) for
+                                             part, sizes in zip(parts, dask_stages.query_parts(group, len(parts)))])
+                   if r is not None]
+        if not results:
+            raise CEGBError("X: a Dask collection without a document")
+        if settings is None:
+            return CascadeResult.stacked(results)
+        return [CascadeResult.stacked([r[i] for r in results]) for i in range(len(settings))]
 
     def _pass_rows(self, X) -> np.ndarray:
         return super()._pass_rows(_dense(X))
@@ -554,6 +637,16 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
                                            "per document, a ranker 1")
             self.stages_.append(booster)
         self._compile("stages", self.stages_, [0.0])
+
+
+def _partition_result(model: StagedAcquisitionRanker, X, group, settings):
+    """``model.predict_result`` (``predict_results`` at ``settings``) of one partition's documents and query sizes; None
+    for an empty partition."""
+    if not len(X):
+        return None
+    if settings is None:
+        return model.predict_result(X, group=np.asarray(group))
+    return model.predict_results(X, settings, group=np.asarray(group))
 
 
 def _queries(group, n: int) -> np.ndarray:

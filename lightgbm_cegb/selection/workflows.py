@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from lightgbm_cegb.core.errors import BudgetWarning, CEGBError, CEGBWarning
-from lightgbm_cegb.core.partitions import check_chunks_known, computed, drawn, is_dask, lengths
+from lightgbm_cegb.core.partitions import as_array, check_chunks_known, computed, drawn, is_dask, lengths
 from lightgbm_cegb.core.validation import (
     Number,
     Numbers,
@@ -186,7 +186,6 @@ def _every_class_drawn(cluster: tuple, sample: tuple, task: str) -> None:
     or a CEGBError names the class missing."""
     if task not in ("binary", "multiclass"):
         return
-    from lightgbm_cegb.methods.dask_stages import as_array
     labels = as_array(cluster[1])
     classes, counts = (np.asarray(part) for part in _computed_unique(labels))
     drawn_classes = set(np.unique(sample[1]).tolist())
@@ -262,7 +261,6 @@ def _staged_points(chosen: Selection, cluster: tuple, valid: Rows, budget: float
     ``budget``: its grid's relative trade-offs (and the chosen one) under no cap and the frame's caps."""
     from sklearn.base import clone
 
-    from lightgbm_cegb.methods.dask_stages import as_array
     from lightgbm_cegb.selection.acquisition_family import STAGED_RELATIVE_TRADEOFFS, staged_candidate
 
     frame = chosen.frontier
@@ -331,7 +329,7 @@ def _boosted_on_workers(cluster: tuple, valid: Rows, columns: list[int], own: di
     from lightgbm_cegb.selection.points import task_params
 
     task, classes = attrs["task"], attrs["classes"]
-    X, y = dask_stages.as_array(cluster[0]).astype(np.float64), dask_stages.as_array(cluster[1])
+    X, y = as_array(cluster[0]).astype(np.float64), as_array(cluster[1])
     y = y.astype(np.float64) if classes is None else y.map_blocks(_codes, np.asarray(classes), dtype=np.int64)
     rows = dask_stages.DaskRows(X, y.rechunk((X.chunks[0],)), X.shape[0]).spread(dask_stages.dask_client())
     params = task_params(task, 1 if classes is None else len(classes), {**(options.get("params") or {}), **own})
@@ -340,7 +338,7 @@ def _boosted_on_workers(cluster: tuple, valid: Rows, columns: list[int], own: di
                                            None, None, options.get("early_stopping_rounds", EARLY_STOPPING_ROUNDS),
                                            loss=loss)
     booster = dask_stages.on_workers(params, options.get("num_boost_round", NUM_BOOST_ROUND), rows.hidden(columns),
-                                     rows.codes, None, None, [stopping], "auto" if names is None else names)
+                                     rows.labels, None, None, [stopping], "auto" if names is None else names)
     return lgb.Booster(model_str=booster.model_to_string(num_iteration=booster.best_iteration))
 
 

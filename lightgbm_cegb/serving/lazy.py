@@ -48,7 +48,7 @@ from lightgbm_cegb.core.costs import resolve_costs
 from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.forest import Forest
 from lightgbm_cegb.core.parallel import N_JOBS, resolve_n_jobs
-from lightgbm_cegb.core.partitions import is_dask, over_partitions
+from lightgbm_cegb.core.partitions import is_dask, over_partitions, partitions, query_parts
 from lightgbm_cegb.core.validation import CheckedElsewhere, NoneOr, Number, OneOf, Satisfies, validated
 from lightgbm_cegb.io.models import booster_of, fitted_costs, library_of, load_file, num_trees_used, to_forest, unwrap
 from lightgbm_cegb.serving.outputs import kernel_output
@@ -70,14 +70,17 @@ def _rebuilt(model, fetch, options: dict) -> LazyPredictor:
     return LazyPredictor(model, fetch, **options)
 
 
-def _partition_result(X, start: int, predictor: LazyPredictor, ids, method: str, kwargs: dict,
-                      whole: bool) -> LazyResult | tuple[np.ndarray | None, int]:
+def _partition_result(X, start: int, predictor: LazyPredictor, ids, method: str, kwargs: dict, whole: bool,
+                      group=None) -> LazyResult | tuple[np.ndarray | None, int]:
     """The LazyResult of one partition of a Dask X whose first row is row ``start`` of X (the ids of its rows: ``ids``'
-    slice, default their positions in X); not ``whole``: its predictions and rows only."""
+    slice, default their positions in X; a ranker's: ``group``, the sizes of its queries); not ``whole``: its
+    predictions and rows only."""
     n = len(X)
     own = np.arange(start, start + n) if ids is None else ids[start:start + n]
     if len(own) != n:
         raise CEGBError(f"ids should have one id per row of X, got {len(ids)} for more rows")
+    if group is not None:
+        kwargs = {**kwargs, "group": np.asarray(group)}
     result = predictor.acquire(X, ids=own, method=method, **kwargs)
     return result if whole else (result.prediction, n)
 
@@ -712,7 +715,12 @@ PruneResult, Forest or policy
         ids = None if ids is None else np.asarray(ids)
         if ids is not None and ids.ndim != 1:
             raise CEGBError(f"ids should be 1-dimensional, one id per row of X, got shape {ids.shape}")
-        parts = over_partitions(_partition_result, X, self, ids, method, kwargs, whole, starts=True)
+        each = None
+        if self.policy and "group" in getattr(type(self.model), "_policy_methods", {}).get(method, ()):
+            # a ranker's queries: each partition's own sizes (a query lies whole in one partition)
+            each = {"group": query_parts(kwargs.get("group"), len(partitions(X)))}
+            kwargs = {name: value for name, value in kwargs.items() if name != "group"}
+        parts = over_partitions(_partition_result, X, self, ids, method, kwargs, whole, starts=True, each=each)
         rows = sum(len(part.status) if whole else part[1] for part in parts)
         if ids is not None and len(ids) != rows:
             raise CEGBError(f"ids should have one id per row of X ({rows} rows), got {len(ids)}")

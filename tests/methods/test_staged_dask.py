@@ -159,7 +159,7 @@ def test_fit_from_a_dask_dataframe_with_names_weights_and_string_labels(client, 
     seen = []
 
     def recorded(estimator, params, train, weights, *args):
-        seen.append((train.codes.compute(), weights))
+        seen.append((train.labels.compute(), weights))
         return original(estimator, params, train, weights, *args)
 
     original = dask_stages.trained
@@ -219,7 +219,7 @@ def test_empty_partitions_of_a_filter(rows, client):
 def test_spread_rows_are_in_even_partitions(client):
     X = np.arange(14.0).reshape(7, 2)
     spread = DaskRows(da.from_array(X, chunks=(5, 2)), da.from_array(np.arange(7), chunks=5), 7).spread(client)
-    assert spread.X.chunks[0] == spread.codes.chunks[0] == (4, 3)
+    assert spread.X.chunks[0] == spread.labels.chunks[0] == (4, 3)
     np.testing.assert_array_equal(spread.X.compute(), X)
     three = DaskRows(da.from_array(X, chunks=(3, 2)), da.from_array(np.arange(7), chunks=3), 7).spread(client)
     assert three.X.chunks[0] == (3, 2, 2)
