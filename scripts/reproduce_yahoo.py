@@ -50,12 +50,27 @@ SETTINGS = {"i": "setting (i): feature + split cost 1/4, graded labels",
 
 
 def synthetic(folder: Path, queries: int, seed: int = 0, signal_in: str = "expensive") -> dict[str, Path]:
-    """Yahoo-shaped SVMlight files (1-based ids 1..700, qid, labels 0-4) in ``folder``: the 519 ids with a real
-    cost occur, the 181 sentinel ids never do; most features are noise, values lie in [0, 1] and a third of them
-    are missing (left out of the line, as Yahoo's zeros are). ``signal_in`` "expensive": a feature's signal grows
-    with its cost (the expensive features are the informative ones, as the paper's setting assumes, which favours
-    methods that buy them for a few rows); "cheap": it shrinks with its cost (the cheap features carry most of
-    the signal)."""
+    """Yahoo-shaped SVMlight files (1-based ids 1..700, qid, labels 0-4) in ``folder``, of :func:`synthetic_arrays`'
+    documents, each value written to 4 decimals; a value of 0 is missing, left out of the line as Yahoo's zeros are."""
+    files = {}
+    for split, (values, labels, sizes) in synthetic_arrays(queries, seed, signal_in).items():
+        qid = np.repeat(np.arange(len(sizes)), sizes)
+        lines = []
+        for i in range(len(labels)):
+            present = np.flatnonzero(values[i])
+            lines.append(f"{labels[i]} qid:{qid[i]} " + " ".join(f"{j + 1}:{values[i, j]:.4f}" for j in present))
+        files[split] = folder / f"synthetic.{split}.txt"
+        files[split].write_text("\n".join(lines) + "\n")
+    return files
+
+
+def synthetic_arrays(queries: int, seed: int = 0, signal_in: str = "expensive") -> dict[str, tuple]:
+    """Yahoo-shaped documents by split ("train" 60% of the queries, "valid" and "test" 20%): (values of the 700
+    features, labels 0-4, query sizes 5-29). The 519 features with a real cost occur, the 181 sentinel ones are always
+    0; most features are noise, values lie in [0, 1] and a third of them are missing (0, as Yahoo's). ``signal_in``
+    "expensive": a feature's signal grows with its cost (the expensive features are the informative ones, as the
+    paper's setting assumes, which favours methods that buy them for a few rows); "cheap": it shrinks with its cost
+    (the cheap features carry most of the signal)."""
     rng = np.random.default_rng(seed)
     lazy = yahoo_costs().lazy
     used = np.flatnonzero(lazy < 10000)
@@ -64,7 +79,7 @@ def synthetic(folder: Path, queries: int, seed: int = 0, signal_in: str = "expen
         raise ValueError(f"signal_in should be 'expensive' or 'cheap', got {signal_in!r}")
     strength = 0.15 + 0.85 * (rank if signal_in == "expensive" else 1.0 - rank)
     signal = np.where(rng.random(len(used)) < 0.3, strength, 0.0)
-    files = {}
+    parts = {}
     for split, share in (("train", 0.6), ("valid", 0.2), ("test", 0.2)):
         n_queries = max(int(queries * share), 2)
         sizes = rng.integers(5, 30, n_queries)
@@ -73,14 +88,10 @@ def synthetic(folder: Path, queries: int, seed: int = 0, signal_in: str = "expen
         labels = np.digitize(relevance + rng.normal(0, 0.3, n), [-0.3, 0.6, 1.4, 2.1])
         values = 1 / (1 + np.exp(-(relevance[:, None] * signal + rng.normal(size=(n, len(used))))))
         values[rng.random(values.shape) < 1 / 3] = 0.0
-        qid = np.repeat(np.arange(n_queries), sizes)
-        lines = []
-        for i in range(n):
-            present = np.flatnonzero(values[i])
-            lines.append(f"{labels[i]} qid:{qid[i]} " + " ".join(f"{used[j] + 1}:{values[i, j]:.4f}" for j in present))
-        files[split] = folder / f"synthetic.{split}.txt"
-        files[split].write_text("\n".join(lines) + "\n")
-    return files
+        full = np.zeros((n, len(lazy)))
+        full[:, used] = values
+        parts[split] = (full, labels, sizes)
+    return parts
 
 
 def load(args) -> tuple[dict, FeatureCosts]:
