@@ -25,8 +25,9 @@ settings from one pass of the stages' rankers. A document pays the lazy costs of
 reached (a group's own cost once) and the split and tree costs of every stage's ranker that scored it.
 
 Its length: one estimator, whose fit (the held-out queries, the search's measure, separate or continued stage
-models), cuts, one-pass replay and saved state all read the same query structure, and the run that ``predict`` and
-``LazyPredictor`` drive; the ladder they share with the classifier and the regressor is ``methods.ladder``.
+models, in memory or from Dask collections), cuts, one-pass replay and saved state all read the same query structure,
+and the run that ``predict`` and ``LazyPredictor`` drive; the ladder they share with the classifier and the regressor
+is ``methods.ladder``, the Dask rows and the stopping rule every worker applies ``methods.dask_stages``.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from lightgbm_cegb.base import COSTS, RANDOM_STATE, BudgetedEstimator
 from lightgbm_cegb.core.cost_state import CostState
 from lightgbm_cegb.core.errors import CEGBError, RoundsWarning
 from lightgbm_cegb.core.parallel import N_JOBS, resolve_n_jobs
-from lightgbm_cegb.core.partitions import computed, is_dask, partitions
+from lightgbm_cegb.core.partitions import computed, is_dask
 from lightgbm_cegb.core.ranking_metrics import ndcg_at_k
 from lightgbm_cegb.core.report import CostReport
 from lightgbm_cegb.core.subsets import SEARCH_HELD_OUT, SEARCH_ROWS, query_subsample
@@ -247,15 +248,19 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_documents, n_features)
-            The training documents, query by query (NaN: a missing value; a sparse matrix is made dense).
-        y : array-like of shape (n_documents,)
+        X : array-like of shape (n_documents, n_features), or a Dask array or DataFrame
+            The training documents, query by query (NaN: a missing value; a sparse matrix is made dense). Documents
+            in a Dask collection are trained on where they lie, with ``lightgbm.dask`` on the active ``distributed``
+            client's workers (see ``methods.dask_stages``), each query whole in one partition.
+        y : array-like of shape (n_documents,), or a Dask array or Series (with X a Dask collection)
             Their relevance grades (integers from 0, irrelevant, to 30).
-        group : array-like of int
-            The sizes of X's consecutive queries (required).
+        group : array-like of int, or a Dask array (with X a Dask collection)
+            The sizes of X's consecutive queries (required); of a Dask X, the sizes of each partition's queries in a
+            chunk of their own, as ``lightgbm.dask`` takes them.
         eval_set : list of (X_valid, y_valid) or (X_valid, y_valid), optional
-            Queries for early stopping (the first set); without it, ``validation_fraction`` of the training queries
-            are held out.
+            Queries for early stopping (the first set; in memory, a Dask collection is computed); without it,
+            ``validation_fraction`` of the training queries are held out (from a Dask collection, partition by
+            partition, about ``dask_stages.HELD_OUT_ROWS`` documents where that is fewer).
         eval_group : list of array-like, optional
             The query sizes of each set of ``eval_set`` (required with it).
 
@@ -443,10 +448,12 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_documents, n_features)
-            The documents, query by query, every value known (only those bought are read).
-        group : array-like of int or None, default=None
-            The sizes of X's consecutive queries (None: X is one query).
+        X : array-like of shape (n_documents, n_features), or a Dask array or DataFrame
+            The documents, query by query, every value known (only those bought are read); a Dask collection's
+            partition by partition, where they lie, each query whole in one partition.
+        group : array-like of int, a Dask array, or None, default=None
+            The sizes of X's consecutive queries (None: X is one query); of a Dask X, each partition's in a chunk of
+            their own (required).
 
         Returns
         -------
@@ -454,7 +461,7 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
             The scores, the stages reached, the features bought and the costs.
         """
         if is_dask(X):
-            return self._by_partition(X, group)
+            return self._by_partition(X, CascadeResult.stacked, group=group)
         X, query = self._inputs(X, group)
         self._check_policy()
         run = CascadeRun(self, query)
@@ -465,10 +472,11 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_documents, n_features)
-            The documents, query by query.
-        group : array-like of int or None, default=None
-            The sizes of X's consecutive queries (None: X is one query).
+        X : array-like of shape (n_documents, n_features), or a Dask array or DataFrame
+            The documents, query by query (a Dask collection's: as for :meth:`predict_result`).
+        group : array-like of int, a Dask array, or None, default=None
+            The sizes of X's consecutive queries (None: X is one query); of a Dask X, each partition's in a chunk of
+            their own (required).
 
         Returns
         -------
@@ -483,11 +491,11 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_documents, n_features)
-            The documents, query by query.
-        group : array-like of int or None, default=None
+        X : array-like of shape (n_documents, n_features), or a Dask array or DataFrame
+            The documents, query by query (a Dask collection's: as for :meth:`predict_result`).
+        group : array-like of int, a Dask array, or None, default=None
             The sizes of X's consecutive queries (None: X is one query; what a document buys depends on its
-            query).
+            query); of a Dask X, each partition's in a chunk of their own (required).
         n_jobs : int or None, default=None
             Unused (the rankers' threads are the estimator's ``n_jobs``); accepted as by every estimator.
 
@@ -505,12 +513,13 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_documents, n_features)
-            The documents, query by query, every value known.
+        X : array-like of shape (n_documents, n_features), or a Dask array or DataFrame
+            The documents, query by query, every value known (a Dask collection's: as for :meth:`predict_result`).
         settings : sequence of dict
             Each with ``tradeoff``, ``top_k`` and/or ``max_cost``.
-        group : array-like of int or None, default=None
-            The sizes of X's consecutive queries (None: X is one query).
+        group : array-like of int, a Dask array, or None, default=None
+            The sizes of X's consecutive queries (None: X is one query); of a Dask X, each partition's in a chunk of
+            their own (required).
 
         Returns
         -------
@@ -519,26 +528,8 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
         """
         self._check_fitted()
         if is_dask(X):
-            return self._by_partition(X, group, settings)
+            return self._by_partition(X, CascadeResult.stacked, settings, group=group)
         return self._results_at(X, settings, group)
-
-    def _by_partition(self, X, group, settings=None):
-        """``predict_result`` (``predict_results`` at ``settings``) of the documents of a Dask collection, partition by
-        partition where they lie (``group``: a Dask array of each partition's query sizes, each query whole in its
-        partition), put together in memory in the partitions' order; an empty partition is skipped."""
-        import dask
-
-        self._check_fitted()
-        self._check_policy()
-        parts = partitions(X)
-        results = [r for r in dask.compute(*[dask.delayed(_partition_result)(self, part, sizes, settings) for
-                                             part, sizes in zip(parts, dask_stages.query_parts(group, len(parts)))])
-                   if r is not None]
-        if not results:
-            raise CEGBError("X: a Dask collection without a document")
-        if settings is None:
-            return CascadeResult.stacked(results)
-        return [CascadeResult.stacked([r[i] for r in results]) for i in range(len(settings))]
 
     def _pass_rows(self, X) -> np.ndarray:
         return super()._pass_rows(_dense(X))
@@ -637,16 +628,6 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
                                            "per document, a ranker 1")
             self.stages_.append(booster)
         self._compile("stages", self.stages_, [0.0])
-
-
-def _partition_result(model: StagedAcquisitionRanker, X, group, settings):
-    """``model.predict_result`` (``predict_results`` at ``settings``) of one partition's documents and query sizes; None
-    for an empty partition."""
-    if not len(X):
-        return None
-    if settings is None:
-        return model.predict_result(X, group=np.asarray(group))
-    return model.predict_results(X, settings, group=np.asarray(group))
 
 
 def _queries(group, n: int) -> np.ndarray:

@@ -1,7 +1,7 @@
-"""What a staged acquisition model fitted on a Dask cluster is made of (``StagedAcquisitionClassifier.fit`` and
-``StagedAcquisitionRanker.fit`` of rows in a Dask array or DataFrame): the rows (:class:`DaskRows`, the ranker's
-documents :class:`DaskQueries`), a stage's training (:func:`trained`) and its early stopping
-(:class:`HeldOutStopping`).
+"""What a staged acquisition model fitted on a Dask cluster is made of (``fit`` of rows in a Dask array or DataFrame
+of ``StagedAcquisitionClassifier``, ``StagedAcquisitionRegressor`` and ``StagedAcquisitionRanker``): the rows
+(:class:`DaskRows`, the ranker's documents :class:`DaskQueries`), a stage's training (:func:`trained`) and its early
+stopping (:class:`HeldOutStopping`).
 
 The model of every column (the units' order) and each stage's model are trained with ``lightgbm.dask`` on the
 workers of the active ``distributed`` client, from the partitions where they lie. ``lightgbm.dask`` has no early
@@ -85,6 +85,25 @@ class DaskRows:
             raise CEGBError(f"y should hold at least two classes, got {len(classes)}")
         estimator.classes_ = np.asarray(classes.tolist())  # strings as np.unique of them in memory gives (not object)
         return cls(X, y.map_blocks(_codes, estimator.classes_, dtype=np.int64), X.shape[0])
+
+    @classmethod
+    def of_targets(cls, estimator, X, y) -> DaskRows:
+        """A regression's rows: X and y checked as :meth:`of` does (every target a finite number), ``labels`` the
+        targets as float64."""
+        import dask
+        import dask.array as da
+
+        X, y = _checked(estimator, X, y, "targets", classes=False)
+        try:
+            y = y.astype(np.float64)
+        except (TypeError, ValueError):
+            raise CEGBError(f"y should hold finite numbers, got {y.dtype}") from None
+        finite, infinite = dask.compute(da.isfinite(y).all(), da.isinf(X).any())
+        if not finite:
+            raise CEGBError("y should hold finite numbers, got an infinite or missing value")
+        if infinite:
+            raise CEGBError("X should hold finite numbers or NaN (a missing value), got an infinite value")
+        return cls(X, y, X.shape[0])
 
     def held_out(self, fraction: float, seed: int) -> tuple[DaskRows, np.ndarray, np.ndarray]:
         """(the rows not held out, the held-out rows' X and class indices in memory): each row held out with
@@ -203,6 +222,7 @@ class NDCGLoss:
         self.place = np.arange(len(self.query)) - np.repeat(np.cumsum(self.sizes) - self.sizes, self.sizes)
         self.discount = [1.0 / math.log2(2.0 + i) for i in range(self.k)]  # the C library's log2, as LightGBM's
         self.__name__ = f"ndcg@{self.k}"
+        self._graded = None
 
     def _dcg(self, grades: np.ndarray, order: np.ndarray) -> np.ndarray:
         """Each query's DCG@k of its documents ranked by ``order`` (a permutation keeping the queries in place)."""
@@ -216,11 +236,14 @@ class NDCGLoss:
 
     def __call__(self, raw: np.ndarray, grades: np.ndarray, weight: np.ndarray | None = None) -> float:
         position = np.arange(len(grades))
-        best = self._dcg(grades, np.lexsort((position, -grades, self.query)))
+        if self._graded is not grades:  # the ideal DCGs of these grades, once (every round asks)
+            self._graded = grades
+            best = self._dcg(grades, np.lexsort((position, -grades, self.query)))
+            self._relevant = best > 0
+            self._inverse = 1.0 / best[self._relevant]
         dcg = self._dcg(grades, np.lexsort((position, -raw, self.query)))
-        ndcg = np.ones(len(best))
-        relevant = best > 0
-        ndcg[relevant] = dcg[relevant] * (1.0 / best[relevant])
+        ndcg = np.ones(len(self.sizes))
+        ndcg[self._relevant] = dcg[self._relevant] * self._inverse
         return -float(ndcg.mean())
 
 

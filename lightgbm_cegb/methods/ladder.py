@@ -14,7 +14,7 @@ from lightgbm_cegb._engine import StageStack
 from lightgbm_cegb.core.cost_state import CostState
 from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.parallel import resolve_n_jobs
-from lightgbm_cegb.core.partitions import is_dask
+from lightgbm_cegb.core.partitions import is_dask, over_partitions, partitions, query_parts
 from lightgbm_cegb.core.subsets import SubsetSearch, Unit, searched
 from lightgbm_cegb.core.validation import checked_sequence
 from lightgbm_cegb.io import saved
@@ -172,6 +172,21 @@ class StageLadder:
     def _prices(self) -> np.ndarray:
         return np.concatenate([[0.0], np.cumsum(self.unit_cost_[self.order_])])[self.stage_units_]
 
+    def _by_partition(self, X, stacked, settings=None, **queries):
+        """``predict_result`` (``predict_results`` at ``settings``) of the rows of a Dask collection, partition by
+        partition where they lie (a ranker's ``group=``: a Dask array of each partition's query sizes, each query
+        whole in its partition), put together in memory in the partitions' order by ``stacked``; an empty partition is
+        skipped."""
+        self._check_fitted()
+        self._check_policy()
+        each = {"group": query_parts(queries["group"], len(partitions(X)))} if queries else None
+        results = [r for r in over_partitions(_partition_result, X, self, settings, each=each) if r is not None]
+        if not results:
+            raise CEGBError("X: a Dask collection without rows")
+        if settings is None:
+            return stacked(results)
+        return [stacked([r[i] for r in results]) for i in range(len(settings))]
+
     def stage_passes(self, X, deepest: int | None = None) -> tuple[list, ...]:
         """Every stage's outputs on every row of X (up to stage ``deepest``; None: the last within ``max_cost``) and
         what each stage's models cost each row to evaluate (None: nothing): the classifier's probabilities, the
@@ -259,6 +274,15 @@ class StageLadder:
         if kind not in STAGE_MODELS:
             raise saved.damaged(state, f"stage_models should be one of {', '.join(STAGE_MODELS)}, got {kind!r:.40}")
         self.stage_models_ = kind
+
+
+def _partition_result(X, model: StageLadder, settings, group=None):
+    """``model.predict_result`` (``predict_results`` at ``settings``) of one partition's rows (a ranker's: of the
+    queries ``group``); None for an empty partition."""
+    if not len(X):
+        return None
+    queries = {} if group is None else {"group": np.asarray(group)}
+    return model.predict_result(X, **queries) if settings is None else model.predict_results(X, settings, **queries)
 
 
 class LadderRun:

@@ -30,9 +30,11 @@ from sklearn.utils.validation import column_or_1d
 from lightgbm_cegb.base import COSTS, RANDOM_STATE, BudgetedEstimator
 from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.parallel import N_JOBS, resolve_n_jobs
+from lightgbm_cegb.core.partitions import computed, is_dask
 from lightgbm_cegb.core.report import CostReport
 from lightgbm_cegb.core.validation import NoneOr, Number, check_params
 from lightgbm_cegb.io import saved
+from lightgbm_cegb.methods import dask_stages
 from lightgbm_cegb.methods.acquisition import (
     NUM_LEAVES,
     auto_value,
@@ -71,6 +73,12 @@ class StagedRegressionResult:
     stage: np.ndarray
     known: np.ndarray
     cost: CostReport
+
+    @classmethod
+    def stacked(cls, results: list[StagedRegressionResult]) -> StagedRegressionResult:
+        """One result of the rows of several results of one model, in their order (a Dask collection's partitions)."""
+        return cls(*(np.concatenate([getattr(r, name) for r in results]) for name in ("prediction", "stage", "known")),
+                   CostReport.stacked([r.cost for r in results]))
 
 
 class StagedAcquisitionRegressor(StageLadder, BudgetedEstimator, RegressorMixin, BaseEstimator):
@@ -176,13 +184,15 @@ class StagedAcquisitionRegressor(StageLadder, BudgetedEstimator, RegressorMixin,
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
-            The training rows (NaN: a missing value).
+        X : array-like of shape (n_samples, n_features), or a Dask array or DataFrame
+            The training rows (NaN: a missing value). Rows in a Dask collection are trained on where they lie, with
+            ``lightgbm.dask`` on the active ``distributed`` client's workers (see ``methods.dask_stages``).
         y : array-like of shape (n_samples,)
-            The targets (finite numbers).
+            The targets (finite numbers); a Dask array or Series with X a Dask collection.
         eval_set : tuple (X_valid, y_valid), optional
-            Held-out rows for early stopping and the gap models; without it, ``validation_fraction`` of the training
-            rows are held out.
+            Held-out rows for early stopping and the gap models (in memory; a Dask collection is computed); without
+            it, ``validation_fraction`` of the training rows are held out (from a Dask collection, about
+            ``dask_stages.HELD_OUT_ROWS`` where that is fewer).
 
         Returns
         -------
@@ -190,6 +200,9 @@ class StagedAcquisitionRegressor(StageLadder, BudgetedEstimator, RegressorMixin,
             The fitted estimator.
         """
         self._check_params()
+        if is_dask(X):
+            self._fit_dask(X, y, eval_set)
+            return self
         X = checked_data(self, "X", X)
         y = _targets(y, len(X), "y")
         n, num_features = X.shape
@@ -207,13 +220,7 @@ class StagedAcquisitionRegressor(StageLadder, BudgetedEstimator, RegressorMixin,
             fit_rows, held_rows = np.sort(permutation[held:]), np.sort(permutation[:held])
             train = (X[fit_rows], y[fit_rows])
             valid = (X[held_rows], y[held_rows]) if held else None
-        units = self.costs_.units(num_features)
-        self.units_, self.unit_cost_ = [columns for _, columns, _ in units], np.array([p for _, _, p in units])
-        leaves = auto_value(len(train[0]), self._auto_leaves) if self.num_leaves == "auto" else int(self.num_leaves)
-        threads = resolve_n_jobs(self.n_jobs, n)
-        params = {"objective": "regression", "learning_rate": self.learning_rate, "num_leaves": leaves,
-                  "min_data_in_leaf": self.min_child_samples, "seed": seed, "deterministic": True, "verbose": -1,
-                  "num_threads": threads}
+        params = self._units_and_params(num_features, len(train[0]), n, seed)
         names = self._lightgbm_feature_names()
 
         def train_on(columns: list[int]) -> lgb.Booster:
@@ -224,11 +231,65 @@ class StagedAcquisitionRegressor(StageLadder, BudgetedEstimator, RegressorMixin,
                                  f"the stage of {len(columns)} of the {num_features} columns", "squared error")
 
         self._fit_stages(train_on, num_features)
-        self.mean_ = float(train[1].mean())
+        self._gap_models(float(train[1].mean()), float(train[1].std()), train[0] if valid is None else valid[0],
+                         seed, params["num_threads"])
+        return self
+
+    def _units_and_params(self, num_features: int, rows: int, n: int, seed: int) -> dict:
+        """``units_`` and ``unit_cost_`` of the costs over ``num_features`` columns, and the stages' LightGBM parameters
+        for ``rows`` training rows (of ``n`` in all, which set the threads)."""
+        units = self.costs_.units(num_features)
+        self.units_, self.unit_cost_ = [columns for _, columns, _ in units], np.array([p for _, _, p in units])
+        leaves = auto_value(rows, self._auto_leaves) if self.num_leaves == "auto" else int(self.num_leaves)
+        return {"objective": "regression", "learning_rate": self.learning_rate, "num_leaves": leaves,
+                "min_data_in_leaf": self.min_child_samples, "seed": seed, "deterministic": True, "verbose": -1,
+                "num_threads": resolve_n_jobs(self.n_jobs, n)}
+
+    def _fit_dask(self, X, y, eval_set) -> None:
+        """``fit`` of rows in Dask collections (``methods.dask_stages``): every stage's regressor trained with
+        ``lightgbm.dask`` on the active client's workers, on the rows spread there once, early stopped on rows in
+        memory by the l2 every worker computes alike; the gap models learn in memory on the held-out rows (without
+        any: on about ``dask_stages.HELD_OUT_ROWS`` training rows drawn into memory)."""
+        import dask
+
+        client = dask_stages.dask_client()
+        rows = dask_stages.DaskRows.of_targets(self, X, y)
+        num_features = rows.X.shape[1]
+        self.costs_ = self._resolved_costs(num_features)
+        rng = check_random_state(self.random_state)
+        seed = int(rng.randint(0, 2**31 - 1))
+        if eval_set is not None:
+            if not (isinstance(eval_set, tuple) and len(eval_set) == 2):
+                raise CEGBError(f"eval_set should be a tuple (X_valid, y_valid), got {type(eval_set).__name__}")
+            X_valid, y_valid = computed(eval_set)
+            X_valid = checked_data(self, "eval_set: X_valid", X_valid, reset=False)
+            train, stop = rows, (X_valid, _targets(y_valid, len(X_valid), "eval_set: y_valid"))
+        elif self.validation_fraction > 0:
+            train, *stop = rows.held_out(self.validation_fraction, int(rng.randint(0, 2**31 - 1)))
+            stop = tuple(stop) if len(stop[1]) else None
+        else:
+            train, stop = rows, None
+        train = train.spread(client)
+        params = self._units_and_params(num_features, train.n, rows.n, seed)
+        names = self._lightgbm_feature_names()
+
+        def train_on(columns: list[int]) -> lgb.Booster:
+            return dask_stages.trained(self, params, train, None, columns, (None, None), stop,
+                                       f"the stage of {len(columns)} of the {num_features} columns", names,
+                                       dask_stages.l2, "squared error")
+
+        self._fit_stages(train_on, num_features)
+        mean, std = dask.compute(train.labels.mean(), train.labels.std())
+        judged = stop[0] if stop is not None else train.sample(dask_stages.HELD_OUT_ROWS, seed)[0]
+        self._gap_models(float(mean), float(std), judged, seed, params["num_threads"])
+
+    def _gap_models(self, mean: float, std: float, judged: np.ndarray, seed: int, threads: int) -> None:
+        """Stage 0 (the training targets' ``mean``), ``tradeoff``'s unit (their ``std``, 1 where it is 0) and the gap
+        models, learned on the rows ``judged`` (in memory)."""
+        names = self._lightgbm_feature_names()
+        self.mean_ = mean
         self._compile("stages", self.stages_, [self.mean_])
-        std = float(train[1].std())
         self.scale_ = std if std > 0 else 1.0
-        judged = train[0] if valid is None else valid[0]  # the rows the gap models learn on
         last = len(self.stages_)
         final = self._stage_prediction(last, self._masked(judged, last))
         self.gap0_ = float(np.abs(final - self.mean_).mean())
@@ -239,7 +300,6 @@ class StagedAcquisitionRegressor(StageLadder, BudgetedEstimator, RegressorMixin,
             self.gaps_.append(lgb.train({**GAP_PARAMS, "seed": seed, "num_threads": threads},
                                         lgb.Dataset(masked, gap, feature_name=names), GAP_ROUNDS))
         self._compile("gaps", self.gaps_, [self.gap0_])
-        return self
 
     # ----------------------------------------------------------------------------------------- the policy
 
@@ -284,14 +344,17 @@ class StagedAcquisitionRegressor(StageLadder, BudgetedEstimator, RegressorMixin,
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
-            The rows, every value known (only those bought are read).
+        X : array-like of shape (n_samples, n_features), or a Dask array or DataFrame
+            The rows, every value known (only those bought are read); a Dask collection's partition by partition,
+            where they lie.
 
         Returns
         -------
         StagedRegressionResult
             The predictions, the stages, the features bought and the costs.
         """
+        if is_dask(X):
+            return self._by_partition(X, StagedRegressionResult.stacked)
         self._check_fitted()
         X = checked_data(self, "X", X, reset=False)
         run = self.__lightgbm_cegb_policy__(len(X))
@@ -302,8 +365,8 @@ class StagedAcquisitionRegressor(StageLadder, BudgetedEstimator, RegressorMixin,
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
-            The rows.
+        X : array-like of shape (n_samples, n_features), or a Dask array or DataFrame
+            The rows (a Dask collection's partition by partition).
 
         Returns
         -------
@@ -317,8 +380,8 @@ class StagedAcquisitionRegressor(StageLadder, BudgetedEstimator, RegressorMixin,
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
-            The rows.
+        X : array-like of shape (n_samples, n_features), or a Dask array or DataFrame
+            The rows (a Dask collection's partition by partition).
         n_jobs : int or None, default=None
             Unused (the models' threads are the estimator's ``n_jobs``); accepted as by every estimator.
 
@@ -336,8 +399,8 @@ class StagedAcquisitionRegressor(StageLadder, BudgetedEstimator, RegressorMixin,
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
-            The rows, every value known.
+        X : array-like of shape (n_samples, n_features), or a Dask array or DataFrame
+            The rows, every value known (a Dask collection's partition by partition).
         settings : sequence of dict
             Each with ``tradeoff`` and/or ``max_cost``.
 
@@ -347,6 +410,8 @@ class StagedAcquisitionRegressor(StageLadder, BudgetedEstimator, RegressorMixin,
             One per setting, in their order.
         """
         self._check_fitted()
+        if is_dask(X):
+            return self._by_partition(X, StagedRegressionResult.stacked, settings)
         return self._results_at(X, settings)
 
     def _stage_pass(self, k: int, X: np.ndarray, masked: np.ndarray, carried=None) -> tuple:

@@ -400,13 +400,16 @@ def _fit_staged(context: Context, state: dict, params: dict) -> list[Candidate]:
 
 def staged_candidate(fitted, params: dict, task: str) -> Candidate:
     """The staged acquisition's point ``params`` (its ``relative_tradeoff`` or ``tradeoff``, and ``max_cost``) of the
-    fitted StagedAcquisitionClassifier ``fitted``: a copy reading them, as a sweep's Candidate of ``task``."""
+    fitted StagedAcquisitionClassifier ``fitted`` (StagedAcquisitionRegressor where ``task`` is regression): a copy
+    reading them, as a sweep's Candidate of ``task``."""
+    name = "staged_acquisition_regressor" if task == "regression" else "staged_acquisition"
     params = dict(params)
     scale = fitted.first_value() if "relative_tradeoff" in params else 0.0
-    tradeoff, knob = scaled_knob("staged_acquisition", params, "relative_tradeoff", "tradeoff", scale)
-    model = copy.copy(fitted).set_params(tradeoff=min(tradeoff, 1.0), max_cost=params.get("max_cost"))
-    return _AcquisitionCandidate("staged_acquisition", {**knob, **params}, model,
-                                 partial(prediction, model, "positive" if task == "binary" else "proba", None),
+    tradeoff, knob = scaled_knob(name, params, "relative_tradeoff", "tradeoff", scale)
+    model = copy.copy(fitted).set_params(tradeoff=tradeoff if task == "regression" else min(tradeoff, 1.0),
+                                         max_cost=params.get("max_cost"))
+    output = {"binary": "positive", "regression": "predict"}.get(task, "proba")
+    return _AcquisitionCandidate(name, {**knob, **params}, model, partial(prediction, model, output, None),
                                  partial(own_cost, model))
 
 
@@ -421,12 +424,7 @@ def _fit_staged_regressor(context: Context, state: dict, params: dict) -> list[C
         feature_costs=context.costs, random_state=0, n_jobs=context.params.get("num_threads") or None,
         n_estimators=context.num_boost_round, early_stopping_rounds=context.early_stopping_rounds).fit(
         context.train.X, context.train.y, eval_set=(context.valid.X, context.valid.y)))
-    scale = fitted.first_value() if "relative_tradeoff" in params else 0.0
-    tradeoff, knob = scaled_knob("staged_acquisition_regressor", params, "relative_tradeoff", "tradeoff", scale)
-    model = copy.copy(fitted).set_params(tradeoff=tradeoff, max_cost=params.get("max_cost"))
-    candidate = _AcquisitionCandidate("staged_acquisition_regressor", {**knob, **params}, model, model.predict,
-                                      model.prediction_cost)
-    return _sharing(candidate, state["passes"], state)
+    return _sharing(staged_candidate(fitted, params, "regression"), state["passes"], state)
 
 
 #: ``tradeoff`` values of the staged acquisition ranker's default grid: the share of a query's documents at a stage

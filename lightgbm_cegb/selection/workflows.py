@@ -215,22 +215,22 @@ def _on_every_row(chosen: Selection, cluster: tuple, valid, test, budget: float,
                   options: dict) -> Selection:
     """fit_within_budget's choice for ``budget`` from the sweep of a sample of the Dask rows ``cluster``, fitted again
     on every row (on the active client's workers; its settings as the sample's; once per setting, kept in ``refits``)
-    where it is plain LightGBM, the cheap subset or the staged acquisition, and its point chosen again on the
-    validation rows within the budget (the staged acquisition's trade-off and cap among its grid's values and the
-    frame's caps, a LightGBM model's prefix), where that is at least as good on them as the sample's point (or the
-    sample's is over the budget); any other method's point stays the sample's, with a CEGBWarning naming it; nothing
-    is fitted again where every row was drawn."""
+    where it is plain LightGBM, the cheap subset or the staged acquisition (classifier or regressor), and its point
+    chosen again on the validation rows within the budget (the staged acquisition's trade-off and cap among its grid's
+    values and the frame's caps, a LightGBM model's prefix), where that is at least as good on them as the sample's
+    point (or the sample's is over the budget); any other method's point stays the sample's, with a CEGBWarning naming
+    it; nothing is fitted again where every row was drawn."""
     frame = chosen.frontier
     sampled = frame.attrs["sampled"]
     if sampled["rows"] == sampled["of"]:  # every row was drawn: the sweep's models are those of every row
         return chosen
-    refit = {"staged_acquisition": _staged_points, "lightgbm": _booster_points,
-             "cheap_subset": _booster_points}.get(chosen.method)
+    refit = {"staged_acquisition": _staged_points, "staged_acquisition_regressor": _staged_points,
+             "lightgbm": _booster_points, "cheap_subset": _booster_points}.get(chosen.method)
     if refit is None:
         warnings.warn(f"fit_within_budget: the chosen {chosen.method} point (budget {budget:g}) was fitted on the "
                       f"{sampled['rows']:,} training rows drawn from the {sampled['of']:,} of the Dask collection "
-                      "(plain LightGBM, the cheap subset and the staged acquisition classifier are fitted again on "
-                      "every row)", CEGBWarning, stacklevel=caller_stacklevel())
+                      "(plain LightGBM, the cheap subset and the staged acquisition classifier and regressor are "
+                      "fitted again on every row)", CEGBWarning, stacklevel=caller_stacklevel())
         return chosen
     classes, metric, task = frame.attrs["classes"], frame.attrs["metric_object"], frame.attrs["task"]
     classes = None if classes is None else np.asarray(classes)
@@ -257,36 +257,45 @@ def _on_every_row(chosen: Selection, cluster: tuple, valid, test, budget: float,
 
 
 def _staged_points(chosen: Selection, cluster: tuple, valid: Rows, budget: float, refits: dict, options: dict):
-    """(candidate, validation quality, mean cost) of each point of the staged acquisition fitted on every row within
-    ``budget``: its grid's relative trade-offs (and the chosen one) under no cap and the frame's caps."""
+    """(candidate, validation quality, mean cost) of each point of the staged acquisition (classifier or regressor)
+    fitted on every row within ``budget``: its grid's relative trade-offs (and the chosen one) under no cap and the
+    frame's caps."""
     from sklearn.base import clone
 
-    from lightgbm_cegb.selection.acquisition_family import STAGED_RELATIVE_TRADEOFFS, staged_candidate
+    from lightgbm_cegb.selection.acquisition_family import (
+        STAGED_REGRESSOR_TRADEOFFS,
+        STAGED_RELATIVE_TRADEOFFS,
+        staged_candidate,
+    )
 
     frame = chosen.frontier
-    classes, metric, task = np.asarray(frame.attrs["classes"]), frame.attrs["metric_object"], frame.attrs["task"]
+    metric, task = frame.attrs["metric_object"], frame.attrs["task"]
+    regression = task == "regression"
     X, y = cluster
     setting = repr(sorted((k, v) for k, v in chosen.model.get_params().items()
                           if k not in ("tradeoff", "max_cost", "feature_costs")))
     if setting not in refits:
-        codes = as_array(y).map_blocks(_codes, classes, dtype=np.int64)
-        refits[setting] = clone(chosen.model).fit(X, codes, eval_set=(valid.X, valid.y))
+        classes = None if regression else np.asarray(frame.attrs["classes"])
+        labels = y if regression else as_array(y).map_blocks(_codes, classes, dtype=np.int64)
+        refits[setting] = clone(chosen.model).fit(X, labels, eval_set=(valid.X, valid.y))
     model = refits[setting]
-    if len(model.classes_) != len(classes):
-        raise CEGBError(f"train: the Dask collection's labels should be the sweep's classes {classes.tolist()}, got "
-                        f"{len(model.classes_)} classes")
-    caps = {None} | {p.get("max_cost") for p, m in zip(frame["params"], frame["method"]) if m == "staged_acquisition"}
+    if not regression and len(model.classes_) != len(frame.attrs["classes"]):
+        raise CEGBError(f"train: the Dask collection's labels should be the sweep's classes "
+                        f"{list(frame.attrs['classes'])}, got {len(model.classes_)} classes")
+    caps = {None} | {p.get("max_cost") for p, m in zip(frame["params"], frame["method"]) if m == chosen.method}
     own = {k: v for k, v in chosen.params.items() if k not in ("relative_tradeoff", "tradeoff", "max_cost")}
+    grid = STAGED_REGRESSOR_TRADEOFFS if regression else STAGED_RELATIVE_TRADEOFFS
     points = [{**own, "relative_tradeoff": r, **({} if cap is None else {"max_cost": cap})}
               for cap in sorted(caps, key=lambda c: np.inf if c is None else c)
-              for r in sorted(set(STAGED_RELATIVE_TRADEOFFS) | {chosen.params.get("relative_tradeoff", 0.0)})]
+              for r in sorted(set(grid) | {chosen.params.get("relative_tradeoff", 0.0)})]
     scale = model.first_value()
-    results = model.predict_results(valid.X, [{"tradeoff": min(p["relative_tradeoff"] * scale, 1.0),
-                                               "max_cost": p.get("max_cost")} for p in points])
+    results = model.predict_results(valid.X, [
+        {"tradeoff": p["relative_tradeoff"] * scale if regression else min(p["relative_tradeoff"] * scale, 1.0),
+         "max_cost": p.get("max_cost")} for p in points])
     for point, result in zip(points, results):  # predict_results' figures are predict_result's, to the bit
         if result.cost.mean <= budget * (1 + 1e-12):
             candidate = staged_candidate(model, point, task)
-            score = result.proba[:, 1] if task == "binary" else result.proba
+            score = result.prediction if regression else result.proba[:, 1] if task == "binary" else result.proba
             yield candidate, candidate.quality(valid, score, metric, choose=True), float(result.cost.mean)
 
 

@@ -1,7 +1,7 @@
 """fit_within_budget of rows in Dask collections (issue 59, item 3): the sweep reads a sample drawn into memory, a
-staged acquisition, plain LightGBM or cheap subset chosen is fitted again on every row on a LocalCluster's workers
-and its point chosen again on the validation rows within the budget; its figures are its own on those rows, and never
-below the sample's point."""
+staged acquisition (classifier or regressor), plain LightGBM or cheap subset chosen is fitted again on every row on a
+LocalCluster's workers and its point chosen again on the validation rows within the budget; its figures are its own on
+those rows, and never below the sample's point."""
 
 from __future__ import annotations
 
@@ -118,17 +118,20 @@ def test_a_lightgbm_choice_is_fitted_again_on_every_row(case, client, small_samp
         assert used and used <= read
 
 
-def test_a_regression_choice_is_fitted_again_on_every_row(client, small_sample):
+@pytest.mark.parametrize("method, budget", [("lightgbm", 40.0), ("staged_acquisition_regressor", 12.0)])
+def test_a_regression_choice_is_fitted_again_on_every_row(client, small_sample, method, budget):
+    """Plain LightGBM and the staged regressor (its stages trained on the cluster, its trade-off and cap chosen again
+    on the validation rows): RMSE below the sample's choice, within the budget, its figures its own."""
     rng = np.random.default_rng(7)
     X = rng.normal(size=(14_000, 6))
     target = X[:, 0] + np.sin(2 * X[:, 2]) + X[:, 4] * X[:, 1] + 0.3 * rng.normal(size=len(X))
     dX, dy = da.from_array(X[:12_000], chunks=(4000, 6)), da.from_array(target[:12_000], chunks=4000)
     valid = (X[12_000:], target[12_000:])
-    chosen = fit_within_budget((dX, dy), valid, COSTS, 40.0, task="regression", methods=["lightgbm"], **OPTIONS)
-    in_memory = fit_within_budget(drawn(dX, dy, 1_000), valid, COSTS, 40.0, task="regression", methods=["lightgbm"],
+    chosen = fit_within_budget((dX, dy), valid, COSTS, budget, task="regression", methods=[method], **OPTIONS)
+    in_memory = fit_within_budget(drawn(dX, dy, 1_000), valid, COSTS, budget, task="regression", methods=[method],
                                   **OPTIONS)
-    assert chosen.frontier.attrs["sampled"]["refitted"] == [40.0]
-    assert chosen.valid_quality < in_memory.valid_quality  # rmse
+    assert chosen.method == method and chosen.frontier.attrs["sampled"]["refitted"] == [budget]
+    assert chosen.valid_quality < in_memory.valid_quality and chosen.valid_cost <= budget  # rmse
     assert (chosen.valid_quality, chosen.valid_cost) == own_figures(chosen, *valid)
 
 
