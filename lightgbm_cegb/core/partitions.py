@@ -115,13 +115,7 @@ def drawn(X, y, rows: int, seed: int = 0, total: int | None = None) -> tuple:
     import dask
     import numpy as np
 
-    X_parts = partitions(X)
-    y_parts = list(y.to_delayed().ravel()) if hasattr(y, "numblocks") else list(y.to_delayed())
-    if hasattr(y, "numblocks") and hasattr(X, "numblocks") and y.chunks[0] != X.chunks[0]:
-        y_parts = list(y.rechunk((X.chunks[0],)).to_delayed().ravel())
-    if len(y_parts) != len(X_parts):
-        raise CEGBError(f"y: the labels of a Dask X should be partitioned as X ({len(X_parts)} partitions), got "
-                        f"{len(y_parts)}")
+    X_parts, y_parts = partitions(X), _label_parts(X, y)
     total = sum(lengths(X)) if total is None else total
     fraction = 1.0 if total <= rows else rows / total
     parts = dask.compute(*[dask.delayed(_drawn_part)(part, labels, fraction, seed, i)
@@ -130,6 +124,53 @@ def drawn(X, y, rows: int, seed: int = 0, total: int | None = None) -> tuple:
         return np.concatenate([part for part, _ in parts]), np.concatenate([labels for _, labels in parts])
     import pandas as pd
     return pd.concat([part for part, _ in parts]), np.concatenate([labels for _, labels in parts])
+
+
+def drawn_queries(X, y, group, rows: int, seed: int = 0, total: int | None = None) -> tuple:
+    """The documents of queries of the Dask collection X drawn whole, each query with the same probability (about
+    ``rows`` documents in all; every query where they are fewer), their grades y (a Dask array or Series partitioned
+    as X) and their query sizes (``group``: a Dask array of a chunk per partition, see :func:`query_parts`), brought
+    into memory in their order: X as numpy rows or a pandas DataFrame, y and the sizes as numpy arrays. ``total``: X's
+    rows where they are counted already."""
+    import dask
+    import numpy as np
+
+    X_parts, y_parts = partitions(X), _label_parts(X, y)
+    total = sum(lengths(X)) if total is None else total
+    fraction = 1.0 if total <= rows else rows / total
+    parts = dask.compute(*[dask.delayed(_drawn_queries_part)(part, labels, sizes, fraction, seed, i)
+                           for i, (part, labels, sizes) in enumerate(zip(X_parts, y_parts,
+                                                                         query_parts(group, len(X_parts))))])
+    grades, sizes = (np.concatenate([part[i] for part in parts]) for i in (1, 2))
+    if hasattr(X, "numblocks"):
+        return np.concatenate([part for part, _, _ in parts]), grades, sizes
+    import pandas as pd
+    return pd.concat([part for part, _, _ in parts]), grades, sizes
+
+
+def _drawn_queries_part(X, y, sizes, fraction: float, seed: int, index: int) -> tuple:
+    """The documents, grades and sizes of the queries drawn of one partition (partition ``index``)."""
+    import numpy as np
+
+    sizes = np.asarray(sizes, dtype=np.int64)
+    if sizes.sum() != len(X) or len(y) != len(X):
+        raise CEGBError(f"group: each partition's query sizes should sum to its {len(X)} documents (and y hold one "
+                        f"grade per document), got {int(sizes.sum())} in partition {index}")
+    chosen = drawing(len(sizes), fraction, seed, index)
+    documents = np.repeat(chosen, sizes)
+    return X[documents], np.asarray(y)[documents], sizes[chosen]
+
+
+def _label_parts(X, y) -> list:
+    """The partitions of y, the labels of the Dask collection X, aligned with X's."""
+    X_parts = partitions(X)
+    y_parts = list(y.to_delayed().ravel()) if hasattr(y, "numblocks") else list(y.to_delayed())
+    if hasattr(y, "numblocks") and hasattr(X, "numblocks") and y.chunks[0] != X.chunks[0]:
+        y_parts = list(y.rechunk((X.chunks[0],)).to_delayed().ravel())
+    if len(y_parts) != len(X_parts):
+        raise CEGBError(f"y: the labels of a Dask X should be partitioned as X ({len(X_parts)} partitions), got "
+                        f"{len(y_parts)}")
+    return y_parts
 
 
 def _drawn_part(X, y, fraction: float, seed: int, index: int) -> tuple:

@@ -478,8 +478,16 @@ class _CascadeCandidate(Candidate):
     traces: _StagePasses | None = None
 
     def measure(self, rows: Rows, metric: Metric, *, choose: bool = False) -> tuple[float, float, float]:
-        result = self.traces.result(self.model, rows.X, rows.group)
+        result = self.model.predict_result(rows.X, group=rows.group) if self.traces is None else \
+            self.traces.result(self.model, rows.X, rows.group)
         return self.quality(rows, result.score, metric, choose), float(result.cost.mean), float(result.cost.coupled)
+
+
+def cascade_candidate(fitted, params: dict) -> Candidate:
+    """The staged ranker's point ``params`` (``tradeoff``, ``top_k``, ``max_cost``; the fit's own settings beside
+    them) of the fitted StagedAcquisitionRanker ``fitted``: a copy reading them, as a sweep's Candidate."""
+    model = copy.copy(fitted).set_params(**{"max_cost": None, **params})
+    return _CascadeCandidate("staged_acquisition_ranker", dict(params), model, model.predict, model.prediction_cost)
 
 
 @FAMILY.method("staged_acquisition_ranker", tasks=("ranking",), prepare=_staged_prepare, plan=_staged_plan,
@@ -497,6 +505,4 @@ def _fit_cascade(context: Context, state: dict, params: dict) -> list[Candidate]
         early_stopping_rounds=context.early_stopping_rounds, **kind).fit(
         context.train.X, context.train.y, group=context.train.group, eval_set=[(context.valid.X, context.valid.y)],
         eval_group=[context.valid.group]), key=repr(kind))
-    model = copy.copy(fitted).set_params(**{"max_cost": None, **params})
-    candidate = _CascadeCandidate("staged_acquisition_ranker", params, model, model.predict, model.prediction_cost)
-    return _sharing(candidate, state["passes"], state)
+    return _sharing(cascade_candidate(fitted, params), state["passes"], state)

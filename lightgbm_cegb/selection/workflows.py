@@ -11,7 +11,15 @@ import numpy as np
 import pandas as pd
 
 from lightgbm_cegb.core.errors import BudgetWarning, CEGBError, CEGBWarning
-from lightgbm_cegb.core.partitions import as_array, check_chunks_known, computed, drawn, is_dask, lengths
+from lightgbm_cegb.core.partitions import (
+    as_array,
+    check_chunks_known,
+    computed,
+    drawn,
+    drawn_queries,
+    is_dask,
+    lengths,
+)
 from lightgbm_cegb.core.validation import (
     Number,
     Numbers,
@@ -84,20 +92,22 @@ def fit_within_budget(train, valid, costs, budget: float | Sequence[float], *, t
     starts no point that trains a model (``method_fits``, see :func:`sweep`: a CEGBWarning names a method
     stopped).
 
-    Rows in Dask collections (classification and regression): the sweep reads about DASK_SAMPLE_ROWS = 50,000 of the
-    training rows drawn into memory (``frontier.attrs["sampled"]``), the validation and test rows are computed into
-    memory, and a staged acquisition, plain LightGBM or cheap subset chosen is fitted again on every training row on
-    the active client's workers (``StagedAcquisitionClassifier`` of Dask rows; ``lightgbm.dask`` with the sweep's
-    parameters, early stopped on the validation rows' log loss or l2), its trade-off and cap (a LightGBM model's
-    prefix) chosen again on the validation rows within the budget, where that is at least as
-    good there as the sample's point; another method's choice stays the sample's (a CEGBWarning says so);
-    ``frontier.attrs["sampled"]["refitted"]`` lists the budgets whose choice was fitted on every row.
+    Rows in Dask collections: the sweep reads about DASK_SAMPLE_ROWS = 50,000 of the training rows drawn into memory
+    (ranking: of whole queries; ``frontier.attrs["sampled"]``), the validation and test rows are computed into memory,
+    and a staged acquisition (classifier, regressor or ranker), plain LightGBM or cheap subset (classification and
+    regression) chosen is fitted again on every training row on the active client's workers (the staged models of Dask
+    rows; ``lightgbm.dask`` with the sweep's parameters, early stopped on the validation rows' log loss or l2), its
+    trade-off and cap (the ranker's top k too; a LightGBM model's prefix) chosen again on the validation rows within
+    the budget, where that is at least as good there as the sample's point; another method's choice stays the
+    sample's (a CEGBWarning says so); ``frontier.attrs["sampled"]["refitted"]`` lists the budgets whose choice was
+    fitted on every row.
 
     Parameters
     ----------
     train : tuple or Rows
         The training rows, (X, y) or (X, y, group) with ``group`` the query sizes (ranking); X and y may be a Dask
-        array or DataFrame and a Dask array or Series (not for ranking).
+        array or DataFrame and a Dask array or Series (``group`` then a Dask array of each partition's query sizes,
+        each query whole in one partition).
     valid : tuple or Rows
         The validation rows, the same way: early stopping, the knobs' refinement and the selection.
     costs : FeatureCosts, lazy costs per column, or None
@@ -135,7 +145,7 @@ def fit_within_budget(train, valid, costs, budget: float | Sequence[float], *, t
     cluster = _cluster_rows(train, task)
     if cluster is not None:  # the sweep reads a sample in memory, its choice is fitted again on every row
         total = sum(lengths(cluster[0]))
-        train = drawn(*cluster, DASK_SAMPLE_ROWS, total=total)
+        train = (drawn_queries if task == "ranking" else drawn)(*cluster, DASK_SAMPLE_ROWS, total=total)
         _every_class_drawn(cluster, train, task)
         valid, test = _in_memory(valid), _in_memory(test)
     if methods is None:
@@ -166,19 +176,20 @@ def fit_within_budget(train, valid, costs, budget: float | Sequence[float], *, t
 
 
 def _cluster_rows(train, task: str) -> tuple | None:
-    """(X, y) where ``train``'s rows are a Dask collection (None otherwise); ranking's query sizes are refused."""
+    """(X, y), for ranking (X, y, group), where ``train``'s rows are a Dask collection (None otherwise)."""
     rows = (train.X, train.y, train.group) if isinstance(train, Rows) else train
     if not (isinstance(rows, tuple) and len(rows) in (2, 3) and is_dask(rows[0])):
         return None
-    if task == "ranking" or len(rows) == 3 and rows[2] is not None:
-        raise CEGBError("train: fit_within_budget takes rows in a Dask collection for classification and regression; "
-                        f"task={task!r} with query sizes should be given in memory")
+    queries = len(rows) == 3 and rows[2] is not None
+    if queries != (task == "ranking"):
+        raise CEGBError(f"train: task={task!r} takes (X, y{', group' if task == 'ranking' else ''}), got "
+                        f"{'query sizes' if queries else 'no query sizes'}")
     if not is_dask(rows[1]):
         raise CEGBError(f"train: with X a Dask collection, y should be a Dask array or Series of its labels, got "
                         f"{type(rows[1]).__name__}")
     for name, part in (("X", rows[0]), ("y", rows[1])):
         check_chunks_known(part, name, f"train: {name}, ")
-    return rows[0], rows[1]
+    return tuple(rows[:3 if queries else 2])
 
 
 def _every_class_drawn(cluster: tuple, sample: tuple, task: str) -> None:
@@ -225,12 +236,16 @@ def _on_every_row(chosen: Selection, cluster: tuple, valid, test, budget: float,
     if sampled["rows"] == sampled["of"]:  # every row was drawn: the sweep's models are those of every row
         return chosen
     refit = {"staged_acquisition": _staged_points, "staged_acquisition_regressor": _staged_points,
-             "lightgbm": _booster_points, "cheap_subset": _booster_points}.get(chosen.method)
+             "staged_acquisition_ranker": _cascade_points}
+    if len(cluster) == 2:  # ranking's LightGBM models are not refitted: their early stopping reads LightGBM's NDCG
+        refit.update({"lightgbm": _booster_points, "cheap_subset": _booster_points})
+    refit = refit.get(chosen.method)
     if refit is None:
         warnings.warn(f"fit_within_budget: the chosen {chosen.method} point (budget {budget:g}) was fitted on the "
                       f"{sampled['rows']:,} training rows drawn from the {sampled['of']:,} of the Dask collection "
-                      "(plain LightGBM, the cheap subset and the staged acquisition classifier and regressor are "
-                      "fitted again on every row)", CEGBWarning, stacklevel=caller_stacklevel())
+                      "(plain LightGBM, the cheap subset and the staged acquisition classifier, regressor and ranker "
+                      "are fitted again on every row; for ranking, the staged ranker)", CEGBWarning,
+                      stacklevel=caller_stacklevel())
         return chosen
     classes, metric, task = frame.attrs["classes"], frame.attrs["metric_object"], frame.attrs["task"]
     classes = None if classes is None else np.asarray(classes)
@@ -297,6 +312,37 @@ def _staged_points(chosen: Selection, cluster: tuple, valid: Rows, budget: float
             candidate = staged_candidate(model, point, task)
             score = result.prediction if regression else result.proba[:, 1] if task == "binary" else result.proba
             yield candidate, candidate.quality(valid, score, metric, choose=True), float(result.cost.mean)
+
+
+def _cascade_points(chosen: Selection, cluster: tuple, valid: Rows, budget: float, refits: dict, options: dict):
+    """(candidate, validation quality, mean cost) of each point of the staged ranker fitted on every document within
+    ``budget``: its grid's trade-offs and top k (and the chosen ones) under no cap and the frame's caps, its unit
+    order and stage models as chosen."""
+    from sklearn.base import clone
+
+    from lightgbm_cegb.selection.acquisition_family import CASCADE_TOP_K, CASCADE_TRADEOFFS, cascade_candidate
+
+    frame = chosen.frontier
+    setting = repr(sorted((k, v) for k, v in chosen.model.get_params().items()
+                          if k not in ("tradeoff", "top_k", "max_cost", "feature_costs")))
+    if setting not in refits:
+        X, y, group = cluster
+        refits[setting] = clone(chosen.model).fit(X, y, group=group, eval_set=[(valid.X, valid.y)],
+                                                  eval_group=[valid.group])
+    model = refits[setting]
+    caps = {None} | {p.get("max_cost") for p, m in zip(frame["params"], frame["method"]) if m == chosen.method}
+    own = {k: v for k, v in chosen.params.items() if k not in ("tradeoff", "top_k", "max_cost")}
+    points = [{**own, "tradeoff": t, "top_k": k, **({} if cap is None else {"max_cost": cap})}
+              for cap in sorted(caps, key=lambda c: np.inf if c is None else c)
+              for k in sorted(set(CASCADE_TOP_K) | {chosen.params.get("top_k", 0)})
+              for t in sorted(set(CASCADE_TRADEOFFS) | {chosen.params.get("tradeoff", 0.0)})]
+    results = model.predict_results(valid.X, [{k: p.get(k) for k in ("tradeoff", "top_k", "max_cost")}
+                                              for p in points], group=valid.group)
+    for point, result in zip(points, results):  # predict_results' figures are predict_result's, to the bit
+        if result.cost.mean <= budget * (1 + 1e-12):
+            candidate = cascade_candidate(model, point)
+            yield candidate, candidate.quality(valid, result.score, frame.attrs["metric_object"], choose=True), \
+                float(result.cost.mean)
 
 
 def _booster_points(chosen: Selection, cluster: tuple, valid: Rows, budget: float, refits: dict, options: dict):

@@ -14,7 +14,7 @@ import pytest
 
 from lightgbm_cegb import FeatureCosts, LazyPredictor, StagedAcquisitionClassifier, prediction_cost
 from lightgbm_cegb.core.errors import CEGBError
-from lightgbm_cegb.core.partitions import is_dask, partitions, row_starts
+from lightgbm_cegb.core.partitions import drawn_queries, is_dask, partitions, row_starts
 from lightgbm_cegb.core.report import CostReport
 from lightgbm_cegb.serving import DONE, FAILED, LazyFetchError, LazyResult
 
@@ -177,3 +177,38 @@ def test_stacked_results_are_one_result_of_all_rows(case):
         assert stacked.failures
         for failure in stacked.failures:  # rows counted in all of X
             np.testing.assert_array_equal(ids[failure.rows], failure.ids)
+
+
+def test_queries_are_drawn_whole_from_arrays_and_frames_alike():
+    """drawn_queries: whole queries, each with the same probability from the seed and its partition's position (the
+    same documents from a Dask array and from a DataFrame of the same partitions), every query where the documents
+    are fewer than asked; query sizes that do not fit a partition refused by name."""
+    rng = np.random.default_rng(3)
+    sizes = rng.integers(1, 12, size=300)
+    n = int(sizes.sum())
+    X, y = rng.normal(size=(n, 3)), rng.integers(0, 4, size=n)
+    cut = (100, 120, 80)
+    starts = np.r_[0, np.cumsum(cut)]
+    documents = tuple(int(sizes[a:b].sum()) for a, b in zip(starts[:-1], starts[1:]))
+    group = da.from_array(sizes, chunks=(cut,))
+    array = (da.from_array(X, chunks=(documents, 3)), da.from_array(y, chunks=(documents,)))
+    frame = pd.DataFrame(X, columns=["a", "b", "c"])
+    partitioned = dd.from_pandas(frame, npartitions=1).repartition(divisions=[0, *np.cumsum(documents)[:-1], n - 1])
+    labels = dd.from_pandas(pd.Series(y), npartitions=1).repartition(divisions=partitioned.divisions)
+    drawn_X, drawn_y, drawn_sizes = drawn_queries(*array, group, n // 3, seed=5)
+    frame_X, frame_y, frame_sizes = drawn_queries(partitioned, labels, group, n // 3, seed=5)
+    np.testing.assert_array_equal(drawn_X, frame_X.to_numpy())
+    np.testing.assert_array_equal(drawn_y, frame_y)
+    np.testing.assert_array_equal(drawn_sizes, frame_sizes)
+    assert 0.2 * n < len(drawn_y) < 0.5 * n and drawn_sizes.sum() == len(drawn_y)
+    # whole queries: each drawn query's documents are one query's of X, in order
+    first_rows = {tuple(X[s]): size for s, size in zip(np.r_[0, np.cumsum(sizes)[:-1]], sizes)}
+    at = 0
+    for size in drawn_sizes:
+        assert first_rows[tuple(drawn_X[at])] == size
+        at += size
+    every = drawn_queries(*array, group, n + 1)
+    np.testing.assert_array_equal(every[0], X)
+    np.testing.assert_array_equal(every[2], sizes)
+    with pytest.raises(CEGBError, match="each partition's query sizes should sum to its"):
+        drawn_queries(*array, da.from_array(np.r_[sizes[:-1], sizes[-1] + 1], chunks=(cut,)), n)

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from lightgbm_cegb import CEGBError, CEGBWarning, FeatureCosts
-from lightgbm_cegb.core.partitions import drawn
+from lightgbm_cegb.core.partitions import drawn, drawn_queries
 from lightgbm_cegb.selection import fit_within_budget, workflows
 from lightgbm_cegb.selection.metrics import METRICS, validation_quality
 
@@ -135,6 +135,58 @@ def test_a_regression_choice_is_fitted_again_on_every_row(client, small_sample, 
     assert (chosen.valid_quality, chosen.valid_cost) == own_figures(chosen, *valid)
 
 
+@pytest.fixture(scope="module")
+def queries():
+    """Ranking documents of 800 queries: 600 training (as Dask arrays of 3 partitions of whole queries), 100 validation
+    and 100 test queries in memory."""
+    rng = np.random.default_rng(11)
+    sizes = rng.integers(5, 30, size=800)
+    X = rng.normal(size=(int(sizes.sum()), 6))
+    relevance = X[:, 0] + 0.8 * X[:, 2] + 1.5 * X[:, 4] * (X[:, 1] > 0) + 0.5 * rng.normal(size=len(X))
+    y = np.digitize(relevance, [0.0, 1.0, 2.0])
+    starts = np.r_[0, np.cumsum(sizes)]
+    parts = [(X[starts[a]:starts[b]], y[starts[a]:starts[b]], sizes[a:b]) for a, b in ((0, 600), (600, 700),
+                                                                                         (700, 800))]
+    (X_train, y_train, group), valid, test = parts
+    cut = (200, 200, 200)
+    documents = tuple(int(group[i * 200:(i + 1) * 200].sum()) for i in range(3))
+    cluster = (da.from_array(X_train, chunks=(documents, 6)), da.from_array(y_train, chunks=(documents,)),
+               da.from_array(group, chunks=(cut,)))
+    return cluster, valid, test
+
+
+def test_a_staged_ranker_choice_is_fitted_again_on_every_document(queries, client, small_sample):
+    """The sweep reads whole queries drawn from the partitions; the staged ranker chosen is fitted on every training
+    document on the cluster and its trade-off, top k and cap chosen again: at least the sample's validation NDCG@5,
+    within the budget, its figures its own on the validation and the test queries."""
+    cluster, valid, test = queries
+    budget = 8.0
+    chosen = fit_within_budget(cluster, valid, COSTS, budget, task="ranking", methods=["staged_acquisition_ranker"],
+                               test=test, **OPTIONS)
+    sample = drawn_queries(*cluster, 1_000)
+    assert sample[2].sum() == len(sample[1]) == len(sample[0]) and 30 < len(sample[2]) < 70
+    in_memory = fit_within_budget(sample, valid, COSTS, budget, task="ranking", methods=["staged_acquisition_ranker"],
+                                  **OPTIONS)
+    assert chosen.method == "staged_acquisition_ranker"
+    assert chosen.frontier.attrs["sampled"] == {"rows": len(sample[1]), "of": int(cluster[2].sum().compute()),
+                                                "refitted": [budget]}
+    assert chosen.valid_quality >= in_memory.valid_quality and chosen.valid_cost <= budget
+    metric = chosen.frontier.attrs["metric_object"]
+    for rows, quality, cost in ((valid, chosen.valid_quality, chosen.valid_cost),
+                                (test, chosen.test_quality, chosen.test_cost)):
+        assert quality == validation_quality(metric, rows[1], chosen.predict(rows[0], group=rows[2]), rows[2])
+        assert cost == chosen.prediction_cost(rows[0], group=rows[2]).mean
+    assert len(chosen.model.stages_[0].feature_name()) == 6 and chosen.model.n_features_in_ == 6
+
+
+def test_a_ranking_lightgbm_choice_stays_the_samples_with_a_warning(queries, client, small_sample):
+    cluster, valid, _ = queries
+    with pytest.warns(CEGBWarning, match=r"the chosen lightgbm point \(budget 40\) was fitted on the [\d,]+ training "
+                                         r"rows drawn"):
+        chosen = fit_within_budget(cluster, valid, COSTS, 40.0, task="ranking", methods=["lightgbm"], **OPTIONS)
+    assert "refitted" not in chosen.frontier.attrs["sampled"]
+
+
 @pytest.mark.parametrize("metric", ["accuracy", "logloss"])
 def test_a_refit_worse_on_the_validation_rows_leaves_the_samples_point(case, client, small_sample, monkeypatch,
                                                                        metric):
@@ -181,9 +233,14 @@ def test_refusals(case, client, small_sample):
                                         r"drawn for the sweep: raise workflows.DASK_SAMPLE_ROWS \(now 1,000\)"):
         fit_within_budget((dX, da.from_array(rare, chunks=4000)), (X_valid, y_valid), COSTS, BUDGET,
                           task="multiclass")
-    with pytest.raises(CEGBError, match="task='ranking' with query sizes should be given in memory"):
-        fit_within_budget((dX, da.from_array(np.zeros(len(X)), chunks=4000), [12_000]), (X_valid, y_valid, [2000]),
-                          COSTS, BUDGET, task="ranking")
+    grades = da.from_array(np.zeros(len(X)), chunks=4000)
+    with pytest.raises(CEGBError, match="group: with X a Dask collection, group should be a Dask array"):
+        fit_within_budget((dX, grades, [12_000]), (X_valid, y_valid, [2000]), COSTS, BUDGET, task="ranking")
+    with pytest.raises(CEGBError, match=r"train: task='ranking' takes \(X, y, group\), got no query sizes"):
+        fit_within_budget((dX, grades), (X_valid, y_valid, [2000]), COSTS, BUDGET, task="ranking")
+    with pytest.raises(CEGBError, match=r"train: task='binary' takes \(X, y\), got query sizes"):
+        fit_within_budget((dX, da.from_array(y, chunks=4000), da.from_array(np.full(3, 4000), chunks=1)),
+                          (X_valid, y_valid), COSTS, BUDGET, task="binary")
 
 
 def test_budgets_share_the_fit_of_one_setting(case, client, small_sample, monkeypatch):
