@@ -141,9 +141,9 @@ class _GreedyMiser(BudgetedEstimator, BaseEstimator):
                             n_jobs=self.n_jobs)
 
     def _fit(self, X, y, sample_weight, eval_set, eval_sample_weight, group=None, eval_group=None,
-             num_class: int = 1):
+             num_class: int = 1, callbacks=None):
         """Train ``booster_``: the gradient of ``self._gradient``, hessian the row weights; early stopping on
-        the first validation set's ``self._metric``."""
+        the first validation set's ``self._metric``; the user's ``callbacks`` after it."""
         self.costs_ = self._resolved_costs(X.shape[1])
         weight = checked_weights(sample_weight, len(y)) * self._row_weight(y)
         names = self._lightgbm_feature_names()
@@ -156,7 +156,7 @@ class _GreedyMiser(BudgetedEstimator, BaseEstimator):
                 np.broadcast_to(weight[:, None] if num_class > 1 else weight, shape).copy()
 
         params = {**self._params(X.shape[1], num_class), "objective": objective}
-        valid_sets, callbacks, feval = [], [], None
+        valid_sets, user_callbacks, callbacks, feval = [], list(callbacks or ()), [], None
         if eval_set is not None and len(eval_set):
             eval_set, eval_sample_weight, eval_group = first_eval(eval_set, eval_sample_weight, eval_group)
             X_valid, y_valid = eval_set
@@ -179,7 +179,7 @@ class _GreedyMiser(BudgetedEstimator, BaseEstimator):
             if self.early_stopping_rounds is not None:
                 callbacks.append(lgb.early_stopping(self.early_stopping_rounds, first_metric_only=True, verbose=False))
         self.booster_ = lgb.train(params, train, self.n_estimators, valid_sets=valid_sets, feval=feval,
-                                  callbacks=callbacks)
+                                  callbacks=callbacks + user_callbacks)
         self.best_iteration_ = self.booster_.best_iteration or self.booster_.current_iteration()
         return self
 
@@ -345,7 +345,8 @@ class GreedyMiserRegressor(RegressorMixin, _GreedyMiser):
     _losses = ("squared",)
     _metric_name = ("l2", False)
 
-    def fit(self, X, y, *, sample_weight=None, eval_set=None, eval_sample_weight=None) -> GreedyMiserRegressor:
+    def fit(self, X, y, *, sample_weight=None, eval_set=None, eval_sample_weight=None,
+            callbacks=None) -> GreedyMiserRegressor:
         """Grow the trees on (X, y), with early stopping on the first validation set if there is one.
 
         Parameters
@@ -360,6 +361,8 @@ class GreedyMiserRegressor(RegressorMixin, _GreedyMiser):
             Validation sets; the first one's squared error drives early stopping.
         eval_sample_weight : list of array-like or None, default=None
             Weights of the validation rows (the first one's are used).
+        callbacks : list of callable or None, default=None
+            LightGBM callbacks called after each round, as ``lgb.train`` takes them (after the early stopping).
 
         Returns
         -------
@@ -373,7 +376,7 @@ class GreedyMiserRegressor(RegressorMixin, _GreedyMiser):
         """
         self._check_params()
         X, y = self._validated(X, y)
-        return self._fit(X, y.astype(np.float64), sample_weight, eval_set, eval_sample_weight)
+        return self._fit(X, y.astype(np.float64), sample_weight, eval_set, eval_sample_weight, callbacks=callbacks)
 
     @staticmethod
     def _gradient(score, y):
@@ -433,7 +436,8 @@ class GreedyMiserClassifier(ClassifierMixin, _GreedyMiser):
     _losses = ("log_loss",)
     _metric_name = ("log_loss", False)
 
-    def fit(self, X, y, *, sample_weight=None, eval_set=None, eval_sample_weight=None) -> GreedyMiserClassifier:
+    def fit(self, X, y, *, sample_weight=None, eval_set=None, eval_sample_weight=None,
+            callbacks=None) -> GreedyMiserClassifier:
         """Grow the trees on (X, y), with early stopping on the first validation set if there is one.
 
         Parameters
@@ -449,6 +453,8 @@ class GreedyMiserClassifier(ClassifierMixin, _GreedyMiser):
             training classes.
         eval_sample_weight : list of array-like or None, default=None
             Weights of the validation rows (the first one's are used).
+        callbacks : list of callable or None, default=None
+            LightGBM callbacks called after each round, as ``lgb.train`` takes them (after the early stopping).
 
         Returns
         -------
@@ -469,7 +475,7 @@ class GreedyMiserClassifier(ClassifierMixin, _GreedyMiser):
             raise CEGBError(f"y should hold at least two classes, got {self.classes_.tolist()}")
         codes = self._encode(y)
         return self._fit(X, codes, sample_weight, eval_set, eval_sample_weight,
-                         num_class=len(self.classes_) if len(self.classes_) > 2 else 1)
+                         num_class=len(self.classes_) if len(self.classes_) > 2 else 1, callbacks=callbacks)
 
     def _encode(self, y):
         codes, unknown = class_codes(self.classes_, y)
@@ -543,7 +549,7 @@ class GreedyMiserRanker(_GreedyMiser):
         self.irrelevant_weight = irrelevant_weight
 
     def fit(self, X, y, *, group=None, sample_weight=None, eval_set=None, eval_group=None,
-            eval_sample_weight=None) -> GreedyMiserRanker:
+            eval_sample_weight=None, callbacks=None) -> GreedyMiserRanker:
         """Grow the trees on (X, y), with early stopping on the first validation set's NDCG@5 if there is one.
 
         Parameters
@@ -562,6 +568,8 @@ class GreedyMiserRanker(_GreedyMiser):
             The query sizes of each validation set (required with ``eval_set``).
         eval_sample_weight : list of array-like or None, default=None
             Weights of the validation rows (the first one's are used).
+        callbacks : list of callable or None, default=None
+            LightGBM callbacks called after each round, as ``lgb.train`` takes them (after the early stopping).
 
         Returns
         -------
@@ -579,7 +587,8 @@ class GreedyMiserRanker(_GreedyMiser):
         if eval_set and not eval_group:
             raise CEGBError("eval_group: a ranker needs the query sizes of the validation rows (eval_group=[...])")
         X, y = self._validated(X, y)
-        return self._fit(X, y.astype(np.float64), sample_weight, eval_set, eval_sample_weight, group, eval_group)
+        return self._fit(X, y.astype(np.float64), sample_weight, eval_set, eval_sample_weight, group, eval_group,
+                         callbacks=callbacks)
 
     def _row_weight(self, y):
         return np.where(y == 0, float(self.irrelevant_weight), 1.0)

@@ -67,7 +67,7 @@ def _fit_greedy_miser(context: Context, scale: float, params: dict) -> list[Cand
     train, valid = context.train, context.valid
     queries = {} if train.group is None else {"group": train.group, "eval_group": [valid.group]}
     model = _greedy_miser(context, tradeoff=tradeoff, **params).fit(train.X, train.y, eval_set=[(valid.X, valid.y)],
-                                                                    **queries)
+                                                                    callbacks=context.cut_callbacks(), **queries)
     output = {"binary": "positive", "multiclass": "proba"}.get(context.task, "predict")
     return check_capped("greedy_miser", context, model.best_iteration_,
                          prefixes(context, "greedy_miser", {**knob, **params}, model, output, trees))

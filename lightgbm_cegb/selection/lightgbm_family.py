@@ -92,7 +92,8 @@ def _fit_cegb(context: Context, scale: float, params: dict) -> list[Candidate]:
     budget = params.pop("budget", None)
     trees = params.pop("trees", PREFIX_TREES)
     tradeoff, knob = scaled_knob("cegb", params, "relative_tradeoff", "cegb_tradeoff", scale)
-    callbacks = [] if budget is None else [budget_stopping(context.valid.X, context.costs, budget, verbose=False)]
+    callbacks = ([] if budget is None else [budget_stopping(context.valid.X, context.costs, budget, verbose=False)]) \
+        + context.cut_callbacks()
     booster = train_lightgbm(context, lightgbm_params(context, **context.costs.to_params(tradeoff=tradeoff), **params),
                              callbacks)
     if not has_split(booster):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -406,6 +407,23 @@ class NeedsFit(Exception):
     (``Context.fits``): the runner counts the point as not fitted."""
 
 
+class TimeCut:
+    """A LightGBM callback that ends a training once ``seconds`` have passed since it was made (after a round that
+    is not the last): the model keeps the rounds it trained, its best iteration the last of them (the early stopping's
+    callback, called before it, stops it earlier as ever). The rounds trained are appended to ``record``."""
+
+    def __init__(self, seconds: float, record: list) -> None:
+        self.seconds, self.record, self.start = seconds, record, time.perf_counter()
+        self.order = 40  # after lgb.early_stopping's 30 (lgb.train reads the instance's)
+
+    def __call__(self, env) -> None:
+        if env.iteration < env.end_iteration - 1 and time.perf_counter() - self.start > self.seconds:
+            import lightgbm as lgb
+
+            self.record.append(env.iteration + 1)
+            raise lgb.callback.EarlyStopException(env.iteration, env.evaluation_result_list)
+
+
 @dataclass(frozen=True)
 class Context:
     """What every fit of a sweep sees.
@@ -440,6 +458,13 @@ class Context:
         False for the points of a method past its time allowance (``runner.Allowance``) whose knob is read when
         predicting: a point that reads a model the sweep fitted already runs, one that would train a model raises
         :class:`NeedsFit` instead.
+    seconds : float or None, default=None
+        The seconds a point's own boosting may run: its method's allowance left when the point started (None: no
+        limit). A method whose point is one boosted model (CEGB, Greedy Miser) trains it with
+        :meth:`cut_callbacks`, which end it there: the model keeps the rounds it trained, its prefixes the sweep's
+        points as ever.
+    cut : list
+        The rounds each training cut by :meth:`cut_callbacks` had trained (the runner reads them).
     """
 
     task: str
@@ -454,6 +479,13 @@ class Context:
     shared: dict = field(default_factory=dict, compare=False, repr=False)
     screen_of: int | None = None  # a screen's context: the training rows of the sweep its subsample is drawn from
     fits: bool = True  # False: a point that would train a model raises NeedsFit (its method is past its allowance)
+    seconds: float | None = None  # the seconds a point's own boosting may run (its method's allowance left)
+    cut: list = field(default_factory=list, compare=False, repr=False)  # the rounds of each training cut there
+
+    def cut_callbacks(self) -> list:
+        """The LightGBM callbacks of a training of a point's own model: one that ends it ``seconds`` after now
+        (:class:`TimeCut`), none without a limit."""
+        return [] if self.seconds is None else [TimeCut(self.seconds, self.cut)]
 
     @property
     def budget(self) -> float | None:

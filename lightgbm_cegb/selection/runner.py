@@ -20,20 +20,23 @@ from lightgbm_cegb.selection.registry import METHODS, Context, Method, NeedsFit
 LOG = logging.getLogger("lightgbm_cegb.selection")
 
 
-def run_point(method: Method, context: Context, state, params: dict, stage: str) -> tuple[list[dict] | None, float]:
+def run_point(method: Method, context: Context, state, params: dict,
+              stage: str) -> tuple[list[dict] | None, float, list[int]]:
     """The rows of one grid point (its model and prefixes; None: it would train a model where ``context.fits`` is
-    False), and the seconds its fit and measures took."""
+    False), the seconds its fit and measures took, and the rounds of each of its trainings that ``context.seconds``
+    cut (``Context.cut_callbacks``)."""
     start = time.perf_counter()
+    context = replace(context, cut=[])  # this point's own
     rows = []
     try:
         candidates = method.fit(context, state, dict(params))
     except NeedsFit:
-        return None, time.perf_counter() - start
+        return None, time.perf_counter() - start, context.cut
     for candidate in candidates:
         quality, cost, coupled = candidate.measure(context.valid, context.metric, choose=True)
         rows.append({"method": method.name, "quality": quality, "cost": cost, "coupled": coupled,
                      "params": candidate.params, "stage": stage, "model": candidate})
-    return rows, time.perf_counter() - start
+    return rows, time.perf_counter() - start, context.cut
 
 
 #: fit_within_budget's time for each method of its sweep, in each of its stages (the screen's subsample, every
@@ -53,6 +56,7 @@ class Allowance:
     unit: float
     used: dict = field(default_factory=dict)  # seconds by method
     skipped: dict = field(default_factory=dict)  # the points not fitted, by method
+    cut: dict = field(default_factory=dict)  # the rounds of the trainings cut at the allowance, by method
 
     @classmethod
     def timed(cls, fits: float, context: Context) -> Allowance:
@@ -72,9 +76,15 @@ class Allowance:
         return self.used.get(name, 0.0) < self.seconds
 
     def stopped(self) -> dict[str, dict]:
-        """The methods that reached the limit and left points unfitted: their seconds, plain fits and points left."""
+        """The methods that reached the limit: their seconds, plain fits, points left unfitted and the rounds of each
+        training cut inside its fit."""
         return {name: {"seconds": round(self.used[name], 1), "plain_fits": round(self.used[name] / self.unit, 1),
-                       "not_fitted": left} for name, left in self.skipped.items()}
+                       "not_fitted": self.skipped.get(name, 0), "cut": self.cut.get(name, [])}
+                for name in sorted(set(self.skipped) | set(self.cut))}
+
+    def left(self, name: str) -> float:
+        """The seconds ``name`` may still spend."""
+        return max(self.seconds - self.used.get(name, 0.0), 0.0)
 
 
 @dataclass
@@ -97,16 +107,22 @@ class Execution:
         self.allowances[stage] = Allowance.timed(fits, context)
         return replace(self, allowance=self.allowances[stage])
 
-    def count(self, name: str, seconds: float) -> None:
+    def count(self, name: str, seconds: float, cut: list[int] = ()) -> None:
+        """Count a point's ``seconds`` (and the rounds of its trainings ``cut`` at the allowance) for ``name``."""
         self.spent[name] = self.spent.get(name, 0.0) + seconds
         if self.allowance is not None:
             self.allowance.used[name] = self.allowance.used.get(name, 0.0) + seconds
+            if cut:
+                LOG.info("sweep: %s's training cut at its allowance after %s round(s)", name, list(cut))
+                self.allowance.cut[name] = [*self.allowance.cut.get(name, []), *cut]
 
     def context_for(self, method: Method, context: Context) -> Context | None:
         """The context a point of ``method`` runs in: ``context``; past its allowance, a knob read when predicting
         runs only points that read a model fitted already (``Context.fits`` False), any other method none."""
-        if self.allowance is None or self.allowance.allows(method.name):
+        if self.allowance is None:
             return context
+        if self.allowance.allows(method.name):  # a point's own boosting ends where the allowance does
+            return replace(context, seconds=self.allowance.left(method.name))
         return replace(context, fits=False) if method.knob is not None and method.knob.read_at_predict else None
 
     def skip(self, name: str, points: int = 1) -> None:
@@ -141,8 +157,8 @@ def execute(jobs: list, context: Context, execution: Execution, *, flat: bool = 
             i = order[future.key]
             if future.cancelled():
                 continue
-            results[i], seconds = future.result()
-            _done(jobs[i], results[i], seconds, context.metric, execution)
+            results[i], seconds, cut = future.result()
+            _done(jobs[i], results[i], seconds, context.metric, execution, cut)
             method = jobs[i][0]
             if execution.context_for(method, context) is None:  # past its allowance: the jobs not finished are
                 pending = [f for f, job in zip(futures, jobs) if job[0] is method and not f.done()]
@@ -166,15 +182,15 @@ def execute(jobs: list, context: Context, execution: Execution, *, flat: bool = 
                         wave.append((i, own))
                     else:
                         execution.skip(jobs[i][0].name)
-            for k, (result, seconds) in enumerate(Parallel(n_jobs=execution.n_jobs, return_as="generator")(
+            for k, (result, seconds, cut) in enumerate(Parallel(n_jobs=execution.n_jobs, return_as="generator")(
                     delayed(run_point)(jobs[i][0], own, *jobs[i][1:]) for i, own in wave)):
                 i = wave[k][0]
                 if result is None:  # it would have trained a model past its allowance
-                    execution.count(jobs[i][0].name, seconds)
+                    execution.count(jobs[i][0].name, seconds, cut)
                     execution.skip(jobs[i][0].name)
                     continue
                 results[i] = result
-                _done(jobs[i], result, seconds, context.metric, execution)
+                _done(jobs[i], result, seconds, context.metric, execution, cut)
     return [row for result in results for row in result] if flat else results
 
 
@@ -247,10 +263,10 @@ def _batches(jobs: list) -> list[tuple]:
     return list(batches.values())
 
 
-def _done(job, rows: list[dict], seconds: float, metric, execution: Execution) -> None:
-    """Report a finished job: its seconds counted, a log record and the progress bar's text."""
+def _done(job, rows: list[dict], seconds: float, metric, execution: Execution, cut: list[int]) -> None:
+    """Report a finished job: its seconds (and trainings cut) counted, a log record and the progress bar's text."""
     method, _, point, stage = job
-    execution.count(method.name, seconds)
+    execution.count(method.name, seconds, cut)
     shown = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in point.items()
                       if k != "trees")
     if rows:

@@ -191,9 +191,11 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
         knob read when predicting (the acquisitions', Early Exit's), whose points that read a model it fitted
         already run (they train nothing; one that would train a model is left); the points it fitted stay, and a
         CEGBWarning names it, its time and the points it left (``frame.attrs["stopped"]``). A point already
-        started runs to its end; on a Dask cluster, where the points are submitted at once, a method's points not
-        finished are cancelled when it passes its allowance (a knob read when predicting: they run). None
-        (default): no limit (:func:`fit_within_budget` sets METHOD_FITS = 20).
+        started runs to its end, but for a point that is one boosted model (CEGB's, Greedy Miser's), whose training
+        ends where its method's allowance does (``Context.cut_callbacks``: the rounds trained are kept, the prefixes
+        measured as ever; the warning gives the rounds); on a Dask cluster, where the points are submitted at once,
+        a method's points not finished are cancelled when it passes its allowance (a knob read when predicting: they
+        run). None (default): no limit (:func:`fit_within_budget` sets METHOD_FITS = 20).
 
     Returns
     -------
@@ -205,7 +207,8 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
         sorted), ``columns`` (train's column names, or None), ``seconds`` (by method, the seconds its preparation
         and its points' fits and measures took, the screen's included; parallel jobs overlap, so they add up to more
         than the wall time), ``stopped`` (by stage, "screen" or "rows": the methods ``method_fits`` stopped, each
-        with its seconds, its plain fits and its points not fitted) and ``metric_object``; going on from a
+        with its seconds, its plain fits, its points not fitted and the rounds of its trainings cut) and
+        ``metric_object``; going on from a
         frontier, ``budget`` holds its budgets and these, ``refined`` the budgets refined and ``seconds`` its
         seconds and this sweep's; after a screen, ``screen``.
         The frame pickles, its models with it.
@@ -309,11 +312,13 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
         warnings.warn(f"sweep: point(s) of {sorted({row['method'] for row in capped})} reached num_boost_round="
                       f"{num_boost_round} while the validation metric was still improving ({', '.join(points)}): "
                       "raise num_boost_round", RoundsWarning, stacklevel=caller_stacklevel())
-    stopped = {stage: allowance.stopped() for stage, allowance in execution.allowances.items() if allowance.skipped}
+    stopped = {stage: allowance.stopped() for stage, allowance in execution.allowances.items()
+               if allowance.skipped or allowance.cut}
     if stopped:
         where = {"screen": "the screen's subsample", "rows": "every training row"}
         said = "; ".join(f"{name} on {where[stage]} after {left['seconds']:g} s = {left['plain_fits']:g} plain fits "
-                         f"there ({left['not_fitted']} point(s) not fitted)"
+                         f"there ({left['not_fitted']} point(s) not fitted"
+                         + (f", trainings cut after {left['cut']} rounds" if left["cut"] else "") + ")"
                          for stage, methods in stopped.items() for name, left in methods.items())
         warnings.warn(f"sweep: method_fits={method_fits:g}: stopped {said}; their points so far are kept "
                       "(method_fits=None fits every point)", CEGBWarning, stacklevel=caller_stacklevel())

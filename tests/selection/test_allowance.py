@@ -3,15 +3,16 @@ rows; a method that has spent it starts no other point, the points it fitted sta
 
 from __future__ import annotations
 
+import itertools
 import warnings
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from lightgbm_cegb import FeatureCosts
+from lightgbm_cegb import FeatureCosts, GreedyMiserClassifier
 from lightgbm_cegb.core.errors import CEGBError, CEGBWarning
-from lightgbm_cegb.selection import best_subset, fit_within_budget, runner, sweep
+from lightgbm_cegb.selection import best_subset, fit_within_budget, registry, runner, sweep
 
 COSTS = FeatureCosts(lazy=[1.0, 1.0, 5.0, 5.0, 20.0, 20.0])
 GRID = {name: [{"relative_tradeoff": r} for r in (0.003, 0.01, 0.03, 0.1, 0.3, 0.9)]
@@ -40,13 +41,41 @@ def timed(monkeypatch):
 
     def fake(method, context, state, params, stage):
         started.append((method.name, stage))
-        return run_point(method, context, state, params, stage)[0], SECONDS.get(method.name, 1.0)
+        rows, _, cut = run_point(method, context, state, params, stage)
+        return rows, SECONDS.get(method.name, 1.0), cut
 
     monkeypatch.setattr(runner, "run_point", fake)
     monkeypatch.setattr(runner, "ALLOWANCE_FLOOR", 0.0)
     monkeypatch.setattr(runner.Allowance, "timed", classmethod(lambda cls, fits, context: cls(fits, 1.0)))
     monkeypatch.setattr(runner, "time", SimpleNamespace(perf_counter=lambda: 0.0))  # preparing: no time
+    monkeypatch.setattr(registry, "time", SimpleNamespace(perf_counter=lambda: 0.0))  # no training is cut
     return started
+
+
+def test_a_boosted_point_is_cut_inside_its_fit_where_its_allowance_ends(binary, monkeypatch):
+    """Greedy Miser's and CEGB's points, their trainings a second a round on a fake clock, with 12 plain fits of 1 s:
+    each cut after the round that passed 12 s (the 13th), the rounds trained kept (the same model as 13 rounds
+    trained), the warning and frame.attrs["stopped"] saying so."""
+    train, valid = binary
+    ticks = itertools.count()
+    monkeypatch.setattr(registry, "time", SimpleNamespace(perf_counter=lambda: float(next(ticks))))
+    monkeypatch.setattr(runner, "ALLOWANCE_FLOOR", 0.0)
+    monkeypatch.setattr(runner.Allowance, "timed", classmethod(lambda cls, fits, context: cls(fits, 1.0)))
+    monkeypatch.setattr(runner, "time", SimpleNamespace(perf_counter=lambda: 0.0))  # the points' own time: none
+    options = {**FAST, "grid": {"greedy_miser": [{"relative_tradeoff": 0.0}], "cegb": [{"relative_tradeoff": 0.0}]},
+               "refine": 0}
+    with pytest.warns(CEGBWarning, match=r"stopped cegb on every training row after 0 s = 0 plain fits there \(0 "
+                                         r"point\(s\) not fitted, trainings cut after \[13\] rounds\); greedy_miser"):
+        frame = sweep(["greedy_miser", "cegb"], train, valid, COSTS, budget=6.0, baseline=False, method_fits=12,
+                      **options)
+    stopped = frame.attrs["stopped"]["rows"]
+    assert {name: left["cut"] for name, left in stopped.items()} == {"cegb": [13], "greedy_miser": [13]}
+    model = frame.loc[frame["method"] == "greedy_miser", "model"].iloc[0].model
+    assert model.booster_.current_iteration() == model.best_iteration_ == 13
+    same = GreedyMiserClassifier(feature_costs=COSTS, n_estimators=13, random_state=0).fit(*train, eval_set=[valid])
+    np.testing.assert_array_equal(model.predict_proba(valid[0]), same.predict_proba(valid[0]))
+    booster = frame.loc[frame["method"] == "cegb", "model"].iloc[0].model
+    assert booster.current_iteration() == booster.best_iteration == 13
 
 
 def test_a_method_over_its_allowance_starts_no_other_point(binary, timed):
@@ -127,8 +156,8 @@ def test_in_parallel_a_method_over_its_allowance_starts_at_most_the_points_in_fl
     run_point = runner.run_point
 
     def slow(method, context, state, params, stage):
-        rows, _ = run_point(method, context, state, params, stage)
-        return rows, 10.0
+        rows, _, cut = run_point(method, context, state, params, stage)
+        return rows, 10.0, cut
 
     monkeypatch.setattr(runner, "run_point", slow)
     monkeypatch.setattr(runner, "ALLOWANCE_FLOOR", 0.0)
