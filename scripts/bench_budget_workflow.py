@@ -210,6 +210,8 @@ def main(argv: list[str] | None = None) -> None:
         for stage, methods in focused[0].frontier.attrs["stopped"].items():  # method_fits' limit
             print(f"  stopped ({stage}): " + ", ".join(f"{method} after {left['plain_fits']:g} plain fits of the "
                                                         f"stage's rows, {left['not_fitted']} point(s) not fitted"
+                                                        + (f", trainings cut after {left['cut']} rounds"
+                                                           if left["cut"] else "")
                                                         for method, left in methods.items()))
         if "sampled" in focused[0].frontier.attrs:
             sampled = focused[0].frontier.attrs["sampled"]

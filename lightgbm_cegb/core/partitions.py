@@ -10,6 +10,7 @@ from collections.abc import Callable
 from itertools import accumulate
 
 from lightgbm_cegb.core.errors import CEGBError
+from lightgbm_cegb.core.validation import checked_group
 
 
 def is_dask(X) -> bool:
@@ -152,10 +153,11 @@ def _drawn_queries_part(X, y, sizes, fraction: float, seed: int, index: int) -> 
     """The documents, grades and sizes of the queries drawn of one partition (partition ``index``)."""
     import numpy as np
 
-    sizes = np.asarray(sizes, dtype=np.int64)
-    if sizes.sum() != len(X) or len(y) != len(X):
-        raise CEGBError(f"group: each partition's query sizes should sum to its {len(X)} documents (and y hold one "
-                        f"grade per document), got {int(sizes.sum())} in partition {index}")
+    if len(y) != len(X):
+        raise CEGBError(f"y: the grades of a Dask X should be partitioned as X, got {len(y)} grades in partition "
+                        f"{index} of {len(X)} documents")
+    sizes = checked_group(np.asarray(sizes) if len(sizes) else np.zeros(0, dtype=np.int64), len(X),
+                          f"group (partition {index})")
     chosen = drawing(len(sizes), fraction, seed, index)
     documents = np.repeat(chosen, sizes)
     return X[documents], np.asarray(y)[documents], sizes[chosen]

@@ -28,7 +28,7 @@ import numpy as np
 from sklearn.utils.multiclass import check_classification_targets
 
 from lightgbm_cegb.core.errors import CEGBError
-from lightgbm_cegb.core.partitions import as_array, check_chunks_known, drawing, is_dask, query_parts
+from lightgbm_cegb.core.partitions import as_array, check_chunks_known, drawing, drawn_queries, is_dask, query_parts
 from lightgbm_cegb.core.subsets import SEARCH_HELD_OUT, SEARCH_ROWS
 from lightgbm_cegb.core.validation import checked_group
 from lightgbm_cegb.methods.acquisition import best_cut, checked_data, hidden
@@ -94,10 +94,9 @@ class DaskRows:
         import dask.array as da
 
         X, y = _checked(estimator, X, y, "targets", classes=False)
-        try:
-            y = y.astype(np.float64)
-        except (TypeError, ValueError):
-            raise CEGBError(f"y should hold finite numbers, got {y.dtype}") from None
+        if y.dtype.kind not in "biuf":
+            raise CEGBError(f"y should hold finite numbers, got {y.dtype}")
+        y = y.astype(np.float64)
         finite, infinite = dask.compute(da.isfinite(y).all(), da.isinf(X).any())
         if not finite:
             raise CEGBError("y should hold finite numbers, got an infinite or missing value")
@@ -178,17 +177,14 @@ class DaskQueries:
         grades(values, len(values), "y")
         sizes = [checked_group(np.asarray(part) if len(part) else np.zeros(0, dtype=np.int64), length,
                                f"group (partition {i})") for i, (part, length) in enumerate(zip(sizes, X.chunks[0]))]
+        if any(length == 0 for length in X.chunks[0]):  # a filter's empty partitions: no worker trains on none
+            every = [np.ones(length, dtype=bool) for length in X.chunks[0]]
+            X, y, sizes = _kept(X, every), _kept(y, every), [part for part in sizes if len(part)]
         return cls(X, y.astype(np.float64), sizes)
 
     def _queries_drawn(self, fraction: float, seed: int) -> list[np.ndarray]:
         """Each partition's queries drawn with probability ``fraction``, from ``seed`` and the partition's position."""
         return [drawing(len(part), fraction, seed, i) for i, part in enumerate(self.sizes)]
-
-    def _in_memory(self, drawn: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(X, grades, query sizes) of the ``drawn`` queries, in memory."""
-        rows = [np.repeat(chosen, part) for chosen, part in zip(drawn, self.sizes)]
-        X, y = _computed(_kept(self.X, rows), _kept(self.labels, rows))
-        return X, y, np.concatenate([part[chosen] for chosen, part in zip(drawn, self.sizes)])
 
     def held_out(self, fraction: float, seed: int) -> tuple[DaskQueries, tuple]:
         """(the documents of the queries not held out, the held-out queries' (X, grades, query sizes) in memory): each
@@ -198,11 +194,13 @@ class DaskQueries:
         rows = [np.repeat(chosen, part) for chosen, part in zip(kept, self.sizes)]
         train = DaskQueries(_kept(self.X, rows), _kept(self.labels, rows),
                             [part[chosen] for chosen, part in zip(kept, self.sizes) if chosen.any()])
-        return train, self._in_memory(drawn)
+        held = [np.repeat(chosen, part) for chosen, part in zip(drawn, self.sizes)]
+        X, y = _computed(_kept(self.X, held), _kept(self.labels, held))
+        return train, (X, y, np.concatenate([part[chosen] for chosen, part in zip(drawn, self.sizes)]))
 
     def sample(self, rows: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The documents of queries drawn at random (about ``rows`` of them; all where they are fewer), in memory."""
-        return self._in_memory(self._queries_drawn(min(1.0, rows / max(1, self.n)), seed))
+        return drawn_queries(self.X, self.labels, self.group, rows, seed, total=self.n)
 
     def spread(self, client) -> DaskQueries:
         """The documents computed once onto the workers (each stage's training reads them), in their partitions
@@ -214,7 +212,8 @@ class NDCGLoss:
     """Minus the mean NDCG@``k`` of scores over the consecutive queries of sizes ``group`` (the early-stopping loss of
     a ranker's stages), as LightGBM's ``ndcg`` metric defines it: gains 2^grade - 1, discounts 1 / log2(2 + rank), a
     query's documents ranked by score (ties: the given order), a query without a relevant document scoring 1; each
-    query's DCG added rank by rank, as LightGBM does."""
+    query's DCG added rank by rank and the queries' NDCG query by query, as LightGBM does on one thread (equal rounds'
+    NDCG tie to the bit, as there)."""
 
     def __init__(self, group: np.ndarray, k: int) -> None:
         self.sizes, self.k = np.asarray(group, dtype=np.int64), int(k)
@@ -244,7 +243,7 @@ class NDCGLoss:
         dcg = self._dcg(grades, np.lexsort((position, -raw, self.query)))
         ndcg = np.ones(len(self.sizes))
         ndcg[self._relevant] = dcg[self._relevant] * self._inverse
-        return -float(ndcg.mean())
+        return -float(np.cumsum(ndcg)[-1] / len(ndcg))  # added query by query, as LightGBM's metric on one thread
 
 
 def _checked(estimator, X, y, what: str, classes: bool = True) -> tuple:

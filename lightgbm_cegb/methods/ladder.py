@@ -280,6 +280,8 @@ def _partition_result(X, model: StageLadder, settings, group=None):
     """``model.predict_result`` (``predict_results`` at ``settings``) of one partition's rows (a ranker's: of the
     queries ``group``); None for an empty partition."""
     if not len(X):
+        if group is not None and len(group):
+            raise CEGBError(f"group: an empty partition of X should have no query sizes, got {len(group)}")
         return None
     queries = {} if group is None else {"group": np.asarray(group)}
     return model.predict_result(X, **queries) if settings is None else model.predict_results(X, settings, **queries)

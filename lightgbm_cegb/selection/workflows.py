@@ -96,11 +96,11 @@ def fit_within_budget(train, valid, costs, budget: float | Sequence[float], *, t
     (ranking: of whole queries; ``frontier.attrs["sampled"]``), the validation and test rows are computed into memory,
     and a staged acquisition (classifier, regressor or ranker), plain LightGBM or cheap subset (classification and
     regression) chosen is fitted again on every training row on the active client's workers (the staged models of Dask
-    rows; ``lightgbm.dask`` with the sweep's parameters, early stopped on the validation rows' log loss or l2), its
-    trade-off and cap (the ranker's top k too; a LightGBM model's prefix) chosen again on the validation rows within
-    the budget, where that is at least as good there as the sample's point; another method's choice stays the
-    sample's (a CEGBWarning says so); ``frontier.attrs["sampled"]["refitted"]`` lists the budgets whose choice was
-    fitted on every row.
+    rows, the ranker's stages early stopped on the validation queries' NDCG@k; ``lightgbm.dask`` with the sweep's
+    parameters, early stopped on the validation rows' log loss or l2), its trade-off and cap (the ranker's top k too;
+    a LightGBM model's prefix) chosen again on the validation rows within the budget, where that is at least as good
+    there as the sample's point; another method's choice stays the sample's (a CEGBWarning says so);
+    ``frontier.attrs["sampled"]["refitted"]`` lists the budgets whose choice was fitted on every row.
 
     Parameters
     ----------
@@ -226,9 +226,10 @@ def _on_every_row(chosen: Selection, cluster: tuple, valid, test, budget: float,
                   options: dict) -> Selection:
     """fit_within_budget's choice for ``budget`` from the sweep of a sample of the Dask rows ``cluster``, fitted again
     on every row (on the active client's workers; its settings as the sample's; once per setting, kept in ``refits``)
-    where it is plain LightGBM, the cheap subset or the staged acquisition (classifier or regressor), and its point
-    chosen again on the validation rows within the budget (the staged acquisition's trade-off and cap among its grid's
-    values and the frame's caps, a LightGBM model's prefix), where that is at least as good on them as the sample's
+    where it is the staged acquisition (classifier, regressor or ranker), or for classification and regression plain
+    LightGBM or the cheap subset, and its point chosen again on the validation rows within the budget (the staged
+    acquisition's trade-off and cap among its grid's values and the frame's caps, the ranker's top k too; a LightGBM
+    model's prefix), where that is at least as good on them as the sample's
     point (or the sample's is over the budget); any other method's point stays the sample's, with a CEGBWarning naming
     it; nothing is fitted again where every row was drawn."""
     frame = chosen.frontier

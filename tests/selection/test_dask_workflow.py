@@ -1,7 +1,7 @@
-"""fit_within_budget of rows in Dask collections (issue 59, item 3): the sweep reads a sample drawn into memory, a
-staged acquisition (classifier or regressor), plain LightGBM or cheap subset chosen is fitted again on every row on a
-LocalCluster's workers and its point chosen again on the validation rows within the budget; its figures are its own on
-those rows, and never below the sample's point."""
+"""fit_within_budget of rows in Dask collections (issue 59, item 3): the sweep reads a sample drawn into memory (of
+whole queries for ranking), a staged acquisition (classifier, regressor or ranker), plain LightGBM or cheap subset
+chosen is fitted again on every row on a LocalCluster's workers and its point chosen again on the validation rows
+within the budget; its figures are its own on those rows, and never below the sample's point."""
 
 from __future__ import annotations
 
