@@ -144,6 +144,17 @@ class DaskRows:
         return self.X.map_blocks(hidden, columns, dtype=np.float64)
 
 
+def spread_with_stop(estimator, rows: DaskRows, stop, rng, client) -> tuple[DaskRows, tuple | None]:
+    """(the training rows computed onto the workers (``DaskRows.spread``), the rows that stop the stages in memory):
+    ``stop`` where given (an ``eval_set``'s, checked), else a held-out ``validation_fraction`` of ``rows`` drawn from
+    ``rng`` (none where it is 0 or draws no row)."""
+    train = rows
+    if stop is None and estimator.validation_fraction > 0:
+        train, *held = rows.held_out(estimator.validation_fraction, int(rng.randint(0, 2**31 - 1)))
+        stop = tuple(held) if len(held[1]) else None
+    return train.spread(client), stop
+
+
 class DaskQueries:
     """A ranker's documents in a Dask collection as its stages train on them: X a Dask array of float64 chunked along
     its rows only, ``labels`` (the relevance grades) in chunks aligned with it, and ``sizes``: the sizes of each

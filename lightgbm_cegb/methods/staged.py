@@ -245,14 +245,9 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
         self.costs_ = self._resolved_costs(num_features)
         rng = check_random_state(self.random_state)
         seed = int(rng.randint(0, 2**31 - 1))
-        if eval_set is not None:
-            train, stop = rows, self._checked_eval_set(computed(eval_set) if isinstance(eval_set, tuple) else eval_set)
-        elif self.validation_fraction > 0:
-            train, *stop = rows.held_out(self.validation_fraction, int(rng.randint(0, 2**31 - 1)))
-            stop = tuple(stop) if len(stop[1]) else None
-        else:
-            train, stop = rows, None
-        train = train.spread(client)
+        stop = None if eval_set is None else \
+            self._checked_eval_set(computed(eval_set) if isinstance(eval_set, tuple) else eval_set)
+        train, stop = dask_stages.spread_with_stop(self, rows, stop, rng, client)
         num_class = len(self.classes_)
         counts = train.counts(num_class)
         weights = class_weights(self.class_weight, self.classes_, None, counts=counts)

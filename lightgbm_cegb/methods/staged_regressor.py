@@ -210,10 +210,7 @@ class StagedAcquisitionRegressor(StageLadder, BudgetedEstimator, RegressorMixin,
         rng = check_random_state(self.random_state)
         seed = int(rng.randint(0, 2**31 - 1))
         if eval_set is not None:
-            if not (isinstance(eval_set, tuple) and len(eval_set) == 2):
-                raise CEGBError(f"eval_set should be a tuple (X_valid, y_valid), got {type(eval_set).__name__}")
-            X_valid = checked_data(self, "eval_set: X_valid", eval_set[0], reset=False)
-            train, valid = (X, y), (X_valid, _targets(eval_set[1], len(X_valid), "eval_set: y_valid"))
+            train, valid = (X, y), self._checked_eval_set(eval_set)
         else:
             held = int(round(self.validation_fraction * n))
             permutation = rng.permutation(n)
@@ -234,6 +231,16 @@ class StagedAcquisitionRegressor(StageLadder, BudgetedEstimator, RegressorMixin,
         self._gap_models(float(train[1].mean()), float(train[1].std()), train[0] if valid is None else valid[0],
                          seed, params["num_threads"])
         return self
+
+    def _checked_eval_set(self, eval_set) -> tuple | None:
+        """(X_valid, y_valid) of ``eval_set``, checked (a Dask collection computed); None without one."""
+        if eval_set is None:
+            return None
+        if not (isinstance(eval_set, tuple) and len(eval_set) == 2):
+            raise CEGBError(f"eval_set should be a tuple (X_valid, y_valid), got {type(eval_set).__name__}")
+        X_valid, y_valid = computed(eval_set)
+        X_valid = checked_data(self, "eval_set: X_valid", X_valid, reset=False)
+        return X_valid, _targets(y_valid, len(X_valid), "eval_set: y_valid")
 
     def _units_and_params(self, num_features: int, rows: int, n: int, seed: int) -> dict:
         """``units_`` and ``unit_cost_`` of the costs over ``num_features`` columns, and the stages' LightGBM parameters
@@ -258,18 +265,7 @@ class StagedAcquisitionRegressor(StageLadder, BudgetedEstimator, RegressorMixin,
         self.costs_ = self._resolved_costs(num_features)
         rng = check_random_state(self.random_state)
         seed = int(rng.randint(0, 2**31 - 1))
-        if eval_set is not None:
-            if not (isinstance(eval_set, tuple) and len(eval_set) == 2):
-                raise CEGBError(f"eval_set should be a tuple (X_valid, y_valid), got {type(eval_set).__name__}")
-            X_valid, y_valid = computed(eval_set)
-            X_valid = checked_data(self, "eval_set: X_valid", X_valid, reset=False)
-            train, stop = rows, (X_valid, _targets(y_valid, len(X_valid), "eval_set: y_valid"))
-        elif self.validation_fraction > 0:
-            train, *stop = rows.held_out(self.validation_fraction, int(rng.randint(0, 2**31 - 1)))
-            stop = tuple(stop) if len(stop[1]) else None
-        else:
-            train, stop = rows, None
-        train = train.spread(client)
+        train, stop = dask_stages.spread_with_stop(self, rows, self._checked_eval_set(eval_set), rng, client)
         params = self._units_and_params(num_features, train.n, rows.n, seed)
         names = self._lightgbm_feature_names()
 
