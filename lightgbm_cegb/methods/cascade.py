@@ -107,7 +107,18 @@ class CascadeResult:
     @classmethod
     def stacked(cls, results: list[CascadeResult]) -> CascadeResult:
         """One result of the documents of several results of one model, in their order (the partitions of a Dask
-        collection, each of whole queries)."""
+        collection, each of whole queries).
+
+        Parameters
+        ----------
+        results : list of CascadeResult
+            At least one; of the same model.
+
+        Returns
+        -------
+        CascadeResult
+            The documents of all, in the results' order.
+        """
         return cls(*(np.concatenate([getattr(r, name) for r in results]) for name in ("score", "stage", "stage_score",
                                                                                       "known")),
                    CostReport.stacked([r.cost for r in results]))

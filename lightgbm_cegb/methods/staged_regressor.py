@@ -76,7 +76,18 @@ class StagedRegressionResult:
 
     @classmethod
     def stacked(cls, results: list[StagedRegressionResult]) -> StagedRegressionResult:
-        """One result of the rows of several results of one model, in their order (a Dask collection's partitions)."""
+        """One result of the rows of several results of one model, in their order (a Dask collection's partitions).
+
+        Parameters
+        ----------
+        results : list of StagedRegressionResult
+            At least one; of the same model.
+
+        Returns
+        -------
+        StagedRegressionResult
+            The rows of all, in the results' order.
+        """
         return cls(*(np.concatenate([getattr(r, name) for r in results]) for name in ("prediction", "stage", "known")),
                    CostReport.stacked([r.cost for r in results]))
 

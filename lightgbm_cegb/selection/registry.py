@@ -483,8 +483,14 @@ class Context:
     cut: list = field(default_factory=list, compare=False, repr=False)  # the rounds of each training cut there
 
     def cut_callbacks(self) -> list:
-        """The LightGBM callbacks of a training of a point's own model: one that ends it ``seconds`` after now
-        (:class:`TimeCut`), none without a limit."""
+        """The LightGBM callbacks of a training of a point's own model.
+
+        Returns
+        -------
+        list
+            One that ends it ``seconds`` after now (:class:`TimeCut`), recording its rounds in ``cut``; none without a
+            limit.
+        """
         return [] if self.seconds is None else [TimeCut(self.seconds, self.cut)]
 
     @property
