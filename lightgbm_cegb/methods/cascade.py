@@ -63,7 +63,15 @@ from lightgbm_cegb.methods.acquisition import (
     run_cost,
 )
 from lightgbm_cegb.methods.greedy_miser import first_eval
-from lightgbm_cegb.methods.ladder import ORDERS, STAGE_MODELS, LadderRun, StageLadder, continued_stages, hidden
+from lightgbm_cegb.methods.ladder import (
+    ORDERS,
+    STAGE_MODELS,
+    LadderRun,
+    StageLadder,
+    continued_stages,
+    hidden,
+    stacked_result,
+)
 
 #: the most relevance a label may hold: LightGBM's lambdarank gains (``label_gain``) are given up to 30
 MAX_LABEL = 30
@@ -119,9 +127,7 @@ class CascadeResult:
         CascadeResult
             The documents of all, in the results' order.
         """
-        return cls(*(np.concatenate([getattr(r, name) for r in results]) for name in ("score", "stage", "stage_score",
-                                                                                      "known")),
-                   CostReport.stacked([r.cost for r in results]))
+        return stacked_result(cls, results, ("score", "stage", "stage_score", "known"))
 
 
 class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):

@@ -15,6 +15,7 @@ from lightgbm_cegb.core.cost_state import CostState
 from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.parallel import resolve_n_jobs
 from lightgbm_cegb.core.partitions import is_dask, over_partitions, partitions, query_parts
+from lightgbm_cegb.core.report import CostReport
 from lightgbm_cegb.core.subsets import SubsetSearch, Unit, searched
 from lightgbm_cegb.core.validation import checked_sequence
 from lightgbm_cegb.io import saved
@@ -274,6 +275,13 @@ class StageLadder:
         if kind not in STAGE_MODELS:
             raise saved.damaged(state, f"stage_models should be one of {', '.join(STAGE_MODELS)}, got {kind!r:.40}")
         self.stage_models_ = kind
+
+
+def stacked_result(cls, results: list, arrays: tuple[str, ...]):
+    """One ``cls`` result (the ranker's, the regressor's) of the rows of several results of one model, in their order
+    (a Dask collection's partitions): its per-row ``arrays`` concatenated, its ``cost`` reports stacked."""
+    return cls(*(np.concatenate([getattr(r, name) for r in results]) for name in arrays),
+               CostReport.stacked([r.cost for r in results]))
 
 
 def _partition_result(X, model: StageLadder, settings, group=None):

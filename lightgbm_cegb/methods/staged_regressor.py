@@ -44,7 +44,7 @@ from lightgbm_cegb.methods.acquisition import (
     restore_units,
     run_cost,
 )
-from lightgbm_cegb.methods.ladder import LadderRun, StageLadder, hidden
+from lightgbm_cegb.methods.ladder import LadderRun, StageLadder, hidden, stacked_result
 
 #: the gap models' LightGBM parameters and rounds: small models, each read once per row and stage
 GAP_PARAMS = {"objective": "regression", "learning_rate": 0.1, "num_leaves": 7, "min_data_in_leaf": 20,
@@ -88,8 +88,7 @@ class StagedRegressionResult:
         StagedRegressionResult
             The rows of all, in the results' order.
         """
-        return cls(*(np.concatenate([getattr(r, name) for r in results]) for name in ("prediction", "stage", "known")),
-                   CostReport.stacked([r.cost for r in results]))
+        return stacked_result(cls, results, ("prediction", "stage", "known"))
 
 
 class StagedAcquisitionRegressor(StageLadder, BudgetedEstimator, RegressorMixin, BaseEstimator):

@@ -117,8 +117,9 @@ class Execution:
                 self.allowance.cut[name] = [*self.allowance.cut.get(name, []), *cut]
 
     def context_for(self, method: Method, context: Context) -> Context | None:
-        """The context a point of ``method`` runs in: ``context``; past its allowance, a knob read when predicting
-        runs only points that read a model fitted already (``Context.fits`` False), any other method none."""
+        """The context a point of ``method`` runs in: ``context`` with the seconds its allowance has left
+        (``Context.seconds``); past its allowance, a knob read when predicting runs only points that read a model
+        fitted already (``Context.fits`` False), any other method none."""
         if self.allowance is None:
             return context
         if self.allowance.allows(method.name):  # a point's own boosting ends where the allowance does
