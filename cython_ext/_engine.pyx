@@ -220,6 +220,16 @@ cdef class FlatEnsemble:
             if not -1 <= group_of[f] < group_lazy.shape[0]:
                 raise ValueError(f"feature {f}'s group {group_of[f]} is not one of the {group_lazy.shape[0]} groups")
 
+    cdef void _check_leaves(self, const float64[::1] leaf_value, const int64[::1] leaf_offset, str name) except *:
+        """leaf_value[leaf_offset[t] + leaf] must be leaf `leaf` of tree t for every leaf the kernels reach."""
+        cdef int64 t
+        if leaf_offset.shape[0] != self.num_trees + 1 or leaf_offset[0] != 0 or \
+                leaf_offset[self.num_trees] != leaf_value.shape[0]:
+            raise ValueError(f"{name}'s leaf offsets do not match its leaf values")
+        for t in range(self.num_trees):
+            if leaf_offset[t + 1] - leaf_offset[t] != self.e.node_offset[t + 1] - self.e.node_offset[t] + 1:
+                raise ValueError(f"{name}'s tree {t} should have one leaf more than split nodes")
+
     def apply(self, const float64[:, ::1] X, int64 num_trees, int num_threads):
         """The leaf of each of the first num_trees trees that each row reaches: int32[n_rows, num_trees]."""
         self._check(X, 0, num_trees)
@@ -290,6 +300,69 @@ cdef class FlatEnsemble:
         curve_out = curve_arr.sum(axis=0)[:n_iter] if per_iteration else None
         return acquisition_arr, evaluation_arr, rows_using_arr[0] if n_slots == 1 else rows_using_arr.sum(axis=0), \
             curve_out
+
+    def prefix_cost(self, const float64[:, ::1] X, const int64[::1] ends, const float64[::1] lazy,
+                    const float64[::1] split, const int32[::1] group_of, const float64[::1] group_lazy,
+                    const float64[::1] leaf_value, const int64[::1] leaf_offset, bint raw, int num_threads):
+        """cost() of each prefix of the first ends[j] trees (ends increasing), all in one pass over the trees: a
+        row's costs after tree ends[j] are those of cost(X, ends[j], ...) to the bit (the same additions in the same
+        order). Returns (acquisition[K, n], evaluation[K, n], rows_using[K, num_features + num_groups], raw[K, n,
+        trees per iteration] or None): with raw, the rows' raw scores after ends[j] trees as LightGBM's
+        GBDT::PredictRaw adds them (tree t's leaf value from leaf_value[leaf_offset[t] + leaf] to output t % trees
+        per iteration, in tree order from 0.0)."""
+        cdef Py_ssize_t K = ends.shape[0], j
+        if K == 0:
+            raise ValueError("ends should hold at least one tree count")
+        for j in range(1, K):
+            if ends[j] <= ends[j - 1]:
+                raise ValueError(f"ends should increase, got {ends[j - 1]} then {ends[j]}")
+        self._check(X, 0, ends[K - 1])
+        if ends[0] < 0:
+            raise ValueError(f"ends should be tree counts, got {ends[0]}")
+        self._check_costs(lazy, split, group_of, group_lazy)
+        if raw:
+            self._check_leaves(leaf_value, leaf_offset, "the forest")
+        cdef Py_ssize_t n = X.shape[0], width = lazy.shape[0] + group_lazy.shape[0]
+        cdef Py_ssize_t n_blocks = (n + BLOCK - 1) // BLOCK
+        cdef int n_slots = max(1, min(num_threads, <int> n_blocks))
+        cdef int64 tpi = self.trees_per_iteration
+        acquisition_arr = np.zeros((K, n), dtype=np.float64)
+        evaluation_arr = np.zeros((K, n), dtype=np.float64)
+        rows_using_arr = np.zeros((n_slots, K, width), dtype=np.int64)
+        raw_arr = np.zeros((K, n, tpi), dtype=np.float64) if raw else np.zeros((1, 1, 1), dtype=np.float64)
+        if n == 0:
+            return acquisition_arr, evaluation_arr, rows_using_arr.sum(axis=0), raw_arr if raw else None
+        # the running state (each row's costs and raw scores) and, per thread, the paid flags of a block's rows
+        acquisition_now, evaluation_now = np.zeros(n, dtype=np.float64), np.zeros(n, dtype=np.float64)
+        scores_arr = np.zeros(n * tpi if raw else 1, dtype=np.float64)
+        paid_arr = np.zeros((n_slots, BLOCK * width), dtype=np.uint8)
+        cdef float64[::1] acquisition_run = acquisition_now
+        cdef float64[::1] evaluation_run = evaluation_now
+        cdef float64[::1] scores = scores_arr
+        cdef float64[:, ::1] acquisition = acquisition_arr
+        cdef float64[:, ::1] evaluation = evaluation_arr
+        cdef int64[:, :, ::1] rows_using = rows_using_arr
+        cdef float64[:, :, ::1] raw_out = raw_arr
+        cdef uint8[:, ::1] paid_all = paid_arr
+        cdef const float64* values = &leaf_value[0] if raw and leaf_value.shape[0] else NULL
+        cdef const int64* offsets = &leaf_offset[0] if raw else NULL
+        cdef float64* running_scores = &scores[0] if raw else NULL
+        cdef float64* raw_ptr = &raw_out[0, 0, 0] if raw else NULL
+        cdef Py_ssize_t block, slot
+        if n_slots == 1:  # without a parallel region (as cost)
+            with nogil:
+                for block in range(n_blocks):
+                    prefix_block(&self.e, X, block, ends, lazy, split, group_of, group_lazy, &paid_all[0, 0],
+                                 &rows_using[0, 0, 0], values, offsets, tpi, acquisition_run, evaluation_run,
+                                 running_scores, acquisition, evaluation, raw_ptr)
+        else:
+            with nogil, parallel(num_threads=n_slots):
+                slot = threadid()
+                for block in prange(n_blocks, schedule="static"):
+                    prefix_block(&self.e, X, block, ends, lazy, split, group_of, group_lazy, &paid_all[slot, 0],
+                                 &rows_using[slot, 0, 0], values, offsets, tpi, acquisition_run, evaluation_run,
+                                 running_scores, acquisition, evaluation, raw_ptr)
+        return acquisition_arr, evaluation_arr, rows_using_arr.sum(axis=0), raw_arr if raw else None
 
     def cost_update(self, const float64[:, ::1] X, int64 t0, int64 t1, const float64[::1] lazy,
                     const float64[::1] split, const int32[::1] group_of, const float64[::1] group_lazy,
@@ -1269,6 +1342,33 @@ cdef void cost_block(const Ensemble* e, const float64[:, ::1] X, Py_ssize_t bloc
             rows_using[f] += paid[(i - start) * n_features + f]
 
 
+cdef void prefix_block(const Ensemble* e, const float64[:, ::1] X, Py_ssize_t block, const int64[::1] ends,
+                       const float64[::1] lazy, const float64[::1] split, const int32[::1] group_of,
+                       const float64[::1] group_lazy, uint8* paid, int64* rows_using, const float64* leaf_value,
+                       const int64* leaf_offset, int64 tpi, float64[::1] acquisition_run,
+                       float64[::1] evaluation_run, float64* scores, float64[:, ::1] acquisition,
+                       float64[:, ::1] evaluation, float64* raw) noexcept nogil:
+    """FlatEnsemble.prefix_cost on the rows of one block of BLOCK: the trees up to each end in turn, the rows'
+    running costs (and with raw, their raw scores: scores[i * tpi + c]) copied out after each; paid and rows_using
+    (K x width, added to) a thread's scratch."""
+    cdef Py_ssize_t n = X.shape[0], width = lazy.shape[0] + group_lazy.shape[0], i, f, c
+    cdef Py_ssize_t start = block * BLOCK, stop = min(start + BLOCK, n), j
+    cdef int64 t0 = 0
+    memset(paid, 0, BLOCK * width)
+    for j in range(ends.shape[0]):
+        accumulate(e, X, start, stop, t0, ends[j], lazy, split, group_of, group_lazy, paid, acquisition_run,
+                   evaluation_run, NULL, 0, leaf_value, leaf_offset, scores, tpi)
+        t0 = ends[j]
+        for i in range(start, stop):
+            acquisition[j, i] = acquisition_run[i]
+            evaluation[j, i] = evaluation_run[i]
+            if raw != NULL:
+                for c in range(tpi):
+                    raw[(j * n + i) * tpi + c] = scores[i * tpi + c]
+            for f in range(width):
+                rows_using[j * width + f] += paid[(i - start) * width + f]
+
+
 cdef void accumulate(const Ensemble* e, const float64[:, ::1] X, Py_ssize_t start, Py_ssize_t stop,
                      int64 t0, int64 t1, const float64[::1] lazy, const float64[::1] split,
                      const int32[::1] group_of, const float64[::1] group_lazy, uint8* paid,
@@ -1365,10 +1465,8 @@ def gated(FlatEnsemble gate, const float64[::1] gate_leaf_value, const int64[::1
         model._check_costs(lazy, split, group_of, group_lazy)
     if gate.trees_per_iteration != 1:
         raise ValueError(f"the gate should have one tree per iteration, has {gate.trees_per_iteration}")
-    for values, offsets, model, name in ((gate_leaf_value, gate_leaf_offset, gate, "gate"),
-                                         (f1_leaf_value, f1_leaf_offset, f1, "f1")):
-        if offsets.shape[0] != model.num_trees + 1 or offsets[0] != 0 or offsets[model.num_trees] != values.shape[0]:
-            raise ValueError(f"{name}'s leaf values do not match its trees")
+    gate._check_leaves(gate_leaf_value, gate_leaf_offset, "gate")
+    f1._check_leaves(f1_leaf_value, f1_leaf_offset, "f1")
     if f0 is not None:
         f0._check(X0, 0, f0.num_trees)
         f0._check_costs(lazy, split, group_of, group_lazy)

@@ -10,6 +10,7 @@ scikit-learn) routes them.
 
 from __future__ import annotations
 
+import numpy as np
 from sklearn.pipeline import Pipeline
 
 from lightgbm_cegb.core.costs import resolve_costs
@@ -92,20 +93,60 @@ or any model of the package
                                          "n_jobs": n_jobs})  # the package's estimators: what predict does
     if report is not None:
         return report
-    forest = to_forest(model)
-    costs = resolve_costs(fitted_costs(model) if costs is None else costs, forest.num_features,
-                          names or forest.feature_names, forest.params, unpriced="refuse")
+    forest, costs = _forest_costs(model, costs, names)
     num_trees = num_trees_used(model, forest, num_iteration)
     lazy, _, split = costs.arrays(forest.num_features)
     group_of, group_lazy, _ = costs.group_arrays(forest.num_features)
     acquisition, evaluation, rows_using, curve = forest.cost(X, lazy, split, num_trees, group_of=group_of,
                                                              group_lazy=group_lazy, tree=costs.tree,
                                                              per_iteration=per_iteration, n_jobs=n_jobs)
+    return _report(forest, costs, num_trees, acquisition, evaluation, rows_using, curve)
+
+
+def prefix_costs(model, X, costs, iterations, *, raw: bool = False,
+                 n_jobs: int | None = None) -> tuple[list[CostReport], np.ndarray | None] | None:
+    """``prediction_cost(model, X, costs, num_iteration=k)`` for each ``k`` of ``iterations`` (increasing), in one
+    pass over the trees, each report to the bit; with ``raw``, also the rows' raw scores after each (LightGBM's
+    ``predict(raw_score=True)`` bits: float64[len(iterations), n_rows, trees per iteration]). None where the one pass
+    does not apply (a Dask X, a Pipeline, a model priced by its own accounting at these iterations, linear trees
+    with ``raw``): ask ``prediction_cost`` for each."""
+    if is_dask(X):
+        return None
+    if costs is None:
+        costs = fitted_costs(model)
+    model = unwrap(model)
+    asked = {"num_iteration": iterations[0], "per_iteration": False, "n_jobs": n_jobs}
+    if isinstance(model, Pipeline) or _own_cost(model, X, costs, asked) is not None:
+        return None
+    forest, costs = _forest_costs(model, costs, None)
+    if raw and (forest.linear is not None or forest.average_output):
+        return None
+    trees = [num_trees_used(model, forest, k) for k in iterations]
+    ends = sorted(set(trees))
+    lazy, _, split = costs.arrays(forest.num_features)
+    group_of, group_lazy, _ = costs.group_arrays(forest.num_features)
+    acquisition, evaluation, rows_using, scores = forest.prefix_cost(X, lazy, split, ends, group_of=group_of,
+                                                                     group_lazy=group_lazy, tree=costs.tree, raw=raw,
+                                                                     n_jobs=n_jobs)
+    at = [ends.index(t) for t in trees]
+    return [_report(forest, costs, t, acquisition[j].copy(), evaluation[j].copy(), rows_using[j], None)
+            for t, j in zip(trees, at)], None if scores is None else scores[at]
+
+
+def _forest_costs(model, costs, names):
+    """(the model's Forest, the costs resolved against its features: ``names``, else the forest's own)."""
+    forest = to_forest(model)
+    return forest, resolve_costs(fitted_costs(model) if costs is None else costs, forest.num_features,
+                                 names or forest.feature_names, forest.params, unpriced="refuse")
+
+
+def _report(forest, costs, num_trees: int, acquisition, evaluation, rows_using, curve) -> CostReport:
+    """The CostReport of the first ``num_trees`` trees from the kernel's per-row costs, rows using each unit and
+    total cost after each iteration (or None)."""
     n = max(len(acquisition), 1)
-    used = forest.used_features(num_trees)
     groups = costs.groups
     return CostReport(acquisition=acquisition, evaluation=evaluation,
-                      coupled=costs.model_cost(used, forest.num_features),
+                      coupled=costs.model_cost(forest.used_features(num_trees), forest.num_features),
                       usage=rows_using[:forest.num_features] / n, curve=None if curve is None else curve / n,
                       feature_names=forest.feature_names,
                       group_usage=None if groups is None else

@@ -6,12 +6,15 @@ from __future__ import annotations
 import json
 import warnings
 
+import dask.array as dd
 import lightgbm as lgb
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from references import model_and_data, reference_costs
+from scipy import sparse
 from sklearn.ensemble import (
     ExtraTreesClassifier,
     GradientBoostingClassifier,
@@ -21,6 +24,7 @@ from sklearn.ensemble import (
 from sklearn.tree import DecisionTreeClassifier
 
 from lightgbm_cegb import CEGBError, FeatureCosts, prediction_cost, to_forest
+from lightgbm_cegb.accounting import prefix_costs
 from lightgbm_cegb.io.lightgbm_text import read_text
 
 
@@ -53,6 +57,58 @@ def test_costs_match_reference(case, split_cost, tree_cost):
     np.testing.assert_allclose(report.usage, usage, rtol=1e-12)
     np.testing.assert_allclose(report.curve, curve, rtol=1e-12, atol=1e-12)
     assert report.curve[-1] == pytest.approx(report.mean, rel=1e-12, abs=1e-12)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(model_and_data(), st.sampled_from([0.0, 0.25]), st.sampled_from([0.0, 0.7]), st.booleans(), st.data())
+def test_prefix_costs_equal_each_prefix_alone(case, split_cost, tree_cost, grouped, data):
+    """One pass for several prefixes (what a sweep measures of a model's prefix points) gives each prefix's report
+    and LightGBM's raw scores to the bit."""
+    booster, X, rng = case
+    n_features, iterations = booster.num_feature(), booster.current_iteration()
+    costs = FeatureCosts(lazy=rng.uniform(0, 10, n_features),
+                         split=rng.uniform(0, 1, n_features) if split_cost else 0.0, tree=tree_cost,
+                         groups={"g": [0, n_features - 1]} if grouped and n_features > 1 else None,
+                         group_lazy={"g": 3.0} if grouped and n_features > 1 else None)
+    ks = sorted(data.draw(st.sets(st.integers(1, iterations), min_size=1)))
+    linear = to_forest(booster).linear is not None
+    done = prefix_costs(booster, X, costs, ks, raw=True)
+    if linear:  # their raw scores read the leaves' features: each prefix alone
+        assert done is None
+        done = prefix_costs(booster, X, costs, ks)
+    reports, raw = done
+    assert len(reports) == len(ks) and (raw is None) == linear
+    for j, k in enumerate(ks):
+        alone = prediction_cost(booster, X, costs, num_iteration=k)
+        for field in ("acquisition", "evaluation", "usage"):
+            np.testing.assert_array_equal(getattr(reports[j], field), getattr(alone, field))
+        assert reports[j].coupled == alone.coupled and reports[j].group_usage == alone.group_usage
+        if not linear:
+            np.testing.assert_array_equal(raw[j], booster.predict(X, raw_score=True, num_iteration=k).reshape(len(X),
+                                                                                                           -1))
+
+
+def test_prefix_costs_read_every_kind_of_rows_and_refuse_bad_prefixes():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 4))
+    X[rng.random(X.shape) < 0.3] = 0.0
+    booster = lgb.train({"objective": "multiclass", "num_class": 3, "verbose": -1, "num_leaves": 5},
+                        lgb.Dataset(X, rng.integers(0, 3, 300)), 8)
+    costs = FeatureCosts(lazy=[1.0, 2.0, 3.0, 4.0], split=0.5)
+    expected, raw = prefix_costs(booster, X, costs, [2, 5, 8], raw=True)
+    for rows in (sparse.csr_matrix(X), sparse.csc_matrix(X), pd.DataFrame(X), X.astype(np.float32)):
+        got, got_raw = prefix_costs(booster, rows, costs, [2, 5, 8], raw=True)
+        np.testing.assert_array_equal(got_raw, raw)
+        for a, b in zip(got, expected):
+            np.testing.assert_array_equal(a.per_instance, b.per_instance)
+    forest = to_forest(booster)
+    lazy, split = np.ones(4), np.zeros(4)
+    for ends in ([], [3, 3], [5, 2], [-1], [forest.num_trees + 1], [1.5]):
+        with pytest.raises(CEGBError, match=r"ends should be increasing tree counts within 0\.\.24"):
+            forest.prefix_cost(X, lazy, split, ends)
+    assert prefix_costs(booster, dd.from_array(X, chunks=(100, 4)), costs, [2]) is None  # each prefix alone
+    with pytest.raises(CEGBError, match=r"costs are for 2 features but the model has 4"):
+        prefix_costs(booster, X, FeatureCosts(lazy=[1.0, 2.0]), [2])
 
 
 @pytest.mark.parametrize(("make", "nan"), [

@@ -673,17 +673,9 @@ class Forest:
             The rows' total cost after each iteration (with ``per_iteration``; else None).
         """
         num_trees = self._num_trees(num_trees)
-        lazy, split = np.ascontiguousarray(lazy, dtype=np.float64), np.ascontiguousarray(split, dtype=np.float64)
-        group_of = np.full(self.num_features, -1, dtype=np.int32) if group_of is None else \
-            np.ascontiguousarray(group_of, dtype=np.int32)
-        group_lazy = np.zeros(0) if group_lazy is None else np.ascontiguousarray(group_lazy, dtype=np.float64)
-        if type(X) is np.ndarray and X.dtype == np.float64 and X.ndim == 2 and not self.float32:  # read as it is
-            self.check_shape(X.shape)
-            blocks = [np.ascontiguousarray(X)]
-        else:
-            blocks = (rows for _, rows in self.row_blocks(X))
+        lazy, split, group_of, group_lazy = self._cost_arrays(lazy, split, group_of, group_lazy)
         parts = [self.flat.cost(rows, num_trees, lazy, split, group_of, group_lazy, per_iteration,
-                                resolve_n_jobs(n_jobs, len(rows))) for rows in blocks]
+                                resolve_n_jobs(n_jobs, len(rows))) for rows in self._cost_blocks(X)]
         if not parts:
             return np.zeros(0), np.zeros(0), np.zeros(self.num_features + len(group_lazy), dtype=np.int64), \
                 (np.zeros(math.ceil(num_trees / self.trees_per_iteration)) if per_iteration else None)
@@ -700,6 +692,80 @@ class Forest:
             trees_done = np.minimum(np.arange(1, len(curve) + 1) * self.trees_per_iteration, num_trees)
             curve = curve + tree * len(acquisition) * trees_done
         return acquisition, evaluation, rows_using, curve
+
+    def prefix_cost(self, X, lazy: np.ndarray, split: np.ndarray, ends, *, group_of: np.ndarray | None = None,
+                    group_lazy: np.ndarray | None = None, tree: float = 0.0, raw: bool = False,
+                    n_jobs: int | None = None):
+        """:meth:`cost` of several prefixes of the trees in one pass over them: for each ``ends[j]`` (increasing
+        tree counts), the (acquisition, evaluation, rows_using) that ``cost(X, ..., num_trees=ends[j])`` gives, to the
+        bit, and with ``raw`` the rows' raw scores after those trees (as :meth:`raw_score` computes them, so with
+        the bits of LightGBM's ``predict(raw_score=True)``; not for linear trees).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_rows, num_features)
+            numpy array, scipy sparse matrix or pandas DataFrame.
+        lazy, split : ndarray of shape (num_features,)
+            As :meth:`cost`.
+        ends : sequence of int
+            The prefixes' tree counts, increasing, each within 0..num_trees.
+        group_of, group_lazy, tree, n_jobs
+            As :meth:`cost`.
+        raw : bool, default=False
+            Also the raw scores after each prefix.
+
+        Returns
+        -------
+        acquisition, evaluation : ndarray of shape (len(ends), n_rows)
+            Each row's lazy costs, and its split and tree costs, after each prefix.
+        rows_using : ndarray of int64 of shape (len(ends), num_features + n_groups)
+            The rows whose paths test each feature, then each group, after each prefix.
+        raw : ndarray of shape (len(ends), n_rows, trees_per_iteration) or None
+            With ``raw``, the raw scores after each prefix.
+
+        Raises
+        ------
+        CEGBError
+            When ``ends`` is empty, does not increase or leaves 0..num_trees, or ``raw`` is asked of linear trees.
+        """
+        ends = np.asarray(ends)
+        if ends.ndim != 1 or not len(ends) or ends.dtype.kind not in "iu" or (np.diff(ends) <= 0).any() or \
+                ends[0] < 0 or ends[-1] > self.num_trees:
+            raise CEGBError(f"ends should be increasing tree counts within 0..{self.num_trees}, got {ends.tolist()}")
+        if raw and self.linear is not None:
+            raise CEGBError("prefix_cost: the raw scores of linear trees read their leaves' features; use raw_score")
+        lazy, split, group_of, group_lazy = self._cost_arrays(lazy, split, group_of, group_lazy)
+        ends = np.ascontiguousarray(ends, dtype=np.int64)
+        parts = [self.flat.prefix_cost(rows, ends, lazy, split, group_of, group_lazy, self.leaf_value,
+                                       self.leaf_offset, raw, resolve_n_jobs(n_jobs, len(rows)))
+                 for rows in self._cost_blocks(X)]
+        width = self.num_features + len(group_lazy)
+        if not parts:
+            empty = np.zeros((len(ends), 0))
+            return empty, empty.copy(), np.zeros((len(ends), width), dtype=np.int64), \
+                (np.zeros((len(ends), 0, self.trees_per_iteration)) if raw else None)
+        acquisition, evaluation, rows_using, scores = (parts[0] if len(parts) == 1 else (
+            np.concatenate([p[0] for p in parts], axis=1), np.concatenate([p[1] for p in parts], axis=1),
+            sum(p[2] for p in parts), np.concatenate([p[3] for p in parts], axis=1) if raw else None))
+        if tree:
+            for j, trees in enumerate(ends.tolist()):
+                evaluation[j] += tree * trees
+        return acquisition, evaluation, rows_using, scores
+
+    def _cost_arrays(self, lazy, split, group_of, group_lazy) -> tuple[np.ndarray, ...]:
+        """The cost kernels' arrays (no groups: every feature's group -1, none's lazy cost)."""
+        lazy, split = np.ascontiguousarray(lazy, dtype=np.float64), np.ascontiguousarray(split, dtype=np.float64)
+        group_of = np.full(self.num_features, -1, dtype=np.int32) if group_of is None else \
+            np.ascontiguousarray(group_of, dtype=np.int32)
+        group_lazy = np.zeros(0) if group_lazy is None else np.ascontiguousarray(group_lazy, dtype=np.float64)
+        return lazy, split, group_of, group_lazy
+
+    def _cost_blocks(self, X):
+        """X as the cost kernels read it: a float64 numpy array as it is, anything else in row blocks."""
+        if type(X) is np.ndarray and X.dtype == np.float64 and X.ndim == 2 and not self.float32:
+            self.check_shape(X.shape)
+            return [np.ascontiguousarray(X)]
+        return (rows for _, rows in self.row_blocks(X))
 
     def checked_leaves(self, leaves) -> np.ndarray:
         """``leaves`` as C-contiguous int32[n_rows, trees used] or a clear error: leaves[i, t] must be a leaf of

@@ -18,12 +18,19 @@ import numpy as np
 import pandas as pd
 from scipy import sparse
 
-from lightgbm_cegb.accounting import prediction_cost
+from lightgbm_cegb.accounting import prediction_cost, prefix_costs
 from lightgbm_cegb.core.costs import FeatureCosts
 from lightgbm_cegb.core.errors import CEGBError, still_improving
 from lightgbm_cegb.core.validation import check_number
-from lightgbm_cegb.io.models import library_of
+from lightgbm_cegb.io.models import library_of, to_forest
+from lightgbm_cegb.methods.greedy_miser import (
+    GreedyMiserClassifier,
+    GreedyMiserRanker,
+    GreedyMiserRegressor,
+    proba_from_raw,
+)
 from lightgbm_cegb.selection.registry import Candidate, Context, Rows
+from lightgbm_cegb.serving.outputs import KernelOutput, kernel_output
 
 T = TypeVar("T")
 
@@ -183,7 +190,8 @@ def prefixes(context: Context, method: str, point: dict, model, output: str, tre
 
 def prefix_points(method: str, point: dict, model, output: str, costs: FeatureCosts, X_valid, budgets: Sequence[float],
                   trees: Sequence[int] = PREFIX_TREES) -> list[Candidate]:
-    """:func:`prefixes` of ``model`` with the ``costs``, the validation rows ``X_valid`` and the ``budgets`` given."""
+    """:func:`prefixes` of ``model`` with the ``costs``, the validation rows ``X_valid`` and the ``budgets`` given;
+    measured on ``X_valid``, they share one pass over the model's trees (:class:`PrefixPass`)."""
     total = _iterations(model)
     ks = {k for k in trees if k < total} | {total}
     if budgets:
@@ -192,9 +200,92 @@ def prefix_points(method: str, point: dict, model, output: str, costs: FeatureCo
             within = np.flatnonzero(curve <= budget * (1 + 1e-12))
             if len(within):
                 ks.add(int(within[-1]) + 1)
+    shared = PrefixPass(model, output, costs, sorted(ks), X_valid)
     return [Candidate(method, {**point, "trees": k}, model, partial(prediction, model, output, k),
-                      partial(_cost, model, costs, k), prefix=None if k == total else partial(_truncated, model, k))
+                      partial(_cost, model, costs, k), prefix=None if k == total else partial(_truncated, model, k),
+                      measured=partial(shared.take, k))
             for k in sorted(ks)]
+
+
+#: PrefixPass keeps at most this many raw scores (prefixes x rows x trees per iteration; 256 MB) from its pass
+PASS_VALUES = 1 << 25
+
+
+class PrefixPass:
+    """What a sweep measures of a boosted model's prefixes on its validation rows, from one pass over the trees.
+
+    ``accounting.prefix_costs`` routes the rows once through the model's trees and gives each prefix's CostReport and
+    raw scores, to the bits of pricing and predicting each prefix alone (the same additions in the same order);
+    :func:`_from_raw` turns the raw scores into what ``prediction`` gives, by the model's own arithmetic. Each
+    prefix's (prediction, report) is given out once (a sweep measures a model's points one after the other); asked
+    again, for other rows, or where the pass does not apply (see ``prefix_costs``; a model whose outputs are not
+    computed from its raw scores here has only its costs from the pass), :meth:`take` returns None and the
+    Candidate predicts and prices that prefix alone. It keeps nothing when pickled (a sweep's points come back from
+    its processes without their rows).
+    """
+
+    def __init__(self, model, output: str, costs: FeatureCosts, ks: list[int], rows) -> None:
+        self.model, self.output, self.costs, self.ks = model, output, costs, ks
+        self._rows, self._left = rows, None
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_rows": None, "_left": None}
+
+    def take(self, k: int, X) -> tuple[np.ndarray, object] | None:
+        """(prediction, CostReport) of the first ``k`` iterations on ``X``, or None (see the class)."""
+        if X is not self._rows or self._rows is None:
+            return None
+        if self._left is None:
+            self._left = self._pass(X)
+        raw, report = self._left.pop(k, (None, None))
+        if not self._left:
+            self._rows = None  # every prefix measured: let the rows go
+        if report is None:
+            return None
+        convert = _from_raw(self.model, self.output)
+        return (prediction(self.model, self.output, k, X) if raw is None else convert(raw)), report
+
+    def _pass(self, X) -> dict:
+        """Each prefix's (raw scores or None, CostReport), or {} where the pass does not apply."""
+        outputs = np.shape(X)[0] * len(self.ks) * max(getattr(to_forest(self.model), "trees_per_iteration", 1), 1)
+        raw = _from_raw(self.model, self.output) is not None and outputs <= PASS_VALUES
+        done = prefix_costs(self.model, X, self.costs, self.ks, raw=raw)
+        if done is None:
+            return {}
+        reports, scores = done
+        return {k: (None if scores is None else scores[j], reports[j]) for j, k in enumerate(self.ks)}
+
+
+def _from_raw(model, output: str) -> Callable | None:
+    """``raw -> prediction(model, output, k, X)`` from the raw scores of the first k iterations (float64[n, trees
+    per iteration]), as the model computes it from them: a LightGBM model's outputs as ``serving.outputs`` repeats
+    them, Greedy Miser's (a custom objective's raw scores, its ``proba_from_raw``); None for any other."""
+    if isinstance(model, (GreedyMiserClassifier, GreedyMiserRegressor, GreedyMiserRanker)):
+        if isinstance(model, GreedyMiserClassifier) and output in ("proba", "positive"):
+            return partial(_miser_proba, output == "positive")
+        return _first_column if output == "predict" and not isinstance(model, GreedyMiserClassifier) else None
+    if not isinstance(model, (lgb.Booster, lgb.LGBMModel)) or output not in ("predict", "proba", "positive"):
+        return None
+    kernel = kernel_output(model, to_forest(model))
+    method = "predict" if output == "predict" else "predict_proba"
+    if not isinstance(kernel, KernelOutput) or not kernel.takes(method, {}):
+        return None
+    return partial(_kernel_output, kernel, method, output == "positive")
+
+
+def _first_column(raw: np.ndarray) -> np.ndarray:
+    return raw[:, 0]
+
+
+def _miser_proba(positive: bool, raw: np.ndarray) -> np.ndarray:
+    """Greedy Miser's ``predict_proba`` (``[:, 1]`` with ``positive``) of its raw scores."""
+    proba = proba_from_raw(raw[:, 0] if raw.shape[1] == 1 else raw)
+    return proba[:, 1] if positive else proba
+
+
+def _kernel_output(kernel: KernelOutput, method: str, positive: bool, raw: np.ndarray) -> np.ndarray:
+    out = kernel(raw, method, {})
+    return out[:, 1] if positive else out
 
 
 def _truncated(model, k: int):

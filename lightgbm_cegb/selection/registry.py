@@ -168,6 +168,10 @@ class Candidate:
     decision_threshold : float or None, default=None
         With a threshold metric: the decision threshold chosen on the validation rows (a row is positive when its
         score is above it).
+    measured : callable or None, default=None
+        ``measured(X)``: the (prediction, CostReport) that ``predict`` and ``cost`` would give on X, from work shared
+        with other points (a model's prefixes: ``points.PrefixPass``), or None where it has none; :meth:`measure`
+        asks it first.
     """
 
     method: str
@@ -181,6 +185,9 @@ class Candidate:
     prefix: Callable | None = field(default=None, repr=False)
     # a threshold metric's decision threshold, chosen on the validation rows (measure(..., choose=True))
     decision_threshold: float | None = None
+    # measured(X): (prediction, CostReport) that predict and cost would give on X, from work shared with other points
+    # (a model's prefixes: points.PrefixPass), or None where it has none
+    measured: Callable | None = field(default=None, repr=False)
 
     def fitted_model(self):
         """The model of this point: ``model``, or for a prefix a copy holding only its trees.
@@ -214,8 +221,9 @@ class Candidate:
         coupled : float
             The coupled cost (once per model, not per row).
         """
-        report = self.cost(rows.X)
-        return self.quality(rows, self.predict(rows.X), metric, choose), float(report.mean), float(report.coupled)
+        shared = None if self.measured is None else self.measured(rows.X)
+        prediction, report = shared if shared is not None else (self.predict(rows.X), self.cost(rows.X))
+        return self.quality(rows, prediction, metric, choose), float(report.mean), float(report.coupled)
 
     def quality(self, rows: Rows, prediction, metric: Metric, choose: bool = False) -> float:
         """The metric of ``prediction`` on ``rows``: a threshold metric's at :attr:`decision_threshold`, chosen here

@@ -3,6 +3,9 @@ sweeps of the same training rows and parameters, and only by them."""
 
 from __future__ import annotations
 
+import pickle
+
+import lightgbm as lgb
 import numpy as np
 import pandas as pd
 import pytest
@@ -80,3 +83,60 @@ def test_the_digest_reads_every_kind_of_rows(kind):
     assert points._digest(rows, {"k": 2}) != digest
     assert points._digest(points.Rows(as_kind(X), y, np.array([25, 25])), {"k": 1}) != digest
     assert points._digest(points.Rows(X.astype(object), y), {"k": 1}) is None
+
+
+def _task_rows(task: str, seed: int = 0):
+    """(train, valid, costs) of ``task`` on 8 columns (ranking: queries of 10 documents)."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(900, 8))
+    X[rng.random(X.shape) < 0.05] = np.nan
+    signal = np.nan_to_num(X[:, 0]) + 0.7 * np.nan_to_num(X[:, 3]) + 0.4 * np.nan_to_num(X[:, 6])
+    y = {"binary": (signal + rng.normal(size=900) > 0).astype(int),
+         "multiclass": np.digitize(signal + rng.normal(scale=0.5, size=900), [-0.7, 0.0, 0.7]),
+         "regression": signal + rng.normal(scale=0.3, size=900),
+         "ranking": np.clip(np.round(signal + 1.5), 0, 3).astype(int)}[task]
+    group = np.full(60, 10) if task == "ranking" else None
+    train = (X[:600], y[:600]) if group is None else (X[:600], y[:600], group[:60 - 30] * 2)
+    valid = (X[600:], y[600:]) if group is None else (X[600:], y[600:], group[:30])
+    costs = FeatureCosts(lazy=[1.0, 2.0, 4.0, 8.0, 1.0, 2.0, 4.0, 8.0], split=0.05, groups={"g": [5, 6]},
+                         group_lazy={"g": 3.0}, tree=0.01)
+    return train, valid, costs
+
+
+@pytest.mark.parametrize("task", ["binary", "multiclass", "regression", "ranking"])
+def test_a_models_prefixes_measured_in_one_pass_equal_each_measured_alone(task, monkeypatch):
+    """A sweep measures each boosted model's prefix points from one pass over its trees (points.PrefixPass); its frame
+    equals, to the bit, the frame of the same sweep measuring each prefix alone (predict and prediction_cost)."""
+    train, valid, costs = _task_rows(task)
+    methods = ["lightgbm", "cegb", "greedy_miser"]
+    options = dict(task=task, num_boost_round=60, baseline=False, budget=[6.0, 12.0], refine=1,
+                   grid={"cegb": [{"relative_tradeoff": r} for r in (0.0, 0.3)],
+                         "greedy_miser": [{"relative_tradeoff": 0.1}]})
+    asked = []
+    prefix_costs = points.prefix_costs
+
+    def spied(model, X, costs, iterations, raw=False, **kwargs):
+        asked.append(raw)
+        return prefix_costs(model, X, costs, iterations, raw=raw, **kwargs)
+    monkeypatch.setattr(points, "prefix_costs", spied)
+    shared = sweep(methods, train, valid, costs, **options)
+    assert asked and all(asked)  # every model's predictions came from its raw scores
+    monkeypatch.setattr(points.PrefixPass, "take", lambda self, k, X: None)
+    alone = sweep(methods, train, valid, costs, **options)
+    pd.testing.assert_frame_equal(shared.drop(columns=["model"]), alone.drop(columns=["model"]), check_exact=True)
+
+
+def test_a_prefix_measured_again_or_on_other_rows_is_measured_alone():
+    train, valid, costs = _task_rows("multiclass")
+    model = lgb.train({"objective": "multiclass", "num_class": 4, "verbose": -1}, lgb.Dataset(*train), 30)
+    candidates = points.prefix_points("lightgbm", {}, model, "predict", costs, valid[0], [6.0])
+    first = candidates[0].measured(valid[0])
+    assert first is not None
+    np.testing.assert_array_equal(first[0], candidates[0].predict(valid[0]))
+    assert candidates[0].measured(valid[0]) is None  # given out once: measured again, alone
+    assert candidates[1].measured(valid[0].copy()) is None  # other rows: alone
+    pickled = pickle.loads(pickle.dumps(candidates[2]))
+    assert pickled.measured(valid[0]) is None and pickled.measured.func.__self__._rows is None
+    for candidate in candidates[1:]:  # the rest still from the pass, then the rows let go
+        assert candidate.measured(valid[0]) is not None
+    assert candidates[1].measured.func.__self__._rows is None
