@@ -343,19 +343,20 @@ class PolicyClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
                 **({} if num_class == 2 else {"num_class": num_class})}
 
     def _boosted(self, params: dict, fit: tuple, stop: tuple | None, what: str, init=(None, None),
-                 named: bool = True) -> lgb.Booster:
+                 named: bool = True, callbacks=()) -> lgb.Booster:
         """A classifier trained on ``fit`` = (X, class codes), early stopped on ``stop`` (None: every round) and
         cut to its best iteration (the model file holds what predicts), the rows weighted by ``class_weight``, boosted
         from the raw scores ``init`` of the fitting and the stopping rows (None: LightGBM's start); a RoundsWarning
         names ``what`` when its held-out log loss still improved within ``early_stopping_rounds`` of
-        ``n_estimators``. ``named=False``: X holds other columns than fit's (LightGBM's own names)."""
+        ``n_estimators``. ``named=False``: X holds other columns than fit's (LightGBM's own names); ``callbacks``:
+        LightGBM callbacks after the early stopping."""
         weights = class_weights(self.class_weight, self.classes_, fit[1])
         train_set = lgb.Dataset(fit[0], fit[1], weight=None if weights is None else weights[fit[1]],
                                 init_score=init[0], feature_name=self._lightgbm_feature_names() if named else "auto")
         valid_set = None if stop is None else \
             lgb.Dataset(stop[0], stop[1], weight=None if weights is None else weights[stop[1]], init_score=init[1],
                         reference=train_set)
-        return early_stopped(self, params, train_set, valid_set, what, "log loss")
+        return early_stopped(self, params, train_set, valid_set, what, "log loss", callbacks)
 
     def _restore_units(self, state: dict) -> None:
         """``classes_``, ``units_`` and ``unit_cost_`` of a saved state, checked: the classes distinct labels of one
@@ -577,7 +578,7 @@ class AdaptiveAcquisitionClassifier(PolicyClassifier):
 
     # ------------------------------------------------------------------------------------------------ fit
 
-    def fit(self, X, y, *, eval_set=None):
+    def fit(self, X, y, *, eval_set=None, callbacks=None):
         """Train the classifier on masked copies of the rows and build the units' outcome tables.
 
         Parameters
@@ -589,24 +590,27 @@ class AdaptiveAcquisitionClassifier(PolicyClassifier):
         eval_set : tuple (X_valid, y_valid), optional
             Rows for early stopping (masked as the training rows); without it, ``validation_fraction`` of the
             training rows are held out.
+        callbacks : list of callable, optional
+            LightGBM callbacks called after each round of each training of the classifier, as ``lgb.train`` takes
+            them (after the early stopping).
 
         Returns
         -------
         AdaptiveAcquisitionClassifier
             The fitted estimator.
         """
-        for _ in self.fit_rounds(X, y, eval_set):
+        for _ in self.fit_rounds(X, y, eval_set, callbacks):
             pass
         return self
 
-    def fit_rounds(self, X, y, eval_set):
+    def fit_rounds(self, X, y, eval_set, callbacks=None):
         """``fit``, one training of the classifier at a time: after each, yields the round's number (0: on the
         random subsets only); this estimator is then fitted as with ``policy_rounds`` set to that number, to the
         bit (a sweep reads round 0 on its way to round 1 instead of fitting both).
 
         Parameters
         ----------
-        X, y, eval_set
+        X, y, eval_set, callbacks
             As :meth:`fit` takes them.
 
         Yields
@@ -635,7 +639,7 @@ class AdaptiveAcquisitionClassifier(PolicyClassifier):
                     X_stop = np.vstack([X_stop, self._visited(X_valid, copies, rng)])
                     y_stop = np.concatenate([y_stop, np.repeat(valid_codes, copies)])
             booster = self._boosted(params, (X_fit, y_fit), (X_stop, y_stop) if stopping else None,
-                                    f"the classifier of policy round {round_}")
+                                    f"the classifier of policy round {round_}", callbacks=callbacks or ())
             self.classifier_ = booster
             self._compile()
             self.prior_ = self._proba(np.full((1, num_features), np.nan))[0]
@@ -1175,16 +1179,17 @@ def run_cost(estimator, state: CostState, evaluation: np.ndarray) -> CostReport:
 
 
 def early_stopped(estimator, params: dict, train_set: lgb.Dataset, valid_set: lgb.Dataset | None, what: str,
-                  metric: str) -> lgb.Booster:
+                  metric: str, callbacks=()) -> lgb.Booster:
     """A LightGBM model of ``estimator`` (its ``n_estimators`` and ``early_stopping_rounds``) trained on
     ``train_set``, early stopped on ``valid_set`` (None: every round) and cut to its best iteration (the model file
     holds what predicts); a RoundsWarning names ``what`` when the held-out ``metric`` was still improving at
-    ``n_estimators`` (``still_improving``)."""
+    ``n_estimators`` (``still_improving``). ``callbacks``: LightGBM callbacks after the early stopping (a callback that
+    ends the training keeps the rounds trained: its best iteration the last)."""
     rounds, patience = estimator.n_estimators, estimator.early_stopping_rounds
     if valid_set is None:
-        return lgb.train(params, train_set, rounds)
+        return lgb.train(params, train_set, rounds, callbacks=list(callbacks))
     booster = lgb.train(params, train_set, rounds, valid_sets=[valid_set],
-                        callbacks=[lgb.early_stopping(patience, first_metric_only=True, verbose=False)])
+                        callbacks=[lgb.early_stopping(patience, first_metric_only=True, verbose=False), *callbacks])
     return best_cut(estimator, booster, what, metric)
 
 

@@ -184,11 +184,13 @@ def _acquisition_plan(context: Context, state: dict, points: list[dict]) -> None
 
 def _acquisition_classifier(context: Context, state: dict, policy_rounds: int):
     """The sweep's adaptive acquisition classifier of ``policy_rounds``, fitted (with every round's up to the most
-    planned) when a point first needs it; NeedsFit where the context allows no fit."""
+    planned) when a point first needs it; NeedsFit where the context allows no fit. Its trainings end where the
+    method's allowance does (``Context.cut_callbacks``, one limit for all of them): a round whose training was cut is
+    the last fitted (``state["cut"]``), and a point asking for a later round raises NeedsFit (not fitted)."""
     from lightgbm_cegb.methods.acquisition import AdaptiveAcquisitionClassifier, auto_masks
     fitted = state["classifiers"]
     if policy_rounds not in fitted:
-        if not context.fits:
+        if not context.fits or state.get("cut"):
             raise NeedsFit
         # screened: the copies the classifier makes on the sweep's every row (a subsample's "auto" would make more)
         masks = "auto" if context.screen_of is None else auto_masks(context.screen_of, np.shape(context.train.X)[1])
@@ -197,10 +199,15 @@ def _acquisition_classifier(context: Context, state: dict, policy_rounds: int):
                                               n_jobs=context.params.get("num_threads") or None, n_masks=masks,
                                               **_acquisition_capacity(context))
         with _rounds_capped(state):
-            for done in model.fit_rounds(context.train.X, context.train.y,
-                                             eval_set=(context.valid.X, context.valid.y)):
+            for done in model.fit_rounds(context.train.X, context.train.y, (context.valid.X, context.valid.y),
+                                         context.cut_callbacks()):
                 # each round's classifier, as fit gives it
                 fitted.setdefault(done, copy.copy(model).set_params(policy_rounds=done))
+                if context.cut:
+                    state["cut"] = True
+                    break
+    if policy_rounds not in fitted:  # a training before it was cut at the allowance
+        raise NeedsFit
     return fitted[policy_rounds]
 
 

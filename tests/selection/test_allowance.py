@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from lightgbm_cegb import FeatureCosts, GreedyMiserClassifier
+from lightgbm_cegb import AdaptiveAcquisitionClassifier, FeatureCosts, GreedyMiserClassifier
 from lightgbm_cegb.core.errors import CEGBError, CEGBWarning
 from lightgbm_cegb.selection import best_subset, fit_within_budget, registry, runner, sweep
 
@@ -76,6 +76,33 @@ def test_a_boosted_point_is_cut_inside_its_fit_where_its_allowance_ends(binary, 
     np.testing.assert_array_equal(model.predict_proba(valid[0]), same.predict_proba(valid[0]))
     booster = frame.loc[frame["method"] == "cegb", "model"].iloc[0].model
     assert booster.current_iteration() == booster.best_iteration == 13
+
+
+def test_the_adaptive_acquisitions_classifiers_are_cut_where_its_allowance_ends(binary, monkeypatch):
+    """The adaptive acquisition's first point trains its classifiers (policy rounds 0 and 1), a second a round on a
+    fake clock, with 12 plain fits of 1 s: round 0's classifier is cut after the 13th round (the same classifier as
+    13 rounds trained), round 1's is not trained and its points are not fitted; round 0's points are, from the
+    classifier fitted."""
+    train, valid = binary
+    ticks = itertools.count()
+    monkeypatch.setattr(registry, "time", SimpleNamespace(perf_counter=lambda: float(next(ticks))))
+    monkeypatch.setattr(runner, "ALLOWANCE_FLOOR", 0.0)
+    monkeypatch.setattr(runner.Allowance, "timed", classmethod(lambda cls, fits, context: cls(fits, 1.0)))
+    monkeypatch.setattr(runner, "time", SimpleNamespace(perf_counter=lambda: 0.0))  # the points' own time: none
+    grid = {"adaptive_acquisition": [{"relative_tradeoff": r, "policy_rounds": k} for k in (0, 1) for r in (0.1, 1.0)]}
+    with pytest.warns(CEGBWarning, match=r"stopped adaptive_acquisition on every training row after 0 s = 0 plain "
+                                         r"fits there \(2 point\(s\) not fitted, trainings cut after \[13\] rounds\)"):
+        frame = sweep(["adaptive_acquisition"], train, valid, COSTS, budget=6.0, baseline=False, method_fits=12,
+                      **{**FAST, "grid": grid, "refine": 0})
+    assert frame.attrs["stopped"]["rows"]["adaptive_acquisition"]["cut"] == [13]
+    assert sorted(frame["params"].map(lambda p: p["policy_rounds"])) == [0, 0]
+    model = frame["model"].iloc[0].model
+    assert model.classifier_.current_iteration() == 13
+    same = AdaptiveAcquisitionClassifier(feature_costs=COSTS, random_state=0, n_estimators=13,
+                                         early_stopping_rounds=model.early_stopping_rounds,
+                                         n_jobs=1).fit(*train, eval_set=valid)
+    trees = [m.classifier_.model_to_string().split("end of trees")[0] for m in (model, same)]
+    assert trees[0] == trees[1]  # the trees to the bit (the parameters' footer says num_iterations)
 
 
 def test_a_method_over_its_allowance_starts_no_other_point(binary, timed):
