@@ -185,8 +185,9 @@ def _acquisition_plan(context: Context, state: dict, points: list[dict]) -> None
 def _acquisition_classifier(context: Context, state: dict, policy_rounds: int):
     """The sweep's adaptive acquisition classifier of ``policy_rounds``, fitted (with every round's up to the most
     planned) when a point first needs it; NeedsFit where the context allows no fit. Its trainings end where the
-    method's allowance does (``Context.cut_callbacks``, one limit for all of them): a round whose training was cut is
-    the last fitted (``state["cut"]``), and a point asking for a later round raises NeedsFit (not fitted)."""
+    method's allowance does (``Context.cut_callbacks``, one limit for all of them): a round whose training was cut, or
+    after which the time is spent, is the last fitted (``state["cut"]``), and a point asking for a later round raises
+    NeedsFit (not fitted)."""
     from lightgbm_cegb.methods.acquisition import AdaptiveAcquisitionClassifier, auto_masks
     fitted = state["classifiers"]
     if policy_rounds not in fitted:
@@ -198,12 +199,13 @@ def _acquisition_classifier(context: Context, state: dict, policy_rounds: int):
         model = AdaptiveAcquisitionClassifier(feature_costs=context.costs, random_state=0, policy_rounds=rounds,
                                               n_jobs=context.params.get("num_threads") or None, n_masks=masks,
                                               **_acquisition_capacity(context))
+        callbacks = context.cut_callbacks()
         with _rounds_capped(state):
             for done in model.fit_rounds(context.train.X, context.train.y, (context.valid.X, context.valid.y),
-                                         context.cut_callbacks()):
+                                         callbacks):
                 # each round's classifier, as fit gives it
                 fitted.setdefault(done, copy.copy(model).set_params(policy_rounds=done))
-                if context.cut:
+                if context.cut or any(cut.spent() for cut in callbacks):  # no time for the next round
                     state["cut"] = True
                     break
     if policy_rounds not in fitted:  # a training before it was cut at the allowance

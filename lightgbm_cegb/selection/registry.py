@@ -424,8 +424,18 @@ class TimeCut:
         self.seconds, self.record, self.start = seconds, record, time.perf_counter()
         self.order = 40  # after lgb.early_stopping's 30 (lgb.train reads the instance's)
 
+    def spent(self) -> bool:
+        """Whether its seconds have passed (a training started now would be cut after its first round).
+
+        Returns
+        -------
+        bool
+            True once ``seconds`` have passed since it was made.
+        """
+        return time.perf_counter() - self.start > self.seconds
+
     def __call__(self, env) -> None:
-        if env.iteration < env.end_iteration - 1 and time.perf_counter() - self.start > self.seconds:
+        if env.iteration < env.end_iteration - 1 and self.spent():
             import lightgbm as lgb
 
             self.record.append(env.iteration + 1)

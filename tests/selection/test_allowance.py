@@ -52,16 +52,22 @@ def timed(monkeypatch):
     return started
 
 
-def test_a_boosted_point_is_cut_inside_its_fit_where_its_allowance_ends(binary, monkeypatch):
-    """Greedy Miser's and CEGB's points, their trainings a second a round on a fake clock, with 12 plain fits of 1 s:
-    each cut after the round that passed 12 s (the 13th), the rounds trained kept (the same model as 13 rounds
-    trained), the warning and frame.attrs["stopped"] saying so."""
-    train, valid = binary
+@pytest.fixture
+def rounds_clock(monkeypatch):
+    """A training's clock that moves a second a round (each call of the cut's clock), a plain fit of 1 s, no floor,
+    the points' own time none."""
     ticks = itertools.count()
     monkeypatch.setattr(registry, "time", SimpleNamespace(perf_counter=lambda: float(next(ticks))))
     monkeypatch.setattr(runner, "ALLOWANCE_FLOOR", 0.0)
     monkeypatch.setattr(runner.Allowance, "timed", classmethod(lambda cls, fits, context: cls(fits, 1.0)))
-    monkeypatch.setattr(runner, "time", SimpleNamespace(perf_counter=lambda: 0.0))  # the points' own time: none
+    monkeypatch.setattr(runner, "time", SimpleNamespace(perf_counter=lambda: 0.0))
+
+
+def test_a_boosted_point_is_cut_inside_its_fit_where_its_allowance_ends(binary, rounds_clock):
+    """Greedy Miser's and CEGB's points, their trainings a second a round on a fake clock, with 12 plain fits of 1 s:
+    each cut after the round that passed 12 s (the 13th), the rounds trained kept (the same model as 13 rounds
+    trained), the warning and frame.attrs["stopped"] saying so."""
+    train, valid = binary
     options = {**FAST, "grid": {"greedy_miser": [{"relative_tradeoff": 0.0}], "cegb": [{"relative_tradeoff": 0.0}]},
                "refine": 0}
     with pytest.warns(CEGBWarning, match=r"stopped cegb on every training row after 0 s = 0 plain fits there \(0 "
@@ -78,17 +84,12 @@ def test_a_boosted_point_is_cut_inside_its_fit_where_its_allowance_ends(binary, 
     assert booster.current_iteration() == booster.best_iteration == 13
 
 
-def test_the_adaptive_acquisitions_classifiers_are_cut_where_its_allowance_ends(binary, monkeypatch):
+def test_the_adaptive_acquisitions_classifiers_are_cut_where_its_allowance_ends(binary, rounds_clock):
     """The adaptive acquisition's first point trains its classifiers (policy rounds 0 and 1), a second a round on a
     fake clock, with 12 plain fits of 1 s: round 0's classifier is cut after the 13th round (the same classifier as
     13 rounds trained), round 1's is not trained and its points are not fitted; round 0's points are, from the
     classifier fitted."""
     train, valid = binary
-    ticks = itertools.count()
-    monkeypatch.setattr(registry, "time", SimpleNamespace(perf_counter=lambda: float(next(ticks))))
-    monkeypatch.setattr(runner, "ALLOWANCE_FLOOR", 0.0)
-    monkeypatch.setattr(runner.Allowance, "timed", classmethod(lambda cls, fits, context: cls(fits, 1.0)))
-    monkeypatch.setattr(runner, "time", SimpleNamespace(perf_counter=lambda: 0.0))  # the points' own time: none
     grid = {"adaptive_acquisition": [{"relative_tradeoff": r, "policy_rounds": k} for k in (0, 1) for r in (0.1, 1.0)]}
     with pytest.warns(CEGBWarning, match=r"stopped adaptive_acquisition on every training row after 0 s = 0 plain "
                                          r"fits there \(2 point\(s\) not fitted, trainings cut after \[13\] rounds\)"):
@@ -103,6 +104,20 @@ def test_the_adaptive_acquisitions_classifiers_are_cut_where_its_allowance_ends(
                                          n_jobs=1).fit(*train, eval_set=valid)
     trees = [m.classifier_.model_to_string().split("end of trees")[0] for m in (model, same)]
     assert trees[0] == trees[1]  # the trees to the bit (the parameters' footer says num_iterations)
+
+
+def test_no_policy_round_is_trained_after_the_adaptive_acquisitions_time_is_spent(binary, rounds_clock):
+    """Round 0's classifier trained whole (5 rounds, the cap; none cut) with 4 plain fits of 1 s: the clock then
+    reads 5 s, past the allowance, so round 1 (the policy's visited states and another classifier) is not started
+    and its points are not fitted."""
+    train, valid = binary
+    grid = {"adaptive_acquisition": [{"relative_tradeoff": r, "policy_rounds": k} for k in (0, 1) for r in (0.1, 1.0)]}
+    with pytest.warns(CEGBWarning, match=r"stopped adaptive_acquisition .* \(2 point\(s\) not fitted\)"):
+        frame = sweep(["adaptive_acquisition"], train, valid, COSTS, budget=6.0, baseline=False, method_fits=4,
+                      **{**FAST, "grid": grid, "refine": 0, "num_boost_round": 5})
+    assert frame.attrs["stopped"]["rows"]["adaptive_acquisition"]["cut"] == []
+    assert sorted(frame["params"].map(lambda p: p["policy_rounds"])) == [0, 0]
+    assert frame["model"].iloc[0].model.classifier_.current_iteration() == 5
 
 
 def test_a_method_over_its_allowance_starts_no_other_point(binary, timed):

@@ -126,6 +126,28 @@ def test_a_models_prefixes_measured_in_one_pass_equal_each_measured_alone(task, 
     pd.testing.assert_frame_equal(shared.drop(columns=["model"]), alone.drop(columns=["model"]), check_exact=True)
 
 
+@pytest.mark.parametrize("task", ["binary", "multiclass"])
+def test_other_libraries_prefixes_share_the_pass_of_their_costs(task, monkeypatch):
+    """BudgetRF's and CatBoost's prefix points: their costs from the one pass, their predictions from their own
+    predict (not computed from raw scores here); the frame equals the one measuring each prefix alone, to the bit."""
+    train, valid, costs = _task_rows(task)
+    options = dict(task=task, num_boost_round=40, baseline=False, budget=[6.0], refine=0,
+                   grid={"budgetrf": [{"tradeoff": 2.0}], "catboost": [{"penalties_coefficient": 1.0}]})
+    asked = []
+    prefix_costs = points.prefix_costs
+
+    def spied(model, X, costs, iterations, raw=False, **kwargs):
+        done = prefix_costs(model, X, costs, iterations, raw=raw, **kwargs)
+        asked.append((raw, done is not None))
+        return done
+    monkeypatch.setattr(points, "prefix_costs", spied)
+    shared = sweep(["budgetrf", "catboost"], train, valid, costs, **options)
+    assert asked == [(False, True)] * 2
+    monkeypatch.setattr(points.PrefixPass, "take", lambda self, k, X: None)
+    alone = sweep(["budgetrf", "catboost"], train, valid, costs, **options)
+    pd.testing.assert_frame_equal(shared.drop(columns=["model"]), alone.drop(columns=["model"]), check_exact=True)
+
+
 def test_a_prefix_measured_again_or_on_other_rows_is_measured_alone():
     train, valid, costs = _task_rows("multiclass")
     model = lgb.train({"objective": "multiclass", "num_class": 4, "verbose": -1}, lgb.Dataset(*train), 30)
