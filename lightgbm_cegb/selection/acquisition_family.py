@@ -186,8 +186,8 @@ def _acquisition_classifier(context: Context, state: dict, policy_rounds: int):
     """The sweep's adaptive acquisition classifier of ``policy_rounds``, fitted (with every round's up to the most
     planned) when a point first needs it; NeedsFit where the context allows no fit. Its trainings end where the
     method's allowance does (``Context.cut_callbacks``, one limit for all of them): a round whose training was cut, or
-    after which the time is spent, is the last fitted (``state["cut"]``), and a point asking for a later round raises
-    NeedsFit (not fitted)."""
+    after which the time left is less than it took (the next round's states and classifier take longer: more rows),
+    is the last fitted (``state["cut"]``), and a point asking for a later round raises NeedsFit (not fitted)."""
     from lightgbm_cegb.methods.acquisition import AdaptiveAcquisitionClassifier, auto_masks
     fitted = state["classifiers"]
     if policy_rounds not in fitted:
@@ -200,14 +200,18 @@ def _acquisition_classifier(context: Context, state: dict, policy_rounds: int):
                                               n_jobs=context.params.get("num_threads") or None, n_masks=masks,
                                               **_acquisition_capacity(context))
         callbacks = context.cut_callbacks()
+        limit, begun = next(iter(callbacks), None), 0.0
         with _rounds_capped(state):
             for done in model.fit_rounds(context.train.X, context.train.y, (context.valid.X, context.valid.y),
                                          callbacks):
                 # each round's classifier, as fit gives it
                 fitted.setdefault(done, copy.copy(model).set_params(policy_rounds=done))
-                if context.cut or any(cut.spent() for cut in callbacks):  # no time for the next round
-                    state["cut"] = True
-                    break
+                if limit is not None:
+                    now = limit.elapsed()  # the next round (more rows) takes longer than this one: does it fit?
+                    if context.cut or 2 * now - begun > limit.seconds:
+                        state["cut"] = True
+                        break
+                    begun = now
     if policy_rounds not in fitted:  # a training before it was cut at the allowance
         raise NeedsFit
     return fitted[policy_rounds]

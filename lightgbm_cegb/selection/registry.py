@@ -424,18 +424,18 @@ class TimeCut:
         self.seconds, self.record, self.start = seconds, record, time.perf_counter()
         self.order = 40  # after lgb.early_stopping's 30 (lgb.train reads the instance's)
 
-    def spent(self) -> bool:
-        """Whether its seconds have passed (a training started now would be cut after its first round).
+    def elapsed(self) -> float:
+        """The seconds since it was made.
 
         Returns
         -------
-        bool
-            True once ``seconds`` have passed since it was made.
+        float
+            The seconds passed.
         """
-        return time.perf_counter() - self.start > self.seconds
+        return time.perf_counter() - self.start
 
     def __call__(self, env) -> None:
-        if env.iteration < env.end_iteration - 1 and self.spent():
+        if env.iteration < env.end_iteration - 1 and self.elapsed() > self.seconds:
             import lightgbm as lgb
 
             self.record.append(env.iteration + 1)

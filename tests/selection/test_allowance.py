@@ -107,13 +107,13 @@ def test_the_adaptive_acquisitions_classifiers_are_cut_where_its_allowance_ends(
 
 
 def test_no_policy_round_is_trained_after_the_adaptive_acquisitions_time_is_spent(binary, rounds_clock):
-    """Round 0's classifier trained whole (5 rounds, the cap; none cut) with 4 plain fits of 1 s: the clock then
-    reads 5 s, past the allowance, so round 1 (the policy's visited states and another classifier) is not started
-    and its points are not fitted."""
+    """Round 0's classifier trained whole (5 rounds, the cap; none cut) with 8 plain fits of 1 s: the clock then
+    reads 5 s, and round 1 (the policy's visited states and a classifier on more rows) would take longer than the 3 s
+    left, so it is not started and its points are not fitted."""
     train, valid = binary
     grid = {"adaptive_acquisition": [{"relative_tradeoff": r, "policy_rounds": k} for k in (0, 1) for r in (0.1, 1.0)]}
     with pytest.warns(CEGBWarning, match=r"stopped adaptive_acquisition .* \(2 point\(s\) not fitted\)"):
-        frame = sweep(["adaptive_acquisition"], train, valid, COSTS, budget=6.0, baseline=False, method_fits=4,
+        frame = sweep(["adaptive_acquisition"], train, valid, COSTS, budget=6.0, baseline=False, method_fits=8,
                       **{**FAST, "grid": grid, "refine": 0, "num_boost_round": 5})
     assert frame.attrs["stopped"]["rows"]["adaptive_acquisition"]["cut"] == []
     assert sorted(frame["params"].map(lambda p: p["policy_rounds"])) == [0, 0]
