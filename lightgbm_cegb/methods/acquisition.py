@@ -1188,7 +1188,8 @@ def early_stopped(estimator, params: dict, train_set: lgb.Dataset, valid_set: lg
     rounds, patience = estimator.n_estimators, estimator.early_stopping_rounds
     if valid_set is None:
         return lgb.train(params, train_set, rounds, callbacks=list(callbacks))
-    booster = lgb.train(params, train_set, rounds, valid_sets=[valid_set],
+    # kept as trained: best_cut reads it into a Booster of its own (lgb.train would write and read it once more)
+    booster = lgb.train(params, train_set, rounds, valid_sets=[valid_set], keep_training_booster=True,
                         callbacks=[lgb.early_stopping(patience, first_metric_only=True, verbose=False), *callbacks])
     return best_cut(estimator, booster, what, metric)
 
