@@ -108,8 +108,9 @@ def prefix_costs(model, X, costs, iterations, *, raw: bool = False,
     """``prediction_cost(model, X, costs, num_iteration=k)`` for each ``k`` of ``iterations`` (increasing), in one
     pass over the trees, each report to the bit; with ``raw``, also the rows' raw scores after each (LightGBM's
     ``predict(raw_score=True)`` bits: float64[len(iterations), n_rows, trees per iteration]). None where the one pass
-    does not apply (a Dask X, a Pipeline, a model priced by its own accounting at these iterations, linear trees
-    with ``raw``): ask ``prediction_cost`` for each."""
+    does not apply (a Dask X, a Pipeline, a model priced by its own accounting at these iterations, linear trees or a
+    random forest's averaged output with ``raw``): ask ``prediction_cost`` for each. The reports' per-row arrays are
+    rows of one array of all the prefixes."""
     if is_dask(X):
         return None
     if costs is None:
@@ -129,8 +130,10 @@ def prefix_costs(model, X, costs, iterations, *, raw: bool = False,
                                                                      group_lazy=group_lazy, tree=costs.tree, raw=raw,
                                                                      n_jobs=n_jobs)
     at = [ends.index(t) for t in trees]
-    return [_report(forest, costs, t, acquisition[j].copy(), evaluation[j].copy(), rows_using[j], None)
-            for t, j in zip(trees, at)], None if scores is None else scores[at]
+    if scores is not None and at != list(range(len(ends))):
+        scores = scores[at]
+    return [_report(forest, costs, t, acquisition[j], evaluation[j], rows_using[j], None)
+            for t, j in zip(trees, at)], scores
 
 
 def _forest_costs(model, costs, names):

@@ -103,7 +103,7 @@ def test_prefix_costs_read_every_kind_of_rows_and_refuse_bad_prefixes():
             np.testing.assert_array_equal(a.per_instance, b.per_instance)
     forest = to_forest(booster)
     lazy, split = np.ones(4), np.zeros(4)
-    for ends in ([], [3, 3], [5, 2], [-1], [forest.num_trees + 1], [1.5]):
+    for ends in ([], [3, 3], [5, 2], [-1], [forest.num_trees + 1], [1.5], np.array([5, 2], dtype=np.uint64)):
         with pytest.raises(CEGBError, match=r"ends should be increasing tree counts within 0\.\.24"):
             forest.prefix_cost(X, lazy, split, ends)
     assert prefix_costs(booster, dd.from_array(X, chunks=(100, 4)), costs, [2]) is None  # each prefix alone

@@ -728,10 +728,11 @@ class Forest:
         CEGBError
             When ``ends`` is empty, does not increase or leaves 0..num_trees, or ``raw`` is asked of linear trees.
         """
-        ends = np.asarray(ends)
-        if ends.ndim != 1 or not len(ends) or ends.dtype.kind not in "iu" or (np.diff(ends) <= 0).any() or \
+        given = np.asarray(ends)
+        ends = given.astype(np.int64) if given.dtype.kind in "iu" else given  # uint64 beyond int64: negative here
+        if ends.ndim != 1 or not len(ends) or ends.dtype.kind != "i" or (np.diff(ends) <= 0).any() or \
                 ends[0] < 0 or ends[-1] > self.num_trees:
-            raise CEGBError(f"ends should be increasing tree counts within 0..{self.num_trees}, got {ends.tolist()}")
+            raise CEGBError(f"ends should be increasing tree counts within 0..{self.num_trees}, got {given.tolist()}")
         if raw and self.linear is not None:
             raise CEGBError("prefix_cost: the raw scores of linear trees read their leaves' features; use raw_score")
         lazy, split, group_of, group_lazy = self._cost_arrays(lazy, split, group_of, group_lazy)

@@ -1183,8 +1183,8 @@ def early_stopped(estimator, params: dict, train_set: lgb.Dataset, valid_set: lg
     """A LightGBM model of ``estimator`` (its ``n_estimators`` and ``early_stopping_rounds``) trained on
     ``train_set``, early stopped on ``valid_set`` (None: every round) and cut to its best iteration (the model file
     holds what predicts); a RoundsWarning names ``what`` when the held-out ``metric`` was still improving at
-    ``n_estimators`` (``still_improving``). ``callbacks``: LightGBM callbacks after the early stopping (a callback that
-    ends the training keeps the rounds trained: its best iteration the last)."""
+    ``n_estimators`` (``still_improving``). ``callbacks``: LightGBM callbacks after the early stopping (one that ends
+    the training at its current round, as the sweep's ``TimeCut`` does, keeps every round trained)."""
     rounds, patience = estimator.n_estimators, estimator.early_stopping_rounds
     if valid_set is None:
         return lgb.train(params, train_set, rounds, callbacks=list(callbacks))

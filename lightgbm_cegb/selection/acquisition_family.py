@@ -206,7 +206,7 @@ def _acquisition_classifier(context: Context, state: dict, policy_rounds: int):
                                          callbacks):
                 # each round's classifier, as fit gives it
                 fitted.setdefault(done, copy.copy(model).set_params(policy_rounds=done))
-                if limit is not None:
+                if limit is not None and done < rounds:
                     now = limit.elapsed()  # the next round (more rows) takes longer than this one: does it fit?
                     if context.cut or 2 * now - begun > limit.seconds:
                         state["cut"] = True

@@ -207,7 +207,8 @@ def prefix_points(method: str, point: dict, model, output: str, costs: FeatureCo
             for k in sorted(ks)]
 
 
-#: PrefixPass keeps at most this many raw scores (prefixes x rows x trees per iteration; 256 MB) from its pass
+#: PrefixPass computes at most this many raw scores (prefixes x rows x trees per iteration; 256 MB) in its pass
+#: (beyond, each prefix predicts alone; the per-row costs, two per prefix and row, are always from the pass)
 PASS_VALUES = 1 << 25
 
 
@@ -246,9 +247,12 @@ class PrefixPass:
         return (prediction(self.model, self.output, k, X) if raw is None else convert(raw)), report
 
     def _pass(self, X) -> dict:
-        """Each prefix's (raw scores or None, CostReport), or {} where the pass does not apply."""
-        outputs = np.shape(X)[0] * len(self.ks) * max(getattr(to_forest(self.model), "trees_per_iteration", 1), 1)
-        raw = _from_raw(self.model, self.output) is not None and outputs <= PASS_VALUES
+        """Each prefix's (raw scores or None, CostReport), or {} where the pass does not apply. Predictions come from
+        the raw scores of float rows in a numpy array only (other rows: each prefix's ``predict``, which reads them
+        its own way), and not beyond PASS_VALUES raw scores."""
+        outputs = np.shape(X)[0] * len(self.ks) * to_forest(self.model).trees_per_iteration
+        raw = _from_raw(self.model, self.output) is not None and outputs <= PASS_VALUES and \
+            type(X) is np.ndarray and X.dtype.kind == "f" and not np.isinf(X).any()
         done = prefix_costs(self.model, X, self.costs, self.ks, raw=raw)
         if done is None:
             return {}
@@ -266,7 +270,10 @@ def _from_raw(model, output: str) -> Callable | None:
         return _first_column if output == "predict" and not isinstance(model, GreedyMiserClassifier) else None
     if not isinstance(model, (lgb.Booster, lgb.LGBMModel)) or output not in ("predict", "proba", "positive"):
         return None
-    kernel = kernel_output(model, to_forest(model))
+    forest = to_forest(model)
+    if forest.average_output:  # a random forest's output is its trees' mean
+        return None
+    kernel = kernel_output(model, forest)
     method = "predict" if output == "predict" else "predict_proba"
     if not isinstance(kernel, KernelOutput) or not kernel.takes(method, {}):
         return None

@@ -148,6 +148,38 @@ def test_other_libraries_prefixes_share_the_pass_of_their_costs(task, monkeypatc
     pd.testing.assert_frame_equal(shared.drop(columns=["model"]), alone.drop(columns=["model"]), check_exact=True)
 
 
+@pytest.mark.parametrize("case", ["random forest", "data frame", "infinite values"])
+def test_where_the_raw_scores_do_not_give_the_predictions_each_prefix_predicts_alone(case, monkeypatch):
+    """A random forest (its output the trees' mean), rows in a DataFrame (read by each model's own predict), and
+    infinite values (Greedy Miser's predict refuses them): the pass prices, and the predictions are each prefix's
+    own."""
+    train, valid, costs = _task_rows("binary")
+    X = pd.DataFrame(valid[0]) if case == "data frame" else valid[0].copy()
+    if case == "infinite values":
+        X[0, 0] = np.inf
+        model = GreedyMiserClassifier(feature_costs=costs, n_estimators=20).fit(*train)
+        output = "positive"
+    else:
+        extra = {"boosting": "rf", "bagging_fraction": 0.5, "bagging_freq": 1} if case == "random forest" else {}
+        model = lgb.train({"objective": "binary", "verbose": -1, **extra}, lgb.Dataset(*train), 20)
+        output = "predict"
+    asked = []
+    prefix_costs = points.prefix_costs
+    monkeypatch.setattr(points, "prefix_costs",
+                        lambda *args, **kwargs: asked.append(kwargs["raw"]) or prefix_costs(*args, **kwargs))
+    for candidate in points.prefix_points("m", {}, model, output, costs, X, [6.0]):
+        k = candidate.params["trees"]
+        if case == "infinite values":
+            with pytest.raises(ValueError, match="infinity"):
+                candidate.measured(X)
+            continue
+        prediction, report = candidate.measured(X)
+        np.testing.assert_array_equal(prediction, points.prediction(model, output, k, X))
+        np.testing.assert_array_equal(report.per_instance,
+                                      points.prediction_cost(model, X, costs, num_iteration=k).per_instance)
+    assert asked == [False]
+
+
 def test_a_prefix_measured_again_or_on_other_rows_is_measured_alone():
     train, valid, costs = _task_rows("multiclass")
     model = lgb.train({"objective": "multiclass", "num_class": 4, "verbose": -1}, lgb.Dataset(*train), 30)
