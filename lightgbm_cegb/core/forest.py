@@ -709,10 +709,12 @@ class Forest:
             As :meth:`cost`.
         ends : sequence of int
             The prefixes' tree counts, increasing, each within 0..num_trees.
-        group_of, group_lazy, tree, n_jobs
+        group_of, group_lazy, tree
             As :meth:`cost`.
         raw : bool, default=False
             Also the raw scores after each prefix.
+        n_jobs : int, optional
+            Threads (None: the CPUs this process may use).
 
         Returns
         -------
