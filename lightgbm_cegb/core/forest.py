@@ -738,7 +738,6 @@ class Forest:
         if raw and self.linear is not None:
             raise CEGBError("prefix_cost: the raw scores of linear trees read their leaves' features; use raw_score")
         lazy, split, group_of, group_lazy = self._cost_arrays(lazy, split, group_of, group_lazy)
-        ends = np.ascontiguousarray(ends, dtype=np.int64)
         parts = [self.flat.prefix_cost(rows, ends, lazy, split, group_of, group_lazy, self.leaf_value,
                                        self.leaf_offset, raw, resolve_n_jobs(n_jobs, len(rows)))
                  for rows in self._cost_blocks(X)]

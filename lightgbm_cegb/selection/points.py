@@ -227,10 +227,10 @@ class PrefixPass:
 
     def __init__(self, model, output: str, costs: FeatureCosts, ks: list[int], rows) -> None:
         self.model, self.output, self.costs, self.ks = model, output, costs, ks
-        self._rows, self._left = rows, None
+        self._rows, self._left, self._convert = rows, None, None
 
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "_rows": None, "_left": None}
+        return {**self.__dict__, "_rows": None, "_left": None, "_convert": None}
 
     def take(self, k: int, X) -> tuple[np.ndarray, object] | None:
         """(prediction, CostReport) of the first ``k`` iterations on ``X``, or None (see the class)."""
@@ -243,17 +243,16 @@ class PrefixPass:
             self._rows = None  # every prefix measured: let the rows go
         if report is None:
             return None
-        convert = _from_raw(self.model, self.output)
-        return (prediction(self.model, self.output, k, X) if raw is None else convert(raw)), report
+        return (prediction(self.model, self.output, k, X) if raw is None else self._convert(raw)), report
 
     def _pass(self, X) -> dict:
         """Each prefix's (raw scores or None, CostReport), or {} where the pass does not apply. Predictions come from
         the raw scores of float rows in a numpy array only (other rows: each prefix's ``predict``, which reads them
         its own way), and not beyond PASS_VALUES raw scores."""
         outputs = np.shape(X)[0] * len(self.ks) * to_forest(self.model).trees_per_iteration
-        raw = _from_raw(self.model, self.output) is not None and outputs <= PASS_VALUES and \
-            type(X) is np.ndarray and X.dtype.kind == "f" and not np.isinf(X).any()
-        done = prefix_costs(self.model, X, self.costs, self.ks, raw=raw)
+        if outputs <= PASS_VALUES and type(X) is np.ndarray and X.dtype.kind == "f" and not np.isinf(X).any():
+            self._convert = _from_raw(self.model, self.output)
+        done = prefix_costs(self.model, X, self.costs, self.ks, raw=self._convert is not None)
         if done is None:
             return {}
         reports, scores = done

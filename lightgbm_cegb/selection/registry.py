@@ -480,7 +480,8 @@ class Context:
         The seconds a point's own boosting may run: its method's allowance left when the point started (None: no
         limit). A method whose point is one boosted model (CEGB, Greedy Miser) trains it with
         :meth:`cut_callbacks`, which end it there: the model keeps the rounds it trained, its prefixes the sweep's
-        points as ever; the adaptive acquisition's classifiers too (a policy round after a cut one is not trained).
+        points as ever; the adaptive acquisition's classifiers too (a policy round after a cut one, or one the time
+        left cannot hold, is not trained).
     cut : list
         The rounds each training cut by :meth:`cut_callbacks` had trained (the runner reads them).
     """

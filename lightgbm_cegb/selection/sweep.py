@@ -194,9 +194,10 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
         started runs to its end, but for a point that is one boosted model (CEGB's, Greedy Miser's), whose training
         ends where its method's allowance does (``Context.cut_callbacks``: the rounds trained are kept, the prefixes
         measured as ever; the warning gives the rounds), and the adaptive acquisition's classifiers, cut the same way
-        (a policy round after a cut one is not trained: its points are left); on a Dask cluster, where the points
-        are submitted at once, a method's points not finished are cancelled when it passes its allowance (a knob read
-        when predicting: they run). None (default): no limit (:func:`fit_within_budget` sets METHOD_FITS = 20).
+        (a policy round after a cut one, or one the time left cannot hold, is not trained: its points are left); on
+        a Dask cluster, where the points are submitted at once, a method's points not finished are cancelled when it
+        passes its allowance (a knob read when predicting: they run). None (default): no limit
+        (:func:`fit_within_budget` sets METHOD_FITS = 20).
 
     Returns
     -------
