@@ -394,3 +394,33 @@ def staged_case(seed: int):
     costs = FeatureCosts(lazy=lazy, groups=groups, split=rng.choice([0.0, 0.1]),
                          group_lazy=None if groups is None else [float(rng.integers(1, 4))])
     return X, y, costs, rng
+
+
+def memo_shares_trainings(fit) -> None:
+    """``fit(order, stage_models, memo)`` (a staged model of every order and kind of stage models, on the same rows):
+    with one StageMemo each fit's stages are the models it trains alone (their texts), and the models trained from
+    LightGBM's start (separate stages, the first continued stage, the model of every column) are one Booster for each
+    set of columns; the last fit (the search order's continued stages) trains only its continued stages above the
+    first (its search's measures and the rest recalled)."""
+    from unittest import mock
+
+    from lightgbm_cegb.methods.ladder import ORDERS, STAGE_MODELS, StageMemo
+    kinds = [(order, models) for order in ORDERS for models in STAGE_MODELS]
+    alone = {kind: fit(*kind, None) for kind in kinds}
+    memo, trainings = StageMemo(), {}
+    with mock.patch.object(lgb, "train", wraps=lgb.train) as train:
+        shared = {}
+        for kind in kinds:
+            shared[kind] = fit(*kind, memo)
+            trainings[kind] = train.call_count - sum(trainings.values())
+    started = {}  # the Boosters trained from LightGBM's start, by their set of columns
+    for kind in kinds:
+        model = shared[kind]
+        np.testing.assert_array_equal(model.order_, alone[kind].order_)
+        assert [b.model_to_string() for b in model.stages_] == [b.model_to_string() for b in alone[kind].stages_]
+        for k, booster in enumerate(model.stages_):
+            if kind[1] == "separate" or k == 0:
+                columns = frozenset(f for u in model.order_[:model.stage_units_[k + 1]] for f in model.units_[u])
+                started.setdefault(columns, set()).add(id(booster))
+    assert all(len(ids) == 1 for ids in started.values()), started
+    assert trainings[kinds[-1]] == len(shared[kinds[-1]].stages_) - 1, trainings

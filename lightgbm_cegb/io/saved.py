@@ -64,7 +64,7 @@ from lightgbm_cegb.core.costs import FeatureCosts
 from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.validation import utf8_text
 from lightgbm_cegb.io.atomic import locked, write_atomically
-from lightgbm_cegb.io.lightgbm_text import read_text
+from lightgbm_cegb.io.lightgbm_text import loaded, read_text
 
 FORMAT = "lightgbm_cegb"
 FORMAT_VERSION = 2
@@ -455,4 +455,4 @@ def booster(folder: Path, manifest: Mapping, name: str, legacy: str | None = Non
     if forest.num_features != manifest["n_features_in"]:
         raise CEGBError(f"path: the saved model's file for {name!r} in {str(folder)!r} reads {forest.num_features} "
                         f"features, the manifest's n_features_in is {manifest['n_features_in']}")
-    return lgb.Booster(model_str=text)
+    return loaded(text, forest)

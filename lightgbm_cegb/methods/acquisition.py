@@ -68,6 +68,7 @@ from lightgbm_cegb.core.validation import (
     checked_sequence,
 )
 from lightgbm_cegb.io import saved
+from lightgbm_cegb.io.lightgbm_text import loaded
 from lightgbm_cegb.io.models import num_trees_used, to_forest
 
 #: cells (rows x features) of the masked training set that ``n_masks="auto"`` aims at
@@ -1202,7 +1203,7 @@ def best_cut(estimator, booster: lgb.Booster, what: str, metric: str) -> lgb.Boo
         warnings.warn(f"{type(estimator).__name__}: {what} reached n_estimators={rounds} while its held-out {metric} "
                       f"was still improving (best iteration {booster.best_iteration}): raise n_estimators or "
                       "learning_rate", RoundsWarning, stacklevel=5)
-    return lgb.Booster(model_str=booster.model_to_string(num_iteration=booster.best_iteration))
+    return loaded(booster.model_to_string(num_iteration=booster.best_iteration))
 
 
 def restore_units(estimator, state: dict) -> None:

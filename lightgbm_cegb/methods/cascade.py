@@ -68,6 +68,7 @@ from lightgbm_cegb.methods.ladder import (
     STAGE_MODELS,
     LadderRun,
     StageLadder,
+    StageMemo,
     continued_stages,
     hidden,
     stacked_result,
@@ -260,7 +261,7 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
 
     # ------------------------------------------------------------------------------------------------ fit
 
-    def fit(self, X, y, *, group=None, eval_set=None, eval_group=None):
+    def fit(self, X, y, *, group=None, eval_set=None, eval_group=None, memo=None):
         """Order the units, cut the order into stages and train each stage's ranker.
 
         Parameters
@@ -280,6 +281,10 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
             partition, about ``dask_stages.HELD_OUT_ROWS`` documents where that is fewer).
         eval_group : list of array-like, optional
             The query sizes of each set of ``eval_set`` (required with it).
+        memo : StageMemo, optional
+            Trainings shared with other fits on the same documents and settings (another ``order`` or
+            ``stage_models``): a stage of the same columns is trained once, the same model to the bit
+            (``methods.ladder.StageMemo``; documents in memory only).
 
         Returns
         -------
@@ -320,8 +325,14 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
                                  f"the stage of {len(columns)} of the {num_features} columns",
                                  f"NDCG@{int(self.eval_at)}")
 
+        measure = self._measure(params, train)
+        if memo is not None:
+            digest = StageMemo.digest(type(self).__name__, sorted(params.items()), self.n_estimators,
+                                      self.early_stopping_rounds, self._lightgbm_feature_names(), *train,
+                                      *(() if valid is None else valid))
+            train_on, measure = memo.trainings(train_on, digest), memo.measures(measure, digest)
         continued = continued_stages(train_on, (train[0], None if valid is None else valid[0]), params["num_threads"])
-        self._fit_stages(partial(train_on, init=[None, None]), num_features, self._measure(params, train),
+        self._fit_stages(partial(train_on, init=[None, None]), num_features, measure,
                          continued if self.stage_models == "continued" else None)
         self._compile("stages", self.stages_, [0.0])
         return self

@@ -42,6 +42,7 @@ from lightgbm_cegb.core.ranking_metrics import ndcg_at_k
 from lightgbm_cegb.core.report import CostReport
 from lightgbm_cegb.core.validation import NoneOr, Number, Satisfies, check_number, checked_weights
 from lightgbm_cegb.io import saved
+from lightgbm_cegb.io.lightgbm_text import loaded
 from lightgbm_cegb.io.models import to_forest
 
 __all__ = ["GreedyMiserClassifier", "GreedyMiserRanker", "GreedyMiserRegressor"]
@@ -254,7 +255,7 @@ class _GreedyMiser(BudgetedEstimator, BaseEstimator):
         self._check_fitted()
         check_number(n_iterations, "n_iterations", 1, self.booster_.current_iteration(), integer=True)
         model = copy.copy(self)
-        model.booster_ = lgb.Booster(model_str=self.booster_.model_to_string(num_iteration=n_iterations))
+        model.booster_ = loaded(self.booster_.model_to_string(num_iteration=n_iterations))
         model.best_iteration_ = n_iterations
         return model
 

@@ -5,6 +5,8 @@ up the ladder that ``predict_result`` and ``LazyPredictor`` drive."""
 from __future__ import annotations
 
 import copy
+import hashlib
+import warnings
 from collections.abc import Mapping
 
 import lightgbm as lgb
@@ -49,6 +51,63 @@ def continued_stages(train_on, parts: tuple, num_threads: int):
         return booster
 
     return stage_on
+
+
+class StageMemo:
+    """The trainings that fits of staged models on the same rows share: a stage model trained from LightGBM's start
+    (a separate stage, the first continued one, the model of every column) and a search's measure of a set of columns,
+    kept by a digest of everything the training reads (the rows, the labels, the early-stopping rows, LightGBM's
+    parameters and seed, the estimator's training settings) and given to every other fit with the same digest: the
+    classifier's and the ranker's two orders and kinds of stage models in a sweep (``fit(..., memo=...)``). Each
+    model is the one that fit would train, to the bit; the warnings of its training are given again with it. Rows in
+    memory only (a Dask fit does not use it); pickled empty."""
+
+    def __init__(self) -> None:
+        self._kept: dict = {}
+
+    def __reduce__(self):
+        return (StageMemo, ())
+
+    @staticmethod
+    def digest(*parts) -> str:
+        """A digest of ``parts``: arrays by their dtype, shape and bytes, None as None, anything else by its repr."""
+        h = hashlib.blake2b(digest_size=20)
+        for part in parts:
+            if isinstance(part, np.ndarray):
+                h.update(f"{part.dtype.str}{part.shape}".encode())
+                h.update(np.ascontiguousarray(part).view(np.uint8).ravel())
+            else:
+                h.update(repr(part).encode())
+            h.update(b"\0")
+        return h.hexdigest()
+
+    def recall(self, key: tuple, make):
+        """What ``make()`` gives, made once for ``key`` (its warnings given each time it is recalled)."""
+        if key not in self._kept:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                made = make()
+            self._kept[key] = (made, caught)
+        made, caught = self._kept[key]
+        for w in caught:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        return made
+
+    def trainings(self, train_on, digest: str):
+        """``train_on(columns, init)`` sharing the models trained from LightGBM's start (``init`` all None) by their
+        set of columns."""
+        def shared(columns: list[int], init=(None, None)) -> lgb.Booster:
+            if any(part is not None for part in init):
+                return train_on(columns, init)
+            return self.recall(("stage", digest, tuple(sorted(columns))), lambda: train_on(columns, init))
+        return shared
+
+    def measures(self, measure, digest: str):
+        """``measure(columns)`` (None: None) sharing its values by the columns in their order (the search's model reads
+        them in that order)."""
+        if measure is None:
+            return None
+        return lambda columns: self.recall(("measure", digest, tuple(columns)), lambda: measure(columns))
 
 
 class StageLadder:

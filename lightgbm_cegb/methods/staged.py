@@ -58,7 +58,15 @@ from lightgbm_cegb.methods.acquisition import (
     class_weights,
     unit_arrays,
 )
-from lightgbm_cegb.methods.ladder import ORDERS, STAGE_MODELS, LadderRun, StageLadder, continued_stages, hidden
+from lightgbm_cegb.methods.ladder import (
+    ORDERS,
+    STAGE_MODELS,
+    LadderRun,
+    StageLadder,
+    StageMemo,
+    continued_stages,
+    hidden,
+)
 
 
 class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
@@ -191,7 +199,7 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
 
     # ------------------------------------------------------------------------------------------------ fit
 
-    def fit(self, X, y, *, eval_set=None):
+    def fit(self, X, y, *, eval_set=None, memo=None):
         """Order the units, cut the order into stages and train each stage's classifier.
 
         Parameters
@@ -205,6 +213,10 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
             Rows for early stopping (in memory; a Dask collection is computed); without it, ``validation_fraction`` of
             the training rows are held out (from a Dask collection, about ``dask_stages.HELD_OUT_ROWS`` where that
             is fewer).
+        memo : StageMemo, optional
+            Trainings shared with other fits on the same rows and settings (another ``order`` or ``stage_models``):
+            a stage of the same columns is trained once, the same model to the bit (``methods.ladder.StageMemo``;
+            rows in memory only).
 
         Returns
         -------
@@ -230,9 +242,14 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
             return self._boosted(params, (hidden(X[train], columns), codes[train]), stop,
                                  f"the stage of {len(columns)} of the {num_features} columns", init)
 
+        measure = self._measure(params, X[train], codes[train])
+        if memo is not None:
+            digest = StageMemo.digest(type(self).__name__, sorted(params.items()), self.n_estimators,
+                                      self.early_stopping_rounds, self.class_weight, self._lightgbm_feature_names(),
+                                      X[train], codes[train], X_valid, valid_codes)
+            train_on, measure = memo.trainings(train_on, digest), memo.measures(measure, digest)
         continued = continued_stages(train_on, (X[train], X_valid if stopping else None), params["num_threads"])
-        self._fit_stages(train_on, num_features, self._measure(params, X[train], codes[train]),
-                         continued if self.stage_models == "continued" else None)
+        self._fit_stages(train_on, num_features, measure, continued if self.stage_models == "continued" else None)
         self._stack()  # compiled now: predicting leaves the estimator as it is
         return self
 

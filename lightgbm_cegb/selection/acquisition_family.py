@@ -360,13 +360,15 @@ class _StagePasses:
 
 
 def _staged_prepare(context: Context) -> dict:
-    """{"model": the StagedAcquisitionClassifier, fitted when a point first needs it (early stopped on the
-    validation rows; its stages up to the largest cap planned, ``max_stage_cost``), "passes": the points' shared
-    passes, "ceiling": that cap}. NothingToTradeOff when every unit is free."""
+    """{"models": the staged models by their kind (order, class weights, stage models), each fitted when a point
+    first needs it (early stopped on the validation rows; its stages up to the largest cap planned,
+    ``max_stage_cost``), "memo": the trainings their fits share (``StageMemo``), "passes": the points' shared passes,
+    "ceiling": that cap}. NothingToTradeOff when every unit is free."""
+    from lightgbm_cegb.methods.ladder import StageMemo
     if not any(price > 0 for price in _unit_prices(context)):
         raise NothingToTradeOff("no feature or group has a lazy or coupled cost: every purchase is free, there is "
                                 "nothing to trade off")
-    return {"models": {}, "passes": _StagePasses(), "ceiling": 0.0}
+    return {"models": {}, "memo": StageMemo(), "passes": _StagePasses(), "ceiling": 0.0}
 
 
 def _staged_plan(context: Context, state: dict, points: list[dict]) -> None:
@@ -406,7 +408,7 @@ def _fit_staged(context: Context, state: dict, params: dict) -> list[Candidate]:
     fitted = _fitted_ladder(context, state, params, lambda ceiling: StagedAcquisitionClassifier(
         feature_costs=context.costs, random_state=0, n_jobs=context.params.get("num_threads") or None,
         max_stage_cost=ceiling, **capacity).fit(
-        context.train.X, context.train.y, eval_set=(context.valid.X, context.valid.y)),
+        context.train.X, context.train.y, eval_set=(context.valid.X, context.valid.y), memo=state["memo"]),
         key=repr((capacity["class_weight"], capacity.get("order", "importance"))))
     return _sharing(staged_candidate(fitted, params, context.task), state["passes"], state)
 
@@ -517,5 +519,5 @@ def _fit_cascade(context: Context, state: dict, params: dict) -> list[Candidate]
         max_stage_cost=ceiling, n_estimators=context.num_boost_round,
         early_stopping_rounds=context.early_stopping_rounds, **kind).fit(
         context.train.X, context.train.y, group=context.train.group, eval_set=[(context.valid.X, context.valid.y)],
-        eval_group=[context.valid.group]), key=repr(kind))
+        eval_group=[context.valid.group], memo=state["memo"]), key=repr(kind))
     return _sharing(cascade_candidate(fitted, params), state["passes"], state)

@@ -22,6 +22,7 @@ from lightgbm_cegb.accounting import prediction_cost, prefix_costs
 from lightgbm_cegb.core.costs import FeatureCosts
 from lightgbm_cegb.core.errors import CEGBError, still_improving
 from lightgbm_cegb.core.validation import check_number
+from lightgbm_cegb.io.lightgbm_text import loaded
 from lightgbm_cegb.io.models import library_of, to_forest
 from lightgbm_cegb.methods.greedy_miser import (
     GreedyMiserClassifier,
@@ -297,7 +298,7 @@ def _kernel_output(kernel: KernelOutput, method: str, positive: bool, raw: np.nd
 def _truncated(model, k: int):
     """A copy of a boosted or bagged ``model`` holding its first ``k`` iterations only."""
     if isinstance(model, lgb.Booster):
-        return lgb.Booster(model_str=model.model_to_string(num_iteration=k))
+        return loaded(model.model_to_string(num_iteration=k))
     if hasattr(model, "prefix"):  # the package's estimators with prefixes (Greedy Miser, BudgetRF)
         return model.prefix(k)
     if library_of(model) == "catboost":

@@ -378,8 +378,7 @@ def _boosted_on_workers(cluster: tuple, valid: Rows, columns: list[int], own: di
     """LightGBM with the sweep's parameters (``options["params"]`` and the point's ``own``) on every row of
     ``cluster`` with the columns outside ``columns`` missing, on the active client's workers, early stopped on the
     validation rows (``dask_stages.HeldOutStopping``: log loss, regression l2) and cut to its best iteration."""
-    import lightgbm as lgb
-
+    from lightgbm_cegb.io.lightgbm_text import loaded
     from lightgbm_cegb.methods import dask_stages
     from lightgbm_cegb.methods.acquisition import hidden
     from lightgbm_cegb.selection.points import task_params
@@ -395,7 +394,7 @@ def _boosted_on_workers(cluster: tuple, valid: Rows, columns: list[int], own: di
                                            loss=loss)
     booster = dask_stages.on_workers(params, options.get("num_boost_round", NUM_BOOST_ROUND), rows.hidden(columns),
                                      rows.labels, None, None, [stopping], "auto" if names is None else names)
-    return lgb.Booster(model_str=booster.model_to_string(num_iteration=booster.best_iteration))
+    return loaded(booster.model_to_string(num_iteration=booster.best_iteration))
 
 
 def _codes(labels: np.ndarray, classes: np.ndarray) -> np.ndarray:

@@ -451,6 +451,34 @@ def test_parsed_model_is_cached(categorical_model, monkeypatch):
     assert len(calls) == 2
 
 
+def test_a_loaded_booster_s_forest_is_read_from_its_text_once(categorical_model, monkeypatch):
+    """A Booster made by ``lightgbm_text.loaded`` is read from the text it loaded (or given the Forest read from it):
+    LightGBM does not write the model again; once the Booster loads another model, it is written and read again."""
+    from lightgbm_cegb.io import lightgbm_text
+
+    _, _, X, y = categorical_model
+    trained = lgb.train({"objective": "regression", "verbose": -1, "num_leaves": 6}, lgb.Dataset(X, y), 4)
+    text = trained.model_to_string()
+    written = []
+    original = lgb.Booster.model_to_string
+    monkeypatch.setattr(lgb.Booster, "model_to_string",
+                        lambda self, num_iteration=None, **kw: written.append(num_iteration) or original(
+                            self, num_iteration=num_iteration, **kw))
+    booster = lightgbm_text.loaded(text)
+    forest = to_forest(booster)
+    assert -1 not in written  # only the last iteration's text for the cache's identity, no whole model
+    assert write_text(forest) == text
+    np.testing.assert_array_equal(forest.raw_score(X, forest.apply(X))[:, 0], booster.predict(X, raw_score=True))
+    given = read_text(text)
+    assert to_forest(lightgbm_text.loaded(text, given)) is given
+    other = lgb.train({"objective": "regression", "verbose": -1, "num_leaves": 3}, lgb.Dataset(X, y), 2)
+    booster = lightgbm_text.loaded(text)
+    booster.model_from_string(other.model_to_string())  # another model: its own trees
+    again = to_forest(booster)
+    np.testing.assert_array_equal(again.raw_score(X, again.apply(X))[:, 0], other.predict(X, raw_score=True))
+    assert -1 in written
+
+
 def test_cli_reads_stdin_once(categorical_model, tmp_path):
     import subprocess
     import sys

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from references import compiled_stages_predict_as_lightgbm, reference_costs
+from references import compiled_stages_predict_as_lightgbm, memo_shares_trainings, reference_costs
 
 from lightgbm_cegb import CEGBError, FeatureCosts, LazyPredictor
 from lightgbm_cegb.core.errors import RoundsWarning
@@ -217,6 +217,18 @@ def test_the_search_order_buys_first_the_cheap_unit_a_costly_copy_hides_from_the
     with pytest.raises(CEGBError, match="order='search' measures .* the 1 training queries are too few"):
         StagedAcquisitionRanker(feature_costs=costs, order="search", validation_fraction=0.0).fit(
             X[:10], y[:10], group=group[:1])
+
+
+def test_fits_sharing_a_memo_train_each_model_once_and_give_the_models_they_train_alone():
+    X, y, group, costs, _ = random_case(8, queries=60)
+    half = int(group[:40].sum())
+
+    def fit(order, stage_models, memo):
+        return StagedAcquisitionRanker(feature_costs=costs, order=order, stage_models=stage_models, stages=5,
+                                       n_estimators=20, min_child_samples=5, random_state=0).fit(
+            X[:half], y[:half], group=group[:40], eval_set=[(X[half:], y[half:])], eval_group=[group[40:]], memo=memo)
+
+    memo_shares_trainings(fit)
 
 
 def test_continued_stages_add_trees_to_the_scores_of_the_stage_below():

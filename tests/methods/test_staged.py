@@ -7,16 +7,19 @@ from __future__ import annotations
 
 import copy
 import math
+import pickle
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from references import compiled_serves_as_policy_run, on_thresholds, reference_costs
+from references import compiled_serves_as_policy_run, memo_shares_trainings, on_thresholds, reference_costs
 from references import staged_case as random_case
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from lightgbm_cegb import CEGBError, FeatureCosts, LazyPredictor
+from lightgbm_cegb.core.errors import RoundsWarning
+from lightgbm_cegb.methods.ladder import StageMemo
 from lightgbm_cegb.methods.staged import StagedAcquisitionClassifier
 from lightgbm_cegb.selection import fit_within_budget, sweep
 from lightgbm_cegb.selection.workflows import BUDGET_METHODS
@@ -303,6 +306,32 @@ def test_the_search_order_reads_no_eval_set_and_is_saved(tmp_path):
     assert again.order == "search"
     np.testing.assert_array_equal(again.order_, model.order_)
     np.testing.assert_array_equal(again.predict_proba(X), model.predict_proba(X))
+
+
+@pytest.mark.parametrize("seed", [6, 7])
+def test_fits_sharing_a_memo_train_each_model_once_and_give_the_models_they_train_alone(seed):
+    X, y, costs, _ = random_case(seed)
+    half = len(X) // 2
+
+    def fit(order, stage_models, memo, rows=half, **extra):
+        return StagedAcquisitionClassifier(feature_costs=costs, order=order, stage_models=stage_models, stages=5,
+                                           random_state=0, **{"n_estimators": 40, **extra}).fit(
+            X[:rows], y[:rows], eval_set=(X[half:], y[half:]), memo=memo)
+
+    memo_shares_trainings(fit)
+    memo = StageMemo()
+    first = fit("importance", "separate", memo)
+    # other rows, another setting: trained again (models of their own), as without the memo
+    for other in (fit("importance", "separate", memo, rows=half - 10),
+                  fit("importance", "separate", memo, learning_rate=0.2)):
+        assert not {id(b) for b in other.stages_} & {id(b) for b in first.stages_}
+    again = pickle.loads(pickle.dumps(memo))
+    assert fit("importance", "separate", again).stages_[0] is not first.stages_[0]  # pickled empty
+    capped = []
+    for _ in range(2):  # the second fit recalls every training, and their warnings are given again
+        with pytest.warns(RoundsWarning, match="reached n_estimators=3"):
+            capped.append(fit("importance", "separate", memo, n_estimators=3, learning_rate=0.01))
+    assert all(a is b for a, b in zip(*(model.stages_ for model in capped)))
 
 
 def test_lazy_serving_fetches_the_stages_units_and_predicts_as_the_model():
