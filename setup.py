@@ -21,7 +21,7 @@ extensions = [
         extra_link_args=openmp,
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
     )
-    for name in ["_budgetrf", "_cstc", "_engine", "_prune"]
+    for name in ["_budgetrf", "_cstc", "_engine", "_lgbtext", "_prune"]
 ]
 
 setup(ext_modules=cythonize(extensions, include_path=["cython_ext"], language_level=3), zip_safe=False)

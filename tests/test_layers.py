@@ -8,7 +8,7 @@ Every import counts, function-level ones included. The layers (lowest first):
 rank  parts                                                what
 ====  ===================================================  ===================================================
 0     ``_engine``, ``_budgetrf``, ``_prune``, ``_cstc``,   compiled kernels (cython_ext/); ``_version``
-      ``_acquisition``
+      ``_lgbtext``, ``_acquisition``
 1     ``core``                                             cost model, Forest, CostState, CostReport, scales
 2     ``io``, ``datasets``                                 model readers and writers, saved models; data
 3     ``accounting``, ``base``                             prediction_cost of any model; the estimator contract
@@ -36,7 +36,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "lightgbm_cegb"
-RANK = {"_version": 0, "_engine": 0, "_budgetrf": 0, "_prune": 0, "_cstc": 0, "core": 1,
+RANK = {"_version": 0, "_engine": 0, "_lgbtext": 0, "_budgetrf": 0, "_prune": 0, "_cstc": 0, "core": 1,
         "io": 2, "datasets": 2, "accounting": 3, "base": 3, "lgbm": 4, "serving": 4, "methods": 5, "selection": 6,
         "cli": 7, "demo": 7, "__init__": 7}
 

@@ -31,6 +31,7 @@ import weakref
 import lightgbm as lgb
 import numpy as np
 
+from lightgbm_cegb._lgbtext import trees as compiled_trees
 from lightgbm_cegb.core.costs import GROUP_NAMES_KEY, encode_group_names
 from lightgbm_cegb.core.errors import CEGBError, NotFittedError
 from lightgbm_cegb.core.forest import Forest
@@ -118,16 +119,21 @@ def _trees(data: bytes, start: int, header: dict) -> list[dict[str, str]]:
         found = data[pos:data.find(b"\n", pos) if data.find(b"\n", pos) >= 0 else len(data)][:60]
         raise CEGBError(f"LightGBM model: after tree {len(trees) - 1} expected 'Tree=' or 'end of trees', found "
                         f"{found.decode(errors='replace')!r} (truncated, or a deleted 'Tree=' line?)")
+    _check_tree_sizes(header, [*starts, pos])
+    return trees
+
+
+def _check_tree_sizes(header: dict, starts) -> None:
+    """The header's tree_sizes, where it has them, against the trees found at ``starts`` (then the ``end of trees``
+    line's offset)."""
     if "tree_sizes" in header:
-        sizes = header["tree_sizes"].split(" ")
-        sizes = [v for v in sizes if v]
-        actual = [str(b - a) for a, b in zip(starts, starts[1:] + [pos])]
+        sizes = [v for v in header["tree_sizes"].split(" ") if v]
+        actual = [str(int(b) - int(a)) for a, b in zip(starts[:-1], starts[1:])]
         if sizes != actual:
             raise CEGBError(f"LightGBM model: tree_sizes ({len(sizes)} entries) do not match the {len(actual)} "
                             f"trees' lengths in bytes (first difference at tree "
                             f"{next(i for i, (a, b) in enumerate(zip(sizes + [''], actual + [''])) if a != b)}): "
                             "LightGBM would read other trees than the text holds")
-    return trees
 
 
 OBJECTIVES = {"regression", "regression_l1", "quantile", "huber", "fair", "poisson", "binary", "lambdarank",
@@ -224,10 +230,15 @@ def read_text(text: str) -> Forest:
         _check_objective(header["objective"])
     head_bytes = len(text[:start].encode())
     data = text.encode()
-    trees = _trees(data, head_bytes, header)
+    fast = compiled_trees(data, head_bytes)  # None: not what LightGBM writes, read (or refused) below
+    if fast is None:
+        arrays = _arrays(_trees(data, head_bytes, header))
+    else:
+        _check_tree_sizes(header, fast["starts"])
+        arrays = _fast_arrays(fast)
     after = data.find(b"end of trees", head_bytes)
     footer = data[after + len(b"end of trees\n"):].decode()
-    forest = _forest(trees, num_features, per_iteration, names, header)
+    forest = _forest(arrays, num_features, per_iteration, names, header)
     forest.params = _parse_params(footer)
     forest.objective = header.get("objective")
     forest.text_header = text[:start]
@@ -241,7 +252,18 @@ def read_text(text: str) -> Forest:
     return forest
 
 
-def _forest(trees: list[dict], num_features: int, per_iteration: int, names, header: dict) -> Forest:
+#: the Forest's arrays of the tree fields and their dtypes (counts are read as integers, kept as floats)
+FIELD_DTYPES = {"split_feature": np.int64, "threshold": np.float64, "decision_type": np.int64, "left_child": np.int64,
+                "right_child": np.int64, "split_gain": np.float64, "internal_value": np.float64,
+                "internal_weight": np.float64, "internal_count": np.float64, "leaf_value": np.float64,
+                "leaf_weight": np.float64, "leaf_count": np.float64, "cat_boundaries": np.int64,
+                "cat_threshold": np.int64}
+
+
+def _arrays(trees: list[dict]) -> dict:
+    """The concatenated fields of ``trees`` (each a dict of its key=value lines; a field some tree with nodes lacks:
+    None), the offsets of each tree's nodes, leaves and categorical bitsets, the shrinkages and the linear leaves
+    (None without linear trees)."""
     node_keys = ("split_feature", "threshold", "decision_type", "left_child", "right_child", "split_gain",
                  "internal_value", "internal_weight", "internal_count")
     leaf_keys = ("leaf_value", "leaf_weight", "leaf_count")
@@ -303,10 +325,10 @@ def _forest(trees: list[dict], num_features: int, per_iteration: int, names, hea
         node_offset.append(node_offset[-1] + n)
         leaf_offset.append(leaf_offset[-1] + num_leaves)
 
-    def cat(key, dtype=np.float64):
+    def cat(key):
         if any(p is None for p in parts[key]):
             return None
-        return np.concatenate(parts[key]).astype(dtype) if parts[key] else np.zeros(0, dtype=dtype)
+        return np.concatenate(parts[key]) if parts[key] else np.zeros(0)
 
     linear = None
     if any_linear:
@@ -315,21 +337,37 @@ def _forest(trees: list[dict], num_features: int, per_iteration: int, names, hea
                   "indptr": np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
                   "features": np.concatenate(linear_parts["features"] or [np.zeros(0)]).astype(np.int64),
                   "coeff": np.concatenate(linear_parts["coeff"] or [np.zeros(0)])}
-    decision = cat("decision_type", np.int64)
+    return {**{key: cat(key) for key in FIELD_DTYPES}, "node_offset": node_offset, "leaf_offset": leaf_offset,
+            "cat_offset": cat_offset, "shrinkage": shrinkage, "linear": linear}
+
+
+def _fast_arrays(fast: dict) -> dict:
+    """``_arrays``'s dict of what ``_lgbtext.trees`` read (no linear trees)."""
+    leaves, cats = fast["num_leaves"], fast["num_cat"]
+    offsets = {"node_offset": leaves - 1, "leaf_offset": leaves, "cat_offset": np.where(cats > 0, cats + 1, 0)}
+    return {**{key: fast[key] for key in FIELD_DTYPES}, "shrinkage": fast["shrinkage"], "linear": None,
+            **{key: np.concatenate([[0], np.cumsum(sizes)]) for key, sizes in offsets.items()}}
+
+
+def _forest(arrays: dict, num_features: int, per_iteration: int, names, header: dict) -> Forest:
+    """The Forest of the trees' ``arrays`` (``_arrays``, ``_fast_arrays``)."""
+    fields = {key: None if arrays[key] is None else np.asarray(arrays[key]).astype(dtype, copy=False)
+              for key, dtype in FIELD_DTYPES.items()}
+    decision = fields["decision_type"]
     if decision.size and (decision.min() < 0 or decision.max() > 255):
         raise CEGBError(f"LightGBM model: unknown decision_type {int(decision[(decision < 0) | (decision > 255)][0])}")
     try:
         return Forest(
-            node_offset=np.asarray(node_offset, dtype=np.int64), feature=cat("split_feature", np.int64),
-            threshold=cat("threshold"), decision=decision, left=cat("left_child", np.int64),
-            right=cat("right_child", np.int64), leaf_offset=np.asarray(leaf_offset, dtype=np.int64),
-            leaf_value=cat("leaf_value"), cat_offset=np.asarray(cat_offset, dtype=np.int64),
-            cat_boundaries=cat("cat_boundaries", np.int64), cat_threshold=cat("cat_threshold", np.int64),
-            num_features=num_features, trees_per_iteration=per_iteration, feature_names=names,
-            average_output="average_output" in header, linear=linear,
-            internal_value=cat("internal_value"), internal_weight=cat("internal_weight"),
-            internal_count=cat("internal_count"), split_gain=cat("split_gain"), leaf_weight=cat("leaf_weight"),
-            leaf_count=cat("leaf_count"), shrinkage=np.asarray(shrinkage, dtype=np.float64))
+            node_offset=np.asarray(arrays["node_offset"], dtype=np.int64), feature=fields["split_feature"],
+            threshold=fields["threshold"], decision=decision, left=fields["left_child"], right=fields["right_child"],
+            leaf_offset=np.asarray(arrays["leaf_offset"], dtype=np.int64), leaf_value=fields["leaf_value"],
+            cat_offset=np.asarray(arrays["cat_offset"], dtype=np.int64), cat_boundaries=fields["cat_boundaries"],
+            cat_threshold=fields["cat_threshold"], num_features=num_features, trees_per_iteration=per_iteration,
+            feature_names=names, average_output="average_output" in header, linear=arrays["linear"],
+            internal_value=fields["internal_value"], internal_weight=fields["internal_weight"],
+            internal_count=fields["internal_count"], split_gain=fields["split_gain"],
+            leaf_weight=fields["leaf_weight"], leaf_count=fields["leaf_count"],
+            shrinkage=np.asarray(arrays["shrinkage"], dtype=np.float64))
     except CEGBError as exc:
         raise CEGBError(f"LightGBM model: {str(exc).removeprefix('Forest: ')}") from None
 

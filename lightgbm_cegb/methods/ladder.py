@@ -54,13 +54,15 @@ def continued_stages(train_on, parts: tuple, num_threads: int):
 
 
 class StageMemo:
-    """The trainings that fits of staged models on the same rows share: a stage model trained from LightGBM's start
-    (a separate stage, the first continued one, the model of every column) and a search's measure of a set of columns,
-    kept by a digest of everything the training reads (the rows, the labels, the early-stopping rows, LightGBM's
-    parameters and seed, the estimator's training settings) and given to every other fit with the same digest: the
-    classifier's and the ranker's two orders and kinds of stage models in a sweep (``fit(..., memo=...)``). Each
-    model is the one that fit would train, to the bit; the warnings of its training are given again with it. Rows in
-    memory only (a Dask fit does not use it); pickled empty."""
+    """The trainings that fits of staged models on the same rows share.
+
+    A stage model trained from LightGBM's start (a separate stage, the first continued one, the model of every column)
+    and a search's measure of a set of columns are kept by a digest of everything the training reads (the rows, the
+    labels, the early-stopping rows, LightGBM's parameters and seed, the estimator's training settings) and given to
+    every other fit with the same digest: the classifier's and the ranker's orders and kinds of stage models in a
+    sweep (``fit(..., memo=...)``). Each model is the one that fit would train, to the bit; the warnings of its
+    training are given again with it. Rows in memory only (a Dask fit does not use it); pickled empty.
+    """
 
     def __init__(self) -> None:
         self._kept: dict = {}
@@ -70,7 +72,18 @@ class StageMemo:
 
     @staticmethod
     def digest(*parts) -> str:
-        """A digest of ``parts``: arrays by their dtype, shape and bytes, None as None, anything else by its repr."""
+        """A digest of what a training reads.
+
+        Parameters
+        ----------
+        *parts : object
+            Arrays (read by their dtype, shape and bytes) and anything else (by its repr).
+
+        Returns
+        -------
+        str
+            The hexadecimal digest.
+        """
         h = hashlib.blake2b(digest_size=20)
         for part in parts:
             if isinstance(part, np.ndarray):
@@ -82,7 +95,20 @@ class StageMemo:
         return h.hexdigest()
 
     def recall(self, key: tuple, make):
-        """What ``make()`` gives, made once for ``key`` (its warnings given each time it is recalled)."""
+        """What ``make()`` gives for ``key``, made the first time only.
+
+        Parameters
+        ----------
+        key : tuple
+            What tells the made things apart.
+        make : callable
+            ``make()``: the thing, made when ``key`` is new (its warnings are given each time it is recalled).
+
+        Returns
+        -------
+        object
+            What ``make()`` gave for ``key``.
+        """
         if key not in self._kept:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
@@ -94,8 +120,20 @@ class StageMemo:
         return made
 
     def trainings(self, train_on, digest: str):
-        """``train_on(columns, init)`` sharing the models trained from LightGBM's start (``init`` all None) by their
-        set of columns."""
+        """``train_on`` sharing the models it trains from LightGBM's start.
+
+        Parameters
+        ----------
+        train_on : callable
+            ``train_on(columns, init)``: the Booster of a stage of ``columns`` boosted from the raw scores ``init``.
+        digest : str
+            The :meth:`digest` of everything ``train_on`` reads besides its arguments.
+
+        Returns
+        -------
+        callable
+            ``train_on`` recalling the models of ``init`` all None by their set of columns.
+        """
         def shared(columns: list[int], init=(None, None)) -> lgb.Booster:
             if any(part is not None for part in init):
                 return train_on(columns, init)
@@ -103,8 +141,20 @@ class StageMemo:
         return shared
 
     def measures(self, measure, digest: str):
-        """``measure(columns)`` (None: None) sharing its values by the columns in their order (the search's model reads
-        them in that order)."""
+        """A search's ``measure`` sharing its values.
+
+        Parameters
+        ----------
+        measure : callable or None
+            ``measure(columns)``: the held-out quality of a model of ``columns`` (None: no search).
+        digest : str
+            The :meth:`digest` of everything ``measure`` reads besides its columns.
+
+        Returns
+        -------
+        callable or None
+            ``measure`` recalling its values by the columns in their order (its model reads them in that order).
+        """
         if measure is None:
             return None
         return lambda columns: self.recall(("measure", digest, tuple(columns)), lambda: measure(columns))

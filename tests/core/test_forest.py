@@ -15,6 +15,9 @@ import lightgbm as lgb
 import numpy as np
 import pytest
 from conftest import run_python, with_tree_sizes
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from references import model_and_data
 
 from lightgbm_cegb import CEGBError, FeatureCosts, budget_prune, prediction_cost, to_forest
 from lightgbm_cegb.core import Forest
@@ -449,6 +452,88 @@ def test_parsed_model_is_cached(categorical_model, monkeypatch):
     fresh.rollback_one_iter()  # the cache follows the booster
     assert prediction_cost(fresh, X[:10], np.ones(4), per_iteration=True).curve.shape == (2,)
     assert len(calls) == 2
+
+
+def _read_both(text: str):
+    """read_text of ``text`` by the compiled pass and by the Python reader alone: each a Forest's arrays and
+    attributes, or the error's message; and whether the compiled pass read it."""
+    from unittest import mock
+
+    from lightgbm_cegb.io import lightgbm_text
+
+    def read():
+        try:
+            forest = read_text(text)
+        except CEGBError as exc:
+            return str(exc)
+        return {k: (v.dtype.str, v.tobytes()) if isinstance(v, np.ndarray) else repr(v)
+                for k, v in vars(forest).items() if not k.startswith("_")}
+
+    compiled = read()
+    with mock.patch.object(lightgbm_text, "compiled_trees", return_value=None):
+        python = read()
+    start = text.find("Tree=")
+    taken = lightgbm_text.compiled_trees(text.encode(), len(text[:start].encode())) is not None if start >= 0 else None
+    return compiled, python, taken
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(model_and_data())
+def test_the_compiled_tree_reader_reads_lightgbm_s_models_as_the_python_reader(case):
+    """Random models (categorical splits, NaN, zero as missing, one-leaf trees, linear trees, infinite thresholds):
+    the compiled pass reads every tree LightGBM writes (linear trees are left to the Python reader), to the bit."""
+    booster = case[0]
+    text = booster.model_to_string()
+    compiled, python, taken = _read_both(text)
+    assert compiled == python
+    assert taken == ("is_linear=1" not in text)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(st.floats(allow_nan=False, allow_infinity=True), st.sampled_from(["%r", "%.17g", "%.6g", "%.3e", "%.0f"]))
+def test_the_compiled_tree_reader_reads_numbers_as_python_s_float(value, form):
+    """A leaf value in any of the forms LightGBM and Python write it: the value ``float`` reads, to the bit."""
+    token = form % value if form != "%r" else repr(value)
+    text = f"Tree=0\nnum_leaves=1\nnum_cat=0\nleaf_value={token}\n\n\nend of trees\n"
+    forest = _lgbtext_forest(text)
+    assert forest is not None, token
+    assert forest["leaf_value"].tobytes() == np.array([float(token)]).tobytes(), token
+
+
+@pytest.mark.parametrize("token", ["1e999999", "-1e999999", "1e-999999", "4.9406564584124654e-324", "-0", "0.0",
+                                   "00012.5000", "1E+5", "-inf", "inf", "7."])
+def test_the_compiled_tree_reader_reads_the_edge_numbers_as_python_s_float(token):
+    text = f"Tree=0\nnum_leaves=1\nnum_cat=0\nleaf_value={token}\n\n\nend of trees\n"
+    assert _lgbtext_forest(text)["leaf_value"].tobytes() == np.array([float(token)]).tobytes()
+
+
+def _lgbtext_forest(text: str):
+    from lightgbm_cegb.io.lightgbm_text import compiled_trees
+    return compiled_trees(text.encode(), 0)
+
+
+@pytest.mark.parametrize("edit", [
+    ("\n", "\r\n"), ("split_feature=", "split_feature=\x0b"), ("leaf_count=", "leaf_count=+"),
+    ("shrinkage=1\n", "shrinkage=1_0\n"), ("num_leaves=", "num_leaves= "), ("threshold=", "threshold=nan "),
+    ("threshold=", "threshold=\t"), ("leaf_value=", "leaf_value=1e999999 "), ("is_linear=0", "is_linear=0\nextra=1"),
+    ("num_cat=1", "num_cat=1\nnum_cat=1"), ("leaf_count=", "leaf_count=1 "), ("decision_type=", "decision_type=256 "),
+    ("leaf_value=", "leaf_value=.5e"), ("leaf_value=", "leaf_value=" + "0" * 600), ("num_leaves=", "num_leaves=-"),
+    ("cat_threshold=", "cat_threshold=42949672960"), ("num_leaves=", "num_leaves=99999999999"),
+    ("\n\n\nTree=1", "\nTree=1"), ("end of trees", "end of tree"), ("split_gain=", "split_gain=é"),
+])
+def test_what_the_compiled_tree_reader_declines_the_python_reader_reads_or_refuses(categorical_model, edit):
+    """Texts outside what LightGBM writes (carriage returns, white space, signs, underscores, nan, a huge exponent or
+    count, an unknown or repeated key, values out of range, a truncated end): the compiled pass declines them and
+    the Python reader gives its forest or its error, as before."""
+    booster = categorical_model[0]
+    text = booster.model_to_string()
+    old, new = edit
+    assert old in text[text.index("Tree="):]
+    head = text[:text.index("Tree=")]
+    damaged = re.sub(r"tree_sizes=.*\n", "", head) + text[len(head):].replace(old, new, 1)  # the edit, not the sizes
+    compiled, python, taken = _read_both(damaged)
+    assert compiled == python
+    assert not taken
 
 
 def test_a_loaded_booster_s_forest_is_read_from_its_text_once(categorical_model, monkeypatch):
