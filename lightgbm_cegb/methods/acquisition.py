@@ -344,20 +344,20 @@ class PolicyClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
                 **({} if num_class == 2 else {"num_class": num_class})}
 
     def _boosted(self, params: dict, fit: tuple, stop: tuple | None, what: str, init=(None, None),
-                 named: bool = True, callbacks=()) -> lgb.Booster:
+                 named: bool = True, callbacks=(), cut: bool = True) -> lgb.Booster:
         """A classifier trained on ``fit`` = (X, class codes), early stopped on ``stop`` (None: every round) and
         cut to its best iteration (the model file holds what predicts), the rows weighted by ``class_weight``, boosted
         from the raw scores ``init`` of the fitting and the stopping rows (None: LightGBM's start); a RoundsWarning
         names ``what`` when its held-out log loss still improved within ``early_stopping_rounds`` of
         ``n_estimators``. ``named=False``: X holds other columns than fit's (LightGBM's own names); ``callbacks``:
-        LightGBM callbacks after the early stopping."""
+        LightGBM callbacks after the early stopping; ``cut``: as :func:`early_stopped`'s."""
         weights = class_weights(self.class_weight, self.classes_, fit[1])
         train_set = lgb.Dataset(fit[0], fit[1], weight=None if weights is None else weights[fit[1]],
                                 init_score=init[0], feature_name=self._lightgbm_feature_names() if named else "auto")
         valid_set = None if stop is None else \
             lgb.Dataset(stop[0], stop[1], weight=None if weights is None else weights[stop[1]], init_score=init[1],
                         reference=train_set)
-        return early_stopped(self, params, train_set, valid_set, what, "log loss", callbacks)
+        return early_stopped(self, params, train_set, valid_set, what, "log loss", callbacks, cut)
 
     def _restore_units(self, state: dict) -> None:
         """``classes_``, ``units_`` and ``unit_cost_`` of a saved state, checked: the classes distinct labels of one
@@ -1180,19 +1180,21 @@ def run_cost(estimator, state: CostState, evaluation: np.ndarray) -> CostReport:
 
 
 def early_stopped(estimator, params: dict, train_set: lgb.Dataset, valid_set: lgb.Dataset | None, what: str,
-                  metric: str, callbacks=()) -> lgb.Booster:
+                  metric: str, callbacks=(), cut: bool = True) -> lgb.Booster:
     """A LightGBM model of ``estimator`` (its ``n_estimators`` and ``early_stopping_rounds``) trained on
     ``train_set``, early stopped on ``valid_set`` (None: every round) and cut to its best iteration (the model file
     holds what predicts); a RoundsWarning names ``what`` when the held-out ``metric`` was still improving at
     ``n_estimators`` (``still_improving``). ``callbacks``: LightGBM callbacks after the early stopping (one that ends
-    the training at its current round, as the sweep's ``TimeCut`` does, keeps every round trained)."""
+    the training at its current round, as the sweep's ``TimeCut`` does, keeps every round trained). ``cut=False``:
+    the Booster as trained, to predict once at its ``best_iteration`` (a search's measure: the same predictions as
+    the cut model's, without writing and reading it; no RoundsWarning)."""
     rounds, patience = estimator.n_estimators, estimator.early_stopping_rounds
     if valid_set is None:
         return lgb.train(params, train_set, rounds, callbacks=list(callbacks))
     # kept as trained: best_cut reads it into a Booster of its own (lgb.train would write and read it once more)
     booster = lgb.train(params, train_set, rounds, valid_sets=[valid_set], keep_training_booster=True,
                         callbacks=[lgb.early_stopping(patience, first_metric_only=True, verbose=False), *callbacks])
-    return best_cut(estimator, booster, what, metric)
+    return best_cut(estimator, booster, what, metric) if cut else booster
 
 
 def best_cut(estimator, booster: lgb.Booster, what: str, metric: str) -> lgb.Booster:

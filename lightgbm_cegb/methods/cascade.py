@@ -422,8 +422,9 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
             valid_set = lgb.Dataset(X_valid[:, columns], y_valid, group=valid_group, reference=train_set)
             with warnings.catch_warnings():  # a capped search model is no stage: the stages warn for themselves
                 warnings.simplefilter("ignore", RoundsWarning)
-                booster = early_stopped(self, params, train_set, valid_set, "", "")
-            return ndcg_at_k(y_valid, booster.predict(X_valid[:, columns]), valid_group, k)
+                booster = early_stopped(self, params, train_set, valid_set, "", "", cut=False)
+            return ndcg_at_k(y_valid, booster.predict(X_valid[:, columns], num_iteration=booster.best_iteration),
+                             valid_group, k)
 
         return measure
 

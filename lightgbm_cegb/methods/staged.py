@@ -322,8 +322,8 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
                     warnings.simplefilter("ignore", RoundsWarning)
                     # of the columns alone (not every column, the rest missing: binning them is most of a small fit)
                     booster = self._boosted(params, (X[:, columns], codes), (X_valid[:, columns], valid_codes), "",
-                                            named=False)
-                proba = booster.predict(X_valid[:, columns])
+                                            named=False, cut=False)
+                proba = booster.predict(X_valid[:, columns], num_iteration=booster.best_iteration)
             return -log_loss(valid_codes, proba, sample_weight=weights, labels=labels)
 
         return measure
