@@ -91,6 +91,13 @@ cdef inline bint _digit(char c) nogil:
     return c >= 48 and c <= 57
 
 
+cdef inline Py_ssize_t _digits(const char *s, Py_ssize_t n, Py_ssize_t k) nogil:
+    """The offset of the first character at or after k that is not a digit (n at the end)."""
+    while k < n and _digit(s[k]):
+        k += 1
+    return k
+
+
 cdef Py_ssize_t _int_token(const char *s, Py_ssize_t n, int64_t *out) nogil:
     """A token ``[-]digits`` (at most 18 digits) at s[0:n]: its length (stops at a space or n), -1 otherwise."""
     cdef Py_ssize_t k = 0, digits = 0
@@ -113,7 +120,7 @@ cdef Py_ssize_t _int_token(const char *s, Py_ssize_t n, int64_t *out) nogil:
 cdef Py_ssize_t _float_token(const char *s, Py_ssize_t n, double *out) nogil:
     """A token ``[-]digits[.digits][(e|E)[+-]digits]`` (at least one mantissa digit, at most MAX_TOKEN characters) or
     ``[-]inf`` at s[0:n]: its length (stops at a space or n), -1 otherwise; its value by ``strtod``."""
-    cdef Py_ssize_t j, k = 0, mantissa = 0, exponent = 0
+    cdef Py_ssize_t j, k = 0, mantissa
     cdef char buffer[MAX_TOKEN + 1]
     cdef char *end
     if k < n and s[k] == 45:
@@ -121,25 +128,21 @@ cdef Py_ssize_t _float_token(const char *s, Py_ssize_t n, double *out) nogil:
     if n - k >= 3 and s[k] == 105 and s[k + 1] == 110 and s[k + 2] == 102 and (n - k == 3 or s[k + 3] == 32):
         out[0] = -INFINITY if k else INFINITY  # "inf", "-inf": what LightGBM writes for an infinite threshold
         return k + 3
-    while k < n and _digit(s[k]):
-        k += 1
-        mantissa += 1
+    j = _digits(s, n, k)
+    mantissa, k = j - k, j
     if k < n and s[k] == 46:
-        k += 1
-        while k < n and _digit(s[k]):
-            k += 1
-            mantissa += 1
+        j = _digits(s, n, k + 1)
+        mantissa, k = mantissa + j - k - 1, j
     if mantissa == 0:
         return -1
     if k < n and (s[k] == 101 or s[k] == 69):
         k += 1
         if k < n and (s[k] == 43 or s[k] == 45):
             k += 1
-        while k < n and _digit(s[k]):
-            k += 1
-            exponent += 1
-        if exponent == 0:
+        j = _digits(s, n, k)
+        if j == k:  # an exponent without digits
             return -1
+        k = j
     if (k < n and s[k] != 32) or k > MAX_TOKEN:
         return -1
     for j in range(k):
