@@ -215,7 +215,7 @@ def trees(bytes data, Py_ssize_t start):
     cdef list keys = [k_ for k_ in KEYS]
     cdef bint ints
     cdef _Column column
-    if data.find(b"\r", start) >= 0:
+    if start < 0 or start > n or data.find(b"\r", start) >= 0:
         return None
     int_keys = (SPLIT_FEATURE, DECISION_TYPE, LEFT_CHILD, RIGHT_CHILD, LEAF_COUNT, INTERNAL_COUNT, CAT_BOUNDARIES,
                 CAT_THRESHOLD)

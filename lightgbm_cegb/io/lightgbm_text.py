@@ -103,11 +103,11 @@ def _tree_block(data: bytes, pos: int, tree: int) -> tuple[dict[str, str], int]:
     return fields, pos
 
 
-def _trees(data: bytes, start: int, header: dict) -> list[dict[str, str]]:
+def _trees(data: bytes, start: int, header: dict) -> tuple[list[dict[str, str]], int]:
     """The trees, found one after another from the first ``Tree=`` line as LightGBM does without
-    tree_sizes, up to the ``end of trees`` line that LightGBM writes after them. With tree_sizes (where
-    LightGBM jumps to each tree by its size and aborts, reads a tree twice or drops trees when the sizes
-    do not match the text) every size must be its tree's length in bytes."""
+    tree_sizes, up to the ``end of trees`` line that LightGBM writes after them (and that line's offset). With
+    tree_sizes (where LightGBM jumps to each tree by its size and aborts, reads a tree twice or drops trees when the
+    sizes do not match the text) every size must be its tree's length in bytes."""
     trees, starts, pos = [], [], start
     while data.startswith(b"Tree=", pos):
         starts.append(pos)
@@ -120,7 +120,7 @@ def _trees(data: bytes, start: int, header: dict) -> list[dict[str, str]]:
         raise CEGBError(f"LightGBM model: after tree {len(trees) - 1} expected 'Tree=' or 'end of trees', found "
                         f"{found.decode(errors='replace')!r} (truncated, or a deleted 'Tree=' line?)")
     _check_tree_sizes(header, [*starts, pos])
-    return trees
+    return trees, pos
 
 
 def _check_tree_sizes(header: dict, starts) -> None:
@@ -177,7 +177,7 @@ def _numbers(fields: dict, key: str, count: int, tree: int, required: bool = Tru
         raise CEGBError(f"LightGBM model: tree {tree}: '{key}' should have {count} values, got {len(tokens)}")
     try:
         return np.array(tokens, dtype=dtype)
-    except ValueError:
+    except (ValueError, OverflowError):  # OverflowError: an integer outside int64
         bad = next(t for t in tokens if not _parses(t, dtype))
         raise CEGBError(f"LightGBM model: tree {tree}: '{key}' holds {bad!r}, not "
                         f"{'an integer' if dtype is np.int64 else 'a number'}") from None
@@ -232,11 +232,11 @@ def read_text(text: str) -> Forest:
     data = text.encode()
     fast = compiled_trees(data, head_bytes)  # None: not what LightGBM writes, read (or refused) below
     if fast is None:
-        arrays = _arrays(_trees(data, head_bytes, header))
+        trees, after = _trees(data, head_bytes, header)
+        arrays = _arrays(trees)
     else:
         _check_tree_sizes(header, fast["starts"])
-        arrays = _fast_arrays(fast)
-    after = data.find(b"end of trees", head_bytes)
+        arrays, after = _fast_arrays(fast), int(fast["starts"][-1])
     footer = data[after + len(b"end of trees\n"):].decode()
     forest = _forest(arrays, num_features, per_iteration, names, header)
     forest.params = _parse_params(footer)

@@ -520,6 +520,7 @@ def _lgbtext_forest(text: str):
     ("leaf_value=", "leaf_value=.5e"), ("leaf_value=", "leaf_value=" + "0" * 600), ("num_leaves=", "num_leaves=-"),
     ("cat_threshold=", "cat_threshold=42949672960"), ("num_leaves=", "num_leaves=99999999999"),
     ("\n\n\nTree=1", "\nTree=1"), ("end of trees", "end of tree"), ("split_gain=", "split_gain=é"),
+    ("leaf_count=", "leaf_count=99999999999999999999"),  # outside int64: refused by name, not an OverflowError
 ])
 def test_what_the_compiled_tree_reader_declines_the_python_reader_reads_or_refuses(categorical_model, edit):
     """Texts outside what LightGBM writes (carriage returns, white space, signs, underscores, nan, a huge exponent or
@@ -534,6 +535,20 @@ def test_what_the_compiled_tree_reader_declines_the_python_reader_reads_or_refus
     compiled, python, taken = _read_both(damaged)
     assert compiled == python
     assert not taken
+
+
+def test_the_footer_starts_where_the_trees_end(categorical_model):
+    """A tree's first line may hold the words 'end of trees' (LightGBM reads only its number): the footer is what
+    follows the trees, by either reader; a start outside the text is declined."""
+    from lightgbm_cegb.io.lightgbm_text import compiled_trees
+
+    text = categorical_model[1]
+    head = re.sub(r"tree_sizes=.*\n", "", text[:text.index("Tree=")])
+    edited = head + text[text.index("Tree="):].replace("Tree=0\n", "Tree=0 end of trees\n", 1)
+    compiled, python, taken = _read_both(edited)
+    assert compiled == python and taken
+    assert compiled["text_footer"] == repr(read_text(text).text_footer)
+    assert compiled_trees(text.encode(), -1) is None and compiled_trees(text.encode(), len(text) + 1) is None
 
 
 def test_a_loaded_booster_s_forest_is_read_from_its_text_once(categorical_model, monkeypatch):
