@@ -264,10 +264,8 @@ def _arrays(trees: list[dict]) -> dict:
     """The concatenated fields of ``trees`` (each a dict of its key=value lines; a field some tree with nodes lacks:
     None), the offsets of each tree's nodes, leaves and categorical bitsets, the shrinkages and the linear leaves
     (None without linear trees)."""
-    node_keys = ("split_feature", "threshold", "decision_type", "left_child", "right_child", "split_gain",
-                 "internal_value", "internal_weight", "internal_count")
     leaf_keys = ("leaf_value", "leaf_weight", "leaf_count")
-    parts: dict[str, list] = {k: [] for k in (*node_keys, *leaf_keys, "cat_boundaries", "cat_threshold")}
+    parts: dict[str, list] = {k: [] for k in FIELD_DTYPES}
     node_offset, leaf_offset, cat_offset, shrinkage = [0], [0], [0], []
     linear_parts: dict[str, list] = {"leaf_const": [], "counts": [], "features": [], "coeff": []}
     any_linear = False

@@ -68,7 +68,6 @@ from lightgbm_cegb.methods.ladder import (
     STAGE_MODELS,
     LadderRun,
     StageLadder,
-    StageMemo,
     continued_stages,
     hidden,
     stacked_result,
@@ -325,12 +324,8 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
                                  f"the stage of {len(columns)} of the {num_features} columns",
                                  f"NDCG@{int(self.eval_at)}")
 
-        measure = self._measure(params, train)
-        if memo is not None:
-            digest = StageMemo.digest(type(self).__name__, sorted(params.items()), self.n_estimators,
-                                      self.early_stopping_rounds, self._lightgbm_feature_names(), *train,
-                                      *(() if valid is None else valid))
-            train_on, measure = memo.trainings(train_on, digest), memo.measures(measure, digest)
+        train_on, measure = self._shared(memo, train_on, self._measure(params, train), params, *train,
+                                         *(() if valid is None else valid))
         continued = continued_stages(train_on, (train[0], None if valid is None else valid[0]), params["num_threads"])
         self._fit_stages(partial(train_on, init=[None, None]), num_features, measure,
                          continued if self.stage_models == "continued" else None)

@@ -170,6 +170,17 @@ class StageLadder:
     from stage to stage, made by ``_carried(n)``).
     """
 
+    def _shared(self, memo: StageMemo | None, train_on, measure, params: dict, *rows) -> tuple:
+        """``train_on`` and ``measure`` sharing their trainings through ``memo`` (None: as they are) with the fits whose
+        digest is the same: the class, LightGBM's ``params``, the rounds, the patience, the class weights, the feature
+        names and ``rows`` (every array the trainings read)."""
+        if memo is None:
+            return train_on, measure
+        digest = StageMemo.digest(type(self).__name__, sorted(params.items()), self.n_estimators,
+                                  self.early_stopping_rounds, getattr(self, "class_weight", None),
+                                  self._lightgbm_feature_names(), *rows)
+        return memo.trainings(train_on, digest), memo.measures(measure, digest)
+
     def _fit_stages(self, train_on, num_features: int, measure=None, stage_on=None) -> None:
         """``order_`` (the units by the gain importance per unit of cost of a model on every column, ties by index;
         units it never splits on left out; with ``order="search"`` the forward search's units first, see

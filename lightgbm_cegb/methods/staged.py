@@ -58,15 +58,7 @@ from lightgbm_cegb.methods.acquisition import (
     class_weights,
     unit_arrays,
 )
-from lightgbm_cegb.methods.ladder import (
-    ORDERS,
-    STAGE_MODELS,
-    LadderRun,
-    StageLadder,
-    StageMemo,
-    continued_stages,
-    hidden,
-)
+from lightgbm_cegb.methods.ladder import ORDERS, STAGE_MODELS, LadderRun, StageLadder, continued_stages, hidden
 
 
 class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
@@ -242,12 +234,8 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
             return self._boosted(params, (hidden(X[train], columns), codes[train]), stop,
                                  f"the stage of {len(columns)} of the {num_features} columns", init)
 
-        measure = self._measure(params, X[train], codes[train])
-        if memo is not None:
-            digest = StageMemo.digest(type(self).__name__, sorted(params.items()), self.n_estimators,
-                                      self.early_stopping_rounds, self.class_weight, self._lightgbm_feature_names(),
-                                      X[train], codes[train], X_valid, valid_codes)
-            train_on, measure = memo.trainings(train_on, digest), memo.measures(measure, digest)
+        train_on, measure = self._shared(memo, train_on, self._measure(params, X[train], codes[train]), params,
+                                         X[train], codes[train], X_valid, valid_codes)
         continued = continued_stages(train_on, (X[train], X_valid if stopping else None), params["num_threads"])
         self._fit_stages(train_on, num_features, measure, continued if self.stage_models == "continued" else None)
         self._stack()  # compiled now: predicting leaves the estimator as it is
