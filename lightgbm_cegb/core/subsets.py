@@ -143,10 +143,16 @@ class SubsetSearch:
         subset (:meth:`nested`), updated in place."""
         # each unit's last measured score (an upper bound, by the rule), and the units measured against the subset
         bound, fresh = ({u: np.inf for u in pool}, set()) if lazy is None else lazy
+        rank: dict[Unit, int] = {}
+        for i, u in enumerate(pool):
+            rank.setdefault(u, i)  # ties go by the first place in pool
+
+        def key(u: Unit) -> tuple[float, int]:
+            return -bound[u], rank[u]
+
         while len(path) < steps:
-            spent = price_of(chosen)
-            fits = sorted((u for u in pool if u not in chosen and (budget is None or spent + u.cost <= budget)),
-                          key=lambda u: (-bound[u], pool.index(u)))
+            spent, taken = price_of(chosen), set(chosen)
+            fits = sorted((u for u in pool if u not in taken and (budget is None or spent + u.cost <= budget)), key=key)
             picked = None
             while fits:
                 unit = fits[0]
@@ -155,7 +161,7 @@ class SubsetSearch:
                     break
                 bound[unit] = (self.measure(chosen + [unit]) - quality) / (unit.cost if by_ratio else 1.0)
                 fresh.add(unit)
-                fits.sort(key=lambda u: (-bound[u], pool.index(u)))
+                fits.sort(key=key)
             if picked is None or (bound[picked] <= 0 and chosen):  # the first unit is a step in any case
                 break
             chosen.append(picked)
