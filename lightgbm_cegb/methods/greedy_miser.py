@@ -42,7 +42,7 @@ from lightgbm_cegb.core.ranking_metrics import ndcg_at_k
 from lightgbm_cegb.core.report import CostReport
 from lightgbm_cegb.core.validation import NoneOr, Number, Satisfies, check_number, checked_weights
 from lightgbm_cegb.io import saved
-from lightgbm_cegb.io.lightgbm_text import loaded
+from lightgbm_cegb.io.lightgbm_text import loaded, trained
 from lightgbm_cegb.io.models import to_forest
 
 __all__ = ["GreedyMiserClassifier", "GreedyMiserRanker", "GreedyMiserRegressor"]
@@ -179,8 +179,8 @@ class _GreedyMiser(BudgetedEstimator, BaseEstimator):
 
             if self.early_stopping_rounds is not None:
                 callbacks.append(lgb.early_stopping(self.early_stopping_rounds, first_metric_only=True, verbose=False))
-        self.booster_ = lgb.train(params, train, self.n_estimators, valid_sets=valid_sets, feval=feval,
-                                  callbacks=callbacks + user_callbacks)
+        self.booster_ = trained(params, train, self.n_estimators, valid_sets=valid_sets, feval=feval,
+                                callbacks=callbacks + user_callbacks)
         self.best_iteration_ = self.booster_.best_iteration or self.booster_.current_iteration()
         return self
 

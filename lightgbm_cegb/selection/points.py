@@ -22,7 +22,7 @@ from lightgbm_cegb.accounting import prediction_cost, prefix_costs
 from lightgbm_cegb.core.costs import FeatureCosts
 from lightgbm_cegb.core.errors import CEGBError, still_improving
 from lightgbm_cegb.core.validation import check_number
-from lightgbm_cegb.io.lightgbm_text import loaded
+from lightgbm_cegb.io.lightgbm_text import loaded, trained
 from lightgbm_cegb.io.models import library_of, to_forest
 from lightgbm_cegb.methods.greedy_miser import (
     GreedyMiserClassifier,
@@ -122,8 +122,8 @@ def train_lightgbm(context: Context, params: dict, callbacks: Iterable = (), X=N
     if columns is not None:
         rows, valid = (Rows(sliced(r.X, columns), r.y, r.group) for r in (rows, valid))
     train = dataset(rows)
-    return lgb.train(params, train, context.num_boost_round, valid_sets=[dataset(valid, train)],
-                     callbacks=[lgb.early_stopping(context.early_stopping_rounds, verbose=False), *callbacks])
+    return trained(params, train, context.num_boost_round, valid_sets=[dataset(valid, train)],
+                   callbacks=[lgb.early_stopping(context.early_stopping_rounds, verbose=False), *callbacks])
 
 
 def sliced(X, columns: Sequence[int]):

@@ -579,6 +579,32 @@ def test_a_loaded_booster_s_forest_is_read_from_its_text_once(categorical_model,
     assert -1 in written
 
 
+def test_a_trained_booster_is_lightgbm_s_own_and_its_forest_is_read_from_the_text_written(categorical_model,
+                                                                                            monkeypatch):
+    """``lightgbm_text.trained`` is ``lgb.train`` to the bit (the model text, best iteration and score, parameters; the
+    training data freed), and ``to_forest`` reads the text it wrote when training ended instead of writing it again."""
+    from lightgbm_cegb.io import lightgbm_text
+
+    _, _, X, y = categorical_model
+    params = {"objective": "regression", "verbose": -1, "num_leaves": 6, "seed": 3, "deterministic": True}
+
+    def fit(train):
+        return train(params, lgb.Dataset(X[:200], y[:200]), 200, valid_sets=[lgb.Dataset(X[200:], y[200:])],
+                     callbacks=[lgb.early_stopping(5, verbose=False)])
+
+    own, kept = fit(lgb.train), fit(lightgbm_text.trained)
+    assert kept.model_to_string() == own.model_to_string() and 0 < kept.best_iteration == own.best_iteration
+    assert kept.best_score == own.best_score and kept.params == own.params
+    assert not hasattr(own, "train_set") and not hasattr(kept, "train_set")  # freed
+    written = []
+    original = lgb.Booster.model_to_string
+    monkeypatch.setattr(lgb.Booster, "model_to_string",
+                        lambda self, num_iteration=None, **kw: written.append(num_iteration) or original(
+                            self, num_iteration=num_iteration, **kw))
+    assert write_text(to_forest(kept)) == own.model_to_string()
+    assert -1 not in written  # the cache's identity only
+
+
 def test_cli_reads_stdin_once(categorical_model, tmp_path):
     import subprocess
     import sys
