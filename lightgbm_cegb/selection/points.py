@@ -114,16 +114,18 @@ def shared(context: Context, key: Mapping, compute: Callable[[], T]) -> T:
 
 
 def train_lightgbm(context: Context, params: dict, callbacks: Iterable = (), X=None,
-                   columns: Sequence[int] | None = None) -> lgb.Booster:
+                   columns: Sequence[int] | None = None, measure: bool = False) -> lgb.Booster:
     """LightGBM on the training rows (``X``: other values for them), early stopping on the validation rows'
     first metric; given ``columns``, on those columns of both alone (a model of their width, which predicts
-    ``sliced(X, columns)``)."""
+    ``sliced(X, columns)``). ``measure``: the Booster as trained, to predict once (its best iteration, the same
+    predictions), not written and read back as a model kept is."""
     rows, valid = context.train if X is None else Rows(X, context.train.y, context.train.group), context.valid
     if columns is not None:
         rows, valid = (Rows(sliced(r.X, columns), r.y, r.group) for r in (rows, valid))
     train = dataset(rows)
-    return trained(params, train, context.num_boost_round, valid_sets=[dataset(valid, train)],
-                   callbacks=[lgb.early_stopping(context.early_stopping_rounds, verbose=False), *callbacks])
+    return (partial(lgb.train, keep_training_booster=True) if measure else trained)(
+        params, train, context.num_boost_round, valid_sets=[dataset(valid, train)],
+        callbacks=[lgb.early_stopping(context.early_stopping_rounds, verbose=False), *callbacks])
 
 
 def sliced(X, columns: Sequence[int]):
