@@ -4,6 +4,7 @@ running a script."""
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 from pathlib import Path
@@ -396,31 +397,44 @@ def staged_case(seed: int):
     return X, y, costs, rng
 
 
-def memo_shares_trainings(fit) -> None:
-    """``fit(order, stage_models, memo)`` (a staged model of every order and kind of stage models, on the same rows):
-    with one StageMemo each fit's stages are the models it trains alone (their texts), and the models trained from
-    LightGBM's start (separate stages, the first continued stage, the model of every column) are one Booster for each
-    set of columns; the last fit (the search order's continued stages) trains only its continued stages above the
-    first (its search's measures and the rest recalled)."""
+def lightgbm_trainings(call, *args, **kwargs) -> tuple:
+    """(``call(*args, **kwargs)``, the ``lgb.train`` calls it made: for each, whether it started from raw scores
+    (``init_score``) and a digest of its training rows' values (a stage's: every column, the others missing; a
+    search's measure: its columns alone, in their order))."""
+    import hashlib
     from unittest import mock
 
+    made = []
+
+    def train(params, train_set, *args, **kwargs):
+        data = np.ascontiguousarray(train_set.data, dtype=np.float64)
+        made.append((train_set.init_score is not None, data.shape, hashlib.sha256(data.tobytes()).hexdigest()))
+        return original(params, train_set, *args, **kwargs)
+
+    original = lgb.train
+    with mock.patch.object(lgb, "train", train):
+        return call(*args, **kwargs), made
+
+
+def memo_shares_trainings(fit) -> None:
+    """``fit(order, stage_models, memo)`` (a staged model of every order and kind of stage models, on the same rows):
+    with one StageMemo each fit's stages are the models it trains alone (their texts), Boosters of its own; a model
+    trained from LightGBM's start (separate stages, the first continued stage, the model of every column) and a
+    search's measure are trained once for their columns over all the fits (alone, each fit trains its own); the last
+    fit (the search order's continued stages) trains only its continued stages above the first."""
     from lightgbm_cegb.methods.ladder import ORDERS, STAGE_MODELS, StageMemo
     kinds = [(order, models) for order in ORDERS for models in STAGE_MODELS]
-    alone = {kind: fit(*kind, None) for kind in kinds}
-    memo, trainings = StageMemo(), {}
-    with mock.patch.object(lgb, "train", wraps=lgb.train) as train:
-        shared = {}
-        for kind in kinds:
-            shared[kind] = fit(*kind, memo)
-            trainings[kind] = train.call_count - sum(trainings.values())
-    started = {}  # the Boosters trained from LightGBM's start, by their set of columns
+    memo = StageMemo()
+    alone = {kind: lightgbm_trainings(fit, *kind, None) for kind in kinds}
+    shared = {kind: lightgbm_trainings(fit, *kind, memo) for kind in kinds}
     for kind in kinds:
-        model = shared[kind]
-        np.testing.assert_array_equal(model.order_, alone[kind].order_)
-        assert [b.model_to_string() for b in model.stages_] == [b.model_to_string() for b in alone[kind].stages_]
-        for k, booster in enumerate(model.stages_):
-            if kind[1] == "separate" or k == 0:
-                columns = frozenset(f for u in model.order_[:model.stage_units_[k + 1]] for f in model.units_[u])
-                started.setdefault(columns, set()).add(id(booster))
-    assert all(len(ids) == 1 for ids in started.values()), started
-    assert trainings[kinds[-1]] == len(shared[kinds[-1]].stages_) - 1, trainings
+        model = shared[kind][0]
+        np.testing.assert_array_equal(model.order_, alone[kind][0].order_)
+        assert [b.model_to_string() for b in model.stages_] == [b.model_to_string() for b in alone[kind][0].stages_]
+    for kind, other in itertools.combinations(kinds, 2):  # a fit's Boosters are its own
+        assert not {id(b) for b in shared[kind][0].stages_} & {id(b) for b in shared[other][0].stages_}
+    started = [made for kind in kinds for made in shared[kind][1] if not made[0]]
+    assert len(started) == len(set(started))  # from the start: once for the same training rows
+    assert len(started) < sum(not made[0] for kind in kinds for made in alone[kind][1])
+    last = shared[kinds[-1]]
+    assert len(last[1]) == len(last[0].stages_) - 1 and all(made[0] for made in last[1]), last[1]

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import sys
+import threading
 import warnings
 from collections.abc import Mapping
 
@@ -21,6 +23,7 @@ from lightgbm_cegb.core.report import CostReport
 from lightgbm_cegb.core.subsets import SubsetSearch, Unit, searched
 from lightgbm_cegb.core.validation import checked_sequence
 from lightgbm_cegb.io import saved
+from lightgbm_cegb.io.lightgbm_text import loaded
 from lightgbm_cegb.methods.acquisition import EvaluationCost, checked_data, compiled_stages, hidden
 from lightgbm_cegb.methods.dask_stages import persisted, raw_scores
 
@@ -53,6 +56,18 @@ def continued_stages(train_on, parts: tuple, num_threads: int):
     return stage_on
 
 
+#: held while a memo records a training's warnings and gives them again: ``warnings.catch_warnings`` changes the
+#: process's filters, and two recordings at once in two threads would restore each other's
+_RECORDING = threading.RLock()
+
+
+def _module_of(filename: str) -> str | None:
+    """The name of the imported module whose file is ``filename`` (what ``warnings.warn`` gives its filters), or None
+    (then ``warn_explicit`` names it by the file)."""
+    return next((name for name, module in list(sys.modules.items()) if getattr(module, "__file__", None) == filename),
+                None)
+
+
 class StageMemo:
     """The trainings that fits of staged models on the same rows share.
 
@@ -60,8 +75,11 @@ class StageMemo:
     and a search's measure of a set of columns are kept by a digest of everything the training reads (the rows, the
     labels, the early-stopping rows, LightGBM's parameters and seed, the estimator's training settings) and given to
     every other fit with the same digest: the classifier's and the ranker's orders and kinds of stage models in a
-    sweep (``fit(..., memo=...)``). Each model is the one that fit would train, to the bit; the warnings of its
-    training are given again with it. Rows in memory only (a Dask fit does not use it); pickled empty.
+    sweep (``fit(..., memo=...)``). Each model is the one that fit would train, to the bit, and a Booster of the fit's
+    own (a recalled one is loaded from the text written when it was trained: editing one fit's model leaves the
+    others and the memo as they are); the warnings of its training are given again with it. Fits in several threads
+    may use memos: the memos of the process record their trainings' warnings one at a time (Python's warning filters
+    are the process's). Rows in memory only (a Dask fit does not use it); pickled empty.
     """
 
     def __init__(self) -> None:
@@ -109,14 +127,15 @@ class StageMemo:
         object
             What ``make()`` gave for ``key``.
         """
-        if key not in self._kept:
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                made = make()
-            self._kept[key] = (made, caught)
-        made, caught = self._kept[key]
-        for w in caught:
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        with _RECORDING:
+            if key not in self._kept:
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    made = make()
+                self._kept[key] = (made, caught)
+            made, caught = self._kept[key]
+            for w in caught:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, module=_module_of(w.filename))
         return made
 
     def trainings(self, train_on, digest: str):
@@ -134,10 +153,18 @@ class StageMemo:
         callable
             ``train_on`` recalling the models of ``init`` all None by their set of columns.
         """
+        def made(columns: list[int], init) -> tuple[list, str]:
+            booster = train_on(columns, init)
+            return [booster], booster.model_to_string()
+
         def shared(columns: list[int], init=(None, None)) -> lgb.Booster:
             if any(part is not None for part in init):
                 return train_on(columns, init)
-            return self.recall(("stage", digest, tuple(sorted(columns))), lambda: train_on(columns, init))
+            kept, text = self.recall(("stage", digest, tuple(sorted(columns))), lambda: made(columns, init))
+            try:
+                return kept.pop()  # the Booster trained, to the first fit (one pop of the list: one fit gets it)
+            except IndexError:
+                return loaded(text)  # to the others a Booster of their own
         return shared
 
     def measures(self, measure, digest: str):
@@ -172,13 +199,13 @@ class StageLadder:
 
     def _shared(self, memo: StageMemo | None, train_on, measure, params: dict, *rows) -> tuple:
         """``train_on`` and ``measure`` sharing their trainings through ``memo`` (None: as they are) with the fits whose
-        digest is the same: the class, LightGBM's ``params``, the rounds, the patience, the class weights, the feature
-        names and ``rows`` (every array the trainings read)."""
+        digest is the same: the class, LightGBM's ``params``, the rounds, the patience, the class weights and the class
+        labels they weigh, the feature names and ``rows`` (every array the trainings read)."""
         if memo is None:
             return train_on, measure
         digest = StageMemo.digest(type(self).__name__, sorted(params.items()), self.n_estimators,
                                   self.early_stopping_rounds, getattr(self, "class_weight", None),
-                                  self._lightgbm_feature_names(), *rows)
+                                  list(getattr(self, "classes_", [])), self._lightgbm_feature_names(), *rows)
         return memo.trainings(train_on, digest), memo.measures(measure, digest)
 
     def _fit_stages(self, train_on, num_features: int, measure=None, stage_on=None) -> None:

@@ -8,12 +8,19 @@ from __future__ import annotations
 import copy
 import math
 import pickle
+import warnings
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from references import compiled_serves_as_policy_run, memo_shares_trainings, on_thresholds, reference_costs
+from references import (
+    compiled_serves_as_policy_run,
+    lightgbm_trainings,
+    memo_shares_trainings,
+    on_thresholds,
+    reference_costs,
+)
 from references import staged_case as random_case
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
@@ -320,18 +327,72 @@ def test_fits_sharing_a_memo_train_each_model_once_and_give_the_models_they_trai
 
     memo_shares_trainings(fit)
     memo = StageMemo()
-    first = fit("importance", "separate", memo)
-    # other rows, another setting: trained again (models of their own), as without the memo
-    for other in (fit("importance", "separate", memo, rows=half - 10),
-                  fit("importance", "separate", memo, learning_rate=0.2)):
-        assert not {id(b) for b in other.stages_} & {id(b) for b in first.stages_}
+    fit("importance", "separate", memo)
+    # other rows, another setting: trained again, as without the memo
+    for extra in ({"rows": half - 10}, {"learning_rate": 0.2}):
+        assert lightgbm_trainings(fit, "importance", "separate", memo, **extra)[1] == \
+            lightgbm_trainings(fit, "importance", "separate", None, **extra)[1]
     again = pickle.loads(pickle.dumps(memo))
-    assert fit("importance", "separate", again).stages_[0] is not first.stages_[0]  # pickled empty
+    assert lightgbm_trainings(fit, "importance", "separate", again)[1]  # pickled empty: trains
     capped = []
     for _ in range(2):  # the second fit recalls every training, and their warnings are given again
         with pytest.warns(RoundsWarning, match="reached n_estimators=3"):
-            capped.append(fit("importance", "separate", memo, n_estimators=3, learning_rate=0.01))
-    assert all(a is b for a, b in zip(*(model.stages_ for model in capped)))
+            capped.append(lightgbm_trainings(fit, "importance", "separate", memo, n_estimators=3,
+                                             learning_rate=0.01))
+    assert capped[0][1] and not capped[1][1]
+    assert [b.model_to_string() for b in capped[0][0].stages_] == [b.model_to_string() for b in capped[1][0].stages_]
+    with warnings.catch_warnings():  # a filter by module: the recalled warnings are filtered as the trained ones
+        warnings.simplefilter("error")
+        warnings.filterwarnings("ignore", category=RoundsWarning, module="lightgbm_cegb")
+        assert not lightgbm_trainings(fit, "importance", "separate", memo, n_estimators=3, learning_rate=0.01)[1]
+
+
+def test_a_memo_tells_class_labels_apart_and_gives_each_fit_boosters_of_its_own():
+    """A dict of class weights weighs labels: fits whose labels differ (the same codes) share nothing; a model edited
+    in place after its fit changes neither the fits that recalled its training nor the memo."""
+    X, y, costs, _ = random_case(1)
+    y = (y > 0).astype(int)
+
+    def fit(labels, memo, stage_models="separate"):
+        return StagedAcquisitionClassifier(feature_costs=costs, stages=4, n_estimators=30, random_state=0,
+                                           class_weight={1: 5.0}, stage_models=stage_models).fit(X, labels, memo=memo)
+
+    def texts(model):
+        return [b.model_to_string() for b in model.stages_]
+
+    memo = StageMemo()
+    fit(y, memo)
+    shifted, made = lightgbm_trainings(fit, y + 1, memo)  # {1: 5.0} weighs the other class now
+    assert made and texts(shifted) == texts(fit(y + 1, None))
+    first, second = fit(y, memo), fit(y, memo)
+    before = texts(second)
+    first.stages_[0].set_leaf_output(0, 0, 123.0)
+    assert texts(second) == before
+    continued, made = lightgbm_trainings(fit, y, memo, "continued")
+    assert texts(continued) == texts(fit(y, None, "continued"))
+
+
+def test_fits_in_threads_with_memos_leave_the_process_s_warning_filters_as_they_were():
+    """A memo records a training's warnings with Python's filters, which are the process's: fits in two threads, each
+    with its memo, record one at a time (two recordings at once restored each other's filters, and the process lost
+    every later warning)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(1500, 6))
+    y = (X[:, 0] + 0.5 * X[:, 1] + rng.normal(0, 1, 1500) > 0.8).astype(int)
+
+    def fit(seed):
+        return StagedAcquisitionClassifier(stages=4, n_estimators=5, learning_rate=0.01, random_state=seed,
+                                           n_jobs=1).fit(X, y, memo=StageMemo())
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RoundsWarning)
+        before = (list(warnings.filters), warnings.showwarning, warnings._showwarnmsg_impl)
+        for trial in range(8):
+            with ThreadPoolExecutor(2) as pool:
+                list(pool.map(fit, (trial, 1000 + trial)))
+            assert (list(warnings.filters), warnings.showwarning, warnings._showwarnmsg_impl) == before, trial
 
 
 def test_lazy_serving_fetches_the_stages_units_and_predicts_as_the_model():
