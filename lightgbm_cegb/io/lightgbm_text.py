@@ -569,8 +569,16 @@ def _read_model(model) -> Forest:
     return read_text(booster.model_to_string(num_iteration=-1))
 
 
+def _read_model_again(model) -> Forest:
+    """The Booster's trees as LightGBM writes them now (the text it loaded or wrote when training ended dropped: an
+    earlier tree edited in place since, ``set_leaf_output``, is not in it)."""
+    booster = booster_of(model)
+    _LOADED.pop(booster, None)
+    return read_text(booster.model_to_string(num_iteration=-1))
+
+
 READER = ModelReader(name="lightgbm", title="LightGBM", named=False,
                      recognises=lambda model: isinstance(model, (lgb.Booster, lgb.LGBMModel)),
-                     fingerprint=_identity, read=_read_model,
+                     fingerprint=_identity, read=_read_model, read_again=_read_model_again,
                      file_formats=(FileFormat(text=True, read=read_text,
                                               load=lambda path: lgb.Booster(model_file=str(path))),))

@@ -72,6 +72,9 @@ class ModelReader:
     named : bool, default=True
         Whether ``library_of`` names its models: False for LightGBM's (``booster_of`` finds them) and scikit-learn's
         trees (read by their ``tree_`` arrays, predicted by their own ``predict``).
+    read_again : callable or None, default=None
+        ``read_again(model) -> Forest``: the trees read from the model itself, nothing the reader kept of it (what
+        ``to_forest(model, cache=False)`` calls; None: ``read``).
     """
 
     name: str
@@ -81,6 +84,7 @@ class ModelReader:
     read: Callable[[object], Forest]
     file_formats: tuple[FileFormat, ...] = ()
     named: bool = True
+    read_again: Callable[[object], Forest] | None = None
 
 
 def from_library(model, library: str) -> bool:

@@ -331,7 +331,7 @@ or fitted scikit-learn tree model
         return forest
     reader = _reader_of(model)
     if not cache:
-        return reader.read(model)
+        return (reader.read_again or reader.read)(model)
     fingerprint = (reader.name, *reader.fingerprint(model))
     try:
         cached = _cache.get(model)

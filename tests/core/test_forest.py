@@ -605,6 +605,20 @@ def test_a_trained_booster_is_lightgbm_s_own_and_its_forest_is_read_from_the_tex
     assert -1 not in written  # the cache's identity only
 
 
+def test_to_forest_without_the_cache_reads_an_edited_loaded_or_trained_booster_again(categorical_model):
+    """The text a Booster loaded (``loaded``) or wrote when its training ended (``trained``) is not what
+    ``to_forest(cache=False)`` reads: an earlier tree edited in place since is in the forest it returns."""
+    from lightgbm_cegb.io import lightgbm_text
+
+    _, text, X, y = categorical_model
+    params = {"objective": "regression", "verbose": -1, "num_leaves": 6}
+    for booster in (lightgbm_text.loaded(text), lightgbm_text.trained(params, lgb.Dataset(X, y), 3)):
+        booster.set_leaf_output(0, 0, 123.0)  # the first tree: the identity (the last iteration's text) is the same
+        forest = to_forest(booster, cache=False)
+        assert write_text(forest) == booster.model_to_string()
+        np.testing.assert_array_equal(forest.raw_score(X, forest.apply(X))[:, 0], booster.predict(X, raw_score=True))
+
+
 def test_cli_reads_stdin_once(categorical_model, tmp_path):
     import subprocess
     import sys
