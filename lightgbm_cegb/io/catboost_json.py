@@ -263,11 +263,12 @@ def _complete_tree(feature: np.ndarray, border: np.ndarray, right_nan: np.ndarra
 
 
 def _fingerprint(model) -> tuple:
-    """Its tree count and leaf values: fitting again trains the same object."""
+    """Its tree count, leaf values, scale and bias: fitting again trains the same object, ``set_scale_and_bias``
+    changes what every leaf gives."""
     if not model.is_fitted():
         return (None,)
     leaves = np.ascontiguousarray(model.get_leaf_values())
-    return (model.tree_count_, hashlib.sha256(leaves.tobytes()).hexdigest())
+    return (model.tree_count_, hashlib.sha256(leaves.tobytes()).hexdigest(), repr(model.get_scale_and_bias()))
 
 
 def _load(path: Path, file_format: str):

@@ -62,9 +62,18 @@ def _header(text: str) -> tuple[dict[str, str], int]:
     return fields, len(text)
 
 
+def _digits(value: str) -> str:
+    """``value``, a field of numbers, when LightGBM reads its numbers as Python does: ASCII, no ``_`` (Python reads
+    ``0.2_5`` as 0.25 and ``１`` as 1, where LightGBM stops at the ``_`` or refuses the text); a ValueError
+    otherwise."""
+    if "_" in value or not value.isascii():
+        raise ValueError(value)
+    return value
+
+
 def _header_int(fields: dict, key: str, minimum: int) -> int:
     try:
-        value = int(fields[key])
+        value = int(_digits(fields[key]))
     except KeyError:
         raise CEGBError(f"LightGBM model: the header has no '{key}' line") from None
     except ValueError:
@@ -176,7 +185,7 @@ def _numbers(fields: dict, key: str, count: int, tree: int, required: bool = Tru
     if len(tokens) != count:
         raise CEGBError(f"LightGBM model: tree {tree}: '{key}' should have {count} values, got {len(tokens)}")
     try:
-        return np.array(tokens, dtype=dtype)
+        return np.array(_digits(fields[key]).split(), dtype=dtype)
     except (ValueError, OverflowError):  # OverflowError: an integer outside int64
         bad = next(t for t in tokens if not _parses(t, dtype))
         raise CEGBError(f"LightGBM model: tree {tree}: '{key}' holds {bad!r}, not "
@@ -185,7 +194,7 @@ def _numbers(fields: dict, key: str, count: int, tree: int, required: bool = Tru
 
 def _parses(token: str, dtype) -> bool:
     try:
-        dtype(token)
+        dtype(_digits(token))
     except (ValueError, OverflowError):
         return False
     return True
@@ -197,7 +206,7 @@ def _int_value(fields: dict, key: str, tree: int, default: int | None = None) ->
             raise CEGBError(f"LightGBM model: tree {tree} has no '{key}' field")
         return default
     try:
-        return int(fields[key])
+        return int(_digits(fields[key]))
     except ValueError:
         raise CEGBError(f"LightGBM model: tree {tree}: {key} should be an integer, got {fields[key]!r}") from None
 
@@ -316,7 +325,7 @@ def _arrays(trees: list[dict]) -> dict:
             linear_parts["leaf_const"].append(parts["leaf_value"][-1])
             linear_parts["counts"].append(np.zeros(num_leaves, dtype=np.int64))
         try:
-            shrinkage.append(float(fields.get("shrinkage", "1")))
+            shrinkage.append(float(_digits(fields.get("shrinkage", "1"))))
         except ValueError:
             raise CEGBError(f"LightGBM model: tree {t}: shrinkage should be a number, got {fields['shrinkage']!r}") \
                 from None

@@ -276,10 +276,11 @@ def to_forest(model, *, cache: bool = True) -> Forest:
 
     A package estimator's fitted ``forest_`` is returned as it is. The forest of a Booster is cached
     (weakly, with the Booster) until it loads another model, or its iteration count, tree count or last
-    iteration's trees change (an XGBoost model's until its booster, round count or ``missing`` changes; a CatBoost
-    model's until its tree count or leaf values change); a model file's until its size or modification time
-    changes (the last file read only). Editing an earlier tree of a Booster in place (``set_leaf_output``,
-    ``shuffle_models``) is not seen by the cache: pass ``cache=False``.
+    iteration's trees change (an XGBoost model's until its booster, what it saves or ``missing`` changes; a CatBoost
+    model's until its tree count, leaf values, scale or bias change; a scikit-learn model's until its trees do); a
+    model file's until its size, modification time or inode changes (the last file read only). Editing an earlier
+    tree of a Booster in place (``set_leaf_output``, ``shuffle_models``), or rolling back more than one iteration
+    and training again to the same count, is not seen by the cache: pass ``cache=False``.
 
     Parameters
     ----------
@@ -320,7 +321,8 @@ or fitted scikit-learn tree model
             raise CEGBError(f"model file {str(path)!r} " + ("is a directory, not a file" if path.is_dir() else
                                                             "does not exist"))
         stat = path.stat()
-        key = (stat.st_size, stat.st_mtime_ns)
+        # a file replaced by a copy that keeps its size and time (cp -p, rsync -t) is another inode, or changed ctime
+        key = (stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_ctime_ns)
         cached = _file_cache.get(str(path.resolve()))
         if cache and cached is not None and cached[0] == key:
             return cached[1]

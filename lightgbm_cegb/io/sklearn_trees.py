@@ -235,10 +235,10 @@ def _hist_fingerprint(model) -> tuple:
 
 
 def _fingerprint(model) -> tuple:
+    """Its trees' ``tree_`` objects themselves (not their ids: a tree fitted again may take a freed tree's address)."""
     estimators = getattr(model, "estimators_", None)
     trees = [model] if estimators is None else list(getattr(estimators, "ravel", lambda: estimators)())
-    return (tuple((id(getattr(e, "tree_", None)), getattr(getattr(e, "tree_", None), "node_count", 0))
-                  for e in trees),)
+    return (tuple((getattr(e, "tree_", None), getattr(getattr(e, "tree_", None), "node_count", 0)) for e in trees),)
 
 
 HIST_READER = ModelReader(name="hist", title="HistGradientBoosting",

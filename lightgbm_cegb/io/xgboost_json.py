@@ -24,6 +24,7 @@ strings or booleans where numbers belong).
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections import Counter
 from dataclasses import dataclass
@@ -314,11 +315,17 @@ def _tree(tree: dict, t: int, num_features: int) -> dict:
 
 
 def _fingerprint(model) -> tuple:
-    """The model's booster and what grows when it trains on (an estimator's ``missing`` too: the forest reads it)."""
+    """The model's booster and a digest of what it saves (``load_model`` of another model of as many rounds, or
+    ``set_param`` of its ``base_score``, changes nothing else a Booster shows), and an estimator's ``missing`` (the
+    forest reads it)."""
     if not hasattr(model, "get_booster"):  # a Booster: the cache's weak key is the object itself
-        return (None, model.num_boosted_rounds())
+        return (None, _saved_digest(model))
     booster = model.get_booster() if model.__sklearn_is_fitted__() else None
-    return (booster, booster and booster.num_boosted_rounds(), repr(model.missing))
+    return (booster, booster and _saved_digest(booster), repr(model.missing))
+
+
+def _saved_digest(booster) -> str:
+    return hashlib.sha256(bytes(booster.save_raw(raw_format="ubj"))).hexdigest()
 
 
 def _load(path: Path):

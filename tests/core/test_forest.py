@@ -282,6 +282,25 @@ def test_damaged_files_are_refused_like_lightgbm(categorical_model, damage, tmp_
         read_text(damaged)
 
 
+@pytest.mark.parametrize(("key", "edit"), [
+    ("threshold", lambda v: v[:3] + "_" + v[3:]), ("leaf_value", lambda v: v[:3] + "_" + v[3:]),
+    ("leaf_count", lambda v: v[0] + "_" + v[1:]), ("num_leaves", lambda v: "1_" + v), ("shrinkage", lambda v: "0_1"),
+    ("threshold", lambda v: v.replace("0", "\uff10", 1)),  # a fullwidth digit: Python's float reads it
+])
+def test_numbers_lightgbm_reads_otherwise_are_refused(categorical_model, key, edit):
+    """Python reads ``0.2_5`` as 0.25 and a fullwidth digit as a digit; LightGBM stops at the ``_`` (0.2) or
+    refuses the text: read_text refuses them, where it read other trees than LightGBM loads."""
+    _, text, _, _ = categorical_model
+    plain = "".join(line for line in text.splitlines(keepends=True) if not line.startswith("tree_sizes="))
+    start = plain.index(f"\n{key}=", plain.index("Tree=0\n")) + len(key) + 2
+    end = plain.index("\n", start)
+    first = plain[start:end].split(" ")[0]
+    edited = plain[:start] + edit(first) + plain[start + len(first):]
+    assert edited != plain
+    with pytest.raises(CEGBError, match=f"LightGBM model: tree 0: '?{key}'? (holds|should be)"):
+        read_text(edited)
+
+
 def test_without_tree_sizes_trees_follow_one_another(categorical_model):
     """Without tree_sizes LightGBM reads the trees one after another: so does read_text, and a missing
     blank line is refused instead of read into the previous tree."""

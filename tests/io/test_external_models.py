@@ -668,3 +668,56 @@ def test_a_catboost_model_whose_binary_fields_are_not_utf8_is_read(tmp_path):
     forest = to_forest(damaged)
     np.testing.assert_allclose(forest.raw_score(X, forest.apply(X)), loaded.predict(X, prediction_type="RawFormulaVal")
                                .reshape(len(X), -1), rtol=1e-12, atol=1e-12)
+
+
+def _agrees(forest, predicted, X) -> bool:
+    return np.allclose(forest.raw_score(X, forest.apply(X)).ravel(), np.ravel(predicted), rtol=0, atol=1e-5)
+
+
+def test_the_forest_cache_sees_each_library_s_model_change_in_place(tmp_path):
+    """Changes that keep a model's object, its tree and round counts (found by an independent review, each once read
+    as the model before): a scikit-learn tree fitted twice more (its new tree_ may take the first tree_'s address:
+    in the review's fresh process 20 times of 20, here as the allocator places it), XGBoost's load_model of another
+    model of as many rounds and set_param of base_score, CatBoost's set_scale_and_bias, a model file replaced by a
+    copy of the same size and time."""
+    import os
+    import shutil
+
+    from sklearn.tree import DecisionTreeRegressor
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 4))
+    for _ in range(5):
+        tree = DecisionTreeRegressor(max_depth=3, random_state=0).fit(X, X[:, 0])
+        to_forest(tree)
+        tree.fit(X, X[:, 1]).fit(X, X[:, 2] * 10)
+        assert _agrees(to_forest(tree), tree.predict(X), X)
+    params = {"max_depth": 2, "nthread": 1, "base_score": 0.0}
+    first = xgb.train(params, xgb.DMatrix(X, X[:, 0] - X[:, 2]), 3)
+    other = xgb.train(params, xgb.DMatrix(X, X[:, 1] * 5), 3)
+    other.save_model(tmp_path / "other.json")
+    estimator = xgb.XGBRegressor(n_estimators=3, max_depth=2, n_jobs=1, base_score=0.0).fit(X, X[:, 0])
+    for model, booster in ((first, first), (estimator, None)):
+        to_forest(model)
+        model.load_model(tmp_path / "other.json")
+        booster = booster or model.get_booster()
+        assert _agrees(to_forest(model), booster.predict(xgb.DMatrix(X), output_margin=True), X)
+    first.set_param({"base_score": 5.0})
+    assert _agrees(to_forest(first), first.predict(xgb.DMatrix(X), output_margin=True), X)
+    boosted = cb.CatBoostRegressor(iterations=5, depth=2, verbose=False, thread_count=1, random_seed=0,
+                                   allow_writing_files=False).fit(X, X[:, 0] - X[:, 2])
+    to_forest(boosted)
+    boosted.set_scale_and_bias(2.0, 3.0)
+    assert _agrees(to_forest(boosted), boosted.predict(X, prediction_type="RawFormulaVal"), X)
+    import lightgbm as lgb
+
+    text = lgb.train({"objective": "regression", "verbose": -1}, lgb.Dataset(X, X[:, 0]), 3).model_to_string()
+    start = text.index("leaf_value=") + len("leaf_value=")
+    digit = text.index(next(c for c in text[start + 2:] if c in "12345678"), start + 2)
+    path, spare = tmp_path / "model.txt", tmp_path / "spare.txt"
+    path.write_text(text)
+    spare.write_text(text[:digit] + str(int(text[digit]) + 1) + text[digit + 1:])  # one leaf, as many bytes
+    os.utime(spare, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns))
+    to_forest(path)
+    shutil.copy2(spare, path)  # the same size and modification time: another file
+    assert _agrees(to_forest(path), lgb.Booster(model_file=str(path)).predict(X, raw_score=True), X)
