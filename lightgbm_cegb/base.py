@@ -363,7 +363,10 @@ class BudgetedEstimator:
         if manifest["format_version"] == 1:
             manifest = cls._upgrade(manifest)
         params = {**saved.decode(manifest["params"]), **given}
-        model = cls(**params)
+        try:
+            model = cls(**params)
+        except TypeError as exc:  # a parameter the class does not take
+            raise saved.damaged(manifest, f"params are not {cls.__name__}'s parameters: {exc}") from None
         model._restore_inputs(int(manifest["n_features_in"]), manifest.get("feature_names_in"))
         if manifest["costs"] is not None:  # the fitted costs (the CEGB estimators restore theirs from their state)
             model.costs_ = FeatureCosts.from_dict(manifest["costs"])

@@ -118,17 +118,28 @@ def _encode_params(params: Mapping) -> dict:
 
 
 def decode(value):
-    """The inverse of :func:`encode`."""
+    """The inverse of :func:`encode`; a CEGBError for what :func:`encode` does not write (a ``__items__`` that is not
+    a list of pairs, an unhashable key, costs with other fields, a nesting deeper than Python's recursion)."""
+    try:
+        return _decoded(value)
+    except CEGBError:
+        raise
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise CEGBError(f"a saved value {value!r:.80} is not what lightgbm_cegb writes ({type(exc).__name__}: "
+                        f"{str(exc):.80})") from None
+
+
+def _decoded(value):
     if isinstance(value, list):
-        return [decode(v) for v in value]
+        return [_decoded(v) for v in value]
     if isinstance(value, dict):
         if "__FeatureCosts__" in value:
-            return FeatureCosts(**decode(value["__FeatureCosts__"]))
+            return FeatureCosts(**_decoded(value["__FeatureCosts__"]))
         if "__float__" in value:
             return _float(value["__float__"])
         if "__items__" in value:
-            return {_hashable(decode(k)): decode(v) for k, v in value["__items__"]}
-        decoded = {k: decode(v) for k, v in value.items()}
+            return {_hashable(_decoded(k)): _decoded(v) for k, v in value["__items__"]}
+        decoded = {k: _decoded(v) for k, v in value.items()}
         return Fields(decoded, value.where) if isinstance(value, Fields) else decoded
     return value
 
@@ -276,11 +287,15 @@ def _manifest_bytes(folder: Path) -> tuple[bytes, tuple]:
         raise CEGBError(f"path: {str(folder / MANIFEST)!r} cannot be read: {exc}") from None
 
 
+#: the classes lightgbm_cegb 0.1.0 saved (format version 1)
+VERSION_1_CLASSES = ("AdaptGBRT", "AdaptLIN", "CSTC", "CSTCClassifier", "CSCC", "Cronus")
+
+
 def _parsed(raw: bytes, folder: Path, estimator: str | None) -> Fields:
     """The manifest ``raw`` as Fields, its top-level fields checked."""
     try:
         manifest = json.loads(raw.decode("utf-8"))
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise CEGBError(f"path: {str(folder / MANIFEST)!r} cannot be read as JSON: {exc}") from None
     if not isinstance(manifest, dict):
         raise CEGBError(f"path: {str(folder / MANIFEST)!r} is not a model manifest")
@@ -293,11 +308,16 @@ def _parsed(raw: bytes, folder: Path, estimator: str | None) -> Fields:
             raise CEGBError(f"path: {str(folder)!r} was saved in format version {version!r}; this "
                             f"lightgbm_cegb reads versions up to {FORMAT_VERSION} (upgrade lightgbm_cegb)")
         kind = manifest.get("estimator")
+        if not isinstance(kind, str) or not kind:
+            raise CEGBError(f"path: {str(folder / MANIFEST)!r}: estimator should be a class name, got {kind!r:.40}")
     else:  # version 1 (lightgbm_cegb 0.1.0): "format": "lightgbm_cegb.<class>", "version": 1
         kind = str(manifest.get("format", "")).removeprefix("lightgbm_cegb.")
         if not str(manifest.get("format", "")).startswith("lightgbm_cegb.") or manifest.get("version") != 1:
             raise CEGBError(f"path: {str(folder)!r} is not a lightgbm_cegb model (manifest format "
                             f"{manifest.get('format')!r}, version {manifest.get('version')!r})")
+        if kind not in VERSION_1_CLASSES:
+            raise CEGBError(f"path: {str(folder)!r}: format version 1 (lightgbm_cegb 0.1.0) saved only "
+                            f"{', '.join(VERSION_1_CLASSES)}, got {kind!r:.40}")
         manifest = {**manifest, "format_version": 1, "estimator": kind}
     if estimator is not None and kind != estimator:
         raise CEGBError(f"path: {str(folder)!r} is not {_a(estimator)} model (it holds {_a(kind)} model)")
@@ -393,9 +413,12 @@ def array(state: Mapping, key: str, shape: tuple, dtype=np.float64, *, low: floa
     values = values.astype(np.float64)
     bad = np.isnan(values) | (np.isinf(values) if finite else False) | (values < low if low is not None else False)
     if np.dtype(dtype).kind in "iu":
-        bad |= ~np.isfinite(values) | (values != np.round(values))
+        info = np.iinfo(dtype)  # float(info.max) + 1 is 2**63 (or 2**31): a larger value would wrap when cast
+        bad |= ~np.isfinite(values) | (values != np.round(values)) | (values < info.min) | \
+            (values >= float(info.max) + 1.0)
     if bad.any():
-        kind = "integers" if np.dtype(dtype).kind in "iu" else "finite numbers" if finite else "numbers (not NaN)"
+        kind = f"{np.dtype(dtype).name} integers" if np.dtype(dtype).kind in "iu" else \
+            "finite numbers" if finite else "numbers (not NaN)"
         raise damaged(state, f"{key} should hold {kind}{'' if low is None else f' >= {low:g}'}")
     return values.astype(dtype)
 
@@ -415,6 +438,31 @@ def distributions(state: Mapping, key: str, values: np.ndarray) -> np.ndarray:
         raise damaged(state, f"{key} should hold probabilities that sum to 1{' along its last axis' * bool(at)}, got a "
                              f"sum of {sums[at]:.6g}{f' at {list(at)}' * bool(at)}")
     return values
+
+
+def _label_kind(label) -> type | None:
+    """The kind of a saved class label: bool, str or float (a finite number); None for anything else."""
+    if isinstance(label, (bool, np.bool_)):
+        return bool
+    if isinstance(label, str):
+        return str
+    return float if isinstance(label, numbers.Real) and math.isfinite(label) else None
+
+
+def class_labels(state: Mapping, key: str = "classes", *, count: int | None = None, least: int = 2) -> np.ndarray:
+    """``state[key]`` as the class labels fit gives (``np.unique`` of y): distinct, in sorted order, of one kind
+    (finite numbers, strings or booleans), at least ``least`` of them, ``count`` where given (the model's classes); a
+    CEGBError naming the key otherwise (labels out of order would give each of the model's outputs another class)."""
+    labels = state.get(key)
+    labels = labels.tolist() if isinstance(labels, np.ndarray) else labels  # a state restored in memory (a prefix)
+    kinds = {_label_kind(c) for c in labels} if isinstance(labels, list) else {None}
+    classes = np.asarray(labels) if len(kinds) == 1 and None not in kinds else None
+    if classes is None or len(classes) < least or (count is not None and len(classes) != count) or \
+            not np.array_equal(np.unique(classes), classes):
+        raise damaged(state, f"{key} should be {count if count is not None else f'{least} or more'} distinct labels of "
+                             f"one kind (finite numbers, strings or booleans) in sorted order, as fit gives them, got "
+                             f"{labels!r:.80}")
+    return classes
 
 
 def integer(state: Mapping, key: str, low: int) -> int:

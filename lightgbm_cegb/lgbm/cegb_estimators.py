@@ -179,8 +179,9 @@ class _CEGBMixin(BudgetedEstimator):
             raise saved.damaged(state, f"fit_costs should be null or a mapping, got {state['fit_costs']!r:.40}")
         self._fit_costs = None if state["fit_costs"] is None else FeatureCosts(**state["fit_costs"])
         self.costs_ = self._fit_costs
-        if state["classes"] is not None:
-            self._le = LabelEncoder().fit(np.asarray(state["classes"]))
+        if state["classes"] is not None:  # as many as the model's outputs (one output: two classes)
+            self._le = LabelEncoder().fit(saved.class_labels(
+                state, count=max(2, self._Booster.num_model_per_iteration())))
             self._classes = self._le.classes_
             self._n_classes = len(self._classes)
             self._class_map = dict(zip(self._classes, self._le.transform(self._classes)))

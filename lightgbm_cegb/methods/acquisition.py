@@ -34,8 +34,6 @@ Its length: the classifier, its policy's rounds (``PolicyRun``) and what both ac
 from __future__ import annotations
 
 import copy
-import math
-import numbers
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -182,15 +180,6 @@ def auto_masks(rows: int, num_features: int) -> int:
     """The copies per training row ``n_masks="auto"`` makes of ``rows`` x ``num_features``: as many as keep them
     within 20 million cells, from 1 to 16."""
     return int(np.clip(_AUTO_CELLS // max(rows * num_features, 1), 1, 16))
-
-
-def _label_kind(label) -> type | None:
-    """The kind of a saved class label: bool, str or float (a finite number); None for anything else."""
-    if isinstance(label, (bool, np.bool_)):
-        return bool
-    if isinstance(label, str):
-        return str
-    return float if isinstance(label, numbers.Real) and math.isfinite(label) else None
 
 
 class PolicyClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
@@ -362,12 +351,7 @@ class PolicyClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
     def _restore_units(self, state: dict) -> None:
         """``classes_``, ``units_`` and ``unit_cost_`` of a saved state, checked: the classes distinct labels of one
         kind (as ``np.unique`` of y gives them), the units as :func:`restore_units` checks them."""
-        labels = state["classes"]
-        kinds = {_label_kind(c) for c in labels} if isinstance(labels, list) else {None}
-        self.classes_ = np.asarray(labels) if len(kinds) == 1 and None not in kinds else None
-        if self.classes_ is None or len(self.classes_) < 2 or len(np.unique(self.classes_)) != len(self.classes_):
-            raise saved.damaged(state, f"classes should be 2 or more distinct labels of one kind (finite numbers, "
-                                       f"strings or booleans), got {labels!r:.80}")
+        self.classes_ = saved.class_labels(state)
         restore_units(self, state)
 
     def _restored_classifier(self, state: dict, folder, manifest: dict, name: str) -> lgb.Booster:

@@ -354,9 +354,7 @@ class BudgetRFClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
     def _restore(self, state: dict, folder, manifest: dict) -> None:
         """The fitted forest from its arrays (checked where they enter: shapes, offsets, finite values; the tree
         structure by Forest)."""
-        classes = np.asarray(state["classes"])
-        if classes.ndim != 1 or not len(classes) or len(np.unique(classes)) != len(classes):  # fit takes one
-            raise saved.damaged(state, f"classes should be distinct labels, got {state['classes']!r:.80}")
+        classes = saved.class_labels(state, least=1)  # fit takes one
         nodes, leaves = (saved.array(state, key, (None,), np.int64, low=0) for key in ("node_offset", "leaf_offset"))
         arrays = {k: saved.array(state, k, (None,), dtype) for k, dtype in
                   (("feature", np.int32), ("threshold", np.float64), ("left", np.int32), ("right", np.int32))}

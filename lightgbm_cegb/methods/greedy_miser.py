@@ -229,8 +229,8 @@ class _GreedyMiser(BudgetedEstimator, BaseEstimator):
         if self.best_iteration_ > self.booster_.current_iteration():
             raise saved.damaged(state, f"best_iteration should be at most the model's "
                                        f"{self.booster_.current_iteration()} iterations, got {self.best_iteration_}")
-        if "classes" in state:
-            self.classes_ = np.asarray(state["classes"])
+        if "classes" in state:  # a classifier's: as many as the model's outputs (one output: two classes)
+            self.classes_ = saved.class_labels(state, count=max(2, self.booster_.num_model_per_iteration()))
 
     def prefix(self, n_iterations: int):
         """A copy of the fitted model holding only its first ``n_iterations`` iterations.

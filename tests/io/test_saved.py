@@ -307,7 +307,15 @@ _DELETE = object()
     ("BudgetRF", ("state", "n_estimators"), 10**9, r"the forest's arrays do not match its n_estimators \(1000000000\)"),
     ("BudgetRF", ("state", "threshold"), lambda t: [float("nan")] + t[1:], r"\(state\): threshold should hold finite"),
     ("BudgetRF", ("state", "classes"), [0, 1, 2], r"leaf_counts should be an array of shape \(n, 3\), got shape"),
-    ("BudgetRF", ("state", "classes"), [0, 0], r"classes should be distinct labels, got \[0, 0\]"),
+    ("BudgetRF", ("state", "classes"), [0, 0], r"classes should be 1 or more distinct labels of one kind .* in sorted "
+                                               r"order, as fit gives them, got \[0, 0\]"),
+    ("BudgetRF", ("state", "classes"), [1, 0], r"classes should be 1 or more distinct labels .* in sorted order"),
+    ("BudgetRF", ("state", "node_offset"), lambda o: [0, 1e19] + o[2:], r"node_offset should hold int64 integers >= 0"),
+    ("GreedyMiser", ("state", "classes"), [1, 0], r"classes should be 2 distinct labels .* in sorted order"),
+    ("GreedyMiser", ("state", "classes"), [0], r"classes should be 2 distinct labels"),
+    ("GreedyMiser", ("params", "bogus"), 1, r"params are not GreedyMiserClassifier's parameters"),
+    ("Acquisition", ("state", "classes"), [1, 0], r"classes should be 2 or more distinct labels .* in sorted order"),
+    ("CSTC", ("state", "classes"), [1, 0], r"classes should be 2 or more distinct labels .* in sorted order"),
     ("BudgetRF", ("state", "node_offset"), lambda o: [0] + [v + 1 for v in o[1:]], r"do not match its n_estimators"),
     ("BudgetRF", ("state", "feature"), lambda f: [7] + f[1:], r"feature"),
     ("AdaptLIN", ("state", "gate_coef"), [1.0, 2.0], r"gate_coef should be an array of shape \(4,\), got shape \(2,\)"),
@@ -331,6 +339,36 @@ def test_manifest_fields_are_checked_where_they_enter(tmp_path, kind, path, valu
     with pytest.raises(CEGBError, match=r"manifest\.json|format_version|Forest") as info:
         cls.load(tmp_path / "m", **given)
     assert re.search(message, str(info.value)), str(info.value)
+
+
+def test_what_the_format_does_not_write_is_refused_by_name(tmp_path):
+    """Found by an independent review: values encode never writes (an ``__items__`` that is not a list of pairs, a
+    nesting deeper than Python's recursion), a manifest without its class, and a Selection in format version 1
+    (lightgbm_cegb 0.1.0 had none: its model was read from a file named 'None', unverified) were TypeErrors,
+    RecursionErrors or loads; each is a CEGBError now."""
+    from lightgbm_cegb.selection import Selection
+
+    _, cls, given, _ = _fitted("GreedyMiser", tmp_path)
+    for value in ({"__items__": 5}, {"__items__": [[{"a": 1}, 2]]}, {"__FeatureCosts__": {"bogus": 1}}):
+        _edit(tmp_path, ("state", "extra"), value)
+        with pytest.raises(CEGBError, match=r"is not what lightgbm_cegb writes"):
+            cls.load(tmp_path / "m", **given)
+    manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
+    (tmp_path / "m" / "manifest.json").write_text(json.dumps({**manifest, "state": {
+        **manifest["state"], "extra": json.loads("[" * 700 + "]" * 700)}}))
+    with pytest.raises(CEGBError, match=r"is not what lightgbm_cegb writes|cannot be read as JSON"):
+        cls.load(tmp_path / "m", **given)
+    (tmp_path / "m" / "manifest.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(CEGBError, match=r"cannot be read as JSON"):
+        cls.load(tmp_path / "m", **given)
+    (tmp_path / "m" / "manifest.json").write_text(json.dumps({key: v for key, v in manifest.items()
+                                                              if key != "estimator"}))
+    with pytest.raises(CEGBError, match=r"estimator should be a class name, got None"):
+        cls.load(tmp_path / "m", **given)
+    (tmp_path / "m" / "manifest.json").write_text(json.dumps({"format": "lightgbm_cegb.Selection", "version": 1}))
+    with pytest.raises(CEGBError, match=r"format version 1 \(lightgbm_cegb 0\.1\.0\) saved only AdaptGBRT, .*"
+                                        r"got 'Selection'"):
+        Selection.load(tmp_path / "m")
 
 
 SAVER = """

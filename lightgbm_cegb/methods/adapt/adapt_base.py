@@ -215,9 +215,7 @@ class AdaptBase(BudgetedEstimator, ClassifierMixin, BaseEstimator):
 
     def _restore(self, state: dict, folder, manifest: dict) -> None:
         self.f0_ = self.f0  # given to load, fitted
-        self.classes_ = np.asarray(state["classes"])
-        if self.classes_.ndim != 1 or not len(self.classes_) or len(np.unique(self.classes_)) != len(self.classes_):
-            raise saved.damaged(state, f"classes should be distinct labels, got {state['classes']!r:.80}")
+        self.classes_ = saved.class_labels(state, least=1)
         self.gate_threshold_ = float(saved.array(state, "gate_threshold", (), finite=False))  # inf: p_full 0 or 1
         if state.get("train_fraction_to_f0") is not None:
             self.train_fraction_to_f0_ = float(saved.array(state, "train_fraction_to_f0", (), low=0.0))

@@ -331,7 +331,7 @@ class _Base(BudgetedEstimator, BaseEstimator):
         self.best_iteration_ = saved.integer(state, "best_iteration", 0)
         self.objective_ = state["objective"]
         if state["classes"] is not None:
-            self.classes_ = np.asarray(state["classes"])
+            self.classes_ = saved.class_labels(state)
 
     @classmethod
     def _upgrade(cls, manifest: dict) -> dict:
