@@ -1195,6 +1195,8 @@ def best_cut(estimator, booster: lgb.Booster, what: str, metric: str) -> lgb.Boo
 def restore_units(estimator, state: dict) -> None:
     """``units_`` and ``unit_cost_`` of a saved state, checked: the units a partition of the columns (as
     ``FeatureCosts.units`` gives them: every column in exactly one unit)."""
+    if getattr(estimator, "costs_", None) is None:  # fit always resolves one (every feature at 1 without costs)
+        raise saved.damaged(state, "the manifest's costs should be the fitted cost model, got null")
     num_features = estimator.n_features_in_
     units = state["units"]
     if not isinstance(units, list) or not units or any(
@@ -1202,11 +1204,13 @@ def restore_units(estimator, state: dict) -> None:
                                                     or not 0 <= f < num_features for f in u) for u in units):
         raise saved.damaged(state, f"units should be lists of column indices below {num_features}, got "
                                    f"{units!r:.80}")
-    times = np.bincount([f for u in units for f in u], minlength=num_features)
-    if (times != 1).any():
-        column = int(np.flatnonzero(times != 1)[0])
+    # counts up to the largest column named only (not num_features of them: a manifest's n_features_in may be 10**12)
+    times = np.bincount([f for u in units for f in u])
+    if len(times) < num_features or (times != 1).any():
+        column = int(np.flatnonzero(times != 1)[0]) if (times != 1).any() else len(times)
+        count = times[column] if column < len(times) else 0
         raise saved.damaged(state, f"units should hold each of the {num_features} columns once (a partition of "
-                                   f"the columns), got column {column} in {times[column]} units")
+                                   f"the columns), got column {column} in {count} units")
     estimator.units_ = [tuple(u) for u in units]
     estimator.unit_cost_ = saved.array(state, "unit_cost", (len(units),), low=0.0)
 

@@ -224,6 +224,8 @@ class _GreedyMiser(BudgetedEstimator, BaseEstimator):
         return state, {"booster": self.booster_.model_to_string()}
 
     def _restore(self, state: dict, folder, manifest: dict) -> None:
+        if getattr(self, "costs_", None) is None:  # fit always resolves one (every feature at 1 without costs)
+            raise saved.damaged(state, "the manifest's costs should be the fitted cost model, got null")
         self.booster_ = saved.booster(folder, manifest, "booster")
         self.best_iteration_ = saved.integer(state, "best_iteration", 0)
         if self.best_iteration_ > self.booster_.current_iteration():

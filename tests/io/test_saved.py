@@ -315,6 +315,10 @@ _DELETE = object()
     ("GreedyMiser", ("state", "classes"), [0], r"classes should be 2 distinct labels"),
     ("GreedyMiser", ("params", "bogus"), 1, r"params are not GreedyMiserClassifier's parameters"),
     ("Acquisition", ("state", "classes"), [1, 0], r"classes should be 2 or more distinct labels .* in sorted order"),
+    ("Acquisition", ("costs",), None, r"the manifest's costs should be the fitted cost model, got null"),
+    ("GreedyMiser", ("costs",), None, r"the manifest's costs should be the fitted cost model, got null"),
+    ("Acquisition", ("n_features_in",), 10**12, r"units should hold each of the 1000000000000 columns once .* got "
+                                                       r"column 4 in 0 units"),
     ("CSTC", ("state", "classes"), [1, 0], r"classes should be 2 or more distinct labels .* in sorted order"),
     ("BudgetRF", ("state", "node_offset"), lambda o: [0] + [v + 1 for v in o[1:]], r"do not match its n_estimators"),
     ("BudgetRF", ("state", "feature"), lambda f: [7] + f[1:], r"feature"),
