@@ -20,7 +20,10 @@ writes a forest read from LightGBM text back in LightGBM's format (``GBDT::SaveM
 ``Tree::ToString``): ``write_text(read_text(t)) == t`` for the models LightGBM writes.
 
 ``READER`` is LightGBM's model reader (``io.model_readers``): Boosters and scikit-learn-API models by their model
-text (``booster_of``), model files by their text.
+text (``booster_of``), model files by their text; ``loaded`` and ``trained`` keep the text a Booster loaded or wrote,
+so that it is read, not written again.
+
+Its length: one format's reader, its checks, its writer and the text kept of Boosters, which share its fields.
 """
 
 from __future__ import annotations
@@ -185,7 +188,8 @@ def _numbers(fields: dict, key: str, count: int, tree: int, required: bool = Tru
     if len(tokens) != count:
         raise CEGBError(f"LightGBM model: tree {tree}: '{key}' should have {count} values, got {len(tokens)}")
     try:
-        return np.array(_digits(fields[key]).split(), dtype=dtype)
+        _digits(fields[key])
+        return np.array(tokens, dtype=dtype)
     except (ValueError, OverflowError):  # OverflowError: an integer outside int64
         bad = next(t for t in tokens if not _parses(t, dtype))
         raise CEGBError(f"LightGBM model: tree {tree}: '{key}' holds {bad!r}, not "
@@ -570,12 +574,26 @@ def trained(params: dict, train_set: lgb.Dataset, num_boost_round: int, **kwargs
     return booster
 
 
+def _kept(booster: lgb.Booster):
+    """The text (or Forest) :func:`loaded` or :func:`trained` kept of ``booster`` while it holds those trees; None."""
+    kept = _LOADED.get(booster)
+    return kept[1] if kept is not None and kept[0] == _identity(booster) else None
+
+
+def model_text(model) -> str:
+    """The LightGBM model's text: the one its Booster loaded or wrote when its training ended (:func:`loaded`,
+    :func:`trained`) while it holds those trees, else written by LightGBM now."""
+    booster = booster_of(model)
+    kept = _kept(booster)
+    return kept if isinstance(kept, str) else booster.model_to_string(num_iteration=-1)
+
+
 def _read_model(model) -> Forest:
     booster = booster_of(model)
-    kept = _LOADED.pop(booster, None)
-    if kept is not None and kept[0] == _identity(booster):
-        return kept[1] if isinstance(kept[1], Forest) else read_text(kept[1])
-    return read_text(booster.model_to_string(num_iteration=-1))
+    kept = _kept(booster)
+    _LOADED.pop(booster, None)
+    return kept if isinstance(kept, Forest) else read_text(kept if kept is not None else
+                                                           booster.model_to_string(num_iteration=-1))
 
 
 def _read_model_again(model) -> Forest:

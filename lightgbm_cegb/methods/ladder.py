@@ -23,7 +23,7 @@ from lightgbm_cegb.core.report import CostReport
 from lightgbm_cegb.core.subsets import SubsetSearch, Unit, searched
 from lightgbm_cegb.core.validation import checked_sequence
 from lightgbm_cegb.io import saved
-from lightgbm_cegb.io.lightgbm_text import loaded
+from lightgbm_cegb.io.lightgbm_text import loaded, model_text
 from lightgbm_cegb.methods.acquisition import EvaluationCost, checked_data, compiled_stages, hidden
 from lightgbm_cegb.methods.dask_stages import persisted, raw_scores
 
@@ -155,7 +155,7 @@ class StageMemo:
         """
         def made(columns: list[int], init) -> tuple[list, str]:
             booster = train_on(columns, init)
-            return [booster], booster.model_to_string()
+            return [booster], model_text(booster)  # the text its training wrote (a cut stage's), not written again
 
         def shared(columns: list[int], init=(None, None)) -> lgb.Booster:
             if any(part is not None for part in init):
