@@ -26,7 +26,7 @@ import os
 import warnings
 
 import numpy as np
-from sklearn.base import clone
+from sklearn.base import clone, is_classifier
 
 from lightgbm_cegb.core.costs import FeatureCosts, lightgbm_feature_names, resolve_costs
 from lightgbm_cegb.core.errors import CEGBError, NoSplitWarning, NotFittedError
@@ -370,7 +370,13 @@ class BudgetedEstimator:
         model._restore_inputs(int(manifest["n_features_in"]), manifest.get("feature_names_in"))
         if manifest["costs"] is not None:  # the fitted costs (the CEGB estimators restore theirs from their state)
             model.costs_ = FeatureCosts.from_dict(manifest["costs"])
-        model._restore(saved.decode(manifest["state"]), folder, manifest)
+        state = saved.decode(manifest["state"])
+        if (state.get("classes") is not None) != is_classifier(model):  # a sibling's state (classifier, regressor)
+            raise saved.damaged(state, f"{cls.__name__} is {'' if is_classifier(model) else 'not '}a classifier: its "
+                                       f"state should {'' if is_classifier(model) else 'not '}hold class labels, "
+                                       f"got classes {state.get('classes')!r:.60}")
+        model._restore(state, folder, manifest)
+        saved.every_file_used(manifest)
         return model
 
     def _restore_inputs(self, n_features: int, names: list[str] | None) -> None:
@@ -436,8 +442,15 @@ def nested_model(cls: type, described: dict, manifest, folder, prefix: str) -> B
     """
     files = {name.removeprefix(prefix): file_name for name, file_name in manifest["files"].items()
              if name.startswith(prefix)}
-    inner = saved.Fields({"format_version": manifest["format_version"], "files": files,
-                          **{key: described.get(key) for key in ("params", "state", "n_features_in",
-                                                                 "feature_names_in", "costs")}}, manifest.where)
+    missing = [key for key in ("params", "state", "n_features_in") if key not in described]
+    if missing:
+        raise saved.damaged(manifest, f"the chosen model's description lacks {missing}")
+    inner = saved.checked_fields({"format_version": manifest["format_version"], "files": files,
+                                  "estimator": cls.__name__,
+                                  **{key: described.get(key) for key in ("params", "state", "n_features_in",
+                                                                         "feature_names_in", "costs")}},
+                                 f"{manifest.where} (the chosen model)")
     inner.texts = {name: manifest.texts[f"{prefix}{name}"] for name in files}
-    return cls._from_manifest(inner, folder, {})
+    model = cls._from_manifest(inner, folder, {})
+    manifest.used.update(f"{prefix}{name}" for name in inner.used)
+    return model

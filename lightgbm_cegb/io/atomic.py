@@ -4,6 +4,7 @@ serializes the writers of its files."""
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,17 +17,50 @@ except ImportError:  # pragma: no cover - not POSIX
 
 
 def write_atomically(path: str | os.PathLike, write) -> None:
-    """``write(tmp)`` to a temporary file beside ``path``, then moved onto it (nothing left on failure)."""
+    """``write(tmp)`` to a temporary file beside ``path``, flushed to the disk, then moved onto it and the move
+    flushed too (nothing left on failure; after a crash or a power loss the old file or the new one). The new file
+    keeps the mode of the one it replaces, else has the mode ``open`` would give it (0666 less the umask)."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
     os.close(fd)
-    os.chmod(tmp, 0o644)  # mkstemp's 0600 is for secrets: these are files to share
     try:
+        os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode) if path.exists() else 0o666 & ~_umask())
         write(tmp)
+        _flushed(tmp)
         os.replace(tmp, path)
+        _flushed(path.parent)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def _flushed(path: str | os.PathLike) -> None:
+    """``fsync`` a file or a folder (a folder's: the names moved into it). A file system that cannot (some network
+    and virtual ones refuse a folder's) is left as it is."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _umask() -> int:
+    """The process's umask: read where Linux shows it (``os.umask`` sets it to read it, which a thread creating a
+    file meanwhile would see)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 @contextmanager

@@ -73,12 +73,14 @@ MANIFEST = "manifest.json"
 
 class Fields(dict):
     """A mapping read from a manifest (the manifest, its ``state``, its ``costs``): a key it lacks is a CEGBError
-    that names the key and the file, not a bare KeyError. A manifest's ``texts``: its artifacts, as read."""
+    that names the key and the file, not a bare KeyError. A manifest's ``texts``: its artifacts, as read; ``used``:
+    the names of those the estimator has taken (:func:`text_of`)."""
 
     def __init__(self, values: Mapping, where: str) -> None:
         super().__init__(values)
         self.where = where
         self.texts: dict[str, str] | None = None
+        self.used: set[str] = set()
 
     def __missing__(self, key):
         raise CEGBError(f"{self.where} lacks the key {key!r}: the file is damaged, or was not written by "
@@ -321,7 +323,12 @@ def _parsed(raw: bytes, folder: Path, estimator: str | None) -> Fields:
         manifest = {**manifest, "format_version": 1, "estimator": kind}
     if estimator is not None and kind != estimator:
         raise CEGBError(f"path: {str(folder)!r} is not {_a(estimator)} model (it holds {_a(kind)} model)")
-    where = f"path: the manifest {str(folder / MANIFEST)!r}"
+    return checked_fields(manifest, f"path: the manifest {str(folder / MANIFEST)!r}")
+
+
+def checked_fields(manifest: dict, where: str) -> Fields:
+    """``manifest`` (or a nested model's description) as Fields of ``where``, the types of the fields every
+    estimator reads checked (a missing one is named when it is read), its state and costs Fields too."""
     manifest = Fields(manifest, where)
     _check_fields(manifest, where)
     for key in ("state", "costs"):
@@ -331,7 +338,6 @@ def _parsed(raw: bytes, folder: Path, estimator: str | None) -> Fields:
 
 
 def _check_fields(manifest: Fields, where: str) -> None:
-    """The types of the fields every estimator reads (a missing one is named when it is read)."""
     def refuse(key: str, expected: str) -> None:
         raise CEGBError(f"{where}: {key} should be {expected}, got {manifest[key]!r:.80}")
 
@@ -465,6 +471,21 @@ def class_labels(state: Mapping, key: str = "classes", *, count: int | None = No
     return classes
 
 
+def every_file_used(manifest: Mapping) -> None:
+    """A CEGBError naming the artifacts a format-2 manifest names that its estimator did not take (a count in the
+    state edited down: the model would load without them, another model than the one saved)."""
+    if isinstance(manifest, Fields) and manifest["format_version"] >= 2:
+        unused = sorted(set(manifest["files"]) - manifest.used)
+        if unused:
+            raise damaged(manifest, f"files name {unused}, which the {manifest['estimator']} its state describes does "
+                                    "not read (its state and its files are not of one save)")
+
+
+def class_scores(n_classes: int) -> int:
+    """The raw scores per row of a model of ``n_classes`` classes: one for two, one per class for more."""
+    return 1 if n_classes == 2 else n_classes
+
+
 def integer(state: Mapping, key: str, low: int) -> int:
     """``state[key]`` as an int >= ``low`` (a JSON integer, not a bool); a CEGBError naming the key otherwise."""
     value = state[key]
@@ -480,6 +501,7 @@ def text_of(folder: Path, manifest: Mapping, name: str, legacy: str | None = Non
         texts = getattr(manifest, "texts", None) or {}
         if name not in texts:
             raise CEGBError(f"path: the saved model in {str(folder)!r} lacks its file for {name!r}")
+        manifest.used.add(name)
         return texts[name]
     path = folder / str(legacy)
     try:
@@ -491,16 +513,42 @@ def text_of(folder: Path, manifest: Mapping, name: str, legacy: str | None = Non
     return utf8_text(data, path, "path")
 
 
-def booster(folder: Path, manifest: Mapping, name: str, legacy: str | None = None) -> lgb.Booster:
+#: the kinds of model a LightGBM objective trains, by the first word of a model file's objective line: the
+#: package's own gradients (objective "none", no line) are "own"; every other objective is "regression"
+OBJECTIVE_KINDS = {None: "own", "binary": "classification", "multiclass": "classification",
+                   "multiclassova": "classification", "lambdarank": "ranking", "rank_xendcg": "ranking"}
+
+
+def objective_kind(objective: str | None) -> str:
+    """The kind of model (``OBJECTIVE_KINDS``) a LightGBM objective (a model file's objective line) trains."""
+    return OBJECTIVE_KINDS.get(None if objective is None else objective.split()[0], "regression")
+
+
+KIND_NAMES = {"own": "the package's own gradients (objective none)", "classification": "a classification objective",
+              "ranking": "a ranking objective", "regression": "a regression objective"}
+
+
+def booster(folder: Path, manifest: Mapping, name: str, legacy: str | None = None, *, kinds: tuple[str, ...],
+            outputs: int | None = None) -> lgb.Booster:
     """The LightGBM model saved as the artifact ``name``, read by the package's checked reader first (LightGBM's
-    own aborts the process on some damaged texts)."""
+    own aborts the process on some damaged texts): its features the manifest's, its objective of one of
+    ``kinds`` (:func:`objective_kind`) and, unless None, ``outputs`` scores per row (a model of another estimator
+    in its place is refused by name; its hash cannot tell)."""
     text = text_of(folder, manifest, name, legacy)
     try:
         forest = read_text(text)
     except CEGBError as exc:
         raise CEGBError(f"path: the saved model's file for {name!r} in {str(folder)!r} is not a LightGBM model "
                         f"this package reads: {exc}") from None
+    where = f"path: the saved model's file for {name!r} in {str(folder)!r}"
     if forest.num_features != manifest["n_features_in"]:
-        raise CEGBError(f"path: the saved model's file for {name!r} in {str(folder)!r} reads {forest.num_features} "
-                        f"features, the manifest's n_features_in is {manifest['n_features_in']}")
+        raise CEGBError(f"{where} reads {forest.num_features} features, the manifest's n_features_in is "
+                        f"{manifest['n_features_in']}")
+    if objective_kind(forest.objective) not in kinds:
+        raise CEGBError(f"{where} holds a model of objective {forest.objective or 'none'!r}, where "
+                        f"{_a(manifest['estimator'])} keeps models of "
+                        f"{' or '.join(KIND_NAMES[kind] for kind in kinds)} there")
+    if outputs is not None and forest.trees_per_iteration != outputs:
+        raise CEGBError(f"{where} gives {forest.trees_per_iteration} scores per row, where "
+                        f"{_a(manifest['estimator'])} keeps a model of {outputs} there")
     return loaded(text, forest)

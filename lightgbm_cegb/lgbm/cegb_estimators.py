@@ -41,6 +41,7 @@ class _CEGBMixin(BudgetedEstimator):
     _tradeoff = "cegb_tradeoff"
     _fitted_attribute = "fitted_"
     _probe = {"n_estimators": 1}  # tradeoff_scale: the first tree, as lightgbm_cegb.lgbm.cegb_tradeoff_scale
+    _objective_kinds = ("regression", "own")  # of a saved model's booster (io.saved.objective_kind; own: a callable)
     # the package's own parameters; LightGBM checks its own (LGBMModel's)
     _constraints = {
         "feature_costs": Satisfies(_costs_kind, "a FeatureCosts, a mapping or pandas Series from feature name to "
@@ -166,7 +167,7 @@ class _CEGBMixin(BudgetedEstimator):
 
     def _restore(self, state: dict, folder, manifest: dict) -> None:
         """The fitted attributes LightGBM's ``fit`` sets (its estimators have no other way to load)."""
-        self._Booster = saved.booster(folder, manifest, "booster")
+        self._Booster = saved.booster(folder, manifest, "booster", kinds=self._objective_kinds)
         if not isinstance(state["objective"], str):
             raise saved.damaged(state, f"objective should be a string, got {state['objective']!r:.40}")
         self._objective = state["objective"]
@@ -277,6 +278,7 @@ class CEGBRegressor(_CEGBMixin, lgb.LGBMRegressor):
 
 class CEGBClassifier(_CEGBMixin, lgb.LGBMClassifier):
     __doc__ = _DOC.format(kind="Classifier", base="LGBMClassifier", name="CEGBClassifier")
+    _objective_kinds = ("classification", "own")
 
     def predict_proba(self, X, *args, **kwargs):
         """Predict class probabilities with LightGBM's ``predict_proba``, raising NotFittedError before ``fit``.
@@ -314,6 +316,7 @@ class CEGBClassifier(_CEGBMixin, lgb.LGBMClassifier):
 
 class CEGBRanker(_CEGBMixin, lgb.LGBMRanker):
     __doc__ = _DOC.format(kind="Ranker", base="LGBMRanker", name="CEGBRanker")
+    _objective_kinds = ("ranking", "regression", "classification", "own")  # pointwise objectives rank too
 
     def __init__(self, *, feature_costs=None, cegb_tradeoff: float = 1.0, **kwargs):
         self.feature_costs = feature_costs

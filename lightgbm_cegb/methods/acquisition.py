@@ -357,12 +357,8 @@ class PolicyClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
     def _restored_classifier(self, state: dict, folder, manifest: dict, name: str) -> lgb.Booster:
         """The saved classifier ``name``, which must score the ``classes_`` (one score per row for two classes,
         one per class for more)."""
-        booster = saved.booster(folder, manifest, name)
-        scores = 1 if len(self.classes_) == 2 else len(self.classes_)
-        if booster.num_model_per_iteration() != scores:
-            raise saved.damaged(state, f"the classifier {name!r} gives {booster.num_model_per_iteration()} scores per "
-                                       f"row, the {len(self.classes_)} classes take {scores}")
-        return booster
+        return saved.booster(folder, manifest, name, kinds=("classification",),
+                             outputs=saved.class_scores(len(self.classes_)))
 
     def _checked_eval_set(self, eval_set) -> tuple[np.ndarray, np.ndarray]:
         """``eval_set``'s (X_valid, its labels' class indices), checked: a pair, X_valid's columns as fit's, one
@@ -1193,8 +1189,8 @@ def best_cut(estimator, booster: lgb.Booster, what: str, metric: str) -> lgb.Boo
 
 
 def restore_units(estimator, state: dict) -> None:
-    """``units_`` and ``unit_cost_`` of a saved state, checked: the units a partition of the columns (as
-    ``FeatureCosts.units`` gives them: every column in exactly one unit)."""
+    """``units_`` and ``unit_cost_`` of a saved state, checked: the units a partition of the columns, and both
+    what ``FeatureCosts.units`` gives of the fitted costs (as fit sets them)."""
     if getattr(estimator, "costs_", None) is None:  # fit always resolves one (every feature at 1 without costs)
         raise saved.damaged(state, "the manifest's costs should be the fitted cost model, got null")
     num_features = estimator.n_features_in_
@@ -1213,6 +1209,13 @@ def restore_units(estimator, state: dict) -> None:
                                    f"the columns), got column {column} in {count} units")
     estimator.units_ = [tuple(u) for u in units]
     estimator.unit_cost_ = saved.array(state, "unit_cost", (len(units),), low=0.0)
+    fitted = estimator.costs_.units(num_features)  # num_features is at most the columns the units name
+    if estimator.units_ != [columns for _, columns, _ in fitted] or \
+            not np.array_equal(estimator.unit_cost_, [price for _, _, price in fitted]):
+        raise saved.damaged(state, f"units and unit_cost should be the fitted costs' units and their prices, "
+                                   f"{[list(columns) for _, columns, _ in fitted]!r:.60} at "
+                                   f"{[price for _, _, price in fitted]!r:.60}, got {units!r:.60} at "
+                                   f"{estimator.unit_cost_.tolist()!r:.60}")
 
 
 def checked_data(estimator, name: str, *data, **kwargs):

@@ -644,13 +644,8 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
     def _restore(self, state: dict, folder, manifest: dict) -> None:
         restore_units(self, state)
         self._restore_ladder(state)
-        self.stages_ = []
-        for k in range(1, len(self.stage_units_)):
-            booster = saved.booster(folder, manifest, f"stage_{k}")
-            if booster.num_model_per_iteration() != 1:
-                raise saved.damaged(state, f"the ranker 'stage_{k}' gives {booster.num_model_per_iteration()} scores "
-                                           "per document, a ranker 1")
-            self.stages_.append(booster)
+        self.stages_ = [saved.booster(folder, manifest, f"stage_{k}", kinds=("ranking",), outputs=1)
+                        for k in range(1, len(self.stage_units_))]
         self._compile("stages", self.stages_, [0.0])
 
 

@@ -226,12 +226,13 @@ class _GreedyMiser(BudgetedEstimator, BaseEstimator):
     def _restore(self, state: dict, folder, manifest: dict) -> None:
         if getattr(self, "costs_", None) is None:  # fit always resolves one (every feature at 1 without costs)
             raise saved.damaged(state, "the manifest's costs should be the fitted cost model, got null")
-        self.booster_ = saved.booster(folder, manifest, "booster")
+        classifier = "classes" in state
+        self.booster_ = saved.booster(folder, manifest, "booster", kinds=("own",), outputs=None if classifier else 1)
         self.best_iteration_ = saved.integer(state, "best_iteration", 0)
         if self.best_iteration_ > self.booster_.current_iteration():
             raise saved.damaged(state, f"best_iteration should be at most the model's "
                                        f"{self.booster_.current_iteration()} iterations, got {self.best_iteration_}")
-        if "classes" in state:  # a classifier's: as many as the model's outputs (one output: two classes)
+        if classifier:  # as many as the model's outputs (one output: two classes)
             self.classes_ = saved.class_labels(state, count=max(2, self.booster_.num_model_per_iteration()))
 
     def prefix(self, n_iterations: int):

@@ -506,8 +506,10 @@ class StagedAcquisitionRegressor(StageLadder, BudgetedEstimator, RegressorMixin,
                                            f"{'' if low is None else ' above 0' if key == 'scale' else ' >= 0'}, "
                                            f"got {value!r:.40}")
         self.mean_, self.scale_, self.gap0_ = float(state["mean"]), float(state["scale"]), float(state["gap0"])
-        self.stages_ = [saved.booster(folder, manifest, f"stage_{k}") for k in range(1, len(self.stage_units_))]
-        self.gaps_ = [saved.booster(folder, manifest, f"gap_{k}") for k in range(1, len(self.stages_))]
+        self.stages_ = [saved.booster(folder, manifest, f"stage_{k}", kinds=("regression",), outputs=1)
+                        for k in range(1, len(self.stage_units_))]
+        self.gaps_ = [saved.booster(folder, manifest, f"gap_{k}", kinds=("regression",), outputs=1)
+                      for k in range(1, len(self.stages_))]
         self._compile("stages", self.stages_, [self.mean_])
         self._compile("gaps", self.gaps_, [self.gap0_])
 

@@ -4,6 +4,7 @@ package's estimator a saved choice names)."""
 
 from __future__ import annotations
 
+import numbers
 import os
 from dataclasses import dataclass, field
 
@@ -21,6 +22,11 @@ from lightgbm_cegb.core.report import CostReport
 from lightgbm_cegb.io import saved
 from lightgbm_cegb.io.models import booster_of
 from lightgbm_cegb.selection.registry import Candidate
+
+#: the kinds of LightGBM model (io.saved.objective_kind) a saved Selection's model may be, by its task (None: a
+#: Selection saved without one); a ranking's plain models may have a pointwise objective
+TASK_OBJECTIVES = {"binary": ("classification",), "multiclass": ("classification",), "regression": ("regression",),
+                   "ranking": ("ranking", "regression", "classification"), None: tuple(saved.KIND_NAMES)}
 
 
 @dataclass
@@ -267,9 +273,17 @@ class Selection:
         if not isinstance(params["method"], str) or not isinstance(params["params"], dict) \
                 or not isinstance(params["within_budget"], bool) or not isinstance(state["model"], dict):
             raise saved.damaged(manifest, "method, params, within_budget or model is not of its type")
+        task = state.get("task")
+        if not isinstance(task, (str, type(None))) or task not in TASK_OBJECTIVES:
+            raise saved.damaged(state, f"task should be binary, multiclass, regression, ranking or null, got "
+                                       f"{task!r:.40}")
+        classes = None if state.get("classes") is None else saved.class_labels(state)
+        if classes is not None and task != ("binary" if len(classes) == 2 else "multiclass"):
+            raise saved.damaged(state, f"classes: {len(classes)} labels are not a {task!r:.20} task's")
         described = state["model"]
         if described.get("kind") == "booster":
-            model = saved.booster(folder, manifest, "model")
+            model = saved.booster(folder, manifest, "model", kinds=TASK_OBJECTIVES[task],
+                                  outputs=None if classes is None else saved.class_scores(len(classes)))
         elif described.get("kind") == "estimator":
             estimator = estimator_class(described.get("estimator"))
             if estimator is None:
@@ -279,16 +293,19 @@ class Selection:
         else:
             raise saved.damaged(manifest, f"model kind should be 'booster' or 'estimator', got "
                                           f"{described.get('kind')!r:.40}")
+        saved.every_file_used(manifest)
+        if classes is not None and hasattr(model, "classes_") and len(model.classes_) != len(classes):
+            raise saved.damaged(state, f"classes should name the chosen model's {len(model.classes_)} classes (its "
+                                       f"codes), got {classes.tolist()!r:.60}")
         costs = None if manifest["costs"] is None else FeatureCosts.from_dict(manifest["costs"])
-        figures = {key: None if state.get(key) is None else float(state[key])
-                   for key in ("valid_quality", "valid_cost", "test_quality", "test_cost", "decision_threshold")}
-        task, classes = state.get("task"), state.get("classes")
-        if task not in (None, "binary", "multiclass", "regression", "ranking") or (classes is not None and (
-                task not in ("binary", "multiclass") or not isinstance(classes, list) or len(classes) < 2)):
-            raise saved.damaged(manifest, f"task should be a task's name and classes its 2 or more labels, got "
-                                          f"{task!r:.40} and {classes!r:.60}")
+        figures = {}
+        for key in ("valid_quality", "valid_cost", "test_quality", "test_cost", "decision_threshold"):
+            value = state.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real)):
+                raise saved.damaged(state, f"{key} should be a number or null, got {value!r:.40}")
+            figures[key] = None if value is None else float(value)
         return cls(params["method"], dict(params["params"]), model, None, within_budget=params["within_budget"],
-                   costs=costs, task=task, classes=None if classes is None else np.asarray(classes), **figures)
+                   costs=costs, task=task, classes=classes, **figures)
 
 
 def estimator_class(name):
@@ -302,8 +319,12 @@ def estimator_class(name):
     Returns
     -------
     type or None
-        The class (one with ``load``), or None when no estimator of the package has that name.
+        The class (one with ``load``), or None when no estimator the package exports has that name (its base
+        classes, which hold no model of their own, are not estimators).
     """
+    import lightgbm_cegb
+    if name not in lightgbm_cegb.__all__:
+        return None
     classes, seen = [BudgetedEstimator], []
     while classes:
         cls = classes.pop()

@@ -333,6 +333,10 @@ _DELETE = object()
     ("Acquisition", ("state", "tables_shape"), lambda s: [s[0], s[1] + 1, s[2]], r"tables_shape should be \[4 units, "
                                                                                   r"2 classes, outcomes\]"),
     ("Acquisition", ("state", "unit_cost"), [1, 1, 1, -1], r"unit_cost should hold finite numbers >= 0"),
+    ("Acquisition", ("state", "unit_cost"), [5, 1, 1, 1],
+     r"units and unit_cost should be the fitted costs' units and their prices, \[\[0\], \[1\], \[2\], \[3\]\] at "
+     r"\[1.0, 1.0, 1.0, 1.0\], got .* at \[5.0, 1.0, 1.0, 1.0\]"),
+    ("Acquisition", ("state", "units"), [[1], [0], [2], [3]], r"units and unit_cost should be the fitted costs' units"),
 ])
 def test_manifest_fields_are_checked_where_they_enter(tmp_path, kind, path, value, message):
     """Issue 48 (9): manifest fields were used without a check (a forest of 10**9 trees, NaN thresholds, a binary
@@ -604,3 +608,111 @@ def test_a_load_follows_links_to_regular_files_and_bounds_their_size(tmp_path, m
     with pytest.raises(CEGBError, match=r"cannot save the file 'booster': it holds \d+ bytes, more than a load reads"):
         model.save(tmp_path / "new")
     assert not (tmp_path / "new").exists()
+
+
+def _sibling(kind: str):
+    """(a fitted model of ``kind``, the rows): small, fast fits of the estimators whose saves the next tests edit."""
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(300, 4))
+    y, y3, values = (X[:, 0] > 0).astype(int), np.digitize(X[:, 0], [-0.5, 0.5]), X[:, 0] + X[:, 1]
+    fits = {
+        "GreedyMiserClassifier": lambda: lc.GreedyMiserClassifier(n_estimators=5).fit(X, y),
+        "GreedyMiserClassifier3": lambda: lc.GreedyMiserClassifier(n_estimators=5).fit(X, y3),
+        "GreedyMiserRegressor": lambda: lc.GreedyMiserRegressor(n_estimators=5).fit(X, values),
+        "CEGBClassifier": lambda: lc.CEGBClassifier(n_estimators=5, verbose=-1).fit(X, y),
+        "StagedAcquisitionClassifier": lambda: lc.StagedAcquisitionClassifier(
+            stages=2, n_estimators=5, random_state=0).fit(X, y),
+        "StagedAcquisitionRegressor": lambda: lc.StagedAcquisitionRegressor(
+            stages=2, n_estimators=5, random_state=0).fit(X, values),
+        "StagedAcquisitionRanker": lambda: lc.StagedAcquisitionRanker(
+            stages=2, n_estimators=5, random_state=0).fit(X, y3, group=[10] * 30),
+        "AdaptGBRT": lambda: lc.AdaptGBRT(f0=lgb.LGBMClassifier(n_estimators=5, verbose=-1).fit(X, y3), p_full=0.3,
+                                          n_rounds=1, trees_per_round=3).fit(X, y3),
+    }
+    return fits[kind](), X
+
+
+@pytest.mark.parametrize(("saved_as", "named", "message"), [
+    ("GreedyMiserClassifier", "GreedyMiserRegressor",
+     r"GreedyMiserRegressor is not a classifier: its state should not hold class labels, got classes \[0, 1\]"),
+    ("CEGBClassifier", "CEGBRegressor",
+     r"CEGBRegressor is not a classifier: its state should not hold class labels, got classes \[0, 1\]"),
+    ("GreedyMiserRegressor", "GreedyMiserClassifier",
+     r"GreedyMiserClassifier is a classifier: its state should hold class labels, got classes None"),
+])
+def test_a_sibling_class_named_in_the_manifest_is_refused(tmp_path, saved_as, named, message):
+    """A review (2026-12-07): a classifier's manifest naming its regressor sibling loaded and predicted raw scores
+    as values; a regressor's naming the classifier failed with an AttributeError at predict."""
+    model, _ = _sibling(saved_as)
+    model.save(tmp_path / "m")
+    _edit(tmp_path, ("estimator",), named)
+    with pytest.raises(CEGBError, match=r"manifest\.json' \(state\): " + message):
+        getattr(lc, named).load(tmp_path / "m")
+
+
+def _foreign(kind: str, X: np.ndarray) -> str:
+    """A LightGBM model text of another kind than the package's, on X's columns."""
+    label = {"regression": X[:, 0], "binary": (X[:, 1] > 0).astype(int)}[kind]
+    return lgb.train({"objective": kind, "verbose": -1}, lgb.Dataset(X, label), 3).model_to_string()
+
+
+@pytest.mark.parametrize(("kind", "artifact", "foreign", "message"), [
+    ("GreedyMiserClassifier", "booster", "regression",
+     r"holds a model of objective 'regression', where a GreedyMiserClassifier keeps models of the package's own "
+     r"gradients \(objective none\) there"),
+    ("CEGBClassifier", "booster", "regression",
+     r"holds a model of objective 'regression', where a CEGBClassifier keeps models of a classification objective or "
+     r"the package's own gradients"),
+    ("StagedAcquisitionClassifier", "stage_1", "regression",
+     r"holds a model of objective 'regression', where a StagedAcquisitionClassifier keeps models of a classification "
+     r"objective there"),
+    ("StagedAcquisitionRegressor", "stage_1", "binary",
+     r"holds a model of objective 'binary sigmoid:1', where a StagedAcquisitionRegressor keeps models of a "
+     r"regression objective there"),
+    ("StagedAcquisitionRanker", "stage_1", "regression",
+     r"holds a model of objective 'regression', where a StagedAcquisitionRanker keeps models of a ranking objective"),
+    ("GreedyMiserRegressor", "booster", "GreedyMiserClassifier3",
+     r"gives 3 scores per row, where a GreedyMiserRegressor keeps a model of 1 there"),
+    ("AdaptGBRT", "f1", "gate", r"gives 1 scores per row, where an AdaptGBRT keeps a model of 3 there"),
+])
+def test_an_artifact_of_another_kind_of_model_is_refused(tmp_path, kind, artifact, foreign, message):
+    """A review (2026-12-07): an artifact replaced by another LightGBM model of the same columns, renamed to its
+    hash as a save names it, loaded when its feature count matched: a Greedy Miser classifier then predicted from
+    a regression model, a staged regressor's stage from a binary one, an ADAPT model from its gate in f1's place.
+    Each estimator now names the kind of model (objective) and the scores per row it keeps there."""
+    model, X = _sibling(kind)
+    model.save(tmp_path / "m")
+    folder = tmp_path / "m"
+    files = json.loads((folder / "manifest.json").read_text())["files"]
+    if foreign in files:  # another artifact of the same save (ADAPT's gate for its f1)
+        text = (folder / files[foreign]).read_text()
+    elif foreign in ("regression", "binary"):
+        text = _foreign(foreign, X)
+    else:
+        text = _sibling(foreign)[0].booster_.model_to_string()
+    _rename_as_saved(folder, artifact, text)
+    with pytest.raises(CEGBError, match=rf"the saved model's file for '{artifact}' in .*{message}"):
+        type(model).load(folder, **({"f0": model.f0} if kind == "AdaptGBRT" else {}))
+
+
+def test_only_the_estimators_the_package_exports_are_read_by_name():
+    """A review (2026-12-07): a manifest (a Selection's chosen model, ``lightgbm-cegb`` commands) naming one of the
+    package's base classes (``_GreedyMiser``, ``PolicyClassifier``) was read with it: a model of no estimator."""
+    from lightgbm_cegb.selection.chosen import estimator_class
+    for name in ("_GreedyMiser", "PolicyClassifier", "AdaptBase", "BudgetedEstimator", "_CEGBMixin", "_Tree"):
+        assert estimator_class(name) is None, name
+    for name in ("GreedyMiserClassifier", "StagedAcquisitionRanker", "CEGBRegressor", "Cronus", "AdaptL1"):
+        assert estimator_class(name) is getattr(lc, name)
+
+
+def test_artifacts_a_state_does_not_read_are_refused(tmp_path):
+    """A review (2026-12-07): a staged model whose stage count was edited down (``stage_units`` shorter) loaded
+    without its last stage's file, another model than the one saved; now every file the manifest names must be
+    read by the estimator its state describes."""
+    model, X = _sibling("StagedAcquisitionClassifier")
+    model.save(tmp_path / "m")
+    stages = len(model.stage_units_)
+    _edit(tmp_path, ("state", "stage_units"), lambda units: units[:-1])
+    with pytest.raises(CEGBError, match=rf"manifest\.json': files name \['stage_{stages - 1}'\], which the "
+                                        r"StagedAcquisitionClassifier its state describes does not read"):
+        lc.StagedAcquisitionClassifier.load(tmp_path / "m")

@@ -561,17 +561,21 @@ def _one_table_doubled(state: dict) -> list:
     return tables.reshape(-1).tolist()
 
 
+_STATE = r"manifest\.json' \(state\): "
+
+
 @pytest.mark.parametrize(("key", "edit", "message"), [
     ("tables", lambda state: [0.0] * len(state["tables"]),
-     r"tables should hold probabilities that sum to 1 along its last axis, got a sum of 0 at \[0, 0\]"),
+     _STATE + r"tables should hold probabilities that sum to 1 along its last axis, got a sum of 0 at \[0, 0\]"),
     ("tables", _one_table_doubled,
-     r"tables should hold probabilities that sum to 1 along its last axis, got a sum of 2 at \[1, 0\]"),
+     _STATE + r"tables should hold probabilities that sum to 1 along its last axis, got a sum of 2 at \[1, 0\]"),
     ("units", lambda state: [state["units"][0] + state["units"][1]] + state["units"][1:],
-     r"units should hold each of the 4 columns once \(a partition of the columns\), got column \d in 2 units"),
+     _STATE + r"units should hold each of the 4 columns once \(a partition of the columns\), got column \d in 2 units"),
     ("units", lambda state: [state["units"][0]] * len(state["units"]),
-     r"units should hold .*, got column \d in [04] units"),
+     _STATE + r"units should hold .*, got column \d in [04] units"),
     ("classes", lambda state: state["classes"][:2],
-     r"the classifier 'classifier' gives 3 scores per row, the 2 classes take 1"),
+     r"the saved model's file for 'classifier' in .* gives 3 scores per row, where an "
+     r"AdaptiveAcquisitionClassifier keeps a model of 1 there"),
 ])
 def test_a_saved_state_is_checked_for_meaning(tmp_path, key, edit, message):
     """Issue 61 (11): the saved state was checked for shape only: tables all 0 loaded (no purchase then gains
@@ -590,7 +594,7 @@ def test_a_saved_state_is_checked_for_meaning(tmp_path, key, edit, message):
         tables = np.reshape(manifest["state"]["tables"], shape)[:, :2]
         manifest["state"].update(tables_shape=list(tables.shape), tables=tables.reshape(-1).tolist())
     path.write_text(json.dumps(manifest))
-    with pytest.raises(CEGBError, match=r"manifest\.json' \(state\): " + message):
+    with pytest.raises(CEGBError, match=message):
         AdaptiveAcquisitionClassifier.load(tmp_path / "m")
 
 

@@ -103,3 +103,37 @@ def test_a_damaged_saved_selection_is_refused_by_name(frontier, tmp_path):
     manifest_path.write_text(json.dumps({**manifest, "estimator": "GreedyMiserClassifier"}))
     with pytest.raises(CEGBError, match="Selection"):
         Selection.load(tmp_path / "choice")
+
+
+@pytest.mark.parametrize(("path", "value", "message"), [
+    (("valid_quality",), "x", r"\(state\): valid_quality should be a number or null, got 'x'"),
+    (("test_cost",), [1], r"\(state\): test_cost should be a number or null, got \[1\]"),
+    (("classes",), [1, 0], r"\(state\): classes should be 2 or more distinct labels .* in sorted order"),
+    (("task",), "multiclass", r"\(state\): classes: 2 labels are not a 'multiclass' task's"),
+    (("task",), ["binary"], r"\(state\): task should be binary, multiclass, regression, ranking or null"),
+    (("model", "params"), [1], r"\(the chosen model\): params should be a mapping, got \[1\]"),
+    (("model", "n_features_in"), "6", r"\(the chosen model\): n_features_in should be an integer >= 1, got '6'"),
+    (("model", "state"), None, r"the chosen model's description lacks \['state'\]"),
+    (("model", "estimator"), "_GreedyMiser", r"the chosen model is a '_GreedyMiser', not an estimator"),
+    (("model", "estimator"), "PolicyClassifier", r"the chosen model is a 'PolicyClassifier', not an estimator"),
+])
+def test_a_saved_selection_s_figures_classes_and_model_description_are_checked(frontier, tmp_path, path, value,
+                                                                               message):
+    """A review (2026-12-07): a Selection's classes out of order loaded and predicted each row's other class, a
+    figure that is not a number was a ValueError or TypeError, the chosen model's description was read unchecked
+    (a TypeError or KeyError) and could name one of the package's base classes."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        select(frontier[frontier["method"] == "greedy_miser"], 1e9).save(tmp_path / "choice")
+    manifest_path = tmp_path / "choice" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    part = manifest["state"]
+    for key in path[:-1]:
+        part = part[key]
+    if value is None:
+        del part[path[-1]]
+    else:
+        part[path[-1]] = value
+    manifest_path.write_text(json.dumps(manifest))
+    with pytest.raises(CEGBError, match=message):
+        Selection.load(tmp_path / "choice")

@@ -338,8 +338,8 @@ class AdaptGBRT(AdaptBase):
 
     def _restore(self, state: dict, folder, manifest: dict) -> None:
         super()._restore(state, folder, manifest)
-        self.gate_ = saved.booster(folder, manifest, "gate", legacy="gate.txt")
-        self.f1_ = saved.booster(folder, manifest, "f1", legacy="f1.txt")
+        self.gate_ = saved.booster(folder, manifest, "gate", legacy="gate.txt", kinds=("own",), outputs=1)
+        self.f1_ = saved.booster(folder, manifest, "f1", legacy="f1.txt", kinds=("own",), outputs=self._num_scores)
 
 
 class _TrainingScores:

@@ -318,7 +318,8 @@ class _Base(BudgetedEstimator, BaseEstimator):
             raise saved.damaged(manifest, f"files should {'' if trees else 'not '}name the artifact 'phi' (a model on "
                                           f"{'the trees of phi' if trees else 'the raw features'}), got "
                                           f"{manifest['files']!r:.80}")
-        booster = saved.booster(folder, manifest, "phi", legacy="phi.txt") if trees else None
+        kinds = tuple(saved.KIND_NAMES) if state["phi_given"] else (saved.objective_kind(self._phi_objective),)
+        booster = saved.booster(folder, manifest, "phi", legacy="phi.txt", kinds=kinds) if trees else None
         if state["phi_given"]:
             self.phi = booster  # phi=int keeps training new trees
         self.phi_booster_ = booster

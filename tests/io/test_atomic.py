@@ -1,0 +1,85 @@
+"""Files written atomically (lightgbm_cegb.io.atomic): the mode a new file gets, the mode a replaced file keeps,
+the data and the move flushed to the disk before and after the move, nothing left by a failed write."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from lightgbm_cegb.io import atomic
+from lightgbm_cegb.io.atomic import write_atomically
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o027, 0o002, 0o077])
+def test_a_new_file_has_the_mode_open_gives_under_the_umask(tmp_path, mask):
+    """A review (2026-12-07): every file was made 0644 whatever the umask (a umask of 077, kept for private
+    models, still made them readable by every user)."""
+    before = os.umask(mask)
+    try:
+        write_atomically(tmp_path / "new.txt", lambda tmp: Path(tmp).write_text("x"))
+        with open(tmp_path / "plain.txt", "w") as handle:  # what open gives, the reference
+            handle.write("x")
+    finally:
+        os.umask(before)
+    assert _mode(tmp_path / "new.txt") == _mode(tmp_path / "plain.txt") == 0o666 & ~mask
+
+
+def test_a_replaced_file_keeps_its_mode(tmp_path):
+    path = tmp_path / "model.txt"
+    path.write_text("old")
+    path.chmod(0o600)
+    write_atomically(path, lambda tmp: Path(tmp).write_text("new"))
+    assert path.read_text() == "new" and _mode(path) == 0o600
+
+
+def test_the_data_is_flushed_before_the_move_and_the_move_after_it(tmp_path, monkeypatch):
+    """A review (2026-12-07): nothing was flushed, so after a power loss the new name could point at a file of
+    no data (the old model lost)."""
+    events = []
+    fsync, replace = os.fsync, os.replace
+    monkeypatch.setattr(os, "fsync", lambda fd: (events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}"))),
+                                                 fsync(fd))[1])
+    monkeypatch.setattr(os, "replace", lambda a, b: (events.append(("replace", str(b))), replace(a, b))[1])
+    path = tmp_path / "model.txt"
+    write_atomically(path, lambda tmp: Path(tmp).write_text("new"))
+    assert [kind for kind, _ in events] == ["fsync", "replace", "fsync"]
+    assert events[0][1].startswith(str(path)) and events[0][1].endswith(".tmp")  # the temporary file's data
+    assert events[1][1] == str(path) and events[2][1] == str(tmp_path)  # then the folder that holds the new name
+
+
+def test_a_failed_write_leaves_the_old_file_and_nothing_else(tmp_path):
+    path = tmp_path / "model.txt"
+    path.write_text("old")
+
+    def fail(tmp):
+        Path(tmp).write_text("half")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        write_atomically(path, fail)
+    assert path.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["model.txt"]
+
+
+def test_a_file_system_that_refuses_fsync_still_gets_the_file(tmp_path, monkeypatch):
+    def refuse(fd):
+        raise OSError(22, "Invalid argument")
+
+    monkeypatch.setattr(os, "fsync", refuse)
+    write_atomically(tmp_path / "model.txt", lambda tmp: Path(tmp).write_text("new"))
+    assert (tmp_path / "model.txt").read_text() == "new"
+
+
+def test_the_umask_is_read_without_changing_it():
+    before = os.umask(0o027)
+    try:
+        assert atomic._umask() == 0o027
+        assert os.umask(0o027) == 0o027  # unchanged by the read
+    finally:
+        os.umask(before)
