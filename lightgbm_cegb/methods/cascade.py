@@ -15,7 +15,13 @@ Predicting, query by query (the cascade of Wang, Lin and Metzler, SIGIR 2011, on
 - every document buys stage 1 (stage 0 knows nothing and cannot tell two documents apart);
 - after each later stage k, the query's documents that reached k are ranked by stage k's score, and the best
   ``max(top_k, ceil(keep * m))`` of them (m: the query's documents at stage k; ties: the given order) move on and
-  buy stage k + 1's units, up to the deepest stage within ``max_cost``, where ``keep = 1 - tradeoff``;
+  buy stage k + 1's units, up to the deepest stage within ``max_cost``, where ``keep = 1 - tradeoff``
+  (``cut="share"``); with ``cut="margin"``, the documents whose score at stage k lies within a margin of the query's
+  best move on (and its best ``top_k`` whatever their margin): the margin of stage k is the ``1 - tradeoff``
+  quantile of how far below their query's best the documents that end in the top ``eval_at`` of the last stage lay
+  at stage k, on the held-out queries (scores in units of the stage's spread within a query), so that a cut loses
+  about a share ``tradeoff`` of the eventual top documents, few where a stage already tells them apart and many
+  more of the others;
 - the query's ranking is by the stage a document reached, deepest first, then by its score there: the documents a
   cut left behind keep their order below the ones that went on.
 
@@ -75,6 +81,10 @@ from lightgbm_cegb.methods.ladder import (
 
 #: the most relevance a label may hold: LightGBM's lambdarank gains (``label_gain``) are given up to 30
 MAX_LABEL = 30
+#: what a cut stops (``cut``): a share of the query's documents, or those beyond the stage's margin of its best
+CUTS = ("share", "margin")
+#: the quantiles of the held-out documents' margins kept per stage (``cut_gaps_``; levels evenly from 0 to 1)
+CUT_LEVELS = 129
 
 
 def _queries_within(rows: tuple, size: int) -> tuple:
@@ -143,6 +153,10 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
     tradeoff : float, default=0.0
         The share of a query's documents at a stage that each cut stops: ``1 - tradeoff`` of them move on to the
         next stage (rounded up; 0: every document goes to the last stage, 1: only ``top_k``). Read when predicting.
+    cut : {"share", "margin"}, default="share"
+        What a cut stops: a share ``tradeoff`` of the query's documents at the stage, or the documents further below
+        the query's best than the stage's margin, which lets about a share ``tradeoff`` of the documents that end in
+        the last stage's top ``eval_at`` through (learned on the held-out queries; 0: no cut). Read when predicting.
     top_k : int, default=0
         The documents of a query that move on at every cut (if it has that many), whatever ``tradeoff``: a ranking
         judged on its top k (NDCG@k) wants at least k. Read when predicting.
@@ -195,6 +209,11 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
         The units in the order the stages buy them (indices into ``units_``).
     stage_models_ : str
         The kind of stage models fitted (``stage_models`` at ``fit``; what prediction reads).
+    cut_scale_ : ndarray of shape (n_stages,)
+        Each stage's spread of scores within a query on the held-out queries (``cut="margin"``'s unit).
+    cut_gaps_ : ndarray of shape (n_stages, CUT_LEVELS)
+        Quantiles (levels evenly from 0 to 1) of how far below their query's best, in ``cut_scale_``, the held-out
+        documents that end in the last stage's top ``eval_at`` lay at each stage: ``cut="margin"``'s margins.
     units_ : list of tuple of int
         The columns of each unit: the groups of the costs (in their order), then the ungrouped features.
     unit_cost_ : ndarray of shape (n_units,)
@@ -217,9 +236,9 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
     _fitted_attribute = "stages_"
     _auto_leaves = (15, 31, 63)
 
-    _policy_params = ("tradeoff", "top_k", "max_cost")
+    _policy_params = ("tradeoff", "cut", "top_k", "max_cost")
     _constraints = {
-        "feature_costs": COSTS, "tradeoff": Number(0.0, 1.0), "top_k": Number(0, integer=True),
+        "feature_costs": COSTS, "tradeoff": Number(0.0, 1.0), "cut": OneOf(CUTS), "top_k": Number(0, integer=True),
         "max_cost": NoneOr(Number(0.0)), "stages": Number(1, 1000, integer=True),
         "max_stage_cost": NoneOr(Number(0.0)), "order": OneOf(ORDERS),
         "stage_models": OneOf(STAGE_MODELS), "eval_at": Number(1, integer=True),
@@ -234,7 +253,8 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
         tags.input_tags.allow_nan = True
         return tags
 
-    def __init__(self, *, feature_costs=None, tradeoff: float = 0.0, top_k: int = 0, max_cost: float | None = None,
+    def __init__(self, *, feature_costs=None, tradeoff: float = 0.0, cut: str = "share", top_k: int = 0,
+                 max_cost: float | None = None,
                  stages: int = 30, max_stage_cost: float | None = None, order: str = "importance",
                  stage_models: str = "separate", eval_at: int = 10,
                  n_estimators: int = 5000, learning_rate: float = 0.1, num_leaves="auto", min_child_samples: int = 10,
@@ -242,6 +262,7 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
                  n_jobs: int | None = None) -> None:
         self.feature_costs = feature_costs
         self.tradeoff = tradeoff
+        self.cut = cut
         self.top_k = top_k
         self.max_cost = max_cost
         self.stages = stages
@@ -294,8 +315,7 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
         if group is None:
             raise CEGBError("group: a ranker needs the sizes of the training rows' queries (group=[...])")
         if is_dask(X):
-            self._fit_dask(X, y, group, eval_set, eval_group)
-            self._compile("stages", self.stages_, [0.0])
+            self._calibrate_cuts(self._fit_dask(X, y, group, eval_set, eval_group))
             return self
         X = checked_data(self, "X", _dense(X))
         y = _grades(y, len(X), "y")
@@ -329,8 +349,35 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
         continued = continued_stages(train_on, (train[0], None if valid is None else valid[0]), params["num_threads"])
         self._fit_stages(partial(train_on, init=[None, None]), num_features, measure,
                          continued if self.stage_models == "continued" else None)
-        self._compile("stages", self.stages_, [0.0])
+        self._calibrate_cuts(train if valid is None else valid)
         return self
+
+    def _calibrate_cuts(self, queries: tuple) -> None:
+        """Compile the stages, and learn ``cut="margin"``'s margins from ``queries`` (X, grades, sizes; the held-out
+        ones, else the training ones): ``cut_scale_``, each stage's spread of scores within a query (the standard
+        deviation of the scores less their query's mean), and ``cut_gaps_``, the CUT_LEVELS quantiles (levels evenly
+        from 0 to 1) of how far below their query's best score, in that unit, the documents that the last stage ranks
+        in their query's top ``eval_at`` lay at each stage (stage 0 and the last: zeros, no cut reads them)."""
+        self._compile("stages", self.stages_, [0.0])
+        X, _, group = queries
+        scores, _ = self.stage_passes(X, len(self.stages_))
+        query = _queries(group, len(X))
+        sizes = np.bincount(query, minlength=len(group)).astype(np.float64)
+        ends = np.r_[0, np.cumsum(group)]
+        last = scores[-1]
+        order = np.lexsort((np.arange(len(last)), -last, query))
+        place = np.empty(len(last), dtype=np.int64)
+        place[order] = np.arange(len(last)) - np.repeat(ends[:-1], group)
+        top = place < int(self.eval_at)
+        self.cut_scale_ = np.ones(len(scores))
+        self.cut_gaps_ = np.zeros((len(scores), CUT_LEVELS))
+        for k in range(1, len(scores) - 1):
+            means = np.bincount(query, weights=scores[k], minlength=len(group)) / np.maximum(sizes, 1.0)
+            spread = float(np.std(scores[k] - means[query]))
+            self.cut_scale_[k] = spread if spread > 0 else 1.0
+            best = np.maximum.reduceat(scores[k], ends[:-1][group > 0])
+            gap = (np.repeat(best, group[group > 0]) - scores[k]) / self.cut_scale_[k]
+            self.cut_gaps_[k] = np.quantile(gap[top], np.linspace(0.0, 1.0, CUT_LEVELS))
 
     def _eval_queries(self, eval_set, eval_group) -> tuple | None:
         """(X, grades, query sizes) of ``eval_set``'s first set, checked (a Dask collection computed); None without
@@ -355,10 +402,11 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
                 "learning_rate": self.learning_rate, "num_leaves": leaves, "min_data_in_leaf": self.min_child_samples,
                 "seed": seed, "deterministic": True, "verbose": -1, "num_threads": resolve_n_jobs(self.n_jobs, n)}
 
-    def _fit_dask(self, X, y, group, eval_set, eval_group) -> None:
+    def _fit_dask(self, X, y, group, eval_set, eval_group) -> tuple:
         """``fit`` of documents in Dask collections (``methods.dask_stages``): every stage's ranker trained with
         ``lightgbm.dask`` on the active client's workers, on the documents where they lie (each query whole in its
-        partition), early stopped on queries in memory by the NDCG@``eval_at`` every worker computes alike."""
+        partition), early stopped on queries in memory by the NDCG@``eval_at`` every worker computes alike. Returns
+        the queries in memory that learn the cuts' margins (the held-out ones, else a sample of the training ones)."""
         client = dask_stages.dask_client()
         rows = dask_stages.DaskQueries.of(self, X, y, group, _grades)
         num_features = rows.X.shape[1]
@@ -390,6 +438,7 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
         continued = continued_stages(train_on, (train.X, None if valid is None else valid[0]), params["num_threads"])
         self._fit_stages(partial(train_on, init=[None, None]), num_features, measure,
                          continued if self.stage_models == "continued" else None)
+        return valid if valid is not None else train.sample(dask_stages.SEARCH_SAMPLE, int(rng.randint(0, 2**31 - 1)))
 
     def _measure(self, params: dict, train: tuple):
         """``order="search"``'s measure of a set of columns: the NDCG@``eval_at`` of a stage's ranker of them on
@@ -431,19 +480,29 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
 
     def _moving(self, k: int, rows: np.ndarray, query: np.ndarray, score: np.ndarray) -> np.ndarray:
         """Which of ``rows`` (the documents at stage ``k``, in order; ``query[rows]`` their queries,
-        ``score[rows]`` their stage-k scores) move on to stage k + 1: all after stage 0, else per query the best
-        ``max(top_k, ceil((1 - tradeoff) * m))`` of its m documents among them (ties: the given order)."""
+        ``score[rows]`` their stage-k scores) move on to stage k + 1: all after stage 0, else per query its best
+        ``top_k`` among them (ties: the given order) and, with ``cut="share"``, its best ``ceil((1 - tradeoff) * m)``
+        of its m documents there, with ``cut="margin"`` those whose score is within stage k's margin of its best
+        (``cut_gaps_``' ``1 - tradeoff`` quantile, in units of ``cut_scale_``; every one where tradeoff is 0)."""
         if k == 0 or not len(rows):
             return np.ones(len(rows), dtype=bool)
         q = query[rows]
         order = np.lexsort((rows, -score[rows], q))  # by query, score falling, position
         starts = np.flatnonzero(np.r_[True, q[order][1:] != q[order][:-1]])
         sizes = np.diff(np.r_[starts, len(order)])
-        share = np.ceil(np.round((1.0 - float(self.tradeoff)) * sizes, 9))  # 0.3 x 10: 3, not 3.0000000000000004
-        wanted = np.maximum(share, int(self.top_k))
         place = np.arange(len(order)) - np.repeat(starts, sizes)
         go = np.empty(len(rows), dtype=bool)
-        go[order] = place < np.repeat(wanted, sizes)
+        if self.cut == "margin":
+            ranked = score[rows][order]
+            if self.tradeoff == 0:
+                go[order] = True
+                return go
+            margin = np.interp(1.0 - float(self.tradeoff), np.linspace(0.0, 1.0, CUT_LEVELS), self.cut_gaps_[k])
+            below = (np.repeat(ranked[starts], sizes) - ranked) / self.cut_scale_[k]
+            go[order] = (place < int(self.top_k)) | (below <= margin)
+            return go
+        share = np.ceil(np.round((1.0 - float(self.tradeoff)) * sizes, 9))  # 0.3 x 10: 3, not 3.0000000000000004
+        go[order] = place < np.repeat(np.maximum(share, int(self.top_k)), sizes)
         return go
 
     def _stage_score(self, k: int, masked: np.ndarray) -> np.ndarray:
@@ -638,7 +697,8 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
 
     def _saved_state(self) -> tuple[dict, dict]:
         return ({"units": [list(u) for u in self.units_], "unit_cost": self.unit_cost_, "order": self.order_,
-                 "stage_units": self.stage_units_, "stage_models": self.stage_models_},
+                 "stage_units": self.stage_units_, "stage_models": self.stage_models_,
+                 "cut_scale": self.cut_scale_, "cut_gaps": self.cut_gaps_},
                 {f"stage_{k}": booster.model_to_string() for k, booster in enumerate(self.stages_, start=1)})
 
     def _restore(self, state: dict, folder, manifest: dict) -> None:
@@ -646,6 +706,12 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
         self._restore_ladder(state)
         self.stages_ = [saved.booster(folder, manifest, f"stage_{k}", kinds=("ranking",), outputs=1)
                         for k in range(1, len(self.stage_units_))]
+        stages = len(self.stage_units_)
+        self.cut_scale_ = saved.array(state, "cut_scale", (stages,), low=0.0)
+        self.cut_gaps_ = saved.array(state, "cut_gaps", (stages, CUT_LEVELS), low=0.0)
+        if (self.cut_scale_ == 0).any() or (np.diff(self.cut_gaps_, axis=1) < 0).any():
+            raise saved.damaged(state, "cut_scale should hold numbers > 0 and each stage's cut_gaps quantiles in "
+                                       "rising order")
         self._compile("stages", self.stages_, [0.0])
 
 

@@ -317,15 +317,21 @@ def _staged_points(chosen: Selection, cluster: tuple, valid: Rows, budget: float
 
 def _cascade_points(chosen: Selection, cluster: tuple, valid: Rows, budget: float, refits: dict, options: dict):
     """(candidate, validation quality, mean cost) of each point of the staged ranker fitted on every document within
-    ``budget``: its grid's trade-offs and top k (and the chosen ones) under no cap and the frame's caps, its unit
-    order and stage models as chosen."""
+    ``budget``: its grid's trade-offs of the chosen cut and top k (and the chosen ones) under no cap and the frame's
+    caps, its unit order and stage models as chosen."""
     from sklearn.base import clone
 
-    from lightgbm_cegb.selection.acquisition_family import CASCADE_TOP_K, CASCADE_TRADEOFFS, cascade_candidate
+    from lightgbm_cegb.selection.acquisition_family import (
+        CASCADE_MARGINS,
+        CASCADE_TOP_K,
+        CASCADE_TRADEOFFS,
+        cascade_candidate,
+    )
 
+    policy = ("tradeoff", "cut", "top_k", "max_cost")  # read when predicting: one fit serves them all
     frame = chosen.frontier
     setting = repr(sorted((k, v) for k, v in chosen.model.get_params().items()
-                          if k not in ("tradeoff", "top_k", "max_cost", "feature_costs")))
+                          if k not in (*policy, "feature_costs")))
     if setting not in refits:
         X, y, group = cluster
         refits[setting] = clone(chosen.model).fit(X, y, group=group, eval_set=[(valid.X, valid.y)],
@@ -333,11 +339,13 @@ def _cascade_points(chosen: Selection, cluster: tuple, valid: Rows, budget: floa
     model = refits[setting]
     caps = {None} | {p.get("max_cost") for p, m in zip(frame["params"], frame["method"]) if m == chosen.method}
     own = {k: v for k, v in chosen.params.items() if k not in ("tradeoff", "top_k", "max_cost")}
+    cut = chosen.params.get("cut", "share")
     points = [{**own, "tradeoff": t, "top_k": k, **({} if cap is None else {"max_cost": cap})}
               for cap in sorted(caps, key=lambda c: np.inf if c is None else c)
               for k in sorted(set(CASCADE_TOP_K) | {chosen.params.get("top_k", 0)})
-              for t in sorted(set(CASCADE_TRADEOFFS) | {chosen.params.get("tradeoff", 0.0)})]
-    results = model.predict_results(valid.X, [{k: p.get(k) for k in ("tradeoff", "top_k", "max_cost")}
+              for t in sorted(set(CASCADE_MARGINS if cut == "margin" else CASCADE_TRADEOFFS)
+                              | {chosen.params.get("tradeoff", 0.0)})]
+    results = model.predict_results(valid.X, [{k: p.get(k, "share" if k == "cut" else None) for k in policy}
                                               for p in points], group=valid.group)
     for point, result in zip(points, results):  # predict_results' figures are predict_result's, to the bit
         if result.cost.mean <= budget * (1 + 1e-12):

@@ -15,7 +15,7 @@ from references import compiled_stages_predict_as_lightgbm, memo_shares_training
 
 from lightgbm_cegb import CEGBError, FeatureCosts, LazyPredictor
 from lightgbm_cegb.core.errors import RoundsWarning
-from lightgbm_cegb.methods.cascade import StagedAcquisitionRanker
+from lightgbm_cegb.methods.cascade import CUT_LEVELS, StagedAcquisitionRanker
 
 
 def random_case(seed: int, queries: int = 40):
@@ -55,9 +55,13 @@ def simulate(model: StagedAcquisitionRanker, X: np.ndarray, costs: FeatureCosts)
     stage, score, evaluation = [0] * n, [0.0] * n, [0.0] * n
     at = list(range(n))
     for k in range(1, last + 1):
-        if k > 1:  # the cut after stage k - 1: the best max(top_k, ceil((1 - tradeoff) m)) by score, ties by position
-            wanted = max(model.top_k, math.ceil(round((1 - model.tradeoff) * len(at), 9)))
-            at = sorted(sorted(at, key=lambda i: -score[i])[:wanted])
+        ranked = sorted(at, key=lambda i: -score[i])  # ties by position
+        if k > 1 and model.cut == "share":  # the cut after stage k - 1: the best max(top_k, ceil((1 - tradeoff) m))
+            at = sorted(ranked[:max(model.top_k, math.ceil(round((1 - model.tradeoff) * len(at), 9)))])
+        elif k > 1 and model.tradeoff > 0:  # the top_k best, and those within the stage's margin of the best
+            margin = np.interp(1 - model.tradeoff, np.linspace(0, 1, CUT_LEVELS), model.cut_gaps_[k - 1])
+            at = sorted(i for place, i in enumerate(ranked) if place < model.top_k
+                        or (score[ranked[0]] - score[i]) / model.cut_scale_[k - 1] <= margin)
         columns = {f for u in model.order_[:model.stage_units_[k]] for f in model.units_[u]}
         booster = model.stages_[k - 1]
         for i in at:
@@ -76,13 +80,13 @@ def simulate(model: StagedAcquisitionRanker, X: np.ndarray, costs: FeatureCosts)
     return stage, score, paid, evaluation
 
 
-@settings(max_examples=16, deadline=None, derandomize=True)
-@given(st.integers(0, 10_000), st.sampled_from([0.0, 0.4, 0.7, 1.0]), st.sampled_from([0, 1, 3]),
+@settings(max_examples=24, deadline=None, derandomize=True)
+@given(st.integers(0, 10_000), st.sampled_from([0.0, 0.05, 0.4, 0.7, 1.0]), st.sampled_from([0, 1, 3]),
        st.sampled_from([None, 2.0, 6.0]), st.sampled_from(["importance", "search"]),
-       st.sampled_from(["separate", "continued"]))
-def test_the_cascade_equals_an_independent_simulation(seed, tradeoff, top_k, max_cost, order, stage_models):
+       st.sampled_from(["separate", "continued"]), st.sampled_from(["share", "margin"]))
+def test_the_cascade_equals_an_independent_simulation(seed, tradeoff, top_k, max_cost, order, stage_models, cut):
     model, X, _, group, costs, _ = fitted(seed, tradeoff=tradeoff, top_k=top_k, max_cost=max_cost, order=order,
-                                          stage_models=stage_models)
+                                          stage_models=stage_models, cut=cut)
     result = model.predict_result(X, group=group)
     start = 0
     for size in group[:12]:
@@ -103,8 +107,9 @@ def test_the_cascade_equals_an_independent_simulation(seed, tradeoff, top_k, max
 @given(st.integers(0, 10_000), st.sampled_from(["separate", "continued"]))
 def test_one_pass_answers_every_setting_to_the_bit(seed, stage_models):
     model, X, _, group, _, rng = fitted(seed, stage_models=stage_models)
-    settings_ = [{"tradeoff": float(tradeoff), "top_k": int(top), "max_cost": cap}
-                 for tradeoff in rng.uniform(0, 1, 3) for top in (0, 2) for cap in (None, 3.0)]
+    settings_ = [{"tradeoff": float(tradeoff), "cut": cut, "top_k": int(top), "max_cost": cap}
+                 for tradeoff in rng.uniform(0, 1, 3) for cut in ("share", "margin") for top in (0, 2)
+                 for cap in (None, 3.0)]
     for setting, result in zip(settings_, model.predict_results(X, settings_, group=group)):
         own = copy.copy(model).set_params(**setting).predict_result(X, group=group)
         for field in ("score", "stage", "stage_score", "known"):
@@ -145,8 +150,9 @@ def test_tradeoff_zero_ranks_as_the_last_stage_and_tradeoff_one_buys_stage_one_o
         sum(p for p in model.unit_cost_ if p == 0)
 
 
-def test_lazy_serving_fetches_per_stage_for_the_documents_that_go_on():
-    model, X, _, group, _, _ = fitted(5, tradeoff=0.6, top_k=1)
+@pytest.mark.parametrize(("cut", "tradeoff"), [("share", 0.6), ("margin", 0.3)])
+def test_lazy_serving_fetches_per_stage_for_the_documents_that_go_on(cut, tradeoff):
+    model, X, _, group, _, _ = fitted(5, tradeoff=tradeoff, top_k=1, cut=cut)
     calls = []
 
     def fetch(key, ids):
@@ -177,14 +183,50 @@ def test_the_compiled_stages_score_as_lightgbm_to_the_bit(seed):
     compiled_stages_predict_as_lightgbm(model, "stages", model.stages_, model._stage_score, X, rng)
 
 
-@pytest.mark.parametrize("stage_models", ["separate", "continued"])
-def test_save_and_load(tmp_path, stage_models):
-    model, X, _, group, _, _ = fitted(7, tradeoff=0.7, top_k=2, stage_models=stage_models)
+@pytest.mark.parametrize(("stage_models", "cut"), [("separate", "share"), ("continued", "share"),
+                                                   ("separate", "margin")])
+def test_save_and_load(tmp_path, stage_models, cut):
+    model, X, _, group, _, _ = fitted(7, tradeoff=0.7 if cut == "share" else 0.2, top_k=2, stage_models=stage_models,
+                                      cut=cut)
     model.save(tmp_path / "m")
     again = StagedAcquisitionRanker.load(tmp_path / "m")
     np.testing.assert_array_equal(again.predict(X, group=group), model.predict(X, group=group))
     np.testing.assert_array_equal(again.prediction_cost(X, group=group).per_instance,
                                   model.prediction_cost(X, group=group).per_instance)
+
+
+@pytest.mark.parametrize("stage_models", ["separate", "continued"])
+def test_the_margins_are_learned_from_the_held_out_queries(stage_models):
+    """cut="margin": each stage's spread of scores within a query and the quantiles of how far below their query's
+    best the documents the last stage ranks in the top eval_at lay, recomputed here from the stages' rankers on the
+    eval_set's queries; a cut at tradeoff t then stops about a share t of those documents at a stage."""
+    X, y, group, costs, _ = random_case(11, queries=80)
+    split = int(group[:50].sum())
+    model = StagedAcquisitionRanker(feature_costs=costs, stages=6, n_estimators=20, min_child_samples=5,
+                                    early_stopping_rounds=5, random_state=0, eval_at=3, stage_models=stage_models)
+    model.fit(X[:split], y[:split], group=group[:50], eval_set=[(X[split:], y[split:])], eval_group=[group[50:]])
+    X_held, sizes = X[split:], group[50:]
+    scores, total = [], np.zeros(len(X_held))
+    for k, booster in enumerate(model.stages_, start=1):
+        own = booster.predict(model._masked(X_held, k))
+        total = total + own if stage_models == "continued" else own
+        scores.append(total)
+    starts = np.r_[0, np.cumsum(sizes)]
+    top = np.zeros(len(X_held), dtype=bool)
+    for a, b in zip(starts[:-1], starts[1:]):
+        top[a + np.argsort(-scores[-1][a:b], kind="stable")[:3]] = True
+    assert model.cut_gaps_.shape == (len(model.stages_) + 1, CUT_LEVELS)
+    for k in range(1, len(model.stages_)):
+        s = scores[k - 1]
+        centred = np.concatenate([s[a:b] - s[a:b].mean() for a, b in zip(starts[:-1], starts[1:])])
+        spread = centred.std() if centred.std() > 0 else 1.0
+        gaps = np.concatenate([(s[a:b].max() - s[a:b]) / spread for a, b in zip(starts[:-1], starts[1:])])
+        np.testing.assert_allclose(model.cut_scale_[k], spread, rtol=1e-9)
+        np.testing.assert_allclose(model.cut_gaps_[k], np.quantile(gaps[top], np.linspace(0, 1, CUT_LEVELS)),
+                                   rtol=1e-9, atol=1e-12)
+        for share in (0.1, 0.3):  # the documents that end on top and the stage's margin would stop
+            margin = np.interp(1 - share, np.linspace(0, 1, CUT_LEVELS), model.cut_gaps_[k])
+            assert abs(np.mean(gaps[top] > margin) - share) <= 0.1
 
 
 def test_the_search_order_buys_first_the_cheap_unit_a_costly_copy_hides_from_the_importance_order(tmp_path):
@@ -297,7 +339,7 @@ def test_bad_inputs_are_refused_by_name():
     with pytest.raises(CEGBError, match="eval_group: a ranker needs the query sizes"):
         ranker.fit(X, y, group=group, eval_set=[(X, y)])
     model = ranker.fit(X, y, group=group)
-    with pytest.raises(CEGBError, match="tradeoff, top_k and max_cost only"):
+    with pytest.raises(CEGBError, match="tradeoff, cut, top_k and max_cost only"):
         model.predict_results(X, [{"keep": 0.1}], group=group)
     with pytest.raises(CEGBError, match="tradeoff"):
         model.predict_results(X, [{"tradeoff": 2.0}], group=group)
