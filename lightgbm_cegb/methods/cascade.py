@@ -25,10 +25,10 @@ Predicting, query by query (the cascade of Wang, Lin and Metzler, SIGIR 2011, on
 - the query's ranking is by the stage a document reached, deepest first, then by its score there: the documents a
   cut left behind keep their order below the ones that went on.
 
-``tradeoff``, ``top_k`` and ``max_cost`` are read when predicting: ``set_params`` on a fitted model gives another point
-of the cost-quality curve without fitting again, and :meth:`StagedAcquisitionRanker.predict_results` answers many
-settings from one pass of the stages' rankers. A document pays the lazy costs of the units of every stage it
-reached (a group's own cost once) and the split and tree costs of every stage's ranker that scored it.
+``tradeoff``, ``cut``, ``top_k`` and ``max_cost`` are read when predicting: ``set_params`` on a fitted model gives
+another point of the cost-quality curve without fitting again, and :meth:`StagedAcquisitionRanker.predict_results`
+answers many settings from one pass of the stages' rankers. A document pays the lazy costs of the units of every
+stage it reached (a group's own cost once) and the split and tree costs of every stage's ranker that scored it.
 
 Its length: one estimator, whose fit (the held-out queries, the search's measure, separate or continued stage
 models, in memory or from Dask collections), cuts, one-pass replay and saved state all read the same query structure,
@@ -590,16 +590,16 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
         return self.predict_result(X, group=group).cost
 
     def predict_results(self, X, settings, *, group=None) -> list[CascadeResult]:
-        """:meth:`predict_result` at each of ``settings`` (dicts of ``tradeoff``, ``top_k`` and ``max_cost``, the
-        model's own where a dict does not say), from one pass of every stage's ranker over X: each result equals
-        ``predict_result`` with those parameters set, to the bit.
+        """:meth:`predict_result` at each of ``settings`` (dicts of ``tradeoff``, ``cut``, ``top_k`` and
+        ``max_cost``, the model's own where a dict does not say), from one pass of every stage's ranker over X: each
+        result equals ``predict_result`` with those parameters set, to the bit.
 
         Parameters
         ----------
         X : array-like of shape (n_documents, n_features), or a Dask array or DataFrame
             The documents, query by query, every value known (a Dask collection's: as for :meth:`predict_result`).
         settings : sequence of dict
-            Each with ``tradeoff``, ``top_k`` and/or ``max_cost``.
+            Each with ``tradeoff``, ``cut``, ``top_k`` and/or ``max_cost``.
         group : array-like of int, a Dask array, or None, default=None
             The sizes of X's consecutive queries (None: X is one query); of a Dask X, each partition's in a chunk of
             their own (required).
