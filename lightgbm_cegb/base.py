@@ -158,6 +158,8 @@ class BudgetedEstimator:
     manifest)``.
     """
 
+    _abstract = True  # a base of estimators, which holds no model: no manifest names it (estimator_class)
+
     _tradeoff = "tradeoff"
     _fitted_attribute = "costs_"
     _probe: dict = {}

@@ -24,8 +24,8 @@ def write_atomically(path: str | os.PathLike, write) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
     os.close(fd)
     try:
-        os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode) if path.exists() else 0o666 & ~_umask())
         write(tmp)
+        os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode) if path.exists() else 0o666 & ~_umask())
         _flushed(tmp)
         os.replace(tmp, path)
         _flushed(path.parent)

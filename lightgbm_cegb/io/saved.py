@@ -514,9 +514,11 @@ def text_of(folder: Path, manifest: Mapping, name: str, legacy: str | None = Non
 
 
 #: the kinds of model a LightGBM objective trains, by the first word of a model file's objective line: the
-#: package's own gradients (objective "none", no line) are "own"; every other objective is "regression"
+#: package's own gradients (objective "none", no line) are "own", the cross-entropy objectives (probabilities, which
+#: LightGBM's classifiers and regressors both fit) "probability"; every other objective is "regression"
 OBJECTIVE_KINDS = {None: "own", "binary": "classification", "multiclass": "classification",
-                   "multiclassova": "classification", "lambdarank": "ranking", "rank_xendcg": "ranking"}
+                   "multiclassova": "classification", "lambdarank": "ranking", "rank_xendcg": "ranking",
+                   "cross_entropy": "probability", "cross_entropy_lambda": "probability"}
 
 
 def objective_kind(objective: str | None) -> str:
@@ -525,7 +527,8 @@ def objective_kind(objective: str | None) -> str:
 
 
 KIND_NAMES = {"own": "the package's own gradients (objective none)", "classification": "a classification objective",
-              "ranking": "a ranking objective", "regression": "a regression objective"}
+              "ranking": "a ranking objective", "regression": "a regression objective",
+              "probability": "a cross-entropy objective"}
 
 
 def booster(folder: Path, manifest: Mapping, name: str, legacy: str | None = None, *, kinds: tuple[str, ...],

@@ -41,7 +41,7 @@ class _CEGBMixin(BudgetedEstimator):
     _tradeoff = "cegb_tradeoff"
     _fitted_attribute = "fitted_"
     _probe = {"n_estimators": 1}  # tradeoff_scale: the first tree, as lightgbm_cegb.lgbm.cegb_tradeoff_scale
-    _objective_kinds = ("regression", "own")  # of a saved model's booster (io.saved.objective_kind; own: a callable)
+    _objective_kinds = ("regression", "probability")  # of a saved model's booster (io.saved.objective_kind)
     # the package's own parameters; LightGBM checks its own (LGBMModel's)
     _constraints = {
         "feature_costs": Satisfies(_costs_kind, "a FeatureCosts, a mapping or pandas Series from feature name to "
@@ -278,7 +278,7 @@ class CEGBRegressor(_CEGBMixin, lgb.LGBMRegressor):
 
 class CEGBClassifier(_CEGBMixin, lgb.LGBMClassifier):
     __doc__ = _DOC.format(kind="Classifier", base="LGBMClassifier", name="CEGBClassifier")
-    _objective_kinds = ("classification", "own")
+    _objective_kinds = ("classification", "probability")
 
     def predict_proba(self, X, *args, **kwargs):
         """Predict class probabilities with LightGBM's ``predict_proba``, raising NotFittedError before ``fit``.
@@ -316,7 +316,7 @@ class CEGBClassifier(_CEGBMixin, lgb.LGBMClassifier):
 
 class CEGBRanker(_CEGBMixin, lgb.LGBMRanker):
     __doc__ = _DOC.format(kind="Ranker", base="LGBMRanker", name="CEGBRanker")
-    _objective_kinds = ("ranking", "regression", "classification", "own")  # pointwise objectives rank too
+    _objective_kinds = ("ranking", "regression", "classification", "probability")  # pointwise objectives rank too
 
     def __init__(self, *, feature_costs=None, cegb_tradeoff: float = 1.0, **kwargs):
         self.feature_costs = feature_costs

@@ -194,6 +194,8 @@ class PolicyClassifier(BudgetedEstimator, ClassifierMixin, BaseEstimator):
     the values it fetches.
     """
 
+    _abstract = True  # a base of estimators (selection.chosen.estimator_class)
+
     _policy_params: tuple[str, ...] = ()
     #: the training rows from which ``num_leaves="auto"`` (and ``learning_rate="auto"``, where a subclass takes it)
     #: take their ladders' second and third values

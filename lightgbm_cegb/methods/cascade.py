@@ -477,6 +477,9 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
     def _check_policy(self) -> None:
         """Check the parameters read when predicting (``set_params`` changes them on a fitted model)."""
         check_params(self, self._constraints, self._policy_params)
+        if self.cut == "margin" and getattr(self, "cut_gaps_", 0) is None:
+            raise CEGBError("cut: this model was saved before margin cuts and holds no margins (cut_gaps_); "
+                            "cut='share', or fit it again")
 
     def _moving(self, k: int, rows: np.ndarray, query: np.ndarray, score: np.ndarray) -> np.ndarray:
         """Which of ``rows`` (the documents at stage ``k``, in order; ``query[rows]`` their queries,
@@ -707,11 +710,13 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
         self.stages_ = [saved.booster(folder, manifest, f"stage_{k}", kinds=("ranking",), outputs=1)
                         for k in range(1, len(self.stage_units_))]
         stages = len(self.stage_units_)
-        self.cut_scale_ = saved.array(state, "cut_scale", (stages,), low=0.0)
-        self.cut_gaps_ = saved.array(state, "cut_gaps", (stages, CUT_LEVELS), low=0.0)
-        if (self.cut_scale_ == 0).any() or (np.diff(self.cut_gaps_, axis=1) < 0).any():
-            raise saved.damaged(state, "cut_scale should hold numbers > 0 and each stage's cut_gaps quantiles in "
-                                       "rising order")
+        self.cut_scale_ = self.cut_gaps_ = None  # saved before margin cuts: share cuts only
+        if "cut_scale" in state or "cut_gaps" in state:
+            self.cut_scale_ = saved.array(state, "cut_scale", (stages,), low=0.0)
+            self.cut_gaps_ = saved.array(state, "cut_gaps", (stages, CUT_LEVELS), low=0.0)
+            if (self.cut_scale_ == 0).any() or (np.diff(self.cut_gaps_, axis=1) < 0).any():
+                raise saved.damaged(state, "cut_scale should hold numbers > 0 and each stage's cut_gaps quantiles in "
+                                           "rising order")
         self._compile("stages", self.stages_, [0.0])
 
 

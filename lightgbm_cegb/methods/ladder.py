@@ -340,9 +340,9 @@ class StageLadder:
         what each stage's models cost each row to evaluate (None: nothing): the classifier's probabilities, the
         ranker's scores, the regressor's predictions and gaps.
 
-        One pass serves every setting read at prediction (``tradeoff``, ``max_cost``, the ranker's ``top_k``, up to
-        ``deepest``): :meth:`replay` reads each setting's result from it, equal to its own ``predict_result`` to the
-        bit (a sweep's points share it).
+        One pass serves every setting read at prediction (``tradeoff``, ``max_cost``, the ranker's ``cut`` and
+        ``top_k``, up to ``deepest``): :meth:`replay` reads each setting's result from it, equal to its own
+        ``predict_result`` to the bit (a sweep's points share it).
 
         Parameters
         ----------

@@ -25,8 +25,9 @@ from lightgbm_cegb.selection.registry import Candidate
 
 #: the kinds of LightGBM model (io.saved.objective_kind) a saved Selection's model may be, by its task (None: a
 #: Selection saved without one); a ranking's plain models may have a pointwise objective
-TASK_OBJECTIVES = {"binary": ("classification",), "multiclass": ("classification",), "regression": ("regression",),
-                   "ranking": ("ranking", "regression", "classification"), None: tuple(saved.KIND_NAMES)}
+TASK_OBJECTIVES = {"binary": ("classification", "probability"), "multiclass": ("classification",),
+                   "regression": ("regression", "probability"),
+                   "ranking": ("ranking", "regression", "classification", "probability"), None: tuple(saved.KIND_NAMES)}
 
 
 @dataclass
@@ -278,12 +279,12 @@ class Selection:
             raise saved.damaged(state, f"task should be binary, multiclass, regression, ranking or null, got "
                                        f"{task!r:.40}")
         classes = None if state.get("classes") is None else saved.class_labels(state)
-        if classes is not None and task != ("binary" if len(classes) == 2 else "multiclass"):
+        if classes is not None and task not in (("binary", "multiclass") if len(classes) == 2 else ("multiclass",)):
             raise saved.damaged(state, f"classes: {len(classes)} labels are not a {task!r:.20} task's")
         described = state["model"]
         if described.get("kind") == "booster":
             model = saved.booster(folder, manifest, "model", kinds=TASK_OBJECTIVES[task],
-                                  outputs=None if classes is None else saved.class_scores(len(classes)))
+                                  outputs=None if classes is None else 1 if task == "binary" else len(classes))
         elif described.get("kind") == "estimator":
             estimator = estimator_class(described.get("estimator"))
             if estimator is None:
@@ -294,9 +295,9 @@ class Selection:
             raise saved.damaged(manifest, f"model kind should be 'booster' or 'estimator', got "
                                           f"{described.get('kind')!r:.40}")
         saved.every_file_used(manifest)
-        if classes is not None and hasattr(model, "classes_") and len(model.classes_) != len(classes):
+        if hasattr(model, "classes_") and (classes is None or len(model.classes_) != len(classes)):
             raise saved.damaged(state, f"classes should name the chosen model's {len(model.classes_)} classes (its "
-                                       f"codes), got {classes.tolist()!r:.60}")
+                                       f"codes), got {None if classes is None else classes.tolist()!r:.60}")
         costs = None if manifest["costs"] is None else FeatureCosts.from_dict(manifest["costs"])
         figures = {}
         for key in ("valid_quality", "valid_cost", "test_quality", "test_cost", "decision_threshold"):
@@ -319,15 +320,14 @@ def estimator_class(name):
     Returns
     -------
     type or None
-        The class (one with ``load``), or None when no estimator the package exports has that name (its base
-        classes, which hold no model of their own, are not estimators).
+        The class (one with ``load``), or None when no estimator the package defines has that name (its base
+        classes, which hold no model of their own, are not estimators: their names begin with "_" or they are
+        marked ``_abstract``).
     """
-    import lightgbm_cegb
-    if name not in lightgbm_cegb.__all__:
-        return None
     classes, seen = [BudgetedEstimator], []
     while classes:
         cls = classes.pop()
         seen.append(cls)
         classes.extend(cls.__subclasses__())
-    return next((cls for cls in seen if cls.__name__ == name and callable(getattr(cls, "load", None))), None)
+    return next((cls for cls in seen if cls.__name__ == name and not name.startswith("_")
+                 and not cls.__dict__.get("_abstract") and cls.__module__.startswith("lightgbm_cegb.")), None)

@@ -31,12 +31,23 @@ def test_a_new_file_has_the_mode_open_gives_under_the_umask(tmp_path, mask):
     assert _mode(tmp_path / "new.txt") == _mode(tmp_path / "plain.txt") == 0o666 & ~mask
 
 
-def test_a_replaced_file_keeps_its_mode(tmp_path):
+@pytest.mark.parametrize("mode", [0o600, 0o444])
+def test_a_replaced_file_keeps_its_mode_once_the_new_one_is_written(tmp_path, mode):
+    """The mode is the old file's, set after the data is written: a read-only file (0444) is replaced by a read-only
+    one, not refused (a review, 2026-12-07: the temporary file took 0444 before the write, which failed for a user
+    without root's override)."""
     path = tmp_path / "model.txt"
     path.write_text("old")
-    path.chmod(0o600)
-    write_atomically(path, lambda tmp: Path(tmp).write_text("new"))
-    assert path.read_text() == "new" and _mode(path) == 0o600
+    path.chmod(mode)
+    modes = []
+
+    def write(tmp):
+        modes.append(_mode(Path(tmp)))
+        Path(tmp).write_text("new")
+
+    write_atomically(path, write)
+    assert path.read_text() == "new" and _mode(path) == mode
+    assert modes[0] & 0o200  # the owner could write the temporary file
 
 
 def test_the_data_is_flushed_before_the_move_and_the_move_after_it(tmp_path, monkeypatch):

@@ -662,7 +662,7 @@ def _foreign(kind: str, X: np.ndarray) -> str:
      r"gradients \(objective none\) there"),
     ("CEGBClassifier", "booster", "regression",
      r"holds a model of objective 'regression', where a CEGBClassifier keeps models of a classification objective or "
-     r"the package's own gradients"),
+     r"a cross-entropy objective there"),
     ("StagedAcquisitionClassifier", "stage_1", "regression",
      r"holds a model of objective 'regression', where a StagedAcquisitionClassifier keeps models of a classification "
      r"objective there"),
@@ -698,11 +698,20 @@ def test_an_artifact_of_another_kind_of_model_is_refused(tmp_path, kind, artifac
 def test_only_the_estimators_the_package_exports_are_read_by_name():
     """A review (2026-12-07): a manifest (a Selection's chosen model, ``lightgbm-cegb`` commands) naming one of the
     package's base classes (``_GreedyMiser``, ``PolicyClassifier``) was read with it: a model of no estimator."""
+    from lightgbm_cegb.base import BudgetedEstimator
     from lightgbm_cegb.selection.chosen import estimator_class
     for name in ("_GreedyMiser", "PolicyClassifier", "AdaptBase", "BudgetedEstimator", "_CEGBMixin", "_Tree"):
         assert estimator_class(name) is None, name
-    for name in ("GreedyMiserClassifier", "StagedAcquisitionRanker", "CEGBRegressor", "Cronus", "AdaptL1"):
-        assert estimator_class(name) is getattr(lc, name)
+    exported = [name for name in lc.__all__ if isinstance(getattr(lc, name), type)
+                and issubclass(getattr(lc, name), BudgetedEstimator)]
+    assert len(exported) >= 18
+    for name in exported:
+        assert estimator_class(name) is getattr(lc, name), name
+
+    class GreedyMiserClassifier(lc.GreedyMiserClassifier):  # a user's class of the same name is not the package's
+        pass
+
+    assert estimator_class("GreedyMiserClassifier") is lc.GreedyMiserClassifier
 
 
 def test_artifacts_a_state_does_not_read_are_refused(tmp_path):
@@ -716,3 +725,48 @@ def test_artifacts_a_state_does_not_read_are_refused(tmp_path):
     with pytest.raises(CEGBError, match=rf"manifest\.json': files name \['stage_{stages - 1}'\], which the "
                                         r"StagedAcquisitionClassifier its state describes does not read"):
         lc.StagedAcquisitionClassifier.load(tmp_path / "m")
+
+
+@pytest.mark.parametrize(("cls", "objective"), [("CEGBClassifier", "cross_entropy"),
+                                                ("CEGBRegressor", "cross_entropy"), ("CEGBRegressor", "huber"),
+                                                ("CEGBRanker", "binary"), ("CEGBClassifier", "multiclassova")])
+def test_cegb_models_of_every_objective_kind_load(tmp_path, cls, objective):
+    """A review (2026-12-07): the objective-kind check refused CEGBClassifier(objective="cross_entropy"), which
+    LightGBM fits as a classifier (probabilities): the cross-entropy objectives are a kind both classifiers and
+    regressors keep."""
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(300, 4))
+    y = (X[:, 0] > 0).astype(int) + (X[:, 1] > 1) * (objective == "multiclassova")
+    fit = {"group": [10] * 30} if cls == "CEGBRanker" else {}
+    model = getattr(lc, cls)(objective=objective, n_estimators=5, verbose=-1).fit(X, y, **fit)
+    model.save(tmp_path / "m")
+    again = getattr(lc, cls).load(tmp_path / "m")
+    np.testing.assert_array_equal(again.predict(X), model.predict(X))
+
+
+def test_a_model_without_its_objective_line_is_not_a_cegb_model(tmp_path):
+    """A review (2026-12-07): a foreign regression model with its objective line deleted read as a model of the
+    package's own gradients, which the CEGB estimators accepted (a CEGBClassifier then gave scores from -8 to 9 as
+    probabilities); a CEGB estimator's save always holds a LightGBM objective."""
+    model, X = _sibling("CEGBClassifier")
+    model.save(tmp_path / "m")
+    text = "\n".join(line for line in _foreign("regression", X).splitlines() if not line.startswith("objective="))
+    _rename_as_saved(tmp_path / "m", "booster", text + "\n")
+    with pytest.raises(CEGBError, match=r"holds a model of objective 'none', where a CEGBClassifier keeps models of a "
+                                        r"classification objective or a cross-entropy objective there"):
+        lc.CEGBClassifier.load(tmp_path / "m")
+
+
+def test_a_ranker_saved_before_margin_cuts_loads_with_share_cuts(tmp_path):
+    """Rankers saved before ``cut="margin"`` hold no margins: they load and rank as before (share cuts), and a
+    margin cut on them is refused by name."""
+    model, X = _sibling("StagedAcquisitionRanker")
+    model.set_params(tradeoff=0.5, top_k=2).save(tmp_path / "m")
+    manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
+    del manifest["state"]["cut_scale"], manifest["state"]["cut_gaps"]
+    (tmp_path / "m" / "manifest.json").write_text(json.dumps(manifest))
+    again = lc.StagedAcquisitionRanker.load(tmp_path / "m")
+    group = [10] * 30
+    np.testing.assert_array_equal(again.predict(X, group=group), model.predict(X, group=group))
+    with pytest.raises(CEGBError, match=r"cut: this model was saved before margin cuts"):
+        again.set_params(cut="margin").predict(X, group=group)

@@ -109,13 +109,14 @@ def test_a_damaged_saved_selection_is_refused_by_name(frontier, tmp_path):
     (("valid_quality",), "x", r"\(state\): valid_quality should be a number or null, got 'x'"),
     (("test_cost",), [1], r"\(state\): test_cost should be a number or null, got \[1\]"),
     (("classes",), [1, 0], r"\(state\): classes should be 2 or more distinct labels .* in sorted order"),
-    (("task",), "multiclass", r"\(state\): classes: 2 labels are not a 'multiclass' task's"),
+    (("task",), "regression", r"\(state\): classes: 2 labels are not a 'regression' task's"),
     (("task",), ["binary"], r"\(state\): task should be binary, multiclass, regression, ranking or null"),
     (("model", "params"), [1], r"\(the chosen model\): params should be a mapping, got \[1\]"),
     (("model", "n_features_in"), "6", r"\(the chosen model\): n_features_in should be an integer >= 1, got '6'"),
     (("model", "state"), None, r"the chosen model's description lacks \['state'\]"),
     (("model", "estimator"), "_GreedyMiser", r"the chosen model is a '_GreedyMiser', not an estimator"),
     (("model", "estimator"), "PolicyClassifier", r"the chosen model is a 'PolicyClassifier', not an estimator"),
+    (("classes",), None, r"\(state\): classes should name the chosen model's 2 classes \(its codes\), got None"),
 ])
 def test_a_saved_selection_s_figures_classes_and_model_description_are_checked(frontier, tmp_path, path, value,
                                                                                message):
@@ -137,3 +138,19 @@ def test_a_saved_selection_s_figures_classes_and_model_description_are_checked(f
     manifest_path.write_text(json.dumps(manifest))
     with pytest.raises(CEGBError, match=message):
         Selection.load(tmp_path / "choice")
+
+
+def test_a_multiclass_selection_of_two_classes_round_trips(rows, tmp_path):
+    """A review (2026-12-07): a task="multiclass" sweep of two classes (its LightGBM model gives two scores per row)
+    was refused at load ("2 labels are not a 'multiclass' task's")."""
+    train, valid, (X_test, _) = rows
+    labels = np.array(["no", "yes"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        frame = sweep(["lightgbm"], (train[0], labels[train[1]]), (valid[0], labels[valid[1]]), COSTS,
+                      task="multiclass", num_boost_round=20)
+        chosen = select(frame, 1e9)
+    chosen.save(tmp_path / "choice")
+    again = Selection.load(tmp_path / "choice")
+    assert again.task == "multiclass" and list(again.classes) == ["no", "yes"]
+    np.testing.assert_array_equal(again.predict(X_test), chosen.predict(X_test))

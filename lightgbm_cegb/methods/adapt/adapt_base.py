@@ -76,6 +76,8 @@ class AdaptBase(BudgetedEstimator, ClassifierMixin, BaseEstimator):
     """What ADAPT's estimators share: f0 and its classes, the cost model, the gate's threshold, the cost of the
     rows sent to f0, the prediction and the files' cost manifest."""
 
+    _abstract = True  # a base of estimators (selection.chosen.estimator_class)
+
     _fitted_attribute = "gate_threshold_"
     _given_at_load = ("f0", "f0_usage")
     _constraints = {
