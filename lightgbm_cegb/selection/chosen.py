@@ -295,9 +295,11 @@ class Selection:
             raise saved.damaged(manifest, f"model kind should be 'booster' or 'estimator', got "
                                           f"{described.get('kind')!r:.40}")
         saved.every_file_used(manifest)
-        if hasattr(model, "classes_") and (classes is None or len(model.classes_) != len(classes)):
-            raise saved.damaged(state, f"classes should name the chosen model's {len(model.classes_)} classes (its "
-                                       f"codes), got {None if classes is None else classes.tolist()!r:.60}")
+        if hasattr(model, "classes_") and (task not in (None, "binary", "multiclass") or
+                                           (classes is not None and len(model.classes_) != len(classes))):
+            raise saved.damaged(state, f"the chosen model is a classifier of {len(model.classes_)} classes: task "
+                                       f"should be binary, multiclass or null and classes its labels, got {task!r:.20} "
+                                       f"and {None if classes is None else classes.tolist()!r:.60}")
         costs = None if manifest["costs"] is None else FeatureCosts.from_dict(manifest["costs"])
         figures = {}
         for key in ("valid_quality", "valid_cost", "test_quality", "test_cost", "decision_threshold"):

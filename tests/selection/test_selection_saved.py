@@ -116,7 +116,6 @@ def test_a_damaged_saved_selection_is_refused_by_name(frontier, tmp_path):
     (("model", "state"), None, r"the chosen model's description lacks \['state'\]"),
     (("model", "estimator"), "_GreedyMiser", r"the chosen model is a '_GreedyMiser', not an estimator"),
     (("model", "estimator"), "PolicyClassifier", r"the chosen model is a 'PolicyClassifier', not an estimator"),
-    (("classes",), None, r"\(state\): classes should name the chosen model's 2 classes \(its codes\), got None"),
 ])
 def test_a_saved_selection_s_figures_classes_and_model_description_are_checked(frontier, tmp_path, path, value,
                                                                                message):
@@ -137,6 +136,21 @@ def test_a_saved_selection_s_figures_classes_and_model_description_are_checked(f
         part[path[-1]] = value
     manifest_path.write_text(json.dumps(manifest))
     with pytest.raises(CEGBError, match=message):
+        Selection.load(tmp_path / "choice")
+
+
+def test_a_classifier_chosen_is_not_read_as_a_regression(frontier, tmp_path):
+    """A review (2026-12-07): a Selection of a Greedy Miser classifier with its task edited to regression and its
+    classes removed loaded and predicted the class codes as values."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        select(frontier[frontier["method"] == "greedy_miser"], 1e9).save(tmp_path / "choice")
+    path = tmp_path / "choice" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["state"].update(task="regression", classes=None)
+    path.write_text(json.dumps(manifest))
+    with pytest.raises(CEGBError, match=r"the chosen model is a classifier of 2 classes: task should be binary, "
+                                        r"multiclass or null and classes its labels, got 'regression' and None"):
         Selection.load(tmp_path / "choice")
 
 
