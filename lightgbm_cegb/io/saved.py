@@ -338,6 +338,7 @@ def checked_fields(manifest: dict, where: str) -> Fields:
 
 
 def _check_fields(manifest: Fields, where: str) -> None:
+    """The types of the fields every estimator reads (a missing one is named when it is read)."""
     def refuse(key: str, expected: str) -> None:
         raise CEGBError(f"{where}: {key} should be {expected}, got {manifest[key]!r:.80}")
 
@@ -482,7 +483,7 @@ def every_file_used(manifest: Mapping) -> None:
 
 
 def class_scores(n_classes: int) -> int:
-    """The raw scores per row of a model of ``n_classes`` classes: one for two, one per class for more."""
+    """The raw scores per row of a model of ``n_classes`` classes: one for two (or one), one per class for more."""
     return 1 if n_classes == 2 else n_classes
 
 

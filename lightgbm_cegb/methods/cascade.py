@@ -361,8 +361,8 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
         self._compile("stages", self.stages_, [0.0])
         X, _, group = queries
         scores, _ = self.stage_passes(X, len(self.stages_))
-        query = _queries(group, len(X))
-        sizes = np.bincount(query, minlength=len(group)).astype(np.float64)
+        query = _queries(group, len(X))  # the sizes checked: each query holds a document
+        group = np.asarray(group)
         ends = np.r_[0, np.cumsum(group)]
         last = scores[-1]
         order = np.lexsort((np.arange(len(last)), -last, query))
@@ -372,11 +372,10 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
         self.cut_scale_ = np.ones(len(scores))
         self.cut_gaps_ = np.zeros((len(scores), CUT_LEVELS))
         for k in range(1, len(scores) - 1):
-            means = np.bincount(query, weights=scores[k], minlength=len(group)) / np.maximum(sizes, 1.0)
+            means = np.add.reduceat(scores[k], ends[:-1]) / group
             spread = float(np.std(scores[k] - means[query]))
             self.cut_scale_[k] = spread if spread > 0 else 1.0
-            best = np.maximum.reduceat(scores[k], ends[:-1][group > 0])
-            gap = (np.repeat(best, group[group > 0]) - scores[k]) / self.cut_scale_[k]
+            gap = (np.maximum.reduceat(scores[k], ends[:-1])[query] - scores[k]) / self.cut_scale_[k]
             self.cut_gaps_[k] = np.quantile(gap[top], np.linspace(0.0, 1.0, CUT_LEVELS))
 
     def _eval_queries(self, eval_set, eval_group) -> tuple | None:
@@ -487,7 +486,7 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
         ``top_k`` among them (ties: the given order) and, with ``cut="share"``, its best ``ceil((1 - tradeoff) * m)``
         of its m documents there, with ``cut="margin"`` those whose score is within stage k's margin of its best
         (``cut_gaps_``' ``1 - tradeoff`` quantile, in units of ``cut_scale_``; every one where tradeoff is 0)."""
-        if k == 0 or not len(rows):
+        if k == 0 or not len(rows) or (self.cut == "margin" and self.tradeoff == 0):
             return np.ones(len(rows), dtype=bool)
         q = query[rows]
         order = np.lexsort((rows, -score[rows], q))  # by query, score falling, position
@@ -497,9 +496,6 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
         go = np.empty(len(rows), dtype=bool)
         if self.cut == "margin":
             ranked = score[rows][order]
-            if self.tradeoff == 0:
-                go[order] = True
-                return go
             margin = np.interp(1.0 - float(self.tradeoff), np.linspace(0.0, 1.0, CUT_LEVELS), self.cut_gaps_[k])
             below = (np.repeat(ranked[starts], sizes) - ranked) / self.cut_scale_[k]
             go[order] = (place < int(self.top_k)) | (below <= margin)

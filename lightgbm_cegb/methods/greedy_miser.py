@@ -479,7 +479,7 @@ class GreedyMiserClassifier(ClassifierMixin, _GreedyMiser):
             raise CEGBError(f"y should hold at least two classes, got {self.classes_.tolist()}")
         codes = self._encode(y)
         return self._fit(X, codes, sample_weight, eval_set, eval_sample_weight,
-                         num_class=len(self.classes_) if len(self.classes_) > 2 else 1, callbacks=callbacks)
+                         num_class=saved.class_scores(len(self.classes_)), callbacks=callbacks)
 
     def _encode(self, y):
         codes, unknown = class_codes(self.classes_, y)

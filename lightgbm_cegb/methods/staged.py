@@ -404,7 +404,7 @@ class StagedAcquisitionClassifier(StageLadder, PolicyClassifier):
         reads and replaces; None for separate ones."""
         if not self._continued():
             return None
-        return np.empty((n, 1 if len(self.classes_) == 2 else len(self.classes_)))
+        return np.empty((n, saved.class_scores(len(self.classes_))))
 
     def _stage_pass(self, k: int, X: np.ndarray, masked: np.ndarray, carried=None) -> tuple:
         """Stage ``k``'s probabilities of every row and what its evaluation costs each (stage 0: nothing)."""

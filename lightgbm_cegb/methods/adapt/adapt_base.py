@@ -158,7 +158,7 @@ class AdaptBase(BudgetedEstimator, ClassifierMixin, BaseEstimator):
     @property
     def _num_scores(self) -> int:
         """Raw scores per row of f1: one logit for two classes, else one per class."""
-        return len(self.classes_) if len(self.classes_) > 2 else 1
+        return saved.class_scores(len(self.classes_))
 
     def _set_threshold(self, score: np.ndarray) -> None:
         """The gate's threshold from its scores on the training rows: the share above it as close as ties allow
