@@ -2,8 +2,8 @@
 screened on a subsample above 20,000 training rows) against the exhaustive sweep of each budget alone, its time
 in plain LightGBM fits and its choices.
 
-    .venv/bin/python -m scripts.bench_budget_workflow [--data cube higgs letter mnist diamonds large] [--no-exhaustive]
-                                                    [--diamonds PATH]
+    .venv/bin/python -m scripts.bench_budget_workflow [--data cube higgs letter mnist diamonds covertype covertype7
+                                                           large] [--no-exhaustive] [--diamonds PATH] [--covertype PATH]
 
 For each data set, the unit of time is one plain LightGBM fit of the sweep's ``lightgbm`` point (its defaults,
 early stopped on the validation rows, in this process; the median of three). Then
@@ -23,7 +23,10 @@ and ``mnist`` (digits 3 against 8 at four resolutions, 1,120 unit-cost pixels, f
 LightGBM's validation cost (not run by default: letter's exhaustive sweeps take hours, Greedy Miser's 26 classes
 about 2 minutes a point); ``diamonds`` (``--diamonds PATH``: ggplot2's, regression of log(price), RMSE, as
 ``scripts/frontiers.py`` reads it, split 0: 30,000 / 10,000 rows, the appraisal's costs) at a tenth, a quarter and a
-half of plain LightGBM's validation cost; ``large`` (not run by default: its exhaustive
+half of plain LightGBM's validation cost; ``covertype`` and ``covertype7`` (``--covertype PATH``: UCI Forest Covertype's
+``covtype.data[.gz]``, not on this machine) as ``scripts/bench_quality.py`` builds them for issue 60 (classes 1 and 2,
+or all seven, of a seeded sample of 80,000 rows split 60 / 20 / 20; the lookup and survey groups of its cost model),
+at its budgets 10, 20 and 30; ``large`` (not run by default: its exhaustive
 sweep takes most of an hour on 2 cores), 50,000 / 10,000 rows (of 70,000) x 54 features of scikit-learn's
 ``make_classification`` (20 informative, 10 redundant, 5% of labels flipped, seed 0) at random costs in {1, 2, 5,
 10, 20}, at a budget of 60 (plain LightGBM's validation cost is about 400).
@@ -72,9 +75,9 @@ def fractions_of_plain(train, valid, costs, task: str, fractions: tuple[float, .
     return [round(f * full, 2) for f in fractions]
 
 
-def data_sets(names: list[str], diamonds: str | None = None, cluster: int = 2_000_000):
+def data_sets(names: list[str], diamonds: str | None = None, cluster: int = 2_000_000, covertype: str | None = None):
     """(name, train, valid, costs, task, budgets) of each data set asked for (``diamonds``: its CSV's path;
-    ``cluster``: the cluster row's training rows)."""
+    ``cluster``: the cluster row's training rows; ``covertype``: the UCI file's path)."""
     for name in names:
         if name == "cube":
             d = cube(42)
@@ -101,6 +104,10 @@ def data_sets(names: list[str], diamonds: str | None = None, cluster: int = 2_00
             parts = random_split(X, y, (30_000, 10_000), 0)  # split 0 of scripts/frontiers.py's protocol
             yield name, parts["train"], parts["valid"], DIAMONDS_COSTS, "regression", fractions_of_plain(
                 parts["train"], parts["valid"], DIAMONDS_COSTS, "regression", (0.1, 0.25, 0.5))
+        elif name in ("covertype", "covertype7"):
+            from scripts.bench_quality import data_sets as quality_sets  # it imports this module's unit
+            _, train, valid, _, costs, task, _, budgets = next(quality_sets([name], covertype))
+            yield name, train, valid, costs, task, budgets
         elif name == "large":
             from sklearn.datasets import make_classification
             X, y = make_classification(70_000, 54, n_informative=20, n_redundant=10, flip_y=0.05, random_state=0)
@@ -113,8 +120,8 @@ def data_sets(names: list[str], diamonds: str | None = None, cluster: int = 2_00
             full = float(prediction_cost(booster, valid[0], costs).per_instance.mean())
             yield name, train, valid, costs, "binary", [round(0.1 * full, 2), round(0.25 * full, 2)]
         else:
-            raise SystemExit(f"--data: unknown data set {name!r} (cube, higgs, letter, mnist, diamonds, large, "
-                             "cluster)")
+            raise SystemExit(f"--data: unknown data set {name!r} (cube, higgs, letter, mnist, diamonds, covertype, "
+                             "covertype7, large, cluster)")
 
 
 #: the cluster row's costs: three tiers over its 20 columns (the rule's columns 0, 1, 3 cheap, 9, 12 middling, 15, 18
@@ -180,6 +187,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", nargs="+", default=["cube", "higgs"])
     parser.add_argument("--diamonds", metavar="PATH", help="ggplot2's diamonds.csv (with --data diamonds)")
+    parser.add_argument("--covertype", metavar="PATH",
+                        help="UCI Forest Covertype's covtype.data[.gz] (with --data covertype or covertype7)")
     parser.add_argument("--cluster-rows", type=int, default=2_000_000,
                         help="the training rows of --data cluster (default 2,000,000)")
     parser.add_argument("--no-exhaustive", action="store_true",
@@ -192,7 +201,8 @@ def main(argv: list[str] | None = None) -> None:
     if "cluster" in args.data:
         from distributed import Client, LocalCluster
         client = Client(LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None, silence_logs=50))
-    for name, train, valid, costs, task, budgets in data_sets(args.data, args.diamonds, args.cluster_rows):
+    for name, train, valid, costs, task, budgets in data_sets(args.data, args.diamonds, args.cluster_rows,
+                                                              args.covertype):
         units = [(cluster_plain_fit(train, valid) if name == "cluster" else plain_fit(train, valid, task))[0]
                  for _ in range(UNIT_FITS)]
         unit = float(np.median(units))
