@@ -129,19 +129,25 @@ def drawn(X, y, rows: int, seed: int = 0, total: int | None = None) -> tuple:
 
 def drawn_queries(X, y, group, rows: int, seed: int = 0, total: int | None = None) -> tuple:
     """The documents of queries of the Dask collection X drawn whole, each query with the same probability (about
-    ``rows`` documents in all; every query where they are fewer), their grades y (a Dask array or Series partitioned
-    as X) and their query sizes (``group``: a Dask array of a chunk per partition, see :func:`query_parts`), brought
-    into memory in their order: X as numpy rows or a pandas DataFrame, y and the sizes as numpy arrays. ``total``: X's
-    rows where they are counted already."""
+    ``rows`` documents in all; every query where they are fewer; where the draw takes none, the first query of the
+    first partition that holds one), their grades y (a Dask array or Series partitioned as X) and their query sizes
+    (``group``: a Dask array of a chunk per partition, see :func:`query_parts`), brought into memory in their order: X
+    as numpy rows or a pandas DataFrame, y and the sizes as numpy arrays. ``total``: X's rows where they are counted
+    already."""
     import dask
     import numpy as np
 
     X_parts, y_parts = partitions(X), _label_parts(X, y)
+    groups = query_parts(group, len(X_parts))
     total = sum(lengths(X)) if total is None else total
     fraction = 1.0 if total <= rows else rows / total
     parts = dask.compute(*[dask.delayed(_drawn_queries_part)(part, labels, sizes, fraction, seed, i)
-                           for i, (part, labels, sizes) in enumerate(zip(X_parts, y_parts,
-                                                                         query_parts(group, len(X_parts))))])
+                           for i, (part, labels, sizes) in enumerate(zip(X_parts, y_parts, groups))])
+    if not any(len(drawn[2]) for drawn in parts):  # few, large queries: none drawn
+        for i, (part, labels, sizes) in enumerate(zip(X_parts, y_parts, groups)):
+            parts = dask.compute(dask.delayed(_drawn_queries_part)(part, labels, sizes, fraction, seed, i, first=True))
+            if len(parts[0][2]):
+                break
     grades, sizes = (np.concatenate([part[i] for part in parts]) for i in (1, 2))
     if hasattr(X, "numblocks"):
         return np.concatenate([part for part, _, _ in parts]), grades, sizes
@@ -149,8 +155,9 @@ def drawn_queries(X, y, group, rows: int, seed: int = 0, total: int | None = Non
     return pd.concat([part for part, _, _ in parts]), grades, sizes
 
 
-def _drawn_queries_part(X, y, sizes, fraction: float, seed: int, index: int) -> tuple:
-    """The documents, grades and sizes of the queries drawn of one partition (partition ``index``)."""
+def _drawn_queries_part(X, y, sizes, fraction: float, seed: int, index: int, first: bool = False) -> tuple:
+    """The documents, grades and sizes of the queries drawn of one partition (partition ``index``; ``first``: its
+    first query alone)."""
     import numpy as np
 
     if len(y) != len(X):
@@ -159,6 +166,8 @@ def _drawn_queries_part(X, y, sizes, fraction: float, seed: int, index: int) -> 
     sizes = checked_group(np.asarray(sizes) if len(sizes) else np.zeros(0, dtype=np.int64), len(X),
                           f"group (partition {index})")
     chosen = drawing(len(sizes), fraction, seed, index)
+    if first:
+        chosen = np.arange(len(sizes)) == 0
     documents = np.repeat(chosen, sizes)
     return X[documents], np.asarray(y)[documents], sizes[chosen]
 

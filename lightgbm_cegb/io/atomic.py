@@ -25,8 +25,8 @@ def write_atomically(path: str | os.PathLike, write) -> None:
     os.close(fd)
     try:
         write(tmp)
+        _flushed(tmp)  # before the mode: a mode without the owner's read bit would keep it from being opened
         os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode) if path.exists() else 0o666 & ~_umask())
-        _flushed(tmp)
         os.replace(tmp, path)
         _flushed(path.parent)
     finally:

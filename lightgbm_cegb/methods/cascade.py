@@ -83,8 +83,15 @@ from lightgbm_cegb.methods.ladder import (
 MAX_LABEL = 30
 #: what a cut stops (``cut``): a share of the query's documents, or those beyond the stage's margin of its best
 CUTS = ("share", "margin")
-#: the quantiles of the held-out documents' margins kept per stage (``cut_gaps_``; levels evenly from 0 to 1)
-CUT_LEVELS = 129
+#: the tradeoffs t at which a margin cut's margins are learned (``cut_levels_``: the 1 - t quantiles of the held-out
+#: documents' gaps; between them a margin is interpolated linearly in t): every value of the sweep's grid
+#: (``selection``'s CASCADE_MARGINS) among them, dense where a cut loses little (129 levels evenly from 0 to 1 made
+#: t = 0.005 the interpolation between the 127/128 quantile and the largest gap, a cut that stopped 0.0001 to 0.002
+#: of the top documents)
+CUT_TRADEOFFS = (0.0, 0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.07, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8,
+                 0.9, 1.0)
+#: the levels of a margin cut saved before CUT_TRADEOFFS: 129 evenly from 0 to 1, the same margins for every last stage
+LEGACY_CUT_LEVELS = 129
 
 
 def _queries_within(rows: tuple, size: int) -> tuple:
@@ -211,9 +218,12 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
         The kind of stage models fitted (``stage_models`` at ``fit``; what prediction reads).
     cut_scale_ : ndarray of shape (n_stages,)
         Each stage's spread of scores within a query on the held-out queries (``cut="margin"``'s unit).
-    cut_gaps_ : ndarray of shape (n_stages, CUT_LEVELS)
-        Quantiles (levels evenly from 0 to 1) of how far below their query's best, in ``cut_scale_``, the held-out
-        documents that end in the last stage's top ``eval_at`` lay at each stage: ``cut="margin"``'s margins.
+    cut_levels_ : ndarray of shape (n_levels,)
+        The tradeoffs at which the margins are learned (CUT_TRADEOFFS), rising from 0 to 1.
+    cut_gaps_ : ndarray of shape (n_stages, n_stages, n_levels)
+        ``cut_gaps_[last, k, i]``: the ``1 - cut_levels_[i]`` quantile of how far below their query's best, in
+        ``cut_scale_``, the held-out documents that stage ``last`` ranks in their query's top ``eval_at`` lay at
+        stage k < last: ``cut="margin"``'s margins for a run whose last stage (within ``max_cost``) is ``last``.
     units_ : list of tuple of int
         The columns of each unit: the groups of the costs (in their order), then the ungrouped features.
     unit_cost_ : ndarray of shape (n_units,)
@@ -355,28 +365,36 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
     def _calibrate_cuts(self, queries: tuple) -> None:
         """Compile the stages, and learn ``cut="margin"``'s margins from ``queries`` (X, grades, sizes; the held-out
         ones, else the training ones): ``cut_scale_``, each stage's spread of scores within a query (the standard
-        deviation of the scores less their query's mean), and ``cut_gaps_``, the CUT_LEVELS quantiles (levels evenly
-        from 0 to 1) of how far below their query's best score, in that unit, the documents that the last stage ranks
-        in their query's top ``eval_at`` lay at each stage (stage 0 and the last: zeros, no cut reads them)."""
+        deviation of the scores less their query's mean), and ``cut_gaps_[last, k]``, the quantiles at ``1 -
+        CUT_TRADEOFFS`` of how far below their query's best score, in that unit, the documents that stage ``last``
+        ranks in their query's top ``eval_at`` lay at stage k (zeros where no cut reads them: k = 0 or k >= last). A
+        run capped at a stage reads the margins of its own last stage: a model fitted up to ``max_stage_cost`` learns
+        the margins the full model holds for that stage, to the bit."""
         self._compile("stages", self.stages_, [0.0])
         X, _, group = queries
+        if not len(X):
+            raise CEGBError("cut: the margins are learned on held-out queries, and none were given or drawn")
         scores, _ = self.stage_passes(X, len(self.stages_))
         query = _queries(group, len(X))  # the sizes checked: each query holds a document
         group = np.asarray(group)
         ends = np.r_[0, np.cumsum(group)]
-        last = scores[-1]
-        order = np.lexsort((np.arange(len(last)), -last, query))
-        place = np.empty(len(last), dtype=np.int64)
-        place[order] = np.arange(len(last)) - np.repeat(ends[:-1], group)
-        top = place < int(self.eval_at)
-        self.cut_scale_ = np.ones(len(scores))
-        self.cut_gaps_ = np.zeros((len(scores), CUT_LEVELS))
-        for k in range(1, len(scores) - 1):
+        stages = len(scores)
+        self.cut_scale_ = np.ones(stages)
+        self.cut_levels_ = np.array(CUT_TRADEOFFS)
+        self.cut_gaps_ = np.zeros((stages, stages, len(CUT_TRADEOFFS)))
+        gaps = [None] * stages
+        for k in range(1, stages - 1):
             means = np.add.reduceat(scores[k], ends[:-1]) / group
             spread = float(np.std(scores[k] - means[query]))
             self.cut_scale_[k] = spread if spread > 0 else 1.0
-            gap = (np.maximum.reduceat(scores[k], ends[:-1])[query] - scores[k]) / self.cut_scale_[k]
-            self.cut_gaps_[k] = np.quantile(gap[top], np.linspace(0.0, 1.0, CUT_LEVELS))
+            gaps[k] = (np.maximum.reduceat(scores[k], ends[:-1])[query] - scores[k]) / self.cut_scale_[k]
+        for last in range(2, stages):
+            order = np.lexsort((np.arange(len(X)), -scores[last], query))
+            place = np.empty(len(X), dtype=np.int64)
+            place[order] = np.arange(len(X)) - np.repeat(ends[:-1], group)
+            top = place < int(self.eval_at)
+            for k in range(1, last):
+                self.cut_gaps_[last, k] = np.quantile(gaps[k][top], 1.0 - self.cut_levels_)
 
     def _eval_queries(self, eval_set, eval_group) -> tuple | None:
         """(X, grades, query sizes) of ``eval_set``'s first set, checked (a Dask collection computed); None without
@@ -476,16 +494,17 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
     def _check_policy(self) -> None:
         """Check the parameters read when predicting (``set_params`` changes them on a fitted model)."""
         check_params(self, self._constraints, self._policy_params)
-        if self.cut == "margin" and getattr(self, "cut_gaps_", 0) is None:
+        if self.cut == "margin" and getattr(self, "cut_gaps_", None) is None:
             raise CEGBError("cut: this model was saved before margin cuts and holds no margins (cut_gaps_); "
                             "cut='share', or fit it again")
 
-    def _moving(self, k: int, rows: np.ndarray, query: np.ndarray, score: np.ndarray) -> np.ndarray:
+    def _moving(self, k: int, rows: np.ndarray, query: np.ndarray, score: np.ndarray, last: int) -> np.ndarray:
         """Which of ``rows`` (the documents at stage ``k``, in order; ``query[rows]`` their queries,
-        ``score[rows]`` their stage-k scores) move on to stage k + 1: all after stage 0, else per query its best
-        ``top_k`` among them (ties: the given order) and, with ``cut="share"``, its best ``ceil((1 - tradeoff) * m)``
-        of its m documents there, with ``cut="margin"`` those whose score is within stage k's margin of its best
-        (``cut_gaps_``' ``1 - tradeoff`` quantile, in units of ``cut_scale_``; every one where tradeoff is 0)."""
+        ``score[rows]`` their stage-k scores) move on to stage k + 1 of a run whose last stage is ``last``: all after
+        stage 0, else per query its best ``top_k`` among them (ties: the given order) and, with ``cut="share"``, its
+        best ``ceil((1 - tradeoff) * m)`` of its m documents there, with ``cut="margin"`` those whose score is within
+        stage k's margin of its best (``cut_gaps_[last, k]`` at ``tradeoff``, in units of ``cut_scale_``; every one
+        where tradeoff is 0)."""
         if k == 0 or not len(rows) or (self.cut == "margin" and self.tradeoff == 0):
             return np.ones(len(rows), dtype=bool)
         q = query[rows]
@@ -496,7 +515,7 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
         go = np.empty(len(rows), dtype=bool)
         if self.cut == "margin":
             ranked = score[rows][order]
-            margin = np.interp(1.0 - float(self.tradeoff), np.linspace(0.0, 1.0, CUT_LEVELS), self.cut_gaps_[k])
+            margin = np.interp(float(self.tradeoff), self.cut_levels_, self.cut_gaps_[last, k])
             below = (np.repeat(ranked[starts], sizes) - ranked) / self.cut_scale_[k]
             go[order] = (place < int(self.top_k)) | (below <= margin)
             return go
@@ -653,7 +672,7 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
         run = CascadeRun(self, query)
         rows = np.arange(len(query))
         for k in range(1, run.last + 1):
-            rows = rows[self._moving(k - 1, rows, query, scores[k - 1])]
+            rows = rows[self._moving(k - 1, rows, query, scores[k - 1], run.last)]
             for unit in self.order_[self.stage_units_[k - 1]:self.stage_units_[k]]:
                 self._pay(run.state, int(unit), rows)
             if added[k] is not None:
@@ -695,9 +714,10 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
     # --------------------------------------------------------------------------------------- save / load
 
     def _saved_state(self) -> tuple[dict, dict]:
+        margins = {} if self.cut_gaps_ is None else \
+            {"cut_scale": self.cut_scale_, "cut_levels": self.cut_levels_, "cut_gaps": self.cut_gaps_}
         return ({"units": [list(u) for u in self.units_], "unit_cost": self.unit_cost_, "order": self.order_,
-                 "stage_units": self.stage_units_, "stage_models": self.stage_models_,
-                 "cut_scale": self.cut_scale_, "cut_gaps": self.cut_gaps_},
+                 "stage_units": self.stage_units_, "stage_models": self.stage_models_, **margins},
                 {f"stage_{k}": booster.model_to_string() for k, booster in enumerate(self.stages_, start=1)})
 
     def _restore(self, state: dict, folder, manifest: dict) -> None:
@@ -705,15 +725,31 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
         self._restore_ladder(state)
         self.stages_ = [saved.booster(folder, manifest, f"stage_{k}", kinds=("ranking",), outputs=1)
                         for k in range(1, len(self.stage_units_))]
-        stages = len(self.stage_units_)
-        self.cut_scale_ = self.cut_gaps_ = None  # saved before margin cuts: share cuts only
-        if "cut_scale" in state or "cut_gaps" in state:
-            self.cut_scale_ = saved.array(state, "cut_scale", (stages,), low=0.0)
-            self.cut_gaps_ = saved.array(state, "cut_gaps", (stages, CUT_LEVELS), low=0.0)
-            if (self.cut_scale_ == 0).any() or (np.diff(self.cut_gaps_, axis=1) < 0).any():
-                raise saved.damaged(state, "cut_scale should hold numbers > 0 and each stage's cut_gaps quantiles in "
-                                           "rising order")
+        self._restore_cuts(state, len(self.stage_units_))
         self._compile("stages", self.stages_, [0.0])
+
+    def _restore_cuts(self, state: dict, stages: int) -> None:
+        """``cut_scale_``, ``cut_levels_`` and ``cut_gaps_`` of a saved state, checked: none saved before margin cuts
+        (share cuts only); saved before CUT_TRADEOFFS (no ``cut_levels``), each stage's quantiles at LEGACY_CUT_LEVELS
+        levels evenly from 0 to 1, which every last stage reads, as they were."""
+        self.cut_scale_ = self.cut_levels_ = self.cut_gaps_ = None
+        if not any(key in state for key in ("cut_scale", "cut_levels", "cut_gaps")):
+            return
+        scale = saved.array(state, "cut_scale", (stages,), low=0.0)
+        if "cut_levels" in state:
+            levels = saved.array(state, "cut_levels", (None,), low=0.0)
+            gaps = saved.array(state, "cut_gaps", (stages, stages, len(levels)), low=0.0)
+        else:
+            levels = np.linspace(0.0, 1.0, LEGACY_CUT_LEVELS)
+            quantiles = saved.array(state, "cut_gaps", (stages, LEGACY_CUT_LEVELS), low=0.0)
+            if (np.diff(quantiles, axis=1) < 0).any():
+                raise saved.damaged(state, "cut_gaps should hold each stage's quantiles in rising order")
+            gaps = np.broadcast_to(quantiles[:, ::-1], (stages, stages, LEGACY_CUT_LEVELS)).copy()
+        if (scale == 0).any() or len(levels) < 2 or levels[0] != 0.0 or levels[-1] != 1.0 or \
+                (np.diff(levels) <= 0).any() or (np.diff(gaps, axis=-1) > 0).any():
+            raise saved.damaged(state, "cut_scale should hold numbers > 0, cut_levels tradeoffs rising from 0 to 1 and "
+                                       "cut_gaps margins falling along them")
+        self.cut_scale_, self.cut_levels_, self.cut_gaps_ = scale, levels, gaps
 
 
 def _queries(group, n: int) -> np.ndarray:
@@ -765,7 +801,7 @@ class CascadeRun(LadderRun):
         self.score = np.zeros(len(query))
 
     def _going(self, k: int, rows: np.ndarray) -> np.ndarray:
-        return self.model._moving(k, rows, self.query, self.score)
+        return self.model._moving(k, rows, self.query, self.score, self.last)
 
     def _entered(self, k: int, rows: np.ndarray) -> None:
         self.score[rows] = self.model._scored(self.score[rows], self.model._stage_score(k, self.X[rows]))

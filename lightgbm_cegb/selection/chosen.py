@@ -300,6 +300,9 @@ class Selection:
             raise saved.damaged(state, f"the chosen model is a classifier of {len(model.classes_)} classes: task "
                                        f"should be binary, multiclass or null and classes its labels, got {task!r:.20} "
                                        f"and {None if classes is None else classes.tolist()!r:.60}")
+        if described["kind"] == "estimator" and task in ("binary", "multiclass") and not hasattr(model, "classes_"):
+            raise saved.damaged(state, f"task {task!r} needs a classifier, got the chosen model a "
+                                       f"{type(model).__name__}, which has no classes")
         costs = None if manifest["costs"] is None else FeatureCosts.from_dict(manifest["costs"])
         figures = {}
         for key in ("valid_quality", "valid_cost", "test_quality", "test_cost", "decision_threshold"):

@@ -212,3 +212,21 @@ def test_queries_are_drawn_whole_from_arrays_and_frames_alike():
     np.testing.assert_array_equal(every[2], sizes)
     with pytest.raises(CEGBError, match=r"group \(partition 2\) should hold the sizes .* summing to the"):
         drawn_queries(*array, da.from_array(np.r_[sizes[:-1], sizes[-1] + 1], chunks=(cut,)), n)
+
+
+def test_a_draw_of_no_query_takes_the_first_query_of_the_first_partition_that_holds_one():
+    """A review (2026-12-07): a draw of few documents from few, large queries could take none (each query kept with
+    probability rows / documents), and the staged ranker's Dask fit then failed after training every stage, learning
+    its margins on no query. Such a draw now takes the first query of the first partition that holds one (an empty
+    partition first here); a draw that takes some is as before."""
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(80, 2)), rng.integers(0, 3, size=80)
+    group = da.from_array(np.array([40, 40]), chunks=((0, 2),))
+    array = (da.from_array(X, chunks=((0, 80), 2)), da.from_array(y, chunks=((0, 80),)))
+    empty = 0
+    for seed in range(40):
+        drawn_X, drawn_y, sizes = drawn_queries(*array, group, 1, seed=seed)
+        assert len(sizes) >= 1 and sizes.sum() == len(drawn_y) == len(drawn_X)
+        if len(sizes) == 1 and np.array_equal(drawn_X, X[:40]) and np.array_equal(drawn_y, y[:40]):
+            empty += 1
+    assert empty >= 30  # a query kept with probability 1/80: most seeds draw none

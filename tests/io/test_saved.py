@@ -763,10 +763,77 @@ def test_a_ranker_saved_before_margin_cuts_loads_with_share_cuts(tmp_path):
     model, X = _sibling("StagedAcquisitionRanker")
     model.set_params(tradeoff=0.5, top_k=2).save(tmp_path / "m")
     manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
-    del manifest["state"]["cut_scale"], manifest["state"]["cut_gaps"]
+    del manifest["state"]["cut_scale"], manifest["state"]["cut_levels"], manifest["state"]["cut_gaps"]
     (tmp_path / "m" / "manifest.json").write_text(json.dumps(manifest))
     again = lc.StagedAcquisitionRanker.load(tmp_path / "m")
     group = [10] * 30
     np.testing.assert_array_equal(again.predict(X, group=group), model.predict(X, group=group))
     with pytest.raises(CEGBError, match=r"cut: this model was saved before margin cuts"):
         again.set_params(cut="margin").predict(X, group=group)
+    again.set_params(cut="share").save(tmp_path / "again")  # a review (2026-12-07): its null margins were refused
+    np.testing.assert_array_equal(lc.StagedAcquisitionRanker.load(tmp_path / "again").predict(X, group=group),
+                                  model.predict(X, group=group))
+
+
+def test_a_ranker_saved_with_the_first_margin_format_ranks_as_then(tmp_path):
+    """Margins saved before CUT_TRADEOFFS (2026-12-07's first format: each stage's quantiles at 129 levels evenly from
+    0 to 1, ``cut_gaps`` of shape (stages, 129), no ``cut_levels``) load, and every last stage reads them as that
+    format's rule did: the margin at tradeoff t is their interpolation at 1 - t."""
+    from lightgbm_cegb.methods.cascade import _queries
+
+    model, X = _sibling("StagedAcquisitionRanker")
+    model.set_params(cut="margin", top_k=1).save(tmp_path / "m")
+    manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
+    stages = len(model.stage_units_)
+    rng = np.random.default_rng(0)
+    quantiles = np.sort(rng.uniform(0.0, 3.0, (stages, 129)), axis=1)
+    manifest["state"]["cut_gaps"] = quantiles.tolist()
+    del manifest["state"]["cut_levels"]
+    (tmp_path / "m" / "manifest.json").write_text(json.dumps(manifest))
+    again = lc.StagedAcquisitionRanker.load(tmp_path / "m")
+    group = np.array([10] * 30)
+    query = _queries(group, len(X))
+    score = again.stages_[0].predict(again._masked(X, 1))
+    for tradeoff in (0.003, 0.05, 0.4):
+        again.set_params(tradeoff=tradeoff)
+        margin = np.interp(1 - tradeoff, np.linspace(0, 1, 129), quantiles[1])
+        expected = np.zeros(len(X), dtype=bool)
+        for q in range(len(group)):
+            rows = np.flatnonzero(query == q)
+            best = rows[np.argmax(score[rows])]  # the first of equal scores, as the rule's ties
+            expected[rows] = (score[best] - score[rows]) / again.cut_scale_[1] <= margin * (1 + 1e-12)
+            expected[best] = True
+        moving = again._moving(1, np.arange(len(X)), query, score, stages - 1)
+        np.testing.assert_array_equal(moving, expected)
+    manifest["state"]["cut_gaps"] = quantiles[:, ::-1].tolist()  # falling: not quantiles
+    (tmp_path / "m" / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(CEGBError, match="cut_gaps should hold each stage's quantiles in rising order"):
+        lc.StagedAcquisitionRanker.load(tmp_path / "m")
+
+
+@pytest.mark.parametrize(("key", "value", "message"), [
+    ("cut_levels", "not to 1", "cut_levels tradeoffs rising from 0 to 1"),
+    ("cut_levels", None, "cut_levels should be an array"),
+    ("cut_scale", "zeros", "cut_scale should hold numbers > 0"),
+    ("cut_gaps", "rising", "cut_gaps margins falling along them"),
+    ("cut_gaps", "flat", r"cut_gaps should be an array of shape \(\d+, \d+, 20\)"),
+])
+def test_a_ranker_s_damaged_margins_are_refused_by_name(tmp_path, key, value, message):
+    model, _ = _sibling("StagedAcquisitionRanker")
+    model.save(tmp_path / "m")
+    manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
+    state = manifest["state"]
+    if value == "not to 1":
+        value = np.linspace(0.0, 0.9, len(state["cut_levels"])).tolist()
+    elif value == "zeros":
+        value = [0.0] * len(state["cut_scale"])
+    elif value == "rising":
+        value = np.array(state["cut_gaps"])
+        value[-1, 1] = np.linspace(0.0, 1.0, value.shape[-1])
+        value = value.tolist()
+    elif value == "flat":
+        value = np.array(state["cut_gaps"])[0].tolist()
+    state[key] = value
+    (tmp_path / "m" / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(CEGBError, match=message):
+        lc.StagedAcquisitionRanker.load(tmp_path / "m")
