@@ -52,8 +52,13 @@ UNIT_FITS = 3
 
 def plain_fit(train, valid, task: str) -> tuple[float, lgb.Booster]:
     """(seconds, booster) of plain LightGBM as the sweep's ``lightgbm`` point trains it for ``task`` ("binary",
-    "multiclass", its classes those of train's labels, or "regression")."""
-    num_class = len(np.unique(train[1])) if task == "multiclass" else 1
+    "multiclass", its classes those of train's labels, which it trains on as their indices, as the sweep does: e.g.
+    covertype's 1 to 7; or "regression")."""
+    num_class = 1
+    if task == "multiclass":
+        classes = np.unique(train[1])
+        num_class = len(classes)
+        train, valid = ((X, np.searchsorted(classes, y)) for X, y in (train, valid))
     params = {"objective": task, "verbose": -1, "seed": 0, "deterministic": True,
               **({"num_class": num_class} if num_class > 2 else {})}
     start = time.perf_counter()

@@ -25,8 +25,7 @@ def write_atomically(path: str | os.PathLike, write) -> None:
     os.close(fd)
     try:
         write(tmp)
-        _flushed(tmp)  # before the mode: a mode without the owner's read bit would keep it from being opened
-        os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode) if path.exists() else 0o666 & ~_umask())
+        _flushed(tmp, stat.S_IMODE(os.stat(path).st_mode) if path.exists() else 0o666 & ~_umask())
         os.replace(tmp, path)
         _flushed(path.parent)
     finally:
@@ -34,17 +33,23 @@ def write_atomically(path: str | os.PathLike, write) -> None:
             os.unlink(tmp)
 
 
-def _flushed(path: str | os.PathLike) -> None:
-    """``fsync`` a file or a folder (a folder's: the names moved into it). A file system that cannot (some network
-    and virtual ones refuse a folder's) is left as it is."""
+def _flushed(path: str | os.PathLike, mode: int | None = None) -> None:
+    """``fsync`` a file or a folder (a folder's: the names moved into it), given ``mode`` with the file's mode set on
+    the open file first (a mode without the owner's read bit set before would keep it from being opened: its data
+    unflushed). A file system that cannot (some network and virtual ones refuse a folder's) is left as it is."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
+        if mode is not None:
+            os.chmod(path, mode)
         return
     try:
-        os.fsync(fd)
-    except OSError:
-        pass
+        if mode is not None:
+            os.chmod(fd if os.chmod in os.supports_fd else path, mode)
+        try:
+            os.fsync(fd)
+        except OSError:
+            pass
     finally:
         os.close(fd)
 

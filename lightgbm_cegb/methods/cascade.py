@@ -84,13 +84,14 @@ MAX_LABEL = 30
 #: what a cut stops (``cut``): a share of the query's documents, or those beyond the stage's margin of its best
 CUTS = ("share", "margin")
 #: the tradeoffs t at which a margin cut's margins are learned (``cut_levels_``: the 1 - t quantiles of the held-out
-#: documents' gaps; between them a margin is interpolated linearly in t): every value of the sweep's grid
-#: (``selection``'s CASCADE_MARGINS) among them, dense where a cut loses little (129 levels evenly from 0 to 1 made
-#: t = 0.005 the interpolation between the 127/128 quantile and the largest gap, a cut that stopped 0.0001 to 0.002
-#: of the top documents)
+#: documents' gaps; between them a margin is interpolated linearly): every value of the sweep's grid (``selection``'s
+#: CASCADE_MARGINS) among them, dense where a cut loses little (129 levels evenly from 0 to 1 made t = 0.005 the
+#: interpolation between the 127/128 quantile and the largest gap, a cut that stopped 0.0001 to 0.002 of the top
+#: documents)
 CUT_TRADEOFFS = (0.0, 0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.07, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8,
                  0.9, 1.0)
-#: the levels of a margin cut saved before CUT_TRADEOFFS: 129 evenly from 0 to 1, the same margins for every last stage
+#: the quantile levels of a margin cut fitted before CUT_TRADEOFFS: 129 evenly from 0 to 1, the same margins for every
+#: last stage
 LEGACY_CUT_LEVELS = 129
 
 
@@ -219,9 +220,9 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
     cut_scale_ : ndarray of shape (n_stages,)
         Each stage's spread of scores within a query on the held-out queries (``cut="margin"``'s unit).
     cut_levels_ : ndarray of shape (n_levels,)
-        The tradeoffs at which the margins are learned (CUT_TRADEOFFS), rising from 0 to 1.
+        The quantile levels of the margins, rising from 0 to 1 (``1 - CUT_TRADEOFFS``).
     cut_gaps_ : ndarray of shape (n_stages, n_stages, n_levels)
-        ``cut_gaps_[last, k, i]``: the ``1 - cut_levels_[i]`` quantile of how far below their query's best, in
+        ``cut_gaps_[last, k, i]``: the ``cut_levels_[i]`` quantile of how far below their query's best, in
         ``cut_scale_``, the held-out documents that stage ``last`` ranks in their query's top ``eval_at`` lay at
         stage k < last: ``cut="margin"``'s margins for a run whose last stage (within ``max_cost``) is ``last``.
     units_ : list of tuple of int
@@ -380,9 +381,9 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
         ends = np.r_[0, np.cumsum(group)]
         stages = len(scores)
         self.cut_scale_ = np.ones(stages)
-        self.cut_levels_ = np.array(CUT_TRADEOFFS)
+        self.cut_levels_ = 1.0 - np.array(CUT_TRADEOFFS[::-1])
         self.cut_gaps_ = np.zeros((stages, stages, len(CUT_TRADEOFFS)))
-        gaps = [None] * stages
+        gaps = np.zeros((stages, len(X)))  # row k: each document's gap at stage k
         for k in range(1, stages - 1):
             means = np.add.reduceat(scores[k], ends[:-1]) / group
             spread = float(np.std(scores[k] - means[query]))
@@ -393,8 +394,7 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
             place = np.empty(len(X), dtype=np.int64)
             place[order] = np.arange(len(X)) - np.repeat(ends[:-1], group)
             top = place < int(self.eval_at)
-            for k in range(1, last):
-                self.cut_gaps_[last, k] = np.quantile(gaps[k][top], 1.0 - self.cut_levels_)
+            self.cut_gaps_[last, 1:last] = np.quantile(gaps[1:last][:, top], self.cut_levels_, axis=1).T
 
     def _eval_queries(self, eval_set, eval_group) -> tuple | None:
         """(X, grades, query sizes) of ``eval_set``'s first set, checked (a Dask collection computed); None without
@@ -515,7 +515,7 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
         go = np.empty(len(rows), dtype=bool)
         if self.cut == "margin":
             ranked = score[rows][order]
-            margin = np.interp(float(self.tradeoff), self.cut_levels_, self.cut_gaps_[last, k])
+            margin = np.interp(1.0 - float(self.tradeoff), self.cut_levels_, self.cut_gaps_[last, k])
             below = (np.repeat(ranked[starts], sizes) - ranked) / self.cut_scale_[k]
             go[order] = (place < int(self.top_k)) | (below <= margin)
             return go
@@ -731,7 +731,7 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
     def _restore_cuts(self, state: dict, stages: int) -> None:
         """``cut_scale_``, ``cut_levels_`` and ``cut_gaps_`` of a saved state, checked: none saved before margin cuts
         (share cuts only); saved before CUT_TRADEOFFS (no ``cut_levels``), each stage's quantiles at LEGACY_CUT_LEVELS
-        levels evenly from 0 to 1, which every last stage reads, as they were."""
+        levels, which every last stage reads, as they were (``_legacy_cuts``)."""
         self.cut_scale_ = self.cut_levels_ = self.cut_gaps_ = None
         if not any(key in state for key in ("cut_scale", "cut_levels", "cut_gaps")):
             return
@@ -740,16 +740,30 @@ class StagedAcquisitionRanker(StageLadder, BudgetedEstimator, BaseEstimator):
             levels = saved.array(state, "cut_levels", (None,), low=0.0)
             gaps = saved.array(state, "cut_gaps", (stages, stages, len(levels)), low=0.0)
         else:
-            levels = np.linspace(0.0, 1.0, LEGACY_CUT_LEVELS)
-            quantiles = saved.array(state, "cut_gaps", (stages, LEGACY_CUT_LEVELS), low=0.0)
-            if (np.diff(quantiles, axis=1) < 0).any():
-                raise saved.damaged(state, "cut_gaps should hold each stage's quantiles in rising order")
-            gaps = np.broadcast_to(quantiles[:, ::-1], (stages, stages, LEGACY_CUT_LEVELS)).copy()
+            levels, gaps = _legacy_cuts(saved.array(state, "cut_gaps", (stages, LEGACY_CUT_LEVELS), low=0.0))
         if (scale == 0).any() or len(levels) < 2 or levels[0] != 0.0 or levels[-1] != 1.0 or \
-                (np.diff(levels) <= 0).any() or (np.diff(gaps, axis=-1) > 0).any():
-            raise saved.damaged(state, "cut_scale should hold numbers > 0, cut_levels tradeoffs rising from 0 to 1 and "
-                                       "cut_gaps margins falling along them")
+                (np.diff(levels) <= 0).any() or (np.diff(gaps, axis=-1) < 0).any():
+            raise saved.damaged(state, "cut_scale should hold numbers > 0, cut_levels quantile levels rising from 0 to "
+                                       "1 and cut_gaps quantiles rising along them")
         self.cut_scale_, self.cut_levels_, self.cut_gaps_ = scale, levels, gaps
+
+    def __setstate__(self, state: dict) -> None:
+        """A pickle's state: one fitted before margin cuts (no ``cut_gaps_``) has none, one fitted before
+        CUT_TRADEOFFS (``cut_gaps_`` of a row per stage, no ``cut_levels_``) its margins as every last stage reads
+        them (``_legacy_cuts``)."""
+        if "stages_" in state and state.get("cut_levels_") is None:
+            gaps = state.get("cut_gaps_")
+            state = {**state, "cut_scale_": state.get("cut_scale_"), "cut_levels_": None, "cut_gaps_": None}
+            if gaps is not None:
+                state["cut_levels_"], state["cut_gaps_"] = _legacy_cuts(gaps)
+        super().__setstate__(state)
+
+
+def _legacy_cuts(quantiles: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(``cut_levels_``, ``cut_gaps_``) of margins fitted before CUT_TRADEOFFS: each stage's quantiles at
+    LEGACY_CUT_LEVELS levels evenly from 0 to 1, the same for every last stage (the rule of then, to the bit)."""
+    stages = len(quantiles)
+    return np.linspace(0.0, 1.0, LEGACY_CUT_LEVELS), np.broadcast_to(quantiles, (stages, *quantiles.shape)).copy()
 
 
 def _queries(group, n: int) -> np.ndarray:

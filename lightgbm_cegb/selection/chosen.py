@@ -30,6 +30,15 @@ TASK_OBJECTIVES = {"binary": ("classification", "probability"), "multiclass": ("
                    "ranking": ("ranking", "regression", "classification", "probability"), None: tuple(saved.KIND_NAMES)}
 
 
+def _unfit_for(task: str | None, estimator) -> str:
+    """Why the package's ``estimator`` cannot be a Selection's chosen model of ``task`` ("": it can): a binary or
+    multiclass task needs a classifier (a regressor's predict_proba would be its values)."""
+    if task in ("binary", "multiclass") and not hasattr(estimator, "classes_"):
+        return (f"task {task!r} needs a classifier, got the chosen model a {type(estimator).__name__}, which has no "
+                "classes")
+    return ""
+
+
 @dataclass
 class Selection:
     """The point :func:`select` chose, its validation figures and, with test rows, its test figures.
@@ -236,6 +245,9 @@ class Selection:
         if isinstance(self.model, lgb.Booster):
             state, files = {**figures, "model": {"kind": "booster"}}, {"model": booster.model_to_string()}
         elif isinstance(self.model, BudgetedEstimator):
+            unfit = _unfit_for(self.task, self.model)
+            if unfit:
+                raise CEGBError(f"Selection.save: {unfit}")
             described, files = nested_parts(self.model, "model.")
             state = {**figures, "model": described}
         else:
@@ -300,9 +312,9 @@ class Selection:
             raise saved.damaged(state, f"the chosen model is a classifier of {len(model.classes_)} classes: task "
                                        f"should be binary, multiclass or null and classes its labels, got {task!r:.20} "
                                        f"and {None if classes is None else classes.tolist()!r:.60}")
-        if described["kind"] == "estimator" and task in ("binary", "multiclass") and not hasattr(model, "classes_"):
-            raise saved.damaged(state, f"task {task!r} needs a classifier, got the chosen model a "
-                                       f"{type(model).__name__}, which has no classes")
+        unfit = described["kind"] == "estimator" and _unfit_for(task, model)
+        if unfit:
+            raise saved.damaged(state, unfit)
         costs = None if manifest["costs"] is None else FeatureCosts.from_dict(manifest["costs"])
         figures = {}
         for key in ("valid_quality", "valid_cost", "test_quality", "test_cost", "decision_threshold"):

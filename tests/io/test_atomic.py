@@ -68,9 +68,9 @@ def test_the_data_is_flushed_before_the_move_and_the_move_after_it(tmp_path, mon
 @pytest.mark.parametrize("mode", [0o200, 0o000])
 def test_a_file_whose_mode_has_no_read_bit_is_flushed_too(tmp_path, monkeypatch, mode):
     """A review (2026-12-07): the mode was set before the flush, whose read-only open of a file of mode 0200 failed
-    for a user without root's override, and the data went unflushed without a word. The flush now comes first (the
-    temporary file still the owner's to read): here every open for the flush after the mode is set fails, as it
-    does for such a user."""
+    for a user without root's override, and the data went unflushed without a word. The file is now opened while
+    still the owner's to read, its mode set on the open file and then flushed with its data: here every open of it
+    after the mode is set fails, as it does for such a user."""
     events = []
     fsync, chmod, open_ = os.fsync, os.chmod, os.open
     monkeypatch.setattr(os, "fsync", lambda fd: (events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}"))),
@@ -91,8 +91,8 @@ def test_a_file_whose_mode_has_no_read_bit_is_flushed_too(tmp_path, monkeypatch,
     path.write_text("old")
     chmod(path, mode)
     write_atomically(path, lambda tmp: Path(tmp).write_text("new"))
-    assert [kind for kind, _ in events] == ["fsync", "chmod", "fsync"]
-    assert events[0][1].endswith(".tmp") and _mode(path) == mode
+    assert [kind for kind, _ in events] == ["chmod", "fsync", "fsync"]
+    assert events[1][1].endswith(".tmp") and _mode(path) == mode  # the data, and the mode set before it
 
 
 def test_a_failed_write_leaves_the_old_file_and_nothing_else(tmp_path):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import pickle
 import re
 import shutil
 import subprocess
@@ -778,7 +779,8 @@ def test_a_ranker_saved_before_margin_cuts_loads_with_share_cuts(tmp_path):
 def test_a_ranker_saved_with_the_first_margin_format_ranks_as_then(tmp_path):
     """Margins saved before CUT_TRADEOFFS (2026-12-07's first format: each stage's quantiles at 129 levels evenly from
     0 to 1, ``cut_gaps`` of shape (stages, 129), no ``cut_levels``) load, and every last stage reads them as that
-    format's rule did: the margin at tradeoff t is their interpolation at 1 - t."""
+    format's rule did, to the bit: the margin at tradeoff t is their interpolation at 1 - t. So does a pickle of a
+    model fitted then (its ``cut_gaps_`` of a row per stage, no ``cut_levels_``)."""
     from lightgbm_cegb.methods.cascade import _queries
 
     model, X = _sibling("StagedAcquisitionRanker")
@@ -801,21 +803,35 @@ def test_a_ranker_saved_with_the_first_margin_format_ranks_as_then(tmp_path):
         for q in range(len(group)):
             rows = np.flatnonzero(query == q)
             best = rows[np.argmax(score[rows])]  # the first of equal scores, as the rule's ties
-            expected[rows] = (score[best] - score[rows]) / again.cut_scale_[1] <= margin * (1 + 1e-12)
+            expected[rows] = (score[best] - score[rows]) / again.cut_scale_[1] <= margin
             expected[best] = True
         moving = again._moving(1, np.arange(len(X)), query, score, stages - 1)
         np.testing.assert_array_equal(moving, expected)
+    pickled = dict(vars(again), cut_gaps_=quantiles)  # a model of then, as pickle saved it
+    del pickled["cut_levels_"]
+    old = lc.StagedAcquisitionRanker.__new__(lc.StagedAcquisitionRanker)
+    old.__setstate__(pickled)
+    again.set_params(tradeoff=0.05)
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(old)).set_params(tradeoff=0.05).predict(X, group=group),
+                                  again.predict(X, group=group))
+    before = {k: v for k, v in vars(again).items() if not k.startswith("cut_")}  # pickled before margin cuts
+    older = lc.StagedAcquisitionRanker.__new__(lc.StagedAcquisitionRanker)
+    older.__setstate__(dict(before, cut="share"))
+    assert older.cut_gaps_ is None
+    older.save(tmp_path / "older")  # its share cuts saved and loaded
+    np.testing.assert_array_equal(lc.StagedAcquisitionRanker.load(tmp_path / "older").predict(X, group=group),
+                                  again.set_params(cut="share").predict(X, group=group))
     manifest["state"]["cut_gaps"] = quantiles[:, ::-1].tolist()  # falling: not quantiles
     (tmp_path / "m" / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(CEGBError, match="cut_gaps should hold each stage's quantiles in rising order"):
+    with pytest.raises(CEGBError, match="cut_gaps quantiles rising along them"):
         lc.StagedAcquisitionRanker.load(tmp_path / "m")
 
 
 @pytest.mark.parametrize(("key", "value", "message"), [
-    ("cut_levels", "not to 1", "cut_levels tradeoffs rising from 0 to 1"),
+    ("cut_levels", "not to 1", "cut_levels quantile levels rising from 0 to 1"),
     ("cut_levels", None, "cut_levels should be an array"),
     ("cut_scale", "zeros", "cut_scale should hold numbers > 0"),
-    ("cut_gaps", "rising", "cut_gaps margins falling along them"),
+    ("cut_gaps", "falling", "cut_gaps quantiles rising along them"),
     ("cut_gaps", "flat", r"cut_gaps should be an array of shape \(\d+, \d+, 20\)"),
 ])
 def test_a_ranker_s_damaged_margins_are_refused_by_name(tmp_path, key, value, message):
@@ -827,9 +843,9 @@ def test_a_ranker_s_damaged_margins_are_refused_by_name(tmp_path, key, value, me
         value = np.linspace(0.0, 0.9, len(state["cut_levels"])).tolist()
     elif value == "zeros":
         value = [0.0] * len(state["cut_scale"])
-    elif value == "rising":
+    elif value == "falling":
         value = np.array(state["cut_gaps"])
-        value[-1, 1] = np.linspace(0.0, 1.0, value.shape[-1])
+        value[-1, 1] = np.linspace(1.0, 0.0, value.shape[-1])
         value = value.tolist()
     elif value == "flat":
         value = np.array(state["cut_gaps"])[0].tolist()

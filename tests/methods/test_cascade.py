@@ -35,6 +35,10 @@ def random_case(seed: int, queries: int = 40):
     return X, y, group, costs, rng
 
 
+#: the margins' quantile levels, as the module describes them: 1 - t for each tradeoff t of CUT_TRADEOFFS, rising
+LEVELS = 1 - np.array(CUT_TRADEOFFS[::-1])
+
+
 def fitted(seed: int, **params) -> tuple:
     X, y, group, costs, rng = random_case(seed)
     model = StagedAcquisitionRanker(feature_costs=costs, stages=6, n_estimators=20, min_child_samples=5,
@@ -59,7 +63,7 @@ def simulate(model: StagedAcquisitionRanker, X: np.ndarray, costs: FeatureCosts)
         if k > 1 and model.cut == "share":  # the cut after stage k - 1: the best max(top_k, ceil((1 - tradeoff) m))
             at = sorted(ranked[:max(model.top_k, math.ceil(round((1 - model.tradeoff) * len(at), 9)))])
         elif k > 1 and model.tradeoff > 0:  # the top_k best, and those within the stage's margin of the best
-            margin = np.interp(model.tradeoff, CUT_TRADEOFFS, model.cut_gaps_[last, k - 1])
+            margin = np.interp(1 - model.tradeoff, LEVELS, model.cut_gaps_[last, k - 1])
             at = sorted(i for place, i in enumerate(ranked) if place < model.top_k
                         or (score[ranked[0]] - score[i]) / model.cut_scale_[k - 1] <= margin)
         columns = {f for u in model.order_[:model.stage_units_[k]] for f in model.units_[u]}
@@ -221,7 +225,7 @@ def test_the_margins_are_learned_from_the_held_out_queries(stage_models):
     starts = np.r_[0, np.cumsum(sizes)]
     stages = len(scores)
     assert model.cut_gaps_.shape == (stages, stages, len(CUT_TRADEOFFS)) and stages >= 4
-    np.testing.assert_array_equal(model.cut_levels_, CUT_TRADEOFFS)
+    np.testing.assert_array_equal(model.cut_levels_, LEVELS)
     for last in range(stages):
         top = np.zeros(len(X_held), dtype=bool)
         for a, b in zip(starts[:-1], starts[1:]):
@@ -235,12 +239,12 @@ def test_the_margins_are_learned_from_the_held_out_queries(stage_models):
             spread = centred.std() if centred.std() > 0 else 1.0
             gaps = np.concatenate([(s[a:b].max() - s[a:b]) / spread for a, b in zip(starts[:-1], starts[1:])])
             np.testing.assert_allclose(model.cut_scale_[k], spread, rtol=1e-9)
-            np.testing.assert_allclose(model.cut_gaps_[last, k], np.quantile(gaps[top], 1 - np.array(CUT_TRADEOFFS)),
-                                       rtol=1e-9, atol=1e-12)
+            np.testing.assert_allclose(model.cut_gaps_[last, k], np.quantile(gaps[top], LEVELS), rtol=1e-9,
+                                       atol=1e-12)
             for share in (0.1, 0.3):  # the documents on top at the last stage that the stage's margin would stop
-                margin = np.interp(share, CUT_TRADEOFFS, model.cut_gaps_[last, k])
+                margin = np.interp(1 - share, LEVELS, model.cut_gaps_[last, k])
                 assert abs(np.mean(gaps[top] > margin) - share) <= 0.1
-            assert np.interp(0.005, CUT_TRADEOFFS, model.cut_gaps_[last, k]) == np.quantile(gaps[top], 0.995)
+            assert np.interp(1 - 0.005, LEVELS, model.cut_gaps_[last, k]) == np.quantile(gaps[top], 1 - 0.005)
 
 
 def test_the_search_order_buys_first_the_cheap_unit_a_costly_copy_hides_from_the_importance_order(tmp_path):

@@ -31,6 +31,8 @@ def test_the_covertype_rows_read_the_users_file(tmp_path, name, task):
     assert (len(train[1]), len(valid[1])) == (round(0.6 * len(kept)), round(0.2 * len(kept)))
     expected = (classes[numbers] == 2).astype(int) if name == "covertype" else classes[numbers]
     np.testing.assert_array_equal(np.concatenate([train[1], valid[1]]), expected)
+    seconds, booster = bench_budget_workflow.plain_fit(train, valid, task)  # the run's unit: covertype's 1 to 7 too
+    assert seconds > 0 and booster.num_model_per_iteration() == (1 if task == "binary" else 7)
 
 
 def test_a_covertype_row_without_the_file_says_what_to_give():

@@ -172,14 +172,24 @@ def test_a_multiclass_selection_of_two_classes_round_trips(rows, tmp_path):
 
 def test_a_regressor_chosen_is_not_read_as_a_classifier(tmp_path):
     """A review (2026-12-07): a Selection whose task is binary and whose chosen estimator is a regressor loaded, and
-    its predict_proba read the regression values as probabilities (outside [0, 1])."""
+    its predict_proba read the regression values as probabilities (outside [0, 1]). Refused when saved, and when a
+    folder says so at load."""
     from lightgbm_cegb import CEGBRegressor
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(200, 3))
     model = CEGBRegressor(n_estimators=3, verbose=-1, n_jobs=1).fit(X, 5.0 * X[:, 0])
-    Selection(method="cegb", params={}, model=model, candidate=None, valid_quality=0.9, valid_cost=1.0, task="binary",
-              classes=np.array([0, 1])).save(tmp_path / "choice")
-    with pytest.raises(CEGBError, match=r"task 'binary' needs a classifier, got the chosen model a CEGBRegressor, "
-                                        r"which has no classes"):
+    message = r"task 'binary' needs a classifier, got the chosen model a CEGBRegressor, which has no classes"
+    mismatched = Selection(method="cegb", params={}, model=model, candidate=None, valid_quality=0.9, valid_cost=1.0,
+                           task="binary", classes=np.array([0, 1]))
+    with pytest.raises(CEGBError, match=f"Selection.save: {message}"):  # not written
+        mismatched.save(tmp_path / "choice")
+    assert not (tmp_path / "choice").exists()
+    Selection(method="cegb", params={}, model=model, candidate=None, valid_quality=0.9, valid_cost=1.0,
+              task="regression").save(tmp_path / "choice")
+    path = tmp_path / "choice" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["state"].update(task="binary", classes=[0, 1])  # a folder edited, or written by other code
+    path.write_text(json.dumps(manifest))
+    with pytest.raises(CEGBError, match=message):
         Selection.load(tmp_path / "choice")
