@@ -32,10 +32,15 @@ TASK_OBJECTIVES = {"binary": ("classification", "probability"), "multiclass": ("
 
 def _unfit_for(task: str | None, estimator) -> str:
     """Why the package's ``estimator`` cannot be a Selection's chosen model of ``task`` ("": it can): a binary or
-    multiclass task needs a classifier (a regressor's predict_proba would be its values)."""
-    if task in ("binary", "multiclass") and not hasattr(estimator, "classes_"):
-        return (f"task {task!r} needs a classifier, got the chosen model a {type(estimator).__name__}, which has no "
-                "classes")
+    multiclass task needs a classifier (a regressor's predict_proba would be its values); a classifier ranks by its
+    ``decision_function`` (the CSTC family's cascades, Cronus and CSCC: its class labels are no ranking)."""
+    name = type(estimator).__name__
+    classifier = hasattr(estimator, "classes_")
+    if task in ("binary", "multiclass") and not classifier:
+        return f"task {task!r} needs a classifier, got the chosen model a {name}, which has no classes"
+    if task == "ranking" and classifier and not hasattr(estimator, "decision_function"):
+        return (f"task 'ranking' ranks by a classifier's decision_function (Cronus's, CSCC's), got the chosen model a "
+                f"{name}, which has none")
     return ""
 
 
@@ -117,6 +122,8 @@ class Selection:
                 hasattr(self.model, "predict_proba"):
             proba = self.model.predict_proba(X)
             return proba[:, 1] if self.task == "binary" else proba
+        if self.task == "ranking" and hasattr(self.model, "classes_"):  # a cascade's score, as the sweep read it
+            return np.asarray(self.model.decision_function(X))
         return np.asarray(self.model.predict(X, **self._by_query(group)))
 
     def _task(self, what: str) -> str:
@@ -307,11 +314,11 @@ class Selection:
             raise saved.damaged(manifest, f"model kind should be 'booster' or 'estimator', got "
                                           f"{described.get('kind')!r:.40}")
         saved.every_file_used(manifest)
-        if hasattr(model, "classes_") and (task not in (None, "binary", "multiclass") or
+        if hasattr(model, "classes_") and (task not in (None, "binary", "multiclass", "ranking") or
                                            (classes is not None and len(model.classes_) != len(classes))):
             raise saved.damaged(state, f"the chosen model is a classifier of {len(model.classes_)} classes: task "
-                                       f"should be binary, multiclass or null and classes its labels, got {task!r:.20} "
-                                       f"and {None if classes is None else classes.tolist()!r:.60}")
+                                       f"should be binary, multiclass, ranking or null and classes its labels, got "
+                                       f"{task!r:.20} and {None if classes is None else classes.tolist()!r:.60}")
         unfit = described["kind"] == "estimator" and _unfit_for(task, model)
         if unfit:
             raise saved.damaged(state, unfit)

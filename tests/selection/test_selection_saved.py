@@ -150,7 +150,8 @@ def test_a_classifier_chosen_is_not_read_as_a_regression(frontier, tmp_path):
     manifest["state"].update(task="regression", classes=None)
     path.write_text(json.dumps(manifest))
     with pytest.raises(CEGBError, match=r"the chosen model is a classifier of 2 classes: task should be binary, "
-                                        r"multiclass or null and classes its labels, got 'regression' and None"):
+                                        r"multiclass, ranking or null and classes its labels, got 'regression' and "
+                                        r"None"):
         Selection.load(tmp_path / "choice")
 
 
@@ -193,3 +194,33 @@ def test_a_regressor_chosen_is_not_read_as_a_classifier(tmp_path):
     path.write_text(json.dumps(manifest))
     with pytest.raises(CEGBError, match=message):
         Selection.load(tmp_path / "choice")
+
+
+def test_a_cascade_chosen_for_ranking_round_trips_and_ranks_by_its_decision_function(tmp_path):
+    """A review (2026-12-07): a ranking Selection whose chosen model is Cronus (a binary classifier of relevance, the
+    sweep reading its decision_function) was saved and then refused at load ("a classifier ... task should be
+    binary, multiclass or null"); loaded without that check it ranked by its class labels. It round-trips now,
+    scoring as the sweep did; a classifier without a decision_function (Greedy Miser's) is refused for ranking."""
+    from lightgbm_cegb import GreedyMiserClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 4))
+    y = np.clip(np.round(1.5 * X[:, 0] + rng.normal(size=400)), 0, 3).astype(int)
+    group = np.full(40, 10)
+    costs = FeatureCosts(lazy=[1.0, 2.0, 4.0, 8.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        frame = sweep(["cronus"], (X[:200], y[:200], group[:20]), (X[200:], y[200:], group[20:]), costs,
+                      task="ranking", grid={"cronus": [{"relative_tradeoff": 1e-3}]}, num_boost_round=20)
+    chosen = select(frame[[type(c.model).__name__ == "Cronus" for c in frame["model"]]], 1e9)
+    chosen.save(tmp_path / "choice")
+    again = Selection.load(tmp_path / "choice")
+    assert type(again.model).__name__ == "Cronus" and again.task == "ranking"
+    np.testing.assert_array_equal(again.predict(X), chosen.predict(X))
+    np.testing.assert_array_equal(again.predict(X), chosen.model.decision_function(X))
+    miser = GreedyMiserClassifier(n_estimators=3).fit(X, (y > 0).astype(int))
+    with pytest.raises(CEGBError, match=r"Selection.save: task 'ranking' ranks by a classifier's decision_function "
+                                        r"\(Cronus's, CSCC's\), got the chosen model a GreedyMiserClassifier, "
+                                        r"which has none"):
+        Selection(method="greedy_miser", params={}, model=miser, candidate=None, valid_quality=0.5, valid_cost=1.0,
+                  task="ranking").save(tmp_path / "miser")
