@@ -30,15 +30,21 @@ TASK_OBJECTIVES = {"binary": ("classification", "probability"), "multiclass": ("
                    "ranking": ("ranking", "regression", "classification", "probability"), None: tuple(saved.KIND_NAMES)}
 
 
-def _unfit_for(task: str | None, estimator) -> str:
-    """Why the package's ``estimator`` cannot be a Selection's chosen model of ``task`` ("": it can): a binary or
-    multiclass task needs a classifier (a regressor's predict_proba would be its values); a classifier ranks by its
-    ``decision_function`` (the CSTC family's cascades, Cronus and CSCC: its class labels are no ranking)."""
+def _unfit_for(task: str | None, estimator, classes: np.ndarray | None) -> str:
+    """Why the package's ``estimator`` cannot be the chosen model of a Selection of ``task`` and ``classes`` ("": it
+    can): a binary or multiclass task needs a classifier (a regressor's predict_proba would be its values); a
+    classifier is no regression, has as many classes as the Selection names, and ranks by its ``decision_function``
+    (the CSTC family's cascades, Cronus and CSCC: its class labels are no ranking)."""
     name = type(estimator).__name__
-    classifier = hasattr(estimator, "classes_")
-    if task in ("binary", "multiclass") and not classifier:
-        return f"task {task!r} needs a classifier, got the chosen model a {name}, which has no classes"
-    if task == "ranking" and classifier and not hasattr(estimator, "decision_function"):
+    if not hasattr(estimator, "classes_"):
+        if task in ("binary", "multiclass"):
+            return f"task {task!r} needs a classifier, got the chosen model a {name}, which has no classes"
+        return ""
+    if task == "regression" or (classes is not None and len(estimator.classes_) != len(classes)):
+        return (f"the chosen model is a classifier of {len(estimator.classes_)} classes: task should be binary, "
+                f"multiclass, ranking or null and classes its labels, got {task!r:.20} and "
+                f"{None if classes is None else classes.tolist()!r:.60}")
+    if task == "ranking" and not hasattr(estimator, "decision_function"):
         return (f"task 'ranking' ranks by a classifier's decision_function (Cronus's, CSCC's), got the chosen model a "
                 f"{name}, which has none")
     return ""
@@ -252,7 +258,7 @@ class Selection:
         if isinstance(self.model, lgb.Booster):
             state, files = {**figures, "model": {"kind": "booster"}}, {"model": booster.model_to_string()}
         elif isinstance(self.model, BudgetedEstimator):
-            unfit = _unfit_for(self.task, self.model)
+            unfit = _unfit_for(self.task, self.model, self.classes)
             if unfit:
                 raise CEGBError(f"Selection.save: {unfit}")
             described, files = nested_parts(self.model, "model.")
@@ -314,12 +320,7 @@ class Selection:
             raise saved.damaged(manifest, f"model kind should be 'booster' or 'estimator', got "
                                           f"{described.get('kind')!r:.40}")
         saved.every_file_used(manifest)
-        if hasattr(model, "classes_") and (task not in (None, "binary", "multiclass", "ranking") or
-                                           (classes is not None and len(model.classes_) != len(classes))):
-            raise saved.damaged(state, f"the chosen model is a classifier of {len(model.classes_)} classes: task "
-                                       f"should be binary, multiclass, ranking or null and classes its labels, got "
-                                       f"{task!r:.20} and {None if classes is None else classes.tolist()!r:.60}")
-        unfit = described["kind"] == "estimator" and _unfit_for(task, model)
+        unfit = described["kind"] == "estimator" and _unfit_for(task, model, classes)
         if unfit:
             raise saved.damaged(state, unfit)
         costs = None if manifest["costs"] is None else FeatureCosts.from_dict(manifest["costs"])

@@ -141,18 +141,25 @@ def test_a_saved_selection_s_figures_classes_and_model_description_are_checked(f
 
 def test_a_classifier_chosen_is_not_read_as_a_regression(frontier, tmp_path):
     """A review (2026-12-07): a Selection of a Greedy Miser classifier with its task edited to regression and its
-    classes removed loaded and predicted the class codes as values."""
+    classes removed loaded and predicted the class codes as values. Refused at load, and such a Selection is not
+    written either."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        select(frontier[frontier["method"] == "greedy_miser"], 1e9).save(tmp_path / "choice")
+        chosen = select(frontier[frontier["method"] == "greedy_miser"], 1e9)
+    chosen.save(tmp_path / "choice")
     path = tmp_path / "choice" / "manifest.json"
     manifest = json.loads(path.read_text())
     manifest["state"].update(task="regression", classes=None)
     path.write_text(json.dumps(manifest))
-    with pytest.raises(CEGBError, match=r"the chosen model is a classifier of 2 classes: task should be binary, "
-                                        r"multiclass, ranking or null and classes its labels, got 'regression' and "
-                                        r"None"):
+    message = (r"the chosen model is a classifier of 2 classes: task should be binary, multiclass, ranking or null "
+               r"and classes its labels, got 'regression' and None")
+    with pytest.raises(CEGBError, match=message):
         Selection.load(tmp_path / "choice")
+    as_regression = Selection(method="greedy_miser", params={}, model=chosen.model, candidate=None, valid_quality=0.5,
+                              valid_cost=1.0, task="regression")
+    with pytest.raises(CEGBError, match=f"Selection.save: {message}"):
+        as_regression.save(tmp_path / "regression")
+    assert not (tmp_path / "regression").exists()
 
 
 def test_a_multiclass_selection_of_two_classes_round_trips(rows, tmp_path):
