@@ -276,7 +276,10 @@ class OneOf(Constraint):
     def check(self, value, name: str) -> None:
         if not any(isinstance(value, type(option)) and isinstance(value, bool) == isinstance(option, bool)
                    and value == option for option in self.options):
-            raise CEGBError(f"{name} should be one of {list(self.options)}, got {value!r}")
+            raise CEGBError(f"{name} should be {self.words()}, got {value!r}")
+
+    def words(self) -> str:
+        return f"one of {list(self.options)}"
 
     def invalid(self) -> list:
         return ["no such option", None, 1]
@@ -324,7 +327,7 @@ class Numbers(Constraint):
 class NoneOr(Constraint):
     """None, or what ``inner`` allows; the words: "None or <inner's words>"."""
 
-    inner: Number | Numbers
+    inner: Number | Numbers | OneOf
 
     def check(self, value, name: str) -> None:
         if value is None:

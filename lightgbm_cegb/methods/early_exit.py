@@ -8,6 +8,10 @@ iterations of a LightGBM ranker or classifier, where inputs that are already dec
   score is at least ``threshold * (T - i) / (T - 1)`` below the query's fifth best score among the
   documents still in (queries with five or fewer left lose none). Stopped documents rank below those still
   in, later exits above earlier ones, and by score within an exit.
+- Ranking (cascade cut, ``top_k``): at each exit, a query's best ``top_k`` documents still in go on and the
+  others stop: a cascade whose stages are blocks of trees. On a CEGB model (``task="ranking"`` reads a
+  pointwise objective's scores, as the CEGB paper trains its rankers) a document buys only the features on
+  its paths through the trees it reaches (the sweep's ``cegb_cascade``).
 
 ``prediction_cost`` counts only the trees each row went through (the package's per-row cost state, one
 block of trees per exit for the rows still in).
@@ -25,11 +29,15 @@ from lightgbm_cegb.core.cost_state import CostState
 from lightgbm_cegb.core.costs import resolve_costs
 from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.report import CostReport
-from lightgbm_cegb.core.validation import CheckedElsewhere, Number, validated
+from lightgbm_cegb.core.validation import CheckedElsewhere, NoneOr, Number, OneOf, validated
 from lightgbm_cegb.io.models import booster_of, library_of, num_trees_used, to_forest
 
 RANKING_OBJECTIVES = ("lambdarank", "rank_xendcg")
 CLASSIFICATION_OBJECTIVES = ("binary", "multiclass", "multiclassova")
+#: the objectives whose raw scores rank with ``task="ranking"``: one score per row, higher for the more relevant
+POINTWISE_OBJECTIVES = ("regression", "regression_l1", "huber", "fair", "poisson", "quantile", "mape", "gamma",
+                        "tweedie", "binary", "cross_entropy", "cross_entropy_lambda")
+TASKS = ("ranking", "classification")
 
 
 @dataclass(frozen=True)
@@ -73,13 +81,23 @@ class EarlyExit:
         ``CrossEntropy``, ``MultiClass``). Another library's exits read its own ``predict`` with the iterations so
         far (XGBoost's ``iteration_range``, CatBoost's ``ntree_end``, ``staged_predict_proba``); an XGBoost model
         with ``num_parallel_tree`` > 1 is refused.
-    threshold : float
-        Classification: a probability in (0, 1]; rows whose top class probability reaches it stop. Ranking:
-        the proximity margin s >= 0 (0 stops every document below the fifth best at the first exit).
+    threshold : float or None, default=None
+        Classification (required): a probability in (0, 1]; rows whose top class probability reaches it stop.
+        Ranking: the proximity margin s >= 0 (0 stops every document below the fifth best at the first exit);
+        give it or ``top_k``.
+    top_k : int or None, default=None
+        Ranking: the cascade cut, the documents of a query still in that go on at each exit (its best ``top_k``
+        by the score so far; ties: the given order); the others stop. Give it or ``threshold``.
     every : int, default=10
         Iterations between exits.
     feature_costs : FeatureCosts, lazy costs per column, mapping by feature name or None, default=None
         As ``prediction_cost``'s ``costs`` (None: the model's cegb_* parameters).
+    task : {"ranking", "classification"} or None, default=None
+        What the model does (None: as its objective says). "ranking" also takes a LightGBM model of a pointwise
+        objective (``POINTWISE_OBJECTIVES``: regression, binary, ...), ranking by its raw score.
+    num_iteration : int or None, default=None
+        The iterations the exits cover, the last exit after them (None: those ``predict`` uses, the best
+        iteration if the model has one); at most those.
 
     Attributes
     ----------
@@ -89,18 +107,24 @@ class EarlyExit:
         The model's trees.
     kind : {"rank", "classify"}
         Ranking or classification, from the model's objective.
-    threshold : float
+    threshold : float or None
         The threshold.
+    top_k : int or None
+        The cascade cut.
     every : int
         Iterations between exits.
+    iterations : int
+        The iterations the exits cover (``num_iteration``, or those ``predict`` uses).
     costs_ : FeatureCosts
         The costs aligned to the model's features.
 
     Raises
     ------
     CEGBError
-        If the model is not a LightGBM model with a ranking or classification objective, ``every`` is not an
-        integer >= 1, ``threshold`` is out of range, or the costs cannot be resolved.
+        If the model is not a LightGBM model with a ranking or classification objective (or a pointwise one with
+        ``task="ranking"``), ``every`` is not an integer >= 1, ``threshold`` is out of range or missing, a ranker is
+        given both or neither of ``threshold`` and ``top_k``, a classifier ``top_k``, ``num_iteration`` is more
+        than the model's iterations, or the costs cannot be resolved.
 
     Notes
     -----
@@ -109,34 +133,48 @@ class EarlyExit:
 
     Ranking (proximity threshold): at the exit after i of T iterations, a document of a query stops when its
     score is at least ``threshold * (T - i) / (T - 1)`` below the query's fifth best score among the documents
-    still in (queries with five or fewer left lose none). Stopped documents rank below those still in, later
+    still in (queries with five or fewer left lose none). Ranking (``top_k``): at each exit, a query's best
+    ``top_k`` documents still in go on, the others stop. Stopped documents rank below those still in, later
     exits above earlier ones, and by score within an exit.
 
     ``prediction_cost`` counts only the trees each row went through.
     """
 
     _constraints = {"model": CheckedElsewhere("the readers of its library's model, with its objective"),
-                    "threshold": Number(0.0), "every": Number(1, integer=True), "feature_costs": COSTS}
+                    "threshold": NoneOr(Number(0.0)), "top_k": NoneOr(Number(1, integer=True)),
+                    "every": Number(1, integer=True), "feature_costs": COSTS, "task": NoneOr(OneOf(TASKS)),
+                    "num_iteration": NoneOr(Number(1, integer=True))}
 
     @validated(_constraints)
-    def __init__(self, model, *, threshold: float, every: int = 10, feature_costs=None) -> None:
+    def __init__(self, model, *, threshold: float | None = None, top_k: int | None = None, every: int = 10,
+                 feature_costs=None, task: str | None = None, num_iteration: int | None = None) -> None:
         self.booster, self.forest = booster_of(model), None
         if self.booster is None:
             self._other = _OtherLibrary(model)  # XGBoost, CatBoost, HistGradientBoosting; refuses anything else
             self.forest, self.kind = self._other.forest, self._other.kind
+            if task is not None and KINDS[task] != self.kind:
+                raise CEGBError(f"task: this {self._other.library} model's objective {self._other.objective!r} is "
+                                f"not a {task} one, got task={task!r}")
         else:
             self.forest = to_forest(model)
-            objective = (self.forest.objective or "").split(" ")[0]
-            if objective in RANKING_OBJECTIVES:
-                self.kind = "rank"
-            elif objective in CLASSIFICATION_OBJECTIVES:
-                self.kind = "classify"
-            else:
-                raise CEGBError(f"model: objective {objective or None!r} is neither a ranking one "
-                                f"{RANKING_OBJECTIVES} nor a classification one {CLASSIFICATION_OBJECTIVES}")
-        if self.kind == "classify" and not 0 < threshold <= 1:  # a ranker's margin: any number >= 0
-            raise CEGBError(f"threshold should be a probability in (0, 1] for a classifier, got {threshold!r}")
-        self.threshold, self.every = float(threshold), int(every)
+            self.kind = _kind(self.forest.objective, task)
+        if self.kind == "classify":
+            if threshold is None or not 0 < threshold <= 1:  # a ranker's margin: any number >= 0
+                raise CEGBError(f"threshold should be a probability in (0, 1] for a classifier, got {threshold!r}")
+            if top_k is not None:
+                raise CEGBError(f"top_k: a classifier's exits read threshold only, got top_k={top_k!r}")
+        elif (threshold is None) == (top_k is None):
+            raise CEGBError(f"threshold or top_k: a ranker's exits read one of them (the proximity margin or the "
+                            f"cascade cut), got threshold={threshold!r} and top_k={top_k!r}")
+        self.threshold = None if threshold is None else float(threshold)
+        self.top_k, self.every = None if top_k is None else int(top_k), int(every)
+        tpi = self.forest.trees_per_iteration
+        iterations = self._other.iterations if self.booster is None else \
+            num_trees_used(self.booster, self.forest, None) // tpi  # as predict does: the best iteration, if any
+        if num_iteration is not None and num_iteration > iterations:
+            raise CEGBError(f"num_iteration should be at most the {iterations} iterations the model predicts with, "
+                            f"got {num_iteration}")
+        self.iterations = iterations if num_iteration is None else int(num_iteration)
         self.costs_ = resolve_costs(feature_costs, self.forest.num_features, self.forest.feature_names,
                                     self.forest.params, unpriced="refuse")
 
@@ -206,9 +244,7 @@ class EarlyExit:
         X = self.forest.dense(X)
         tpi = self.forest.trees_per_iteration
         n = len(X)
-        # as predict does: the best iteration, if any
-        iterations = self._other.iterations if self.booster is None else \
-            num_trees_used(self.booster, self.forest, None) // tpi
+        iterations = self.iterations
         if n == 0:
             raise CEGBError("X should hold at least one row")
         queries = self._queries(group, n)
@@ -257,12 +293,14 @@ class EarlyExit:
         if self.kind == "classify":
             top = np.maximum(partial, 1 - partial) if partial.ndim == 1 else partial.max(axis=1)
             return top >= self.threshold
-        margin = self.threshold * (iterations - done) / max(iterations - 1, 1)
         query = queries[active]
-        order = np.lexsort((-partial, query))  # by query, best first
+        order = np.lexsort((-partial, query))  # by query, best first (ties: the given order)
         sorted_query = query[order]
         position = np.empty(len(order), dtype=np.int64)
         position[order] = np.arange(len(order)) - np.searchsorted(sorted_query, sorted_query, side="left")
+        if self.top_k is not None:
+            return position >= self.top_k
+        margin = self.threshold * (iterations - done) / max(iterations - 1, 1)
         fifth = np.full(int(queries.max()) + 1, -np.inf)
         fifth[query[position == 4]] = partial[position == 4]
         return (position >= 5) & (partial <= fifth[query] - margin)
@@ -274,6 +312,30 @@ class EarlyExit:
         sorted_queries = queries[order]
         rank[order] = np.arange(len(order)) - np.searchsorted(sorted_queries, sorted_queries, side="left")
         return rank
+
+
+#: EarlyExit's ``task`` as its ``kind``
+KINDS = {"ranking": "rank", "classification": "classify"}
+
+
+def _kind(objective: str | None, task: str | None) -> str:
+    """EarlyExit's ``kind`` of a LightGBM model of ``objective`` (its model file's words) for ``task``."""
+    objective = (objective or "").split(" ")[0]
+    if task == "ranking" and objective in RANKING_OBJECTIVES + POINTWISE_OBJECTIVES:
+        return "rank"
+    if task is None and objective in RANKING_OBJECTIVES:
+        return "rank"
+    if task in (None, "classification") and objective in CLASSIFICATION_OBJECTIVES:
+        return "classify"
+    if task == "ranking":
+        raise CEGBError(f"task: a ranker's scores are read from a ranking or pointwise objective "
+                        f"{RANKING_OBJECTIVES + POINTWISE_OBJECTIVES}, got objective {objective or None!r}")
+    if task == "classification":
+        raise CEGBError(f"task: a classifier's exits read a classification objective {CLASSIFICATION_OBJECTIVES}, "
+                        f"got objective {objective or None!r}")
+    raise CEGBError(f"model: objective {objective or None!r} is neither a ranking one {RANKING_OBJECTIVES} nor a "
+                    f"classification one {CLASSIFICATION_OBJECTIVES} (task='ranking' ranks by a pointwise one's "
+                    "scores)")
 
 
 #: XGBoost's and CatBoost's objectives (loss functions) that Early Exit reads as classification or ranking

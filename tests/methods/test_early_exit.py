@@ -52,8 +52,8 @@ def test_classifier_exits(classes, threshold):
         assert (result.iterations < 40).any() and result.cost.mean < prediction_cost(booster, X, COSTS).mean
 
 
-def reference_rank(booster, X, sizes, threshold, every):
-    total = booster.current_iteration()
+def reference_rank(booster, X, sizes, threshold, every, top_k=None, total=None):
+    total = total or booster.current_iteration()
     starts = np.concatenate([[0], np.cumsum(sizes)])
     done = np.full(len(X), total)
     for q in range(len(sizes)):
@@ -61,38 +61,93 @@ def reference_rank(booster, X, sizes, threshold, every):
         for stop in range(every, total, every):
             scores = booster.predict(X[docs], num_iteration=stop, raw_score=True)
             order = sorted(range(len(docs)), key=lambda k: (-scores[k], k))
-            if len(docs) <= 5:
+            if top_k is not None:
+                leaving = {docs[k] for k in order[top_k:]}
+            elif len(docs) <= 5:
                 continue
-            fifth = scores[order[4]]
-            margin = threshold * (total - stop) / (total - 1)
-            leaving = {docs[k] for k in order[5:] if scores[k] <= fifth - margin}
+            else:
+                fifth = scores[order[4]]
+                margin = threshold * (total - stop) / (total - 1)
+                leaving = {docs[k] for k in order[5:] if scores[k] <= fifth - margin}
             for d in leaving:
                 done[d] = stop
             docs = [d for d in docs if d not in leaving]
     return done
 
 
-@pytest.mark.parametrize("threshold", [0.0, 0.5, 3.0])
-def test_ranker_exits_match_the_reference(threshold):
+def ranking_data():
     X, score = data(7, n=600)
     rng = np.random.default_rng(1)
     sizes = rng.integers(1, 30, 40)
     sizes[-1] += len(X) - sizes.sum()
     assert sizes[-1] > 0
-    y = np.clip(np.digitize(score, [-0.5, 0.5, 1.5]), 0, 3)
-    booster = lgb.train({"objective": "lambdarank", "verbose": -1, "num_leaves": 7, "min_data_in_leaf": 5},
-                        lgb.Dataset(X, y, group=sizes), 30)
-    result = EarlyExit(booster, threshold=threshold, every=4, feature_costs=COSTS).predict_result(X, group=sizes)
-    np.testing.assert_array_equal(result.iterations, reference_rank(booster, X, sizes, threshold, 4))
-    check_rows(booster, X, result, "rank")
+    return X, np.clip(np.digitize(score, [-0.5, 0.5, 1.5]), 0, 3), sizes
+
+
+def check_ranks(result, sizes):
     starts = np.concatenate([[0], np.cumsum(sizes)])
     for q in range(len(sizes)):  # ranks: a permutation per query, stayed-longer first, then by score
         s, e = starts[q], starts[q + 1]
         assert sorted(result.rank[s:e]) == list(range(e - s))
         key = sorted(range(s, e), key=lambda i: (-result.iterations[i], -result.prediction[i], i))
         assert [result.rank[i] for i in key] == list(range(e - s))
+
+
+@pytest.mark.parametrize("threshold", [0.0, 0.5, 3.0])
+def test_ranker_exits_match_the_reference(threshold):
+    X, y, sizes = ranking_data()
+    booster = lgb.train({"objective": "lambdarank", "verbose": -1, "num_leaves": 7, "min_data_in_leaf": 5},
+                        lgb.Dataset(X, y, group=sizes), 30)
+    result = EarlyExit(booster, threshold=threshold, every=4, feature_costs=COSTS).predict_result(X, group=sizes)
+    np.testing.assert_array_equal(result.iterations, reference_rank(booster, X, sizes, threshold, 4))
+    check_rows(booster, X, result, "rank")
+    check_ranks(result, sizes)
     if threshold == 0.0:
         assert (result.iterations < 30).any()
+
+
+@pytest.mark.parametrize(("objective", "top_k", "num_iteration"),
+                         [("lambdarank", 1, None), ("regression", 3, None), ("binary", 5, 17), ("regression", 40, 30)])
+def test_the_cascade_cut_matches_the_reference(objective, top_k, num_iteration):
+    """top_k: at each exit a query's best top_k documents still in go on (a pointwise model ranks with
+    task="ranking", as CEGB's paper trains rankers); a CEGB model's documents pay only the paths they take."""
+    X, y, sizes = ranking_data()
+    params = {"objective": objective, "verbose": -1, "num_leaves": 7, "min_data_in_leaf": 5,
+              **COSTS.to_params(tradeoff=0.01)}
+    booster = lgb.train(params, lgb.Dataset(X, y > 0 if objective == "binary" else y, group=sizes), 30)
+    result = EarlyExit(booster, top_k=top_k, every=4, feature_costs=COSTS, task="ranking",
+                       num_iteration=num_iteration).predict_result(X, group=sizes)
+    total = num_iteration or 30
+    np.testing.assert_array_equal(result.iterations, reference_rank(booster, X, sizes, None, 4, top_k, total))
+    check_rows(booster, X, result, "rank")
+    check_ranks(result, sizes)
+    if top_k < 30:
+        assert (result.iterations < total).any() and result.cost.mean < prediction_cost(
+            booster, X, COSTS, num_iteration=total).mean
+    else:  # no query holds more than top_k documents: every one goes through every tree
+        assert (result.iterations == total).all()
+
+
+@pytest.mark.parametrize(("objective", "kwargs", "message"), [
+    ("lambdarank", {"threshold": 1.0, "top_k": 3}, r"read one of them .* got threshold=1.0 and top_k=3"),
+    ("lambdarank", {}, "got threshold=None and top_k=None"),
+    ("binary", {"threshold": 0.9, "top_k": 3}, "top_k: a classifier's exits read threshold only, got top_k=3"),
+    ("binary", {"top_k": 3}, r"threshold should be a probability in \(0, 1\] for a classifier, got None"),
+    ("multiclass", {"top_k": 3, "task": "ranking"}, "task: a ranker's scores are read from a ranking or pointwise "
+                                                    "objective .* got objective 'multiclass'"),
+    ("lambdarank", {"threshold": 0.5, "task": "classification"}, "task: a classifier's exits read a classification "
+                                                                 "objective .* got objective 'lambdarank'"),
+    ("lambdarank", {"top_k": 3, "num_iteration": 11}, "num_iteration should be at most the 10 iterations the model "
+                                                      "predicts with, got 11"),
+    ("lambdarank", {"top_k": 0}, "top_k should be None or an integer >= 1, got 0"),
+])
+def test_the_rules_are_refused_by_name(objective, kwargs, message):
+    X, y, sizes = ranking_data()
+    params = {"objective": objective, "verbose": -1, "num_leaves": 7, **({"num_class": 4} if objective == "multiclass"
+                                                                        else {})}
+    booster = lgb.train(params, lgb.Dataset(X, y > 0 if objective == "binary" else y, group=sizes), 10)
+    with pytest.raises(CEGBError, match=message):
+        EarlyExit(booster, feature_costs=COSTS, **kwargs)
 
 
 @pytest.mark.parametrize(("make", "kwargs", "message"), [
