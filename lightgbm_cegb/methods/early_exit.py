@@ -117,6 +117,8 @@ class EarlyExit:
         The iterations the exits cover (``num_iteration``, or those ``predict`` uses).
     costs_ : FeatureCosts
         The costs aligned to the model's features.
+    n_features_in_ : int
+        The model's number of features.
 
     Raises
     ------
@@ -178,8 +180,13 @@ class EarlyExit:
         self.costs_ = resolve_costs(feature_costs, self.forest.num_features, self.forest.feature_names,
                                     self.forest.params, unpriced="refuse")
 
+    @property
+    def n_features_in_(self) -> int:
+        """The model's number of features."""
+        return int(self.forest.num_features)
+
     def predict(self, X, group=None) -> np.ndarray:
-        """Each row's prediction when it stopped (classification: class probabilities; ranking: scores).
+        """Classification: each row's class probabilities when it stopped; ranking: the early-exit ranking.
 
         Parameters
         ----------
@@ -191,10 +198,16 @@ class EarlyExit:
         Returns
         -------
         ndarray of shape (n_samples,) or (n_samples, n_classes)
-            ``predict_result(X, group).prediction``: the class probabilities (two classes: the probability of
-            the second) or the raw ranking scores.
+            Classification: ``predict_result(X, group).prediction``, the class probabilities (two classes: the
+            probability of the second). Ranking: per document, the number of its query's documents ranked below
+            it (``predict_result``'s ``rank`` turned round: stopped documents below those still in); the raw
+            scores, which are not comparable across exits, are ``predict_result(X, group).prediction``.
         """
-        return self.predict_result(X, group).prediction
+        result = self.predict_result(X, group)
+        if self.kind != "rank":
+            return result.prediction
+        queries = self._queries(group, len(result.rank))
+        return (np.bincount(queries)[queries] - 1 - result.rank).astype(np.float64)
 
     def prediction_cost(self, X, group=None) -> CostReport:
         """The per-row cost of the trees each row goes through before it stops.

@@ -21,6 +21,7 @@ from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.report import CostReport
 from lightgbm_cegb.io import saved
 from lightgbm_cegb.io.models import booster_of
+from lightgbm_cegb.methods.early_exit import EarlyExit
 from lightgbm_cegb.selection.registry import Candidate
 
 #: the kinds of LightGBM model (io.saved.objective_kind) a saved Selection's model may be, by its task (None: a
@@ -48,6 +49,38 @@ def _unfit_for(task: str | None, estimator, classes: np.ndarray | None) -> str:
         return (f"task 'ranking' ranks by a classifier's decision_function (Cronus's, CSCC's), got the chosen model a "
                 f"{name}, which has none")
     return ""
+
+
+#: EarlyExit's ``task`` of its ``kind``
+TASK_OF_KIND = {"rank": "ranking", "classify": "classification"}
+#: what a saved Selection keeps of a chosen EarlyExit beside its Booster
+EXIT_SETTINGS = ("threshold", "top_k", "every", "task", "num_iteration")
+
+
+def _exits_unfit_for(task: str | None, kind: str) -> str:
+    """Why an EarlyExit of ``kind`` cannot be the chosen model of a Selection of ``task`` ("": it can)."""
+    fits = {"rank": ("ranking", None), "classify": ("binary", "multiclass", None)}[kind]
+    if task in fits:
+        return ""
+    return (f"the chosen model is an EarlyExit {TASK_OF_KIND[kind]} model: task should be one of {list(fits)}, got "
+            f"{task!r:.20}")
+
+
+def _saved_exits(booster, state, task: str | None, costs: FeatureCosts | None) -> EarlyExit:
+    """The EarlyExit a saved Selection's ``state`` describes (its model's EXIT_SETTINGS) on its ``booster``,
+    checked."""
+    described = state["model"]
+    missing = [key for key in EXIT_SETTINGS if key not in described]
+    if missing:
+        raise saved.damaged(state, f"the saved early exits lack {missing}")
+    try:
+        model = EarlyExit(booster, feature_costs=costs, **{key: described[key] for key in EXIT_SETTINGS})
+    except CEGBError as error:
+        raise saved.damaged(state, f"the saved early exits: {error}") from None
+    unfit = _exits_unfit_for(task, model.kind)
+    if unfit:
+        raise saved.damaged(state, unfit)
+    return model
 
 
 @dataclass
@@ -113,10 +146,11 @@ class Selection:
     classes: np.ndarray | None = field(default=None, repr=False)
 
     def _by_query(self, group) -> dict:
-        """The ``group`` argument for the chosen model when it cuts per query (the staged acquisition ranker);
-        nothing for a model that scores each row alone."""
+        """The ``group`` argument for the chosen model when it cuts per query (the staged acquisition ranker, an
+        EarlyExit ranker); nothing for a model that scores each row alone."""
         model = self.model if self.candidate is None else self.candidate.model
-        takes = "group" in getattr(type(model), "_policy_methods", {}).get("predict", ())
+        takes = "group" in getattr(type(model), "_policy_methods", {}).get("predict", ()) or \
+            (isinstance(model, EarlyExit) and model.kind == "rank")
         return {"group": group} if takes and group is not None else {}
 
     def _scores(self, X, group=None) -> np.ndarray:
@@ -257,6 +291,14 @@ class Selection:
         booster = booster_of(self.model)
         if isinstance(self.model, lgb.Booster):
             state, files = {**figures, "model": {"kind": "booster"}}, {"model": booster.model_to_string()}
+        elif isinstance(self.model, EarlyExit) and self.model.booster is not None:
+            unfit = _exits_unfit_for(self.task, self.model.kind)
+            if unfit:
+                raise CEGBError(f"Selection.save: {unfit}")
+            exits = {"threshold": self.model.threshold, "top_k": self.model.top_k, "every": self.model.every,
+                     "task": TASK_OF_KIND[self.model.kind], "num_iteration": self.model.iterations}
+            state = {**figures, "model": {"kind": "early_exit", **exits}}
+            files = {"model": self.model.booster.model_to_string()}
         elif isinstance(self.model, BudgetedEstimator):
             unfit = _unfit_for(self.task, self.model, self.classes)
             if unfit:
@@ -265,7 +307,8 @@ class Selection:
             state = {**figures, "model": described}
         else:
             raise CEGBError(f"Selection.save: the chosen model is a {type(self.model).__name__}, which the package's "
-                            "format does not hold (a LightGBM Booster or one of the package's estimators): save it "
+                            "format does not hold (a LightGBM Booster, EarlyExit of one, or one of the package's "
+                            "estimators): save it "
                             "with its own library, and the costs with FeatureCosts.to_dict")
         saved.save(path, self, params={"method": self.method, "params": self.params,
                                        "within_budget": self.within_budget}, state=state, files=files)
@@ -307,9 +350,12 @@ class Selection:
         if classes is not None and task not in (("binary", "multiclass") if len(classes) == 2 else ("multiclass",)):
             raise saved.damaged(state, f"classes: {len(classes)} labels are not a {task!r:.20} task's")
         described = state["model"]
-        if described.get("kind") == "booster":
+        costs = None if manifest["costs"] is None else FeatureCosts.from_dict(manifest["costs"])
+        if described.get("kind") in ("booster", "early_exit"):
             model = saved.booster(folder, manifest, "model", kinds=TASK_OBJECTIVES[task],
                                   outputs=None if classes is None else 1 if task == "binary" else len(classes))
+            if described["kind"] == "early_exit":
+                model = _saved_exits(model, state, task, costs)
         elif described.get("kind") == "estimator":
             estimator = estimator_class(described.get("estimator"))
             if estimator is None:
@@ -317,13 +363,12 @@ class Selection:
                                               "estimator of lightgbm_cegb")
             model = nested_model(estimator, described, manifest, folder, "model.")
         else:
-            raise saved.damaged(manifest, f"model kind should be 'booster' or 'estimator', got "
+            raise saved.damaged(manifest, f"model kind should be 'booster', 'early_exit' or 'estimator', got "
                                           f"{described.get('kind')!r:.40}")
         saved.every_file_used(manifest)
         unfit = described["kind"] == "estimator" and _unfit_for(task, model, classes)
         if unfit:
             raise saved.damaged(state, unfit)
-        costs = None if manifest["costs"] is None else FeatureCosts.from_dict(manifest["costs"])
         figures = {}
         for key in ("valid_quality", "valid_cost", "test_quality", "test_cost", "decision_threshold"):
             value = state.get(key)

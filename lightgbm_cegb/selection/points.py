@@ -174,7 +174,7 @@ def whole_model(method: str, params: dict, model, output: str, costs: FeatureCos
     return Candidate(method, params, model, partial(prediction, model, output, None), cost)
 
 
-def _iterations(model) -> int:
+def iterations_of(model) -> int:
     """The iterations a boosted or bagged model predicts with: its best (early stopped) or all."""
     if library_of(model) == "catboost":  # use_best_model keeps the best iterations only
         return model.tree_count_
@@ -195,7 +195,7 @@ def prefix_points(method: str, point: dict, model, output: str, costs: FeatureCo
                   trees: Sequence[int] = PREFIX_TREES) -> list[Candidate]:
     """:func:`prefixes` of ``model`` with the ``costs``, the validation rows ``X_valid`` and the ``budgets`` given;
     measured on ``X_valid``, they share one pass over the model's trees (:class:`PrefixPass`)."""
-    total = _iterations(model)
+    total = iterations_of(model)
     ks = {k for k in trees if k < total} | {total}
     if budgets:
         curve = prediction_cost(model, X_valid, costs, num_iteration=total, per_iteration=True).curve
@@ -322,7 +322,7 @@ def check_capped(method: str, context: Context, iterations: int, candidates: lis
 def booster_points(method: str, context: Context, point: dict, booster: lgb.Booster,
                    trees: Sequence[int] = PREFIX_TREES) -> list[Candidate]:
     """A LightGBM model and its prefixes as points, marked when its training reached the round cap."""
-    return check_capped(method, context, _iterations(booster),
+    return check_capped(method, context, iterations_of(booster),
                          prefixes(context, method, point, booster, "predict", trees))
 
 

@@ -37,6 +37,7 @@ from lightgbm_cegb.selection import (
     sweep,
     train_to_budget,
 )
+from lightgbm_cegb.selection.lightgbm_family import CASCADE_EVERY, CASCADE_TOP_K
 
 matplotlib.use("Agg")
 COSTS = FeatureCosts(lazy=[1.0, 1.0, 5.0, 5.0, 20.0, 20.0])
@@ -268,6 +269,34 @@ def test_fit_within_budget_ranks_with_its_defaults():
     chosen = fit_within_budget(train, valid, [10, 1, 1, 30, 1], budget=20.0, task="ranking", num_boost_round=30,
                                params={"objective": "regression"})
     assert "budget_prune" in set(chosen.frontier["method"]) and "early_exit" not in set(chosen.frontier["method"])
+
+
+def test_the_cegb_cascade_cuts_cegbs_own_models():
+    """cegb_cascade: EarlyExit's cascade cut on the CEGB models (shared with cegb in the sweep), a point per top_k and
+    tree prefix, each measured as its EarlyExit ranks and costs the validation queries."""
+    from lightgbm_cegb.methods.early_exit import EarlyExit
+
+    train, valid, _ = ranking_rows()
+    costs = FeatureCosts(lazy=[10, 1, 1, 30, 1])
+    frame = sweep(["cegb", "cegb_cascade"], train, valid, costs, task="ranking", num_boost_round=30, baseline=False,
+                  params={"objective": "regression"},
+                  grid={"cegb": [{"relative_tradeoff": 0.02}], "cegb_cascade": [{"relative_tradeoff": 0.02}]})
+    cegb, cascade = frame[frame["method"] == "cegb"], frame[frame["method"] == "cegb_cascade"]
+    booster = cegb["model"].iloc[0].model
+    assert all(point.model.booster is booster for point in cascade["model"])
+    assert sorted(set(cascade["top_k"])) == list(CASCADE_TOP_K) and set(cascade["every"]) == {CASCADE_EVERY}
+    assert set(cascade["trees"]) == set(cegb["trees"])
+    Xv, yv, gv = valid
+    saved = 0.0
+    for _, row in cascade.iterrows():
+        own = EarlyExit(booster, top_k=int(row["top_k"]), every=CASCADE_EVERY, task="ranking",
+                        num_iteration=int(row["trees"]), feature_costs=costs).predict_result(Xv, group=gv)
+        assert row["quality"] == pytest.approx(ndcg_at_k(yv, -own.rank.astype(float), gv, k=5), abs=1e-12)
+        assert row["cost"] == pytest.approx(own.cost.mean, rel=1e-12)
+        whole = cegb[cegb["trees"] == row["trees"]]["cost"].iloc[0]
+        assert row["cost"] <= whole * (1 + 1e-12)  # a cut only saves
+        saved = max(saved, whole - row["cost"])
+    assert saved > 0
 
 
 def test_train_to_budget(binary):

@@ -94,7 +94,7 @@ def test_a_damaged_saved_selection_is_refused_by_name(frontier, tmp_path):
     manifest_path = tmp_path / "choice" / "manifest.json"
     manifest = json.loads(manifest_path.read_text())
     for change, message in [(("model", "estimator"), "the chosen model is a 'NoSuchEstimator', not an estimator"),
-                            (("model", "kind"), "model kind should be 'booster' or 'estimator'")]:
+                            (("model", "kind"), "model kind should be 'booster', 'early_exit' or 'estimator'")]:
         damaged = json.loads(json.dumps(manifest))
         damaged["state"][change[0]][change[1]] = "NoSuchEstimator" if change[1] == "estimator" else "pickle"
         manifest_path.write_text(json.dumps(damaged))
@@ -231,3 +231,78 @@ def test_a_cascade_chosen_for_ranking_round_trips_and_ranks_by_its_decision_func
                                         r"which has none"):
         Selection(method="greedy_miser", params={}, model=miser, candidate=None, valid_quality=0.5, valid_cost=1.0,
                   task="ranking").save(tmp_path / "miser")
+
+
+def ranking_rows(seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(900, 4))
+    y = np.clip(np.round(1.5 * X[:, 0] + X[:, 2] + rng.normal(size=900)), 0, 3).astype(int)
+    group = np.full(60, 15)
+    return [(X[a:b], y[a:b], group[a // 15:b // 15]) for a, b in ((0, 450), (450, 675), (675, 900))]
+
+
+def test_an_early_exit_chosen_round_trips_and_ranks_as_the_sweep_measured(rows, tmp_path):
+    """A chosen EarlyExit (the CEGB cascade, Early Exit) could not be saved ("save it with its own library"), and a
+    ranking Selection of one could not predict: its predict was called without the query sizes, and EarlyExit's
+    predict gave raw scores, which are not comparable across exits. It now saves its exits with its Booster, and
+    ranks (with ``group``) as the sweep measured it."""
+    from lightgbm_cegb.core.ranking_metrics import ndcg_at_k
+
+    train, valid, test = ranking_rows()
+    costs = FeatureCosts(lazy=[1.0, 2.0, 4.0, 8.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        frame = sweep(["cegb_cascade"], train, valid, costs, task="ranking", baseline=False, num_boost_round=20,
+                      params={"objective": "regression"}, grid={"cegb_cascade": [{"relative_tradeoff": 0.01,
+                                                                                   "top_k": 4}]})
+    chosen = select(frame[frame["trees"] == 20], 1e9, test=test)
+    assert chosen.model.top_k == 4 and chosen.model.iterations == 20
+    X_valid, y_valid, group_valid = valid
+    assert ndcg_at_k(y_valid, chosen.predict(X_valid, group=group_valid), group_valid, k=5) == \
+        pytest.approx(chosen.valid_quality, abs=1e-12)
+    chosen.save(tmp_path / "choice")
+    again = Selection.load(tmp_path / "choice")
+    assert type(again.model).__name__ == "EarlyExit" and (again.model.top_k, again.model.iterations) == (4, 20)
+    X_test, _, group_test = test
+    np.testing.assert_array_equal(again.predict(X_test, group=group_test), chosen.predict(X_test, group=group_test))
+    np.testing.assert_array_equal(again.prediction_cost(X_test, group=group_test).per_instance,
+                                  chosen.prediction_cost(X_test, group=group_test).per_instance)
+    assert again.prediction_cost(X_test, group=group_test).mean == pytest.approx(chosen.test_cost, rel=1e-12)
+    manifest_path = tmp_path / "choice" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    for change, message in [({"top_k": "4"}, r"the saved early exits: top_k should be None or an integer >= 1, got "
+                                             r"'4'"),
+                            ({"num_iteration": 99}, "the saved early exits: num_iteration should be at most the 20 "
+                                                    "iterations the model predicts with, got 99"),
+                            ({"every": None}, "the saved early exits: every should be an integer >= 1, got None"),
+                            ({"task": "classification"}, "the saved early exits: task: a classifier's exits read a "
+                                                         "classification objective"),
+                            ({"threshold": 1.0}, "the saved early exits: threshold or top_k: a ranker's exits read "
+                                                 "one of them")]:
+        damaged = json.loads(json.dumps(manifest))
+        damaged["state"]["model"].update(change)
+        manifest_path.write_text(json.dumps(damaged))
+        with pytest.raises(CEGBError, match=message):
+            Selection.load(tmp_path / "choice")
+    damaged = json.loads(json.dumps(manifest))
+    del damaged["state"]["model"]["every"]
+    manifest_path.write_text(json.dumps(damaged))
+    with pytest.raises(CEGBError, match=r"the saved early exits lack \['every'\]"):
+        Selection.load(tmp_path / "choice")
+    with pytest.raises(CEGBError, match=r"Selection.save: the chosen model is an EarlyExit ranking model: task should "
+                                        r"be one of \['ranking', None\], got 'binary'"):
+        Selection(method="cegb_cascade", params={}, model=chosen.model, candidate=None, valid_quality=0.5,
+                  valid_cost=1.0, task="binary").save(tmp_path / "binary")
+    # a classifier's exits round-trip too
+    (X, y), valid_binary, (X_test, _) = rows
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        frame = sweep(["early_exit"], (X, y), valid_binary, COSTS, task="binary", baseline=False,
+                      num_boost_round=20, grid={"early_exit": [{"threshold": 0.9}]})
+    chosen = select(frame, 1e9)
+    chosen.save(tmp_path / "exits")
+    again = Selection.load(tmp_path / "exits")
+    assert again.model.threshold == 0.9 and again.model.kind == "classify"
+    np.testing.assert_array_equal(again.predict_proba(X_test), chosen.predict_proba(X_test))
+    np.testing.assert_array_equal(again.prediction_cost(X_test).per_instance,
+                                  chosen.prediction_cost(X_test).per_instance)
