@@ -45,7 +45,7 @@ from lightgbm_cegb.selection.sweep import (
 #: The methods :func:`fit_within_budget` sweeps by default: those that train in seconds on 100,000 rows (the
 #: cheap-subset baseline joins every sweep). Pass ``methods`` for others (ADAPT, CSTC, BudgetRF, ...).
 BUDGET_METHODS = ("lightgbm", "cegb", "greedy_miser", "budget_prune", "early_exit", "adaptive_acquisition",
-                  "staged_acquisition", "staged_acquisition_ranker", "staged_acquisition_regressor")
+                  "staged_acquisition", "staged_acquisition_ranker", "cegb_cascade", "staged_acquisition_regressor")
 #: below this many training rows, ADAPT-LIN (``adapt_lin``, a linear gate and a linear low-cost model) joins the
 #: default methods of a classification task: on AFABench's CUBE (600 rows, 5 seeds) it lifts fit_within_budget's
 #: test accuracy within 12 and 20 features from 0.792 (both) to 0.828 and 0.816, where the trees' capacity on few
