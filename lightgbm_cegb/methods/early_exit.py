@@ -266,14 +266,18 @@ class EarlyExit:
         prediction = None
         state = CostState(n, self.costs_, self.forest.num_features)
         exits = list(range(self.every, iterations, self.every)) + [iterations]
+        scores = _RunningScores(self.forest, X, iterations) if self._adds_scores(n) else None
         start = 0
         for stop in exits:
             state.add(self.forest, X[active], trees=(start * tpi, stop * tpi), rows=active)
-            start = stop
             if not len(active):
                 break
-            partial = self._other.predict(X[active], stop) if self.booster is None else \
-                self.booster.predict(X[active], num_iteration=stop, raw_score=self.kind == "rank")
+            if scores is not None:
+                partial = scores.through(active, start, stop)
+            else:
+                partial = self._other.predict(X[active], stop) if self.booster is None else \
+                    self.booster.predict(X[active], num_iteration=stop, raw_score=self.kind == "rank")
+            start = stop
             if prediction is None:
                 prediction = np.zeros((n,) + partial.shape[1:])
             prediction[active] = partial
@@ -289,6 +293,14 @@ class EarlyExit:
                           feature_names=self.forest.feature_names)
         rank = self._ranks(prediction, done_at, queries) if self.kind == "rank" else None
         return EarlyExitResult(prediction=prediction, iterations=done_at, cost=cost, rank=rank)
+
+    def _adds_scores(self, n: int) -> bool:
+        """Whether a ranker's scores at the exits are its trees' outputs added up as the rows go (one routing of the
+        rows, :class:`_RunningScores`) rather than LightGBM's ``predict`` from the first tree at each exit: a
+        LightGBM model of plain trees whose leaves for ``n`` rows fit in RUNNING_LEAVES."""
+        return self.booster is not None and self.kind == "rank" and self.forest.linear is None and \
+            not self.forest.average_output and self.forest.trees_per_iteration == 1 and \
+            n * self.iterations <= RUNNING_LEAVES
 
     def _queries(self, group, n: int) -> np.ndarray | None:
         if self.kind != "rank":
@@ -325,6 +337,29 @@ class EarlyExit:
         sorted_queries = queries[order]
         rank[order] = np.arange(len(order)) - np.searchsorted(sorted_queries, sorted_queries, side="left")
         return rank
+
+
+#: the most leaf indices (rows x trees) a ranker's exits hold to add its scores up as the rows go (about 200 MB)
+RUNNING_LEAVES = 50_000_000
+
+
+class _RunningScores:
+    """A ranker's raw scores through its first trees, each row's trees' outputs added in tree order from 0.0 as
+    LightGBM's GBDT::PredictRaw adds them (the same bits as ``predict(raw_score=True, num_iteration=...)``), carried
+    from exit to exit: every row is routed once (``Forest.apply``), instead of from the first tree at each exit."""
+
+    def __init__(self, forest, X: np.ndarray, iterations: int) -> None:
+        self.forest, self.leaves = forest, forest.apply(X, iterations)
+        self.score = np.zeros(len(X))
+
+    def through(self, rows: np.ndarray, start: int, stop: int) -> np.ndarray:
+        """The scores of ``rows`` through tree ``stop`` - 1, from theirs through tree ``start`` - 1."""
+        values = self.forest.leaf_value[self.forest.leaf_offset[start:stop] + self.leaves[rows, start:stop]]
+        score = self.score[rows]
+        for column in values.T:
+            score = score + column
+        self.score[rows] = score
+        return score
 
 
 #: EarlyExit's ``task`` as its ``kind``

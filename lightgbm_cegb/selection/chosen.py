@@ -53,31 +53,35 @@ def _unfit_for(task: str | None, estimator, classes: np.ndarray | None) -> str:
 
 #: EarlyExit's ``task`` of its ``kind``
 TASK_OF_KIND = {"rank": "ranking", "classify": "classification"}
-#: what a saved Selection keeps of a chosen EarlyExit beside its Booster
+#: what a saved Selection keeps of a chosen EarlyExit beside its Booster and its own costs (``costs_``)
 EXIT_SETTINGS = ("threshold", "top_k", "every", "task", "num_iteration")
 
 
-def _exits_unfit_for(task: str | None, kind: str) -> str:
-    """Why an EarlyExit of ``kind`` cannot be the chosen model of a Selection of ``task`` ("": it can)."""
-    fits = {"rank": ("ranking", None), "classify": ("binary", "multiclass", None)}[kind]
+def _exits_unfit_for(task: str | None, model: EarlyExit) -> str:
+    """Why the EarlyExit ``model`` cannot be the chosen model of a Selection of ``task`` ("": it can): a ranker's
+    exits rank; a classifier's classify, and rank by their probability when they have one output (a binary objective
+    on binarised relevance, as a ranking sweep runs Early Exit then)."""
+    fits = ("ranking", None) if model.kind == "rank" else ("binary", "multiclass", None) + \
+        (("ranking",) if model.forest.trees_per_iteration == 1 else ())
     if task in fits:
         return ""
-    return (f"the chosen model is an EarlyExit {TASK_OF_KIND[kind]} model: task should be one of {list(fits)}, got "
-            f"{task!r:.20}")
+    return (f"the chosen model is an EarlyExit {TASK_OF_KIND[model.kind]} model: task should be one of {list(fits)}, "
+            f"got {task!r:.20}")
 
 
-def _saved_exits(booster, state, task: str | None, costs: FeatureCosts | None) -> EarlyExit:
-    """The EarlyExit a saved Selection's ``state`` describes (its model's EXIT_SETTINGS) on its ``booster``,
-    checked."""
+def _saved_exits(booster, state, task: str | None) -> EarlyExit:
+    """The EarlyExit a saved Selection's ``state`` describes (its model's EXIT_SETTINGS and its own costs) on its
+    ``booster``, checked."""
     described = state["model"]
-    missing = [key for key in EXIT_SETTINGS if key not in described]
+    missing = [key for key in EXIT_SETTINGS + ("costs",) if key not in described]
     if missing:
         raise saved.damaged(state, f"the saved early exits lack {missing}")
     try:
-        model = EarlyExit(booster, feature_costs=costs, **{key: described[key] for key in EXIT_SETTINGS})
+        model = EarlyExit(booster, feature_costs=FeatureCosts.from_dict(described["costs"]),
+                          **{key: described[key] for key in EXIT_SETTINGS})
     except CEGBError as error:
         raise saved.damaged(state, f"the saved early exits: {error}") from None
-    unfit = _exits_unfit_for(task, model.kind)
+    unfit = _exits_unfit_for(task, model)
     if unfit:
         raise saved.damaged(state, unfit)
     return model
@@ -145,26 +149,28 @@ class Selection:
     task: str | None = None
     classes: np.ndarray | None = field(default=None, repr=False)
 
-    def _by_query(self, group) -> dict:
-        """The ``group`` argument for the chosen model when it cuts per query (the staged acquisition ranker, an
-        EarlyExit ranker); nothing for a model that scores each row alone."""
+    def _by_query(self, X, group) -> dict:
+        """The ``group`` argument for the chosen model when it cuts per query (the staged acquisition ranker; an
+        EarlyExit ranker, to which None is X as one query, as to the staged ranker); nothing for a model that scores
+        each row alone."""
         model = self.model if self.candidate is None else self.candidate.model
-        takes = "group" in getattr(type(model), "_policy_methods", {}).get("predict", ()) or \
-            (isinstance(model, EarlyExit) and model.kind == "rank")
+        if isinstance(model, EarlyExit) and model.kind == "rank":
+            return {"group": [np.shape(X)[0]] if group is None else group}
+        takes = "group" in getattr(type(model), "_policy_methods", {}).get("predict", ())
         return {"group": group} if takes and group is not None else {}
 
     def _scores(self, X, group=None) -> np.ndarray:
         """What the sweep's metric read of the point on X: class probabilities (binary: the positive class's),
         values or scores."""
         if self.candidate is not None:
-            return np.asarray(self.candidate.predict(X, **self._by_query(group)))
+            return np.asarray(self.candidate.predict(X, **self._by_query(X, group)))
         if self.task in ("binary", "multiclass") and booster_of(self.model) is None and \
                 hasattr(self.model, "predict_proba"):
             proba = self.model.predict_proba(X)
             return proba[:, 1] if self.task == "binary" else proba
         if self.task == "ranking" and hasattr(self.model, "classes_"):  # a cascade's score, as the sweep read it
             return np.asarray(self.model.decision_function(X))
-        return np.asarray(self.model.predict(X, **self._by_query(group)))
+        return np.asarray(self.model.predict(X, **self._by_query(X, group)))
 
     def _task(self, what: str) -> str:
         if self.task is None:
@@ -237,8 +243,8 @@ class Selection:
         """
         if self.candidate is None:  # a loaded Selection: the model's own accounting with the sweep's costs
             own = getattr(self.model, "prediction_cost", None)
-            return own(X, **self._by_query(group)) if callable(own) else prediction_cost(self.model, X, self.costs)
-        return self.candidate.cost(X, **self._by_query(group))
+            return own(X, **self._by_query(X, group)) if callable(own) else prediction_cost(self.model, X, self.costs)
+        return self.candidate.cost(X, **self._by_query(X, group))
 
     # ------------------------------------------------------------------------------------- what serving reads
 
@@ -292,11 +298,12 @@ class Selection:
         if isinstance(self.model, lgb.Booster):
             state, files = {**figures, "model": {"kind": "booster"}}, {"model": booster.model_to_string()}
         elif isinstance(self.model, EarlyExit) and self.model.booster is not None:
-            unfit = _exits_unfit_for(self.task, self.model.kind)
+            unfit = _exits_unfit_for(self.task, self.model)
             if unfit:
                 raise CEGBError(f"Selection.save: {unfit}")
             exits = {"threshold": self.model.threshold, "top_k": self.model.top_k, "every": self.model.every,
-                     "task": TASK_OF_KIND[self.model.kind], "num_iteration": self.model.iterations}
+                     "task": TASK_OF_KIND[self.model.kind], "num_iteration": self.model.iterations,
+                     "costs": self.model.costs_.to_dict(self.model.n_features_in_)}
             state = {**figures, "model": {"kind": "early_exit", **exits}}
             files = {"model": self.model.booster.model_to_string()}
         elif isinstance(self.model, BudgetedEstimator):
@@ -355,7 +362,7 @@ class Selection:
             model = saved.booster(folder, manifest, "model", kinds=TASK_OBJECTIVES[task],
                                   outputs=None if classes is None else 1 if task == "binary" else len(classes))
             if described["kind"] == "early_exit":
-                model = _saved_exits(model, state, task, costs)
+                model = _saved_exits(model, state, task)
         elif described.get("kind") == "estimator":
             estimator = estimator_class(described.get("estimator"))
             if estimator is None:

@@ -17,9 +17,10 @@ Knobs, each on a documented scale:
 - ``cegb_cascade`` (ranking): CEGB's ``relative_tradeoff``, and the cascade cut of ``EarlyExit`` on each CEGB
   model: at an exit every ``every`` (default CASCADE_EVERY) trees, a query's best ``top_k`` documents still in go on
   and the others stop, so the expensive features of the later trees are bought only for the documents near the top
-  (each document pays the paths it takes). Each model gives a point per tree prefix and ``top_k`` (default
-  CASCADE_TOP_K, those below the largest validation query); its models are CEGB's own, shared with ``cegb`` in the
-  same sweep and process.
+  (each document pays the paths it takes). Each model gives a point per tree prefix longer than ``every`` (a
+  shorter one has no exit: it is CEGB's point) and ``top_k`` (default CASCADE_TOP_K, those below the largest
+  validation query); its models are CEGB's own, shared with ``cegb`` in the same sweep and process (but for a
+  training a time allowance cut).
 """
 
 from __future__ import annotations
@@ -93,28 +94,24 @@ CEGB_RELATIVE_TRADEOFFS = (0.0, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5
 def _cegb_model(method: str, context: Context, scale: float, params: dict) -> tuple[lgb.Booster, dict]:
     """The CEGB model of a grid point (``params``: its knob, ``budget`` and LightGBM parameters; ``trees`` taken out
     by the caller) and the point's record; trained once per sweep and process for ``cegb`` and ``cegb_cascade``
-    alike (deterministic training: each would train the same model), except to a budget."""
+    alike (deterministic training: each would train the same model), except to a budget or where a time allowance
+    cut the training (:meth:`Context.cut_callbacks`)."""
     from lightgbm_cegb.lgbm.callbacks import budget_stopping
     params = dict(params)
     budget = params.pop("budget", None)
     tradeoff, knob = scaled_knob(method, params, "relative_tradeoff", "cegb_tradeoff", scale)
     lightgbm = lightgbm_params(context, **context.costs.to_params(tradeoff=tradeoff), **params)
-
-    def train() -> lgb.Booster:
-        callbacks = [] if budget is None else [budget_stopping(context.valid.X, context.costs, budget, verbose=False)]
-        booster = train_lightgbm(context, lightgbm, callbacks + context.cut_callbacks())
-        if not has_split(booster):
-            warnings.warn(f"{method}: cegb_tradeoff={tradeoff:g} leaves the model without a split (every split's "
-                          "penalty outweighs its gain); its point predicts a constant", NoSplitWarning, stacklevel=3)
-        return booster
-
-    key = None if budget is not None or context.seconds is not None else \
-        ("cegb", repr(sorted(lightgbm.items(), key=lambda item: item[0])))
+    key = None if budget is not None else ("cegb", repr(sorted(lightgbm.items(), key=lambda item: item[0])))
     booster = context.shared.get(key) if key else None
     if booster is None:
-        booster = train()
-        if key:
+        callbacks = [] if budget is None else [budget_stopping(context.valid.X, context.costs, budget, verbose=False)]
+        cut = len(context.cut)
+        booster = train_lightgbm(context, lightgbm, callbacks + context.cut_callbacks())
+        if key and len(context.cut) == cut:
             context.shared[key] = booster
+    if not has_split(booster):
+        warnings.warn(f"{method}: cegb_tradeoff={tradeoff:g} leaves the model without a split (every split's "
+                      "penalty outweighs its gain); its point predicts a constant", NoSplitWarning, stacklevel=3)
     return booster, {**knob, **({} if budget is None else {"budget": budget}), **params}
 
 
@@ -149,7 +146,7 @@ def _fit_cegb_cascade(context: Context, scale: float, params: dict) -> list[Cand
     cuts = tuple(top_k) if isinstance(top_k, (tuple, list)) else (top_k,)
     largest = int(np.max(context.valid.group))
     for k in [k for k in cuts if k < largest] or [min(cuts)]:
-        for t in sorted({t for t in trees if t < total} | {total}):
+        for t in sorted({t for t in trees if every < t < total} | ({total} if total > every else set())):
             model = EarlyExit(booster, top_k=k, every=every, task="ranking", num_iteration=t,
                               feature_costs=context.costs)
             candidates.append(_ExitCandidate.of("cegb_cascade", {**point, "top_k": k, "every": every, "trees": t},

@@ -9,6 +9,7 @@ import pytest
 from constraints import check_declared
 
 from lightgbm_cegb import CEGBError, FeatureCosts, prediction_cost
+from lightgbm_cegb.methods import early_exit
 from lightgbm_cegb.methods.early_exit import EarlyExit
 
 COSTS = FeatureCosts(lazy=[1.0, 2.0, 3.0, 5.0, 8.0, 13.0], tree=0.25)  # a row pays only the trees it went through
@@ -108,9 +109,11 @@ def test_ranker_exits_match_the_reference(threshold):
 
 @pytest.mark.parametrize(("objective", "top_k", "num_iteration"),
                          [("lambdarank", 1, None), ("regression", 3, None), ("binary", 5, 17), ("regression", 40, 30)])
-def test_the_cascade_cut_matches_the_reference(objective, top_k, num_iteration):
+def test_the_cascade_cut_matches_the_reference(objective, top_k, num_iteration, monkeypatch):
     """top_k: at each exit a query's best top_k documents still in go on (a pointwise model ranks with
-    task="ranking", as CEGB's paper trains rankers); a CEGB model's documents pay only the paths they take."""
+    task="ranking", as CEGB's paper trains rankers); a CEGB model's documents pay only the paths they take. The
+    scores added up as the rows go are LightGBM's predict's to the bit (check_rows), as the path that calls it at
+    every exit (more leaves than RUNNING_LEAVES)."""
     X, y, sizes = ranking_data()
     params = {"objective": objective, "verbose": -1, "num_leaves": 7, "min_data_in_leaf": 5,
               **COSTS.to_params(tradeoff=0.01)}
@@ -126,6 +129,11 @@ def test_the_cascade_cut_matches_the_reference(objective, top_k, num_iteration):
             booster, X, COSTS, num_iteration=total).mean
     else:  # no query holds more than top_k documents: every one goes through every tree
         assert (result.iterations == total).all()
+    monkeypatch.setattr(early_exit, "RUNNING_LEAVES", 0)
+    again = EarlyExit(booster, top_k=top_k, every=4, feature_costs=COSTS, task="ranking",
+                      num_iteration=num_iteration).predict_result(X, group=sizes)
+    np.testing.assert_array_equal(again.prediction, result.prediction)
+    np.testing.assert_array_equal(again.rank, result.rank)
 
 
 @pytest.mark.parametrize(("objective", "kwargs", "message"), [

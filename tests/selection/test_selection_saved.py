@@ -265,6 +265,7 @@ def test_an_early_exit_chosen_round_trips_and_ranks_as_the_sweep_measured(rows, 
     assert type(again.model).__name__ == "EarlyExit" and (again.model.top_k, again.model.iterations) == (4, 20)
     X_test, _, group_test = test
     np.testing.assert_array_equal(again.predict(X_test, group=group_test), chosen.predict(X_test, group=group_test))
+    np.testing.assert_array_equal(again.predict(X_test[:15]), chosen.predict(X_test[:15], group=[15]))  # one query
     np.testing.assert_array_equal(again.prediction_cost(X_test, group=group_test).per_instance,
                                   chosen.prediction_cost(X_test, group=group_test).per_instance)
     assert again.prediction_cost(X_test, group=group_test).mean == pytest.approx(chosen.test_cost, rel=1e-12)
@@ -285,15 +286,32 @@ def test_an_early_exit_chosen_round_trips_and_ranks_as_the_sweep_measured(rows, 
         with pytest.raises(CEGBError, match=message):
             Selection.load(tmp_path / "choice")
     damaged = json.loads(json.dumps(manifest))
-    del damaged["state"]["model"]["every"]
+    del damaged["state"]["model"]["every"], damaged["state"]["model"]["costs"]
     manifest_path.write_text(json.dumps(damaged))
-    with pytest.raises(CEGBError, match=r"the saved early exits lack \['every'\]"):
+    with pytest.raises(CEGBError, match=r"the saved early exits lack \['every', 'costs'\]"):
         Selection.load(tmp_path / "choice")
+    # the exits keep their own costs, whatever the Selection's (none, or others)
+    for others in (None, FeatureCosts(lazy=[5.0, 5.0, 5.0, 5.0])):
+        Selection(method="cegb_cascade", params={}, model=chosen.model, candidate=None, valid_quality=0.5,
+                  valid_cost=1.0, task="ranking", costs=others).save(tmp_path / "others")
+        np.testing.assert_array_equal(
+            Selection.load(tmp_path / "others").model.prediction_cost(X_test, group=group_test).per_instance,
+            chosen.model.prediction_cost(X_test, group=group_test).per_instance)
     with pytest.raises(CEGBError, match=r"Selection.save: the chosen model is an EarlyExit ranking model: task should "
                                         r"be one of \['ranking', None\], got 'binary'"):
         Selection(method="cegb_cascade", params={}, model=chosen.model, candidate=None, valid_quality=0.5,
                   valid_cost=1.0, task="binary").save(tmp_path / "binary")
-    # a classifier's exits round-trip too
+    # a classifier's exits round-trip too, and as a ranking's (binarised relevance, a binary objective)
+    train_binary, valid_binary, test_binary = [(X, (y > 1).astype(int), group) for X, y, group in ranking_rows()]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        frame = sweep(["early_exit"], train_binary, valid_binary, costs, task="ranking", baseline=False,
+                      num_boost_round=20, params={"objective": "binary"}, grid={"early_exit": [{"threshold": 0.9}]})
+    chosen = select(frame, 1e9)
+    chosen.save(tmp_path / "ranking_exits")
+    again = Selection.load(tmp_path / "ranking_exits")
+    assert again.model.kind == "classify" and again.task == "ranking"
+    np.testing.assert_array_equal(again.predict(test_binary[0]), chosen.predict(test_binary[0]))
     (X, y), valid_binary, (X_test, _) = rows
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
