@@ -106,7 +106,7 @@ class EarlyExit:
     forest : Forest
         The model's trees.
     kind : {"rank", "classify"}
-        Ranking or classification, from the model's objective.
+        Ranking or classification, from the model's objective (and ``task``).
     threshold : float or None
         The threshold.
     top_k : int or None
