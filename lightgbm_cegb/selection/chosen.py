@@ -21,7 +21,7 @@ from lightgbm_cegb.core.errors import CEGBError
 from lightgbm_cegb.core.report import CostReport
 from lightgbm_cegb.io import saved
 from lightgbm_cegb.io.models import booster_of
-from lightgbm_cegb.methods.early_exit import EarlyExit
+from lightgbm_cegb.methods.early_exit import KINDS, EarlyExit
 from lightgbm_cegb.selection.registry import Candidate
 
 #: the kinds of LightGBM model (io.saved.objective_kind) a saved Selection's model may be, by its task (None: a
@@ -52,7 +52,7 @@ def _unfit_for(task: str | None, estimator, classes: np.ndarray | None) -> str:
 
 
 #: EarlyExit's ``task`` of its ``kind``
-TASK_OF_KIND = {"rank": "ranking", "classify": "classification"}
+TASK_OF_KIND = {kind: task for task, kind in KINDS.items()}
 #: what a saved Selection keeps of a chosen EarlyExit beside its Booster and its own costs (``costs_``)
 EXIT_SETTINGS = ("threshold", "top_k", "every", "task", "num_iteration")
 

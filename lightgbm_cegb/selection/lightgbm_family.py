@@ -146,7 +146,7 @@ def _fit_cegb_cascade(context: Context, scale: float, params: dict) -> list[Cand
     cuts = tuple(top_k) if isinstance(top_k, (tuple, list)) else (top_k,)
     largest = int(np.max(context.valid.group))
     for k in [k for k in cuts if k < largest] or [min(cuts)]:
-        for t in sorted({t for t in trees if every < t < total} | ({total} if total > every else set())):
+        for t in sorted({t for t in (*trees, total) if every < t <= total}):
             model = EarlyExit(booster, top_k=k, every=every, task="ranking", num_iteration=t,
                               feature_costs=context.costs)
             candidates.append(_ExitCandidate.of("cegb_cascade", {**point, "top_k": k, "every": every, "trees": t},
