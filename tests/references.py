@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import dask.array as da
 import lightgbm as lgb
 import numpy as np
 import pytest
@@ -438,3 +439,13 @@ def memo_shares_trainings(fit) -> None:
     assert len(started) < sum(not made[0] for kind in kinds for made in alone[kind][1])
     last = shared[kinds[-1]]
     assert len(last[1]) == len(last[0].stages_) - 1 and all(made[0] for made in last[1]), last[1]
+
+
+def by_queries(X, y, group, parts):
+    """X, y and group as Dask arrays of ``parts`` partitions of whole queries (the queries dealt out as evenly as
+    they go)."""
+    cut = np.linspace(0, len(group), parts + 1).round().astype(int)
+    queries = tuple(int(b - a) for a, b in zip(cut[:-1], cut[1:]))
+    rows = tuple(int(group[a:b].sum()) for a, b in zip(cut[:-1], cut[1:]))
+    return (da.from_array(X, chunks=(rows, X.shape[1])), da.from_array(y, chunks=(rows,)),
+            da.from_array(group, chunks=(queries,)))

@@ -185,6 +185,33 @@ class EarlyExit:
         """The model's number of features."""
         return int(self.forest.num_features)
 
+    @property
+    def feature_names_in_(self) -> np.ndarray | None:
+        """The model's feature names (the keys ``LazyPredictor`` fetches them by), None where it has none."""
+        names = self.forest.feature_names
+        return None if names is None else np.asarray(names, dtype=object)
+
+    @property
+    def units_(self) -> list[tuple[int, ...]]:
+        """What a row buys at once, as ``LazyPredictor`` fetches it: each feature in no group of the costs, then each
+        group (its members, in the costs' order)."""
+        num_features = self.forest.num_features
+        ungrouped = np.flatnonzero(self.costs_.group_arrays(num_features)[0] < 0)
+        return [(int(f),) for f in ungrouped] + \
+            [tuple(int(f) for f in members) for members in (self.costs_.groups or {}).values() if len(members)]
+
+    def __lightgbm_cegb_policy__(self, n: int, group=None) -> ExitRun:
+        """A run for ``n`` rows (a ranker's: the documents of the queries ``group``, the sizes of its consecutive
+        queries) that are told the values of the features they ask for: how ``LazyPredictor`` serves the exits."""
+        if self.forest.linear is not None or self.forest.pandas_categorical:
+            raise CEGBError("model: an EarlyExit of a model with linear trees or pandas category columns cannot be "
+                            "served lazily (a linear leaf reads features no split tests; a category's code would have "
+                            "to be mapped); predict it with every value")
+        return ExitRun(self, n, self._queries([] if n == 0 and group is None else group, n))
+
+    #: LazyPredictor's methods of the model, and their arguments: what it passes to ``__lightgbm_cegb_policy__``
+    _policy_methods = {"predict": ("group",)}
+
     def predict(self, X, group=None) -> np.ndarray:
         """Classification: each row's class probabilities when it stopped; ranking: the early-exit ranking.
 
@@ -206,8 +233,7 @@ class EarlyExit:
         result = self.predict_result(X, group)
         if self.kind != "rank":
             return result.prediction
-        queries = self._queries(group, len(result.rank))
-        return (np.bincount(queries)[queries] - 1 - result.rank).astype(np.float64)
+        return _below(result.rank, self._queries(group, len(result.rank)))
 
     def prediction_cost(self, X, group=None) -> CostReport:
         """The per-row cost of the trees each row goes through before it stops.
@@ -255,44 +281,19 @@ class EarlyExit:
             If X holds no row; for a ranker, if ``group`` is missing or its sizes do not sum to the rows of X.
         """
         X = self.forest.dense(X)
-        tpi = self.forest.trees_per_iteration
         n = len(X)
-        iterations = self.iterations
         if n == 0:
             raise CEGBError("X should hold at least one row")
-        queries = self._queries(group, n)
-        active = np.arange(n)
-        done_at = np.full(n, iterations)
-        prediction = None
-        state = CostState(n, self.costs_, self.forest.num_features)
-        exits = list(range(self.every, iterations, self.every)) + [iterations]
-        scores = _RunningScores(self.forest, X, iterations) if self._adds_scores(n) else None
-        start = 0
-        for stop in exits:
-            state.add(self.forest, X[active], trees=(start * tpi, stop * tpi), rows=active)
-            if not len(active):
-                break
-            if scores is not None:
-                partial = scores.through(active, start, stop)
-            else:
-                partial = self._other.predict(X[active], stop) if self.booster is None else \
-                    self.booster.predict(X[active], num_iteration=stop, raw_score=self.kind == "rank")
-            start = stop
-            if prediction is None:
-                prediction = np.zeros((n,) + partial.shape[1:])
-            prediction[active] = partial
-            if stop == iterations:
-                break
-            leaving = self._leaving(partial, active, queries, stop, iterations)
-            done_at[active[leaving]] = stop
-            active = active[~leaving]
-        used = self.forest.used_features(iterations * tpi)
-        cost = CostReport(acquisition=state.acquisition, evaluation=state.evaluation,
-                          coupled=self.costs_.model_cost(used, self.forest.num_features),
-                          usage=state.feature_paid.mean(axis=0),
-                          feature_names=self.forest.feature_names)
-        rank = self._ranks(prediction, done_at, queries) if self.kind == "rank" else None
-        return EarlyExitResult(prediction=prediction, iterations=done_at, cost=cost, rank=rank)
+        exits = _Exits(self, n, self._queries(group, n), X if self._adds_scores(n) else None)
+        while not exits.finished:
+            exits.step(X[exits.active])
+        return exits.result()
+
+    def _scores(self, X: np.ndarray, stop: int) -> np.ndarray:
+        """The model's own prediction of the rows ``X`` with its first ``stop`` iterations (a ranker's raw score)."""
+        if self.booster is None:
+            return self._other.predict(X, stop)
+        return self.booster.predict(X, num_iteration=stop, raw_score=self.kind == "rank")
 
     def _adds_scores(self, n: int) -> bool:
         """Whether a ranker's scores at the exits are its trees' outputs added up as the rows go (one routing of the
@@ -308,10 +309,11 @@ class EarlyExit:
         if group is None:
             raise CEGBError("group: a ranker's early exits compare documents of a query; pass the query sizes")
         sizes = np.asarray(group)
-        if sizes.ndim != 1 or (sizes < 0).any() or sizes.sum() != n:
-            raise CEGBError(f"group should hold query sizes summing to the {n} rows of X, got {sizes.sum()} "
-                            f"over {sizes.size} queries")
-        return np.repeat(np.arange(len(sizes)), sizes)
+        if sizes.ndim != 1 or not (sizes.dtype.kind in "iu" or sizes.size == 0) or (sizes < 0).any() or \
+                sizes.sum() != n:
+            raise CEGBError(f"group should hold query sizes (integers >= 0) summing to the {n} rows of X, got "
+                            f"{sizes.sum()} over {sizes.size} queries of dtype {sizes.dtype}")
+        return np.repeat(np.arange(len(sizes)), sizes.astype(np.int64))
 
     def _leaving(self, partial, active, queries, done: int, iterations: int) -> np.ndarray:
         """Which of the rows still in stop at the exit after ``done`` iterations."""
@@ -360,6 +362,173 @@ class _RunningScores:
             score = score + column
         self.score[rows] = score
         return score
+
+
+class _Exits:
+    """The exits of a batch of ``n`` rows (``queries``: a ranker's query of each row), one block of trees at a time:
+    the rows still in (:attr:`active`), the iterations each row went through, its cost state and its score when it
+    stopped. ``step`` passes the next exit; ``result`` says what the rows did. ``X`` (the rows' values): a ranker's
+    scores are added up as the rows go (:class:`_RunningScores`); None: the model's ``predict`` at each exit."""
+
+    def __init__(self, model: EarlyExit, n: int, queries: np.ndarray | None, X: np.ndarray | None = None) -> None:
+        self.model, self.n, self.queries = model, n, queries
+        self.active = np.arange(n)
+        self.done_at = np.full(n, model.iterations)
+        self.prediction: np.ndarray | None = None
+        self.state = CostState(n, model.costs_, model.forest.num_features)
+        self.stops = list(range(model.every, model.iterations, model.every)) + [model.iterations]
+        self.start = 0
+        self.scores = None if X is None else _RunningScores(model.forest, X, model.iterations)
+
+    @property
+    def finished(self) -> bool:
+        """Whether every exit is passed (or no row is left)."""
+        return not self.stops
+
+    def step(self, X: np.ndarray) -> None:
+        """Pass the next exit: the rows still in go through its block of trees (``X``: their values, in the order of
+        :attr:`active`; only those their paths through the block read are used) and those decided stop."""
+        model, tpi = self.model, self.model.forest.trees_per_iteration
+        start, stop, active = self.start, self.stops.pop(0), self.active
+        self.state.add(model.forest, X, trees=(start * tpi, stop * tpi), rows=active)
+        self.start = stop
+        if not len(active):
+            self.stops = []
+            return
+        partial = self.scores.through(active, start, stop) if self.scores is not None else model._scores(X, stop)
+        if self.prediction is None:
+            self.prediction = np.zeros((self.n,) + partial.shape[1:])
+        self.prediction[active] = partial
+        if not self.stops:
+            return
+        leaving = model._leaving(partial, active, self.queries, stop, model.iterations)
+        self.done_at[active[leaving]] = stop
+        self.active = active[~leaving]
+
+    def drop(self, rows: np.ndarray) -> None:
+        """Rows that cannot go on (a failed fetch) leave: no later exit reads them, and a ranker ranks them last."""
+        self.active = self.active[~np.isin(self.active, rows)]
+        self.done_at[rows] = -1
+
+    def cost(self) -> CostReport:
+        """The cost of the blocks each row went through so far."""
+        model, forest, state = self.model, self.model.forest, self.state
+        used = forest.used_features(model.iterations * forest.trees_per_iteration)
+        return CostReport(acquisition=state.acquisition, evaluation=state.evaluation,
+                          coupled=model.costs_.model_cost(used, forest.num_features),
+                          usage=state.feature_paid.mean(axis=0), feature_names=forest.feature_names)
+
+    def result(self) -> EarlyExitResult:
+        """What the rows did (before the first exit: NaN predictions)."""
+        prediction = np.full(self.n, np.nan) if self.prediction is None else self.prediction
+        rank = self.model._ranks(prediction, self.done_at, self.queries) if self.model.kind == "rank" else None
+        return EarlyExitResult(prediction=prediction, iterations=self.done_at, cost=self.cost(), rank=rank)
+
+
+def _below(rank: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """A ranker's ``predict``: per document, the number of its query's documents ranked below it."""
+    return (np.bincount(queries)[queries] - 1 - rank).astype(np.float64)
+
+
+class ExitRun:
+    """Rows on their way through an EarlyExit's exits, told the values of the features they ask for: how
+    ``LazyPredictor`` drives the exits (the interface of the policy runs, :class:`~lightgbm_cegb.serving.runs.
+    PolicyModelRun`). In each block of trees between two exits the rows still in are routed as far as their values
+    go (the compiled lazy routing of ``LazyPredictor`` over the model's trees up to the exit) and ask for the feature,
+    or the whole group of the costs, at the node each stopped at; once every row still in has left the block's
+    trees, the exit reads their scores (the model's own, on the values bought) and the rows decided stop. A row buys
+    only what its paths read in the trees before it stopped: its prediction and cost are ``predict_result``'s on the
+    whole row.
+
+    Parameters
+    ----------
+    model : EarlyExit
+        The exits.
+    n : int
+        Number of rows.
+    queries : ndarray of int or None
+        A ranker's query of each row (consecutive); None for a classifier.
+    """
+
+    def __init__(self, model: EarlyExit, n: int, queries: np.ndarray | None) -> None:
+        from lightgbm_cegb.serving.lazy import LazyPredictor  # serving builds on the methods' models
+
+        self.model, self.queries = model, queries
+        num_features = model.forest.num_features
+        self.X = np.full((n, num_features), np.nan)  # the values bought (a NaN of a known value: missing)
+        self.known = np.zeros((n, num_features), dtype=bool)
+        self.exits = _Exits(model, n, queries)
+        self.units = model.units_
+        group_of = model.costs_.group_arrays(num_features)[0]
+        # the lazy routing's fetch unit (a feature, or num_features + its group) of each unit, and back
+        self.fetch_unit = [columns[0] if group_of[columns[0]] < 0 else num_features + int(group_of[columns[0]])
+                           for columns in self.units]
+        self.unit_of = {unit: u for u, unit in enumerate(self.fetch_unit)}
+        self.routing = None  # the block's RoutingRun over the rows still in
+        self.position = np.full(n, -1, dtype=np.int64)  # each row's place in the block's routing
+
+        def routing(stop: int) -> LazyPredictor:
+            return LazyPredictor(model.forest, _never_fetched, feature_costs=model.costs_, num_iteration=stop)
+        self._routing = routing
+
+    def know(self, X: np.ndarray, known: np.ndarray) -> None:
+        """The values the caller gave (``X`` where ``known``): the routing reads them without asking for them."""
+        self.X[known] = X[known]
+        self.known |= known
+
+    def requests(self) -> list[tuple[int, np.ndarray]]:
+        """(unit, rows) of the features the rows still in need to go on through their block's trees; the exits
+        their values reach are passed on the way. Empty when every row has stopped or passed the last exit."""
+        from lightgbm_cegb.serving.runs import RoutingRun
+
+        exits = self.exits
+        while not exits.finished:
+            if self.routing is None:
+                rows = exits.active
+                self.position[rows] = np.arange(len(rows))
+                self.routing = RoutingRun(self._routing(exits.stops[0]), self.X[rows], self.known[rows], None)
+            wanted = self.routing.batch.advance()
+            if wanted:
+                return [(self.unit_of[unit], exits.active[rows]) for unit, rows in wanted]
+            self.routing = None
+            active = exits.active  # the values they did not buy are 0.0: no path of theirs reads them
+            exits.step(self.model.forest.dense(np.where(self.known[active], self.X[active], 0.0)))
+        return []
+
+    def deliver(self, unit: int, rows: np.ndarray, values: np.ndarray, *, pay: bool = True) -> None:
+        """Rows ``rows`` (that asked for ``unit``) have its columns' ``values`` (one row each). Paid as their paths read
+        them, as ``prediction_cost`` prices the whole rows: ``pay`` (False for values the caller gave) changes
+        nothing."""
+        columns = list(self.units[unit])
+        self.X[np.ix_(rows, columns)] = values
+        self.known[np.ix_(rows, columns)] = True
+        forest = self.model.forest
+        self.routing.batch.deliver(self.fetch_unit[unit], self.position[rows], forest.with_missing(values.ravel()))
+
+    def evaluate(self) -> None:
+        """The rows stopped at a member of a group they have read it."""
+        if self.routing is not None:
+            self.routing.batch.read_held()
+
+    def drop(self, rows: np.ndarray) -> None:
+        """Rows that cannot go on (a failed fetch) leave the run."""
+        self.exits.drop(rows)
+        if self.routing is not None:
+            self.routing.batch.fail(self.position[rows])
+
+    def output(self, method: str) -> np.ndarray:
+        """``predict``: a classifier's probabilities, a ranker's early-exit ranking (a row that left on a failed
+        fetch last in its query)."""
+        result = self.exits.result()
+        return result.prediction if self.model.kind != "rank" else _below(result.rank, self.queries)
+
+    def result(self) -> EarlyExitResult:
+        """What the rows did so far."""
+        return self.exits.result()
+
+
+def _never_fetched(key, ids):  # pragma: no cover - ExitRun drives the routing's rounds itself
+    raise CEGBError("internal error: an early exit's block routing fetched by itself; please report this")
 
 
 #: EarlyExit's ``task`` as its ``kind``

@@ -94,15 +94,14 @@ class LazyPredictor:
     model : lightgbm.Booster, LGBMModel, XGBoost or CatBoost model, model file, fitted scikit-learn tree model, \
 PruneResult, Forest or policy
         The tree models ``prediction_cost`` takes (a model file of LightGBM, XGBoost or CatBoost is loaded with its
-        library to predict), not a Pipeline (its steps transform the values before the
-        trees see them, so the trees' splits name no column to fetch). A Forest has no ``predict``: its raw score
-        is returned (as
-        LightGBM's ``predict(raw_score=True)``). Linear trees are refused (their leaves read features no split
-        tests). A policy model (one with ``__lightgbm_cegb_policy__``: the adaptive and the staged acquisitions)
-        decides itself what each row buys next: fetch is called with the units it asks for, round by round, and
-        its predictions equal its own; its ``_policy_methods`` name the methods served and their arguments (the
-        ranker's ``group``; default ``predict`` and ``predict_proba`` without arguments), and its run's
-        ``output(method)`` gives them.
+        library to predict), not a Pipeline (its steps transform the values before the trees see them, so the trees'
+        splits name no column to fetch). A Forest has no ``predict``: its raw score is returned (as LightGBM's
+        ``predict(raw_score=True)``). Linear trees are refused (their leaves read features no split tests). A policy
+        model (one with ``__lightgbm_cegb_policy__``: the adaptive and the staged acquisitions, ``EarlyExit``)
+        decides itself what each row buys next: fetch is called with the units it asks for, round by round, and its
+        predictions equal its own; its ``_policy_methods`` name the methods served and their arguments (the ranker's
+        ``group``; default ``predict`` and ``predict_proba`` without arguments), and its run's ``output(method)``
+        gives them.
     fetch : callable ``fetch(key, row_ids) -> values``
         Called once per key per round with the ids of the rows that need it (``ids`` given to ``acquire``,
         default the rows' positions in the batch). NaN is a missing value, as for ``predict``.
@@ -207,8 +206,8 @@ PruneResult, Forest or policy
         self.policy = getattr(type(model), "__lightgbm_cegb_policy__", None) is not None
         if self.policy:  # a model that decides per row what to buy next (AdaptiveAcquisitionClassifier)
             if num_iteration is not None:
-                raise CEGBError(f"num_iteration: {type(model).__name__} has no iterations to cut, got "
-                                f"{num_iteration!r}")
+                raise CEGBError(f"num_iteration: {type(model).__name__} decides itself which trees or stages each "
+                                f"row goes through (an EarlyExit covers its own num_iteration), got {num_iteration!r}")
             if feature_costs is not None:
                 raise CEGBError(f"feature_costs: {type(model).__name__} buys by the costs it was fitted with "
                                 "(its costs_); give none")

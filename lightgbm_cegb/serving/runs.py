@@ -143,6 +143,8 @@ class PolicyModelRun:
         self.rounds = self.fetch_calls = 0
         self.failures: list[FetchFailure] = []
         self.run = model.__lightgbm_cegb_policy__(n, **kwargs)
+        if hasattr(self.run, "know"):  # a run that routes by values reads those the caller gave first (EarlyExit)
+            self.run.know(X, known)
         self.units = model.units_
         self.unit_of, self.policy_unit = predictor._policy_units
         self.started = False

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from references import by_queries
 
 from lightgbm_cegb import CEGBError, FeatureCosts, LazyPredictor
 from lightgbm_cegb.core.errors import RoundsWarning
@@ -36,16 +37,6 @@ def make_queries(queries: int, seed: int, sizes=(3, 30)):
     relevance = np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 1]) * (np.nan_to_num(X[:, 2]) > 0) \
         + 0.8 * np.nan_to_num(X[:, 6])
     return X, np.digitize(relevance + rng.normal(size=n) * 0.5, [0.0, 1.0, 2.0]), group
-
-
-def by_queries(X, y, group, parts):
-    """X, y and group as Dask arrays of ``parts`` partitions of whole queries (the queries dealt out as evenly as
-    they go)."""
-    cut = np.linspace(0, len(group), parts + 1).round().astype(int)
-    queries = tuple(int(b - a) for a, b in zip(cut[:-1], cut[1:]))
-    rows = tuple(int(group[a:b].sum()) for a, b in zip(cut[:-1], cut[1:]))
-    return (da.from_array(X, chunks=(rows, X.shape[1])), da.from_array(y, chunks=(rows,)),
-            da.from_array(group, chunks=(queries,)))
 
 
 @pytest.fixture(scope="module")

@@ -269,6 +269,12 @@ def test_an_early_exit_chosen_round_trips_and_ranks_as_the_sweep_measured(rows, 
     np.testing.assert_array_equal(again.prediction_cost(X_test, group=group_test).per_instance,
                                   chosen.prediction_cost(X_test, group=group_test).per_instance)
     assert again.prediction_cost(X_test, group=group_test).mean == pytest.approx(chosen.test_cost, rel=1e-12)
+    served = LazyPredictor(again, lambda key, ids: X_test[ids, key], feature_keys="index").acquire(
+        np.full_like(X_test, np.nan), group=group_test)  # served lazily, buying per exit
+    np.testing.assert_array_equal(served.prediction, again.predict(X_test, group=group_test))
+    cost = again.prediction_cost(X_test, group=group_test)
+    np.testing.assert_array_equal(served.acquisition, cost.acquisition)
+    np.testing.assert_array_equal(served.evaluation, cost.evaluation)
     manifest_path = tmp_path / "choice" / "manifest.json"
     manifest = json.loads(manifest_path.read_text())
     for change, message in [({"top_k": "4"}, r"the saved early exits: top_k should be None or an integer >= 1, got "

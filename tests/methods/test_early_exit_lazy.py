@@ -1,0 +1,161 @@
+"""Early Exit served lazily (``LazyPredictor`` drives its ``ExitRun``): each row fetches exactly the features its paths
+read in the trees before its exit (LightGBM's own pred_leaf and the model text, row by row), a group whole, once;
+its prediction and cost are ``predict`` and ``predict_result``'s on the whole row, to the bit."""
+
+from __future__ import annotations
+
+import lightgbm as lgb
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from references import by_queries, row_paths
+
+from lightgbm_cegb import CEGBError, FeatureCosts, LazyFetchError, LazyPredictor
+from lightgbm_cegb.methods.early_exit import EarlyExit
+from lightgbm_cegb.serving.results import DONE, FAILED
+
+GROUPS = {"lab": [2, 3, 4]}
+KINDS = ("cascade", "proximity", "binary", "multiclass")
+
+
+def case(seed: int, kind: str, grouped: bool):
+    """A model of ``kind`` on random rows with missing values, its EarlyExit and the query sizes (rankers)."""
+    rng = np.random.default_rng(seed)
+    n = 480
+    X = rng.normal(size=(n, 7))
+    X[rng.random(X.shape) < 0.05] = np.nan
+    score = np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 3]) * np.nan_to_num(X[:, 5]) + rng.normal(0, 0.5, n)
+    costs = FeatureCosts(lazy=[1.0, 2.0, 3.0, 4.0, 5.0, 8.0, 13.0], split=0.1, tree=0.25,
+                         groups=GROUPS if grouped else None)
+    sizes = np.diff(np.sort(rng.choice(np.arange(1, n), 39, replace=False)), prepend=0, append=n)
+    params = {"verbose": -1, "num_leaves": int(rng.integers(3, 12)), "min_data_in_leaf": 5, "seed": seed}
+    every = int(rng.integers(1, 6))
+    if kind == "cascade":  # a CEGB regressor ranked by its scores, as the sweep's cegb_cascade
+        booster = lgb.train({**params, "objective": "regression", **costs.to_params(tradeoff=0.01)},
+                            lgb.Dataset(X, np.digitize(score, [0.0, 1.0])), 25)
+        return X, EarlyExit(booster, top_k=int(rng.integers(1, 6)), every=every, task="ranking",
+                            feature_costs=costs), sizes
+    if kind == "proximity":
+        booster = lgb.train({**params, "objective": "lambdarank"},
+                            lgb.Dataset(X, np.digitize(score, [0.0, 1.0]), group=sizes), 25)
+        return X, EarlyExit(booster, threshold=float(rng.choice([0.0, 0.5, 2.0])), every=every,
+                            feature_costs=costs), sizes
+    classes = 2 if kind == "binary" else 3
+    booster = lgb.train({**params, "objective": kind, **({"num_class": 3} if classes == 3 else {})},
+                        lgb.Dataset(X, np.digitize(score, [0.0] if classes == 2 else [-0.5, 0.5])), 25)
+    return X, EarlyExit(booster, threshold=float(rng.choice([0.6, 0.75, 1.0])), every=every, feature_costs=costs), None
+
+
+def recording(X, calls):
+    """fetch from the rows X (by column index), recording each (key, row) it is asked for."""
+    def fetch(key, ids):
+        calls.extend((key, int(i)) for i in ids)
+        return X[np.ix_(ids, GROUPS[key])] if key in GROUPS else X[ids, key]
+    return fetch
+
+
+@settings(max_examples=16, deadline=None, derandomize=True)
+@given(st.integers(0, 10_000), st.sampled_from(KINDS), st.booleans(), st.sampled_from([0.0, 0.3]))
+def test_a_row_fetches_what_its_paths_read_before_its_exit(seed, kind, grouped, given_share):
+    X, model, sizes = case(seed, kind, grouped)
+    group = {} if sizes is None else {"group": sizes}
+    given_ = np.random.default_rng(seed).random(X.shape) < given_share  # values the caller has already
+    calls = []
+    lazy = LazyPredictor(model, recording(X, calls), feature_keys="index")
+    result = lazy.acquire(np.where(given_, X, np.nan), known=given_, **group)
+    whole = model.predict_result(X, **group)
+    assert (result.status == DONE).all()
+    np.testing.assert_array_equal(result.prediction, model.predict(X, **group))
+    np.testing.assert_array_equal(result.acquisition, whole.cost.acquisition)
+    np.testing.assert_array_equal(result.evaluation, whole.cost.evaluation)
+    assert len(calls) == len(set(calls))  # each (key, row) asked for once
+    paths = row_paths(model.booster, X)  # LightGBM's pred_leaf on the whole rows
+    tpi = model.forest.trees_per_iteration
+    member = {f: name for name, members in GROUPS.items() for f in members} if grouped else {}
+    for i in range(len(X)):
+        read = {f for t in range(whole.iterations[i] * tpi) for f in paths[i][t]}
+        needed = {member.get(f, f) for f in read if not given_[i, f]}
+        assert {key for key, row in calls if row == i} == needed, i
+        bought = set(np.flatnonzero(result.fetched[i]))
+        assert bought == {f for key in needed for f in GROUPS.get(key, [key])} - set(np.flatnonzero(given_[i])), i
+    every_value = lazy.acquire(X, known=np.ones(X.shape, dtype=bool), **group)  # given: fetched never, paid as read
+    assert not every_value.fetched.any()
+    np.testing.assert_array_equal(every_value.prediction, result.prediction)
+    np.testing.assert_array_equal(every_value.acquisition, result.acquisition)
+
+
+def test_a_failed_fetch_leaves_the_other_rows_as_they_were():
+    """errors="partial": the rows whose fetch failed are FAILED; a classifier's other rows are as predict says."""
+    X, model, _ = case(3, "binary", False)
+    calls = []
+
+    def fetch(key, ids):
+        if key == 3:
+            raise OSError("store down")
+        return recording(X, calls)(key, ids)
+    result = LazyPredictor(model, fetch, feature_keys="index", errors="partial").acquire(np.full(X.shape, np.nan))
+    failed = result.status == FAILED
+    assert failed.any() and not failed.all()
+    np.testing.assert_array_equal(result.prediction[~failed], model.predict(X)[~failed])
+    assert np.isnan(result.prediction[failed]).all()
+    with pytest.raises(LazyFetchError, match="store down"):
+        LazyPredictor(model, fetch, feature_keys="index").acquire(np.full(X.shape, np.nan))
+
+
+def test_a_ranker_is_served_by_query():
+    X, model, sizes = case(5, "cascade", True)
+    lazy = LazyPredictor(model, recording(X, []), feature_keys="index")
+    with pytest.raises(CEGBError, match="pass the query sizes"):
+        lazy.acquire(np.full(X.shape, np.nan))
+    with pytest.raises(CEGBError, match="summing to the 480 rows of X"):
+        lazy.acquire(np.full(X.shape, np.nan), group=[1, 2])
+    with pytest.raises(CEGBError, match=r"method: EarlyExit predicts with 'predict' with \['group'\]"):
+        lazy.acquire(np.full(X.shape, np.nan), method="predict_proba", group=sizes)
+    with pytest.raises(CEGBError, match="feature_costs: EarlyExit buys by the costs"):
+        LazyPredictor(model, recording(X, []), feature_costs=model.costs_)
+    names = LazyPredictor(model, lambda key, ids: X[ids, int(key.split("_")[1])] if key != "lab" else
+                          X[np.ix_(ids, GROUPS["lab"])])  # the model's own feature names, as for its Booster
+    assert names.keys == model.booster.feature_name()
+    np.testing.assert_array_equal(names.predict(np.full(X.shape, np.nan), group=sizes), model.predict(X, sizes))
+
+
+def test_dask_documents_are_served_by_partition(client):
+    """A Dask array of whole queries, served where its partitions are: the results of the documents in memory."""
+    X, model, sizes = case(11, "cascade", True)
+    lazy = LazyPredictor(model, recording(X, []), feature_keys="index")
+    nothing, _, dgroup = by_queries(np.full(X.shape, np.nan), np.zeros(len(X)), sizes, 3)
+    acquired, whole = lazy.acquire(nothing, group=dgroup), lazy.acquire(np.full(X.shape, np.nan), group=sizes)
+    for name in ("prediction", "fetched", "acquisition", "evaluation"):
+        np.testing.assert_array_equal(getattr(acquired, name), getattr(whole, name))
+
+
+@pytest.mark.parametrize("library", ["xgboost", "catboost"])
+def test_other_libraries_exits_are_served_as_they_predict(library):
+    """Another library's exits read its own predict on the values bought: the same predictions and costs."""
+    X = case(2, "binary", False)[0]
+    y = (np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 3]) > 0).astype(int)
+    if library == "xgboost":
+        import xgboost as xgb
+        model = xgb.XGBClassifier(n_estimators=20, max_depth=3).fit(X, y)
+    else:
+        import catboost
+        model = catboost.CatBoostClassifier(iterations=20, depth=3, verbose=0, thread_count=1).fit(X, y)
+    exits = EarlyExit(model, threshold=0.8, every=4, feature_costs=FeatureCosts(lazy=np.arange(1.0, 8.0)))
+    result = LazyPredictor(exits, recording(X, []), feature_keys="index").acquire(np.full(X.shape, np.nan))
+    whole = exits.predict_result(X)
+    assert (whole.iterations < exits.iterations).any()
+    np.testing.assert_array_equal(result.prediction, whole.prediction)
+    np.testing.assert_array_equal(result.acquisition, whole.cost.acquisition)
+    np.testing.assert_array_equal(result.evaluation, whole.cost.evaluation)
+
+
+def test_linear_trees_are_refused():
+    X, _, sizes = case(4, "cascade", False)
+    booster = lgb.train({"objective": "regression", "linear_tree": True, "verbose": -1}, lgb.Dataset(X, X[:, 0] > 0), 5)
+    exits = EarlyExit(booster, top_k=3, every=2, task="ranking", feature_costs=FeatureCosts(lazy=np.ones(7)))
+    with pytest.raises(CEGBError, match="model: an EarlyExit of a model with linear trees .* cannot be served lazily"):
+        LazyPredictor(exits, recording(X, []))
+    with pytest.raises(CEGBError, match="num_iteration: EarlyExit decides itself which trees"):
+        LazyPredictor(EarlyExit(booster, top_k=3, task="ranking", feature_costs=FeatureCosts(lazy=np.ones(7))),
+                      recording(X, []), num_iteration=2)
