@@ -886,6 +886,53 @@ class Forest:
 
     # ------------------------------------------------------------------------------------- rewriting
 
+    def trees(self, start: int, stop: int) -> Forest:
+        """The forest of trees ``start`` to ``stop`` - 1 (whole iterations): each routes and scores as it does here.
+
+        Parameters
+        ----------
+        start, stop : int
+            The first tree and one past the last, multiples of the trees of an iteration, 0 <= start < stop <=
+            num_trees.
+
+        Returns
+        -------
+        Forest
+            Those trees, with their statistics; the category bitsets' words are shared (all of them kept).
+
+        Raises
+        ------
+        CEGBError
+            For linear trees, or bounds that are not whole iterations within the forest.
+        """
+        per = self.trees_per_iteration * self.parallel_trees
+        if not (0 <= start < stop <= self.num_trees and start % per == 0 and stop % per == 0):
+            raise CEGBError(f"trees: start and stop should be whole iterations ({per} trees each) with 0 <= start < "
+                            f"stop <= {self.num_trees}, got {start} and {stop}")
+        if self.linear is not None:
+            raise CEGBError("trees: slicing linear trees (linear_tree=True) is not supported")
+        n0, n1 = int(self.node_offset[start]), int(self.node_offset[stop])
+        l0, l1 = int(self.leaf_offset[start]), int(self.leaf_offset[stop])
+        c0, c1 = int(self.cat_offset[start]), int(self.cat_offset[stop])
+
+        def part(values, a, b):
+            return None if values is None else values[a:b]
+        return Forest(
+            node_offset=self.node_offset[start:stop + 1] - n0, feature=self.feature[n0:n1],
+            threshold=self.threshold[n0:n1], decision=self.decision[n0:n1], left=self.left[n0:n1],
+            right=self.right[n0:n1], leaf_offset=self.leaf_offset[start:stop + 1] - l0,
+            leaf_value=self.leaf_value[l0:l1], cat_offset=self.cat_offset[start:stop + 1] - c0,
+            cat_boundaries=self.cat_boundaries[c0:c1], cat_threshold=self.cat_threshold,
+            num_features=self.num_features, trees_per_iteration=self.trees_per_iteration,
+            parallel_trees=self.parallel_trees, feature_names=self.feature_names, average_output=self.average_output,
+            drop_tiny=self.drop_tiny, float32=self.float32, missing_value=self.missing_value,
+            sparse_missing=self.sparse_missing, params=dict(self.params),
+            internal_value=part(self.internal_value, n0, n1), internal_weight=part(self.internal_weight, n0, n1),
+            internal_count=part(self.internal_count, n0, n1), split_gain=part(self.split_gain, n0, n1),
+            leaf_weight=part(self.leaf_weight, l0, l1), leaf_count=part(self.leaf_count, l0, l1),
+            shrinkage=part(self.shrinkage, start, stop), pandas_categorical=self.pandas_categorical,
+            objective=self.objective)
+
     def cut(self, leaves: list[np.ndarray]) -> Forest:
         """The forest with each tree cut at its new leaves: ``leaves[t]`` marks, in tree t's one numbering,
         the nodes that become the leaves of the cut tree (exactly one on every root-to-leaf path). A split

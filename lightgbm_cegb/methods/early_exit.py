@@ -295,13 +295,14 @@ class EarlyExit:
             return self._other.predict(X, stop)
         return self.booster.predict(X, num_iteration=stop, raw_score=self.kind == "rank")
 
-    def _adds_scores(self, n: int) -> bool:
-        """Whether a ranker's scores at the exits are its trees' outputs added up as the rows go (one routing of the
-        rows, :class:`_RunningScores`) rather than LightGBM's ``predict`` from the first tree at each exit: a
-        LightGBM model of plain trees whose leaves for ``n`` rows fit in RUNNING_LEAVES."""
+    def _adds_scores(self, n: int | None = None) -> bool:
+        """Whether a ranker's scores at the exits are its trees' outputs added up as the rows go
+        (:class:`_RunningScores`) rather than LightGBM's ``predict`` from the first tree at each exit: a LightGBM
+        model of plain trees, whose leaves for ``n`` rows, routed at once, fit in RUNNING_LEAVES (None: routed block
+        by block)."""
         return self.booster is not None and self.kind == "rank" and self.forest.linear is None and \
             not self.forest.average_output and self.forest.trees_per_iteration == 1 and \
-            n * self.iterations <= RUNNING_LEAVES
+            (n is None or n * self.iterations <= RUNNING_LEAVES)
 
     def _queries(self, group, n: int) -> np.ndarray | None:
         if self.kind != "rank":
@@ -348,15 +349,18 @@ RUNNING_LEAVES = 50_000_000
 class _RunningScores:
     """A ranker's raw scores through its first trees, each row's trees' outputs added in tree order from 0.0 as
     LightGBM's GBDT::PredictRaw adds them (the same bits as ``predict(raw_score=True, num_iteration=...)``), carried
-    from exit to exit: every row is routed once (``Forest.apply``), instead of from the first tree at each exit."""
+    from exit to exit: every row is routed once, instead of from the first tree at each exit. ``X``: the rows, routed
+    through every tree here (``Forest.apply``); None: each block's leaves are given (a lazy routing's)."""
 
-    def __init__(self, forest, X: np.ndarray, iterations: int) -> None:
-        self.forest, self.leaves = forest, forest.apply(X, iterations)
-        self.score = np.zeros(len(X))
+    def __init__(self, forest, n: int, X: np.ndarray | None, iterations: int) -> None:
+        self.forest, self.leaves = forest, None if X is None else forest.apply(X, iterations)
+        self.score = np.zeros(n)
 
-    def through(self, rows: np.ndarray, start: int, stop: int) -> np.ndarray:
-        """The scores of ``rows`` through tree ``stop`` - 1, from theirs through tree ``start`` - 1."""
-        values = self.forest.leaf_value[self.forest.leaf_offset[start:stop] + self.leaves[rows, start:stop]]
+    def through(self, rows: np.ndarray, start: int, stop: int, leaves: np.ndarray | None = None) -> np.ndarray:
+        """The scores of ``rows`` through tree ``stop`` - 1, from theirs through tree ``start`` - 1 (``leaves``: the
+        leaves they reach in trees ``start`` to ``stop`` - 1, if not routed here)."""
+        leaves = self.leaves[rows, start:stop] if leaves is None else leaves
+        values = self.forest.leaf_value[self.forest.leaf_offset[start:stop] + leaves]
         score = self.score[rows]
         for column in values.T:
             score = score + column
@@ -368,9 +372,11 @@ class _Exits:
     """The exits of a batch of ``n`` rows (``queries``: a ranker's query of each row), one block of trees at a time:
     the rows still in (:attr:`active`), the iterations each row went through, its cost state and its score when it
     stopped. ``step`` passes the next exit; ``result`` says what the rows did. ``X`` (the rows' values): a ranker's
-    scores are added up as the rows go (:class:`_RunningScores`); None: the model's ``predict`` at each exit."""
+    scores are added up as the rows go (:class:`_RunningScores`, routed here); with ``running`` and no ``X``, added
+    up from each block's leaves, given to ``step``; else the model's ``predict`` at each exit."""
 
-    def __init__(self, model: EarlyExit, n: int, queries: np.ndarray | None, X: np.ndarray | None = None) -> None:
+    def __init__(self, model: EarlyExit, n: int, queries: np.ndarray | None, X: np.ndarray | None = None,
+                 running: bool = False) -> None:
         self.model, self.n, self.queries = model, n, queries
         self.active = np.arange(n)
         self.done_at = np.full(n, model.iterations)
@@ -378,16 +384,17 @@ class _Exits:
         self.state = CostState(n, model.costs_, model.forest.num_features)
         self.stops = list(range(model.every, model.iterations, model.every)) + [model.iterations]
         self.start = 0
-        self.scores = None if X is None else _RunningScores(model.forest, X, model.iterations)
+        self.scores = _RunningScores(model.forest, n, X, model.iterations) if X is not None or running else None
 
     @property
     def finished(self) -> bool:
         """Whether every exit is passed (or no row is left)."""
         return not self.stops
 
-    def step(self, X: np.ndarray) -> None:
+    def step(self, X: np.ndarray, leaves: np.ndarray | None = None) -> None:
         """Pass the next exit: the rows still in go through its block of trees (``X``: their values, in the order of
-        :attr:`active`; only those their paths through the block read are used) and those decided stop."""
+        :attr:`active`; only those their paths through the block read are used; ``leaves``: the leaves they reach in
+        the block's trees, where the scores are added up from them) and those decided stop."""
         model, tpi = self.model, self.model.forest.trees_per_iteration
         start, stop, active = self.start, self.stops.pop(0), self.active
         self.state.add(model.forest, X, trees=(start * tpi, stop * tpi), rows=active)
@@ -395,7 +402,8 @@ class _Exits:
         if not len(active):
             self.stops = []
             return
-        partial = self.scores.through(active, start, stop) if self.scores is not None else model._scores(X, stop)
+        partial = model._scores(X, stop) if self.scores is None else \
+            self.scores.through(active, start * tpi, stop * tpi, leaves)
         if self.prediction is None:
             self.prediction = np.zeros((self.n,) + partial.shape[1:])
         self.prediction[active] = partial
@@ -434,11 +442,12 @@ class ExitRun:
     """Rows on their way through an EarlyExit's exits, told the values of the features they ask for: how
     ``LazyPredictor`` drives the exits (the interface of the policy runs, :class:`~lightgbm_cegb.serving.runs.
     PolicyModelRun`). In each block of trees between two exits the rows still in are routed as far as their values
-    go (the compiled lazy routing of ``LazyPredictor`` over the model's trees up to the exit) and ask for the feature,
-    or the whole group of the costs, at the node each stopped at; once every row still in has left the block's
-    trees, the exit reads their scores (the model's own, on the values bought) and the rows decided stop. A row buys
-    only what its paths read in the trees before it stopped: its prediction and cost are ``predict_result``'s on the
-    whole row.
+    go (the compiled lazy routing of ``LazyPredictor`` over the block's trees, ``Forest.trees``) and ask for the
+    feature, or the whole group of the costs, at the node each stopped at; once every row still in has left the
+    block's trees, the exit reads their scores (a LightGBM ranker's added up from the leaves they reached, as
+    ``predict_result`` adds them; another model's own ``predict`` on the values bought) and the rows decided stop. A
+    row buys only what its paths read in the trees before it stopped: its prediction and cost are
+    ``predict_result``'s on the whole row.
 
     Parameters
     ----------
@@ -451,13 +460,11 @@ class ExitRun:
     """
 
     def __init__(self, model: EarlyExit, n: int, queries: np.ndarray | None) -> None:
-        from lightgbm_cegb.serving.lazy import LazyPredictor  # serving builds on the methods' models
-
         self.model, self.queries = model, queries
         num_features = model.forest.num_features
         self.X = np.full((n, num_features), np.nan)  # the values bought (a NaN of a known value: missing)
         self.known = np.zeros((n, num_features), dtype=bool)
-        self.exits = _Exits(model, n, queries)
+        self.exits = _Exits(model, n, queries, running=model._adds_scores())
         self.units = model.units_
         group_of = model.costs_.group_arrays(num_features)[0]
         # the lazy routing's fetch unit (a feature, or num_features + its group) of each unit, and back
@@ -467,10 +474,6 @@ class ExitRun:
         self.routing = None  # the block's RoutingRun over the rows still in
         self.position = np.full(n, -1, dtype=np.int64)  # each row's place in the block's routing
 
-        def routing(stop: int) -> LazyPredictor:
-            return LazyPredictor(model.forest, _never_fetched, feature_costs=model.costs_, num_iteration=stop)
-        self._routing = routing
-
     def know(self, X: np.ndarray, known: np.ndarray) -> None:
         """The values the caller gave (``X`` where ``known``): the routing reads them without asking for them."""
         self.X[known] = X[known]
@@ -479,20 +482,24 @@ class ExitRun:
     def requests(self) -> list[tuple[int, np.ndarray]]:
         """(unit, rows) of the features the rows still in need to go on through their block's trees; the exits
         their values reach are passed on the way. Empty when every row has stopped or passed the last exit."""
+        from lightgbm_cegb.serving.lazy import LazyPredictor  # serving builds on the methods' models
         from lightgbm_cegb.serving.runs import RoutingRun
 
-        exits = self.exits
+        exits, model = self.exits, self.model
         while not exits.finished:
             if self.routing is None:
-                rows = exits.active
+                rows, tpi = exits.active, model.forest.trees_per_iteration
                 self.position[rows] = np.arange(len(rows))
-                self.routing = RoutingRun(self._routing(exits.stops[0]), self.X[rows], self.known[rows], None)
+                block = model.forest.trees(exits.start * tpi, exits.stops[0] * tpi)
+                routing = LazyPredictor(block, _never_fetched, feature_costs=model.costs_)
+                self.routing = RoutingRun(routing, self.X[rows], self.known[rows], None)
             wanted = self.routing.batch.advance()
             if wanted:
                 return [(self.unit_of[unit], exits.active[rows]) for unit, rows in wanted]
-            self.routing = None
             active = exits.active  # the values they did not buy are 0.0: no path of theirs reads them
-            exits.step(self.model.forest.dense(np.where(self.known[active], self.X[active], 0.0)))
+            leaves = self.routing.batch.leaves()[self.position[active]] if exits.scores is not None else None
+            self.routing = None
+            exits.step(model.forest.dense(np.where(self.known[active], self.X[active], 0.0)), leaves)
         return []
 
     def deliver(self, unit: int, rows: np.ndarray, values: np.ndarray, *, pay: bool = True) -> None:

@@ -659,3 +659,28 @@ def _cost_file(tmp_path):
     path = tmp_path / "costs.txt"
     path.write_text("1\n2\n3\n4\n")
     return path
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(model_and_data(), st.data())
+def test_a_slice_of_trees_routes_and_scores_as_the_forest(case, data):
+    """Forest.trees(start, stop): random models (categorical splits, NaN, zero as missing, one-leaf trees, several
+    classes) cut to whole iterations route every row to the leaves the whole forest's trees give, with their values."""
+    booster, X, _ = case
+    forest = to_forest(booster)
+    if forest.linear is not None:
+        with pytest.raises(CEGBError, match="slicing linear trees"):
+            forest.trees(0, forest.trees_per_iteration)
+        return
+    per, iterations = forest.trees_per_iteration, forest.num_iterations
+    first = data.draw(st.integers(0, iterations - 1))
+    last = data.draw(st.integers(first + 1, iterations))
+    part = forest.trees(first * per, last * per)
+    leaves = forest.apply(X)[:, first * per:last * per]
+    np.testing.assert_array_equal(part.apply(X), leaves)
+    np.testing.assert_array_equal(part.leaf_values(X, part.apply(X)), forest.leaf_values(X, forest.apply(X))[
+        :, first * per:last * per])
+    assert set(part.used_features()) <= set(forest.used_features())
+    for start, stop in ((per, per), (0, forest.num_trees + per), (1, per + 1) if per > 1 else (-1, per)):
+        with pytest.raises(CEGBError, match="start and stop should be whole iterations"):
+            forest.trees(start, stop)
