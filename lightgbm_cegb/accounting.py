@@ -14,13 +14,13 @@ import numpy as np
 from sklearn.pipeline import Pipeline
 
 from lightgbm_cegb.core.costs import resolve_costs
-from lightgbm_cegb.core.partitions import is_dask, over_partitions
+from lightgbm_cegb.core.partitions import is_dask, over_partitions, partitions, query_parts
 from lightgbm_cegb.core.report import CostReport
 from lightgbm_cegb.io.models import fitted_costs, num_trees_used, to_forest, unwrap
 
 
 def prediction_cost(model, X, costs=None, *, num_iteration: int | None = None,
-                    per_iteration: bool = False, n_jobs: int | None = None) -> CostReport:
+                    per_iteration: bool = False, n_jobs: int | None = None, group=None) -> CostReport:
     """Per-row prediction cost of ``model`` on ``X``.
 
     For every row: the lazy (per-instance) cost of the distinct features tested on its root-to-leaf paths
@@ -60,6 +60,11 @@ or any model of the package
         Also compute ``curve``: the mean per-row cost after each iteration, in the same pass.
     n_jobs : int, optional
         Threads (None: the CPUs this process may use).
+    group : array-like of shape (n_queries,), optional
+        The sizes of X's consecutive queries, for a ranker whose cost depends on them (an EarlyExit ranker, which
+        needs them; the staged acquisition ranker, which reads X as one query without them); a model that prices
+        each row alone ignores them. With a Dask X: a Dask array of each partition's query sizes, a chunk per
+        partition (as ``lightgbm.dask`` takes it).
 
     Returns
     -------
@@ -81,16 +86,17 @@ or any model of the package
     CostState : The same accounting, kept across several models or added to tree by tree.
     """
     if is_dask(X):
+        each = None if group is None else {"group": query_parts(group, len(partitions(X)))}
         return CostReport.stacked(over_partitions(_partition_cost, X, model, costs, num_iteration=num_iteration,
-                                                  per_iteration=per_iteration, n_jobs=n_jobs))
+                                                  per_iteration=per_iteration, n_jobs=n_jobs, each=each))
     names = None
     if costs is None:  # a Selection carries the costs its point was measured with
         costs = fitted_costs(model)
     model = unwrap(model)
     if isinstance(model, Pipeline):
         model, X, names = _last_step(model, X)
-    report = _own_cost(model, X, costs, {"num_iteration": num_iteration, "per_iteration": per_iteration,
-                                         "n_jobs": n_jobs})  # the package's estimators: what predict does
+    asked = {"num_iteration": num_iteration, "per_iteration": per_iteration, "n_jobs": n_jobs, "group": group}
+    report = _own_cost(model, X, costs, asked)  # the package's estimators: what predict does
     if report is not None:
         return report
     forest, costs = _forest_costs(model, costs, names)

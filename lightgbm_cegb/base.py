@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from inspect import signature
 
 import numpy as np
 from sklearn.base import clone, is_classifier
@@ -214,7 +215,7 @@ class BudgetedEstimator:
         raise NotImplementedError
 
     def __lightgbm_cegb_cost__(self, X, costs=None, *, num_iteration: int | None = None, per_iteration: bool = False,
-                               n_jobs: int | None = None) -> CostReport | None:
+                               n_jobs: int | None = None, group=None) -> CostReport | None:
         """How :func:`lightgbm_cegb.prediction_cost` prices the estimator (``cost_scorer`` and the command line too).
 
         Its own exact :meth:`prediction_cost` when asked for the cost of what ``predict`` does under the fitted
@@ -234,6 +235,9 @@ class BudgetedEstimator:
             Whether the mean cost after each iteration is asked for.
         n_jobs : int or None, default=None
             Threads (None: the CPUs this process may use).
+        group : array-like of shape (n_queries,), optional
+            A ranker's query sizes (the staged acquisition ranker's ``prediction_cost`` takes them); an estimator that
+            prices each row alone ignores them.
 
         Returns
         -------
@@ -248,7 +252,10 @@ class BudgetedEstimator:
             If an estimator without trees is asked for other costs, ``num_iteration`` or ``per_iteration``.
         """
         self._check_fitted()
-        return own_cost(self, lambda rows: self.prediction_cost(rows, n_jobs=n_jobs), X, costs, self.n_features_in_,
+        by_query = {"group": group} if group is not None and "group" in signature(self.prediction_cost).parameters \
+            else {}
+        return own_cost(self, lambda rows: self.prediction_cost(rows, n_jobs=n_jobs, **by_query), X, costs,
+                        self.n_features_in_,
                         self._names_in(), num_iteration=num_iteration, per_iteration=per_iteration,
                         trees=any(hasattr(self, trees) for trees in ("forest_", "booster_")))
 

@@ -337,3 +337,34 @@ def test_a_selection_of_an_acquisition_model_is_priced(tmp_path):
     chosen.save(tmp_path / "chosen")
     loaded = Selection.load(tmp_path / "chosen")
     np.testing.assert_array_equal(prediction_cost(loaded, X).per_instance, chosen.prediction_cost(X).per_instance)
+
+
+def test_a_ranker_whose_cost_depends_on_its_queries_is_priced_with_group():
+    """prediction_cost(model, X, group=...): an EarlyExit ranker (which needs the query sizes) and the staged
+    acquisition ranker (one query without them) are priced by their own accounting of those queries, a Dask X with
+    each partition's sizes; a model that prices each row alone ignores them. Before, the generic entry could not
+    price an EarlyExit ranker at all."""
+    from references import by_queries
+
+    from lightgbm_cegb import EarlyExit, StagedAcquisitionRanker
+
+    rng = np.random.default_rng(0)
+    sizes = rng.integers(2, 20, 30)
+    X = rng.normal(size=(int(sizes.sum()), 5))
+    y = np.digitize(X[:, 0] + X[:, 4] + rng.normal(0, 0.5, len(X)), [0.0, 1.0])
+    costs = FeatureCosts(lazy=[1.0, 2.0, 3.0, 4.0, 5.0])
+    booster = lgb.train({"objective": "regression", "verbose": -1, "num_leaves": 7}, lgb.Dataset(X, y), 20)
+    exits = EarlyExit(booster, top_k=2, every=4, task="ranking", feature_costs=costs)
+    with pytest.raises(CEGBError, match="pass the query sizes"):
+        prediction_cost(exits, X)
+    expected = exits.prediction_cost(X, group=sizes)
+    np.testing.assert_array_equal(prediction_cost(exits, X, group=sizes).per_instance, expected.per_instance)
+    dX, _, dgroup = by_queries(X, y, sizes, 3)
+    np.testing.assert_array_equal(prediction_cost(exits, dX, group=dgroup).per_instance, expected.per_instance)
+    ranker = StagedAcquisitionRanker(feature_costs=costs, stages=3, tradeoff=0.5, top_k=2, n_estimators=30,
+                                     random_state=0).fit(X, y, group=sizes)
+    by_query = prediction_cost(ranker, X, group=sizes).per_instance
+    np.testing.assert_array_equal(by_query, ranker.prediction_cost(X, group=sizes).per_instance)
+    assert not np.array_equal(by_query, prediction_cost(ranker, X).per_instance)  # X as one query
+    np.testing.assert_array_equal(prediction_cost(booster, X, costs, group=sizes).per_instance,
+                                  prediction_cost(booster, X, costs).per_instance)

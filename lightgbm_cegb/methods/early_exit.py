@@ -253,12 +253,12 @@ class EarlyExit:
         return self.predict_result(X, group).cost
 
     def __lightgbm_cegb_cost__(self, X, costs=None, *, num_iteration: int | None = None, per_iteration: bool = False,
-                               n_jobs: int | None = None) -> CostReport:
-        """How :func:`lightgbm_cegb.prediction_cost` prices the exits: :meth:`prediction_cost` (classification; a
-        ranker needs the queries: call its own), under ``feature_costs`` (see :func:`lightgbm_cegb.base.own_cost`).
-        """
-        return own_cost(self, self.prediction_cost, X, costs, self.forest.num_features, self.forest.feature_names,
-                        num_iteration=num_iteration, per_iteration=per_iteration, trees=False)
+                               n_jobs: int | None = None, group=None) -> CostReport:
+        """How :func:`lightgbm_cegb.prediction_cost` prices the exits: :meth:`prediction_cost` (a ranker's with its
+        queries, ``group``), under ``feature_costs`` (see :func:`lightgbm_cegb.base.own_cost`)."""
+        return own_cost(self, lambda rows: self.prediction_cost(rows, group), X, costs, self.forest.num_features,
+                        self.forest.feature_names, num_iteration=num_iteration, per_iteration=per_iteration,
+                        trees=False)
 
     def predict_result(self, X, group=None) -> EarlyExitResult:
         """Predictions with early exits, with the iterations each row went through and their cost.
