@@ -19,6 +19,7 @@ block of trees per exit for the rows still in).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 
@@ -187,9 +188,12 @@ class EarlyExit:
 
     @property
     def feature_names_in_(self) -> np.ndarray | None:
-        """The model's feature names (the keys ``LazyPredictor`` fetches them by), None where it has none."""
+        """The model's feature names (the keys ``LazyPredictor`` fetches them by, and a frame's columns it reads by
+        name), None for a model trained without names (LightGBM's ``Column_i``: its columns are read by position)."""
         names = self.forest.feature_names
-        return None if names is None else np.asarray(names, dtype=object)
+        if names is None or list(names) == [f"Column_{i}" for i in range(len(names))]:
+            return None
+        return np.asarray(names, dtype=object)
 
     @property
     def units_(self) -> list[tuple[int, ...]]:
@@ -202,15 +206,19 @@ class EarlyExit:
 
     def __lightgbm_cegb_policy__(self, n: int, group=None) -> ExitRun:
         """A run for ``n`` rows (a ranker's: the documents of the queries ``group``, the sizes of its consecutive
-        queries) that are told the values of the features they ask for: how ``LazyPredictor`` serves the exits."""
+        queries; None: one query, as a service scores the documents of a request) that are told the values of the
+        features they ask for: how ``LazyPredictor`` serves the exits."""
         if self.forest.linear is not None or self.forest.pandas_categorical:
             raise CEGBError("model: an EarlyExit of a model with linear trees or pandas category columns cannot be "
                             "served lazily (a linear leaf reads features no split tests; a category's code would have "
                             "to be mapped); predict it with every value")
-        return ExitRun(self, n, self._queries([] if n == 0 and group is None else group, n))
+        return ExitRun(self, n, self._queries(([n] if n else []) if group is None else group, n))
 
-    #: LazyPredictor's methods of the model, and their arguments: what it passes to ``__lightgbm_cegb_policy__``
-    _policy_methods = {"predict": ("group",)}
+    @property
+    def _policy_methods(self) -> dict:
+        """LazyPredictor's methods of the model, and their arguments: what it passes to ``__lightgbm_cegb_policy__``
+        (a ranker's query sizes)."""
+        return {"predict": ("group",) if self.kind == "rank" else ()}
 
     def predict(self, X, group=None) -> np.ndarray:
         """Classification: each row's class probabilities when it stopped; ranking: the early-exit ranking.
@@ -310,10 +318,12 @@ class EarlyExit:
         if group is None:
             raise CEGBError("group: a ranker's early exits compare documents of a query; pass the query sizes")
         sizes = np.asarray(group)
-        if sizes.ndim != 1 or not (sizes.dtype.kind in "iu" or sizes.size == 0) or (sizes < 0).any() or \
-                sizes.sum() != n:
-            raise CEGBError(f"group should hold query sizes (integers >= 0) summing to the {n} rows of X, got "
-                            f"{sizes.sum()} over {sizes.size} queries of dtype {sizes.dtype}")
+        if sizes.ndim != 1 or not (sizes.dtype.kind in "iu" or sizes.size == 0):
+            raise CEGBError(f"group should hold query sizes (a 1-d array of integers), got an array of dtype "
+                            f"{sizes.dtype} and shape {sizes.shape}")
+        if (sizes < 0).any() or sizes.sum() != n:
+            raise CEGBError(f"group should hold query sizes (>= 0) summing to the {n} rows of X, got {sizes.sum()} "
+                            f"over {sizes.size} queries")
         return np.repeat(np.arange(len(sizes)), sizes.astype(np.int64))
 
     def _leaving(self, partial, active, queries, done: int, iterations: int) -> np.ndarray:
@@ -422,13 +432,16 @@ class _Exits:
         """The cost of the blocks each row went through so far."""
         model, forest, state = self.model, self.model.forest, self.state
         used = forest.used_features(model.iterations * forest.trees_per_iteration)
+        usage = state.feature_paid.mean(axis=0) if self.n else np.zeros(forest.num_features)
         return CostReport(acquisition=state.acquisition, evaluation=state.evaluation,
-                          coupled=model.costs_.model_cost(used, forest.num_features),
-                          usage=state.feature_paid.mean(axis=0), feature_names=forest.feature_names)
+                          coupled=model.costs_.model_cost(used, forest.num_features), usage=usage,
+                          feature_names=forest.feature_names)
 
     def result(self) -> EarlyExitResult:
         """What the rows did (before the first exit: NaN predictions)."""
-        prediction = np.full(self.n, np.nan) if self.prediction is None else self.prediction
+        outputs = self.model.forest.trees_per_iteration if self.model.kind == "classify" else 1
+        prediction = np.full((self.n,) + ((outputs,) if outputs > 1 else ()), np.nan) if self.prediction is None \
+            else self.prediction
         rank = self.model._ranks(prediction, self.done_at, self.queries) if self.model.kind == "rank" else None
         return EarlyExitResult(prediction=prediction, iterations=self.done_at, cost=self.cost(), rank=rank)
 
@@ -471,7 +484,8 @@ class ExitRun:
         self.fetch_unit = [columns[0] if group_of[columns[0]] < 0 else num_features + int(group_of[columns[0]])
                            for columns in self.units]
         self.unit_of = {unit: u for u, unit in enumerate(self.fetch_unit)}
-        self.routing = None  # the block's RoutingRun over the rows still in
+        self.routing = None  # the block's RoutingRun over the rows still in when it began
+        self.block_rows = np.zeros(0, dtype=np.int64)  # those rows
         self.position = np.full(n, -1, dtype=np.int64)  # each row's place in the block's routing
 
     def know(self, X: np.ndarray, known: np.ndarray) -> None:
@@ -489,13 +503,14 @@ class ExitRun:
         while not exits.finished:
             if self.routing is None:
                 rows, tpi = exits.active, model.forest.trees_per_iteration
+                self.block_rows = rows
                 self.position[rows] = np.arange(len(rows))
                 block = model.forest.trees(exits.start * tpi, exits.stops[0] * tpi)
                 routing = LazyPredictor(block, _never_fetched, feature_costs=model.costs_)
                 self.routing = RoutingRun(routing, self.X[rows], self.known[rows], None)
             wanted = self.routing.batch.advance()
             if wanted:
-                return [(self.unit_of[unit], exits.active[rows]) for unit, rows in wanted]
+                return [(self.unit_of[unit], self.block_rows[rows]) for unit, rows in wanted]
             active = exits.active  # the values they did not buy are 0.0: no path of theirs reads them
             leaves = self.routing.batch.leaves()[self.position[active]] if exits.scores is not None else None
             self.routing = None
@@ -530,8 +545,20 @@ class ExitRun:
         return result.prediction if self.model.kind != "rank" else _below(result.rank, self.queries)
 
     def result(self) -> EarlyExitResult:
-        """What the rows did so far."""
-        return self.exits.result()
+        """What the rows did so far: in a block under way (a fetch failed), its rows have paid for what their paths
+        read in it besides the blocks they passed."""
+        result = self.exits.result()
+        if self.routing is None:
+            return result
+        batch, rows, state = self.routing.batch, self.block_rows, self.exits.state
+        batch.read_held()  # the members of the groups delivered, read where a path waits for them
+        new = batch.paid.astype(bool) & ~state.paid[rows].astype(bool)  # paid in the block, not before it
+        cost = result.cost
+        acquisition, evaluation = cost.acquisition.copy(), cost.evaluation.copy()
+        acquisition[rows] += new @ np.concatenate([state.lazy, state.group_lazy])
+        evaluation[rows] += batch.evaluation
+        return dataclasses.replace(result, cost=dataclasses.replace(cost, acquisition=acquisition,
+                                                                    evaluation=evaluation))
 
 
 def _never_fetched(key, ids):  # pragma: no cover - ExitRun drives the routing's rounds itself

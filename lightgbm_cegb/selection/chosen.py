@@ -156,7 +156,7 @@ class Selection:
         model = self.model if self.candidate is None else self.candidate.model
         if isinstance(model, EarlyExit) and model.kind == "rank":
             return {"group": [np.shape(X)[0]] if group is None else group}
-        takes = "group" in getattr(type(model), "_policy_methods", {}).get("predict", ())
+        takes = "group" in getattr(model, "_policy_methods", {}).get("predict", ())
         return {"group": group} if takes and group is not None else {}
 
     def _scores(self, X, group=None) -> np.ndarray:

@@ -715,7 +715,7 @@ PruneResult, Forest or policy
         if ids is not None and ids.ndim != 1:
             raise CEGBError(f"ids should be 1-dimensional, one id per row of X, got shape {ids.shape}")
         each = None
-        if self.policy and "group" in getattr(type(self.model), "_policy_methods", {}).get(method, ()):
+        if self.policy and "group" in getattr(self.model, "_policy_methods", {}).get(method, ()):
             # a ranker's queries: each partition's own sizes (a query lies whole in one partition)
             each = {"group": query_parts(kwargs.get("group"), len(partitions(X)))}
             kwargs = {name: value for name, value in kwargs.items() if name != "group"}
@@ -738,7 +738,7 @@ PruneResult, Forest or policy
     def _check_method(self, method: str, kwargs: dict) -> None:
         """Before anything is fetched: the model can predict so, with what the routing fetches."""
         if self.policy:
-            methods = getattr(type(self.model), "_policy_methods", {"predict": (), "predict_proba": ()})
+            methods = getattr(self.model, "_policy_methods", {"predict": (), "predict_proba": ()})
             if method not in methods or not set(kwargs) <= set(methods[method]):
                 said = " or ".join(f"{name!r} with {list(arguments) or 'no arguments'}"
                                    for name, arguments in methods.items())

@@ -4,8 +4,12 @@ its prediction and cost are ``predict`` and ``predict_result``'s on the whole ro
 
 from __future__ import annotations
 
+import threading
+import warnings
+
 import lightgbm as lgb
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -85,39 +89,87 @@ def test_a_row_fetches_what_its_paths_read_before_its_exit(seed, kind, grouped, 
     np.testing.assert_array_equal(every_value.acquisition, result.acquisition)
 
 
-def test_a_failed_fetch_leaves_the_other_rows_as_they_were():
-    """errors="partial": the rows whose fetch failed are FAILED; a classifier's other rows are as predict says."""
+def within(seconds, function, *args, **kwargs):
+    """function(*args, **kwargs) on a thread, failed as "timed out" after ``seconds`` (a loaded machine is slow: a
+    generous limit) instead of hanging the suite."""
+    box = {}
+
+    def run():
+        try:
+            box["value"] = function(*args, **kwargs)
+        except BaseException as exc:  # handed to the test thread
+            box["error"] = exc
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        pytest.fail(f"timed out after {seconds} s: {function.__name__}")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+@pytest.mark.parametrize("failing_call", [3, 4, 5, 9, 10, 15])
+def test_a_fetch_failed_within_a_block_leaves_the_other_rows_as_they_were(failing_call):
+    """errors="partial": the rows of a failed fetch call (the k-th) are FAILED, a classifier's other rows are as
+    predict says, nothing is fetched twice. A call failing after a block's first round once sent later requests to
+    the wrong rows (the rows still in had shrunk under the block's routing): acquire hung or raised an IndexError.
+    errors="raise": the result keeps the values fetched and their costs (each was read by the path that asked)."""
     X, model, _ = case(3, "binary", False)
-    calls = []
+    calls, count = [], [0]
 
     def fetch(key, ids):
-        if key == 3:
+        count[0] += 1
+        if count[0] == failing_call:
             raise OSError("store down")
         return recording(X, calls)(key, ids)
-    result = LazyPredictor(model, fetch, feature_keys="index", errors="partial").acquire(np.full(X.shape, np.nan))
+    lazy = LazyPredictor(model, fetch, feature_keys="index", errors="partial")
+    result = within(300, lazy.acquire, np.full(X.shape, np.nan))
     failed = result.status == FAILED
     assert failed.any() and not failed.all()
+    assert (result.status[~failed] == DONE).all()
     np.testing.assert_array_equal(result.prediction[~failed], model.predict(X)[~failed])
     assert np.isnan(result.prediction[failed]).all()
-    with pytest.raises(LazyFetchError, match="store down"):
-        LazyPredictor(model, fetch, feature_keys="index").acquire(np.full(X.shape, np.nan))
+    assert len(calls) == len(set(calls))
+    count[0] = 0
+    with pytest.raises(LazyFetchError, match="store down") as raised:
+        within(300, LazyPredictor(model, fetch, feature_keys="index").acquire, np.full(X.shape, np.nan))
+    kept = raised.value.result
+    np.testing.assert_allclose(kept.acquisition, kept.fetched @ model.costs_.lazy, rtol=1e-12)
+
+
+def test_empty_batches_and_bad_query_sizes():
+    X, classifier, _ = case(6, "multiclass", False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "mean of empty slice"
+        empty = LazyPredictor(classifier, recording(X, []), feature_keys="index").acquire(np.zeros((0, 7)))
+    booster = LazyPredictor(classifier.booster, recording(X, []), feature_keys="index", feature_costs=classifier.costs_)
+    assert empty.prediction.shape == (0, 3) == booster.acquire(np.zeros((0, 7))).prediction.shape
+    X, ranker, _ = case(6, "cascade", False)
+    for group in (["2", "3"], [None], [[1, 2]]):
+        with pytest.raises(CEGBError, match="group should hold query sizes"):
+            ranker.predict(X, group)
 
 
 def test_a_ranker_is_served_by_query():
     X, model, sizes = case(5, "cascade", True)
     lazy = LazyPredictor(model, recording(X, []), feature_keys="index")
-    with pytest.raises(CEGBError, match="pass the query sizes"):
-        lazy.acquire(np.full(X.shape, np.nan))
+    np.testing.assert_array_equal(lazy.predict(np.full(X.shape, np.nan)), model.predict(X, [len(X)]))  # one query
     with pytest.raises(CEGBError, match="summing to the 480 rows of X"):
         lazy.acquire(np.full(X.shape, np.nan), group=[1, 2])
     with pytest.raises(CEGBError, match=r"method: EarlyExit predicts with 'predict' with \['group'\]"):
         lazy.acquire(np.full(X.shape, np.nan), method="predict_proba", group=sizes)
     with pytest.raises(CEGBError, match="feature_costs: EarlyExit buys by the costs"):
         LazyPredictor(model, recording(X, []), feature_costs=model.costs_)
-    names = LazyPredictor(model, lambda key, ids: X[ids, int(key.split("_")[1])] if key != "lab" else
-                          X[np.ix_(ids, GROUPS["lab"])])  # the model's own feature names, as for its Booster
-    assert names.keys == model.booster.feature_name()
-    np.testing.assert_array_equal(names.predict(np.full(X.shape, np.nan), group=sizes), model.predict(X, sizes))
+    assert LazyPredictor(model, recording(X, [])).keys == list(range(7))  # trained without names: by position
+    frame = pd.DataFrame(X, columns=[f"f{j}" for j in range(7)])
+    booster = lgb.train({"objective": "regression", "verbose": -1, "num_leaves": 7}, lgb.Dataset(frame, X[:, 0]), 10)
+    named = EarlyExit(booster, top_k=2, every=3, task="ranking", feature_costs=model.costs_)
+    by_name = LazyPredictor(named, lambda key, ids: frame.loc[ids, key].to_numpy() if key != "lab" else
+                            frame.iloc[ids, GROUPS["lab"]].to_numpy())
+    assert by_name.keys == list(frame.columns)
+    np.testing.assert_array_equal(by_name.predict(frame.iloc[:, ::-1] * np.nan, group=sizes),
+                                  named.predict(X, sizes))  # a frame's columns read by name
 
 
 def test_dask_documents_are_served_by_partition(client):
@@ -128,6 +180,10 @@ def test_dask_documents_are_served_by_partition(client):
     acquired, whole = lazy.acquire(nothing, group=dgroup), lazy.acquire(np.full(X.shape, np.nan), group=sizes)
     for name in ("prediction", "fetched", "acquisition", "evaluation"):
         np.testing.assert_array_equal(getattr(acquired, name), getattr(whole, name))
+    X, classifier, _ = case(11, "multiclass", True)  # a classifier takes no group, on Dask neither (it was refused)
+    lazy = LazyPredictor(classifier, recording(X, []), feature_keys="index")
+    nothing = by_queries(np.full(X.shape, np.nan), np.zeros(len(X)), sizes, 3)[0]
+    np.testing.assert_array_equal(lazy.predict(nothing), classifier.predict(X))
 
 
 @pytest.mark.parametrize("library", ["xgboost", "catboost"])
