@@ -32,6 +32,7 @@ from lightgbm_cegb.core.report import CostReport
 from lightgbm_cegb.core.validation import CheckedElsewhere, NoneOr, Number, OneOf, validated
 from lightgbm_cegb.io.models import booster_of, num_trees_used, to_forest
 from lightgbm_cegb.methods.early_exit_libraries import OtherLibrary
+from lightgbm_cegb.serving.outputs import kernel_output
 
 RANKING_OBJECTIVES = ("lambdarank", "rank_xendcg")
 CLASSIFICATION_OBJECTIVES = ("binary", "multiclass", "multiclassova")
@@ -161,6 +162,7 @@ class EarlyExit:
         else:
             self.forest = to_forest(model)
             self.kind = _kind(self.forest.objective, task)
+        self._output = None if self.booster is None else kernel_output(self.booster, self.forest)
         if self.kind == "classify":
             if threshold is None or not 0 < threshold <= 1:  # a ranker's margin: any number >= 0
                 raise CEGBError(f"threshold should be a probability in (0, 1] for a classifier, got {threshold!r}")
@@ -303,14 +305,21 @@ class EarlyExit:
             return self._other.predict(X, stop)
         return self.booster.predict(X, num_iteration=stop, raw_score=self.kind == "rank")
 
+    def _from_raw(self, raw: np.ndarray) -> np.ndarray:
+        """``_scores`` of rows whose raw scores (n, trees per iteration) are ``raw``: a ranker's raw score, a
+        classifier's probabilities by LightGBM's own arithmetic (``serving.outputs.kernel_output``)."""
+        return raw[:, 0] if self.kind == "rank" else self._output(raw, "predict", {})
+
     def _adds_scores(self, n: int | None = None) -> bool:
-        """Whether a ranker's scores at the exits are its trees' outputs added up as the rows go
-        (:class:`_RunningScores`) rather than LightGBM's ``predict`` from the first tree at each exit: a LightGBM
-        model of plain trees, whose leaves for ``n`` rows, routed at once, fit in RUNNING_LEAVES (None: routed block
-        by block)."""
-        return self.booster is not None and self.kind == "rank" and self.forest.linear is None and \
-            not self.forest.average_output and self.forest.trees_per_iteration == 1 and \
-            (n is None or n * self.iterations <= RUNNING_LEAVES)
+        """Whether the scores at the exits are the trees' outputs added up as the rows go (:class:`_RunningScores`)
+        rather than LightGBM's ``predict`` from the first tree at each exit: a LightGBM model of plain trees (a
+        ranker of one output; a binary or multiclass classifier whose probabilities ``kernel_output`` computes), whose
+        leaves for ``n`` rows, routed at once, fit in RUNNING_LEAVES (None: routed block by block)."""
+        forest = self.forest
+        plain = self.booster is not None and forest.linear is None and not forest.average_output
+        fits = self._output is not None and self._output.link != "raw" if self.kind == "classify" else \
+            forest.trees_per_iteration == 1
+        return plain and fits and (n is None or n * self.iterations * forest.trees_per_iteration <= RUNNING_LEAVES)
 
     def _queries(self, group, n: int) -> np.ndarray | None:
         if self.kind != "rank":
@@ -352,28 +361,31 @@ class EarlyExit:
         return rank
 
 
-#: the most leaf indices (rows x trees) a ranker's exits hold to add its scores up as the rows go (about 200 MB)
+#: the most leaf indices (rows x trees) the exits hold to add the scores up as the rows go (about 200 MB)
 RUNNING_LEAVES = 50_000_000
 
 
 class _RunningScores:
-    """A ranker's raw scores through its first trees, each row's trees' outputs added in tree order from 0.0 as
-    LightGBM's GBDT::PredictRaw adds them (the same bits as ``predict(raw_score=True, num_iteration=...)``), carried
-    from exit to exit: every row is routed once, instead of from the first tree at each exit. ``X``: the rows, routed
-    through every tree here (``Forest.apply``); None: each block's leaves are given (a lazy routing's)."""
+    """Raw scores (n, trees per iteration) through the first trees, each row's trees' outputs added to their output's
+    score in tree order from 0.0 as LightGBM's GBDT::PredictRaw adds them (the same bits as ``predict(raw_score=True,
+    num_iteration=...)``), carried from exit to exit: every row is routed once, instead of from the first tree at each
+    exit. ``X``: the rows, routed through the trees of ``iterations`` here (``Forest.apply``); None: each block's
+    leaves are given (a lazy routing's)."""
 
     def __init__(self, forest, n: int, X: np.ndarray | None, iterations: int) -> None:
-        self.forest, self.leaves = forest, None if X is None else forest.apply(X, iterations)
-        self.score = np.zeros(n)
+        per = forest.trees_per_iteration
+        self.forest, self.leaves = forest, None if X is None else forest.apply(X, iterations * per)
+        self.score = np.zeros((n, per))
 
     def through(self, rows: np.ndarray, start: int, stop: int, leaves: np.ndarray | None = None) -> np.ndarray:
-        """The scores of ``rows`` through tree ``stop`` - 1, from theirs through tree ``start`` - 1 (``leaves``: the
-        leaves they reach in trees ``start`` to ``stop`` - 1, if not routed here)."""
+        """The raw scores of ``rows`` through tree ``stop`` - 1, from theirs through tree ``start`` - 1 (whole
+        iterations; ``leaves``: those they reach in trees ``start`` to ``stop`` - 1, if not routed here)."""
         leaves = self.leaves[rows, start:stop] if leaves is None else leaves
         values = self.forest.leaf_value[self.forest.leaf_offset[start:stop] + leaves]
+        per = self.forest.trees_per_iteration
         score = self.score[rows]
-        for column in values.T:
-            score = score + column
+        for j, column in enumerate(values.T):  # tree start + j adds to its output, (start + j) % per
+            score[:, j % per] = score[:, j % per] + column
         self.score[rows] = score
         return score
 
@@ -413,7 +425,7 @@ class _Exits:
             self.stops = []
             return
         partial = model._scores(X, stop) if self.scores is None else \
-            self.scores.through(active, start * tpi, stop * tpi, leaves)
+            model._from_raw(self.scores.through(active, start * tpi, stop * tpi, leaves))
         if self.prediction is None:
             self.prediction = np.zeros((self.n,) + partial.shape[1:])
         self.prediction[active] = partial
@@ -453,14 +465,12 @@ def _below(rank: np.ndarray, queries: np.ndarray) -> np.ndarray:
 
 class ExitRun:
     """Rows on their way through an EarlyExit's exits, told the values of the features they ask for: how
-    ``LazyPredictor`` drives the exits (the interface of the policy runs, :class:`~lightgbm_cegb.serving.runs.
-    PolicyModelRun`). In each block of trees between two exits the rows still in are routed as far as their values
-    go (the compiled lazy routing of ``LazyPredictor`` over the block's trees, ``Forest.trees``) and ask for the
-    feature, or the whole group of the costs, at the node each stopped at; once every row still in has left the
-    block's trees, the exit reads their scores (a LightGBM ranker's added up from the leaves they reached, as
-    ``predict_result`` adds them; another model's own ``predict`` on the values bought) and the rows decided stop. A
-    row buys only what its paths read in the trees before it stopped: its prediction and cost are
-    ``predict_result``'s on the whole row.
+    ``LazyPredictor`` drives the exits (the interface of the policy runs, ``serving.runs.PolicyModelRun``). In each
+    block of trees between two exits the rows still in are routed as far as their values go (``LazyPredictor``'s
+    compiled routing of the block's trees, ``Forest.trees``) and ask for the feature, or the whole group, at the node
+    each stopped at; once all have left the block's trees, the exit reads their scores (added up from the leaves they
+    reached where ``predict_result`` adds them up; else the model's ``predict`` on the values bought) and cuts. A row
+    buys only what its paths read before its exit: its prediction and cost are ``predict_result``'s on the whole row.
 
     Parameters
     ----------
