@@ -14,7 +14,11 @@ iterations of a LightGBM ranker or classifier, where inputs that are already dec
   its paths through the trees it reaches (the sweep's ``cegb_cascade``).
 
 ``prediction_cost`` counts only the trees each row went through (the package's per-row cost state, one
-block of trees per exit for the rows still in).
+block of trees per exit for the rows still in). ``LazyPredictor`` serves the exits (``ExitRun``): a row buys only
+what its paths read before its exit.
+
+Its length: the exits' loop (``_Exits``) is shared by ``predict_result`` and the lazy run, and both stay with the
+class whose private rules (the cut, the ranks, the scores) they read.
 """
 
 from __future__ import annotations
@@ -215,6 +219,20 @@ class EarlyExit:
                             "served lazily (a linear leaf reads features no split tests; a category's code would have "
                             "to be mapped); predict it with every value")
         return ExitRun(self, n, self._queries(([n] if n else []) if group is None else group, n))
+
+    def _block_routing(self, start: int, stop: int):
+        """The lazy routing of trees ``start`` to ``stop`` - 1 (a block between two exits): a ``LazyPredictor`` of
+        their ``Forest.trees`` under the costs, built once per block and model (not pickled)."""
+        from lightgbm_cegb.serving.lazy import LazyPredictor
+
+        routings = self.__dict__.setdefault("_routings", {})
+        if (start, stop) not in routings:
+            routings[start, stop] = LazyPredictor(self.forest.trees(start, stop), _never_fetched,
+                                                  feature_costs=self.costs_)
+        return routings[start, stop]
+
+    def __getstate__(self) -> dict:
+        return {name: value for name, value in self.__dict__.items() if name != "_routings"}
 
     @property
     def _policy_methods(self) -> dict:
@@ -506,7 +524,6 @@ class ExitRun:
     def requests(self) -> list[tuple[int, np.ndarray]]:
         """(unit, rows) of the features the rows still in need to go on through their block's trees; the exits
         their values reach are passed on the way. Empty when every row has stopped or passed the last exit."""
-        from lightgbm_cegb.serving.lazy import LazyPredictor  # serving builds on the methods' models
         from lightgbm_cegb.serving.runs import RoutingRun
 
         exits, model = self.exits, self.model
@@ -515,9 +532,8 @@ class ExitRun:
                 rows, tpi = exits.active, model.forest.trees_per_iteration
                 self.block_rows = rows
                 self.position[rows] = np.arange(len(rows))
-                block = model.forest.trees(exits.start * tpi, exits.stops[0] * tpi)
-                routing = LazyPredictor(block, _never_fetched, feature_costs=model.costs_)
-                self.routing = RoutingRun(routing, self.X[rows], self.known[rows], None)
+                self.routing = RoutingRun(model._block_routing(exits.start * tpi, exits.stops[0] * tpi),
+                                          self.X[rows], self.known[rows], None)
             wanted = self.routing.batch.advance()
             if wanted:
                 return [(self.unit_of[unit], self.block_rows[rows]) for unit, rows in wanted]

@@ -4,6 +4,8 @@ its prediction and cost are ``predict`` and ``predict_result``'s on the whole ro
 
 from __future__ import annotations
 
+import functools
+import pickle
 import threading
 import warnings
 
@@ -51,11 +53,16 @@ def case(seed: int, kind: str, grouped: bool):
     return X, EarlyExit(booster, threshold=float(rng.choice([0.6, 0.75, 1.0])), every=every, feature_costs=costs), None
 
 
+def from_rows(X, key, ids):
+    """fetch from the rows X by column index (picklable with functools.partial)."""
+    return X[np.ix_(ids, GROUPS[key])] if key in GROUPS else X[ids, key]
+
+
 def recording(X, calls):
     """fetch from the rows X (by column index), recording each (key, row) it is asked for."""
     def fetch(key, ids):
         calls.extend((key, int(i)) for i in ids)
-        return X[np.ix_(ids, GROUPS[key])] if key in GROUPS else X[ids, key]
+        return from_rows(X, key, ids)
     return fetch
 
 
@@ -155,6 +162,10 @@ def test_a_ranker_is_served_by_query():
     X, model, sizes = case(5, "cascade", True)
     lazy = LazyPredictor(model, recording(X, []), feature_keys="index")
     np.testing.assert_array_equal(lazy.predict(np.full(X.shape, np.nan)), model.predict(X, [len(X)]))  # one query
+    again = pickle.loads(pickle.dumps(LazyPredictor(model, functools.partial(from_rows, X), feature_keys="index")))
+    # the blocks' routings, kept by the model, are built again where it is unpickled
+    assert "_routings" in model.__dict__ and "_routings" not in again.model.__dict__
+    np.testing.assert_array_equal(again.predict(np.full(X.shape, np.nan), group=sizes), model.predict(X, sizes))
     with pytest.raises(CEGBError, match="summing to the 480 rows of X"):
         lazy.acquire(np.full(X.shape, np.nan), group=[1, 2])
     with pytest.raises(CEGBError, match=r"method: EarlyExit predicts with 'predict' with \['group'\]"):
