@@ -63,8 +63,8 @@ or any model of the package
     group : array-like of shape (n_queries,), optional
         The sizes of X's consecutive queries, for a ranker whose cost depends on them (an EarlyExit ranker, which
         needs them; the staged acquisition ranker, which reads X as one query without them); a model that prices
-        each row alone ignores them. With a Dask X: a Dask array of each partition's query sizes, a chunk per
-        partition (as ``lightgbm.dask`` takes it).
+        each row alone ignores them. With a Dask X, whatever the model: a Dask array of each partition's query
+        sizes, a chunk per partition (as ``lightgbm.dask`` takes it).
 
     Returns
     -------
@@ -95,7 +95,8 @@ or any model of the package
     model = unwrap(model)
     if isinstance(model, Pipeline):
         model, X, names = _last_step(model, X)
-    asked = {"num_iteration": num_iteration, "per_iteration": per_iteration, "n_jobs": n_jobs, "group": group}
+    asked = {"num_iteration": num_iteration, "per_iteration": per_iteration, "n_jobs": n_jobs,
+             **({} if group is None else {"group": group})}
     report = _own_cost(model, X, costs, asked)  # the package's estimators: what predict does
     if report is not None:
         return report

@@ -252,8 +252,9 @@ class BudgetedEstimator:
             If an estimator without trees is asked for other costs, ``num_iteration`` or ``per_iteration``.
         """
         self._check_fitted()
-        by_query = {"group": group} if group is not None and "group" in signature(self.prediction_cost).parameters \
-            else {}
+        reads_group = any(parameter.name == "group" or parameter.kind is parameter.VAR_KEYWORD
+                          for parameter in signature(self.prediction_cost).parameters.values())
+        by_query = {"group": group} if group is not None and reads_group else {}
         return own_cost(self, lambda rows: self.prediction_cost(rows, n_jobs=n_jobs, **by_query), X, costs,
                         self.n_features_in_,
                         self._names_in(), num_iteration=num_iteration, per_iteration=per_iteration,

@@ -225,7 +225,10 @@ class EarlyExit:
         their ``Forest.trees`` under the costs, built once per block and model (not pickled)."""
         from lightgbm_cegb.serving.lazy import LazyPredictor
 
-        routings = self.__dict__.setdefault("_routings", {})
+        costs, routings = self.__dict__.get("_routings", (None, {}))
+        if costs is not self.costs_:  # built under other costs (costs_ given anew): built again
+            routings = {}
+            self.__dict__["_routings"] = (self.costs_, routings)
         if (start, stop) not in routings:
             routings[start, stop] = LazyPredictor(self.forest.trees(start, stop), _never_fetched,
                                                   feature_costs=self.costs_)
@@ -411,9 +414,9 @@ class _RunningScores:
 class _Exits:
     """The exits of a batch of ``n`` rows (``queries``: a ranker's query of each row), one block of trees at a time:
     the rows still in (:attr:`active`), the iterations each row went through, its cost state and its score when it
-    stopped. ``step`` passes the next exit; ``result`` says what the rows did. ``X`` (the rows' values): a ranker's
-    scores are added up as the rows go (:class:`_RunningScores`, routed here); with ``running`` and no ``X``, added
-    up from each block's leaves, given to ``step``; else the model's ``predict`` at each exit."""
+    stopped. ``step`` passes the next exit; ``result`` says what the rows did. ``X`` (the rows' values): the scores
+    are added up as the rows go (:class:`_RunningScores`, routed here; ``EarlyExit._adds_scores``); with ``running``
+    and no ``X``, added up from each block's leaves, given to ``step``; else the model's ``predict`` at each exit."""
 
     def __init__(self, model: EarlyExit, n: int, queries: np.ndarray | None, X: np.ndarray | None = None,
                  running: bool = False) -> None:
@@ -507,7 +510,10 @@ class ExitRun:
         self.known = np.zeros((n, num_features), dtype=bool)
         self.exits = _Exits(model, n, queries, running=model._adds_scores())
         self.units = model.units_
-        group_of = model.costs_.group_arrays(num_features)[0]
+        self.group_of = group_of = model.costs_.group_arrays(num_features)[0]
+        self.members = [np.asarray(members, dtype=np.int64) for members in (model.costs_.groups or {}).values()]
+        state = self.exits.state
+        self.prices = np.concatenate([state.lazy, state.group_lazy])  # of a feature, then of a group
         # the lazy routing's fetch unit (a feature, or num_features + its group) of each unit, and back
         self.fetch_unit = [columns[0] if group_of[columns[0]] < 0 else num_features + int(group_of[columns[0]])
                            for columns in self.units]
@@ -517,36 +523,64 @@ class ExitRun:
         self.position = np.full(n, -1, dtype=np.int64)  # each row's place in the block's routing
 
     def know(self, X: np.ndarray, known: np.ndarray) -> None:
-        """The values the caller gave (``X`` where ``known``): the routing reads them without asking for them."""
+        """The values the caller gave (``X`` where ``known``): the routing reads them without asking for them, and
+        they cost nothing (as ``LazyPredictor`` prices a routed model's values given up front)."""
         self.X[known] = X[known]
         self.known |= known
+        self.exits.state.feature_paid[known] = 1
 
     def requests(self) -> list[tuple[int, np.ndarray]]:
         """(unit, rows) of the features the rows still in need to go on through their block's trees; the exits
         their values reach are passed on the way. Empty when every row has stopped or passed the last exit."""
-        from lightgbm_cegb.serving.runs import RoutingRun
-
         exits, model = self.exits, self.model
         while not exits.finished:
             if self.routing is None:
-                rows, tpi = exits.active, model.forest.trees_per_iteration
-                self.block_rows = rows
-                self.position[rows] = np.arange(len(rows))
-                self.routing = RoutingRun(model._block_routing(exits.start * tpi, exits.stops[0] * tpi),
-                                          self.X[rows], self.known[rows], None)
+                self._begin_block()
             wanted = self.routing.batch.advance()
             if wanted:
                 return [(self.unit_of[unit], self.block_rows[rows]) for unit, rows in wanted]
             active = exits.active  # the values they did not buy are 0.0: no path of theirs reads them
             leaves = self.routing.batch.leaves()[self.position[active]] if exits.scores is not None else None
+            left = np.setdiff1d(self.block_rows, active)  # rows dropped in the block: what they paid in it stays
+            if len(left):
+                new, acquisition, evaluation = self._block_costs(left)
+                exits.state.paid[left] |= new
+                exits.state.acquisition[left] += acquisition
+                exits.state.evaluation[left] += evaluation
             self.routing = None
             exits.step(model.forest.dense(np.where(self.known[active], self.X[active], 0.0)), leaves)
         return []
 
+    def _begin_block(self) -> None:
+        """The lazy routing of the next block's trees for the rows still in. A group member fetched in an earlier
+        block that no path of the row has read yet goes in as its group's fetch (held), so that it is paid when a
+        path reads it, as a whole row's accounting pays it."""
+        from lightgbm_cegb.serving.runs import RoutingRun
+
+        exits, forest = self.exits, self.model.forest
+        rows, tpi = exits.active, forest.trees_per_iteration
+        self.block_rows = rows
+        self.position[rows] = np.arange(len(rows))
+        unread = self.known[rows] & ~exits.state.feature_paid[rows].astype(bool) & (self.group_of >= 0)
+        self.routing = RoutingRun(self.model._block_routing(exits.start * tpi, exits.stops[0] * tpi), self.X[rows],
+                                  self.known[rows] & ~unread, None)
+        for g in np.unique(self.group_of[np.nonzero(unread)[1]]):
+            members = self.members[g]
+            who = np.flatnonzero(unread[:, members].any(axis=1))
+            values = self.X[np.ix_(rows[who], members)]
+            self.routing.batch.deliver(forest.num_features + int(g), who, forest.with_missing(values.ravel()))
+
+    def _block_costs(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """What ``rows`` paid in the block under way, beyond what they paid before it: (the features and groups newly
+        paid, their lazy costs, the block's split and tree costs)."""
+        batch, state = self.routing.batch, self.exits.state
+        at = self.position[rows]
+        new = batch.paid[at].astype(bool) & ~state.paid[rows].astype(bool)
+        return new, new @ self.prices, batch.evaluation[at]
+
     def deliver(self, unit: int, rows: np.ndarray, values: np.ndarray, *, pay: bool = True) -> None:
-        """Rows ``rows`` (that asked for ``unit``) have its columns' ``values`` (one row each). Paid as their paths read
-        them, as ``prediction_cost`` prices the whole rows: ``pay`` (False for values the caller gave) changes
-        nothing."""
+        """Rows ``rows`` (that asked for ``unit``) have its columns' ``values`` (one row each), paid as their paths read
+        them (``pay``: always; the values the caller gave are in the routing from the start, see :meth:`know`)."""
         columns = list(self.units[unit])
         self.X[np.ix_(rows, columns)] = values
         self.known[np.ix_(rows, columns)] = True
@@ -576,15 +610,14 @@ class ExitRun:
         result = self.exits.result()
         if self.routing is None:
             return result
-        batch, rows, state = self.routing.batch, self.block_rows, self.exits.state
-        batch.read_held()  # the members of the groups delivered, read where a path waits for them
-        new = batch.paid.astype(bool) & ~state.paid[rows].astype(bool)  # paid in the block, not before it
+        self.routing.batch.read_held()  # the members of the groups delivered, read where a path waits for them
+        rows = self.block_rows
+        _, paid, evaluation = self._block_costs(rows)
         cost = result.cost
-        acquisition, evaluation = cost.acquisition.copy(), cost.evaluation.copy()
-        acquisition[rows] += new @ np.concatenate([state.lazy, state.group_lazy])
-        evaluation[rows] += batch.evaluation
-        return dataclasses.replace(result, cost=dataclasses.replace(cost, acquisition=acquisition,
-                                                                    evaluation=evaluation))
+        acquisition, total = cost.acquisition.copy(), cost.evaluation.copy()
+        acquisition[rows] += paid
+        total[rows] += evaluation
+        return dataclasses.replace(result, cost=dataclasses.replace(cost, acquisition=acquisition, evaluation=total))
 
 
 def _never_fetched(key, ids):  # pragma: no cover - ExitRun drives the routing's rounds itself

@@ -22,6 +22,7 @@ from lightgbm_cegb.methods.early_exit import EarlyExit
 from lightgbm_cegb.serving.results import DONE, FAILED
 
 GROUPS = {"lab": [2, 3, 4]}
+LAZY, GROUP_LAZY = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 8.0, 13.0]), 6.0
 KINDS = ("cascade", "proximity", "binary", "multiclass")
 
 
@@ -32,8 +33,8 @@ def case(seed: int, kind: str, grouped: bool):
     X = rng.normal(size=(n, 7))
     X[rng.random(X.shape) < 0.05] = np.nan
     score = np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 3]) * np.nan_to_num(X[:, 5]) + rng.normal(0, 0.5, n)
-    costs = FeatureCosts(lazy=[1.0, 2.0, 3.0, 4.0, 5.0, 8.0, 13.0], split=0.1, tree=0.25,
-                         groups=GROUPS if grouped else None)
+    costs = FeatureCosts(lazy=LAZY, split=0.1, tree=0.25, groups=GROUPS if grouped else None,
+                         group_lazy={"lab": GROUP_LAZY} if grouped else None)
     sizes = np.diff(np.sort(rng.choice(np.arange(1, n), 39, replace=False)), prepend=0, append=n)
     params = {"verbose": -1, "num_leaves": int(rng.integers(3, 12)), "min_data_in_leaf": 5, "seed": seed}
     every = int(rng.integers(1, 6))
@@ -78,22 +79,26 @@ def test_a_row_fetches_what_its_paths_read_before_its_exit(seed, kind, grouped, 
     whole = model.predict_result(X, **group)
     assert (result.status == DONE).all()
     np.testing.assert_array_equal(result.prediction, model.predict(X, **group))
-    np.testing.assert_array_equal(result.acquisition, whole.cost.acquisition)
     np.testing.assert_array_equal(result.evaluation, whole.cost.evaluation)
+    if not given_.any():
+        np.testing.assert_array_equal(result.acquisition, whole.cost.acquisition)
     assert len(calls) == len(set(calls))  # each (key, row) asked for once
     paths = row_paths(model.booster, X)  # LightGBM's pred_leaf on the whole rows
     tpi = model.forest.trees_per_iteration
     member = {f: name for name, members in GROUPS.items() for f in members} if grouped else {}
     for i in range(len(X)):
         read = {f for t in range(whole.iterations[i] * tpi) for f in paths[i][t]}
-        needed = {member.get(f, f) for f in read if not given_[i, f]}
+        bought_read = {f for f in read if not given_[i, f]}  # values given cost nothing, as for a routed model
+        needed = {member.get(f, f) for f in bought_read}
         assert {key for key, row in calls if row == i} == needed, i
         bought = set(np.flatnonzero(result.fetched[i]))
         assert bought == {f for key in needed for f in GROUPS.get(key, [key])} - set(np.flatnonzero(given_[i])), i
-    every_value = lazy.acquire(X, known=np.ones(X.shape, dtype=bool), **group)  # given: fetched never, paid as read
-    assert not every_value.fetched.any()
+        paid = LAZY[sorted(bought_read)].sum() + GROUP_LAZY * len({member[f] for f in bought_read if f in member})
+        assert result.acquisition[i] == pytest.approx(paid, rel=1e-12, abs=1e-12), i
+    every_value = lazy.acquire(X, known=np.ones(X.shape, dtype=bool), **group)  # all given: nothing fetched or paid
+    assert not every_value.fetched.any() and not every_value.acquisition.any()
     np.testing.assert_array_equal(every_value.prediction, result.prediction)
-    np.testing.assert_array_equal(every_value.acquisition, result.acquisition)
+    np.testing.assert_array_equal(every_value.evaluation, result.evaluation)
 
 
 def within(seconds, function, *args, **kwargs):
@@ -121,7 +126,8 @@ def test_a_fetch_failed_within_a_block_leaves_the_other_rows_as_they_were(failin
     """errors="partial": the rows of a failed fetch call (the k-th) are FAILED, a classifier's other rows are as
     predict says, nothing is fetched twice. A call failing after a block's first round once sent later requests to
     the wrong rows (the rows still in had shrunk under the block's routing): acquire hung or raised an IndexError.
-    errors="raise": the result keeps the values fetched and their costs (each was read by the path that asked)."""
+    Both: each row has paid for the values fetched for it (each was read by the path that asked), in the block it
+    failed in too."""
     X, model, _ = case(3, "binary", False)
     calls, count = [], [0]
 
@@ -138,6 +144,8 @@ def test_a_fetch_failed_within_a_block_leaves_the_other_rows_as_they_were(failin
     np.testing.assert_array_equal(result.prediction[~failed], model.predict(X)[~failed])
     assert np.isnan(result.prediction[failed]).all()
     assert len(calls) == len(set(calls))
+    # a failed row keeps what it paid in the block it failed in (once lost when the others finished the block)
+    np.testing.assert_allclose(result.acquisition, result.fetched @ model.costs_.lazy, rtol=1e-12)
     count[0] = 0
     with pytest.raises(LazyFetchError, match="store down") as raised:
         within(300, LazyPredictor(model, fetch, feature_keys="index").acquire, np.full(X.shape, np.nan))
@@ -226,3 +234,69 @@ def test_linear_trees_are_refused():
     with pytest.raises(CEGBError, match="num_iteration: EarlyExit decides itself which trees"):
         LazyPredictor(EarlyExit(booster, top_k=3, task="ranking", feature_costs=FeatureCosts(lazy=np.ones(7))),
                       recording(X, []), num_iteration=2)
+
+
+@pytest.mark.parametrize(("grouped", "given_share", "failing_call"),
+                         [(False, 0.0, 5), (False, 0.25, 9), (True, 0.0, 9), (True, 0.0, 12), (True, 0.25, 12)])
+def test_a_failed_run_s_costs_match_the_paths_read_so_far(grouped, given_share, failing_call, monkeypatch):
+    """LazyFetchError's result, the run stopped within a block, against an independent count from LightGBM's own
+    paths (pred_leaf and the model text): the blocks passed whole; in the block under way each tree walked from its
+    root while the value at the node is there (given, or fetched in an earlier round; a value fetched in the failing
+    round is paid, not routed). A row pays the lazy costs of what it read and did not get given (a group's once),
+    and the split and tree costs of what it passed. Before, values given up front were paid in the blocks passed
+    only, and a group member fetched in an earlier block and read in this one not at all."""
+    from lightgbm_cegb.methods import early_exit
+
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(120, 7))
+    X[rng.random(X.shape) < 0.05] = np.nan
+    y = (np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 3]) * np.nan_to_num(X[:, 5]) + rng.normal(0, 0.5, 120) > 0)
+    booster = lgb.train({"objective": "binary", "verbose": -1, "num_leaves": 6, "min_data_in_leaf": 3, "seed": 2},
+                        lgb.Dataset(X, y.astype(int)), 15)
+    split, tree = np.array([0.5, 0.25, 0.125, 1.0, 2.0, 0.75, 0.375]), 0.0625
+    groups, group_lazy = ({"g": [2, 4], "h": [5, 6]}, {"g": 30.0, "h": 70.0}) if grouped else ({}, {})
+    member = {f: name for name, members in groups.items() for f in members}
+    model = EarlyExit(booster, threshold=0.8, every=3, feature_costs=FeatureCosts(
+        lazy=LAZY, split=split, tree=tree, groups=groups or None, group_lazy=group_lazy or None))
+    given_ = np.random.default_rng(4).random(X.shape) < given_share
+    rounds, fetched_in, calls = [0, None], {}, [0]
+    requests = early_exit.ExitRun.requests
+
+    def counted(run):  # the round of each request, and the block it is in
+        out = requests(run)
+        rounds[0] += 1
+        rounds[1] = (run.exits.start, run.exits.stops[0] if run.exits.stops else None)
+        return out
+    monkeypatch.setattr(early_exit.ExitRun, "requests", counted)
+
+    def fetch(key, ids):
+        calls[0] += 1
+        if calls[0] == failing_call:
+            raise OSError("store down")
+        fetched_in.update(((key, int(i)), rounds[0]) for i in ids)
+        return X[np.ix_(ids, groups[key])] if key in groups else X[ids, key]
+    with pytest.raises(LazyFetchError) as raised:
+        LazyPredictor(model, fetch, feature_keys="index").acquire(np.where(given_, X, np.nan), known=given_)
+    result, (start, stop), last = raised.value.result, rounds[1], rounds[0]
+    paths, whole = row_paths(booster, X), model.predict_result(X)
+    for i in range(len(X)):
+        read, passed = set(), 0.0
+        for t in range(min(whole.iterations[i], start)):
+            read |= set(paths[i][t])
+            passed += split[paths[i][t]].sum() + tree
+        if whole.iterations[i] > start:
+            for t in range(start, stop):
+                passed += tree
+                for f in paths[i][t]:
+                    at = fetched_in.get((member.get(f, f), i))
+                    if given_[i, f] or (at is not None and at < last):
+                        read.add(f)
+                        passed += split[f]
+                        continue
+                    if at == last:  # fetched in the failing round: paid, not routed yet
+                        read.add(f)
+                    break
+        bought = {f for f in read if not given_[i, f]}
+        paid = LAZY[sorted(bought)].sum() + sum(group_lazy[g] for g in {member[f] for f in bought if f in member})
+        assert result.acquisition[i] == pytest.approx(paid, rel=1e-12, abs=1e-12), i
+        assert result.evaluation[i] == pytest.approx(passed, rel=1e-12), i
