@@ -256,8 +256,7 @@ class BudgetedEstimator:
                           for parameter in signature(self.prediction_cost).parameters.values())
         by_query = {"group": group} if group is not None and reads_group else {}
         return own_cost(self, lambda rows: self.prediction_cost(rows, n_jobs=n_jobs, **by_query), X, costs,
-                        self.n_features_in_,
-                        self._names_in(), num_iteration=num_iteration, per_iteration=per_iteration,
+                        self.n_features_in_, self._names_in(), num_iteration=num_iteration, per_iteration=per_iteration,
                         trees=any(hasattr(self, trees) for trees in ("forest_", "booster_")))
 
     # ----------------------------------------------------------------------------------- trade-off scale
