@@ -24,7 +24,8 @@ splits (the queries of the given train/valid/test parts pooled and dealt out aga
 queries, seeds 0, 1, ...), each method is swept (lightgbm_cegb.selection: its grid, every boosted or bagged model
 a point at each tree prefix, early stopping on the validation queries) on the training queries and measured on the
 validation queries; its validation Pareto points are then measured on the test queries. Writes per setting
-DIR/yahoo_<data>_<setting>.csv (every point of every split), .png (split 0's test figures, with matplotlib) and
+DIR/yahoo_<data>_<setting>.csv (<data>: synthetic-cheap with --signal cheap, synthetic-<N>q for --queries N other
+than 300; every point of every split), .png (split 0's test figures, with matplotlib) and
 .md: per method and budget (fractions of plain LightGBM's validation cost, and any cost) the mean test AP@5 over
 the splits of the model chosen on validation within the budget, its 95% interval and mean test cost, with "CEGB
 deep trained to the budget" (selection.train_to_budget) at each. Figure 3b's best-first against breadth-first
@@ -45,6 +46,8 @@ from scripts.protocol import QUICK, mslr_parts, protocol_parser, query_split, re
 
 SHALLOW = {"num_leaves": 16, "max_depth": 4}
 DEEP = {"num_leaves": 64}
+#: the synthetic stand-in's default number of queries (its reports are named for the others, e.g. synthetic-2000q)
+QUERIES = 300
 SETTINGS = {"i": "setting (i): feature + split cost 1/4, graded labels",
             "ii": "setting (ii): feature cost only, labels binarised"}
 
@@ -170,7 +173,9 @@ def main() -> None:
     parser.add_argument("--synthetic", action="store_const", const="synthetic", dest="data",
                         help="the same as --data synthetic")
     parser.add_argument("--train"), parser.add_argument("--valid"), parser.add_argument("--test")
-    parser.add_argument("--queries", type=int, default=300, help="synthetic: queries over train/valid/test")
+    parser.add_argument("--queries", type=int, default=QUERIES,
+                        help=f"synthetic: queries over train/valid/test (a size other than {QUERIES}: the reports are "
+                             "named synthetic-<N>q)")
     parser.add_argument("--signal", choices=("expensive", "cheap"), default="expensive",
                         help="synthetic: the features whose signal is strongest (the report is named synthetic-cheap "
                              "for cheap)")
@@ -185,6 +190,8 @@ def main() -> None:
         parser.error(f"--settings takes i and/or ii (comma-separated), got {args.settings!r}")
     parts, lazy = load(args)
     name = f"{args.data}-cheap" if args.data == "synthetic" and args.signal == "cheap" else args.data
+    if args.data == "synthetic" and args.queries != QUERIES:  # beside the default size's reports, not over them
+        name += f"-{args.queries}q"
     rows = sum(part[0].shape[0] for part in parts.values())
     for setting in args.settings.split(","):
         runs, deep, quick = setting_runs(setting, args, rows)
@@ -194,7 +201,7 @@ def main() -> None:
             parts_of = query_split(parts, seed)
             return binarised(parts_of) if setting == "ii" else parts_of
 
-        signal = " --signal cheap" if name == "synthetic-cheap" else ""
+        signal = " --signal cheap" if args.data == "synthetic" and args.signal == "cheap" else ""
         queries = f" --queries {args.queries}" if args.data == "synthetic" else ""
         repeated_frontiers(split, costs, "ranking", runs, args, name=f"yahoo_{name}_{setting}",
                            title=f"{name}, {SETTINGS[setting]}", metric="ap@5", quick_grids=quick,
