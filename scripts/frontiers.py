@@ -18,9 +18,10 @@ budget" is selection.train_to_budget at each of the table's budgets (one point e
 ``--method-rounds greedy_miser=2000`` gives one method its own round cap; ``--adapt-authors`` adds ADAPT-GBRT on its
 authors' schedule (``ADAPT_AUTHORS``). ``--only LABEL`` re-runs one run (and plain LightGBM, whose points must not
 move) into the report already in ``--out``: e.g. ``--adapt-authors --only "ADAPT-GBRT, authors' schedule"`` adds that
-row to a table made without it. ``--resume`` reuses the splits an interrupted run of the same command finished;
-``--split K`` runs split K only and saves it without a report (splits spread over processes, each pinned to its own
-cores with ``taskset``), and the same command with ``--resume`` then writes the report from every saved split.
+row to a table made without it. ``--resume`` reuses the splits (and the runs within a split) an interrupted run of the
+same command finished; ``--split K`` runs split K only and saves it without a report (splits spread over processes,
+each pinned to its own cores with ``taskset``), and the same command with ``--resume`` then writes the report from
+every saved split.
 Quality: accuracy; cost: the exact mean feature cost per row (Early Exit: only the trees each row went through).
 The whole protocol is repeated on ``--splits`` random splits of the data's rows (seeds 0, 1, ...); the budgets are
 fractions of plain LightGBM's validation cost in each split.

@@ -254,9 +254,9 @@ def protocol_parser(doc: str, choices=None, data_paths: bool = False) -> argpars
                         help="leave this run out (its label in the table; repeatable): no points, no row, and the "
                              "report says so (e.g. a run not measured on this data yet, with --only)")
     parser.add_argument("--resume", action="store_true",
-                        help="reuse the splits an interrupted run of the same command finished (the same data, runs, "
-                             "caps and package version): each split's points are saved in OUT as it ends and removed "
-                             "once the report is written")
+                        help="reuse the splits, and the runs within a split, that an interrupted run of the same "
+                             "command finished (the same data, runs, caps and package version): each split's and each "
+                             "run's points are saved in OUT as it ends and removed once the report is written")
     parser.add_argument("--split", type=int, metavar="K",
                         help="run split K only (0 to --splits - 1) and save its points in OUT, without a report: the "
                              "splits spread over processes or machines (each e.g. under `taskset -c N`); the same "
@@ -337,16 +337,25 @@ def plain_run(runs: list[tuple]) -> tuple:
 def split_frontiers(parts: dict, costs: FeatureCosts, task: str, runs: list[tuple], args,
                     quick_grids: dict | None = None, *, metric: str | None = None,
                     trained: tuple[str, dict] | None = TRAINED,
-                    budgets: list[float] | None = None) -> tuple[pd.DataFrame, list[float]]:
+                    budgets: list[float] | None = None, saved: Path | None = None) -> tuple[pd.DataFrame, list[float]]:
     """Every run's validation Pareto points with their test figures on one split, CEGB trained to each budget
     (``trained``: its label and LightGBM parameters; None: not run), and the split's budgets. ``runs``: (label,
     registered method, LightGBM parameters[, rounds[, grid]]): rounds None or absent: --method-rounds' or --rounds;
     grid: the run's own points (the method's parameters), instead of its default grid (or --quick's). The first run
     of ``lightgbm`` is the plain model whose validation cost the budgets are fractions of (``budgets``: fixed ones
-    instead); ``metric``: the sweeps' (None: the task's default)."""
+    instead); ``metric``: the sweeps' (None: the task's default). ``saved``: the split's file (``repeated_frontiers``);
+    each run's points are then saved beside it as the run ends (``run_file``) and returned as the file holds them
+    (``saved_points``), and ``args.resume`` reads a run's back instead of running it again: a split interrupted after
+    hours loses only the run under way."""
     frames, first = [], plain_run(runs)
-    for run in runs:
+    for i, run in enumerate(runs):
         label, name, params = run[:3]
+        frame = resumed(saved, i, label, args)
+        if frame is not None:
+            frames.append(frame)
+            if run is first:
+                plain = frame["cost"].max()
+            continue
         rounds = run[3] if len(run) > 3 and run[3] is not None else \
             dict(args.method_rounds).get(name, args.rounds)
         start = time.perf_counter()
@@ -356,21 +365,48 @@ def split_frontiers(parts: dict, costs: FeatureCosts, task: str, runs: list[tupl
                       num_boost_round=rounds, n_jobs=args.jobs, baseline=False)  # the baseline is a run of its own
         frame = evaluate(pareto(frame), parts["test"])
         frame["method"] = label
-        frames.append(frame)
+        frames.append(frame if saved is None else saved_points(frame, run_file(saved, i)))
         if run is first:
             plain = frame["cost"].max()
         print(f"{label}: {len(frame)} validation Pareto points in {time.perf_counter() - start:.1f} s", flush=True)
     budgets = budgets_of(plain) if budgets is None else list(budgets)
-    if trained is not None:
+    frame = None if trained is None else resumed(saved, len(runs), trained[0], args)
+    if frame is not None:
+        frames.append(frame)
+    elif trained is not None:
         start = time.perf_counter()
         label, params = trained
-        frames.append(trained_to_budgets(parts["train"], parts["valid"], parts["test"], costs, budgets, label,
-                                         task=task, quick=args.quick, params=params, metric=metric,
-                                         num_boost_round=args.rounds, n_jobs=args.jobs))
+        frame = trained_to_budgets(parts["train"], parts["valid"], parts["test"], costs, budgets, label, task=task,
+                                   quick=args.quick, params=params, metric=metric, num_boost_round=args.rounds,
+                                   n_jobs=args.jobs)
+        frames.append(frame if saved is None else saved_points(frame, run_file(saved, len(runs))))
         print(f"{label} in {time.perf_counter() - start:.1f} s", flush=True)
     frame = pd.concat(frames, ignore_index=True)
     frame.attrs = dict(frames[0].attrs)
     return frame, budgets
+
+
+def run_file(saved: Path, i: int) -> Path:
+    """Where run ``i`` of a split (``len(runs)``: CEGB trained to the budgets) saved in ``saved`` keeps its points
+    until the split ends."""
+    return saved.with_name(f"{saved.stem}.run{i}.csv")
+
+
+def resumed(saved: Path | None, i: int, label: str, args) -> pd.DataFrame | None:
+    """With ``args.resume``, the points run ``i`` (``label``) of the split saved in ``saved`` saved before the
+    split was interrupted; None where there are none (or no --resume): the run runs."""
+    if saved is None or not args.resume or not run_file(saved, i).is_file():
+        return None
+    print(f"{label}: resumed from {run_file(saved, i)}", flush=True)
+    return pd.read_csv(run_file(saved, i))
+
+
+def saved_points(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
+    """``frame``'s points as a split's file holds them (without the models, the parameters as text), written to
+    ``path`` atomically and read back."""
+    points = frame.drop(columns=["model"]).assign(params=frame["params"].map(repr))
+    write_atomically(path, lambda tmp: points.to_csv(tmp, index=False))
+    return pd.read_csv(path)
 
 
 def earlier_points(path: Path, labels: list[str], args) -> pd.DataFrame:
@@ -475,9 +511,11 @@ def repeated_frontiers(split, costs: FeatureCosts, task: str, runs: list[tuple],
             print(f"resumed from {saved[-1]}", flush=True)
         else:
             frame, _ = split_frontiers(parts, costs, task, runs, args, quick_grids, metric=metric, trained=trained,
-                                       budgets=fixed)
-            points = frame.drop(columns=["model"]).assign(params=frame["params"].map(repr), split=seed)
+                                       budgets=fixed, saved=saved[-1])
+            points = frame.assign(split=seed)
             write_atomically(saved[-1], lambda tmp: points.to_csv(tmp, index=False))  # noqa: B023
+            for i in range(len(runs) + 1):
+                run_file(saved[-1], i).unlink(missing_ok=True)
         frames.append(pd.read_csv(saved[-1]))  # as the CSV holds them, whether run now or resumed
         plain_cost = frames[-1].loc[frames[-1]["method"] == plain[0], "cost"].max()
         budgets.append([*(budgets_of(plain_cost) if fixed is None else fixed), float("inf")])

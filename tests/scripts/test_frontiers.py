@@ -275,6 +275,63 @@ def test_resume_runs_only_the_splits_left(tmp_path, monkeypatch):
     assert ran == [0]
 
 
+def test_resume_runs_only_the_runs_left_of_an_interrupted_split(tmp_path, monkeypatch):
+    """Within a split, each run's points are saved as the run ends: a split interrupted in its third run resumes at
+    that run (plain LightGBM and the first are read back, not trained), CEGB trained to the budgets included, and the
+    report is byte for byte an uninterrupted run's; the run files go once the split's file is written."""
+    from lightgbm_cegb.datasets import HIGGS_COSTS, higgs
+
+    X, y = higgs("train")
+    X, y = X[:1200], y[:1200]
+    runs = [("LightGBM", "lightgbm", {}), ("CEGB", "cegb", {}), ("Cheap subset", "cheap_subset", {})]
+    swept, trained = [], []
+    sweep, to_budgets = protocol.sweep, protocol.trained_to_budgets
+
+    def recorded(name, *args, **kwargs):
+        swept.append(name)
+        if name == fail_at[0]:
+            raise KeyboardInterrupt
+        return sweep(name, *args, **kwargs)
+
+    def recorded_trained(*args, **kwargs):
+        trained.append(1)
+        return to_budgets(*args, **kwargs)
+
+    monkeypatch.setattr(protocol, "sweep", recorded)
+    monkeypatch.setattr(protocol, "trained_to_budgets", recorded_trained)
+
+    def report(out, *extra):
+        args = protocol_parser("doc", choices=("higgs",)).parse_args(
+            ["--splits", "1", "--quick", "--rounds", "20", "--out", str(out), *extra])
+        protocol.repeated_frontiers(lambda seed: protocol.random_split(X, y, (600, 300, 300), seed), HIGGS_COSTS,
+                                    "binary", runs, args, name="frontier_t", title="t", command="frontiers.py")
+        return {suffix: (out / f"frontier_t.{suffix}").read_bytes() for suffix in ("csv", "md")}
+
+    fail_at = [None]
+    whole = report(tmp_path / "whole")
+    assert swept == ["lightgbm", "cegb", "cheap_subset"] and trained == [1]
+    swept.clear(), trained.clear()
+    fail_at[0] = "cheap_subset"
+    with pytest.raises(KeyboardInterrupt):
+        report(tmp_path / "resumed")
+    assert sorted(path.name.split(".")[-2] for path in (tmp_path / "resumed").glob(".frontier_t.split0.*")) == \
+        ["run0", "run1"]
+    swept.clear()
+    fail_at[0] = None
+    assert report(tmp_path / "resumed", "--resume") == whole
+    assert swept == ["cheap_subset"] and trained == [1]
+    assert not list((tmp_path / "resumed").glob(".frontier_t.*"))
+    swept.clear(), trained.clear()
+    monkeypatch.setattr(protocol, "trained_to_budgets", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt))
+    with pytest.raises(KeyboardInterrupt):
+        report(tmp_path / "last")
+    monkeypatch.setattr(protocol, "trained_to_budgets", recorded_trained)
+    swept.clear()
+    assert report(tmp_path / "last", "--resume") == whole
+    assert swept == [] and trained == [1]  # every run read back; only CEGB trained to the budgets runs again
+    assert report(tmp_path / "fresh", "--resume") == whole  # --resume with nothing saved runs everything
+
+
 @pytest.mark.long
 def test_quick_frontiers_on_cube_at_afabenchs_budgets(tmp_path):
     """CUBE: AFABench's instances as the splits, its mean budgets as the table's columns (the same in each split)."""
