@@ -37,6 +37,7 @@ from lightgbm_cegb.core.validation import CheckedElsewhere, NoneOr, Number, OneO
 from lightgbm_cegb.io.models import booster_of, num_trees_used, to_forest
 from lightgbm_cegb.methods.early_exit_libraries import OtherLibrary
 from lightgbm_cegb.serving.outputs import kernel_output
+from lightgbm_cegb.serving.runs import fetch_units
 
 RANKING_OBJECTIVES = ("lambdarank", "rank_xendcg")
 CLASSIFICATION_OBJECTIVES = ("binary", "multiclass", "multiclassova")
@@ -514,10 +515,7 @@ class ExitRun:
         self.members = [np.asarray(members, dtype=np.int64) for members in (model.costs_.groups or {}).values()]
         state = self.exits.state
         self.prices = np.concatenate([state.lazy, state.group_lazy])  # of a feature, then of a group
-        # the lazy routing's fetch unit (a feature, or num_features + its group) of each unit, and back
-        self.fetch_unit = [columns[0] if group_of[columns[0]] < 0 else num_features + int(group_of[columns[0]])
-                           for columns in self.units]
-        self.unit_of = {unit: u for u, unit in enumerate(self.fetch_unit)}
+        self.fetch_unit, self.unit_of = fetch_units(self.units, group_of, num_features)  # the lazy routing's and back
         self.routing = None  # the block's RoutingRun over the rows still in when it began
         self.block_rows = np.zeros(0, dtype=np.int64)  # those rows
         self.position = np.full(n, -1, dtype=np.int64)  # each row's place in the block's routing

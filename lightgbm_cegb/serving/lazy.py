@@ -54,7 +54,7 @@ from lightgbm_cegb.io.models import booster_of, fitted_costs, library_of, load_f
 from lightgbm_cegb.serving.outputs import kernel_output
 from lightgbm_cegb.serving.prepared import PreparedRow
 from lightgbm_cegb.serving.results import FetchInterrupted, LazyResult, Malformed, stacked_predictions
-from lightgbm_cegb.serving.runs import CompiledPolicyRun, PolicyModelRun, RoutingRun, policy_run
+from lightgbm_cegb.serving.runs import CompiledPolicyRun, PolicyModelRun, RoutingRun, fetch_units, policy_run
 from lightgbm_cegb.serving.workers import direct, in_thread, is_async
 
 ORDERS = ("cheapest", "costliest", "most_rows", "model")
@@ -268,10 +268,8 @@ PruneResult, Forest or policy
             units = sorted(units, key=lambda u: self._sort_key((u, ()), None))
         self._unit_order = np.array(units, dtype=np.int64)
         self._unit_rank = {int(u): rank for rank, u in enumerate(units)}  # a fixed order's place of each unit
-        if self.policy:  # the predictor's fetch unit of each policy unit (a feature, or num_features + its group)
-            unit_of = [columns[0] if self._group_of[columns[0]] < 0 else num_features + int(self._group_of[columns[0]])
-                       for columns in model.units_]
-            self._policy_units = (unit_of, {unit: u for u, unit in enumerate(unit_of)})
+        if self.policy:
+            self._policy_units = fetch_units(model.units_, self._group_of, num_features)
             # a group's fetch answers its members in the costs' order, a policy unit holds its columns in its own:
             # the columns of a group's values in the unit's order, where they differ
             self._unit_columns = {}

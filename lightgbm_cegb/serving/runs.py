@@ -106,6 +106,14 @@ class RoutingRun:
                           fetch_calls=self.fetch_calls, failures=self.failures)
 
 
+def fetch_units(units: list, group_of: np.ndarray, num_features: int) -> tuple[list[int], dict[int, int]]:
+    """The lazy routing's fetch unit (a feature, or ``num_features`` + its group: ``group_of``'s) of each of a policy
+    model's ``units`` (their columns), and the policy unit of each fetch unit."""
+    unit_of = [columns[0] if group_of[columns[0]] < 0 else num_features + int(group_of[columns[0]])
+               for columns in units]
+    return unit_of, {unit: u for u, unit in enumerate(unit_of)}
+
+
 def policy_run(predictor, X, known, ids, kwargs: dict) -> PolicyModelRun | CompiledPolicyRun:
     """The run of a batch through a policy model: on its compiled run where it has one (``__lightgbm_cegb_batch__``,
     for a method without arguments), else on its policy run."""
