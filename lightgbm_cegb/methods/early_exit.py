@@ -510,7 +510,7 @@ class ExitRun:
         self.X = np.full((n, num_features), np.nan)  # the values bought (a NaN of a known value: missing)
         self.known = np.zeros((n, num_features), dtype=bool)
         self.exits = _Exits(model, n, queries, running=model._adds_scores())
-        self.units = model.units_
+        self.units = [np.asarray(columns, dtype=np.intp) for columns in model.units_]
         self.group_of = group_of = model.costs_.group_arrays(num_features)[0]
         self.members = [np.asarray(members, dtype=np.int64) for members in (model.costs_.groups or {}).values()]
         state = self.exits.state
@@ -579,9 +579,9 @@ class ExitRun:
     def deliver(self, unit: int, rows: np.ndarray, values: np.ndarray, *, pay: bool = True) -> None:
         """Rows ``rows`` (that asked for ``unit``) have its columns' ``values`` (one row each), paid as their paths read
         them (``pay``: always; the values the caller gave are in the routing from the start, see :meth:`know`)."""
-        columns = list(self.units[unit])
-        self.X[np.ix_(rows, columns)] = values
-        self.known[np.ix_(rows, columns)] = True
+        at = rows[:, None], self.units[unit]
+        self.X[at] = values
+        self.known[at] = True
         forest = self.model.forest
         self.routing.batch.deliver(self.fetch_unit[unit], self.position[rows], forest.with_missing(values.ravel()))
 

@@ -153,7 +153,7 @@ class PolicyModelRun:
         self.run = model.__lightgbm_cegb_policy__(n, **kwargs)
         if hasattr(self.run, "know"):  # a run that routes by values reads those the caller gave first (EarlyExit)
             self.run.know(X, known)
-        self.units = model.units_
+        self.units = [np.asarray(columns, dtype=np.intp) for columns in model.units_]
         self.unit_of, self.policy_unit = predictor._policy_units
         self.started = False
 
@@ -171,10 +171,10 @@ class PolicyModelRun:
                 return []
             requests = []
             for u, rows in wanted:
-                columns = list(self.units[u])
-                have = self.known[np.ix_(rows, columns)].all(axis=1)
+                columns = self.units[u]  # indexed as [rows[:, None], columns]: np.ix_'s checks cost more here
+                have = self.known[rows[:, None], columns].all(axis=1)
                 if have.any():
-                    self.run.deliver(u, rows[have], self.X[np.ix_(rows[have], columns)], pay=False)
+                    self.run.deliver(u, rows[have], self.X[rows[have][:, None], columns], pay=False)
                 if not have.all():
                     requests.append((self.unit_of[u], rows[~have]))
             if requests:
@@ -187,13 +187,13 @@ class PolicyModelRun:
         for unit, rows, values in received:
             u = self.policy_unit[unit]
             values = _in_unit_order(self.predictor, u, values)
-            columns = list(self.units[u])
-            given = self.known[np.ix_(rows, columns)]
+            at = rows[:, None], self.units[u]
+            given = self.known[at]
             values = np.where(np.isnan(values), np.nan, values)
-            block = np.where(given, self.X[np.ix_(rows, columns)], values)  # values given in X stay
-            self.X[np.ix_(rows, columns)] = block
-            self.fetched[np.ix_(rows, columns)] |= ~given
-            self.known[np.ix_(rows, columns)] = True
+            block = np.where(given, self.X[at], values)  # values given in X stay
+            self.X[at] = block
+            self.fetched[at] |= ~given
+            self.known[at] = True
             self.run.deliver(u, rows, block)
         if failed:
             for rows in _failed(self, failed):
