@@ -519,10 +519,13 @@ class ExitRun:
         self.routing = None  # the block's RoutingRun over the rows still in when it began
         self.block_rows = np.zeros(0, dtype=np.int64)  # those rows
         self.position = np.full(n, -1, dtype=np.int64)  # each row's place in the block's routing
+        self.threads = None  # the blocks' routing threads (None: the block routing's default)
 
-    def know(self, X: np.ndarray, known: np.ndarray) -> None:
+    def start(self, X: np.ndarray, known: np.ndarray, threads: int) -> None:
         """The values the caller gave (``X`` where ``known``): the routing reads them without asking for them, and
-        they cost nothing (as ``LazyPredictor`` prices a routed model's values given up front)."""
+        they cost nothing (as ``LazyPredictor`` prices a routed model's values given up front); ``threads``: the
+        serving predictor's, on which each block is routed."""
+        self.threads = threads
         self.X[known] = X[known]
         self.known |= known
         self.exits.state.feature_paid[known] = 1
@@ -539,8 +542,8 @@ class ExitRun:
                 return [(self.unit_of[unit], self.block_rows[rows]) for unit, rows in wanted]
             active = exits.active  # the values they did not buy are 0.0: no path of theirs reads them
             leaves = self.routing.batch.leaves()[self.position[active]] if exits.scores is not None else None
-            left = np.setdiff1d(self.block_rows, active)  # rows dropped in the block: what they paid in it stays
-            if len(left):
+            if len(active) < len(self.block_rows):  # rows dropped in the block: what they paid in it stays
+                left = np.setdiff1d(self.block_rows, active)
                 new, acquisition, evaluation = self._block_costs(left)
                 exits.state.paid[left] |= new
                 exits.state.acquisition[left] += acquisition
@@ -559,10 +562,11 @@ class ExitRun:
         rows, tpi = exits.active, forest.trees_per_iteration
         self.block_rows = rows
         self.position[rows] = np.arange(len(rows))
-        unread = self.known[rows] & ~exits.state.feature_paid[rows].astype(bool) & (self.group_of >= 0)
+        known = self.known[rows]
+        unread = known & ~exits.state.feature_paid[rows].astype(bool) & (self.group_of >= 0) if self.members else None
         self.routing = RoutingRun(self.model._block_routing(exits.start * tpi, exits.stops[0] * tpi), self.X[rows],
-                                  self.known[rows] & ~unread, None)
-        for g in np.unique(self.group_of[np.nonzero(unread)[1]]):
+                                  known if unread is None else known & ~unread, None, threads=self.threads)
+        for g in [] if unread is None else np.unique(self.group_of[np.nonzero(unread)[1]]):
             members = self.members[g]
             who = np.flatnonzero(unread[:, members].any(axis=1))
             values = self.X[np.ix_(rows[who], members)]
@@ -578,7 +582,7 @@ class ExitRun:
 
     def deliver(self, unit: int, rows: np.ndarray, values: np.ndarray, *, pay: bool = True) -> None:
         """Rows ``rows`` (that asked for ``unit``) have its columns' ``values`` (one row each), paid as their paths read
-        them (``pay``: always; the values the caller gave are in the routing from the start, see :meth:`know`)."""
+        them (``pay``: always; the values the caller gave are in the routing from the start, see :meth:`start`)."""
         at = rows[:, None], self.units[unit]
         self.X[at] = values
         self.known[at] = True

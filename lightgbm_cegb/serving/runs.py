@@ -24,7 +24,8 @@ class RoutingRun:
     """One batch on its way through the model: its rows' compiled state (values, routing, costs: LazyBatch) and
     what the run reports (rounds, fetch calls, failures)."""
 
-    def __init__(self, predictor, X, known, ids) -> None:
+    def __init__(self, predictor, X, known, ids, threads: int | None = None) -> None:
+        """``threads``: the routing's (None: the predictor's)."""
         forest = self.forest = predictor.forest
         self.predictor = predictor
         if type(X) is np.ndarray and X.dtype == np.float64 and not forest.float32 and forest.missing_value is None:
@@ -36,7 +37,7 @@ class RoutingRun:
             X = forest.with_missing(X)
         known, fetch_ids = _known_and_ids(X, known, ids, positions=False)  # None: the rows' positions
         known = None if known is None else np.ascontiguousarray(known).view(np.uint8)
-        self._begin(LazyBatch(predictor._plan, X, known, predictor._threads), fetch_ids)
+        self._begin(LazyBatch(predictor._plan, X, known, predictor._threads if threads is None else threads), fetch_ids)
 
     @classmethod
     def over(cls, predictor, batch: LazyBatch, fetch_ids: np.ndarray) -> RoutingRun:
@@ -151,8 +152,8 @@ class PolicyModelRun:
         self.rounds = self.fetch_calls = 0
         self.failures: list[FetchFailure] = []
         self.run = model.__lightgbm_cegb_policy__(n, **kwargs)
-        if hasattr(self.run, "know"):  # a run that routes by values reads those the caller gave first (EarlyExit)
-            self.run.know(X, known)
+        if hasattr(self.run, "start"):  # a run that routes by values reads those the caller gave first (EarlyExit)
+            self.run.start(X, known, predictor._threads)
         self.units = [np.asarray(columns, dtype=np.intp) for columns in model.units_]
         self.unit_of, self.policy_unit = predictor._policy_units
         self.started = False

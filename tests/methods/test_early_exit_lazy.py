@@ -191,6 +191,21 @@ def test_a_ranker_is_served_by_query():
                                   named.predict(X, sizes))  # a frame's columns read by name
 
 
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_the_blocks_are_routed_on_the_predictor_s_threads(n_jobs, monkeypatch):
+    """n_jobs of the LazyPredictor serving an EarlyExit reaches every block's routing (not the block routing's own
+    default), with the same predictions."""
+    from lightgbm_cegb.serving import runs
+
+    X, model, sizes = case(3, "cascade", False)
+    threads, batch = [], runs.LazyBatch
+    monkeypatch.setattr(runs, "LazyBatch", lambda plan, X, known, num_threads: threads.append(num_threads) or
+                        batch(plan, X, known, num_threads))
+    lazy = LazyPredictor(model, recording(X, []), feature_keys="index", n_jobs=n_jobs)
+    np.testing.assert_array_equal(lazy.predict(np.full(X.shape, np.nan), group=sizes), model.predict(X, sizes))
+    assert len(threads) > 1 and set(threads) == {n_jobs}
+
+
 def test_dask_documents_are_served_by_partition(client):
     """A Dask array of whole queries, served where its partitions are: the results of the documents in memory."""
     X, model, sizes = case(11, "cascade", True)
