@@ -4,8 +4,8 @@
 
 Rows: the bundled HIGGS events (7,500) drawn with replacement up to --rows. For each model (plain LightGBM
 and CEGB at the demo's tradeoffs, 100 rounds of 31 leaves; classifiers of LightGBM's, XGBoost's, scikit-learn's and
-CatBoost's of 100 trees each against their own ``predict_proba``; Early Exit of the last CEGB model, exits every 10 and
-25 trees, against its own ``predict``), ``LazyPredictor.predict`` on rows that arrive
+CatBoost's of 100 trees each against their own ``predict_proba``; Early Exit of a CEGB model, tradeoff 0.01, exits
+every 10 and 25 trees, against its own ``predict``), ``LazyPredictor.predict`` on rows that arrive
 with no feature known and a zero-cost fetch (a column of a column store, ``columns[key][ids]``) is timed against
 ``Booster.predict`` on the full rows, both in this process, best of --repeat; the ratio is the figure, with the
 default threads of both and with one thread each (``num_threads=1``, ``n_jobs=1``). Also:
@@ -166,11 +166,12 @@ def other_classifiers(X_train, y_train) -> list[tuple[str, object]]:
     return [(name, model.fit(X_train, y_train), "predict_proba") for name, model in models]
 
 
-def early_exits(booster: lgb.Booster) -> list[tuple[str, object, str]]:
-    """Early Exit of the first part's last model (the last CEGB one) against its own ``predict``: exits every 10
-    and every 25 trees, a row stopping where its probability of either class reaches 0.9."""
+def early_exits(X_train, y_train, params: dict) -> list[tuple[str, object, str]]:
+    """Early Exit of a CEGB model (tradeoff 0.01, 100 rounds of ``params``) against its own ``predict``: exits every
+    10 and every 25 trees, a row stopping where its probability of either class reaches 0.9."""
     from lightgbm_cegb.methods.early_exit import EarlyExit
 
+    booster = lgb.train(dict(params, **HIGGS_COSTS.to_params(tradeoff=0.01)), lgb.Dataset(X_train, y_train), 100)
     return [(f"Early Exit, every {every}", EarlyExit(booster, threshold=0.9, every=every, feature_costs=HIGGS_COSTS),
              "predict") for every in (10, 25)]
 
@@ -217,7 +218,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{name:<24} {eager_time:>9.3f} {lazy_time:>8.3f} {lazy_time / eager_time:>6.2f} {eager_one:>8.3f} "
               f"{lazy_one:>6.3f} {lazy_one / eager_one:>6.2f} {result.rounds:>6} {result.fetch_calls:>6} "
               f"{result.fetched.mean():>8.1%} {result.mean:>9.2f}")
-    for name, classifier, method in [*other_classifiers(X_train, y_train), *early_exits(booster)]:
+    for name, classifier, method in [*other_classifiers(X_train, y_train), *early_exits(X_train, y_train, base)]:
         own = hasattr(classifier, "__lightgbm_cegb_policy__")  # a policy model buys by the costs it holds
         predictor = LazyPredictor(classifier, fetch, feature_costs=None if own else HIGGS_COSTS, feature_keys="index")
         eager_time, expected = best_of(args.repeat, lambda: getattr(classifier, method)(X))  # noqa: B023

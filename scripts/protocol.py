@@ -255,8 +255,9 @@ def protocol_parser(doc: str, choices=None, data_paths: bool = False) -> argpars
                              "report says so (e.g. a run not measured on this data yet, with --only)")
     parser.add_argument("--resume", action="store_true",
                         help="reuse the splits, and the runs within a split, that an interrupted run of the same "
-                             "command finished (the same data, runs, caps and package version): each split's and each "
-                             "run's points are saved in OUT as it ends and removed once the report is written")
+                             "command finished (the same data, runs, caps and package version): each run's points are "
+                             "saved in OUT as it ends (removed once its split's are saved), each split's as it ends "
+                             "(removed once the report is written)")
     parser.add_argument("--split", type=int, metavar="K",
                         help="run split K only (0 to --splits - 1) and save its points in OUT, without a report: the "
                              "splits spread over processes or machines (each e.g. under `taskset -c N`); the same "
@@ -354,7 +355,7 @@ def split_frontiers(parts: dict, costs: FeatureCosts, task: str, runs: list[tupl
         if frame is not None:
             frames.append(frame)
             if run is first:
-                plain = frame["cost"].max()
+                plain = frames[-1]["cost"].max()
             continue
         rounds = run[3] if len(run) > 3 and run[3] is not None else \
             dict(args.method_rounds).get(name, args.rounds)
@@ -367,7 +368,7 @@ def split_frontiers(parts: dict, costs: FeatureCosts, task: str, runs: list[tupl
         frame["method"] = label
         frames.append(frame if saved is None else saved_points(frame, run_file(saved, i)))
         if run is first:
-            plain = frame["cost"].max()
+            plain = frames[-1]["cost"].max()
         print(f"{label}: {len(frame)} validation Pareto points in {time.perf_counter() - start:.1f} s", flush=True)
     budgets = budgets_of(plain) if budgets is None else list(budgets)
     frame = None if trained is None else resumed(saved, len(runs), trained[0], args)
@@ -397,8 +398,13 @@ def resumed(saved: Path | None, i: int, label: str, args) -> pd.DataFrame | None
     split was interrupted; None where there are none (or no --resume): the run runs."""
     if saved is None or not args.resume or not run_file(saved, i).is_file():
         return None
+    try:
+        frame = pd.read_csv(run_file(saved, i))
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as error:
+        print(f"{label}: {run_file(saved, i)} cannot be read ({type(error).__name__}); the run runs again", flush=True)
+        return None
     print(f"{label}: resumed from {run_file(saved, i)}", flush=True)
-    return pd.read_csv(run_file(saved, i))
+    return frame
 
 
 def saved_points(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
@@ -478,7 +484,8 @@ def repeated_frontiers(split, costs: FeatureCosts, task: str, runs: list[tuple],
     budget, the mean test quality over the splits with its 95% interval: ``interval_table``). With ``args.only``
     (labels), only those runs and plain LightGBM run; every other run's points are ``out/name.csv``'s
     (``earlier_points``, ``merged``). Each split's points are saved as it ends (``out/.name.splitK.KEY.csv``, KEY
-    ``split_key``'s; removed with the report written); ``args.resume`` reads a split's back instead of running it
+    ``split_key``'s; removed with the report written), and each run's within it as the run ends (``run_file``;
+    removed with the split's saved); ``args.resume`` reads a split's (or a run's) back instead of running it
     again; ``args.split`` runs (or reads) that split only and writes no report. ``budgets``: the same mean costs per
     row in every split instead of ``BUDGET_FRACTIONS`` of plain LightGBM's. Returns every point (without the
     models; None with ``args.split``)."""
@@ -514,8 +521,8 @@ def repeated_frontiers(split, costs: FeatureCosts, task: str, runs: list[tuple],
                                        budgets=fixed, saved=saved[-1])
             points = frame.assign(split=seed)
             write_atomically(saved[-1], lambda tmp: points.to_csv(tmp, index=False))  # noqa: B023
-            for i in range(len(runs) + 1):
-                run_file(saved[-1], i).unlink(missing_ok=True)
+        for i in range(len(runs) + 1):  # the split's file holds them (also where a kill came between the two)
+            run_file(saved[-1], i).unlink(missing_ok=True)
         frames.append(pd.read_csv(saved[-1]))  # as the CSV holds them, whether run now or resumed
         plain_cost = frames[-1].loc[frames[-1]["method"] == plain[0], "cost"].max()
         budgets.append([*(budgets_of(plain_cost) if fixed is None else fixed), float("inf")])

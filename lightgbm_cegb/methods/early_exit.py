@@ -521,7 +521,7 @@ class ExitRun:
         self.position = np.full(n, -1, dtype=np.int64)  # each row's place in the block's routing
         self.threads = None  # the blocks' routing threads (None: the block routing's default)
 
-    def start(self, X: np.ndarray, known: np.ndarray, threads: int) -> None:
+    def begin_serving(self, X: np.ndarray, known: np.ndarray, threads: int) -> None:
         """The values the caller gave (``X`` where ``known``): the routing reads them without asking for them, and
         they cost nothing (as ``LazyPredictor`` prices a routed model's values given up front); ``threads``: the
         serving predictor's, on which each block is routed."""
@@ -569,7 +569,7 @@ class ExitRun:
         for g in [] if unread is None else np.unique(self.group_of[np.nonzero(unread)[1]]):
             members = self.members[g]
             who = np.flatnonzero(unread[:, members].any(axis=1))
-            values = self.X[np.ix_(rows[who], members)]
+            values = self.X[rows[who][:, None], members]
             self.routing.batch.deliver(forest.num_features + int(g), who, forest.with_missing(values.ravel()))
 
     def _block_costs(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -582,7 +582,8 @@ class ExitRun:
 
     def deliver(self, unit: int, rows: np.ndarray, values: np.ndarray, *, pay: bool = True) -> None:
         """Rows ``rows`` (that asked for ``unit``) have its columns' ``values`` (one row each), paid as their paths read
-        them (``pay``: always; the values the caller gave are in the routing from the start, see :meth:`start`)."""
+        them (``pay``: always; the values the caller gave are in the routing from the start, see
+        :meth:`begin_serving`)."""
         at = rows[:, None], self.units[unit]
         self.X[at] = values
         self.known[at] = True

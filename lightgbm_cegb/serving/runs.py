@@ -152,8 +152,8 @@ class PolicyModelRun:
         self.rounds = self.fetch_calls = 0
         self.failures: list[FetchFailure] = []
         self.run = model.__lightgbm_cegb_policy__(n, **kwargs)
-        if hasattr(self.run, "start"):  # a run that routes by values reads those the caller gave first (EarlyExit)
-            self.run.start(X, known, predictor._threads)
+        if hasattr(self.run, "begin_serving"):  # a run that routes by values reads those given first (EarlyExit)
+            self.run.begin_serving(X, known, predictor._threads)
         self.units = [np.asarray(columns, dtype=np.intp) for columns in model.units_]
         self.unit_of, self.policy_unit = predictor._policy_units
         self.started = False
@@ -172,6 +172,7 @@ class PolicyModelRun:
                 return []
             requests = []
             for u, rows in wanted:
+                rows = np.asarray(rows, dtype=np.intp)
                 columns = self.units[u]  # indexed as [rows[:, None], columns]: np.ix_'s checks cost more here
                 have = self.known[rows[:, None], columns].all(axis=1)
                 if have.any():

@@ -303,9 +303,11 @@ def test_resume_runs_only_the_runs_left_of_an_interrupted_split(tmp_path, monkey
     def report(out, *extra):
         args = protocol_parser("doc", choices=("higgs",)).parse_args(
             ["--splits", "1", "--quick", "--rounds", "20", "--out", str(out), *extra])
-        protocol.repeated_frontiers(lambda seed: protocol.random_split(X, y, (600, 300, 300), seed), HIGGS_COSTS,
-                                    "binary", runs, args, name="frontier_t", title="t", command="frontiers.py")
-        return {suffix: (out / f"frontier_t.{suffix}").read_bytes() for suffix in ("csv", "md")}
+        every = protocol.repeated_frontiers(lambda seed: protocol.random_split(X, y, (600, 300, 300), seed),
+                                            HIGGS_COSTS, "binary", runs, args, name="frontier_t", title="t",
+                                            command="frontiers.py")
+        return None if every is None else {suffix: (out / f"frontier_t.{suffix}").read_bytes() for suffix in
+                                           ("csv", "md")}
 
     fail_at = [None]
     whole = report(tmp_path / "whole")
@@ -330,6 +332,20 @@ def test_resume_runs_only_the_runs_left_of_an_interrupted_split(tmp_path, monkey
     assert report(tmp_path / "last", "--resume") == whole
     assert swept == [] and trained == [1]  # every run read back; only CEGB trained to the budgets runs again
     assert report(tmp_path / "fresh", "--resume") == whole  # --resume with nothing saved runs everything
+    fail_at[0] = "cheap_subset"
+    with pytest.raises(KeyboardInterrupt):
+        report(tmp_path / "garbled")
+    next((tmp_path / "garbled").glob(".frontier_t.split0.*.run1.csv")).write_text("")  # a file that cannot be read
+    swept.clear()
+    fail_at[0] = None
+    assert report(tmp_path / "garbled", "--resume") == whole
+    assert swept == ["cegb", "cheap_subset"]  # the unreadable run runs again
+    assert report(tmp_path / "leftover", "--split", "0") is None  # the split's file, no report
+    split_file = next((tmp_path / "leftover").glob(".frontier_t.split0.*.csv"))
+    protocol.run_file(split_file, 0).write_text("stale")  # as a kill between the split's file and the cleanup left it
+    swept.clear()
+    assert report(tmp_path / "leftover", "--resume") == whole
+    assert swept == [] and not list((tmp_path / "leftover").glob(".frontier_t.*"))
 
 
 @pytest.mark.long
