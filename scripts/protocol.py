@@ -12,6 +12,7 @@ import csv
 import hashlib
 import re
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -20,10 +21,10 @@ from scipy import sparse
 
 from lightgbm_cegb import __version__
 from lightgbm_cegb.core.costs import FeatureCosts
-from lightgbm_cegb.core.errors import CEGBError
+from lightgbm_cegb.core.errors import BudgetWarning, CEGBError
 from lightgbm_cegb.datasets import letter, mslr_subset
 from lightgbm_cegb.io.atomic import write_atomically
-from lightgbm_cegb.selection import METHODS, best_point, evaluate, pareto, sweep, train_to_budget
+from lightgbm_cegb.selection import METHODS, best_point, evaluate, fit_within_budget, pareto, sweep, train_to_budget
 from lightgbm_cegb.selection.metrics import get_metric
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -157,6 +158,21 @@ def trained_to_budgets(train, valid, test, costs, budgets: list[float], label: s
                                        "test_cost"])
 
 
+def workflow_points(train, valid, test, costs, budgets: list[float], label: str, *, task: str,
+                    **options) -> pd.DataFrame:
+    """One point per budget: what ``fit_within_budget`` with its defaults answers within it (every budget in one
+    call; ``options``: the protocol's metric, round cap and jobs), with its validation and test figures; a budget
+    it has nothing within gives no point. ``params``: the chosen method's name and point."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", BudgetWarning)  # a budget below every point: no point, as the table says
+        chosen = fit_within_budget(train, valid, costs, list(budgets), task=task, test=test, **options)
+    rows = [{"method": label, "quality": s.valid_quality, "cost": s.valid_cost, "coupled": 0.0,
+             "params": {"method": s.method, **s.params}, "model": s.model, "test_quality": s.test_quality,
+             "test_cost": s.test_cost} for s in chosen if s.within_budget]
+    return pd.DataFrame(rows, columns=["method", "quality", "cost", "coupled", "params", "model", "test_quality",
+                                       "test_cost"])
+
+
 def mslr_parts() -> tuple[dict, FeatureCosts]:
     """The bundled MSLR subset as {split: (X, y, query sizes)} (a third of the training queries validate) and
     its lazy costs."""
@@ -196,6 +212,8 @@ ROUNDS = 500
 RF_QUICK_TREES = 20
 #: the protocol's "CEGB trained to the budget" run: its label and LightGBM parameters
 TRAINED = ("CEGB trained to the budget", {})
+#: the label of --workflow's run: fit_within_budget's answer within each budget
+WORKFLOW = "The budget workflow (fit_within_budget)"
 
 
 def rf_params(train_rows: int) -> dict:
@@ -253,6 +271,9 @@ def protocol_parser(doc: str, choices=None, data_paths: bool = False) -> argpars
     parser.add_argument("--skip", action="append", default=[], metavar="LABEL",
                         help="leave this run out (its label in the table; repeatable): no points, no row, and the "
                              "report says so (e.g. a run not measured on this data yet, with --only)")
+    parser.add_argument("--workflow", action="store_true",
+                        help=f"add the run {WORKFLOW!r}: what fit_within_budget with its defaults answers within each "
+                             "budget of the split (one call for every budget, the protocol's metric and round cap)")
     parser.add_argument("--resume", action="store_true",
                         help="reuse the splits, and the runs within a split, that an interrupted run of the same "
                              "command finished (the same data, runs, caps and package version): each run's points are "
@@ -311,13 +332,15 @@ def budgets_of(plain: float) -> list[float]:
     return [round(f * plain, 4) for f in BUDGET_FRACTIONS]
 
 
-def split_key(parts: dict, runs: list[tuple], trained, args, metric: str, quick_grids: dict | None) -> str:
-    """What one split's points depend on, hashed: its rows, the runs (grids and parameters), the caps, --quick's
-    grids, the metric and the package's and LightGBM's versions."""
+def split_key(parts: dict, runs: list[tuple], trained, args, metric: str, quick_grids: dict | None,
+              workflow: str | None = None) -> str:
+    """What one split's points depend on, hashed: its rows, the runs (grids and parameters; the budget workflow's
+    where it runs), the caps, --quick's grids, the metric and the package's and LightGBM's versions."""
     import lightgbm
 
     digest = hashlib.sha256(repr((runs, trained, args.rounds, sorted(args.method_rounds), args.quick and quick_grids,
-                                  metric, __version__, lightgbm.__version__)).encode())
+                                  metric, __version__, lightgbm.__version__) + ((workflow,) if workflow else ()))
+                            .encode())
     for key in sorted(parts):
         for array in parts[key]:
             for part in (array.data, array.indices, array.indptr) if sparse.issparse(array) else (array,):
@@ -337,10 +360,11 @@ def plain_run(runs: list[tuple]) -> tuple:
 
 def split_frontiers(parts: dict, costs: FeatureCosts, task: str, runs: list[tuple], args,
                     quick_grids: dict | None = None, *, metric: str | None = None,
-                    trained: tuple[str, dict] | None = TRAINED,
+                    trained: tuple[str, dict] | None = TRAINED, workflow: str | None = None,
                     budgets: list[float] | None = None, saved: Path | None = None) -> tuple[pd.DataFrame, list[float]]:
     """Every run's validation Pareto points with their test figures on one split, CEGB trained to each budget
-    (``trained``: its label and LightGBM parameters; None: not run), and the split's budgets. ``runs``: (label,
+    (``trained``: its label and LightGBM parameters; None: not run), ``fit_within_budget``'s answer within each
+    (``workflow``: its label; None: not run) and the split's budgets. ``runs``: (label,
     registered method, LightGBM parameters[, rounds[, grid]]): rounds None or absent: --method-rounds' or --rounds;
     grid: the run's own points (the method's parameters), instead of its default grid (or --quick's). The first run
     of ``lightgbm`` is the plain model whose validation cost the budgets are fractions of (``budgets``: fixed ones
@@ -371,25 +395,34 @@ def split_frontiers(parts: dict, costs: FeatureCosts, task: str, runs: list[tupl
             plain = frames[-1]["cost"].max()
         print(f"{label}: {len(frame)} validation Pareto points in {time.perf_counter() - start:.1f} s", flush=True)
     budgets = budgets_of(plain) if budgets is None else list(budgets)
-    frame = None if trained is None else resumed(saved, len(runs), trained[0], args)
-    if frame is not None:
-        frames.append(frame)
-    elif trained is not None:
-        start = time.perf_counter()
-        label, params = trained
-        frame = trained_to_budgets(parts["train"], parts["valid"], parts["test"], costs, budgets, label, task=task,
-                                   quick=args.quick, params=params, metric=metric, num_boost_round=args.rounds,
-                                   n_jobs=args.jobs)
-        frames.append(frame if saved is None else saved_points(frame, run_file(saved, len(runs))))
-        print(f"{label} in {time.perf_counter() - start:.1f} s", flush=True)
+    rows, options = (parts["train"], parts["valid"], parts["test"], costs, budgets), \
+        {"task": task, "metric": metric, "num_boost_round": args.rounds, "n_jobs": args.jobs}
+    if trained is not None:
+        frames.append(budget_run(saved, len(runs), trained[0], args, lambda: trained_to_budgets(
+            *rows, trained[0], quick=args.quick, params=trained[1], **options)))
+    if workflow is not None:
+        frames.append(budget_run(saved, len(runs) + 1, workflow, args,
+                                 lambda: workflow_points(*rows, workflow, **options)))
     frame = pd.concat(frames, ignore_index=True)
     frame.attrs = dict(frames[0].attrs)
     return frame, budgets
 
 
+def budget_run(saved: Path | None, i: int, label: str, args, make) -> pd.DataFrame:
+    """The points of a split's run ``i`` (``label``) that answers each budget (``make()``: CEGB trained to it, the
+    budget workflow), saved and resumed as a sweep's run is (``resumed``, ``saved_points``)."""
+    frame = resumed(saved, i, label, args)
+    if frame is None:
+        start = time.perf_counter()
+        frame = make()
+        frame = frame if saved is None else saved_points(frame, run_file(saved, i))
+        print(f"{label} in {time.perf_counter() - start:.1f} s", flush=True)
+    return frame
+
+
 def run_file(saved: Path, i: int) -> Path:
-    """Where run ``i`` of a split (``len(runs)``: CEGB trained to the budgets) saved in ``saved`` keeps its points
-    until the split ends."""
+    """Where run ``i`` of a split (``len(runs)``: CEGB trained to the budgets; ``len(runs) + 1``: the budget
+    workflow) saved in ``saved`` keeps its points until the split ends."""
     return saved.with_name(f"{saved.stem}.run{i}.csv")
 
 
@@ -498,7 +531,8 @@ def repeated_frontiers(split, costs: FeatureCosts, task: str, runs: list[tuple],
         raise CEGBError(f"--skip should name runs of this command other than plain LightGBM and --only's, got "
                         f"{', '.join(map(repr, args.skip))}")
     runs = [run for run in runs if run[0] not in args.skip]
-    order, rounds = [run[0] for run in runs] + [trained[0]], args.method_rounds
+    workflow = WORKFLOW if args.workflow else None
+    order, rounds = [run[0] for run in runs] + [trained[0]] + [workflow] * args.workflow, args.method_rounds
     plain = plain_run(runs)
     if args.only:
         earlier = earlier_points(args.out / f"{name}.csv", order, args)
@@ -507,21 +541,23 @@ def repeated_frontiers(split, costs: FeatureCosts, task: str, runs: list[tuple],
         rounds = earlier_rounds(args.out / f"{name}.md", args, rerun)
         runs = [run for run in runs if run is plain or run[0] in args.only]
         trained = trained if trained[0] in args.only else None
+        workflow = workflow if workflow in args.only else None
     fixed, budgets, frames, rows, saved = budgets, [], [], {}, []
     for seed in range(args.splits) if args.split is None else [args.split]:
         print(f"split {seed + 1} of {args.splits} (seed {seed})", flush=True)
         parts = split(seed)
         for k, v in parts.items():
             rows.setdefault(k, []).append(len(v[1]))
-        saved.append(args.out / f".{name}.split{seed}.{split_key(parts, runs, trained, args, metric, quick_grids)}.csv")
+        key = split_key(parts, runs, trained, args, metric, quick_grids, workflow)
+        saved.append(args.out / f".{name}.split{seed}.{key}.csv")
         if args.resume and saved[-1].is_file():
             print(f"resumed from {saved[-1]}", flush=True)
         else:
             frame, _ = split_frontiers(parts, costs, task, runs, args, quick_grids, metric=metric, trained=trained,
-                                       budgets=fixed, saved=saved[-1])
+                                       workflow=workflow, budgets=fixed, saved=saved[-1])
             points = frame.assign(split=seed)
             write_atomically(saved[-1], lambda tmp: points.to_csv(tmp, index=False))  # noqa: B023
-        for i in range(len(runs) + 1):  # the split's file holds them (also where a kill came between the two)
+        for i in range(len(runs) + 2):  # the split's file holds them (also where a kill came between the two)
             run_file(saved[-1], i).unlink(missing_ok=True)
         frames.append(pd.read_csv(saved[-1]))  # as the CSV holds them, whether run now or resumed
         plain_cost = frames[-1].loc[frames[-1]["method"] == plain[0], "cost"].max()
@@ -547,7 +583,7 @@ def repeated_frontiers(split, costs: FeatureCosts, task: str, runs: list[tuple],
                        + (f", {len(v[2])} queries" if len(v) > 2 else "") for k, v in parts.items())
     quality = metric.upper() if metric.startswith(("ap@", "ndcg@", "p@")) else metric
     report = [f"## {title}", "",
-              f"`{command} --splits {args.splits}{' --quick' if args.quick else ''}"
+              f"`{command} --splits {args.splits}{' --quick' if args.quick else ''}{' --workflow' * args.workflow}"
               f"{f' --rounds {args.rounds}' if args.rounds != ROUNDS and '--rounds' not in command.split() else ''}"
               f"{''.join(f' --method-rounds {m}={r}' for m, r in rounds)}`; "
               f"{parts['train'][0].shape[1]} features; "

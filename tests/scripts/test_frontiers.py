@@ -349,6 +349,45 @@ def test_resume_runs_only_the_runs_left_of_an_interrupted_split(tmp_path, monkey
 
 
 @pytest.mark.long
+def test_the_workflow_s_row_is_fit_within_budget_s_answer_within_each_budget(tmp_path):
+    """--workflow adds fit_within_budget's answers (its defaults, the protocol's metric and round cap; every budget in
+    one call) as a run of their own: added to an earlier report with --only, the other rows stay as they were, each
+    point is what a direct call answers on the same split, and the report's command says --workflow."""
+    from lightgbm_cegb.datasets import HIGGS_COSTS, higgs
+    from lightgbm_cegb.selection import fit_within_budget
+
+    X, y = higgs("train")
+    X, y = X[:1200], y[:1200]
+    runs = [("LightGBM", "lightgbm", {})]
+
+    def split(seed):
+        return protocol.random_split(X, y, (600, 300, 300), seed)
+
+    def report(*extra):
+        args = protocol_parser("doc", choices=("higgs",)).parse_args(
+            ["--splits", "1", "--quick", "--rounds", "20", "--out", str(tmp_path), *extra])
+        return protocol.repeated_frontiers(split, HIGGS_COSTS, "binary", runs, args, name="frontier_w", title="w",
+                                           command="frontiers.py")
+
+    before = report()
+    after = report("--workflow", "--only", protocol.WORKFLOW)
+    others = after[after["method"] != protocol.WORKFLOW].reset_index(drop=True)
+    pd.testing.assert_frame_equal(others[before.columns], before)
+    points = after[after["method"] == protocol.WORKFLOW]
+    parts = split(0)
+    plain = before.loc[before["method"] == "LightGBM", "cost"].max()
+    direct = fit_within_budget(parts["train"], parts["valid"], HIGGS_COSTS, protocol.budgets_of(plain), task="binary",
+                               test=parts["test"], metric="accuracy", num_boost_round=20)
+    answered = [s for s in direct if s.within_budget]
+    assert len(points) == len(answered) > 0
+    np.testing.assert_array_equal(points["quality"], [s.valid_quality for s in answered])
+    np.testing.assert_array_equal(points["test_quality"], [s.test_quality for s in answered])
+    assert list(points["params"]) == [repr({"method": s.method, **s.params}) for s in answered]
+    text = (tmp_path / "frontier_w.md").read_text()
+    assert "`frontiers.py --splits 1 --quick --workflow --rounds 20`" in text and f"| {protocol.WORKFLOW} |" in text
+
+
+@pytest.mark.long
 def test_quick_frontiers_on_cube_at_afabenchs_budgets(tmp_path):
     """CUBE: AFABench's instances as the splits, its mean budgets as the table's columns (the same in each split)."""
     run_script("frontiers", "--data", "cube", "--quick", "--splits", "2", "--rounds", "50",
