@@ -3,7 +3,7 @@
 docs/RESULTS.md.
 
     .venv/bin/python -m scripts.frontiers --data higgs|letter|mnist|cube [--splits 5] [--adapt-authors] [--quick]
-    .venv/bin/python -m scripts.frontiers --data diamonds --diamonds PATH [--splits 5]
+    .venv/bin/python -m scripts.frontiers --data diamonds --diamonds PATH [--splits 5] [--workflow]
                                           [--only LABEL ...] [--resume] [--split K] [--out docs/results]
 
 Every registered method of lightgbm_cegb.selection that supports the task (plain LightGBM, CEGB, BudgetPrune,
@@ -14,7 +14,10 @@ BudgetPrune runs twice: on the plain boosted model and on a LightGBM random fore
 four times: on the plain model's trees (the package's default phi) and on its paper's boosting trick (``TRICK``:
 squared-loss trees of depth 4, the CSTC depth chosen on validation among ``TRICK_DEPTHS``), each with its ``polish``
 step (the package's default, a local search of ours) and without it (the paper's method). "CEGB trained to the
-budget" is selection.train_to_budget at each of the table's budgets (one point each).
+budget" is selection.train_to_budget at each of the table's budgets (one point each); with ``--workflow``, "The
+budget workflow (fit_within_budget)" is what ``fit_within_budget`` with its defaults answers within each budget (one
+call for all of them, the protocol's metric and round cap, no time limit per method, so that its points do not
+depend on the machine's load), beside the methods it chooses among.
 ``--method-rounds greedy_miser=2000`` gives one method its own round cap; ``--adapt-authors`` adds ADAPT-GBRT on its
 authors' schedule (``ADAPT_AUTHORS``). ``--only LABEL`` re-runs one run (and plain LightGBM, whose points must not
 move) into the report already in ``--out``: e.g. ``--adapt-authors --only "ADAPT-GBRT, authors' schedule"`` adds that

@@ -162,10 +162,13 @@ def workflow_points(train, valid, test, costs, budgets: list[float], label: str,
                     **options) -> pd.DataFrame:
     """One point per budget: what ``fit_within_budget`` with its defaults answers within it (every budget in one
     call; ``options``: the protocol's metric, round cap and jobs), with its validation and test figures; a budget
-    it has nothing within gives no point. ``params``: the chosen method's name and point."""
+    it has nothing within gives no point. ``params``: the chosen method's name and point. Without the time limit
+    per method (``method_fits=None``): a limit in plain fits of this machine's moment would make the points depend
+    on its load, and every other run of the protocol is the same whatever the load."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", BudgetWarning)  # a budget below every point: no point, as the table says
-        chosen = fit_within_budget(train, valid, costs, list(budgets), task=task, test=test, **options)
+        chosen = fit_within_budget(train, valid, costs, list(budgets), task=task, test=test, method_fits=None,
+                                   **options)
     rows = [{"method": label, "quality": s.valid_quality, "cost": s.valid_cost, "coupled": 0.0,
              "params": {"method": s.method, **s.params}, "model": s.model, "test_quality": s.test_quality,
              "test_cost": s.test_cost} for s in chosen if s.within_budget]
@@ -273,7 +276,8 @@ def protocol_parser(doc: str, choices=None, data_paths: bool = False) -> argpars
                              "report says so (e.g. a run not measured on this data yet, with --only)")
     parser.add_argument("--workflow", action="store_true",
                         help=f"add the run {WORKFLOW!r}: what fit_within_budget with its defaults answers within each "
-                             "budget of the split (one call for every budget, the protocol's metric and round cap)")
+                             "budget of the split (one call for every budget, the protocol's metric and round cap, no "
+                             "time limit per method: the points do not depend on the machine's load)")
     parser.add_argument("--resume", action="store_true",
                         help="reuse the splits, and the runs within a split, that an interrupted run of the same "
                              "command finished (the same data, runs, caps and package version): each run's points are "

@@ -350,9 +350,10 @@ def test_resume_runs_only_the_runs_left_of_an_interrupted_split(tmp_path, monkey
 
 @pytest.mark.long
 def test_the_workflow_s_row_is_fit_within_budget_s_answer_within_each_budget(tmp_path):
-    """--workflow adds fit_within_budget's answers (its defaults, the protocol's metric and round cap; every budget in
-    one call) as a run of their own: added to an earlier report with --only, the other rows stay as they were, each
-    point is what a direct call answers on the same split, and the report's command says --workflow."""
+    """--workflow adds fit_within_budget's answers (its defaults, the protocol's metric and round cap, no time limit
+    per method; every budget in one call) as a run of their own: added to an earlier report with --only, the other
+    rows stay as they were, each point is what a direct call answers on the same split, and the report's command says
+    --workflow."""
     from lightgbm_cegb.datasets import HIGGS_COSTS, higgs
     from lightgbm_cegb.selection import fit_within_budget
 
@@ -377,7 +378,7 @@ def test_the_workflow_s_row_is_fit_within_budget_s_answer_within_each_budget(tmp
     parts = split(0)
     plain = before.loc[before["method"] == "LightGBM", "cost"].max()
     direct = fit_within_budget(parts["train"], parts["valid"], HIGGS_COSTS, protocol.budgets_of(plain), task="binary",
-                               test=parts["test"], metric="accuracy", num_boost_round=20)
+                               test=parts["test"], metric="accuracy", num_boost_round=20, method_fits=None)
     answered = [s for s in direct if s.within_budget]
     assert len(points) == len(answered) > 0
     np.testing.assert_array_equal(points["quality"], [s.valid_quality for s in answered])
