@@ -455,7 +455,8 @@ def saved_points(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
 def earlier_points(path: Path, labels: list[str], args) -> pd.DataFrame:
     """--only's points of the runs not re-run: those of ``path`` (a report's CSV of the same command), every split's
     (``split`` 0 .. --splits - 1), params as written. Refused, naming what is wrong, where --only names no run of
-    ``labels`` or the CSV is missing, holds other splits or lacks a run that is not re-run."""
+    ``labels`` or the CSV is missing, holds other splits, lacks a run that is not re-run or holds one this command
+    does not run."""
     unknown = [label for label in args.only if label not in labels]
     if unknown:
         raise CEGBError(f"--only should name runs of this command ({', '.join(map(repr, labels))}), got "
@@ -469,6 +470,10 @@ def earlier_points(path: Path, labels: list[str], args) -> pd.DataFrame:
     missing = [label for label in labels if label not in args.only and label not in set(earlier["method"])]
     if missing:
         raise CEGBError(f"--only: {path} has no points of {', '.join(map(repr, missing))}: add them to --only")
+    extra = sorted(set(earlier["method"]) - set(labels) - set(args.skip))
+    if extra:  # the report would keep rows its command line no longer makes
+        raise CEGBError(f"--only: {path} holds points of {', '.join(map(repr, extra))}, which this command does not "
+                        "run: give the options that made them (e.g. --workflow), or --skip them")
     return earlier
 
 

@@ -386,6 +386,8 @@ def test_the_workflow_s_row_is_fit_within_budget_s_answer_within_each_budget(tmp
     assert list(points["params"]) == [repr({"method": s.method, **s.params}) for s in answered]
     text = (tmp_path / "frontier_w.md").read_text()
     assert "`frontiers.py --splits 1 --quick --workflow --rounds 20`" in text and f"| {protocol.WORKFLOW} |" in text
+    with pytest.raises(CEGBError, match="holds points of 'The budget workflow .*give the options that made them"):
+        report("--only", "LightGBM")  # without --workflow, whose row the report holds
 
 
 @pytest.mark.long
