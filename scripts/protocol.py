@@ -277,7 +277,8 @@ def protocol_parser(doc: str, choices=None, data_paths: bool = False) -> argpars
     parser.add_argument("--workflow", action="store_true",
                         help=f"add the run {WORKFLOW!r}: what fit_within_budget with its defaults answers within each "
                              "budget of the split (one call for every budget, the protocol's metric and round cap, no "
-                             "time limit per method: the points do not depend on the machine's load)")
+                             "time limit per method: the points do not depend on the machine's load); its own default "
+                             "methods and parameters, whatever --methods, --quick or the setting's objective")
     parser.add_argument("--resume", action="store_true",
                         help="reuse the splits, and the runs within a split, that an interrupted run of the same "
                              "command finished (the same data, runs, caps and package version): each run's points are "
@@ -473,7 +474,7 @@ def earlier_points(path: Path, labels: list[str], args) -> pd.DataFrame:
     extra = sorted(set(earlier["method"]) - set(labels) - set(args.skip))
     if extra:  # the report would keep rows its command line no longer makes
         raise CEGBError(f"--only: {path} holds points of {', '.join(map(repr, extra))}, which this command does not "
-                        "run: give the options that made them (e.g. --workflow), or --skip them")
+                        "run: give the options that made them (e.g. --workflow, --adapt-authors)")
     return earlier
 
 
