@@ -245,7 +245,7 @@ def _rounds_capped(state: dict):
 
 
 @FAMILY.method("adaptive_acquisition", tasks=("binary", "multiclass"), prepare=_acquisition_prepare,
-          plan=_acquisition_plan, grid=_acquisition_grid,
+          plan=_acquisition_plan, grid=_acquisition_grid, shares_fits=True,
           knob=Knob("relative_tradeoff", "tradeoff", log=True, cheap_end=1.0, read_at_predict=True))
 def _fit_acquisition(context: Context, state: dict, params: dict) -> list[Candidate]:
     params = dict(params)
@@ -399,7 +399,7 @@ def _higher(a: float | None, b: float | None) -> float | None:
 
 
 @FAMILY.method("staged_acquisition", tasks=("binary", "multiclass"), prepare=_staged_prepare, plan=_staged_plan,
-          grid=_staged_grid,
+          grid=_staged_grid, shares_fits=True,
           knob=Knob("relative_tradeoff", "tradeoff", cheap_end=1.0, read_at_predict=True))
 def _fit_staged(context: Context, state: dict, params: dict) -> list[Candidate]:
     from lightgbm_cegb.methods.staged import StagedAcquisitionClassifier
@@ -429,7 +429,7 @@ def staged_candidate(fitted, params: dict, task: str) -> Candidate:
                                  partial(own_cost, model))
 
 
-@FAMILY.method("staged_acquisition_regressor", tasks=("regression",), prepare=_staged_prepare,
+@FAMILY.method("staged_acquisition_regressor", tasks=("regression",), prepare=_staged_prepare, shares_fits=True,
           grid=partial(_ladder_grid, tradeoffs=STAGED_REGRESSOR_TRADEOFFS),
           knob=Knob("relative_tradeoff", "tradeoff", cheap_end=1.0, read_at_predict=True))
 def _fit_staged_regressor(context: Context, state: dict, params: dict) -> list[Candidate]:
@@ -517,7 +517,7 @@ def cascade_candidate(fitted, params: dict) -> Candidate:
 
 
 @FAMILY.method("staged_acquisition_ranker", tasks=("ranking",), prepare=_staged_prepare, plan=_staged_plan,
-          grid=_cascade_grid, knob=Knob("tradeoff", cheap_end=1.0, read_at_predict=True))
+          grid=_cascade_grid, shares_fits=True, knob=Knob("tradeoff", cheap_end=1.0, read_at_predict=True))
 def _fit_cascade(context: Context, state: dict, params: dict) -> list[Candidate]:
     from lightgbm_cegb.methods.cascade import StagedAcquisitionRanker
     params = dict(params)

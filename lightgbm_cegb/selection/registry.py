@@ -330,6 +330,10 @@ class Method:
         ``plan(context, state, points)``: shown every point (params) of a batch of fits before they run, in the
         process that prepared the state; a state that fits one model for many points fits what they all need
         (e.g. the staged acquisition's stages up to their largest cap). By default nothing.
+    shares_fits : bool, default=False
+        Whether its points read models fitted once into its state (a cache the first point that needs a model fills
+        and the others read): its points are fitted in the sweep's process whatever ``n_jobs`` or ``client``, one
+        after another, since a copy of the state in another process would fit the models again for each point.
     """
 
     name: str
@@ -339,6 +343,7 @@ class Method:
     prepare: Callable = _no_state
     knob: Knob | None = None
     plan: Callable = _no_plan
+    shares_fits: bool = False
 
 
 #: The methods every sweep, plot and script knows, by name. Add one with :func:`register`.
@@ -346,7 +351,7 @@ METHODS: dict[str, Method] = {}
 
 
 def register(name: str, *, grid: Callable, tasks: Sequence[str] = TASKS, prepare: Callable | None = None,
-             knob: Knob | None = None, plan: Callable | None = None):
+             knob: Knob | None = None, plan: Callable | None = None, shares_fits: bool = False):
     """Decorator registering ``fit(context, state, params) -> list[Candidate]`` as method ``name``.
 
     Parameters
@@ -363,6 +368,8 @@ def register(name: str, *, grid: Callable, tasks: Sequence[str] = TASKS, prepare
         The grid parameter a sweep with a budget refines around it (see :class:`Knob`).
     plan : callable or None, default=None
         ``plan(context, state, points)``, before each batch of the method's fits (see :class:`Method`).
+    shares_fits : bool, default=False
+        Its points read models fitted once into its state: fitted in the sweep's process (see :class:`Method`).
 
     Returns
     -------
@@ -370,7 +377,8 @@ def register(name: str, *, grid: Callable, tasks: Sequence[str] = TASKS, prepare
         The decorator: it registers ``fit`` in :data:`METHODS` and returns it unchanged.
     """
     def decorate(fit: Callable) -> Callable:
-        METHODS[name] = Method(name, fit, grid, tuple(tasks), prepare or _no_state, knob, plan or _no_plan)
+        METHODS[name] = Method(name, fit, grid, tuple(tasks), prepare or _no_state, knob, plan or _no_plan,
+                               shares_fits)
         return fit
     return decorate
 
@@ -392,7 +400,8 @@ class Family:
         name : str
             The method's name.
         **spec
-            :func:`register`'s keyword arguments (``grid``, ``tasks``, ``prepare``, ``knob``, ``plan``).
+            :func:`register`'s keyword arguments (``grid``, ``tasks``, ``prepare``, ``knob``, ``plan``,
+            ``shares_fits``).
 
         Returns
         -------

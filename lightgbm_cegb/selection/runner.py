@@ -142,57 +142,76 @@ def execute(jobs: list, context: Context, execution: Execution, *, flat: bool = 
     per job); each method's points are shown to its plan before the fits (``planned``: they were already); each
     job done is logged (``lightgbm_cegb.selection``, INFO) with its seconds (counted by method in ``execution``)
     and shown on the progress bar with its method and point (whose total grows by the jobs). A job whose method
-    has spent its allowance when the job would start is not fitted (no rows)."""
+    has spent its allowance when the job would start is not fitted (no rows). The jobs of a method that shares its
+    fits (``Method.shares_fits``) run in this process, one after another, whatever ``n_jobs`` or the client."""
     bar = execution.bar
     if bar is not None:
         bar.total += len(jobs)
     for method, state, points in ([] if planned else _batches(jobs)):
         method.plan(context, state, points)
     results: list = [[] for _ in jobs]
-    if execution.client is not None:
-        from distributed import as_completed
-        futures = [execution.client.submit(run_point, method, context, state, point, stage, pure=False)
-                   for method, state, point, stage in jobs]
-        order = {future.key: i for i, future in enumerate(futures)}
-        for future in as_completed(futures):
-            i = order[future.key]
-            if future.cancelled():
-                continue
-            results[i], seconds, cut = future.result()
-            _done(jobs[i], results[i], seconds, context.metric, execution, cut)
-            method = jobs[i][0]
-            if execution.context_for(method, context) is None:  # past its allowance: the jobs not finished are
-                pending = [f for f, job in zip(futures, jobs) if job[0] is method and not f.done()]
-                if pending:  # dropped (submitted at once, they may fit)
-                    execution.client.cancel(pending)
-                    execution.skip(method.name, len(pending))
+    parallel = execution.client is not None or execution.n_jobs != 1
+    here = [i for i, job in enumerate(jobs) if parallel and job[0].shares_fits]
+    there = [i for i in range(len(jobs)) if i not in set(here)]
+    if execution.client is None:
+        _with_joblib(jobs, here, context, execution, results, 1)
+        _with_joblib(jobs, there, context, execution, results, execution.n_jobs)
     else:
-        from joblib import Parallel, delayed
-        # with an allowance, in waves of n_jobs jobs its methods may start: joblib dispatches the next tasks from
-        # the thread that collects a result, before this one has counted its seconds
-        waiting = list(range(len(jobs)))
-        while waiting:
-            if execution.allowance is None:
-                wave, waiting = [(i, context) for i in waiting], []
-            else:
-                wave = []  # (job, the context it runs in)
-                while waiting and len(wave) < execution.n_jobs:
-                    i = waiting.pop(0)
-                    own = execution.context_for(jobs[i][0], context)
-                    if own is not None:
-                        wave.append((i, own))
-                    else:
-                        execution.skip(jobs[i][0].name)
-            for k, (result, seconds, cut) in enumerate(Parallel(n_jobs=execution.n_jobs, return_as="generator")(
-                    delayed(run_point)(jobs[i][0], own, *jobs[i][1:]) for i, own in wave)):
-                i = wave[k][0]
-                if result is None:  # it would have trained a model past its allowance
-                    execution.count(jobs[i][0].name, seconds, cut)
-                    execution.skip(jobs[i][0].name)
-                    continue
-                results[i] = result
-                _done(jobs[i], result, seconds, context.metric, execution, cut)
+        _on_client(jobs, there, context, execution, results, lambda: _with_joblib(jobs, here, context, execution,
+                                                                                    results, 1))
     return [row for result in results for row in result] if flat else results
+
+
+def _on_client(jobs: list, indices: list[int], context: Context, execution: Execution, results: list, meanwhile):
+    """Fit the jobs at ``indices`` on the Dask client into ``results``; ``meanwhile()`` runs while they fit."""
+    from distributed import as_completed
+    futures = [execution.client.submit(run_point, method, context, state, point, stage, pure=False)
+               for method, state, point, stage in (jobs[i] for i in indices)]
+    meanwhile()
+    order = {future.key: i for i, future in zip(indices, futures)}
+    for future in as_completed(futures):
+        i = order[future.key]
+        if future.cancelled():
+            continue
+        results[i], seconds, cut = future.result()
+        _done(jobs[i], results[i], seconds, context.metric, execution, cut)
+        method = jobs[i][0]
+        if execution.context_for(method, context) is None:  # past its allowance: the jobs not finished are
+            pending = [f for f, j in zip(futures, indices) if jobs[j][0] is method and not f.done()]
+            if pending:  # dropped (submitted at once, they may fit)
+                execution.client.cancel(pending)
+                execution.skip(method.name, len(pending))
+
+
+def _with_joblib(jobs: list, indices: list[int], context: Context, execution: Execution, results: list,
+                 n_jobs: int) -> None:
+    """Fit the jobs at ``indices`` in ``n_jobs`` joblib processes (1: in this one; -1, None: as joblib reads them)
+    into ``results``."""
+    from joblib import Parallel, delayed, effective_n_jobs
+    # with an allowance, in waves of as many jobs as joblib runs at once its methods may start: joblib dispatches
+    # the next tasks from the thread that collects a result, before this one has counted its seconds
+    waiting, size = list(indices), effective_n_jobs(n_jobs)
+    while waiting:
+        if execution.allowance is None:
+            wave, waiting = [(i, context) for i in waiting], []
+        else:
+            wave = []  # (job, the context it runs in)
+            while waiting and len(wave) < size:
+                i = waiting.pop(0)
+                own = execution.context_for(jobs[i][0], context)
+                if own is not None:
+                    wave.append((i, own))
+                else:
+                    execution.skip(jobs[i][0].name)
+        for k, (result, seconds, cut) in enumerate(Parallel(n_jobs=n_jobs, return_as="generator")(
+                delayed(run_point)(jobs[i][0], own, *jobs[i][1:]) for i, own in wave)):
+            i = wave[k][0]
+            if result is None:  # it would have trained a model past its allowance
+                execution.count(jobs[i][0].name, seconds, cut)
+                execution.skip(jobs[i][0].name)
+                continue
+            results[i] = result
+            _done(jobs[i], result, seconds, context.metric, execution, cut)
 
 
 #: sweep(focus=True) with a budget walks each setting of a method's grid (its other parameters fixed) from its

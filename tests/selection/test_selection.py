@@ -337,6 +337,41 @@ def test_parallel_and_dask_sweeps_agree(binary):
         pd.testing.assert_frame_equal(serial.drop(columns="model"), other.drop(columns="model"))
 
 
+
+def test_a_method_that_shares_its_fits_fits_them_once_in_the_sweep_s_process(binary, monkeypatch):
+    """The staged acquisition's points read one model (their trade-off is read when predicting). With n_jobs=2 (or a
+    Dask client) each point went to another process with a copy of the method's state and fitted the model again
+    there: on HIGGS fit_within_budget took 2.5 times as long as with n_jobs=1, and its time limit changed the choice.
+    Its points now run in this process, the model fitted once, and the frame is the serial one."""
+    import distributed
+
+    from lightgbm_cegb.methods.staged import StagedAcquisitionClassifier
+
+    fits = []
+    fit = StagedAcquisitionClassifier.fit
+
+    def counted(self, *args, **kwargs):  # only this process's fits: joblib's and Dask's processes import their own
+        fits.append(self)
+        return fit(self, *args, **kwargs)
+
+    monkeypatch.setattr(StagedAcquisitionClassifier, "fit", counted)
+    train, valid, _ = binary
+    kwargs = {"task": "binary", "params": {"num_leaves": 8, "num_threads": 1}, "num_boost_round": 30,
+              "baseline": False, "progress": False,
+              "grid": {"staged_acquisition": [{"relative_tradeoff": r, "order": "importance"}
+                                              for r in (0.05, 0.3, 0.7)],
+                       "cegb": [{"relative_tradeoff": r} for r in (0.0, 0.2)]}}
+    serial = sweep(["staged_acquisition", "cegb"], train, valid, COSTS, **kwargs)
+    assert len(fits) == 1
+    parallel = sweep(["staged_acquisition", "cegb"], train, valid, COSTS, n_jobs=2, **kwargs)
+    assert len(fits) == 2
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
+                                  silence_logs=50) as cluster, distributed.Client(cluster) as client:
+        on_dask = sweep(["staged_acquisition", "cegb"], train, valid, COSTS, client=client, **kwargs)
+    assert len(fits) == 3
+    for other in (parallel, on_dask):
+        pd.testing.assert_frame_equal(serial.drop(columns="model"), other.drop(columns="model"))
+
 def ranking_rows():
     """Train, validation and test rows of 120 queries of 5 to 14 documents (relevance 0..4), with their sizes."""
     rng = np.random.default_rng(3)
