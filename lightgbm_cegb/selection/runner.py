@@ -152,7 +152,7 @@ def execute(jobs: list, context: Context, execution: Execution, *, flat: bool = 
     results: list = [[] for _ in jobs]
     parallel = execution.client is not None or execution.n_jobs != 1
     here = [i for i, job in enumerate(jobs) if parallel and job[0].shares_fits]
-    there = [i for i in range(len(jobs)) if i not in set(here)]
+    there = sorted(set(range(len(jobs))) - set(here))
     if execution.client is None:
         _with_joblib(jobs, here, context, execution, results, 1)
         _with_joblib(jobs, there, context, execution, results, execution.n_jobs)
