@@ -122,8 +122,8 @@ class _Traces:
     is answered from it (``PolicyRun.result``, equal to its own run to the bit) instead of a run per point. A run is
     recorded at the lowest tradeoff its points were planned with (``floors``; a run at tradeoff 0 of the entropy
     gain buys most units of every row: on MNIST's 1,120 pixels 702 a row and 37 s, where the grid's lowest, 0.002 x
-    its first value, buys 63) and again lower when a point asks for less. Shared by a sweep's points when they run
-    in this process (parallel jobs each record their own); the runs of one set of rows at a time are kept
+    its first value, buys 63) and again lower when a point asks for less. Shared by a sweep's points, which run in
+    its process whatever its ``n_jobs`` (``Method.shares_fits``); the runs of one set of rows at a time are kept
     (validation, then test: a run holds arrays of rows x units); pickled empty (a frame keeps its models, not the
     runs)."""
 

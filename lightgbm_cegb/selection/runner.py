@@ -157,22 +157,25 @@ def execute(jobs: list, context: Context, execution: Execution, *, flat: bool = 
         _with_joblib(jobs, here, context, execution, results, 1)
         _with_joblib(jobs, there, context, execution, results, execution.n_jobs)
     else:
-        _on_client(jobs, there, context, execution, results, lambda: _with_joblib(jobs, here, context, execution,
-                                                                                    results, 1))
+        _on_client(jobs, there, context, execution, results, lambda between: _with_joblib(
+            jobs, here, context, execution, results, 1, between))
     return [row for result in results for row in result] if flat else results
 
 
-def _on_client(jobs: list, indices: list[int], context: Context, execution: Execution, results: list, meanwhile):
-    """Fit the jobs at ``indices`` on the Dask client into ``results``; ``meanwhile()`` runs while they fit."""
+def _on_client(jobs: list, indices: list[int], context: Context, execution: Execution, results: list, local) -> None:
+    """Fit the jobs at ``indices`` on the Dask client into ``results``; ``local(between)`` fits the others in this
+    process meanwhile, calling ``between()`` after each job, which takes in the remote results ready by then: a
+    remote method past its allowance has its pending jobs cancelled then, not only once the local jobs are done."""
     from distributed import as_completed
     futures = [execution.client.submit(run_point, method, context, state, point, stage, pure=False)
                for method, state, point, stage in (jobs[i] for i in indices)]
-    meanwhile()
     order = {future.key: i for i, future in zip(indices, futures)}
-    for future in as_completed(futures):
+    ready = as_completed(futures) if futures else None
+
+    def take(future) -> None:
         i = order[future.key]
         if future.cancelled():
-            continue
+            return
         results[i], seconds, cut = future.result()
         _done(jobs[i], results[i], seconds, context.metric, execution, cut)
         method = jobs[i][0]
@@ -182,11 +185,24 @@ def _on_client(jobs: list, indices: list[int], context: Context, execution: Exec
                 execution.client.cancel(pending)
                 execution.skip(method.name, len(pending))
 
+    def between() -> None:
+        if ready is not None and ready.has_ready():
+            for future in ready.next_batch(block=False):
+                take(future)
+
+    try:
+        local(between)
+    except BaseException:
+        execution.client.cancel(futures)
+        raise
+    for future in [] if ready is None else ready:
+        take(future)
+
 
 def _with_joblib(jobs: list, indices: list[int], context: Context, execution: Execution, results: list,
-                 n_jobs: int) -> None:
+                 n_jobs: int, between=None) -> None:
     """Fit the jobs at ``indices`` in ``n_jobs`` joblib processes (1: in this one; -1, None: as joblib reads them)
-    into ``results``."""
+    into ``results``, calling ``between()`` (if given) after each."""
     from joblib import Parallel, delayed, effective_n_jobs
     # with an allowance, in waves of as many jobs as joblib runs at once its methods may start: joblib dispatches
     # the next tasks from the thread that collects a result, before this one has counted its seconds
@@ -209,9 +225,11 @@ def _with_joblib(jobs: list, indices: list[int], context: Context, execution: Ex
             if result is None:  # it would have trained a model past its allowance
                 execution.count(jobs[i][0].name, seconds, cut)
                 execution.skip(jobs[i][0].name)
-                continue
-            results[i] = result
-            _done(jobs[i], result, seconds, context.metric, execution, cut)
+            else:
+                results[i] = result
+                _done(jobs[i], result, seconds, context.metric, execution, cut)
+            if between is not None:
+                between()
 
 
 #: sweep(focus=True) with a budget walks each setting of a method's grid (its other parameters fixed) from its

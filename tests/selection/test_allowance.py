@@ -220,7 +220,6 @@ def test_in_parallel_a_method_over_its_allowance_starts_at_most_the_points_in_fl
     assert 1 <= fitted <= in_flight and fitted + left == len(GRID["greedy_miser"])
 
 
-
 def test_an_allowance_in_parallel_on_every_cpu_ends():
     """With an allowance the jobs run in waves of n_jobs jobs: n_jobs=-1 made every wave empty and the sweep never
     ended, n_jobs=None raised a TypeError. The waves are now as long as joblib's processes. In a child process, so
@@ -240,9 +239,10 @@ for n_jobs in (-1, None):
                   grid={"cegb": [{"relative_tradeoff": r} for r in (0.01, 0.1, 0.3)]},
                   params={"num_leaves": 8, "num_threads": 1}, num_boost_round=30)
     print(n_jobs, sorted(float(r) for r in frame["params"].map(lambda p: p["relative_tradeoff"]).unique()))
-""", timeout=600)
+""", timeout=120)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.split("\n")[:2] == ["-1 [0.01, 0.1, 0.3]", "None [0.01, 0.1, 0.3]"], result.stdout
+
 
 def _swept(train, valid, kwargs, **execution):
     with pytest.warns(CEGBWarning, match="stopped greedy_miser on every training row"):

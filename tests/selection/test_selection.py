@@ -337,7 +337,6 @@ def test_parallel_and_dask_sweeps_agree(binary):
         pd.testing.assert_frame_equal(serial.drop(columns="model"), other.drop(columns="model"))
 
 
-
 def test_a_method_that_shares_its_fits_fits_them_once_in_the_sweep_s_process(binary, monkeypatch):
     """The staged acquisition's points read one model (their trade-off is read when predicting). With n_jobs=2 (or a
     Dask client) each point went to another process with a copy of the method's state and fitted the model again
@@ -371,6 +370,7 @@ def test_a_method_that_shares_its_fits_fits_them_once_in_the_sweep_s_process(bin
     assert len(fits) == 3
     for other in (parallel, on_dask):
         pd.testing.assert_frame_equal(serial.drop(columns="model"), other.drop(columns="model"))
+
 
 def ranking_rows():
     """Train, validation and test rows of 120 queries of 5 to 14 documents (relevance 0..4), with their sizes."""
