@@ -4,6 +4,7 @@ in plain LightGBM fits and its choices.
 
     .venv/bin/python -m scripts.bench_budget_workflow [--data cube higgs letter mnist diamonds covertype covertype7
                                                            large] [--no-exhaustive] [--diamonds PATH] [--covertype PATH]
+                                                           [--n-jobs N]
 
 For each data set, the unit of time is one plain LightGBM fit of the sweep's ``lightgbm`` point (its defaults,
 early stopped on the validation rows, in this process; the median of three). Then
@@ -200,6 +201,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="the defaults' time and choices only (the exhaustive sweeps are most of the run)")
     parser.add_argument("--methods", help="comma-separated methods instead of fit_within_budget's defaults (e.g. "
                                           "cheap_subset,lightgbm: a cluster's refit of a LightGBM choice)")
+    parser.add_argument("--n-jobs", type=int, default=1,
+                        help="fit_within_budget's n_jobs (the defaults' call only; default 1)")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")  # rounds caps and budget gaps: the figures are the point here
     client = None
@@ -212,7 +215,7 @@ def main(argv: list[str] | None = None) -> None:
                  for _ in range(UNIT_FITS)]
         unit = float(np.median(units))
         start = time.perf_counter()
-        focused = fit_within_budget(train, valid, costs, budgets, task=task, progress=False,
+        focused = fit_within_budget(train, valid, costs, budgets, task=task, progress=False, n_jobs=args.n_jobs,
                                     methods=None if args.methods is None else args.methods.split(","))
         focused_time = time.perf_counter() - start
         screen = focused[0].frontier.attrs.get("screen")

@@ -152,7 +152,8 @@ def sweep(methods: str | Sequence[str], train, valid, costs, *, task: str, grid:
     n_jobs : int, default=1
         Grid points trained in parallel by joblib (processes). The points of a method that shares its fits
         (``Method.shares_fits``: the adaptive and staged acquisitions) run in this process, and a focused sweep walks
-        a knob one value at a time: on HIGGS (5,000 rows) fit_within_budget takes about as long with 2 as with 1.
+        a knob one value at a time: on HIGGS (5,000 rows) fit_within_budget is no faster with 2 than with 1
+        (``scripts/bench_budget_workflow.py --n-jobs``).
     client : distributed.Client, optional
         A dask.distributed Client to run the grid points on instead of joblib (the points of a method that shares
         its fits run in this process meanwhile).
